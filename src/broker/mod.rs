@@ -1,0 +1,7 @@
+//! Reaching a real broker: configuration, the management HTTP API, AMQP connections, browsing
+//! and replaying. Turns what the broker says into domain types and errors in the user's words.
+
+pub mod amqp;
+pub mod browse;
+pub mod config;
+pub mod management;

@@ -1,0 +1,15 @@
+//! The dead-letter model. Pure: no IO, no terminal, no lapin or reqwest types, so the CLI, the
+//! TUI, the broker layer and the tests all share one explanation of a message.
+
+pub mod convention;
+pub mod discovery;
+pub mod explain;
+pub mod filter;
+pub mod fingerprint;
+pub mod json;
+pub mod message;
+pub mod replay;
+pub mod sanitize;
+pub mod value;
+pub mod verdict;
+pub mod xdeath;

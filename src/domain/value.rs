@@ -1,0 +1,241 @@
+//! AMQP 0.9.1 field values as Warren sees them: one type for every header value a broker can hand
+//! us, whichever way it arrived (AMQP, or the management API's lossy JSON). Strings are kept as
+//! bytes because nothing guarantees a header is UTF-8; display goes through `sanitize`.
+
+use std::fmt;
+
+/// One AMQP 0.9.1 field value (RabbitMQ's dialect, which is what lapin and the broker speak).
+#[derive(Clone, Debug, PartialEq)]
+pub enum HeaderValue {
+    Void,
+    Bool(bool),
+    I8(i8),
+    U8(u8),
+    I16(i16),
+    U16(u16),
+    I32(i32),
+    U32(u32),
+    I64(i64),
+    F32(f32),
+    F64(f64),
+    Decimal { scale: u8, value: u32 },
+    /// `s`: at most 255 bytes on the wire.
+    ShortString(Vec<u8>),
+    /// `S`: arbitrary bytes, usually but not necessarily UTF-8.
+    LongString(Vec<u8>),
+    /// `T`: seconds since the Unix epoch.
+    Timestamp(u64),
+    Table(Table),
+    Array(Vec<HeaderValue>),
+    /// `x`: RabbitMQ's byte array.
+    Bytes(Vec<u8>),
+}
+
+impl HeaderValue {
+    pub fn string(s: impl Into<String>) -> Self {
+        HeaderValue::LongString(s.into().into_bytes())
+    }
+
+    /// The value as text when it is a string of valid UTF-8 (short or long).
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            HeaderValue::ShortString(b) | HeaderValue::LongString(b) => std::str::from_utf8(b).ok(),
+            _ => None,
+        }
+    }
+
+    /// The raw bytes of a string or byte array.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            HeaderValue::ShortString(b) | HeaderValue::LongString(b) | HeaderValue::Bytes(b) => {
+                Some(b)
+            }
+            _ => None,
+        }
+    }
+
+    /// Any integer width (and a timestamp) as i64; strings holding a plain integer too, because
+    /// frameworks and the management API disagree about whether counters are numbers or text.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            HeaderValue::I8(v) => Some(i64::from(*v)),
+            HeaderValue::U8(v) => Some(i64::from(*v)),
+            HeaderValue::I16(v) => Some(i64::from(*v)),
+            HeaderValue::U16(v) => Some(i64::from(*v)),
+            HeaderValue::I32(v) => Some(i64::from(*v)),
+            HeaderValue::U32(v) => Some(i64::from(*v)),
+            HeaderValue::I64(v) => Some(*v),
+            HeaderValue::Timestamp(v) => i64::try_from(*v).ok(),
+            HeaderValue::F64(v) if v.fract() == 0.0 && v.is_finite() && v.abs() < 9.0e15 => {
+                Some(*v as i64)
+            }
+            HeaderValue::ShortString(_) | HeaderValue::LongString(_) => {
+                self.as_str().and_then(|s| s.trim().parse().ok())
+            }
+            _ => None,
+        }
+    }
+
+    pub fn as_table(&self) -> Option<&Table> {
+        match self {
+            HeaderValue::Table(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&[HeaderValue]> {
+        match self {
+            HeaderValue::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The AMQP type letter, for display and for the lossless export.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            HeaderValue::Void => "void",
+            HeaderValue::Bool(_) => "bool",
+            HeaderValue::I8(_) => "i8",
+            HeaderValue::U8(_) => "u8",
+            HeaderValue::I16(_) => "i16",
+            HeaderValue::U16(_) => "u16",
+            HeaderValue::I32(_) => "i32",
+            HeaderValue::U32(_) => "u32",
+            HeaderValue::I64(_) => "i64",
+            HeaderValue::F32(_) => "f32",
+            HeaderValue::F64(_) => "f64",
+            HeaderValue::Decimal { .. } => "decimal",
+            HeaderValue::ShortString(_) => "short-string",
+            HeaderValue::LongString(_) => "long-string",
+            HeaderValue::Timestamp(_) => "timestamp",
+            HeaderValue::Table(_) => "table",
+            HeaderValue::Array(_) => "array",
+            HeaderValue::Bytes(_) => "bytes",
+        }
+    }
+}
+
+/// Plain (unsanitised) rendering for logs and tests. Terminal output must go through
+/// `sanitize::display` instead.
+impl fmt::Display for HeaderValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HeaderValue::Void => f.write_str("void"),
+            HeaderValue::Bool(v) => write!(f, "{v}"),
+            HeaderValue::I8(v) => write!(f, "{v}"),
+            HeaderValue::U8(v) => write!(f, "{v}"),
+            HeaderValue::I16(v) => write!(f, "{v}"),
+            HeaderValue::U16(v) => write!(f, "{v}"),
+            HeaderValue::I32(v) => write!(f, "{v}"),
+            HeaderValue::U32(v) => write!(f, "{v}"),
+            HeaderValue::I64(v) => write!(f, "{v}"),
+            HeaderValue::F32(v) => write!(f, "{v}"),
+            HeaderValue::F64(v) => write!(f, "{v}"),
+            HeaderValue::Decimal { scale, value } => write!(f, "{value}e-{scale}"),
+            HeaderValue::ShortString(b) | HeaderValue::LongString(b) => {
+                f.write_str(&String::from_utf8_lossy(b))
+            }
+            HeaderValue::Timestamp(v) => write!(f, "@{v}"),
+            HeaderValue::Table(t) => {
+                f.write_str("{")?;
+                for (i, (k, v)) in t.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{k}: {v}")?;
+                }
+                f.write_str("}")
+            }
+            HeaderValue::Array(a) => {
+                f.write_str("[")?;
+                for (i, v) in a.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                f.write_str("]")
+            }
+            HeaderValue::Bytes(b) => write!(f, "<{} bytes>", b.len()),
+        }
+    }
+}
+
+/// A field table: ordered (as received) name → value pairs. Lookups are exact and case-sensitive,
+/// as frameworks spell their headers (`x-original-routingKey` has a capital K).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Table(Vec<(String, HeaderValue)>);
+
+impl Table {
+    pub fn new() -> Self {
+        Table(Vec::new())
+    }
+
+    pub fn get(&self, key: &str) -> Option<&HeaderValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        self.get(key).and_then(HeaderValue::as_str)
+    }
+
+    pub fn get_i64(&self, key: &str) -> Option<i64> {
+        self.get(key).and_then(HeaderValue::as_i64)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Sets `key`, replacing an existing value in place (keeps the position) or appending.
+    pub fn insert(&mut self, key: impl Into<String>, value: HeaderValue) {
+        let key = key.into();
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((key, value)),
+        }
+    }
+
+    pub fn remove(&mut self, key: &str) -> Option<HeaderValue> {
+        let pos = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.remove(pos).1)
+    }
+
+    pub fn retain(&mut self, mut keep: impl FnMut(&str, &HeaderValue) -> bool) {
+        self.0.retain(|(k, v)| keep(k, v));
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &HeaderValue)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_str())
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl FromIterator<(String, HeaderValue)> for Table {
+    fn from_iter<I: IntoIterator<Item = (String, HeaderValue)>>(iter: I) -> Self {
+        let mut t = Table::new();
+        for (k, v) in iter {
+            t.insert(k, v);
+        }
+        t
+    }
+}
+
+impl IntoIterator for Table {
+    type Item = (String, HeaderValue);
+    type IntoIter = std::vec::IntoIter<(String, HeaderValue)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}

@@ -1,0 +1,18 @@
+//! Warren: a terminal tool for RabbitMQ dead-letter queues.
+//!
+//! The layers, from the inside out:
+//! - [`domain`]: pure model — header values, x-death, framework conventions, verdicts,
+//!   fingerprints, replay plans, filters, terminal-safe text. No IO.
+//! - [`broker`]: configuration, the management API (reqwest) and AMQP (lapin): discovery, browse,
+//!   replay.
+//! - [`store`]: Warren's local memory (rusqlite): first-seen times and the replay audit.
+//! - [`worker`]: the background tokio task that owns broker connections for the TUI.
+//! - [`tui`]: the ratatui app: state, pure update, view.
+//! - [`cli`]: the command line (clap) tying it together.
+
+pub mod broker;
+pub mod cli;
+pub mod domain;
+pub mod store;
+pub mod tui;
+pub mod worker;

@@ -1,0 +1,1 @@
+//! Warren's local memory (being written).

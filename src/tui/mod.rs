@@ -1,0 +1,1 @@
+//! tui (to be filled in).

@@ -1,0 +1,1 @@
+//! AMQP helpers for tests (being written).

@@ -1,0 +1,207 @@
+//! Test harness for real brokers. Every test gets its own vhost (random name), created through
+//! the management API and deleted when the test ends, so tests run in parallel and leave nothing.
+//!
+//! Brokers: RabbitMQ on 127.0.0.1:5672/15672 always (override with WARREN_TEST_AMQP_URL /
+//! WARREN_TEST_MANAGEMENT_URL); 4.0 and 4.3 when `scripts/test` brought them up and listed them
+//! in WARREN_TEST_VERSIONS (e.g. "4.0,4.3").
+#![allow(dead_code)]
+
+pub mod amqp;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+#[derive(Clone, Debug)]
+pub struct TestBroker {
+    /// "3.10", "4.0", "4.3" — the label the version was brought up as.
+    pub label: String,
+    pub amqp_port: u16,
+    pub mgmt_port: u16,
+    pub host: String,
+}
+
+impl TestBroker {
+    pub fn default_broker() -> TestBroker {
+        let amqp = std::env::var("WARREN_TEST_AMQP_URL").ok();
+        let mgmt = std::env::var("WARREN_TEST_MANAGEMENT_URL").ok();
+        let port_of = |url: Option<String>, default: u16| {
+            url.and_then(|u| u.rsplit(':').next().and_then(|p| p.split('/').next().map(str::to_string)))
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(default)
+        };
+        TestBroker {
+            label: "3.10".into(),
+            amqp_port: port_of(amqp, 5672),
+            mgmt_port: port_of(mgmt, 15672),
+            host: "127.0.0.1".into(),
+        }
+    }
+
+    /// The default broker plus every extra version scripts/test brought up.
+    pub fn all() -> Vec<TestBroker> {
+        let mut out = vec![TestBroker::default_broker()];
+        if let Ok(list) = std::env::var("WARREN_TEST_VERSIONS") {
+            for v in list.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+                let (a, m) = match v {
+                    "4.0" => (5673, 15673),
+                    "4.3" => (5674, 15674),
+                    other => panic!("WARREN_TEST_VERSIONS names unknown version {other}"),
+                };
+                out.push(TestBroker { label: v.into(), amqp_port: a, mgmt_port: m, host: "127.0.0.1".into() });
+            }
+        }
+        out
+    }
+
+    pub fn mgmt_base(&self) -> String {
+        format!("http://{}:{}", self.host, self.mgmt_port)
+    }
+
+    /// AMQP URL for a vhost (percent-encoded).
+    pub fn amqp_url(&self, vhost: &str) -> String {
+        format!("amqp://guest:guest@{}:{}/{}", self.host, self.amqp_port, enc(vhost))
+    }
+
+    /// Management URL with credentials, as a user would pass to `--management-url`.
+    pub fn mgmt_url_with_creds(&self) -> String {
+        format!("http://guest:guest@{}:{}", self.host, self.mgmt_port)
+    }
+}
+
+pub fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A unique name for this test run: `prefix-<pid>-<nanos>-<n>`.
+pub fn unique(prefix: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{prefix}-{}-{nanos}-{n}", std::process::id())
+}
+
+/// A throwaway vhost on one broker with full permissions for guest. Call `cleanup().await` at the
+/// end; if a test panics first, `Drop` deletes it with a blocking call on another thread.
+pub struct TestVhost {
+    pub broker: TestBroker,
+    pub name: String,
+    http: reqwest::Client,
+    cleaned: bool,
+}
+
+impl TestVhost {
+    pub async fn new(broker: &TestBroker, prefix: &str) -> TestVhost {
+        let name = unique(&format!("warren-test-{prefix}"));
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("http client");
+        let base = broker.mgmt_base();
+        let r = http
+            .put(format!("{base}/api/vhosts/{}", enc(&name)))
+            .basic_auth("guest", Some("guest"))
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("management API of RabbitMQ {} at {base} unreachable: {e}", broker.label));
+        assert!(r.status().is_success(), "create vhost: {}", r.status());
+        let r = http
+            .put(format!("{base}/api/permissions/{}/guest", enc(&name)))
+            .basic_auth("guest", Some("guest"))
+            .json(&serde_json::json!({"configure": ".*", "write": ".*", "read": ".*"}))
+            .send()
+            .await
+            .expect("set permissions");
+        assert!(r.status().is_success(), "set permissions: {}", r.status());
+        TestVhost { broker: broker.clone(), name, http, cleaned: false }
+    }
+
+    pub fn amqp_url(&self) -> String {
+        self.broker.amqp_url(&self.name)
+    }
+
+    /// Raw management API call for test setup (PUT/POST/DELETE with a JSON body).
+    pub async fn api(&self, method: reqwest::Method, path: &str, body: Option<serde_json::Value>) -> reqwest::Response {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.broker.mgmt_base()))
+            .basic_auth("guest", Some("guest"));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        req.send().await.expect("management API call")
+    }
+
+    /// `GET` a management API path and parse JSON.
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        self.api(reqwest::Method::GET, path, None).await.json().await.expect("json")
+    }
+
+    /// Queue depth as the management API reports it, polled until stats settle.
+    pub async fn queue_depth(&self, queue: &str) -> i64 {
+        let path = format!("/api/queues/{}/{}", enc(&self.name), enc(queue));
+        for _ in 0..50 {
+            let v = self.get_json(&path).await;
+            if let Some(n) = v.get("messages").and_then(|m| m.as_i64()) {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no depth for {queue}")
+    }
+
+    /// Declares a policy in this vhost.
+    pub async fn policy(&self, name: &str, pattern: &str, apply_to: &str, definition: serde_json::Value) {
+        let path = format!("/api/policies/{}/{}", enc(&self.name), enc(name));
+        let r = self
+            .api(
+                reqwest::Method::PUT,
+                &path,
+                Some(serde_json::json!({"pattern": pattern, "apply-to": apply_to, "definition": definition, "priority": 10})),
+            )
+            .await;
+        assert!(r.status().is_success(), "policy: {}", r.status());
+    }
+
+    pub async fn cleanup(mut self) {
+        self.delete().await;
+    }
+
+    async fn delete(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        self.cleaned = true;
+        let _ = self
+            .http
+            .delete(format!("{}/api/vhosts/{}", self.broker.mgmt_base(), enc(&self.name)))
+            .basic_auth("guest", Some("guest"))
+            .send()
+            .await;
+    }
+}
+
+impl Drop for TestVhost {
+    fn drop(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        let url = format!("{}/api/vhosts/{}", self.broker.mgmt_base(), enc(&self.name));
+        // A panicking test still removes its vhost: a plain thread with its own runtime, so this
+        // works inside or outside tokio.
+        let _ = std::thread::spawn(move || {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                rt.block_on(async {
+                    let _ = reqwest::Client::new().delete(url).basic_auth("guest", Some("guest")).send().await;
+                });
+            }
+        })
+        .join();
+    }
+}
