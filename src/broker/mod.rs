@@ -4,4 +4,5 @@
 pub mod amqp;
 pub mod browse;
 pub mod config;
+pub mod discover;
 pub mod management;
