@@ -1,6 +1,71 @@
-//! The command line: parses arguments with clap and dispatches to the commands.
+//! The command line: parses arguments with clap, starts file logging, and dispatches to the
+//! commands. Exit codes: 0 success, 1 the work failed (e.g. a replay left messages behind),
+//! 2 usage, 3 broker unreachable or refused.
+
+pub mod args;
+pub mod logging;
+
+use clap::Parser;
+
+pub use args::{Cli, Command};
+
+/// Exit codes, as documented in the README.
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const FAILED: i32 = 1;
+    pub const USAGE: i32 = 2;
+    pub const BROKER: i32 = 3;
+}
+
+/// A command's failure: the one-line cause for stderr and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure { code: exit::USAGE, message: message.into() }
+    }
+    pub fn broker(message: impl Into<String>) -> Failure {
+        Failure { code: exit::BROKER, message: message.into() }
+    }
+    pub fn failed(message: impl Into<String>) -> Failure {
+        Failure { code: exit::FAILED, message: message.into() }
+    }
+}
 
 /// Runs Warren and returns the process exit code.
 pub fn main() -> i32 {
-    0
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let _log = logging::init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("warren: cannot start the async runtime: {e}");
+            return exit::FAILED;
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(f) => {
+            tracing::error!(code = f.code, "{}", f.message);
+            eprintln!("warren: {}", f.message);
+            f.code
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<i32, Failure> {
+    match cli.command {
+        _ => Err(Failure::usage("this command is not available yet")),
+    }
 }

@@ -1,0 +1,138 @@
+//! The command-line definition (clap). Also the source of the shell completions and man page.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "warren",
+    version,
+    about = "Find RabbitMQ dead-letter queues, explain why each message died, group the failures, and replay them safely.",
+    long_about = "Warren reads RabbitMQ dead-letter queues without losing a message, explains each \
+                  dead letter in one sentence (x-death, MassTransit, Spring, NServiceBus, …), groups \
+                  failures, and replays the right messages back to where they failed.\n\n\
+                  With no command it opens the terminal UI."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// How to reach the broker; shared by every command.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ConnArgs {
+    /// Configuration file (default: the platform's config dir, e.g. ~/.config/warren/config.toml).
+    #[arg(long, global = true, value_name = "PATH", env = "WARREN_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Named context (broker or cluster) from the configuration file.
+    #[arg(long, global = true, value_name = "NAME", env = "WARREN_CONTEXT")]
+    pub context: Option<String>,
+
+    /// AMQP URL for one-off use; credentials in the URL are allowed.
+    #[arg(long, global = true, value_name = "URL", env = "WARREN_AMQP_URL", hide_env_values = true)]
+    pub amqp_url: Option<String>,
+
+    /// Management API URL for one-off use; credentials in the URL are allowed.
+    #[arg(long, global = true, value_name = "URL", env = "WARREN_MANAGEMENT_URL", hide_env_values = true)]
+    pub management_url: Option<String>,
+
+    /// Virtual host (default: the context's, else "/").
+    #[arg(long, global = true, value_name = "NAME", env = "WARREN_VHOST")]
+    pub vhost: Option<String>,
+
+    /// Look, never touch: no replay, no publishing channel is ever opened.
+    #[arg(long, global = true)]
+    pub read_only: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the dead-letter queues of the vhost.
+    Queues {
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Also list ordinary queues.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Browse a dead-letter queue and explain each message (messages stay where they are).
+    Show {
+        /// The queue to read.
+        queue: String,
+        /// How many messages from the head of the queue.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// One JSON object per line per message.
+        #[arg(long)]
+        json: bool,
+        /// Only messages that match this filter query (see `warren help filter`).
+        #[arg(long, value_name = "QUERY")]
+        filter: Option<String>,
+    },
+    /// Group a dead-letter queue's messages by failure fingerprint.
+    Groups {
+        queue: String,
+        #[arg(long, default_value_t = 10_000)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move dead letters back to where they failed: confirmed, throttled, on the record.
+    Replay(ReplayArgs),
+    /// The record of every replay.
+    Audit {
+        #[arg(long)]
+        json: bool,
+        /// How many records, newest first.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ReplayArgs {
+    /// The dead-letter queue to replay from.
+    pub queue: String,
+    /// Move at most this many messages.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Messages per second (default: as fast as confirms allow).
+    #[arg(long, value_name = "PER_SEC")]
+    pub rate: Option<f64>,
+    /// Only messages that match this filter query.
+    #[arg(long, value_name = "QUERY")]
+    pub filter: Option<String>,
+    /// Only messages of this failure group (a fingerprint from `warren groups`).
+    #[arg(long, value_name = "FINGERPRINT")]
+    pub group: Option<String>,
+    /// Send every selected message to this queue (through the default exchange).
+    #[arg(long, value_name = "QUEUE")]
+    pub to: Option<String>,
+    /// Allow a publish through an exchange that reaches more than one queue.
+    #[arg(long)]
+    pub allow_fan_out: bool,
+    /// Leave retry counters and death headers exactly as they are.
+    #[arg(long)]
+    pub keep_attempts: bool,
+    /// Show the plan and touch nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
+    /// Progress and summary as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Replay without writing the audit record (only when Warren's store cannot be opened).
+    #[arg(long)]
+    pub no_audit: bool,
+    /// Unselected messages held back at most (then the replay stops and says so).
+    #[arg(long, value_name = "N")]
+    pub window: Option<usize>,
+}
