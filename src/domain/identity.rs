@@ -1,1 +1,236 @@
-//! (being written)
+//! A stable key per dead letter, so that Warren can remember when it first saw each message
+//! ("dead since": x-death's `time` is the first death, not the arrival in this queue).
+//!
+//! The key is the producer's id when there is one, else a framework's message id header, else a
+//! hash of the content. The hash leaves out what changes while a message sits or cycles (x-death
+//! counts, delivery and acquisition counters, the last-death headers) and normalises header
+//! value types, so the same message gets the same key whether it was read over AMQP or through
+//! the management API's lossy JSON. Two byte-identical messages without ids share a key; nothing
+//! could tell them apart anyway.
+
+use super::message::DeadLetter;
+use super::value::{HeaderValue, Table};
+
+/// Framework id headers that stay with a message through retries and error queues, in order of
+/// preference. (`MT-OriginalMessageId` is left out: it names another message.)
+const ID_HEADERS: &[&str] = &[
+    "NServiceBus.MessageId",
+    "rbs2-msg-id",
+    "MT-MessageId",
+    "MessageId",
+];
+
+/// Headers that change while a message sits in a queue or cycles through retry queues.
+fn is_volatile_header(name: &str) -> bool {
+    matches!(name, "x-death" | "x-delivery-count" | "x-acquired-count")
+        || name.starts_with("x-last-death-")
+}
+
+/// The key for `msg`: `id:<message_id>`, `header:<name>:<value>`, or `hash:<16 hex digits>`.
+pub fn message_key(msg: &DeadLetter) -> String {
+    if let Some(id) = msg.properties.message_id.as_deref()
+        && !id.trim().is_empty()
+    {
+        return format!("id:{id}");
+    }
+    for name in ID_HEADERS {
+        if let Some(value) = msg.headers.get(name).and_then(HeaderValue::as_bytes) {
+            let value = String::from_utf8_lossy(value);
+            if !value.trim().is_empty() {
+                return format!("header:{name}:{value}");
+            }
+        }
+    }
+    format!("hash:{:016x}", content_hash(msg))
+}
+
+/// FNV-1a 64: tiny, stable across Rust versions and platforms (unlike `DefaultHasher`), and
+/// enough to tell apart the messages of one queue.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    /// A tagged, length-prefixed field, so that no two different inputs share a byte stream.
+    fn field(&mut self, tag: u8, bytes: &[u8]) {
+        self.bytes(&[tag]);
+        self.bytes(&(bytes.len() as u64).to_le_bytes());
+        self.bytes(bytes);
+    }
+
+    fn opt(&mut self, tag: u8, value: Option<&str>) {
+        match value {
+            Some(v) => self.field(tag, v.as_bytes()),
+            None => self.bytes(&[tag, 0xff]),
+        }
+    }
+}
+
+fn content_hash(msg: &DeadLetter) -> u64 {
+    let mut h = Fnv::new();
+    let p = &msg.properties;
+    h.opt(b'c', p.content_type.as_deref());
+    h.opt(b'e', p.content_encoding.as_deref());
+    h.opt(b'd', p.delivery_mode.map(|v| v.to_string()).as_deref());
+    h.opt(b'p', p.priority.map(|v| v.to_string()).as_deref());
+    h.opt(b'r', p.correlation_id.as_deref());
+    h.opt(b'y', p.reply_to.as_deref());
+    h.opt(b'x', p.expiration.as_deref());
+    h.opt(b't', p.timestamp.map(|v| v.to_string()).as_deref());
+    h.opt(b'k', p.kind.as_deref());
+    h.opt(b'u', p.user_id.as_deref());
+    h.opt(b'a', p.app_id.as_deref());
+    h.opt(b'l', p.cluster_id.as_deref());
+    hash_table(&mut h, &msg.headers, true);
+    // The body as kept (possibly capped) plus its real size: stable for a given cap.
+    h.field(b'B', &msg.body);
+    h.field(b'S', &msg.body_size.to_le_bytes());
+    h.0
+}
+
+/// Hashes a table in name order (the management API and AMQP need not agree on order).
+fn hash_table(h: &mut Fnv, table: &Table, top_level: bool) {
+    let mut entries: Vec<(&str, &HeaderValue)> = table
+        .iter()
+        .filter(|(name, _)| !(top_level && is_volatile_header(name)))
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    h.field(b'T', &(entries.len() as u64).to_le_bytes());
+    for (name, value) in entries {
+        h.field(b'n', name.as_bytes());
+        hash_value(h, value);
+    }
+}
+
+/// Hashes a value by its meaning rather than its wire type: every integer width (and a
+/// timestamp) as one integer, short and long strings and byte arrays as bytes.
+fn hash_value(h: &mut Fnv, value: &HeaderValue) {
+    match value {
+        HeaderValue::Void => h.field(b'v', &[]),
+        HeaderValue::Bool(b) => h.field(b'b', &[u8::from(*b)]),
+        HeaderValue::F32(f) => h.field(b'f', &f64::from(*f).to_bits().to_le_bytes()),
+        HeaderValue::F64(f) => match value.as_i64() {
+            Some(i) => h.field(b'i', &i.to_le_bytes()),
+            None => h.field(b'f', &f.to_bits().to_le_bytes()),
+        },
+        HeaderValue::Decimal { scale, value } => {
+            h.field(b'm', &[*scale]);
+            h.bytes(&value.to_le_bytes());
+        }
+        HeaderValue::ShortString(b) | HeaderValue::LongString(b) | HeaderValue::Bytes(b) => {
+            h.field(b's', b)
+        }
+        HeaderValue::Table(t) => hash_table(h, t, false),
+        HeaderValue::Array(items) => {
+            h.field(b'A', &(items.len() as u64).to_le_bytes());
+            for item in items {
+                hash_value(h, item);
+            }
+        }
+        HeaderValue::I8(_)
+        | HeaderValue::U8(_)
+        | HeaderValue::I16(_)
+        | HeaderValue::U16(_)
+        | HeaderValue::I32(_)
+        | HeaderValue::U32(_)
+        | HeaderValue::I64(_)
+        | HeaderValue::Timestamp(_) => {
+            // `as_i64` covers every integer width; a timestamp beyond i64 is hashed by its bits.
+            let i = value.as_i64().unwrap_or(i64::MIN);
+            h.field(b'i', &i.to_le_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(body: &[u8]) -> DeadLetter {
+        DeadLetter {
+            queue: "orders.dlq".into(),
+            body: body.to_vec(),
+            body_size: body.len() as u64,
+            ..DeadLetter::default()
+        }
+    }
+
+    #[test]
+    fn message_id_property_wins() {
+        let mut m = msg(b"{}");
+        m.properties.message_id = Some("abc-1".into());
+        m.headers
+            .insert("NServiceBus.MessageId", HeaderValue::string("nsb-1"));
+        assert_eq!(message_key(&m), "id:abc-1");
+    }
+
+    #[test]
+    fn empty_message_id_falls_back_to_framework_header() {
+        let mut m = msg(b"{}");
+        m.properties.message_id = Some("  ".into());
+        m.headers.insert("rbs2-msg-id", HeaderValue::string("r-7"));
+        m.headers
+            .insert("NServiceBus.MessageId", HeaderValue::string("nsb-1"));
+        assert_eq!(message_key(&m), "header:NServiceBus.MessageId:nsb-1");
+    }
+
+    #[test]
+    fn hash_ignores_what_changes_while_the_message_sits() {
+        let mut a = msg(b"payload");
+        a.headers.insert("tenant", HeaderValue::string("acme"));
+        let mut b = a.clone();
+        b.headers.insert(
+            "x-death",
+            HeaderValue::Array(vec![HeaderValue::Table(Table::new())]),
+        );
+        b.headers.insert("x-delivery-count", HeaderValue::I64(4));
+        b.headers
+            .insert("x-last-death-queue", HeaderValue::string("orders"));
+        b.delivery.redelivered = true;
+        b.delivery.delivery_count = Some(3);
+        b.position = 17;
+        let ka = message_key(&a);
+        assert!(ka.starts_with("hash:"), "{ka}");
+        assert_eq!(ka, message_key(&b));
+    }
+
+    #[test]
+    fn hash_is_the_same_for_amqp_and_management_api_types() {
+        let mut a = msg(b"x");
+        a.headers.insert("retry-count", HeaderValue::I32(3));
+        a.headers
+            .insert("source", HeaderValue::ShortString(b"svc".to_vec()));
+        let mut b = msg(b"x");
+        b.headers.insert("source", HeaderValue::string("svc"));
+        b.headers.insert("retry-count", HeaderValue::I64(3));
+        assert_eq!(message_key(&a), message_key(&b));
+    }
+
+    #[test]
+    fn hash_tells_different_content_apart() {
+        let a = msg(b"payload-1");
+        let b = msg(b"payload-2");
+        assert_ne!(message_key(&a), message_key(&b));
+        let mut c = msg(b"payload-1");
+        c.properties.kind = Some("OrderPlaced".into());
+        assert_ne!(message_key(&a), message_key(&c));
+    }
+
+    #[test]
+    fn hash_is_stable_across_builds() {
+        // FNV-1a of a fixed input: guards against an accidental change of the key scheme, which
+        // would make every stored first-seen time unreachable.
+        let mut h = Fnv::new();
+        h.bytes(b"a");
+        assert_eq!(h.0, 0xaf63_dc4c_8601_ec8c);
+    }
+}

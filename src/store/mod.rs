@@ -1,1 +1,229 @@
-//! Warren's local memory (being written).
+//! Warren's local memory, one SQLite file (`warren.db` in the data directory): when Warren first
+//! saw each dead letter ("dead since", which x-death cannot tell), and the append-only audit of
+//! every replay. Opened once per process; WAL and a busy timeout let a TUI and a CLI run share it.
+
+mod audit;
+mod seen;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+pub use audit::{AuditOutcome, AuditRecord, AuditStart, INTERRUPTED, current_os_user};
+
+/// Environment variable naming the store file instead of the default location (tests and
+/// scripted runs use it to keep their history apart).
+pub const STORE_ENV: &str = "WARREN_STORE";
+
+/// How long a write waits for another Warren process holding the database.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open Warren's store at {path}: {reason}; replay needs --no-audit without it")]
+    Open { path: PathBuf, reason: String },
+    #[error(
+        "cannot find a data directory for Warren's store (is HOME set?); set {STORE_ENV} to a \
+         file path, or replay with --no-audit"
+    )]
+    NoDataDir,
+    #[error(
+        "Warren's store at {path} has schema version {found}, newer than this warren understands \
+         ({supported}); upgrade warren, or point {STORE_ENV} at another file"
+    )]
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("replay #{0} is not in the audit")]
+    NoSuchReplay(i64),
+    #[error("replay #{0} already has an outcome; the audit is append-only")]
+    AlreadyFinished(i64),
+    #[error(
+        "Warren's store at {path} holds a value it cannot read ({detail}); the file may be damaged"
+    )]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("Warren's store at {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// An open store. Not `Sync`: one owner (the CLI, or the TUI's worker) uses it at a time.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// Schema migrations, applied in order; the index + 1 is the version each one brings.
+const MIGRATIONS: &[&str] = &[
+    // 1: first-seen times and the replay audit.
+    r#"
+    CREATE TABLE first_seen (
+        vhost_key   TEXT NOT NULL,
+        queue       TEXT NOT NULL,
+        message_key TEXT NOT NULL,
+        first_seen_ms INTEGER NOT NULL,
+        PRIMARY KEY (vhost_key, queue, message_key)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE replays (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        started_ms      INTEGER NOT NULL,
+        os_user         TEXT NOT NULL,
+        broker_user     TEXT NOT NULL,
+        context         TEXT NOT NULL,
+        vhost           TEXT NOT NULL,
+        from_queue      TEXT NOT NULL,
+        targets_json    TEXT NOT NULL,
+        filter          TEXT,
+        grp             TEXT,
+        requested_limit INTEGER,
+        dry_run         INTEGER NOT NULL,
+        keep_attempts   INTEGER NOT NULL
+    );
+
+    -- The outcome lives in its own table and is inserted exactly once per replay, so that no
+    -- audit row is ever updated.
+    CREATE TABLE replay_outcomes (
+        replay_id   INTEGER PRIMARY KEY REFERENCES replays(id),
+        finished_ms INTEGER NOT NULL,
+        moved       INTEGER NOT NULL,
+        returned    INTEGER NOT NULL,
+        failed      INTEGER NOT NULL,
+        remaining   INTEGER NOT NULL,
+        message_ids_json TEXT NOT NULL,
+        outcome     TEXT NOT NULL
+    );
+
+    CREATE TRIGGER replays_no_update BEFORE UPDATE ON replays
+        BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
+    CREATE TRIGGER replays_no_delete BEFORE DELETE ON replays
+        BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
+    CREATE TRIGGER replay_outcomes_no_update BEFORE UPDATE ON replay_outcomes
+        BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
+    CREATE TRIGGER replay_outcomes_no_delete BEFORE DELETE ON replay_outcomes
+        BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
+    "#,
+];
+
+impl Store {
+    /// Where the store lives unless told otherwise: `$WARREN_STORE`, else `warren.db` in the
+    /// platform data directory (e.g. `~/.local/share/warren/`). None when neither is known.
+    pub fn default_path() -> Option<PathBuf> {
+        if let Some(p) = std::env::var_os(STORE_ENV).filter(|p| !p.is_empty()) {
+            return Some(PathBuf::from(p));
+        }
+        directories::ProjectDirs::from("", "", "warren").map(|d| d.data_dir().join("warren.db"))
+    }
+
+    /// Opens (creating if needed) the store at the default path.
+    pub fn open_default() -> Result<Store> {
+        let path = Store::default_path().ok_or(StoreError::NoDataDir)?;
+        Store::open(&path)
+    }
+
+    /// Opens (creating the file and its directory if needed) the store at `path` and brings its
+    /// schema up to date.
+    pub fn open(path: &Path) -> Result<Store> {
+        let open_err = |reason: String| StoreError::Open {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| open_err(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        let conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
+        // SQLite opens lazily: an unwritable or non-database file shows up at the first statement,
+        // so everything up to the end of the migrations counts as opening.
+        let setup = || -> rusqlite::Result<()> {
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            let _mode: String =
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "foreign_keys", "ON")?;
+            Ok(())
+        };
+        setup().map_err(|e| open_err(e.to_string()))?;
+        let store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.migrate().map_err(|e| match e {
+            StoreError::Sqlite { source, .. } => open_err(source.to_string()),
+            other => other,
+        })?;
+        Ok(store)
+    }
+
+    /// The file this store reads and writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn migrate(&self) -> Result<()> {
+        let tx = self.write_tx()?;
+        tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);")
+            .map_err(|e| self.sqlite(e))?;
+        let current: Option<i64> = tx
+            .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
+            .map_err(|e| self.sqlite(e))?;
+        let current = current.unwrap_or(0);
+        let supported = MIGRATIONS.len() as i64;
+        if current > supported {
+            return Err(StoreError::TooNew {
+                path: self.path.clone(),
+                found: current,
+                supported,
+            });
+        }
+        for (version, sql) in (1_i64..).zip(MIGRATIONS) {
+            if version > current {
+                tx.execute_batch(sql).map_err(|e| self.sqlite(e))?;
+            }
+        }
+        if current < supported {
+            tx.execute("DELETE FROM schema_version", [])
+                .map_err(|e| self.sqlite(e))?;
+            tx.execute(
+                "INSERT INTO schema_version (version) VALUES (?1)",
+                [supported],
+            )
+            .map_err(|e| self.sqlite(e))?;
+        }
+        tx.commit().map_err(|e| self.sqlite(e))
+    }
+
+    /// A write transaction taken up front: a deferred one that later needs to write can fail
+    /// with "database is locked" without waiting, an immediate one waits for the busy timeout.
+    fn write_tx(&self) -> Result<Transaction<'_>> {
+        Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(|e| self.sqlite(e))
+    }
+
+    fn sqlite(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn corrupt(&self, detail: impl Into<String>) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Counts are u64 in Warren and i64 in SQLite; nothing real reaches 2^63.
+fn to_sql_count(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

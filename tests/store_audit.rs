@@ -1,0 +1,178 @@
+//! The replay audit in Warren's store: append-only, an unfinished replay reads "interrupted",
+//! an outcome is recorded exactly once, and a store that cannot be opened says so plainly.
+
+mod store_util;
+
+use jiff::{SignedDuration, Timestamp};
+use store_util::TempDir;
+use warren::store::{AuditOutcome, AuditStart, Store, StoreError};
+
+fn start(at: Timestamp, from: &str) -> AuditStart {
+    AuditStart {
+        at,
+        os_user: "alice".into(),
+        broker_user: "guest".into(),
+        context: "local".into(),
+        vhost: "/".into(),
+        from_queue: from.into(),
+        targets: vec!["orders.process".into()],
+        filter: Some("exception:\"carrier down\"".into()),
+        group: None,
+        requested_limit: Some(50),
+        dry_run: false,
+        keep_attempts: true,
+    }
+}
+
+fn outcome(at: Timestamp) -> AuditOutcome {
+    AuditOutcome {
+        at,
+        moved: 2,
+        returned: 1,
+        failed: 0,
+        remaining: 7,
+        message_ids: vec!["id:a".into(), "hash:00ff".into()],
+        outcome: "completed".into(),
+    }
+}
+
+#[test]
+fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
+    let dir = TempDir::new("audit-basic");
+    let path = dir.path().join("warren.db");
+    let t = Timestamp::from_second(1_759_042_215).unwrap();
+    let store = Store::open(&path).unwrap();
+    let first = store.begin_replay(&start(t, "orders.dlq")).unwrap();
+    let second = store
+        .begin_replay(&start(t + SignedDuration::from_mins(1), "billing.dlq"))
+        .unwrap();
+    assert!(second > first);
+    store
+        .finish_replay(second, &outcome(t + SignedDuration::from_mins(2)))
+        .unwrap();
+    drop(store);
+
+    // Reopened, as a later `warren audit` would.
+    let store = Store::open(&path).unwrap();
+    let records = store.list_audit(10).unwrap();
+    assert_eq!(records.len(), 2);
+    let (newest, oldest) = (&records[0], &records[1]);
+
+    assert_eq!(newest.id, second);
+    assert_eq!(newest.from_queue, "billing.dlq");
+    assert_eq!(newest.outcome, "completed");
+    assert_eq!(newest.moved, Some(2));
+    assert_eq!(newest.returned, Some(1));
+    assert_eq!(newest.failed, Some(0));
+    assert_eq!(newest.remaining, Some(7));
+    assert_eq!(newest.message_ids, vec!["id:a", "hash:00ff"]);
+    assert_eq!(newest.finished_at, Some(t + SignedDuration::from_mins(2)));
+
+    assert_eq!(oldest.id, first);
+    assert_eq!(oldest.outcome, "interrupted");
+    assert_eq!(oldest.finished_at, None);
+    assert_eq!(oldest.moved, None);
+    assert_eq!(oldest.started_at, t);
+    assert_eq!(oldest.os_user, "alice");
+    assert_eq!(oldest.targets, vec!["orders.process"]);
+    assert_eq!(oldest.filter.as_deref(), Some("exception:\"carrier down\""));
+    assert_eq!(oldest.requested_limit, Some(50));
+    assert!(oldest.keep_attempts);
+    assert!(!oldest.dry_run);
+
+    assert_eq!(store.list_audit(1).unwrap().len(), 1);
+
+    let json = serde_json::to_value(oldest).unwrap();
+    assert_eq!(json["outcome"], "interrupted");
+    assert_eq!(json["started_at"], "2025-09-28T06:50:15Z");
+}
+
+#[test]
+fn finish_twice_is_refused_and_the_first_outcome_stays() {
+    let dir = TempDir::new("audit-twice");
+    let store = Store::open(&dir.path().join("warren.db")).unwrap();
+    let t = Timestamp::from_second(1_700_000_000).unwrap();
+    let id = store.begin_replay(&start(t, "q.dlq")).unwrap();
+    store.finish_replay(id, &outcome(t)).unwrap();
+
+    let mut again = outcome(t);
+    again.outcome = "failed: connection lost".into();
+    let err = store.finish_replay(id, &again).unwrap_err();
+    assert!(
+        matches!(err, StoreError::AlreadyFinished(i) if i == id),
+        "{err}"
+    );
+    assert!(err.to_string().contains("append-only"), "{err}");
+    assert_eq!(store.list_audit(5).unwrap()[0].outcome, "completed");
+
+    let err = store.finish_replay(id + 100, &outcome(t)).unwrap_err();
+    assert!(matches!(err, StoreError::NoSuchReplay(_)), "{err}");
+}
+
+#[test]
+fn the_database_itself_refuses_updates_and_deletes_of_the_audit() {
+    let dir = TempDir::new("audit-triggers");
+    let path = dir.path().join("warren.db");
+    let store = Store::open(&path).unwrap();
+    let t = Timestamp::from_second(1_700_000_000).unwrap();
+    let id = store.begin_replay(&start(t, "q.dlq")).unwrap();
+    store.finish_replay(id, &outcome(t)).unwrap();
+
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = raw
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    for sql in [
+        "UPDATE replays SET os_user = 'mallory'",
+        "DELETE FROM replays",
+        "UPDATE replay_outcomes SET outcome = 'completed'",
+        "DELETE FROM replay_outcomes",
+    ] {
+        let err = raw.execute(sql, []).unwrap_err();
+        assert!(err.to_string().contains("append-only"), "{sql}: {err}");
+    }
+    assert_eq!(store.list_audit(5).unwrap()[0].os_user, "alice");
+}
+
+#[test]
+fn an_unwritable_path_gives_a_clear_error() {
+    let dir = TempDir::new("audit-unwritable");
+    // A regular file where the store's directory should be: fails even for root.
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, b"x").unwrap();
+    let path = blocker.join("warren.db");
+    let err = Store::open(&path).err().expect("open should fail");
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Open { .. }), "{text}");
+    assert!(text.starts_with("cannot open Warren's store at "), "{text}");
+    assert!(text.contains(&path.display().to_string()), "{text}");
+    assert!(
+        text.ends_with("replay needs --no-audit without it"),
+        "{text}"
+    );
+
+    // A file that is not a database.
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, vec![0x55u8; 4096]).unwrap();
+    let err = Store::open(&junk).err().expect("open should fail");
+    assert!(matches!(err, StoreError::Open { .. }), "{err}");
+
+    // A directory where the file should be.
+    let err = Store::open(dir.path()).err().expect("open should fail");
+    assert!(matches!(err, StoreError::Open { .. }), "{err}");
+}
+
+#[test]
+fn a_store_from_a_newer_warren_is_refused() {
+    let dir = TempDir::new("audit-newer");
+    let path = dir.path().join("warren.db");
+    drop(Store::open(&path).unwrap());
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute("INSERT INTO schema_version (version) VALUES (99)", [])
+        .unwrap();
+    drop(raw);
+    let err = Store::open(&path).err().expect("open should fail");
+    assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err}");
+    assert!(err.to_string().contains("upgrade warren"), "{err}");
+}
