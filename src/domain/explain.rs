@@ -1,1 +1,78 @@
-//! (being written)
+//! One dead letter, explained: which convention put it there, its death history, the fault a
+//! framework recorded, where it came from, how often it was retried, a one-sentence verdict and a
+//! grouping fingerprint. Everything the list, the detail pane, grouping and replay show starts here.
+
+use jiff::Timestamp;
+
+use super::convention::{self, Convention};
+use super::fingerprint::{self, Fingerprint};
+use super::message::DeadLetter;
+use super::verdict;
+use super::xdeath::{self, DeathHistory};
+
+/// The header Warren's replay increments; read here so a message that failed again after a replay
+/// can say so.
+pub const REPLAY_COUNT_HEADER: &str = "warren-replay-count";
+
+/// The exception a framework recorded. Every field is what the framework wrote (trimmed), or absent.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fault {
+    pub exception_type: Option<String>,
+    pub message: Option<String>,
+    pub stack_trace: Option<String>,
+    /// The consumer, handler, endpoint or actor that failed.
+    pub consumer: Option<String>,
+    pub message_type: Option<String>,
+    /// NServiceBus's inner exception; for Spring, the wrapping exception when the root cause differs.
+    pub inner_exception_type: Option<String>,
+    pub host: Option<String>,
+}
+
+/// Where the message was being processed when it failed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Source {
+    pub queue: Option<String>,
+    /// The exchange it had been published to, when recorded (`Some("")` is the default exchange).
+    pub exchange: Option<String>,
+    pub routing_key: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Explanation {
+    pub convention: Convention,
+    pub deaths: DeathHistory,
+    pub fault: Option<Fault>,
+    pub source: Source,
+    /// The convention's retry counter (broker: the failing queue's death count).
+    pub retries: Option<i64>,
+    pub failed_at: Option<Timestamp>,
+    pub skipped: bool,
+    /// How many times Warren replayed it before (`warren-replay-count`), 0 if never.
+    pub replay_count: i64,
+    pub message_type: Option<String>,
+    pub verdict: String,
+    pub fingerprint: Fingerprint,
+}
+
+/// Explains one dead letter. Pure and total: any header table gives an explanation.
+pub fn explain(dl: &DeadLetter) -> Explanation {
+    let deaths = xdeath::parse(&dl.headers);
+    let reading = convention::read(dl, &deaths);
+    let replay_count = dl.headers.get_i64(REPLAY_COUNT_HEADER).unwrap_or(0).max(0);
+    let mut ex = Explanation {
+        convention: reading.convention,
+        deaths,
+        fault: reading.fault,
+        source: reading.source,
+        retries: reading.retries,
+        failed_at: reading.failed_at,
+        skipped: reading.skipped,
+        replay_count,
+        message_type: reading.message_type,
+        verdict: String::new(),
+        fingerprint: Fingerprint::default(),
+    };
+    ex.verdict = verdict::verdict(dl, &ex);
+    ex.fingerprint = fingerprint::fingerprint(dl, &ex);
+    ex
+}

@@ -1,1 +1,429 @@
-//! (being written)
+//! The replay plan for one dead letter: where it goes (exchange, routing key and the queue it is
+//! expected to reach), which headers are removed and added, and what the operator should know
+//! first. Pure: the broker layer executes the plan (and resolves bindings for a target that may
+//! fan out). The plan carries no body because a replay never changes the body.
+//!
+//! Rules (see `frameworks.md` and `rabbitmq.md`): broker deaths go back to the queue they failed in
+//! through the default exchange, never through the original exchange, which would also deliver to
+//! every other queue bound there; MassTransit to the endpoint's exchange with an empty routing key;
+//! NServiceBus to `FailedQ` through the default exchange; Spring to the original exchange and
+//! routing key (which may fan out). Retry counters and death headers are stripped so the message
+//! gets a fresh retry budget, unless attempts are kept; ids consumers use for idempotency are
+//! always kept. Warren's own headers never start with `x-`, which belongs to the broker.
+
+use std::fmt;
+
+use jiff::Timestamp;
+
+use super::convention::{Convention, nservicebus_failed_queue};
+use super::explain::{Explanation, REPLAY_COUNT_HEADER};
+use super::message::DeadLetter;
+use super::value::{HeaderValue, Table};
+
+/// The dead-letter queue the message was replayed from.
+pub const REPLAYED_FROM_HEADER: &str = "warren-replayed-from";
+/// When it was replayed, RFC 3339.
+pub const REPLAYED_AT_HEADER: &str = "warren-replayed-at";
+/// How many times Warren has replayed it, this time included (a long).
+pub const REPLAY_COUNT: &str = REPLAY_COUNT_HEADER;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayOptions {
+    /// Leave counters and death headers exactly as they were; only Warren's headers are added.
+    pub keep_attempts: bool,
+    /// `--to`: publish to this queue through the default exchange, whatever the convention says.
+    pub target_queue: Option<String>,
+    /// The replay time, passed in so planning stays pure.
+    pub now: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayTarget {
+    pub exchange: String,
+    pub routing_key: String,
+    /// The queue the message should reach; `None` when only the broker's bindings can tell.
+    pub expected_queue: Option<String>,
+}
+
+impl ReplayTarget {
+    fn queue(q: &str) -> ReplayTarget {
+        ReplayTarget {
+            exchange: String::new(),
+            routing_key: q.to_string(),
+            expected_queue: Some(q.to_string()),
+        }
+    }
+
+    /// True when the target is the default exchange, which delivers to exactly one queue.
+    pub fn is_direct(&self) -> bool {
+        self.exchange.is_empty()
+    }
+}
+
+impl fmt::Display for ReplayTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.exchange.is_empty() {
+            write!(f, "{} (default exchange)", self.routing_key)
+        } else {
+            write!(f, "exchange {} key \"{}\"", self.exchange, self.routing_key)?;
+            if let Some(q) = &self.expected_queue {
+                write!(f, " → {q}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplayWarning {
+    /// A MassTransit `_skipped` message: the endpoint has no consumer for its type.
+    Skipped { endpoint: Option<String> },
+    /// The target is an exchange that may deliver to several queues.
+    MayFanOut { exchange: String },
+    /// An NServiceBus message without `NServiceBus.FailedQ`.
+    PoisonWithoutFailedQ,
+    /// Nothing says where the message came from, and no `--to` was given.
+    UnknownOrigin,
+    /// Warren replayed it before and it failed again.
+    ReplayedBefore { count: i64 },
+    /// The framework keeps its retry counter in the body, which a replay does not change.
+    BodyHoldsRetryCounter { framework: &'static str },
+    /// EasyNetQ: the body is the error envelope, not the original message.
+    BodyIsEnvelope,
+    /// Attempts kept: the death and retry headers go out unchanged.
+    AttemptsKept,
+    /// The per-message TTL the broker removed on expiry is not put back.
+    ExpirationNotRestored { ms: String },
+}
+
+impl fmt::Display for ReplayWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReplayWarning::Skipped { endpoint } => write!(
+                f,
+                "it was skipped: no consumer on {} handles its type, so replaying it there skips it again; deploy the consumer first or replay to another queue with --to",
+                endpoint.as_deref().unwrap_or("its endpoint")
+            ),
+            ReplayWarning::MayFanOut { exchange } => write!(
+                f,
+                "exchange {exchange} may deliver it to more than one queue; check which queues its bindings reach, or replay to one queue with --to"
+            ),
+            ReplayWarning::PoisonWithoutFailedQ => f.write_str(
+                "NServiceBus recorded no source queue (NServiceBus.FailedQ is missing, a poison message); choose a queue with --to",
+            ),
+            ReplayWarning::UnknownOrigin => f.write_str(
+                "nothing records where it came from; choose a queue with --to",
+            ),
+            ReplayWarning::ReplayedBefore { count } => write!(
+                f,
+                "replayed {count} time{} before and failed again",
+                if *count == 1 { "" } else { "s" }
+            ),
+            ReplayWarning::BodyHoldsRetryCounter { framework } => write!(
+                f,
+                "{framework} keeps its retry counter in the body, which a replay leaves untouched: the retry budget is not reset"
+            ),
+            ReplayWarning::BodyIsEnvelope => f.write_str(
+                "the body is EasyNetQ's error envelope, not the original message; a replay leaves it as it is and the consumer receives the envelope",
+            ),
+            ReplayWarning::AttemptsKept => f.write_str(
+                "attempts kept: death and retry headers go out unchanged, so a consumer that counts them may reject it on arrival",
+            ),
+            ReplayWarning::ExpirationNotRestored { ms } => write!(
+                f,
+                "its per-message TTL of {ms} ms is not restored (it would expire again)"
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayPlan {
+    /// `None`: no usable target (unknown origin and no `--to`); the plan must not be published.
+    pub target: Option<ReplayTarget>,
+    /// Header names removed, in the message's header order.
+    pub removed: Vec<String>,
+    /// Headers added or replaced (Warren's three).
+    pub added: Vec<(String, HeaderValue)>,
+    /// The complete header table to publish with.
+    pub headers: Table,
+    pub warnings: Vec<ReplayWarning>,
+    /// The `warren-replay-count` this replay writes.
+    pub replay_count: i64,
+}
+
+impl ReplayPlan {
+    pub fn is_publishable(&self) -> bool {
+        self.target.is_some()
+    }
+}
+
+enum Rule {
+    Exact(&'static str),
+    Prefix(&'static str),
+}
+
+impl Rule {
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            Rule::Exact(n) => name == *n,
+            Rule::Prefix(p) => name.starts_with(p),
+        }
+    }
+}
+
+/// The broker's death record and delivery counters: stripped whatever the convention.
+const BROKER: &[Rule] = &[
+    Rule::Exact("x-death"),
+    Rule::Prefix("x-first-death-"),
+    Rule::Prefix("x-last-death-"),
+    Rule::Exact("x-delivery-count"),
+    Rule::Exact("x-acquired-count"),
+];
+const MASSTRANSIT: &[Rule] = &[
+    Rule::Exact("MT-Reason"),
+    Rule::Prefix("MT-Fault-"),
+    Rule::Exact("MT-Redelivery-Count"),
+    Rule::Prefix("MT-Host-"),
+];
+const SPRING: &[Rule] = &[
+    Rule::Prefix("x-exception-"),
+    Rule::Prefix("x-original-"),
+    Rule::Exact("retry-count"),
+];
+/// As ServiceControl does, by prefix: `NServiceBus.Retries` also takes `NServiceBus.Retries.Timestamp`,
+/// which otherwise stops delayed retries for a message more than a day old.
+const NSERVICEBUS: &[Rule] = &[
+    Rule::Prefix("NServiceBus.Retries"),
+    Rule::Exact("NServiceBus.FailedQ"),
+    Rule::Exact("NServiceBus.TimeOfFailure"),
+    Rule::Prefix("NServiceBus.ExceptionInfo."),
+    Rule::Prefix("ServiceControl."),
+];
+const WOLVERINE: &[Rule] = &[
+    Rule::Prefix("exception-"),
+    Rule::Exact("failed-at"),
+    Rule::Prefix("original-"),
+    Rule::Exact("attempts"),
+];
+const REBUS: &[Rule] = &[
+    Rule::Exact("rbs2-error-details"),
+    Rule::Exact("rbs2-source-queue"),
+    Rule::Exact("rbs2-delivery-count"),
+    Rule::Exact("rbs2-defer-count"),
+];
+const SNEAKERS: &[Rule] = &[Rule::Exact("retry_info")];
+
+/// Ids consumers use for idempotency: never stripped, whatever a prefix rule says.
+const KEPT_IDS: &[&str] = &[
+    "NServiceBus.MessageId",
+    "NServiceBus.CorrelationId",
+    "NServiceBus.ConversationId",
+    "rbs2-msg-id",
+    "rbs2-corr-id",
+    "MT-OriginalMessageId",
+    "id",
+    "message-id",
+];
+
+fn convention_rules(c: Convention) -> &'static [Rule] {
+    match c {
+        Convention::MassTransit => MASSTRANSIT,
+        Convention::Spring => SPRING,
+        Convention::NServiceBus => NSERVICEBUS,
+        Convention::Wolverine => WOLVERINE,
+        Convention::Rebus => REBUS,
+        Convention::Sneakers => SNEAKERS,
+        Convention::Broker | Convention::Dramatiq | Convention::EasyNetQ | Convention::Unknown => {
+            &[]
+        }
+    }
+}
+
+/// True when a replay (without keeping attempts) removes header `name` from a message of convention `c`.
+pub fn is_stripped(c: Convention, name: &str) -> bool {
+    !KEPT_IDS.contains(&name)
+        && BROKER
+            .iter()
+            .chain(convention_rules(c))
+            .any(|r| r.matches(name))
+}
+
+/// Plans the replay of `dl`, explained as `ex`. Total: any message gives a plan; one that must not
+/// be published has no target.
+pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPlan {
+    let mut warnings = Vec::new();
+    let explicit = opts
+        .target_queue
+        .as_deref()
+        .map(str::trim)
+        .filter(|q| !q.is_empty());
+    let target = match explicit {
+        Some(q) => Some(ReplayTarget::queue(q)),
+        None => convention_target(dl, ex, &mut warnings),
+    };
+    if ex.skipped {
+        let endpoint = ex.source.queue.clone();
+        // Replaying a skipped message to another endpoint is the fix; to the same one, it skips again.
+        let same = target
+            .as_ref()
+            .is_none_or(|t| t.expected_queue.is_none() || t.expected_queue == endpoint);
+        if same {
+            warnings.insert(0, ReplayWarning::Skipped { endpoint });
+        }
+    }
+    match ex.convention {
+        Convention::Dramatiq => warnings.push(ReplayWarning::BodyHoldsRetryCounter {
+            framework: "dramatiq",
+        }),
+        Convention::EasyNetQ => warnings.push(ReplayWarning::BodyIsEnvelope),
+        _ => {}
+    }
+    if ex.replay_count > 0 {
+        warnings.push(ReplayWarning::ReplayedBefore {
+            count: ex.replay_count,
+        });
+    }
+    // The broker removed the per-message TTL when the message expired and kept it in x-death as
+    // original-expiration. It is deliberately not restored: the message would expire again.
+    if let Some(ms) = ex
+        .deaths
+        .entries
+        .iter()
+        .find_map(|d| d.original_expiration.clone())
+    {
+        warnings.push(ReplayWarning::ExpirationNotRestored { ms });
+    }
+
+    let mut headers = dl.headers.clone();
+    let mut removed = Vec::new();
+    if opts.keep_attempts {
+        if dl.headers.keys().any(|k| is_stripped(ex.convention, k)) {
+            warnings.push(ReplayWarning::AttemptsKept);
+        }
+    } else {
+        removed = dl
+            .headers
+            .keys()
+            .filter(|k| is_stripped(ex.convention, k))
+            .map(str::to_string)
+            .collect();
+        headers.retain(|k, _| !is_stripped(ex.convention, k));
+    }
+
+    let replay_count = ex.replay_count.max(0).saturating_add(1);
+    let added = vec![
+        (
+            REPLAYED_FROM_HEADER.to_string(),
+            HeaderValue::string(dl.queue.clone()),
+        ),
+        (
+            REPLAYED_AT_HEADER.to_string(),
+            HeaderValue::string(opts.now.to_string()),
+        ),
+        (REPLAY_COUNT.to_string(), HeaderValue::I64(replay_count)),
+    ];
+    for (k, v) in &added {
+        debug_assert!(!k.starts_with("x-"), "x- headers belong to the broker");
+        headers.insert(k.clone(), v.clone());
+    }
+    ReplayPlan {
+        target,
+        removed,
+        added,
+        headers,
+        warnings,
+        replay_count,
+    }
+}
+
+/// Where the convention says the message goes, or `None` with the warning that says why not.
+fn convention_target(
+    dl: &DeadLetter,
+    ex: &Explanation,
+    warnings: &mut Vec<ReplayWarning>,
+) -> Option<ReplayTarget> {
+    let source_queue = ex.source.queue.as_deref().filter(|q| !q.is_empty());
+    match ex.convention {
+        Convention::MassTransit => match source_queue {
+            // The endpoint's exchange has the endpoint's name and is bound to its queue; the
+            // message type's exchange would reach every subscribing endpoint.
+            Some(endpoint) => Some(ReplayTarget {
+                exchange: endpoint.to_string(),
+                routing_key: String::new(),
+                expected_queue: Some(endpoint.to_string()),
+            }),
+            None => {
+                warnings.push(ReplayWarning::UnknownOrigin);
+                None
+            }
+        },
+        Convention::NServiceBus => {
+            if nservicebus_failed_queue(&dl.headers).is_none() {
+                warnings.push(ReplayWarning::PoisonWithoutFailedQ);
+            }
+            source_queue.map(ReplayTarget::queue)
+        }
+        Convention::Spring => match ex.source.exchange.as_deref() {
+            // The default exchange routes by queue name: exactly one queue.
+            Some("") => match ex
+                .source
+                .routing_key
+                .as_deref()
+                .filter(|k| !k.is_empty())
+                .or(source_queue)
+            {
+                Some(q) => Some(ReplayTarget::queue(q)),
+                None => {
+                    warnings.push(ReplayWarning::UnknownOrigin);
+                    None
+                }
+            },
+            Some(exchange) => {
+                warnings.push(ReplayWarning::MayFanOut {
+                    exchange: exchange.to_string(),
+                });
+                Some(ReplayTarget {
+                    exchange: exchange.to_string(),
+                    routing_key: ex.source.routing_key.clone().unwrap_or_default(),
+                    expected_queue: source_queue.map(str::to_string),
+                })
+            }
+            None => match source_queue {
+                Some(q) => Some(ReplayTarget::queue(q)),
+                None => {
+                    warnings.push(ReplayWarning::UnknownOrigin);
+                    None
+                }
+            },
+        },
+        // Sneakers' Maxretry binds `<q>-retry-requeue` (a topic exchange, key `#`) to the queue.
+        Convention::Sneakers => match source_queue {
+            Some(q) => Some(ReplayTarget {
+                exchange: format!("{q}-retry-requeue"),
+                routing_key: ex
+                    .source
+                    .routing_key
+                    .clone()
+                    .unwrap_or_else(|| dl.delivery.routing_key.clone()),
+                expected_queue: Some(q.to_string()),
+            }),
+            None => {
+                warnings.push(ReplayWarning::UnknownOrigin);
+                None
+            }
+        },
+        Convention::Broker
+        | Convention::Wolverine
+        | Convention::Rebus
+        | Convention::Dramatiq
+        | Convention::EasyNetQ
+        | Convention::Unknown => match source_queue {
+            Some(q) => Some(ReplayTarget::queue(q)),
+            None => {
+                warnings.push(ReplayWarning::UnknownOrigin);
+                None
+            }
+        },
+    }
+}
