@@ -12,6 +12,8 @@ pub mod message;
 pub mod quorum;
 pub mod replay;
 pub mod sanitize;
+pub mod selection;
+pub mod snapshot;
 pub mod value;
 pub mod verdict;
 pub mod xdeath;
