@@ -1,1 +1,22 @@
-//! tui (to be filled in).
+//! The terminal UI (`warren` with no command). One state owner (`State`), a pure
+//! `update(&mut State, Event) -> Vec<Command>`, and `view(&State, &mut Frame)` that only draws.
+//! The worker (`crate::worker`) turns `Command`s into broker calls and answers with `Event`s;
+//! `run` is the terminal loop tying them together.
+
+pub mod command;
+pub mod detail;
+pub mod event;
+pub mod format;
+pub mod keys;
+pub mod run;
+pub mod state;
+pub mod theme;
+pub mod update;
+pub mod view;
+
+pub use command::{Command, ReplayRequest};
+pub use event::{ConnectionState, Event, Overview, ReplayOutcome, ReplayPreview, ReplayProgress};
+pub use state::State;
+pub use theme::Theme;
+pub use update::update;
+pub use view::view;

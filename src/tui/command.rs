@@ -1,0 +1,45 @@
+//! What the UI asks the background worker to do. `update` returns these as data and performs no
+//! IO itself; the worker turns them into broker calls and answers with `Event`s.
+
+use crate::domain::selection::Selection;
+
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// Discover the vhost's queues (answer: `Event::QueuesLoaded`).
+    LoadQueues,
+    /// Fetch depths only, without browsing messages (answer: `Event::DepthsRefreshed`).
+    RefreshDepths,
+    /// Read up to `limit` messages from the head of `queue` without removing them
+    /// (answer: `Event::MessagesLoaded`).
+    Browse {
+        queue: String,
+        limit: usize,
+    },
+    /// Work out what replaying `selection` from `queue` would do (answer: `Event::ReplayPreview`).
+    PreviewReplay {
+        queue: String,
+        selection: Selection,
+    },
+    /// Replay, after the operator accepted the confirmation (answer: `Event::ReplayProgress`…,
+    /// then `Event::ReplayFinished`). Never emitted in read-only mode.
+    Replay(ReplayRequest),
+    /// Stop a running replay after the message in flight; what moved stays moved.
+    CancelReplay,
+    SwitchContext(String),
+    SwitchVhost(String),
+    Quit,
+}
+
+/// An accepted replay.
+#[derive(Clone, Debug)]
+pub struct ReplayRequest {
+    pub queue: String,
+    pub selection: Selection,
+    /// The count the operator confirmed; the worker stops if the selection grew past it.
+    pub expected: u64,
+    /// Messages per second.
+    pub rate: u32,
+    /// Keep the retry counters instead of resetting them.
+    pub keep_attempts: bool,
+    pub dry_run: bool,
+}

@@ -1,0 +1,444 @@
+//! The key table. The handler looks keys up here, and the help screen and the footer are
+//! generated from the same rows, so a key cannot work without being documented or the reverse.
+//! Keys follow k9s and vim habits.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// Where a binding applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every pane (not inside a modal or an input line).
+    Global,
+    Queues,
+    Messages,
+    Groups,
+    Detail,
+    /// The replay confirmation.
+    Modal,
+    /// A running or finished replay.
+    Progress,
+}
+
+impl Scope {
+    pub fn title(self) -> &'static str {
+        match self {
+            Scope::Global => "Everywhere",
+            Scope::Queues => "Queue list",
+            Scope::Messages => "Messages",
+            Scope::Groups => "Groups",
+            Scope::Detail => "Message detail",
+            Scope::Modal => "Replay confirmation",
+            Scope::Progress => "Replay in progress",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Quit,
+    ForceQuit,
+    Help,
+    CommandLine,
+    Filter,
+    NextPane,
+    PrevPane,
+    Up,
+    Down,
+    Top,
+    Bottom,
+    PageUp,
+    PageDown,
+    Open,
+    Back,
+    Reload,
+    ToggleOrdinary,
+    ToggleGroups,
+    ToggleSelect,
+    SelectRange,
+    SelectAll,
+    InvertSelection,
+    Replay,
+    ToggleTrace,
+    // Inside the replay modal.
+    Accept,
+    Cancel,
+    ToggleKeep,
+    ToggleDryRun,
+    RateUp,
+    RateDown,
+    SwitchField,
+}
+
+/// One key as written in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    Char(char),
+    Code(KeyCode),
+    Ctrl(char),
+}
+
+impl Key {
+    fn matches(self, ev: &KeyEvent) -> bool {
+        let ctrl = ev.modifiers.contains(KeyModifiers::CONTROL);
+        match self {
+            Key::Ctrl(c) => ctrl && ev.code == KeyCode::Char(c),
+            // Shifted letters arrive as the upper-case char (with or without SHIFT set).
+            Key::Char(c) => !ctrl && ev.code == KeyCode::Char(c),
+            Key::Code(code) => !ctrl && ev.code == code,
+        }
+    }
+}
+
+pub struct Binding {
+    pub keys: &'static [Key],
+    /// How the keys are written for people.
+    pub label: &'static str,
+    pub action: Action,
+    pub help: &'static str,
+    /// The word in the footer, when the binding earns a place there.
+    pub footer: Option<&'static str>,
+    pub scopes: &'static [Scope],
+}
+
+use Action as A;
+use Key::{Char, Code, Ctrl};
+use Scope as S;
+
+const PANES: &[Scope] = &[S::Queues, S::Messages, S::Groups, S::Detail];
+const LISTS: &[Scope] = &[S::Queues, S::Messages, S::Groups];
+const MSGS: &[Scope] = &[S::Messages, S::Groups, S::Detail];
+
+pub static BINDINGS: &[Binding] = &[
+    Binding {
+        keys: &[Char('k'), Code(KeyCode::Up)],
+        label: "↑/k",
+        action: A::Up,
+        help: "up (detail: scroll)",
+        footer: None,
+        scopes: PANES,
+    },
+    Binding {
+        keys: &[Char('j'), Code(KeyCode::Down)],
+        label: "↓/j",
+        action: A::Down,
+        help: "down (detail: scroll)",
+        footer: Some("move"),
+        scopes: PANES,
+    },
+    Binding {
+        keys: &[Char('g'), Code(KeyCode::Home)],
+        label: "g",
+        action: A::Top,
+        help: "first row / top",
+        footer: None,
+        scopes: PANES,
+    },
+    Binding {
+        keys: &[Char('G'), Code(KeyCode::End)],
+        label: "G",
+        action: A::Bottom,
+        help: "last row / bottom",
+        footer: None,
+        scopes: PANES,
+    },
+    Binding {
+        keys: &[Code(KeyCode::PageUp), Ctrl('u')],
+        label: "PgUp/^u",
+        action: A::PageUp,
+        help: "page up",
+        footer: None,
+        scopes: PANES,
+    },
+    Binding {
+        keys: &[Code(KeyCode::PageDown), Ctrl('d')],
+        label: "PgDn/^d",
+        action: A::PageDown,
+        help: "page down",
+        footer: None,
+        scopes: PANES,
+    },
+    Binding {
+        keys: &[Code(KeyCode::Tab)],
+        label: "Tab",
+        action: A::NextPane,
+        help: "next pane",
+        footer: Some("pane"),
+        scopes: PANES,
+    },
+    Binding {
+        keys: &[Code(KeyCode::BackTab)],
+        label: "S-Tab",
+        action: A::PrevPane,
+        help: "previous pane",
+        footer: None,
+        scopes: PANES,
+    },
+    Binding {
+        keys: &[Code(KeyCode::Enter), Char('l'), Code(KeyCode::Right)],
+        label: "Enter",
+        action: A::Open,
+        help: "browse queue / open message",
+        footer: Some("open"),
+        scopes: LISTS,
+    },
+    Binding {
+        keys: &[Code(KeyCode::Esc), Char('h'), Code(KeyCode::Left)],
+        label: "Esc",
+        action: A::Back,
+        help: "back; dismiss the banner",
+        footer: Some("back"),
+        scopes: PANES,
+    },
+    Binding {
+        keys: &[Char('o')],
+        label: "o",
+        action: A::ToggleOrdinary,
+        help: "show ordinary queues too",
+        footer: Some("all queues"),
+        scopes: &[S::Queues],
+    },
+    Binding {
+        keys: &[Ctrl('r')],
+        label: "^r",
+        action: A::Reload,
+        help: "reload queues and messages",
+        footer: None,
+        scopes: PANES,
+    },
+    Binding {
+        keys: &[Char('/')],
+        label: "/",
+        action: A::Filter,
+        help: "filter (as replay --filter)",
+        footer: Some("filter"),
+        scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char('f')],
+        label: "f",
+        action: A::ToggleGroups,
+        help: "failure groups / messages",
+        footer: Some("groups"),
+        scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char(' ')],
+        label: "space",
+        action: A::ToggleSelect,
+        help: "select / unselect",
+        footer: Some("select"),
+        scopes: &[S::Messages],
+    },
+    Binding {
+        keys: &[Char('V')],
+        label: "V",
+        action: A::SelectRange,
+        help: "select range to last toggle",
+        footer: None,
+        scopes: &[S::Messages],
+    },
+    Binding {
+        keys: &[Char('a')],
+        label: "a",
+        action: A::SelectAll,
+        help: "select all in view",
+        footer: None,
+        scopes: &[S::Messages],
+    },
+    Binding {
+        keys: &[Char('*')],
+        label: "*",
+        action: A::InvertSelection,
+        help: "invert selection in view",
+        footer: None,
+        scopes: &[S::Messages],
+    },
+    Binding {
+        keys: &[Char('e')],
+        label: "e",
+        action: A::ToggleTrace,
+        help: "fold / unfold stack trace",
+        footer: Some("trace"),
+        scopes: &[S::Messages, S::Detail],
+    },
+    Binding {
+        keys: &[Char('r')],
+        label: "r",
+        action: A::Replay,
+        help: "replay selection/message/group",
+        footer: Some("replay"),
+        scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char('?')],
+        label: "?",
+        action: A::Help,
+        help: "this help",
+        footer: Some("help"),
+        scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Char(':')],
+        label: ":",
+        action: A::CommandLine,
+        help: ":ctx N, :vhost N, :limit N, :q",
+        footer: Some("command"),
+        scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Char('q')],
+        label: "q",
+        action: A::Quit,
+        help: "quit",
+        footer: Some("quit"),
+        scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Ctrl('c')],
+        label: "^c",
+        action: A::ForceQuit,
+        help: "quit (stops a replay first)",
+        footer: None,
+        scopes: &[S::Global, S::Modal, S::Progress],
+    },
+    Binding {
+        keys: &[Code(KeyCode::Enter)],
+        label: "Enter",
+        action: A::Accept,
+        help: "replay (type the count if asked)",
+        footer: Some("replay"),
+        scopes: &[S::Modal],
+    },
+    Binding {
+        keys: &[Code(KeyCode::Esc)],
+        label: "Esc",
+        action: A::Cancel,
+        help: "cancel, nothing is sent",
+        footer: Some("cancel"),
+        scopes: &[S::Modal],
+    },
+    Binding {
+        keys: &[Char('k')],
+        label: "k",
+        action: A::ToggleKeep,
+        help: "keep retry counters",
+        footer: Some("keep attempts"),
+        scopes: &[S::Modal],
+    },
+    Binding {
+        keys: &[Char('d')],
+        label: "d",
+        action: A::ToggleDryRun,
+        help: "dry run: publish nothing",
+        footer: Some("dry run"),
+        scopes: &[S::Modal],
+    },
+    Binding {
+        keys: &[Char('+'), Char('=')],
+        label: "+",
+        action: A::RateUp,
+        help: "raise the rate",
+        footer: Some("faster"),
+        scopes: &[S::Modal],
+    },
+    Binding {
+        keys: &[Char('-')],
+        label: "-",
+        action: A::RateDown,
+        help: "lower the rate",
+        footer: Some("slower"),
+        scopes: &[S::Modal],
+    },
+    Binding {
+        keys: &[Code(KeyCode::Tab)],
+        label: "Tab",
+        action: A::SwitchField,
+        help: "type the rate / the count",
+        footer: Some("field"),
+        scopes: &[S::Modal],
+    },
+    Binding {
+        keys: &[Code(KeyCode::Esc)],
+        label: "Esc",
+        action: A::Cancel,
+        help: "stop safely; close when done",
+        footer: Some("stop / close"),
+        scopes: &[S::Progress],
+    },
+    Binding {
+        keys: &[Code(KeyCode::Enter)],
+        label: "Enter",
+        action: A::Accept,
+        help: "close when finished",
+        footer: None,
+        scopes: &[S::Progress],
+    },
+];
+
+/// The action `ev` triggers in `scope`: the scope's own bindings first, then the global ones
+/// (pane scopes only: a modal does not let `q` through).
+pub fn lookup(scope: Scope, ev: &KeyEvent) -> Option<Action> {
+    let find = |s: Scope| {
+        BINDINGS
+            .iter()
+            .find(|b| b.scopes.contains(&s) && b.keys.iter().any(|k| k.matches(ev)))
+            .map(|b| b.action)
+    };
+    find(scope).or_else(|| {
+        if PANES.contains(&scope) {
+            find(S::Global)
+        } else {
+            None
+        }
+    })
+}
+
+/// The bindings shown in `scope`'s footer, most important first (a narrow terminal shows only
+/// the start): what the pane is for, then leaving it, then navigation everyone knows.
+pub fn footer(scope: Scope) -> Vec<&'static Binding> {
+    let mut list: Vec<&'static Binding> = BINDINGS
+        .iter()
+        .filter(|b| {
+            b.footer.is_some()
+                && (b.scopes.contains(&scope)
+                    || (PANES.contains(&scope) && b.scopes.contains(&S::Global)))
+        })
+        .collect();
+    list.sort_by_key(|b| footer_rank(b.action));
+    list
+}
+
+fn footer_rank(a: Action) -> u8 {
+    match a {
+        A::Replay | A::Accept => 0,
+        A::Cancel | A::Open => 1,
+        A::Filter | A::ToggleKeep => 2,
+        A::ToggleSelect | A::ToggleDryRun | A::ToggleOrdinary => 3,
+        A::ToggleGroups | A::RateUp | A::RateDown => 4,
+        A::ToggleTrace | A::SwitchField => 5,
+        A::Back => 6,
+        A::Help => 7,
+        A::Quit => 8,
+        A::CommandLine => 9,
+        A::NextPane => 10,
+        _ => 11,
+    }
+}
+
+/// The help screen's sections: every binding once, under the first scope it applies to, with
+/// the bindings of every pane under "Everywhere".
+pub fn help_sections() -> Vec<(&'static str, Vec<&'static Binding>)> {
+    let mut sections: Vec<(&'static str, Vec<&'static Binding>)> = Vec::new();
+    for b in BINDINGS {
+        let title = if b.scopes == PANES || b.scopes.first() == Some(&S::Global) {
+            S::Global.title()
+        } else {
+            b.scopes.first().map_or(S::Global.title(), |s| s.title())
+        };
+        match sections.iter_mut().find(|(t, _)| *t == title) {
+            Some((_, list)) => list.push(b),
+            None => sections.push((title, vec![b])),
+        }
+    }
+    sections
+}

@@ -1,0 +1,425 @@
+//! The one owner of UI state. Background tasks never hold any of it; `update` changes it and
+//! `view` reads it. Derived data (the filtered view, the failure groups) is recomputed here when
+//! its inputs change, so `view` only draws.
+
+use std::collections::{BTreeMap, HashSet};
+
+use jiff::Timestamp;
+use ratatui_textarea::TextArea;
+
+use super::event::{ConnectionState, Overview, ReplayOutcome, ReplayPreview, ReplayProgress};
+use super::theme::Theme;
+use crate::domain::discovery::{Discovery, DlqInfo, QueueSummary};
+use crate::domain::explain::{self, Explanation};
+use crate::domain::filter::Filter;
+use crate::domain::identity;
+use crate::domain::message::DeadLetter;
+use crate::domain::selection;
+
+/// Above this many messages the operator types the count to confirm a replay.
+pub const TYPED_CONFIRM_ABOVE: u64 = 100;
+/// Rates offered by `+`/`-` (messages per second).
+pub const RATE_STEPS: &[u32] = &[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
+pub const DEFAULT_RATE: u32 = 50;
+pub const DEFAULT_BROWSE_LIMIT: usize = 500;
+/// Depths older than this are marked stale in the status bar.
+pub const STALE_AFTER_SECS: i64 = 30;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Focus {
+    Queues,
+    Messages,
+    Detail,
+}
+
+/// What the message pane lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListMode {
+    Messages,
+    Groups,
+}
+
+/// One browsed message with what the domain says about it, computed once on arrival.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub msg: DeadLetter,
+    pub exp: Explanation,
+    /// `identity::message_key`: what selection and replay use to name it.
+    pub key: String,
+    pub first_seen: Option<Timestamp>,
+}
+
+impl Row {
+    pub fn new(msg: DeadLetter, first_seen: Option<Timestamp>) -> Row {
+        let exp = explain::explain(&msg);
+        let key = identity::message_key(&msg);
+        Row {
+            msg,
+            exp,
+            key,
+            first_seen,
+        }
+    }
+
+    /// When it first failed: the earliest death, else the framework's failure time.
+    pub fn failed_at(&self) -> Option<Timestamp> {
+        self.exp
+            .deaths
+            .entries
+            .iter()
+            .filter_map(|d| d.time)
+            .min()
+            .or(self.exp.failed_at)
+    }
+
+    /// Since when it has been dead as far as Warren knows: first seen, else first failure
+    /// (the filter language's `age`).
+    pub fn dead_since(&self) -> Option<Timestamp> {
+        self.first_seen.or_else(|| self.failed_at())
+    }
+
+    /// Attempts: the convention's retry counter, else the number of deaths recorded.
+    pub fn attempts(&self) -> i64 {
+        self.exp.retries.unwrap_or_else(|| {
+            self.exp
+                .deaths
+                .entries
+                .iter()
+                .map(|d| d.times())
+                .sum::<i64>()
+                .max(1)
+        })
+    }
+}
+
+/// One failure group: the messages in view that share a fingerprint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    pub key: String,
+    pub summary: String,
+    /// Indices into `Browse::rows`.
+    pub rows: Vec<usize>,
+    pub first: Option<Timestamp>,
+    pub last: Option<Timestamp>,
+}
+
+/// The messages of the open queue.
+#[derive(Clone, Debug)]
+pub struct Browse {
+    pub queue: String,
+    pub rows: Vec<Row>,
+    pub stop: String,
+    /// Indices into `rows` that pass the filter, in queue order.
+    pub visible: Vec<usize>,
+    pub groups: Vec<Group>,
+}
+
+#[derive(Clone, Debug)]
+pub struct FilterInput {
+    pub input: TextArea<'static>,
+    /// The filter that was in force when the input opened, restored by Esc.
+    pub before: Option<(String, Filter)>,
+}
+
+/// Which field of the replay modal takes typed digits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModalField {
+    Count,
+    Rate,
+}
+
+#[derive(Clone, Debug)]
+pub struct ReplayModal {
+    pub queue: String,
+    pub selection: selection::Selection,
+    /// What the operator picked, in words ("2 selected messages", "group …").
+    pub what: String,
+    /// The worker's plan; accept is impossible until it arrived.
+    pub preview: Option<ReplayPreview>,
+    pub rate: u32,
+    pub rate_text: String,
+    pub keep_attempts: bool,
+    pub dry_run: bool,
+    /// The count typed by the operator (required above `TYPED_CONFIRM_ABOVE`).
+    pub typed: String,
+    pub field: ModalField,
+}
+
+impl ReplayModal {
+    pub fn count(&self) -> Option<u64> {
+        self.preview.as_ref().map(|p| p.count)
+    }
+
+    pub fn needs_typed_count(&self) -> bool {
+        !self.dry_run && self.count().is_some_and(|c| c > TYPED_CONFIRM_ABOVE)
+    }
+
+    /// Why Enter does nothing yet, if it does nothing.
+    pub fn blocked(&self) -> Option<String> {
+        let Some(count) = self.count() else {
+            return Some("waiting for the replay plan…".into());
+        };
+        if count == 0 {
+            return Some("nothing to replay: the selection is empty".into());
+        }
+        if self.rate == 0 {
+            return Some("set a rate of at least 1 msg/s".into());
+        }
+        if self.needs_typed_count() && self.typed != count.to_string() {
+            return Some(format!("type {count} to confirm"));
+        }
+        None
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ReplayRun {
+    pub queue: String,
+    pub dry_run: bool,
+    pub rate: u32,
+    pub progress: ReplayProgress,
+    pub cancelling: bool,
+    pub outcome: Option<ReplayOutcome>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Overlay {
+    None,
+    Help,
+    Replay(Box<ReplayModal>),
+    Progress(Box<ReplayRun>),
+}
+
+#[derive(Clone, Debug)]
+pub struct State {
+    /// The clock as of the last event: ages are computed from it, never from the system clock.
+    pub now: Timestamp,
+    /// No replay in this session. Set at start (flag or context) and never cleared.
+    pub read_only: bool,
+    pub theme: Theme,
+    pub overview: Overview,
+    pub connection: ConnectionState,
+    pub discovery: Discovery,
+    pub queues_loaded: bool,
+    pub depths_at: Option<Timestamp>,
+    pub show_ordinary: bool,
+    pub queue_cursor: usize,
+    pub focus: Focus,
+    pub list_mode: ListMode,
+    pub browse_limit: usize,
+    /// The queue being browsed right now.
+    pub loading: Option<String>,
+    /// A quorum queue whose browse would spend deliveries: a second Enter confirms.
+    pub pending_browse: Option<String>,
+    pub browse: Option<Browse>,
+    pub msg_cursor: usize,
+    pub group_cursor: usize,
+    /// Picked messages, by key.
+    pub selected: HashSet<String>,
+    /// Where `V` extends a range from: the position in view of the last toggle.
+    pub anchor: Option<usize>,
+    pub filter_text: String,
+    pub filter: Option<Filter>,
+    pub filter_error: Option<String>,
+    pub filter_input: Option<FilterInput>,
+    pub command_input: Option<TextArea<'static>>,
+    pub detail_scroll: u16,
+    pub trace_open: bool,
+    pub overlay: Overlay,
+    pub error: Option<String>,
+    pub notice: Option<String>,
+    pub quit: bool,
+    pub(crate) dirty: bool,
+}
+
+impl State {
+    pub fn new(now: Timestamp, read_only: bool, theme: Theme) -> State {
+        State {
+            now,
+            read_only,
+            theme,
+            overview: Overview::default(),
+            connection: ConnectionState::Connecting,
+            discovery: Discovery::default(),
+            queues_loaded: false,
+            depths_at: None,
+            show_ordinary: false,
+            queue_cursor: 0,
+            focus: Focus::Queues,
+            list_mode: ListMode::Messages,
+            browse_limit: DEFAULT_BROWSE_LIMIT,
+            loading: None,
+            pending_browse: None,
+            browse: None,
+            msg_cursor: 0,
+            group_cursor: 0,
+            selected: HashSet::new(),
+            anchor: None,
+            filter_text: String::new(),
+            filter: None,
+            filter_error: None,
+            filter_input: None,
+            command_input: None,
+            detail_scroll: 0,
+            trace_open: false,
+            overlay: Overlay::None,
+            error: None,
+            notice: None,
+            quit: false,
+            dirty: true,
+        }
+    }
+
+    /// True once after anything visible changed; the loop draws only then.
+    pub fn take_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// The rows of the queue list: dead-letter queues first, ordinary queues when toggled on.
+    pub fn queue_rows(&self) -> Vec<QueueRow<'_>> {
+        let mut rows: Vec<QueueRow<'_>> = self
+            .discovery
+            .dead_letter_queues
+            .iter()
+            .map(QueueRow::Dlq)
+            .collect();
+        if self.show_ordinary {
+            rows.extend(self.discovery.other_queues.iter().map(QueueRow::Other));
+        }
+        rows
+    }
+
+    pub fn queue_name_at_cursor(&self) -> Option<String> {
+        self.queue_rows()
+            .get(self.queue_cursor)
+            .map(|r| r.name().to_string())
+    }
+
+    pub fn dlq(&self, name: &str) -> Option<&DlqInfo> {
+        self.discovery.dlq(name)
+    }
+
+    /// The rows in view, in order.
+    pub fn visible_rows(&self) -> Vec<&Row> {
+        match &self.browse {
+            Some(b) => b.visible.iter().filter_map(|&i| b.rows.get(i)).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The message under the cursor (in group mode: the first message of the group).
+    pub fn current_row(&self) -> Option<&Row> {
+        let b = self.browse.as_ref()?;
+        match self.list_mode {
+            ListMode::Messages => b.visible.get(self.msg_cursor).and_then(|&i| b.rows.get(i)),
+            ListMode::Groups => b
+                .groups
+                .get(self.group_cursor)
+                .and_then(|g| g.rows.first())
+                .and_then(|&i| b.rows.get(i)),
+        }
+    }
+
+    pub fn current_group(&self) -> Option<&Group> {
+        self.browse.as_ref()?.groups.get(self.group_cursor)
+    }
+
+    /// Length of the list the message pane shows.
+    pub fn list_len(&self) -> usize {
+        match (&self.browse, self.list_mode) {
+            (None, _) => 0,
+            (Some(b), ListMode::Messages) => b.visible.len(),
+            (Some(b), ListMode::Groups) => b.groups.len(),
+        }
+    }
+
+    pub fn replay_running(&self) -> bool {
+        matches!(&self.overlay, Overlay::Progress(run) if run.outcome.is_none())
+    }
+
+    /// How long ago `t` was, in whole seconds (never negative).
+    pub fn secs_since(&self, t: Timestamp) -> u64 {
+        u64::try_from(self.now.as_second().saturating_sub(t.as_second())).unwrap_or(0)
+    }
+
+    /// Recomputes the filtered view and the groups after the rows or the filter changed, and
+    /// keeps the cursors in range.
+    pub fn refresh_view(&mut self) {
+        let now = self.now;
+        let Some(b) = self.browse.as_mut() else {
+            return;
+        };
+        b.visible = b
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| match &self.filter {
+                None => true,
+                Some(f) => {
+                    let age = r.dead_since().map(|t| {
+                        u64::try_from(now.as_second().saturating_sub(t.as_second())).unwrap_or(0)
+                    });
+                    f.matches(&selection::subject(&r.msg, &r.exp, age))
+                }
+            })
+            .map(|(i, _)| i)
+            .collect();
+        b.groups = group_rows(&b.rows, &b.visible);
+        self.msg_cursor = self.msg_cursor.min(b.visible.len().saturating_sub(1));
+        self.group_cursor = self.group_cursor.min(b.groups.len().saturating_sub(1));
+    }
+}
+
+/// Groups `visible` rows by fingerprint, biggest group first, ties by first failure.
+fn group_rows(rows: &[Row], visible: &[usize]) -> Vec<Group> {
+    let mut by_key: BTreeMap<&str, Group> = BTreeMap::new();
+    for &i in visible {
+        let Some(r) = rows.get(i) else { continue };
+        let g = by_key
+            .entry(r.exp.fingerprint.key.as_str())
+            .or_insert_with(|| Group {
+                key: r.exp.fingerprint.key.clone(),
+                summary: r.exp.fingerprint.summary.clone(),
+                rows: Vec::new(),
+                first: None,
+                last: None,
+            });
+        g.rows.push(i);
+        if let Some(t) = r.dead_since() {
+            g.first = Some(g.first.map_or(t, |f| f.min(t)));
+            g.last = Some(g.last.map_or(t, |l| l.max(t)));
+        }
+    }
+    let mut groups: Vec<Group> = by_key.into_values().collect();
+    groups.sort_by(|a, b| {
+        b.rows
+            .len()
+            .cmp(&a.rows.len())
+            .then(a.first.cmp(&b.first))
+            .then(a.key.cmp(&b.key))
+    });
+    groups
+}
+
+/// A line of the queue list.
+#[derive(Clone, Copy, Debug)]
+pub enum QueueRow<'a> {
+    Dlq(&'a DlqInfo),
+    Other(&'a QueueSummary),
+}
+
+impl QueueRow<'_> {
+    pub fn name(&self) -> &str {
+        match self {
+            QueueRow::Dlq(d) => &d.name,
+            QueueRow::Other(q) => &q.name,
+        }
+    }
+
+    pub fn depth(&self) -> Option<u64> {
+        match self {
+            QueueRow::Dlq(d) => d.depth,
+            QueueRow::Other(q) => q.depth,
+        }
+    }
+}

@@ -1,0 +1,799 @@
+//! The pure update: `update(&mut State, Event) -> Vec<Command>`. No IO, no terminal, no clock:
+//! everything it needs arrives in the event, everything it wants done leaves as a command. Only
+//! the replay modal's accept produces `Command::Replay`, and never in read-only mode.
+
+use std::collections::HashSet;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui_textarea::TextArea;
+
+use super::command::{Command, ReplayRequest};
+use super::detail;
+use super::event::{ConnectionState, Event};
+use super::keys::{self, Action, Scope};
+use super::state::{
+    Browse, FilterInput, Focus, ListMode, ModalField, Overlay, RATE_STEPS, ReplayModal, ReplayRun,
+    Row, STALE_AFTER_SECS, State,
+};
+use crate::domain::filter::Filter;
+use crate::domain::sanitize;
+use crate::domain::selection::Selection;
+
+/// Why replay keys do nothing in read-only mode; shown in the footer and the banner.
+pub const READ_ONLY_REASON: &str =
+    "replay is disabled: Warren runs read-only (--read-only or the context's read_only)";
+
+/// Rows a page key moves.
+const PAGE: usize = 10;
+
+pub fn update(state: &mut State, event: Event) -> Vec<Command> {
+    match event {
+        Event::Key(key) => {
+            state.dirty = true;
+            on_key(state, key)
+        }
+        Event::Resize { .. } => {
+            state.dirty = true;
+            Vec::new()
+        }
+        Event::Tick(now) => on_tick(state, now),
+        Event::QueuesLoaded {
+            overview,
+            discovery,
+        } => {
+            // A context configured read-only makes the session read-only; nothing turns it off.
+            state.read_only |= overview.read_only;
+            state.overview = overview;
+            state.discovery = discovery;
+            state.queues_loaded = true;
+            state.depths_at = Some(state.now);
+            state.connection = ConnectionState::Connected;
+            state.queue_cursor = state
+                .queue_cursor
+                .min(state.queue_rows().len().saturating_sub(1));
+            state.dirty = true;
+            Vec::new()
+        }
+        Event::DepthsRefreshed(depths) => {
+            let stale_before = depths_stale(state);
+            state.depths_at = Some(state.now);
+            let mut changed = stale_before;
+            for (name, depth) in depths {
+                if let Some(d) = state
+                    .discovery
+                    .dead_letter_queues
+                    .iter_mut()
+                    .find(|d| d.name == name)
+                {
+                    changed |= d.depth != depth;
+                    d.depth = depth;
+                } else if let Some(q) = state
+                    .discovery
+                    .other_queues
+                    .iter_mut()
+                    .find(|q| q.name == name)
+                {
+                    changed |= q.depth != depth;
+                    q.depth = depth;
+                }
+            }
+            state.dirty |= changed;
+            Vec::new()
+        }
+        Event::MessagesLoaded {
+            queue,
+            messages,
+            first_seen,
+            stop,
+        } => {
+            if state.loading.as_deref() == Some(queue.as_str()) {
+                state.loading = None;
+            }
+            let same_queue = state.browse.as_ref().is_some_and(|b| b.queue == queue);
+            let rows = messages
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| Row::new(m, first_seen.get(i).copied().flatten()))
+                .collect();
+            if !same_queue {
+                state.selected.clear();
+                state.anchor = None;
+                state.msg_cursor = 0;
+                state.group_cursor = 0;
+                state.detail_scroll = 0;
+            }
+            state.browse = Some(Browse {
+                queue,
+                rows,
+                stop,
+                visible: Vec::new(),
+                groups: Vec::new(),
+            });
+            state.refresh_view();
+            // Keep only picks that are still in the queue.
+            if let Some(b) = &state.browse {
+                let present: HashSet<&str> = b.rows.iter().map(|r| r.key.as_str()).collect();
+                state.selected.retain(|k| present.contains(k.as_str()));
+            }
+            state.dirty = true;
+            Vec::new()
+        }
+        Event::ReplayPreview(preview) => {
+            if let Overlay::Replay(modal) = &mut state.overlay
+                && modal.queue == preview.queue
+            {
+                modal.preview = Some(preview);
+                state.dirty = true;
+            }
+            Vec::new()
+        }
+        Event::ReplayProgress(progress) => {
+            if let Overlay::Progress(run) = &mut state.overlay {
+                run.progress = progress;
+                state.dirty = true;
+            }
+            Vec::new()
+        }
+        Event::ReplayFinished(outcome) => {
+            if let Overlay::Progress(run) = &mut state.overlay {
+                run.progress = outcome.progress.clone();
+                run.outcome = Some(outcome);
+                state.dirty = true;
+            }
+            Vec::new()
+        }
+        Event::Error(message) => {
+            if state.loading.is_some() {
+                state.loading = None;
+            }
+            state.error = Some(message);
+            state.dirty = true;
+            Vec::new()
+        }
+        Event::Connection(conn) => {
+            state.dirty |= state.connection != conn;
+            state.connection = conn;
+            Vec::new()
+        }
+    }
+}
+
+fn depths_stale(state: &State) -> bool {
+    state.queues_loaded
+        && state
+            .depths_at
+            .is_some_and(|t| state.now.as_second().saturating_sub(t.as_second()) > STALE_AFTER_SECS)
+}
+
+/// The clock: redraw only when something shown changes (ages are shown to the minute, and the
+/// stale marker), and ask for fresh depths.
+fn on_tick(state: &mut State, now: jiff::Timestamp) -> Vec<Command> {
+    let stale_before = depths_stale(state);
+    let minute_before = state.now.as_second().div_euclid(60);
+    state.now = now;
+    if now.as_second().div_euclid(60) != minute_before || depths_stale(state) != stale_before {
+        state.dirty = true;
+    }
+    if state.queues_loaded && state.connection == ConnectionState::Connected {
+        vec![Command::RefreshDepths]
+    } else {
+        Vec::new()
+    }
+}
+
+fn scope(state: &State) -> Scope {
+    match state.focus {
+        Focus::Queues => Scope::Queues,
+        Focus::Messages if state.list_mode == ListMode::Groups => Scope::Groups,
+        Focus::Messages => Scope::Messages,
+        Focus::Detail => Scope::Detail,
+    }
+}
+
+fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let is_ctrl_c = key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
+    if is_ctrl_c {
+        return force_quit(state);
+    }
+    match &state.overlay {
+        Overlay::Help => {
+            if matches!(
+                key.code,
+                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter
+            ) {
+                state.overlay = Overlay::None;
+            }
+            return Vec::new();
+        }
+        Overlay::Replay(_) => return on_modal_key(state, key),
+        Overlay::Progress(_) => return on_progress_key(state, key),
+        Overlay::None => {}
+    }
+    if state.command_input.is_some() {
+        return on_command_key(state, key);
+    }
+    if state.filter_input.is_some() {
+        on_filter_key(state, key);
+        return Vec::new();
+    }
+    let action = keys::lookup(scope(state), &key);
+    // A pending quorum browse is confirmed only by the same Enter, anything else drops it.
+    let pending = state.pending_browse.take();
+    let Some(action) = action else {
+        return Vec::new();
+    };
+    on_action(state, action, pending)
+}
+
+fn force_quit(state: &mut State) -> Vec<Command> {
+    state.quit = true;
+    if state.replay_running() {
+        vec![Command::CancelReplay, Command::Quit]
+    } else {
+        vec![Command::Quit]
+    }
+}
+
+fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<Command> {
+    match action {
+        Action::Quit => {
+            state.quit = true;
+            return vec![Command::Quit];
+        }
+        Action::ForceQuit => return force_quit(state),
+        Action::Help => state.overlay = Overlay::Help,
+        Action::CommandLine => state.command_input = Some(TextArea::default()),
+        Action::Filter => open_filter(state),
+        Action::NextPane => {
+            state.focus = match state.focus {
+                Focus::Queues if state.browse.is_some() => Focus::Messages,
+                Focus::Queues => Focus::Queues,
+                Focus::Messages => Focus::Detail,
+                Focus::Detail => Focus::Queues,
+            }
+        }
+        Action::PrevPane => {
+            state.focus = match state.focus {
+                Focus::Queues if state.browse.is_some() => Focus::Detail,
+                Focus::Queues => Focus::Queues,
+                Focus::Messages => Focus::Queues,
+                Focus::Detail => Focus::Messages,
+            }
+        }
+        Action::Up => move_cursor(state, -1),
+        Action::Down => move_cursor(state, 1),
+        Action::PageUp => move_cursor(state, -(PAGE as isize)),
+        Action::PageDown => move_cursor(state, PAGE as isize),
+        Action::Top => move_cursor(state, isize::MIN),
+        Action::Bottom => move_cursor(state, isize::MAX),
+        Action::Open => return open(state, pending),
+        Action::Back => {
+            if state.error.take().is_none() && state.notice.take().is_none() {
+                state.focus = match state.focus {
+                    Focus::Detail => Focus::Messages,
+                    _ => Focus::Queues,
+                };
+            }
+        }
+        Action::Reload => {
+            let mut cmds = vec![Command::LoadQueues];
+            if let Some(b) = &state.browse {
+                state.loading = Some(b.queue.clone());
+                cmds.push(Command::Browse {
+                    queue: b.queue.clone(),
+                    limit: state.browse_limit,
+                });
+            }
+            return cmds;
+        }
+        Action::ToggleOrdinary => {
+            state.show_ordinary = !state.show_ordinary;
+            state.queue_cursor = state
+                .queue_cursor
+                .min(state.queue_rows().len().saturating_sub(1));
+        }
+        Action::ToggleGroups => {
+            state.list_mode = match state.list_mode {
+                ListMode::Messages => ListMode::Groups,
+                ListMode::Groups => ListMode::Messages,
+            };
+            state.detail_scroll = 0;
+            if state.focus == Focus::Detail {
+                state.focus = Focus::Messages;
+            }
+        }
+        Action::ToggleSelect => toggle_select(state),
+        Action::SelectRange => select_range(state),
+        Action::SelectAll => {
+            let keys: Vec<String> = state.visible_rows().iter().map(|r| r.key.clone()).collect();
+            state.selected.extend(keys);
+        }
+        Action::InvertSelection => {
+            let keys: Vec<String> = state.visible_rows().iter().map(|r| r.key.clone()).collect();
+            for k in keys {
+                if !state.selected.remove(&k) {
+                    state.selected.insert(k);
+                }
+            }
+        }
+        Action::ToggleTrace => state.trace_open = !state.trace_open,
+        Action::Replay => return start_replay(state),
+        // Modal and progress actions never reach here (their scopes are not pane scopes).
+        Action::Accept
+        | Action::Cancel
+        | Action::ToggleKeep
+        | Action::ToggleDryRun
+        | Action::RateUp
+        | Action::RateDown
+        | Action::SwitchField => {}
+    }
+    Vec::new()
+}
+
+/// Moves the cursor of the focused pane; in the detail pane, scrolls.
+fn move_cursor(state: &mut State, delta: isize) {
+    let step = |cur: usize, len: usize| -> usize {
+        if len == 0 {
+            return 0;
+        }
+        if delta == isize::MIN {
+            0
+        } else if delta == isize::MAX {
+            len - 1
+        } else {
+            cur.saturating_add_signed(delta).min(len - 1)
+        }
+    };
+    match state.focus {
+        Focus::Queues => state.queue_cursor = step(state.queue_cursor, state.queue_rows().len()),
+        Focus::Messages => {
+            let len = state.list_len();
+            let before = (state.msg_cursor, state.group_cursor);
+            match state.list_mode {
+                ListMode::Messages => state.msg_cursor = step(state.msg_cursor, len),
+                ListMode::Groups => state.group_cursor = step(state.group_cursor, len),
+            }
+            if before != (state.msg_cursor, state.group_cursor) {
+                state.detail_scroll = 0;
+            }
+        }
+        Focus::Detail => {
+            let lines = state
+                .current_row()
+                .map_or(0, |r| detail::line_count(state, r));
+            let cur = usize::from(state.detail_scroll);
+            state.detail_scroll = u16::try_from(step(cur, lines)).unwrap_or(u16::MAX);
+        }
+    }
+}
+
+fn open(state: &mut State, pending: Option<String>) -> Vec<Command> {
+    match state.focus {
+        Focus::Queues => {
+            let Some(name) = state.queue_name_at_cursor() else {
+                return Vec::new();
+            };
+            if let Some(dlq) = state.dlq(&name)
+                && dlq.limit_applies()
+                && pending.as_deref() != Some(name.as_str())
+            {
+                let limit = dlq.delivery_limit.unwrap_or(0);
+                state.notice = Some(format!(
+                    "{} is a quorum queue with a delivery limit of {limit}: browsing may count a delivery \
+                     against each message, and past the limit the broker drops it. Enter again to browse.",
+                    sanitize::one_line(&name, 80)
+                ));
+                state.pending_browse = Some(name);
+                return Vec::new();
+            }
+            state.notice = None;
+            state.loading = Some(name.clone());
+            state.focus = Focus::Messages;
+            state.list_mode = ListMode::Messages;
+            vec![Command::Browse {
+                queue: name,
+                limit: state.browse_limit,
+            }]
+        }
+        Focus::Messages => {
+            match state.list_mode {
+                ListMode::Messages => {
+                    state.focus = Focus::Detail;
+                    state.detail_scroll = 0;
+                }
+                // A group opens as the message list narrowed to that group.
+                ListMode::Groups => {
+                    if let Some(g) = state.current_group() {
+                        let first = g.rows.first().copied();
+                        state.list_mode = ListMode::Messages;
+                        if let Some(b) = &state.browse
+                            && let Some(first) = first
+                        {
+                            state.msg_cursor =
+                                b.visible.iter().position(|&i| i == first).unwrap_or(0);
+                        }
+                    }
+                }
+            }
+            Vec::new()
+        }
+        Focus::Detail => Vec::new(),
+    }
+}
+
+fn toggle_select(state: &mut State) {
+    let Some(key) = state.current_row().map(|r| r.key.clone()) else {
+        return;
+    };
+    if !state.selected.remove(&key) {
+        state.selected.insert(key);
+    }
+    state.anchor = Some(state.msg_cursor);
+    // Like a file manager: space moves on, so a run of spaces picks a run of messages.
+    move_cursor(state, 1);
+}
+
+/// Selects from the anchor (last toggle) to the cursor, both included.
+fn select_range(state: &mut State) {
+    let anchor = state.anchor.unwrap_or(state.msg_cursor);
+    let (lo, hi) = if anchor <= state.msg_cursor {
+        (anchor, state.msg_cursor)
+    } else {
+        (state.msg_cursor, anchor)
+    };
+    let keys: Vec<String> = state
+        .visible_rows()
+        .iter()
+        .skip(lo)
+        .take(hi - lo + 1)
+        .map(|r| r.key.clone())
+        .collect();
+    state.selected.extend(keys);
+    state.anchor = Some(state.msg_cursor);
+}
+
+/// `r`: what to replay depends on where the operator is. Opens the modal and asks the worker for
+/// the plan; nothing is published until the modal is accepted.
+fn start_replay(state: &mut State) -> Vec<Command> {
+    if state.read_only {
+        state.error = Some(READ_ONLY_REASON.into());
+        return Vec::new();
+    }
+    let Some(b) = &state.browse else {
+        state.notice = Some("open a dead-letter queue first (Enter on the queue list)".into());
+        return Vec::new();
+    };
+    let queue = b.queue.clone();
+    let (selection, what) = if state.list_mode == ListMode::Groups && state.focus != Focus::Queues {
+        let Some(g) = state.current_group() else {
+            return Vec::new();
+        };
+        let what = format!("group “{}”", sanitize::one_line(&g.summary, 60));
+        let group = Selection::Group(g.key.clone());
+        match &state.filter {
+            Some(f) => (
+                Selection::AllOf(vec![group, Selection::Filter(f.clone())]),
+                format!("{what}, filtered"),
+            ),
+            None => (group, what),
+        }
+    } else if !state.selected.is_empty() {
+        let n = state.selected.len();
+        (
+            Selection::Keys(state.selected.clone()),
+            format!("{n} selected message{}", if n == 1 { "" } else { "s" }),
+        )
+    } else if let Some(row) = state.current_row() {
+        (
+            Selection::Keys(HashSet::from([row.key.clone()])),
+            "the message under the cursor".to_string(),
+        )
+    } else {
+        state.notice = Some("nothing to replay: the list is empty".into());
+        return Vec::new();
+    };
+    state.overlay = Overlay::Replay(Box::new(ReplayModal {
+        queue: queue.clone(),
+        selection: selection.clone(),
+        what,
+        preview: None,
+        rate: super::state::DEFAULT_RATE,
+        rate_text: super::state::DEFAULT_RATE.to_string(),
+        keep_attempts: false,
+        dry_run: false,
+        typed: String::new(),
+        field: ModalField::Count,
+    }));
+    vec![Command::PreviewReplay { queue, selection }]
+}
+
+fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let read_only = state.read_only;
+    let Overlay::Replay(modal) = &mut state.overlay else {
+        return Vec::new();
+    };
+    // Digits and Backspace edit the focused field; everything else goes through the table.
+    match key.code {
+        KeyCode::Char(c)
+            if c.is_ascii_digit() && !key.modifiers.contains(KeyModifiers::CONTROL) =>
+        {
+            match modal.field {
+                ModalField::Count => {
+                    if modal.typed.len() < 12 {
+                        modal.typed.push(c);
+                    }
+                }
+                ModalField::Rate => {
+                    if modal.rate_text.len() < 5 {
+                        modal.rate_text.push(c);
+                    }
+                    modal.rate = modal.rate_text.parse().unwrap_or(0);
+                }
+            }
+            return Vec::new();
+        }
+        KeyCode::Backspace => {
+            match modal.field {
+                ModalField::Count => {
+                    modal.typed.pop();
+                }
+                ModalField::Rate => {
+                    modal.rate_text.pop();
+                    modal.rate = modal.rate_text.parse().unwrap_or(0);
+                }
+            }
+            return Vec::new();
+        }
+        _ => {}
+    }
+    match keys::lookup(Scope::Modal, &key) {
+        Some(Action::Cancel) => state.overlay = Overlay::None,
+        Some(Action::ToggleKeep) => modal.keep_attempts = !modal.keep_attempts,
+        Some(Action::ToggleDryRun) => modal.dry_run = !modal.dry_run,
+        Some(Action::RateUp) => {
+            modal.rate = RATE_STEPS
+                .iter()
+                .copied()
+                .find(|&r| r > modal.rate)
+                .unwrap_or(modal.rate);
+            modal.rate_text = modal.rate.to_string();
+        }
+        Some(Action::RateDown) => {
+            modal.rate = RATE_STEPS
+                .iter()
+                .rev()
+                .copied()
+                .find(|&r| r < modal.rate)
+                .unwrap_or(modal.rate.min(1));
+            modal.rate_text = modal.rate.to_string();
+        }
+        Some(Action::SwitchField) => {
+            modal.field = match modal.field {
+                ModalField::Count => ModalField::Rate,
+                ModalField::Rate => ModalField::Count,
+            };
+            if modal.field == ModalField::Rate {
+                // Typing replaces the rate rather than appending to it.
+                modal.rate_text.clear();
+            } else if modal.rate_text.is_empty() {
+                modal.rate_text = modal.rate.to_string();
+            }
+        }
+        Some(Action::Accept) => {
+            // Read-only cannot open the modal; checked again so no path publishes.
+            if read_only {
+                state.overlay = Overlay::None;
+                state.error = Some(READ_ONLY_REASON.into());
+                return Vec::new();
+            }
+            if modal.blocked().is_some() {
+                return Vec::new();
+            }
+            let expected = modal.count().unwrap_or(0);
+            let request = ReplayRequest {
+                queue: modal.queue.clone(),
+                selection: modal.selection.clone(),
+                expected,
+                rate: modal.rate,
+                keep_attempts: modal.keep_attempts,
+                dry_run: modal.dry_run,
+            };
+            state.overlay = Overlay::Progress(Box::new(ReplayRun {
+                queue: request.queue.clone(),
+                dry_run: request.dry_run,
+                rate: request.rate,
+                progress: super::event::ReplayProgress {
+                    total: expected,
+                    ..Default::default()
+                },
+                cancelling: false,
+                outcome: None,
+            }));
+            return vec![Command::Replay(request)];
+        }
+        _ => {}
+    }
+    Vec::new()
+}
+
+fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let Overlay::Progress(run) = &mut state.overlay else {
+        return Vec::new();
+    };
+    match keys::lookup(Scope::Progress, &key) {
+        Some(Action::Cancel) if run.outcome.is_none() => {
+            if run.cancelling {
+                return Vec::new();
+            }
+            run.cancelling = true;
+            vec![Command::CancelReplay]
+        }
+        Some(Action::Cancel | Action::Accept) if run.outcome.is_some() => {
+            let queue = run.queue.clone();
+            let dry_run = run.dry_run;
+            state.overlay = Overlay::None;
+            if dry_run {
+                return Vec::new();
+            }
+            // What moved is gone from the queue: read it again.
+            state.selected.clear();
+            state.loading = Some(queue.clone());
+            vec![
+                Command::RefreshDepths,
+                Command::Browse {
+                    queue,
+                    limit: state.browse_limit,
+                },
+            ]
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn open_filter(state: &mut State) {
+    let mut input = TextArea::new(vec![state.filter_text.clone()]);
+    input.move_cursor(ratatui_textarea::CursorMove::End);
+    let before = state.filter.clone().map(|f| (state.filter_text.clone(), f));
+    state.filter_input = Some(FilterInput { input, before });
+}
+
+/// Keys in the filter line: the list narrows as the query parses; Enter keeps, Esc restores.
+fn on_filter_key(state: &mut State, key: KeyEvent) {
+    let Some(fi) = &mut state.filter_input else {
+        return;
+    };
+    match key.code {
+        KeyCode::Enter => {
+            state.filter_input = None;
+            state.filter_error = None;
+        }
+        KeyCode::Esc => {
+            let before = fi.before.take();
+            state.filter_input = None;
+            state.filter_error = None;
+            match before {
+                Some((text, f)) => {
+                    state.filter_text = text;
+                    state.filter = Some(f);
+                }
+                None => {
+                    state.filter_text.clear();
+                    state.filter = None;
+                }
+            }
+            state.refresh_view();
+        }
+        _ => {
+            // One line only: Enter is handled above, so the text area never gets a newline.
+            fi.input.input(key);
+            let text = fi.input.lines().join(" ");
+            apply_filter_text(state, text);
+        }
+    }
+}
+
+/// Parses `text`; a query that does not parse yet (mid-typing) keeps the last good filter and
+/// says why.
+pub fn apply_filter_text(state: &mut State, text: String) {
+    if text.trim().is_empty() {
+        state.filter = None;
+        state.filter_error = None;
+    } else {
+        match Filter::parse(&text) {
+            Ok(f) => {
+                state.filter = Some(f);
+                state.filter_error = None;
+            }
+            Err(e) => state.filter_error = Some(e.to_string()),
+        }
+    }
+    state.filter_text = text;
+    state.refresh_view();
+}
+
+fn on_command_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let Some(input) = &mut state.command_input else {
+        return Vec::new();
+    };
+    match key.code {
+        KeyCode::Esc => {
+            state.command_input = None;
+            Vec::new()
+        }
+        KeyCode::Enter => {
+            let line = input.lines().join(" ");
+            state.command_input = None;
+            run_command_line(state, &line)
+        }
+        _ => {
+            input.input(key);
+            Vec::new()
+        }
+    }
+}
+
+/// `:` commands.
+pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
+    let mut words = line.split_whitespace();
+    let verb = words.next().unwrap_or("");
+    let arg: Vec<&str> = words.collect();
+    let arg = arg.join(" ");
+    match (verb, arg.is_empty()) {
+        ("", _) => Vec::new(),
+        ("q" | "q!" | "quit" | "qa", _) => force_quit(state),
+        ("ctx" | "context", false) => {
+            reset_for_switch(state);
+            vec![Command::SwitchContext(arg)]
+        }
+        ("vhost" | "vh", false) => {
+            reset_for_switch(state);
+            vec![Command::SwitchVhost(arg)]
+        }
+        ("limit", false) => {
+            match arg.parse::<usize>() {
+                Ok(n) if n > 0 => {
+                    state.browse_limit = n;
+                    state.notice = Some(format!("browsing reads up to {n} messages"));
+                }
+                _ => {
+                    state.error = Some(format!(
+                        "limit needs a positive number, not “{}”",
+                        sanitize::one_line(&arg, 20)
+                    ))
+                }
+            }
+            Vec::new()
+        }
+        ("help" | "h", _) => {
+            state.overlay = Overlay::Help;
+            Vec::new()
+        }
+        ("ctx" | "context" | "vhost" | "vh" | "limit", true) => {
+            state.error = Some(format!(":{verb} needs an argument, e.g. :{verb} NAME"));
+            Vec::new()
+        }
+        _ => {
+            state.error = Some(format!(
+                "unknown command :{} — try :ctx NAME, :vhost NAME, :limit N, :help, :q",
+                sanitize::one_line(verb, 30)
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// Another broker or vhost: everything shown belongs to the old one.
+fn reset_for_switch(state: &mut State) {
+    state.connection = ConnectionState::Connecting;
+    state.discovery = Default::default();
+    state.queues_loaded = false;
+    state.browse = None;
+    state.loading = None;
+    state.selected.clear();
+    state.anchor = None;
+    state.queue_cursor = 0;
+    state.msg_cursor = 0;
+    state.group_cursor = 0;
+    state.focus = Focus::Queues;
+    state.error = None;
+}

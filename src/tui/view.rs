@@ -1,0 +1,969 @@
+//! Drawing only: `view(&State, &mut Frame)` reads the state and draws it. Nothing here changes
+//! state or talks to the broker. Every broker string is sanitised before it is drawn.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{
+    Block, BorderType, Borders, Cell, Clear, Gauge, HighlightSpacing, Paragraph, Row as TRow,
+    Table, TableState, Wrap,
+};
+
+use super::detail;
+use super::event::ConnectionState;
+use super::format;
+use super::keys::{self, Scope};
+use super::state::{Focus, ListMode, ModalField, Overlay, QueueRow, ReplayModal, ReplayRun, State};
+use crate::domain::discovery::DlqKind;
+use crate::domain::sanitize;
+
+pub fn view(state: &State, frame: &mut Frame) {
+    let area = frame.area();
+    let banner = state.error.is_some() || state.notice.is_some();
+    let input = state.filter_input.is_some() || state.command_input.is_some();
+    let [status, main, banner_area, input_area, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(u16::from(banner)),
+        Constraint::Length(u16::from(input)),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+
+    status_bar(state, frame, status);
+    let left_width = (area.width * 3 / 10).clamp(30, 50).min(area.width / 2);
+    let [left, right] =
+        Layout::horizontal([Constraint::Length(left_width), Constraint::Min(20)]).areas(main);
+    queue_pane(state, frame, left);
+    let list_height = (right.height * 2 / 5).max(5);
+    let [top, bottom] =
+        Layout::vertical([Constraint::Length(list_height), Constraint::Min(3)]).areas(right);
+    match state.list_mode {
+        ListMode::Messages => message_pane(state, frame, top),
+        ListMode::Groups => group_pane(state, frame, top),
+    }
+    detail_pane(state, frame, bottom);
+    if banner {
+        banner_line(state, frame, banner_area);
+    }
+    if input {
+        input_line(state, frame, input_area);
+    }
+    footer_line(state, frame, footer);
+
+    match &state.overlay {
+        Overlay::None => {}
+        Overlay::Help => help(state, frame, area),
+        Overlay::Replay(modal) => replay_modal(state, modal, frame, area),
+        Overlay::Progress(run) => progress(state, run, frame, area),
+    }
+}
+
+fn pane_block(state: &State, title: String, focused: bool) -> Block<'static> {
+    let t = &state.theme;
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(if focused {
+            BorderType::Thick
+        } else {
+            BorderType::Plain
+        })
+        .border_style(if focused { t.accent } else { t.muted })
+        .title(Span::styled(title, if focused { t.accent } else { t.base }))
+}
+
+fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let o = &state.overview;
+    let s = |x: &str, n| sanitize::one_line(x, n);
+    let mut spans = vec![Span::styled(" warren ", t.accent)];
+    // First, so that no width can cut it off.
+    if state.read_only {
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(" READ-ONLY ", t.badge));
+    }
+    let (dot, text, style) = match &state.connection {
+        ConnectionState::Connecting => ("○", "connecting".to_string(), t.warn),
+        ConnectionState::Connected => ("●", "connected".to_string(), t.ok),
+        ConnectionState::Disconnected(why) => {
+            ("✕", format!("disconnected: {}", s(why, 40)), t.danger)
+        }
+    };
+    spans.push(Span::styled(format!(" {dot} {text} "), style));
+    if !o.context.is_empty() {
+        spans.push(Span::raw(format!(" {}", s(&o.context, 24))));
+    }
+    if !o.broker_version.is_empty() {
+        spans.push(Span::styled(
+            format!(" (RabbitMQ {})", s(&o.broker_version, 16)),
+            t.muted,
+        ));
+    }
+    if !o.user.is_empty() || !o.vhost.is_empty() {
+        spans.push(Span::raw(format!(
+            "  {}@{}",
+            s(&o.user, 20),
+            s(&o.vhost, 24)
+        )));
+    }
+    if !o.tags.is_empty() {
+        let tags: Vec<String> = o.tags.iter().map(|x| s(x, 20)).collect();
+        spans.push(Span::styled(format!("  tags: {}", tags.join(",")), t.muted));
+    }
+    if state.queues_loaded
+        && state
+            .depths_at
+            .is_some_and(|d| state.secs_since(d) > super::state::STALE_AFTER_SECS as u64)
+    {
+        let since = state
+            .depths_at
+            .map(|d| format::time(d, state.now))
+            .unwrap_or_default();
+        spans.push(Span::styled(
+            format!("  depths stale since {since}"),
+            t.warn,
+        ));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn short_kind(kind: DlqKind) -> &'static str {
+    match kind {
+        DlqKind::DeadLetter => "dlq",
+        DlqKind::Error => "err",
+        DlqKind::Skipped => "skip",
+        DlqKind::ParkingLot => "park",
+    }
+}
+
+fn depth_text(d: Option<u64>) -> String {
+    d.map_or("?".into(), |d| d.to_string())
+}
+
+fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let focused = state.focus == Focus::Queues && matches!(state.overlay, Overlay::None);
+    let n_dlq = state.discovery.dead_letter_queues.len();
+    let title = if state.show_ordinary {
+        format!(
+            " Queues ({n_dlq} DLQ + {} other) ",
+            state.discovery.other_queues.len()
+        )
+    } else {
+        format!(" Dead-letter queues ({n_dlq}) ")
+    };
+    let block = pane_block(state, title, focused);
+    let inner_w = usize::from(area.width.saturating_sub(2));
+    let wide = inner_w >= 44;
+    if !state.queues_loaded {
+        let text = match &state.connection {
+            ConnectionState::Disconnected(_) => "not connected",
+            _ => "discovering queues…",
+        };
+        frame.render_widget(
+            Paragraph::new(Span::styled(text, t.muted)).block(block),
+            area,
+        );
+        return;
+    }
+    let rows = state.queue_rows();
+    if rows.is_empty() {
+        frame.render_widget(
+            Paragraph::new(Span::styled(
+                "no dead-letter queues in this vhost (o: all queues)",
+                t.muted,
+            ))
+            .wrap(Wrap { trim: true })
+            .block(block),
+            area,
+        );
+        return;
+    }
+    let table_rows: Vec<TRow> = rows
+        .iter()
+        .map(|r| {
+            let name = sanitize::one_line(r.name(), 200);
+            match r {
+                QueueRow::Dlq(d) => {
+                    let marker = if d.limit_applies() {
+                        Cell::from(Span::styled("⚠", t.warn))
+                    } else {
+                        Cell::from(" ")
+                    };
+                    let mut cells = vec![
+                        Cell::from(name),
+                        Cell::from(Span::styled(
+                            if wide {
+                                d.kind.label()
+                            } else {
+                                short_kind(d.kind)
+                            },
+                            t.muted,
+                        )),
+                    ];
+                    if wide {
+                        cells.push(Cell::from(Span::styled(d.convention.label(), t.muted)));
+                    }
+                    cells.push(marker);
+                    cells.push(Cell::from(Line::from(depth_text(d.depth)).right_aligned()));
+                    TRow::new(cells)
+                }
+                QueueRow::Other(q) => {
+                    let mut cells = vec![
+                        Cell::from(Span::styled(name, t.muted)),
+                        Cell::from(Span::styled(if wide { "queue" } else { "q" }, t.muted)),
+                    ];
+                    if wide {
+                        cells.push(Cell::from(Span::styled(
+                            q.queue_type.as_str().to_string(),
+                            t.muted,
+                        )));
+                    }
+                    cells.push(Cell::from(" "));
+                    cells.push(Cell::from(Line::from(depth_text(q.depth)).right_aligned()));
+                    TRow::new(cells)
+                }
+            }
+        })
+        .collect();
+    let widths: Vec<Constraint> = if wide {
+        vec![
+            Constraint::Fill(1),
+            Constraint::Length(7),
+            Constraint::Length(11),
+            Constraint::Length(1),
+            Constraint::Length(6),
+        ]
+    } else {
+        vec![
+            Constraint::Fill(1),
+            Constraint::Length(4),
+            Constraint::Length(1),
+            Constraint::Length(5),
+        ]
+    };
+    let table = Table::new(table_rows, widths)
+        .block(block)
+        .column_spacing(1)
+        .highlight_symbol("▶ ")
+        .highlight_spacing(HighlightSpacing::Always)
+        .row_highlight_style(cursor_style(state, focused));
+    let mut ts = TableState::default().with_selected(Some(state.queue_cursor));
+    frame.render_stateful_widget(table, area, &mut ts);
+}
+
+/// The cursor row: reversed when the pane has focus (visible without colour), bold otherwise.
+fn cursor_style(state: &State, focused: bool) -> Style {
+    if focused {
+        state.theme.selected
+    } else {
+        Style::default().add_modifier(Modifier::BOLD)
+    }
+}
+
+fn message_title(state: &State) -> String {
+    let Some(b) = &state.browse else {
+        return match &state.loading {
+            Some(q) => format!(" {} — reading… ", sanitize::one_line(q, 40)),
+            None => " Messages ".into(),
+        };
+    };
+    let name = sanitize::one_line(&b.queue, 40);
+    let depth = state.dlq(&b.queue).and_then(|d| d.depth);
+    let mut title = match depth {
+        Some(d) => format!(" {name} — {d} message{}", if d == 1 { "" } else { "s" }),
+        None => format!(" {name}"),
+    };
+    if let Some(d) = state.dlq(&b.queue)
+        && !d.feeders.is_empty()
+    {
+        let feeders: Vec<String> = d
+            .feeders
+            .iter()
+            .take(3)
+            .map(|f| sanitize::one_line(f, 30))
+            .collect();
+        let more = if d.feeders.len() > 3 {
+            format!(" +{}", d.feeders.len() - 3)
+        } else {
+            String::new()
+        };
+        title.push_str(&format!(", from {}{more}", feeders.join(", ")));
+    }
+    if state.loading.is_some() {
+        title.push_str(" — reading…");
+    }
+    title.push(' ');
+    title
+}
+
+/// The bottom line of the message pane: selection count (always), filter, how much is shown.
+fn message_status(state: &State) -> Line<'static> {
+    let t = &state.theme;
+    let mut spans = vec![Span::styled(
+        format!(" [{} selected]", state.selected.len()),
+        t.marked,
+    )];
+    if let Some(b) = &state.browse {
+        if !state.filter_text.trim().is_empty() {
+            spans.push(Span::styled(
+                format!(" filter: {}", sanitize::one_line(&state.filter_text, 40)),
+                t.accent,
+            ));
+        }
+        spans.push(Span::styled(
+            format!(
+                " {} of {} · {} ",
+                b.visible.len(),
+                b.rows.len(),
+                sanitize::one_line(&b.stop, 40)
+            ),
+            t.muted,
+        ));
+    }
+    Line::from(spans)
+}
+
+fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let focused = state.focus == Focus::Messages && matches!(state.overlay, Overlay::None);
+    let block =
+        pane_block(state, message_title(state), focused).title_bottom(message_status(state));
+    let Some(b) = &state.browse else {
+        let hint = if state.loading.is_some() {
+            "reading messages (they stay in the queue)…"
+        } else {
+            "Enter on a queue to browse it"
+        };
+        frame.render_widget(
+            Paragraph::new(Span::styled(hint, t.muted)).block(block),
+            area,
+        );
+        return;
+    };
+    if b.visible.is_empty() {
+        let hint = if b.rows.is_empty() {
+            "the queue is empty"
+        } else {
+            "no message matches the filter"
+        };
+        frame.render_widget(
+            Paragraph::new(Span::styled(hint, t.muted)).block(block),
+            area,
+        );
+        return;
+    }
+    let wide = area.width >= 70;
+    let rows: Vec<TRow> = b
+        .visible
+        .iter()
+        .filter_map(|&i| b.rows.get(i))
+        .map(|r| {
+            let picked = state.selected.contains(&r.key);
+            let mark = if picked {
+                Span::styled("●", t.marked)
+            } else {
+                Span::raw(" ")
+            };
+            // Since the first failure; a framework that records no time falls back to first seen.
+            let age = r
+                .failed_at()
+                .or(r.first_seen)
+                .map_or("—".into(), |x| format::age(state.secs_since(x)));
+            let mut cells = vec![Cell::from(mark)];
+            if wide {
+                cells.push(Cell::from(Span::styled(
+                    (r.msg.position + 1).to_string(),
+                    t.muted,
+                )));
+            }
+            cells.push(Cell::from(sanitize::one_line(&detail::headline(r), 300)));
+            cells.push(Cell::from(
+                Line::from(format!("×{}", r.attempts())).right_aligned(),
+            ));
+            cells.push(Cell::from(Line::from(age).right_aligned()));
+            if wide {
+                let since = r
+                    .first_seen
+                    .map_or("—".into(), |x| format::age(state.secs_since(x)));
+                cells.push(Cell::from(Line::from(since).right_aligned()));
+            }
+            let row = TRow::new(cells);
+            if picked {
+                row.style(Style::default().add_modifier(Modifier::BOLD))
+            } else {
+                row
+            }
+        })
+        .collect();
+    let widths: Vec<Constraint> = if wide {
+        vec![
+            Constraint::Length(1),
+            Constraint::Length(4),
+            Constraint::Fill(1),
+            Constraint::Length(5),
+            Constraint::Length(7),
+            Constraint::Length(7),
+        ]
+    } else {
+        vec![
+            Constraint::Length(1),
+            Constraint::Fill(1),
+            Constraint::Length(4),
+            Constraint::Length(6),
+        ]
+    };
+    let header: Vec<&str> = if wide {
+        vec!["", "#", "verdict / exception", "tries", "age", "in DLQ"]
+    } else {
+        vec!["", "verdict / exception", "n", "age"]
+    };
+    let header = TRow::new(
+        header
+            .into_iter()
+            .map(|h| Cell::from(Span::styled(h, t.muted))),
+    );
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(block)
+        .column_spacing(1)
+        .highlight_symbol("▶ ")
+        .highlight_spacing(HighlightSpacing::Always)
+        .row_highlight_style(cursor_style(state, focused));
+    let mut ts = TableState::default().with_selected(Some(state.msg_cursor));
+    frame.render_stateful_widget(table, area, &mut ts);
+}
+
+fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let focused = state.focus == Focus::Messages && matches!(state.overlay, Overlay::None);
+    let title = match &state.browse {
+        Some(b) => format!(
+            " Failure groups — {} ({} groups) ",
+            sanitize::one_line(&b.queue, 40),
+            b.groups.len()
+        ),
+        None => " Failure groups ".into(),
+    };
+    let block = pane_block(state, title, focused).title_bottom(message_status(state));
+    let Some(b) = state.browse.as_ref().filter(|b| !b.groups.is_empty()) else {
+        frame.render_widget(
+            Paragraph::new(Span::styled("no messages to group", t.muted)).block(block),
+            area,
+        );
+        return;
+    };
+    let wide = area.width >= 70;
+    let rows: Vec<TRow> = b
+        .groups
+        .iter()
+        .map(|g| {
+            let mut cells = vec![
+                Cell::from(Line::from(g.rows.len().to_string()).right_aligned()),
+                Cell::from(sanitize::one_line(&g.summary, 300)),
+                Cell::from(
+                    Line::from(
+                        g.first
+                            .map_or("—".into(), |x| format::age(state.secs_since(x))),
+                    )
+                    .right_aligned(),
+                ),
+            ];
+            if wide {
+                cells.push(Cell::from(
+                    Line::from(
+                        g.last
+                            .map_or("—".into(), |x| format::age(state.secs_since(x))),
+                    )
+                    .right_aligned(),
+                ));
+            }
+            TRow::new(cells)
+        })
+        .collect();
+    let (widths, header): (Vec<Constraint>, Vec<&str>) = if wide {
+        (
+            vec![
+                Constraint::Length(5),
+                Constraint::Fill(1),
+                Constraint::Length(7),
+                Constraint::Length(7),
+            ],
+            vec!["count", "fingerprint", "first", "last"],
+        )
+    } else {
+        (
+            vec![
+                Constraint::Length(5),
+                Constraint::Fill(1),
+                Constraint::Length(7),
+            ],
+            vec!["count", "fingerprint", "first"],
+        )
+    };
+    let header = TRow::new(
+        header
+            .into_iter()
+            .map(|h| Cell::from(Span::styled(h, t.muted))),
+    );
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(block)
+        .column_spacing(1)
+        .highlight_symbol("▶ ")
+        .highlight_spacing(HighlightSpacing::Always)
+        .row_highlight_style(cursor_style(state, focused));
+    let mut ts = TableState::default().with_selected(Some(state.group_cursor));
+    frame.render_stateful_widget(table, area, &mut ts);
+}
+
+fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let focused = state.focus == Focus::Detail && matches!(state.overlay, Overlay::None);
+    let Some(row) = state.current_row() else {
+        frame.render_widget(pane_block(state, " Timeline ".into(), focused), area);
+        return;
+    };
+    let name = row.msg.properties.message_id.as_deref().map_or_else(
+        || format!("#{}", row.msg.position + 1),
+        |id| sanitize::one_line(id, 40),
+    );
+    let title = match state.list_mode {
+        ListMode::Groups => format!(" Example — {name} "),
+        ListMode::Messages => format!(" Timeline — {name} "),
+    };
+    let mut block = pane_block(state, title, focused);
+    let lines = detail::lines(state, row);
+    let total = lines.len();
+    let scroll = usize::from(state.detail_scroll).min(total.saturating_sub(1));
+    if total > usize::from(area.height.saturating_sub(2)) {
+        block = block.title_bottom(
+            Line::styled(format!(" line {}/{} ", scroll + 1, total), t.muted).right_aligned(),
+        );
+    }
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false })
+            .scroll((u16::try_from(scroll).unwrap_or(u16::MAX), 0)),
+        area,
+    );
+}
+
+fn banner_line(state: &State, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let w = usize::from(area.width);
+    let (text, style) = match (&state.error, &state.notice) {
+        (Some(e), _) => (
+            format!(" ✕ {}  (Esc to dismiss)", sanitize::one_line(e, 400)),
+            t.danger,
+        ),
+        (None, Some(n)) => (format!(" ! {}", sanitize::one_line(n, 400)), t.warn),
+        (None, None) => return,
+    };
+    frame.render_widget(
+        Paragraph::new(Span::styled(format::fit(&text, w), style)),
+        area,
+    );
+}
+
+fn input_line(state: &State, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let [prompt, field, err] = Layout::horizontal([
+        Constraint::Length(2),
+        Constraint::Min(10),
+        Constraint::Length(if state.filter_error.is_some() {
+            area.width / 2
+        } else {
+            0
+        }),
+    ])
+    .areas(area);
+    if let Some(fi) = &state.filter_input {
+        frame.render_widget(Paragraph::new(Span::styled(" /", t.accent)), prompt);
+        frame.render_widget(&fi.input, field);
+        if let Some(e) = &state.filter_error {
+            frame.render_widget(
+                Paragraph::new(Span::styled(
+                    format::fit(&sanitize::one_line(e, 200), usize::from(err.width)),
+                    t.warn,
+                )),
+                err,
+            );
+        }
+    } else if let Some(input) = &state.command_input {
+        frame.render_widget(Paragraph::new(Span::styled(" :", t.accent)), prompt);
+        frame.render_widget(input, field);
+    }
+}
+
+fn footer_scope(state: &State) -> Scope {
+    match &state.overlay {
+        Overlay::Replay(_) => Scope::Modal,
+        Overlay::Progress(_) => Scope::Progress,
+        _ => match state.focus {
+            Focus::Queues => Scope::Queues,
+            Focus::Messages if state.list_mode == ListMode::Groups => Scope::Groups,
+            Focus::Messages => Scope::Messages,
+            Focus::Detail => Scope::Detail,
+        },
+    }
+}
+
+fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let mut spans: Vec<Span> = Vec::new();
+    let mut used = 0usize;
+    let width = usize::from(area.width);
+    let hints: Vec<(String, String, bool)> = if state.filter_input.is_some() {
+        vec![
+            ("Enter".into(), "keep filter".into(), false),
+            ("Esc".into(), "undo".into(), false),
+        ]
+    } else if state.command_input.is_some() {
+        vec![
+            ("Enter".into(), "run".into(), false),
+            ("Esc".into(), "cancel".into(), false),
+        ]
+    } else if matches!(state.overlay, Overlay::Help) {
+        vec![("Esc/?".into(), "close help".into(), false)]
+    } else {
+        keys::footer(footer_scope(state))
+            .into_iter()
+            .map(|b| {
+                let word = b.footer.unwrap_or("");
+                let disabled = state.read_only && b.action == keys::Action::Replay;
+                let word = if disabled {
+                    format!("{word} (disabled: read-only)")
+                } else {
+                    word.to_string()
+                };
+                (b.label.to_string(), word, disabled)
+            })
+            .collect()
+    };
+    for (key, word, disabled) in hints {
+        let len = key.chars().count() + word.chars().count() + 3;
+        if used + len > width {
+            break;
+        }
+        spans.push(Span::styled(
+            format!(" {key}"),
+            if disabled { t.muted } else { t.accent },
+        ));
+        spans.push(Span::styled(format!(" {word} "), t.muted));
+        used += len;
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let w = width.min(area.width);
+    let h = height.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
+
+fn help(state: &State, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let rect = centered(
+        area,
+        area.width.saturating_sub(4).min(120),
+        area.height.saturating_sub(2),
+    );
+    frame.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.accent)
+        .title(Span::styled(" Keys (Esc to close) ", t.accent));
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    // Two columns so that the whole table fits in 80×24; a section is never split.
+    let sections: Vec<Vec<Line>> = keys::help_sections()
+        .into_iter()
+        .map(|(title, bindings)| {
+            let mut lines = vec![Line::styled(title, t.accent)];
+            for b in bindings {
+                let disabled = state.read_only && b.action == keys::Action::Replay;
+                let help = if disabled {
+                    format!("{} — disabled: read-only", b.help)
+                } else {
+                    b.help.to_string()
+                };
+                lines.push(Line::from(vec![
+                    Span::styled(format!(" {:<8}", b.label), t.accent),
+                    Span::raw(help),
+                ]));
+            }
+            lines
+        })
+        .collect();
+    let total: usize = sections.iter().map(Vec::len).sum();
+    let (mut lines, mut right): (Vec<Line>, Vec<Line>) = (Vec::new(), Vec::new());
+    for section in sections {
+        if right.is_empty() && lines.len() + section.len() <= total.div_ceil(2) + 2 {
+            lines.extend(section);
+        } else {
+            right.extend(section);
+        }
+    }
+    let [l, r] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner);
+    frame.render_widget(Paragraph::new(lines), l);
+    frame.render_widget(Paragraph::new(right), r);
+}
+
+fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let width = area.width.saturating_sub(4).min(90);
+    let inner_w = usize::from(width.saturating_sub(2));
+    let field = |s: &str| Span::styled(format!(" {s:<9} "), t.muted);
+    let list = |items: &[String], n: usize| -> String {
+        let v: Vec<String> = items.iter().map(|s| sanitize::one_line(s, 80)).collect();
+        sanitize::one_line(&v.join(", "), n)
+    };
+    let mut lines: Vec<Line> = Vec::new();
+    let title = match &modal.preview {
+        Some(p) => format!(
+            " Replay {} message{} from {} ",
+            p.count,
+            if p.count == 1 { "" } else { "s" },
+            sanitize::one_line(&modal.queue, 40)
+        ),
+        None => format!(
+            " Replay {} from {} ",
+            sanitize::one_line(&modal.what, 40),
+            sanitize::one_line(&modal.queue, 40)
+        ),
+    };
+    lines.push(Line::from(vec![
+        field("What"),
+        Span::raw(sanitize::one_line(&modal.what, inner_w.saturating_sub(12))),
+    ]));
+    match &modal.preview {
+        None => lines.push(Line::styled(
+            " working out where each message goes…",
+            t.muted,
+        )),
+        Some(p) => {
+            lines.push(Line::from(vec![
+                field("To"),
+                Span::raw(list(&p.targets, inner_w.saturating_sub(12))),
+            ]));
+            let fan_out = p.reaches.len() > 1;
+            let reaches = if p.reaches.is_empty() {
+                Span::styled("no queue (unroutable: messages stay in the DLQ)", t.danger)
+            } else if fan_out {
+                Span::styled(
+                    format!(
+                        "{} queues: {}",
+                        p.reaches.len(),
+                        list(&p.reaches, inner_w.saturating_sub(24))
+                    ),
+                    t.danger,
+                )
+            } else {
+                Span::raw(format!(
+                    "{} only",
+                    list(&p.reaches, inner_w.saturating_sub(18))
+                ))
+            };
+            lines.push(Line::from(vec![field("Reaches"), reaches]));
+            lines.push(Line::from(vec![
+                field("Removes"),
+                Span::raw(list(&p.removes, inner_w.saturating_sub(12))),
+            ]));
+            lines.push(Line::from(vec![
+                field("Adds"),
+                Span::raw(list(&p.adds, inner_w.saturating_sub(12))),
+            ]));
+        }
+    }
+    lines.push(Line::from(vec![
+        field("Body"),
+        Span::raw(format!("{:<14}", "untouched")),
+        Span::styled("Attempts ", t.muted),
+        Span::raw(if modal.keep_attempts {
+            "kept "
+        } else {
+            "reset"
+        }),
+        Span::styled("  [k]", t.accent),
+    ]));
+    let rate_style = if modal.field == ModalField::Rate {
+        t.selected
+    } else {
+        t.base
+    };
+    lines.push(Line::from(vec![
+        field("Rate"),
+        Span::styled(
+            format!(
+                "[{:>5}]",
+                if modal.field == ModalField::Rate {
+                    modal.rate_text.clone()
+                } else {
+                    modal.rate.to_string()
+                }
+            ),
+            rate_style,
+        ),
+        Span::raw(" msg/s   "),
+        Span::styled("Dry run  ", t.muted),
+        Span::styled(
+            if modal.dry_run { "ON " } else { "off" },
+            if modal.dry_run { t.accent } else { t.base },
+        ),
+        Span::styled("  [d]", t.accent),
+        Span::styled("  +/- Tab", t.muted),
+    ]));
+    if let Some(p) = &modal.preview {
+        if p.replayed_before > 0 {
+            lines.push(Line::styled(
+                format!(
+                    " ! {} of them were replayed before and failed again",
+                    p.replayed_before
+                ),
+                t.warn,
+            ));
+        }
+        for w in &p.warnings {
+            lines.push(Line::styled(
+                format!(" ! {}", sanitize::one_line(w, inner_w.saturating_sub(4))),
+                t.warn,
+            ));
+        }
+        if modal.needs_typed_count() {
+            let style = if modal.field == ModalField::Count {
+                t.selected
+            } else {
+                t.base
+            };
+            lines.push(Line::from(vec![
+                Span::styled(format!(" Type {} to confirm: ", p.count), t.danger),
+                Span::styled(format!("[{:<8}]", modal.typed), style),
+            ]));
+        }
+    }
+    lines.push(Line::raw(""));
+    let accept = match modal.blocked() {
+        None if modal.dry_run => Span::styled("Enter  dry run", t.accent),
+        None => Span::styled("Enter  replay", t.danger),
+        Some(why) => Span::styled(format!("Enter  ({why})"), t.muted),
+    };
+    lines.push(Line::from(vec![
+        Span::raw("   "),
+        accept,
+        Span::raw("      "),
+        Span::styled("Esc  cancel", t.accent),
+    ]));
+
+    let height = u16::try_from(lines.len())
+        .unwrap_or(u16::MAX)
+        .saturating_add(2);
+    let rect = centered(area, width, height);
+    frame.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .border_style(t.danger)
+        .title(Span::styled(title, t.danger));
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
+}
+
+fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let p = &run.progress;
+    let width = area.width.saturating_sub(4).min(90);
+    let rect = centered(area, width, 9);
+    frame.render_widget(Clear, rect);
+    let verb = if run.dry_run { "Dry run" } else { "Replaying" };
+    let title = match (&run.outcome, run.cancelling) {
+        (Some(o), _) if o.cancelled => format!(
+            " {verb} from {} — stopped ",
+            sanitize::one_line(&run.queue, 40)
+        ),
+        (Some(o), _) if o.error.is_some() => format!(
+            " {verb} from {} — failed ",
+            sanitize::one_line(&run.queue, 40)
+        ),
+        (Some(_), _) => format!(
+            " {verb} from {} — done ",
+            sanitize::one_line(&run.queue, 40)
+        ),
+        (None, true) => format!(
+            " {verb} from {} — stopping… ",
+            sanitize::one_line(&run.queue, 40)
+        ),
+        (None, false) => format!(" {verb} from {} ", sanitize::one_line(&run.queue, 40)),
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .border_style(t.danger)
+        .title(Span::styled(title, t.danger));
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    let [gauge_area, counts, rate, msg, _, keys_area] =
+        Layout::vertical([Constraint::Length(1); 6]).areas(inner);
+    let ratio = if p.total == 0 {
+        0.0
+    } else {
+        (p.done() as f64 / p.total as f64).clamp(0.0, 1.0)
+    };
+    frame.render_widget(
+        Gauge::default()
+            .gauge_style(t.accent)
+            .ratio(ratio)
+            .label(format!("{}/{}", p.done(), p.total)),
+        gauge_area,
+    );
+    let moved_word = if run.dry_run { "would move" } else { "moved" };
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(format!(" {moved_word} {}", p.moved), t.ok),
+            Span::raw(format!("   returned {}", p.returned)),
+            Span::styled(
+                format!("   failed {}", p.failed),
+                if p.failed > 0 { t.danger } else { t.base },
+            ),
+            Span::raw(format!("   remaining {}", p.remaining())),
+        ])),
+        counts,
+    );
+    let eta = p.eta_secs().map_or("—".into(), format::duration);
+    frame.render_widget(
+        Paragraph::new(Span::styled(
+            format!(" {:.0} msg/s (limit {})   ETA {eta}", p.rate, run.rate),
+            t.muted,
+        )),
+        rate,
+    );
+    let note = match &run.outcome {
+        Some(o) => match &o.error {
+            Some(e) => Span::styled(format!(" {}", sanitize::one_line(e, 200)), t.danger),
+            None if o.cancelled => Span::styled(
+                " stopped: what moved stays moved, the rest is still in the queue",
+                t.warn,
+            ),
+            None => Span::styled(" finished", t.ok),
+        },
+        None if run.cancelling => Span::styled(" stopping after the message in flight…", t.warn),
+        None => Span::styled(
+            " messages leave the queue only after the broker confirms the publish",
+            t.muted,
+        ),
+    };
+    frame.render_widget(Paragraph::new(note), msg);
+    let keys_text = if run.outcome.is_some() {
+        " Enter/Esc  close"
+    } else {
+        " Esc  stop safely"
+    };
+    frame.render_widget(Paragraph::new(Span::styled(keys_text, t.accent)), keys_area);
+}

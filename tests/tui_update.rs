@@ -1,0 +1,611 @@
+//! The TUI's update logic, without a terminal: navigation, selection, filtering, the replay
+//! modal's safety rules and read-only mode.
+
+mod tui_fixtures;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use tui_fixtures::*;
+use warren::domain::selection::Selection;
+use warren::tui::event::{Event, ReplayOutcome, ReplayPreview, ReplayProgress};
+use warren::tui::keys::{self, BINDINGS, Key};
+use warren::tui::state::{Focus, ListMode, Overlay};
+use warren::tui::{Command, Theme, update};
+
+fn preview(queue: &str, count: u64) -> Event {
+    Event::ReplayPreview(ReplayPreview {
+        queue: queue.into(),
+        count,
+        targets: vec!["orders.process (default exchange, routing key orders.process)".into()],
+        reaches: vec!["orders.process".into()],
+        removes: vec!["x-death".into()],
+        adds: vec!["warren-replay-count".into()],
+        ..Default::default()
+    })
+}
+
+fn type_text(st: &mut warren::tui::State, text: &str) -> Vec<Command> {
+    text.chars().flat_map(|c| update(st, ch(c))).collect()
+}
+
+#[test]
+fn queue_list_navigation_clamps_and_jumps() {
+    let mut st = loaded(false, Theme::color());
+    assert_eq!(st.queue_cursor, 0);
+    update(&mut st, ch('k'));
+    assert_eq!(st.queue_cursor, 0, "k at the top stays");
+    update(&mut st, ch('j'));
+    update(&mut st, key(KeyCode::Down));
+    assert_eq!(st.queue_cursor, 2);
+    update(&mut st, ch('G'));
+    assert_eq!(st.queue_cursor, 7, "G goes to the last dead-letter queue");
+    update(&mut st, ch('j'));
+    assert_eq!(st.queue_cursor, 7);
+    update(&mut st, ch('g'));
+    assert_eq!(st.queue_cursor, 0);
+    // Ordinary queues appear only behind the toggle.
+    assert_eq!(st.queue_rows().len(), 8);
+    update(&mut st, ch('o'));
+    assert_eq!(st.queue_rows().len(), 10);
+    update(&mut st, ch('G'));
+    assert_eq!(
+        st.queue_name_at_cursor().as_deref(),
+        Some("orders.retry.wait")
+    );
+    update(&mut st, ch('o'));
+    assert_eq!(st.queue_cursor, 7, "cursor clamped when the list shrinks");
+}
+
+#[test]
+fn enter_browses_and_tab_moves_between_panes() {
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, key(KeyCode::Tab));
+    assert_eq!(
+        st.focus,
+        Focus::Queues,
+        "no message pane to go to before a browse"
+    );
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Browse { queue, limit: 500 }] if queue == "orders.dlq"),
+        "{cmds:?}"
+    );
+    assert_eq!(st.focus, Focus::Messages);
+    assert_eq!(st.loading.as_deref(), Some("orders.dlq"));
+    update(
+        &mut st,
+        Event::MessagesLoaded {
+            queue: "orders.dlq".into(),
+            messages: orders_messages(),
+            first_seen: vec![],
+            stop: "end".into(),
+        },
+    );
+    assert!(st.loading.is_none());
+    assert_eq!(st.visible_rows().len(), 6);
+    update(&mut st, key(KeyCode::Enter));
+    assert_eq!(st.focus, Focus::Detail);
+    update(&mut st, key(KeyCode::Esc));
+    assert_eq!(st.focus, Focus::Messages);
+    update(&mut st, key(KeyCode::Tab));
+    update(&mut st, key(KeyCode::Tab));
+    assert_eq!(st.focus, Focus::Queues);
+    update(&mut st, key(KeyCode::BackTab));
+    assert_eq!(st.focus, Focus::Detail);
+}
+
+#[test]
+fn detail_scroll_is_clamped_to_the_content() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, key(KeyCode::Enter));
+    update(&mut st, ch('G'));
+    let bottom = st.detail_scroll;
+    assert!(
+        bottom > 5,
+        "the ladder's detail has more than a few lines: {bottom}"
+    );
+    update(&mut st, ch('j'));
+    assert_eq!(st.detail_scroll, bottom);
+    update(&mut st, ch('k'));
+    assert_eq!(st.detail_scroll, bottom - 1);
+    update(&mut st, ch('g'));
+    assert_eq!(st.detail_scroll, 0);
+}
+
+#[test]
+fn quorum_queue_with_a_delivery_limit_needs_a_second_enter() {
+    let mut st = loaded(false, Theme::color());
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "invoices.dlq")
+        .unwrap();
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(cmds.is_empty(), "first Enter only warns: {cmds:?}");
+    assert!(
+        st.notice
+            .as_deref()
+            .unwrap_or("")
+            .contains("delivery limit of 20")
+    );
+    // Anything else drops the pending browse.
+    update(&mut st, ch('j'));
+    update(&mut st, ch('k'));
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Browse { queue, .. }] if queue == "invoices.dlq"),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn selection_keys_toggle_range_all_and_invert() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch(' '));
+    assert_eq!(st.selected.len(), 1);
+    assert_eq!(st.msg_cursor, 1, "space moves on");
+    update(&mut st, ch('j'));
+    update(&mut st, ch('j'));
+    update(&mut st, ch('V'));
+    assert_eq!(
+        st.selected.len(),
+        4,
+        "range from the toggled row to the cursor"
+    );
+    update(&mut st, ch('*'));
+    assert_eq!(st.selected.len(), 2);
+    update(&mut st, ch('a'));
+    assert_eq!(st.selected.len(), 6);
+    update(&mut st, ch('*'));
+    assert!(st.selected.is_empty());
+    // Toggling the same row twice unselects it.
+    update(&mut st, ch('g'));
+    update(&mut st, ch(' '));
+    update(&mut st, ch('k'));
+    update(&mut st, ch(' '));
+    assert!(st.selected.is_empty());
+}
+
+#[test]
+fn filter_narrows_as_you_type_and_esc_restores() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('/'));
+    assert!(st.filter_input.is_some());
+    type_text(&mut st, "reason:expired");
+    // Every ladder message also expired in the wait queue; only the plain expiry lacks a rejection.
+    assert_eq!(st.visible_rows().len(), 6);
+    type_text(&mut st, " -reason:rejected");
+    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(
+        st.visible_rows()[0].msg.properties.message_id.as_deref(),
+        Some("order-exp-5")
+    );
+    update(&mut st, key(KeyCode::Enter));
+    assert!(st.filter_input.is_none());
+    assert_eq!(st.visible_rows().len(), 1, "Enter keeps the filter");
+
+    // A query that does not parse (yet) keeps the last good filter and says why.
+    update(&mut st, ch('/'));
+    type_text(&mut st, " age:>");
+    assert!(st.filter_error.is_some());
+    assert_eq!(st.visible_rows().len(), 1);
+    update(&mut st, key(KeyCode::Esc));
+    assert_eq!(
+        st.filter_text, "reason:expired -reason:rejected",
+        "Esc restores the filter from before"
+    );
+    assert_eq!(st.visible_rows().len(), 1);
+
+    // Clearing the text shows everything again.
+    update(&mut st, ch('/'));
+    for _ in 0..st.filter_text.chars().count() {
+        update(&mut st, key(KeyCode::Backspace));
+    }
+    assert_eq!(st.visible_rows().len(), 6);
+}
+
+#[test]
+fn filter_keys_do_not_trigger_pane_actions() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('/'));
+    let cmds = type_text(&mut st, "qr ");
+    assert!(cmds.is_empty(), "q and r are text in the filter: {cmds:?}");
+    assert!(!st.quit);
+    assert!(matches!(st.overlay, Overlay::None));
+}
+
+#[test]
+fn groups_by_fingerprint_and_replay_a_group() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('f'));
+    assert_eq!(st.list_mode, ListMode::Groups);
+    let groups = &st.browse.as_ref().unwrap().groups;
+    assert_eq!(groups.len(), 2);
+    assert_eq!(groups[0].rows.len(), 5, "the ladder group first (biggest)");
+    let key = groups[0].key.clone();
+    let cmds = update(&mut st, ch('r'));
+    match cmds.as_slice() {
+        [
+            Command::PreviewReplay {
+                queue,
+                selection: Selection::Group(k),
+            },
+        ] => {
+            assert_eq!(queue, "orders.dlq");
+            assert_eq!(*k, key);
+        }
+        other => panic!("expected a group preview, got {other:?}"),
+    }
+    assert!(matches!(st.overlay, Overlay::Replay(_)));
+}
+
+#[test]
+fn enter_on_a_group_shows_its_messages() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('f'));
+    update(&mut st, ch('j'));
+    update(&mut st, key(KeyCode::Enter));
+    assert_eq!(st.list_mode, ListMode::Messages);
+    assert_eq!(
+        st.current_row()
+            .unwrap()
+            .msg
+            .properties
+            .message_id
+            .as_deref(),
+        Some("order-exp-5")
+    );
+}
+
+#[test]
+fn read_only_blocks_replay_and_says_why() {
+    let mut st = browsed(true, "orders.dlq", orders_messages());
+    update(&mut st, ch('a'));
+    let cmds = update(&mut st, ch('r'));
+    assert!(cmds.is_empty());
+    assert!(matches!(st.overlay, Overlay::None), "the modal cannot open");
+    assert!(st.error.as_deref().unwrap_or("").contains("read-only"));
+}
+
+/// Every key in every pane and mode, many times over: read-only never yields a replay.
+#[test]
+fn read_only_never_emits_a_replay_command() {
+    let mut st = browsed(true, "orders.dlq", orders_messages());
+    let mut events: Vec<Event> = (' '..='~').map(ch).collect();
+    for code in [
+        KeyCode::Enter,
+        KeyCode::Esc,
+        KeyCode::Tab,
+        KeyCode::BackTab,
+        KeyCode::Backspace,
+        KeyCode::Up,
+        KeyCode::Down,
+    ] {
+        events.push(key(code));
+    }
+    events.push(preview("orders.dlq", 3));
+    for round in 0..20 {
+        for i in 0..events.len() {
+            // Vary the order between rounds; skip quitting so the sweep goes on.
+            let ev = &events[(i * (round + 1) + round) % events.len()];
+            if matches!(ev, Event::Key(k) if k.code == KeyCode::Char('q')) {
+                continue;
+            }
+            for cmd in update(&mut st, ev.clone()) {
+                assert!(
+                    !matches!(cmd, Command::Replay(_) | Command::PreviewReplay { .. }),
+                    "read-only emitted {cmd:?}"
+                );
+            }
+            assert!(!matches!(
+                st.overlay,
+                Overlay::Replay(_) | Overlay::Progress(_)
+            ));
+            st.quit = false;
+            // A `:ctx …` typed mid-sweep empties the screen: browse again so replay keys matter.
+            if st.browse.is_none() {
+                update(
+                    &mut st,
+                    Event::QueuesLoaded {
+                        overview: overview(),
+                        discovery: discovery(),
+                    },
+                );
+                update(
+                    &mut st,
+                    Event::MessagesLoaded {
+                        queue: "orders.dlq".into(),
+                        messages: orders_messages(),
+                        first_seen: vec![],
+                        stop: "end".into(),
+                    },
+                );
+                st.focus = Focus::Messages;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_read_only_context_makes_the_session_read_only() {
+    let mut st = warren::tui::State::new(now(), false, Theme::color());
+    let mut ov = overview();
+    ov.read_only = true;
+    update(
+        &mut st,
+        Event::QueuesLoaded {
+            overview: ov,
+            discovery: discovery(),
+        },
+    );
+    assert!(st.read_only);
+    // And a later context without the setting does not turn it off.
+    update(
+        &mut st,
+        Event::QueuesLoaded {
+            overview: overview(),
+            discovery: discovery(),
+        },
+    );
+    assert!(st.read_only);
+}
+
+#[test]
+fn modal_accept_needs_the_plan_then_emits_one_replay() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch(' '));
+    update(&mut st, ch(' '));
+    let cmds = update(&mut st, ch('r'));
+    assert!(
+        matches!(&cmds[..], [Command::PreviewReplay { selection: Selection::Keys(k), .. }] if k.len() == 2),
+        "{cmds:?}"
+    );
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "no plan yet: Enter does nothing"
+    );
+    update(&mut st, preview("orders.dlq", 2));
+    update(&mut st, ch('+'));
+    update(&mut st, ch('k'));
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    match cmds.as_slice() {
+        [Command::Replay(r)] => {
+            assert_eq!(r.queue, "orders.dlq");
+            assert_eq!(r.expected, 2);
+            assert_eq!(r.rate, 100, "+ raised the rate one step from 50");
+            assert!(r.keep_attempts);
+            assert!(!r.dry_run);
+            assert!(matches!(&r.selection, Selection::Keys(k) if k.len() == 2));
+        }
+        other => panic!("expected one replay, got {other:?}"),
+    }
+    assert!(matches!(st.overlay, Overlay::Progress(_)));
+}
+
+#[test]
+fn esc_in_the_modal_sends_nothing() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 1));
+    assert!(update(&mut st, key(KeyCode::Esc)).is_empty());
+    assert!(matches!(st.overlay, Overlay::None));
+}
+
+#[test]
+fn above_100_messages_the_count_must_be_typed() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('f'));
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 412));
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
+    type_text(&mut st, "41");
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "41 is not 412"
+    );
+    type_text(&mut st, "3");
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "413 is not 412"
+    );
+    update(&mut st, key(KeyCode::Backspace));
+    type_text(&mut st, "2");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.expected == 412),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn dry_run_needs_no_typed_count_and_rate_can_be_typed() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 500));
+    update(&mut st, ch('d'));
+    update(&mut st, key(KeyCode::Tab));
+    type_text(&mut st, "0");
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "a rate of 0 cannot be accepted"
+    );
+    update(&mut st, key(KeyCode::Backspace));
+    type_text(&mut st, "250");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.dry_run && r.rate == 250),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn esc_during_progress_cancels_once_and_finishing_rereads_the_queue() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 1));
+    update(&mut st, key(KeyCode::Enter));
+    update(
+        &mut st,
+        Event::ReplayProgress(ReplayProgress {
+            total: 1,
+            moved: 0,
+            rate: 10.0,
+            ..Default::default()
+        }),
+    );
+    assert!(st.replay_running());
+    assert!(
+        update(&mut st, ch('q')).is_empty(),
+        "q does not leave a running replay"
+    );
+    assert!(!st.quit);
+    let cmds = update(&mut st, key(KeyCode::Esc));
+    assert!(
+        matches!(cmds.as_slice(), [Command::CancelReplay]),
+        "{cmds:?}"
+    );
+    assert!(
+        update(&mut st, key(KeyCode::Esc)).is_empty(),
+        "cancel is sent once"
+    );
+    update(
+        &mut st,
+        Event::ReplayFinished(ReplayOutcome {
+            progress: ReplayProgress {
+                total: 1,
+                moved: 0,
+                ..Default::default()
+            },
+            cancelled: true,
+            ..Default::default()
+        }),
+    );
+    assert!(!st.replay_running());
+    let cmds = update(&mut st, key(KeyCode::Esc));
+    assert!(
+        matches!(cmds.as_slice(), [Command::RefreshDepths, Command::Browse { queue, .. }] if queue == "orders.dlq"),
+        "{cmds:?}"
+    );
+    assert!(matches!(st.overlay, Overlay::None));
+}
+
+#[test]
+fn ctrl_c_during_a_replay_cancels_then_quits() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 1));
+    update(&mut st, key(KeyCode::Enter));
+    let cmds = update(&mut st, ctrl('c'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::CancelReplay, Command::Quit]),
+        "{cmds:?}"
+    );
+    assert!(st.quit);
+}
+
+#[test]
+fn ticks_redraw_only_when_the_minute_changes_and_refresh_depths() {
+    let mut st = loaded(false, Theme::color());
+    st.take_dirty();
+    let cmds = update(
+        &mut st,
+        Event::Tick(jiff::Timestamp::from_second(NOW + 5).unwrap()),
+    );
+    assert!(matches!(cmds.as_slice(), [Command::RefreshDepths]));
+    assert!(!st.take_dirty(), "same minute: nothing to redraw");
+    update(
+        &mut st,
+        Event::DepthsRefreshed(vec![("orders.dlq".into(), Some(412))]),
+    );
+    assert!(!st.take_dirty(), "same depth: nothing to redraw");
+    update(
+        &mut st,
+        Event::DepthsRefreshed(vec![("orders.dlq".into(), Some(413))]),
+    );
+    assert!(st.take_dirty());
+    assert_eq!(st.dlq("orders.dlq").unwrap().depth, Some(413));
+    update(
+        &mut st,
+        Event::Tick(jiff::Timestamp::from_second(NOW + 60).unwrap()),
+    );
+    assert!(st.take_dirty(), "ages are shown to the minute");
+}
+
+#[test]
+fn command_line() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch(':'));
+    type_text(&mut st, "ctx staging");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::SwitchContext(n)] if n == "staging"),
+        "{cmds:?}"
+    );
+    assert!(
+        st.browse.is_none() && !st.queues_loaded,
+        "the old broker's data is gone"
+    );
+
+    update(&mut st, ch(':'));
+    type_text(&mut st, "vhost /billing");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::SwitchVhost(n)] if n == "/billing"),
+        "{cmds:?}"
+    );
+
+    update(&mut st, ch(':'));
+    type_text(&mut st, "frobnicate");
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
+    assert!(
+        st.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("unknown command")
+    );
+
+    update(&mut st, ch(':'));
+    type_text(&mut st, "q");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(matches!(cmds.as_slice(), [Command::Quit]));
+    assert!(st.quit);
+}
+
+#[test]
+fn help_opens_and_closes() {
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, ch('?'));
+    assert!(matches!(st.overlay, Overlay::Help));
+    assert!(update(&mut st, ch('r')).is_empty());
+    update(&mut st, key(KeyCode::Esc));
+    assert!(matches!(st.overlay, Overlay::None));
+}
+
+/// The help screen and the handler share the table: every key listed reaches its action.
+#[test]
+fn every_documented_key_reaches_its_action() {
+    for b in BINDINGS {
+        for k in b.keys {
+            let ev = match *k {
+                Key::Char(c) => KeyEvent::new(
+                    ratatui::crossterm::event::KeyCode::Char(c),
+                    KeyModifiers::NONE,
+                ),
+                Key::Code(code) => KeyEvent::new(code, KeyModifiers::NONE),
+                Key::Ctrl(c) => KeyEvent::new(
+                    ratatui::crossterm::event::KeyCode::Char(c),
+                    KeyModifiers::CONTROL,
+                ),
+            };
+            let reached = b
+                .scopes
+                .iter()
+                .any(|s| keys::lookup(*s, &ev) == Some(b.action));
+            assert!(
+                reached,
+                "{} ({:?}) is shadowed by another binding",
+                b.label, b.action
+            );
+        }
+    }
+}
