@@ -1,1 +1,774 @@
-//! (being written)
+//! Where Warren connects and how it behaves: the config file (named contexts, one per broker or
+//! cluster, plus global settings), command-line and environment overrides, and the resolved
+//! [`Target`] the rest of the program uses. Passwords come from an environment variable or a
+//! command, live in a [`Secret`], and never appear in output, logs or errors.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use regex::Regex;
+use serde::Deserialize;
+use url::Url;
+
+/// Name of the one-off context built from `--amqp-url` / `--management-url` alone.
+pub const COMMAND_LINE_CONTEXT: &str = "command-line";
+/// Name of the context used when there is no config file and no URL was given.
+pub const LOCAL_CONTEXT: &str = "local";
+
+/// What the command line (clap) hands over. `WARREN_AMQP_URL` and `WARREN_MANAGEMENT_URL` are
+/// read by clap into the URL fields.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    pub config_path: Option<PathBuf>,
+    pub context: Option<String>,
+    pub amqp_url: Option<String>,
+    pub management_url: Option<String>,
+    pub vhost: Option<String>,
+    pub read_only: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets and credentials
+
+/// A password. `Debug` and `Display` print `***`; only [`Secret::expose`] gives the text, for
+/// the moment it is handed to a client library.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(text: impl Into<String>) -> Secret {
+        Secret(text.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: String,
+    pub password: Secret,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The config file
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The context used when `--context` is not given.
+    pub default_context: Option<String>,
+    #[serde(default)]
+    pub contexts: BTreeMap<String, ContextConfig>,
+    #[serde(default)]
+    pub discovery: DiscoveryConfig,
+    #[serde(default)]
+    pub browse: BrowseConfig,
+    #[serde(default)]
+    pub replay: ReplayConfig,
+    /// The file this came from (`None` when no file was read).
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
+}
+
+/// One string or a list of them, so `management_urls = "http://…"` also works.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Default for OneOrMany {
+    fn default() -> Self {
+        OneOrMany::Many(Vec::new())
+    }
+}
+
+impl OneOrMany {
+    fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// One broker or cluster. No `password` key on purpose: a password does not belong in a file
+/// that gets copied around.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ContextConfig {
+    /// Cluster nodes' management URLs, tried in order until one answers.
+    #[serde(default, alias = "management_url")]
+    pub management_urls: OneOrMany,
+    /// Cluster nodes' AMQP URLs, tried in order.
+    #[serde(default, alias = "amqp_url")]
+    pub amqp_urls: OneOrMany,
+    pub vhost: Option<String>,
+    #[serde(default)]
+    pub read_only: bool,
+    pub username: Option<String>,
+    /// Name of an environment variable holding the password.
+    pub password_env: Option<String>,
+    /// A shell command (run with `sh -c`) whose standard output is the password.
+    pub password_command: Option<String>,
+    /// PEM file of extra certificate authorities for `https://` and `amqps://`.
+    pub ca_file: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoveryConfig {
+    /// Extra regular expressions naming dead-letter queues.
+    #[serde(default)]
+    pub patterns: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BrowseConfig {
+    pub body_cap_bytes: Option<usize>,
+    pub page_size: Option<usize>,
+    pub quorum_safety_margin: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayConfig {
+    pub window: Option<usize>,
+    /// Messages per second; none means as fast as confirms allow.
+    pub rate: Option<u32>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resolved settings
+
+#[derive(Clone, Debug)]
+pub struct BrowseSettings {
+    /// Bodies longer than this are cut when read (default 1 MiB).
+    pub body_cap_bytes: usize,
+    /// Messages fetched per page (default 200).
+    pub page_size: usize,
+    /// Stop browsing a quorum queue this many deliveries before its limit (default 5).
+    pub quorum_safety_margin: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct ReplaySettings {
+    /// Unconfirmed publishes in flight at most (default 10,000).
+    pub window: usize,
+    /// Messages per second; `None` = unthrottled.
+    pub rate: Option<u32>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub discovery_patterns: Vec<Regex>,
+    pub browse: BrowseSettings,
+    pub replay: ReplaySettings,
+}
+
+pub const DEFAULT_BODY_CAP_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_PAGE_SIZE: usize = 200;
+pub const DEFAULT_QUORUM_SAFETY_MARGIN: u64 = 5;
+pub const DEFAULT_REPLAY_WINDOW: usize = 10_000;
+
+/// Everything needed to reach one broker. URLs carry no credentials; `Debug` and `Display` never
+/// show the password.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub context: String,
+    pub management_urls: Vec<Url>,
+    pub amqp_urls: Vec<Url>,
+    /// Default `/`.
+    pub vhost: String,
+    pub read_only: bool,
+    pub credentials: Credentials,
+    pub ca_file: Option<PathBuf>,
+    pub settings: Settings,
+}
+
+/// Characters escaped in an AMQP URI path or userinfo: everything but unreserved characters.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+impl Target {
+    /// The AMQP URI to hand to the client for one of [`Target::amqp_urls`], with credentials and
+    /// the vhost filled in. Wrapped in a [`Secret`] because it contains the password.
+    pub fn amqp_uri(&self, url: &Url) -> Secret {
+        let host = url.host_str().unwrap_or("localhost");
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        let port = url
+            .port()
+            .unwrap_or(if url.scheme() == "amqps" { 5671 } else { 5672 });
+        let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
+        Secret(format!(
+            "{}://{}:{}@{}:{}/{}{}",
+            url.scheme(),
+            utf8_percent_encode(&self.credentials.username, COMPONENT),
+            utf8_percent_encode(self.credentials.password.expose(), COMPONENT),
+            host,
+            port,
+            utf8_percent_encode(&self.vhost, COMPONENT),
+            query
+        ))
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let join = |urls: &[Url]| urls.iter().map(Url::as_str).collect::<Vec<_>>().join(", ");
+        write!(
+            f,
+            "context '{}': management {}; AMQP {}; vhost '{}'; user '{}'{}",
+            self.context,
+            join(&self.management_urls),
+            join(&self.amqp_urls),
+            self.vhost,
+            self.credentials.username,
+            if self.read_only { "; read-only" } else { "" }
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}, line {line}, column {column}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("there is no context '{name}' in {}; known contexts: {}", .path.display(), list_or_none(.known))]
+    UnknownContext {
+        name: String,
+        path: PathBuf,
+        known: Vec<String>,
+    },
+    #[error(
+        "{} defines several contexts ({}) and no default_context: choose one with --context NAME or set default_context",
+        .path.display(), .known.join(", ")
+    )]
+    NoDefaultContext { path: PathBuf, known: Vec<String> },
+    #[error("context '{context}' has no {what} URL: add {what}_urls to it, or pass --{what}-url")]
+    NoUrls { context: String, what: &'static str },
+    #[error("{what} URL '{url}' is not usable: {reason}")]
+    BadUrl {
+        what: &'static str,
+        url: String,
+        reason: String,
+    },
+    #[error(
+        "context '{context}' takes its password from the environment variable {var}, which is not set (or not valid UTF-8)"
+    )]
+    PasswordEnvMissing { context: String, var: String },
+    #[error("context '{context}': password_command failed: {reason}")]
+    PasswordCommand { context: String, reason: String },
+    #[error("context '{context}' sets both password_env and password_command: keep one")]
+    TwoPasswordSources { context: String },
+    #[error("discovery pattern '{pattern}' is not a valid regular expression: {reason}")]
+    BadPattern { pattern: String, reason: String },
+    #[error("{setting} must be at least 1")]
+    BadSetting { setting: &'static str },
+}
+
+fn list_or_none(known: &[String]) -> String {
+    if known.is_empty() {
+        "(none)".to_string()
+    } else {
+        known.join(", ")
+    }
+}
+
+/// A URL with any `user:password@` removed, for messages. Text that does not parse as a URL
+/// still has everything between `://` and the last `@` of the authority cut out.
+pub fn redact_url(text: &str) -> String {
+    if let Ok(mut url) = Url::parse(text) {
+        if url.password().is_some() || !url.username().is_empty() {
+            let _ = url.set_password(None);
+            let _ = url.set_username("");
+        }
+        return url.to_string();
+    }
+    let Some(start) = text.find("://").map(|i| i + 3) else {
+        return text.to_string();
+    };
+    let rest = text.get(start..).unwrap_or("");
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = rest.get(..authority_end).unwrap_or("");
+    match authority.rfind('@') {
+        Some(at) => format!(
+            "{}{}",
+            text.get(..start).unwrap_or(""),
+            rest.get(at + 1..).unwrap_or("")
+        ),
+        None => text.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+
+/// The default config file: `<config dir>/warren/config.toml` (e.g. `~/.config/warren/config.toml`).
+pub fn default_config_path() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "warren").map(|d| d.config_dir().join("config.toml"))
+}
+
+impl Config {
+    /// Parses config text. Errors give the line and column but never quote the file, so a
+    /// mistake near a secret does not print it.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map(|s| s.start).unwrap_or(0);
+            let before = text.get(..offset).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before
+                .rsplit('\n')
+                .next()
+                .map(|l| l.chars().count())
+                .unwrap_or(0)
+                + 1;
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        config.path = Some(path.to_path_buf());
+        Ok(config)
+    }
+
+    /// Reads the file the user named (which must exist) or the default one (which may not).
+    pub fn read(named: Option<&Path>) -> Result<Config, ConfigError> {
+        let (path, required) = match named {
+            Some(p) => (p.to_path_buf(), true),
+            None => match default_config_path() {
+                Some(p) => (p, false),
+                None => return Ok(Config::default()),
+            },
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Config::parse(&text, &path),
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
+                Ok(Config::default())
+            }
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+
+    fn shown_path(&self) -> PathBuf {
+        self.path
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("(no config file)"))
+    }
+
+    /// Global settings, validated.
+    pub fn settings(&self) -> Result<Settings, ConfigError> {
+        let discovery_patterns = self
+            .discovery
+            .patterns
+            .iter()
+            .map(|p| {
+                Regex::new(p).map_err(|e| ConfigError::BadPattern {
+                    pattern: p.clone(),
+                    reason: e.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let positive = |v: Option<usize>, default: usize, setting: &'static str| match v {
+            Some(0) => Err(ConfigError::BadSetting { setting }),
+            Some(n) => Ok(n),
+            None => Ok(default),
+        };
+        if self.replay.rate == Some(0) {
+            return Err(ConfigError::BadSetting {
+                setting: "replay.rate",
+            });
+        }
+        Ok(Settings {
+            discovery_patterns,
+            browse: BrowseSettings {
+                body_cap_bytes: positive(
+                    self.browse.body_cap_bytes,
+                    DEFAULT_BODY_CAP_BYTES,
+                    "browse.body_cap_bytes",
+                )?,
+                page_size: positive(self.browse.page_size, DEFAULT_PAGE_SIZE, "browse.page_size")?,
+                quorum_safety_margin: self
+                    .browse
+                    .quorum_safety_margin
+                    .unwrap_or(DEFAULT_QUORUM_SAFETY_MARGIN),
+            },
+            replay: ReplaySettings {
+                window: positive(self.replay.window, DEFAULT_REPLAY_WINDOW, "replay.window")?,
+                rate: self.replay.rate,
+            },
+        })
+    }
+}
+
+/// Reads the config and resolves the target broker.
+///
+/// Precedence: `--context` (else `default_context`, else the only context) supplies URLs,
+/// credentials and settings; `--amqp-url` / `--management-url` replace the context's URLs (and
+/// without any context make a one-off `command-line` target); credentials in a URL beat the
+/// context's; `--vhost` beats a vhost in the AMQP URL, which beats the context's; `--read-only`
+/// can only add protection. With no config file and no URL, the local broker
+/// (`amqp://127.0.0.1:5672`, `http://127.0.0.1:15672`, guest) is used.
+pub fn load(overrides: &Overrides) -> Result<(Config, Target), ConfigError> {
+    let config = Config::read(overrides.config_path.as_deref())?;
+    let env = |name: &str| std::env::var(name).ok();
+    let target = resolve(&config, overrides, &env)?;
+    Ok((config, target))
+}
+
+/// [`load`] without the file system: resolves overrides against a parsed config, reading
+/// environment variables through `env` (so tests need not touch the process environment).
+/// For one-off targets without credentials in the URL, `WARREN_USERNAME` / `WARREN_PASSWORD`
+/// are read before falling back to guest/guest.
+pub fn resolve(
+    config: &Config,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Target, ConfigError> {
+    let known: Vec<String> = config.contexts.keys().cloned().collect();
+    let has_url_override = overrides.amqp_url.is_some() || overrides.management_url.is_some();
+    let chosen: Option<(String, &ContextConfig)> = match &overrides.context {
+        Some(name) => match config.contexts.get(name) {
+            Some(c) => Some((name.clone(), c)),
+            None => {
+                return Err(ConfigError::UnknownContext {
+                    name: name.clone(),
+                    path: config.shown_path(),
+                    known,
+                });
+            }
+        },
+        // URLs on the command line without --context: a one-off, not the default context.
+        None if has_url_override => None,
+        None => match &config.default_context {
+            Some(name) => match config.contexts.get(name) {
+                Some(c) => Some((name.clone(), c)),
+                None => {
+                    return Err(ConfigError::UnknownContext {
+                        name: name.clone(),
+                        path: config.shown_path(),
+                        known,
+                    });
+                }
+            },
+            None if config.contexts.len() == 1 => {
+                config.contexts.iter().next().map(|(n, c)| (n.clone(), c))
+            }
+            None if config.contexts.is_empty() => None,
+            None => {
+                return Err(ConfigError::NoDefaultContext {
+                    path: config.shown_path(),
+                    known,
+                });
+            }
+        },
+    };
+    let context_name = match (&chosen, has_url_override) {
+        (Some((n, _)), _) => n.clone(),
+        (None, true) => COMMAND_LINE_CONTEXT.to_string(),
+        (None, false) => LOCAL_CONTEXT.to_string(),
+    };
+    let ctx = chosen.as_ref().map(|(_, c)| *c);
+
+    // URLs, with any credentials pulled out.
+    let mut url_creds: Option<UrlCredentials> = None;
+    let mut take = |text: &str, what: &'static str| -> Result<Url, ConfigError> {
+        let (url, creds) = parse_url(text, what)?;
+        if url_creds.is_none() {
+            url_creds = creds;
+        }
+        Ok(url)
+    };
+    let (mut management_urls, mut amqp_urls) = (Vec::new(), Vec::new());
+    if has_url_override {
+        if let Some(m) = &overrides.management_url {
+            management_urls.push(take(m, "management")?);
+        }
+        if let Some(a) = &overrides.amqp_url {
+            amqp_urls.push(take(a, "AMQP")?);
+        }
+    } else if let Some(c) = ctx {
+        for m in c.management_urls.to_vec() {
+            management_urls.push(take(&m, "management")?);
+        }
+        for a in c.amqp_urls.to_vec() {
+            amqp_urls.push(take(&a, "AMQP")?);
+        }
+    } else {
+        management_urls.push(take("http://127.0.0.1:15672", "management")?);
+        amqp_urls.push(take("amqp://127.0.0.1:5672", "AMQP")?);
+    }
+    if management_urls.is_empty() {
+        management_urls = amqp_urls.iter().filter_map(management_url_for).collect();
+    }
+    if amqp_urls.is_empty() {
+        amqp_urls = management_urls.iter().filter_map(amqp_url_for).collect();
+    }
+    if management_urls.is_empty() {
+        return Err(ConfigError::NoUrls {
+            context: context_name,
+            what: "management",
+        });
+    }
+
+    // The vhost: --vhost, else the AMQP URL's path (only when given on the command line, since a
+    // context has its own `vhost` key), else the context's, else "/".
+    let url_vhost = overrides
+        .amqp_url
+        .as_ref()
+        .and(amqp_urls.first())
+        .and_then(vhost_of_amqp_url);
+    let vhost = overrides
+        .vhost
+        .clone()
+        .or(url_vhost)
+        .or_else(|| ctx.and_then(|c| c.vhost.clone()))
+        .unwrap_or_else(|| "/".to_string());
+
+    let credentials = match (url_creds, ctx) {
+        (Some((user, Some(pass))), _) => Credentials {
+            username: user,
+            password: Secret(pass),
+        },
+        (Some((user, None)), Some(c)) => Credentials {
+            username: user,
+            password: context_password(&context_name, c, env)?,
+        },
+        (Some((user, None)), None) => Credentials {
+            username: user,
+            password: Secret(env("WARREN_PASSWORD").unwrap_or_else(|| "guest".to_string())),
+        },
+        (None, Some(c)) => Credentials {
+            username: c.username.clone().unwrap_or_else(|| "guest".to_string()),
+            password: context_password(&context_name, c, env)?,
+        },
+        (None, None) => Credentials {
+            username: env("WARREN_USERNAME").unwrap_or_else(|| "guest".to_string()),
+            password: Secret(env("WARREN_PASSWORD").unwrap_or_else(|| "guest".to_string())),
+        },
+    };
+
+    Ok(Target {
+        context: context_name,
+        management_urls,
+        amqp_urls,
+        vhost,
+        read_only: overrides.read_only || ctx.is_some_and(|c| c.read_only),
+        credentials,
+        ca_file: ctx.and_then(|c| c.ca_file.clone()),
+        settings: config.settings()?,
+    })
+}
+
+/// `user` and maybe `password` from a URL's userinfo.
+type UrlCredentials = (String, Option<String>);
+
+/// Parses a URL, checks its scheme, and splits off `user:password@` (percent-decoded).
+fn parse_url(text: &str, what: &'static str) -> Result<(Url, Option<UrlCredentials>), ConfigError> {
+    let bad = |reason: String| ConfigError::BadUrl {
+        what,
+        url: redact_url(text),
+        reason,
+    };
+    let mut url = Url::parse(text.trim()).map_err(|e| bad(e.to_string()))?;
+    let allowed: &[&str] = if what == "AMQP" {
+        &["amqp", "amqps"]
+    } else {
+        &["http", "https"]
+    };
+    if !allowed.contains(&url.scheme()) {
+        return Err(bad(format!("the scheme must be {}", allowed.join(" or "))));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("it names no host".to_string()));
+    }
+    let decode = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
+    let creds = if url.username().is_empty() {
+        None
+    } else {
+        Some((decode(url.username()), url.password().map(decode)))
+    };
+    let _ = url.set_password(None);
+    let _ = url.set_username("");
+    Ok((url, creds))
+}
+
+/// The management URL of the node an AMQP URL points at: same host, `https://…:15671` for
+/// `amqps`, `http://…:15672` for `amqp` (RabbitMQ's default ports).
+pub fn management_url_for(amqp: &Url) -> Option<Url> {
+    let (scheme, port) = if amqp.scheme() == "amqps" {
+        ("https", 15671)
+    } else {
+        ("http", 15672)
+    };
+    Url::parse(&format!("{scheme}://{}:{port}/", bracket(amqp.host_str()?))).ok()
+}
+
+/// The AMQP URL of the node a management URL points at: same host, `amqps://…:5671` for
+/// `https`, `amqp://…:5672` for `http`.
+pub fn amqp_url_for(management: &Url) -> Option<Url> {
+    let (scheme, port) = if management.scheme() == "https" {
+        ("amqps", 5671)
+    } else {
+        ("amqp", 5672)
+    };
+    Url::parse(&format!(
+        "{scheme}://{}:{port}",
+        bracket(management.host_str()?)
+    ))
+    .ok()
+}
+
+fn bracket(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
+
+/// The vhost named by an AMQP URL's path: `/orders` → `orders`, `/%2F` → `/`; none or empty →
+/// `None` (the default vhost).
+fn vhost_of_amqp_url(url: &Url) -> Option<String> {
+    let path = url.path().strip_prefix('/').unwrap_or(url.path());
+    if path.is_empty() {
+        return None;
+    }
+    Some(percent_decode_str(path).decode_utf8_lossy().into_owned())
+}
+
+fn context_password(
+    context: &str,
+    c: &ContextConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Secret, ConfigError> {
+    match (&c.password_env, &c.password_command) {
+        (Some(_), Some(_)) => Err(ConfigError::TwoPasswordSources {
+            context: context.to_string(),
+        }),
+        (Some(var), None) => env(var)
+            .map(Secret)
+            .ok_or_else(|| ConfigError::PasswordEnvMissing {
+                context: context.to_string(),
+                var: var.clone(),
+            }),
+        (None, Some(cmd)) => run_password_command(context, cmd),
+        // RabbitMQ's default user; only accepted on localhost by the broker.
+        (None, None) => Ok(Secret("guest".to_string())),
+    }
+}
+
+/// Runs `sh -c COMMAND` with the terminal's stdin (so pinentry-style prompts work) and returns
+/// its trimmed standard output. Errors show the exit status and the first line of stderr, never
+/// stdout.
+fn run_password_command(context: &str, cmd: &str) -> Result<Secret, ConfigError> {
+    let fail = |reason: String| ConfigError::PasswordCommand {
+        context: context.to_string(),
+        reason,
+    };
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| fail(format!("could not run sh: {e}")))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().next().unwrap_or("").trim();
+        let first: String = first.chars().take(200).collect();
+        return Err(fail(format!(
+            "it exited with {}{}",
+            out.status,
+            if first.is_empty() {
+                String::new()
+            } else {
+                format!(": {first}")
+            }
+        )));
+    }
+    let text =
+        String::from_utf8(out.stdout).map_err(|_| fail("its output is not UTF-8".to_string()))?;
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(fail("it printed nothing".to_string()));
+    }
+    Ok(Secret(trimmed.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction() {
+        assert_eq!(
+            redact_url("http://ops:s3cret@host:15672/"),
+            "http://host:15672/"
+        );
+        assert_eq!(redact_url("amqp://ops:s3cret@host/vh"), "amqp://host/vh");
+        assert_eq!(
+            redact_url("amqp://ops:s3c@ret@bad host/x"),
+            "amqp://bad host/x"
+        );
+        assert_eq!(redact_url("no scheme at all"), "no scheme at all");
+        assert_eq!(format!("{:?}", Secret::new("pw")), "***");
+    }
+
+    #[test]
+    fn derived_urls() {
+        let a = Url::parse("amqps://rabbit.example.com:5671/orders").unwrap();
+        assert_eq!(
+            management_url_for(&a).unwrap().as_str(),
+            "https://rabbit.example.com:15671/"
+        );
+        let m = Url::parse("http://[::1]:15672").unwrap();
+        assert_eq!(amqp_url_for(&m).unwrap().as_str(), "amqp://[::1]:5672");
+        assert_eq!(
+            vhost_of_amqp_url(&Url::parse("amqp://h/%2F").unwrap()).as_deref(),
+            Some("/")
+        );
+        assert_eq!(vhost_of_amqp_url(&Url::parse("amqp://h/").unwrap()), None);
+    }
+}

@@ -1,1 +1,48 @@
-//! (being written)
+//! Gathering what discovery needs from the management API — queues, exchanges, bindings and
+//! policies of a vhost, fetched concurrently — and handing it to the pure classifier in
+//! [`crate::domain::discovery`].
+
+use regex::Regex;
+
+use crate::broker::management::{Management, ManagementError};
+use crate::domain::discovery::{self, BrokerFeatures, Discovery, Topology};
+
+/// Queues, exchanges, bindings and policies of one vhost, fetched in parallel.
+pub async fn topology(mgmt: &Management, vhost: &str) -> Result<Topology, ManagementError> {
+    let (queues, exchanges, bindings, policies) = tokio::join!(
+        mgmt.queues(vhost),
+        mgmt.exchanges(vhost),
+        mgmt.bindings(vhost),
+        mgmt.policies(vhost),
+    );
+    Ok(Topology {
+        queues: queues?,
+        exchanges: exchanges?,
+        bindings: bindings?,
+        policies: policies?,
+    })
+}
+
+/// Every dead-letter queue of `vhost`, its feeders, the retry loops and the other queues. Asks
+/// the broker for its version too (delivery-limit defaults depend on it); use
+/// [`discover_with`] when the version is already known.
+pub async fn discover(
+    mgmt: &Management,
+    vhost: &str,
+    patterns: &[Regex],
+) -> Result<Discovery, ManagementError> {
+    let (overview, topo) = tokio::join!(mgmt.overview(), topology(mgmt, vhost));
+    let features = overview?.features;
+    Ok(discovery::discover(&topo?, &features, patterns))
+}
+
+/// [`discover`] for a broker whose features are already known.
+pub async fn discover_with(
+    mgmt: &Management,
+    vhost: &str,
+    patterns: &[Regex],
+    features: &BrokerFeatures,
+) -> Result<Discovery, ManagementError> {
+    let topo = topology(mgmt, vhost).await?;
+    Ok(discovery::discover(&topo, features, patterns))
+}
