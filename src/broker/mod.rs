@@ -4,5 +4,8 @@
 pub mod amqp;
 pub mod browse;
 pub mod config;
+pub mod demo;
 pub mod discover;
 pub mod management;
+pub mod replay;
+pub mod session;

@@ -34,11 +34,23 @@ pub struct ConnArgs {
     pub context: Option<String>,
 
     /// AMQP URL for one-off use; credentials in the URL are allowed.
-    #[arg(long, global = true, value_name = "URL", env = "WARREN_AMQP_URL", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "WARREN_AMQP_URL",
+        hide_env_values = true
+    )]
     pub amqp_url: Option<String>,
 
     /// Management API URL for one-off use; credentials in the URL are allowed.
-    #[arg(long, global = true, value_name = "URL", env = "WARREN_MANAGEMENT_URL", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "WARREN_MANAGEMENT_URL",
+        hide_env_values = true
+    )]
     pub management_url: Option<String>,
 
     /// Virtual host (default: the context's, else "/").

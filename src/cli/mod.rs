@@ -3,6 +3,7 @@
 //! 2 usage, 3 broker unreachable or refused.
 
 pub mod args;
+pub mod commands;
 pub mod logging;
 
 use clap::Parser;
@@ -26,13 +27,22 @@ pub struct Failure {
 
 impl Failure {
     pub fn usage(message: impl Into<String>) -> Failure {
-        Failure { code: exit::USAGE, message: message.into() }
+        Failure {
+            code: exit::USAGE,
+            message: message.into(),
+        }
     }
     pub fn broker(message: impl Into<String>) -> Failure {
-        Failure { code: exit::BROKER, message: message.into() }
+        Failure {
+            code: exit::BROKER,
+            message: message.into(),
+        }
     }
     pub fn failed(message: impl Into<String>) -> Failure {
-        Failure { code: exit::FAILED, message: message.into() }
+        Failure {
+            code: exit::FAILED,
+            message: message.into(),
+        }
     }
 }
 
@@ -41,13 +51,21 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
             let _ = e.print();
             return code;
         }
     };
     let _log = logging::init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("warren: cannot start the async runtime: {e}");
@@ -65,7 +83,15 @@ pub fn main() -> i32 {
 }
 
 async fn dispatch(cli: Cli) -> Result<i32, Failure> {
-    match cli.command {
-        _ => Err(Failure::usage("this command is not available yet")),
+    let c = &cli.conn;
+    match &cli.command {
+        None => Err(Failure::usage("the terminal UI is not wired up yet; try `warren queues`")),
+        Some(Command::Queues { json, all }) => commands::queues(c, *json, *all).await,
+        Some(Command::Show { queue, limit, json, filter }) => {
+            commands::show(c, queue, *limit, *json, filter.as_deref()).await
+        }
+        Some(Command::Groups { queue, limit, json }) => commands::groups(c, queue, *limit, *json).await,
+        Some(Command::Replay(a)) => commands::replay(c, a).await,
+        Some(Command::Audit { json, limit }) => commands::audit(*json, *limit).await,
     }
 }

@@ -1,0 +1,609 @@
+//! The non-interactive commands: `queues`, `show`, `groups`, `replay`, `audit`. Each prints
+//! sanitised text for people or one JSON object per line for scripts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, IsTerminal, Write};
+
+use serde_json::{Value, json};
+
+use super::args::{ConnArgs, ReplayArgs};
+use super::{Failure, exit};
+use crate::broker::config::{self, Overrides};
+use crate::broker::session::{self, Explained, Preview, ReplaySpec, Session, SessionError};
+use crate::domain::discovery::Discovery;
+use crate::domain::filter::Filter;
+use crate::domain::sanitize::one_line;
+use crate::domain::selection::Selection;
+use crate::store::{self, AuditOutcome, AuditStart, Store};
+
+/// Widest cell Warren prints for a broker string in text output.
+const CELL: usize = 120;
+
+pub fn overrides(c: &ConnArgs) -> Overrides {
+    Overrides {
+        config_path: c.config.clone(),
+        context: c.context.clone(),
+        amqp_url: c.amqp_url.clone(),
+        management_url: c.management_url.clone(),
+        vhost: c.vhost.clone(),
+        read_only: c.read_only,
+    }
+}
+
+fn broker_failure(e: SessionError) -> Failure {
+    match e {
+        SessionError::Broker(m) => Failure::broker(m),
+        SessionError::Refused(m) => Failure::failed(m),
+    }
+}
+
+/// Resolves the configuration and connects to the management API.
+pub async fn open(c: &ConnArgs) -> Result<Session, Failure> {
+    let target = config::load(&overrides(c)).map_err(|e| Failure::usage(e.to_string()))?;
+    Session::open(target.1).await.map_err(broker_failure)
+}
+
+/// Warren's store, or `None` with a warning on stderr (browsing works without it).
+fn store_or_warn() -> Option<Store> {
+    match Store::open_default() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("warren: {e}");
+            None
+        }
+    }
+}
+
+fn print_line(v: &Value) {
+    println!("{v}");
+}
+
+pub async fn queues(c: &ConnArgs, json: bool, all: bool) -> Result<i32, Failure> {
+    let s = open(c).await?;
+    let d = s.discover().await.map_err(broker_failure)?;
+    print_queues(&d, json, all);
+    Ok(exit::OK)
+}
+
+fn print_queues(d: &Discovery, json: bool, all: bool) {
+    for q in &d.dead_letter_queues {
+        if json {
+            print_line(&json!({
+                "name": q.name,
+                "kind": q.kind.label(),
+                "convention": q.convention.label(),
+                "depth": q.depth,
+                "queue_type": q.queue_type.as_str(),
+                "feeders": q.feeders,
+                "delivery_limit": q.delivery_limit,
+                "browsing_spends_deliveries": q.limit_applies(),
+            }));
+        } else {
+            let from = if q.feeders.is_empty() { String::new() } else { format!("  from {}", q.feeders.join(", ")) };
+            let depth = q.depth.map_or("?".to_string(), |d| d.to_string());
+            let marker = if q.limit_applies() {
+                format!("  [quorum, delivery limit {}]", q.delivery_limit.unwrap_or(0))
+            } else {
+                String::new()
+            };
+            println!(
+                "{:<40} {:<12} {:<12} {:>8}{}{}",
+                one_line(&q.name, 40),
+                q.kind.label(),
+                q.convention.label(),
+                depth,
+                one_line(&from, CELL),
+                marker
+            );
+        }
+    }
+    if all {
+        for q in &d.other_queues {
+            if json {
+                print_line(&json!({"name": q.name, "kind": "queue", "depth": q.depth, "queue_type": q.queue_type.as_str()}));
+            } else {
+                println!("{:<40} {:<12} {:<12} {:>8}", one_line(&q.name, 40), "queue", "", q.depth.map_or("?".into(), |d| d.to_string()));
+            }
+        }
+    }
+    if !json && d.dead_letter_queues.is_empty() {
+        println!("no dead-letter queues in this vhost");
+    }
+}
+
+/// Browses and explains, recording first-seen times.
+async fn read_explained(s: &Session, queue: &str, limit: usize) -> Result<(Vec<Explained>, String), Failure> {
+    let page = s.browse(queue, limit).await.map_err(broker_failure)?;
+    let stop = format!("{:?}", page.stopped);
+    let keys: Vec<String> = page.messages.iter().map(crate::domain::identity::message_key).collect();
+    let seen = store_or_warn()
+        .and_then(|st| st.record_seen(&s.memory_key(), queue, &keys, jiff::Timestamp::now()).map_err(|e| eprintln!("warren: {e}")).ok())
+        .unwrap_or_default();
+    if let crate::broker::browse::StopReason::QuorumSafety { reason, .. } = &page.stopped {
+        eprintln!("warren: stopped early: {reason}");
+    }
+    Ok((session::explain_all(page.messages, &seen), stop))
+}
+
+/// The routing of each plan's target per the broker's bindings, for `replay_target.queues`.
+async fn routes(s: &Session) -> Result<(Vec<crate::domain::discovery::ExchangeInfo>, Vec<crate::domain::discovery::Binding>), Failure> {
+    let (x, b) = tokio::join!(s.mgmt.exchanges(s.vhost()), s.mgmt.bindings(s.vhost()));
+    Ok((x.map_err(|e| Failure::broker(e.to_string()))?, b.map_err(|e| Failure::broker(e.to_string()))?))
+}
+
+pub async fn show(c: &ConnArgs, queue: &str, limit: usize, json: bool, filter: Option<&str>) -> Result<i32, Failure> {
+    let filter = parse_filter(filter)?;
+    let s = open(c).await?;
+    let (messages, _) = read_explained(&s, queue, limit).await?;
+    let (exchanges, bindings) = routes(&s).await?;
+    let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
+    print_messages(&messages, json, filter.as_ref(), |ex, rk| table.route(ex, rk).queues);
+    Ok(exit::OK)
+}
+
+fn parse_filter(f: Option<&str>) -> Result<Option<Filter>, Failure> {
+    f.map(|q| Filter::parse(q).map_err(|e| Failure::usage(format!("--filter: {e}")))).transpose()
+}
+
+/// Prints messages as `show` does; `route` says which queues a publish reaches.
+pub fn print_messages(messages: &[Explained], json: bool, filter: Option<&Filter>, route: impl Fn(&str, &str) -> Vec<String>) {
+    let now = jiff::Timestamp::now();
+    let opts = crate::domain::replay::ReplayOptions { keep_attempts: false, target_queue: None, now };
+    for e in messages {
+        if let Some(f) = filter
+            && !f.matches(&crate::domain::selection::subject(&e.message, &e.explanation, session::age_secs(e, now)))
+        {
+            continue;
+        }
+        let x = &e.explanation;
+        let plan = crate::domain::replay::plan(&e.message, x, &opts);
+        if json {
+            print_line(&show_json(e, &plan, &route));
+            continue;
+        }
+        let id = e.message.properties.message_id.as_deref().unwrap_or(&e.key);
+        println!("#{} {}  [{}] {}", e.message.position + 1, one_line(id, 60), x.convention.as_str(), x.fingerprint.key);
+        println!("  {}", one_line(&x.verdict, 240));
+        for d in &x.deaths.entries {
+            println!(
+                "    {:<10} {:<30} x{:<4} {}  via {} {}",
+                d.reason.as_ref().map_or("?", |r| r.as_str()),
+                one_line(d.queue.as_deref().unwrap_or("?"), 30),
+                d.count.unwrap_or(0),
+                d.time.map(|t| t.to_string()).unwrap_or_default(),
+                one_line(d.exchange.as_deref().unwrap_or(""), 40),
+                one_line(&d.routing_keys.join(","), 60),
+            );
+        }
+        if let Some(f) = &x.fault {
+            println!(
+                "  exception: {}: {}",
+                one_line(f.exception_type.as_deref().unwrap_or("?"), 100),
+                one_line(f.message.as_deref().unwrap_or(""), 200)
+            );
+        }
+        match &plan.target {
+            Some(t) => println!(
+                "  replay → {} (exchange '{}', key '{}')",
+                one_line(t.expected_queue.as_deref().unwrap_or("?"), 80),
+                one_line(&t.exchange, 60),
+                one_line(&t.routing_key, 60)
+            ),
+            None => println!("  replay → no known origin"),
+        }
+        if let Some(fs) = e.first_seen {
+            println!("  dead since (first seen by Warren) {fs}");
+        }
+        println!("  body {} bytes{}", e.message.body_size, if e.message.delivery.redelivered { ", redelivered" } else { "" });
+    }
+}
+
+fn show_json(e: &Explained, plan: &crate::domain::replay::ReplayPlan, route: &impl Fn(&str, &str) -> Vec<String>) -> Value {
+    let x = &e.explanation;
+    let deaths: Vec<Value> = x
+        .deaths
+        .entries
+        .iter()
+        .map(|d| {
+            json!({
+                "queue": d.queue,
+                "reason": d.reason.as_ref().map(|r| r.as_str()),
+                "count": d.count,
+                "time": d.time.map(|t| t.to_string()),
+                "exchange": d.exchange,
+                "routing_keys": d.routing_keys,
+            })
+        })
+        .collect();
+    let exception = x.fault.as_ref().filter(|f| f.exception_type.is_some() || f.message.is_some()).map(|f| {
+        json!({"type": f.exception_type, "message": f.message})
+    });
+    let target = plan.target.as_ref().map(|t| {
+        json!({
+            "exchange": t.exchange,
+            "routing_key": t.routing_key,
+            "expected_queue": t.expected_queue,
+            "queues": route(&t.exchange, &t.routing_key),
+        })
+    });
+    json!({
+        "position": e.message.position,
+        "message_id": e.message.properties.message_id,
+        "key": e.key,
+        "fingerprint": x.fingerprint.key,
+        "group": x.fingerprint.summary,
+        "convention": x.convention.as_str(),
+        "verdict": x.verdict,
+        "deaths": deaths,
+        "exception": exception,
+        "source_queue": x.source.queue,
+        "replay_target": target,
+        "replay_count": x.replay_count,
+        "delivery_count": e.message.delivery.delivery_count,
+        "redelivered": e.message.delivery.redelivered,
+        "body_bytes": e.message.body_size,
+        "dead_since": e.first_seen.map(|t| t.to_string()),
+    })
+}
+
+pub async fn groups(c: &ConnArgs, queue: &str, limit: usize, json: bool) -> Result<i32, Failure> {
+    let s = open(c).await?;
+    let (messages, _) = read_explained(&s, queue, limit).await?;
+    print_groups(&messages, json);
+    Ok(exit::OK)
+}
+
+/// One failure group.
+#[derive(Debug)]
+pub struct Group<'a> {
+    pub first: &'a Explained,
+    pub count: u64,
+    pub first_seen: Option<jiff::Timestamp>,
+    pub last_seen: Option<jiff::Timestamp>,
+}
+
+/// Groups by fingerprint, largest first (ties by first appearance in the queue).
+pub fn group(messages: &[Explained]) -> Vec<Group<'_>> {
+    let mut order: Vec<String> = Vec::new();
+    let mut by: HashMap<String, Group> = HashMap::new();
+    for e in messages {
+        let k = e.explanation.fingerprint.key.clone();
+        let g = by.entry(k.clone()).or_insert_with(|| {
+            order.push(k);
+            Group { first: e, count: 0, first_seen: None, last_seen: None }
+        });
+        g.count += 1;
+        if let Some(t) = e.first_seen {
+            g.first_seen = Some(g.first_seen.map_or(t, |f| f.min(t)));
+            g.last_seen = Some(g.last_seen.map_or(t, |l| l.max(t)));
+        }
+    }
+    let mut out: Vec<Group> = order.into_iter().filter_map(|k| by.remove(&k)).collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count));
+    out
+}
+
+pub fn print_groups(messages: &[Explained], json: bool) {
+    for g in group(messages) {
+        let x = &g.first.explanation;
+        if json {
+            print_line(&json!({
+                "fingerprint": x.fingerprint.key,
+                "convention": x.convention.as_str(),
+                "summary": x.fingerprint.summary,
+                "count": g.count,
+                "source_queue": x.source.queue,
+                "first_seen": g.first_seen.map(|t| t.to_string()),
+                "last_seen": g.last_seen.map(|t| t.to_string()),
+            }));
+        } else {
+            println!(
+                "{:>6}  {}  {:<12} {}  (from {})",
+                g.count,
+                x.fingerprint.key,
+                x.convention.as_str(),
+                one_line(&x.fingerprint.summary, CELL),
+                one_line(x.source.queue.as_deref().unwrap_or("?"), 60)
+            );
+        }
+    }
+}
+
+pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
+    let st = Store::open_default().map_err(|e| Failure::failed(e.to_string()))?;
+    let records = st.list_audit(limit).map_err(|e| Failure::failed(e.to_string()))?;
+    for r in &records {
+        if json {
+            print_line(&serde_json::to_value(r).unwrap_or(Value::Null));
+        } else {
+            println!(
+                "#{} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}",
+                r.id,
+                r.started_at,
+                one_line(&r.os_user, 30),
+                one_line(&r.broker_user, 30),
+                one_line(&r.vhost, 30),
+                one_line(&r.from_queue, 60),
+                one_line(&r.targets.join(", "), 80),
+                r.moved.map_or("-".into(), |n| n.to_string()),
+                r.returned.map_or("-".into(), |n| n.to_string()),
+                r.failed.map_or("-".into(), |n| n.to_string()),
+                one_line(&r.outcome, 80)
+            );
+        }
+    }
+    if records.is_empty() && !json {
+        println!("no replays recorded");
+    }
+    Ok(exit::OK)
+}
+
+fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
+    let verb = if dry_run { "Would replay" } else { "Replay" };
+    let depth = p.depth.map(|d| format!(" (queue holds {d})")).unwrap_or_default();
+    eprintln!("{verb} {} message(s) from {}{depth}; selection: {}", p.selected, one_line(&p.queue, 80), spec.selection.describe());
+    for (label, t) in &p.targets {
+        eprintln!(
+            "  {:>6} → {} via exchange '{}' key '{}' — reaches {}{}",
+            t.count,
+            one_line(label, 80),
+            one_line(&t.exchange, 60),
+            one_line(&t.routing_key, 60),
+            if t.reaches.is_empty() { "no queue".to_string() } else { one_line(&t.reaches.join(", "), CELL) },
+            if t.exact { "" } else { " (possibly)" }
+        );
+    }
+    if !p.removed.is_empty() {
+        eprintln!("  removes  {}", one_line(&p.removed.iter().cloned().collect::<Vec<_>>().join(", "), 400));
+    }
+    eprintln!("  adds     {}", p.added.iter().cloned().collect::<Vec<_>>().join(", "));
+    eprintln!("  body     untouched; attempts {}", if spec.keep_attempts { "kept" } else { "reset" });
+    if p.replayed_before > 0 {
+        eprintln!("  ! {} of them were replayed before and failed again", p.replayed_before);
+    }
+    for (w, n) in &p.warnings {
+        eprintln!("  ! {n} × {}", one_line(w, 300));
+    }
+    for r in &p.refusals {
+        eprintln!("  ✗ {}", one_line(r, 400));
+    }
+}
+
+/// Asks on the terminal; above 100 messages the operator types the count.
+fn confirm(count: u64) -> bool {
+    let prompt = if count > 100 { format!("Type {count} to replay them: ") } else { "Replay them? [y/N] ".to_string() };
+    eprint!("{prompt}");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    let answer = line.trim();
+    if count > 100 { answer == count.to_string() } else { matches!(answer, "y" | "Y" | "yes") }
+}
+
+pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
+    let filter = parse_filter(a.filter.as_deref())?;
+    if let Some(r) = a.rate
+        && !(r.is_finite() && r > 0.0)
+    {
+        return Err(Failure::usage("--rate must be a positive number of messages per second"));
+    }
+    let s = open(c).await?;
+    let mut parts = Vec::new();
+    if let Some(g) = &a.group {
+        parts.push(Selection::Group(g.clone()));
+    }
+    if let Some(f) = filter.clone() {
+        parts.push(Selection::Filter(f));
+    }
+    let selection = match parts.len() {
+        0 => Selection::All,
+        1 => parts.remove(0),
+        _ => Selection::AllOf(parts),
+    };
+    let spec = ReplaySpec {
+        queue: a.queue.clone(),
+        selection,
+        limit: a.limit,
+        rate: a.rate.or(s.target.settings.replay.rate.map(f64::from)),
+        to: a.to.clone(),
+        allow_fan_out: a.allow_fan_out,
+        keep_attempts: a.keep_attempts,
+        window: a.window.unwrap_or(s.target.settings.replay.window),
+    };
+
+    // Read-only is decided before anything is read for a replay: in read-only mode no channel is
+    // ever put in confirm mode or published on.
+    if !a.dry_run && s.target.read_only {
+        return Err(Failure::failed(format!(
+            "read-only: context '{}' is opened read-only (--read-only or read_only = true); replay is disabled",
+            s.target.context
+        )));
+    }
+    let store = if a.no_audit || a.dry_run {
+        None
+    } else {
+        Some(Store::open_default().map_err(|e| Failure::failed(e.to_string()))?)
+    };
+    // First-seen times feed `age:` filters and are remembered for "dead since".
+    let memory = s.memory_key();
+    let mut first_seen = HashMap::new();
+    let preview = s
+        .preview(&spec, |keys| {
+            first_seen = Store::open_default()
+                .ok()
+                .and_then(|st| st.record_seen(&memory, &a.queue, keys, jiff::Timestamp::now()).ok())
+                .unwrap_or_default();
+            first_seen.clone()
+        })
+        .await
+        .map_err(broker_failure)?;
+    print_preview(&preview, &spec, a.dry_run);
+    if a.json {
+        print_line(&preview_json(&preview));
+    }
+    if !preview.refusals.is_empty() {
+        return Err(Failure::failed(format!("nothing moved: {}", preview.refusals.join("; "))));
+    }
+    if a.dry_run {
+        return Ok(exit::OK);
+    }
+    let targets: Vec<String> = preview.targets.values().flat_map(|t| t.reaches.iter().cloned()).collect();
+    if let Some(why) = s.write_refusal(&targets).await {
+        return Err(Failure::failed(why));
+    }
+    if !a.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure::usage("not a terminal: pass --yes to replay without confirmation (or --dry-run to look)"));
+        }
+        if !confirm(preview.selected) {
+            eprintln!("nothing moved");
+            return Ok(exit::FAILED);
+        }
+    }
+
+    let audit_id = match &store {
+        Some(st) => Some(
+            st.begin_replay(&AuditStart {
+                at: jiff::Timestamp::now(),
+                os_user: store::current_os_user(),
+                broker_user: s.whoami.name.clone(),
+                context: s.target.context.clone(),
+                vhost: s.vhost().to_string(),
+                from_queue: a.queue.clone(),
+                targets: preview.targets.keys().cloned().collect(),
+                filter: filter.as_ref().map(|f| f.to_string()),
+                group: a.group.clone(),
+                requested_limit: a.limit,
+                dry_run: false,
+                keep_attempts: a.keep_attempts,
+            })
+            .map_err(|e| Failure::failed(format!("{e}; nothing moved")))?,
+        ),
+        None => None,
+    };
+
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nstopping: settling what is in flight…");
+            let _ = cancel_tx.send(true);
+        }
+    });
+    let now = jiff::Timestamp::now();
+    let ages: HashMap<String, u64> = first_seen
+        .iter()
+        .filter_map(|(k, t)| u64::try_from(now.as_second() - t.as_second()).ok().map(|a| (k.clone(), a)))
+        .collect();
+    let json = a.json;
+    let result = s
+        .replay(&spec, &preview, ages, cancel_rx, |p| {
+            if json {
+                print_line(&json!({"event": "progress", "moved": p.moved, "returned": p.returned, "failed": p.failed, "remaining": p.remaining, "rate": p.rate, "eta_secs": p.eta.map(|d| d.as_secs())}));
+            } else {
+                eprint!(
+                    "\r  moved {}  returned {}  failed {}  remaining {}  {:.0}/s  ETA {}   ",
+                    p.moved,
+                    p.returned,
+                    p.failed,
+                    p.remaining,
+                    p.rate,
+                    p.eta.map_or("-".into(), |d| format!("{}s", d.as_secs()))
+                );
+            }
+        })
+        .await;
+    ctrl_c.abort();
+    if !json {
+        eprintln!();
+    }
+
+    let (outcome, code) = match &result {
+        Ok(sum) => {
+            let cancelled = sum.stop == crate::broker::replay::StopReason::Cancelled;
+            let bad = sum.progress.failed + sum.progress.returned > 0 || matches!(sum.stop, crate::broker::replay::StopReason::ConnectionLost(_));
+            let text = if cancelled {
+                "cancelled".to_string()
+            } else if let crate::broker::replay::StopReason::ConnectionLost(w) = &sum.stop {
+                format!("failed: {w}")
+            } else {
+                "completed".to_string()
+            };
+            (text, if bad { exit::FAILED } else { exit::OK })
+        }
+        Err(e) => (format!("failed: {e}"), exit::BROKER),
+    };
+    if let (Some(st), Some(id)) = (&store, audit_id) {
+        let (moved, returned, failed, remaining, ids) = match &result {
+            Ok(sum) => (sum.progress.moved, sum.progress.returned, sum.progress.failed, sum.progress.remaining, sum.moved_ids.clone()),
+            Err(_) => (0, 0, 0, 0, Vec::new()),
+        };
+        if let Err(e) = st.finish_replay(
+            id,
+            &AuditOutcome { at: jiff::Timestamp::now(), moved, returned, failed, remaining, message_ids: ids, outcome: outcome.clone() },
+        ) {
+            eprintln!("warren: could not complete the audit record #{id}: {e}");
+        }
+    }
+    match result {
+        Ok(sum) => {
+            print_summary(&sum, json);
+            Ok(code)
+        }
+        Err(e) => Err(broker_failure(e)),
+    }
+}
+
+fn preview_json(p: &Preview) -> Value {
+    let targets: BTreeMap<&String, Value> = p
+        .targets
+        .iter()
+        .map(|(k, t)| (k, json!({"exchange": t.exchange, "routing_key": t.routing_key, "count": t.count, "queues": t.reaches, "exact": t.exact})))
+        .collect();
+    json!({
+        "event": "plan",
+        "queue": p.queue,
+        "selected": p.selected,
+        "examined": p.examined,
+        "targets": targets,
+        "removes": p.removed,
+        "adds": p.added,
+        "replayed_before": p.replayed_before,
+        "warnings": p.warnings,
+        "refusals": p.refusals,
+    })
+}
+
+fn print_summary(sum: &crate::broker::replay::Summary, json: bool) {
+    let p = &sum.progress;
+    if json {
+        print_line(&json!({
+            "event": "summary",
+            "moved": p.moved,
+            "returned": p.returned,
+            "failed": p.failed,
+            "remaining": p.remaining,
+            "held_back": sum.held_back,
+            "targets": sum.targets,
+            "problems": sum.problems,
+            "duplicated": sum.duplicated,
+            "stop": sum.stop.to_string(),
+        }));
+        return;
+    }
+    eprintln!("moved {}, returned {}, failed {}, remaining {}", p.moved, p.returned, p.failed, p.remaining);
+    for (t, n) in &sum.targets {
+        eprintln!("  {n:>6} → {}", one_line(t, 120));
+    }
+    for (why, n) in &sum.problems {
+        eprintln!("  ! {n} × {}", one_line(why, 300));
+    }
+    if sum.duplicated > 0 {
+        eprintln!(
+            "  ! {} message(s) reached their target but could not be acknowledged in the DLQ: they are in both places now",
+            sum.duplicated
+        );
+    }
+    eprintln!("{}", sum.stop);
+}
