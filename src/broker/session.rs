@@ -129,11 +129,17 @@ impl Session {
     /// Reads up to `limit` messages from the head of `queue` and leaves every one of them where
     /// it was (see `broker::browse`).
     pub async fn browse(&self, queue: &str, limit: usize) -> Result<BrowsePage, SessionError> {
+        self.browse_with_cap(queue, limit, self.target.settings.browse.body_cap_bytes).await
+    }
+
+    /// [`Session::browse`] keeping up to `body_cap` bytes of each body (`usize::MAX` for an
+    /// export, which must be lossless).
+    pub async fn browse_with_cap(&self, queue: &str, limit: usize, body_cap: usize) -> Result<BrowsePage, SessionError> {
         let (qt, policy, depth) = self.browse_policy(queue).await?;
         let conn = self.amqp().await?;
         let mut req = BrowseRequest::new(queue, qt, policy);
         req.limit = limit;
-        req.body_cap = self.target.settings.browse.body_cap_bytes;
+        req.body_cap = body_cap;
         req.known_depth = depth;
         browse::browse(conn, &req).await.map_err(|e| match e {
             browse::BrowseError::Connection { .. } => SessionError::Broker(e.to_string()),

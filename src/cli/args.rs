@@ -75,8 +75,12 @@ pub enum Command {
     },
     /// Browse a dead-letter queue and explain each message (messages stay where they are).
     Show {
-        /// The queue to read.
-        queue: String,
+        /// The queue to read (or use --snapshot).
+        #[arg(required_unless_present = "snapshot")]
+        queue: Option<String>,
+        /// Read a snapshot file made by `warren export` instead of a broker.
+        #[arg(long, value_name = "FILE", conflicts_with = "queue")]
+        snapshot: Option<PathBuf>,
         /// How many messages from the head of the queue.
         #[arg(long, default_value_t = 50)]
         limit: usize,
@@ -89,7 +93,12 @@ pub enum Command {
     },
     /// Group a dead-letter queue's messages by failure fingerprint.
     Groups {
-        queue: String,
+        /// The queue to read (or use --snapshot).
+        #[arg(required_unless_present = "snapshot")]
+        queue: Option<String>,
+        /// Read a snapshot file made by `warren export` instead of a broker.
+        #[arg(long, value_name = "FILE", conflicts_with = "queue")]
+        snapshot: Option<PathBuf>,
         #[arg(long, default_value_t = 10_000)]
         limit: usize,
         #[arg(long)]
@@ -97,6 +106,31 @@ pub enum Command {
     },
     /// Move dead letters back to where they failed: confirmed, throttled, on the record.
     Replay(ReplayArgs),
+    /// Save a queue's messages losslessly (properties, typed headers, body bytes) to a file.
+    Export {
+        queue: String,
+        /// The snapshot file to write (one JSON object per line).
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// At most this many messages from the head of the queue.
+        #[arg(long, default_value_t = 100_000)]
+        limit: usize,
+    },
+    /// Open a snapshot in the terminal UI: read-only, no broker needed.
+    Open {
+        /// A file made by `warren export` (e.g. assets/demo-orders.dlq.jsonl).
+        file: PathBuf,
+    },
+    /// Build a demo topology with real dead letters in its own vhost on the connected broker
+    /// (the vhost from --vhost, default "warren-demo"; it is deleted and built again).
+    Demo,
+    /// Print shell completions.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
     /// The record of every replay.
     Audit {
         #[arg(long)]

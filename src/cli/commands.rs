@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -12,6 +13,9 @@ use crate::broker::config::{self, Overrides};
 use crate::broker::session::{self, Explained, Preview, ReplaySpec, Session, SessionError};
 use crate::domain::discovery::Discovery;
 use crate::domain::filter::Filter;
+use crate::domain::message::DeadLetter;
+use crate::domain::snapshot::{self, SnapshotHeader};
+use crate::worker::Source;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::Selection;
 use crate::store::{self, AuditOutcome, AuditStart, Store};
@@ -131,14 +135,36 @@ async fn routes(s: &Session) -> Result<(Vec<crate::domain::discovery::ExchangeIn
     Ok((x.map_err(|e| Failure::broker(e.to_string()))?, b.map_err(|e| Failure::broker(e.to_string()))?))
 }
 
-pub async fn show(c: &ConnArgs, queue: &str, limit: usize, json: bool, filter: Option<&str>) -> Result<i32, Failure> {
+pub async fn show(
+    c: &ConnArgs,
+    queue: Option<&str>,
+    snapshot: Option<&Path>,
+    limit: usize,
+    json: bool,
+    filter: Option<&str>,
+) -> Result<i32, Failure> {
     let filter = parse_filter(filter)?;
+    if let Some(file) = snapshot {
+        let (_, messages) = read_snapshot(file)?;
+        let messages = session::explain_all(messages.into_iter().take(limit).collect(), &HashMap::new());
+        // A snapshot has no bindings: the target's queues are what the plan expects.
+        print_messages(&messages, json, filter.as_ref(), |_, _| Vec::new());
+        return Ok(exit::OK);
+    }
+    let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
     let s = open(c).await?;
     let (messages, _) = read_explained(&s, queue, limit).await?;
     let (exchanges, bindings) = routes(&s).await?;
     let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
     print_messages(&messages, json, filter.as_ref(), |ex, rk| table.route(ex, rk).queues);
     Ok(exit::OK)
+}
+
+/// Reads a snapshot file, with errors that name the file.
+pub fn read_snapshot(file: &Path) -> Result<(SnapshotHeader, Vec<DeadLetter>), Failure> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::usage(format!("cannot read snapshot {}: {e}", file.display())))?;
+    snapshot::read(&text).map_err(|e| Failure::usage(format!("{} is not a readable Warren snapshot: {e}", file.display())))
 }
 
 fn parse_filter(f: Option<&str>) -> Result<Option<Filter>, Failure> {
@@ -246,10 +272,80 @@ fn show_json(e: &Explained, plan: &crate::domain::replay::ReplayPlan, route: &im
     })
 }
 
-pub async fn groups(c: &ConnArgs, queue: &str, limit: usize, json: bool) -> Result<i32, Failure> {
-    let s = open(c).await?;
-    let (messages, _) = read_explained(&s, queue, limit).await?;
+pub async fn groups(
+    c: &ConnArgs,
+    queue: Option<&str>,
+    snapshot: Option<&Path>,
+    limit: usize,
+    json: bool,
+) -> Result<i32, Failure> {
+    let messages = match snapshot {
+        Some(file) => {
+            let (_, messages) = read_snapshot(file)?;
+            session::explain_all(messages.into_iter().take(limit).collect(), &HashMap::new())
+        }
+        None => {
+            let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
+            let s = open(c).await?;
+            read_explained(&s, queue, limit).await?.0
+        }
+    };
     print_groups(&messages, json);
+    Ok(exit::OK)
+}
+
+/// `warren export QUEUE -o FILE`: every message of the head of the queue, whole bodies.
+pub async fn export(c: &ConnArgs, queue: &str, output: &Path, limit: usize) -> Result<i32, Failure> {
+    let s = open(c).await?;
+    let page = s.browse_with_cap(queue, limit, usize::MAX).await.map_err(broker_failure)?;
+    let header = SnapshotHeader {
+        queue: queue.to_string(),
+        vhost: s.vhost().to_string(),
+        exported_at: jiff::Timestamp::now().to_string(),
+        source: format!("RabbitMQ {}", s.overview.rabbitmq_version),
+    };
+    let text = snapshot::write(&header, &page.messages);
+    std::fs::write(output, text).map_err(|e| Failure::failed(format!("cannot write {}: {e}", output.display())))?;
+    eprintln!("exported {} message(s) from {} to {}", page.messages.len(), one_line(queue, 80), output.display());
+    if page.messages.len() as u64 > 0 && (page.messages.len() as u64) < page.queue_depth_at_start && page.messages.len() < limit {
+        eprintln!("warren: the queue held {} at the start; the rest could not be read safely", page.queue_depth_at_start);
+        return Ok(exit::FAILED);
+    }
+    Ok(exit::OK)
+}
+
+/// `warren` with no command: the terminal UI on the configured broker.
+pub async fn tui(c: &ConnArgs) -> Result<i32, Failure> {
+    run_tui(Source::Broker(overrides(c)), c.read_only).await
+}
+
+/// `warren open FILE`: the terminal UI on a snapshot, read-only.
+pub async fn open_snapshot(file: &Path) -> Result<i32, Failure> {
+    let (header, messages) = read_snapshot(file)?;
+    run_tui(Source::Snapshot { header, messages }, true).await
+}
+
+async fn run_tui(source: Source, read_only: bool) -> Result<i32, Failure> {
+    if !std::io::stdout().is_terminal() {
+        return Err(Failure::usage("the terminal UI needs a terminal; for scripts use `warren queues`, `show` or `groups`"));
+    }
+    let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(64);
+    let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(256);
+    let worker = tokio::spawn(crate::worker::run(source, cmd_rx, ev_tx));
+    let state = crate::tui::State::new(jiff::Timestamp::now(), read_only, crate::tui::Theme::from_env());
+    let result = crate::tui::run::run(ev_rx, cmd_tx, state).await;
+    // The UI dropped its sender: the worker settles any replay in flight and ends.
+    let _ = worker.await;
+    result.map(|_| exit::OK).map_err(|e| Failure::failed(format!("{e:#}")))
+}
+
+/// `warren demo`.
+pub async fn demo(c: &ConnArgs) -> Result<i32, Failure> {
+    let mut o = overrides(c);
+    let vhost = o.vhost.take().unwrap_or_else(|| "warren-demo".to_string());
+    let (_, target) = config::load(&o).map_err(|e| Failure::usage(e.to_string()))?;
+    let report = crate::broker::demo::build(&target, &vhost).await.map_err(|e| Failure::broker(e.to_string()))?;
+    println!("{report}");
     Ok(exit::OK)
 }
 

@@ -85,13 +85,28 @@ pub fn main() -> i32 {
 async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     let c = &cli.conn;
     match &cli.command {
-        None => Err(Failure::usage("the terminal UI is not wired up yet; try `warren queues`")),
+        None => commands::tui(c).await,
         Some(Command::Queues { json, all }) => commands::queues(c, *json, *all).await,
-        Some(Command::Show { queue, limit, json, filter }) => {
-            commands::show(c, queue, *limit, *json, filter.as_deref()).await
+        Some(Command::Show { queue, snapshot, limit, json, filter }) => {
+            commands::show(c, queue.as_deref(), snapshot.as_deref(), *limit, *json, filter.as_deref()).await
         }
-        Some(Command::Groups { queue, limit, json }) => commands::groups(c, queue, *limit, *json).await,
+        Some(Command::Groups { queue, snapshot, limit, json }) => {
+            commands::groups(c, queue.as_deref(), snapshot.as_deref(), *limit, *json).await
+        }
         Some(Command::Replay(a)) => commands::replay(c, a).await,
         Some(Command::Audit { json, limit }) => commands::audit(*json, *limit).await,
+        Some(Command::Export { queue, output, limit }) => commands::export(c, queue, output, *limit).await,
+        Some(Command::Open { file }) => commands::open_snapshot(file).await,
+        Some(Command::Demo) => commands::demo(c).await,
+        Some(Command::Completions { shell }) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut cmd, "warren", &mut std::io::stdout());
+            Ok(exit::OK)
+        }
+        Some(Command::Man) => {
+            let man = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
+            man.render(&mut std::io::stdout()).map_err(|e| Failure::failed(format!("cannot write the man page: {e}")))?;
+            Ok(exit::OK)
+        }
     }
 }
