@@ -1,1 +1,616 @@
-//! (being written)
+//! AMQP connections (lapin) and the conversions between lapin's types and the domain's: field
+//! values and tables, basic properties, and a delivery turned into a [`DeadLetter`].
+//!
+//! Connecting tries each cluster node in turn and, when none answers, says for each one what
+//! went wrong in the user's words, with passwords never shown.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use lapin::protocol::AMQPErrorKind;
+use lapin::tcp::OwnedTLSConfig;
+use lapin::types::{
+    AMQPValue, ByteArray, DecimalValue, FieldArray, FieldTable, LongString, ShortString,
+};
+use lapin::uri::{AMQPAuthority, AMQPScheme, AMQPUri, AMQPUserInfo};
+use lapin::{BasicProperties, Connection, ConnectionProperties, ErrorKind};
+
+use crate::domain::message::{DeadLetter, Delivery, Properties};
+use crate::domain::value::{HeaderValue, Table};
+
+/// How long one node gets to answer (TCP, TLS and the AMQP handshake together).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a connection could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum AmqpError {
+    #[error("no AMQP URL given: pass at least one, e.g. amqp://localhost:5672")]
+    NoUrls,
+    #[error("cannot read the CA file {}: {source}. Check the path given for the CA certificate.", path.display())]
+    CaFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Every node failed; one entry per URL, in the order tried.
+    #[error("{}", render_attempts(.0))]
+    Unreachable(Vec<ConnectAttempt>),
+}
+
+/// One node tried while connecting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectAttempt {
+    /// The URL without credentials, path or query: `amqp://host:5672`.
+    pub url: String,
+    /// What happened, in the user's words (already mentions the URL).
+    pub failure: String,
+}
+
+fn render_attempts(attempts: &[ConnectAttempt]) -> String {
+    match attempts {
+        [one] => one.failure.clone(),
+        many => {
+            let mut out = format!("could not connect to any of {} RabbitMQ nodes:", many.len());
+            for a in many {
+                out.push_str("\n  - ");
+                out.push_str(&a.failure);
+            }
+            out
+        }
+    }
+}
+
+/// A URL as it may be shown: scheme, host and port only. Anything unparsable is shown as
+/// `<invalid URL>` rather than echoed, since it may hold a password.
+pub fn display_url(url: &str) -> String {
+    match url::Url::parse(url.trim()) {
+        Ok(u) => {
+            let port = u
+                .port()
+                .unwrap_or(if u.scheme() == "amqps" { 5671 } else { 5672 });
+            match u.host_str() {
+                Some(host) => format!("{}://{}:{}", u.scheme(), host, port),
+                None => format!("{}://<no host>", u.scheme()),
+            }
+        }
+        Err(_) => "<invalid URL>".to_string(),
+    }
+}
+
+/// Connects to the first node that answers. `urls` are tried in order, each with
+/// [`CONNECT_TIMEOUT`]. Credentials: `username`/`password` when non-empty, else those in the
+/// URL, else guest/guest. `vhost` always replaces the URL's path. `amqps://` verifies the
+/// server certificate against the system roots, or against `ca_file` (PEM) when given.
+pub async fn connect(
+    urls: &[String],
+    vhost: &str,
+    username: &str,
+    password: &str,
+    ca_file: Option<&Path>,
+) -> Result<Connection, AmqpError> {
+    if urls.is_empty() {
+        return Err(AmqpError::NoUrls);
+    }
+    let cert_chain = match ca_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path).map_err(|source| AmqpError::CaFile {
+                path: path.to_path_buf(),
+                source,
+            })?,
+        ),
+        None => None,
+    };
+    let mut attempts = Vec::new();
+    for raw in urls {
+        let shown = display_url(raw);
+        let uri = match build_uri(raw, vhost, username, password) {
+            Ok(uri) => uri,
+            Err(why) => {
+                attempts.push(ConnectAttempt {
+                    failure: format!("{shown}: {why}"),
+                    url: shown,
+                });
+                continue;
+            }
+        };
+        let user = uri.authority.userinfo.username.clone();
+        let tls = OwnedTLSConfig {
+            identity: None,
+            cert_chain: cert_chain.clone(),
+        };
+        let props = ConnectionProperties::default().with_connection_name("warren".into());
+        let attempt = async {
+            let runtime = lapin::runtime::default_runtime()?;
+            Connection::connect_uri_with_config(uri, props, tls, runtime).await
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+            Ok(Ok(conn)) => return Ok(conn),
+            Ok(Err(e)) => attempts.push(ConnectAttempt {
+                failure: describe_connect_error(&shown, &user, vhost, &e),
+                url: shown,
+            }),
+            Err(_) => attempts.push(ConnectAttempt {
+                failure: format!(
+                    "RabbitMQ at {shown} did not answer within {} s: check the host and port, \
+                     and that no firewall drops the connection",
+                    CONNECT_TIMEOUT.as_secs()
+                ),
+                url: shown,
+            }),
+        }
+    }
+    Err(AmqpError::Unreachable(attempts))
+}
+
+/// The lapin URI for one node with the credentials and vhost applied.
+fn build_uri(raw: &str, vhost: &str, username: &str, password: &str) -> Result<AMQPUri, String> {
+    let url = url::Url::parse(raw.trim())
+        .map_err(|e| format!("not a valid AMQP URL ({e}); expected amqp://host:5672"))?;
+    let scheme = match url.scheme() {
+        "amqp" => AMQPScheme::AMQP,
+        "amqps" => AMQPScheme::AMQPS,
+        other => {
+            return Err(format!(
+                "unsupported scheme '{other}': use amqp:// or amqps:// (the management API's \
+                 http:// URL is configured separately)"
+            ));
+        }
+    };
+    let host = match url.host() {
+        Some(url::Host::Domain(d)) => d.to_string(),
+        Some(url::Host::Ipv4(ip)) => ip.to_string(),
+        Some(url::Host::Ipv6(ip)) => ip.to_string(),
+        None => return Err("the URL has no host".to_string()),
+    };
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8()
+            .map(|c| c.into_owned())
+            .map_err(|_| "the URL's credentials are not valid UTF-8 once decoded".to_string())
+    };
+    let url_user = decode(url.username())?;
+    let url_pass = decode(url.password().unwrap_or(""))?;
+    let (user, pass) = if !username.is_empty() {
+        (username.to_string(), password.to_string())
+    } else if !url_user.is_empty() {
+        (url_user, url_pass)
+    } else {
+        ("guest".to_string(), "guest".to_string())
+    };
+    // lapin's own parser reads the query options (heartbeat, frame_max, ...); the rest we set.
+    let mut uri: AMQPUri = url
+        .as_str()
+        .parse()
+        .map_err(|e: String| format!("not a valid AMQP URL: {e}"))?;
+    uri.scheme = scheme.clone();
+    uri.authority = AMQPAuthority {
+        userinfo: AMQPUserInfo {
+            username: user,
+            password: pass,
+        },
+        host,
+        port: url.port().unwrap_or(match scheme {
+            AMQPScheme::AMQPS => 5671,
+            AMQPScheme::AMQP => 5672,
+        }),
+    };
+    uri.vhost = vhost.to_string();
+    Ok(uri)
+}
+
+fn describe_connect_error(shown: &str, user: &str, vhost: &str, e: &lapin::Error) -> String {
+    match e.kind() {
+        ErrorKind::ProtocolError(amqp) => {
+            let code = amqp.get_id();
+            let full = amqp.get_message().as_str();
+            // RabbitMQ repeats the code name at the start of the text.
+            let text = full.split_once(" - ").map_or(full, |(_, rest)| rest);
+            match code {
+                403 => format!(
+                    "RabbitMQ at {shown} refused user '{user}': wrong username or password \
+                     (ACCESS_REFUSED)"
+                ),
+                530 => format!(
+                    "RabbitMQ at {shown} refused user '{user}' access to vhost '{vhost}' \
+                     ({text}; NOT_ALLOWED): check the vhost name and the user's permissions"
+                ),
+                _ => format!("RabbitMQ at {shown} closed the connection: {text} ({code})"),
+            }
+        }
+        ErrorKind::IOError(io) => match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => format!(
+                "nothing accepts connections at {shown} (connection refused): is RabbitMQ \
+                 running there, and is this its AMQP port (5672, or 5671 for amqps)?"
+            ),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof => format!(
+                "RabbitMQ at {shown} dropped the connection during the handshake ({io}): a \
+                 wrong username or password, a TLS port reached with amqp:// (or the reverse), \
+                 or a broker that is shutting down"
+            ),
+            _ if shown.starts_with("amqps") => format!(
+                "TLS connection to {shown} failed: {io}. Check the server certificate, the CA \
+                 file and that the host name matches the certificate"
+            ),
+            _ => format!("cannot reach {shown}: {io}"),
+        },
+        _ => format!("cannot connect to {shown}: {e}"),
+    }
+}
+
+/// True when a lapin error is the broker refusing something on a channel (e.g. 404 NOT_FOUND),
+/// as opposed to the connection failing.
+pub fn soft_error_code(e: &lapin::Error) -> Option<(u16, String)> {
+    match e.kind() {
+        ErrorKind::ProtocolError(amqp) if matches!(amqp.kind(), AMQPErrorKind::Soft(_)) => {
+            Some((amqp.get_id(), amqp.get_message().to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// Why a domain value or table cannot be sent over AMQP.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    #[error("header name '{0}…' is longer than the 255 bytes AMQP allows")]
+    LongHeaderName(String),
+    #[error("property {name} is longer than the 255 bytes AMQP allows")]
+    LongProperty { name: &'static str },
+}
+
+/// A lapin field value as a domain value. Lossless: every AMQP type has its own variant.
+pub fn value_from_amqp(v: &AMQPValue) -> HeaderValue {
+    match v {
+        AMQPValue::Boolean(b) => HeaderValue::Bool(*b),
+        AMQPValue::ShortShortInt(i) => HeaderValue::I8(*i),
+        AMQPValue::ShortShortUInt(u) => HeaderValue::U8(*u),
+        AMQPValue::ShortInt(i) => HeaderValue::I16(*i),
+        AMQPValue::ShortUInt(u) => HeaderValue::U16(*u),
+        AMQPValue::LongInt(i) => HeaderValue::I32(*i),
+        AMQPValue::LongUInt(u) => HeaderValue::U32(*u),
+        AMQPValue::LongLongInt(i) => HeaderValue::I64(*i),
+        AMQPValue::Float(f) => HeaderValue::F32(*f),
+        AMQPValue::Double(d) => HeaderValue::F64(*d),
+        AMQPValue::DecimalValue(d) => HeaderValue::Decimal {
+            scale: d.scale,
+            value: d.value,
+        },
+        AMQPValue::ShortString(s) => HeaderValue::ShortString(s.as_str().as_bytes().to_vec()),
+        AMQPValue::LongString(s) => HeaderValue::LongString(s.as_bytes().to_vec()),
+        AMQPValue::FieldArray(a) => {
+            HeaderValue::Array(a.as_slice().iter().map(value_from_amqp).collect())
+        }
+        AMQPValue::Timestamp(t) => HeaderValue::Timestamp(*t),
+        AMQPValue::FieldTable(t) => HeaderValue::Table(table_from_amqp(t)),
+        AMQPValue::ByteArray(b) => HeaderValue::Bytes(b.as_slice().to_vec()),
+        AMQPValue::Void => HeaderValue::Void,
+    }
+}
+
+/// A domain value as a lapin field value, ready to publish.
+///
+/// `ShortString` becomes a lapin `LongString` with the same bytes: AMQP field tables have no
+/// short-string type in RabbitMQ's dialect (`s` means a 16-bit integer there) and lapin writes
+/// a short-string field with the invalid tag `_`: the broker then closes the whole connection
+/// with INTERNAL_ERROR (seen on 3.10.8). So a value read back is a `LongString`; every other
+/// variant round-trips exactly.
+pub fn value_to_amqp(v: &HeaderValue) -> Result<AMQPValue, ConvertError> {
+    Ok(match v {
+        HeaderValue::Void => AMQPValue::Void,
+        HeaderValue::Bool(b) => AMQPValue::Boolean(*b),
+        HeaderValue::I8(i) => AMQPValue::ShortShortInt(*i),
+        HeaderValue::U8(u) => AMQPValue::ShortShortUInt(*u),
+        HeaderValue::I16(i) => AMQPValue::ShortInt(*i),
+        HeaderValue::U16(u) => AMQPValue::ShortUInt(*u),
+        HeaderValue::I32(i) => AMQPValue::LongInt(*i),
+        HeaderValue::U32(u) => AMQPValue::LongUInt(*u),
+        HeaderValue::I64(i) => AMQPValue::LongLongInt(*i),
+        HeaderValue::F32(f) => AMQPValue::Float(*f),
+        HeaderValue::F64(d) => AMQPValue::Double(*d),
+        HeaderValue::Decimal { scale, value } => AMQPValue::DecimalValue(DecimalValue {
+            scale: *scale,
+            value: *value,
+        }),
+        HeaderValue::ShortString(b) | HeaderValue::LongString(b) => {
+            AMQPValue::LongString(LongString::from(b.clone()))
+        }
+        HeaderValue::Timestamp(t) => AMQPValue::Timestamp(*t),
+        HeaderValue::Table(t) => AMQPValue::FieldTable(table_to_amqp(t)?),
+        HeaderValue::Array(a) => AMQPValue::FieldArray(FieldArray::from(
+            a.iter().map(value_to_amqp).collect::<Result<Vec<_>, _>>()?,
+        )),
+        HeaderValue::Bytes(b) => AMQPValue::ByteArray(ByteArray::from(b.clone())),
+    })
+}
+
+/// A lapin table as a domain table. lapin keeps tables sorted by key (a `BTreeMap`), so the
+/// order is the keys' order, not the wire order.
+pub fn table_from_amqp(t: &FieldTable) -> Table {
+    t.inner()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), value_from_amqp(v)))
+        .collect()
+}
+
+/// A domain table as a lapin table. Fails on a key longer than 255 bytes.
+pub fn table_to_amqp(t: &Table) -> Result<FieldTable, ConvertError> {
+    let mut out = FieldTable::default();
+    for (k, v) in t.iter() {
+        let key = ShortString::try_new(k)
+            .map_err(|_| ConvertError::LongHeaderName(k.chars().take(40).collect::<String>()))?;
+        out.insert(key, value_to_amqp(v)?);
+    }
+    Ok(out)
+}
+
+/// lapin basic properties as the domain's properties and headers.
+pub fn properties_from_amqp(p: &BasicProperties) -> (Properties, Table) {
+    let s = |v: &Option<ShortString>| v.as_ref().map(|s| s.as_str().to_string());
+    let props = Properties {
+        content_type: s(p.content_type()),
+        content_encoding: s(p.content_encoding()),
+        delivery_mode: *p.delivery_mode(),
+        priority: *p.priority(),
+        correlation_id: s(p.correlation_id()),
+        reply_to: s(p.reply_to()),
+        expiration: s(p.expiration()),
+        message_id: s(p.message_id()),
+        timestamp: *p.timestamp(),
+        kind: s(p.kind()),
+        user_id: s(p.user_id()),
+        app_id: s(p.app_id()),
+        cluster_id: s(p.cluster_id()),
+    };
+    let headers = p
+        .headers()
+        .as_ref()
+        .map(table_from_amqp)
+        .unwrap_or_default();
+    (props, headers)
+}
+
+/// The domain's properties and headers as lapin basic properties, ready to publish. An empty
+/// header table is sent as no headers.
+pub fn properties_to_amqp(
+    p: &Properties,
+    headers: &Table,
+) -> Result<BasicProperties, ConvertError> {
+    fn short(v: &Option<String>, name: &'static str) -> Result<Option<ShortString>, ConvertError> {
+        v.as_ref()
+            .map(|s| {
+                ShortString::try_new(s.as_str()).map_err(|_| ConvertError::LongProperty { name })
+            })
+            .transpose()
+    }
+    let mut out = BasicProperties::default();
+    if let Some(v) = short(&p.content_type, "content_type")? {
+        out = out.with_content_type(v);
+    }
+    if let Some(v) = short(&p.content_encoding, "content_encoding")? {
+        out = out.with_content_encoding(v);
+    }
+    if !headers.is_empty() {
+        out = out.with_headers(table_to_amqp(headers)?);
+    }
+    if let Some(v) = p.delivery_mode {
+        out = out.with_delivery_mode(v);
+    }
+    if let Some(v) = p.priority {
+        out = out.with_priority(v);
+    }
+    if let Some(v) = short(&p.correlation_id, "correlation_id")? {
+        out = out.with_correlation_id(v);
+    }
+    if let Some(v) = short(&p.reply_to, "reply_to")? {
+        out = out.with_reply_to(v);
+    }
+    if let Some(v) = short(&p.expiration, "expiration")? {
+        out = out.with_expiration(v);
+    }
+    if let Some(v) = short(&p.message_id, "message_id")? {
+        out = out.with_message_id(v);
+    }
+    if let Some(v) = p.timestamp {
+        out = out.with_timestamp(v);
+    }
+    if let Some(v) = short(&p.kind, "type")? {
+        out = out.with_type(v);
+    }
+    if let Some(v) = short(&p.user_id, "user_id")? {
+        out = out.with_user_id(v);
+    }
+    if let Some(v) = short(&p.app_id, "app_id")? {
+        out = out.with_app_id(v);
+    }
+    if let Some(v) = short(&p.cluster_id, "cluster_id")? {
+        out = out.with_cluster_id(v);
+    }
+    Ok(out)
+}
+
+/// A counter header as u64 whatever integer type (or numeric string) carries it.
+fn header_u64(headers: &Table, key: &str) -> Option<u64> {
+    headers.get_i64(key).and_then(|v| u64::try_from(v).ok())
+}
+
+/// A delivery as a dead letter read from `queue` at `position`. The body is cut at `body_cap`
+/// bytes (its memory released) while `body_size` keeps the real size. `x-delivery-count`
+/// (quorum queues) and `x-stream-offset` (streams) are read from the headers.
+pub fn dead_letter_from_delivery(
+    queue: &str,
+    position: u64,
+    delivery: lapin::message::Delivery,
+    body_cap: usize,
+) -> DeadLetter {
+    let (properties, headers) = properties_from_amqp(&delivery.properties);
+    let mut body = delivery.data;
+    let body_size = body.len() as u64;
+    if body.len() > body_cap {
+        body.truncate(body_cap);
+        body.shrink_to_fit();
+    }
+    DeadLetter {
+        queue: queue.to_string(),
+        position,
+        delivery: Delivery {
+            exchange: delivery.exchange.as_str().to_string(),
+            routing_key: delivery.routing_key.as_str().to_string(),
+            redelivered: delivery.redelivered,
+            delivery_count: header_u64(&headers, "x-delivery-count"),
+            stream_offset: header_u64(&headers, "x-stream-offset"),
+        },
+        properties,
+        headers,
+        body,
+        body_size,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_variant() -> Vec<HeaderValue> {
+        let mut nested = Table::new();
+        nested.insert("count", HeaderValue::I64(3));
+        nested.insert("queue", HeaderValue::string("orders"));
+        vec![
+            HeaderValue::Void,
+            HeaderValue::Bool(true),
+            HeaderValue::I8(-8),
+            HeaderValue::U8(200),
+            HeaderValue::I16(-16_000),
+            HeaderValue::U16(65_000),
+            HeaderValue::I32(-2_000_000_000),
+            HeaderValue::U32(4_000_000_000),
+            HeaderValue::I64(i64::MIN),
+            HeaderValue::F32(1.5),
+            HeaderValue::F64(-2.25e300),
+            HeaderValue::Decimal {
+                scale: 2,
+                value: 12_345,
+            },
+            HeaderValue::LongString(vec![0xff, 0x00, b'a']),
+            HeaderValue::Timestamp(1_700_000_000),
+            HeaderValue::Table(nested.clone()),
+            HeaderValue::Array(vec![HeaderValue::Table(nested), HeaderValue::I32(1)]),
+            HeaderValue::Bytes(vec![1, 2, 3, 0]),
+        ]
+    }
+
+    #[test]
+    fn every_value_round_trips() {
+        for v in every_variant() {
+            let back = value_from_amqp(&value_to_amqp(&v).expect("convertible"));
+            assert_eq!(back, v, "{}", v.type_name());
+        }
+    }
+
+    #[test]
+    fn short_string_is_sent_as_long_string_with_the_same_bytes() {
+        let v = HeaderValue::ShortString(b"short".to_vec());
+        let sent = value_to_amqp(&v).expect("convertible");
+        assert_eq!(
+            sent,
+            AMQPValue::LongString(LongString::from(b"short".to_vec()))
+        );
+        assert_eq!(value_from_amqp(&sent).as_bytes(), v.as_bytes());
+        // Read from lapin, a short string keeps its own variant.
+        let read = value_from_amqp(&AMQPValue::ShortString("s".into()));
+        assert_eq!(read, HeaderValue::ShortString(b"s".to_vec()));
+    }
+
+    #[test]
+    fn tables_round_trip_as_sorted_keys() {
+        let mut t = Table::new();
+        for (i, v) in every_variant().into_iter().enumerate() {
+            t.insert(format!("k{i:02}"), v);
+        }
+        let back = table_from_amqp(&table_to_amqp(&t).expect("convertible"));
+        assert_eq!(back, t);
+        // Order is not kept: lapin sorts.
+        let mut u = Table::new();
+        u.insert("b", HeaderValue::I32(1));
+        u.insert("a", HeaderValue::I32(2));
+        let back = table_from_amqp(&table_to_amqp(&u).expect("convertible"));
+        assert_eq!(back.keys().collect::<Vec<_>>(), vec!["a", "b"]);
+    }
+
+    #[test]
+    fn long_header_names_and_properties_are_errors_not_panics() {
+        let mut t = Table::new();
+        t.insert("k".repeat(300), HeaderValue::Bool(true));
+        assert!(matches!(
+            table_to_amqp(&t),
+            Err(ConvertError::LongHeaderName(_))
+        ));
+        let p = Properties {
+            message_id: Some("m".repeat(256)),
+            ..Properties::default()
+        };
+        assert_eq!(
+            properties_to_amqp(&p, &Table::new()),
+            Err(ConvertError::LongProperty { name: "message_id" })
+        );
+    }
+
+    #[test]
+    fn properties_round_trip() {
+        let p = Properties {
+            content_type: Some("application/json".into()),
+            content_encoding: Some("gzip".into()),
+            delivery_mode: Some(2),
+            priority: Some(7),
+            correlation_id: Some("corr".into()),
+            reply_to: Some("replies".into()),
+            expiration: Some("60000".into()),
+            message_id: Some("id-1".into()),
+            timestamp: Some(1_700_000_000),
+            kind: Some("OrderPlaced".into()),
+            user_id: Some("guest".into()),
+            app_id: Some("orders".into()),
+            cluster_id: Some("c1".into()),
+        };
+        let mut h = Table::new();
+        h.insert("x-death", HeaderValue::Array(vec![]));
+        let (p2, h2) = properties_from_amqp(&properties_to_amqp(&p, &h).expect("convertible"));
+        assert_eq!(p2, p);
+        assert_eq!(h2, h);
+        let (empty, no_headers) = properties_from_amqp(
+            &properties_to_amqp(&Properties::default(), &Table::new()).expect("ok"),
+        );
+        assert_eq!(empty, Properties::default());
+        assert!(no_headers.is_empty());
+    }
+
+    #[test]
+    fn urls_are_shown_without_credentials() {
+        assert_eq!(
+            display_url("amqp://ops:s3cret@rabbit.example:5672/prod"),
+            "amqp://rabbit.example:5672"
+        );
+        assert_eq!(display_url("amqps://u:p@[::1]/x"), "amqps://[::1]:5671");
+        assert_eq!(display_url("not a url with pass:word"), "<invalid URL>");
+    }
+
+    #[test]
+    fn uri_takes_explicit_credentials_and_vhost() {
+        let uri = build_uri(
+            "amqp://a:b@h:1234/ignored?heartbeat=7",
+            "my vhost",
+            "ops",
+            "pw",
+        )
+        .expect("valid");
+        assert_eq!(uri.authority.userinfo.username, "ops");
+        assert_eq!(uri.authority.userinfo.password, "pw");
+        assert_eq!(uri.authority.host, "h");
+        assert_eq!(uri.authority.port, 1234);
+        assert_eq!(uri.vhost, "my vhost");
+        assert_eq!(uri.query.heartbeat, Some(7));
+        let uri = build_uri("amqps://u%40x:p%2F@127.0.0.1", "/", "", "").expect("valid");
+        assert_eq!(uri.authority.userinfo.username, "u@x");
+        assert_eq!(uri.authority.userinfo.password, "p/");
+        assert_eq!(uri.authority.host, "127.0.0.1");
+        assert_eq!(uri.authority.port, 5671);
+        assert!(build_uri("http://h", "/", "", "").is_err());
+    }
+}

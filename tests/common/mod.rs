@@ -25,9 +25,13 @@ impl TestBroker {
         let amqp = std::env::var("WARREN_TEST_AMQP_URL").ok();
         let mgmt = std::env::var("WARREN_TEST_MANAGEMENT_URL").ok();
         let port_of = |url: Option<String>, default: u16| {
-            url.and_then(|u| u.rsplit(':').next().and_then(|p| p.split('/').next().map(str::to_string)))
-                .and_then(|p| p.parse().ok())
-                .unwrap_or(default)
+            url.and_then(|u| {
+                u.rsplit(':')
+                    .next()
+                    .and_then(|p| p.split('/').next().map(str::to_string))
+            })
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(default)
         };
         TestBroker {
             label: "3.10".into(),
@@ -47,7 +51,12 @@ impl TestBroker {
                     "4.3" => (5674, 15674),
                     other => panic!("WARREN_TEST_VERSIONS names unknown version {other}"),
                 };
-                out.push(TestBroker { label: v.into(), amqp_port: a, mgmt_port: m, host: "127.0.0.1".into() });
+                out.push(TestBroker {
+                    label: v.into(),
+                    amqp_port: a,
+                    mgmt_port: m,
+                    host: "127.0.0.1".into(),
+                });
             }
         }
         out
@@ -59,7 +68,12 @@ impl TestBroker {
 
     /// AMQP URL for a vhost (percent-encoded).
     pub fn amqp_url(&self, vhost: &str) -> String {
-        format!("amqp://guest:guest@{}:{}/{}", self.host, self.amqp_port, enc(vhost))
+        format!(
+            "amqp://guest:guest@{}:{}/{}",
+            self.host,
+            self.amqp_port,
+            enc(vhost)
+        )
     }
 
     /// Management URL with credentials, as a user would pass to `--management-url`.
@@ -85,7 +99,10 @@ static COUNTER: AtomicU64 = AtomicU64::new(0);
 /// A unique name for this test run: `prefix-<pid>-<nanos>-<n>`.
 pub fn unique(prefix: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     format!("{prefix}-{}-{nanos}-{n}", std::process::id())
 }
 
@@ -101,7 +118,10 @@ pub struct TestVhost {
 impl TestVhost {
     pub async fn new(broker: &TestBroker, prefix: &str) -> TestVhost {
         let name = unique(&format!("warren-test-{prefix}"));
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("http client");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("http client");
         let base = broker.mgmt_base();
         let r = http
             .put(format!("{base}/api/vhosts/{}", enc(&name)))
@@ -109,7 +129,12 @@ impl TestVhost {
             .json(&serde_json::json!({}))
             .send()
             .await
-            .unwrap_or_else(|e| panic!("management API of RabbitMQ {} at {base} unreachable: {e}", broker.label));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "management API of RabbitMQ {} at {base} unreachable: {e}",
+                    broker.label
+                )
+            });
         assert!(r.status().is_success(), "create vhost: {}", r.status());
         let r = http
             .put(format!("{base}/api/permissions/{}/guest", enc(&name)))
@@ -119,7 +144,12 @@ impl TestVhost {
             .await
             .expect("set permissions");
         assert!(r.status().is_success(), "set permissions: {}", r.status());
-        TestVhost { broker: broker.clone(), name, http, cleaned: false }
+        TestVhost {
+            broker: broker.clone(),
+            name,
+            http,
+            cleaned: false,
+        }
     }
 
     pub fn amqp_url(&self) -> String {
@@ -127,7 +157,12 @@ impl TestVhost {
     }
 
     /// Raw management API call for test setup (PUT/POST/DELETE with a JSON body).
-    pub async fn api(&self, method: reqwest::Method, path: &str, body: Option<serde_json::Value>) -> reqwest::Response {
+    pub async fn api(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> reqwest::Response {
         let mut req = self
             .http
             .request(method, format!("{}{path}", self.broker.mgmt_base()))
@@ -140,7 +175,11 @@ impl TestVhost {
 
     /// `GET` a management API path and parse JSON.
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
-        self.api(reqwest::Method::GET, path, None).await.json().await.expect("json")
+        self.api(reqwest::Method::GET, path, None)
+            .await
+            .json()
+            .await
+            .expect("json")
     }
 
     /// Queue depth as the management API reports it, polled until stats settle.
@@ -157,7 +196,13 @@ impl TestVhost {
     }
 
     /// Declares a policy in this vhost.
-    pub async fn policy(&self, name: &str, pattern: &str, apply_to: &str, definition: serde_json::Value) {
+    pub async fn policy(
+        &self,
+        name: &str,
+        pattern: &str,
+        apply_to: &str,
+        definition: serde_json::Value,
+    ) {
         let path = format!("/api/policies/{}/{}", enc(&self.name), enc(name));
         let r = self
             .api(
@@ -180,7 +225,11 @@ impl TestVhost {
         self.cleaned = true;
         let _ = self
             .http
-            .delete(format!("{}/api/vhosts/{}", self.broker.mgmt_base(), enc(&self.name)))
+            .delete(format!(
+                "{}/api/vhosts/{}",
+                self.broker.mgmt_base(),
+                enc(&self.name)
+            ))
             .basic_auth("guest", Some("guest"))
             .send()
             .await;
@@ -196,9 +245,16 @@ impl Drop for TestVhost {
         // A panicking test still removes its vhost: a plain thread with its own runtime, so this
         // works inside or outside tokio.
         let _ = std::thread::spawn(move || {
-            if let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
                 rt.block_on(async {
-                    let _ = reqwest::Client::new().delete(url).basic_auth("guest", Some("guest")).send().await;
+                    let _ = reqwest::Client::new()
+                        .delete(url)
+                        .basic_auth("guest", Some("guest"))
+                        .send()
+                        .await;
                 });
             }
         })
