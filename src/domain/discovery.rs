@@ -8,6 +8,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 use regex::Regex;
+
+use crate::domain::quorum;
 use serde_json::{Map, Value};
 
 /// A JSON object as the management API reports queue arguments and policy definitions.
@@ -19,43 +21,7 @@ pub const DEFAULT_QUORUM_DELIVERY_LIMIT: u64 = 20;
 // ---------------------------------------------------------------------------------------------
 // Broker version → behaviour
 
-/// A RabbitMQ version as `major.minor.patch`; anything after the numbers (`-rc.1`, `+build`) is
-/// ignored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BrokerVersion {
-    pub major: u32,
-    pub minor: u32,
-    pub patch: u32,
-}
-
-impl BrokerVersion {
-    /// Parses `"3.10.8"`, `"4.0.5"`, `"4.3.6-rc.1"`; `None` when the text does not start with a
-    /// number.
-    pub fn parse(text: &str) -> Option<BrokerVersion> {
-        let mut parts = text.trim().split('.').map(|p| {
-            let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
-            digits.parse::<u32>().ok()
-        });
-        let major = parts.next().flatten()?;
-        let minor = parts.next().flatten().unwrap_or(0);
-        let patch = parts.next().flatten().unwrap_or(0);
-        Some(BrokerVersion {
-            major,
-            minor,
-            patch,
-        })
-    }
-
-    fn at_least(self, major: u32, minor: u32) -> bool {
-        (self.major, self.minor) >= (major, minor)
-    }
-}
-
-impl fmt::Display for BrokerVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
-    }
-}
+pub use crate::domain::quorum::BrokerVersion;
 
 /// What a broker version means for reading dead letters. An unknown version gets the cautious
 /// answer everywhere (limit assumed, returns counted), because the cost of guessing wrong is
@@ -428,8 +394,10 @@ pub struct EffectiveSettings {
     pub dead_letter_exchange: Option<String>,
     pub dead_letter_routing_key: Option<String>,
     pub message_ttl_ms: Option<u64>,
-    /// Raw limit: negative means unlimited; `None` = not set anywhere.
-    pub delivery_limit: Option<i64>,
+    /// `x-delivery-limit` argument and `delivery-limit` policy key, as set (negative = none);
+    /// `crate::domain::quorum` decides how the broker combines them.
+    pub delivery_limit_arg: Option<i64>,
+    pub delivery_limit_policy: Option<i64>,
 }
 
 /// Policies compiled once for a whole vhost.
@@ -510,19 +478,12 @@ pub fn effective_settings(q: &QueueInfo, policy: Option<&JsonMap>) -> EffectiveS
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    let delivery_limit = match (
-        json_int(arg("x-delivery-limit")),
-        json_int(pol("delivery-limit")),
-    ) {
-        (Some(a), Some(b)) if a >= 0 && b >= 0 => Some(a.min(b)),
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
     EffectiveSettings {
         dead_letter_exchange: dlx,
         dead_letter_routing_key: dlrk,
         message_ttl_ms: ttl_ms,
-        delivery_limit,
+        delivery_limit_arg: json_int(arg("x-delivery-limit")),
+        delivery_limit_policy: json_int(pol("delivery-limit")),
     }
 }
 
@@ -536,12 +497,17 @@ pub fn effective_delivery_limit(
     if q.queue_type != QueueType::Quorum {
         return None;
     }
-    let raw = q.reported_delivery_limit.or(settings.delivery_limit);
-    match raw {
-        Some(n) if n < 0 => None,
-        Some(n) => u64::try_from(n).ok(),
-        None => features.default_quorum_delivery_limit,
+    if let Some(n) = q.reported_delivery_limit {
+        return u64::try_from(n).ok();
     }
+    // An unknown version gets 4.0's rules: a default limit of 20, the cautious answer.
+    let version = features.version.unwrap_or(BrokerVersion::new(4, 0, 0));
+    quorum::effective_delivery_limit(
+        version,
+        quorum::QueueType::Quorum,
+        settings.delivery_limit_arg,
+        settings.delivery_limit_policy,
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ impl BrokerVersion {
         Some(BrokerVersion::new(major, minor, patch))
     }
 
-    fn at_least(self, major: u32, minor: u32) -> bool {
+    pub fn at_least(self, major: u32, minor: u32) -> bool {
         (self.major, self.minor) >= (major, minor)
     }
 }
