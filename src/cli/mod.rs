@@ -87,15 +87,36 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     match &cli.command {
         None => commands::tui(c).await,
         Some(Command::Queues { json, all }) => commands::queues(c, *json, *all).await,
-        Some(Command::Show { queue, snapshot, limit, json, filter }) => {
-            commands::show(c, queue.as_deref(), snapshot.as_deref(), *limit, *json, filter.as_deref()).await
+        Some(Command::Show {
+            queue,
+            snapshot,
+            limit,
+            json,
+            filter,
+        }) => {
+            commands::show(
+                c,
+                queue.as_deref(),
+                snapshot.as_deref(),
+                *limit,
+                *json,
+                filter.as_deref(),
+            )
+            .await
         }
-        Some(Command::Groups { queue, snapshot, limit, json }) => {
-            commands::groups(c, queue.as_deref(), snapshot.as_deref(), *limit, *json).await
-        }
+        Some(Command::Groups {
+            queue,
+            snapshot,
+            limit,
+            json,
+        }) => commands::groups(c, queue.as_deref(), snapshot.as_deref(), *limit, *json).await,
         Some(Command::Replay(a)) => commands::replay(c, a).await,
         Some(Command::Audit { json, limit }) => commands::audit(*json, *limit).await,
-        Some(Command::Export { queue, output, limit }) => commands::export(c, queue, output, *limit).await,
+        Some(Command::Export {
+            queue,
+            output,
+            limit,
+        }) => commands::export(c, queue, output, *limit).await,
         Some(Command::Open { file }) => commands::open_snapshot(file).await,
         Some(Command::Demo) => commands::demo(c).await,
         Some(Command::Completions { shell }) => {
@@ -105,7 +126,8 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         }
         Some(Command::Man) => {
             let man = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
-            man.render(&mut std::io::stdout()).map_err(|e| Failure::failed(format!("cannot write the man page: {e}")))?;
+            man.render(&mut std::io::stdout())
+                .map_err(|e| Failure::failed(format!("cannot write the man page: {e}")))?;
             Ok(exit::OK)
         }
     }

@@ -18,7 +18,10 @@ pub enum HeaderValue {
     I64(i64),
     F32(f32),
     F64(f64),
-    Decimal { scale: u8, value: u32 },
+    Decimal {
+        scale: u8,
+        value: u32,
+    },
     /// `s`: at most 255 bytes on the wire.
     ShortString(Vec<u8>),
     /// `S`: arbitrary bytes, usually but not necessarily UTF-8.

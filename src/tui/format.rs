@@ -99,7 +99,11 @@ mod tests {
     fn fit_pads_and_cuts() {
         assert_eq!(fit("abc", 5), "abc  ");
         assert_eq!(fit("abcdef", 4), "abc…");
-        assert_eq!(fit("日本語", 4), "日… ", "a wide char that does not fit leaves a space");
+        assert_eq!(
+            fit("日本語", 4),
+            "日… ",
+            "a wide char that does not fit leaves a space"
+        );
         assert_eq!(fit("", 0), "");
     }
 }

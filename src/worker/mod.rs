@@ -18,14 +18,19 @@ use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::snapshot::SnapshotHeader;
 use crate::store::Store;
-use crate::tui::{Command, ConnectionState, Event, Overview, ReplayOutcome, ReplayPreview, ReplayProgress};
+use crate::tui::{
+    Command, ConnectionState, Event, Overview, ReplayOutcome, ReplayPreview, ReplayProgress,
+};
 
 /// Where the messages come from.
 pub enum Source {
     /// A live broker, reached with these overrides (and the configuration file).
     Broker(Overrides),
     /// A snapshot file: read-only, no broker.
-    Snapshot { header: SnapshotHeader, messages: Vec<DeadLetter> },
+    Snapshot {
+        header: SnapshotHeader,
+        messages: Vec<DeadLetter>,
+    },
 }
 
 struct Worker {
@@ -37,8 +42,18 @@ struct Worker {
 }
 
 /// Runs until `Command::Quit` or until the UI drops its sender.
-pub async fn run(source: Source, mut commands: mpsc::Receiver<Command>, events: mpsc::Sender<Event>) {
-    let mut w = Worker { source, session: None, events, replay: None, refreshing: None };
+pub async fn run(
+    source: Source,
+    mut commands: mpsc::Receiver<Command>,
+    events: mpsc::Sender<Event>,
+) {
+    let mut w = Worker {
+        source,
+        session: None,
+        events,
+        replay: None,
+        refreshing: None,
+    };
     while let Some(cmd) = commands.recv().await {
         if matches!(cmd, Command::Quit) {
             break;
@@ -67,12 +82,18 @@ impl Worker {
         if let Some(s) = &self.session {
             return Some(s.clone());
         }
-        let Source::Broker(overrides) = &self.source else { return None };
-        self.send(Event::Connection(ConnectionState::Connecting)).await;
+        let Source::Broker(overrides) = &self.source else {
+            return None;
+        };
+        self.send(Event::Connection(ConnectionState::Connecting))
+            .await;
         let target = match config::load(overrides) {
             Ok((_, t)) => t,
             Err(e) => {
-                self.send(Event::Connection(ConnectionState::Disconnected(e.to_string()))).await;
+                self.send(Event::Connection(ConnectionState::Disconnected(
+                    e.to_string(),
+                )))
+                .await;
                 self.error(e).await;
                 return None;
             }
@@ -81,11 +102,15 @@ impl Worker {
             Ok(s) => {
                 let s = Arc::new(s);
                 self.session = Some(s.clone());
-                self.send(Event::Connection(ConnectionState::Connected)).await;
+                self.send(Event::Connection(ConnectionState::Connected))
+                    .await;
                 Some(s)
             }
             Err(e) => {
-                self.send(Event::Connection(ConnectionState::Disconnected(e.to_string()))).await;
+                self.send(Event::Connection(ConnectionState::Disconnected(
+                    e.to_string(),
+                )))
+                .await;
                 self.error(e).await;
                 None
             }
@@ -112,13 +137,15 @@ impl Worker {
 
     async fn switch(&mut self, change: impl FnOnce(&mut Overrides)) {
         if self.replay.as_ref().is_some_and(|(t, _)| !t.is_finished()) {
-            self.error("a replay is running: wait for it or cancel it (Esc) before switching").await;
+            self.error("a replay is running: wait for it or cancel it (Esc) before switching")
+                .await;
             return;
         }
         match &mut self.source {
             Source::Broker(o) => change(o),
             Source::Snapshot { .. } => {
-                self.error("a snapshot has no other contexts or vhosts").await;
+                self.error("a snapshot has no other contexts or vhosts")
+                    .await;
                 return;
             }
         }
@@ -128,11 +155,16 @@ impl Worker {
 
     async fn load_queues(&mut self) {
         if let Source::Snapshot { header, messages } = &self.source {
-            let e = Event::QueuesLoaded { overview: snapshot_overview(header), discovery: snapshot_discovery(header, messages) };
+            let e = Event::QueuesLoaded {
+                overview: snapshot_overview(header),
+                discovery: snapshot_discovery(header, messages),
+            };
             self.send(e).await;
             return;
         }
-        let Some(s) = self.session().await else { return };
+        let Some(s) = self.session().await else {
+            return;
+        };
         match s.discover().await {
             Ok(discovery) => {
                 let read_only = s.target.read_only || !may_write(&s).await;
@@ -144,7 +176,11 @@ impl Worker {
                     vhost: s.vhost().to_string(),
                     read_only,
                 };
-                self.send(Event::QueuesLoaded { overview, discovery }).await;
+                self.send(Event::QueuesLoaded {
+                    overview,
+                    discovery,
+                })
+                .await;
             }
             Err(e) => self.error(e).await,
         }
@@ -158,7 +194,9 @@ impl Worker {
         if self.refreshing.as_ref().is_some_and(|t| !t.is_finished()) {
             return;
         }
-        let Some(s) = self.session().await else { return };
+        let Some(s) = self.session().await else {
+            return;
+        };
         let events = self.events.clone();
         self.refreshing = Some(tokio::spawn(async move {
             match s.mgmt.queues(s.vhost()).await {
@@ -167,7 +205,11 @@ impl Worker {
                     let _ = events.send(Event::DepthsRefreshed(depths)).await;
                 }
                 Err(e) => {
-                    let _ = events.send(Event::Connection(ConnectionState::Disconnected(e.to_string()))).await;
+                    let _ = events
+                        .send(Event::Connection(ConnectionState::Disconnected(
+                            e.to_string(),
+                        )))
+                        .await;
                 }
             }
         }));
@@ -178,19 +220,35 @@ impl Worker {
             let messages: Vec<DeadLetter> = messages.iter().take(limit).cloned().collect();
             let n = messages.len();
             let first_seen = vec![None; n];
-            self.send(Event::MessagesLoaded { queue, messages, first_seen, stop: format!("{n} messages from the snapshot") }).await;
+            self.send(Event::MessagesLoaded {
+                queue,
+                messages,
+                first_seen,
+                stop: format!("{n} messages from the snapshot"),
+            })
+            .await;
             return;
         }
-        let Some(s) = self.session().await else { return };
+        let Some(s) = self.session().await else {
+            return;
+        };
         let events = self.events.clone();
         tokio::spawn(async move {
             match s.browse(&queue, limit).await {
                 Ok(page) => {
-                    let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
+                    let keys: Vec<String> =
+                        page.messages.iter().map(identity::message_key).collect();
                     let seen = remember(&s, &queue, &keys);
                     let first_seen = keys.iter().map(|k| seen.get(k).copied()).collect();
                     let stop = describe_stop(&page.stopped, page.messages.len());
-                    let _ = events.send(Event::MessagesLoaded { queue, messages: page.messages, first_seen, stop }).await;
+                    let _ = events
+                        .send(Event::MessagesLoaded {
+                            queue,
+                            messages: page.messages,
+                            first_seen,
+                            stop,
+                        })
+                        .await;
                 }
                 Err(e) => {
                     let _ = events.send(Event::Error(e.to_string())).await;
@@ -201,7 +259,8 @@ impl Worker {
 
     async fn preview(&mut self, queue: String, selection: crate::domain::selection::Selection) {
         let Some(s) = self.session().await else {
-            self.error("replay needs a broker (a snapshot is read-only)").await;
+            self.error("replay needs a broker (a snapshot is read-only)")
+                .await;
             return;
         };
         let events = self.events.clone();
@@ -209,7 +268,8 @@ impl Worker {
             let spec = spec_for(&s, queue.clone(), selection, None, false);
             match s.preview(&spec, |keys| remember(&s, &queue, keys)).await {
                 Ok(p) => {
-                    let mut warnings: Vec<String> = p.refusals.iter().map(|r| format!("refused: {r}")).collect();
+                    let mut warnings: Vec<String> =
+                        p.refusals.iter().map(|r| format!("refused: {r}")).collect();
                     warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
                     let preview = ReplayPreview {
                         queue,
@@ -217,9 +277,18 @@ impl Worker {
                         targets: p
                             .targets
                             .iter()
-                            .map(|(label, t)| format!("{label} (exchange '{}', routing key '{}') × {}", t.exchange, t.routing_key, t.count))
+                            .map(|(label, t)| {
+                                format!(
+                                    "{label} (exchange '{}', routing key '{}') × {}",
+                                    t.exchange, t.routing_key, t.count
+                                )
+                            })
                             .collect(),
-                        reaches: p.targets.values().flat_map(|t| t.reaches.iter().cloned()).collect(),
+                        reaches: p
+                            .targets
+                            .values()
+                            .flat_map(|t| t.reaches.iter().cloned())
+                            .collect(),
                         removes: p.removed.into_iter().collect(),
                         adds: p.added.into_iter().collect(),
                         replayed_before: p.replayed_before,
@@ -241,24 +310,42 @@ impl Worker {
         }
         let dry_run = req.dry_run;
         let finish = move |error: String| {
-            Event::ReplayFinished(ReplayOutcome { progress: ReplayProgress::default(), dry_run, cancelled: false, error: Some(error) })
+            Event::ReplayFinished(ReplayOutcome {
+                progress: ReplayProgress::default(),
+                dry_run,
+                cancelled: false,
+                error: Some(error),
+            })
         };
         let Some(s) = self.session().await else {
-            self.send(finish("no broker: a snapshot is read-only".into())).await;
+            self.send(finish("no broker: a snapshot is read-only".into()))
+                .await;
             return;
         };
         // The UI never sends a replay in read-only mode; the worker refuses anyway.
         if s.target.read_only || !may_write(&s).await {
-            self.send(finish("read-only: replay is disabled for this context or user".into())).await;
+            self.send(finish(
+                "read-only: replay is disabled for this context or user".into(),
+            ))
+            .await;
             return;
         }
         let (cancel_tx, cancel_rx) = watch::channel(false);
         let events = self.events.clone();
         let task = tokio::spawn(async move {
             let rate = (req.rate > 0).then_some(f64::from(req.rate));
-            let mut spec = spec_for(&s, req.queue.clone(), req.selection.clone(), rate, req.keep_attempts);
+            let mut spec = spec_for(
+                &s,
+                req.queue.clone(),
+                req.selection.clone(),
+                rate,
+                req.keep_attempts,
+            );
             spec.limit = Some(req.expected);
-            let preview = match s.preview(&spec, |keys| remember(&s, &req.queue, keys)).await {
+            let preview = match s
+                .preview(&spec, |keys| remember(&s, &req.queue, keys))
+                .await
+            {
                 Ok(p) => p,
                 Err(e) => {
                     let _ = events.send(finish(e.to_string())).await;
@@ -266,13 +353,28 @@ impl Worker {
                 }
             };
             if !preview.refusals.is_empty() {
-                let _ = events.send(finish(format!("nothing moved: {}", preview.refusals.join("; ")))).await;
+                let _ = events
+                    .send(finish(format!(
+                        "nothing moved: {}",
+                        preview.refusals.join("; ")
+                    )))
+                    .await;
                 return;
             }
             let total = preview.selected;
             if req.dry_run {
-                let progress = ReplayProgress { total, ..Default::default() };
-                let _ = events.send(Event::ReplayFinished(ReplayOutcome { progress, dry_run: true, cancelled: false, error: None })).await;
+                let progress = ReplayProgress {
+                    total,
+                    ..Default::default()
+                };
+                let _ = events
+                    .send(Event::ReplayFinished(ReplayOutcome {
+                        progress,
+                        dry_run: true,
+                        cancelled: false,
+                        error: None,
+                    }))
+                    .await;
                 return;
             }
             let store = Store::open_default().ok();
@@ -314,24 +416,50 @@ impl Worker {
                 .await;
             let outcome = match &result {
                 Ok(sum) => ReplayOutcome {
-                    progress: ReplayProgress { total, moved: sum.progress.moved, returned: sum.progress.returned, failed: sum.progress.failed, rate: sum.progress.rate },
+                    progress: ReplayProgress {
+                        total,
+                        moved: sum.progress.moved,
+                        returned: sum.progress.returned,
+                        failed: sum.progress.failed,
+                        rate: sum.progress.rate,
+                    },
                     dry_run: false,
                     cancelled: sum.stop == StopReason::Cancelled,
                     error: match &sum.stop {
-                        StopReason::ConnectionLost(_) | StopReason::WindowFull { .. } | StopReason::QuorumSafety(_) => Some(sum.stop.to_string()),
+                        StopReason::ConnectionLost(_)
+                        | StopReason::WindowFull { .. }
+                        | StopReason::QuorumSafety(_) => Some(sum.stop.to_string()),
                         _ => (!sum.problems.is_empty()).then(|| {
-                            sum.problems.iter().map(|(w, n)| format!("{n} × {w}")).collect::<Vec<_>>().join("; ")
+                            sum.problems
+                                .iter()
+                                .map(|(w, n)| format!("{n} × {w}"))
+                                .collect::<Vec<_>>()
+                                .join("; ")
                         }),
                     },
                 },
-                Err(e) => ReplayOutcome { progress: ReplayProgress { total, ..Default::default() }, dry_run: false, cancelled: false, error: Some(e.to_string()) },
+                Err(e) => ReplayOutcome {
+                    progress: ReplayProgress {
+                        total,
+                        ..Default::default()
+                    },
+                    dry_run: false,
+                    cancelled: false,
+                    error: Some(e.to_string()),
+                },
             };
             if let (Some(st), Some(id)) = (&store, audit_id) {
-                let (ids, remaining) = result.as_ref().map(|s| (s.moved_ids.clone(), s.progress.remaining)).unwrap_or_default();
+                let (ids, remaining) = result
+                    .as_ref()
+                    .map(|s| (s.moved_ids.clone(), s.progress.remaining))
+                    .unwrap_or_default();
                 let text = if outcome.cancelled {
                     "cancelled".to_string()
                 } else {
-                    outcome.error.as_ref().map_or("completed".to_string(), |e| format!("failed: {e}"))
+                    outcome
+                        .error
+                        .as_ref()
+                        .map_or("completed".to_string(), |e| format!("failed: {e}"))
                 };
                 let _ = st.finish_replay(
                     id,
@@ -374,10 +502,12 @@ fn spec_for(
 /// Records first-seen times (best effort: without the store, "dead since" is unknown).
 fn remember(s: &Session, queue: &str, keys: &[String]) -> HashMap<String, jiff::Timestamp> {
     match Store::open_default() {
-        Ok(st) => st.record_seen(&s.memory_key(), queue, keys, jiff::Timestamp::now()).unwrap_or_else(|e| {
-            tracing::warn!("recording first-seen times failed: {e}");
-            HashMap::new()
-        }),
+        Ok(st) => st
+            .record_seen(&s.memory_key(), queue, keys, jiff::Timestamp::now())
+            .unwrap_or_else(|e| {
+                tracing::warn!("recording first-seen times failed: {e}");
+                HashMap::new()
+            }),
         Err(e) => {
             tracing::warn!("{e}");
             HashMap::new()
