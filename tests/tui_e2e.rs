@@ -1,0 +1,144 @@
+//! End to end: the real `warren` binary in tmux against the real broker. Find the DLQ, open it,
+//! select two messages with the keyboard, replay them, and check on the broker that exactly those
+//! two moved back to the queue they failed in and the other three stayed.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::amqp::{amqp_depth, confirm_channel, connect, dead_letter_by_reject, declare, peek};
+use common::{TestBroker, TestVhost, unique};
+use lapin::types::FieldTable;
+use warren::domain::quorum::QueueType;
+
+struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    fn start(cmd: &str) -> Tmux {
+        let session = unique("warren-e2e");
+        let ok = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+                "-x",
+                "120",
+                "-y",
+                "36",
+                cmd,
+            ])
+            .status()
+            .expect("tmux must be installed (scripts/test installs it)");
+        assert!(ok.success(), "tmux new-session failed");
+        Tmux { session }
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.session])
+            .output()
+            .expect("capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            let ok = Command::new("tmux")
+                .args(["send-keys", "-t", &self.session, k])
+                .status()
+                .expect("send-keys");
+            assert!(ok.success());
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    /// Waits until the screen shows `text`; panics with the screen when it does not.
+    fn wait_for(&self, text: &str, within: Duration) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            if start.elapsed() > within {
+                panic!("waited {within:?} for {text:?}; the screen shows:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.session])
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn select_two_messages_and_replay_them_with_the_keyboard() {
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "e2e").await;
+    let conn = connect(&vhost).await;
+    let ch = confirm_channel(&conn).await;
+    declare(&ch, "e2e.dlq", QueueType::Classic, FieldTable::default()).await;
+    dead_letter_by_reject(&conn, "e2e.work", "e2e.dlq", 5).await;
+
+    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cmd = format!(
+        "WARREN_STORE={store} WARREN_LOG_DIR={dir} {bin} --amqp-url '{amqp}' --management-url '{mgmt}' --vhost '{vhost}'; sleep 30",
+        store = dir.join("warren.db").display(),
+        dir = dir.display(),
+        bin = env!("CARGO_BIN_EXE_warren"),
+        amqp = format!("amqp://guest:guest@127.0.0.1:{}", broker.amqp_port),
+        mgmt = broker.mgmt_url_with_creds(),
+        vhost = vhost.name,
+    );
+    let t = Tmux::start(&cmd);
+
+    t.wait_for("e2e.dlq", Duration::from_secs(20));
+    t.keys(&["Enter"]);
+    t.wait_for("Rejected", Duration::from_secs(20));
+    // Space selects and moves down: select #1, skip #2, select #3.
+    t.keys(&["Space", "j", "Space"]);
+    t.wait_for("[2 selected]", Duration::from_secs(5));
+    t.keys(&["r"]);
+    let modal = t.wait_for("Reaches", Duration::from_secs(20));
+    assert!(modal.contains("Replay 2 messages from e2e.dlq"), "{modal}");
+    assert!(modal.contains("e2e.work only"), "{modal}");
+    t.keys(&["Enter"]);
+    let done = t.wait_for("done", Duration::from_secs(30));
+    assert!(done.contains("moved 2"), "{done}");
+    t.keys(&["Escape", "q"]);
+
+    // The broker is the judge: two back in the work queue, three still dead.
+    assert_eq!(amqp_depth(&conn, "e2e.work").await, 2);
+    assert_eq!(amqp_depth(&conn, "e2e.dlq").await, 3);
+    let back = peek(&conn, "e2e.work", 10).await;
+    let ids: Vec<_> = back
+        .iter()
+        .map(|m| m.properties.message_id.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(ids, vec!["m-0", "m-2"]);
+    for m in &back {
+        assert!(m.headers.get("x-death").is_none(), "death headers stripped");
+        assert_eq!(m.headers.get_str("warren-replayed-from"), Some("e2e.dlq"));
+        assert_eq!(m.headers.get_i64("warren-replay-count"), Some(1));
+    }
+    let left = peek(&conn, "e2e.dlq", 10).await;
+    let ids: Vec<_> = left
+        .iter()
+        .map(|m| m.properties.message_id.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(ids, vec!["m-1", "m-3", "m-4"], "the rest stay, in order");
+
+    let _ = std::fs::remove_dir_all(&dir);
+    vhost.cleanup().await;
+}
