@@ -609,3 +609,32 @@ fn every_documented_key_reaches_its_action() {
         }
     }
 }
+
+#[test]
+fn a_large_list_narrows_when_typing_pauses_not_on_every_keystroke() {
+    let big = warren::tui::update::FILTER_DEBOUNCE_ROWS as u64 + 1;
+    let messages: Vec<_> = (0..big)
+        .map(|n| {
+            if n == 7 {
+                broker_expired(n)
+            } else {
+                broker_ladder(n)
+            }
+        })
+        .collect();
+    let mut st = browsed(false, "orders.dlq", messages);
+    update(&mut st, ch('/'));
+    type_text(&mut st, "reason:expired -reason:rejected");
+    assert!(st.filter_pending, "the keystrokes only echo");
+    assert_eq!(st.visible_rows().len() as u64, big, "not narrowed yet");
+    assert!(st.take_dirty(), "the typed text is drawn at once");
+    update(&mut st, Event::FilterSettle);
+    assert!(!st.filter_pending);
+    assert_eq!(st.visible_rows().len(), 1, "narrowed once typing paused");
+    // Enter applies a pending filter at once.
+    update(&mut st, ch(' '));
+    assert!(st.filter_pending);
+    update(&mut st, key(KeyCode::Enter));
+    assert!(!st.filter_pending);
+    assert_eq!(st.visible_rows().len(), 1);
+}

@@ -95,8 +95,15 @@ impl Needle {
             return true;
         }
         if self.lower.is_ascii() {
-            hay.windows(needle.len())
-                .any(|w| w.eq_ignore_ascii_case(needle))
+            // Jump between candidate first bytes with memchr (SIMD): the TUI filters 100,000
+            // bodies on every keystroke, and a plain window scan made that ~100 ms.
+            let (first, rest) = (needle[0], &needle[1..]);
+            memchr::memchr2_iter(first.to_ascii_lowercase(), first.to_ascii_uppercase(), hay).any(
+                |i| {
+                    hay.get(i + 1..i + needle.len())
+                        .is_some_and(|w| w.eq_ignore_ascii_case(rest))
+                },
+            )
         } else {
             String::from_utf8_lossy(hay)
                 .to_lowercase()

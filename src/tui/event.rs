@@ -39,6 +39,9 @@ pub enum Event {
     ReplayFinished(ReplayOutcome),
     /// A failure that is not fatal: shown in the banner (the full chain goes to the log file).
     Error(String),
+    /// Typing in the filter paused: narrow a large list now (sent by the loop, see
+    /// `update::FILTER_SETTLE`).
+    FilterSettle,
     Connection(ConnectionState),
 }
 

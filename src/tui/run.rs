@@ -69,6 +69,8 @@ pub async fn run(
                 }
             },
             _ = tick.tick() => Some(Event::Tick(jiff::Timestamp::now())),
+            // Restarted by every pass of the loop, so it fires only once typing pauses.
+            _ = tokio::time::sleep(super::update::FILTER_SETTLE), if state.filter_pending => Some(Event::FilterSettle),
         };
         let mut queue: Vec<Event> = first.into_iter().collect();
         // Drain whatever else is ready before drawing once.

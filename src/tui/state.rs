@@ -221,6 +221,8 @@ pub struct State {
     pub filter_text: String,
     pub filter: Option<Filter>,
     pub filter_error: Option<String>,
+    /// The filter changed but a large list has not been narrowed yet (see `FILTER_SETTLE`).
+    pub filter_pending: bool,
     pub filter_input: Option<FilterInput>,
     pub command_input: Option<TextArea<'static>>,
     pub detail_scroll: u16,
@@ -258,6 +260,7 @@ impl State {
             filter_text: String::new(),
             filter: None,
             filter_error: None,
+            filter_pending: false,
             filter_input: None,
             command_input: None,
             detail_scroll: 0,
@@ -345,6 +348,7 @@ impl State {
     /// Recomputes the filtered view and the groups after the rows or the filter changed, and
     /// keeps the cursors in range.
     pub fn refresh_view(&mut self) {
+        self.filter_pending = false;
         let now = self.now;
         let Some(b) = self.browse.as_mut() else {
             return;

@@ -142,6 +142,13 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
             }
             Vec::new()
         }
+        Event::FilterSettle => {
+            if state.filter_pending {
+                state.refresh_view();
+                state.dirty = true;
+            }
+            Vec::new()
+        }
         Event::Error(message) => {
             if state.loading.is_some() {
                 state.loading = None;
@@ -666,6 +673,9 @@ fn on_filter_key(state: &mut State, key: KeyEvent) {
         KeyCode::Enter => {
             state.filter_input = None;
             state.filter_error = None;
+            if state.filter_pending {
+                state.refresh_view();
+            }
         }
         KeyCode::Esc => {
             let before = fi.before.take();
@@ -708,8 +718,22 @@ pub fn apply_filter_text(state: &mut State, text: String) {
         }
     }
     state.filter_text = text;
-    state.refresh_view();
+    let rows = state.browse.as_ref().map_or(0, |b| b.rows.len());
+    if rows > FILTER_DEBOUNCE_ROWS {
+        // Filtering 100,000 messages takes tens of milliseconds: echo the keystroke now and
+        // narrow the list when typing pauses (`Event::FilterSettle`).
+        state.filter_pending = true;
+        state.dirty = true;
+    } else {
+        state.refresh_view();
+    }
 }
+
+/// Above this many browsed messages, the filter narrows the list when typing pauses rather than
+/// on every keystroke.
+pub const FILTER_DEBOUNCE_ROWS: usize = 10_000;
+/// How long typing must pause before a large list is narrowed.
+pub const FILTER_SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
 
 fn on_command_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     let Some(input) = &mut state.command_input else {

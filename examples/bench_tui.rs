@@ -1,0 +1,249 @@
+//! TUI benchmark: with 100,000 messages browsed, how long from a key press to the frame drawn
+//! (goal p99 < 16 ms), how many frames an idle Warren draws in 10 s (goal 0), and peak memory.
+//!
+//! `cargo run --release --example bench_tui`
+//!
+//! The key-to-frame time is `update` plus a full `view` into ratatui's `TestBackend` at 160×48,
+//! i.e. everything but the terminal's own write. Above 10,000 messages the filter narrows the
+//! list when typing pauses; that narrowing is timed separately. Idle frames are counted by running the real
+//! loop's rule (draw only when `take_dirty()`) over 10 s of the loop's tick events.
+
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use warren::domain::message::{DeadLetter, Delivery, Properties};
+use warren::domain::snapshot::SnapshotHeader;
+use warren::domain::value::{HeaderValue, Table};
+use warren::tui::{Event, Overview, State, Theme, update, view};
+
+const N: usize = 100_000;
+
+fn message(i: usize) -> DeadLetter {
+    let mut headers = Table::new();
+    match i % 3 {
+        0 => {
+            let mut death = Table::new();
+            death.insert("count", HeaderValue::I64(3));
+            death.insert("reason", HeaderValue::string("rejected"));
+            death.insert("queue", HeaderValue::string("orders.process"));
+            death.insert("time", HeaderValue::Timestamp(1_759_042_215));
+            death.insert("exchange", HeaderValue::string("orders"));
+            death.insert(
+                "routing-keys",
+                HeaderValue::Array(vec![HeaderValue::string("order.created")]),
+            );
+            headers.insert(
+                "x-death",
+                HeaderValue::Array(vec![HeaderValue::Table(death)]),
+            );
+            headers.insert("x-first-death-queue", HeaderValue::string("orders.process"));
+            headers.insert("x-first-death-reason", HeaderValue::string("rejected"));
+        }
+        1 => {
+            headers.insert("MT-Reason", HeaderValue::string("fault"));
+            headers.insert(
+                "MT-Fault-ExceptionType",
+                HeaderValue::string("Shop.Shipping.CarrierUnavailableException"),
+            );
+            headers.insert(
+                "MT-Fault-Message",
+                HeaderValue::string(format!("Carrier DHL unavailable (request {i})")),
+            );
+            headers.insert(
+                "MT-Fault-ConsumerType",
+                HeaderValue::string("Shop.Shipping.CreateShippingLabelConsumer"),
+            );
+            headers.insert("MT-Fault-RetryCount", HeaderValue::I32(3));
+            headers.insert(
+                "MT-Fault-InputAddress",
+                HeaderValue::string("rabbitmq://localhost/shipping-label"),
+            );
+        }
+        _ => {
+            headers.insert(
+                "x-exception-message",
+                HeaderValue::string(format!("Stock for SKU-{i} is negative")),
+            );
+            headers.insert(
+                "x-exception-stacktrace",
+                HeaderValue::string("java.lang.IllegalStateException: Stock is negative\n\tat com.shop.Inventory.reserve(Inventory.java:42)"),
+            );
+            headers.insert("x-original-exchange", HeaderValue::string("inventory"));
+            headers.insert(
+                "x-original-routingKey",
+                HeaderValue::string("inventory.reserve"),
+            );
+        }
+    }
+    let body = format!(
+        "{{\"orderId\":{i},\"sku\":\"A-{}\",\"qty\":1,\"pad\":\"{}\"}}",
+        i % 97,
+        "x".repeat(900)
+    )
+    .into_bytes();
+    DeadLetter {
+        queue: "orders.dlq".into(),
+        position: i as u64,
+        properties: Properties {
+            message_id: Some(format!("order-{i}")),
+            content_type: Some("application/json".into()),
+            ..Default::default()
+        },
+        headers,
+        body_size: body.len() as u64,
+        body,
+        delivery: Delivery {
+            exchange: String::new(),
+            routing_key: "orders.dlq".into(),
+            ..Default::default()
+        },
+    }
+}
+
+fn key(c: KeyCode) -> Event {
+    Event::Key(KeyEvent::new(c, KeyModifiers::NONE))
+}
+
+fn peak_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_string)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|k| k.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted.get(i).copied().unwrap_or_default()
+}
+
+fn main() {
+    let now = Timestamp::now();
+    let messages: Vec<DeadLetter> = (0..N).map(message).collect();
+    let header = SnapshotHeader {
+        queue: "orders.dlq".into(),
+        vhost: "/".into(),
+        exported_at: String::new(),
+        source: "bench".into(),
+    };
+    let discovery = warren::worker::snapshot_discovery(&header, &messages);
+
+    let mut st = State::new(now, false, Theme::color());
+    update(
+        &mut st,
+        Event::QueuesLoaded {
+            overview: Overview {
+                context: "bench".into(),
+                ..Default::default()
+            },
+            discovery,
+        },
+    );
+    update(&mut st, key(KeyCode::Enter));
+    let t = Instant::now();
+    let first_seen = vec![Some(now); N];
+    update(
+        &mut st,
+        Event::MessagesLoaded {
+            queue: "orders.dlq".into(),
+            messages,
+            first_seen,
+            stop: "bench".into(),
+        },
+    );
+    let load = t.elapsed();
+
+    let mut term = Terminal::new(TestBackend::new(160, 48)).expect("test backend");
+    term.draw(|f| view(&st, f)).expect("draw");
+    st.take_dirty();
+
+    // A session's worth of keys: moving, paging, jumping, selecting, opening groups, filtering.
+    let script: Vec<Event> = {
+        let mut v = Vec::new();
+        for _ in 0..200 {
+            v.push(key(KeyCode::Char('j')));
+        }
+        for _ in 0..50 {
+            v.push(key(KeyCode::PageDown));
+        }
+        v.push(key(KeyCode::Char('G')));
+        v.push(key(KeyCode::Char('g')));
+        for _ in 0..100 {
+            v.push(key(KeyCode::Char(' ')));
+        }
+        v.push(key(KeyCode::Char('f')));
+        for _ in 0..20 {
+            v.push(key(KeyCode::Char('j')));
+        }
+        v.push(key(KeyCode::Char('f')));
+        v.push(key(KeyCode::Char('/')));
+        for c in "exception:carrier".chars() {
+            v.push(key(KeyCode::Char(c)));
+        }
+        v.push(Event::FilterSettle);
+        v.push(key(KeyCode::Enter));
+        for _ in 0..100 {
+            v.push(key(KeyCode::Char('k')));
+        }
+        v
+    };
+    let mut times = Vec::with_capacity(script.len());
+    let mut settle = Duration::ZERO;
+    for ev in script {
+        let is_key = matches!(ev, Event::Key(_));
+        let t = Instant::now();
+        update(&mut st, ev);
+        if st.take_dirty() {
+            term.draw(|f| view(&st, f)).expect("draw");
+        }
+        if is_key {
+            times.push(t.elapsed());
+        } else {
+            settle = t.elapsed();
+        }
+    }
+    times.sort();
+
+    // Idle: 10 s of the loop's 5-second ticks with nothing else happening.
+    let mut idle_frames = 0;
+    for s in [5, 10] {
+        update(
+            &mut st,
+            Event::Tick(now + jiff::SignedDuration::from_secs(s)),
+        );
+        if st.take_dirty() {
+            idle_frames += 1;
+        }
+    }
+
+    println!("TUI with {N} messages browsed (release build, 160x48 TestBackend)");
+    println!(
+        "  explaining and loading {N} messages: {:.0} ms",
+        load.as_secs_f64() * 1000.0
+    );
+    println!(
+        "  key press -> frame drawn over {} keys: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (goal p99 < 16 ms)",
+        times.len(),
+        percentile(&times, 0.5).as_secs_f64() * 1000.0,
+        percentile(&times, 0.99).as_secs_f64() * 1000.0,
+        times.last().copied().unwrap_or_default().as_secs_f64() * 1000.0
+    );
+    println!(
+        "  filter narrowing {N} messages once typing pauses: {:.0} ms (after a {} ms pause)",
+        settle.as_secs_f64() * 1000.0,
+        warren::tui::update::FILTER_SETTLE.as_millis()
+    );
+    println!("  frames drawn while idle for 10 s: {idle_frames} (goal 0)");
+    println!("  peak memory (VmHWM): {:.0} MiB", peak_mib());
+}
