@@ -137,7 +137,13 @@ fn main() {
         exported_at: String::new(),
         source: "bench".into(),
     };
-    let discovery = warren::worker::snapshot_discovery(&header, &messages);
+    let snapshots = vec![(header, messages)];
+    let discovery = warren::worker::snapshot_discovery(&snapshots);
+    let messages = snapshots
+        .into_iter()
+        .next()
+        .map(|(_, m)| m)
+        .unwrap_or_default();
 
     let mut st = State::new(now, false, Theme::color());
     update(

@@ -116,10 +116,11 @@ pub enum Command {
         #[arg(long, default_value_t = 100_000)]
         limit: usize,
     },
-    /// Open a snapshot in the terminal UI: read-only, no broker needed.
+    /// Open snapshots in the terminal UI: read-only, no broker needed.
     Open {
-        /// A file made by `warren export` (e.g. assets/demo-orders.dlq.jsonl).
-        file: PathBuf,
+        /// Files made by `warren export`, one queue each (e.g. assets/demo/*.jsonl).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
     /// Build a demo topology with real dead letters in its own vhost on the connected broker
     /// (the vhost from --vhost, default "warren-demo"; it is deleted and built again).

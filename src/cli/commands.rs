@@ -14,11 +14,11 @@ use crate::broker::session::{self, Explained, Preview, ReplaySpec, Session, Sess
 use crate::domain::discovery::Discovery;
 use crate::domain::filter::Filter;
 use crate::domain::message::DeadLetter;
-use crate::domain::snapshot::{self, SnapshotHeader};
-use crate::worker::Source;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::Selection;
+use crate::domain::snapshot::{self, SnapshotHeader};
 use crate::store::{self, AuditOutcome, AuditStart, Store};
+use crate::worker::Source;
 
 /// Widest cell Warren prints for a broker string in text output.
 const CELL: usize = 120;
@@ -83,15 +83,22 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
                 "browsing_spends_deliveries": q.limit_applies(),
             }));
         } else {
-            let from = if q.feeders.is_empty() { String::new() } else { format!("  from {}", q.feeders.join(", ")) };
+            let from = if q.feeders.is_empty() {
+                String::new()
+            } else {
+                format!("from {}", q.feeders.join(", "))
+            };
             let depth = q.depth.map_or("?".to_string(), |d| d.to_string());
             let marker = if q.limit_applies() {
-                format!("  [quorum, delivery limit {}]", q.delivery_limit.unwrap_or(0))
+                format!(
+                    "  [quorum, delivery limit {}]",
+                    q.delivery_limit.unwrap_or(0)
+                )
             } else {
                 String::new()
             };
             println!(
-                "{:<40} {:<12} {:<12} {:>8}{}{}",
+                "{:<40} {:<8} {:<12} {:>6}  {}{}",
                 one_line(&q.name, 40),
                 q.kind.label(),
                 q.convention.label(),
@@ -104,9 +111,17 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
     if all {
         for q in &d.other_queues {
             if json {
-                print_line(&json!({"name": q.name, "kind": "queue", "depth": q.depth, "queue_type": q.queue_type.as_str()}));
+                print_line(
+                    &json!({"name": q.name, "kind": "queue", "depth": q.depth, "queue_type": q.queue_type.as_str()}),
+                );
             } else {
-                println!("{:<40} {:<12} {:<12} {:>8}", one_line(&q.name, 40), "queue", "", q.depth.map_or("?".into(), |d| d.to_string()));
+                println!(
+                    "{:<40} {:<12} {:<12} {:>8}",
+                    one_line(&q.name, 40),
+                    "queue",
+                    "",
+                    q.depth.map_or("?".into(), |d| d.to_string())
+                );
             }
         }
     }
@@ -116,12 +131,24 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
 }
 
 /// Browses and explains, recording first-seen times.
-async fn read_explained(s: &Session, queue: &str, limit: usize) -> Result<(Vec<Explained>, String), Failure> {
+async fn read_explained(
+    s: &Session,
+    queue: &str,
+    limit: usize,
+) -> Result<(Vec<Explained>, String), Failure> {
     let page = s.browse(queue, limit).await.map_err(broker_failure)?;
     let stop = format!("{:?}", page.stopped);
-    let keys: Vec<String> = page.messages.iter().map(crate::domain::identity::message_key).collect();
+    let keys: Vec<String> = page
+        .messages
+        .iter()
+        .map(crate::domain::identity::message_key)
+        .collect();
     let seen = store_or_warn()
-        .and_then(|st| st.record_seen(&s.memory_key(), queue, &keys, jiff::Timestamp::now()).map_err(|e| eprintln!("warren: {e}")).ok())
+        .and_then(|st| {
+            st.record_seen(&s.memory_key(), queue, &keys, jiff::Timestamp::now())
+                .map_err(|e| eprintln!("warren: {e}"))
+                .ok()
+        })
         .unwrap_or_default();
     if let crate::broker::browse::StopReason::QuorumSafety { reason, .. } = &page.stopped {
         eprintln!("warren: stopped early: {reason}");
@@ -130,9 +157,20 @@ async fn read_explained(s: &Session, queue: &str, limit: usize) -> Result<(Vec<E
 }
 
 /// The routing of each plan's target per the broker's bindings, for `replay_target.queues`.
-async fn routes(s: &Session) -> Result<(Vec<crate::domain::discovery::ExchangeInfo>, Vec<crate::domain::discovery::Binding>), Failure> {
+async fn routes(
+    s: &Session,
+) -> Result<
+    (
+        Vec<crate::domain::discovery::ExchangeInfo>,
+        Vec<crate::domain::discovery::Binding>,
+    ),
+    Failure,
+> {
     let (x, b) = tokio::join!(s.mgmt.exchanges(s.vhost()), s.mgmt.bindings(s.vhost()));
-    Ok((x.map_err(|e| Failure::broker(e.to_string()))?, b.map_err(|e| Failure::broker(e.to_string()))?))
+    Ok((
+        x.map_err(|e| Failure::broker(e.to_string()))?,
+        b.map_err(|e| Failure::broker(e.to_string()))?,
+    ))
 }
 
 pub async fn show(
@@ -146,7 +184,8 @@ pub async fn show(
     let filter = parse_filter(filter)?;
     if let Some(file) = snapshot {
         let (_, messages) = read_snapshot(file)?;
-        let messages = session::explain_all(messages.into_iter().take(limit).collect(), &HashMap::new());
+        let messages =
+            session::explain_all(messages.into_iter().take(limit).collect(), &HashMap::new());
         // A snapshot has no bindings: the target's queues are what the plan expects.
         print_messages(&messages, json, filter.as_ref(), |_, _| Vec::new());
         return Ok(exit::OK);
@@ -156,7 +195,9 @@ pub async fn show(
     let (messages, _) = read_explained(&s, queue, limit).await?;
     let (exchanges, bindings) = routes(&s).await?;
     let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
-    print_messages(&messages, json, filter.as_ref(), |ex, rk| table.route(ex, rk).queues);
+    print_messages(&messages, json, filter.as_ref(), |ex, rk| {
+        table.route(ex, rk).queues
+    });
     Ok(exit::OK)
 }
 
@@ -164,20 +205,39 @@ pub async fn show(
 pub fn read_snapshot(file: &Path) -> Result<(SnapshotHeader, Vec<DeadLetter>), Failure> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| Failure::usage(format!("cannot read snapshot {}: {e}", file.display())))?;
-    snapshot::read(&text).map_err(|e| Failure::usage(format!("{} is not a readable Warren snapshot: {e}", file.display())))
+    snapshot::read(&text).map_err(|e| {
+        Failure::usage(format!(
+            "{} is not a readable Warren snapshot: {e}",
+            file.display()
+        ))
+    })
 }
 
 fn parse_filter(f: Option<&str>) -> Result<Option<Filter>, Failure> {
-    f.map(|q| Filter::parse(q).map_err(|e| Failure::usage(format!("--filter: {e}")))).transpose()
+    f.map(|q| Filter::parse(q).map_err(|e| Failure::usage(format!("--filter: {e}"))))
+        .transpose()
 }
 
 /// Prints messages as `show` does; `route` says which queues a publish reaches.
-pub fn print_messages(messages: &[Explained], json: bool, filter: Option<&Filter>, route: impl Fn(&str, &str) -> Vec<String>) {
+pub fn print_messages(
+    messages: &[Explained],
+    json: bool,
+    filter: Option<&Filter>,
+    route: impl Fn(&str, &str) -> Vec<String>,
+) {
     let now = jiff::Timestamp::now();
-    let opts = crate::domain::replay::ReplayOptions { keep_attempts: false, target_queue: None, now };
+    let opts = crate::domain::replay::ReplayOptions {
+        keep_attempts: false,
+        target_queue: None,
+        now,
+    };
     for e in messages {
         if let Some(f) = filter
-            && !f.matches(&crate::domain::selection::subject(&e.message, &e.explanation, session::age_secs(e, now)))
+            && !f.matches(&crate::domain::selection::subject(
+                &e.message,
+                &e.explanation,
+                session::age_secs(e, now),
+            ))
         {
             continue;
         }
@@ -188,7 +248,13 @@ pub fn print_messages(messages: &[Explained], json: bool, filter: Option<&Filter
             continue;
         }
         let id = e.message.properties.message_id.as_deref().unwrap_or(&e.key);
-        println!("#{} {}  [{}] {}", e.message.position + 1, one_line(id, 60), x.convention.as_str(), x.fingerprint.key);
+        println!(
+            "#{} {}  [{}] {}",
+            e.message.position + 1,
+            one_line(id, 60),
+            x.convention.as_str(),
+            x.fingerprint.key
+        );
         println!("  {}", one_line(&x.verdict, 240));
         for d in &x.deaths.entries {
             println!(
@@ -220,11 +286,23 @@ pub fn print_messages(messages: &[Explained], json: bool, filter: Option<&Filter
         if let Some(fs) = e.first_seen {
             println!("  dead since (first seen by Warren) {fs}");
         }
-        println!("  body {} bytes{}", e.message.body_size, if e.message.delivery.redelivered { ", redelivered" } else { "" });
+        println!(
+            "  body {} bytes{}",
+            e.message.body_size,
+            if e.message.delivery.redelivered {
+                ", redelivered"
+            } else {
+                ""
+            }
+        );
     }
 }
 
-fn show_json(e: &Explained, plan: &crate::domain::replay::ReplayPlan, route: &impl Fn(&str, &str) -> Vec<String>) -> Value {
+fn show_json(
+    e: &Explained,
+    plan: &crate::domain::replay::ReplayPlan,
+    route: &impl Fn(&str, &str) -> Vec<String>,
+) -> Value {
     let x = &e.explanation;
     let deaths: Vec<Value> = x
         .deaths
@@ -241,9 +319,11 @@ fn show_json(e: &Explained, plan: &crate::domain::replay::ReplayPlan, route: &im
             })
         })
         .collect();
-    let exception = x.fault.as_ref().filter(|f| f.exception_type.is_some() || f.message.is_some()).map(|f| {
-        json!({"type": f.exception_type, "message": f.message})
-    });
+    let exception = x
+        .fault
+        .as_ref()
+        .filter(|f| f.exception_type.is_some() || f.message.is_some())
+        .map(|f| json!({"type": f.exception_type, "message": f.message}));
     let target = plan.target.as_ref().map(|t| {
         json!({
             "exchange": t.exchange,
@@ -295,9 +375,17 @@ pub async fn groups(
 }
 
 /// `warren export QUEUE -o FILE`: every message of the head of the queue, whole bodies.
-pub async fn export(c: &ConnArgs, queue: &str, output: &Path, limit: usize) -> Result<i32, Failure> {
+pub async fn export(
+    c: &ConnArgs,
+    queue: &str,
+    output: &Path,
+    limit: usize,
+) -> Result<i32, Failure> {
     let s = open(c).await?;
-    let page = s.browse_with_cap(queue, limit, usize::MAX).await.map_err(broker_failure)?;
+    let page = s
+        .browse_with_cap(queue, limit, usize::MAX)
+        .await
+        .map_err(broker_failure)?;
     let header = SnapshotHeader {
         queue: queue.to_string(),
         vhost: s.vhost().to_string(),
@@ -305,10 +393,22 @@ pub async fn export(c: &ConnArgs, queue: &str, output: &Path, limit: usize) -> R
         source: format!("RabbitMQ {}", s.overview.rabbitmq_version),
     };
     let text = snapshot::write(&header, &page.messages);
-    std::fs::write(output, text).map_err(|e| Failure::failed(format!("cannot write {}: {e}", output.display())))?;
-    eprintln!("exported {} message(s) from {} to {}", page.messages.len(), one_line(queue, 80), output.display());
-    if page.messages.len() as u64 > 0 && (page.messages.len() as u64) < page.queue_depth_at_start && page.messages.len() < limit {
-        eprintln!("warren: the queue held {} at the start; the rest could not be read safely", page.queue_depth_at_start);
+    std::fs::write(output, text)
+        .map_err(|e| Failure::failed(format!("cannot write {}: {e}", output.display())))?;
+    eprintln!(
+        "exported {} message(s) from {} to {}",
+        page.messages.len(),
+        one_line(queue, 80),
+        output.display()
+    );
+    if page.messages.len() as u64 > 0
+        && (page.messages.len() as u64) < page.queue_depth_at_start
+        && page.messages.len() < limit
+    {
+        eprintln!(
+            "warren: the queue held {} at the start; the rest could not be read safely",
+            page.queue_depth_at_start
+        );
         return Ok(exit::FAILED);
     }
     Ok(exit::OK)
@@ -320,23 +420,34 @@ pub async fn tui(c: &ConnArgs) -> Result<i32, Failure> {
 }
 
 /// `warren open FILE`: the terminal UI on a snapshot, read-only.
-pub async fn open_snapshot(file: &Path) -> Result<i32, Failure> {
-    let (header, messages) = read_snapshot(file)?;
-    run_tui(Source::Snapshot { header, messages }, true).await
+pub async fn open_snapshot(files: &[std::path::PathBuf]) -> Result<i32, Failure> {
+    let snapshots = files
+        .iter()
+        .map(|f| read_snapshot(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    run_tui(Source::Snapshot(snapshots), true).await
 }
 
 async fn run_tui(source: Source, read_only: bool) -> Result<i32, Failure> {
     if !std::io::stdout().is_terminal() {
-        return Err(Failure::usage("the terminal UI needs a terminal; for scripts use `warren queues`, `show` or `groups`"));
+        return Err(Failure::usage(
+            "the terminal UI needs a terminal; for scripts use `warren queues`, `show` or `groups`",
+        ));
     }
     let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(64);
     let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(256);
     let worker = tokio::spawn(crate::worker::run(source, cmd_rx, ev_tx));
-    let state = crate::tui::State::new(jiff::Timestamp::now(), read_only, crate::tui::Theme::from_env());
+    let state = crate::tui::State::new(
+        jiff::Timestamp::now(),
+        read_only,
+        crate::tui::Theme::from_env(),
+    );
     let result = crate::tui::run::run(ev_rx, cmd_tx, state).await;
     // The UI dropped its sender: the worker settles any replay in flight and ends.
     let _ = worker.await;
-    result.map(|_| exit::OK).map_err(|e| Failure::failed(format!("{e:#}")))
+    result
+        .map(|_| exit::OK)
+        .map_err(|e| Failure::failed(format!("{e:#}")))
 }
 
 /// `warren demo`.
@@ -344,7 +455,9 @@ pub async fn demo(c: &ConnArgs) -> Result<i32, Failure> {
     let mut o = overrides(c);
     let vhost = o.vhost.take().unwrap_or_else(|| "warren-demo".to_string());
     let (_, target) = config::load(&o).map_err(|e| Failure::usage(e.to_string()))?;
-    let report = crate::broker::demo::build(&target, &vhost).await.map_err(|e| Failure::broker(e.to_string()))?;
+    let report = crate::broker::demo::build(&target, &vhost)
+        .await
+        .map_err(|e| Failure::broker(e.to_string()))?;
     println!("{report}");
     Ok(exit::OK)
 }
@@ -366,7 +479,12 @@ pub fn group(messages: &[Explained]) -> Vec<Group<'_>> {
         let k = e.explanation.fingerprint.key.clone();
         let g = by.entry(k.clone()).or_insert_with(|| {
             order.push(k);
-            Group { first: e, count: 0, first_seen: None, last_seen: None }
+            Group {
+                first: e,
+                count: 0,
+                first_seen: None,
+                last_seen: None,
+            }
         });
         g.count += 1;
         if let Some(t) = e.first_seen {
@@ -407,7 +525,9 @@ pub fn print_groups(messages: &[Explained], json: bool) {
 
 pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
     let st = Store::open_default().map_err(|e| Failure::failed(e.to_string()))?;
-    let records = st.list_audit(limit).map_err(|e| Failure::failed(e.to_string()))?;
+    let records = st
+        .list_audit(limit)
+        .map_err(|e| Failure::failed(e.to_string()))?;
     for r in &records {
         if json {
             print_line(&serde_json::to_value(r).unwrap_or(Value::Null));
@@ -436,8 +556,16 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
 
 fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
     let verb = if dry_run { "Would replay" } else { "Replay" };
-    let depth = p.depth.map(|d| format!(" (queue holds {d})")).unwrap_or_default();
-    eprintln!("{verb} {} message(s) from {}{depth}; selection: {}", p.selected, one_line(&p.queue, 80), spec.selection.describe());
+    let depth = p
+        .depth
+        .map(|d| format!(" (queue holds {d})"))
+        .unwrap_or_default();
+    eprintln!(
+        "{verb} {} message(s) from {}{depth}; selection: {}",
+        p.selected,
+        one_line(&p.queue, 80),
+        spec.selection.describe()
+    );
     for (label, t) in &p.targets {
         eprintln!(
             "  {:>6} → {} via exchange '{}' key '{}' — reaches {}{}",
@@ -445,17 +573,36 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
             one_line(label, 80),
             one_line(&t.exchange, 60),
             one_line(&t.routing_key, 60),
-            if t.reaches.is_empty() { "no queue".to_string() } else { one_line(&t.reaches.join(", "), CELL) },
+            if t.reaches.is_empty() {
+                "no queue".to_string()
+            } else {
+                one_line(&t.reaches.join(", "), CELL)
+            },
             if t.exact { "" } else { " (possibly)" }
         );
     }
     if !p.removed.is_empty() {
-        eprintln!("  removes  {}", one_line(&p.removed.iter().cloned().collect::<Vec<_>>().join(", "), 400));
+        eprintln!(
+            "  removes  {}",
+            one_line(
+                &p.removed.iter().cloned().collect::<Vec<_>>().join(", "),
+                400
+            )
+        );
     }
-    eprintln!("  adds     {}", p.added.iter().cloned().collect::<Vec<_>>().join(", "));
-    eprintln!("  body     untouched; attempts {}", if spec.keep_attempts { "kept" } else { "reset" });
+    eprintln!(
+        "  adds     {}",
+        p.added.iter().cloned().collect::<Vec<_>>().join(", ")
+    );
+    eprintln!(
+        "  body     untouched; attempts {}",
+        if spec.keep_attempts { "kept" } else { "reset" }
+    );
     if p.replayed_before > 0 {
-        eprintln!("  ! {} of them were replayed before and failed again", p.replayed_before);
+        eprintln!(
+            "  ! {} of them were replayed before and failed again",
+            p.replayed_before
+        );
     }
     for (w, n) in &p.warnings {
         eprintln!("  ! {n} × {}", one_line(w, 300));
@@ -467,7 +614,11 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
 
 /// Asks on the terminal; above 100 messages the operator types the count.
 fn confirm(count: u64) -> bool {
-    let prompt = if count > 100 { format!("Type {count} to replay them: ") } else { "Replay them? [y/N] ".to_string() };
+    let prompt = if count > 100 {
+        format!("Type {count} to replay them: ")
+    } else {
+        "Replay them? [y/N] ".to_string()
+    };
     eprint!("{prompt}");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
@@ -475,7 +626,11 @@ fn confirm(count: u64) -> bool {
         return false;
     }
     let answer = line.trim();
-    if count > 100 { answer == count.to_string() } else { matches!(answer, "y" | "Y" | "yes") }
+    if count > 100 {
+        answer == count.to_string()
+    } else {
+        matches!(answer, "y" | "Y" | "yes")
+    }
 }
 
 pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
@@ -483,7 +638,9 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     if let Some(r) = a.rate
         && !(r.is_finite() && r > 0.0)
     {
-        return Err(Failure::usage("--rate must be a positive number of messages per second"));
+        return Err(Failure::usage(
+            "--rate must be a positive number of messages per second",
+        ));
     }
     let s = open(c).await?;
     let mut parts = Vec::new();
@@ -529,7 +686,10 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         .preview(&spec, |keys| {
             first_seen = Store::open_default()
                 .ok()
-                .and_then(|st| st.record_seen(&memory, &a.queue, keys, jiff::Timestamp::now()).ok())
+                .and_then(|st| {
+                    st.record_seen(&memory, &a.queue, keys, jiff::Timestamp::now())
+                        .ok()
+                })
                 .unwrap_or_default();
             first_seen.clone()
         })
@@ -540,18 +700,28 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         print_line(&preview_json(&preview));
     }
     if !preview.refusals.is_empty() {
-        return Err(Failure::failed(format!("nothing moved: {}", preview.refusals.join("; "))));
+        return Err(Failure::failed(format!(
+            "nothing moved: {}",
+            preview.refusals.join("; ")
+        )));
     }
     if a.dry_run {
         return Ok(exit::OK);
     }
-    let targets: Vec<String> = preview.targets.values().flat_map(|t| t.reaches.iter().cloned()).collect();
-    if let Some(why) = s.write_refusal(&targets).await {
+    // Publishing needs write permission on the exchange, not on the queues it reaches.
+    let exchanges: Vec<String> = preview
+        .targets
+        .values()
+        .map(|t| t.exchange.clone())
+        .collect();
+    if let Some(why) = s.write_refusal(&exchanges).await {
         return Err(Failure::failed(why));
     }
     if !a.yes {
         if !std::io::stdin().is_terminal() {
-            return Err(Failure::usage("not a terminal: pass --yes to replay without confirmation (or --dry-run to look)"));
+            return Err(Failure::usage(
+                "not a terminal: pass --yes to replay without confirmation (or --dry-run to look)",
+            ));
         }
         if !confirm(preview.selected) {
             eprintln!("nothing moved");
@@ -590,7 +760,11 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     let now = jiff::Timestamp::now();
     let ages: HashMap<String, u64> = first_seen
         .iter()
-        .filter_map(|(k, t)| u64::try_from(now.as_second() - t.as_second()).ok().map(|a| (k.clone(), a)))
+        .filter_map(|(k, t)| {
+            u64::try_from(now.as_second() - t.as_second())
+                .ok()
+                .map(|a| (k.clone(), a))
+        })
         .collect();
     let json = a.json;
     let result = s
@@ -618,7 +792,11 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     let (outcome, code) = match &result {
         Ok(sum) => {
             let cancelled = sum.stop == crate::broker::replay::StopReason::Cancelled;
-            let bad = sum.progress.failed + sum.progress.returned > 0 || matches!(sum.stop, crate::broker::replay::StopReason::ConnectionLost(_));
+            let bad = sum.progress.failed + sum.progress.returned > 0
+                || matches!(
+                    sum.stop,
+                    crate::broker::replay::StopReason::ConnectionLost(_)
+                );
             let text = if cancelled {
                 "cancelled".to_string()
             } else if let crate::broker::replay::StopReason::ConnectionLost(w) = &sum.stop {
@@ -632,12 +810,26 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     };
     if let (Some(st), Some(id)) = (&store, audit_id) {
         let (moved, returned, failed, remaining, ids) = match &result {
-            Ok(sum) => (sum.progress.moved, sum.progress.returned, sum.progress.failed, sum.progress.remaining, sum.moved_ids.clone()),
+            Ok(sum) => (
+                sum.progress.moved,
+                sum.progress.returned,
+                sum.progress.failed,
+                sum.progress.remaining,
+                sum.moved_ids.clone(),
+            ),
             Err(_) => (0, 0, 0, 0, Vec::new()),
         };
         if let Err(e) = st.finish_replay(
             id,
-            &AuditOutcome { at: jiff::Timestamp::now(), moved, returned, failed, remaining, message_ids: ids, outcome: outcome.clone() },
+            &AuditOutcome {
+                at: jiff::Timestamp::now(),
+                moved,
+                returned,
+                failed,
+                remaining,
+                message_ids: ids,
+                outcome: outcome.clone(),
+            },
         ) {
             eprintln!("warren: could not complete the audit record #{id}: {e}");
         }
@@ -688,7 +880,10 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool) {
         }));
         return;
     }
-    eprintln!("moved {}, returned {}, failed {}, remaining {}", p.moved, p.returned, p.failed, p.remaining);
+    eprintln!(
+        "moved {}, returned {}, failed {}, remaining {}",
+        p.moved, p.returned, p.failed, p.remaining
+    );
     for (t, n) in &sum.targets {
         eprintln!("  {n:>6} → {}", one_line(t, 120));
     }

@@ -117,7 +117,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             output,
             limit,
         }) => commands::export(c, queue, output, *limit).await,
-        Some(Command::Open { file }) => commands::open_snapshot(file).await,
+        Some(Command::Open { files }) => commands::open_snapshot(files).await,
         Some(Command::Demo) => commands::demo(c).await,
         Some(Command::Completions { shell }) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();

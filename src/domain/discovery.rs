@@ -745,8 +745,9 @@ pub fn classify_name(name: &str, patterns: &[Regex]) -> Option<NameMatch> {
             return m(DlqKind::ParkingLot, Convention::Pattern, false);
         }
     }
-    if stem_before(name, ".dlq").is_some() {
-        // Spring Cloud Stream's binder names DLQs `<destination>.<group>.dlq`.
+    if stem_before(name, ".dlq").is_some_and(|stem| stem.contains('.')) {
+        // Spring Cloud Stream's binder names DLQs `<destination>.<group>.dlq`; a plain
+        // `orders.dlq` is the generic broker convention (matched below).
         return m(DlqKind::DeadLetter, Convention::Spring, false);
     }
     for suffix in [

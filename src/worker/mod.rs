@@ -26,11 +26,8 @@ use crate::tui::{
 pub enum Source {
     /// A live broker, reached with these overrides (and the configuration file).
     Broker(Overrides),
-    /// A snapshot file: read-only, no broker.
-    Snapshot {
-        header: SnapshotHeader,
-        messages: Vec<DeadLetter>,
-    },
+    /// Snapshot files: one queue each, read-only, no broker.
+    Snapshot(Vec<(SnapshotHeader, Vec<DeadLetter>)>),
 }
 
 struct Worker {
@@ -143,7 +140,7 @@ impl Worker {
         }
         match &mut self.source {
             Source::Broker(o) => change(o),
-            Source::Snapshot { .. } => {
+            Source::Snapshot(_) => {
                 self.error("a snapshot has no other contexts or vhosts")
                     .await;
                 return;
@@ -154,10 +151,10 @@ impl Worker {
     }
 
     async fn load_queues(&mut self) {
-        if let Source::Snapshot { header, messages } = &self.source {
+        if let Source::Snapshot(snapshots) = &self.source {
             let e = Event::QueuesLoaded {
-                overview: snapshot_overview(header),
-                discovery: snapshot_discovery(header, messages),
+                overview: snapshot_overview(snapshots),
+                discovery: snapshot_discovery(snapshots),
             };
             self.send(e).await;
             return;
@@ -187,7 +184,7 @@ impl Worker {
     }
 
     async fn refresh_depths(&mut self) {
-        if matches!(self.source, Source::Snapshot { .. }) {
+        if matches!(self.source, Source::Snapshot(_)) {
             return;
         }
         // Skip a refresh while the previous one is still out (slow link, busy broker).
@@ -216,8 +213,14 @@ impl Worker {
     }
 
     async fn browse(&mut self, queue: String, limit: usize) {
-        if let Source::Snapshot { messages, .. } = &self.source {
-            let messages: Vec<DeadLetter> = messages.iter().take(limit).cloned().collect();
+        if let Source::Snapshot(snapshots) = &self.source {
+            let messages: Vec<DeadLetter> = snapshots
+                .iter()
+                .filter(|(h, _)| h.queue == queue)
+                .flat_map(|(_, m)| m.iter())
+                .take(limit)
+                .cloned()
+                .collect();
             let n = messages.len();
             let first_seen = vec![None; n];
             self.send(Event::MessagesLoaded {
@@ -534,37 +537,47 @@ fn describe_stop(stop: &crate::broker::browse::StopReason, n: usize) -> String {
     }
 }
 
-fn snapshot_overview(h: &SnapshotHeader) -> Overview {
+fn snapshot_overview(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Overview {
+    let first = snapshots.first().map(|(h, _)| h);
     Overview {
         context: "snapshot".into(),
-        broker_version: h.source.clone(),
+        broker_version: first
+            .map(|h| h.source.trim_start_matches("RabbitMQ ").to_string())
+            .unwrap_or_default(),
         user: String::new(),
         tags: Vec::new(),
-        vhost: h.vhost.clone(),
+        vhost: first.map(|h| h.vhost.clone()).unwrap_or_default(),
         read_only: true,
     }
 }
 
-/// A snapshot holds one queue: present it as the only dead-letter queue.
-pub fn snapshot_discovery(h: &SnapshotHeader, messages: &[DeadLetter]) -> Discovery {
-    let named = discovery::classify_name(&h.queue, &[]);
+/// Each snapshot holds one queue: present them as the dead-letter queues of one vhost.
+pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Discovery {
+    let mut dead_letter_queues: Vec<DlqInfo> = snapshots
+        .iter()
+        .map(|(h, messages)| {
+            let named = discovery::classify_name(&h.queue, &[]);
+            DlqInfo {
+                name: h.queue.clone(),
+                kind: named.map_or(DlqKind::DeadLetter, |m| m.kind),
+                convention: named.map_or(Convention::Broker, |m| m.convention),
+                depth: Some(messages.len() as u64),
+                messages_ready: Some(messages.len() as u64),
+                messages_unacknowledged: Some(0),
+                consumers: Some(0),
+                queue_type: QueueType::Classic,
+                feeders: Vec::new(),
+                feeders_uncertain: false,
+                by_topology: false,
+                by_name: named.is_some(),
+                delivery_limit: None,
+                dead_letter_exchange: None,
+            }
+        })
+        .collect();
+    dead_letter_queues.sort_by(|a, b| b.depth.cmp(&a.depth).then(a.name.cmp(&b.name)));
     Discovery {
-        dead_letter_queues: vec![DlqInfo {
-            name: h.queue.clone(),
-            kind: named.map_or(DlqKind::DeadLetter, |m| m.kind),
-            convention: named.map_or(Convention::Broker, |m| m.convention),
-            depth: Some(messages.len() as u64),
-            messages_ready: Some(messages.len() as u64),
-            messages_unacknowledged: Some(0),
-            consumers: Some(0),
-            queue_type: QueueType::Classic,
-            feeders: Vec::new(),
-            feeders_uncertain: false,
-            by_topology: false,
-            by_name: named.is_some(),
-            delivery_limit: None,
-            dead_letter_exchange: None,
-        }],
+        dead_letter_queues,
         retry_loops: Vec::new(),
         other_queues: Vec::new(),
     }
