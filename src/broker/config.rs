@@ -172,7 +172,7 @@ pub struct BrowseSettings {
 
 #[derive(Clone, Debug)]
 pub struct ReplaySettings {
-    /// Unconfirmed publishes in flight at most (default 10,000).
+    /// Unselected messages a filtered replay holds back at most (default 10,000).
     pub window: usize,
     /// Messages per second; `None` = unthrottled.
     pub rate: Option<u32>,
