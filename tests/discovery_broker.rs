@@ -331,7 +331,7 @@ async fn configured_patterns_add_dead_letter_queues() {
         .map(|q| q.name.as_str())
         .collect();
     assert_eq!(names, vec!["graveyard.orders"]);
-    assert_eq!(d.dead_letter_queues[0].convention, Convention::Pattern);
+    assert_eq!(d.dead_letter_queues[0].convention, Convention::Unknown);
     let _ = conn.close(200, "done".into()).await;
     vh.cleanup().await;
 }

@@ -19,7 +19,7 @@ use super::value::{HeaderValue, Table};
 use super::xdeath::{DeathHistory, timestamp_from_value, value_text};
 
 /// The convention a dead letter follows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Convention {
     /// RabbitMQ dead-lettered it (`x-death`), whatever the client.
     Broker,

@@ -267,44 +267,9 @@ impl DlqKind {
     }
 }
 
-/// Whose convention put the queue there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Convention {
-    Broker,
-    MassTransit,
-    Spring,
-    NServiceBus,
-    Wolverine,
-    Rebus,
-    Sneakers,
-    Dramatiq,
-    EasyNetQ,
-    /// Recognised by a generic name or a pattern from the configuration only.
-    Pattern,
-}
-
-impl Convention {
-    pub fn label(self) -> &'static str {
-        match self {
-            Convention::Broker => "broker",
-            Convention::MassTransit => "masstransit",
-            Convention::Spring => "spring",
-            Convention::NServiceBus => "nservicebus",
-            Convention::Wolverine => "wolverine",
-            Convention::Rebus => "rebus",
-            Convention::Sneakers => "sneakers",
-            Convention::Dramatiq => "dramatiq",
-            Convention::EasyNetQ => "easynetq",
-            Convention::Pattern => "pattern",
-        }
-    }
-}
-
-impl fmt::Display for Convention {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.label())
-    }
-}
+/// Whose convention put the queue there: the same conventions a message is read by; a queue
+/// recognised only by a generic name or a configured pattern is `Unknown`.
+pub use crate::domain::convention::Convention;
 
 /// One dead-letter queue and what is needed to read it safely.
 #[derive(Clone, Debug, PartialEq)]
@@ -715,10 +680,10 @@ pub fn classify_name(name: &str, patterns: &[Regex]) -> Option<NameMatch> {
         }
         "EasyNetQ_Default_Error_Queue" => return m(DlqKind::Error, Convention::EasyNetQ, true),
         "parking-lot" | "parking_lot" | "parkinglot" => {
-            return m(DlqKind::ParkingLot, Convention::Pattern, false);
+            return m(DlqKind::ParkingLot, Convention::Unknown, false);
         }
         "dlq" | "dead-letter" | "deadletter" | "dead-letters" | "dead_letter" => {
-            return m(DlqKind::DeadLetter, Convention::Pattern, false);
+            return m(DlqKind::DeadLetter, Convention::Unknown, false);
         }
         _ => {}
     }
@@ -742,7 +707,7 @@ pub fn classify_name(name: &str, patterns: &[Regex]) -> Option<NameMatch> {
         "_parking_lot",
     ] {
         if ends_with_ci(name, suffix) {
-            return m(DlqKind::ParkingLot, Convention::Pattern, false);
+            return m(DlqKind::ParkingLot, Convention::Unknown, false);
         }
     }
     if stem_before(name, ".dlq").is_some_and(|stem| stem.contains('.')) {
@@ -760,11 +725,11 @@ pub fn classify_name(name: &str, patterns: &[Regex]) -> Option<NameMatch> {
         "_dead_letter",
     ] {
         if ends_with_ci(name, suffix) {
-            return m(DlqKind::DeadLetter, Convention::Pattern, false);
+            return m(DlqKind::DeadLetter, Convention::Unknown, false);
         }
     }
     if patterns.iter().any(|p| p.is_match(name)) {
-        return m(DlqKind::DeadLetter, Convention::Pattern, false);
+        return m(DlqKind::DeadLetter, Convention::Unknown, false);
     }
     None
 }
@@ -1106,40 +1071,40 @@ mod tests {
         );
         assert_eq!(
             c("orders.DLQ"),
-            Some((DlqKind::DeadLetter, Convention::Pattern))
+            Some((DlqKind::DeadLetter, Convention::Unknown))
         );
         assert_eq!(
             c("orders-dlq"),
-            Some((DlqKind::DeadLetter, Convention::Pattern))
+            Some((DlqKind::DeadLetter, Convention::Unknown))
         );
         assert_eq!(
             c("orders_dlq"),
-            Some((DlqKind::DeadLetter, Convention::Pattern))
+            Some((DlqKind::DeadLetter, Convention::Unknown))
         );
         assert_eq!(
             c("orders.dead-letter"),
-            Some((DlqKind::DeadLetter, Convention::Pattern))
+            Some((DlqKind::DeadLetter, Convention::Unknown))
         );
         assert_eq!(
             c("orders.deadletter"),
-            Some((DlqKind::DeadLetter, Convention::Pattern))
+            Some((DlqKind::DeadLetter, Convention::Unknown))
         );
         assert_eq!(c("error"), Some((DlqKind::Error, Convention::NServiceBus)));
         assert_eq!(
             c("orders.parking-lot"),
-            Some((DlqKind::ParkingLot, Convention::Pattern))
+            Some((DlqKind::ParkingLot, Convention::Unknown))
         );
         assert_eq!(
             c("orders.parkinglot"),
-            Some((DlqKind::ParkingLot, Convention::Pattern))
+            Some((DlqKind::ParkingLot, Convention::Unknown))
         );
         assert_eq!(
             c("orders.parking_lot"),
-            Some((DlqKind::ParkingLot, Convention::Pattern))
+            Some((DlqKind::ParkingLot, Convention::Unknown))
         );
         assert_eq!(
             c("parking-lot"),
-            Some((DlqKind::ParkingLot, Convention::Pattern))
+            Some((DlqKind::ParkingLot, Convention::Unknown))
         );
         assert_eq!(
             c("wolverine-dead-letter-queue"),
@@ -1164,7 +1129,7 @@ mod tests {
         let pats = vec![Regex::new("^graveyard\\.").unwrap()];
         assert_eq!(
             classify_name("graveyard.orders", &pats).map(|m| m.convention),
-            Some(Convention::Pattern)
+            Some(Convention::Unknown)
         );
     }
 

@@ -203,7 +203,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
                         )),
                     ];
                     if wide {
-                        cells.push(Cell::from(Span::styled(d.convention.label(), t.muted)));
+                        cells.push(Cell::from(Span::styled(d.convention.as_str(), t.muted)));
                     }
                     cells.push(marker);
                     cells.push(Cell::from(Line::from(depth_text(d.depth)).right_aligned()));
