@@ -7,7 +7,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use anyhow::Context;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use ratatui::DefaultTerminal;
 use ratatui::crossterm::event::{Event as TermEvent, EventStream, KeyEventKind};
 use ratatui::crossterm::execute;
@@ -77,9 +77,10 @@ pub async fn run(
         while let Ok(ev) = events_from_worker.try_recv() {
             queue.push(ev);
         }
-        while let Some(Some(Ok(ev))) = input.next().now_or_never() {
-            queue.extend(from_terminal(ev));
-        }
+        // Terminal input is not drained the same way: polling crossterm's EventStream with
+        // `now_or_never` registers a no-op waker, after which the stream never wakes the loop
+        // again and keys sit unread until the next tick (seen in tmux: presses drawn seconds
+        // late). Each key is one pass of the loop; drawing is cheap enough for that.
         for ev in queue {
             for cmd in update(&mut state, ev) {
                 let quit = matches!(cmd, Command::Quit);
