@@ -10,16 +10,19 @@
 //! Consuming and publishing use two channels, so a publish that closes its channel (an exchange
 //! that vanished) cannot take the DLQ's delivery tags with it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use lapin::Confirmation;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
     BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, QueueDeclareOptions,
 };
-use lapin::Confirmation;
 use lapin::types::FieldTable;
 use tokio::sync::watch;
 
@@ -176,6 +179,10 @@ impl AckTracker {
     pub fn pending(&self) -> usize {
         self.pending.len()
     }
+    /// Confirmed tags not yet acknowledged.
+    pub fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
     pub fn max_seen(&self) -> u64 {
         self.max_seen
     }
@@ -184,43 +191,44 @@ impl AckTracker {
         self.held.len() + self.pending.len() + self.ready.len()
     }
 
-    /// The ack frames that settle every ready tag now.
+    /// The ack frames that settle the ready tags that can be settled well now. Tags above a
+    /// pending one wait for it: confirms resolve in bursts and out of order, and acknowledging
+    /// them one by one then would cost a frame each, where waiting lets one `multiple` ack cover
+    /// the run. Tags above a held one can never be covered by a `multiple` ack (it would take the
+    /// held message too), so those are acknowledged singly.
     pub fn flush(&mut self) -> Vec<AckOp> {
-        let low = self
-            .held
-            .first()
-            .copied()
-            .into_iter()
-            .chain(self.pending.first().copied())
-            .min();
-        let mut ops = Vec::new();
-        let below: Vec<u64> = match low {
-            Some(low) => self.ready.range(..low).copied().collect(),
+        let eligible: Vec<u64> = match self.pending.first() {
+            Some(&low) => self.ready.range(..low).copied().collect(),
             None => self.ready.iter().copied().collect(),
         };
-        if let Some(&top) = below.last() {
+        let held_low = self.held.first().copied();
+        let mut ops = Vec::new();
+        let (covered, single): (Vec<u64>, Vec<u64>) = eligible
+            .iter()
+            .partition(|&&t| held_low.is_none_or(|h| t < h));
+        if let Some(&top) = covered.last() {
             ops.push(AckOp {
                 tag: top,
                 multiple: true,
             });
-            for t in &below {
-                self.ready.remove(t);
-            }
         }
-        for t in std::mem::take(&mut self.ready) {
-            ops.push(AckOp {
-                tag: t,
-                multiple: false,
-            });
+        ops.extend(single.iter().map(|&tag| AckOp {
+            tag,
+            multiple: false,
+        }));
+        for t in &eligible {
+            self.ready.remove(t);
         }
         ops
     }
 }
 
-/// Message-per-second pacing: message `n` may go at `start + n / rate`.
+/// Message-per-second pacing: message `n` may go at `start + n / rate`, where `start` is the
+/// first publish (not the start of the run: counting from before the first delivery arrived
+/// would let the first few messages out in a burst to catch up).
 #[derive(Debug)]
 struct Pacer {
-    start: Instant,
+    start: Option<Instant>,
     per_msg: Option<Duration>,
     sent: u64,
 }
@@ -231,16 +239,36 @@ impl Pacer {
             .filter(|r| r.is_finite() && *r > 0.0)
             .map(|r| Duration::from_secs_f64(1.0 / r));
         Pacer {
-            start: Instant::now(),
+            start: None,
             per_msg,
             sent: 0,
         }
     }
     fn next_slot(&self) -> Instant {
-        match self.per_msg {
-            Some(d) => self.start + d.mul_f64(self.sent as f64),
-            None => self.start,
+        match (self.start, self.per_msg) {
+            (Some(start), Some(d)) => start + d.mul_f64(self.sent as f64),
+            _ => Instant::now(),
         }
+    }
+    fn published(&mut self) {
+        if self.start.is_none() {
+            self.start = Some(Instant::now());
+        }
+        self.sent += 1;
+    }
+}
+
+/// One publish, from handing its frames to lapin to the broker's confirm, with its DLQ tag.
+type InFlightFuture = Pin<Box<dyn Future<Output = (u64, lapin::Result<Confirmation>)> + Send>>;
+
+/// The next settled publish: one that completed on its first poll, else the next confirm.
+async fn next_confirm(
+    early: &mut VecDeque<(u64, lapin::Result<Confirmation>)>,
+    inflight: &mut FuturesUnordered<InFlightFuture>,
+) -> Option<(u64, lapin::Result<Confirmation>)> {
+    match early.pop_front() {
+        Some(done) => Some(done),
+        None => inflight.next().await,
     }
 }
 
@@ -251,8 +279,11 @@ struct InFlight {
 
 /// How long the DLQ may stay silent before the run assumes it is empty.
 const IDLE: Duration = Duration::from_secs(2);
-/// Flush acks after this many ready tags (and whenever nothing is in flight).
+/// Flush acks after this many ready tags, whenever nothing is pending, and at least every
+/// [`ACK_EVERY`]: a confirmed message that is not yet acknowledged is replayed again if the
+/// connection dies, so a slow (throttled) run must not sit on a large batch.
 const ACK_BATCH: usize = 256;
+const ACK_EVERY: Duration = Duration::from_millis(50);
 
 /// Runs a replay. `cancel` flips to `true` to stop: in-flight messages are settled correctly and
 /// the rest is left untouched. `on_progress` is called a few times a second.
@@ -260,13 +291,26 @@ pub async fn run(
     conn: &lapin::Connection,
     job: &Job,
     cancel: watch::Receiver<bool>,
+    on_progress: impl FnMut(&Progress),
+) -> Result<Summary, ReplayError> {
+    run_split(conn, conn, job, cancel, on_progress).await
+}
+
+/// [`run`] with the DLQ consumed on `consume_conn` and the target published on `publish_conn`.
+/// Two connections let the broker parse publishes and encode deliveries in parallel (each
+/// connection has its own reader and writer), which is most of its cost per replayed message.
+pub async fn run_split(
+    consume_conn: &lapin::Connection,
+    publish_conn: &lapin::Connection,
+    job: &Job,
+    cancel: watch::Receiver<bool>,
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<Summary, ReplayError> {
-    let consume = conn
+    let consume = consume_conn
         .create_channel()
         .await
         .map_err(|e| ReplayError::Channel(e.to_string()))?;
-    let publish = conn
+    let publish = publish_conn
         .create_channel()
         .await
         .map_err(|e| ReplayError::Channel(e.to_string()))?;
@@ -294,7 +338,9 @@ pub async fn run(
 
     // Held messages stay unacknowledged, so the prefetch must leave room for them.
     let prefetch: u16 = match job.selection {
-        Selection::All if job.allowed_targets.len() <= 1 => 1000,
+        // Confirms for persistent messages come back in batches (the broker syncs to disk
+        // periodically), so the pipeline needs room for more than a batch in flight.
+        Selection::All if job.allowed_targets.len() <= 1 => 2000,
         _ => u16::try_from(job.window.saturating_add(1000)).unwrap_or(u16::MAX),
     };
     consume
@@ -334,7 +380,9 @@ pub async fn run(
     let started = Instant::now();
     let mut pacer = Pacer::new(job.rate);
     let mut acks = AckTracker::default();
-    let mut inflight = FuturesUnordered::new();
+    let mut inflight: FuturesUnordered<InFlightFuture> = FuturesUnordered::new();
+    // Publishes that completed on their first poll (a closed channel fails at once).
+    let mut early: VecDeque<(u64, lapin::Result<Confirmation>)> = VecDeque::new();
     let mut inflight_meta: HashMap<u64, InFlight> = HashMap::new();
     let mut seen: u64 = 0;
     let mut published: u64 = 0;
@@ -342,14 +390,9 @@ pub async fn run(
     let mut stop: Option<StopReason> = None;
     let mut cancel = cancel;
     let mut last_progress = Instant::now();
+    let mut last_ack = Instant::now();
     // A selected delivery waiting for its rate slot.
-    let mut waiting: Option<(
-        u64,
-        String,
-        String,
-        plan::ReplayPlan,
-        DeadLetter,
-    )> = None;
+    let mut waiting: Option<(u64, String, String, plan::ReplayPlan, DeadLetter)> = None;
 
     macro_rules! problem {
         ($why:expr) => {
@@ -358,7 +401,7 @@ pub async fn run(
     }
 
     loop {
-        if !taking && waiting.is_none() && inflight.is_empty() {
+        if !taking && waiting.is_none() && inflight.is_empty() && early.is_empty() {
             break;
         }
         let slot = pacer.next_slot();
@@ -373,7 +416,7 @@ pub async fn run(
                     }
                 }
             }
-            confirm = inflight.next(), if !inflight.is_empty() => {
+            confirm = next_confirm(&mut early, &mut inflight), if !inflight.is_empty() || !early.is_empty() => {
                 let Some((t, result)): Option<(u64, lapin::Result<Confirmation>)> = confirm else { continue };
                 let meta: Option<InFlight> = inflight_meta.remove(&t);
                 match result {
@@ -410,7 +453,7 @@ pub async fn run(
                     }
                 }
             }
-            _ = tokio::time::sleep_until(slot.into()), if waiting.is_some() => {
+            _ = until(slot), if waiting.is_some() => {
                 let Some((t, key, target, p, msg)) = waiting.take() else { continue };
                 let Some(target_key) = p.target.as_ref().map(|tg| (tg.exchange.clone(), tg.routing_key.clone())) else {
                     acks.hold(t);
@@ -425,40 +468,54 @@ pub async fn run(
                         continue;
                     }
                 };
-                match publish
-                    .basic_publish(
-                        target_key.0.as_str().into(),
-                        target_key.1.as_str().into(),
-                        BasicPublishOptions { mandatory: true, ..Default::default() },
-                        &msg.body,
-                        props,
-                    )
-                    .await
-                {
-                    Ok(confirm) => {
-                        pacer.sent += 1;
-                        published += 1;
-                        inflight_meta.insert(t, InFlight { key, target });
-                        inflight.push(async move { (t, confirm.await) });
-                        if job.limit.is_some_and(|l| published >= l) {
-                            taking = false;
-                            stop.get_or_insert(StopReason::LimitReached);
-                        }
-                    }
-                    Err(e) => {
-                        acks.hold(t);
-                        summary.progress.failed += 1;
-                        problem!(format!("publish failed: {e}"));
-                        taking = false;
-                        stop.get_or_insert(StopReason::ConnectionLost(e.to_string()));
-                    }
+                // Publishes are not awaited one by one: lapin resolves a publish only once the IO
+                // loop has written it, a thread hop per message. The first poll hands the frames
+                // to lapin, so messages still go out in the order they were read; the rest (the
+                // write, then the confirm) completes in `inflight`. A publish that fails (closed
+                // channel) completes with the error and is handled with the confirms.
+                let ch = publish.clone();
+                let mut fut: InFlightFuture = Box::pin(async move {
+                    let r = match ch
+                        .basic_publish(
+                            target_key.0.as_str().into(),
+                            target_key.1.as_str().into(),
+                            BasicPublishOptions { mandatory: true, ..Default::default() },
+                            &msg.body,
+                            props,
+                        )
+                        .await
+                    {
+                        Ok(confirm) => confirm.await,
+                        Err(e) => Err(e),
+                    };
+                    (t, r)
+                });
+                match futures_util::poll!(fut.as_mut()) {
+                    Poll::Ready(done) => early.push_back(done),
+                    Poll::Pending => inflight.push(fut),
+                }
+                pacer.published();
+                published += 1;
+                inflight_meta.insert(t, InFlight { key, target });
+                if job.limit.is_some_and(|l| published >= l) {
+                    taking = false;
+                    stop.get_or_insert(StopReason::LimitReached);
                 }
             }
             next = tokio::time::timeout(IDLE, consumer.next()), if taking && waiting.is_none() => {
                 let delivery = match next {
-                    Err(_) | Ok(None) => {
+                    Err(_) => {
                         taking = false;
                         stop.get_or_insert(StopReason::QueueEmpty);
+                        continue;
+                    }
+                    // The stream ends only when the broker cancelled the consumer or the channel
+                    // closed: not an empty queue, and not a success.
+                    Ok(None) => {
+                        taking = false;
+                        stop.get_or_insert(StopReason::ConnectionLost(
+                            "the broker cancelled the consumer (was the queue deleted?) or closed the channel".into(),
+                        ));
                         continue;
                     }
                     Ok(Some(Err(e))) => {
@@ -524,8 +581,14 @@ pub async fn run(
             }
         }
 
-        if acks.pending() == 0 || acks.unsettled() >= ACK_BATCH {
+        let ready = acks.ready_len();
+        if ready > 0
+            && (ready >= ACK_BATCH || acks.pending() == 0 || last_ack.elapsed() >= ACK_EVERY)
+        {
+            last_ack = Instant::now();
             if let Err(e) = send_acks(&consume, acks.flush()).await {
+                // Confirmed by the target but still in the DLQ: they exist twice now.
+                summary.duplicated += ready as u64;
                 stop.get_or_insert(StopReason::ConnectionLost(e));
                 break;
             }
@@ -546,10 +609,15 @@ pub async fn run(
     // Settle: ack what the broker confirmed, then hand back everything else in one nack. Stop
     // the consumer first and drain what it had already been sent, so no delivery is left for a
     // channel close to return (which would count a delivery on quorum queues).
-    let mut lost = matches!(stop, Some(StopReason::ConnectionLost(_)));
+    // A lost publish channel (e.g. an access refusal) leaves the consuming channel working: its
+    // held messages are still handed back here rather than waiting for the connection to close.
+    let ready = acks.ready_len() as u64;
+    let mut lost = !consume.status().connected();
     if let Err(e) = send_acks(&consume, acks.flush()).await {
         stop = Some(StopReason::ConnectionLost(e));
         lost = true;
+        // Confirmed but never acknowledged: the broker requeues them, so they exist twice now.
+        summary.duplicated += ready;
     }
     if !lost {
         if consume
@@ -565,8 +633,9 @@ pub async fn run(
             }
         }
         let top = acks.max_seen();
-        if acks.held() > 0 && top > 0 {
-            if let Err(e) = consume
+        if acks.held() > 0
+            && top > 0
+            && let Err(e) = consume
                 .basic_nack(
                     top,
                     BasicNackOptions {
@@ -575,17 +644,15 @@ pub async fn run(
                     },
                 )
                 .await
-            {
-                stop = Some(StopReason::ConnectionLost(format!(
-                    "handing back held messages failed: {e}"
-                )));
-            }
+        {
+            stop = Some(StopReason::ConnectionLost(format!(
+                "handing back held messages failed: {e}"
+            )));
         }
-        let _ = publish.close(200, "replay done".into()).await;
         let _ = consume.close(200, "replay done".into()).await;
-    } else {
-        // Confirmed but never acknowledged: the broker requeues them, so they exist twice now.
-        summary.duplicated = acks.flush().len() as u64;
+    }
+    if publish.status().connected() {
+        let _ = publish.close(200, "replay done".into()).await;
     }
 
     update_rate(
@@ -599,6 +666,15 @@ pub async fn run(
     summary.stop = stop.unwrap_or(StopReason::ReachedStartDepth);
     on_progress(&summary.progress);
     Ok(summary)
+}
+
+/// Resolves at `slot`; at once when it has passed. A timer is not used for a slot that has come:
+/// tokio rounds timers up to the next millisecond, which would cap an unthrottled replay at about
+/// a thousand messages a second.
+async fn until(slot: Instant) {
+    if slot > Instant::now() {
+        tokio::time::sleep_until(slot.into()).await;
+    }
 }
 
 /// Why a planned message must not be published in this run, if it must not.
@@ -691,7 +767,7 @@ mod tests {
         a.hold(3);
         a.ready(4);
         a.ready(6);
-        // 5 still in flight
+        // 5 still in flight: 6 waits for it.
         assert_eq!(
             a.flush(),
             vec![
@@ -703,21 +779,24 @@ mod tests {
                     tag: 4,
                     multiple: false
                 },
+            ]
+        );
+        a.ready(5);
+        assert_eq!(
+            a.flush(),
+            vec![
+                AckOp {
+                    tag: 5,
+                    multiple: false
+                },
                 AckOp {
                     tag: 6,
                     multiple: false
                 }
             ]
         );
-        a.ready(5);
-        assert_eq!(
-            a.flush(),
-            vec![AckOp {
-                tag: 5,
-                multiple: false
-            }]
-        );
         assert_eq!(a.held(), 1);
+        assert_eq!(a.unsettled(), 1, "only the held tag is left");
     }
 
     #[test]
@@ -728,14 +807,25 @@ mod tests {
         }
         a.ready(2);
         a.ready(3);
-        let ops = a.flush();
-        assert!(ops.iter().all(|o| !o.multiple), "{ops:?}");
+        assert!(a.flush().is_empty(), "2 and 3 wait for 1");
+        a.ready(1);
+        assert_eq!(
+            a.flush(),
+            vec![AckOp {
+                tag: 3,
+                multiple: true
+            }],
+            "then one frame settles all three"
+        );
     }
 
     #[test]
     fn pacer_spaces_messages_by_the_rate() {
         let mut p = Pacer::new(Some(100.0));
-        let first = p.next_slot();
+        p.published();
+        let Some(first) = p.start else {
+            panic!("the first publish starts the clock")
+        };
         p.sent = 50;
         let later = p.next_slot();
         let gap = later.duration_since(first).as_secs_f64();

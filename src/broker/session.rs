@@ -13,7 +13,9 @@ use crate::broker::discover;
 use crate::broker::management::{Management, ManagementError, Overview, PermissionState, WhoAmI};
 use crate::broker::replay::{self, Job, Progress, Summary, TargetKey};
 use crate::broker::{amqp, config};
-use crate::domain::discovery::{self, Discovery, ExchangeInfo, QueueType as DiscoveredType, RoutingTable};
+use crate::domain::discovery::{
+    self, Discovery, ExchangeInfo, QueueType as DiscoveredType, RoutingTable,
+};
 use crate::domain::explain::{self, Explanation};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
@@ -66,7 +68,13 @@ impl Session {
     pub async fn open(target: Target) -> Result<Session, SessionError> {
         let mgmt = Management::new(&target)?;
         let (overview, whoami) = tokio::join!(mgmt.overview(), mgmt.whoami());
-        Ok(Session { overview: overview?, whoami: whoami?, mgmt, target, amqp: OnceCell::new() })
+        Ok(Session {
+            overview: overview?,
+            whoami: whoami?,
+            mgmt,
+            target,
+            amqp: OnceCell::new(),
+        })
     }
 
     pub fn vhost(&self) -> &str {
@@ -85,30 +93,42 @@ impl Session {
 
     /// The AMQP connection, opened on first use (cluster URLs tried in order).
     pub async fn amqp(&self) -> Result<&lapin::Connection, SessionError> {
-        self.amqp
-            .get_or_try_init(|| async {
-                let urls: Vec<String> = self.target.amqp_urls.iter().map(|u| u.to_string()).collect();
-                amqp::connect(
-                    &urls,
-                    &self.target.vhost,
-                    &self.target.credentials.username,
-                    self.target.credentials.password.expose(),
-                    self.target.ca_file.as_deref(),
-                )
-                .await
-                .map_err(SessionError::from)
-            })
-            .await
+        self.amqp.get_or_try_init(|| self.connect_amqp()).await
+    }
+
+    /// A new AMQP connection (cluster URLs tried in order).
+    async fn connect_amqp(&self) -> Result<lapin::Connection, SessionError> {
+        let urls: Vec<String> = self
+            .target
+            .amqp_urls
+            .iter()
+            .map(|u| u.to_string())
+            .collect();
+        amqp::connect(
+            &urls,
+            &self.target.vhost,
+            &self.target.credentials.username,
+            self.target.credentials.password.expose(),
+            self.target.ca_file.as_deref(),
+        )
+        .await
+        .map_err(SessionError::from)
     }
 
     pub async fn discover(&self) -> Result<Discovery, SessionError> {
         let patterns: &[Regex] = &self.target.settings.discovery_patterns;
-        Ok(discover::discover_with(&self.mgmt, self.vhost(), patterns, &self.overview.features).await?)
+        Ok(
+            discover::discover_with(&self.mgmt, self.vhost(), patterns, &self.overview.features)
+                .await?,
+        )
     }
 
     /// How browsing `queue` must behave: its type and effective delivery limit decide what one
     /// browse costs on this broker version.
-    pub async fn browse_policy(&self, queue: &str) -> Result<(QueueType, BrowsePolicy, Option<u64>), SessionError> {
+    pub async fn browse_policy(
+        &self,
+        queue: &str,
+    ) -> Result<(QueueType, BrowsePolicy, Option<u64>), SessionError> {
         let info = self.mgmt.queue(self.vhost(), queue).await?;
         let settings = discovery::effective_settings(&info, info.effective_policy.as_ref());
         let limit = discovery::effective_delivery_limit(&info, &settings, &self.overview.features);
@@ -129,12 +149,18 @@ impl Session {
     /// Reads up to `limit` messages from the head of `queue` and leaves every one of them where
     /// it was (see `broker::browse`).
     pub async fn browse(&self, queue: &str, limit: usize) -> Result<BrowsePage, SessionError> {
-        self.browse_with_cap(queue, limit, self.target.settings.browse.body_cap_bytes).await
+        self.browse_with_cap(queue, limit, self.target.settings.browse.body_cap_bytes)
+            .await
     }
 
     /// [`Session::browse`] keeping up to `body_cap` bytes of each body (`usize::MAX` for an
     /// export, which must be lossless).
-    pub async fn browse_with_cap(&self, queue: &str, limit: usize, body_cap: usize) -> Result<BrowsePage, SessionError> {
+    pub async fn browse_with_cap(
+        &self,
+        queue: &str,
+        limit: usize,
+        body_cap: usize,
+    ) -> Result<BrowsePage, SessionError> {
         let (qt, policy, depth) = self.browse_policy(queue).await?;
         let conn = self.amqp().await?;
         let mut req = BrowseRequest::new(queue, qt, policy);
@@ -148,12 +174,13 @@ impl Session {
     }
 
     /// Whether this session may move messages, and if not, why — in the words the user sees.
-    pub async fn write_refusal(&self, targets: &[String]) -> Option<String> {
+    /// `exchanges` are the exchanges a replay publishes to (`""` is the default exchange): the
+    /// broker checks write permission on the exchange of a publish, not on the queues it reaches.
+    pub async fn write_refusal(&self, exchanges: &[String]) -> Option<String> {
         if self.target.read_only {
             return Some(format!(
                 "read-only: context '{}' {} — replay is disabled",
-                self.target.context,
-                "is opened read-only (--read-only or read_only = true)"
+                self.target.context, "is opened read-only (--read-only or read_only = true)"
             ));
         }
         match self.mgmt.permissions(self.vhost()).await {
@@ -164,15 +191,25 @@ impl Session {
             )),
             Ok(PermissionState::Known(p)) => {
                 let write = Regex::new(&format!("^(?:{})$", p.write)).ok();
-                let blocked: Vec<&String> = targets
+                // The default exchange's resource name is `amq.default`.
+                let resource = |x: &String| {
+                    if x.is_empty() {
+                        "amq.default".to_string()
+                    } else {
+                        x.clone()
+                    }
+                };
+                let blocked: Vec<String> = exchanges
                     .iter()
+                    .map(resource)
                     .filter(|t| !write.as_ref().is_some_and(|re| re.is_match(t)))
                     .collect();
                 (!blocked.is_empty()).then(|| {
                     format!(
-                        "read-only: broker user '{}' may not write to {} (write permission '{}')",
+                        "read-only: broker user '{}' may not publish to exchange {} on vhost '{}' (write permission '{}')",
                         self.whoami.name,
                         blocked.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", "),
+                        self.vhost(),
                         p.write
                     )
                 })
@@ -195,14 +232,26 @@ pub fn explain_all(
             let explanation = explain::explain(&m);
             let key = identity::message_key(&m);
             let first_seen = first_seen.get(&key).copied();
-            Explained { message: m, explanation, key, first_seen }
+            Explained {
+                message: m,
+                explanation,
+                key,
+                first_seen,
+            }
         })
         .collect()
 }
 
 /// Age for the filter language: since Warren first saw it, else since its first death.
 pub fn age_secs(e: &Explained, now: jiff::Timestamp) -> Option<u64> {
-    let since = e.first_seen.or_else(|| e.explanation.deaths.entries.iter().filter_map(|d| d.time).min())?;
+    let since = e.first_seen.or_else(|| {
+        e.explanation
+            .deaths
+            .entries
+            .iter()
+            .filter_map(|d| d.time)
+            .min()
+    })?;
     u64::try_from(now.as_second() - since.as_second()).ok()
 }
 
@@ -277,12 +326,19 @@ impl Session {
             ..Default::default()
         };
         let explained = explain_all(page.messages, &first_seen);
-        let opts = ReplayOptions { keep_attempts: spec.keep_attempts, target_queue: spec.to.clone(), now };
+        let opts = ReplayOptions {
+            keep_attempts: spec.keep_attempts,
+            target_queue: spec.to.clone(),
+            now,
+        };
         for e in &explained {
             if spec.limit.is_some_and(|l| p.selected >= l) {
                 break;
             }
-            if !spec.selection.selects(&e.message, &e.explanation, &e.key, age_secs(e, now)) {
+            if !spec
+                .selection
+                .selects(&e.message, &e.explanation, &e.key, age_secs(e, now))
+            {
                 continue;
             }
             p.selected += 1;
@@ -298,7 +354,9 @@ impl Session {
             }
             match &rp.target {
                 Some(t) => {
-                    let label = t.expected_queue.clone().unwrap_or_else(|| format!("exchange '{}' key '{}'", t.exchange, t.routing_key));
+                    let label = t.expected_queue.clone().unwrap_or_else(|| {
+                        format!("exchange '{}' key '{}'", t.exchange, t.routing_key)
+                    });
                     let entry = p.targets.entry(label).or_insert_with(|| TargetPreview {
                         exchange: t.exchange.clone(),
                         routing_key: t.routing_key.clone(),
@@ -307,14 +365,26 @@ impl Session {
                     entry.count += 1;
                 }
                 None => {
-                    *p.warnings.entry("no known origin: these stay unless --to names a queue".into()).or_insert(0) += 1;
+                    *p.warnings
+                        .entry("no known origin: these stay unless --to names a queue".into())
+                        .or_insert(0) += 1;
                 }
             }
-            p.plans.push((e.message.properties.message_id.clone().unwrap_or_else(|| e.key.clone()), rp));
+            p.plans.push((
+                e.message
+                    .properties
+                    .message_id
+                    .clone()
+                    .unwrap_or_else(|| e.key.clone()),
+                rp,
+            ));
         }
 
         // Where each target routes, per the broker's bindings.
-        let (exchanges, bindings) = tokio::join!(self.mgmt.exchanges(self.vhost()), self.mgmt.bindings(self.vhost()));
+        let (exchanges, bindings) = tokio::join!(
+            self.mgmt.exchanges(self.vhost()),
+            self.mgmt.bindings(self.vhost())
+        );
         let exchanges: Vec<ExchangeInfo> = exchanges?;
         let bindings = bindings?;
         let table = RoutingTable::new(&exchanges, &bindings);
@@ -326,19 +396,32 @@ impl Session {
             let mut ok = true;
             if t.exchange.is_empty() {
                 if !queue_exists(conn, &t.routing_key).await? {
-                    p.refusals.push(format!("target queue '{}' does not exist in vhost '{}'", t.routing_key, self.vhost()));
+                    p.refusals.push(format!(
+                        "target queue '{}' does not exist in vhost '{}'",
+                        t.routing_key,
+                        self.vhost()
+                    ));
                     ok = false;
                 }
             } else if !exchange_exists(conn, &t.exchange).await? {
-                p.refusals.push(format!("target exchange '{}' does not exist in vhost '{}'", t.exchange, self.vhost()));
+                p.refusals.push(format!(
+                    "target exchange '{}' does not exist in vhost '{}'",
+                    t.exchange,
+                    self.vhost()
+                ));
                 ok = false;
             }
-            if t.reaches.iter().any(|q| *q == spec.queue) {
-                p.refusals.push(format!("{label} leads back into '{}' itself: replaying a DLQ into itself is refused", spec.queue));
+            if t.reaches.contains(&spec.queue) {
+                p.refusals.push(format!(
+                    "{label} leads back into '{}' itself: replaying a DLQ into itself is refused",
+                    spec.queue
+                ));
                 ok = false;
             }
             if t.reaches.is_empty() && ok {
-                p.refusals.push(format!("{label} reaches no queue: the broker would return every message"));
+                p.refusals.push(format!(
+                    "{label} reaches no queue: the broker would return every message"
+                ));
                 ok = false;
             }
             if t.reaches.len() > 1 && !spec.allow_fan_out && spec.to.is_none() {
@@ -350,10 +433,19 @@ impl Session {
                 ok = false;
             }
             if ok {
-                p.allowed.insert((t.exchange.clone(), t.routing_key.clone()));
+                p.allowed
+                    .insert((t.exchange.clone(), t.routing_key.clone()));
             }
         }
-        let skipped = explained.iter().filter(|e| e.explanation.skipped && spec.selection.selects(&e.message, &e.explanation, &e.key, age_secs(e, now))).count();
+        let skipped = explained
+            .iter()
+            .filter(|e| {
+                e.explanation.skipped
+                    && spec
+                        .selection
+                        .selects(&e.message, &e.explanation, &e.key, age_secs(e, now))
+            })
+            .count();
         if skipped > 0 && spec.to.is_none() {
             p.refusals.push(format!(
                 "{skipped} message(s) come from a MassTransit _skipped queue: no consumer on that endpoint handles their type, so replaying them there skips them again. Deploy the consumer first, or send them to the endpoint that has it with --to"
@@ -365,7 +457,8 @@ impl Session {
                 .or_insert(0) += 1;
         }
         if p.selected == 0 {
-            p.refusals.push("no message matches the selection at the head of the queue".into());
+            p.refusals
+                .push("no message matches the selection at the head of the queue".into());
         }
         Ok(p)
     }
@@ -380,7 +473,9 @@ impl Session {
         on_progress: impl FnMut(&Progress),
     ) -> Result<Summary, SessionError> {
         if self.target.read_only {
-            return Err(SessionError::Refused("read-only: replay is disabled".into()));
+            return Err(SessionError::Refused(
+                "read-only: replay is disabled".into(),
+            ));
         }
         let (_, quorum, _) = self.browse_policy(&spec.queue).await?;
         let job = Job {
@@ -396,17 +491,27 @@ impl Session {
             quorum,
         };
         let conn = self.amqp().await?;
-        replay::run(conn, &job, cancel, on_progress).await.map_err(|e| SessionError::Broker(e.to_string()))
+        // Publishing gets a connection of its own for the run (see `replay::run_split`).
+        let publisher = self.connect_amqp().await?;
+        let result = replay::run_split(conn, &publisher, &job, cancel, on_progress).await;
+        let _ = publisher.close(200, "replay done".into()).await;
+        result.map_err(|e| SessionError::Broker(e.to_string()))
     }
 }
 
 /// Passive declare on a throwaway channel: a missing queue closes the channel it was asked on.
 async fn queue_exists(conn: &lapin::Connection, name: &str) -> Result<bool, SessionError> {
-    let ch = conn.create_channel().await.map_err(|e| SessionError::Broker(e.to_string()))?;
+    let ch = conn
+        .create_channel()
+        .await
+        .map_err(|e| SessionError::Broker(e.to_string()))?;
     let r = ch
         .queue_declare(
             name.into(),
-            lapin::options::QueueDeclareOptions { passive: true, ..Default::default() },
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
             lapin::types::FieldTable::default(),
         )
         .await;
@@ -415,12 +520,18 @@ async fn queue_exists(conn: &lapin::Connection, name: &str) -> Result<bool, Sess
 }
 
 async fn exchange_exists(conn: &lapin::Connection, name: &str) -> Result<bool, SessionError> {
-    let ch = conn.create_channel().await.map_err(|e| SessionError::Broker(e.to_string()))?;
+    let ch = conn
+        .create_channel()
+        .await
+        .map_err(|e| SessionError::Broker(e.to_string()))?;
     let r = ch
         .exchange_declare(
             name.into(),
             lapin::ExchangeKind::Direct,
-            lapin::options::ExchangeDeclareOptions { passive: true, ..Default::default() },
+            lapin::options::ExchangeDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
             lapin::types::FieldTable::default(),
         )
         .await;
@@ -433,8 +544,12 @@ fn settle_check(r: lapin::Result<()>) -> Result<bool, SessionError> {
         Ok(()) => Ok(true),
         Err(e) => match amqp::soft_error_code(&e) {
             Some((404, _)) => Ok(false),
-            Some((code, text)) => Err(SessionError::Broker(format!("checking the replay target failed: {text} ({code})"))),
-            None => Err(SessionError::Broker(format!("lost the connection while checking the replay target: {e}"))),
+            Some((code, text)) => Err(SessionError::Broker(format!(
+                "checking the replay target failed: {text} ({code})"
+            ))),
+            None => Err(SessionError::Broker(format!(
+                "lost the connection while checking the replay target: {e}"
+            ))),
         },
     }
 }
@@ -443,4 +558,3 @@ fn settle_check(r: lapin::Result<()>) -> Result<bool, SessionError> {
 pub fn target(overrides: &config::Overrides) -> Result<Target, config::ConfigError> {
     config::load(overrides).map(|(_, t)| t)
 }
-

@@ -75,7 +75,7 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
             print_line(&json!({
                 "name": q.name,
                 "kind": q.kind.label(),
-                "convention": q.convention.label(),
+                "convention": q.convention.as_str(),
                 "depth": q.depth,
                 "queue_type": q.queue_type.as_str(),
                 "feeders": q.feeders,
@@ -101,7 +101,7 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
                 "{:<40} {:<8} {:<12} {:>6}  {}{}",
                 one_line(&q.name, 40),
                 q.kind.label(),
-                q.convention.label(),
+                q.convention.as_str(),
                 depth,
                 one_line(&from, CELL),
                 marker
@@ -493,7 +493,7 @@ pub fn group(messages: &[Explained]) -> Vec<Group<'_>> {
         }
     }
     let mut out: Vec<Group> = order.into_iter().filter_map(|k| by.remove(&k)).collect();
-    out.sort_by(|a, b| b.count.cmp(&a.count));
+    out.sort_by_key(|g| std::cmp::Reverse(g.count));
     out
 }
 

@@ -1,0 +1,437 @@
+//! Replay under faults, through the real binary: `kill -9` at several points of a 10,000-message
+//! replay loses nothing; the broker closing the connection mid-replay loses nothing and fails the
+//! command; a target that stops routing mid-run leaves the returned messages in the DLQ, in
+//! order, and reports them; Ctrl-C settles what is in flight and leaves the rest untouched.
+
+mod common;
+mod replay_util;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use common::amqp::{self as h, amqp_depth};
+use common::{TestBroker, TestVhost};
+use lapin::options::{BasicPublishOptions, QueueBindOptions};
+use lapin::types::FieldTable;
+use replay_util::{Home, Run, command, eventually, message_ids, read_all};
+use warren::domain::message::Properties;
+use warren::domain::quorum::QueueType;
+use warren::domain::value::{HeaderValue, Table};
+
+/// Fills `queue` with `n` messages (id `{prefix}-{i}`, 256-byte body), confirms pipelined.
+async fn fill(conn: &lapin::Connection, queue: &str, prefix: &str, n: u32) {
+    let ch = h::confirm_channel(conn).await;
+    let mut pending = Vec::new();
+    for i in 0..n {
+        let mut hd = Table::new();
+        hd.insert("seq", HeaderValue::I32(i as i32));
+        let props = Properties {
+            message_id: Some(format!("{prefix}-{i}")),
+            delivery_mode: Some(2),
+            ..Properties::default()
+        };
+        let props = warren::broker::amqp::properties_to_amqp(&props, &hd).expect("properties");
+        let confirm = ch
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                &h::binary_body(i, 256),
+                props,
+            )
+            .await
+            .expect("publish");
+        pending.push(confirm);
+        if pending.len() >= 1000 {
+            for c in pending.drain(..) {
+                assert!(c.await.expect("confirm").is_ack());
+            }
+        }
+    }
+    for c in pending {
+        assert!(c.await.expect("confirm").is_ack());
+    }
+    let _ = ch.close(200, "filled".into()).await;
+}
+
+/// Starts warren and returns the child once `work` holds at least `at` messages.
+async fn start_until(
+    vhost: &TestVhost,
+    home: &Home,
+    conn: &lapin::Connection,
+    args: &[&str],
+    target: &str,
+    at: u64,
+) -> tokio::process::Child {
+    let mut child = command(vhost, home, args).spawn().expect("spawn warren");
+    let reached = eventually(Duration::from_secs(60), || async {
+        amqp_depth(conn, target).await >= at
+    })
+    .await;
+    if !reached {
+        let _ = child.kill().await;
+        panic!("{target} never reached {at} messages");
+    }
+    child
+}
+
+async fn finish(child: tokio::process::Child, started: Instant) -> Run {
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("warren finished")
+        .expect("output");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Every id `{prefix}-0..n` is in `queues` together; returns how many copies there are in all.
+async fn assert_all_present(
+    conn: &lapin::Connection,
+    queues: &[&str],
+    prefix: &str,
+    n: u32,
+) -> usize {
+    let mut seen = HashSet::new();
+    let mut copies = 0;
+    for q in queues {
+        let depth = amqp_depth(conn, q).await as usize;
+        let ms = read_all(conn, q, depth).await;
+        assert_eq!(ms.len(), depth, "read all of {q}");
+        copies += ms.len();
+        seen.extend(message_ids(&ms));
+    }
+    let missing: Vec<String> = (0..n)
+        .map(|i| format!("{prefix}-{i}"))
+        .filter(|id| !seen.contains(id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} messages lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    copies
+}
+
+#[tokio::test]
+async fn kill_9_at_several_points_loses_no_message() {
+    const N: u32 = 10_000;
+    let vhost = TestVhost::new(&TestBroker::default_broker(), "replay-kill").await;
+    let home = Home::new("replay-kill");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    h::declare(&ch, "work", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "k", N).await;
+
+    let args = [
+        "replay", "dlq", "--to", "work", "--yes", "--json", "--window", "100", "--rate", "2500",
+    ];
+    for at in [300, 4_000, 8_500] {
+        let mut child = start_until(&vhost, &home, &conn, &args, "work", at).await;
+        child.start_kill().expect("kill -9");
+        let status = child.wait().await.expect("wait");
+        assert_eq!(status.code(), None, "killed by a signal");
+        // The broker requeues what the dead process held unacknowledged.
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                amqp_depth(&conn, "dlq").await + amqp_depth(&conn, "work").await >= u64::from(N)
+            })
+            .await,
+            "messages missing after kill -9 at {at}"
+        );
+    }
+    // A last run moves the rest.
+    let started = Instant::now();
+    let child = command(
+        &vhost,
+        &home,
+        &[
+            "replay", "dlq", "--to", "work", "--yes", "--json", "--window", "100",
+        ],
+    )
+    .spawn()
+    .expect("spawn");
+    let run = finish(child, started).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{run}");
+    let copies = assert_all_present(&conn, &["dlq", "work"], "k", N).await;
+    eprintln!(
+        "kill -9 ×3: {copies} copies of {N} messages ({} duplicates)",
+        copies - N as usize
+    );
+
+    // The audit says which runs were interrupted.
+    let audit = replay_util::warren(&vhost, &home, &["audit", "--json"]).await;
+    let outcomes: Vec<String> = audit
+        .json()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        outcomes,
+        vec!["completed", "interrupted", "interrupted", "interrupted"],
+        "{audit}"
+    );
+    vhost.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_broker_closing_the_connection_loses_nothing_and_fails_the_command() {
+    const N: u32 = 10_000;
+    // Warren consumes on one connection and publishes on a second: close each in turn.
+    let cases = TestBroker::all()
+        .into_iter()
+        .flat_map(|b| [(b.clone(), "consuming"), (b, "publishing")]);
+    for (broker, which) in cases {
+        let label = format!("{} ({which} connection closed)", broker.label);
+        let vhost = TestVhost::new(&broker, "replay-close").await;
+        let home = Home::new("replay-close");
+        let conn = h::connect(&vhost).await;
+        let ch = h::confirm_channel(&conn).await;
+        h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+        h::declare(&ch, "work", QueueType::Classic, FieldTable::default()).await;
+        fill(&conn, "dlq", "c", N).await;
+
+        let started = Instant::now();
+        let spawned_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let child = start_until(
+            &vhost,
+            &home,
+            &conn,
+            &[
+                "replay", "dlq", "--to", "work", "--yes", "--json", "--rate", "500", "--window",
+                "100",
+            ],
+            "work",
+            100,
+        )
+        .await;
+        // Close one of Warren's connections from the broker side. The management API lists
+        // connections a few seconds late; the one opened first consumes.
+        let path = format!("/api/vhosts/{}/connections", common::enc(&vhost.name));
+        let mut found: Vec<(u64, String)> = Vec::new();
+        let mut conns = serde_json::Value::Null;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while found.len() < 2 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            conns = vhost.get_json(&path).await;
+            found = conns
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["client_properties"]["connection_name"] == "warren")
+                // The test's own connection is named "warren" too; the command's came later.
+                .filter_map(|c| {
+                    let at = c["connected_at"].as_u64().filter(|t| *t >= spawned_ms)?;
+                    Some((at, c["name"].as_str()?.to_string()))
+                })
+                .collect();
+        }
+        found.sort();
+        assert_eq!(found.len(), 2, "{label}: {conns}");
+        let victim = if which == "consuming" {
+            &found[0].1
+        } else {
+            &found[1].1
+        };
+        let r = vhost
+            .api(
+                reqwest::Method::DELETE,
+                &format!("/api/connections/{}", common::enc(victim)),
+                None,
+            )
+            .await;
+        assert!(r.status().is_success(), "{label}: close: {}", r.status());
+        let run = finish(child, started).await;
+        assert!(
+            run.code.is_some_and(|c| c != 0),
+            "{label}: must fail: {run}"
+        );
+        assert!(
+            run.stdout.contains("connection") || run.stderr.contains("connection"),
+            "{label}: says why: {run}"
+        );
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                amqp_depth(&conn, "dlq").await + amqp_depth(&conn, "work").await >= u64::from(N)
+            })
+            .await,
+            "{label}: messages missing"
+        );
+        let copies = assert_all_present(&conn, &["dlq", "work"], "c", N).await;
+        eprintln!(
+            "{label}: connection closed: {copies} copies of {N}; {}",
+            run.stdout.lines().last().unwrap_or_default()
+        );
+        let audit = replay_util::warren(&vhost, &home, &["audit", "--json"]).await;
+        let rec = audit.json().into_iter().next().expect("an audit record");
+        assert!(
+            rec["outcome"]
+                .as_str()
+                .is_some_and(|o| o.starts_with("failed")),
+            "{label}: {rec}"
+        );
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+    }
+}
+
+/// The target's binding disappears mid-run: the broker returns the rest (mandatory), they stay in
+/// the DLQ in order, the command reports them and fails.
+#[tokio::test]
+async fn messages_returned_mid_run_stay_in_the_dlq_and_are_reported() {
+    const N: u32 = 100;
+    let vhost = TestVhost::new(&TestBroker::default_broker(), "replay-return").await;
+    let home = Home::new("replay-return");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    ch.exchange_declare(
+        "orders".into(),
+        lapin::ExchangeKind::Fanout,
+        Default::default(),
+        FieldTable::default(),
+    )
+    .await
+    .expect("exchange");
+    h::declare(&ch, "orders", QueueType::Classic, FieldTable::default()).await;
+    ch.queue_bind(
+        "orders".into(),
+        "orders".into(),
+        "".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .expect("bind");
+    h::declare(
+        &ch,
+        "orders_error",
+        QueueType::Classic,
+        FieldTable::default(),
+    )
+    .await;
+    for i in 0..N {
+        let mut hd = Table::new();
+        hd.insert("MT-Reason", HeaderValue::string("fault"));
+        hd.insert(
+            "MT-Fault-ExceptionType",
+            HeaderValue::string("System.Exception"),
+        );
+        hd.insert(
+            "MT-Fault-InputAddress",
+            HeaderValue::string("rabbitmq://localhost/orders"),
+        );
+        let props = Properties {
+            message_id: Some(format!("r-{i}")),
+            ..Properties::default()
+        };
+        h::publish(&ch, "orders_error", &props, &hd, format!("{i}").as_bytes()).await;
+    }
+    let started = Instant::now();
+    let child = start_until(
+        &vhost,
+        &home,
+        &conn,
+        &["replay", "orders_error", "--yes", "--json", "--rate", "50"],
+        "orders",
+        20,
+    )
+    .await;
+    ch.queue_unbind(
+        "orders".into(),
+        "orders".into(),
+        "".into(),
+        FieldTable::default(),
+    )
+    .await
+    .expect("unbind");
+    let run = finish(child, started).await;
+    assert_eq!(run.code, Some(1), "{run}");
+    let moved = run.summary_u64("moved");
+    let returned = run.summary_u64("returned");
+    assert_eq!(moved + returned, u64::from(N), "{run}");
+    assert!(returned > 0, "{run}");
+    let problems = run.event("summary")["problems"].to_string();
+    assert!(
+        problems.contains("312") || problems.contains("NO_ROUTE"),
+        "{run}"
+    );
+    assert_eq!(amqp_depth(&conn, "orders").await, moved);
+    let left = message_ids(&h::peek(&conn, "orders_error", 1000).await);
+    assert_eq!(
+        left,
+        (moved as u32..N)
+            .map(|i| format!("r-{i}"))
+            .collect::<Vec<_>>(),
+        "returned messages stay in the DLQ, in order"
+    );
+    vhost.cleanup().await;
+}
+
+/// SIGINT mid-run: the command stops, what was in flight is settled, nothing is duplicated or
+/// lost, and the rest is left in order.
+#[tokio::test]
+async fn ctrl_c_settles_in_flight_and_leaves_the_rest() {
+    const N: u32 = 1_000;
+    let vhost = TestVhost::new(&TestBroker::default_broker(), "replay-sigint").await;
+    let home = Home::new("replay-sigint");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    h::declare(&ch, "work", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "s", N).await;
+    let started = Instant::now();
+    let child = start_until(
+        &vhost,
+        &home,
+        &conn,
+        &[
+            "replay", "dlq", "--to", "work", "--yes", "--json", "--rate", "200",
+        ],
+        "work",
+        100,
+    )
+    .await;
+    let pid = child.id().expect("running").to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill -INT");
+    assert!(status.success());
+    let run = finish(child, started).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(
+        run.event("summary")["stop"]
+            .as_str()
+            .is_some_and(|s| s.contains("cancelled")),
+        "{run}"
+    );
+    let moved = run.summary_u64("moved");
+    assert!(moved < u64::from(N), "{run}");
+    assert_eq!(
+        amqp_depth(&conn, "work").await,
+        moved,
+        "exactly what was reported moved"
+    );
+    let left = message_ids(&h::peek(&conn, "dlq", 2000).await);
+    assert_eq!(
+        left,
+        (moved as u32..N)
+            .map(|i| format!("s-{i}"))
+            .collect::<Vec<_>>(),
+        "the rest untouched, in order"
+    );
+    let audit = replay_util::warren(&vhost, &home, &["audit", "--json"]).await;
+    let rec = audit.json().into_iter().next().expect("an audit record");
+    assert_eq!(rec["outcome"], "cancelled", "{rec}");
+    assert_eq!(rec["moved"], moved);
+    vhost.cleanup().await;
+}
