@@ -93,11 +93,11 @@ async fn select_two_messages_and_replay_them_with_the_keyboard() {
     let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e"));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let cmd = format!(
-        "WARREN_STORE={store} WARREN_LOG_DIR={dir} {bin} --amqp-url '{amqp}' --management-url '{mgmt}' --vhost '{vhost}'; sleep 30",
+        "WARREN_STORE={store} WARREN_LOG_DIR={dir} {bin} --amqp-url 'amqp://guest:guest@127.0.0.1:{port}' --management-url '{mgmt}' --vhost '{vhost}'; sleep 30",
         store = dir.join("warren.db").display(),
         dir = dir.display(),
         bin = env!("CARGO_BIN_EXE_warren"),
-        amqp = format!("amqp://guest:guest@127.0.0.1:{}", broker.amqp_port),
+        port = broker.amqp_port,
         mgmt = broker.mgmt_url_with_creds(),
         vhost = vhost.name,
     );
