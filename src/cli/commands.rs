@@ -52,7 +52,7 @@ fn store_or_warn() -> Option<Store> {
     match Store::open_default() {
         Ok(s) => Some(s),
         Err(e) => {
-            eprintln!("warren: {e}");
+            eprintln!("warren: {}", one_line(&e.to_string(), 600));
             None
         }
     }
@@ -146,12 +146,12 @@ async fn read_explained(
     let seen = store_or_warn()
         .and_then(|st| {
             st.record_seen(&s.memory_key(), queue, &keys, jiff::Timestamp::now())
-                .map_err(|e| eprintln!("warren: {e}"))
+                .map_err(|e| eprintln!("warren: {}", one_line(&e.to_string(), 600)))
                 .ok()
         })
         .unwrap_or_default();
     if let crate::broker::browse::StopReason::QuorumSafety { reason, .. } = &page.stopped {
-        eprintln!("warren: stopped early: {reason}");
+        eprintln!("warren: stopped early: {}", one_line(reason, 600));
     }
     Ok((session::explain_all(page.messages, &seen), stop))
 }
@@ -564,7 +564,7 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
         "{verb} {} message(s) from {}{depth}; selection: {}",
         p.selected,
         one_line(&p.queue, 80),
-        spec.selection.describe()
+        one_line(&spec.selection.describe(), 200)
     );
     for (label, t) in &p.targets {
         eprintln!(
@@ -896,5 +896,5 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool) {
             sum.duplicated
         );
     }
-    eprintln!("{}", sum.stop);
+    eprintln!("{}", one_line(&sum.stop.to_string(), 600));
 }

@@ -76,7 +76,11 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(f) => {
             tracing::error!(code = f.code, "{}", f.message);
-            eprintln!("warren: {}", f.message);
+            // Causes quote broker strings (queue names, reply texts): never raw to the terminal.
+            eprintln!(
+                "warren: {}",
+                crate::domain::sanitize::multi_line(&f.message, 4000)
+            );
             f.code
         }
     }
