@@ -45,6 +45,7 @@ fn preview(count: u64, reaches: &[&str]) -> Event {
     Event::ReplayPreview(ReplayPreview {
         queue: "orders.dlq".into(),
         count,
+        keep_attempts: false,
         targets: vec!["orders.process (default exchange, routing key orders.process)".into()],
         reaches: reaches.iter().map(|s| s.to_string()).collect(),
         removes: [

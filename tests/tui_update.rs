@@ -229,6 +229,7 @@ fn groups_by_fingerprint_and_replay_a_group() {
             Command::PreviewReplay {
                 queue,
                 selection: Selection::Group(k),
+                ..
             },
         ] => {
             assert_eq!(queue, "orders.dlq");
@@ -367,6 +368,12 @@ fn modal_accept_needs_the_plan_then_emits_one_replay() {
     update(&mut st, preview("orders.dlq", 2));
     update(&mut st, ch('+'));
     update(&mut st, ch('k'));
+    // Keeping attempts changes the plan: the worker answers with the plan for that setting.
+    let mut kept = preview("orders.dlq", 2);
+    if let Event::ReplayPreview(p) = &mut kept {
+        p.keep_attempts = true;
+    }
+    update(&mut st, kept);
     let cmds = update(&mut st, key(KeyCode::Enter));
     match cmds.as_slice() {
         [Command::Replay(r)] => {
@@ -637,4 +644,36 @@ fn a_large_list_narrows_when_typing_pauses_not_on_every_keystroke() {
     update(&mut st, key(KeyCode::Enter));
     assert!(!st.filter_pending);
     assert_eq!(st.visible_rows().len(), 1);
+}
+
+#[test]
+fn keep_attempts_asks_for_the_plan_again_and_ignores_the_stale_one() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 3));
+    let cmds = update(&mut st, ch('k'));
+    assert!(
+        matches!(
+            &cmds[..],
+            [Command::PreviewReplay {
+                keep_attempts: true,
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    // The plan for the old setting arrives late: not shown, and Enter waits.
+    update(&mut st, preview("orders.dlq", 3));
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
+    let mut kept = preview("orders.dlq", 3);
+    if let Event::ReplayPreview(p) = &mut kept {
+        p.keep_attempts = true;
+        p.removes.clear();
+    }
+    update(&mut st, kept);
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(&cmds[..], [Command::Replay(r)] if r.keep_attempts),
+        "{cmds:?}"
+    );
 }

@@ -19,6 +19,8 @@ pub enum Command {
     PreviewReplay {
         queue: String,
         selection: Selection,
+        /// The plan differs: with attempts kept nothing is removed.
+        keep_attempts: bool,
     },
     /// Replay, after the operator accepted the confirmation (answer: `Event::ReplayProgress`…,
     /// then `Event::ReplayFinished`). Never emitted in read-only mode.

@@ -83,6 +83,8 @@ pub struct ReplayPreview {
     pub adds: Vec<String>,
     /// Messages in the selection that Warren replayed before and that failed again.
     pub replayed_before: u64,
+    /// Whether this plan keeps attempts (a plan for the other setting is stale).
+    pub keep_attempts: bool,
     /// Anything the operator must read before accepting (skipped endpoint, unroutable, …).
     pub warnings: Vec<String>,
 }

@@ -121,6 +121,7 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
         Event::ReplayPreview(preview) => {
             if let Overlay::Replay(modal) = &mut state.overlay
                 && modal.queue == preview.queue
+                && modal.keep_attempts == preview.keep_attempts
             {
                 modal.preview = Some(preview);
                 state.dirty = true;
@@ -511,7 +512,11 @@ fn start_replay(state: &mut State) -> Vec<Command> {
         typed: String::new(),
         field: ModalField::Count,
     }));
-    vec![Command::PreviewReplay { queue, selection }]
+    vec![Command::PreviewReplay {
+        queue,
+        selection,
+        keep_attempts: false,
+    }]
 }
 
 fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
@@ -555,7 +560,16 @@ fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     }
     match keys::lookup(Scope::Modal, &key) {
         Some(Action::Cancel) => state.overlay = Overlay::None,
-        Some(Action::ToggleKeep) => modal.keep_attempts = !modal.keep_attempts,
+        Some(Action::ToggleKeep) => {
+            // The header changes differ: ask for the plan again; Enter waits for it.
+            modal.keep_attempts = !modal.keep_attempts;
+            modal.preview = None;
+            return vec![Command::PreviewReplay {
+                queue: modal.queue.clone(),
+                selection: modal.selection.clone(),
+                keep_attempts: modal.keep_attempts,
+            }];
+        }
         Some(Action::ToggleDryRun) => modal.dry_run = !modal.dry_run,
         Some(Action::RateUp) => {
             modal.rate = RATE_STEPS

@@ -119,7 +119,11 @@ impl Worker {
             Command::LoadQueues => self.load_queues().await,
             Command::RefreshDepths => self.refresh_depths().await,
             Command::Browse { queue, limit } => self.browse(queue, limit).await,
-            Command::PreviewReplay { queue, selection } => self.preview(queue, selection).await,
+            Command::PreviewReplay {
+                queue,
+                selection,
+                keep_attempts,
+            } => self.preview(queue, selection, keep_attempts).await,
             Command::Replay(req) => self.replay(req).await,
             Command::CancelReplay => {
                 if let Some((_, cancel)) = &self.replay {
@@ -260,7 +264,12 @@ impl Worker {
         });
     }
 
-    async fn preview(&mut self, queue: String, selection: crate::domain::selection::Selection) {
+    async fn preview(
+        &mut self,
+        queue: String,
+        selection: crate::domain::selection::Selection,
+        keep_attempts: bool,
+    ) {
         let Some(s) = self.session().await else {
             self.error("replay needs a broker (a snapshot is read-only)")
                 .await;
@@ -268,7 +277,7 @@ impl Worker {
         };
         let events = self.events.clone();
         tokio::spawn(async move {
-            let spec = spec_for(&s, queue.clone(), selection, None, false);
+            let spec = spec_for(&s, queue.clone(), selection, None, keep_attempts);
             match s.preview(&spec, |keys| remember(&s, &queue, keys)).await {
                 Ok(p) => {
                     let mut warnings: Vec<String> =
@@ -295,6 +304,7 @@ impl Worker {
                         removes: p.removed.into_iter().collect(),
                         adds: p.added.into_iter().collect(),
                         replayed_before: p.replayed_before,
+                        keep_attempts,
                         warnings,
                     };
                     let _ = events.send(Event::ReplayPreview(preview)).await;
