@@ -149,8 +149,14 @@ impl Session {
     /// Reads up to `limit` messages from the head of `queue` and leaves every one of them where
     /// it was (see `broker::browse`).
     pub async fn browse(&self, queue: &str, limit: usize) -> Result<BrowsePage, SessionError> {
-        self.browse_with_cap(queue, limit, self.target.settings.browse.body_cap_bytes)
-            .await
+        // Never below what message keys hash, so a key means the same message everywhere.
+        let cap = self
+            .target
+            .settings
+            .browse
+            .body_cap_bytes
+            .max(identity::HASHED_BODY);
+        self.browse_with_cap(queue, limit, cap).await
     }
 
     /// [`Session::browse`] keeping up to `body_cap` bytes of each body (`usize::MAX` for an
@@ -315,7 +321,11 @@ impl Session {
         remember: impl FnOnce(&[String]) -> HashMap<String, jiff::Timestamp>,
     ) -> Result<Preview, SessionError> {
         let window = spec.window.max(1);
-        let page = self.browse(&spec.queue, window).await?;
+        // Up to 10,000 messages are looked at: keep bodies short (the engine re-reads each
+        // message whole and decides on the whole body).
+        let page = self
+            .browse_with_cap(&spec.queue, window, identity::HASHED_BODY)
+            .await?;
         let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
         let first_seen = remember(&keys);
         let now = jiff::Timestamp::now();

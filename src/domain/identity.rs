@@ -11,6 +11,9 @@
 use super::message::DeadLetter;
 use super::value::{HeaderValue, Table};
 
+/// Body bytes that go into a content key; every browse keeps at least this many.
+pub const HASHED_BODY: usize = 64 * 1024;
+
 /// Framework id headers that stay with a message through retries and error queues, in order of
 /// preference. (`MT-OriginalMessageId` is left out: it names another message.)
 const ID_HEADERS: &[&str] = &[
@@ -91,8 +94,9 @@ fn content_hash(msg: &DeadLetter) -> u64 {
     h.opt(b'a', p.app_id.as_deref());
     h.opt(b'l', p.cluster_id.as_deref());
     hash_table(&mut h, &msg.headers, true);
-    // The body as kept (possibly capped) plus its real size: stable for a given cap.
-    h.field(b'B', &msg.body);
+    // The first `HASHED_BODY` bytes plus the real size: the same key whether the body was read
+    // whole (replay) or cut at any cap of at least that size (browse, preview).
+    h.field(b'B', msg.body.get(..HASHED_BODY).unwrap_or(&msg.body));
     h.field(b'S', &msg.body_size.to_le_bytes());
     h.0
 }
@@ -232,5 +236,30 @@ mod tests {
         let mut h = Fnv::new();
         h.bytes(b"a");
         assert_eq!(h.0, 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn a_body_cut_at_any_cap_of_at_least_the_hashed_size_keeps_its_key() {
+        let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let whole = msg(&body);
+        let mut cut = msg(&body[..HASHED_BODY]);
+        cut.body_size = whole.body_size;
+        let mut cut_more = msg(&body[..HASHED_BODY * 2]);
+        cut_more.body_size = whole.body_size;
+        assert_eq!(message_key(&whole), message_key(&cut));
+        assert_eq!(message_key(&whole), message_key(&cut_more));
+        let mut other = msg(&body);
+        other.body[150_000] ^= 1;
+        other.body_size = whole.body_size;
+        assert_eq!(
+            message_key(&whole),
+            message_key(&other),
+            "only the first 64 KiB are hashed"
+        );
+        assert_ne!(
+            message_key(&whole),
+            message_key(&msg(&body[..199_999])),
+            "the size counts"
+        );
     }
 }
