@@ -196,7 +196,11 @@ impl Session {
                 self.vhost()
             )),
             Ok(PermissionState::Known(p)) => {
-                let write = Regex::new(&format!("^(?:{})$", p.write)).ok();
+                // RabbitMQ matches permission regexes unanchored, and an empty one means '^$'
+                // (nothing). An unparsable one blocks: the broker would decide, Warren refuses.
+                let write = (!p.write.is_empty())
+                    .then(|| Regex::new(&p.write).ok())
+                    .flatten();
                 // The default exchange's resource name is `amq.default`.
                 let resource = |x: &String| {
                     if x.is_empty() {
