@@ -37,22 +37,7 @@ struct DemoVhost {
 
 impl Drop for DemoVhost {
     fn drop(&mut self) {
-        let url = format!("{}/api/vhosts/{}", self.broker.mgmt_base(), enc(&self.name));
-        let _ = std::thread::spawn(move || {
-            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                rt.block_on(async {
-                    let _ = reqwest::Client::new()
-                        .delete(url)
-                        .basic_auth("guest", Some("guest"))
-                        .send()
-                        .await;
-                });
-            }
-        })
-        .join();
+        common::delete_vhost_blocking(&self.broker, &self.name);
     }
 }
 

@@ -9,7 +9,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{TestBroker, enc, unique};
+use common::{TestBroker, unique};
 use warren::broker::browse::{BrowseRequest, browse};
 use warren::broker::config::{self, Config, Overrides};
 use warren::broker::demo;
@@ -55,27 +55,13 @@ fn shipped_demo_snapshots_read_back_and_write_the_same_bytes() {
 
 /// Deletes the demo vhost at the end, also on panic.
 struct Cleanup {
-    url: String,
+    broker: TestBroker,
+    name: String,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let url = self.url.clone();
-        let _ = std::thread::spawn(move || {
-            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                rt.block_on(async {
-                    let _ = reqwest::Client::new()
-                        .delete(url)
-                        .basic_auth("guest", Some("guest"))
-                        .send()
-                        .await;
-                });
-            }
-        })
-        .join();
+        common::delete_vhost_blocking(&self.broker, &self.name);
     }
 }
 
@@ -84,7 +70,8 @@ async fn export_then_read_then_write_gives_the_same_bytes_for_every_demo_message
     let b = TestBroker::default_broker();
     let vhost = unique("warren-demo-roundtrip");
     let _cleanup = Cleanup {
-        url: format!("{}/api/vhosts/{}", b.mgmt_base(), enc(&vhost)),
+        broker: b.clone(),
+        name: vhost.clone(),
     };
     let over = Overrides {
         amqp_url: Some(format!("amqp://guest:guest@{}:{}", b.host, b.amqp_port)),

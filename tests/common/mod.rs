@@ -223,41 +223,50 @@ impl TestVhost {
             return;
         }
         self.cleaned = true;
-        let _ = self
-            .http
-            .delete(format!(
-                "{}/api/vhosts/{}",
-                self.broker.mgmt_base(),
-                enc(&self.name)
-            ))
-            .basic_auth("guest", Some("guest"))
-            .send()
-            .await;
+        delete_vhost(&self.broker, &self.name).await;
     }
+}
+
+/// How long deleting a vhost may take: RabbitMQ 4.x takes minutes to delete one holding 10,000
+/// queues, and a shorter timeout left such vhosts behind.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Deletes a vhost (and everything in it), waiting for the broker to finish.
+pub async fn delete_vhost(broker: &TestBroker, name: &str) {
+    let url = format!("{}/api/vhosts/{}", broker.mgmt_base(), enc(name));
+    let result = reqwest::Client::new()
+        .delete(&url)
+        .basic_auth("guest", Some("guest"))
+        .timeout(DELETE_TIMEOUT)
+        .send()
+        .await;
+    if let Err(e) = result {
+        eprintln!(
+            "could not delete test vhost {name} on RabbitMQ {}: {e}",
+            broker.label
+        );
+    }
+}
+
+/// [`delete_vhost`] from synchronous code, e.g. a `Drop` of a panicking test: a plain thread
+/// with its own runtime, so it works inside or outside tokio.
+pub fn delete_vhost_blocking(broker: &TestBroker, name: &str) {
+    let (broker, name) = (broker.clone(), name.to_string());
+    let _ = std::thread::spawn(move || {
+        if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            rt.block_on(delete_vhost(&broker, &name));
+        }
+    })
+    .join();
 }
 
 impl Drop for TestVhost {
     fn drop(&mut self) {
-        if self.cleaned {
-            return;
+        if !self.cleaned {
+            delete_vhost_blocking(&self.broker, &self.name);
         }
-        let url = format!("{}/api/vhosts/{}", self.broker.mgmt_base(), enc(&self.name));
-        // A panicking test still removes its vhost: a plain thread with its own runtime, so this
-        // works inside or outside tokio.
-        let _ = std::thread::spawn(move || {
-            if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                rt.block_on(async {
-                    let _ = reqwest::Client::new()
-                        .delete(url)
-                        .basic_auth("guest", Some("guest"))
-                        .send()
-                        .await;
-                });
-            }
-        })
-        .join();
     }
 }
