@@ -674,18 +674,21 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
             s.target.context
         )));
     }
-    let store = if a.no_audit || a.dry_run {
-        None
-    } else {
-        Some(Store::open_default().map_err(|e| Failure::failed(e.to_string()))?)
+    // One store for the audit and for first-seen times. The audit needs it (unless --no-audit);
+    // a dry run looks and records first-seen times when it can.
+    let audited = !(a.no_audit || a.dry_run);
+    let store = match Store::open_default() {
+        Ok(st) => Some(st),
+        Err(e) if audited => return Err(Failure::failed(e.to_string())),
+        Err(_) => None,
     };
     // First-seen times feed `age:` filters and are remembered for "dead since".
     let memory = s.memory_key();
     let mut first_seen = HashMap::new();
     let preview = s
         .preview(&spec, |keys| {
-            first_seen = Store::open_default()
-                .ok()
+            first_seen = store
+                .as_ref()
                 .and_then(|st| {
                     st.record_seen(&memory, &a.queue, keys, jiff::Timestamp::now())
                         .ok()
@@ -729,7 +732,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         }
     }
 
-    let audit_id = match &store {
+    let audit_id = match store.as_ref().filter(|_| audited) {
         Some(st) => Some(
             st.begin_replay(&AuditStart {
                 at: jiff::Timestamp::now(),
