@@ -18,7 +18,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString};
 use lapin::{BasicProperties, Connection};
 use warren::broker::config::{self, Config, Overrides};
-use warren::broker::session::{ReplaySpec, Session};
+use warren::broker::session::{ReadConsent, ReplaySpec, Session};
 use warren::domain::selection::Selection;
 use warren::store::{AuditOutcome, AuditStart, Store};
 
@@ -213,6 +213,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
         allow_fan_out: false,
         keep_attempts: false,
         window: session.target.settings.replay.window,
+        consent: ReadConsent::Reuse,
     };
     let t0 = Instant::now();
     let preview = session.preview(&spec, |_| HashMap::new()).await?;

@@ -66,7 +66,7 @@ fn enter_browses_and_tab_moves_between_panes() {
     );
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
-        matches!(cmds.as_slice(), [Command::Browse { queue, limit: 500 }] if queue == "orders.dlq"),
+        matches!(cmds.as_slice(), [Command::Browse { queue, limit: 500, read_again: false }] if queue == "orders.dlq"),
         "{cmds:?}"
     );
     assert_eq!(st.focus, Focus::Messages);

@@ -12,10 +12,9 @@
 //!
 //! Streams: consume from `x-stream-offset` (`first` or a numeric offset), acks only grant credit.
 //!
-//! [`BrowseCache`] keeps the last page per (vhost, queue) so redrawing a screen does not browse
-//! (and, on quorum queues, cost deliveries) again.
+//! What was read is kept by the session (`broker::session`), which decides before any read
+//! whether it may cost deliveries again.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -94,6 +93,29 @@ pub struct BrowsePage {
     /// the 0 that the broker reports for every stream).
     pub queue_depth_at_start: u64,
     pub stopped: StopReason,
+    /// Messages delivered to Warren, kept or not (a safety stop and the drain after the cancel
+    /// deliver some that are not kept): each was handed back, which is what a read costs.
+    pub delivered: u64,
+    /// The highest `x-delivery-count` among the delivered messages, as delivered.
+    pub max_delivery_count: Option<u64>,
+    /// The highest `x-acquired-count` (RabbitMQ 4.3+: every return, counted or not).
+    pub max_acquired_count: Option<u64>,
+    /// Every delivered message was handed back with the explicit nack.
+    pub returned_explicitly: bool,
+}
+
+impl Default for BrowsePage {
+    fn default() -> Self {
+        BrowsePage {
+            messages: Vec::new(),
+            queue_depth_at_start: 0,
+            stopped: StopReason::Exhausted,
+            delivered: 0,
+            max_delivery_count: None,
+            max_acquired_count: None,
+            returned_explicitly: true,
+        }
+    }
 }
 
 /// Why a page ended where it did.
@@ -201,11 +223,11 @@ fn short(queue: &str) -> Result<ShortString, BrowseError> {
 }
 
 /// A consumer tag that says who is reading, for anyone looking at the management UI.
-fn consumer_tag() -> ShortString {
+fn consumer_tag(n: usize) -> ShortString {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    ShortString::try_new(format!("warren-browse-{}-{nanos}", std::process::id()))
+    ShortString::try_new(format!("warren-browse-{}-{nanos}-{n}", std::process::id()))
         .unwrap_or_default()
 }
 
@@ -231,124 +253,91 @@ async fn browse_queue(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePa
             messages: Vec::new(),
             queue_depth_at_start: depth_at_start,
             stopped,
+            ..BrowsePage::default()
         });
     }
-    // Without acks the broker never sends more than the prefetch, so a prefetch of exactly
-    // `target` reads the page and nothing past it. Above 65,535 (classic queues only) the
-    // prefetch is unbounded and the surplus that arrives before the cancel is handed back too.
-    let prefetch = u16::try_from(target).unwrap_or(0);
-    channel
-        .basic_qos(prefetch, BasicQosOptions { global: false })
-        .await
-        .map_err(|e| classify(&req.queue, e))?;
-    let tag = consumer_tag();
-    let mut consumer = channel
-        .basic_consume(
-            short(&req.queue)?,
-            tag.clone(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|e| classify(&req.queue, e))?;
-
-    let mut messages: Vec<DeadLetter> = Vec::with_capacity(target.min(10_000));
-    let mut last_tag: u64 = 0;
-    let mut delivered: u64 = 0;
-    let mut failure: Option<BrowseError> = None;
-    let mut stopped = StopReason::Idle;
+    let mut read = PageRead {
+        messages: Vec::with_capacity(target.min(10_000)),
+        tags: Vec::new(),
+        last_tag: 0,
+        delivered: 0,
+        max_count: None,
+        max_acquired: None,
+        failure: None,
+        stopped: StopReason::Idle,
+    };
+    // Without acks the broker never sends a consumer more than its prefetch. Where every return
+    // costs a delivery, the page is read in growing chunks, one consumer each, and every chunk is
+    // checked before the next is asked for: a message too close to its limit stops the read after
+    // at most one small chunk was delivered, not after the whole page. Elsewhere one consumer
+    // with a prefetch of exactly `target` reads the page and nothing past it (above 65,535, on
+    // classic queues only, the prefetch is unbounded and the surplus is handed back too).
+    let mut chunk = if quorum_limited { FIRST_CHUNK } else { target };
     loop {
-        match tokio::time::timeout(req.idle_timeout, consumer.next()).await {
-            Err(_) => break, // idle
-            Ok(None) => {
-                failure = Some(BrowseError::Broker {
-                    queue: req.queue.clone(),
-                    code: 0,
-                    text: "the broker cancelled the consumer (queue deleted?)".to_string(),
-                });
-                break;
-            }
-            Ok(Some(Err(e))) => {
-                failure = Some(classify(&req.queue, e));
-                break;
-            }
-            Ok(Some(Ok(delivery))) => {
-                last_tag = last_tag.max(delivery.delivery_tag);
-                delivered += 1;
-                let dl = dead_letter_from_delivery(
-                    &req.queue,
-                    messages.len() as u64,
-                    delivery,
-                    req.body_cap,
-                );
-                let count = dl.delivery.delivery_count.unwrap_or(0);
-                if !req.policy.message_safe(count) {
-                    stopped = StopReason::QuorumSafety {
-                        delivery_count: count,
-                        reason: req.policy.explain(Some(count)),
-                    };
-                    break;
-                }
-                messages.push(dl);
-                if messages.len() >= target {
-                    stopped = if messages.len() >= limit {
-                        StopReason::Limit
-                    } else {
-                        StopReason::Exhausted
-                    };
-                    break;
-                }
-            }
+        let want = chunk.min(target - read.messages.len());
+        if !read_chunk(channel, req, want, target, limit, &mut read).await {
+            break;
         }
+        chunk = (chunk * 4).min(MAX_CHUNK);
     }
 
     // Cancel first so nothing handed back is delivered to us again, then drain what the broker
     // had already sent: those are unacked too and must be part of the one nack.
-    if failure.is_none() {
+    for (tag, consumer) in read.tags.iter_mut() {
+        if read.failure.is_some() {
+            break;
+        }
         if let Err(e) = channel
-            .basic_cancel(tag, BasicCancelOptions::default())
+            .basic_cancel(tag.clone(), BasicCancelOptions::default())
             .await
         {
-            failure = Some(classify(&req.queue, e));
-        } else {
-            loop {
-                match tokio::time::timeout(Duration::from_secs(5), consumer.next()).await {
-                    Ok(Some(Ok(d))) => {
-                        last_tag = last_tag.max(d.delivery_tag);
-                        delivered += 1;
-                    }
-                    Ok(Some(Err(e))) => {
-                        failure = Some(classify(&req.queue, e));
-                        break;
-                    }
-                    Ok(None) | Err(_) => break,
+            read.failure = Some(classify(&req.queue, e));
+            break;
+        }
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), consumer.next()).await {
+                Ok(Some(Ok(d))) => {
+                    read.last_tag = read.last_tag.max(d.delivery_tag);
+                    read.delivered += 1;
+                    let (count, acquired) = counts_of(&d);
+                    read.max_count = read.max_count.max(count);
+                    read.max_acquired = read.max_acquired.max(acquired);
                 }
+                Ok(Some(Err(e))) => {
+                    read.failure = Some(classify(&req.queue, e));
+                    break;
+                }
+                Ok(None) | Err(_) => break,
             }
         }
     }
-    if last_tag > 0 {
+    let mut returned_explicitly = read.failure.is_none();
+    if read.last_tag > 0 {
         let nack = channel
             .basic_nack(
-                last_tag,
+                read.last_tag,
                 BasicNackOptions {
                     multiple: true,
                     requeue: true,
                 },
             )
             .await;
-        if let (Err(e), None) = (nack, &failure) {
-            failure = Some(classify(&req.queue, e));
+        if let Err(e) = nack {
+            returned_explicitly = false;
+            if read.failure.is_none() {
+                read.failure = Some(classify(&req.queue, e));
+            }
         }
     }
-    if let Some(err) = failure {
+    if let Some(err) = read.failure {
         return Err(err);
     }
     // The broker applies a nack asynchronously (quorum queues through Raft). Wait until the
     // messages are ready again, so that closing the channel cannot race the nack (a close
     // counts as a delivery even on 4.3) and an immediate second browse sees the real depth.
-    wait_until_returned(channel, &req.queue, delivered).await;
-    if messages.is_empty()
-        && let StopReason::QuorumSafety { reason, .. } = stopped
+    wait_until_returned(channel, &req.queue, read.delivered).await;
+    if read.messages.is_empty()
+        && let StopReason::QuorumSafety { reason, .. } = read.stopped
     {
         return Err(BrowseError::Refused {
             queue: req.queue.clone(),
@@ -356,10 +345,154 @@ async fn browse_queue(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePa
         });
     }
     Ok(BrowsePage {
-        messages,
+        messages: read.messages,
         queue_depth_at_start: depth_at_start,
-        stopped,
+        stopped: read.stopped,
+        delivered: read.delivered,
+        max_delivery_count: read.max_count,
+        max_acquired_count: read.max_acquired,
+        returned_explicitly,
     })
+}
+
+/// A page being read by one or more consumers on one channel.
+struct PageRead {
+    messages: Vec<DeadLetter>,
+    tags: Vec<(ShortString, lapin::Consumer)>,
+    last_tag: u64,
+    delivered: u64,
+    max_count: Option<u64>,
+    max_acquired: Option<u64>,
+    failure: Option<BrowseError>,
+    stopped: StopReason,
+}
+
+/// Quorum reads start with a chunk this small, and grow by 4× up to [`MAX_CHUNK`].
+const FIRST_CHUNK: usize = 4;
+const MAX_CHUNK: usize = 4096;
+
+/// Reads up to `want` more messages with a new consumer whose prefetch is `want`. Returns true
+/// when the read should go on with another chunk.
+async fn read_chunk(
+    channel: &Channel,
+    req: &BrowseRequest,
+    want: usize,
+    target: usize,
+    limit: usize,
+    read: &mut PageRead,
+) -> bool {
+    let prefetch = u16::try_from(want).unwrap_or(0);
+    if let Err(e) = channel
+        .basic_qos(prefetch, BasicQosOptions { global: false })
+        .await
+    {
+        read.failure = Some(classify(&req.queue, e));
+        return false;
+    }
+    let tag = consumer_tag(read.tags.len());
+    let name = match short(&req.queue) {
+        Ok(n) => n,
+        Err(e) => {
+            read.failure = Some(e);
+            return false;
+        }
+    };
+    let consumer = match channel
+        .basic_consume(
+            name,
+            tag.clone(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            read.failure = Some(classify(&req.queue, e));
+            return false;
+        }
+    };
+    read.tags.push((tag, consumer));
+    let Some((_, consumer)) = read.tags.last_mut() else {
+        return false;
+    };
+    let mut got = 0;
+    while got < want {
+        match tokio::time::timeout(req.idle_timeout, consumer.next()).await {
+            Err(_) => {
+                read.stopped = StopReason::Idle;
+                return false;
+            }
+            Ok(None) => {
+                read.failure = Some(BrowseError::Broker {
+                    queue: req.queue.clone(),
+                    code: 0,
+                    text: "the broker cancelled the consumer (queue deleted?)".to_string(),
+                });
+                return false;
+            }
+            Ok(Some(Err(e))) => {
+                read.failure = Some(classify(&req.queue, e));
+                return false;
+            }
+            Ok(Some(Ok(delivery))) => {
+                got += 1;
+                read.last_tag = read.last_tag.max(delivery.delivery_tag);
+                read.delivered += 1;
+                let (count, acquired) = counts_of(&delivery);
+                read.max_count = read.max_count.max(count);
+                read.max_acquired = read.max_acquired.max(acquired);
+                let c = count.unwrap_or(0);
+                if !req.policy.message_safe(c) {
+                    read.stopped = StopReason::QuorumSafety {
+                        delivery_count: c,
+                        reason: req.policy.explain(Some(c)),
+                    };
+                    return false;
+                }
+                let position = read.messages.len() as u64;
+                read.messages.push(dead_letter_from_delivery(
+                    &req.queue,
+                    position,
+                    delivery,
+                    req.body_cap,
+                ));
+                if read.messages.len() >= target {
+                    read.stopped = if read.messages.len() >= limit {
+                        StopReason::Limit
+                    } else {
+                        StopReason::Exhausted
+                    };
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// `x-delivery-count` and `x-acquired-count` (4.3+) as the broker delivered them.
+fn counts_of(d: &lapin::message::Delivery) -> (Option<u64>, Option<u64>) {
+    let Some(headers) = d.properties.headers().as_ref() else {
+        return (None, None);
+    };
+    let get = |key: &str| {
+        headers
+            .inner()
+            .iter()
+            .find(|(k, _)| k.as_str() == key)
+            .and_then(|(_, v)| match v {
+                AMQPValue::LongLongInt(n) => u64::try_from(*n).ok(),
+                AMQPValue::LongInt(n) => u64::try_from(*n).ok(),
+                AMQPValue::LongUInt(n) => Some(u64::from(*n)),
+                AMQPValue::ShortInt(n) => u64::try_from(*n).ok(),
+                AMQPValue::ShortUInt(n) => Some(u64::from(*n)),
+                AMQPValue::ShortShortInt(n) => u64::try_from(*n).ok(),
+                AMQPValue::ShortShortUInt(n) => Some(u64::from(*n)),
+                _ => None,
+            })
+    };
+    (get("x-delivery-count"), get("x-acquired-count"))
 }
 
 /// Polls the queue's ready count until it holds at least the `returned` messages again, for at
@@ -393,6 +526,7 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
             } else {
                 StopReason::Exhausted
             },
+            ..BrowsePage::default()
         });
     }
     let prefetch = u16::try_from(limit)
@@ -408,7 +542,7 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
     };
     let mut args = FieldTable::default();
     args.insert("x-stream-offset".into(), start);
-    let tag = consumer_tag();
+    let tag = consumer_tag(0);
     let mut consumer = channel
         .basic_consume(
             short(&req.queue)?,
@@ -496,108 +630,13 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
         messages,
         queue_depth_at_start: depth_at_start,
         stopped,
+        ..BrowsePage::default()
     })
-}
-
-/// The last page read per (vhost, queue), with when it was read. Browsing is not free (quorum
-/// queues count deliveries, every message gets `redelivered`), so the UI shows the cached page
-/// when a screen is redrawn or revisited and browses again only when the user asks for a
-/// refresh, or after a replay changed the queue. The cache never expires entries by itself:
-/// the caller decides, using [`CachedPage::age`].
-#[derive(Debug, Default)]
-pub struct BrowseCache {
-    pages: HashMap<(String, String), CachedPage>,
-}
-
-/// A page and when it was read.
-#[derive(Clone, Debug)]
-pub struct CachedPage {
-    pub page: BrowsePage,
-    pub read_at: Instant,
-}
-
-impl CachedPage {
-    pub fn age(&self) -> Duration {
-        self.read_at.elapsed()
-    }
-}
-
-impl BrowseCache {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn get(&self, vhost: &str, queue: &str) -> Option<&CachedPage> {
-        self.pages.get(&(vhost.to_string(), queue.to_string()))
-    }
-
-    /// Stores a freshly read page, replacing the previous one for that queue.
-    pub fn put(&mut self, vhost: &str, queue: &str, page: BrowsePage) {
-        self.pages.insert(
-            (vhost.to_string(), queue.to_string()),
-            CachedPage {
-                page,
-                read_at: Instant::now(),
-            },
-        );
-    }
-
-    /// Forgets one queue's page (after a replay or purge changed it).
-    pub fn invalidate(&mut self, vhost: &str, queue: &str) {
-        self.pages.remove(&(vhost.to_string(), queue.to_string()));
-    }
-
-    pub fn clear(&mut self) {
-        self.pages.clear();
-    }
-
-    pub fn len(&self) -> usize {
-        self.pages.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn page(n: usize) -> BrowsePage {
-        BrowsePage {
-            messages: (0..n)
-                .map(|i| DeadLetter {
-                    queue: "q".into(),
-                    position: i as u64,
-                    ..DeadLetter::default()
-                })
-                .collect(),
-            queue_depth_at_start: n as u64,
-            stopped: StopReason::Exhausted,
-        }
-    }
-
-    #[test]
-    fn cache_is_keyed_by_vhost_and_queue() {
-        let mut c = BrowseCache::new();
-        c.put("/", "q", page(2));
-        c.put("other", "q", page(3));
-        assert_eq!(c.get("/", "q").map(|p| p.page.messages.len()), Some(2));
-        assert_eq!(c.get("other", "q").map(|p| p.page.messages.len()), Some(3));
-        assert!(c.get("/", "missing").is_none());
-        c.put("/", "q", page(5));
-        assert_eq!(c.get("/", "q").map(|p| p.page.messages.len()), Some(5));
-        assert!(
-            c.get("/", "q")
-                .is_some_and(|p| p.age() < Duration::from_secs(60))
-        );
-        c.invalidate("/", "q");
-        assert!(c.get("/", "q").is_none());
-        assert_eq!(c.len(), 1);
-        c.clear();
-        assert!(c.is_empty());
-    }
 
     #[test]
     fn request_defaults() {

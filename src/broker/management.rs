@@ -22,7 +22,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// For the one call that lists every queue of a vhost, which can be large.
 pub const LISTING_TIMEOUT: Duration = Duration::from_secs(120);
 const QUEUE_COLUMNS: &str = "name,type,arguments,durable,messages,messages_ready,\
-messages_unacknowledged,consumers,policy,effective_policy_definition,delivery_limit";
+messages_unacknowledged,consumers,policy,effective_policy_definition,delivery_limit,message_bytes";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ManagementError {
@@ -477,6 +477,29 @@ impl Management {
         Ok(())
     }
 
+    /// Creates or replaces a policy of `vhost` (needs the policymaker tag).
+    pub async fn put_policy(&self, vhost: &str, policy: &Policy) -> Result<(), ManagementError> {
+        let what = format!("set policy '{}' in vhost '{vhost}'", policy.name);
+        let body = serde_json::json!({
+            "pattern": policy.pattern,
+            "apply-to": policy.apply_to,
+            "priority": policy.priority,
+            "definition": policy.definition,
+        });
+        let (status, text, base) = self
+            .request(
+                Method::PUT,
+                &["policies", vhost, &policy.name],
+                &[],
+                None,
+                Some(&body),
+                REQUEST_TIMEOUT,
+            )
+            .await?;
+        self.accept(status, &text, &base, Some(vhost), &what).await?;
+        Ok(())
+    }
+
     /// A GET of any API path (segments are percent-encoded, so a vhost `/` is fine), for callers
     /// that need a field this module does not model.
     pub async fn get_json(
@@ -549,6 +572,20 @@ impl Management {
         x_reason: Option<&str>,
         timeout: Duration,
     ) -> Result<(StatusCode, String, String), ManagementError> {
+        self.request(method, segments, query, x_reason, None, timeout)
+            .await
+    }
+
+    /// One request with an optional JSON body, to each node in turn until one answers.
+    async fn request(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        x_reason: Option<&str>,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<(StatusCode, String, String), ManagementError> {
         let n = self.urls.len();
         let start = self.active.load(Ordering::Relaxed);
         let mut attempts = Vec::new();
@@ -572,6 +609,9 @@ impl Management {
             }
             if let Some(r) = x_reason {
                 req = req.header("X-Reason", r);
+            }
+            if let Some(b) = body {
+                req = req.json(b);
             }
             match req.send().await {
                 Ok(resp) => {
@@ -787,6 +827,7 @@ fn parse_queue(v: &Value) -> Option<QueueInfo> {
         messages_ready: num("messages_ready"),
         messages_unacknowledged: num("messages_unacknowledged"),
         consumers: num("consumers"),
+        message_bytes: num("message_bytes"),
     })
 }
 

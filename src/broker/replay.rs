@@ -54,6 +54,8 @@ pub struct Job {
     /// Targets checked by the preflight (they exist, and fan-out was allowed or absent). A
     /// message whose plan points elsewhere is not published.
     pub allowed_targets: HashSet<TargetKey>,
+    /// Wait-queue targets and the consuming queue each is replaced with (from the preflight).
+    pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
     /// How long ago each message died as far as Warren knows, by message key (for `age:`).
     pub ages: HashMap<String, u64>,
     /// Quorum delivery-limit safety, as for browsing.
@@ -545,11 +547,12 @@ pub async fn run_split(
                     acks.hold(t);
                     summary.held_back += 1;
                 } else {
-                    let p = plan::plan(
+                    let mut p = plan::plan(
                         &msg,
                         &exp,
                         &ReplayOptions { keep_attempts: job.keep_attempts, target_queue: job.to.clone(), now: jiff::Timestamp::now() },
                     );
+                    plan::apply_redirect(&mut p, &job.redirects);
                     match refusal(job, &p) {
                         Some(why) => {
                             acks.hold(t);

@@ -22,6 +22,9 @@ use crate::domain::message::DeadLetter;
 use crate::domain::quorum::{BrokerVersion, BrowsePolicy, QueueType};
 use crate::domain::replay::{self as plan, ReplayOptions, ReplayPlan};
 use crate::domain::selection::Selection;
+use crate::domain::destination;
+use crate::domain::ledger::{self, ReadDecision, ReadOutcome, ReadRecord};
+use crate::store::Store;
 
 /// Why something could not be done, sorted by what the user should do about it.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +35,29 @@ pub enum SessionError {
     /// The request cannot be carried out as asked (e.g. a refused replay).
     #[error("{0}")]
     Refused(String),
+    /// Reading `queue` again would cost its messages deliveries: the user must say yes first
+    /// (`text` says what it costs), then ask again with [`ReadConsent::ReadAgain`].
+    #[error("{text}")]
+    NeedsConsent { queue: String, text: String },
+}
+
+/// Whether a read may spend deliveries that Warren has spent on the queue before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadConsent {
+    /// Use what this session already read from a queue whose reads cost deliveries; read only
+    /// where reading is free or Warren has never read the queue.
+    Reuse,
+    /// The user was told what reading again costs and said yes.
+    ReadAgain,
+}
+
+/// What this session read from one queue whose reads cost deliveries: the one copy the plan,
+/// the dry run, the replay modal and the list after a replay are computed from.
+#[derive(Clone, Debug)]
+struct KeptRead {
+    page: std::sync::Arc<BrowsePage>,
+    body_cap: usize,
+    limit: usize,
 }
 
 impl From<ManagementError> for SessionError {
@@ -61,6 +87,10 @@ pub struct Session {
     pub overview: Overview,
     pub whoami: WhoAmI,
     amqp: OnceCell<lapin::Connection>,
+    /// Reads of queues whose reads cost deliveries, by queue (see [`KeptRead`]).
+    reads: std::sync::Mutex<HashMap<String, KeptRead>>,
+    /// Warren's store for the read ledger, opened on first need; `Err` once it failed.
+    ledger: std::sync::Mutex<Option<Result<Store, String>>>,
 }
 
 impl Session {
@@ -74,6 +104,8 @@ impl Session {
             mgmt,
             target,
             amqp: OnceCell::new(),
+            reads: std::sync::Mutex::new(HashMap::new()),
+            ledger: std::sync::Mutex::new(None),
         })
     }
 
@@ -148,7 +180,12 @@ impl Session {
 
     /// Reads up to `limit` messages from the head of `queue` and leaves every one of them where
     /// it was (see `broker::browse`).
-    pub async fn browse(&self, queue: &str, limit: usize) -> Result<BrowsePage, SessionError> {
+    pub async fn browse(
+        &self,
+        queue: &str,
+        limit: usize,
+        consent: ReadConsent,
+    ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
         // Never below what message keys hash, so a key means the same message everywhere.
         let cap = self
             .target
@@ -156,27 +193,199 @@ impl Session {
             .browse
             .body_cap_bytes
             .max(identity::HASHED_BODY);
-        self.browse_with_cap(queue, limit, cap).await
+        self.browse_with_cap(queue, limit, cap, consent).await
     }
 
     /// [`Session::browse`] keeping up to `body_cap` bytes of each body (`usize::MAX` for an
     /// export, which must be lossless).
+    ///
+    /// On a queue whose reads cost deliveries the decision is made before anything is consumed:
+    /// from what this session already read (reused, never read twice without consent) and from
+    /// the read ledger in Warren's store (refused when the next read would bring a message
+    /// within the safety margin of its limit; [`SessionError::NeedsConsent`] when Warren has
+    /// read the queue before and the caller has not said yes to reading again).
     pub async fn browse_with_cap(
         &self,
         queue: &str,
         limit: usize,
         body_cap: usize,
-    ) -> Result<BrowsePage, SessionError> {
+        consent: ReadConsent,
+    ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
         let (qt, policy, depth) = self.browse_policy(queue).await?;
+        let costly = policy.cost_per_browse > 0 && policy.limit.is_some();
+        if costly && consent == ReadConsent::Reuse {
+            let kept = self.kept(queue);
+            if let Some(k) = kept.filter(|k| k.body_cap >= body_cap) {
+                return Ok(k.page);
+            }
+        }
+        let record = if costly {
+            let r = self.read_record(queue);
+            match r {
+                Ok(r) => ledger::forget_when_empty(r, depth),
+                // Without the ledger nothing remembers earlier reads: treat the queue as read
+                // before, so reading asks first.
+                Err(_) => Some(ReadRecord {
+                    unfinished: true,
+                    reads: 1,
+                    ..ReadRecord::default()
+                }),
+            }
+        } else {
+            None
+        };
+        let decision = ledger::decide(&policy, record.as_ref());
+        match &decision {
+            ReadDecision::Refuse(why) => return Err(SessionError::Refused(why.clone())),
+            ReadDecision::Again { .. } if consent == ReadConsent::Reuse => {
+                return Err(SessionError::NeedsConsent {
+                    queue: queue.to_string(),
+                    text: decision.cost_text(queue).unwrap_or_default(),
+                });
+            }
+            _ => {}
+        }
         let conn = self.amqp().await?;
-        let mut req = BrowseRequest::new(queue, qt, policy);
+        let mut req = BrowseRequest::new(queue, qt, policy.clone());
         req.limit = limit;
         req.body_cap = body_cap;
         req.known_depth = depth;
-        browse::browse(conn, &req).await.map_err(|e| match e {
+        let version = self.overview.rabbitmq_version.clone();
+        let now_ms = || jiff::Timestamp::now().as_millisecond();
+        let begun = costly.then(|| ledger::begin(&policy, &version, record.as_ref(), now_ms()));
+        if let Some(b) = &begun {
+            self.write_record(queue, Some(b))?;
+        }
+        let page = browse::browse(conn, &req).await.map_err(|e| match e {
             browse::BrowseError::Connection { .. } => SessionError::Broker(e.to_string()),
             other => SessionError::Refused(other.to_string()),
-        })
+        });
+        // A failed read leaves the begun record: the worst case, which is what it may have cost.
+        let page = std::sync::Arc::new(page?);
+        if let Some(b) = &begun {
+            let outcome = ReadOutcome {
+                delivered: page.delivered,
+                max_delivery_count: page.max_delivery_count,
+                max_acquired_count: page.max_acquired_count,
+                returned_explicitly: page.returned_explicitly,
+                stopped: match &page.stopped {
+                    browse::StopReason::QuorumSafety { reason, .. } => Some(reason.clone()),
+                    _ => None,
+                },
+            };
+            self.write_record(queue, Some(&ledger::finish(&policy, b, &outcome, now_ms())))?;
+            self.keep(
+                queue,
+                KeptRead {
+                    page: page.clone(),
+                    body_cap,
+                    limit,
+                },
+            );
+        }
+        Ok(page)
+    }
+
+    /// The policy that makes `queue` free to read (see `domain::protect`); applied unless
+    /// `apply` is false. Refused in read-only mode.
+    pub async fn protect(
+        &self,
+        queue: &str,
+        apply: bool,
+    ) -> Result<crate::domain::protect::ProtectPlan, SessionError> {
+        let (info, policies) = tokio::join!(
+            self.mgmt.queue(self.vhost(), queue),
+            self.mgmt.policies(self.vhost())
+        );
+        let (info, policies) = (info?, policies?);
+        let in_force = info
+            .policy
+            .as_deref()
+            .and_then(|name| policies.iter().find(|p| p.name == name));
+        let plan = crate::domain::protect::plan(self.version(), &info, in_force)
+            .map_err(SessionError::Refused)?;
+        if apply {
+            if self.target.read_only {
+                return Err(SessionError::Refused(format!(
+                    "read-only: context '{}' is opened read-only; protect changes a policy and is disabled",
+                    self.target.context
+                )));
+            }
+            self.mgmt.put_policy(self.vhost(), &plan.policy).await?;
+        }
+        Ok(plan)
+    }
+
+    /// What reading `queue` would cost now, decided without touching it.
+    pub async fn read_decision(&self, queue: &str) -> Result<ReadDecision, SessionError> {
+        let (_, policy, depth) = self.browse_policy(queue).await?;
+        if policy.cost_per_browse == 0 || policy.limit.is_none() {
+            return Ok(ledger::decide(&policy, None));
+        }
+        let record = self
+            .read_record(queue)
+            .unwrap_or(None)
+            .and_then(|r| ledger::forget_when_empty(Some(r), depth));
+        Ok(ledger::decide(&policy, record.as_ref()))
+    }
+
+    /// Messages that left the queue (replayed) are dropped from what this session read, so the
+    /// list after a replay is computed from the read already made rather than by reading again.
+    pub fn forget_moved(&self, queue: &str, moved_keys: &[String]) {
+        let moved: HashSet<&str> = moved_keys.iter().map(String::as_str).collect();
+        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = reads.get_mut(queue) {
+            let mut page = (*k.page).clone();
+            page.messages
+                .retain(|m| !moved.contains(identity::message_key(m).as_str()));
+            page.queue_depth_at_start = page
+                .queue_depth_at_start
+                .saturating_sub(moved_keys.len() as u64);
+            k.page = std::sync::Arc::new(page);
+        }
+    }
+
+    fn kept(&self, queue: &str) -> Option<KeptRead> {
+        let reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        reads.get(queue).cloned()
+    }
+
+    fn keep(&self, queue: &str, read: KeptRead) {
+        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = read.limit;
+        reads.insert(queue.to_string(), read);
+    }
+
+    /// Runs `f` on the ledger's store, opening it on first use.
+    fn with_ledger<T>(&self, f: impl FnOnce(&Store) -> crate::store::Result<T>) -> Result<T, String> {
+        let mut slot = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(Store::open_default().map_err(|e| e.to_string()));
+        }
+        match slot.as_ref() {
+            Some(Ok(store)) => f(store).map_err(|e| e.to_string()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("Warren's store is not open".to_string()),
+        }
+    }
+
+    fn read_record(&self, queue: &str) -> Result<Option<ReadRecord>, String> {
+        let key = self.memory_key();
+        self.with_ledger(|st| st.read_record(&key, queue))
+    }
+
+    /// Writes the ledger. A costly read that cannot be recorded does not happen: nothing would
+    /// remember what it cost.
+    fn write_record(&self, queue: &str, r: Option<&ReadRecord>) -> Result<(), SessionError> {
+        let key = self.memory_key();
+        self.with_ledger(|st| st.put_read_record(&key, queue, r))
+            .map_err(|e| {
+                SessionError::Refused(format!(
+                    "reading '{queue}' costs deliveries and Warren cannot record what it spends: {e}. \
+                     Set {} to a writable file, or make the queue free to read with `warren protect {queue}`",
+                    crate::store::STORE_ENV
+                ))
+            })
     }
 
     /// Whether this session may move messages, and if not, why — in the words the user sees.
@@ -231,6 +440,11 @@ impl Session {
     }
 }
 
+/// The messages of a page, without a copy unless the session keeps the page too.
+pub fn into_messages(page: std::sync::Arc<BrowsePage>) -> Vec<DeadLetter> {
+    std::sync::Arc::try_unwrap(page).map_or_else(|shared| shared.messages.clone(), |p| p.messages)
+}
+
 /// Explains messages and records when Warren first saw them.
 pub fn explain_all(
     messages: Vec<DeadLetter>,
@@ -269,8 +483,12 @@ pub fn age_secs(e: &Explained, now: jiff::Timestamp) -> Option<u64> {
 #[derive(Clone, Debug, Default)]
 pub struct Preview {
     pub queue: String,
-    /// Selected messages among those looked at.
+    /// The count the run moves at most: the count the user confirms. For "all" the queue's depth
+    /// (capped by `--limit`), else the matches among the messages looked at (capped likewise):
+    /// the run stops there, so it never moves more than was confirmed.
     pub selected: u64,
+    /// Messages that matched the selection among those looked at.
+    pub matched: u64,
     /// Messages looked at (the head of the queue, up to the window).
     pub examined: u64,
     pub depth: Option<u64>,
@@ -286,6 +504,9 @@ pub struct Preview {
     pub refusals: Vec<String>,
     /// Targets checked to exist and allowed.
     pub allowed: HashSet<TargetKey>,
+    /// Targets that are wait queues, and the consuming queue each routes back to: a wait queue
+    /// is never a replay target (see `domain::destination`).
+    pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
     /// Selected message keys, for the audit and for a TUI replay of exactly these.
     pub keys: Vec<String>,
     /// Message ids (or keys) per target, for `--dry-run` output.
@@ -297,9 +518,15 @@ pub struct TargetPreview {
     pub exchange: String,
     pub routing_key: String,
     pub count: u64,
+    /// Body bytes of the messages going there (for byte limits).
+    pub bytes: u64,
     pub reaches: Vec<String>,
     /// False when the bindings could not decide exactly (headers exchanges).
     pub exact: bool,
+    /// Where the messages come to rest when that is not the queue first reached (through wait
+    /// queues), with the wait queues passed on the way.
+    pub rests_in: Option<String>,
+    pub via: Vec<String>,
 }
 
 /// How to replay, as the user asked.
@@ -313,12 +540,15 @@ pub struct ReplaySpec {
     pub allow_fan_out: bool,
     pub keep_attempts: bool,
     pub window: usize,
+    /// Whether looking at the queue may spend deliveries Warren has spent before.
+    pub consent: ReadConsent,
 }
 
 impl Session {
-    /// Looks at the head of the DLQ (as a browse: nothing moves), plans each selected message,
-    /// checks that every target exists and where it routes, and says what would happen and
-    /// whether it is allowed.
+    /// Looks at the head of the DLQ (as a browse: nothing moves; on a queue whose reads cost
+    /// deliveries, what this session already read), plans each selected message, follows every
+    /// target to where it comes to rest and checks it can take the messages, and says what would
+    /// happen and whether it is allowed.
     pub async fn preview(
         &self,
         spec: &ReplaySpec,
@@ -328,7 +558,7 @@ impl Session {
         // Up to 10,000 messages are looked at: keep bodies short (the engine re-reads each
         // message whole and decides on the whole body).
         let page = self
-            .browse_with_cap(&spec.queue, window, identity::HASHED_BODY)
+            .browse_with_cap(&spec.queue, window, identity::HASHED_BODY, spec.consent)
             .await?;
         let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
         let first_seen = remember(&keys);
@@ -339,14 +569,14 @@ impl Session {
             depth: Some(page.queue_depth_at_start),
             ..Default::default()
         };
-        let explained = explain_all(page.messages, &first_seen);
+        let explained = explain_all(page.messages.clone(), &first_seen);
         let opts = ReplayOptions {
             keep_attempts: spec.keep_attempts,
             target_queue: spec.to.clone(),
             now,
         };
         for e in &explained {
-            if spec.limit.is_some_and(|l| p.selected >= l) {
+            if spec.limit.is_some_and(|l| p.matched >= l) {
                 break;
             }
             if !spec
@@ -355,7 +585,7 @@ impl Session {
             {
                 continue;
             }
-            p.selected += 1;
+            p.matched += 1;
             p.keys.push(e.key.clone());
             let rp = plan::plan(&e.message, &e.explanation, &opts);
             p.removed.extend(rp.removed.iter().cloned());
@@ -377,6 +607,7 @@ impl Session {
                         ..Default::default()
                     });
                     entry.count += 1;
+                    entry.bytes += e.message.body_size;
                 }
                 None => {
                     *p.warnings
@@ -393,8 +624,33 @@ impl Session {
                 rp,
             ));
         }
+        // The count confirmed is the count that moves: "all" is the queue as it stands (the run
+        // stops at the depth it started with), a selection is what matched here.
+        let all = matches!(spec.selection, Selection::All);
+        p.selected = if all && p.examined < page.queue_depth_at_start {
+            spec.limit.map_or(page.queue_depth_at_start, |l| {
+                l.min(page.queue_depth_at_start)
+            })
+        } else {
+            p.matched
+        };
+        if p.selected > p.matched {
+            *p.warnings
+                .entry(format!(
+                    "only the first {} of {} were looked at: the rest go where their own plan says, and one whose target was not checked here stays in the DLQ and is reported",
+                    p.examined, page.queue_depth_at_start
+                ))
+                .or_insert(0) += 1;
+        } else if !all && p.examined < page.queue_depth_at_start {
+            *p.warnings
+                .entry(format!(
+                    "the selection was matched against the first {} of {} messages: the run moves these {} and leaves later matches for another replay",
+                    p.examined, page.queue_depth_at_start, p.matched
+                ))
+                .or_insert(0) += 1;
+        }
 
-        // Where each target routes, per the broker's bindings.
+        // Where each target routes, per the broker's bindings, and where it comes to rest.
         let (exchanges, bindings) = tokio::join!(
             self.mgmt.exchanges(self.vhost()),
             self.mgmt.bindings(self.vhost())
@@ -403,7 +659,8 @@ impl Session {
         let bindings = bindings?;
         let table = RoutingTable::new(&exchanges, &bindings);
         let conn = self.amqp().await?;
-        for (label, t) in p.targets.iter_mut() {
+        let mut targets = std::mem::take(&mut p.targets);
+        for (label, t) in targets.iter_mut() {
             let routing = table.route(&t.exchange, &t.routing_key);
             t.reaches = routing.queues;
             t.exact = routing.exact;
@@ -424,6 +681,51 @@ impl Session {
                     self.vhost()
                 ));
                 ok = false;
+            }
+            if ok && t.reaches.len() == 1 {
+                let first = t.reaches[0].clone();
+                match self.rest_of(&first, &t.routing_key, &table).await? {
+                    Rest::Queue { queue, via } => {
+                        if !via.is_empty() {
+                            // A wait queue is never the target: the consuming queue is, through
+                            // the default exchange (which reaches exactly that queue).
+                            p.redirects.insert(
+                                (t.exchange.clone(), t.routing_key.clone()),
+                                plan::ReplayTarget {
+                                    exchange: String::new(),
+                                    routing_key: queue.clone(),
+                                    expected_queue: Some(queue.clone()),
+                                },
+                            );
+                            *p.warnings
+                                .entry(format!(
+                                    "{label} is a wait queue ({}): these go straight to '{queue}', where it sends them back",
+                                    via.join(" → ")
+                                ))
+                                .or_insert(0) += t.count;
+                            t.reaches = vec![queue.clone()];
+                            t.rests_in = Some(queue.clone());
+                            t.via = via;
+                        }
+                        let info = self.mgmt.queue(self.vhost(), &queue).await?;
+                        let settings = discovery::effective_settings(&info, info.effective_policy.as_ref());
+                        let room = destination::check_room(&info, &settings, t.count.max(1), t.bytes);
+                        match destination::room_verdict(&queue, t.count, &room) {
+                            Some(Err(why)) => {
+                                p.refusals.push(why);
+                                ok = false;
+                            }
+                            Some(Ok(warning)) => {
+                                *p.warnings.entry(warning).or_insert(0) += t.count;
+                            }
+                            None => {}
+                        }
+                    }
+                    Rest::Lost(why) => {
+                        p.refusals.push(format!("{label}: {why}"));
+                        ok = false;
+                    }
+                }
             }
             if t.reaches.contains(&spec.queue) {
                 p.refusals.push(format!(
@@ -447,9 +749,17 @@ impl Session {
                 ok = false;
             }
             if ok {
-                p.allowed
-                    .insert((t.exchange.clone(), t.routing_key.clone()));
+                let key = (t.exchange.clone(), t.routing_key.clone());
+                let key = p
+                    .redirects
+                    .get(&key)
+                    .map_or(key, |r| (r.exchange.clone(), r.routing_key.clone()));
+                p.allowed.insert(key);
             }
+        }
+        p.targets = targets;
+        for (_, rp) in p.plans.iter_mut() {
+            plan::apply_redirect(rp, &p.redirects);
         }
         let skipped = explained
             .iter()
@@ -477,6 +787,66 @@ impl Session {
         Ok(p)
     }
 
+    /// Follows a publish into `queue` with `routing_key` through wait queues to the queue where
+    /// it comes to rest (see `domain::destination`).
+    async fn rest_of(
+        &self,
+        queue: &str,
+        routing_key: &str,
+        table: &RoutingTable<'_>,
+    ) -> Result<Rest, SessionError> {
+        let mut current = queue.to_string();
+        let mut key = routing_key.to_string();
+        let mut via = Vec::new();
+        for _ in 0..destination::MAX_HOPS {
+            let info = match self.mgmt.queue(self.vhost(), &current).await {
+                Ok(i) => i,
+                Err(e) if via.is_empty() => return Err(e.into()),
+                Err(_) => {
+                    return Ok(Rest::Lost(format!(
+                        "after the wait queue(s) {} it would go to '{current}', which does not exist",
+                        via.join(" → ")
+                    )));
+                }
+            };
+            let settings = discovery::effective_settings(&info, info.effective_policy.as_ref());
+            match destination::step(&info, &settings, &key, table) {
+                destination::Step::Rest => {
+                    return Ok(Rest::Queue {
+                        queue: current,
+                        via,
+                    });
+                }
+                destination::Step::Wait {
+                    next, routing_key, ..
+                } => {
+                    via.push(current);
+                    if via.contains(&next) {
+                        return Ok(Rest::Lost(format!(
+                            "the wait queues {} send it round in a loop",
+                            via.join(" → ")
+                        )));
+                    }
+                    current = next;
+                    key = routing_key;
+                }
+                destination::Step::Dropped { why } => return Ok(Rest::Lost(why)),
+                destination::Step::Ambiguous { queues } => {
+                    return Ok(Rest::Lost(format!(
+                        "the wait queue '{current}' sends it on to {} queues ({}); name the one that consumes it with --to",
+                        queues.len(),
+                        queues.join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(Rest::Lost(format!(
+            "more than {} wait queues in a row ({}): Warren does not follow further",
+            destination::MAX_HOPS,
+            via.join(" → ")
+        )))
+    }
+
     /// Runs a replay that `preview` allowed. The caller checked read-only and wrote the audit.
     pub async fn replay(
         &self,
@@ -491,25 +861,58 @@ impl Session {
                 "read-only: replay is disabled".into(),
             ));
         }
-        let (_, quorum, _) = self.browse_policy(&spec.queue).await?;
+        let (_, quorum, depth) = self.browse_policy(&spec.queue).await?;
         let job = Job {
             dlq: spec.queue.clone(),
             selection: spec.selection.clone(),
-            limit: spec.limit,
+            // Never more than the count the user confirmed.
+            limit: Some(spec.limit.map_or(preview.selected, |l| l.min(preview.selected))),
             rate: spec.rate,
             window: spec.window,
             keep_attempts: spec.keep_attempts,
             to: spec.to.clone(),
             allowed_targets: preview.allowed.clone(),
+            redirects: preview.redirects.clone(),
             ages,
-            quorum,
+            quorum: quorum.clone(),
         };
+        // The engine hands back what it does not move: on a queue whose reads cost deliveries
+        // that is a read too, recorded in the ledger like one (the worst case first).
+        let costly = quorum.cost_per_browse > 0 && quorum.limit.is_some();
+        let version = self.overview.rabbitmq_version.clone();
+        let now_ms = || jiff::Timestamp::now().as_millisecond();
+        let prior = if costly {
+            self.read_record(&spec.queue)
+                .ok()
+                .flatten()
+                .and_then(|r| ledger::forget_when_empty(Some(r), depth))
+        } else {
+            None
+        };
+        let begun = costly.then(|| ledger::begin(&quorum, &version, prior.as_ref(), now_ms()));
+        if let Some(b) = &begun {
+            self.write_record(&spec.queue, Some(b))?;
+        }
         let conn = self.amqp().await?;
         // Publishing gets a connection of its own for the run (see `replay::run_split`).
         let publisher = self.connect_amqp().await?;
         let result = replay::run_split(conn, &publisher, &job, cancel, on_progress).await;
         let _ = publisher.close(200, "replay done".into()).await;
-        result.map_err(|e| SessionError::Broker(e.to_string()))
+        let summary = result.map_err(|e| SessionError::Broker(e.to_string()))?;
+        self.forget_moved(&spec.queue, &summary.moved_ids);
+        if let Some(b) = &begun {
+            let handed_back = summary.held_back + summary.progress.failed + summary.progress.returned;
+            let outcome = ReadOutcome {
+                delivered: handed_back,
+                // What the engine handed back had at most the count the ledger knew of.
+                max_delivery_count: b.next_count,
+                max_acquired_count: None,
+                returned_explicitly: !matches!(summary.stop, replay::StopReason::ConnectionLost(_)),
+                stopped: None,
+            };
+            let _ = self.write_record(&spec.queue, Some(&ledger::finish(&quorum, b, &outcome, now_ms())));
+        }
+        Ok(summary)
     }
 }
 
@@ -571,4 +974,12 @@ fn settle_check(r: lapin::Result<()>) -> Result<bool, SessionError> {
 /// Resolves the command-line overrides and configuration into a target.
 pub fn target(overrides: &config::Overrides) -> Result<Target, config::ConfigError> {
     config::load(overrides).map(|(_, t)| t)
+}
+
+/// Where a replayed message ends up.
+enum Rest {
+    /// In `queue`, after passing the wait queues `via`.
+    Queue { queue: String, via: Vec<String> },
+    /// Nowhere: it would be dropped (the reason says where and why).
+    Lost(String),
 }

@@ -60,6 +60,11 @@ pub struct ConnArgs {
     /// Look, never touch: no replay, no publishing channel is ever opened.
     #[arg(long, global = true)]
     pub read_only: bool,
+
+    /// Accept that reading a quorum queue again spends deliveries of its limit (Warren asks on
+    /// a terminal, and refuses without this flag elsewhere). Never past the safety margin.
+    #[arg(long, global = true)]
+    pub read_again: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -132,6 +137,17 @@ pub enum Command {
     },
     /// Print the man page (roff).
     Man,
+    /// Make a quorum dead-letter queue free to read: a policy that lifts its delivery limit
+    /// (keeping every key of the policy in force), on the record. Refused in read-only mode.
+    Protect {
+        queue: String,
+        /// Show the policy and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask for confirmation.
+        #[arg(long)]
+        yes: bool,
+    },
     /// The record of every replay.
     Audit {
         #[arg(long)]

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use super::args::{ConnArgs, ReplayArgs};
 use super::{Failure, exit};
 use crate::broker::config::{self, Overrides};
-use crate::broker::session::{self, Explained, Preview, ReplaySpec, Session, SessionError};
+use crate::broker::session::{
+    self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError,
+};
 use crate::domain::discovery::Discovery;
 use crate::domain::filter::Filter;
 use crate::domain::message::DeadLetter;
@@ -38,6 +40,48 @@ fn broker_failure(e: SessionError) -> Failure {
     match e {
         SessionError::Broker(m) => Failure::broker(m),
         SessionError::Refused(m) => Failure::failed(m),
+        SessionError::NeedsConsent { queue, text } => Failure::failed(format!(
+            "{text} Nothing was read: pass --read-again to accept the cost, or make the queue free to read with `warren protect {queue}`"
+        )),
+    }
+}
+
+/// The consent the command line gives up front.
+fn consent(c: &ConnArgs) -> ReadConsent {
+    if c.read_again {
+        ReadConsent::ReadAgain
+    } else {
+        ReadConsent::Reuse
+    }
+}
+
+/// Runs a read; where reading again would cost deliveries, says what it costs and asks on a
+/// terminal (elsewhere it refuses, unless --read-again was given).
+async fn read_with_consent<T, Fut>(
+    c: &ConnArgs,
+    read: impl Fn(ReadConsent) -> Fut,
+) -> Result<T, Failure>
+where
+    Fut: std::future::Future<Output = Result<T, SessionError>>,
+{
+    match read(consent(c)).await {
+        Err(SessionError::NeedsConsent { queue, text })
+            if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() =>
+        {
+            eprint!("{} Read it again? [y/N] ", one_line(&text, 600));
+            let _ = std::io::stderr().flush();
+            let mut line = String::new();
+            let yes = std::io::stdin().lock().read_line(&mut line).is_ok()
+                && matches!(line.trim(), "y" | "Y" | "yes");
+            if !yes {
+                return Err(Failure::failed(format!(
+                    "nothing was read from '{}'",
+                    one_line(&queue, 80)
+                )));
+            }
+            read(ReadConsent::ReadAgain).await.map_err(broker_failure)
+        }
+        other => other.map_err(broker_failure),
     }
 }
 
@@ -132,11 +176,19 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
 
 /// Browses and explains, recording first-seen times.
 async fn read_explained(
+    c: &ConnArgs,
     s: &Session,
     queue: &str,
     limit: usize,
 ) -> Result<(Vec<Explained>, String), Failure> {
-    let page = s.browse(queue, limit).await.map_err(broker_failure)?;
+    let page = read_with_consent(c, |consent| s.browse(queue, limit, consent)).await?;
+    if page.max_delivery_count.is_some() || page.max_acquired_count.is_some() {
+        if let Ok((_, policy, _)) = s.browse_policy(queue).await
+            && let Some(note) = crate::domain::ledger::cost_note(&policy, &s.overview.rabbitmq_version, page.delivered, page.max_delivery_count, page.max_acquired_count)
+        {
+            eprintln!("warren: {}", one_line(&note, 400));
+        }
+    }
     let stop = format!("{:?}", page.stopped);
     let keys: Vec<String> = page
         .messages
@@ -153,7 +205,7 @@ async fn read_explained(
     if let crate::broker::browse::StopReason::QuorumSafety { reason, .. } = &page.stopped {
         eprintln!("warren: stopped early: {}", one_line(reason, 600));
     }
-    Ok((session::explain_all(page.messages, &seen), stop))
+    Ok((session::explain_all(session::into_messages(page), &seen), stop))
 }
 
 /// The routing of each plan's target per the broker's bindings, for `replay_target.queues`.
@@ -192,7 +244,7 @@ pub async fn show(
     }
     let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
     let s = open(c).await?;
-    let (messages, _) = read_explained(&s, queue, limit).await?;
+    let (messages, _) = read_explained(c, &s, queue, limit).await?;
     let (exchanges, bindings) = routes(&s).await?;
     let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
     print_messages(&messages, json, filter.as_ref(), |ex, rk| {
@@ -367,10 +419,62 @@ pub async fn groups(
         None => {
             let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
             let s = open(c).await?;
-            read_explained(&s, queue, limit).await?.0
+            read_explained(c, &s, queue, limit).await?.0
         }
     };
     print_groups(&messages, json);
+    Ok(exit::OK)
+}
+
+/// `warren protect QUEUE`: shows the policy that lifts the queue's delivery limit, asks, sets it.
+pub async fn protect(c: &ConnArgs, queue: &str, dry_run: bool, yes: bool) -> Result<i32, Failure> {
+    let s = open(c).await?;
+    let plan = s.protect(queue, false).await.map_err(broker_failure)?;
+    let def = serde_json::to_string(&plan.policy.definition).unwrap_or_default();
+    eprintln!(
+        "{} policy '{}' on vhost '{}': pattern {} priority {} definition {}",
+        if dry_run { "Would set" } else { "Set" },
+        one_line(&plan.policy.name, 120),
+        one_line(s.vhost(), 80),
+        one_line(&plan.policy.pattern, 120),
+        plan.policy.priority,
+        one_line(&def, 400)
+    );
+    eprintln!(
+        "  delivery limit {} → unlimited{}",
+        plan.limit_before.map_or("none".into(), |l| l.to_string()),
+        plan.replaces.as_ref().map_or(String::new(), |p| format!(
+            "; carries every key of policy '{}', which it outranks",
+            one_line(p, 80)
+        ))
+    );
+    if dry_run {
+        return Ok(exit::OK);
+    }
+    if s.target.read_only {
+        return Err(Failure::failed(format!(
+            "read-only: context '{}' is opened read-only; protect changes a policy and is disabled",
+            s.target.context
+        )));
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure::usage(
+                "not a terminal: pass --yes to set the policy without confirmation (or --dry-run to look)",
+            ));
+        }
+        eprint!("Set it? [y/N] ");
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        if std::io::stdin().lock().read_line(&mut line).is_err()
+            || !matches!(line.trim(), "y" | "Y" | "yes")
+        {
+            eprintln!("nothing changed");
+            return Ok(exit::FAILED);
+        }
+    }
+    s.protect(queue, true).await.map_err(broker_failure)?;
+    eprintln!("protected: reading '{}' no longer spends deliveries", one_line(queue, 80));
     Ok(exit::OK)
 }
 
@@ -382,10 +486,8 @@ pub async fn export(
     limit: usize,
 ) -> Result<i32, Failure> {
     let s = open(c).await?;
-    let page = s
-        .browse_with_cap(queue, limit, usize::MAX)
-        .await
-        .map_err(broker_failure)?;
+    let page =
+        read_with_consent(c, |consent| s.browse_with_cap(queue, limit, usize::MAX, consent)).await?;
     let header = SnapshotHeader {
         queue: queue.to_string(),
         vhost: s.vhost().to_string(),
@@ -560,8 +662,13 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
         .depth
         .map(|d| format!(" (queue holds {d})"))
         .unwrap_or_default();
+    let looked = if p.examined < p.depth.unwrap_or(0) {
+        format!(" — matched among the first {} looked at", p.examined)
+    } else {
+        String::new()
+    };
     eprintln!(
-        "{verb} {} message(s) from {}{depth}; selection: {}",
+        "{verb} {} message(s) from {}{depth}{looked}; selection: {}",
         p.selected,
         one_line(&p.queue, 80),
         one_line(&spec.selection.describe(), 200)
@@ -643,6 +750,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         ));
     }
     let s = open(c).await?;
+    let read_consent = consent(c);
     let mut parts = Vec::new();
     if let Some(g) = &a.group {
         parts.push(Selection::Group(g.clone()));
@@ -664,6 +772,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         allow_fan_out: a.allow_fan_out,
         keep_attempts: a.keep_attempts,
         window: a.window.unwrap_or(s.target.settings.replay.window),
+        consent: read_consent,
     };
 
     // Read-only is decided before anything is read for a replay: in read-only mode no channel is
@@ -850,13 +959,15 @@ fn preview_json(p: &Preview) -> Value {
     let targets: BTreeMap<&String, Value> = p
         .targets
         .iter()
-        .map(|(k, t)| (k, json!({"exchange": t.exchange, "routing_key": t.routing_key, "count": t.count, "queues": t.reaches, "exact": t.exact})))
+        .map(|(k, t)| (k, json!({"exchange": t.exchange, "routing_key": t.routing_key, "count": t.count, "queues": t.reaches, "exact": t.exact, "rests_in": t.rests_in, "via_wait_queues": t.via})))
         .collect();
     json!({
         "event": "plan",
         "queue": p.queue,
         "selected": p.selected,
+        "matched": p.matched,
         "examined": p.examined,
+        "depth": p.depth,
         "targets": targets,
         "removes": p.removed,
         "adds": p.added,

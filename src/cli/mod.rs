@@ -116,6 +116,11 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         }) => commands::groups(c, queue.as_deref(), snapshot.as_deref(), *limit, *json).await,
         Some(Command::Replay(a)) => commands::replay(c, a).await,
         Some(Command::Audit { json, limit }) => commands::audit(*json, *limit).await,
+        Some(Command::Protect {
+            queue,
+            dry_run,
+            yes,
+        }) => commands::protect(c, queue, *dry_run, *yes).await,
         Some(Command::Export {
             queue,
             output,

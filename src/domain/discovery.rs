@@ -127,6 +127,8 @@ pub struct QueueInfo {
     pub messages_ready: Option<u64>,
     pub messages_unacknowledged: Option<u64>,
     pub consumers: Option<u64>,
+    /// Bytes of message bodies in the queue, when reported (for `max-length-bytes` room).
+    pub message_bytes: Option<u64>,
 }
 
 impl QueueInfo {
@@ -144,6 +146,7 @@ impl QueueInfo {
             messages_ready: None,
             messages_unacknowledged: None,
             consumers: None,
+            message_bytes: None,
         }
     }
 
@@ -363,6 +366,12 @@ pub struct EffectiveSettings {
     /// `crate::domain::quorum` decides how the broker combines them.
     pub delivery_limit_arg: Option<i64>,
     pub delivery_limit_policy: Option<i64>,
+    /// `x-max-length` / `max-length`: the lower of argument and policy.
+    pub max_length: Option<u64>,
+    /// `x-max-length-bytes` / `max-length-bytes`: the lower of argument and policy.
+    pub max_length_bytes: Option<u64>,
+    /// `x-overflow` / `overflow` (`drop-head` when unset): the argument wins.
+    pub overflow: Option<String>,
 }
 
 /// Policies compiled once for a whole vhost.
@@ -449,6 +458,22 @@ pub fn effective_settings(q: &QueueInfo, policy: Option<&JsonMap>) -> EffectiveS
         message_ttl_ms: ttl_ms,
         delivery_limit_arg: json_int(arg("x-delivery-limit")),
         delivery_limit_policy: json_int(pol("delivery-limit")),
+        max_length: lower(
+            ttl(json_int(arg("x-max-length"))),
+            ttl(json_int(pol("max-length"))),
+        ),
+        max_length_bytes: lower(
+            ttl(json_int(arg("x-max-length-bytes"))),
+            ttl(json_int(pol("max-length-bytes"))),
+        ),
+        overflow: json_str(arg("x-overflow")).or_else(|| json_str(pol("overflow"))),
+    }
+}
+
+fn lower(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

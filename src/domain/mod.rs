@@ -2,13 +2,16 @@
 //! TUI, the broker layer and the tests all share one explanation of a message.
 
 pub mod convention;
+pub mod destination;
 pub mod discovery;
 pub mod explain;
 pub mod filter;
 pub mod fingerprint;
 pub mod identity;
 pub mod json;
+pub mod ledger;
 pub mod message;
+pub mod protect;
 pub mod quorum;
 pub mod replay;
 pub mod sanitize;

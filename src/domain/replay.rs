@@ -249,6 +249,19 @@ pub fn is_stripped(c: Convention, name: &str) -> bool {
             .any(|r| r.matches(name))
 }
 
+/// Sends a plan whose target is a wait queue to the queue that wait queue routes back to (the
+/// preflight decides the `redirects`; see `domain::destination`).
+pub fn apply_redirect(
+    plan: &mut ReplayPlan,
+    redirects: &std::collections::BTreeMap<(String, String), ReplayTarget>,
+) {
+    if let Some(t) = plan.target.as_ref()
+        && let Some(r) = redirects.get(&(t.exchange.clone(), t.routing_key.clone()))
+    {
+        plan.target = Some(r.clone());
+    }
+}
+
 /// Plans the replay of `dl`, explained as `ex`. Total: any message gives a plan; one that must not
 /// be published has no target.
 pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPlan {

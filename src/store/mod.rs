@@ -3,6 +3,7 @@
 //! every replay. Opened once per process; WAL and a busy timeout let a TUI and a CLI run share it.
 
 mod audit;
+mod ledger;
 mod seen;
 
 use std::path::{Path, PathBuf};
@@ -110,6 +111,15 @@ const MIGRATIONS: &[&str] = &[
         BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
     CREATE TRIGGER replay_outcomes_no_delete BEFORE DELETE ON replay_outcomes
         BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
+    "#,
+    // 2: the read ledger: what reading a queue whose reads cost deliveries has cost so far.
+    r#"
+    CREATE TABLE read_ledger (
+        vhost_key   TEXT NOT NULL,
+        queue       TEXT NOT NULL,
+        record_json TEXT NOT NULL,
+        PRIMARY KEY (vhost_key, queue)
+    ) WITHOUT ROWID;
     "#,
 ];
 

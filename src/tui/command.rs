@@ -14,6 +14,9 @@ pub enum Command {
     Browse {
         queue: String,
         limit: usize,
+        /// The operator accepted that reading again spends deliveries (a quorum queue with a
+        /// limit); otherwise the worker reuses what it already read from such a queue.
+        read_again: bool,
     },
     /// Work out what replaying `selection` from `queue` would do (answer: `Event::ReplayPreview`).
     PreviewReplay {

@@ -34,6 +34,12 @@ pub enum Event {
         /// Why the browse stopped, in words ("end of queue", "limit of 500 reached", …).
         stop: String,
     },
+    /// Reading `queue` again would spend deliveries Warren spent on it before (from its read
+    /// ledger): nothing was read; `text` says what it costs. The operator confirms or not.
+    ReadCost {
+        queue: String,
+        text: String,
+    },
     ReplayPreview(ReplayPreview),
     ReplayProgress(ReplayProgress),
     ReplayFinished(ReplayOutcome),

@@ -211,6 +211,8 @@ pub struct State {
     pub loading: Option<String>,
     /// A quorum queue whose browse would spend deliveries: a second Enter confirms.
     pub pending_browse: Option<String>,
+    /// A queue whose read would spend deliveries again: the same key again confirms.
+    pub pending_reread: Option<String>,
     pub browse: Option<Browse>,
     pub msg_cursor: usize,
     pub group_cursor: usize,
@@ -252,6 +254,7 @@ impl State {
             browse_limit: DEFAULT_BROWSE_LIMIT,
             loading: None,
             pending_browse: None,
+            pending_reread: None,
             browse: None,
             msg_cursor: 0,
             group_cursor: 0,

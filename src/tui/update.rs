@@ -118,6 +118,18 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
+        Event::ReadCost { queue, text } => {
+            if state.loading.as_deref() == Some(queue.as_str()) {
+                state.loading = None;
+            }
+            state.notice = Some(format!(
+                "{} Press Enter (or Ctrl-R) again to read it anyway; Esc keeps what is on screen.",
+                sanitize::one_line(&text, 600)
+            ));
+            state.pending_reread = Some(queue);
+            state.dirty = true;
+            Vec::new()
+        }
         Event::ReplayPreview(preview) => {
             if let Overlay::Replay(modal) = &mut state.overlay
                 && modal.queue == preview.queue
@@ -227,9 +239,29 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     let action = keys::lookup(scope(state), &key);
     // A pending quorum browse is confirmed only by the same Enter, anything else drops it.
     let pending = state.pending_browse.take();
+    let reread = state.pending_reread.take();
     let Some(action) = action else {
         return Vec::new();
     };
+    // A confirmed read of a queue whose reads cost deliveries: the same key, on the same queue.
+    if let Some(queue) = reread {
+        let on_it = match action {
+            Action::Open => state.focus == Focus::Queues && state.queue_name_at_cursor().as_deref() == Some(queue.as_str()),
+            Action::Reload => state.browse.as_ref().is_none_or(|b| b.queue == queue),
+            _ => false,
+        };
+        if on_it {
+            state.notice = None;
+            state.loading = Some(queue.clone());
+            state.focus = Focus::Messages;
+            state.list_mode = ListMode::Messages;
+            return vec![Command::Browse {
+                queue,
+                limit: state.browse_limit,
+                read_again: true,
+            }];
+        }
+    }
     on_action(state, action, pending)
 }
 
@@ -286,10 +318,25 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         Action::Reload => {
             let mut cmds = vec![Command::LoadQueues];
             if let Some(b) = &state.browse {
-                state.loading = Some(b.queue.clone());
+                let queue = b.queue.clone();
+                // Reading a quorum queue with a limit again spends deliveries: say so and wait
+                // for the same key again (the list is refreshed either way).
+                if let Some(dlq) = state.dlq(&queue)
+                    && dlq.limit_applies()
+                {
+                    state.notice = Some(format!(
+                        "Reading {} again costs each message a delivery of its limit of {} (dropped past it). Press Ctrl-R again to read it; anything else keeps what is on screen.",
+                        sanitize::one_line(&queue, 80),
+                        dlq.delivery_limit.unwrap_or(0)
+                    ));
+                    state.pending_reread = Some(queue);
+                    return cmds;
+                }
+                state.loading = Some(queue.clone());
                 cmds.push(Command::Browse {
-                    queue: b.queue.clone(),
+                    queue,
                     limit: state.browse_limit,
+                    read_again: false,
                 });
             }
             return cmds;
@@ -401,6 +448,7 @@ fn open(state: &mut State, pending: Option<String>) -> Vec<Command> {
             vec![Command::Browse {
                 queue: name,
                 limit: state.browse_limit,
+                read_again: false,
             }]
         }
         Focus::Messages => {
@@ -656,7 +704,8 @@ fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             if dry_run {
                 return Vec::new();
             }
-            // What moved is gone from the queue: read it again.
+            // What moved is gone from the queue: the worker drops it from what it read (a quorum
+            // queue is not read again for this; others are re-read, which is free).
             state.selected.clear();
             state.loading = Some(queue.clone());
             vec![
@@ -664,6 +713,7 @@ fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 Command::Browse {
                     queue,
                     limit: state.browse_limit,
+                    read_again: false,
                 },
             ]
         }

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use crate::broker::config::{self, Overrides};
 use crate::broker::management::PermissionState;
 use crate::broker::replay::StopReason;
-use crate::broker::session::{self, ReplaySpec, Session};
+use crate::broker::session::{self, ReadConsent, ReplaySpec, Session, SessionError};
 use crate::domain::discovery::{self, Convention, Discovery, DlqInfo, DlqKind, QueueType};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
@@ -118,7 +118,11 @@ impl Worker {
         match cmd {
             Command::LoadQueues => self.load_queues().await,
             Command::RefreshDepths => self.refresh_depths().await,
-            Command::Browse { queue, limit } => self.browse(queue, limit).await,
+            Command::Browse {
+                queue,
+                limit,
+                read_again,
+            } => self.browse(queue, limit, read_again).await,
             Command::PreviewReplay {
                 queue,
                 selection,
@@ -216,7 +220,7 @@ impl Worker {
         }));
     }
 
-    async fn browse(&mut self, queue: String, limit: usize) {
+    async fn browse(&mut self, queue: String, limit: usize, read_again: bool) {
         if let Source::Snapshot(snapshots) = &self.source {
             let messages: Vec<DeadLetter> = snapshots
                 .iter()
@@ -240,8 +244,13 @@ impl Worker {
             return;
         };
         let events = self.events.clone();
+        let consent = if read_again {
+            ReadConsent::ReadAgain
+        } else {
+            ReadConsent::Reuse
+        };
         tokio::spawn(async move {
-            match s.browse(&queue, limit).await {
+            match s.browse(&queue, limit, consent).await {
                 Ok(page) => {
                     let keys: Vec<String> =
                         page.messages.iter().map(identity::message_key).collect();
@@ -251,14 +260,14 @@ impl Worker {
                     let _ = events
                         .send(Event::MessagesLoaded {
                             queue,
-                            messages: page.messages,
+                            messages: session::into_messages(page),
                             first_seen,
                             stop,
                         })
                         .await;
                 }
                 Err(e) => {
-                    let _ = events.send(Event::Error(e.to_string())).await;
+                    let _ = events.send(read_failure(queue, e)).await;
                 }
             }
         });
@@ -310,7 +319,7 @@ impl Worker {
                     let _ = events.send(Event::ReplayPreview(preview)).await;
                 }
                 Err(e) => {
-                    let _ = events.send(Event::Error(e.to_string())).await;
+                    let _ = events.send(read_failure(queue, e)).await;
                 }
             }
         });
@@ -509,6 +518,16 @@ fn spec_for(
         allow_fan_out: false,
         keep_attempts,
         window: s.target.settings.replay.window,
+        // The TUI plans from what it already read: a quorum queue is not read again for a plan.
+        consent: ReadConsent::Reuse,
+    }
+}
+
+/// A failed read as the UI event that says what to do: a cost to confirm, or an error.
+fn read_failure(queue: String, e: SessionError) -> Event {
+    match e {
+        SessionError::NeedsConsent { text, .. } => Event::ReadCost { queue, text },
+        other => Event::Error(other.to_string()),
     }
 }
 

@@ -1,0 +1,391 @@
+//! What Warren remembers of reading a queue whose reads cost deliveries, so that the decision to
+//! read again is made before anything is consumed — in this run and in the next one.
+//!
+//! A quorum queue with a delivery limit charges a delivery for every message a browse hands back
+//! (RabbitMQ 3.x with a limit, and 4.0–4.2; see [`super::quorum`]). The count a message carries
+//! is only visible once it has been delivered, which is too late: by then the return is owed.
+//! The ledger keeps, per queue, the highest count a message will carry at its next delivery, so
+//! a second `warren show` (or `Ctrl-R`) can refuse without touching the queue. A read is written
+//! to the ledger *before* it starts, with the worst case (the page returned by a channel close,
+//! which counts even on 4.3), and corrected when it ends; a crash leaves the worst case behind.
+//!
+//! Pure: the store persists [`ReadRecord`]s, the session decides with [`decide`].
+
+use super::quorum::BrowsePolicy;
+
+/// One queue's reading history, as kept in Warren's store.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadRecord {
+    /// The broker version the last read was decided for (`"4.0.5"`).
+    pub version: String,
+    /// The effective delivery limit at the last read.
+    pub limit: Option<u64>,
+    /// Deliveries each read adds to every message it reads, at the last read.
+    pub cost: u32,
+    /// The highest `x-delivery-count` a message of this queue will show at its next delivery,
+    /// as far as Warren's reads know. `None` when a read was begun and nothing is known yet.
+    pub next_count: Option<u64>,
+    /// RabbitMQ 4.3+: the highest `x-acquired-count` seen (every return, counted or not).
+    pub acquired: Option<u64>,
+    /// Reads finished.
+    pub reads: u64,
+    /// A read was begun and never finished (Warren stopped mid-read): its cost is unknown.
+    pub unfinished: bool,
+    /// When the last read began or ended, milliseconds since the epoch.
+    pub at_ms: i64,
+    /// Why the last read stopped early for safety, if it did.
+    pub stopped: Option<String>,
+}
+
+/// What one delivered page tells the ledger.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadOutcome {
+    /// Messages delivered to Warren by this read (read, or drained after the cancel).
+    pub delivered: u64,
+    /// The highest `x-delivery-count` among them, as delivered.
+    pub max_delivery_count: Option<u64>,
+    /// The highest `x-acquired-count` among them (4.3+).
+    pub max_acquired_count: Option<u64>,
+    /// Whether every delivered message was handed back with the explicit nack (the cheap
+    /// return); false when the channel or connection was lost, which counts on every version.
+    pub returned_explicitly: bool,
+    /// Set when the read stopped at a message too close to its limit.
+    pub stopped: Option<String>,
+}
+
+/// Whether to read a queue, decided before anything is consumed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadDecision {
+    /// Reading costs nothing that counts towards a limit (classic, stream, 4.3 quorum, no limit).
+    Free,
+    /// The first read Warren knows of: it costs `cost` deliveries per message read.
+    First { cost: u32, limit: u64 },
+    /// Warren has read this queue before: reading again costs `cost` per message, the worst
+    /// message will then stand at `next_count + cost`, and `reads_left` reads remain safe.
+    Again {
+        cost: u32,
+        limit: u64,
+        next_count: Option<u64>,
+        reads_left: Option<u64>,
+        reads: u64,
+        unfinished: bool,
+    },
+    /// Reading must not happen: it would bring a message within the safety margin of its limit.
+    Refuse(String),
+}
+
+impl ReadDecision {
+    /// True when the read spends deliveries and Warren has read the queue before: an action
+    /// that would read again must say what it costs and ask.
+    pub fn needs_consent(&self) -> bool {
+        matches!(self, ReadDecision::Again { .. })
+    }
+
+    /// What reading costs, in the user's words (`None` when it is free).
+    pub fn cost_text(&self, queue: &str) -> Option<String> {
+        match self {
+            ReadDecision::Free => None,
+            ReadDecision::First { cost, limit } => Some(format!(
+                "reading '{queue}' costs each message read {cost} deliver{} of its limit of {limit}",
+                plural_y(*cost)
+            )),
+            ReadDecision::Again {
+                cost,
+                limit,
+                next_count,
+                reads_left,
+                reads,
+                unfinished,
+            } => {
+                let seen = match next_count {
+                    Some(c) => format!("its most-read message stands at {c} of {limit}"),
+                    None => format!("the delivery counts are unknown (limit {limit})"),
+                };
+                let left = reads_left.map_or(String::new(), |n| {
+                    format!("; {n} more read{} stay safe", if n == 1 { "" } else { "s" })
+                });
+                let crash = if *unfinished {
+                    " A previous read did not finish, so its messages may have been charged too."
+                } else {
+                    ""
+                };
+                Some(format!(
+                    "Warren has read '{queue}' {reads} time{} before: reading again costs each message \
+                     read {cost} more deliver{}; {seen}{left}.{crash}",
+                    if *reads == 1 { "" } else { "s" },
+                    plural_y(*cost)
+                ))
+            }
+            ReadDecision::Refuse(why) => Some(why.clone()),
+        }
+    }
+}
+
+fn plural_y(n: u32) -> &'static str {
+    if n == 1 { "y" } else { "ies" }
+}
+
+/// What the read just made cost on this broker, in the user's words: RabbitMQ 4.3 counts only
+/// failed deliveries against the limit (`x-delivery-count`) and every return in
+/// `x-acquired-count`; earlier versions count every return. `None` where nothing is counted.
+pub fn cost_note(
+    policy: &BrowsePolicy,
+    version: &str,
+    delivered: u64,
+    max_delivery_count: Option<u64>,
+    max_acquired_count: Option<u64>,
+) -> Option<String> {
+    let limit = policy.limit?;
+    if delivered == 0 {
+        return None;
+    }
+    let seen = max_delivery_count.map_or(String::new(), |c| {
+        format!("; the most-delivered message had x-delivery-count {c} when read")
+    });
+    Some(if policy.cost_per_browse == 0 {
+        let acquired = max_acquired_count.map_or(String::new(), |a| {
+            format!(" (x-acquired-count, which counts every return, reached {a})")
+        });
+        format!(
+            "RabbitMQ {version} counts only failed deliveries against this queue's limit of {limit}: reading {delivered} message(s) cost none of it{acquired}{seen}"
+        )
+    } else {
+        let left = max_delivery_count
+            .map(|c| c.saturating_add(u64::from(policy.cost_per_browse)))
+            .and_then(|c| policy.browses_left(c))
+            .map_or(String::new(), |n| format!("; {n} more read(s) stay safe"));
+        format!(
+            "RabbitMQ {version} counts every return: this read cost each of {delivered} message(s) {} deliver{} of the limit of {limit}{seen}{left}",
+            policy.cost_per_browse,
+            plural_y(policy.cost_per_browse)
+        )
+    })
+}
+
+/// Decides whether reading is allowed, before any message is consumed.
+pub fn decide(policy: &BrowsePolicy, record: Option<&ReadRecord>) -> ReadDecision {
+    if !policy.allowed {
+        return ReadDecision::Refuse(
+            policy
+                .reason
+                .clone()
+                .unwrap_or_else(|| "browsing this queue is not safe".to_string()),
+        );
+    }
+    let Some(limit) = policy.limit.filter(|_| policy.cost_per_browse > 0) else {
+        return ReadDecision::Free;
+    };
+    let Some(r) = record else {
+        return ReadDecision::First {
+            cost: policy.cost_per_browse,
+            limit,
+        };
+    };
+    // A crashed read may have charged one more delivery than the ledger knows of.
+    let worst = r
+        .next_count
+        .map(|c| c.saturating_add(u64::from(r.unfinished)));
+    if let Some(c) = worst
+        && !policy.message_safe(c)
+    {
+        return ReadDecision::Refuse(format!(
+            "{} Warren remembers this from its last read{}, and refuses before touching the queue.",
+            policy.explain(Some(c)),
+            r.stopped
+                .as_deref()
+                .map_or(String::new(), |s| format!(" ({s})"))
+        ));
+    }
+    ReadDecision::Again {
+        cost: policy.cost_per_browse,
+        limit,
+        next_count: worst,
+        reads_left: worst.and_then(|c| policy.browses_left(c)),
+        reads: r.reads,
+        unfinished: r.unfinished,
+    }
+}
+
+/// The record to write before a read starts: the worst case, should Warren stop mid-read and
+/// the broker return the page by closing the channel (one delivery each, on every version).
+pub fn begin(
+    policy: &BrowsePolicy,
+    version: &str,
+    prev: Option<&ReadRecord>,
+    now_ms: i64,
+) -> ReadRecord {
+    let mut r = prev.cloned().unwrap_or_default();
+    r.version = version.to_string();
+    r.limit = policy.limit;
+    r.cost = policy.cost_per_browse;
+    r.unfinished = true;
+    r.at_ms = now_ms;
+    r
+}
+
+/// The record after a read ended (successfully or not).
+pub fn finish(
+    policy: &BrowsePolicy,
+    begun: &ReadRecord,
+    outcome: &ReadOutcome,
+    now_ms: i64,
+) -> ReadRecord {
+    let mut r = begun.clone();
+    r.at_ms = now_ms;
+    r.unfinished = false;
+    r.reads = r.reads.saturating_add(1);
+    r.stopped = outcome.stopped.clone();
+    if outcome.delivered > 0 {
+        let charge = if outcome.returned_explicitly {
+            u64::from(policy.cost_per_browse)
+        } else {
+            // A close counts even where an explicit return is free.
+            u64::from(policy.cost_per_browse.max(1))
+        };
+        let seen = outcome.max_delivery_count.unwrap_or(0).saturating_add(charge);
+        // The head of a quorum queue is where returned messages go: what this read saw is the
+        // freshest picture, but a message it did not reach may still carry an older, higher count.
+        r.next_count = Some(r.next_count.map_or(seen, |c| c.max(seen)));
+        r.acquired = match (r.acquired, outcome.max_acquired_count) {
+            (Some(a), Some(b)) => Some(a.max(b.saturating_add(1))),
+            (a, b) => a.or(b.map(|b| b.saturating_add(1))),
+        };
+    }
+    r
+}
+
+/// After the broker reported the queue empty, every message the ledger counted is gone: a
+/// queue refilled later starts from a clean record.
+pub fn forget_when_empty(record: Option<ReadRecord>, depth: Option<u64>) -> Option<ReadRecord> {
+    match depth {
+        Some(0) => None,
+        _ => record,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::quorum::{BrokerVersion, QueueType};
+
+    fn policy_4_0() -> BrowsePolicy {
+        BrowsePolicy::decide(BrokerVersion::new(4, 0, 5), QueueType::Quorum, Some(20))
+    }
+
+    /// Reads a queue the way `warren show` does, many times: with the ledger the head message
+    /// never gets past the margin, and once refused, the queue is not touched again.
+    #[test]
+    fn repeated_reads_stop_before_the_limit_and_then_touch_nothing() {
+        let p = policy_4_0();
+        let mut broker_count = 0u64; // the message's real x-delivery-count
+        let mut record: Option<ReadRecord> = None;
+        let mut reads = 0;
+        let mut refused = 0;
+        for _ in 0..30 {
+            match decide(&p, record.as_ref()) {
+                ReadDecision::Refuse(_) => {
+                    refused += 1;
+                    continue;
+                }
+                ReadDecision::Free => panic!("4.0 quorum with a limit is not free"),
+                _ => {}
+            }
+            let begun = begin(&p, "4.0.5", record.as_ref(), 0);
+            let stopped = (!p.message_safe(broker_count)).then(|| "too close".to_string());
+            let outcome = ReadOutcome {
+                delivered: 1,
+                max_delivery_count: Some(broker_count),
+                max_acquired_count: None,
+                returned_explicitly: true,
+                stopped,
+            };
+            broker_count += 1; // the return
+            reads += 1;
+            record = Some(finish(&p, &begun, &outcome, 1));
+        }
+        assert_eq!(reads, 15, "15 reads fit under 20 with a margin of 5");
+        assert_eq!(refused, 15);
+        assert!(broker_count < 20, "the message survives: {broker_count}");
+        assert!(broker_count + u64::from(p.margin) <= 20);
+    }
+
+    #[test]
+    fn a_crashed_read_is_charged_the_worst_case() {
+        let p = policy_4_0();
+        let done = finish(
+            &p,
+            &begin(&p, "4.0.5", None, 0),
+            &ReadOutcome {
+                delivered: 3,
+                max_delivery_count: Some(13),
+                returned_explicitly: true,
+                ..Default::default()
+            },
+            1,
+        );
+        assert_eq!(done.next_count, Some(14));
+        assert!(matches!(
+            decide(&p, Some(&done)),
+            ReadDecision::Again {
+                next_count: Some(14),
+                reads_left: Some(1),
+                ..
+            }
+        ));
+        // Begun again and never finished: one more delivery may have been charged.
+        let crashed = begin(&p, "4.0.5", Some(&done), 2);
+        assert!(crashed.unfinished);
+        assert!(matches!(decide(&p, Some(&crashed)), ReadDecision::Refuse(_)));
+    }
+
+    #[test]
+    fn free_reads_and_first_reads() {
+        let free = BrowsePolicy::decide(BrokerVersion::new(4, 3, 6), QueueType::Quorum, Some(20));
+        assert_eq!(decide(&free, None), ReadDecision::Free);
+        assert_eq!(
+            decide(&BrowsePolicy::unrestricted(), None),
+            ReadDecision::Free
+        );
+        let p = policy_4_0();
+        let first = decide(&p, None);
+        assert_eq!(first, ReadDecision::First { cost: 1, limit: 20 });
+        assert!(!first.needs_consent());
+        assert!(first.cost_text("dlq").is_some_and(|t| t.contains("1 delivery")));
+        let again = decide(
+            &p,
+            Some(&ReadRecord {
+                next_count: Some(3),
+                reads: 3,
+                ..Default::default()
+            }),
+        );
+        assert!(again.needs_consent());
+        let text = again.cost_text("dlq").unwrap_or_default();
+        assert!(text.contains("3 times") && text.contains("12 more reads"), "{text}");
+    }
+
+    #[test]
+    fn a_lost_channel_counts_even_on_4_3() {
+        let p = BrowsePolicy::decide(BrokerVersion::new(3, 10, 8), QueueType::Quorum, Some(20));
+        let r = finish(
+            &p,
+            &begin(&p, "3.10.8", None, 0),
+            &ReadOutcome {
+                delivered: 2,
+                max_delivery_count: Some(4),
+                returned_explicitly: false,
+                ..Default::default()
+            },
+            1,
+        );
+        assert_eq!(r.next_count, Some(5));
+        assert_eq!(forget_when_empty(Some(r.clone()), Some(3)), Some(r));
+        assert_eq!(forget_when_empty(None, Some(0)), None);
+    }
+
+    #[test]
+    fn refusal_up_front_is_kept() {
+        let p = BrowsePolicy::decide(BrokerVersion::new(4, 0, 5), QueueType::Quorum, Some(5));
+        assert!(matches!(decide(&p, None), ReadDecision::Refuse(_)));
+    }
+}
