@@ -496,7 +496,8 @@ impl Management {
                 REQUEST_TIMEOUT,
             )
             .await?;
-        self.accept(status, &text, &base, Some(vhost), &what).await?;
+        self.accept(status, &text, &base, Some(vhost), &what)
+            .await?;
         Ok(())
     }
 

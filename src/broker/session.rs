@@ -13,17 +13,17 @@ use crate::broker::discover;
 use crate::broker::management::{Management, ManagementError, Overview, PermissionState, WhoAmI};
 use crate::broker::replay::{self, Job, Progress, Summary, TargetKey};
 use crate::broker::{amqp, config};
+use crate::domain::destination;
 use crate::domain::discovery::{
     self, Discovery, ExchangeInfo, QueueType as DiscoveredType, RoutingTable,
 };
 use crate::domain::explain::{self, Explanation};
 use crate::domain::identity;
+use crate::domain::ledger::{self, ReadDecision, ReadOutcome, ReadRecord};
 use crate::domain::message::DeadLetter;
 use crate::domain::quorum::{BrokerVersion, BrowsePolicy, QueueType};
 use crate::domain::replay::{self as plan, ReplayOptions, ReplayPlan};
 use crate::domain::selection::Selection;
-use crate::domain::destination;
-use crate::domain::ledger::{self, ReadDecision, ReadOutcome, ReadRecord};
 use crate::store::Store;
 
 /// Why something could not be done, sorted by what the user should do about it.
@@ -162,7 +162,7 @@ impl Session {
         queue: &str,
     ) -> Result<(QueueType, BrowsePolicy, Option<u64>), SessionError> {
         let info = self.mgmt.queue(self.vhost(), queue).await?;
-        let settings = discovery::effective_settings(&info, info.effective_policy.as_ref());
+        let settings = self.settings_of(&info).await?;
         let limit = discovery::effective_delivery_limit(&info, &settings, &self.overview.features);
         let qt = match info.queue_type {
             DiscoveredType::Quorum => QueueType::Quorum,
@@ -176,6 +176,27 @@ impl Session {
             self.target.settings.browse.quorum_safety_margin,
         );
         Ok((qt, policy, info.messages))
+    }
+
+    /// A queue's effective settings. Where the broker did not report the queue's policy (its
+    /// stats lag a few seconds behind a declare or a policy change, measured on 4.3), the
+    /// vhost's policies are matched by pattern, as the broker does: a limit must never be
+    /// missed because a column was late.
+    async fn settings_of(
+        &self,
+        info: &discovery::QueueInfo,
+    ) -> Result<discovery::EffectiveSettings, SessionError> {
+        if info.effective_policy.is_some() {
+            return Ok(discovery::effective_settings(
+                info,
+                info.effective_policy.as_ref(),
+            ));
+        }
+        let policies = self.mgmt.policies(self.vhost()).await?;
+        Ok(discovery::effective_settings(
+            info,
+            discovery::policy_definition(info, &policies),
+        ))
     }
 
     /// Reads up to `limit` messages from the head of `queue` and leaves every one of them where
@@ -357,7 +378,10 @@ impl Session {
     }
 
     /// Runs `f` on the ledger's store, opening it on first use.
-    fn with_ledger<T>(&self, f: impl FnOnce(&Store) -> crate::store::Result<T>) -> Result<T, String> {
+    fn with_ledger<T>(
+        &self,
+        f: impl FnOnce(&Store) -> crate::store::Result<T>,
+    ) -> Result<T, String> {
         let mut slot = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_none() {
             *slot = Some(Store::open_default().map_err(|e| e.to_string()));
@@ -527,6 +551,9 @@ pub struct TargetPreview {
     /// queues), with the wait queues passed on the way.
     pub rests_in: Option<String>,
     pub via: Vec<String>,
+    /// The routing keys these messages had when they died in the target queue (from x-death):
+    /// the keys a wait queue dead-letters them on with, when it has no routing key of its own.
+    pub death_keys: BTreeSet<String>,
 }
 
 /// How to replay, as the user asked.
@@ -608,6 +635,17 @@ impl Session {
                     });
                     entry.count += 1;
                     entry.bytes += e.message.body_size;
+                    if let Some(k) = e
+                        .explanation
+                        .deaths
+                        .entries
+                        .iter()
+                        .find(|d| d.queue.as_deref() == Some(t.routing_key.as_str()))
+                        .and_then(|d| d.routing_keys.first())
+                        && t.exchange.is_empty()
+                    {
+                        entry.death_keys.insert(k.clone());
+                    }
                 }
                 None => {
                     *p.warnings
@@ -684,7 +722,38 @@ impl Session {
             }
             if ok && t.reaches.len() == 1 {
                 let first = t.reaches[0].clone();
-                match self.rest_of(&first, &t.routing_key, &table).await? {
+                // A wait queue without a dead-letter routing key sends each message on with the
+                // key it had when it entered: follow every such key; they must agree.
+                let keys: Vec<String> = if t.death_keys.is_empty() {
+                    vec![t.routing_key.clone()]
+                } else {
+                    t.death_keys.iter().cloned().collect()
+                };
+                let mut rests: BTreeMap<String, Vec<String>> = BTreeMap::new();
+                let mut lost = None;
+                for k in &keys {
+                    match self.rest_of(&first, k, &table).await? {
+                        Rest::Queue { queue, via } => {
+                            rests.insert(queue, via);
+                        }
+                        Rest::Lost(why) => lost = Some(why),
+                    }
+                }
+                let rest = match (lost, rests.len()) {
+                    (Some(why), _) => Rest::Lost(why),
+                    (None, 1) => rests
+                        .into_iter()
+                        .next()
+                        .map_or(Rest::Lost("no resting place".into()), |(queue, via)| {
+                            Rest::Queue { queue, via }
+                        }),
+                    (None, _) => Rest::Lost(format!(
+                        "the wait queue '{first}' sends these back to {} different queues ({}); replay each group with --to",
+                        rests.len(),
+                        rests.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )),
+                };
+                match rest {
                     Rest::Queue { queue, via } => {
                         if !via.is_empty() {
                             // A wait queue is never the target: the consuming queue is, through
@@ -707,9 +776,14 @@ impl Session {
                             t.rests_in = Some(queue.clone());
                             t.via = via;
                         }
-                        let info = self.mgmt.queue(self.vhost(), &queue).await?;
-                        let settings = discovery::effective_settings(&info, info.effective_policy.as_ref());
-                        let room = destination::check_room(&info, &settings, t.count.max(1), t.bytes);
+                        let mut info = self.mgmt.queue(self.vhost(), &queue).await?;
+                        let settings = self.settings_of(&info).await?;
+                        if info.messages.is_none() {
+                            // Stats lag behind a declare: the broker's own count, over AMQP.
+                            info.messages = queue_depth(conn, &queue).await?;
+                        }
+                        let room =
+                            destination::check_room(&info, &settings, t.count.max(1), t.bytes);
                         match destination::room_verdict(&queue, t.count, &room) {
                             Some(Err(why)) => {
                                 p.refusals.push(why);
@@ -809,7 +883,7 @@ impl Session {
                     )));
                 }
             };
-            let settings = discovery::effective_settings(&info, info.effective_policy.as_ref());
+            let settings = self.settings_of(&info).await?;
             match destination::step(&info, &settings, &key, table) {
                 destination::Step::Rest => {
                     return Ok(Rest::Queue {
@@ -866,7 +940,10 @@ impl Session {
             dlq: spec.queue.clone(),
             selection: spec.selection.clone(),
             // Never more than the count the user confirmed.
-            limit: Some(spec.limit.map_or(preview.selected, |l| l.min(preview.selected))),
+            limit: Some(
+                spec.limit
+                    .map_or(preview.selected, |l| l.min(preview.selected)),
+            ),
             rate: spec.rate,
             window: spec.window,
             keep_attempts: spec.keep_attempts,
@@ -901,7 +978,8 @@ impl Session {
         let summary = result.map_err(|e| SessionError::Broker(e.to_string()))?;
         self.forget_moved(&spec.queue, &summary.moved_ids);
         if let Some(b) = &begun {
-            let handed_back = summary.held_back + summary.progress.failed + summary.progress.returned;
+            let handed_back =
+                summary.held_back + summary.progress.failed + summary.progress.returned;
             let outcome = ReadOutcome {
                 delivered: handed_back,
                 // What the engine handed back had at most the count the ledger knew of.
@@ -910,7 +988,10 @@ impl Session {
                 returned_explicitly: !matches!(summary.stop, replay::StopReason::ConnectionLost(_)),
                 stopped: None,
             };
-            let _ = self.write_record(&spec.queue, Some(&ledger::finish(&quorum, b, &outcome, now_ms())));
+            let _ = self.write_record(
+                &spec.queue,
+                Some(&ledger::finish(&quorum, b, &outcome, now_ms())),
+            );
         }
         Ok(summary)
     }
@@ -934,6 +1015,29 @@ async fn queue_exists(conn: &lapin::Connection, name: &str) -> Result<bool, Sess
         .await;
     let _ = ch.close(200, "checked".into()).await;
     settle_check(r.map(|_| ()))
+}
+
+/// The queue's message count from a passive declare (`None` when it does not exist).
+async fn queue_depth(conn: &lapin::Connection, name: &str) -> Result<Option<u64>, SessionError> {
+    let ch = conn
+        .create_channel()
+        .await
+        .map_err(|e| SessionError::Broker(e.to_string()))?;
+    let r = ch
+        .queue_declare(
+            name.into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await;
+    let _ = ch.close(200, "checked".into()).await;
+    match r {
+        Ok(q) => Ok(Some(u64::from(q.message_count()))),
+        Err(e) => settle_check(Err(e)).map(|_| None),
+    }
 }
 
 async fn exchange_exists(conn: &lapin::Connection, name: &str) -> Result<bool, SessionError> {

@@ -182,12 +182,17 @@ async fn read_explained(
     limit: usize,
 ) -> Result<(Vec<Explained>, String), Failure> {
     let page = read_with_consent(c, |consent| s.browse(queue, limit, consent)).await?;
-    if page.max_delivery_count.is_some() || page.max_acquired_count.is_some() {
-        if let Ok((_, policy, _)) = s.browse_policy(queue).await
-            && let Some(note) = crate::domain::ledger::cost_note(&policy, &s.overview.rabbitmq_version, page.delivered, page.max_delivery_count, page.max_acquired_count)
-        {
-            eprintln!("warren: {}", one_line(&note, 400));
-        }
+    if (page.max_delivery_count.is_some() || page.max_acquired_count.is_some())
+        && let Ok((_, policy, _)) = s.browse_policy(queue).await
+        && let Some(note) = crate::domain::ledger::cost_note(
+            &policy,
+            &s.overview.rabbitmq_version,
+            page.delivered,
+            page.max_delivery_count,
+            page.max_acquired_count,
+        )
+    {
+        eprintln!("warren: {}", one_line(&note, 400));
     }
     let stop = format!("{:?}", page.stopped);
     let keys: Vec<String> = page
@@ -205,7 +210,10 @@ async fn read_explained(
     if let crate::broker::browse::StopReason::QuorumSafety { reason, .. } = &page.stopped {
         eprintln!("warren: stopped early: {}", one_line(reason, 600));
     }
-    Ok((session::explain_all(session::into_messages(page), &seen), stop))
+    Ok((
+        session::explain_all(session::into_messages(page), &seen),
+        stop,
+    ))
 }
 
 /// The routing of each plan's target per the broker's bindings, for `replay_target.queues`.
@@ -474,7 +482,10 @@ pub async fn protect(c: &ConnArgs, queue: &str, dry_run: bool, yes: bool) -> Res
         }
     }
     s.protect(queue, true).await.map_err(broker_failure)?;
-    eprintln!("protected: reading '{}' no longer spends deliveries", one_line(queue, 80));
+    eprintln!(
+        "protected: reading '{}' no longer spends deliveries",
+        one_line(queue, 80)
+    );
     Ok(exit::OK)
 }
 
@@ -486,8 +497,10 @@ pub async fn export(
     limit: usize,
 ) -> Result<i32, Failure> {
     let s = open(c).await?;
-    let page =
-        read_with_consent(c, |consent| s.browse_with_cap(queue, limit, usize::MAX, consent)).await?;
+    let page = read_with_consent(c, |consent| {
+        s.browse_with_cap(queue, limit, usize::MAX, consent)
+    })
+    .await?;
     let header = SnapshotHeader {
         queue: queue.to_string(),
         vhost: s.vhost().to_string(),

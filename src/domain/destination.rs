@@ -139,7 +139,8 @@ pub fn check_room(q: &QueueInfo, s: &EffectiveSettings, count: u64, bytes: u64) 
             fits = free;
             limit = format!(
                 "holds at most {max} messages and has {} (room for {free})",
-                q.messages.map_or("an unknown number".to_string(), |d| d.to_string())
+                q.messages
+                    .map_or("an unknown number".to_string(), |d| d.to_string())
             );
         }
     }
@@ -183,12 +184,17 @@ pub fn room_verdict(queue: &str, count: u64, room: &Room) -> Option<Result<Strin
         return None;
     };
     let over = count.saturating_sub(*fits);
+    let fix = if *fits == 0 {
+        "Make room first (it is full)".to_string()
+    } else {
+        format!("Make room first, or move at most {fits} with --limit {fits}")
+    };
     Some(match overflow {
         Overflow::DropHead => Err(format!(
-            "'{queue}' {limit}; with overflow drop-head the broker would confirm all {count} and then drop {over} of its oldest messages. Make room first, or move at most {fits} with --limit {fits}"
+            "'{queue}' {limit}; with overflow drop-head the broker would confirm all {count} and then drop {over} of its oldest messages. {fix}"
         )),
         Overflow::RejectPublishDlx => Err(format!(
-            "'{queue}' {limit}; with overflow reject-publish-dlx the broker would refuse {over} and dead-letter a copy of each while the original stays in the DLQ. Make room first, or move at most {fits} with --limit {fits}"
+            "'{queue}' {limit}; with overflow reject-publish-dlx the broker would refuse {over} and dead-letter a copy of each while the original stays in the DLQ. {fix}"
         )),
         Overflow::RejectPublish => Ok(format!(
             "'{queue}' {limit}; with overflow reject-publish the broker refuses the {over} that do not fit, and they stay in the DLQ"
@@ -264,17 +270,29 @@ mod tests {
         let s = settings(&q);
         let room = check_room(&q, &s, 10_000, 10_000 * 1024);
         assert!(
-            matches!(room, Room::Partial { fits: 3000, overflow: Overflow::DropHead, .. }),
+            matches!(
+                room,
+                Room::Partial {
+                    fits: 3000,
+                    overflow: Overflow::DropHead,
+                    ..
+                }
+            ),
             "{room:?}"
         );
         let v = room_verdict("capped", 10_000, &room);
-        assert!(matches!(&v, Some(Err(t)) if t.contains("drop 7000") && t.contains("--limit 3000")), "{v:?}");
+        assert!(
+            matches!(&v, Some(Err(t)) if t.contains("drop 7000") && t.contains("--limit 3000")),
+            "{v:?}"
+        );
         assert_eq!(check_room(&q, &s, 3000, 0), Room::Fits);
 
         let rp = q.clone().with_arg("x-overflow", json!("reject-publish"));
         let room = check_room(&rp, &settings(&rp), 5000, 0);
         assert!(matches!(room_verdict("capped", 5000, &room), Some(Ok(_))));
-        let dlx = q.clone().with_arg("x-overflow", json!("reject-publish-dlx"));
+        let dlx = q
+            .clone()
+            .with_arg("x-overflow", json!("reject-publish-dlx"));
         let room = check_room(&dlx, &settings(&dlx), 5000, 0);
         assert!(matches!(room_verdict("capped", 5000, &room), Some(Err(_))));
         let free = QueueInfo::named("free");
@@ -293,7 +311,11 @@ mod tests {
         assert_eq!(s.max_length, Some(10));
         assert!(matches!(
             check_room(&q, &s, 1, 1),
-            Room::Partial { fits: 0, overflow: Overflow::RejectPublish, .. }
+            Room::Partial {
+                fits: 0,
+                overflow: Overflow::RejectPublish,
+                ..
+            }
         ));
         let bytes = QueueInfo::named("b").with_arg("x-max-length-bytes", json!(1000));
         let mut bytes = bytes;

@@ -409,6 +409,13 @@ impl<'a> PolicyIndex<'a> {
     }
 }
 
+/// The policy definition in force for one queue: what the broker reported, else the named
+/// policy, else the best match by pattern — for a queue whose stats (and policy columns) the
+/// broker does not report yet, a few seconds after it was declared or a policy was set.
+pub fn policy_definition<'a>(q: &'a QueueInfo, policies: &'a [Policy]) -> Option<&'a JsonMap> {
+    PolicyIndex::new(policies).definition_for(q)
+}
+
 fn applies_to(apply_to: &str, t: &QueueType) -> bool {
     match apply_to {
         "all" | "queues" => true,

@@ -242,7 +242,10 @@ pub fn finish(
             // A close counts even where an explicit return is free.
             u64::from(policy.cost_per_browse.max(1))
         };
-        let seen = outcome.max_delivery_count.unwrap_or(0).saturating_add(charge);
+        let seen = outcome
+            .max_delivery_count
+            .unwrap_or(0)
+            .saturating_add(charge);
         // The head of a quorum queue is where returned messages go: what this read saw is the
         // freshest picture, but a message it did not reach may still carry an older, higher count.
         r.next_count = Some(r.next_count.map_or(seen, |c| c.max(seen)));
@@ -306,7 +309,7 @@ mod tests {
         assert_eq!(reads, 15, "15 reads fit under 20 with a margin of 5");
         assert_eq!(refused, 15);
         assert!(broker_count < 20, "the message survives: {broker_count}");
-        assert!(broker_count + u64::from(p.margin) <= 20);
+        assert!(broker_count + p.margin <= 20);
     }
 
     #[test]
@@ -335,7 +338,10 @@ mod tests {
         // Begun again and never finished: one more delivery may have been charged.
         let crashed = begin(&p, "4.0.5", Some(&done), 2);
         assert!(crashed.unfinished);
-        assert!(matches!(decide(&p, Some(&crashed)), ReadDecision::Refuse(_)));
+        assert!(matches!(
+            decide(&p, Some(&crashed)),
+            ReadDecision::Refuse(_)
+        ));
     }
 
     #[test]
@@ -350,7 +356,11 @@ mod tests {
         let first = decide(&p, None);
         assert_eq!(first, ReadDecision::First { cost: 1, limit: 20 });
         assert!(!first.needs_consent());
-        assert!(first.cost_text("dlq").is_some_and(|t| t.contains("1 delivery")));
+        assert!(
+            first
+                .cost_text("dlq")
+                .is_some_and(|t| t.contains("1 delivery"))
+        );
         let again = decide(
             &p,
             Some(&ReadRecord {
@@ -361,7 +371,10 @@ mod tests {
         );
         assert!(again.needs_consent());
         let text = again.cost_text("dlq").unwrap_or_default();
-        assert!(text.contains("3 times") && text.contains("12 more reads"), "{text}");
+        assert!(
+            text.contains("3 times") && text.contains("12 more reads"),
+            "{text}"
+        );
     }
 
     #[test]

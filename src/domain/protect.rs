@@ -42,7 +42,8 @@ pub fn plan(
     let policy_limit = in_force
         .and_then(|p| p.definition.get("delivery-limit"))
         .and_then(int);
-    let before = quorum::effective_delivery_limit(version, quorum::QueueType::Quorum, arg, policy_limit);
+    let before =
+        quorum::effective_delivery_limit(version, quorum::QueueType::Quorum, arg, policy_limit);
     if before.is_none() {
         return Err(format!(
             "'{}' has no delivery limit on RabbitMQ {version}: reading it is already safe",
@@ -109,7 +110,10 @@ mod tests {
         assert_eq!(p.policy.name, "warren-protect-orders.dlq");
         assert_eq!(p.policy.pattern, r"^orders\.dlq$");
         assert_eq!(p.policy.priority, 4);
-        assert_eq!(p.policy.definition.get("dead-letter-exchange"), Some(&json!("dlx")));
+        assert_eq!(
+            p.policy.definition.get("dead-letter-exchange"),
+            Some(&json!("dlx"))
+        );
         assert_eq!(p.policy.definition.get("max-length"), Some(&json!(1000)));
         assert_eq!(p.policy.definition.get("delivery-limit"), Some(&json!(-1)));
         assert_eq!((p.limit_before, p.limit_after), (Some(20), None));
@@ -122,7 +126,10 @@ mod tests {
         let err = plan(V4_0, &q, None).expect_err("refused");
         assert!(err.contains("x-delivery-limit = 20"), "{err}");
         assert!(plan(V3_10, &q, None).is_ok());
-        assert!(plan(V3_10, &quorum("free"), None).is_err(), "no limit on 3.x");
+        assert!(
+            plan(V3_10, &quorum("free"), None).is_err(),
+            "no limit on 3.x"
+        );
         assert!(plan(V4_0, &QueueInfo::named("classic"), None).is_err());
     }
 }

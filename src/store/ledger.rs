@@ -79,10 +79,7 @@ fn from_json(v: &Value) -> ReadRecord {
         reads: u("reads").unwrap_or(1),
         unfinished: v.get("unfinished").and_then(Value::as_bool).unwrap_or(true),
         at_ms: v.get("at_ms").and_then(Value::as_i64).unwrap_or(0),
-        stopped: v
-            .get("stopped")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        stopped: v.get("stopped").and_then(Value::as_str).map(str::to_string),
     }
 }
 

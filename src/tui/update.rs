@@ -246,7 +246,10 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     // A confirmed read of a queue whose reads cost deliveries: the same key, on the same queue.
     if let Some(queue) = reread {
         let on_it = match action {
-            Action::Open => state.focus == Focus::Queues && state.queue_name_at_cursor().as_deref() == Some(queue.as_str()),
+            Action::Open => {
+                state.focus == Focus::Queues
+                    && state.queue_name_at_cursor().as_deref() == Some(queue.as_str())
+            }
             Action::Reload => state.browse.as_ref().is_none_or(|b| b.queue == queue),
             _ => false,
         };

@@ -1,0 +1,262 @@
+//! Never replay into a loss: a confirm from the first queue proves nothing when that queue is
+//! capped (overflow drop-head drops the oldest) or is a wait queue whose way back reaches no
+//! queue. The preflight follows each target to where it comes to rest and refuses (or sends the
+//! messages straight to the consuming queue); every message id is counted before and after.
+
+mod common;
+mod replay_util;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::amqp as h;
+use common::{TestBroker, TestVhost};
+use futures_util::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, ExchangeDeclareOptions,
+    QueueBindOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, ExchangeKind};
+use replay_util::{Home, message_ids, read_all, warren};
+use serde_json::json;
+use warren::domain::quorum::QueueType;
+
+fn ids(v: &[String]) -> BTreeSet<String> {
+    v.iter().cloned().collect()
+}
+
+async fn capped(broker: TestBroker, overflow: &'static str) {
+    let vhost = TestVhost::new(&broker, "trust-dest-capped").await;
+    let home = Home::new("trust-dest-capped");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    h::dead_letter_by_reject(&conn, "work", "dlq", 100).await;
+    // The work queue gets a length limit after the fact, as an operator's policy would.
+    let mut def =
+        json!({"max-length": 30, "dead-letter-exchange": "", "dead-letter-routing-key": "dlq"});
+    if overflow != "drop-head" {
+        def["overflow"] = json!(overflow);
+    }
+    vhost.policy("cap", "^work$", "queues", def).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let all: BTreeSet<String> = (0..100).map(|i| format!("m-{i}")).collect();
+
+    let run = warren(&vhost, &home, &["replay", "dlq", "--yes", "--json"]).await;
+    let label = format!("{} {overflow}", broker.label);
+    match overflow {
+        "reject-publish" => {
+            // Allowed with a warning: the broker refuses what does not fit, it stays in the DLQ.
+            let plan = run.event("plan");
+            assert!(
+                plan["warnings"]
+                    .as_object()
+                    .is_some_and(|w| w.keys().any(|k| k.contains("reject-publish"))),
+                "{label}: {run}"
+            );
+            assert_ne!(
+                run.code,
+                Some(0),
+                "{label}: refused publishes are not a success: {run}"
+            );
+            let moved = run.summary_u64("moved");
+            assert!(moved <= 30, "{label}: {run}");
+            let in_work = message_ids(&read_all(&conn, "work", 100).await);
+            let in_dlq = message_ids(&read_all(&conn, "dlq", 100).await);
+            assert_eq!(in_work.len() as u64, moved, "{label}");
+            let mut both = ids(&in_work);
+            both.extend(in_dlq.iter().cloned());
+            assert_eq!(both, all, "{label}: every id in the DLQ or the target");
+            assert_eq!(in_work.len() + in_dlq.len(), 100, "{label}: no copies");
+        }
+        _ => {
+            assert_eq!(run.code, Some(1), "{label}: {run}");
+            assert!(
+                run.stderr.contains(overflow) && run.stderr.contains("--limit 30"),
+                "{label}: {run}"
+            );
+            assert_eq!(
+                h::amqp_depth(&conn, "work").await,
+                0,
+                "{label}: nothing moved"
+            );
+            assert_eq!(
+                ids(&message_ids(&read_all(&conn, "dlq", 100).await)),
+                all,
+                "{label}"
+            );
+            // What fits, moves.
+            let run = warren(
+                &vhost,
+                &home,
+                &["replay", "dlq", "--yes", "--json", "--limit", "30"],
+            )
+            .await;
+            assert_eq!(run.code, Some(0), "{label}: {run}");
+            assert_eq!(run.summary_u64("moved"), 30, "{label}: {run}");
+            let in_work = message_ids(&read_all(&conn, "work", 100).await);
+            let in_dlq = message_ids(&read_all(&conn, "dlq", 100).await);
+            assert_eq!((in_work.len(), in_dlq.len()), (30, 70), "{label}");
+            let mut both = ids(&in_work);
+            both.extend(in_dlq);
+            assert_eq!(both, all, "{label}");
+        }
+    }
+    let _ = conn.close(200, "done".into()).await;
+    vhost.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_capped_target_is_never_overfilled() {
+    let runs = TestBroker::all().into_iter().flat_map(|b| {
+        ["drop-head", "reject-publish-dlx", "reject-publish"].map(|o| capped(b.clone(), o))
+    });
+    futures_util::future::join_all(runs).await;
+}
+
+fn long(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s))
+}
+
+/// A hand-rolled ladder as amqplib apps build it: the app publishes a failed message to the
+/// `wait` exchange with its work key; `orders.wait` (TTL, dead-letter exchange `retry`, no
+/// dead-letter routing key) sends it back through `retry` with that key. After its last try the
+/// app copies the message, x-death and all, into `orders.dlq`. The newest death says
+/// "expired in orders.wait"; publishing there under the wait queue's own name would be dropped.
+async fn ladder(broker: TestBroker, route_back: bool) {
+    let vhost = TestVhost::new(&broker, "trust-dest-ladder").await;
+    let home = Home::new("trust-dest-ladder");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    for x in ["wait", "retry"] {
+        ch.exchange_declare(
+            x.into(),
+            ExchangeKind::Direct,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .expect("exchange");
+    }
+    let mut wait_args = FieldTable::default();
+    wait_args.insert("x-message-ttl".into(), AMQPValue::LongLongInt(200));
+    wait_args.insert("x-dead-letter-exchange".into(), long("retry"));
+    h::declare(&ch, "orders.wait", QueueType::Classic, wait_args).await;
+    h::declare(&ch, "orders", QueueType::Classic, FieldTable::default()).await;
+    h::declare(&ch, "orders.dlq", QueueType::Classic, FieldTable::default()).await;
+    let bind = |q: &'static str, x: &'static str| {
+        let ch = ch.clone();
+        async move {
+            ch.queue_bind(
+                q.into(),
+                x.into(),
+                "orders".into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("bind")
+        }
+    };
+    bind("orders.wait", "wait").await;
+    bind("orders", "retry").await;
+    let n = 5;
+    for i in 0..n {
+        let props = BasicProperties::default().with_message_id(format!("m-{i}").into());
+        h::publish_raw(
+            &ch,
+            "wait",
+            "orders",
+            props,
+            format!("order {i}").as_bytes(),
+        )
+        .await;
+    }
+    h::wait_for_depth(&conn, "orders", n, Duration::from_secs(20)).await;
+    // The app's last try: copy each message into the DLQ with every header, then ack.
+    let app = conn.create_channel().await.expect("channel");
+    let mut consumer = app
+        .basic_consume(
+            "orders".into(),
+            "app".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("consume");
+    for _ in 0..n {
+        let d = tokio::time::timeout(Duration::from_secs(5), consumer.next())
+            .await
+            .expect("delivery")
+            .expect("open")
+            .expect("ok");
+        h::publish_raw(&ch, "", "orders.dlq", d.properties.clone(), &d.data).await;
+        app.basic_ack(d.delivery_tag, BasicAckOptions::default())
+            .await
+            .expect("ack");
+    }
+    let _ = app.close(200, "app stops".into()).await;
+    if !route_back {
+        // A ladder whose way back was removed: the wait queue would drop what it is given.
+        ch.queue_unbind(
+            "orders".into(),
+            "retry".into(),
+            "orders".into(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("unbind");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let all: BTreeSet<String> = (0..n).map(|i| format!("m-{i}")).collect();
+    let run = warren(&vhost, &home, &["replay", "orders.dlq", "--yes", "--json"]).await;
+    let label = format!("{} route_back={route_back}", broker.label);
+    if route_back {
+        assert_eq!(run.code, Some(0), "{label}: {run}");
+        assert_eq!(run.summary_u64("moved"), n, "{label}: {run}");
+        let plan = run.event("plan");
+        let t = plan["targets"].as_object().cloned().unwrap_or_default();
+        assert!(
+            t.values().all(|v| v["rests_in"] == json!("orders")),
+            "{label}: the consuming queue is the target: {run}"
+        );
+        // Straight to the work queue, not through the wait queue's TTL.
+        assert_eq!(
+            ids(&message_ids(&read_all(&conn, "orders", 10).await)),
+            all,
+            "{label}"
+        );
+        assert_eq!(h::amqp_depth(&conn, "orders.wait").await, 0, "{label}");
+    } else {
+        assert_eq!(run.code, Some(1), "{label}: {run}");
+        assert!(
+            run.stderr.contains("reaches no queue") || run.stderr.contains("drops"),
+            "{label}: {run}"
+        );
+        assert_eq!(
+            h::amqp_depth(&conn, "orders.wait").await,
+            0,
+            "{label}: nothing published"
+        );
+        assert_eq!(
+            ids(&message_ids(&read_all(&conn, "orders.dlq", 10).await)),
+            all,
+            "{label}"
+        );
+    }
+    let _ = conn.close(200, "done".into()).await;
+    vhost.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_wait_queue_is_never_the_target() {
+    let runs = TestBroker::all()
+        .into_iter()
+        .flat_map(|b| [ladder(b.clone(), true), ladder(b, false)]);
+    futures_util::future::join_all(runs).await;
+    let _ = BasicPublishOptions::default();
+}
