@@ -254,3 +254,107 @@ async fn the_tui_reads_a_quorum_dlq_once_per_session() {
     unsafe { std::env::set_var("WARREN_STORE", home.store()) };
     futures_util::future::join_all(TestBroker::all().into_iter().map(tui_session)).await;
 }
+
+/// `warren protect` lifts the limit with a policy that keeps the keys of the policy it
+/// outranks; after it, reading is free and nothing is refused or lost. Read-only refuses.
+async fn protect(broker: TestBroker) {
+    let vhost = TestVhost::new(&broker, "trust-quorum-protect").await;
+    let home = Home::new("trust-quorum-protect");
+    let conn = amqp_h::connect(&vhost).await;
+    vhost
+        .policy(
+            "ops",
+            "^orders",
+            "queues",
+            serde_json::json!({"max-length": 100000}),
+        )
+        .await;
+    quorum_dlq(&vhost, &conn).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let ro = warren(
+        &vhost,
+        &home,
+        &["--read-only", "protect", "orders.dlq", "--yes"],
+    )
+    .await;
+    let policies = vhost
+        .get_json(&format!("/api/policies/{}", common::enc(&vhost.name)))
+        .await;
+    assert!(
+        policies
+            .as_array()
+            .is_some_and(|ps| ps.iter().all(|p| p["name"] != "warren-protect-orders.dlq")),
+        "read-only set nothing: {ro}"
+    );
+    if broker.label == "3.10" {
+        // 3.x refuses delivery-limit -1 in a policy: Warren says so and the way out.
+        assert_eq!(ro.code, Some(1), "{ro}");
+        let run = warren(&vhost, &home, &["protect", "orders.dlq", "--yes"]).await;
+        assert_eq!(run.code, Some(1), "{run}");
+        assert!(run.stderr.contains("no policy can lift"), "{run}");
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+        return;
+    }
+    if broker.label == "4.3" {
+        // Reads are already free there; protect still works as a policy change.
+        let run = warren(&vhost, &home, &["protect", "orders.dlq", "--yes"]).await;
+        assert_eq!(run.code, Some(0), "{run}");
+    } else {
+        assert_eq!(ro.code, Some(1), "{ro}");
+        assert!(ro.stderr.contains("read-only"), "{ro}");
+        let run = warren(&vhost, &home, &["protect", "orders.dlq", "--yes"]).await;
+        assert_eq!(run.code, Some(0), "{}: {run}", broker.label);
+    }
+    let p = vhost
+        .get_json(&format!(
+            "/api/policies/{}/warren-protect-orders.dlq",
+            common::enc(&vhost.name)
+        ))
+        .await;
+    assert_eq!(
+        p["definition"]["delivery-limit"],
+        serde_json::json!(-1),
+        "{p}"
+    );
+    assert_eq!(
+        p["definition"]["max-length"],
+        serde_json::json!(100000),
+        "keeps the outranked policy's keys: {p}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for round in 0..22 {
+        let run = warren(
+            &vhost,
+            &home,
+            &["show", "orders.dlq", "--json", "--read-again"],
+        )
+        .await;
+        assert_eq!(run.code, Some(0), "{} round {round}: {run}", broker.label);
+        assert_eq!(
+            run.json().len(),
+            MESSAGES as usize,
+            "{} round {round}",
+            broker.label
+        );
+    }
+    let (ids, max_count) = drain(&conn).await;
+    assert_eq!(
+        ids,
+        (0..i64::from(MESSAGES)).collect::<Vec<_>>(),
+        "{}",
+        broker.label
+    );
+    println!(
+        "RabbitMQ {}: protected; 22 more shows, all read; highest x-delivery-count {max_count}",
+        broker.label
+    );
+    let _ = conn.close(200, "done".into()).await;
+    vhost.cleanup().await;
+}
+
+#[tokio::test]
+async fn protect_makes_a_quorum_dlq_free_to_read() {
+    futures_util::future::join_all(TestBroker::all().into_iter().map(protect)).await;
+}

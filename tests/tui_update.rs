@@ -677,3 +677,125 @@ fn keep_attempts_asks_for_the_plan_again_and_ignores_the_stale_one() {
         "{cmds:?}"
     );
 }
+
+/// Opens invoices.dlq (a quorum queue with a limit of 20) and lets the worker answer.
+fn browsing_invoices() -> warren::tui::State {
+    let mut st = loaded(false, Theme::color());
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "invoices.dlq")
+        .unwrap();
+    update(&mut st, key(KeyCode::Enter));
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::Browse {
+                read_again: false,
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    update(
+        &mut st,
+        Event::MessagesLoaded {
+            queue: "invoices.dlq".into(),
+            messages: orders_messages(),
+            first_seen: vec![],
+            stop: "end".into(),
+        },
+    );
+    st
+}
+
+#[test]
+fn ctrl_r_on_a_quorum_queue_says_what_it_costs_and_reads_only_on_the_second_press() {
+    let mut st = browsing_invoices();
+    let cmds = update(&mut st, ctrl('r'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::LoadQueues]),
+        "the list refreshes, the queue is not read: {cmds:?}"
+    );
+    let notice = st.notice.clone().unwrap_or_default();
+    assert!(
+        notice.contains("costs each message a delivery") && notice.contains("Ctrl-R again"),
+        "{notice}"
+    );
+    // Anything else keeps what is on screen.
+    update(&mut st, ch('j'));
+    assert!(matches!(
+        update(&mut st, ctrl('r')).as_slice(),
+        [Command::LoadQueues]
+    ));
+    let cmds = update(&mut st, ctrl('r'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Browse { queue, read_again: true, .. }] if queue == "invoices.dlq"),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn a_read_the_ledger_prices_is_confirmed_with_the_same_key() {
+    let mut st = loaded(false, Theme::color());
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "invoices.dlq")
+        .unwrap();
+    update(&mut st, key(KeyCode::Enter));
+    update(&mut st, key(KeyCode::Enter));
+    // The worker's ledger says Warren read it before, in another session.
+    update(
+        &mut st,
+        Event::ReadCost {
+            queue: "invoices.dlq".into(),
+            text: "Warren has read 'invoices.dlq' 3 times before".into(),
+        },
+    );
+    assert!(st.loading.is_none());
+    assert!(
+        st.notice
+            .as_deref()
+            .unwrap_or("")
+            .contains("3 times before")
+    );
+    st.focus = Focus::Queues;
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::Browse {
+                read_again: true,
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn protect_asks_then_sets_and_is_refused_read_only() {
+    let mut st = loaded(false, Theme::color());
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "invoices.dlq")
+        .unwrap();
+    assert!(update(&mut st, ch('P')).is_empty());
+    assert!(st.notice.as_deref().unwrap_or("").contains("Press P again"));
+    let cmds = update(&mut st, ch('P'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Protect(q)] if q == "invoices.dlq"),
+        "{cmds:?}"
+    );
+    // A queue without a limit has nothing to protect.
+    st.queue_cursor = 0;
+    assert!(update(&mut st, ch('P')).is_empty());
+    assert!(update(&mut st, ch('P')).is_empty());
+    let mut ro = loaded(true, Theme::color());
+    ro.queue_cursor = st.queue_cursor;
+    assert!(update(&mut ro, ch('P')).is_empty());
+    assert!(ro.error.is_some(), "read-only refuses with a reason");
+}

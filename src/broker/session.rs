@@ -319,10 +319,8 @@ impl Session {
             self.mgmt.policies(self.vhost())
         );
         let (info, policies) = (info?, policies?);
-        let in_force = info
-            .policy
-            .as_deref()
-            .and_then(|name| policies.iter().find(|p| p.name == name));
+        // By name when the broker reported it, else by pattern (the column lags on 4.3).
+        let in_force = discovery::policy_in_force(&info, &policies);
         let plan = crate::domain::protect::plan(self.version(), &info, in_force)
             .map_err(SessionError::Refused)?;
         if apply {

@@ -416,6 +416,19 @@ pub fn policy_definition<'a>(q: &'a QueueInfo, policies: &'a [Policy]) -> Option
     PolicyIndex::new(policies).definition_for(q)
 }
 
+/// The policy that applies to a queue: the one the broker named, else the best match by pattern
+/// (highest priority, ties to the first name), as the broker chooses.
+pub fn policy_in_force<'a>(q: &QueueInfo, policies: &'a [Policy]) -> Option<&'a Policy> {
+    if let Some(name) = &q.policy {
+        return policies.iter().find(|p| &p.name == name);
+    }
+    PolicyIndex::new(policies)
+        .compiled
+        .into_iter()
+        .find(|(p, re)| applies_to(&p.apply_to, &q.queue_type) && re.is_match(&q.name))
+        .map(|(p, _)| p)
+}
+
 fn applies_to(apply_to: &str, t: &QueueType) -> bool {
     match apply_to {
         "all" | "queues" => true,

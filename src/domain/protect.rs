@@ -5,7 +5,8 @@
 //! definition *replaces* the others. So the new policy carries every key of the policy in force
 //! (its dead-letter exchange, length limit, …) plus `delivery-limit: -1`, and outranks it.
 //! A policy cannot lift an `x-delivery-limit` *argument* on 4.x (the broker takes the higher of
-//! a negative and a positive value), so that case is refused with the way out.
+//! a negative and a positive value), and 3.x refuses `-1` in a policy altogether: both are
+//! refused with the way out.
 
 use serde_json::Value;
 
@@ -50,6 +51,14 @@ pub fn plan(
             q.name
         ));
     }
+    if !version.at_least(4, 0) {
+        return Err(format!(
+            "'{}' has a delivery limit of {} that no policy can lift on RabbitMQ {version}: 3.x refuses `delivery-limit: -1` in a policy and takes the lower of argument and policy. \
+             Give it a dead-letter exchange (so a message past its limit moves on instead of being dropped), or move its messages with `warren replay --to` into a queue declared without the argument",
+            q.name,
+            before.unwrap_or(0)
+        ));
+    }
     let after = quorum::effective_delivery_limit(version, quorum::QueueType::Quorum, arg, Some(-1));
     if let Some(l) = after {
         return Err(format!(
@@ -61,10 +70,18 @@ pub fn plan(
     }
     let mut definition: JsonMap = in_force.map(|p| p.definition.clone()).unwrap_or_default();
     definition.insert("delivery-limit".into(), Value::from(-1));
-    let priority = in_force.map_or(0, |p| p.priority.saturating_add(1));
+    let name = format!("{POLICY_PREFIX}{}", q.name);
+    // Outrank the policy in force; replacing Warren's own (run again) keeps its place.
+    let priority = in_force.map_or(0, |p| {
+        if p.name == name {
+            p.priority
+        } else {
+            p.priority.saturating_add(1)
+        }
+    });
     Ok(ProtectPlan {
         policy: Policy {
-            name: format!("{POLICY_PREFIX}{}", q.name),
+            name,
             pattern: format!("^{}$", regex::escape(&q.name)),
             apply_to: "queues".into(),
             priority,
@@ -125,7 +142,8 @@ mod tests {
         let q = quorum("d").with_arg("x-delivery-limit", json!(20));
         let err = plan(V4_0, &q, None).expect_err("refused");
         assert!(err.contains("x-delivery-limit = 20"), "{err}");
-        assert!(plan(V3_10, &q, None).is_ok());
+        // Measured on 3.10.8: a policy with delivery-limit -1 is rejected (400).
+        assert!(plan(V3_10, &q, None).is_err_and(|e| e.contains("3.x refuses")));
         assert!(
             plan(V3_10, &quorum("free"), None).is_err(),
             "no limit on 3.x"

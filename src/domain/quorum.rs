@@ -252,14 +252,23 @@ impl BrowsePolicy {
                  look at any message safely."
             ),
         };
+        // Measured: 3.10 rejects `delivery-limit: -1` in a policy, and takes the lower of
+        // argument and policy, so no policy can lift a 3.x limit.
+        let fix = if self.version.is_some_and(|v| !v.at_least(4, 0)) {
+            "On RabbitMQ 3.x no policy can lift the limit (it refuses `delivery-limit: -1`, and \
+             the lower of argument and policy wins): give the DLQ a dead-letter exchange so \
+             nothing past the limit is lost, move its messages into a queue declared without \
+             `x-delivery-limit`, or upgrade to RabbitMQ 4.3+, where returns are free."
+        } else {
+            "To make the queue safe to browse, run `warren protect QUEUE` (a policy with \
+             `delivery-limit: -1`; it does not lift an `x-delivery-limit` argument, the queue \
+             would have to be re-declared), give the DLQ a dead-letter exchange so nothing past \
+             the limit is lost, or upgrade to RabbitMQ 4.3+, where returns are free."
+        };
         format!(
             "{head} On RabbitMQ {version} every look costs {cost} deliveries per message, and a \
              message past its limit is dead-lettered again or, without a dead-letter exchange, \
-             dropped; Warren keeps a margin of {margin}. To make the queue safe to browse, set \
-             a policy with `delivery-limit: -1` on it (this does not lift an `x-delivery-limit` \
-             argument, the queue would have to be re-declared), give the DLQ a dead-letter \
-             exchange so nothing past the limit is lost, or upgrade to RabbitMQ 4.3+, where \
-             returns are free.",
+             dropped; Warren keeps a margin of {margin}. {fix}",
             cost = self.cost_per_browse,
             margin = self.margin,
             version = self

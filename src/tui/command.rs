@@ -30,6 +30,9 @@ pub enum Command {
     Replay(ReplayRequest),
     /// Stop a running replay after the message in flight; what moved stays moved.
     CancelReplay,
+    /// Set the policy that lifts `queue`'s delivery limit (answer: `Event::Notice`, then the
+    /// queue list again). Never emitted in read-only mode.
+    Protect(String),
     SwitchContext(String),
     SwitchVhost(String),
     Quit,

@@ -43,6 +43,8 @@ pub enum Event {
     ReplayPreview(ReplayPreview),
     ReplayProgress(ReplayProgress),
     ReplayFinished(ReplayOutcome),
+    /// Something done that the operator should read (shown in the notice line).
+    Notice(String),
     /// A failure that is not fatal: shown in the banner (the full chain goes to the log file).
     Error(String),
     /// Typing in the filter paused: narrow a large list now (sent by the loop, see

@@ -58,6 +58,7 @@ pub enum Action {
     SelectAll,
     InvertSelection,
     Replay,
+    Protect,
     ToggleTrace,
     // Inside the replay modal.
     Accept,
@@ -188,6 +189,14 @@ pub static BINDINGS: &[Binding] = &[
         help: "back; dismiss the banner",
         footer: Some("back"),
         scopes: PANES,
+    },
+    Binding {
+        keys: &[Char('P')],
+        label: "P",
+        action: A::Protect,
+        help: "protect: lift delivery limit",
+        footer: None,
+        scopes: &[S::Queues],
     },
     Binding {
         keys: &[Char('o')],

@@ -213,6 +213,8 @@ pub struct State {
     pub pending_browse: Option<String>,
     /// A queue whose read would spend deliveries again: the same key again confirms.
     pub pending_reread: Option<String>,
+    /// A queue the operator asked to protect: the same key again confirms.
+    pub pending_protect: Option<String>,
     pub browse: Option<Browse>,
     pub msg_cursor: usize,
     pub group_cursor: usize,
@@ -255,6 +257,7 @@ impl State {
             loading: None,
             pending_browse: None,
             pending_reread: None,
+            pending_protect: None,
             browse: None,
             msg_cursor: 0,
             group_cursor: 0,

@@ -162,6 +162,11 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
             }
             Vec::new()
         }
+        Event::Notice(message) => {
+            state.notice = Some(message);
+            state.dirty = true;
+            Vec::new()
+        }
         Event::Error(message) => {
             if state.loading.is_some() {
                 state.loading = None;
@@ -240,6 +245,10 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     // A pending quorum browse is confirmed only by the same Enter, anything else drops it.
     let pending = state.pending_browse.take();
     let reread = state.pending_reread.take();
+    let protecting = state.pending_protect.take();
+    if action == Some(Action::Protect) {
+        state.pending_protect = protecting;
+    }
     let Some(action) = action else {
         return Vec::new();
     };
@@ -376,6 +385,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         }
         Action::ToggleTrace => state.trace_open = !state.trace_open,
         Action::Replay => return start_replay(state),
+        Action::Protect => return protect(state),
         // Modal and progress actions never reach here (their scopes are not pane scopes).
         Action::Accept
         | Action::Cancel
@@ -513,6 +523,37 @@ fn select_range(state: &mut State) {
 
 /// `r`: what to replay depends on where the operator is. Opens the modal and asks the worker for
 /// the plan; nothing is published until the modal is accepted.
+/// `P` on a quorum DLQ whose reads cost deliveries: says what it will set, then `P` again sets it.
+fn protect(state: &mut State) -> Vec<Command> {
+    let pending = state.pending_protect.take();
+    if state.read_only {
+        state.error = Some(READ_ONLY_REASON.into());
+        return Vec::new();
+    }
+    let Some(name) = state.queue_name_at_cursor() else {
+        return Vec::new();
+    };
+    let Some(dlq) = state.dlq(&name).filter(|d| d.limit_applies()) else {
+        state.notice = Some(format!(
+            "{} has no delivery limit to lift: reading it costs nothing",
+            sanitize::one_line(&name, 80)
+        ));
+        return Vec::new();
+    };
+    if pending.as_deref() == Some(name.as_str()) {
+        state.notice = Some(format!("protecting {}…", sanitize::one_line(&name, 80)));
+        return vec![Command::Protect(name)];
+    }
+    state.notice = Some(format!(
+        "Protect {}: set policy warren-protect-{} (delivery-limit -1, keeping every key of the policy in force; limit now {}). Press P again to set it.",
+        sanitize::one_line(&name, 80),
+        sanitize::one_line(&name, 80),
+        dlq.delivery_limit.unwrap_or(0)
+    ));
+    state.pending_protect = Some(name);
+    Vec::new()
+}
+
 fn start_replay(state: &mut State) -> Vec<Command> {
     if state.read_only {
         state.error = Some(READ_ONLY_REASON.into());

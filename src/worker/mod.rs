@@ -134,6 +134,7 @@ impl Worker {
                     let _ = cancel.send(true);
                 }
             }
+            Command::Protect(queue) => self.protect(queue).await,
             Command::SwitchContext(name) => self.switch(|o| o.context = Some(name)).await,
             Command::SwitchVhost(name) => self.switch(|o| o.vhost = Some(name)).await,
             Command::Quit => {}
@@ -156,6 +157,25 @@ impl Worker {
         }
         self.session = None;
         self.load_queues().await;
+    }
+
+    async fn protect(&mut self, queue: String) {
+        let Some(s) = self.session().await else {
+            self.error("protect needs a broker (a snapshot is read-only)")
+                .await;
+            return;
+        };
+        match s.protect(&queue, true).await {
+            Ok(plan) => {
+                self.send(Event::Notice(format!(
+                    "protected {queue}: policy {} set; reading it no longer spends deliveries",
+                    plan.policy.name
+                )))
+                .await;
+                self.load_queues().await;
+            }
+            Err(e) => self.error(e).await,
+        }
     }
 
     async fn load_queues(&mut self) {
