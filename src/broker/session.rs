@@ -57,7 +57,6 @@ pub enum ReadConsent {
 struct KeptRead {
     page: std::sync::Arc<BrowsePage>,
     body_cap: usize,
-    limit: usize,
 }
 
 impl From<ManagementError> for SessionError {
@@ -89,6 +88,9 @@ pub struct Session {
     amqp: OnceCell<lapin::Connection>,
     /// Reads of queues whose reads cost deliveries, by queue (see [`KeptRead`]).
     reads: std::sync::Mutex<HashMap<String, KeptRead>>,
+    /// One lock per queue: two reads of one queue never overlap (they would split it between
+    /// two consumers, and both could spend deliveries before either is kept).
+    read_locks: std::sync::Mutex<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
     /// Warren's store for the read ledger, opened on first need; `Err` once it failed.
     ledger: std::sync::Mutex<Option<Result<Store, String>>>,
 }
@@ -105,6 +107,7 @@ impl Session {
             target,
             amqp: OnceCell::new(),
             reads: std::sync::Mutex::new(HashMap::new()),
+            read_locks: std::sync::Mutex::new(HashMap::new()),
             ledger: std::sync::Mutex::new(None),
         })
     }
@@ -232,6 +235,8 @@ impl Session {
         body_cap: usize,
         consent: ReadConsent,
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
+        let lock = self.read_lock(queue);
+        let _reading = lock.lock().await;
         let (qt, policy, depth) = self.browse_policy(queue).await?;
         let costly = policy.cost_per_browse > 0 && policy.limit.is_some();
         if costly && consent == ReadConsent::Reuse {
@@ -300,7 +305,6 @@ impl Session {
                 KeptRead {
                     page: page.clone(),
                     body_cap,
-                    limit,
                 },
             );
         }
@@ -364,6 +368,11 @@ impl Session {
         }
     }
 
+    fn read_lock(&self, queue: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.read_locks.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(queue.to_string()).or_default().clone()
+    }
+
     fn kept(&self, queue: &str) -> Option<KeptRead> {
         let reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
         reads.get(queue).cloned()
@@ -371,7 +380,6 @@ impl Session {
 
     fn keep(&self, queue: &str, read: KeptRead) {
         let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = read.limit;
         reads.insert(queue.to_string(), read);
     }
 
@@ -847,6 +855,20 @@ impl Session {
                 "{skipped} message(s) come from a MassTransit _skipped queue: no consumer on that endpoint handles their type, so replaying them there skips them again. Deploy the consumer first, or send them to the endpoint that has it with --to"
             ));
         }
+        // The run reads the queue too: what it does not move is handed back, which costs a
+        // quorum message a delivery where returns count. Say so where a person confirms.
+        let (_, quorum, _) = self.browse_policy(&spec.queue).await?;
+        if let Some(limit) = quorum.limit.filter(|_| quorum.cost_per_browse > 0)
+            && p.selected < page.queue_depth_at_start
+        {
+            *p.warnings
+                .entry(format!(
+                    "the replay reads past what it moves: each message it hands back costs {} deliver{} of the queue's limit of {limit}",
+                    quorum.cost_per_browse,
+                    if quorum.cost_per_browse == 1 { "y" } else { "ies" }
+                ))
+                .or_insert(0) += page.queue_depth_at_start - p.selected;
+        }
         if spec.queue.contains("parking") {
             *p.warnings
                 .entry("this is a parking lot: messages that could not be decoded fail identically until the reading code changes; replaying before that deploy is churn".into())
@@ -933,6 +955,8 @@ impl Session {
                 "read-only: replay is disabled".into(),
             ));
         }
+        let lock = self.read_lock(&spec.queue);
+        let _reading = lock.lock().await;
         let (_, quorum, depth) = self.browse_policy(&spec.queue).await?;
         let job = Job {
             dlq: spec.queue.clone(),
