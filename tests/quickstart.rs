@@ -41,10 +41,7 @@ fn the_readme_quick_start_works_on_a_fresh_clone() {
     let readme = std::fs::read_to_string(repo.join("README.md")).expect("README.md");
     let commands = quick_start_commands(&readme);
     assert_eq!(commands.len(), 2, "exactly two commands: {commands:?}");
-    assert_eq!(
-        commands[0],
-        "cargo run -- open assets/demo/*.jsonl"
-    );
+    assert_eq!(commands[0], "cargo run -- open assets/demo/*.jsonl");
     let ci = std::fs::read_to_string(repo.join(".ci/run")).expect(".ci/run");
     assert!(
         ci.lines().any(|l| l.trim() == commands[1]),

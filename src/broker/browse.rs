@@ -102,6 +102,8 @@ pub struct BrowsePage {
     pub max_acquired_count: Option<u64>,
     /// Every delivered message was handed back with the explicit nack.
     pub returned_explicitly: bool,
+    /// Not read now: the session's earlier read of a queue whose reads cost deliveries.
+    pub reused: bool,
 }
 
 impl Default for BrowsePage {
@@ -114,6 +116,7 @@ impl Default for BrowsePage {
             max_delivery_count: None,
             max_acquired_count: None,
             returned_explicitly: true,
+            reused: false,
         }
     }
 }
@@ -352,6 +355,7 @@ async fn browse_queue(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePa
         max_delivery_count: read.max_count,
         max_acquired_count: read.max_acquired,
         returned_explicitly,
+        reused: false,
     })
 }
 

@@ -242,7 +242,11 @@ impl Session {
         if costly && consent == ReadConsent::Reuse {
             let kept = self.kept(queue);
             if let Some(k) = kept.filter(|k| k.body_cap >= body_cap) {
-                return Ok(k.page);
+                // One copy, which the caller would make anyway to own the messages.
+                return Ok(std::sync::Arc::new(BrowsePage {
+                    reused: true,
+                    ..(*k.page).clone()
+                }));
             }
         }
         let record = if costly {

@@ -276,7 +276,25 @@ impl Worker {
                         page.messages.iter().map(identity::message_key).collect();
                     let seen = remember(&s, &queue, &keys);
                     let first_seen = keys.iter().map(|k| seen.get(k).copied()).collect();
-                    let stop = describe_stop(&page.stopped, page.messages.len());
+                    let mut stop = describe_stop(&page.stopped, page.messages.len());
+                    // What the read spent on a quorum queue, in this broker's own terms.
+                    if page.reused {
+                        stop = format!(
+                            "{stop}, as read earlier this session (reading this quorum queue again costs deliveries: Ctrl-R twice)"
+                        );
+                    } else if (page.max_delivery_count.is_some()
+                        || page.max_acquired_count.is_some())
+                        && let Ok((_, policy, _)) = s.browse_policy(&queue).await
+                        && let Some(note) = crate::domain::ledger::cost_note(
+                            &policy,
+                            &s.overview.rabbitmq_version,
+                            page.delivered,
+                            page.max_delivery_count,
+                            page.max_acquired_count,
+                        )
+                    {
+                        stop = format!("{stop}; {note}");
+                    }
                     let _ = events
                         .send(Event::MessagesLoaded {
                             queue,
