@@ -661,17 +661,29 @@ impl Management {
     }
 }
 
-/// `base` + `api/` + each segment percent-encoded (so `/` inside a vhost name becomes `%2F`).
-fn api_url(base: &Url, segments: &[&str]) -> Url {
+/// Characters escaped in one path segment of a management API URL: everything but RFC 3986's
+/// unreserved characters. The `url` crate's own segment set leaves `[ ] | ^` and more as they
+/// are, and RabbitMQ answers 400 to a queue named `a[b]` sent that way.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `base` + `api/` + each segment percent-encoded with [`SEGMENT`] (so `/` inside a vhost name
+/// becomes `%2F`, `[` becomes `%5B`). Any query or fragment of `base` is dropped.
+pub fn api_url(base: &Url, segments: &[&str]) -> Url {
     let mut url = base.clone();
     url.set_query(None);
     url.set_fragment(None);
-    if let Ok(mut path) = url.path_segments_mut() {
-        path.pop_if_empty().push("api");
-        for s in segments {
-            path.push(s);
-        }
+    let mut path = url.path().trim_end_matches('/').to_string();
+    path.push_str("/api");
+    for s in segments {
+        path.push('/');
+        path.extend(percent_encoding::utf8_percent_encode(s, SEGMENT));
     }
+    // Every byte outside the unreserved set is already `%XX`, so `set_path` keeps it as is.
+    url.set_path(&path);
     url
 }
 
@@ -833,6 +845,14 @@ mod tests {
         assert_eq!(
             api_url(&base, &["queues", "/", "a b"]).as_str(),
             "http://h:15672/api/queues/%2F/a%20b"
+        );
+        assert_eq!(
+            api_url(&base, &["queues", "v h", "a[b]|c^d e/f%?#"]).as_str(),
+            "http://h:15672/api/queues/v%20h/a%5Bb%5D%7Cc%5Ed%20e%2Ff%25%3F%23"
+        );
+        assert_eq!(
+            api_url(&base, &["exchanges", "/", "é.x-y_z~"]).as_str(),
+            "http://h:15672/api/exchanges/%2F/%C3%A9.x-y_z~"
         );
         let prefixed = Url::parse("https://h/rabbit/").unwrap();
         assert_eq!(
