@@ -688,7 +688,7 @@ pub fn amqp_url_for(management: &Url) -> Option<Url> {
     } else {
         ("amqp", 15672, 5672)
     };
-    if management.port() != Some(default) || management.path().trim_end_matches('/') != "" {
+    if management.port() != Some(default) || !management.path().trim_end_matches('/').is_empty() {
         return None;
     }
     Url::parse(&format!(
