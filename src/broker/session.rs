@@ -12,7 +12,7 @@ use crate::broker::config::Target;
 use crate::broker::discover;
 use crate::broker::management::{Management, ManagementError, Overview, PermissionState, WhoAmI};
 use crate::broker::replay::{self, Job, Progress, Summary, TargetKey};
-use crate::broker::{amqp, config};
+use crate::broker::{amqp, cluster, config};
 use crate::domain::discovery::{
     self, Discovery, ExchangeInfo, QueueType as DiscoveredType, RoutingTable,
 };
@@ -64,12 +64,18 @@ pub struct Session {
 }
 
 impl Session {
-    /// Connects to the management API (overview and whoami); AMQP waits until needed.
+    /// Connects to the management API (overview and whoami) and checks that the AMQP URLs reach
+    /// the same cluster (see `broker::cluster`): a command with two URLs to two brokers would
+    /// answer for the wrong one. The AMQP connection itself waits until needed.
     pub async fn open(target: Target) -> Result<Session, SessionError> {
         let mgmt = Management::new(&target)?;
         let (overview, whoami) = tokio::join!(mgmt.overview(), mgmt.whoami());
+        let overview = overview?;
+        cluster::verify(&target.amqp_urls, &overview, mgmt.active_url())
+            .await
+            .map_err(SessionError::Broker)?;
         Ok(Session {
-            overview: overview?,
+            overview,
             whoami: whoami?,
             mgmt,
             target,

@@ -455,6 +455,16 @@ pub async fn demo(c: &ConnArgs) -> Result<i32, Failure> {
     let mut o = overrides(c);
     let vhost = o.vhost.take().unwrap_or_else(|| "warren-demo".to_string());
     let (_, target) = config::load(&o).map_err(|e| Failure::usage(e.to_string()))?;
+    // The demo builds through management and checks through AMQP: both must be one broker.
+    let mgmt = crate::broker::management::Management::new(&target)
+        .map_err(|e| Failure::broker(e.to_string()))?;
+    let overview = mgmt
+        .overview()
+        .await
+        .map_err(|e| Failure::broker(e.to_string()))?;
+    crate::broker::cluster::verify(&target.amqp_urls, &overview, mgmt.active_url())
+        .await
+        .map_err(Failure::broker)?;
     let report = crate::broker::demo::build(&target, &vhost)
         .await
         .map_err(|e| Failure::broker(e.to_string()))?;
