@@ -21,6 +21,7 @@ use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::quorum::{BrokerVersion, BrowsePolicy, QueueType};
 use crate::domain::replay::{self as plan, ReplayOptions, ReplayPlan};
+use crate::domain::sanitize;
 use crate::domain::selection::Selection;
 
 /// Why something could not be done, sorted by what the user should do about it.
@@ -185,53 +186,159 @@ impl Session {
         })
     }
 
-    /// Whether this session may move messages, and if not, why — in the words the user sees.
-    /// `exchanges` are the exchanges a replay publishes to (`""` is the default exchange): the
-    /// broker checks write permission on the exchange of a publish, not on the queues it reaches.
-    pub async fn write_refusal(&self, exchanges: &[String]) -> Option<String> {
+    /// Whether this session may publish a replay's messages, and if not, why — in the words the
+    /// user sees. `targets` are the (exchange, routing key) pairs a replay publishes to (`""` is
+    /// the default exchange): the broker checks write permission on the exchange of a publish
+    /// (and topic permissions on its routing key), not on the queues it reaches.
+    ///
+    /// Reading permissions through the management API needs the administrator tag. Without it,
+    /// each target is tried over AMQP inside a transaction that is rolled back: the broker
+    /// checks permission when the publish arrives and refuses it with 403 (closing that
+    /// channel), while a permitted message waits for a commit that never comes and is dropped
+    /// by the rollback. Nothing is delivered either way.
+    pub async fn write_refusal(&self, targets: &[(String, String)]) -> WriteCheck {
         if self.target.read_only {
-            return Some(format!(
+            return WriteCheck::Refused(format!(
                 "read-only: context '{}' {} — replay is disabled",
                 self.target.context, "is opened read-only (--read-only or read_only = true)"
             ));
         }
-        match self.mgmt.permissions(self.vhost()).await {
-            Ok(PermissionState::NoneGranted) => Some(format!(
-                "read-only: broker user '{}' has no permissions on vhost '{}'",
-                self.whoami.name,
-                self.vhost()
-            )),
+        let user = sanitize::one_line(&self.whoami.name, 100);
+        let vhost = sanitize::one_line(self.vhost(), 100);
+        // The default exchange's resource name is `amq.default`.
+        let resource = |x: &str| {
+            if x.is_empty() {
+                "amq.default".to_string()
+            } else {
+                x.to_string()
+            }
+        };
+        let listed = |names: &[String]| {
+            names
+                .iter()
+                .map(|t| format!("'{}'", sanitize::one_line(t, 100)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let why_unreadable = match self.mgmt.permissions(self.vhost()).await {
+            Ok(PermissionState::NoneGranted) => {
+                return WriteCheck::Refused(format!(
+                    "read-only: broker user '{user}' has no permissions on vhost '{vhost}'"
+                ));
+            }
             Ok(PermissionState::Known(p)) => {
                 // RabbitMQ matches permission regexes unanchored, and an empty one means '^$'
                 // (nothing). An unparsable one blocks: the broker would decide, Warren refuses.
                 let write = (!p.write.is_empty())
                     .then(|| Regex::new(&p.write).ok())
                     .flatten();
-                // The default exchange's resource name is `amq.default`.
-                let resource = |x: &String| {
-                    if x.is_empty() {
-                        "amq.default".to_string()
-                    } else {
-                        x.clone()
-                    }
-                };
-                let blocked: Vec<String> = exchanges
+                let mut blocked: Vec<String> = targets
                     .iter()
-                    .map(resource)
+                    .map(|(x, _)| resource(x))
                     .filter(|t| !write.as_ref().is_some_and(|re| re.is_match(t)))
                     .collect();
-                (!blocked.is_empty()).then(|| {
-                    format!(
-                        "read-only: broker user '{}' may not publish to exchange {} on vhost '{}' (write permission '{}')",
-                        self.whoami.name,
-                        blocked.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", "),
-                        self.vhost(),
-                        p.write
-                    )
-                })
+                blocked.sort();
+                blocked.dedup();
+                if blocked.is_empty() {
+                    return WriteCheck::Allowed;
+                }
+                return WriteCheck::Refused(format!(
+                    "read-only: broker user '{user}' may not publish to exchange {} on vhost '{vhost}' (write permission '{}')",
+                    listed(&blocked),
+                    sanitize::one_line(&p.write, 100)
+                ));
             }
-            // Without the administrator tag the permissions cannot be read: the broker itself
-            // will refuse a publish it does not allow, and the message stays in the DLQ.
+            Ok(PermissionState::Unknown) => {
+                "the management API shows permissions only to administrators".to_string()
+            }
+            Err(e) => format!("the permissions could not be read: {e}"),
+        };
+
+        // Ask the broker itself, target by target.
+        let conn = match self.amqp().await {
+            Ok(c) => c,
+            Err(e) => {
+                return WriteCheck::Unknown(format!(
+                    "{why_unreadable}, and AMQP could not be reached to try: {e}"
+                ));
+            }
+        };
+        let mut tried: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut blocked: Vec<String> = Vec::new();
+        let mut broker_says = String::new();
+        for (x, rk) in targets {
+            if !tried.insert((x.clone(), rk.clone())) {
+                continue;
+            }
+            let attempt = async {
+                let ch = conn.create_channel().await?;
+                ch.tx_select().await?;
+                ch.basic_publish(
+                    x.as_str().into(),
+                    rk.as_str().into(),
+                    lapin::options::BasicPublishOptions::default(),
+                    b"",
+                    lapin::BasicProperties::default(),
+                )
+                .await?;
+                // A refused publish closes the channel before the rollback is answered.
+                ch.tx_rollback().await?;
+                let _ = ch.close(200, "write permission checked".into()).await;
+                Ok::<(), lapin::Error>(())
+            };
+            match attempt.await {
+                Ok(()) => {}
+                Err(e) => match amqp::soft_error_code(&e) {
+                    Some((403, text)) => {
+                        blocked.push(resource(x));
+                        broker_says = sanitize::one_line(&text, 300);
+                    }
+                    Some((code, text)) => {
+                        return WriteCheck::Unknown(format!(
+                            "{why_unreadable}, and trying a publish to exchange '{}' inside a rolled-back transaction failed: {} ({code})",
+                            sanitize::one_line(&resource(x), 100),
+                            sanitize::one_line(&text, 300)
+                        ));
+                    }
+                    None => {
+                        return WriteCheck::Unknown(format!(
+                            "{why_unreadable}, and trying a publish to exchange '{}' inside a rolled-back transaction failed: {}",
+                            sanitize::one_line(&resource(x), 100),
+                            sanitize::one_line(&e.to_string(), 300)
+                        ));
+                    }
+                },
+            }
+        }
+        if blocked.is_empty() {
+            return WriteCheck::Allowed;
+        }
+        blocked.sort();
+        blocked.dedup();
+        WriteCheck::Refused(format!(
+            "read-only: broker user '{user}' may not publish to exchange {} on vhost '{vhost}' (the broker refused a trial publish: {broker_says})",
+            listed(&blocked),
+        ))
+    }
+}
+
+/// What [`Session::write_refusal`] found out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteCheck {
+    /// Every target may be published to.
+    Allowed,
+    /// Publishing is refused: nothing may move. The text says why, for the user.
+    Refused(String),
+    /// Warren could not tell (the text says why). A replay may start, but must stop at the
+    /// first publish the broker refuses and report that, not carry on.
+    Unknown(String),
+}
+
+impl WriteCheck {
+    /// The refusal, when there is one.
+    pub fn refusal(&self) -> Option<&str> {
+        match self {
+            WriteCheck::Refused(why) => Some(why),
             _ => None,
         }
     }

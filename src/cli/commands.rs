@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use super::args::{ConnArgs, ReplayArgs};
 use super::{Failure, exit};
 use crate::broker::config::{self, Overrides};
-use crate::broker::session::{self, Explained, Preview, ReplaySpec, Session, SessionError};
+use crate::broker::session::{
+    self, Explained, Preview, ReplaySpec, Session, SessionError, WriteCheck,
+};
 use crate::domain::discovery::Discovery;
 use crate::domain::filter::Filter;
 use crate::domain::message::DeadLetter;
@@ -722,13 +724,19 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         return Ok(exit::OK);
     }
     // Publishing needs write permission on the exchange, not on the queues it reaches.
-    let exchanges: Vec<String> = preview
+    let targets: Vec<(String, String)> = preview
         .targets
         .values()
-        .map(|t| t.exchange.clone())
+        .map(|t| (t.exchange.clone(), t.routing_key.clone()))
         .collect();
-    if let Some(why) = s.write_refusal(&exchanges).await {
-        return Err(Failure::failed(why));
+    match s.write_refusal(&targets).await {
+        WriteCheck::Allowed => {}
+        WriteCheck::Refused(why) => return Err(Failure::failed(format!("{why}; nothing moved"))),
+        // The engine stops at the first publish the broker refuses.
+        WriteCheck::Unknown(why) => eprintln!(
+            "warren: write permission unknown ({}); the replay stops at the first refused publish",
+            one_line(&why, 600)
+        ),
     }
     if !a.yes {
         if !std::io::stdin().is_terminal() {

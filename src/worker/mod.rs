@@ -390,6 +390,16 @@ impl Worker {
                     .await;
                 return;
             }
+            // The same check as `warren replay`, on the same targets.
+            let targets: Vec<(String, String)> = preview
+                .targets
+                .values()
+                .map(|t| (t.exchange.clone(), t.routing_key.clone()))
+                .collect();
+            if let session::WriteCheck::Refused(why) = s.write_refusal(&targets).await {
+                let _ = events.send(finish(format!("{why}; nothing moved"))).await;
+                return;
+            }
             let store = Store::open_default().ok();
             let audit_id = store.as_ref().and_then(|st| {
                 st.begin_replay(&crate::store::AuditStart {
