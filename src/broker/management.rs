@@ -703,14 +703,10 @@ fn error_fields(body: &str) -> (String, String) {
     (error, reason)
 }
 
-/// Broker text for an error message: no control characters, at most 300 characters.
+/// Broker text for an error message: one line of at most 300 characters, sanitised by the one
+/// policy every terminal string follows (`domain::sanitize`).
 fn clean(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(300)
-        .collect::<String>()
-        .trim()
-        .to_string()
+    crate::domain::sanitize::summary(text, 300)
 }
 
 /// Why a request got no answer, in a few words.
@@ -887,7 +883,7 @@ mod tests {
         let (e, r) =
             error_fields("{\"error\":\"not_authorised\",\"reason\":\"Login\\u001b[31m failed\"}");
         assert_eq!(e, "not_authorised");
-        assert_eq!(r, "Login [31m failed");
+        assert_eq!(r, "Login\\e[31m failed");
         assert_eq!(error_fields("<html>oops</html>").1, "<html>oops</html>");
     }
 }

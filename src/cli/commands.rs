@@ -61,7 +61,13 @@ fn store_or_warn() -> Option<Store> {
 }
 
 fn print_line(v: &Value) {
-    println!("{v}");
+    println!("{}", json_text(v));
+}
+
+/// The text of one `--json` line: every printer goes through here, so DEL, C1, bidi and
+/// invisible characters are `\uXXXX` escapes and never raw bytes (see `sanitize::json_line`).
+fn json_text(v: &Value) -> String {
+    crate::domain::sanitize::json_line(v)
 }
 
 pub async fn queues(c: &ConnArgs, json: bool, all: bool) -> Result<i32, Failure> {
@@ -255,13 +261,13 @@ pub fn print_messages(
             e.message.position + 1,
             one_line(id, 60),
             x.convention.as_str(),
-            x.fingerprint.key
+            one_line(&x.fingerprint.key, 40)
         );
         println!("  {}", one_line(&x.verdict, 240));
         for d in &x.deaths.entries {
             println!(
                 "    {:<10} {:<30} x{:<4} {}  via {} {}",
-                d.reason.as_ref().map_or("?", |r| r.as_str()),
+                one_line(d.reason.as_ref().map_or("?", |r| r.as_str()), 30),
                 one_line(d.queue.as_deref().unwrap_or("?"), 30),
                 d.count.unwrap_or(0),
                 d.time.map(|t| t.to_string()).unwrap_or_default(),
@@ -526,7 +532,7 @@ pub fn print_groups(messages: &[Explained], json: bool) {
             println!(
                 "{:>6}  {}  {:<12} {}  (from {})",
                 g.count,
-                x.fingerprint.key,
+                one_line(&x.fingerprint.key, 40),
                 x.convention.as_str(),
                 one_line(&x.fingerprint.summary, CELL),
                 one_line(x.source.queue.as_deref().unwrap_or("?"), 60)
@@ -604,7 +610,7 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
     }
     eprintln!(
         "  adds     {}",
-        p.added.iter().cloned().collect::<Vec<_>>().join(", ")
+        one_line(&p.added.iter().cloned().collect::<Vec<_>>().join(", "), 400)
     );
     eprintln!(
         "  body     untouched; attempts {}",
