@@ -5,6 +5,7 @@
 
 mod common;
 mod replay_util;
+mod tui_fixtures;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -389,6 +390,253 @@ async fn queue_names_with_brackets_pipes_and_carets_work() {
             depths(&vh, &[dlq, "w[o]rk|^"]).await,
             vec![3, 0],
             "{}",
+            b.label
+        );
+        vh.cleanup().await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// "● connected" only when both APIs answered for the vhost
+
+/// The connection states the worker reports for `overrides` after being asked for the queues.
+async fn connection_states(overrides: warren::broker::config::Overrides) -> Vec<String> {
+    use warren::tui::{Command, ConnectionState, Event};
+    let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(8);
+    let (ev_tx, mut ev_rx) = tokio::sync::mpsc::channel(64);
+    let worker = tokio::spawn(warren::worker::run(
+        warren::worker::Source::Broker(overrides),
+        cmd_rx,
+        ev_tx,
+    ));
+    cmd_tx
+        .send(Command::LoadQueues)
+        .await
+        .expect("worker takes commands");
+    let mut states = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(e) = ev_rx.recv().await {
+            match e {
+                Event::Connection(ConnectionState::Connecting) => states.push("connecting".into()),
+                Event::Connection(ConnectionState::Connected) => {
+                    states.push("connected".into());
+                }
+                Event::Connection(ConnectionState::Disconnected(why)) => {
+                    states.push(format!("disconnected: {why}"));
+                }
+                Event::QueuesLoaded { .. } => {
+                    states.push("queues".into());
+                    break;
+                }
+                Event::Error(_) if states.iter().any(|s| s.starts_with("disconnected")) => break,
+                _ => {}
+            }
+        }
+    })
+    .await;
+    let _ = cmd_tx.send(Command::Quit).await;
+    let _ = worker.await;
+    states
+}
+
+#[tokio::test]
+async fn connected_means_management_and_amqp_answered_for_the_vhost() {
+    use warren::broker::config::Overrides;
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "truth-connected").await;
+        let home = Home::new("truth-connected");
+        let base = Overrides {
+            config_path: Some(home.dir.join("config.toml")),
+            amqp_url: Some(format!("amqp://guest:guest@{}:{}", b.host, b.amqp_port)),
+            management_url: Some(b.mgmt_url_with_creds()),
+            ..Overrides::default()
+        };
+
+        let good = connection_states(Overrides {
+            vhost: Some(vh.name.clone()),
+            ..base.clone()
+        })
+        .await;
+        assert_eq!(good, ["connecting", "connected", "queues"], "{}", b.label);
+
+        // The vhost does not exist: management answers, AMQP refuses.
+        let missing = connection_states(Overrides {
+            vhost: Some(unique("warren-no-such-vhost")),
+            ..base.clone()
+        })
+        .await;
+        assert!(
+            !missing.iter().any(|s| s == "connected"),
+            "{}: {missing:?}",
+            b.label
+        );
+        assert!(
+            missing
+                .iter()
+                .any(|s| s.starts_with("disconnected:") && s.contains("AMQP")),
+            "{}: {missing:?}",
+            b.label
+        );
+
+        // AMQP is not there at all (nothing listens on the port).
+        let refused = connection_states(Overrides {
+            vhost: Some(vh.name.clone()),
+            amqp_url: Some(format!("amqp://guest:guest@{}:1", b.host)),
+            ..base.clone()
+        })
+        .await;
+        assert!(
+            !refused.iter().any(|s| s == "connected"),
+            "{}: {refused:?}",
+            b.label
+        );
+        assert!(
+            refused.iter().any(|s| s.starts_with("disconnected:")),
+            "{}: {refused:?}",
+            b.label
+        );
+        eprintln!("{}: {missing:?}\n{}: {refused:?}", b.label, b.label);
+        vh.cleanup().await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Broker text reaches the terminal sanitised
+
+const OSC: &str = "\u{1b}]0;pwned\u{7}";
+
+/// A DLQ holding one message whose forged x-death carries an OSC title sequence (reason), a bidi
+/// override (queue) and a colour escape (exchange), like a hostile producer could send.
+async fn forged_death(vh: &TestVhost, dlq: &str) {
+    use warren::domain::message::Properties;
+    use warren::domain::value::{HeaderValue, Table};
+    let conn = h::connect(vh).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, dlq, QueueType::Classic, Default::default()).await;
+    let mut death = Table::new();
+    death.insert("count", HeaderValue::I64(1));
+    death.insert("reason", HeaderValue::string(OSC));
+    death.insert("queue", HeaderValue::string("orders\u{202e}gnp.exe"));
+    death.insert("exchange", HeaderValue::string("ex\u{1b}[31mred"));
+    death.insert("time", HeaderValue::Timestamp(1_700_000_000));
+    death.insert(
+        "routing-keys",
+        HeaderValue::Array(vec![HeaderValue::string("rk\u{200b}\u{2066}")]),
+    );
+    let mut headers = Table::new();
+    headers.insert(
+        "x-death",
+        HeaderValue::Array(vec![HeaderValue::Table(death)]),
+    );
+    headers.insert("x-first-death-reason", HeaderValue::string(OSC));
+    let props = Properties {
+        message_id: Some("forged\u{1b}[2J-1".into()),
+        ..Default::default()
+    };
+    h::publish(&ch, dlq, &props, &headers, b"body \x1b]0;pwned\x07").await;
+    let _ = conn.close(200, "ok".into()).await;
+}
+
+/// True when some string inside `v` contains `needle`.
+fn holds(v: &serde_json::Value, needle: &str) -> bool {
+    match v {
+        serde_json::Value::String(s) => s.contains(needle),
+        serde_json::Value::Array(a) => a.iter().any(|x| holds(x, needle)),
+        serde_json::Value::Object(o) => o.values().any(|x| holds(x, needle)),
+        _ => false,
+    }
+}
+
+fn raw_unsafe(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|c| *c != '\n' && warren::domain::sanitize::is_unsafe(*c))
+        .collect()
+}
+
+#[tokio::test]
+async fn show_sanitises_every_broker_string_and_json_escapes_them() {
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "truth-sanitise").await;
+        let home = Home::new("truth-sanitise");
+        forged_death(&vh, "forged.dlq").await;
+
+        let r = warren(&vh, &home, &["show", "forged.dlq"]).await;
+        assert_eq!(r.code, Some(0), "{}: {r}", b.label);
+        assert_eq!(
+            raw_unsafe(&r.stdout),
+            Vec::<char>::new(),
+            "{}: {r}",
+            b.label
+        );
+        assert_eq!(
+            raw_unsafe(&r.stderr),
+            Vec::<char>::new(),
+            "{}: {r}",
+            b.label
+        );
+        assert!(r.stdout.contains("\\e]0;pwned\\x07"), "{}: {r}", b.label);
+        assert!(
+            r.stdout.contains("orders\\u{202e}gnp.exe"),
+            "{}: {r}",
+            b.label
+        );
+
+        let r = warren(&vh, &home, &["show", "forged.dlq", "--json"]).await;
+        assert_eq!(r.code, Some(0), "{}: {r}", b.label);
+        assert_eq!(
+            raw_unsafe(&r.stdout),
+            Vec::<char>::new(),
+            "{}: {r}",
+            b.label
+        );
+        assert!(
+            r.stdout.contains("\\u001b]0;pwned\\u0007"),
+            "{}: {r}",
+            b.label
+        );
+        assert!(r.stdout.contains("\\u202e"), "{}: {r}", b.label);
+        // Still the same JSON: the reason reads back as the broker sent it.
+        let v = r.json();
+        assert_eq!(v.len(), 1, "{}: {r}", b.label);
+        assert!(
+            holds(&v[0], OSC),
+            "{}: the parsed value keeps the reason exactly: {r}",
+            b.label
+        );
+
+        // The TUI's detail view of the same message, read off the broker.
+        let conn = h::connect(&vh).await;
+        let mut messages = h::peek(&conn, "forged.dlq", 1).await;
+        let _ = conn.close(200, "ok".into()).await;
+        assert_eq!(messages.len(), 1, "{}", b.label);
+        for m in &mut messages {
+            m.queue = "orders.dlq".into();
+        }
+        let mut st = tui_fixtures::browsed(false, "orders.dlq", messages);
+        warren::tui::update(
+            &mut st,
+            tui_fixtures::key(ratatui::crossterm::event::KeyCode::Enter),
+        );
+        let mut terminal =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(160, 48)).unwrap();
+        terminal.draw(|f| warren::tui::view(&st, f)).unwrap();
+        let buf = terminal.backend().buffer().clone();
+        let mut screen = String::new();
+        for y in 0..buf.area.height {
+            for x in 0..buf.area.width {
+                screen.push_str(buf[(x, y)].symbol());
+            }
+            screen.push('\n');
+        }
+        assert_eq!(
+            raw_unsafe(&screen),
+            Vec::<char>::new(),
+            "{}:\n{screen}",
+            b.label
+        );
+        assert!(
+            screen.contains("\\e]0;pwned\\x07"),
+            "{}:\n{screen}",
             b.label
         );
         vh.cleanup().await;

@@ -95,7 +95,20 @@ impl Worker {
                 return None;
             }
         };
-        match Session::open(target).await {
+        // Connected means both APIs answered for this vhost: the management API (in `open`,
+        // which also checks both URLs reach one cluster) and AMQP, which is refused when the
+        // vhost does not exist or the user may not use it.
+        let opened = match Session::open(target).await {
+            Ok(s) => match s.amqp().await {
+                Ok(_) => Ok(s),
+                Err(e) => Err(session::SessionError::Broker(format!(
+                    "no AMQP for vhost '{}': {e}",
+                    s.vhost()
+                ))),
+            },
+            Err(e) => Err(e),
+        };
+        match opened {
             Ok(s) => {
                 let s = Arc::new(s);
                 self.session = Some(s.clone());
