@@ -66,6 +66,14 @@ async fn a_non_default_amqp_port_derives_nothing() {
             assert!(r.stderr.contains("--management-url"), "{r}");
             assert!(r.stderr.contains("management_urls"), "{r}");
             assert!(r.stdout.is_empty(), "{r}");
+            // A management URL alone still serves what needs only the management API; AMQP
+            // is not guessed from it.
+            let r = bare(
+                &home,
+                &["--management-url", &b.mgmt_url_with_creds(), "queues"],
+            )
+            .await;
+            assert_eq!(r.code, Some(0), "{r}");
         }
     }
 }

@@ -239,6 +239,23 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Why this target has no AMQP URL, and what to pass: its management URL is not on a
+    /// default port (15672, or 15671 for https), so where AMQP listens cannot be guessed.
+    pub fn no_amqp_url(&self) -> String {
+        let shown = self
+            .management_urls
+            .iter()
+            .map(Url::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "context '{}' has no AMQP URL, and the management URL {shown} is not on RabbitMQ's default port (15672, or 15671 for https), so Warren cannot tell where AMQP listens: pass --amqp-url (or set amqp_urls in the context)",
+            self.context
+        )
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let join = |urls: &[Url]| urls.iter().map(Url::as_str).collect::<Vec<_>>().join(", ");
@@ -286,14 +303,9 @@ pub enum ConfigError {
     #[error("context '{context}' has no {what} URL: add {what}_urls to it, or pass --{what}-url")]
     NoUrls { context: String, what: &'static str },
     #[error(
-        "context '{context}': the {given} URL {url} is not on RabbitMQ's default port, so Warren cannot tell where the {wanted} API listens: pass --{wanted}-url (or set {wanted}_urls in the context)"
+        "context '{context}': the AMQP URL {url} is not on RabbitMQ's default port (5672, or 5671 for amqps), so Warren cannot tell where the management API listens: pass --management-url (or set management_urls in the context)"
     )]
-    CannotDerive {
-        context: String,
-        given: &'static str,
-        url: String,
-        wanted: &'static str,
-    },
+    CannotDerive { context: String, url: String },
     #[error("{what} URL '{url}' is not usable: {reason}")]
     BadUrl {
         what: &'static str,
@@ -555,25 +567,15 @@ pub fn resolve(
             .map(|u| {
                 management_url_for(u).ok_or_else(|| ConfigError::CannotDerive {
                     context: context_name.clone(),
-                    given: "AMQP",
                     url: u.to_string(),
-                    wanted: "management",
                 })
             })
             .collect::<Result<_, _>>()?;
     }
+    // Without a derivable AMQP URL the list stays empty: commands that need only the management
+    // API work, and the first AMQP use says what to pass (`Session::amqp`).
     if amqp_urls.is_empty() {
-        amqp_urls = management_urls
-            .iter()
-            .map(|u| {
-                amqp_url_for(u).ok_or_else(|| ConfigError::CannotDerive {
-                    context: context_name.clone(),
-                    given: "management",
-                    url: u.to_string(),
-                    wanted: "amqp",
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        amqp_urls = management_urls.iter().filter_map(amqp_url_for).collect();
     }
     if management_urls.is_empty() {
         return Err(ConfigError::NoUrls {

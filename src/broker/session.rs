@@ -105,6 +105,9 @@ impl Session {
 
     /// A new AMQP connection (cluster URLs tried in order).
     async fn connect_amqp(&self) -> Result<lapin::Connection, SessionError> {
+        if self.target.amqp_urls.is_empty() {
+            return Err(SessionError::Broker(self.target.no_amqp_url()));
+        }
         let urls: Vec<String> = self
             .target
             .amqp_urls

@@ -464,6 +464,9 @@ pub async fn demo(c: &ConnArgs) -> Result<i32, Failure> {
     let vhost = o.vhost.take().unwrap_or_else(|| "warren-demo".to_string());
     let (_, target) = config::load(&o).map_err(|e| Failure::usage(e.to_string()))?;
     // The demo builds through management and checks through AMQP: both must be one broker.
+    if target.amqp_urls.is_empty() {
+        return Err(Failure::usage(target.no_amqp_url()));
+    }
     let mgmt = crate::broker::management::Management::new(&target)
         .map_err(|e| Failure::broker(e.to_string()))?;
     let overview = mgmt
