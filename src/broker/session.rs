@@ -257,8 +257,9 @@ impl Session {
             Err(e) => format!("the permissions could not be read: {e}"),
         };
 
-        // Ask the broker itself, target by target.
-        let conn = match self.amqp().await {
+        // Ask the broker itself, target by target, on a connection of its own: lapin may give up
+        // a connection on which the broker closed a channel, and the replay needs its own.
+        let conn = match self.connect_amqp().await {
             Ok(c) => c,
             Err(e) => {
                 return WriteCheck::Unknown(format!(
@@ -269,49 +270,30 @@ impl Session {
         let mut tried: BTreeSet<(String, String)> = BTreeSet::new();
         let mut blocked: Vec<String> = Vec::new();
         let mut broker_says = String::new();
+        let mut unknown: Option<String> = None;
         for (x, rk) in targets {
             if !tried.insert((x.clone(), rk.clone())) {
                 continue;
             }
-            let attempt = async {
-                let ch = conn.create_channel().await?;
-                ch.tx_select().await?;
-                ch.basic_publish(
-                    x.as_str().into(),
-                    rk.as_str().into(),
-                    lapin::options::BasicPublishOptions::default(),
-                    b"",
-                    lapin::BasicProperties::default(),
-                )
-                .await?;
-                // A refused publish closes the channel before the rollback is answered.
-                ch.tx_rollback().await?;
-                let _ = ch.close(200, "write permission checked".into()).await;
-                Ok::<(), lapin::Error>(())
-            };
-            match attempt.await {
-                Ok(()) => {}
-                Err(e) => match amqp::soft_error_code(&e) {
-                    Some((403, text)) => {
-                        blocked.push(resource(x));
-                        broker_says = sanitize::one_line(&text, 300);
-                    }
-                    Some((code, text)) => {
-                        return WriteCheck::Unknown(format!(
-                            "{why_unreadable}, and trying a publish to exchange '{}' inside a rolled-back transaction failed: {} ({code})",
-                            sanitize::one_line(&resource(x), 100),
-                            sanitize::one_line(&text, 300)
-                        ));
-                    }
-                    None => {
-                        return WriteCheck::Unknown(format!(
-                            "{why_unreadable}, and trying a publish to exchange '{}' inside a rolled-back transaction failed: {}",
-                            sanitize::one_line(&resource(x), 100),
-                            sanitize::one_line(&e.to_string(), 300)
-                        ));
-                    }
-                },
+            let shown = sanitize::one_line(&resource(x), 100);
+            match trial_publish(&conn, x, rk).await {
+                Trial::Accepted => {}
+                Trial::Refused(text) => {
+                    blocked.push(resource(x));
+                    broker_says = sanitize::one_line(&text, 300);
+                }
+                Trial::Failed(why) => {
+                    unknown = Some(format!(
+                        "{why_unreadable}, and a trial publish to exchange '{shown}' inside a rolled-back transaction failed: {}",
+                        sanitize::one_line(&why, 300)
+                    ));
+                    break;
+                }
             }
+        }
+        let _ = conn.close(200, "write permission checked".into()).await;
+        if let Some(why) = unknown.filter(|_| blocked.is_empty()) {
+            return WriteCheck::Unknown(why);
         }
         if blocked.is_empty() {
             return WriteCheck::Allowed;
@@ -345,6 +327,64 @@ impl WriteCheck {
             _ => None,
         }
     }
+}
+
+/// What the broker did with one trial publish.
+enum Trial {
+    /// Accepted (and dropped by the rollback).
+    Accepted,
+    /// Refused: the broker closed the channel over it. The broker's words when Warren saw them.
+    Refused(String),
+    /// Something else went wrong; nothing can be said about permissions.
+    Failed(String),
+}
+
+/// Publishes an empty message to `exchange` with `routing_key` inside a transaction and rolls
+/// it back. The broker checks write (and topic) permission when the publish arrives and closes
+/// the channel with 403 if it is not allowed; a permitted message waits for a commit that never
+/// comes and is dropped. The rollback's answer therefore tells: `tx.rollback-ok` means the
+/// publish was accepted. When the broker's close arrives before the rollback is sent, lapin
+/// fails the rollback locally, without the reason: that is tried again, and if it keeps
+/// happening on a live connection, the publish was refused all the same.
+async fn trial_publish(conn: &lapin::Connection, exchange: &str, routing_key: &str) -> Trial {
+    for _ in 0..3 {
+        let ch = match conn.create_channel().await {
+            Ok(ch) => ch,
+            Err(e) => return Trial::Failed(e.to_string()),
+        };
+        if let Err(e) = ch.tx_select().await {
+            return Trial::Failed(e.to_string());
+        }
+        let result = async {
+            ch.basic_publish(
+                exchange.into(),
+                routing_key.into(),
+                lapin::options::BasicPublishOptions::default(),
+                b"",
+                lapin::BasicProperties::default(),
+            )
+            .await?;
+            ch.tx_rollback().await
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                let _ = ch.close(200, "write permission checked".into()).await;
+                return Trial::Accepted;
+            }
+            Err(e) => match amqp::soft_error_code(&e) {
+                Some((403, text)) => return Trial::Refused(text),
+                Some((code, text)) => return Trial::Failed(format!("{text} ({code})")),
+                // Closed by the broker before the rollback went out: try again for its words.
+                None if conn.status().connected() && !ch.status().connected() => {}
+                None => return Trial::Failed(e.to_string()),
+            },
+        }
+    }
+    Trial::Refused(
+        "the broker closed the channel over the trial publish, without Warren seeing its reason"
+            .to_string(),
+    )
 }
 
 /// Explains messages and records when Warren first saw them.
