@@ -103,7 +103,8 @@ pub fn escape_json_text(json: &str) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
-        if is_unsafe(c) {
+        // Below U+0020 serde_json leaves only the whitespace between tokens and lines raw.
+        if is_unsafe(c) && c >= ' ' {
             let mut units = [0u16; 2];
             for u in c.encode_utf16(&mut units) {
                 // Writing to a String cannot fail.
@@ -381,6 +382,11 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, v);
         assert!(text.contains("Grüße 日本"));
+        // Lines of JSON stay lines.
+        assert_eq!(
+            escape_json_text("{\"a\":\"\u{202e}\"}\n{}\n"),
+            "{\"a\":\"\\u202e\"}\n{}\n"
+        );
     }
 
     #[test]

@@ -349,9 +349,9 @@ impl Worker {
             return;
         };
         // The UI never sends a replay in read-only mode; the worker refuses anyway.
-        if s.target.read_only || !may_write(&s).await {
+        if s.target.read_only {
             self.send(finish(
-                "read-only: replay is disabled for this context or user".into(),
+                "read-only: replay is disabled for this context".into(),
             ))
             .await;
             return;
@@ -555,7 +555,8 @@ fn remember(s: &Session, queue: &str, keys: &[String]) -> HashMap<String, jiff::
 async fn may_write(s: &Session) -> bool {
     match s.mgmt.permissions(s.vhost()).await {
         Ok(PermissionState::NoneGranted) => false,
-        Ok(PermissionState::Known(p)) => !p.write.is_empty(),
+        // An empty write pattern and `^$` both match no exchange name.
+        Ok(PermissionState::Known(p)) => !p.write.is_empty() && p.write != "^$",
         _ => true,
     }
 }
