@@ -239,6 +239,23 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Why this target has no AMQP URL, and what to pass: its management URL is not on a
+    /// default port (15672, or 15671 for https), so where AMQP listens cannot be guessed.
+    pub fn no_amqp_url(&self) -> String {
+        let shown = self
+            .management_urls
+            .iter()
+            .map(Url::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "context '{}' has no AMQP URL, and the management URL {shown} is not on RabbitMQ's default port (15672, or 15671 for https), so Warren cannot tell where AMQP listens: pass --amqp-url (or set amqp_urls in the context)",
+            self.context
+        )
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let join = |urls: &[Url]| urls.iter().map(Url::as_str).collect::<Vec<_>>().join(", ");
@@ -285,6 +302,10 @@ pub enum ConfigError {
     NoDefaultContext { path: PathBuf, known: Vec<String> },
     #[error("context '{context}' has no {what} URL: add {what}_urls to it, or pass --{what}-url")]
     NoUrls { context: String, what: &'static str },
+    #[error(
+        "context '{context}': the AMQP URL {url} is not on RabbitMQ's default port (5672, or 5671 for amqps), so Warren cannot tell where the management API listens: pass --management-url (or set management_urls in the context)"
+    )]
+    CannotDerive { context: String, url: String },
     #[error("{what} URL '{url}' is not usable: {reason}")]
     BadUrl {
         what: &'static str,
@@ -538,9 +559,21 @@ pub fn resolve(
         management_urls.push(take("http://127.0.0.1:15672", "management")?);
         amqp_urls.push(take("amqp://127.0.0.1:5672", "AMQP")?);
     }
+    // One URL is derived from the other only on RabbitMQ's default ports: a broker on another
+    // port says nothing about where its other API listens, and guessing reaches another broker.
     if management_urls.is_empty() {
-        management_urls = amqp_urls.iter().filter_map(management_url_for).collect();
+        management_urls = amqp_urls
+            .iter()
+            .map(|u| {
+                management_url_for(u).ok_or_else(|| ConfigError::CannotDerive {
+                    context: context_name.clone(),
+                    url: u.to_string(),
+                })
+            })
+            .collect::<Result<_, _>>()?;
     }
+    // Without a derivable AMQP URL the list stays empty: commands that need only the management
+    // API work, and the first AMQP use says what to pass (`Session::amqp`).
     if amqp_urls.is_empty() {
         amqp_urls = management_urls.iter().filter_map(amqp_url_for).collect();
     }
@@ -633,25 +666,33 @@ fn parse_url(text: &str, what: &'static str) -> Result<(Url, Option<UrlCredentia
     Ok((url, creds))
 }
 
-/// The management URL of the node an AMQP URL points at: same host, `https://…:15671` for
-/// `amqps`, `http://…:15672` for `amqp` (RabbitMQ's default ports).
+/// The management URL of the node an AMQP URL points at, on RabbitMQ's default ports only:
+/// `amqp://h:5672` (or no port) → `http://h:15672/`, `amqps://h:5671` → `https://h:15671/`. Any
+/// other port gives `None`: the management port of such a broker cannot be guessed.
 pub fn management_url_for(amqp: &Url) -> Option<Url> {
-    let (scheme, port) = if amqp.scheme() == "amqps" {
-        ("https", 15671)
+    let (scheme, default, port) = if amqp.scheme() == "amqps" {
+        ("https", 5671, 15671)
     } else {
-        ("http", 15672)
+        ("http", 5672, 15672)
     };
+    if amqp.port().is_some_and(|p| p != default) {
+        return None;
+    }
     Url::parse(&format!("{scheme}://{}:{port}/", bracket(amqp.host_str()?))).ok()
 }
 
-/// The AMQP URL of the node a management URL points at: same host, `amqps://…:5671` for
-/// `https`, `amqp://…:5672` for `http`.
+/// The AMQP URL of the node a management URL points at, on the default ports only:
+/// `http://h:15672` → `amqp://h:5672`, `https://h:15671` → `amqps://h:5671`. Another port, no
+/// port, or a path prefix (a proxy) gives `None`.
 pub fn amqp_url_for(management: &Url) -> Option<Url> {
-    let (scheme, port) = if management.scheme() == "https" {
-        ("amqps", 5671)
+    let (scheme, default, port) = if management.scheme() == "https" {
+        ("amqps", 15671, 5671)
     } else {
-        ("amqp", 5672)
+        ("amqp", 15672, 5672)
     };
+    if management.port() != Some(default) || !management.path().trim_end_matches('/').is_empty() {
+        return None;
+    }
     Url::parse(&format!(
         "{scheme}://{}:{port}",
         bracket(management.host_str()?)
@@ -765,6 +806,27 @@ mod tests {
         );
         let m = Url::parse("http://[::1]:15672").unwrap();
         assert_eq!(amqp_url_for(&m).unwrap().as_str(), "amqp://[::1]:5672");
+        assert_eq!(
+            management_url_for(&Url::parse("amqp://h").unwrap())
+                .unwrap()
+                .as_str(),
+            "http://h:15672/"
+        );
+        // Not a default port: nothing is guessed.
+        assert_eq!(
+            management_url_for(&Url::parse("amqp://h:5674").unwrap()),
+            None
+        );
+        assert_eq!(
+            management_url_for(&Url::parse("amqps://h:5672").unwrap()),
+            None
+        );
+        assert_eq!(amqp_url_for(&Url::parse("http://h:15674").unwrap()), None);
+        assert_eq!(amqp_url_for(&Url::parse("https://h").unwrap()), None);
+        assert_eq!(
+            amqp_url_for(&Url::parse("https://h:15671/rabbit/").unwrap()),
+            None
+        );
         assert_eq!(
             vhost_of_amqp_url(&Url::parse("amqp://h/%2F").unwrap()).as_deref(),
             Some("/")

@@ -409,16 +409,8 @@ impl Admin {
         body: Option<Value>,
         what: &str,
     ) -> Result<(), DemoError> {
-        let mut url = self.base.clone();
-        url.set_query(None);
-        url.set_fragment(None);
-        if let Ok(mut path) = url.path_segments_mut() {
-            // `push` percent-encodes, so a vhost named `a/b` stays one segment.
-            path.pop_if_empty().push("api");
-            for s in segments {
-                path.push(s);
-            }
-        }
+        // Every segment fully percent-encoded, the same way as every other management call.
+        let url = crate::broker::management::api_url(&self.base, segments);
         let shown = self.base.as_str().trim_end_matches('/').to_string();
         let mut req = self
             .client

@@ -702,17 +702,29 @@ impl Management {
     }
 }
 
-/// `base` + `api/` + each segment percent-encoded (so `/` inside a vhost name becomes `%2F`).
-fn api_url(base: &Url, segments: &[&str]) -> Url {
+/// Characters escaped in one path segment of a management API URL: everything but RFC 3986's
+/// unreserved characters. The `url` crate's own segment set leaves `[ ] | ^` and more as they
+/// are, and RabbitMQ answers 400 to a queue named `a[b]` sent that way.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `base` + `api/` + each segment percent-encoded with [`SEGMENT`] (so `/` inside a vhost name
+/// becomes `%2F`, `[` becomes `%5B`). Any query or fragment of `base` is dropped.
+pub fn api_url(base: &Url, segments: &[&str]) -> Url {
     let mut url = base.clone();
     url.set_query(None);
     url.set_fragment(None);
-    if let Ok(mut path) = url.path_segments_mut() {
-        path.pop_if_empty().push("api");
-        for s in segments {
-            path.push(s);
-        }
+    let mut path = url.path().trim_end_matches('/').to_string();
+    path.push_str("/api");
+    for s in segments {
+        path.push('/');
+        path.extend(percent_encoding::utf8_percent_encode(s, SEGMENT));
     }
+    // Every byte outside the unreserved set is already `%XX`, so `set_path` keeps it as is.
+    url.set_path(&path);
     url
 }
 
@@ -732,14 +744,10 @@ fn error_fields(body: &str) -> (String, String) {
     (error, reason)
 }
 
-/// Broker text for an error message: no control characters, at most 300 characters.
+/// Broker text for an error message: one line of at most 300 characters, sanitised by the one
+/// policy every terminal string follows (`domain::sanitize`).
 fn clean(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(300)
-        .collect::<String>()
-        .trim()
-        .to_string()
+    crate::domain::sanitize::summary(text, 300)
 }
 
 /// Why a request got no answer, in a few words.
@@ -876,6 +884,14 @@ mod tests {
             api_url(&base, &["queues", "/", "a b"]).as_str(),
             "http://h:15672/api/queues/%2F/a%20b"
         );
+        assert_eq!(
+            api_url(&base, &["queues", "v h", "a[b]|c^d e/f%?#"]).as_str(),
+            "http://h:15672/api/queues/v%20h/a%5Bb%5D%7Cc%5Ed%20e%2Ff%25%3F%23"
+        );
+        assert_eq!(
+            api_url(&base, &["exchanges", "/", "é.x-y_z~"]).as_str(),
+            "http://h:15672/api/exchanges/%2F/%C3%A9.x-y_z~"
+        );
         let prefixed = Url::parse("https://h/rabbit/").unwrap();
         assert_eq!(
             api_url(&prefixed, &["overview"]).as_str(),
@@ -909,7 +925,7 @@ mod tests {
         let (e, r) =
             error_fields("{\"error\":\"not_authorised\",\"reason\":\"Login\\u001b[31m failed\"}");
         assert_eq!(e, "not_authorised");
-        assert_eq!(r, "Login [31m failed");
+        assert_eq!(r, "Login\\e[31m failed");
         assert_eq!(error_fields("<html>oops</html>").1, "<html>oops</html>");
     }
 }

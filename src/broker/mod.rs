@@ -3,6 +3,7 @@
 
 pub mod amqp;
 pub mod browse;
+pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod discover;

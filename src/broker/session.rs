@@ -12,7 +12,7 @@ use crate::broker::config::Target;
 use crate::broker::discover;
 use crate::broker::management::{Management, ManagementError, Overview, PermissionState, WhoAmI};
 use crate::broker::replay::{self, Job, Progress, Summary, TargetKey};
-use crate::broker::{amqp, config};
+use crate::broker::{amqp, cluster, config};
 use crate::domain::destination;
 use crate::domain::discovery::{
     self, Discovery, ExchangeInfo, QueueType as DiscoveredType, RoutingTable,
@@ -23,6 +23,7 @@ use crate::domain::ledger::{self, ReadDecision, ReadOutcome, ReadRecord};
 use crate::domain::message::DeadLetter;
 use crate::domain::quorum::{BrokerVersion, BrowsePolicy, QueueType};
 use crate::domain::replay::{self as plan, ReplayOptions, ReplayPlan};
+use crate::domain::sanitize;
 use crate::domain::selection::Selection;
 use crate::store::Store;
 
@@ -96,12 +97,18 @@ pub struct Session {
 }
 
 impl Session {
-    /// Connects to the management API (overview and whoami); AMQP waits until needed.
+    /// Connects to the management API (overview and whoami) and checks that the AMQP URLs reach
+    /// the same cluster (see `broker::cluster`): a command with two URLs to two brokers would
+    /// answer for the wrong one. The AMQP connection itself waits until needed.
     pub async fn open(target: Target) -> Result<Session, SessionError> {
         let mgmt = Management::new(&target)?;
         let (overview, whoami) = tokio::join!(mgmt.overview(), mgmt.whoami());
+        let overview = overview?;
+        cluster::verify(&target.amqp_urls, &overview, mgmt.active_url())
+            .await
+            .map_err(SessionError::Broker)?;
         Ok(Session {
-            overview: overview?,
+            overview,
             whoami: whoami?,
             mgmt,
             target,
@@ -133,6 +140,9 @@ impl Session {
 
     /// A new AMQP connection (cluster URLs tried in order).
     async fn connect_amqp(&self) -> Result<lapin::Connection, SessionError> {
+        if self.target.amqp_urls.is_empty() {
+            return Err(SessionError::Broker(self.target.no_amqp_url()));
+        }
         let urls: Vec<String> = self
             .target
             .amqp_urls
@@ -422,53 +432,141 @@ impl Session {
             })
     }
 
-    /// Whether this session may move messages, and if not, why — in the words the user sees.
-    /// `exchanges` are the exchanges a replay publishes to (`""` is the default exchange): the
-    /// broker checks write permission on the exchange of a publish, not on the queues it reaches.
-    pub async fn write_refusal(&self, exchanges: &[String]) -> Option<String> {
+    /// Whether this session may publish a replay's messages, and if not, why — in the words the
+    /// user sees. `targets` are the (exchange, routing key) pairs a replay publishes to (`""` is
+    /// the default exchange): the broker checks write permission on the exchange of a publish
+    /// (and topic permissions on its routing key), not on the queues it reaches.
+    ///
+    /// Reading permissions through the management API needs the administrator tag. Without it,
+    /// each target is tried over AMQP inside a transaction that is rolled back: the broker
+    /// checks permission when the publish arrives and refuses it with 403 (closing that
+    /// channel), while a permitted message waits for a commit that never comes and is dropped
+    /// by the rollback. Nothing is delivered either way.
+    pub async fn write_refusal(&self, targets: &[(String, String)]) -> WriteCheck {
         if self.target.read_only {
-            return Some(format!(
+            return WriteCheck::Refused(format!(
                 "read-only: context '{}' {} — replay is disabled",
                 self.target.context, "is opened read-only (--read-only or read_only = true)"
             ));
         }
-        match self.mgmt.permissions(self.vhost()).await {
-            Ok(PermissionState::NoneGranted) => Some(format!(
-                "read-only: broker user '{}' has no permissions on vhost '{}'",
-                self.whoami.name,
-                self.vhost()
-            )),
+        let user = sanitize::one_line(&self.whoami.name, 100);
+        let vhost = sanitize::one_line(self.vhost(), 100);
+        // The default exchange's resource name is `amq.default`.
+        let resource = |x: &str| {
+            if x.is_empty() {
+                "amq.default".to_string()
+            } else {
+                x.to_string()
+            }
+        };
+        let listed = |names: &[String]| {
+            names
+                .iter()
+                .map(|t| format!("'{}'", sanitize::one_line(t, 100)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let why_unreadable = match self.mgmt.permissions(self.vhost()).await {
+            Ok(PermissionState::NoneGranted) => {
+                return WriteCheck::Refused(format!(
+                    "read-only: broker user '{user}' has no permissions on vhost '{vhost}'"
+                ));
+            }
             Ok(PermissionState::Known(p)) => {
                 // RabbitMQ matches permission regexes unanchored, and an empty one means '^$'
                 // (nothing). An unparsable one blocks: the broker would decide, Warren refuses.
                 let write = (!p.write.is_empty())
                     .then(|| Regex::new(&p.write).ok())
                     .flatten();
-                // The default exchange's resource name is `amq.default`.
-                let resource = |x: &String| {
-                    if x.is_empty() {
-                        "amq.default".to_string()
-                    } else {
-                        x.clone()
-                    }
-                };
-                let blocked: Vec<String> = exchanges
+                let mut blocked: Vec<String> = targets
                     .iter()
-                    .map(resource)
+                    .map(|(x, _)| resource(x))
                     .filter(|t| !write.as_ref().is_some_and(|re| re.is_match(t)))
                     .collect();
-                (!blocked.is_empty()).then(|| {
-                    format!(
-                        "read-only: broker user '{}' may not publish to exchange {} on vhost '{}' (write permission '{}')",
-                        self.whoami.name,
-                        blocked.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", "),
-                        self.vhost(),
-                        p.write
-                    )
-                })
+                blocked.sort();
+                blocked.dedup();
+                if blocked.is_empty() {
+                    return WriteCheck::Allowed;
+                }
+                return WriteCheck::Refused(format!(
+                    "read-only: broker user '{user}' may not publish to exchange {} on vhost '{vhost}' (write permission '{}')",
+                    listed(&blocked),
+                    sanitize::one_line(&p.write, 100)
+                ));
             }
-            // Without the administrator tag the permissions cannot be read: the broker itself
-            // will refuse a publish it does not allow, and the message stays in the DLQ.
+            Ok(PermissionState::Unknown) => {
+                "the management API shows permissions only to administrators".to_string()
+            }
+            Err(e) => format!("the permissions could not be read: {e}"),
+        };
+
+        // Ask the broker itself, target by target, on a connection of its own: lapin may give up
+        // a connection on which the broker closed a channel, and the replay needs its own.
+        let conn = match self.connect_amqp().await {
+            Ok(c) => c,
+            Err(e) => {
+                return WriteCheck::Unknown(format!(
+                    "{why_unreadable}, and AMQP could not be reached to try: {e}"
+                ));
+            }
+        };
+        let mut tried: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut blocked: Vec<String> = Vec::new();
+        let mut broker_says = String::new();
+        let mut unknown: Option<String> = None;
+        for (x, rk) in targets {
+            if !tried.insert((x.clone(), rk.clone())) {
+                continue;
+            }
+            let shown = sanitize::one_line(&resource(x), 100);
+            match trial_publish(&conn, x, rk).await {
+                Trial::Accepted => {}
+                Trial::Refused(text) => {
+                    blocked.push(resource(x));
+                    broker_says = sanitize::one_line(&text, 300);
+                }
+                Trial::Failed(why) => {
+                    unknown = Some(format!(
+                        "{why_unreadable}, and a trial publish to exchange '{shown}' inside a rolled-back transaction failed: {}",
+                        sanitize::one_line(&why, 300)
+                    ));
+                    break;
+                }
+            }
+        }
+        let _ = conn.close(200, "write permission checked".into()).await;
+        if let Some(why) = unknown.filter(|_| blocked.is_empty()) {
+            return WriteCheck::Unknown(why);
+        }
+        if blocked.is_empty() {
+            return WriteCheck::Allowed;
+        }
+        blocked.sort();
+        blocked.dedup();
+        WriteCheck::Refused(format!(
+            "read-only: broker user '{user}' may not publish to exchange {} on vhost '{vhost}' (the broker refused a trial publish: {broker_says})",
+            listed(&blocked),
+        ))
+    }
+}
+
+/// What [`Session::write_refusal`] found out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteCheck {
+    /// Every target may be published to.
+    Allowed,
+    /// Publishing is refused: nothing may move. The text says why, for the user.
+    Refused(String),
+    /// Warren could not tell (the text says why). A replay may start, but must stop at the
+    /// first publish the broker refuses and report that, not carry on.
+    Unknown(String),
+}
+
+impl WriteCheck {
+    /// The refusal, when there is one.
+    pub fn refusal(&self) -> Option<&str> {
+        match self {
+            WriteCheck::Refused(why) => Some(why),
             _ => None,
         }
     }
@@ -477,6 +575,64 @@ impl Session {
 /// The messages of a page, without a copy unless the session keeps the page too.
 pub fn into_messages(page: std::sync::Arc<BrowsePage>) -> Vec<DeadLetter> {
     std::sync::Arc::try_unwrap(page).map_or_else(|shared| shared.messages.clone(), |p| p.messages)
+}
+
+/// What the broker did with one trial publish.
+enum Trial {
+    /// Accepted (and dropped by the rollback).
+    Accepted,
+    /// Refused: the broker closed the channel over it. The broker's words when Warren saw them.
+    Refused(String),
+    /// Something else went wrong; nothing can be said about permissions.
+    Failed(String),
+}
+
+/// Publishes an empty message to `exchange` with `routing_key` inside a transaction and rolls
+/// it back. The broker checks write (and topic) permission when the publish arrives and closes
+/// the channel with 403 if it is not allowed; a permitted message waits for a commit that never
+/// comes and is dropped. The rollback's answer therefore tells: `tx.rollback-ok` means the
+/// publish was accepted. When the broker's close arrives before the rollback is sent, lapin
+/// fails the rollback locally, without the reason: that is tried again, and if it keeps
+/// happening on a live connection, the publish was refused all the same.
+async fn trial_publish(conn: &lapin::Connection, exchange: &str, routing_key: &str) -> Trial {
+    for _ in 0..3 {
+        let ch = match conn.create_channel().await {
+            Ok(ch) => ch,
+            Err(e) => return Trial::Failed(e.to_string()),
+        };
+        if let Err(e) = ch.tx_select().await {
+            return Trial::Failed(e.to_string());
+        }
+        let result = async {
+            ch.basic_publish(
+                exchange.into(),
+                routing_key.into(),
+                lapin::options::BasicPublishOptions::default(),
+                b"",
+                lapin::BasicProperties::default(),
+            )
+            .await?;
+            ch.tx_rollback().await
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                let _ = ch.close(200, "write permission checked".into()).await;
+                return Trial::Accepted;
+            }
+            Err(e) => match amqp::soft_error_code(&e) {
+                Some((403, text)) => return Trial::Refused(text),
+                Some((code, text)) => return Trial::Failed(format!("{text} ({code})")),
+                // Closed by the broker before the rollback went out: try again for its words.
+                None if conn.status().connected() && !ch.status().connected() => {}
+                None => return Trial::Failed(e.to_string()),
+            },
+        }
+    }
+    Trial::Refused(
+        "the broker closed the channel over the trial publish, without Warren seeing its reason"
+            .to_string(),
+    )
 }
 
 /// Explains messages and records when Warren first saw them.

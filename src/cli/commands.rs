@@ -11,7 +11,7 @@ use super::args::{ConnArgs, ReplayArgs};
 use super::{Failure, exit};
 use crate::broker::config::{self, Overrides};
 use crate::broker::session::{
-    self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError,
+    self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
 };
 use crate::domain::discovery::Discovery;
 use crate::domain::filter::Filter;
@@ -103,7 +103,13 @@ fn store_or_warn() -> Option<Store> {
 }
 
 fn print_line(v: &Value) {
-    println!("{v}");
+    println!("{}", json_text(v));
+}
+
+/// The text of one `--json` line: every printer goes through here, so DEL, C1, bidi and
+/// invisible characters are `\uXXXX` escapes and never raw bytes (see `sanitize::json_line`).
+fn json_text(v: &Value) -> String {
+    crate::domain::sanitize::json_line(v)
 }
 
 pub async fn queues(c: &ConnArgs, json: bool, all: bool) -> Result<i32, Failure> {
@@ -313,13 +319,13 @@ pub fn print_messages(
             e.message.position + 1,
             one_line(id, 60),
             x.convention.as_str(),
-            x.fingerprint.key
+            one_line(&x.fingerprint.key, 40)
         );
         println!("  {}", one_line(&x.verdict, 240));
         for d in &x.deaths.entries {
             println!(
                 "    {:<10} {:<30} x{:<4} {}  via {} {}",
-                d.reason.as_ref().map_or("?", |r| r.as_str()),
+                one_line(d.reason.as_ref().map_or("?", |r| r.as_str()), 30),
                 one_line(d.queue.as_deref().unwrap_or("?"), 30),
                 d.count.unwrap_or(0),
                 d.time.map(|t| t.to_string()).unwrap_or_default(),
@@ -570,6 +576,19 @@ pub async fn demo(c: &ConnArgs) -> Result<i32, Failure> {
     let mut o = overrides(c);
     let vhost = o.vhost.take().unwrap_or_else(|| "warren-demo".to_string());
     let (_, target) = config::load(&o).map_err(|e| Failure::usage(e.to_string()))?;
+    // The demo builds through management and checks through AMQP: both must be one broker.
+    if target.amqp_urls.is_empty() {
+        return Err(Failure::usage(target.no_amqp_url()));
+    }
+    let mgmt = crate::broker::management::Management::new(&target)
+        .map_err(|e| Failure::broker(e.to_string()))?;
+    let overview = mgmt
+        .overview()
+        .await
+        .map_err(|e| Failure::broker(e.to_string()))?;
+    crate::broker::cluster::verify(&target.amqp_urls, &overview, mgmt.active_url())
+        .await
+        .map_err(Failure::broker)?;
     let report = crate::broker::demo::build(&target, &vhost)
         .await
         .map_err(|e| Failure::broker(e.to_string()))?;
@@ -629,7 +648,7 @@ pub fn print_groups(messages: &[Explained], json: bool) {
             println!(
                 "{:>6}  {}  {:<12} {}  (from {})",
                 g.count,
-                x.fingerprint.key,
+                one_line(&x.fingerprint.key, 40),
                 x.convention.as_str(),
                 one_line(&x.fingerprint.summary, CELL),
                 one_line(x.source.queue.as_deref().unwrap_or("?"), 60)
@@ -712,7 +731,7 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
     }
     eprintln!(
         "  adds     {}",
-        p.added.iter().cloned().collect::<Vec<_>>().join(", ")
+        one_line(&p.added.iter().cloned().collect::<Vec<_>>().join(", "), 400)
     );
     eprintln!(
         "  body     untouched; attempts {}",
@@ -834,13 +853,19 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         return Ok(exit::OK);
     }
     // Publishing needs write permission on the exchange, not on the queues it reaches.
-    let exchanges: Vec<String> = preview
+    let targets: Vec<(String, String)> = preview
         .targets
         .values()
-        .map(|t| t.exchange.clone())
+        .map(|t| (t.exchange.clone(), t.routing_key.clone()))
         .collect();
-    if let Some(why) = s.write_refusal(&exchanges).await {
-        return Err(Failure::failed(why));
+    match s.write_refusal(&targets).await {
+        WriteCheck::Allowed => {}
+        WriteCheck::Refused(why) => return Err(Failure::failed(format!("{why}; nothing moved"))),
+        // The engine stops at the first publish the broker refuses.
+        WriteCheck::Unknown(why) => eprintln!(
+            "warren: write permission unknown ({}); the replay stops at the first refused publish",
+            one_line(&why, 600)
+        ),
     }
     if !a.yes {
         if !std::io::stdin().is_terminal() {

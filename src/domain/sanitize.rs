@@ -80,6 +80,43 @@ pub fn width_safe_truncate(s: &str, cols: usize) -> String {
     out
 }
 
+/// One line for a sentence built from broker text (a verdict, an error a broker sent): each run
+/// of whitespace, line breaks and tabs included, becomes one space, and everything else is
+/// treated as by [`one_line`]. Safe to apply twice (escapes are plain text).
+pub fn summary(s: &str, max_chars: usize) -> String {
+    let collapsed = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    one_line(&collapsed, max_chars)
+}
+
+/// A JSON value as one line for a terminal or a pipe. serde_json already escapes C0 controls,
+/// `"` and `\`; this also writes every other [`is_unsafe`] character (DEL, C1 controls, bidi
+/// controls, zero-width and other invisible format characters) as `\uXXXX` (a surrogate pair
+/// above U+FFFF), so the text holds the same JSON value and no byte a terminal acts on.
+pub fn json_line(v: &serde_json::Value) -> String {
+    escape_json_text(&v.to_string())
+}
+
+/// [`json_line`] for JSON that is already serialised. Unsafe characters can only occur inside
+/// JSON strings (everything outside them is ASCII punctuation, digits and words), where
+/// `\uXXXX` means the same character.
+pub fn escape_json_text(json: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        // Below U+0020 serde_json leaves only the whitespace between tokens and lines raw.
+        if is_unsafe(c) && c >= ' ' {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                // Writing to a String cannot fail.
+                let _ = write!(out, "\\u{u:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// True for characters that must never reach a terminal as themselves: C0 controls, DEL, C1
 /// controls, bidi controls, and invisible format characters that can hide or reorder text.
 pub fn is_unsafe(c: char) -> bool {
@@ -93,6 +130,7 @@ pub fn is_unsafe(c: char) -> bool {
             | 0x0600..=0x0605
             | 0x06dd
             | 0x070f
+            | 0x08e2                    // Arabic disputed end of ayah (format)
             | 0x180e                    // Mongolian vowel separator
             | 0x200b..=0x200f           // zero-width space/joiners, LRM, RLM
             | 0x2028 | 0x2029           // line and paragraph separators
@@ -101,6 +139,8 @@ pub fn is_unsafe(c: char) -> bool {
             | 0x2066..=0x206f           // bidi isolates, deprecated format characters
             | 0xfeff                    // zero-width no-break space / BOM
             | 0xfff9..=0xfffb           // interlinear annotation
+            | 0x1_10bd | 0x1_10cd        // Kaithi number signs (format)
+            | 0x1_3430..=0x1_343f       // Egyptian hieroglyph format controls
             | 0x1_bca0..=0x1_bca3
             | 0x1_d173..=0x1_d17a
             | 0xe_0001 | 0xe_0020..=0xe_007f // tag characters ("ASCII smuggling")
@@ -294,6 +334,59 @@ mod tests {
         assert_eq!(display("abc", 3), "abc");
         assert_eq!(display("abcd", 3), "ab…");
         assert_eq!(one_line("日本語テキスト", 4), "日本語…");
+    }
+
+    #[test]
+    fn summaries_are_one_line_and_escaped() {
+        assert_eq!(summary("  a\n\tb  c ", 100), "a b c");
+        assert_eq!(
+            summary("x\u{1b}]0;pwned\u{7} \u{202e}y", 100),
+            "x\\e]0;pwned\\x07 \\u{202e}y"
+        );
+        let once = summary("a\u{1b}[31m\u{200b}b", 100);
+        assert_eq!(summary(&once, 100), once);
+        assert!(summary(&"w ".repeat(500), 50).chars().count() <= 50);
+    }
+
+    #[test]
+    fn json_escapes_what_a_terminal_acts_on() {
+        let v = serde_json::json!({
+            "reason": "a\u{1b}]0;pwned\u{7}b\u{7f}\u{9b}\u{202e}\u{2066}\u{200b}\u{feff}\u{e0041}",
+            "plain": "Grüße 日本 \\ \"q\"",
+        });
+        let text = json_line(&v);
+        assert!(
+            text.is_ascii() || text.chars().all(|c| !is_unsafe(c)),
+            "{text}"
+        );
+        for bad in [
+            '\u{1b}',
+            '\u{7}',
+            '\u{7f}',
+            '\u{9b}',
+            '\u{202e}',
+            '\u{2066}',
+            '\u{200b}',
+            '\u{feff}',
+            '\u{e0041}',
+        ] {
+            assert!(!text.contains(bad), "{bad:?} in {text}");
+        }
+        assert!(
+            text.contains(
+                "\\u001b]0;pwned\\u0007b\\u007f\\u009b\\u202e\\u2066\\u200b\\ufeff\\udb40\\udc41"
+            ),
+            "{text}"
+        );
+        // The same value comes back.
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, v);
+        assert!(text.contains("Grüße 日本"));
+        // Lines of JSON stay lines.
+        assert_eq!(
+            escape_json_text("{\"a\":\"\u{202e}\"}\n{}\n"),
+            "{\"a\":\"\\u202e\"}\n{}\n"
+        );
     }
 
     #[test]

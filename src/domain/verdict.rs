@@ -275,19 +275,10 @@ fn first_line(s: &str) -> String {
     bound(line, MESSAGE_CHARS)
 }
 
-/// One line of at most `max` chars: control characters become spaces, runs of whitespace one space.
+/// One line of at most `max` chars, by the one terminal-safe policy (`sanitize::summary`):
+/// whitespace runs become one space, control, bidi and invisible characters visible escapes.
 pub fn bound(s: &str, max: usize) -> String {
-    let cleaned: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let one_line = cleaned.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.chars().count() <= max {
-        return one_line;
-    }
-    let mut out: String = one_line.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
+    super::sanitize::summary(s, max)
 }
 
 #[cfg(test)]

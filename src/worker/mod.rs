@@ -95,7 +95,20 @@ impl Worker {
                 return None;
             }
         };
-        match Session::open(target).await {
+        // Connected means both APIs answered for this vhost: the management API (in `open`,
+        // which also checks both URLs reach one cluster) and AMQP, which is refused when the
+        // vhost does not exist or the user may not use it.
+        let opened = match Session::open(target).await {
+            Ok(s) => match s.amqp().await {
+                Ok(_) => Ok(s),
+                Err(e) => Err(session::SessionError::Broker(format!(
+                    "no AMQP for vhost '{}': {e}",
+                    s.vhost()
+                ))),
+            },
+            Err(e) => Err(e),
+        };
+        match opened {
             Ok(s) => {
                 let s = Arc::new(s);
                 self.session = Some(s.clone());
@@ -383,9 +396,9 @@ impl Worker {
             return;
         };
         // The UI never sends a replay in read-only mode; the worker refuses anyway.
-        if s.target.read_only || !may_write(&s).await {
+        if s.target.read_only {
             self.send(finish(
-                "read-only: replay is disabled for this context or user".into(),
+                "read-only: replay is disabled for this context".into(),
             ))
             .await;
             return;
@@ -435,6 +448,16 @@ impl Worker {
                         error: None,
                     }))
                     .await;
+                return;
+            }
+            // The same check as `warren replay`, on the same targets.
+            let targets: Vec<(String, String)> = preview
+                .targets
+                .values()
+                .map(|t| (t.exchange.clone(), t.routing_key.clone()))
+                .collect();
+            if let session::WriteCheck::Refused(why) = s.write_refusal(&targets).await {
+                let _ = events.send(finish(format!("{why}; nothing moved"))).await;
                 return;
             }
             let store = Store::open_default().ok();
@@ -589,7 +612,8 @@ fn remember(s: &Session, queue: &str, keys: &[String]) -> HashMap<String, jiff::
 async fn may_write(s: &Session) -> bool {
     match s.mgmt.permissions(s.vhost()).await {
         Ok(PermissionState::NoneGranted) => false,
-        Ok(PermissionState::Known(p)) => !p.write.is_empty(),
+        // An empty write pattern and `^$` both match no exchange name.
+        Ok(PermissionState::Known(p)) => !p.write.is_empty() && p.write != "^$",
         _ => true,
     }
 }
