@@ -703,6 +703,16 @@ pub struct Preview {
     pub plans: Vec<(String, ReplayPlan)>,
 }
 
+impl Preview {
+    /// Where the run publishes: the checked targets, after wait queues were replaced by the
+    /// queue they lead back to. Write permission is checked on exactly these.
+    pub fn publish_targets(&self) -> Vec<TargetKey> {
+        let mut t: Vec<TargetKey> = self.allowed.iter().cloned().collect();
+        t.sort();
+        t
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TargetPreview {
     pub exchange: String,

@@ -853,12 +853,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         return Ok(exit::OK);
     }
     // Publishing needs write permission on the exchange, not on the queues it reaches.
-    let targets: Vec<(String, String)> = preview
-        .targets
-        .values()
-        .map(|t| (t.exchange.clone(), t.routing_key.clone()))
-        .collect();
-    match s.write_refusal(&targets).await {
+    match s.write_refusal(&preview.publish_targets()).await {
         WriteCheck::Allowed => {}
         WriteCheck::Refused(why) => return Err(Failure::failed(format!("{why}; nothing moved"))),
         // The engine stops at the first publish the broker refuses.

@@ -451,12 +451,9 @@ impl Worker {
                 return;
             }
             // The same check as `warren replay`, on the same targets.
-            let targets: Vec<(String, String)> = preview
-                .targets
-                .values()
-                .map(|t| (t.exchange.clone(), t.routing_key.clone()))
-                .collect();
-            if let session::WriteCheck::Refused(why) = s.write_refusal(&targets).await {
+            if let session::WriteCheck::Refused(why) =
+                s.write_refusal(&preview.publish_targets()).await
+            {
                 let _ = events.send(finish(format!("{why}; nothing moved"))).await;
                 return;
             }
