@@ -408,7 +408,17 @@ impl Session {
             t.reaches = routing.queues;
             t.exact = routing.exact;
             let mut ok = true;
-            if t.exchange.is_empty() {
+            // Targets come from headers and bodies (a Spring routing key, a Sneakers queue):
+            // a name AMQP cannot carry holds that target's messages, with the reason.
+            let too_long = amqp::short("the exchange name", &t.exchange)
+                .and(amqp::short("the routing key", &t.routing_key))
+                .err();
+            if let Some(e) = too_long {
+                p.refusals.push(format!(
+                    "{label} cannot be published to: {e}; its messages stay in the DLQ"
+                ));
+                ok = false;
+            } else if t.exchange.is_empty() {
                 if !queue_exists(conn, &t.routing_key).await? {
                     p.refusals.push(format!(
                         "target queue '{}' does not exist in vhost '{}'",
@@ -521,7 +531,8 @@ async fn queue_exists(conn: &lapin::Connection, name: &str) -> Result<bool, Sess
         .map_err(|e| SessionError::Broker(e.to_string()))?;
     let r = ch
         .queue_declare(
-            name.into(),
+            amqp::short("the queue name", name)
+                .map_err(|e| SessionError::Refused(e.to_string()))?,
             lapin::options::QueueDeclareOptions {
                 passive: true,
                 ..Default::default()
@@ -540,7 +551,8 @@ async fn exchange_exists(conn: &lapin::Connection, name: &str) -> Result<bool, S
         .map_err(|e| SessionError::Broker(e.to_string()))?;
     let r = ch
         .exchange_declare(
-            name.into(),
+            amqp::short("the exchange name", name)
+                .map_err(|e| SessionError::Refused(e.to_string()))?,
             lapin::ExchangeKind::Direct,
             lapin::options::ExchangeDeclareOptions {
                 passive: true,

@@ -52,14 +52,14 @@ fn store_or_warn() -> Option<Store> {
     match Store::open_default() {
         Ok(s) => Some(s),
         Err(e) => {
-            eprintln!("warren: {}", one_line(&e.to_string(), 600));
+            crate::errln!("warren: {}", one_line(&e.to_string(), 600));
             None
         }
     }
 }
 
 fn print_line(v: &Value) {
-    println!("{v}");
+    crate::outln!("{v}");
 }
 
 pub async fn queues(c: &ConnArgs, json: bool, all: bool) -> Result<i32, Failure> {
@@ -97,7 +97,7 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
             } else {
                 String::new()
             };
-            println!(
+            crate::outln!(
                 "{:<40} {:<8} {:<12} {:>6}  {}{}",
                 one_line(&q.name, 40),
                 q.kind.label(),
@@ -115,7 +115,7 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
                     &json!({"name": q.name, "kind": "queue", "depth": q.depth, "queue_type": q.queue_type.as_str()}),
                 );
             } else {
-                println!(
+                crate::outln!(
                     "{:<40} {:<12} {:<12} {:>8}",
                     one_line(&q.name, 40),
                     "queue",
@@ -126,7 +126,7 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
         }
     }
     if !json && d.dead_letter_queues.is_empty() {
-        println!("no dead-letter queues in this vhost");
+        crate::outln!("no dead-letter queues in this vhost");
     }
 }
 
@@ -146,12 +146,12 @@ async fn read_explained(
     let seen = store_or_warn()
         .and_then(|st| {
             st.record_seen(&s.memory_key(), queue, &keys, jiff::Timestamp::now())
-                .map_err(|e| eprintln!("warren: {}", one_line(&e.to_string(), 600)))
+                .map_err(|e| crate::errln!("warren: {}", one_line(&e.to_string(), 600)))
                 .ok()
         })
         .unwrap_or_default();
     if let crate::broker::browse::StopReason::QuorumSafety { reason, .. } = &page.stopped {
-        eprintln!("warren: stopped early: {}", one_line(reason, 600));
+        crate::errln!("warren: stopped early: {}", one_line(reason, 600));
     }
     Ok((session::explain_all(page.messages, &seen), stop))
 }
@@ -248,16 +248,16 @@ pub fn print_messages(
             continue;
         }
         let id = e.message.properties.message_id.as_deref().unwrap_or(&e.key);
-        println!(
+        crate::outln!(
             "#{} {}  [{}] {}",
             e.message.position + 1,
             one_line(id, 60),
             x.convention.as_str(),
             x.fingerprint.key
         );
-        println!("  {}", one_line(&x.verdict, 240));
+        crate::outln!("  {}", one_line(&x.verdict, 240));
         for d in &x.deaths.entries {
-            println!(
+            crate::outln!(
                 "    {:<10} {:<30} x{:<4} {}  via {} {}",
                 d.reason.as_ref().map_or("?", |r| r.as_str()),
                 one_line(d.queue.as_deref().unwrap_or("?"), 30),
@@ -268,25 +268,25 @@ pub fn print_messages(
             );
         }
         if let Some(f) = &x.fault {
-            println!(
+            crate::outln!(
                 "  exception: {}: {}",
                 one_line(f.exception_type.as_deref().unwrap_or("?"), 100),
                 one_line(f.message.as_deref().unwrap_or(""), 200)
             );
         }
         match &plan.target {
-            Some(t) => println!(
+            Some(t) => crate::outln!(
                 "  replay → {} (exchange '{}', key '{}')",
                 one_line(t.expected_queue.as_deref().unwrap_or("?"), 80),
                 one_line(&t.exchange, 60),
                 one_line(&t.routing_key, 60)
             ),
-            None => println!("  replay → no known origin"),
+            None => crate::outln!("  replay → no known origin"),
         }
         if let Some(fs) = e.first_seen {
-            println!("  dead since (first seen by Warren) {fs}");
+            crate::outln!("  dead since (first seen by Warren) {fs}");
         }
-        println!(
+        crate::outln!(
             "  body {} bytes{}",
             e.message.body_size,
             if e.message.delivery.redelivered {
@@ -395,7 +395,7 @@ pub async fn export(
     let text = snapshot::write(&header, &page.messages);
     std::fs::write(output, text)
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", output.display())))?;
-    eprintln!(
+    crate::errln!(
         "exported {} message(s) from {} to {}",
         page.messages.len(),
         one_line(queue, 80),
@@ -405,7 +405,7 @@ pub async fn export(
         && (page.messages.len() as u64) < page.queue_depth_at_start
         && page.messages.len() < limit
     {
-        eprintln!(
+        crate::errln!(
             "warren: the queue held {} at the start; the rest could not be read safely",
             page.queue_depth_at_start
         );
@@ -458,7 +458,7 @@ pub async fn demo(c: &ConnArgs) -> Result<i32, Failure> {
     let report = crate::broker::demo::build(&target, &vhost)
         .await
         .map_err(|e| Failure::broker(e.to_string()))?;
-    println!("{report}");
+    crate::outln!("{report}");
     Ok(exit::OK)
 }
 
@@ -511,7 +511,7 @@ pub fn print_groups(messages: &[Explained], json: bool) {
                 "last_seen": g.last_seen.map(|t| t.to_string()),
             }));
         } else {
-            println!(
+            crate::outln!(
                 "{:>6}  {}  {:<12} {}  (from {})",
                 g.count,
                 x.fingerprint.key,
@@ -532,7 +532,7 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
         if json {
             print_line(&serde_json::to_value(r).unwrap_or(Value::Null));
         } else {
-            println!(
+            crate::outln!(
                 "#{} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}",
                 r.id,
                 r.started_at,
@@ -549,7 +549,7 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
         }
     }
     if records.is_empty() && !json {
-        println!("no replays recorded");
+        crate::outln!("no replays recorded");
     }
     Ok(exit::OK)
 }
@@ -560,14 +560,14 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
         .depth
         .map(|d| format!(" (queue holds {d})"))
         .unwrap_or_default();
-    eprintln!(
+    crate::errln!(
         "{verb} {} message(s) from {}{depth}; selection: {}",
         p.selected,
         one_line(&p.queue, 80),
         one_line(&spec.selection.describe(), 200)
     );
     for (label, t) in &p.targets {
-        eprintln!(
+        crate::errln!(
             "  {:>6} → {} via exchange '{}' key '{}' — reaches {}{}",
             t.count,
             one_line(label, 80),
@@ -582,7 +582,7 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
         );
     }
     if !p.removed.is_empty() {
-        eprintln!(
+        crate::errln!(
             "  removes  {}",
             one_line(
                 &p.removed.iter().cloned().collect::<Vec<_>>().join(", "),
@@ -590,25 +590,25 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
             )
         );
     }
-    eprintln!(
+    crate::errln!(
         "  adds     {}",
         p.added.iter().cloned().collect::<Vec<_>>().join(", ")
     );
-    eprintln!(
+    crate::errln!(
         "  body     untouched; attempts {}",
         if spec.keep_attempts { "kept" } else { "reset" }
     );
     if p.replayed_before > 0 {
-        eprintln!(
+        crate::errln!(
             "  ! {} of them were replayed before and failed again",
             p.replayed_before
         );
     }
     for (w, n) in &p.warnings {
-        eprintln!("  ! {n} × {}", one_line(w, 300));
+        crate::errln!("  ! {n} × {}", one_line(w, 300));
     }
     for r in &p.refusals {
-        eprintln!("  ✗ {}", one_line(r, 400));
+        crate::errln!("  ✗ {}", one_line(r, 400));
     }
 }
 
@@ -619,7 +619,7 @@ fn confirm(count: u64) -> bool {
     } else {
         "Replay them? [y/N] ".to_string()
     };
-    eprint!("{prompt}");
+    crate::err!("{prompt}");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {
