@@ -201,8 +201,17 @@ fn build_uri(raw: &str, vhost: &str, username: &str, password: &str) -> Result<A
         }),
     };
     uri.vhost = vhost.to_string();
+    // The frame size bounds how deep a header can be nested, and so the stack lapin's parser
+    // needs (see `DEEP_STACK`). RabbitMQ's default is this; a broker configured larger is asked
+    // for this much, unless the URL says otherwise (`?frame_max=`).
+    if uri.query.frame_max.is_none() {
+        uri.query.frame_max = Some(MAX_FRAME);
+    }
     Ok(uri)
 }
+
+/// The largest frame Warren asks for: RabbitMQ's default `frame_max`, 128 KiB.
+pub const MAX_FRAME: u32 = 131_072;
 
 fn describe_connect_error(shown: &str, user: &str, vhost: &str, e: &lapin::Error) -> String {
     match e.kind() {
@@ -701,9 +710,12 @@ pub fn drop_deep(v: BasicProperties) {
         .spawn(move || drop(std::mem::ManuallyDrop::into_inner(v)));
 }
 
-/// Stack for work over values nested as deep as a frame allows (lapin parses and writes them
-/// recursively, several KiB per level unoptimised): see `cli::main`, which gives every thread
-/// that does not ask for its own size (lapin's IO thread) this much.
+/// Stack for work over values nested as deep as a frame allows. lapin (amq-protocol) parses a
+/// frame recursively on its IO thread, measured at about 5 KiB a level with dependencies at
+/// `opt-level = 1`: a 5,000-deep header overflowed the default 2 MiB and 26,200 levels (the
+/// most a [`MAX_FRAME`] frame can hold, 5 bytes a level) needed between 128 and 256 MiB.
+/// `main` gives every thread that does not ask for its own size (lapin's IO thread) this much;
+/// it is address space, used only as deep as a header actually goes.
 pub const DEEP_STACK: usize = 512 << 20;
 
 /// lapin basic properties as the domain's properties and headers.
@@ -1107,6 +1119,9 @@ mod tests {
         assert_eq!(uri.authority.port, 1234);
         assert_eq!(uri.vhost, "my vhost");
         assert_eq!(uri.query.heartbeat, Some(7));
+        assert_eq!(uri.query.frame_max, Some(MAX_FRAME));
+        let asked = build_uri("amqp://h/?frame_max=4096", "/", "", "").expect("valid");
+        assert_eq!(asked.query.frame_max, Some(4096));
         let uri = build_uri("amqps://u%40x:p%2F@127.0.0.1", "/", "", "").expect("valid");
         assert_eq!(uri.authority.userinfo.username, "u@x");
         assert_eq!(uri.authority.userinfo.password, "p/");

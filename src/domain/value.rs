@@ -5,10 +5,12 @@
 use std::fmt;
 
 /// How many levels of tables and arrays a header value may have inside Warren. AMQP puts no
-/// limit on nesting (a 10 KB header can be 5,000 levels deep); every recursive walk over a
+/// limit on nesting (a 35 KB header can be 5,000 levels deep); every recursive walk over a
 /// value (conversion, display, fingerprints, snapshots) is bounded by this instead. A value
 /// nested deeper is kept as [`HeaderValue::TooDeep`]: its exact AMQP encoding, shown as such.
-pub const MAX_DEPTH: usize = 64;
+/// 32 because a snapshot writes each level as two nested JSON objects and serde_json reads at
+/// most 128; real headers (x-death, framework fault headers) are 3 or 4 levels deep.
+pub const MAX_DEPTH: usize = 32;
 
 /// One AMQP 0.9.1 field value (RabbitMQ's dialect, which is what lapin and the broker speak).
 #[derive(Clone, Debug, PartialEq)]
