@@ -439,6 +439,14 @@ fn value_to_amqp_at(v: &HeaderValue, level: usize) -> Result<AMQPValue, ConvertE
                     depth: *depth,
                 });
             }
+            // Received values fit in a frame; a bigger one (an edited snapshot) could nest
+            // deeper than even lapin's enlarged stack allows.
+            if raw.len() > MAX_FRAME as usize {
+                return Err(ConvertError::BadRaw {
+                    header: String::new(),
+                    why: format!("{} bytes, more than a {MAX_FRAME}-byte frame", raw.len()),
+                });
+            }
             decode_value(raw).map_err(|why| ConvertError::BadRaw {
                 header: String::new(),
                 why,
@@ -1049,6 +1057,25 @@ mod tests {
     }
 
     #[test]
+    fn lapin_parses_the_deepest_header_a_frame_holds_on_the_stack_main_gives_it() {
+        // The deepest header a `MAX_FRAME` frame can carry: arrays, 5 bytes a level. lapin's
+        // parser recurses per level on its IO thread, which `main` gives `DEEP_STACK`.
+        on_big_stack(|| {
+            let levels = MAX_FRAME as usize / 5;
+            let mut v = AMQPValue::Void;
+            for _ in 0..levels {
+                v = AMQPValue::FieldArray(vec![v].into());
+            }
+            let raw = encode_value(&v);
+            assert!(raw.len() <= MAX_FRAME as usize + 1);
+            let (_, parsed) = lapin::types::parsing::parse_value(raw.as_slice()).expect("parses");
+            assert_eq!(amqp_depth(&parsed), levels);
+            let kept = value_from_amqp(&parsed);
+            assert_eq!(kept.depth(), levels);
+        });
+    }
+
+    #[test]
     fn depth_limit_is_exact() {
         let at = value_from_amqp(&deep(MAX_DEPTH, false));
         assert_eq!(at.type_name(), "table");
@@ -1081,6 +1108,33 @@ mod tests {
         let e = table_to_amqp(&h).expect_err("no bytes");
         assert!(e.to_string().contains("'api'"), "{e}");
         assert!(e.to_string().contains("left in the DLQ"), "{e}");
+    }
+
+    #[test]
+    fn implausible_saved_values_are_refused_not_sent() {
+        let huge = HeaderValue::TooDeep {
+            depth: usize::MAX,
+            raw: vec![b'V'; MAX_FRAME as usize + 1],
+        };
+        assert_eq!(huge.depth(), usize::MAX);
+        assert!(huge.to_string().contains("levels deep"));
+        let mut h = Table::new();
+        h.insert("x", huge);
+        let e = table_to_amqp(&h).expect_err("too big");
+        assert!(
+            e.to_string().contains("more than a 131072-byte frame"),
+            "{e}"
+        );
+        let mut h = Table::new();
+        h.insert(
+            "x",
+            HeaderValue::TooDeep {
+                depth: 40,
+                raw: b"F\x00\x00".to_vec(),
+            },
+        );
+        let e = table_to_amqp(&h).expect_err("bad bytes");
+        assert!(e.to_string().starts_with("header 'x' holds"), "{e}");
     }
 
     #[test]

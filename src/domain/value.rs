@@ -155,7 +155,8 @@ impl HeaderValue {
                     .max()
                     .unwrap_or(level + 1)
                     .max(level + 1),
-                HeaderValue::TooDeep { depth, .. } => level + depth,
+                // `depth` may come from a snapshot: any number.
+                HeaderValue::TooDeep { depth, .. } => level.saturating_add(*depth),
                 _ => level,
             }
         }
