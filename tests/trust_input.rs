@@ -492,3 +492,42 @@ async fn out_of_range_arguments_are_usage_errors() {
     assert!(stderr.contains("300 bytes; AMQP allows 255"), "{stderr}");
     vhost.cleanup().await;
 }
+
+/// A Spring message whose original routing key is 300 bytes (legal in a header, not as an AMQP
+/// routing key). lapin's `&str` → short string conversion panicked on it in the replay preview;
+/// now the target is refused with the reason and every message stays where it is.
+#[tokio::test]
+async fn a_routing_key_too_long_for_amqp_holds_its_message() {
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "trust-key").await;
+    let home = Home::new("trust-key");
+    let conn = common::amqp::connect(&vhost).await;
+    let ch = common::amqp::confirm_channel(&conn).await;
+    common::amqp::declare(&ch, "spring.dlq", QueueType::Classic, FieldTable::default()).await;
+    common::amqp::declare(&ch, "orders", QueueType::Classic, FieldTable::default()).await;
+    let long_key = "r".repeat(300);
+    for (i, key) in [("long", long_key.as_str()), ("fine", "orders")] {
+        let (mut p, mut h, b) = replay_util::simple("spring", 0, &[]);
+        p.message_id = Some(format!("spring-{i}"));
+        h.insert("x-exception-message", HeaderValue::string("boom"));
+        h.insert("x-original-exchange", HeaderValue::string(""));
+        h.insert("x-original-routingKey", HeaderValue::string(key));
+        common::amqp::publish(&ch, "spring.dlq", &p, &h, &b).await;
+    }
+    let dry = warren(&vhost, &home, &["replay", "spring.dlq", "--dry-run"]).await;
+    assert_no_crash(&dry, "replay --dry-run");
+    assert!(dry.stderr.contains("300 bytes; AMQP allows 255"), "{dry}");
+    let run = warren(&vhost, &home, &["replay", "spring.dlq", "--yes", "--json"]).await;
+    assert_no_crash(&run, "replay --yes");
+    // Whatever else moved, the message with the long key is still in the DLQ, and none is lost.
+    let left = common::amqp::peek(&conn, "spring.dlq", 10).await;
+    let moved = common::amqp::peek(&conn, "orders", 10).await;
+    let left_ids = replay_util::message_ids(&left);
+    assert!(
+        left_ids.contains(&"spring-long".to_string()),
+        "{left_ids:?}\n{run}"
+    );
+    assert_eq!(left.len() + moved.len(), 2, "{left_ids:?}\n{run}");
+    let _ = conn.close(200, "ok".into()).await;
+    vhost.cleanup().await;
+}

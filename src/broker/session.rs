@@ -414,8 +414,12 @@ impl Session {
                 .and(amqp::short("the routing key", &t.routing_key))
                 .err();
             if let Some(e) = too_long {
+                let mut shown: String = label.chars().take(60).collect();
+                if shown.len() < label.len() {
+                    shown.push('…');
+                }
                 p.refusals.push(format!(
-                    "{label} cannot be published to: {e}; its messages stay in the DLQ"
+                    "{shown} cannot be published to: {e}; its messages stay in the DLQ"
                 ));
                 ok = false;
             } else if t.exchange.is_empty() {
