@@ -16,7 +16,7 @@ use lapin::uri::{AMQPAuthority, AMQPScheme, AMQPUri, AMQPUserInfo};
 use lapin::{BasicProperties, Connection, ConnectionProperties, ErrorKind};
 
 use crate::domain::message::{DeadLetter, Delivery, Properties};
-use crate::domain::value::{HeaderValue, Table};
+use crate::domain::value::{HeaderValue, MAX_DEPTH, Table};
 
 /// How long one node gets to answer (TCP, TLS and the AMQP handshake together).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -176,6 +176,13 @@ fn build_uri(raw: &str, vhost: &str, username: &str, password: &str) -> Result<A
     } else {
         ("guest".to_string(), "guest".to_string())
     };
+    // lapin's `connection.open` panics on a vhost above 255 bytes (`&str` into a short string).
+    if vhost.len() > 255 {
+        return Err(format!(
+            "the vhost name is {} bytes; AMQP allows 255",
+            vhost.len()
+        ));
+    }
     // lapin's own parser reads the query options (heartbeat, frame_max, ...); the rest we set.
     let mut uri: AMQPUri = url
         .as_str()
@@ -194,8 +201,17 @@ fn build_uri(raw: &str, vhost: &str, username: &str, password: &str) -> Result<A
         }),
     };
     uri.vhost = vhost.to_string();
+    // The frame size bounds how deep a header can be nested, and so the stack lapin's parser
+    // needs (see `DEEP_STACK`). RabbitMQ's default is this; a broker configured larger is asked
+    // for this much, unless the URL says otherwise (`?frame_max=`).
+    if uri.query.frame_max.is_none() {
+        uri.query.frame_max = Some(MAX_FRAME);
+    }
     Ok(uri)
 }
+
+/// The largest frame Warren asks for: RabbitMQ's default `frame_max`, 128 KiB.
+pub const MAX_FRAME: u32 = 131_072;
 
 fn describe_connect_error(shown: &str, user: &str, vhost: &str, e: &lapin::Error) -> String {
     match e.kind() {
@@ -247,6 +263,22 @@ pub fn soft_error_code(e: &lapin::Error) -> Option<(u16, String)> {
     }
 }
 
+/// A string too long for an AMQP short string (queue and exchange names, routing keys,
+/// consumer tags, most properties): the broker allows 255 bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} is {len} bytes; AMQP allows 255")]
+pub struct TooLong {
+    pub what: &'static str,
+    pub len: usize,
+}
+
+/// Every lapin short string Warren builds from a runtime value goes through here: lapin's own
+/// `From<&str>` panics above 255 bytes, and names and routing keys come from headers, bodies
+/// and the command line. `what` names the value in the error ("routing key", "queue name").
+pub fn short(what: &'static str, s: &str) -> Result<ShortString, TooLong> {
+    ShortString::try_new(s).map_err(|_| TooLong { what, len: s.len() })
+}
+
 /// Why a domain value or table cannot be sent over AMQP.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConvertError {
@@ -254,10 +286,75 @@ pub enum ConvertError {
     LongHeaderName(String),
     #[error("property {name} is longer than the 255 bytes AMQP allows")]
     LongProperty { name: &'static str },
+    #[error(
+        "header '{header}' is nested {depth} levels deep and was read without its AMQP bytes \
+         (from the management API or an edited snapshot), so it cannot be sent as it was; \
+         the message is left in the DLQ"
+    )]
+    TooDeepWithoutBytes { header: String, depth: usize },
+    #[error(
+        "header '{header}' holds a deeply nested value whose saved bytes are not valid AMQP \
+         ({why}); the message is left in the DLQ"
+    )]
+    BadRaw { header: String, why: String },
+    #[error(
+        "header '{header}' is nested deeper than {MAX_DEPTH} levels; the message is left in the DLQ"
+    )]
+    TooDeep { header: String },
 }
 
-/// A lapin field value as a domain value. Lossless: every AMQP type has its own variant.
+impl ConvertError {
+    /// The same error naming the header it happened in (nested values do not know their name).
+    fn in_header(self, name: &str) -> ConvertError {
+        let header = name.chars().take(40).collect::<String>();
+        match self {
+            ConvertError::TooDeepWithoutBytes { depth, .. } => {
+                ConvertError::TooDeepWithoutBytes { header, depth }
+            }
+            ConvertError::BadRaw { why, .. } => ConvertError::BadRaw { header, why },
+            ConvertError::TooDeep { .. } => ConvertError::TooDeep { header },
+            other => other,
+        }
+    }
+}
+
+/// How many levels of tables and arrays a lapin value has, counted without recursion (a
+/// header can be nested as deep as a frame allows: about 26,000 levels in 128 KiB).
+pub fn amqp_depth(v: &AMQPValue) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, level)) = stack.pop() {
+        match v {
+            AMQPValue::FieldTable(t) => {
+                deepest = deepest.max(level + 1);
+                stack.extend(t.inner().values().map(|c| (c, level + 1)));
+            }
+            AMQPValue::FieldArray(a) => {
+                deepest = deepest.max(level + 1);
+                stack.extend(a.as_slice().iter().map(|c| (c, level + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// A lapin field value as a domain value. Lossless: every AMQP type has its own variant, and a
+/// value nested deeper than [`MAX_DEPTH`] becomes [`HeaderValue::TooDeep`] holding its exact
+/// AMQP encoding (no recursion over it, here or later).
 pub fn value_from_amqp(v: &AMQPValue) -> HeaderValue {
+    let depth = amqp_depth(v);
+    if depth > MAX_DEPTH {
+        return HeaderValue::TooDeep {
+            depth,
+            raw: encode_value(v),
+        };
+    }
+    value_from_amqp_within(v)
+}
+
+/// The conversion of a value known to be at most `MAX_DEPTH` deep: the recursion is bounded.
+fn value_from_amqp_within(v: &AMQPValue) -> HeaderValue {
     match v {
         AMQPValue::Boolean(b) => HeaderValue::Bool(*b),
         AMQPValue::ShortShortInt(i) => HeaderValue::I8(*i),
@@ -276,10 +373,15 @@ pub fn value_from_amqp(v: &AMQPValue) -> HeaderValue {
         AMQPValue::ShortString(s) => HeaderValue::ShortString(s.as_str().as_bytes().to_vec()),
         AMQPValue::LongString(s) => HeaderValue::LongString(s.as_bytes().to_vec()),
         AMQPValue::FieldArray(a) => {
-            HeaderValue::Array(a.as_slice().iter().map(value_from_amqp).collect())
+            HeaderValue::Array(a.as_slice().iter().map(value_from_amqp_within).collect())
         }
         AMQPValue::Timestamp(t) => HeaderValue::Timestamp(*t),
-        AMQPValue::FieldTable(t) => HeaderValue::Table(table_from_amqp(t)),
+        AMQPValue::FieldTable(t) => HeaderValue::Table(
+            t.inner()
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), value_from_amqp_within(v)))
+                .collect(),
+        ),
         AMQPValue::ByteArray(b) => HeaderValue::Bytes(b.as_slice().to_vec()),
         AMQPValue::Void => HeaderValue::Void,
     }
@@ -291,8 +393,18 @@ pub fn value_from_amqp(v: &AMQPValue) -> HeaderValue {
 /// short-string type in RabbitMQ's dialect (`s` means a 16-bit integer there) and lapin writes
 /// a short-string field with the invalid tag `_`: the broker then closes the whole connection
 /// with INTERNAL_ERROR (seen on 3.10.8). So a value read back is a `LongString`; every other
-/// variant round-trips exactly.
+/// variant round-trips exactly. `TooDeep` is decoded from its saved bytes without recursion.
 pub fn value_to_amqp(v: &HeaderValue) -> Result<AMQPValue, ConvertError> {
+    value_to_amqp_at(v, 1)
+}
+
+fn value_to_amqp_at(v: &HeaderValue, level: usize) -> Result<AMQPValue, ConvertError> {
+    if level > MAX_DEPTH && matches!(v, HeaderValue::Table(_) | HeaderValue::Array(_)) {
+        // Only a value built in code gets here; one read from outside is `TooDeep` instead.
+        return Err(ConvertError::TooDeep {
+            header: String::new(),
+        });
+    }
     Ok(match v {
         HeaderValue::Void => AMQPValue::Void,
         HeaderValue::Bool(b) => AMQPValue::Boolean(*b),
@@ -313,11 +425,33 @@ pub fn value_to_amqp(v: &HeaderValue) -> Result<AMQPValue, ConvertError> {
             AMQPValue::LongString(LongString::from(b.clone()))
         }
         HeaderValue::Timestamp(t) => AMQPValue::Timestamp(*t),
-        HeaderValue::Table(t) => AMQPValue::FieldTable(table_to_amqp(t)?),
+        HeaderValue::Table(t) => AMQPValue::FieldTable(table_to_amqp_at(t, level + 1)?),
         HeaderValue::Array(a) => AMQPValue::FieldArray(FieldArray::from(
-            a.iter().map(value_to_amqp).collect::<Result<Vec<_>, _>>()?,
+            a.iter()
+                .map(|v| value_to_amqp_at(v, level + 1))
+                .collect::<Result<Vec<_>, _>>()?,
         )),
         HeaderValue::Bytes(b) => AMQPValue::ByteArray(ByteArray::from(b.clone())),
+        HeaderValue::TooDeep { depth, raw } => {
+            if raw.is_empty() {
+                return Err(ConvertError::TooDeepWithoutBytes {
+                    header: String::new(),
+                    depth: *depth,
+                });
+            }
+            // Received values fit in a frame; a bigger one (an edited snapshot) could nest
+            // deeper than even lapin's enlarged stack allows.
+            if raw.len() > MAX_FRAME as usize {
+                return Err(ConvertError::BadRaw {
+                    header: String::new(),
+                    why: format!("{} bytes, more than a {MAX_FRAME}-byte frame", raw.len()),
+                });
+            }
+            decode_value(raw).map_err(|why| ConvertError::BadRaw {
+                header: String::new(),
+                why,
+            })?
+        }
     })
 }
 
@@ -330,16 +464,267 @@ pub fn table_from_amqp(t: &FieldTable) -> Table {
         .collect()
 }
 
-/// A domain table as a lapin table. Fails on a key longer than 255 bytes.
+/// A domain table as a lapin table. Fails on a key longer than 255 bytes, or on a deep value
+/// that cannot be sent as it was received.
 pub fn table_to_amqp(t: &Table) -> Result<FieldTable, ConvertError> {
+    table_to_amqp_at(t, 1)
+}
+
+fn table_to_amqp_at(t: &Table, level: usize) -> Result<FieldTable, ConvertError> {
     let mut out = FieldTable::default();
     for (k, v) in t.iter() {
         let key = ShortString::try_new(k)
             .map_err(|_| ConvertError::LongHeaderName(k.chars().take(40).collect::<String>()))?;
-        out.insert(key, value_to_amqp(v)?);
+        let value =
+            value_to_amqp_at(v, level).map_err(|e| if level == 1 { e.in_header(k) } else { e })?;
+        out.insert(key, value);
     }
     Ok(out)
 }
+
+/// The AMQP type letter lapin writes for a value, except that a short string is written as a
+/// long string (`S`), as [`value_to_amqp`] sends it.
+fn type_letter(v: &AMQPValue) -> u8 {
+    match v {
+        AMQPValue::ShortString(_) => b'S',
+        other => other.get_type().get_id() as u8,
+    }
+}
+
+/// The AMQP field-value encoding (type letter and payload, big-endian, as lapin writes it) of
+/// a value of any depth, built with an explicit stack instead of recursion.
+pub fn encode_value(v: &AMQPValue) -> Vec<u8> {
+    enum Step<'a> {
+        Value(&'a AMQPValue),
+        Key(&'a str),
+        /// Writes the length of the table or array whose 4-byte length field is at `.0`.
+        Close(usize),
+    }
+    fn long_bytes(out: &mut Vec<u8>, b: &[u8]) {
+        out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+        out.extend_from_slice(b);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![Step::Value(v)];
+    while let Some(step) = stack.pop() {
+        match step {
+            Step::Key(k) => {
+                // Keys come from lapin's `ShortString`: at most 255 bytes.
+                out.push(k.len().min(255) as u8);
+                out.extend_from_slice(&k.as_bytes()[..k.len().min(255)]);
+            }
+            Step::Close(at) => {
+                let len = (out.len() - at - 4) as u32;
+                out[at..at + 4].copy_from_slice(&len.to_be_bytes());
+            }
+            Step::Value(v) => {
+                out.push(type_letter(v));
+                match v {
+                    AMQPValue::Boolean(b) => out.push(u8::from(*b)),
+                    AMQPValue::ShortShortInt(i) => out.extend_from_slice(&i.to_be_bytes()),
+                    AMQPValue::ShortShortUInt(u) => out.push(*u),
+                    AMQPValue::ShortInt(i) => out.extend_from_slice(&i.to_be_bytes()),
+                    AMQPValue::ShortUInt(u) => out.extend_from_slice(&u.to_be_bytes()),
+                    AMQPValue::LongInt(i) => out.extend_from_slice(&i.to_be_bytes()),
+                    AMQPValue::LongUInt(u) => out.extend_from_slice(&u.to_be_bytes()),
+                    AMQPValue::LongLongInt(i) => out.extend_from_slice(&i.to_be_bytes()),
+                    AMQPValue::Float(f) => out.extend_from_slice(&f.to_be_bytes()),
+                    AMQPValue::Double(d) => out.extend_from_slice(&d.to_be_bytes()),
+                    AMQPValue::DecimalValue(d) => {
+                        out.push(d.scale);
+                        out.extend_from_slice(&d.value.to_be_bytes());
+                    }
+                    AMQPValue::ShortString(s) => long_bytes(&mut out, s.as_str().as_bytes()),
+                    AMQPValue::LongString(s) => long_bytes(&mut out, s.as_bytes()),
+                    AMQPValue::Timestamp(t) => out.extend_from_slice(&t.to_be_bytes()),
+                    AMQPValue::ByteArray(b) => long_bytes(&mut out, b.as_slice()),
+                    AMQPValue::Void => {}
+                    AMQPValue::FieldTable(t) => {
+                        let at = out.len();
+                        out.extend_from_slice(&[0; 4]);
+                        stack.push(Step::Close(at));
+                        for (k, v) in t.inner().iter().rev() {
+                            stack.push(Step::Value(v));
+                            stack.push(Step::Key(k.as_str()));
+                        }
+                    }
+                    AMQPValue::FieldArray(a) => {
+                        let at = out.len();
+                        out.extend_from_slice(&[0; 4]);
+                        stack.push(Step::Close(at));
+                        for v in a.as_slice().iter().rev() {
+                            stack.push(Step::Value(v));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Reads one AMQP field value (type letter and payload) of any depth from `raw`, which must
+/// hold exactly that value, with an explicit stack instead of recursion. The inverse of
+/// [`encode_value`]; types are read as lapin reads them (RabbitMQ's dialect).
+pub fn decode_value(raw: &[u8]) -> Result<AMQPValue, String> {
+    enum Open {
+        Table {
+            end: usize,
+            table: FieldTable,
+            key: Option<ShortString>,
+        },
+        Array {
+            end: usize,
+            items: Vec<AMQPValue>,
+        },
+    }
+    struct Reader<'a> {
+        buf: &'a [u8],
+        pos: usize,
+    }
+    impl<'a> Reader<'a> {
+        fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+            let end = self.pos.checked_add(n).filter(|e| *e <= self.buf.len());
+            let end = end.ok_or_else(|| format!("cut short at byte {}", self.pos))?;
+            let s = &self.buf[self.pos..end];
+            self.pos = end;
+            Ok(s)
+        }
+        fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+            let mut a = [0; N];
+            a.copy_from_slice(self.take(N)?);
+            Ok(a)
+        }
+        fn u32(&mut self) -> Result<u32, String> {
+            self.array().map(u32::from_be_bytes)
+        }
+    }
+    let mut r = Reader { buf: raw, pos: 0 };
+    let mut stack: Vec<Open> = Vec::new();
+    loop {
+        // Close every container that has been read to its end.
+        let mut finished: Option<AMQPValue> = None;
+        if let Some(top) = stack.last() {
+            let end = match top {
+                Open::Table { end, .. } | Open::Array { end, .. } => *end,
+            };
+            if r.pos > end {
+                return Err(format!("a value runs past its container at byte {}", r.pos));
+            }
+            if r.pos == end {
+                finished = match stack.pop() {
+                    Some(Open::Table { table, .. }) => Some(AMQPValue::FieldTable(table)),
+                    Some(Open::Array { items, .. }) => Some(AMQPValue::FieldArray(items.into())),
+                    None => None,
+                };
+            }
+        }
+        let value = match finished {
+            Some(v) => v,
+            None => {
+                if let Some(Open::Table { key, .. }) = stack.last_mut() {
+                    let len = r.array::<1>()?[0] as usize;
+                    let bytes = r.take(len)?;
+                    let text = std::str::from_utf8(bytes)
+                        .map_err(|_| format!("a table key is not UTF-8 at byte {}", r.pos))?;
+                    *key = Some(ShortString::try_new(text).unwrap_or_default());
+                }
+                let letter = r.array::<1>()?[0];
+                match letter {
+                    b't' => AMQPValue::Boolean(r.array::<1>()?[0] != 0),
+                    b'b' => AMQPValue::ShortShortInt(i8::from_be_bytes(r.array()?)),
+                    b'B' => AMQPValue::ShortShortUInt(r.array::<1>()?[0]),
+                    b's' | b'U' => AMQPValue::ShortInt(i16::from_be_bytes(r.array()?)),
+                    b'u' => AMQPValue::ShortUInt(u16::from_be_bytes(r.array()?)),
+                    b'I' => AMQPValue::LongInt(i32::from_be_bytes(r.array()?)),
+                    b'i' => AMQPValue::LongUInt(r.u32()?),
+                    b'l' | b'L' => AMQPValue::LongLongInt(i64::from_be_bytes(r.array()?)),
+                    b'f' => AMQPValue::Float(f32::from_be_bytes(r.array()?)),
+                    b'd' => AMQPValue::Double(f64::from_be_bytes(r.array()?)),
+                    b'D' => {
+                        let scale = r.array::<1>()?[0];
+                        let value = r.u32()?;
+                        AMQPValue::DecimalValue(DecimalValue { scale, value })
+                    }
+                    b'S' => {
+                        let n = r.u32()? as usize;
+                        AMQPValue::LongString(LongString::from(r.take(n)?.to_vec()))
+                    }
+                    b'x' => {
+                        let n = r.u32()? as usize;
+                        AMQPValue::ByteArray(ByteArray::from(r.take(n)?.to_vec()))
+                    }
+                    b'T' => AMQPValue::Timestamp(u64::from_be_bytes(r.array()?)),
+                    b'V' => AMQPValue::Void,
+                    b'F' | b'A' => {
+                        let n = r.u32()? as usize;
+                        let end = r.pos.checked_add(n).filter(|e| *e <= raw.len());
+                        let end = end.ok_or_else(|| format!("cut short at byte {}", r.pos))?;
+                        stack.push(if letter == b'F' {
+                            Open::Table {
+                                end,
+                                table: FieldTable::default(),
+                                key: None,
+                            }
+                        } else {
+                            Open::Array {
+                                end,
+                                items: Vec::new(),
+                            }
+                        });
+                        continue;
+                    }
+                    other => {
+                        return Err(format!(
+                            "unknown type letter 0x{other:02x} at byte {}",
+                            r.pos - 1
+                        ));
+                    }
+                }
+            }
+        };
+        match stack.last_mut() {
+            None => {
+                return if r.pos == raw.len() {
+                    Ok(value)
+                } else {
+                    Err(format!("{} bytes left over", raw.len() - r.pos))
+                };
+            }
+            Some(Open::Table { table, key, .. }) => {
+                table.insert(key.take().unwrap_or_default(), value);
+            }
+            Some(Open::Array { items, .. }) => items.push(value),
+        }
+    }
+}
+
+/// Drops a lapin value of any depth without overflowing the stack: lapin's types drop
+/// recursively, about 100 bytes of stack per level, and a header can be 26,000 levels deep.
+/// A deep value is dropped on a thread of its own with room for that; a shallow one here.
+pub fn drop_deep(v: BasicProperties) {
+    let deep = v
+        .headers()
+        .as_ref()
+        .is_some_and(|h| h.inner().values().any(|v| amqp_depth(v) > MAX_DEPTH));
+    if !deep {
+        return;
+    }
+    // If no thread can be started the value is leaked (it is at most one frame), not dropped.
+    let v = std::mem::ManuallyDrop::new(v);
+    let _ = std::thread::Builder::new()
+        .name("warren-drop".into())
+        .stack_size(DEEP_STACK)
+        .spawn(move || drop(std::mem::ManuallyDrop::into_inner(v)));
+}
+
+/// Stack for work over values nested as deep as a frame allows. lapin (amq-protocol) parses a
+/// frame recursively on its IO thread, measured at about 5 KiB a level with dependencies at
+/// `opt-level = 1`: a 5,000-deep header overflowed the default 2 MiB and 26,200 levels (the
+/// most a [`MAX_FRAME`] frame can hold, 5 bytes a level) needed between 128 and 256 MiB.
+/// `main` gives every thread that does not ask for its own size (lapin's IO thread) this much;
+/// it is address space, used only as deep as a header actually goes.
+pub const DEEP_STACK: usize = 512 << 20;
 
 /// lapin basic properties as the domain's properties and headers.
 pub fn properties_from_amqp(p: &BasicProperties) -> (Properties, Table) {
@@ -447,7 +832,7 @@ pub fn dead_letter_from_delivery(
         body.truncate(body_cap);
         body.shrink_to_fit();
     }
-    DeadLetter {
+    let dl = DeadLetter {
         queue: queue.to_string(),
         position,
         delivery: Delivery {
@@ -461,7 +846,9 @@ pub fn dead_letter_from_delivery(
         headers,
         body,
         body_size,
-    }
+    };
+    drop_deep(delivery.properties);
+    dl
 }
 
 #[cfg(test)]
@@ -581,6 +968,186 @@ mod tests {
         assert!(no_headers.is_empty());
     }
 
+    /// A header `n` tables deep (or arrays), built without recursion.
+    fn deep(n: usize, arrays: bool) -> AMQPValue {
+        let mut v = AMQPValue::LongString(b"bottom".to_vec().into());
+        for i in 0..n {
+            v = if arrays {
+                AMQPValue::FieldArray(vec![v, AMQPValue::LongInt(i as i32)].into())
+            } else {
+                let mut t = FieldTable::default();
+                t.insert(ShortString::try_new("k").expect("short"), v);
+                AMQPValue::FieldTable(t)
+            };
+        }
+        v
+    }
+
+    fn on_big_stack(f: impl FnOnce() + Send + 'static) {
+        std::thread::Builder::new()
+            .stack_size(DEEP_STACK)
+            .spawn(f)
+            .expect("thread")
+            .join()
+            .expect("no panic");
+    }
+
+    #[test]
+    fn encoding_is_what_lapin_parses() {
+        let mut all = FieldTable::default();
+        for (i, v) in every_variant().iter().enumerate() {
+            let sent = value_to_amqp(v).expect("convertible");
+            let raw = encode_value(&sent);
+            let (rest, parsed) =
+                lapin::types::parsing::parse_value(raw.as_slice()).expect("parses");
+            assert!(rest.is_empty());
+            assert_eq!(parsed, sent, "{}", v.type_name());
+            assert_eq!(decode_value(&raw), Ok(sent.clone()), "{}", v.type_name());
+            all.insert(ShortString::try_new(format!("k{i}")).expect("short"), sent);
+        }
+        let table = AMQPValue::FieldTable(all);
+        let raw = encode_value(&table);
+        assert_eq!(decode_value(&raw), Ok(table));
+    }
+
+    #[test]
+    fn bad_bytes_are_errors_not_panics() {
+        for raw in [
+            &b""[..],
+            b"F",
+            b"F\x00\x00\x00\x05\x01kV",
+            b"F\x00\x00\x00\x02\x01kV",
+            b"A\xff\xff\xff\xffV",
+            b"Q",
+            b"S\x00\x00\x00\x09abc",
+            b"VV",
+            b"F\x00\x00\x00\x03\x01\xffV",
+        ] {
+            assert!(decode_value(raw).is_err(), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn a_5000_deep_header_is_kept_as_bytes_and_sent_back_exactly() {
+        on_big_stack(|| {
+            for arrays in [false, true] {
+                let v = deep(5000, arrays);
+                let raw = encode_value(&v);
+                let domain = value_from_amqp(&v);
+                let HeaderValue::TooDeep { depth, raw: kept } = &domain else {
+                    panic!("not kept whole: {}", domain.type_name());
+                };
+                assert_eq!(*depth, 5000);
+                assert_eq!(kept, &raw);
+                // The domain value is flat: its own walks cost nothing.
+                assert_eq!(domain.depth(), 5000);
+                assert!(domain.to_string().contains("5000 levels deep"));
+                let mut h = Table::new();
+                h.insert("deep", domain.clone());
+                let back = table_to_amqp(&h).expect("convertible");
+                let sent = back.inner().values().next().expect("one");
+                assert_eq!(encode_value(sent), raw);
+                // The whole frame as lapin would write it parses back to the same.
+                let p = properties_to_amqp(&Properties::default(), &h).expect("convertible");
+                let (_, h2) = properties_from_amqp(&p);
+                assert_eq!(h2, h);
+                drop_deep(p);
+            }
+        });
+    }
+
+    #[test]
+    fn lapin_parses_the_deepest_header_a_frame_holds_on_the_stack_main_gives_it() {
+        // The deepest header a `MAX_FRAME` frame can carry: arrays, 5 bytes a level. lapin's
+        // parser recurses per level on its IO thread, which `main` gives `DEEP_STACK`.
+        on_big_stack(|| {
+            let levels = MAX_FRAME as usize / 5;
+            let mut v = AMQPValue::Void;
+            for _ in 0..levels {
+                v = AMQPValue::FieldArray(vec![v].into());
+            }
+            let raw = encode_value(&v);
+            assert!(raw.len() <= MAX_FRAME as usize + 1);
+            let (_, parsed) = lapin::types::parsing::parse_value(raw.as_slice()).expect("parses");
+            assert_eq!(amqp_depth(&parsed), levels);
+            let kept = value_from_amqp(&parsed);
+            assert_eq!(kept.depth(), levels);
+        });
+    }
+
+    #[test]
+    fn depth_limit_is_exact() {
+        let at = value_from_amqp(&deep(MAX_DEPTH, false));
+        assert_eq!(at.type_name(), "table");
+        assert_eq!(at.depth(), MAX_DEPTH);
+        assert_eq!(value_to_amqp(&at).map(|v| amqp_depth(&v)), Ok(MAX_DEPTH));
+        let over = value_from_amqp(&deep(MAX_DEPTH + 1, false));
+        assert_eq!(over.type_name(), "too-deep");
+        // A value built in code deeper than the limit is refused, not recursed into.
+        let mut v = HeaderValue::I32(1);
+        for _ in 0..MAX_DEPTH + 1 {
+            v = HeaderValue::Array(vec![v]);
+        }
+        let mut h = Table::new();
+        h.insert("built", v);
+        assert_eq!(
+            table_to_amqp(&h),
+            Err(ConvertError::TooDeep {
+                header: "built".into()
+            })
+        );
+        // Without bytes (management API) it cannot be sent, and says why.
+        let mut h = Table::new();
+        h.insert(
+            "api",
+            HeaderValue::TooDeep {
+                depth: 40,
+                raw: Vec::new(),
+            },
+        );
+        let e = table_to_amqp(&h).expect_err("no bytes");
+        assert!(e.to_string().contains("'api'"), "{e}");
+        assert!(e.to_string().contains("left in the DLQ"), "{e}");
+    }
+
+    #[test]
+    fn implausible_saved_values_are_refused_not_sent() {
+        let huge = HeaderValue::TooDeep {
+            depth: usize::MAX,
+            raw: vec![b'V'; MAX_FRAME as usize + 1],
+        };
+        assert_eq!(huge.depth(), usize::MAX);
+        assert!(huge.to_string().contains("levels deep"));
+        let mut h = Table::new();
+        h.insert("x", huge);
+        let e = table_to_amqp(&h).expect_err("too big");
+        assert!(
+            e.to_string().contains("more than a 131072-byte frame"),
+            "{e}"
+        );
+        let mut h = Table::new();
+        h.insert(
+            "x",
+            HeaderValue::TooDeep {
+                depth: 40,
+                raw: b"F\x00\x00".to_vec(),
+            },
+        );
+        let e = table_to_amqp(&h).expect_err("bad bytes");
+        assert!(e.to_string().starts_with("header 'x' holds"), "{e}");
+    }
+
+    #[test]
+    fn short_strings_say_how_long() {
+        assert!(short("the routing key", &"r".repeat(255)).is_ok());
+        let e = short("the routing key", &"r".repeat(312)).expect_err("too long");
+        assert_eq!(
+            e.to_string(),
+            "the routing key is 312 bytes; AMQP allows 255"
+        );
+        assert!(build_uri("amqp://h", &"v".repeat(256), "", "").is_err());
+    }
+
     #[test]
     fn urls_are_shown_without_credentials() {
         assert_eq!(
@@ -606,6 +1173,9 @@ mod tests {
         assert_eq!(uri.authority.port, 1234);
         assert_eq!(uri.vhost, "my vhost");
         assert_eq!(uri.query.heartbeat, Some(7));
+        assert_eq!(uri.query.frame_max, Some(MAX_FRAME));
+        let asked = build_uri("amqp://h/?frame_max=4096", "/", "", "").expect("valid");
+        assert_eq!(asked.query.frame_max, Some(4096));
         let uri = build_uri("amqps://u%40x:p%2F@127.0.0.1", "/", "", "").expect("valid");
         assert_eq!(uri.authority.userinfo.username, "u@x");
         assert_eq!(uri.authority.userinfo.password, "p/");

@@ -325,9 +325,13 @@ pub async fn run_split(
         queue: job.dlq.clone(),
         reason: e.to_string(),
     };
+    let dlq_name = amqp::short("the queue name", &job.dlq).map_err(|e| ReplayError::Queue {
+        queue: job.dlq.clone(),
+        reason: e.to_string(),
+    })?;
     let declared = consume
         .queue_declare(
-            job.dlq.as_str().into(),
+            dlq_name.clone(),
             QueueDeclareOptions {
                 passive: true,
                 ..Default::default()
@@ -371,8 +375,8 @@ pub async fn run_split(
     let tag = format!("warren-replay-{}", std::process::id());
     let mut consumer = consume
         .basic_consume(
-            job.dlq.as_str().into(),
-            tag.as_str().into(),
+            dlq_name,
+            amqp::short("the consumer tag", &tag).unwrap_or_default(),
             BasicConsumeOptions::default(),
             FieldTable::default(),
         )
@@ -475,12 +479,25 @@ pub async fn run_split(
                 // to lapin, so messages still go out in the order they were read; the rest (the
                 // write, then the confirm) completes in `inflight`. A publish that fails (closed
                 // channel) completes with the error and is handled with the confirms.
+                // Names from headers and bodies: one too long for AMQP holds this message.
+                let (exchange, routing_key) = match (
+                    amqp::short("the exchange name", &target_key.0),
+                    amqp::short("the routing key", &target_key.1),
+                ) {
+                    (Ok(e), Ok(r)) => (e, r),
+                    (Err(e), _) | (_, Err(e)) => {
+                        acks.hold(t);
+                        summary.progress.failed += 1;
+                        problem!(format!("cannot be published: {e}"));
+                        continue;
+                    }
+                };
                 let ch = publish.clone();
                 let mut fut: InFlightFuture = Box::pin(async move {
                     let r = match ch
                         .basic_publish(
-                            target_key.0.as_str().into(),
-                            target_key.1.as_str().into(),
+                            exchange,
+                            routing_key,
                             BasicPublishOptions { mandatory: true, ..Default::default() },
                             &msg.body,
                             props,
@@ -624,7 +641,10 @@ pub async fn run_split(
     }
     if !lost {
         if consume
-            .basic_cancel(tag.as_str().into(), BasicCancelOptions::default())
+            .basic_cancel(
+                amqp::short("the consumer tag", &tag).unwrap_or_default(),
+                BasicCancelOptions::default(),
+            )
             .await
             .is_ok()
         {

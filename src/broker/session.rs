@@ -879,7 +879,21 @@ impl Session {
             t.reaches = routing.queues;
             t.exact = routing.exact;
             let mut ok = true;
-            if t.exchange.is_empty() {
+            // Targets come from headers and bodies (a Spring routing key, a Sneakers queue):
+            // a name AMQP cannot carry holds that target's messages, with the reason.
+            let too_long = amqp::short("the exchange name", &t.exchange)
+                .and(amqp::short("the routing key", &t.routing_key))
+                .err();
+            if let Some(e) = too_long {
+                let mut shown: String = label.chars().take(60).collect();
+                if shown.len() < label.len() {
+                    shown.push('…');
+                }
+                p.refusals.push(format!(
+                    "{shown} cannot be published to: {e}; its messages stay in the DLQ"
+                ));
+                ok = false;
+            } else if t.exchange.is_empty() {
                 if !queue_exists(conn, &t.routing_key).await? {
                     p.refusals.push(format!(
                         "target queue '{}' does not exist in vhost '{}'",
@@ -1197,7 +1211,8 @@ async fn queue_exists(conn: &lapin::Connection, name: &str) -> Result<bool, Sess
         .map_err(|e| SessionError::Broker(e.to_string()))?;
     let r = ch
         .queue_declare(
-            name.into(),
+            amqp::short("the queue name", name)
+                .map_err(|e| SessionError::Refused(e.to_string()))?,
             lapin::options::QueueDeclareOptions {
                 passive: true,
                 ..Default::default()
@@ -1239,7 +1254,8 @@ async fn exchange_exists(conn: &lapin::Connection, name: &str) -> Result<bool, S
         .map_err(|e| SessionError::Broker(e.to_string()))?;
     let r = ch
         .exchange_declare(
-            name.into(),
+            amqp::short("the exchange name", name)
+                .map_err(|e| SessionError::Refused(e.to_string()))?,
             lapin::ExchangeKind::Direct,
             lapin::options::ExchangeDeclareOptions {
                 passive: true,

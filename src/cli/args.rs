@@ -54,7 +54,7 @@ pub struct ConnArgs {
     pub management_url: Option<String>,
 
     /// Virtual host (default: the context's, else "/").
-    #[arg(long, global = true, value_name = "NAME", env = "WARREN_VHOST")]
+    #[arg(long, global = true, value_name = "NAME", env = "WARREN_VHOST", value_parser = vhost_name)]
     pub vhost: Option<String>,
 
     /// Look, never touch: no replay, no publishing channel is ever opened.
@@ -81,7 +81,7 @@ pub enum Command {
     /// Browse a dead-letter queue and explain each message (messages stay where they are).
     Show {
         /// The queue to read (or use --snapshot).
-        #[arg(required_unless_present = "snapshot")]
+        #[arg(required_unless_present = "snapshot", value_parser = queue_name)]
         queue: Option<String>,
         /// Read a snapshot file made by `warren export` instead of a broker.
         #[arg(long, value_name = "FILE", conflicts_with = "queue")]
@@ -99,7 +99,7 @@ pub enum Command {
     /// Group a dead-letter queue's messages by failure fingerprint.
     Groups {
         /// The queue to read (or use --snapshot).
-        #[arg(required_unless_present = "snapshot")]
+        #[arg(required_unless_present = "snapshot", value_parser = queue_name)]
         queue: Option<String>,
         /// Read a snapshot file made by `warren export` instead of a broker.
         #[arg(long, value_name = "FILE", conflicts_with = "queue")]
@@ -113,6 +113,7 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Save a queue's messages losslessly (properties, typed headers, body bytes) to a file.
     Export {
+        #[arg(value_parser = queue_name)]
         queue: String,
         /// The snapshot file to write (one JSON object per line).
         #[arg(short, long, value_name = "FILE")]
@@ -161,12 +162,13 @@ pub enum Command {
 #[derive(Debug, Args, Clone)]
 pub struct ReplayArgs {
     /// The dead-letter queue to replay from.
+    #[arg(value_parser = queue_name)]
     pub queue: String,
     /// Move at most this many messages.
     #[arg(long)]
     pub limit: Option<u64>,
-    /// Messages per second (default: as fast as confirms allow).
-    #[arg(long, value_name = "PER_SEC")]
+    /// Messages per second, from 0.01 to 1000000 (default: as fast as confirms allow).
+    #[arg(long, value_name = "PER_SEC", value_parser = rate)]
     pub rate: Option<f64>,
     /// Only messages that match this filter query.
     #[arg(long, value_name = "QUERY")]
@@ -175,7 +177,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "FINGERPRINT")]
     pub group: Option<String>,
     /// Send every selected message to this queue (through the default exchange).
-    #[arg(long, value_name = "QUEUE")]
+    #[arg(long, value_name = "QUEUE", value_parser = queue_name)]
     pub to: Option<String>,
     /// Allow a publish through an exchange that reaches more than one queue.
     #[arg(long)]
@@ -198,4 +200,82 @@ pub struct ReplayArgs {
     /// Unselected messages held back at most (then the replay stops and says so).
     #[arg(long, value_name = "N")]
     pub window: Option<usize>,
+}
+
+/// The slowest and fastest `--rate` accepted: one message in 100 s, and a million a second
+/// (far above what confirms allow; it only keeps the pacer's arithmetic finite).
+pub const RATE_RANGE: std::ops::RangeInclusive<f64> = 0.01..=1_000_000.0;
+
+/// AMQP names (queues, exchanges, vhosts, routing keys) are short strings: at most 255 bytes.
+const MAX_NAME_BYTES: usize = 255;
+
+fn short_name(what: &str, s: &str) -> Result<String, String> {
+    if s.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "{what} is {} bytes; AMQP allows {MAX_NAME_BYTES}",
+            s.len()
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// A queue name as given on the command line: at most 255 bytes.
+pub fn queue_name(s: &str) -> Result<String, String> {
+    short_name("the queue name", s)
+}
+
+/// A vhost name as given on the command line: at most 255 bytes.
+pub fn vhost_name(s: &str) -> Result<String, String> {
+    short_name("the vhost name", s)
+}
+
+/// `--rate`: a finite number of messages per second within [`RATE_RANGE`].
+pub fn rate(s: &str) -> Result<f64, String> {
+    let r: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of messages per second"))?;
+    if !r.is_finite() || !RATE_RANGE.contains(&r) {
+        return Err(format!(
+            "{s} messages per second is out of range: use {} to {}",
+            RATE_RANGE.start(),
+            RATE_RANGE.end()
+        ));
+    }
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_is_finite_and_in_range() {
+        assert_eq!(rate("50"), Ok(50.0));
+        assert_eq!(rate("0.01"), Ok(0.01));
+        assert_eq!(rate("1000000"), Ok(1_000_000.0));
+        for bad in ["1e-20", "0", "-3", "NaN", "inf", "1e7", "fast", ""] {
+            assert!(rate(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn names_are_at_most_255_bytes() {
+        assert!(queue_name(&"q".repeat(255)).is_ok());
+        let e = queue_name(&"q".repeat(300)).unwrap_err();
+        assert_eq!(e, "the queue name is 300 bytes; AMQP allows 255");
+        // Bytes, not characters: 128 two-byte characters are 256 bytes.
+        assert!(vhost_name(&"é".repeat(128)).is_err());
+    }
+
+    #[test]
+    fn clap_refuses_long_to_and_tiny_rate() {
+        use clap::Parser;
+        let long = "q".repeat(300);
+        let e = Cli::try_parse_from(["warren", "replay", "dlq", "--to", &long]).unwrap_err();
+        assert!(e.to_string().contains("300 bytes; AMQP allows 255"), "{e}");
+        let e = Cli::try_parse_from(["warren", "replay", "dlq", "--rate", "1e-20"]).unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
+        assert!(Cli::try_parse_from(["warren", "replay", "dlq", "--rate", "2.5"]).is_ok());
+    }
 }

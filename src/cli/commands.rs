@@ -68,7 +68,7 @@ where
         Err(SessionError::NeedsConsent { queue, text })
             if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() =>
         {
-            eprint!("{} Read it again? [y/N] ", one_line(&text, 600));
+            crate::err!("{} Read it again? [y/N] ", one_line(&text, 600));
             let _ = std::io::stderr().flush();
             let mut line = String::new();
             let yes = std::io::stdin().lock().read_line(&mut line).is_ok()
@@ -96,14 +96,14 @@ fn store_or_warn() -> Option<Store> {
     match Store::open_default() {
         Ok(s) => Some(s),
         Err(e) => {
-            eprintln!("warren: {}", one_line(&e.to_string(), 600));
+            crate::errln!("warren: {}", one_line(&e.to_string(), 600));
             None
         }
     }
 }
 
 fn print_line(v: &Value) {
-    println!("{}", json_text(v));
+    crate::outln!("{}", json_text(v));
 }
 
 /// The text of one `--json` line: every printer goes through here, so DEL, C1, bidi and
@@ -147,7 +147,7 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
             } else {
                 String::new()
             };
-            println!(
+            crate::outln!(
                 "{:<40} {:<8} {:<12} {:>6}  {}{}",
                 one_line(&q.name, 40),
                 q.kind.label(),
@@ -165,7 +165,7 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
                     &json!({"name": q.name, "kind": "queue", "depth": q.depth, "queue_type": q.queue_type.as_str()}),
                 );
             } else {
-                println!(
+                crate::outln!(
                     "{:<40} {:<12} {:<12} {:>8}",
                     one_line(&q.name, 40),
                     "queue",
@@ -176,7 +176,7 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
         }
     }
     if !json && d.dead_letter_queues.is_empty() {
-        println!("no dead-letter queues in this vhost");
+        crate::outln!("no dead-letter queues in this vhost");
     }
 }
 
@@ -198,7 +198,7 @@ async fn read_explained(
             page.max_acquired_count,
         )
     {
-        eprintln!("warren: {}", one_line(&note, 400));
+        crate::errln!("warren: {}", one_line(&note, 400));
     }
     let stop = format!("{:?}", page.stopped);
     let keys: Vec<String> = page
@@ -209,12 +209,12 @@ async fn read_explained(
     let seen = store_or_warn()
         .and_then(|st| {
             st.record_seen(&s.memory_key(), queue, &keys, jiff::Timestamp::now())
-                .map_err(|e| eprintln!("warren: {}", one_line(&e.to_string(), 600)))
+                .map_err(|e| crate::errln!("warren: {}", one_line(&e.to_string(), 600)))
                 .ok()
         })
         .unwrap_or_default();
     if let crate::broker::browse::StopReason::QuorumSafety { reason, .. } = &page.stopped {
-        eprintln!("warren: stopped early: {}", one_line(reason, 600));
+        crate::errln!("warren: stopped early: {}", one_line(reason, 600));
     }
     Ok((
         session::explain_all(session::into_messages(page), &seen),
@@ -314,16 +314,16 @@ pub fn print_messages(
             continue;
         }
         let id = e.message.properties.message_id.as_deref().unwrap_or(&e.key);
-        println!(
+        crate::outln!(
             "#{} {}  [{}] {}",
             e.message.position + 1,
             one_line(id, 60),
             x.convention.as_str(),
             one_line(&x.fingerprint.key, 40)
         );
-        println!("  {}", one_line(&x.verdict, 240));
+        crate::outln!("  {}", one_line(&x.verdict, 240));
         for d in &x.deaths.entries {
-            println!(
+            crate::outln!(
                 "    {:<10} {:<30} x{:<4} {}  via {} {}",
                 one_line(d.reason.as_ref().map_or("?", |r| r.as_str()), 30),
                 one_line(d.queue.as_deref().unwrap_or("?"), 30),
@@ -334,25 +334,25 @@ pub fn print_messages(
             );
         }
         if let Some(f) = &x.fault {
-            println!(
+            crate::outln!(
                 "  exception: {}: {}",
                 one_line(f.exception_type.as_deref().unwrap_or("?"), 100),
                 one_line(f.message.as_deref().unwrap_or(""), 200)
             );
         }
         match &plan.target {
-            Some(t) => println!(
+            Some(t) => crate::outln!(
                 "  replay → {} (exchange '{}', key '{}')",
                 one_line(t.expected_queue.as_deref().unwrap_or("?"), 80),
                 one_line(&t.exchange, 60),
                 one_line(&t.routing_key, 60)
             ),
-            None => println!("  replay → no known origin"),
+            None => crate::outln!("  replay → no known origin"),
         }
         if let Some(fs) = e.first_seen {
-            println!("  dead since (first seen by Warren) {fs}");
+            crate::outln!("  dead since (first seen by Warren) {fs}");
         }
-        println!(
+        crate::outln!(
             "  body {} bytes{}",
             e.message.body_size,
             if e.message.delivery.redelivered {
@@ -445,7 +445,7 @@ pub async fn protect(c: &ConnArgs, queue: &str, dry_run: bool, yes: bool) -> Res
     let s = open(c).await?;
     let plan = s.protect(queue, false).await.map_err(broker_failure)?;
     let def = serde_json::to_string(&plan.policy.definition).unwrap_or_default();
-    eprintln!(
+    crate::errln!(
         "{} policy '{}' on vhost '{}': pattern {} priority {} definition {}",
         if dry_run { "Would set" } else { "Set" },
         one_line(&plan.policy.name, 120),
@@ -454,7 +454,7 @@ pub async fn protect(c: &ConnArgs, queue: &str, dry_run: bool, yes: bool) -> Res
         plan.policy.priority,
         one_line(&def, 400)
     );
-    eprintln!(
+    crate::errln!(
         "  delivery limit {} → unlimited{}",
         plan.limit_before.map_or("none".into(), |l| l.to_string()),
         plan.replaces.as_ref().map_or(String::new(), |p| format!(
@@ -477,18 +477,18 @@ pub async fn protect(c: &ConnArgs, queue: &str, dry_run: bool, yes: bool) -> Res
                 "not a terminal: pass --yes to set the policy without confirmation (or --dry-run to look)",
             ));
         }
-        eprint!("Set it? [y/N] ");
+        crate::err!("Set it? [y/N] ");
         let _ = std::io::stderr().flush();
         let mut line = String::new();
         if std::io::stdin().lock().read_line(&mut line).is_err()
             || !matches!(line.trim(), "y" | "Y" | "yes")
         {
-            eprintln!("nothing changed");
+            crate::errln!("nothing changed");
             return Ok(exit::FAILED);
         }
     }
     s.protect(queue, true).await.map_err(broker_failure)?;
-    eprintln!(
+    crate::errln!(
         "protected: reading '{}' no longer spends deliveries",
         one_line(queue, 80)
     );
@@ -516,7 +516,7 @@ pub async fn export(
     let text = snapshot::write(&header, &page.messages);
     std::fs::write(output, text)
         .map_err(|e| Failure::failed(format!("cannot write {}: {e}", output.display())))?;
-    eprintln!(
+    crate::errln!(
         "exported {} message(s) from {} to {}",
         page.messages.len(),
         one_line(queue, 80),
@@ -526,7 +526,7 @@ pub async fn export(
         && (page.messages.len() as u64) < page.queue_depth_at_start
         && page.messages.len() < limit
     {
-        eprintln!(
+        crate::errln!(
             "warren: the queue held {} at the start; the rest could not be read safely",
             page.queue_depth_at_start
         );
@@ -592,7 +592,7 @@ pub async fn demo(c: &ConnArgs) -> Result<i32, Failure> {
     let report = crate::broker::demo::build(&target, &vhost)
         .await
         .map_err(|e| Failure::broker(e.to_string()))?;
-    println!("{report}");
+    crate::outln!("{report}");
     Ok(exit::OK)
 }
 
@@ -645,7 +645,7 @@ pub fn print_groups(messages: &[Explained], json: bool) {
                 "last_seen": g.last_seen.map(|t| t.to_string()),
             }));
         } else {
-            println!(
+            crate::outln!(
                 "{:>6}  {}  {:<12} {}  (from {})",
                 g.count,
                 one_line(&x.fingerprint.key, 40),
@@ -666,7 +666,7 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
         if json {
             print_line(&serde_json::to_value(r).unwrap_or(Value::Null));
         } else {
-            println!(
+            crate::outln!(
                 "#{} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}",
                 r.id,
                 r.started_at,
@@ -683,7 +683,7 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
         }
     }
     if records.is_empty() && !json {
-        println!("no replays recorded");
+        crate::outln!("no replays recorded");
     }
     Ok(exit::OK)
 }
@@ -699,14 +699,14 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
     } else {
         String::new()
     };
-    eprintln!(
+    crate::errln!(
         "{verb} {} message(s) from {}{depth}{looked}; selection: {}",
         p.selected,
         one_line(&p.queue, 80),
         one_line(&spec.selection.describe(), 200)
     );
     for (label, t) in &p.targets {
-        eprintln!(
+        crate::errln!(
             "  {:>6} → {} via exchange '{}' key '{}' — reaches {}{}",
             t.count,
             one_line(label, 80),
@@ -721,7 +721,7 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
         );
     }
     if !p.removed.is_empty() {
-        eprintln!(
+        crate::errln!(
             "  removes  {}",
             one_line(
                 &p.removed.iter().cloned().collect::<Vec<_>>().join(", "),
@@ -729,25 +729,25 @@ fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
             )
         );
     }
-    eprintln!(
+    crate::errln!(
         "  adds     {}",
         one_line(&p.added.iter().cloned().collect::<Vec<_>>().join(", "), 400)
     );
-    eprintln!(
+    crate::errln!(
         "  body     untouched; attempts {}",
         if spec.keep_attempts { "kept" } else { "reset" }
     );
     if p.replayed_before > 0 {
-        eprintln!(
+        crate::errln!(
             "  ! {} of them were replayed before and failed again",
             p.replayed_before
         );
     }
     for (w, n) in &p.warnings {
-        eprintln!("  ! {n} × {}", one_line(w, 300));
+        crate::errln!("  ! {n} × {}", one_line(w, 300));
     }
     for r in &p.refusals {
-        eprintln!("  ✗ {}", one_line(r, 400));
+        crate::errln!("  ✗ {}", one_line(r, 400));
     }
 }
 
@@ -758,7 +758,7 @@ fn confirm(count: u64) -> bool {
     } else {
         "Replay them? [y/N] ".to_string()
     };
-    eprint!("{prompt}");
+    crate::err!("{prompt}");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {

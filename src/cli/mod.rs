@@ -6,6 +6,10 @@ pub mod args;
 pub mod commands;
 pub mod logging;
 
+use std::fmt;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use clap::Parser;
 
 pub use args::{Cli, Command};
@@ -46,6 +50,12 @@ impl Failure {
     }
 }
 
+/// Stack for Warren's own threads (the runtime's workers and the thread that drives the
+/// command): deep headers are never taken apart by Warren's code (they are kept as
+/// `HeaderValue::TooDeep`), but a lapin value can still be dropped here, recursively, when lapin
+/// hands back prefetched messages; 64 MiB covers the deepest a 128 KiB frame allows.
+const THREAD_STACK: usize = 64 << 20;
+
 /// Runs Warren and returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -56,6 +66,7 @@ pub fn main() -> i32 {
             } else {
                 exit::OK
             };
+            // `--help | head -1`: clap's own printing must not fail loudly either.
             let _ = e.print();
             return code;
         }
@@ -63,27 +74,118 @@ pub fn main() -> i32 {
     let _log = logging::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_stack_size(THREAD_STACK)
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("warren: cannot start the async runtime: {e}");
+            crate::errln!("warren: cannot start the async runtime: {e}");
             return exit::FAILED;
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    // The command runs on a thread with a known stack, not on the main thread's (often 8 MiB).
+    let driver = std::thread::Builder::new()
+        .name("warren-main".into())
+        .stack_size(THREAD_STACK)
+        .spawn(move || runtime.block_on(dispatch(cli)));
+    let result = match driver.map(|h| h.join()) {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => {
+            // The panic message is already on stderr; say what it means.
+            crate::errln!("warren: internal error (a bug); the log file has the details");
+            return exit::FAILED;
+        }
+        Err(e) => {
+            crate::errln!("warren: cannot start a thread: {e}");
+            return exit::FAILED;
+        }
+    };
+    match result {
         Ok(code) => code,
         Err(f) => {
             tracing::error!(code = f.code, "{}", f.message);
             // Causes quote broker strings (queue names, reply texts): never raw to the terminal.
-            eprintln!(
+            crate::errln!(
                 "warren: {}",
                 crate::domain::sanitize::multi_line(&f.message, 4000)
             );
             f.code
         }
     }
+}
+
+/// Set once stdout or stderr is closed: the rest of the output is dropped.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+static STDERR_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes to stdout (or stderr). `println!` panics when the reader has gone
+/// (`warren show Q --json | head -1`: EPIPE); here a failed write only stops the output and is
+/// logged once, and the command finishes its work (a replay still settles what it moved) and
+/// exits with its usual code. Use through [`outln!`], [`out!`], [`errln!`] and [`err!`].
+pub fn write_out(to_stderr: bool, args: fmt::Arguments<'_>) {
+    let closed = if to_stderr {
+        &STDERR_CLOSED
+    } else {
+        &STDOUT_CLOSED
+    };
+    if closed.load(Ordering::Relaxed) {
+        return;
+    }
+    let r = if to_stderr {
+        let mut e = std::io::stderr().lock();
+        e.write_fmt(args).and_then(|()| e.flush())
+    } else {
+        let mut o = std::io::stdout().lock();
+        o.write_fmt(args).and_then(|()| o.flush())
+    };
+    if let Err(e) = r {
+        closed.store(true, Ordering::Relaxed);
+        let which = if to_stderr { "stderr" } else { "stdout" };
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            tracing::info!("{which} was closed by its reader; the rest of the output is dropped");
+        } else {
+            tracing::warn!("cannot write to {which} ({e}); the rest of the output is dropped");
+        }
+    }
+}
+
+/// Writes raw bytes to stdout the same way (completions, the man page).
+pub fn write_out_bytes(bytes: &[u8]) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = o.write_all(bytes).and_then(|()| o.flush()) {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        tracing::info!("stdout closed ({e}); the rest of the output is dropped");
+    }
+}
+
+/// `println!` that never panics: see [`write_out`].
+#[macro_export]
+macro_rules! outln {
+    () => { $crate::cli::write_out(false, format_args!("\n")) };
+    ($($t:tt)*) => { $crate::cli::write_out(false, format_args!("{}\n", format_args!($($t)*))) };
+}
+
+/// `print!` that never panics: see [`write_out`].
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => { $crate::cli::write_out(false, format_args!($($t)*)) };
+}
+
+/// `eprintln!` that never panics: see [`write_out`].
+#[macro_export]
+macro_rules! errln {
+    () => { $crate::cli::write_out(true, format_args!("\n")) };
+    ($($t:tt)*) => { $crate::cli::write_out(true, format_args!("{}\n", format_args!($($t)*))) };
+}
+
+/// `eprint!` that never panics: see [`write_out`].
+#[macro_export]
+macro_rules! err {
+    ($($t:tt)*) => { $crate::cli::write_out(true, format_args!($($t)*)) };
 }
 
 async fn dispatch(cli: Cli) -> Result<i32, Failure> {
@@ -129,14 +231,19 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Some(Command::Open { files }) => commands::open_snapshot(files).await,
         Some(Command::Demo) => commands::demo(c).await,
         Some(Command::Completions { shell }) => {
+            // Rendered first: clap_complete panics when its writer fails (a closed pipe).
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(*shell, &mut cmd, "warren", &mut std::io::stdout());
+            let mut buf = Vec::new();
+            clap_complete::generate(*shell, &mut cmd, "warren", &mut buf);
+            write_out_bytes(&buf);
             Ok(exit::OK)
         }
         Some(Command::Man) => {
             let man = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
-            man.render(&mut std::io::stdout())
-                .map_err(|e| Failure::failed(format!("cannot write the man page: {e}")))?;
+            let mut buf = Vec::new();
+            man.render(&mut buf)
+                .map_err(|e| Failure::failed(format!("cannot render the man page: {e}")))?;
+            write_out_bytes(&buf);
             Ok(exit::OK)
         }
     }

@@ -9,7 +9,7 @@
 //! could tell them apart anyway.
 
 use super::message::DeadLetter;
-use super::value::{HeaderValue, Table};
+use super::value::{HeaderValue, MAX_DEPTH, Table};
 
 /// Body bytes that go into a content key; every browse keeps at least this many.
 pub const HASHED_BODY: usize = 64 * 1024;
@@ -93,7 +93,7 @@ fn content_hash(msg: &DeadLetter) -> u64 {
     h.opt(b'u', p.user_id.as_deref());
     h.opt(b'a', p.app_id.as_deref());
     h.opt(b'l', p.cluster_id.as_deref());
-    hash_table(&mut h, &msg.headers, true);
+    hash_table(&mut h, &msg.headers, true, 0);
     // The first `HASHED_BODY` bytes plus the real size: the same key whether the body was read
     // whole (replay) or cut at any cap of at least that size (browse, preview).
     h.field(b'B', msg.body.get(..HASHED_BODY).unwrap_or(&msg.body));
@@ -102,7 +102,7 @@ fn content_hash(msg: &DeadLetter) -> u64 {
 }
 
 /// Hashes a table in name order (the management API and AMQP need not agree on order).
-fn hash_table(h: &mut Fnv, table: &Table, top_level: bool) {
+fn hash_table(h: &mut Fnv, table: &Table, top_level: bool, level: usize) {
     let mut entries: Vec<(&str, &HeaderValue)> = table
         .iter()
         .filter(|(name, _)| !(top_level && is_volatile_header(name)))
@@ -111,13 +111,17 @@ fn hash_table(h: &mut Fnv, table: &Table, top_level: bool) {
     h.field(b'T', &(entries.len() as u64).to_le_bytes());
     for (name, value) in entries {
         h.field(b'n', name.as_bytes());
-        hash_value(h, value);
+        hash_value(h, value, level + 1);
     }
 }
 
 /// Hashes a value by its meaning rather than its wire type: every integer width (and a
-/// timestamp) as one integer, short and long strings and byte arrays as bytes.
-fn hash_value(h: &mut Fnv, value: &HeaderValue) {
+/// timestamp) as one integer, short and long strings and byte arrays as bytes. Never deeper
+/// than `MAX_DEPTH` (values from outside are no deeper; deeper ones are `TooDeep`).
+fn hash_value(h: &mut Fnv, value: &HeaderValue, level: usize) {
+    if level > MAX_DEPTH && matches!(value, HeaderValue::Table(_) | HeaderValue::Array(_)) {
+        return h.field(b'X', &[]);
+    }
     match value {
         HeaderValue::Void => h.field(b'v', &[]),
         HeaderValue::Bool(b) => h.field(b'b', &[u8::from(*b)]),
@@ -133,11 +137,16 @@ fn hash_value(h: &mut Fnv, value: &HeaderValue) {
         HeaderValue::ShortString(b) | HeaderValue::LongString(b) | HeaderValue::Bytes(b) => {
             h.field(b's', b)
         }
-        HeaderValue::Table(t) => hash_table(h, t, false),
+        HeaderValue::Table(t) => hash_table(h, t, false, level),
+        // Not taken apart: the exact bytes, or only the depth when there are none.
+        HeaderValue::TooDeep { depth, raw } => {
+            h.field(b'X', raw);
+            h.bytes(&(*depth as u64).to_le_bytes());
+        }
         HeaderValue::Array(items) => {
             h.field(b'A', &(items.len() as u64).to_le_bytes());
             for item in items {
-                hash_value(h, item);
+                hash_value(h, item, level + 1);
             }
         }
         HeaderValue::I8(_)

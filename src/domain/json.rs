@@ -11,14 +11,20 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 
 use super::message::{DeadLetter, Delivery, Properties};
-use super::value::{HeaderValue, Table};
+use super::value::{HeaderValue, MAX_DEPTH, Table};
 
 /// The prefix RabbitMQ's management plugin writes in front of a non-UTF-8 header value.
 const NOT_UTF8_PREFIX: &str = "Not UTF-8, base64 is: ";
 
 /// One JSON value as a header value. Integers become `I64` (the API does not say which width the
 /// broker had; `u64` beyond `i64` becomes `F64`), other numbers `F64`, objects tables, `null` void.
+/// A value nested deeper than [`MAX_DEPTH`] becomes `TooDeep` without bytes (the API does not
+/// give them): shown as such, never republished from this form.
 pub fn header_value_from_json(v: &Value) -> HeaderValue {
+    value_at(v, 1)
+}
+
+fn value_at(v: &Value, level: usize) -> HeaderValue {
     match v {
         Value::Null => HeaderValue::Void,
         Value::Bool(b) => HeaderValue::Bool(*b),
@@ -29,11 +35,39 @@ pub fn header_value_from_json(v: &Value) -> HeaderValue {
             (None, None) => HeaderValue::string(n.to_string()),
         },
         Value::String(s) => string_value(s),
+        Value::Array(_) | Value::Object(_) if level > MAX_DEPTH => HeaderValue::TooDeep {
+            depth: level - 1 + json_depth(v),
+            raw: Vec::new(),
+        },
         Value::Array(items) => {
-            HeaderValue::Array(items.iter().map(header_value_from_json).collect())
+            HeaderValue::Array(items.iter().map(|v| value_at(v, level + 1)).collect())
         }
-        Value::Object(_) => HeaderValue::Table(table_from_json(v)),
+        Value::Object(map) => HeaderValue::Table(
+            map.iter()
+                .map(|(k, v)| (k.clone(), value_at(v, level + 1)))
+                .collect(),
+        ),
     }
+}
+
+/// How many levels of arrays and objects a JSON value has, counted without recursion.
+fn json_depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, level)) = stack.pop() {
+        match v {
+            Value::Array(a) => {
+                deepest = deepest.max(level + 1);
+                stack.extend(a.iter().map(|c| (c, level + 1)));
+            }
+            Value::Object(m) => {
+                deepest = deepest.max(level + 1);
+                stack.extend(m.values().map(|c| (c, level + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// A JSON string as a header string, undoing the management plugin's base64 escape for
@@ -53,7 +87,7 @@ pub fn table_from_json(v: &Value) -> Table {
     match v {
         Value::Object(map) => map
             .iter()
-            .map(|(k, v)| (k.clone(), header_value_from_json(v)))
+            .map(|(k, v)| (k.clone(), value_at(v, 1)))
             .collect(),
         _ => Table::new(),
     }

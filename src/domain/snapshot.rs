@@ -13,7 +13,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value, json};
 
 use super::message::{DeadLetter, Delivery, Properties};
-use super::value::{HeaderValue, Table};
+use super::value::{HeaderValue, MAX_DEPTH, Table};
 
 pub const FORMAT_VERSION: u64 = 1;
 
@@ -232,9 +232,13 @@ fn message_from_json(queue: &str, v: &Value) -> Result<DeadLetter, String> {
 }
 
 pub fn table_to_json(t: &Table) -> Value {
+    table_json_at(t, 1)
+}
+
+fn table_json_at(t: &Table, level: usize) -> Value {
     Value::Object(
         t.iter()
-            .map(|(k, v)| (k.to_string(), value_to_json(v)))
+            .map(|(k, v)| (k.to_string(), value_json_at(v, level)))
             .collect(),
     )
 }
@@ -255,7 +259,17 @@ fn float_json(kind: &str, f: f64) -> Value {
     }
 }
 
+/// One header value, typed. Never recurses deeper than `MAX_DEPTH`: values from outside are
+/// no deeper (deeper ones are `TooDeep`, written flat with their bytes).
 pub fn value_to_json(v: &HeaderValue) -> Value {
+    value_json_at(v, 1)
+}
+
+fn value_json_at(v: &HeaderValue, level: usize) -> Value {
+    if level > MAX_DEPTH && matches!(v, HeaderValue::Table(_) | HeaderValue::Array(_)) {
+        // Only a value built in code gets here; written without bytes, like the API's.
+        return json!({"type": "too-deep", "depth": v.depth(), "base64": ""});
+    }
     match v {
         HeaderValue::Void => json!({"type": "void"}),
         HeaderValue::Bool(b) => json!({"type": "bool", "value": b}),
@@ -274,26 +288,41 @@ pub fn value_to_json(v: &HeaderValue) -> Value {
         HeaderValue::ShortString(b) => bytes_json("short-string", b),
         HeaderValue::LongString(b) => bytes_json("long-string", b),
         HeaderValue::Timestamp(t) => json!({"type": "timestamp", "value": t}),
-        HeaderValue::Table(t) => json!({"type": "table", "value": table_to_json(t)}),
-        HeaderValue::Array(a) => {
-            json!({"type": "array", "value": a.iter().map(value_to_json).collect::<Vec<_>>()})
-        }
+        HeaderValue::Table(t) => json!({"type": "table", "value": table_json_at(t, level + 1)}),
+        HeaderValue::Array(a) => json!({
+            "type": "array",
+            "value": a.iter().map(|v| value_json_at(v, level + 1)).collect::<Vec<_>>()
+        }),
         HeaderValue::Bytes(b) => bytes_json("bytes", b),
+        // Flat, whatever the depth: the exact AMQP bytes, read back as they were.
+        HeaderValue::TooDeep { depth, raw } => {
+            json!({"type": "too-deep", "depth": depth, "base64": B64.encode(raw)})
+        }
     }
 }
 
 pub fn table_from_json(v: &Value) -> Result<Table, String> {
+    table_at(v, 1)
+}
+
+fn table_at(v: &Value, level: usize) -> Result<Table, String> {
     let obj = v.as_object().ok_or("headers are not an object")?;
     obj.iter()
         .map(|(k, v)| {
-            value_from_json(v)
+            value_at(v, level)
                 .map(|hv| (k.clone(), hv))
                 .map_err(|e| format!("header {k}: {e}"))
         })
         .collect()
 }
 
+/// One typed header value. Tables and arrays deeper than [`MAX_DEPTH`] are refused (Warren
+/// writes such values flat, as `too-deep`), so reading never recurses further than that.
 pub fn value_from_json(v: &Value) -> Result<HeaderValue, String> {
+    value_at(v, 1)
+}
+
+fn value_at(v: &Value, level: usize) -> Result<HeaderValue, String> {
     let kind = v
         .get("type")
         .and_then(Value::as_str)
@@ -352,14 +381,27 @@ pub fn value_from_json(v: &Value) -> Result<HeaderValue, String> {
             val.and_then(Value::as_u64)
                 .ok_or("timestamp without a value")?,
         ),
-        "table" => HeaderValue::Table(table_from_json(val.ok_or("table without a value")?)?),
+        "table" | "array" if level > MAX_DEPTH => {
+            return Err(format!(
+                "nested deeper than {MAX_DEPTH} levels (Warren writes such a value as \"too-deep\")"
+            ));
+        }
+        "table" => HeaderValue::Table(table_at(val.ok_or("table without a value")?, level + 1)?),
         "array" => HeaderValue::Array(
             val.and_then(Value::as_array)
                 .ok_or("array without a value")?
                 .iter()
-                .map(value_from_json)
+                .map(|v| value_at(v, level + 1))
                 .collect::<Result<_, _>>()?,
         ),
+        "too-deep" => HeaderValue::TooDeep {
+            depth: v
+                .get("depth")
+                .and_then(Value::as_u64)
+                .and_then(|d| usize::try_from(d).ok())
+                .ok_or("too-deep without a depth")?,
+            raw: bytes()?,
+        },
         other => return Err(format!("unknown value type '{other}'")),
     })
 }

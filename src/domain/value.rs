@@ -4,6 +4,14 @@
 
 use std::fmt;
 
+/// How many levels of tables and arrays a header value may have inside Warren. AMQP puts no
+/// limit on nesting (a 35 KB header can be 5,000 levels deep); every recursive walk over a
+/// value (conversion, display, fingerprints, snapshots) is bounded by this instead. A value
+/// nested deeper is kept as [`HeaderValue::TooDeep`]: its exact AMQP encoding, shown as such.
+/// 32 because a snapshot writes each level as two nested JSON objects and serde_json reads at
+/// most 128; real headers (x-death, framework fault headers) are 3 or 4 levels deep.
+pub const MAX_DEPTH: usize = 32;
+
 /// One AMQP 0.9.1 field value (RabbitMQ's dialect, which is what lapin and the broker speak).
 #[derive(Clone, Debug, PartialEq)]
 pub enum HeaderValue {
@@ -32,6 +40,15 @@ pub enum HeaderValue {
     Array(Vec<HeaderValue>),
     /// `x`: RabbitMQ's byte array.
     Bytes(Vec<u8>),
+    /// A table or array nested deeper than [`MAX_DEPTH`] levels, not taken apart: `raw` is its
+    /// AMQP field-value encoding (type letter and payload) exactly as received, so a replay
+    /// sends the same bytes; `depth` is how many levels of tables and arrays it has. `raw` is
+    /// empty when the value came without its bytes (the management API's JSON): such a value
+    /// can be shown but not republished.
+    TooDeep {
+        depth: usize,
+        raw: Vec<u8>,
+    },
 }
 
 impl HeaderValue {
@@ -114,7 +131,108 @@ impl HeaderValue {
             HeaderValue::Table(_) => "table",
             HeaderValue::Array(_) => "array",
             HeaderValue::Bytes(_) => "bytes",
+            HeaderValue::TooDeep { .. } => "too-deep",
         }
+    }
+
+    /// How many levels of tables and arrays the value has (0 for a scalar). Counts at most
+    /// `MAX_DEPTH + 1` levels for structured values; a `TooDeep` value reports its own depth.
+    pub fn depth(&self) -> usize {
+        fn go(v: &HeaderValue, level: usize) -> usize {
+            if level > MAX_DEPTH {
+                return level;
+            }
+            match v {
+                HeaderValue::Table(t) => t
+                    .iter()
+                    .map(|(_, v)| go(v, level + 1))
+                    .max()
+                    .unwrap_or(level + 1)
+                    .max(level + 1),
+                HeaderValue::Array(a) => a
+                    .iter()
+                    .map(|v| go(v, level + 1))
+                    .max()
+                    .unwrap_or(level + 1)
+                    .max(level + 1),
+                // `depth` may come from a snapshot: any number.
+                HeaderValue::TooDeep { depth, .. } => level.saturating_add(*depth),
+                _ => level,
+            }
+        }
+        go(self, 0)
+    }
+
+    /// The plain rendering (as `Display`) cut at about `max_bytes`: the work stops there, so a
+    /// table of 100,000 entries costs no more than a short one. A cut rendering ends in `…`.
+    /// Terminal output must still go through `sanitize`.
+    pub fn display_capped(&self, max_bytes: usize) -> String {
+        let mut w = Capped {
+            out: String::new(),
+            max: max_bytes,
+            full: false,
+        };
+        let _ = fmt::write(&mut w, format_args!("{self}"));
+        if w.full {
+            w.out.push('…');
+        }
+        w.out
+    }
+}
+
+/// A writer that takes at most `max` bytes and then fails, which stops `Display` early.
+struct Capped {
+    out: String,
+    max: usize,
+    full: bool,
+}
+
+impl fmt::Write for Capped {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.max.saturating_sub(self.out.len());
+        if s.len() <= room {
+            self.out.push_str(s);
+            return Ok(());
+        }
+        let mut cut = room;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.out.push_str(&s[..cut]);
+        self.full = true;
+        Err(fmt::Error)
+    }
+}
+
+/// Writes `v` as `Display` does, refusing to go deeper than `MAX_DEPTH` levels even for a value
+/// built in code (values from outside never are: conversions make them `TooDeep`).
+fn write_value(f: &mut fmt::Formatter<'_>, v: &HeaderValue, level: usize) -> fmt::Result {
+    if level > MAX_DEPTH {
+        return f.write_str("<nested too deep>");
+    }
+    match v {
+        HeaderValue::Table(t) => {
+            f.write_str("{")?;
+            for (i, (k, v)) in t.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{k}: ")?;
+                write_value(f, v, level + 1)?;
+            }
+            f.write_str("}")
+        }
+        HeaderValue::Array(a) => {
+            f.write_str("[")?;
+            for (i, v) in a.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write_value(f, v, level + 1)?;
+            }
+            f.write_str("]")
+        }
+        other => write!(f, "{other}"),
     }
 }
 
@@ -139,27 +257,13 @@ impl fmt::Display for HeaderValue {
                 f.write_str(&String::from_utf8_lossy(b))
             }
             HeaderValue::Timestamp(v) => write!(f, "@{v}"),
-            HeaderValue::Table(t) => {
-                f.write_str("{")?;
-                for (i, (k, v)) in t.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{k}: {v}")?;
-                }
-                f.write_str("}")
-            }
-            HeaderValue::Array(a) => {
-                f.write_str("[")?;
-                for (i, v) in a.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{v}")?;
-                }
-                f.write_str("]")
-            }
+            HeaderValue::Table(_) | HeaderValue::Array(_) => write_value(f, self, 0),
             HeaderValue::Bytes(b) => write!(f, "<{} bytes>", b.len()),
+            HeaderValue::TooDeep { depth, raw } => write!(
+                f,
+                "<nested {depth} levels deep (Warren reads {MAX_DEPTH}); kept as received, {} bytes>",
+                raw.len()
+            ),
         }
     }
 }

@@ -312,7 +312,8 @@ fn header_value(key: &str, v: &HeaderValue) -> String {
                 t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string()
             }),
         // Display of a table or array can hold broker strings: sanitise the whole rendering.
-        other => sanitize::display(&other.to_string(), HEADER_CHARS),
+        // Rendered only as far as is shown: a table of 100,000 entries costs a short one.
+        other => sanitize::display(&other.display_capped(HEADER_CHARS * 4 + 16), HEADER_CHARS),
     }
 }
 
