@@ -127,6 +127,8 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
                 sanitize::one_line(&text, 600)
             ));
             state.pending_reread = Some(queue);
+            // Nothing was read: back on the queue list, where Enter again confirms.
+            state.focus = Focus::Queues;
             state.dirty = true;
             Vec::new()
         }
