@@ -10,7 +10,7 @@
 //! Consuming and publishing use two channels, so a publish that closes its channel (an exchange
 //! that vanished) cannot take the DLQ's delivery tags with it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
@@ -27,9 +27,11 @@ use lapin::types::FieldTable;
 use tokio::sync::watch;
 
 use crate::broker::amqp;
+use crate::domain::engine::{
+    ConfirmOutcome, Config, Decision, Effect, Engine, Event, Limits, Tally,
+};
 use crate::domain::explain;
 use crate::domain::identity;
-use crate::domain::message::DeadLetter;
 use crate::domain::quorum::BrowsePolicy;
 use crate::domain::replay::{self as plan, ReplayOptions};
 use crate::domain::selection::Selection;
@@ -60,45 +62,7 @@ pub struct Job {
     pub quorum: BrowsePolicy,
 }
 
-/// Why the run ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// Went through everything the queue held when the replay started.
-    ReachedStartDepth,
-    /// The DLQ ran dry (or nothing arrived for a while).
-    QueueEmpty,
-    LimitReached,
-    Cancelled,
-    /// The hold-back window filled: more matching messages may lie further down.
-    WindowFull {
-        window: usize,
-    },
-    /// A quorum message came close to its delivery limit; returning more would risk losing it.
-    QuorumSafety(String),
-    /// The connection or a channel failed.
-    ConnectionLost(String),
-}
-
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StopReason::ReachedStartDepth => {
-                f.write_str("went through every message the queue held at the start")
-            }
-            StopReason::QueueEmpty => f.write_str("the queue is empty"),
-            StopReason::LimitReached => f.write_str("the limit was reached"),
-            StopReason::Cancelled => {
-                f.write_str("cancelled; in-flight messages were settled, the rest untouched")
-            }
-            StopReason::WindowFull { window } => write!(
-                f,
-                "held back {window} unselected messages (the window); more matching messages may lie further down — raise --window or replay again"
-            ),
-            StopReason::QuorumSafety(why) => write!(f, "stopped for quorum safety: {why}"),
-            StopReason::ConnectionLost(why) => write!(f, "the connection was lost: {why}"),
-        }
-    }
-}
+pub use crate::domain::engine::{AckOp, AckTracker, StopReason};
 
 /// Progress while running; also the final tally.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -111,6 +75,9 @@ pub struct Progress {
     /// Messages per second over the run so far.
     pub rate: f64,
     pub eta: Option<Duration>,
+    /// Set while the broker blocks publishing (`connection.blocked`), with its reason (e.g.
+    /// "low on memory"): the run waits, up to a deadline.
+    pub blocked: Option<String>,
 }
 
 /// The outcome of a run.
@@ -126,10 +93,29 @@ pub struct Summary {
     pub moved_ids: Vec<String>,
     /// Why messages were returned or failed, with counts.
     pub problems: BTreeMap<String, u64>,
-    /// Confirmed by the target but not acknowledged in the DLQ because the connection failed:
-    /// these are now in both places.
+    /// Messages that may now be in both the target and the DLQ (an upper bound: confirmed by
+    /// the target without a provably processed ack, or unanswered when the connection died).
     pub duplicated: u64,
+    /// Of `duplicated`, those that certainly are in both places (confirmed, never acked).
+    pub duplicated_certain: u64,
+    /// Keys of the messages counted in `duplicated`.
+    pub duplicate_ids: Vec<String>,
     pub stop: StopReason,
+    /// Set when the run ended without settling (a second cancel, or settling past its
+    /// deadline): its unacknowledged deliveries go back to the DLQ when the connection closes.
+    pub forced: Option<String>,
+}
+
+impl Summary {
+    /// Every selected message the run reached was moved, nothing failed, nothing was returned,
+    /// nothing may be duplicated, and it stopped because it was done.
+    pub fn completed(&self) -> bool {
+        self.stop.is_finished()
+            && self.forced.is_none()
+            && self.progress.failed == 0
+            && self.progress.returned == 0
+            && self.duplicated == 0
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,89 +124,6 @@ pub enum ReplayError {
     Channel(String),
     #[error("queue '{queue}' cannot be read: {reason}")]
     Queue { queue: String, reason: String },
-}
-
-/// Settles DLQ deliveries with as few frames as possible: one `multiple` ack for a run of ready
-/// tags below anything still held or in flight, single acks above. Never acks a tag twice (the
-/// broker closes the channel for that) and never acks a held tag.
-#[derive(Debug, Default)]
-pub struct AckTracker {
-    ready: BTreeSet<u64>,
-    /// Received and not yet decided (being planned or awaiting a confirm).
-    pending: BTreeSet<u64>,
-    /// To be handed back at the end.
-    held: BTreeSet<u64>,
-    max_seen: u64,
-}
-
-/// One ack frame to send.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AckOp {
-    pub tag: u64,
-    pub multiple: bool,
-}
-
-impl AckTracker {
-    pub fn received(&mut self, tag: u64) {
-        self.pending.insert(tag);
-        self.max_seen = self.max_seen.max(tag);
-    }
-    pub fn ready(&mut self, tag: u64) {
-        self.pending.remove(&tag);
-        self.ready.insert(tag);
-    }
-    pub fn hold(&mut self, tag: u64) {
-        self.pending.remove(&tag);
-        self.held.insert(tag);
-    }
-    pub fn held(&self) -> usize {
-        self.held.len()
-    }
-    pub fn pending(&self) -> usize {
-        self.pending.len()
-    }
-    /// Confirmed tags not yet acknowledged.
-    pub fn ready_len(&self) -> usize {
-        self.ready.len()
-    }
-    pub fn max_seen(&self) -> u64 {
-        self.max_seen
-    }
-    /// Tags that are not yet acknowledged (held or pending).
-    pub fn unsettled(&self) -> usize {
-        self.held.len() + self.pending.len() + self.ready.len()
-    }
-
-    /// The ack frames that settle the ready tags that can be settled well now. Tags above a
-    /// pending one wait for it: confirms resolve in bursts and out of order, and acknowledging
-    /// them one by one then would cost a frame each, where waiting lets one `multiple` ack cover
-    /// the run. Tags above a held one can never be covered by a `multiple` ack (it would take the
-    /// held message too), so those are acknowledged singly.
-    pub fn flush(&mut self) -> Vec<AckOp> {
-        let eligible: Vec<u64> = match self.pending.first() {
-            Some(&low) => self.ready.range(..low).copied().collect(),
-            None => self.ready.iter().copied().collect(),
-        };
-        let held_low = self.held.first().copied();
-        let mut ops = Vec::new();
-        let (covered, single): (Vec<u64>, Vec<u64>) = eligible
-            .iter()
-            .partition(|&&t| held_low.is_none_or(|h| t < h));
-        if let Some(&top) = covered.last() {
-            ops.push(AckOp {
-                tag: top,
-                multiple: true,
-            });
-        }
-        ops.extend(single.iter().map(|&tag| AckOp {
-            tag,
-            multiple: false,
-        }));
-        for t in &eligible {
-            self.ready.remove(t);
-        }
-        ops
-    }
 }
 
 /// Message-per-second pacing: message `n` may go at `start + n / rate`, where `start` is the
@@ -272,21 +175,78 @@ async fn next_confirm(
     }
 }
 
-struct InFlight {
-    key: String,
-    target: String,
+/// A message read from the DLQ and waiting for its rate slot, ready to publish.
+struct Outgoing {
+    tag: u64,
+    target: TargetKey,
+    props: lapin::BasicProperties,
+    body: Vec<u8>,
 }
 
-/// How long the DLQ may stay silent before the run assumes it is empty.
-const IDLE: Duration = Duration::from_secs(2);
-/// Flush acks after this many ready tags, whenever nothing is pending, and at least every
-/// [`ACK_EVERY`]: a confirmed message that is not yet acknowledged is replayed again if the
-/// connection dies, so a slow (throttled) run must not sit on a large batch.
-const ACK_BATCH: usize = 256;
-const ACK_EVERY: Duration = Duration::from_millis(50);
+/// Why an awaited step did not give its answer.
+enum Cut {
+    Timeout(Duration),
+    /// A cancel (signal) arrived while waiting.
+    Cancel,
+    Failed(String),
+}
+
+impl Cut {
+    fn text(&self, what: &str) -> String {
+        match self {
+            Cut::Timeout(d) => format!("{what}: no answer within {}s", d.as_secs()),
+            Cut::Cancel => format!("{what}: interrupted by a signal"),
+            Cut::Failed(e) => format!("{what}: {e}"),
+        }
+    }
+}
+
+/// Awaits `fut` for at most `limit`, giving up early when `cancel` changes.
+async fn bounded<T, E: std::fmt::Display>(
+    limit: Duration,
+    cancel: &mut CancelWatch,
+    fut: impl Future<Output = Result<T, E>>,
+) -> Result<T, Cut> {
+    tokio::select! {
+        biased;
+        () = cancel.next() => Err(Cut::Cancel),
+        r = tokio::time::timeout(limit, fut) => match r {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Cut::Failed(e.to_string())),
+            Err(_) => Err(Cut::Timeout(limit)),
+        },
+    }
+}
+
+/// The cancel signal: each new `true` sent (or the sender going away) is one cancel.
+struct CancelWatch {
+    rx: watch::Receiver<bool>,
+    open: bool,
+}
+
+impl CancelWatch {
+    /// Resolves at the next cancel; never when the sender is gone and that was reported.
+    async fn next(&mut self) {
+        loop {
+            if !self.open {
+                return std::future::pending().await;
+            }
+            match self.rx.changed().await {
+                Ok(()) if *self.rx.borrow_and_update() => return,
+                Ok(()) => continue,
+                Err(_) => {
+                    // The sender is gone: nobody can cancel any more, which is taken as a cancel.
+                    self.open = false;
+                    return;
+                }
+            }
+        }
+    }
+}
 
 /// Runs a replay. `cancel` flips to `true` to stop: in-flight messages are settled correctly and
-/// the rest is left untouched. `on_progress` is called a few times a second.
+/// the rest is left untouched; sending `true` again ends the run at once. `on_progress` is called
+/// a few times a second, and at once when the broker blocks or unblocks publishing.
 pub async fn run(
     conn: &lapin::Connection,
     job: &Job,
@@ -299,41 +259,78 @@ pub async fn run(
 /// [`run`] with the DLQ consumed on `consume_conn` and the target published on `publish_conn`.
 /// Two connections let the broker parse publishes and encode deliveries in parallel (each
 /// connection has its own reader and writer), which is most of its cost per replayed message.
+///
+/// The decisions are `domain::engine`'s; this function only performs its effects and turns what
+/// the broker does into its events. Every await is bounded by a deadline.
 pub async fn run_split(
     consume_conn: &lapin::Connection,
     publish_conn: &lapin::Connection,
     job: &Job,
     cancel: watch::Receiver<bool>,
+    on_progress: impl FnMut(&Progress),
+) -> Result<Summary, ReplayError> {
+    run_with(
+        consume_conn,
+        publish_conn,
+        job,
+        Limits::default(),
+        cancel,
+        on_progress,
+    )
+    .await
+}
+
+/// [`run_split`] with the deadlines given.
+pub async fn run_with(
+    consume_conn: &lapin::Connection,
+    publish_conn: &lapin::Connection,
+    job: &Job,
+    limits: Limits,
+    cancel: watch::Receiver<bool>,
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<Summary, ReplayError> {
-    let consume = consume_conn
-        .create_channel()
-        .await
-        .map_err(|e| ReplayError::Channel(e.to_string()))?;
-    let publish = publish_conn
-        .create_channel()
-        .await
-        .map_err(|e| ReplayError::Channel(e.to_string()))?;
-    publish
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .map_err(|e| ReplayError::Channel(e.to_string()))?;
-
-    let queue_err = |e: lapin::Error| ReplayError::Queue {
-        queue: job.dlq.clone(),
-        reason: e.to_string(),
+    let step = limits.step;
+    let mut cancel = CancelWatch {
+        rx: cancel,
+        open: true,
     };
-    let declared = consume
-        .queue_declare(
+    let separate = !std::ptr::eq(consume_conn, publish_conn);
+    // Listen before anything is published: `connection.blocked` comes when the first publish
+    // meets an alarm.
+    let mut conn_events = publish_conn.events_listener();
+    let chan_err = |e: Cut| ReplayError::Channel(e.text("opening a channel"));
+    let consume = bounded(step, &mut cancel, consume_conn.create_channel())
+        .await
+        .map_err(chan_err)?;
+    let publish = bounded(step, &mut cancel, publish_conn.create_channel())
+        .await
+        .map_err(chan_err)?;
+    bounded(
+        step,
+        &mut cancel,
+        publish.confirm_select(ConfirmSelectOptions::default()),
+    )
+    .await
+    .map_err(|e| ReplayError::Channel(e.text("confirm mode")))?;
+
+    let queue_err = |e: Cut| ReplayError::Queue {
+        queue: job.dlq.clone(),
+        reason: e.text("declare"),
+    };
+    let declared = bounded(
+        step,
+        &mut cancel,
+        consume.queue_declare(
             job.dlq.as_str().into(),
             QueueDeclareOptions {
                 passive: true,
                 ..Default::default()
             },
             FieldTable::default(),
-        )
-        .await
-        .map_err(queue_err)?;
+        ),
+    )
+    .await
+    .map_err(queue_err)?;
     let depth_at_start = u64::from(declared.message_count());
 
     // Held messages stay unacknowledged, so the prefetch must leave room for them.
@@ -343,10 +340,13 @@ pub async fn run_split(
         Selection::All if job.allowed_targets.len() <= 1 => 2000,
         _ => u16::try_from(job.window.saturating_add(1000)).unwrap_or(u16::MAX),
     };
-    consume
-        .basic_qos(prefetch, BasicQosOptions::default())
-        .await
-        .map_err(queue_err)?;
+    bounded(
+        step,
+        &mut cancel,
+        consume.basic_qos(prefetch, BasicQosOptions::default()),
+    )
+    .await
+    .map_err(queue_err)?;
 
     let mut summary = Summary {
         progress: Progress {
@@ -359,315 +359,431 @@ pub async fn run_split(
         moved_ids: Vec::new(),
         problems: BTreeMap::new(),
         duplicated: 0,
+        duplicated_certain: 0,
+        duplicate_ids: Vec::new(),
         stop: StopReason::ReachedStartDepth,
+        forced: None,
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
+        close_quietly(&consume, &publish, None, step).await;
         return Ok(summary);
     }
 
     let tag = format!("warren-replay-{}", std::process::id());
-    let mut consumer = consume
-        .basic_consume(
+    let mut consumer = bounded(
+        step,
+        &mut cancel,
+        consume.basic_consume(
             job.dlq.as_str().into(),
             tag.as_str().into(),
             BasicConsumeOptions::default(),
             FieldTable::default(),
-        )
-        .await
-        .map_err(queue_err)?;
+        ),
+    )
+    .await
+    .map_err(queue_err)?;
 
     let started = Instant::now();
+    let mut engine = Engine::new(
+        Config {
+            depth_at_start,
+            limit: job.limit,
+            window: job.window,
+            prefetch: usize::from(prefetch),
+            limits: limits.clone(),
+        },
+        started,
+    );
+    let mut fx: VecDeque<Effect> = VecDeque::new();
+    if publish_conn.status().blocked() {
+        fx.extend(engine.on(
+            Instant::now(),
+            Event::Blocked("blocked before the run started".into()),
+        ));
+    }
     let mut pacer = Pacer::new(job.rate);
-    let mut acks = AckTracker::default();
     let mut inflight: FuturesUnordered<InFlightFuture> = FuturesUnordered::new();
     // Publishes that completed on their first poll (a closed channel fails at once).
     let mut early: VecDeque<(u64, lapin::Result<Confirmation>)> = VecDeque::new();
-    let mut inflight_meta: HashMap<u64, InFlight> = HashMap::new();
-    let mut seen: u64 = 0;
-    let mut published: u64 = 0;
-    let mut taking = true;
-    let mut stop: Option<StopReason> = None;
-    let mut cancel = cancel;
+    let mut outgoing: Option<Outgoing> = None;
+    let mut depth_ch: Option<lapin::Channel> = None;
+    let mut events_open = true;
     let mut last_progress = Instant::now();
-    let mut last_ack = Instant::now();
-    // A selected delivery waiting for its rate slot.
-    let mut waiting: Option<(u64, String, String, plan::ReplayPlan, DeadLetter)> = None;
+    let mut blocked_shown: Option<String> = None;
 
-    macro_rules! problem {
-        ($why:expr) => {
-            *summary.problems.entry($why).or_insert(0) += 1
-        };
-    }
-
-    loop {
-        if !taking && waiting.is_none() && inflight.is_empty() && early.is_empty() {
-            break;
-        }
-        let slot = pacer.next_slot();
-        tokio::select! {
-            biased;
-            changed = cancel.changed(), if taking || waiting.is_some() => {
-                if changed.is_err() || *cancel.borrow() {
-                    taking = false;
-                    stop.get_or_insert(StopReason::Cancelled);
-                    if let Some((t, ..)) = waiting.take() {
-                        acks.hold(t);
-                    }
-                }
-            }
-            confirm = next_confirm(&mut early, &mut inflight), if !inflight.is_empty() || !early.is_empty() => {
-                let Some((t, result)): Option<(u64, lapin::Result<Confirmation>)> = confirm else { continue };
-                let meta: Option<InFlight> = inflight_meta.remove(&t);
-                match result {
-                    Ok(Confirmation::Ack(None)) => {
-                        acks.ready(t);
-                        summary.progress.moved += 1;
-                        if let Some(m) = meta {
-                            *summary.targets.entry(m.target).or_insert(0) += 1;
-                            summary.moved_ids.push(m.key);
-                        }
-                    }
-                    Ok(Confirmation::Ack(Some(ret))) => {
-                        acks.hold(t);
-                        summary.progress.returned += 1;
-                        problem!(format!("returned by the broker: {} {}", ret.reply_code, ret.reply_text));
-                    }
-                    Ok(Confirmation::Nack(_)) => {
-                        acks.hold(t);
-                        summary.progress.failed += 1;
-                        problem!("the broker refused the publish (nack)".to_string());
-                    }
-                    Ok(Confirmation::NotRequested) => {
-                        // Cannot happen on a confirm channel; never ack what was not confirmed.
-                        acks.hold(t);
-                        summary.progress.failed += 1;
-                        problem!("no publisher confirm".to_string());
-                    }
-                    Err(e) => {
-                        acks.hold(t);
-                        summary.progress.failed += 1;
-                        problem!(format!("publish failed: {e}"));
-                        taking = false;
-                        stop.get_or_insert(StopReason::ConnectionLost(e.to_string()));
-                    }
-                }
-            }
-            _ = until(slot), if waiting.is_some() => {
-                let Some((t, key, target, p, msg)) = waiting.take() else { continue };
-                let Some(target_key) = p.target.as_ref().map(|tg| (tg.exchange.clone(), tg.routing_key.clone())) else {
-                    acks.hold(t);
-                    continue;
-                };
-                let props = match amqp::properties_to_amqp(&msg.properties, &p.headers) {
-                    Ok(props) => props,
-                    Err(e) => {
-                        acks.hold(t);
-                        summary.progress.failed += 1;
-                        problem!(format!("cannot be re-encoded for publishing: {e}"));
+    'run: loop {
+        while let Some(effect) = fx.pop_front() {
+            let ev = match effect {
+                Effect::Finish => break 'run,
+                Effect::Publish(t) => {
+                    let Some(out) = outgoing.take().filter(|o| o.tag == t) else {
                         continue;
-                    }
-                };
-                // Publishes are not awaited one by one: lapin resolves a publish only once the IO
-                // loop has written it, a thread hop per message. The first poll hands the frames
-                // to lapin, so messages still go out in the order they were read; the rest (the
-                // write, then the confirm) completes in `inflight`. A publish that fails (closed
-                // channel) completes with the error and is handled with the confirms.
-                let ch = publish.clone();
-                let mut fut: InFlightFuture = Box::pin(async move {
-                    let r = match ch
-                        .basic_publish(
-                            target_key.0.as_str().into(),
-                            target_key.1.as_str().into(),
-                            BasicPublishOptions { mandatory: true, ..Default::default() },
-                            &msg.body,
+                    };
+                    // Publishes are not awaited one by one: lapin resolves a publish only once
+                    // the IO loop has written it, a thread hop per message. The first poll hands
+                    // the frames to lapin, so messages still go out in the order they were read;
+                    // the rest (the write, then the confirm) completes in `inflight`, bounded by
+                    // the engine's confirm deadline. A publish that fails (closed channel)
+                    // completes with the error and is handled with the confirms.
+                    let ch = publish.clone();
+                    let mut fut: InFlightFuture = Box::pin(async move {
+                        let Outgoing {
+                            tag,
+                            target,
                             props,
+                            body,
+                        } = out;
+                        let r = match ch
+                            .basic_publish(
+                                target.0.as_str().into(),
+                                target.1.as_str().into(),
+                                BasicPublishOptions {
+                                    mandatory: true,
+                                    ..Default::default()
+                                },
+                                &body,
+                                props,
+                            )
+                            .await
+                        {
+                            Ok(confirm) => confirm.await,
+                            Err(e) => Err(e),
+                        };
+                        (tag, r)
+                    });
+                    match futures_util::poll!(fut.as_mut()) {
+                        Poll::Ready(done) => early.push_back(done),
+                        Poll::Pending => inflight.push(fut),
+                    }
+                    pacer.published();
+                    continue;
+                }
+                Effect::Ack(ops) => {
+                    let r = bounded(step, &mut cancel, send_acks(&consume, ops)).await;
+                    match r {
+                        Err(Cut::Cancel) => Event::Cancel,
+                        r => Event::AcksWritten(r.map_err(|e| {
+                            e.text("acknowledging in the dead-letter queue failed")
+                        })),
+                    }
+                }
+                Effect::Sync => {
+                    // basic.qos is answered after every frame sent before it on this channel was
+                    // processed: it proves the acks written so far.
+                    let r = bounded(
+                        step,
+                        &mut cancel,
+                        consume.basic_qos(prefetch, BasicQosOptions::default()),
+                    )
+                    .await;
+                    match r {
+                        Err(Cut::Cancel) => Event::Cancel,
+                        r => Event::Synced(
+                            r.map_err(|e| e.text("the dead-letter queue's channel")),
+                        ),
+                    }
+                }
+                Effect::AskDepth => {
+                    let r = ask_depth(consume_conn, &mut depth_ch, &job.dlq, step, &mut cancel)
+                        .await;
+                    match r {
+                        Err(Cut::Cancel) => Event::Cancel,
+                        r => Event::Depth(r.map_err(|e| e.text("passive declare"))),
+                    }
+                }
+                Effect::CancelConsumer => {
+                    let r = if consume.status().connected() {
+                        bounded(
+                            step,
+                            &mut cancel,
+                            consume.basic_cancel(tag.as_str().into(), BasicCancelOptions::default()),
                         )
                         .await
-                    {
-                        Ok(confirm) => confirm.await,
-                        Err(e) => Err(e),
+                        .map_err(|e| e.text("cancelling the consumer"))
+                    } else {
+                        Err("the dead-letter queue's channel is closed".to_string())
                     };
-                    (t, r)
-                });
-                match futures_util::poll!(fut.as_mut()) {
-                    Poll::Ready(done) => early.push_back(done),
-                    Poll::Pending => inflight.push(fut),
+                    Event::ConsumerCancelled(r)
                 }
-                pacer.published();
-                published += 1;
-                inflight_meta.insert(t, InFlight { key, target });
-                if job.limit.is_some_and(|l| published >= l) {
-                    taking = false;
-                    stop.get_or_insert(StopReason::LimitReached);
+                Effect::Drain => {
+                    // What the broker had sent before cancel-ok is held and handed back with the
+                    // rest, so no delivery is left for a channel close to return (which would
+                    // count a delivery on quorum queues).
+                    let drain_until = Instant::now() + step;
+                    loop {
+                        let left = drain_until.saturating_duration_since(Instant::now());
+                        let wait = left.min(Duration::from_millis(500));
+                        match bounded(wait, &mut cancel, async {
+                            consumer.next().await.ok_or("consumer ended").map(|d| d.map_err(|e| e.to_string()))
+                        })
+                        .await
+                        {
+                            Ok(Ok(d)) => {
+                                fx.extend(engine.on(Instant::now(), Event::Drained(d.delivery_tag)));
+                            }
+                            Err(Cut::Cancel) => {
+                                fx.extend(engine.on(Instant::now(), Event::Cancel));
+                                break;
+                            }
+                            _ => break,
+                        }
+                    }
+                    Event::DrainDone
                 }
-            }
-            next = tokio::time::timeout(IDLE, consumer.next()), if taking && waiting.is_none() => {
-                let delivery = match next {
-                    Err(_) => {
-                        taking = false;
-                        stop.get_or_insert(StopReason::QueueEmpty);
-                        continue;
+                Effect::Nack { top } => {
+                    let r = bounded(
+                        step,
+                        &mut cancel,
+                        consume.basic_nack(
+                            top,
+                            BasicNackOptions {
+                                multiple: true,
+                                requeue: true,
+                            },
+                        ),
+                    )
+                    .await;
+                    match r {
+                        Err(Cut::Cancel) => Event::Cancel,
+                        r => Event::HandedBack(r.map_err(|e| e.text("nack"))),
                     }
-                    // The stream ends only when the broker cancelled the consumer or the channel
-                    // closed: not an empty queue, and not a success.
-                    Ok(None) => {
-                        taking = false;
-                        stop.get_or_insert(StopReason::ConnectionLost(
-                            "the broker cancelled the consumer (was the queue deleted?) or closed the channel".into(),
-                        ));
-                        continue;
+                }
+                Effect::Close => {
+                    let r = if consume.status().connected() {
+                        bounded(step, &mut cancel, consume.close(200, "replay done".into()))
+                            .await
+                            .map_err(|e| e.text("closing the dead-letter queue's channel"))
+                    } else {
+                        Err("the dead-letter queue's channel was already closed".to_string())
+                    };
+                    close_quietly(&consume, &publish, depth_ch.take(), step).await;
+                    Event::Closed(r)
+                }
+            };
+            fx.extend(engine.on(Instant::now(), ev));
+        }
+
+        let wants = engine.wants();
+        let deadline = engine.deadline();
+        let slot = pacer.next_slot();
+        let ev = tokio::select! {
+            biased;
+            () = cancel.next() => Event::Cancel,
+            e = conn_events.next(), if events_open => match e {
+                Some(lapin::Event::ConnectionBlocked(why)) => Event::Blocked(why),
+                Some(lapin::Event::ConnectionUnblocked) => Event::Unblocked,
+                Some(_) => continue,
+                None => {
+                    events_open = false;
+                    continue;
+                }
+            },
+            confirm = next_confirm(&mut early, &mut inflight), if wants.confirms && (!inflight.is_empty() || !early.is_empty()) => {
+                let Some((t, result)) = confirm else { continue };
+                let outcome = match result {
+                    Ok(Confirmation::Ack(None)) => ConfirmOutcome::Ack,
+                    Ok(Confirmation::Ack(Some(ret))) => {
+                        ConfirmOutcome::Returned(format!("{} {}", ret.reply_code, ret.reply_text))
                     }
-                    Ok(Some(Err(e))) => {
-                        taking = false;
-                        stop.get_or_insert(StopReason::ConnectionLost(e.to_string()));
-                        continue;
-                    }
-                    Ok(Some(Ok(d))) => d,
+                    Ok(Confirmation::Nack(_)) => ConfirmOutcome::Nack,
+                    // Cannot happen on a confirm channel; never ack what was not confirmed.
+                    Ok(Confirmation::NotRequested) => ConfirmOutcome::Failed("no publisher confirm".into()),
+                    // The broker closed the channel over an error (a missing exchange, access):
+                    // nothing after it was routed. A dead connection may have delivered it.
+                    Err(e) if publish_conn.status().connected() => ConfirmOutcome::Failed(e.to_string()),
+                    Err(e) => ConfirmOutcome::Unknown(e.to_string()),
                 };
-                let t = delivery.delivery_tag;
-                acks.received(t);
-                seen += 1;
-                if seen >= depth_at_start {
-                    // "All" is what the queue held at the start: what arrives now waits for the next run.
-                    taking = false;
-                    stop.get_or_insert(StopReason::ReachedStartDepth);
-                }
-                // The whole body: replay publishes exactly what it read.
-                let msg = amqp::dead_letter_from_delivery(&job.dlq, seen - 1, delivery, usize::MAX);
-                let exp = explain::explain(&msg);
-                let key = identity::message_key(&msg);
-                let age = job.ages.get(&key).copied();
-                let delivery_count = msg.delivery.delivery_count;
-                let near_limit = delivery_count.is_some_and(|c| !job.quorum.message_safe(c));
-
-                if !job.selection.selects(&msg, &exp, &key, age) {
-                    acks.hold(t);
-                    summary.held_back += 1;
-                } else {
-                    let p = plan::plan(
-                        &msg,
-                        &exp,
-                        &ReplayOptions { keep_attempts: job.keep_attempts, target_queue: job.to.clone(), now: jiff::Timestamp::now() },
-                    );
-                    match refusal(job, &p) {
-                        Some(why) => {
-                            acks.hold(t);
-                            summary.progress.failed += 1;
-                            problem!(why);
-                        }
-                        None => {
-                            let target = p
-                                .target
-                                .as_ref()
-                                .map(|tg| tg.expected_queue.clone().unwrap_or_else(|| format!("exchange {}", tg.exchange)))
-                                .unwrap_or_default();
-                            waiting = Some((t, key, target, p, msg));
-                        }
-                    }
-                }
-                if near_limit && waiting.is_none() {
-                    taking = false;
-                    stop.get_or_insert(StopReason::QuorumSafety(format!(
-                        "message {} has been delivered {} times; returning more messages could push them past the queue's delivery limit",
-                        seen,
-                        delivery_count.unwrap_or(0)
-                    )));
-                }
-                if acks.held() >= job.window {
-                    taking = false;
-                    stop.get_or_insert(StopReason::WindowFull { window: job.window });
-                }
+                engine.compact();
+                Event::Confirm { tag: t, outcome }
             }
-        }
+            () = until(slot), if wants.slot => Event::Slot,
+            next = consumer.next(), if wants.take => match next {
+                // The stream ends only when the broker cancelled the consumer or the channel
+                // closed: not an empty queue, and not a success.
+                None => Event::ConsumeLost(
+                    "the broker cancelled the consumer (was the queue deleted?) or closed the channel".into(),
+                ),
+                Some(Err(e)) => Event::ConsumeLost(e.to_string()),
+                Some(Ok(d)) => {
+                    let (ev, out) = classify(job, engine.tally().seen, d);
+                    outgoing = out;
+                    ev
+                }
+            },
+            () = sleep_until_opt(deadline) => Event::Tick,
+        };
+        fx.extend(engine.on(Instant::now(), ev));
 
-        let ready = acks.ready_len();
-        if ready > 0
-            && (ready >= ACK_BATCH || acks.pending() == 0 || last_ack.elapsed() >= ACK_EVERY)
-        {
-            last_ack = Instant::now();
-            if let Err(e) = send_acks(&consume, acks.flush()).await {
-                // Confirmed by the target but still in the DLQ: they exist twice now.
-                summary.duplicated += ready as u64;
-                stop.get_or_insert(StopReason::ConnectionLost(e));
-                break;
-            }
-        }
-        if last_progress.elapsed() >= Duration::from_millis(200) {
+        let blocked = engine.tally().blocked.clone();
+        if blocked != blocked_shown || last_progress.elapsed() >= Duration::from_millis(200) {
+            blocked_shown = blocked;
             last_progress = Instant::now();
-            update_rate(
-                &mut summary.progress,
-                started,
-                depth_at_start,
-                seen,
-                job.limit,
-            );
+            fill_progress(&mut summary.progress, engine.tally(), started, depth_at_start, job.limit);
             on_progress(&summary.progress);
         }
     }
 
-    // Settle: ack what the broker confirmed, then hand back everything else in one nack. Stop
-    // the consumer first and drain what it had already been sent, so no delivery is left for a
-    // channel close to return (which would count a delivery on quorum queues).
-    // A lost publish channel (e.g. an access refusal) leaves the consuming channel working: its
-    // held messages are still handed back here rather than waiting for the connection to close.
-    let ready = acks.ready_len() as u64;
-    let mut lost = !consume.status().connected();
-    if let Err(e) = send_acks(&consume, acks.flush()).await {
-        stop = Some(StopReason::ConnectionLost(e));
-        lost = true;
-        // Confirmed but never acknowledged: the broker requeues them, so they exist twice now.
-        summary.duplicated += ready;
-    }
-    if !lost {
-        if consume
-            .basic_cancel(tag.as_str().into(), BasicCancelOptions::default())
-            .await
-            .is_ok()
-        {
-            while let Ok(Some(Ok(d))) =
-                tokio::time::timeout(Duration::from_millis(500), consumer.next()).await
-            {
-                acks.received(d.delivery_tag);
-                acks.hold(d.delivery_tag);
-            }
+    if engine.tally().forced.is_some() {
+        // Nothing more is sent. Start closing the publishing connection without waiting for the
+        // broker, so a later close of it (the caller's) returns at once instead of hanging on a
+        // frozen node; deliveries go back to the DLQ when the connections drop.
+        if separate {
+            let _ = tokio::time::timeout(
+                Duration::from_millis(1),
+                publish_conn.close(200, "replay interrupted".into()),
+            )
+            .await;
         }
-        let top = acks.max_seen();
-        if acks.held() > 0
-            && top > 0
-            && let Err(e) = consume
-                .basic_nack(
-                    top,
-                    BasicNackOptions {
-                        multiple: true,
-                        requeue: true,
-                    },
-                )
-                .await
-        {
-            stop = Some(StopReason::ConnectionLost(format!(
-                "handing back held messages failed: {e}"
-            )));
-        }
-        let _ = consume.close(200, "replay done".into()).await;
-    }
-    if publish.status().connected() {
-        let _ = publish.close(200, "replay done".into()).await;
+    } else if separate && publish_conn.status().connected() {
+        let _ = tokio::time::timeout(step, publish_conn.close(200, "replay done".into())).await;
     }
 
-    update_rate(
-        &mut summary.progress,
-        started,
-        depth_at_start,
-        seen,
-        job.limit,
-    );
+    let t = engine.tally();
+    fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
     summary.progress.eta = None;
-    summary.stop = stop.unwrap_or(StopReason::ReachedStartDepth);
+    summary.held_back = t.held_back;
+    summary.targets = t.targets.clone();
+    summary.moved_ids = t.moved_ids.clone();
+    summary.problems = t.problems.clone();
+    summary.duplicated = t.duplicated;
+    summary.duplicated_certain = t.duplicated_certain;
+    summary.duplicate_ids = t.duplicate_ids.clone();
+    summary.forced = t.forced.clone();
+    summary.stop = engine
+        .stop_reason()
+        .cloned()
+        .unwrap_or(StopReason::ReachedStartDepth);
     on_progress(&summary.progress);
     Ok(summary)
 }
 
+/// Turns one delivery into the engine's event, and the message to publish when it is selected.
+fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event, Option<Outgoing>) {
+    let t = delivery.delivery_tag;
+    // The whole body: replay publishes exactly what it read.
+    let msg = amqp::dead_letter_from_delivery(&job.dlq, seen, delivery, usize::MAX);
+    let exp = explain::explain(&msg);
+    let key = identity::message_key(&msg);
+    let age = job.ages.get(&key).copied();
+    let delivery_count = msg.delivery.delivery_count;
+    let near_limit = delivery_count
+        .filter(|&c| !job.quorum.message_safe(c))
+        .map(|c| {
+            format!(
+                "message {} has been delivered {c} times; returning more messages could push them past the queue's delivery limit",
+                seen + 1
+            )
+        });
+    let mut out = None;
+    let decision = if !job.selection.selects(&msg, &exp, &key, age) {
+        Decision::Skip
+    } else {
+        let p = plan::plan(
+            &msg,
+            &exp,
+            &ReplayOptions {
+                keep_attempts: job.keep_attempts,
+                target_queue: job.to.clone(),
+                now: jiff::Timestamp::now(),
+            },
+        );
+        match (refusal(job, &p), p.target.as_ref()) {
+            (Some(why), _) => Decision::Refuse(why),
+            (None, None) => Decision::Refuse("no known origin to send it back to".into()),
+            (None, Some(tg)) => match amqp::properties_to_amqp(&msg.properties, &p.headers) {
+                Err(e) => Decision::Refuse(format!("cannot be re-encoded for publishing: {e}")),
+                Ok(props) => {
+                    let target = tg
+                        .expected_queue
+                        .clone()
+                        .unwrap_or_else(|| format!("exchange {}", tg.exchange));
+                    out = Some(Outgoing {
+                        tag: t,
+                        target: (tg.exchange.clone(), tg.routing_key.clone()),
+                        props,
+                        body: msg.body,
+                    });
+                    Decision::Publish { key, target }
+                }
+            },
+        }
+    };
+    (
+        Event::Delivery {
+            tag: t,
+            decision,
+            near_limit,
+        },
+        out,
+    )
+}
+
+/// Ready messages in `queue`, by a passive declare on a channel of its own (a failed declare
+/// closes the channel it was asked on, never the consumer's).
+async fn ask_depth(
+    conn: &lapin::Connection,
+    ch: &mut Option<lapin::Channel>,
+    queue: &str,
+    step: Duration,
+    cancel: &mut CancelWatch,
+) -> Result<u64, Cut> {
+    let channel = match ch.take().filter(|c| c.status().connected()) {
+        Some(c) => c,
+        None => bounded(step, cancel, conn.create_channel()).await?,
+    };
+    let declared = bounded(
+        step,
+        cancel,
+        channel.queue_declare(
+            queue.into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        ),
+    )
+    .await?;
+    *ch = Some(channel);
+    Ok(u64::from(declared.message_count()))
+}
+
+/// Closes what is still open, each close bounded; errors change nothing at this point.
+async fn close_quietly(
+    consume: &lapin::Channel,
+    publish: &lapin::Channel,
+    depth: Option<lapin::Channel>,
+    step: Duration,
+) {
+    let limit = step.min(Duration::from_secs(2));
+    for ch in [Some(consume), Some(publish), depth.as_ref()].into_iter().flatten() {
+        if ch.status().connected() {
+            let _ = tokio::time::timeout(limit, ch.close(200, "replay done".into())).await;
+        }
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn fill_progress(
+    p: &mut Progress,
+    t: &Tally,
+    started: Instant,
+    depth_at_start: u64,
+    limit: Option<u64>,
+) {
+    p.moved = t.moved;
+    p.returned = t.returned;
+    p.failed = t.failed;
+    p.blocked = t.blocked.clone();
+    update_rate(p, started, depth_at_start, t.seen, limit);
+}
 /// Resolves at `slot`; at once when it has passed. A timer is not used for a slot that has come:
 /// tokio rounds timers up to the next millisecond, which would cap an unthrottled replay at about
 /// a thousand messages a second.

@@ -3,6 +3,7 @@
 
 pub mod convention;
 pub mod discovery;
+pub mod engine;
 pub mod explain;
 pub mod filter;
 pub mod fingerprint;
