@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::broker::amqp;
 use crate::domain::engine::{
-    ConfirmOutcome, Config, Decision, Effect, Engine, Event, Limits, Tally,
+    Config, ConfirmOutcome, Decision, Effect, Engine, Event, Limits, Tally,
 };
 use crate::domain::explain;
 use crate::domain::identity;
@@ -115,6 +115,29 @@ impl Summary {
             && self.progress.failed == 0
             && self.progress.returned == 0
             && self.duplicated == 0
+    }
+
+    /// The audit's outcome: "completed" (see [`completed`](Self::completed)), "cancelled" (a
+    /// signal, settled), "interrupted: …" (ended without settling), "failed: …" (a broker or
+    /// connection fault, or nothing moved and some failed or came back), else "partial: …".
+    pub fn outcome(&self) -> String {
+        let p = &self.progress;
+        if let Some(why) = &self.forced {
+            format!("interrupted: {why}; {}", self.stop)
+        } else if self.completed() {
+            "completed".to_string()
+        } else if self.stop == StopReason::Cancelled {
+            "cancelled".to_string()
+        } else if self.stop.is_fault() || (p.moved == 0 && p.failed + p.returned > 0) {
+            format!("failed: {}", self.stop)
+        } else if p.failed + p.returned > 0 {
+            format!(
+                "partial: {} failed, {} returned; {}",
+                p.failed, p.returned, self.stop
+            )
+        } else {
+            format!("partial: {}", self.stop)
+        }
     }
 }
 
@@ -463,9 +486,11 @@ pub async fn run_with(
                     let r = bounded(step, &mut cancel, send_acks(&consume, ops)).await;
                     match r {
                         Err(Cut::Cancel) => Event::Cancel,
-                        r => Event::AcksWritten(r.map_err(|e| {
-                            e.text("acknowledging in the dead-letter queue failed")
-                        })),
+                        r => {
+                            Event::AcksWritten(r.map_err(|e| {
+                                e.text("acknowledging in the dead-letter queue failed")
+                            }))
+                        }
                     }
                 }
                 Effect::Sync => {
@@ -479,14 +504,14 @@ pub async fn run_with(
                     .await;
                     match r {
                         Err(Cut::Cancel) => Event::Cancel,
-                        r => Event::Synced(
-                            r.map_err(|e| e.text("the dead-letter queue's channel")),
-                        ),
+                        r => {
+                            Event::Synced(r.map_err(|e| e.text("the dead-letter queue's channel")))
+                        }
                     }
                 }
                 Effect::AskDepth => {
-                    let r = ask_depth(consume_conn, &mut depth_ch, &job.dlq, step, &mut cancel)
-                        .await;
+                    let r =
+                        ask_depth(consume_conn, &mut depth_ch, &job.dlq, step, &mut cancel).await;
                     match r {
                         Err(Cut::Cancel) => Event::Cancel,
                         r => Event::Depth(r.map_err(|e| e.text("passive declare"))),
@@ -497,7 +522,8 @@ pub async fn run_with(
                         bounded(
                             step,
                             &mut cancel,
-                            consume.basic_cancel(tag.as_str().into(), BasicCancelOptions::default()),
+                            consume
+                                .basic_cancel(tag.as_str().into(), BasicCancelOptions::default()),
                         )
                         .await
                         .map_err(|e| e.text("cancelling the consumer"))
@@ -515,12 +541,18 @@ pub async fn run_with(
                         let left = drain_until.saturating_duration_since(Instant::now());
                         let wait = left.min(Duration::from_millis(500));
                         match bounded(wait, &mut cancel, async {
-                            consumer.next().await.ok_or("consumer ended").map(|d| d.map_err(|e| e.to_string()))
+                            consumer
+                                .next()
+                                .await
+                                .ok_or("consumer ended")
+                                .map(|d| d.map_err(|e| e.to_string()))
                         })
                         .await
                         {
                             Ok(Ok(d)) => {
-                                fx.extend(engine.on(Instant::now(), Event::Drained(d.delivery_tag)));
+                                fx.extend(
+                                    engine.on(Instant::now(), Event::Drained(d.delivery_tag)),
+                                );
                             }
                             Err(Cut::Cancel) => {
                                 fx.extend(engine.on(Instant::now(), Event::Cancel));
@@ -619,7 +651,13 @@ pub async fn run_with(
         if blocked != blocked_shown || last_progress.elapsed() >= Duration::from_millis(200) {
             blocked_shown = blocked;
             last_progress = Instant::now();
-            fill_progress(&mut summary.progress, engine.tally(), started, depth_at_start, job.limit);
+            fill_progress(
+                &mut summary.progress,
+                engine.tally(),
+                started,
+                depth_at_start,
+                job.limit,
+            );
             on_progress(&summary.progress);
         }
     }
@@ -757,7 +795,10 @@ async fn close_quietly(
     step: Duration,
 ) {
     let limit = step.min(Duration::from_secs(2));
-    for ch in [Some(consume), Some(publish), depth.as_ref()].into_iter().flatten() {
+    for ch in [Some(consume), Some(publish), depth.as_ref()]
+        .into_iter()
+        .flatten()
+    {
         if ch.status().connected() {
             let _ = tokio::time::timeout(limit, ch.close(200, "replay done".into())).await;
         }

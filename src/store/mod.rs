@@ -111,6 +111,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER replay_outcomes_no_delete BEFORE DELETE ON replay_outcomes
         BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
     "#,
+    // 2: how many messages a replay may have left in both places, and which.
+    r#"
+    ALTER TABLE replay_outcomes ADD COLUMN duplicated INTEGER;
+    ALTER TABLE replay_outcomes ADD COLUMN duplicate_ids_json TEXT;
+    "#,
 ];
 
 impl Store {

@@ -483,6 +483,11 @@ impl Worker {
                         failed: outcome.progress.failed,
                         remaining,
                         message_ids: ids,
+                        duplicated: result.as_ref().map_or(0, |s| s.duplicated),
+                        duplicate_ids: result
+                            .as_ref()
+                            .map(|s| s.duplicate_ids.clone())
+                            .unwrap_or_default(),
                         outcome: text,
                     },
                 );
