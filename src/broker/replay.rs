@@ -589,7 +589,13 @@ pub async fn run_with(
                     } else {
                         Err("the dead-letter queue's channel was already closed".to_string())
                     };
-                    close_quietly(&consume, &publish, depth_ch.take(), step).await;
+                    // A blocked connection writes nothing (not even a close): do not wait on it.
+                    let publish_limit = if publish_conn.status().blocked() {
+                        Duration::from_millis(1)
+                    } else {
+                        step
+                    };
+                    close_quietly(&consume, &publish, depth_ch.take(), publish_limit).await;
                     Event::Closed(r)
                 }
             };
@@ -674,7 +680,12 @@ pub async fn run_with(
             .await;
         }
     } else if separate && publish_conn.status().connected() {
-        let _ = tokio::time::timeout(step, publish_conn.close(200, "replay done".into())).await;
+        let limit = if publish_conn.status().blocked() {
+            Duration::from_millis(1)
+        } else {
+            step
+        };
+        let _ = tokio::time::timeout(limit, publish_conn.close(200, "replay done".into())).await;
     }
 
     let t = engine.tally();
@@ -792,14 +803,15 @@ async fn close_quietly(
     consume: &lapin::Channel,
     publish: &lapin::Channel,
     depth: Option<lapin::Channel>,
-    step: Duration,
+    publish_limit: Duration,
 ) {
-    let limit = step.min(Duration::from_secs(2));
-    for ch in [Some(consume), Some(publish), depth.as_ref()]
-        .into_iter()
-        .flatten()
-    {
-        if ch.status().connected() {
+    let limit = Duration::from_secs(2);
+    for (ch, limit) in [
+        (Some(consume), limit),
+        (Some(publish), publish_limit.min(limit)),
+        (depth.as_ref(), limit),
+    ] {
+        if let Some(ch) = ch.filter(|c| c.status().connected()) {
             let _ = tokio::time::timeout(limit, ch.close(200, "replay done".into())).await;
         }
     }
