@@ -241,6 +241,34 @@ async fn bounded<T, E: std::fmt::Display>(
     }
 }
 
+/// Awaits `fut` for at most `limit` while the engine runs. A cancel meanwhile goes to the engine
+/// at once: a first one (a stop) lets the wait go on; one that ends the run (a second) abandons
+/// it, and the caller then finds the engine done.
+async fn guarded<T, E: std::fmt::Display>(
+    limit: Duration,
+    cancel: &mut CancelWatch,
+    engine: &mut Engine,
+    fx: &mut VecDeque<Effect>,
+    fut: impl Future<Output = Result<T, E>>,
+) -> Result<T, Cut> {
+    tokio::pin!(fut);
+    let timer = tokio::time::sleep(limit);
+    tokio::pin!(timer);
+    loop {
+        tokio::select! {
+            biased;
+            () = cancel.next() => {
+                fx.extend(engine.on(Instant::now(), Event::Cancel));
+                if engine.is_done() {
+                    return Err(Cut::Cancel);
+                }
+            }
+            r = &mut fut => return r.map_err(|e| Cut::Failed(e.to_string())),
+            () = &mut timer => return Err(Cut::Timeout(limit)),
+        }
+    }
+}
+
 /// The cancel signal: each new `true` sent (or the sender going away) is one cancel.
 struct CancelWatch {
     rx: watch::Receiver<bool>,
@@ -483,45 +511,78 @@ pub async fn run_with(
                     continue;
                 }
                 Effect::Ack(ops) => {
-                    let r = bounded(step, &mut cancel, send_acks(&consume, ops)).await;
-                    match r {
-                        Err(Cut::Cancel) => Event::Cancel,
-                        r => {
-                            Event::AcksWritten(r.map_err(|e| {
-                                e.text("acknowledging in the dead-letter queue failed")
-                            }))
-                        }
-                    }
+                    let r = guarded(
+                        step,
+                        &mut cancel,
+                        &mut engine,
+                        &mut fx,
+                        send_acks(&consume, ops),
+                    )
+                    .await;
+                    Event::AcksWritten(
+                        r.map_err(|e| e.text("acknowledging in the dead-letter queue failed")),
+                    )
                 }
                 Effect::Sync => {
                     // basic.qos is answered after every frame sent before it on this channel was
                     // processed: it proves the acks written so far.
-                    let r = bounded(
+                    let r = guarded(
                         step,
                         &mut cancel,
+                        &mut engine,
+                        &mut fx,
                         consume.basic_qos(prefetch, BasicQosOptions::default()),
                     )
                     .await;
-                    match r {
-                        Err(Cut::Cancel) => Event::Cancel,
-                        r => {
-                            Event::Synced(r.map_err(|e| e.text("the dead-letter queue's channel")))
-                        }
-                    }
+                    Event::Synced(r.map_err(|e| e.text("the dead-letter queue's channel")))
                 }
                 Effect::AskDepth => {
-                    let r =
-                        ask_depth(consume_conn, &mut depth_ch, &job.dlq, step, &mut cancel).await;
-                    match r {
-                        Err(Cut::Cancel) => Event::Cancel,
-                        r => Event::Depth(r.map_err(|e| e.text("passive declare"))),
-                    }
+                    // A passive declare on a channel of its own: a failed declare closes the
+                    // channel it was asked on, never the consumer's.
+                    let ch = match depth_ch.take().filter(|c| c.status().connected()) {
+                        Some(c) => Ok(c),
+                        None => {
+                            guarded(
+                                step,
+                                &mut cancel,
+                                &mut engine,
+                                &mut fx,
+                                consume_conn.create_channel(),
+                            )
+                            .await
+                        }
+                    };
+                    let r = match ch {
+                        Ok(ch) => {
+                            let r = guarded(
+                                step,
+                                &mut cancel,
+                                &mut engine,
+                                &mut fx,
+                                ch.queue_declare(
+                                    job.dlq.as_str().into(),
+                                    QueueDeclareOptions {
+                                        passive: true,
+                                        ..Default::default()
+                                    },
+                                    FieldTable::default(),
+                                ),
+                            )
+                            .await;
+                            depth_ch = Some(ch);
+                            r.map(|d| u64::from(d.message_count()))
+                        }
+                        Err(e) => Err(e),
+                    };
+                    Event::Depth(r.map_err(|e| e.text("passive declare")))
                 }
                 Effect::CancelConsumer => {
                     let r = if consume.status().connected() {
-                        bounded(
+                        guarded(
                             step,
                             &mut cancel,
+                            &mut engine,
+                            &mut fx,
                             consume
                                 .basic_cancel(tag.as_str().into(), BasicCancelOptions::default()),
                         )
@@ -537,36 +598,30 @@ pub async fn run_with(
                     // rest, so no delivery is left for a channel close to return (which would
                     // count a delivery on quorum queues).
                     let drain_until = Instant::now() + step;
-                    loop {
+                    while !engine.is_done() {
                         let left = drain_until.saturating_duration_since(Instant::now());
                         let wait = left.min(Duration::from_millis(500));
-                        match bounded(wait, &mut cancel, async {
-                            consumer
-                                .next()
-                                .await
-                                .ok_or("consumer ended")
-                                .map(|d| d.map_err(|e| e.to_string()))
+                        let next = guarded(wait, &mut cancel, &mut engine, &mut fx, async {
+                            match consumer.next().await {
+                                Some(Ok(d)) => Ok(d.delivery_tag),
+                                Some(Err(e)) => Err(e.to_string()),
+                                None => Err("consumer ended".to_string()),
+                            }
                         })
-                        .await
-                        {
-                            Ok(Ok(d)) => {
-                                fx.extend(
-                                    engine.on(Instant::now(), Event::Drained(d.delivery_tag)),
-                                );
-                            }
-                            Err(Cut::Cancel) => {
-                                fx.extend(engine.on(Instant::now(), Event::Cancel));
-                                break;
-                            }
-                            _ => break,
+                        .await;
+                        match next {
+                            Ok(t) => fx.extend(engine.on(Instant::now(), Event::Drained(t))),
+                            Err(_) => break,
                         }
                     }
                     Event::DrainDone
                 }
                 Effect::Nack { top } => {
-                    let r = bounded(
+                    let r = guarded(
                         step,
                         &mut cancel,
+                        &mut engine,
+                        &mut fx,
                         consume.basic_nack(
                             top,
                             BasicNackOptions {
@@ -576,16 +631,19 @@ pub async fn run_with(
                         ),
                     )
                     .await;
-                    match r {
-                        Err(Cut::Cancel) => Event::Cancel,
-                        r => Event::HandedBack(r.map_err(|e| e.text("nack"))),
-                    }
+                    Event::HandedBack(r.map_err(|e| e.text("nack")))
                 }
                 Effect::Close => {
                     let r = if consume.status().connected() {
-                        bounded(step, &mut cancel, consume.close(200, "replay done".into()))
-                            .await
-                            .map_err(|e| e.text("closing the dead-letter queue's channel"))
+                        guarded(
+                            step,
+                            &mut cancel,
+                            &mut engine,
+                            &mut fx,
+                            consume.close(200, "replay done".into()),
+                        )
+                        .await
+                        .map_err(|e| e.text("closing the dead-letter queue's channel"))
                     } else {
                         Err("the dead-letter queue's channel was already closed".to_string())
                     };
@@ -595,10 +653,25 @@ pub async fn run_with(
                     } else {
                         step
                     };
-                    close_quietly(&consume, &publish, depth_ch.take(), publish_limit).await;
+                    let closing = async {
+                        close_quietly(&consume, &publish, depth_ch.take(), publish_limit).await;
+                        Ok::<(), String>(())
+                    };
+                    let _ = guarded(
+                        Duration::from_secs(4),
+                        &mut cancel,
+                        &mut engine,
+                        &mut fx,
+                        closing,
+                    )
+                    .await;
                     Event::Closed(r)
                 }
             };
+            if engine.is_done() {
+                // A second cancel came while waiting: the run ends now.
+                break 'run;
+            }
             fx.extend(engine.on(Instant::now(), ev));
         }
 
@@ -766,36 +839,6 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
         },
         out,
     )
-}
-
-/// Ready messages in `queue`, by a passive declare on a channel of its own (a failed declare
-/// closes the channel it was asked on, never the consumer's).
-async fn ask_depth(
-    conn: &lapin::Connection,
-    ch: &mut Option<lapin::Channel>,
-    queue: &str,
-    step: Duration,
-    cancel: &mut CancelWatch,
-) -> Result<u64, Cut> {
-    let channel = match ch.take().filter(|c| c.status().connected()) {
-        Some(c) => c,
-        None => bounded(step, cancel, conn.create_channel()).await?,
-    };
-    let declared = bounded(
-        step,
-        cancel,
-        channel.queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        ),
-    )
-    .await?;
-    *ch = Some(channel);
-    Ok(u64::from(declared.message_count()))
 }
 
 /// Closes what is still open, each close bounded; errors change nothing at this point.
