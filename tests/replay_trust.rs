@@ -451,8 +451,9 @@ async fn a_frozen_node_stops_the_run_cleanly_within_the_deadline() {
     let took = frozen.elapsed();
     cluster(&["thaw", "1"]).await;
     eprintln!(
-        "frozen node: exited {:?} {took:?} after the freeze",
-        run.code
+        "frozen node: exited {:?} {took:?} after the freeze: {}",
+        run.code,
+        run.event("summary")
     );
     assert!(took < Duration::from_secs(60), "took {took:?}: {run}");
     assert_ne!(run.code, Some(0), "{run}");

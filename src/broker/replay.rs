@@ -417,7 +417,7 @@ pub async fn run_with(
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
-        close_quietly(&consume, &publish, None, step).await;
+        close_quietly(&consume, &publish, None, step, step).await;
         return Ok(summary);
     }
 
@@ -462,6 +462,9 @@ pub async fn run_with(
     let mut events_open = true;
     let mut last_progress = Instant::now();
     let mut blocked_shown: Option<String> = None;
+    // Set when a request went unanswered: closing then only starts, without waiting for a
+    // broker that does not answer.
+    let mut unresponsive = false;
 
     'run: loop {
         while let Some(effect) = fx.pop_front() {
@@ -519,6 +522,7 @@ pub async fn run_with(
                         send_acks(&consume, ops),
                     )
                     .await;
+                    unresponsive |= timed_out(&r);
                     Event::AcksWritten(
                         r.map_err(|e| e.text("acknowledging in the dead-letter queue failed")),
                     )
@@ -534,7 +538,10 @@ pub async fn run_with(
                         consume.basic_qos(prefetch, BasicQosOptions::default()),
                     )
                     .await;
-                    Event::Synced(r.map_err(|e| e.text("the dead-letter queue's channel")))
+                    unresponsive |= timed_out(&r);
+                    Event::Synced(
+                        r.map_err(|e| e.text("the dead-letter queue's node (frozen, or cut off?)")),
+                    )
                 }
                 Effect::AskDepth => {
                     // A passive declare on a channel of its own: a failed declare closes the
@@ -574,11 +581,12 @@ pub async fn run_with(
                         }
                         Err(e) => Err(e),
                     };
+                    unresponsive |= timed_out(&r);
                     Event::Depth(r.map_err(|e| e.text("passive declare")))
                 }
                 Effect::CancelConsumer => {
                     let r = if consume.status().connected() {
-                        guarded(
+                        let r = guarded(
                             step,
                             &mut cancel,
                             &mut engine,
@@ -586,8 +594,9 @@ pub async fn run_with(
                             consume
                                 .basic_cancel(tag.as_str().into(), BasicCancelOptions::default()),
                         )
-                        .await
-                        .map_err(|e| e.text("cancelling the consumer"))
+                        .await;
+                        unresponsive |= timed_out(&r);
+                        r.map_err(|e| e.text("cancelling the consumer"))
                     } else {
                         Err("the dead-letter queue's channel is closed".to_string())
                     };
@@ -631,12 +640,18 @@ pub async fn run_with(
                         ),
                     )
                     .await;
+                    unresponsive |= timed_out(&r);
                     Event::HandedBack(r.map_err(|e| e.text("nack")))
                 }
                 Effect::Close => {
+                    let close_limit = if unresponsive {
+                        Duration::from_millis(1)
+                    } else {
+                        step
+                    };
                     let r = if consume.status().connected() {
                         guarded(
-                            step,
+                            close_limit,
                             &mut cancel,
                             &mut engine,
                             &mut fx,
@@ -651,10 +666,17 @@ pub async fn run_with(
                     let publish_limit = if publish_conn.status().blocked() {
                         Duration::from_millis(1)
                     } else {
-                        step
+                        close_limit
                     };
                     let closing = async {
-                        close_quietly(&consume, &publish, depth_ch.take(), publish_limit).await;
+                        close_quietly(
+                            &consume,
+                            &publish,
+                            depth_ch.take(),
+                            publish_limit,
+                            close_limit,
+                        )
+                        .await;
                         Ok::<(), String>(())
                     };
                     let _ = guarded(
@@ -753,7 +775,7 @@ pub async fn run_with(
             .await;
         }
     } else if separate && publish_conn.status().connected() {
-        let limit = if publish_conn.status().blocked() {
+        let limit = if publish_conn.status().blocked() || unresponsive {
             Duration::from_millis(1)
         } else {
             step
@@ -847,8 +869,9 @@ async fn close_quietly(
     publish: &lapin::Channel,
     depth: Option<lapin::Channel>,
     publish_limit: Duration,
+    limit: Duration,
 ) {
-    let limit = Duration::from_secs(2);
+    let limit = limit.min(Duration::from_secs(2));
     for (ch, limit) in [
         (Some(consume), limit),
         (Some(publish), publish_limit.min(limit)),
@@ -858,6 +881,11 @@ async fn close_quietly(
             let _ = tokio::time::timeout(limit, ch.close(200, "replay done".into())).await;
         }
     }
+}
+
+/// The step went unanswered within its deadline.
+fn timed_out<T>(r: &Result<T, Cut>) -> bool {
+    matches!(r, Err(Cut::Timeout(_)))
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {
