@@ -1059,6 +1059,71 @@ mod tests {
         );
     }
 
+    fn summary(stop: StopReason, moved: u64, failed: u64, returned: u64) -> Summary {
+        Summary {
+            progress: Progress {
+                moved,
+                failed,
+                returned,
+                ..Default::default()
+            },
+            depth_at_start: 10,
+            held_back: 0,
+            targets: BTreeMap::new(),
+            moved_ids: Vec::new(),
+            problems: BTreeMap::new(),
+            duplicated: 0,
+            duplicated_certain: 0,
+            duplicate_ids: Vec::new(),
+            stop,
+            forced: None,
+        }
+    }
+
+    #[test]
+    fn the_outcome_is_completed_only_when_everything_selected_moved() {
+        let ok = summary(StopReason::ReachedStartDepth, 10, 0, 0);
+        assert!(ok.completed());
+        assert_eq!(ok.outcome(), "completed");
+        assert_eq!(
+            summary(StopReason::QueueEmpty, 3, 0, 0).outcome(),
+            "completed"
+        );
+        assert_eq!(
+            summary(StopReason::LimitReached, 3, 0, 0).outcome(),
+            "completed"
+        );
+
+        let none_moved = summary(StopReason::ReachedStartDepth, 0, 0, 50);
+        assert!(!none_moved.completed());
+        assert!(none_moved.outcome().starts_with("failed"), "0 of 50 moved");
+        let some = summary(StopReason::ReachedStartDepth, 8, 1, 1);
+        assert!(some.outcome().starts_with("partial: 1 failed, 1 returned"));
+        let window = summary(StopReason::WindowFull { window: 5 }, 8, 0, 0);
+        assert!(window.outcome().starts_with("partial"));
+        let stalled = summary(
+            StopReason::Stalled {
+                idle_secs: 10,
+                ready: 4,
+            },
+            8,
+            0,
+            0,
+        );
+        assert!(stalled.outcome().starts_with("failed: no delivery for 10s"));
+        assert_eq!(
+            summary(StopReason::Cancelled, 8, 0, 0).outcome(),
+            "cancelled"
+        );
+
+        let mut dup = summary(StopReason::ReachedStartDepth, 10, 0, 0);
+        dup.duplicated = 2;
+        assert!(!dup.completed(), "possible duplicates are not a clean run");
+        let mut forced = summary(StopReason::Cancelled, 3, 0, 0);
+        forced.forced = Some("stopped at once by a second signal".into());
+        assert!(forced.outcome().starts_with("interrupted: stopped at once"));
+    }
+
     #[test]
     fn pacer_spaces_messages_by_the_rate() {
         let mut p = Pacer::new(Some(100.0));

@@ -724,6 +724,20 @@ impl Engine {
                 },
             );
         }
+        self.prefetch_full(now);
+    }
+
+    /// Held messages fill the prefetch: the broker sends nothing more, so the run cannot go on
+    /// (the window is larger than the prefetch). A stop like a full window, never a wait.
+    fn prefetch_full(&mut self, now: Instant) {
+        if self.taking && self.acks.held() >= self.cfg.prefetch {
+            self.stop_with(
+                now,
+                StopReason::WindowFull {
+                    window: self.acks.held(),
+                },
+            );
+        }
     }
 
     fn confirm(&mut self, now: Instant, tag: u64, outcome: ConfirmOutcome) {
@@ -772,6 +786,7 @@ impl Engine {
                 self.stop_with(now, StopReason::ConnectionLost(why));
             }
         }
+        self.prefetch_full(now);
     }
 
     fn tick(&mut self, now: Instant) -> Option<Effect> {
@@ -1455,6 +1470,28 @@ mod tests {
         assert_eq!(e.stop_reason(), Some(&StopReason::WindowFull { window: 2 }));
         assert_eq!(fx, vec![Effect::CancelConsumer]);
         assert_eq!((e.tally().held_back, e.tally().failed), (1, 1));
+    }
+
+    #[test]
+    fn held_messages_filling_the_prefetch_stop_the_run_instead_of_waiting() {
+        let t0 = Instant::now();
+        let mut e = Engine::new(
+            Config {
+                depth_at_start: 100,
+                limit: None,
+                window: 5000,
+                prefetch: 3,
+                limits: Limits::default(),
+            },
+            t0,
+        );
+        send(&mut e, t0, 1..=3);
+        e.on(t0, confirm(1, ConfirmOutcome::Nack));
+        e.on(t0, confirm(2, ConfirmOutcome::Nack));
+        assert_eq!(e.stop_reason(), None);
+        let fx = e.on(t0, confirm(3, ConfirmOutcome::Nack));
+        assert_eq!(e.stop_reason(), Some(&StopReason::WindowFull { window: 3 }));
+        assert_eq!(fx, vec![Effect::CancelConsumer]);
     }
 
     #[test]
