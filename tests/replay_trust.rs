@@ -350,7 +350,8 @@ fn cluster_command(vhost: &TestVhost, home: &Home, args: &[&str]) -> tokio::proc
     c
 }
 
-/// Under a memory alarm publishes are blocked: Warren says so as it happens, and a signal ends
+/// Under a memory alarm publishes are blocked: Warren says so as it happens, and a signal (Ctrl-C,
+/// SIGTERM, SIGHUP) ends
 /// the run within seconds, settled: every message still in the DLQ or the target, the audit
 /// "cancelled" with its counts, exit 1 (selected messages were left behind).
 #[tokio::test]
@@ -369,7 +370,7 @@ async fn memory_alarm_is_reported_and_signals_settle_within_seconds() {
 
     // Duplicates add up over the rounds (the ids are counted in both queues each time).
     let mut reported = 0;
-    for sig in ["INT", "TERM"] {
+    for sig in ["INT", "TERM", "HUP"] {
         cluster(&["alarm", "1", "on"]).await;
         let live = Live::spawn(cluster_command(
             &vhost,
