@@ -21,7 +21,7 @@ use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable};
-use replay_util::{Home, Run, message_ids, read_all};
+use replay_util::{Home, Run};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 use warren::domain::message::Properties;
@@ -80,15 +80,51 @@ async fn fill(conn: &lapin::Connection, queue: &str, prefix: &str, n: u32) {
     let _ = ch.close(200, "filled".into()).await;
 }
 
+/// Every message in `queue`, read without settling any. An explicit prefetch: a quorum queue
+/// caps an unlimited one (0) at 2,000 deliveries.
+async fn read_everything(conn: &lapin::Connection, queue: &str, n: usize) -> Vec<String> {
+    use futures_util::StreamExt;
+    use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+    let ch = conn.create_channel().await.expect("channel");
+    ch.basic_qos(u16::MAX, BasicQosOptions::default())
+        .await
+        .expect("qos");
+    let mut consumer = ch
+        .basic_consume(
+            queue.into(),
+            common::unique("trust-read").as_str().into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("consume");
+    let mut out = Vec::new();
+    while out.len() < n {
+        match tokio::time::timeout(Duration::from_secs(3), consumer.next()).await {
+            Ok(Some(Ok(d))) => out.push(
+                d.properties
+                    .message_id()
+                    .as_ref()
+                    .map(|m| m.to_string())
+                    .unwrap_or_default(),
+            ),
+            _ => break,
+        }
+    }
+    let _ = ch.close(200, "read".into()).await;
+    out
+}
+
 /// Every id `{prefix}-0..n` is in `queues`; returns the number of copies in all.
 async fn count_ids(conn: &lapin::Connection, queues: &[&str], prefix: &str, n: u32) -> usize {
     let mut seen = HashSet::new();
     let mut copies = 0;
     for q in queues {
         let depth = amqp_depth(conn, q).await as usize;
-        let ms = read_all(conn, q, depth).await;
-        copies += ms.len();
-        seen.extend(message_ids(&ms));
+        let ids = read_everything(conn, q, depth).await;
+        assert_eq!(ids.len(), depth, "read all of {q}");
+        copies += ids.len();
+        seen.extend(ids);
     }
     let missing: Vec<String> = (0..n)
         .map(|i| format!("{prefix}-{i}"))
@@ -350,10 +386,10 @@ fn cluster_command(vhost: &TestVhost, home: &Home, args: &[&str]) -> tokio::proc
     c
 }
 
-/// Under a memory alarm publishes are blocked: Warren says so as it happens, and a signal (Ctrl-C,
-/// SIGTERM, SIGHUP) ends
-/// the run within seconds, settled: every message still in the DLQ or the target, the audit
-/// "cancelled" with its counts, exit 1 (selected messages were left behind).
+/// Under a memory alarm publishes are blocked: Warren says so as it happens, and a signal
+/// (Ctrl-C, SIGTERM, SIGHUP) ends the run within seconds, settled: every message still in the DLQ
+/// or the target, the audit "cancelled" with its counts, exit 1 (selected messages were left
+/// behind).
 #[tokio::test]
 async fn memory_alarm_is_reported_and_signals_settle_within_seconds() {
     let Some(_cluster) = cluster_for_test().await else {
@@ -650,6 +686,130 @@ async fn a_second_ctrl_c_ends_a_stuck_settle_at_once() {
     assert!(
         dups <= reported,
         "{dups} duplicates, reported {reported}: {run}"
+    );
+    vhost.cleanup().await;
+}
+
+/// Node loss with several URLs: the node Warren is connected to is killed mid-run; the replay
+/// reconnects to the next node and carries on (quorum queues, replicated on all three nodes).
+/// Every message ends in the DLQ or the target, duplicates no more than reported, and the run
+/// is not reported "completed" (the lost connection's deliveries come back on their own).
+/// (The engine's failover directly; the CLI gets it when the session wires `run_failover`.)
+#[tokio::test]
+async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
+    use warren::broker::replay::{Job, run_failover};
+    use warren::domain::engine::Limits;
+    use warren::domain::quorum::BrowsePolicy;
+    use warren::domain::selection::Selection;
+
+    let Some(_cluster) = cluster_for_test().await else {
+        return;
+    };
+    const N: u32 = 3_000;
+    let vhost = TestVhost::new(&cluster_node(1), "trust-failover").await;
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Quorum, FieldTable::default()).await;
+    h::declare(&ch, "work", QueueType::Quorum, FieldTable::default()).await;
+    fill(&conn, "dlq", "q", N).await;
+    let _ = conn.close(200, "set up".into()).await;
+
+    let urls: Vec<String> = (1..=3)
+        .map(|n| format!("amqp://127.0.0.1:{}", 5680 + n))
+        .collect();
+    let name = vhost.name.clone();
+    let connect = || {
+        let urls = urls.clone();
+        let name = name.clone();
+        async move {
+            let c = warren::broker::amqp::connect(&urls, &name, "guest", "guest", None)
+                .await
+                .map_err(|e| e.to_string())?;
+            let p = warren::broker::amqp::connect(&urls, &name, "guest", "guest", None)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok((c, p))
+        }
+    };
+    let job = Job {
+        dlq: "dlq".into(),
+        selection: Selection::All,
+        limit: None,
+        rate: Some(500.0),
+        window: 1000,
+        keep_attempts: false,
+        to: Some("work".into()),
+        allowed_targets: [(String::new(), "work".to_string())].into_iter().collect(),
+        ages: Default::default(),
+        quorum: BrowsePolicy::unrestricted(),
+    };
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let moved = Arc::new(Mutex::new(0u64));
+    let seen = moved.clone();
+    let killer = tokio::spawn(async move {
+        // Kill node 1 once the run is well under way.
+        for _ in 0..300 {
+            if seen.lock().map(|m| *m).unwrap_or(0) >= 500 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        cluster(&["stop", "1"]).await;
+    });
+    let sum = tokio::time::timeout(
+        Duration::from_secs(120),
+        run_failover(
+            connect,
+            &job,
+            Limits::default(),
+            rx,
+            |p| {
+                if let Ok(mut m) = moved.lock() {
+                    *m = p.moved;
+                }
+            },
+            3,
+        ),
+    )
+    .await
+    .expect("the run ends")
+    .expect("the run starts");
+    let _ = killer.await;
+    eprintln!(
+        "failover: moved {} failed {} duplicated {} reconnected {:?}; stop: {}; outcome: {}",
+        sum.progress.moved,
+        sum.progress.failed,
+        sum.duplicated,
+        sum.reconnected,
+        sum.stop,
+        sum.outcome()
+    );
+    cluster(&["start", "1"]).await;
+    assert_eq!(sum.reconnected.len(), 1, "reconnected once");
+    assert!(!sum.completed(), "{}", sum.outcome());
+    assert!(
+        sum.progress.moved > 700,
+        "carried on after the reconnect (killed at ~500 moved)"
+    );
+
+    // The deliveries of the lost connection come back to the DLQ when the queue notices.
+    let conn = h::connect(&vhost).await;
+    let mut ready = 0;
+    for _ in 0..90 {
+        ready = amqp_depth(&conn, "dlq").await + amqp_depth(&conn, "work").await;
+        if ready >= u64::from(N) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    eprintln!("failover: {ready} ready in the DLQ and the target after the restart");
+    let copies = count_ids(&conn, &["dlq", "work"], "q", N).await;
+    let dups = (copies - N as usize) as u64;
+    eprintln!("failover: {dups} duplicates, {} reported", sum.duplicated);
+    assert!(
+        dups <= sum.duplicated,
+        "{dups} duplicates, {} reported",
+        sum.duplicated
     );
     vhost.cleanup().await;
 }

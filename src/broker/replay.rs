@@ -104,6 +104,10 @@ pub struct Summary {
     /// Set when the run ended without settling (a second cancel, or settling past its
     /// deadline): its unacknowledged deliveries go back to the DLQ when the connection closes.
     pub forced: Option<String>,
+    /// Why the run reconnected to another node and carried on, once per reconnect. Deliveries
+    /// of a lost connection go back to the DLQ only when the broker notices, so such a run is
+    /// never "completed".
+    pub reconnected: Vec<String>,
 }
 
 impl Summary {
@@ -112,6 +116,7 @@ impl Summary {
     pub fn completed(&self) -> bool {
         self.stop.is_finished()
             && self.forced.is_none()
+            && self.reconnected.is_empty()
             && self.progress.failed == 0
             && self.progress.returned == 0
             && self.duplicated == 0
@@ -121,6 +126,22 @@ impl Summary {
     /// signal, settled), "interrupted: …" (ended without settling), "failed: …" (a broker or
     /// connection fault, or nothing moved and some failed or came back), else "partial: …".
     pub fn outcome(&self) -> String {
+        let text = self.outcome_alone();
+        if self.reconnected.is_empty() || self.forced.is_some() {
+            return text;
+        }
+        let text = if text == "completed" {
+            format!("partial: {}", self.stop)
+        } else {
+            text
+        };
+        format!(
+            "{text}; reconnected {} time(s) after node loss: messages delivered on a lost connection return to the DLQ when the broker notices — replay again for them",
+            self.reconnected.len()
+        )
+    }
+
+    fn outcome_alone(&self) -> String {
         let p = &self.progress;
         if let Some(why) = &self.forced {
             format!("interrupted: {why}; {}", self.stop)
@@ -414,6 +435,7 @@ pub async fn run_with(
         duplicate_ids: Vec::new(),
         stop: StopReason::ReachedStartDepth,
         forced: None,
+        reconnected: Vec::new(),
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
@@ -722,9 +744,9 @@ pub async fn run_with(
                     Ok(Confirmation::Nack(_)) => ConfirmOutcome::Nack,
                     // Cannot happen on a confirm channel; never ack what was not confirmed.
                     Ok(Confirmation::NotRequested) => ConfirmOutcome::Failed("no publisher confirm".into()),
-                    // The broker closed the channel over an error (a missing exchange, access):
-                    // nothing after it was routed. A dead connection may have delivered it.
-                    Err(e) if publish_conn.status().connected() => ConfirmOutcome::Failed(e.to_string()),
+                    // No answer, only an error (the channel or the connection closed): the
+                    // broker may have routed it before (confirms come in batches), so it counts
+                    // as a possible duplicate.
                     Err(e) => ConfirmOutcome::Unknown(e.to_string()),
                 };
                 engine.compact();
@@ -800,6 +822,162 @@ pub async fn run_with(
         .unwrap_or(StopReason::ReachedStartDepth);
     on_progress(&summary.progress);
     Ok(summary)
+}
+
+/// [`run_with`], carrying on after node loss: when a stretch ends because the connection was
+/// lost or the broker stopped answering (not cancelled, not forced), `connect` is asked for a
+/// new (consume, publish) pair — the next node of a cluster — and the replay goes on from the
+/// queue as it is then, at most `max_reconnects` times. Counts, ids and duplicates add up over
+/// the stretches; a failed reconnect ends the run with the counts so far.
+pub async fn run_failover<C, Fut>(
+    mut connect: C,
+    job: &Job,
+    limits: Limits,
+    cancel: watch::Receiver<bool>,
+    mut on_progress: impl FnMut(&Progress),
+    max_reconnects: u32,
+) -> Result<Summary, ReplayError>
+where
+    C: FnMut() -> Fut,
+    Fut: Future<Output = Result<(lapin::Connection, lapin::Connection), String>>,
+{
+    let mut job = job.clone();
+    let mut total: Option<Summary> = None;
+    loop {
+        let (consume, publish) = match connect().await {
+            Ok(pair) => pair,
+            Err(e) => {
+                return match total {
+                    Some(mut t) => {
+                        t.stop = StopReason::ConnectionLost(format!(
+                            "{}; reconnecting failed: {e}",
+                            t.stop
+                        ));
+                        Ok(t)
+                    }
+                    None => Err(ReplayError::Channel(e)),
+                };
+            }
+        };
+        if total.is_some() {
+            settle_in(&consume, &job.dlq, &limits).await;
+        }
+        let base = total
+            .as_ref()
+            .map(|t| t.progress.clone())
+            .unwrap_or_default();
+        // Right after a node loss the queue may not answer for itself yet (a quorum queue
+        // electing a new leader reports nothing ready and delivers nothing): be patient before
+        // calling it empty or stalled.
+        let stretch = if total.is_some() {
+            Limits {
+                idle: limits.idle.max(Duration::from_secs(10)),
+                stall: limits.stall.max(Duration::from_secs(20)),
+                ..limits.clone()
+            }
+        } else {
+            limits.clone()
+        };
+        let r = run_with(&consume, &publish, &job, stretch, cancel.clone(), |p| {
+            on_progress(&add_progress(&base, p))
+        })
+        .await;
+        for c in [&consume, &publish] {
+            if c.status().connected() {
+                let _ = tokio::time::timeout(
+                    limits.step.min(Duration::from_secs(2)),
+                    c.close(200, "replay done".into()),
+                )
+                .await;
+            }
+        }
+        let seg = match (r, total.take()) {
+            (Ok(seg), t) => match t {
+                Some(t) => merge(t, seg),
+                None => seg,
+            },
+            (Err(e), Some(mut t)) => {
+                t.stop = StopReason::ConnectionLost(format!("{}; after reconnecting: {e}", t.stop));
+                return Ok(t);
+            }
+            (Err(e), None) => return Err(e),
+        };
+        let lost = matches!(
+            seg.stop,
+            StopReason::ConnectionLost(_) | StopReason::NoAnswer(_)
+        ) && seg.forced.is_none();
+        let moved_here = seg.progress.moved - base.moved;
+        if let Some(l) = job.limit {
+            job.limit = Some(l.saturating_sub(moved_here));
+        }
+        if !lost
+            || seg.reconnected.len() >= max_reconnects as usize
+            || *cancel.borrow()
+            || job.limit == Some(0)
+        {
+            return Ok(seg);
+        }
+        let mut seg = seg;
+        seg.reconnected.push(seg.stop.to_string());
+        total = Some(seg);
+    }
+}
+
+/// After a node loss, waits (at most 10 s) until `queue` reports ready messages on the new
+/// connection: a quorum queue electing a new leader reports none meanwhile, and a run started
+/// then would stop at once as "empty".
+async fn settle_in(conn: &lapin::Connection, queue: &str, limits: &Limits) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        let Ok(Ok(ch)) = tokio::time::timeout(limits.step, conn.create_channel()).await else {
+            return;
+        };
+        let declared = tokio::time::timeout(
+            limits.step,
+            ch.queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            ),
+        )
+        .await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), ch.close(200, "checked".into())).await;
+        if matches!(declared, Ok(Ok(d)) if d.message_count() > 0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn add_progress(base: &Progress, p: &Progress) -> Progress {
+    Progress {
+        moved: base.moved + p.moved,
+        returned: base.returned + p.returned,
+        failed: base.failed + p.failed,
+        ..p.clone()
+    }
+}
+
+fn merge(mut t: Summary, s: Summary) -> Summary {
+    t.progress = add_progress(&t.progress, &s.progress);
+    t.held_back += s.held_back;
+    for (k, n) in s.targets {
+        *t.targets.entry(k).or_insert(0) += n;
+    }
+    t.moved_ids.extend(s.moved_ids);
+    for (k, n) in s.problems {
+        *t.problems.entry(k).or_insert(0) += n;
+    }
+    t.duplicated += s.duplicated;
+    t.duplicated_certain += s.duplicated_certain;
+    t.duplicate_ids.extend(s.duplicate_ids);
+    t.stop = s.stop;
+    t.forced = s.forced;
+    t.reconnected.extend(s.reconnected);
+    t
 }
 
 /// Turns one delivery into the engine's event, and the message to publish when it is selected.
@@ -1077,6 +1255,7 @@ mod tests {
             duplicate_ids: Vec::new(),
             stop,
             forced: None,
+            reconnected: Vec::new(),
         }
     }
 

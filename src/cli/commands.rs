@@ -990,6 +990,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
             "duplicate_ids": sum.duplicate_ids,
             "stop": sum.stop.to_string(),
             "forced": sum.forced,
+            "reconnected": sum.reconnected,
             "outcome": outcome,
         }));
         return;
@@ -1016,6 +1017,12 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
                 sum.duplicated, sum.duplicated_certain
             );
         }
+    }
+    for why in &sum.reconnected {
+        eprintln!(
+            "  ! reconnected to the next node after: {}",
+            one_line(why, 300)
+        );
     }
     if let Some(why) = &sum.forced {
         eprintln!(
