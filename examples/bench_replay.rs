@@ -250,6 +250,8 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
             failed: summary.progress.failed,
             remaining: summary.progress.remaining,
             message_ids: summary.moved_ids.clone(),
+            duplicated: summary.duplicated,
+            duplicate_ids: summary.duplicate_ids.clone(),
             outcome: "completed".into(),
         },
     )?;

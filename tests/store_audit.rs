@@ -32,6 +32,8 @@ fn outcome(at: Timestamp) -> AuditOutcome {
         failed: 0,
         remaining: 7,
         message_ids: vec!["id:a".into(), "hash:00ff".into()],
+        duplicated: 0,
+        duplicate_ids: Vec::new(),
         outcome: "completed".into(),
     }
 }

@@ -218,9 +218,24 @@ fn progress() {
             returned: 2,
             failed: 1,
             rate: 50.0,
+            blocked: None,
         }),
     );
     snap("progress", &st);
+    // The broker blocks publishing (a memory alarm): the modal says so as it happens.
+    let at = |blocked: Option<&str>| {
+        Event::ReplayProgress(ReplayProgress {
+            total: 412,
+            moved: 120,
+            returned: 2,
+            failed: 1,
+            rate: 50.0,
+            blocked: blocked.map(str::to_string),
+        })
+    };
+    update(&mut st, at(Some("low on memory")));
+    snap("progress_blocked", &st);
+    update(&mut st, at(None));
     update(&mut st, key(KeyCode::Esc));
     snap("progress_stopping", &st);
 }

@@ -10,7 +10,7 @@
 //! Consuming and publishing use two channels, so a publish that closes its channel (an exchange
 //! that vanished) cannot take the DLQ's delivery tags with it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
@@ -23,13 +23,15 @@ use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
     BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, QueueDeclareOptions,
 };
-use lapin::types::FieldTable;
+use lapin::types::{FieldTable, ShortString};
 use tokio::sync::watch;
 
 use crate::broker::amqp;
+use crate::domain::engine::{
+    Config, ConfirmOutcome, Decision, Effect, Engine, Event, Limits, Tally,
+};
 use crate::domain::explain;
 use crate::domain::identity;
-use crate::domain::message::DeadLetter;
 use crate::domain::quorum::BrowsePolicy;
 use crate::domain::replay::{self as plan, ReplayOptions};
 use crate::domain::selection::Selection;
@@ -62,45 +64,7 @@ pub struct Job {
     pub quorum: BrowsePolicy,
 }
 
-/// Why the run ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// Went through everything the queue held when the replay started.
-    ReachedStartDepth,
-    /// The DLQ ran dry (or nothing arrived for a while).
-    QueueEmpty,
-    LimitReached,
-    Cancelled,
-    /// The hold-back window filled: more matching messages may lie further down.
-    WindowFull {
-        window: usize,
-    },
-    /// A quorum message came close to its delivery limit; returning more would risk losing it.
-    QuorumSafety(String),
-    /// The connection or a channel failed.
-    ConnectionLost(String),
-}
-
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StopReason::ReachedStartDepth => {
-                f.write_str("went through every message the queue held at the start")
-            }
-            StopReason::QueueEmpty => f.write_str("the queue is empty"),
-            StopReason::LimitReached => f.write_str("the limit was reached"),
-            StopReason::Cancelled => {
-                f.write_str("cancelled; in-flight messages were settled, the rest untouched")
-            }
-            StopReason::WindowFull { window } => write!(
-                f,
-                "held back {window} unselected messages (the window); more matching messages may lie further down — raise --window or replay again"
-            ),
-            StopReason::QuorumSafety(why) => write!(f, "stopped for quorum safety: {why}"),
-            StopReason::ConnectionLost(why) => write!(f, "the connection was lost: {why}"),
-        }
-    }
-}
+pub use crate::domain::engine::{AckOp, AckTracker, StopReason};
 
 /// Progress while running; also the final tally.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -113,6 +77,9 @@ pub struct Progress {
     /// Messages per second over the run so far.
     pub rate: f64,
     pub eta: Option<Duration>,
+    /// Set while the broker blocks publishing (`connection.blocked`), with its reason (e.g.
+    /// "low on memory"): the run waits, up to a deadline.
+    pub blocked: Option<String>,
 }
 
 /// The outcome of a run.
@@ -128,10 +95,73 @@ pub struct Summary {
     pub moved_ids: Vec<String>,
     /// Why messages were returned or failed, with counts.
     pub problems: BTreeMap<String, u64>,
-    /// Confirmed by the target but not acknowledged in the DLQ because the connection failed:
-    /// these are now in both places.
+    /// Messages that may now be in both the target and the DLQ (an upper bound: confirmed by
+    /// the target without a provably processed ack, or unanswered when the connection died).
     pub duplicated: u64,
+    /// Of `duplicated`, those that certainly are in both places (confirmed, never acked).
+    pub duplicated_certain: u64,
+    /// Keys of the messages counted in `duplicated`.
+    pub duplicate_ids: Vec<String>,
     pub stop: StopReason,
+    /// Set when the run ended without settling (a second cancel, or settling past its
+    /// deadline): its unacknowledged deliveries go back to the DLQ when the connection closes.
+    pub forced: Option<String>,
+    /// Why the run reconnected to another node and carried on, once per reconnect. Deliveries
+    /// of a lost connection go back to the DLQ only when the broker notices, so such a run is
+    /// never "completed".
+    pub reconnected: Vec<String>,
+}
+
+impl Summary {
+    /// Every selected message the run reached was moved, nothing failed, nothing was returned,
+    /// nothing may be duplicated, and it stopped because it was done.
+    pub fn completed(&self) -> bool {
+        self.stop.is_finished()
+            && self.forced.is_none()
+            && self.reconnected.is_empty()
+            && self.progress.failed == 0
+            && self.progress.returned == 0
+            && self.duplicated == 0
+    }
+
+    /// The audit's outcome: "completed" (see [`completed`](Self::completed)), "cancelled" (a
+    /// signal, settled), "interrupted: …" (ended without settling), "failed: …" (a broker or
+    /// connection fault, or nothing moved and some failed or came back), else "partial: …".
+    pub fn outcome(&self) -> String {
+        let text = self.outcome_alone();
+        if self.reconnected.is_empty() || self.forced.is_some() {
+            return text;
+        }
+        let text = if text == "completed" {
+            format!("partial: {}", self.stop)
+        } else {
+            text
+        };
+        format!(
+            "{text}; reconnected {} time(s) after node loss: messages delivered on a lost connection return to the DLQ when the broker notices — replay again for them",
+            self.reconnected.len()
+        )
+    }
+
+    fn outcome_alone(&self) -> String {
+        let p = &self.progress;
+        if let Some(why) = &self.forced {
+            format!("interrupted: {why}; {}", self.stop)
+        } else if self.completed() {
+            "completed".to_string()
+        } else if self.stop == StopReason::Cancelled {
+            "cancelled".to_string()
+        } else if self.stop.is_fault() || (p.moved == 0 && p.failed + p.returned > 0) {
+            format!("failed: {}", self.stop)
+        } else if p.failed + p.returned > 0 {
+            format!(
+                "partial: {} failed, {} returned; {}",
+                p.failed, p.returned, self.stop
+            )
+        } else {
+            format!("partial: {}", self.stop)
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -140,89 +170,6 @@ pub enum ReplayError {
     Channel(String),
     #[error("queue '{queue}' cannot be read: {reason}")]
     Queue { queue: String, reason: String },
-}
-
-/// Settles DLQ deliveries with as few frames as possible: one `multiple` ack for a run of ready
-/// tags below anything still held or in flight, single acks above. Never acks a tag twice (the
-/// broker closes the channel for that) and never acks a held tag.
-#[derive(Debug, Default)]
-pub struct AckTracker {
-    ready: BTreeSet<u64>,
-    /// Received and not yet decided (being planned or awaiting a confirm).
-    pending: BTreeSet<u64>,
-    /// To be handed back at the end.
-    held: BTreeSet<u64>,
-    max_seen: u64,
-}
-
-/// One ack frame to send.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AckOp {
-    pub tag: u64,
-    pub multiple: bool,
-}
-
-impl AckTracker {
-    pub fn received(&mut self, tag: u64) {
-        self.pending.insert(tag);
-        self.max_seen = self.max_seen.max(tag);
-    }
-    pub fn ready(&mut self, tag: u64) {
-        self.pending.remove(&tag);
-        self.ready.insert(tag);
-    }
-    pub fn hold(&mut self, tag: u64) {
-        self.pending.remove(&tag);
-        self.held.insert(tag);
-    }
-    pub fn held(&self) -> usize {
-        self.held.len()
-    }
-    pub fn pending(&self) -> usize {
-        self.pending.len()
-    }
-    /// Confirmed tags not yet acknowledged.
-    pub fn ready_len(&self) -> usize {
-        self.ready.len()
-    }
-    pub fn max_seen(&self) -> u64 {
-        self.max_seen
-    }
-    /// Tags that are not yet acknowledged (held or pending).
-    pub fn unsettled(&self) -> usize {
-        self.held.len() + self.pending.len() + self.ready.len()
-    }
-
-    /// The ack frames that settle the ready tags that can be settled well now. Tags above a
-    /// pending one wait for it: confirms resolve in bursts and out of order, and acknowledging
-    /// them one by one then would cost a frame each, where waiting lets one `multiple` ack cover
-    /// the run. Tags above a held one can never be covered by a `multiple` ack (it would take the
-    /// held message too), so those are acknowledged singly.
-    pub fn flush(&mut self) -> Vec<AckOp> {
-        let eligible: Vec<u64> = match self.pending.first() {
-            Some(&low) => self.ready.range(..low).copied().collect(),
-            None => self.ready.iter().copied().collect(),
-        };
-        let held_low = self.held.first().copied();
-        let mut ops = Vec::new();
-        let (covered, single): (Vec<u64>, Vec<u64>) = eligible
-            .iter()
-            .partition(|&&t| held_low.is_none_or(|h| t < h));
-        if let Some(&top) = covered.last() {
-            ops.push(AckOp {
-                tag: top,
-                multiple: true,
-            });
-        }
-        ops.extend(single.iter().map(|&tag| AckOp {
-            tag,
-            multiple: false,
-        }));
-        for t in &eligible {
-            self.ready.remove(t);
-        }
-        ops
-    }
 }
 
 /// Message-per-second pacing: message `n` may go at `start + n / rate`, where `start` is the
@@ -274,21 +221,107 @@ async fn next_confirm(
     }
 }
 
-struct InFlight {
-    key: String,
-    target: String,
+/// A message read from the DLQ and waiting for its rate slot, ready to publish.
+struct Outgoing {
+    tag: u64,
+    /// Exchange and routing key, checked to fit AMQP's short strings when planned.
+    target: (ShortString, ShortString),
+    props: lapin::BasicProperties,
+    body: Vec<u8>,
 }
 
-/// How long the DLQ may stay silent before the run assumes it is empty.
-const IDLE: Duration = Duration::from_secs(2);
-/// Flush acks after this many ready tags, whenever nothing is pending, and at least every
-/// [`ACK_EVERY`]: a confirmed message that is not yet acknowledged is replayed again if the
-/// connection dies, so a slow (throttled) run must not sit on a large batch.
-const ACK_BATCH: usize = 256;
-const ACK_EVERY: Duration = Duration::from_millis(50);
+/// Why an awaited step did not give its answer.
+enum Cut {
+    Timeout(Duration),
+    /// A cancel (signal) arrived while waiting.
+    Cancel,
+    Failed(String),
+}
+
+impl Cut {
+    fn text(&self, what: &str) -> String {
+        match self {
+            Cut::Timeout(d) => format!("{what}: no answer within {}s", d.as_secs()),
+            Cut::Cancel => format!("{what}: interrupted by a signal"),
+            Cut::Failed(e) => format!("{what}: {e}"),
+        }
+    }
+}
+
+/// Awaits `fut` for at most `limit`, giving up early when `cancel` changes.
+async fn bounded<T, E: std::fmt::Display>(
+    limit: Duration,
+    cancel: &mut CancelWatch,
+    fut: impl Future<Output = Result<T, E>>,
+) -> Result<T, Cut> {
+    tokio::select! {
+        biased;
+        () = cancel.next() => Err(Cut::Cancel),
+        r = tokio::time::timeout(limit, fut) => match r {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Cut::Failed(e.to_string())),
+            Err(_) => Err(Cut::Timeout(limit)),
+        },
+    }
+}
+
+/// Awaits `fut` for at most `limit` while the engine runs. A cancel meanwhile goes to the engine
+/// at once: a first one (a stop) lets the wait go on; one that ends the run (a second) abandons
+/// it, and the caller then finds the engine done.
+async fn guarded<T, E: std::fmt::Display>(
+    limit: Duration,
+    cancel: &mut CancelWatch,
+    engine: &mut Engine,
+    fx: &mut VecDeque<Effect>,
+    fut: impl Future<Output = Result<T, E>>,
+) -> Result<T, Cut> {
+    tokio::pin!(fut);
+    let timer = tokio::time::sleep(limit);
+    tokio::pin!(timer);
+    loop {
+        tokio::select! {
+            biased;
+            () = cancel.next() => {
+                fx.extend(engine.on(Instant::now(), Event::Cancel));
+                if engine.is_done() {
+                    return Err(Cut::Cancel);
+                }
+            }
+            r = &mut fut => return r.map_err(|e| Cut::Failed(e.to_string())),
+            () = &mut timer => return Err(Cut::Timeout(limit)),
+        }
+    }
+}
+
+/// The cancel signal: each new `true` sent (or the sender going away) is one cancel.
+struct CancelWatch {
+    rx: watch::Receiver<bool>,
+    open: bool,
+}
+
+impl CancelWatch {
+    /// Resolves at the next cancel; never when the sender is gone and that was reported.
+    async fn next(&mut self) {
+        loop {
+            if !self.open {
+                return std::future::pending().await;
+            }
+            match self.rx.changed().await {
+                Ok(()) if *self.rx.borrow_and_update() => return,
+                Ok(()) => continue,
+                Err(_) => {
+                    // The sender is gone: nobody can cancel any more, which is taken as a cancel.
+                    self.open = false;
+                    return;
+                }
+            }
+        }
+    }
+}
 
 /// Runs a replay. `cancel` flips to `true` to stop: in-flight messages are settled correctly and
-/// the rest is left untouched. `on_progress` is called a few times a second.
+/// the rest is left untouched; sending `true` again ends the run at once. `on_progress` is called
+/// a few times a second, and at once when the broker blocks or unblocks publishing.
 pub async fn run(
     conn: &lapin::Connection,
     job: &Job,
@@ -301,45 +334,83 @@ pub async fn run(
 /// [`run`] with the DLQ consumed on `consume_conn` and the target published on `publish_conn`.
 /// Two connections let the broker parse publishes and encode deliveries in parallel (each
 /// connection has its own reader and writer), which is most of its cost per replayed message.
+///
+/// The decisions are `domain::engine`'s; this function only performs its effects and turns what
+/// the broker does into its events. Every await is bounded by a deadline.
 pub async fn run_split(
     consume_conn: &lapin::Connection,
     publish_conn: &lapin::Connection,
     job: &Job,
     cancel: watch::Receiver<bool>,
+    on_progress: impl FnMut(&Progress),
+) -> Result<Summary, ReplayError> {
+    run_with(
+        consume_conn,
+        publish_conn,
+        job,
+        Limits::default(),
+        cancel,
+        on_progress,
+    )
+    .await
+}
+
+/// [`run_split`] with the deadlines given.
+pub async fn run_with(
+    consume_conn: &lapin::Connection,
+    publish_conn: &lapin::Connection,
+    job: &Job,
+    limits: Limits,
+    cancel: watch::Receiver<bool>,
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<Summary, ReplayError> {
-    let consume = consume_conn
-        .create_channel()
+    let step = limits.step;
+    let mut cancel = CancelWatch {
+        rx: cancel,
+        open: true,
+    };
+    let separate = !std::ptr::eq(consume_conn, publish_conn);
+    // Listen before anything is published: `connection.blocked` comes when the first publish
+    // meets an alarm.
+    let mut conn_events = publish_conn.events_listener();
+    let chan_err = |e: Cut| ReplayError::Channel(e.text("opening a channel"));
+    let consume = bounded(step, &mut cancel, consume_conn.create_channel())
         .await
-        .map_err(|e| ReplayError::Channel(e.to_string()))?;
-    let publish = publish_conn
-        .create_channel()
+        .map_err(chan_err)?;
+    let publish = bounded(step, &mut cancel, publish_conn.create_channel())
         .await
-        .map_err(|e| ReplayError::Channel(e.to_string()))?;
-    publish
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .map_err(|e| ReplayError::Channel(e.to_string()))?;
+        .map_err(chan_err)?;
+    bounded(
+        step,
+        &mut cancel,
+        publish.confirm_select(ConfirmSelectOptions::default()),
+    )
+    .await
+    .map_err(|e| ReplayError::Channel(e.text("confirm mode")))?;
 
-    let queue_err = |e: lapin::Error| ReplayError::Queue {
+    let queue_err = |e: Cut| ReplayError::Queue {
         queue: job.dlq.clone(),
-        reason: e.to_string(),
+        reason: e.text("declare"),
     };
     let dlq_name = amqp::short("the queue name", &job.dlq).map_err(|e| ReplayError::Queue {
         queue: job.dlq.clone(),
         reason: e.to_string(),
     })?;
-    let declared = consume
-        .queue_declare(
+    let tag_name = |tag: &str| amqp::short("the consumer tag", tag).unwrap_or_default();
+    let declared = bounded(
+        step,
+        &mut cancel,
+        consume.queue_declare(
             dlq_name.clone(),
             QueueDeclareOptions {
                 passive: true,
                 ..Default::default()
             },
             FieldTable::default(),
-        )
-        .await
-        .map_err(queue_err)?;
+        ),
+    )
+    .await
+    .map_err(queue_err)?;
     let depth_at_start = u64::from(declared.message_count());
 
     // Held messages stay unacknowledged, so the prefetch must leave room for them.
@@ -349,10 +420,13 @@ pub async fn run_split(
         Selection::All if job.allowed_targets.len() <= 1 => 2000,
         _ => u16::try_from(job.window.saturating_add(1000)).unwrap_or(u16::MAX),
     };
-    consume
-        .basic_qos(prefetch, BasicQosOptions::default())
-        .await
-        .map_err(queue_err)?;
+    bounded(
+        step,
+        &mut cancel,
+        consume.basic_qos(prefetch, BasicQosOptions::default()),
+    )
+    .await
+    .map_err(queue_err)?;
 
     let mut summary = Summary {
         progress: Progress {
@@ -365,332 +439,674 @@ pub async fn run_split(
         moved_ids: Vec::new(),
         problems: BTreeMap::new(),
         duplicated: 0,
+        duplicated_certain: 0,
+        duplicate_ids: Vec::new(),
         stop: StopReason::ReachedStartDepth,
+        forced: None,
+        reconnected: Vec::new(),
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
+        close_quietly(&consume, &publish, None, step, step).await;
         return Ok(summary);
     }
 
     let tag = format!("warren-replay-{}", std::process::id());
-    let mut consumer = consume
-        .basic_consume(
-            dlq_name,
-            amqp::short("the consumer tag", &tag).unwrap_or_default(),
+    let mut consumer = bounded(
+        step,
+        &mut cancel,
+        consume.basic_consume(
+            dlq_name.clone(),
+            tag_name(&tag),
             BasicConsumeOptions::default(),
             FieldTable::default(),
-        )
-        .await
-        .map_err(queue_err)?;
+        ),
+    )
+    .await
+    .map_err(queue_err)?;
 
     let started = Instant::now();
+    let mut engine = Engine::new(
+        Config {
+            depth_at_start,
+            limit: job.limit,
+            window: job.window,
+            prefetch: usize::from(prefetch),
+            limits: limits.clone(),
+        },
+        started,
+    );
+    let mut fx: VecDeque<Effect> = VecDeque::new();
+    if publish_conn.status().blocked() {
+        fx.extend(engine.on(
+            Instant::now(),
+            Event::Blocked("blocked before the run started".into()),
+        ));
+    }
     let mut pacer = Pacer::new(job.rate);
-    let mut acks = AckTracker::default();
     let mut inflight: FuturesUnordered<InFlightFuture> = FuturesUnordered::new();
     // Publishes that completed on their first poll (a closed channel fails at once).
     let mut early: VecDeque<(u64, lapin::Result<Confirmation>)> = VecDeque::new();
-    let mut inflight_meta: HashMap<u64, InFlight> = HashMap::new();
-    let mut seen: u64 = 0;
-    let mut published: u64 = 0;
-    let mut taking = true;
-    let mut stop: Option<StopReason> = None;
-    let mut cancel = cancel;
+    let mut outgoing: Option<Outgoing> = None;
+    let mut depth_ch: Option<lapin::Channel> = None;
+    let mut events_open = true;
     let mut last_progress = Instant::now();
-    let mut last_ack = Instant::now();
-    // A selected delivery waiting for its rate slot.
-    let mut waiting: Option<(u64, String, String, plan::ReplayPlan, DeadLetter)> = None;
+    let mut blocked_shown: Option<String> = None;
+    // Set when a request went unanswered: closing then only starts, without waiting for a
+    // broker that does not answer.
+    let mut unresponsive = false;
 
-    macro_rules! problem {
-        ($why:expr) => {
-            *summary.problems.entry($why).or_insert(0) += 1
-        };
-    }
-
-    loop {
-        if !taking && waiting.is_none() && inflight.is_empty() && early.is_empty() {
-            break;
-        }
-        let slot = pacer.next_slot();
-        tokio::select! {
-            biased;
-            changed = cancel.changed(), if taking || waiting.is_some() => {
-                if changed.is_err() || *cancel.borrow() {
-                    taking = false;
-                    stop.get_or_insert(StopReason::Cancelled);
-                    if let Some((t, ..)) = waiting.take() {
-                        acks.hold(t);
-                    }
-                }
-            }
-            confirm = next_confirm(&mut early, &mut inflight), if !inflight.is_empty() || !early.is_empty() => {
-                let Some((t, result)): Option<(u64, lapin::Result<Confirmation>)> = confirm else { continue };
-                let meta: Option<InFlight> = inflight_meta.remove(&t);
-                match result {
-                    Ok(Confirmation::Ack(None)) => {
-                        acks.ready(t);
-                        summary.progress.moved += 1;
-                        if let Some(m) = meta {
-                            *summary.targets.entry(m.target).or_insert(0) += 1;
-                            summary.moved_ids.push(m.key);
-                        }
-                    }
-                    Ok(Confirmation::Ack(Some(ret))) => {
-                        acks.hold(t);
-                        summary.progress.returned += 1;
-                        problem!(format!("returned by the broker: {} {}", ret.reply_code, ret.reply_text));
-                    }
-                    Ok(Confirmation::Nack(_)) => {
-                        acks.hold(t);
-                        summary.progress.failed += 1;
-                        problem!("the broker refused the publish (nack)".to_string());
-                    }
-                    Ok(Confirmation::NotRequested) => {
-                        // Cannot happen on a confirm channel; never ack what was not confirmed.
-                        acks.hold(t);
-                        summary.progress.failed += 1;
-                        problem!("no publisher confirm".to_string());
-                    }
-                    Err(e) => {
-                        acks.hold(t);
-                        summary.progress.failed += 1;
-                        problem!(format!("publish failed: {e}"));
-                        taking = false;
-                        stop.get_or_insert(StopReason::ConnectionLost(e.to_string()));
-                    }
-                }
-            }
-            _ = until(slot), if waiting.is_some() => {
-                let Some((t, key, target, p, msg)) = waiting.take() else { continue };
-                let Some(target_key) = p.target.as_ref().map(|tg| (tg.exchange.clone(), tg.routing_key.clone())) else {
-                    acks.hold(t);
-                    continue;
-                };
-                let props = match amqp::properties_to_amqp(&msg.properties, &p.headers) {
-                    Ok(props) => props,
-                    Err(e) => {
-                        acks.hold(t);
-                        summary.progress.failed += 1;
-                        problem!(format!("cannot be re-encoded for publishing: {e}"));
+    'run: loop {
+        while let Some(effect) = fx.pop_front() {
+            let ev = match effect {
+                Effect::Finish => break 'run,
+                Effect::Publish(t) => {
+                    let Some(out) = outgoing.take().filter(|o| o.tag == t) else {
                         continue;
-                    }
-                };
-                // Publishes are not awaited one by one: lapin resolves a publish only once the IO
-                // loop has written it, a thread hop per message. The first poll hands the frames
-                // to lapin, so messages still go out in the order they were read; the rest (the
-                // write, then the confirm) completes in `inflight`. A publish that fails (closed
-                // channel) completes with the error and is handled with the confirms.
-                // Names from headers and bodies: one too long for AMQP holds this message.
-                let (exchange, routing_key) = match (
-                    amqp::short("the exchange name", &target_key.0),
-                    amqp::short("the routing key", &target_key.1),
-                ) {
-                    (Ok(e), Ok(r)) => (e, r),
-                    (Err(e), _) | (_, Err(e)) => {
-                        acks.hold(t);
-                        summary.progress.failed += 1;
-                        problem!(format!("cannot be published: {e}"));
-                        continue;
-                    }
-                };
-                let ch = publish.clone();
-                let mut fut: InFlightFuture = Box::pin(async move {
-                    let r = match ch
-                        .basic_publish(
-                            exchange,
-                            routing_key,
-                            BasicPublishOptions { mandatory: true, ..Default::default() },
-                            &msg.body,
+                    };
+                    // Publishes are not awaited one by one: lapin resolves a publish only once
+                    // the IO loop has written it, a thread hop per message. The first poll hands
+                    // the frames to lapin, so messages still go out in the order they were read;
+                    // the rest (the write, then the confirm) completes in `inflight`, bounded by
+                    // the engine's confirm deadline. A publish that fails (closed channel)
+                    // completes with the error and is handled with the confirms.
+                    let ch = publish.clone();
+                    let mut fut: InFlightFuture = Box::pin(async move {
+                        let Outgoing {
+                            tag,
+                            target,
                             props,
-                        )
-                        .await
-                    {
-                        Ok(confirm) => confirm.await,
+                            body,
+                        } = out;
+                        let r = match ch
+                            .basic_publish(
+                                target.0,
+                                target.1,
+                                BasicPublishOptions {
+                                    mandatory: true,
+                                    ..Default::default()
+                                },
+                                &body,
+                                props,
+                            )
+                            .await
+                        {
+                            Ok(confirm) => confirm.await,
+                            Err(e) => Err(e),
+                        };
+                        (tag, r)
+                    });
+                    match futures_util::poll!(fut.as_mut()) {
+                        Poll::Ready(done) => early.push_back(done),
+                        Poll::Pending => inflight.push(fut),
+                    }
+                    pacer.published();
+                    continue;
+                }
+                Effect::Ack(ops) => {
+                    let r = guarded(
+                        step,
+                        &mut cancel,
+                        &mut engine,
+                        &mut fx,
+                        send_acks(&consume, ops),
+                    )
+                    .await;
+                    unresponsive |= timed_out(&r);
+                    Event::AcksWritten(
+                        r.map_err(|e| e.text("acknowledging in the dead-letter queue failed")),
+                    )
+                }
+                Effect::Sync => {
+                    // basic.qos is answered after every frame sent before it on this channel was
+                    // processed: it proves the acks written so far.
+                    let r = guarded(
+                        step,
+                        &mut cancel,
+                        &mut engine,
+                        &mut fx,
+                        consume.basic_qos(prefetch, BasicQosOptions::default()),
+                    )
+                    .await;
+                    unresponsive |= timed_out(&r);
+                    Event::Synced(
+                        r.map_err(|e| e.text("the dead-letter queue's node (frozen, or cut off?)")),
+                    )
+                }
+                Effect::AskDepth => {
+                    // A passive declare on a channel of its own: a failed declare closes the
+                    // channel it was asked on, never the consumer's.
+                    let ch = match depth_ch.take().filter(|c| c.status().connected()) {
+                        Some(c) => Ok(c),
+                        None => {
+                            guarded(
+                                step,
+                                &mut cancel,
+                                &mut engine,
+                                &mut fx,
+                                consume_conn.create_channel(),
+                            )
+                            .await
+                        }
+                    };
+                    let r = match ch {
+                        Ok(ch) => {
+                            let r = guarded(
+                                step,
+                                &mut cancel,
+                                &mut engine,
+                                &mut fx,
+                                ch.queue_declare(
+                                    dlq_name.clone(),
+                                    QueueDeclareOptions {
+                                        passive: true,
+                                        ..Default::default()
+                                    },
+                                    FieldTable::default(),
+                                ),
+                            )
+                            .await;
+                            depth_ch = Some(ch);
+                            r.map(|d| u64::from(d.message_count()))
+                        }
                         Err(e) => Err(e),
                     };
-                    (t, r)
-                });
-                match futures_util::poll!(fut.as_mut()) {
-                    Poll::Ready(done) => early.push_back(done),
-                    Poll::Pending => inflight.push(fut),
+                    unresponsive |= timed_out(&r);
+                    Event::Depth(r.map_err(|e| e.text("passive declare")))
                 }
-                pacer.published();
-                published += 1;
-                inflight_meta.insert(t, InFlight { key, target });
-                if job.limit.is_some_and(|l| published >= l) {
-                    taking = false;
-                    stop.get_or_insert(StopReason::LimitReached);
+                Effect::CancelConsumer => {
+                    let r = if consume.status().connected() {
+                        let r = guarded(
+                            step,
+                            &mut cancel,
+                            &mut engine,
+                            &mut fx,
+                            consume.basic_cancel(tag_name(&tag), BasicCancelOptions::default()),
+                        )
+                        .await;
+                        unresponsive |= timed_out(&r);
+                        r.map_err(|e| e.text("cancelling the consumer"))
+                    } else {
+                        Err("the dead-letter queue's channel is closed".to_string())
+                    };
+                    Event::ConsumerCancelled(r)
                 }
+                Effect::Drain => {
+                    // What the broker had sent before cancel-ok is held and handed back with the
+                    // rest, so no delivery is left for a channel close to return (which would
+                    // count a delivery on quorum queues).
+                    let drain_until = Instant::now() + step;
+                    while !engine.is_done() {
+                        let left = drain_until.saturating_duration_since(Instant::now());
+                        let wait = left.min(Duration::from_millis(500));
+                        let next = guarded(wait, &mut cancel, &mut engine, &mut fx, async {
+                            match consumer.next().await {
+                                Some(Ok(d)) => Ok(d.delivery_tag),
+                                Some(Err(e)) => Err(e.to_string()),
+                                None => Err("consumer ended".to_string()),
+                            }
+                        })
+                        .await;
+                        match next {
+                            Ok(t) => fx.extend(engine.on(Instant::now(), Event::Drained(t))),
+                            Err(_) => break,
+                        }
+                    }
+                    Event::DrainDone
+                }
+                Effect::Nack { top } => {
+                    let r = guarded(
+                        step,
+                        &mut cancel,
+                        &mut engine,
+                        &mut fx,
+                        consume.basic_nack(
+                            top,
+                            BasicNackOptions {
+                                multiple: true,
+                                requeue: true,
+                            },
+                        ),
+                    )
+                    .await;
+                    unresponsive |= timed_out(&r);
+                    Event::HandedBack(r.map_err(|e| e.text("nack")))
+                }
+                Effect::Close => {
+                    let close_limit = if unresponsive {
+                        Duration::from_millis(1)
+                    } else {
+                        step
+                    };
+                    let r = if consume.status().connected() {
+                        guarded(
+                            close_limit,
+                            &mut cancel,
+                            &mut engine,
+                            &mut fx,
+                            consume.close(200, "replay done".into()),
+                        )
+                        .await
+                        .map_err(|e| e.text("closing the dead-letter queue's channel"))
+                    } else {
+                        Err("the dead-letter queue's channel was already closed".to_string())
+                    };
+                    // A blocked connection writes nothing (not even a close): do not wait on it.
+                    let publish_limit = if publish_conn.status().blocked() {
+                        Duration::from_millis(1)
+                    } else {
+                        close_limit
+                    };
+                    let closing = async {
+                        close_quietly(
+                            &consume,
+                            &publish,
+                            depth_ch.take(),
+                            publish_limit,
+                            close_limit,
+                        )
+                        .await;
+                        Ok::<(), String>(())
+                    };
+                    let _ = guarded(
+                        Duration::from_secs(4),
+                        &mut cancel,
+                        &mut engine,
+                        &mut fx,
+                        closing,
+                    )
+                    .await;
+                    Event::Closed(r)
+                }
+            };
+            if engine.is_done() {
+                // A second cancel came while waiting: the run ends now.
+                break 'run;
             }
-            next = tokio::time::timeout(IDLE, consumer.next()), if taking && waiting.is_none() => {
-                let delivery = match next {
-                    Err(_) => {
-                        taking = false;
-                        stop.get_or_insert(StopReason::QueueEmpty);
-                        continue;
+            fx.extend(engine.on(Instant::now(), ev));
+        }
+
+        let wants = engine.wants();
+        let deadline = engine.deadline();
+        let slot = pacer.next_slot();
+        let ev = tokio::select! {
+            biased;
+            () = cancel.next() => Event::Cancel,
+            e = conn_events.next(), if events_open => match e {
+                Some(lapin::Event::ConnectionBlocked(why)) => Event::Blocked(why),
+                Some(lapin::Event::ConnectionUnblocked) => Event::Unblocked,
+                Some(_) => continue,
+                None => {
+                    events_open = false;
+                    continue;
+                }
+            },
+            confirm = next_confirm(&mut early, &mut inflight), if wants.confirms && (!inflight.is_empty() || !early.is_empty()) => {
+                let Some((t, result)) = confirm else { continue };
+                let outcome = match result {
+                    Ok(Confirmation::Ack(None)) => ConfirmOutcome::Ack,
+                    Ok(Confirmation::Ack(Some(ret))) => {
+                        ConfirmOutcome::Returned(format!("{} {}", ret.reply_code, ret.reply_text))
                     }
-                    // The stream ends only when the broker cancelled the consumer or the channel
-                    // closed: not an empty queue, and not a success.
-                    Ok(None) => {
-                        taking = false;
-                        stop.get_or_insert(StopReason::ConnectionLost(
-                            "the broker cancelled the consumer (was the queue deleted?) or closed the channel".into(),
-                        ));
-                        continue;
-                    }
-                    Ok(Some(Err(e))) => {
-                        taking = false;
-                        stop.get_or_insert(StopReason::ConnectionLost(e.to_string()));
-                        continue;
-                    }
-                    Ok(Some(Ok(d))) => d,
+                    Ok(Confirmation::Nack(_)) => ConfirmOutcome::Nack,
+                    // Cannot happen on a confirm channel; never ack what was not confirmed.
+                    Ok(Confirmation::NotRequested) => ConfirmOutcome::Failed("no publisher confirm".into()),
+                    // No answer, only an error (the channel or the connection closed): the
+                    // broker may have routed it before (confirms come in batches), so it counts
+                    // as a possible duplicate.
+                    Err(e) => ConfirmOutcome::Unknown(e.to_string()),
                 };
-                let t = delivery.delivery_tag;
-                acks.received(t);
-                seen += 1;
-                if seen >= depth_at_start {
-                    // "All" is what the queue held at the start: what arrives now waits for the next run.
-                    taking = false;
-                    stop.get_or_insert(StopReason::ReachedStartDepth);
-                }
-                // The whole body: replay publishes exactly what it read.
-                let msg = amqp::dead_letter_from_delivery(&job.dlq, seen - 1, delivery, usize::MAX);
-                let exp = explain::explain(&msg);
-                let key = identity::message_key(&msg);
-                let age = job.ages.get(&key).copied();
-                let delivery_count = msg.delivery.delivery_count;
-                let near_limit = delivery_count.is_some_and(|c| !job.quorum.message_safe(c));
-
-                if !job.selection.selects(&msg, &exp, &key, age) {
-                    acks.hold(t);
-                    summary.held_back += 1;
-                } else {
-                    let mut p = plan::plan(
-                        &msg,
-                        &exp,
-                        &ReplayOptions { keep_attempts: job.keep_attempts, target_queue: job.to.clone(), now: jiff::Timestamp::now() },
-                    );
-                    plan::apply_redirect(&mut p, &job.redirects);
-                    match refusal(job, &p) {
-                        Some(why) => {
-                            acks.hold(t);
-                            summary.progress.failed += 1;
-                            problem!(why);
-                        }
-                        None => {
-                            let target = p
-                                .target
-                                .as_ref()
-                                .map(|tg| tg.expected_queue.clone().unwrap_or_else(|| format!("exchange {}", tg.exchange)))
-                                .unwrap_or_default();
-                            waiting = Some((t, key, target, p, msg));
-                        }
-                    }
-                }
-                if near_limit && waiting.is_none() {
-                    taking = false;
-                    stop.get_or_insert(StopReason::QuorumSafety(format!(
-                        "message {} has been delivered {} times; returning more messages could push them past the queue's delivery limit",
-                        seen,
-                        delivery_count.unwrap_or(0)
-                    )));
-                }
-                if acks.held() >= job.window {
-                    taking = false;
-                    stop.get_or_insert(StopReason::WindowFull { window: job.window });
-                }
+                engine.compact();
+                Event::Confirm { tag: t, outcome }
             }
-        }
+            () = until(slot), if wants.slot => Event::Slot,
+            next = consumer.next(), if wants.take => match next {
+                // The stream ends only when the broker cancelled the consumer or the channel
+                // closed: not an empty queue, and not a success.
+                None => Event::ConsumeLost(
+                    "the broker cancelled the consumer (was the queue deleted?) or closed the channel".into(),
+                ),
+                Some(Err(e)) => Event::ConsumeLost(e.to_string()),
+                Some(Ok(d)) => {
+                    let (ev, out) = classify(job, engine.tally().seen, d);
+                    outgoing = out;
+                    ev
+                }
+            },
+            () = sleep_until_opt(deadline) => Event::Tick,
+        };
+        fx.extend(engine.on(Instant::now(), ev));
 
-        let ready = acks.ready_len();
-        if ready > 0
-            && (ready >= ACK_BATCH || acks.pending() == 0 || last_ack.elapsed() >= ACK_EVERY)
-        {
-            last_ack = Instant::now();
-            if let Err(e) = send_acks(&consume, acks.flush()).await {
-                // Confirmed by the target but still in the DLQ: they exist twice now.
-                summary.duplicated += ready as u64;
-                stop.get_or_insert(StopReason::ConnectionLost(e));
-                break;
-            }
-        }
-        if last_progress.elapsed() >= Duration::from_millis(200) {
+        let blocked = engine.tally().blocked.clone();
+        if blocked != blocked_shown || last_progress.elapsed() >= Duration::from_millis(200) {
+            blocked_shown = blocked;
             last_progress = Instant::now();
-            update_rate(
+            fill_progress(
                 &mut summary.progress,
+                engine.tally(),
                 started,
                 depth_at_start,
-                seen,
                 job.limit,
             );
             on_progress(&summary.progress);
         }
     }
 
-    // Settle: ack what the broker confirmed, then hand back everything else in one nack. Stop
-    // the consumer first and drain what it had already been sent, so no delivery is left for a
-    // channel close to return (which would count a delivery on quorum queues).
-    // A lost publish channel (e.g. an access refusal) leaves the consuming channel working: its
-    // held messages are still handed back here rather than waiting for the connection to close.
-    let ready = acks.ready_len() as u64;
-    let mut lost = !consume.status().connected();
-    if let Err(e) = send_acks(&consume, acks.flush()).await {
-        stop = Some(StopReason::ConnectionLost(e));
-        lost = true;
-        // Confirmed but never acknowledged: the broker requeues them, so they exist twice now.
-        summary.duplicated += ready;
-    }
-    if !lost {
-        if consume
-            .basic_cancel(
-                amqp::short("the consumer tag", &tag).unwrap_or_default(),
-                BasicCancelOptions::default(),
+    if engine.tally().forced.is_some() {
+        // Nothing more is sent. Start closing the publishing connection without waiting for the
+        // broker, so a later close of it (the caller's) returns at once instead of hanging on a
+        // frozen node; deliveries go back to the DLQ when the connections drop.
+        if separate {
+            let _ = tokio::time::timeout(
+                Duration::from_millis(1),
+                publish_conn.close(200, "replay interrupted".into()),
             )
-            .await
-            .is_ok()
-        {
-            while let Ok(Some(Ok(d))) =
-                tokio::time::timeout(Duration::from_millis(500), consumer.next()).await
-            {
-                acks.received(d.delivery_tag);
-                acks.hold(d.delivery_tag);
-            }
+            .await;
         }
-        let top = acks.max_seen();
-        if acks.held() > 0
-            && top > 0
-            && let Err(e) = consume
-                .basic_nack(
-                    top,
-                    BasicNackOptions {
-                        multiple: true,
-                        requeue: true,
-                    },
-                )
-                .await
-        {
-            stop = Some(StopReason::ConnectionLost(format!(
-                "handing back held messages failed: {e}"
-            )));
-        }
-        let _ = consume.close(200, "replay done".into()).await;
-    }
-    if publish.status().connected() {
-        let _ = publish.close(200, "replay done".into()).await;
+    } else if separate && publish_conn.status().connected() {
+        let limit = if publish_conn.status().blocked() || unresponsive {
+            Duration::from_millis(1)
+        } else {
+            step
+        };
+        let _ = tokio::time::timeout(limit, publish_conn.close(200, "replay done".into())).await;
     }
 
-    update_rate(
-        &mut summary.progress,
-        started,
-        depth_at_start,
-        seen,
-        job.limit,
-    );
+    let t = engine.tally();
+    fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
     summary.progress.eta = None;
-    summary.stop = stop.unwrap_or(StopReason::ReachedStartDepth);
+    summary.held_back = t.held_back;
+    summary.targets = t.targets.clone();
+    summary.moved_ids = t.moved_ids.clone();
+    summary.problems = t.problems.clone();
+    summary.duplicated = t.duplicated;
+    summary.duplicated_certain = t.duplicated_certain;
+    summary.duplicate_ids = t.duplicate_ids.clone();
+    summary.forced = t.forced.clone();
+    summary.stop = engine
+        .stop_reason()
+        .cloned()
+        .unwrap_or(StopReason::ReachedStartDepth);
     on_progress(&summary.progress);
     Ok(summary)
 }
 
+/// [`run_with`], carrying on after node loss: when a stretch ends because the connection was
+/// lost or the broker stopped answering (not cancelled, not forced), `connect` is asked for a
+/// new (consume, publish) pair — the next node of a cluster — and the replay goes on from the
+/// queue as it is then, at most `max_reconnects` times. Counts, ids and duplicates add up over
+/// the stretches; a failed reconnect ends the run with the counts so far.
+pub async fn run_failover<C, Fut>(
+    mut connect: C,
+    job: &Job,
+    limits: Limits,
+    cancel: watch::Receiver<bool>,
+    mut on_progress: impl FnMut(&Progress),
+    max_reconnects: u32,
+) -> Result<Summary, ReplayError>
+where
+    C: FnMut() -> Fut,
+    Fut: Future<Output = Result<(lapin::Connection, lapin::Connection), String>>,
+{
+    let mut job = job.clone();
+    let mut total: Option<Summary> = None;
+    loop {
+        let (consume, publish) = match connect().await {
+            Ok(pair) => pair,
+            Err(e) => {
+                return match total {
+                    Some(mut t) => {
+                        t.stop = StopReason::ConnectionLost(format!(
+                            "{}; reconnecting failed: {e}",
+                            t.stop
+                        ));
+                        Ok(t)
+                    }
+                    None => Err(ReplayError::Channel(e)),
+                };
+            }
+        };
+        if total.is_some() {
+            settle_in(&consume, &job.dlq, &limits).await;
+        }
+        let base = total
+            .as_ref()
+            .map(|t| t.progress.clone())
+            .unwrap_or_default();
+        // Right after a node loss the queue may not answer for itself yet (a quorum queue
+        // electing a new leader reports nothing ready and delivers nothing): be patient before
+        // calling it empty or stalled.
+        let stretch = if total.is_some() {
+            Limits {
+                idle: limits.idle.max(Duration::from_secs(10)),
+                stall: limits.stall.max(Duration::from_secs(20)),
+                ..limits.clone()
+            }
+        } else {
+            limits.clone()
+        };
+        let r = run_with(&consume, &publish, &job, stretch, cancel.clone(), |p| {
+            on_progress(&add_progress(&base, p))
+        })
+        .await;
+        for c in [&consume, &publish] {
+            if c.status().connected() {
+                let _ = tokio::time::timeout(
+                    limits.step.min(Duration::from_secs(2)),
+                    c.close(200, "replay done".into()),
+                )
+                .await;
+            }
+        }
+        let seg = match (r, total.take()) {
+            (Ok(seg), t) => match t {
+                Some(t) => merge(t, seg),
+                None => seg,
+            },
+            (Err(e), Some(mut t)) => {
+                t.stop = StopReason::ConnectionLost(format!("{}; after reconnecting: {e}", t.stop));
+                return Ok(t);
+            }
+            (Err(e), None) => return Err(e),
+        };
+        let lost = matches!(
+            seg.stop,
+            StopReason::ConnectionLost(_) | StopReason::NoAnswer(_)
+        ) && seg.forced.is_none();
+        let moved_here = seg.progress.moved - base.moved;
+        if let Some(l) = job.limit {
+            job.limit = Some(l.saturating_sub(moved_here));
+        }
+        if !lost
+            || seg.reconnected.len() >= max_reconnects as usize
+            || *cancel.borrow()
+            || job.limit == Some(0)
+        {
+            return Ok(seg);
+        }
+        let mut seg = seg;
+        seg.reconnected.push(seg.stop.to_string());
+        total = Some(seg);
+    }
+}
+
+/// After a node loss, waits (at most 10 s) until `queue` reports ready messages on the new
+/// connection: a quorum queue electing a new leader reports none meanwhile, and a run started
+/// then would stop at once as "empty".
+async fn settle_in(conn: &lapin::Connection, queue: &str, limits: &Limits) {
+    let Ok(queue) = amqp::short("the queue name", queue) else {
+        return;
+    };
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        let Ok(Ok(ch)) = tokio::time::timeout(limits.step, conn.create_channel()).await else {
+            return;
+        };
+        let declared = tokio::time::timeout(
+            limits.step,
+            ch.queue_declare(
+                queue.clone(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            ),
+        )
+        .await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), ch.close(200, "checked".into())).await;
+        if matches!(declared, Ok(Ok(d)) if d.message_count() > 0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn add_progress(base: &Progress, p: &Progress) -> Progress {
+    Progress {
+        moved: base.moved + p.moved,
+        returned: base.returned + p.returned,
+        failed: base.failed + p.failed,
+        ..p.clone()
+    }
+}
+
+fn merge(mut t: Summary, s: Summary) -> Summary {
+    t.progress = add_progress(&t.progress, &s.progress);
+    t.held_back += s.held_back;
+    for (k, n) in s.targets {
+        *t.targets.entry(k).or_insert(0) += n;
+    }
+    t.moved_ids.extend(s.moved_ids);
+    for (k, n) in s.problems {
+        *t.problems.entry(k).or_insert(0) += n;
+    }
+    t.duplicated += s.duplicated;
+    t.duplicated_certain += s.duplicated_certain;
+    t.duplicate_ids.extend(s.duplicate_ids);
+    t.stop = s.stop;
+    t.forced = s.forced;
+    t.reconnected.extend(s.reconnected);
+    t
+}
+
+/// Turns one delivery into the engine's event, and the message to publish when it is selected.
+fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event, Option<Outgoing>) {
+    let t = delivery.delivery_tag;
+    // The whole body: replay publishes exactly what it read.
+    let msg = amqp::dead_letter_from_delivery(&job.dlq, seen, delivery, usize::MAX);
+    let exp = explain::explain(&msg);
+    let key = identity::message_key(&msg);
+    let age = job.ages.get(&key).copied();
+    let delivery_count = msg.delivery.delivery_count;
+    let near_limit = delivery_count
+        .filter(|&c| !job.quorum.message_safe(c))
+        .map(|c| {
+            format!(
+                "message {} has been delivered {c} times; returning more messages could push them past the queue's delivery limit",
+                seen + 1
+            )
+        });
+    let mut out = None;
+    let decision = if !job.selection.selects(&msg, &exp, &key, age) {
+        Decision::Skip
+    } else {
+        let mut p = plan::plan(
+            &msg,
+            &exp,
+            &ReplayOptions {
+                keep_attempts: job.keep_attempts,
+                target_queue: job.to.clone(),
+                now: jiff::Timestamp::now(),
+            },
+        );
+        plan::apply_redirect(&mut p, &job.redirects);
+        match (refusal(job, &p), p.target.as_ref()) {
+            (Some(why), _) => Decision::Refuse(why),
+            (None, None) => Decision::Refuse("no known origin to send it back to".into()),
+            (None, Some(tg)) => match (
+                amqp::properties_to_amqp(&msg.properties, &p.headers),
+                amqp::short("the exchange name", &tg.exchange),
+                amqp::short("the routing key", &tg.routing_key),
+            ) {
+                (Err(e), _, _) => {
+                    Decision::Refuse(format!("cannot be re-encoded for publishing: {e}"))
+                }
+                // Names from headers and bodies: one too long for AMQP holds this message.
+                (_, Err(e), _) | (_, _, Err(e)) => {
+                    Decision::Refuse(format!("cannot be published: {e}"))
+                }
+                (Ok(props), Ok(exchange), Ok(routing_key)) => {
+                    let target = tg
+                        .expected_queue
+                        .clone()
+                        .unwrap_or_else(|| format!("exchange {}", tg.exchange));
+                    out = Some(Outgoing {
+                        tag: t,
+                        target: (exchange, routing_key),
+                        props,
+                        body: msg.body,
+                    });
+                    Decision::Publish { key, target }
+                }
+            },
+        }
+    };
+    (
+        Event::Delivery {
+            tag: t,
+            decision,
+            near_limit,
+        },
+        out,
+    )
+}
+
+/// Closes what is still open, each close bounded; errors change nothing at this point.
+async fn close_quietly(
+    consume: &lapin::Channel,
+    publish: &lapin::Channel,
+    depth: Option<lapin::Channel>,
+    publish_limit: Duration,
+    limit: Duration,
+) {
+    let limit = limit.min(Duration::from_secs(2));
+    for (ch, limit) in [
+        (Some(consume), limit),
+        (Some(publish), publish_limit.min(limit)),
+        (depth.as_ref(), limit),
+    ] {
+        if let Some(ch) = ch.filter(|c| c.status().connected()) {
+            let _ = tokio::time::timeout(limit, ch.close(200, "replay done".into())).await;
+        }
+    }
+}
+
+/// The step went unanswered within its deadline.
+fn timed_out<T>(r: &Result<T, Cut>) -> bool {
+    matches!(r, Err(Cut::Timeout(_)))
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn fill_progress(
+    p: &mut Progress,
+    t: &Tally,
+    started: Instant,
+    depth_at_start: u64,
+    limit: Option<u64>,
+) {
+    p.moved = t.moved;
+    p.returned = t.returned;
+    p.failed = t.failed;
+    p.blocked = t.blocked.clone();
+    update_rate(p, started, depth_at_start, t.seen, limit);
+}
 /// Resolves at `slot`; at once when it has passed. A timer is not used for a slot that has come:
 /// tokio rounds timers up to the next millisecond, which would cap an unthrottled replay at about
 /// a thousand messages a second.
@@ -840,6 +1256,72 @@ mod tests {
             }],
             "then one frame settles all three"
         );
+    }
+
+    fn summary(stop: StopReason, moved: u64, failed: u64, returned: u64) -> Summary {
+        Summary {
+            progress: Progress {
+                moved,
+                failed,
+                returned,
+                ..Default::default()
+            },
+            depth_at_start: 10,
+            held_back: 0,
+            targets: BTreeMap::new(),
+            moved_ids: Vec::new(),
+            problems: BTreeMap::new(),
+            duplicated: 0,
+            duplicated_certain: 0,
+            duplicate_ids: Vec::new(),
+            stop,
+            forced: None,
+            reconnected: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_outcome_is_completed_only_when_everything_selected_moved() {
+        let ok = summary(StopReason::ReachedStartDepth, 10, 0, 0);
+        assert!(ok.completed());
+        assert_eq!(ok.outcome(), "completed");
+        assert_eq!(
+            summary(StopReason::QueueEmpty, 3, 0, 0).outcome(),
+            "completed"
+        );
+        assert_eq!(
+            summary(StopReason::LimitReached, 3, 0, 0).outcome(),
+            "completed"
+        );
+
+        let none_moved = summary(StopReason::ReachedStartDepth, 0, 0, 50);
+        assert!(!none_moved.completed());
+        assert!(none_moved.outcome().starts_with("failed"), "0 of 50 moved");
+        let some = summary(StopReason::ReachedStartDepth, 8, 1, 1);
+        assert!(some.outcome().starts_with("partial: 1 failed, 1 returned"));
+        let window = summary(StopReason::WindowFull { window: 5 }, 8, 0, 0);
+        assert!(window.outcome().starts_with("partial"));
+        let stalled = summary(
+            StopReason::Stalled {
+                idle_secs: 10,
+                ready: 4,
+            },
+            8,
+            0,
+            0,
+        );
+        assert!(stalled.outcome().starts_with("failed: no delivery for 10s"));
+        assert_eq!(
+            summary(StopReason::Cancelled, 8, 0, 0).outcome(),
+            "cancelled"
+        );
+
+        let mut dup = summary(StopReason::ReachedStartDepth, 10, 0, 0);
+        dup.duplicated = 2;
+        assert!(!dup.completed(), "possible duplicates are not a clean run");
+        let mut forced = summary(StopReason::Cancelled, 3, 0, 0);
+        forced.forced = Some("stopped at once by a second signal".into());
+        assert!(forced.outcome().starts_with("interrupted: stopped at once"));
     }
 
     #[test]

@@ -1176,11 +1176,23 @@ impl Session {
         if let Some(b) = &begun {
             self.write_record(&spec.queue, Some(b))?;
         }
-        let conn = self.amqp().await?;
-        // Publishing gets a connection of its own for the run (see `replay::run_split`).
-        let publisher = self.connect_amqp().await?;
-        let result = replay::run_split(conn, &publisher, &job, cancel, on_progress).await;
-        let _ = publisher.close(200, "replay done".into()).await;
+        // Consuming and publishing get connections of their own for the run (see
+        // `replay::run_split`); after a node loss the next URL of the context is tried and the
+        // run carries on from the queue as it is then.
+        let connect = || async move {
+            let consume = self.connect_amqp().await.map_err(|e| e.to_string())?;
+            let publish = self.connect_amqp().await.map_err(|e| e.to_string())?;
+            Ok((consume, publish))
+        };
+        let result = replay::run_failover(
+            connect,
+            &job,
+            crate::domain::engine::Limits::default(),
+            cancel,
+            on_progress,
+            MAX_RECONNECTS,
+        )
+        .await;
         let summary = result.map_err(|e| SessionError::Broker(e.to_string()))?;
         self.forget_moved(&spec.queue, &summary.moved_ids);
         if let Some(b) = &begun {
@@ -1202,6 +1214,9 @@ impl Session {
         Ok(summary)
     }
 }
+
+/// Node losses a replay carries on after (each reconnects to the next URL of the context).
+const MAX_RECONNECTS: u32 = 3;
 
 /// Passive declare on a throwaway channel: a missing queue closes the channel it was asked on.
 async fn queue_exists(conn: &lapin::Connection, name: &str) -> Result<bool, SessionError> {

@@ -4,12 +4,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::args::{ConnArgs, ReplayArgs};
 use super::{Failure, exit};
 use crate::broker::config::{self, Overrides};
+use crate::broker::replay::Progress;
 use crate::broker::session::{
     self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
 };
@@ -857,7 +859,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         WriteCheck::Allowed => {}
         WriteCheck::Refused(why) => return Err(Failure::failed(format!("{why}; nothing moved"))),
         // The engine stops at the first publish the broker refuses.
-        WriteCheck::Unknown(why) => eprintln!(
+        WriteCheck::Unknown(why) => crate::errln!(
             "warren: write permission unknown ({}); the replay stops at the first refused publish",
             one_line(&why, 600)
         ),
@@ -869,7 +871,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
             ));
         }
         if !confirm(preview.selected) {
-            eprintln!("nothing moved");
+            crate::errln!("nothing moved");
             return Ok(exit::FAILED);
         }
     }
@@ -896,12 +898,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     };
 
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    let ctrl_c = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\nstopping: settling what is in flight…");
-            let _ = cancel_tx.send(true);
-        }
-    });
+    let mut signals = signals();
     let now = jiff::Timestamp::now();
     let ages: HashMap<String, u64> = first_seen
         .iter()
@@ -912,80 +909,193 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         })
         .collect();
     let json = a.json;
-    let result = s
-        .replay(&spec, &preview, ages, cancel_rx, |p| {
-            if json {
-                print_line(&json!({"event": "progress", "moved": p.moved, "returned": p.returned, "failed": p.failed, "remaining": p.remaining, "rate": p.rate, "eta_secs": p.eta.map(|d| d.as_secs())}));
-            } else {
-                eprint!(
-                    "\r  moved {}  returned {}  failed {}  remaining {}  {:.0}/s  ETA {}   ",
-                    p.moved,
-                    p.returned,
-                    p.failed,
-                    p.remaining,
-                    p.rate,
-                    p.eta.map_or("-".into(), |d| format!("{}s", d.as_secs()))
-                );
+    let last = std::sync::Arc::new(std::sync::Mutex::new(Progress::default()));
+    let seen = last.clone();
+    let run = s.replay(&spec, &preview, ages, cancel_rx, move |p| {
+        let was = seen
+            .lock()
+            .map(|mut l| std::mem::replace(&mut *l, p.clone()).blocked)
+            .unwrap_or_default();
+        if was != p.blocked {
+            match (&p.blocked, json) {
+                (Some(why), true) => print_line(&json!({"event": "blocked", "reason": why})),
+                (None, true) => print_line(&json!({"event": "unblocked"})),
+                (Some(why), false) => crate::errln!(
+                    "\n  broker blocked publishing ({}): waiting; Ctrl-C to stop",
+                    one_line(why, 200)
+                ),
+                (None, false) => crate::errln!("\n  broker unblocked publishing: going on"),
             }
-        })
-        .await;
-    ctrl_c.abort();
+        }
+        if json {
+            print_line(&json!({"event": "progress", "moved": p.moved, "returned": p.returned, "failed": p.failed, "remaining": p.remaining, "rate": p.rate, "eta_secs": p.eta.map(|d| d.as_secs()), "blocked": p.blocked}));
+        } else {
+            crate::err!(
+                "\r  moved {}  returned {}  failed {}  remaining {}  {:.0}/s  ETA {}   ",
+                p.moved,
+                p.returned,
+                p.failed,
+                p.remaining,
+                p.rate,
+                p.eta.map_or("-".into(), |d| format!("{}s", d.as_secs()))
+            );
+        }
+    });
+    tokio::pin!(run);
+    // The first signal settles (the engine bounds that); a second one ends the run at once; if
+    // even that does not return soon, the process ends here with what the progress knew.
+    let mut count = 0;
+    let mut backstop: Option<tokio::time::Instant> = None;
+    let result = loop {
+        tokio::select! {
+            r = &mut run => break Some(r),
+            Some(name) = signals.recv() => {
+                count += 1;
+                if count == 1 {
+                    crate::errln!("\nstopping ({name}): settling what is in flight (at most a few seconds); {name} again stops at once");
+                } else {
+                    crate::errln!("\nstopping now ({name}): unacknowledged messages go back to the dead-letter queue when the connection closes");
+                    backstop.get_or_insert(tokio::time::Instant::now() + FORCE_GRACE);
+                }
+                let _ = cancel_tx.send(true);
+            }
+            () = async { match backstop { Some(b) => tokio::time::sleep_until(b).await, None => std::future::pending().await } } => break None,
+        }
+    };
     if !json {
-        eprintln!();
+        crate::errln!();
     }
 
-    let (outcome, code) = match &result {
-        Ok(sum) => {
-            let cancelled = sum.stop == crate::broker::replay::StopReason::Cancelled;
-            let bad = sum.progress.failed + sum.progress.returned > 0
-                || matches!(
-                    sum.stop,
-                    crate::broker::replay::StopReason::ConnectionLost(_)
-                );
-            let text = if cancelled {
-                "cancelled".to_string()
-            } else if let crate::broker::replay::StopReason::ConnectionLost(w) = &sum.stop {
-                format!("failed: {w}")
-            } else {
-                "completed".to_string()
-            };
-            (text, if bad { exit::FAILED } else { exit::OK })
+    let Some(result) = result else {
+        // The run did not return after the second signal: record what is known and leave.
+        let p = last.lock().map(|p| p.clone()).unwrap_or_default();
+        let outcome = "interrupted: stopped at once by a second signal; message ids unknown (the run did not report them in time)".to_string();
+        if let (Some(st), Some(id)) = (&store, audit_id) {
+            let _ = st.finish_replay(
+                id,
+                &AuditOutcome {
+                    at: jiff::Timestamp::now(),
+                    moved: p.moved,
+                    returned: p.returned,
+                    failed: p.failed,
+                    remaining: p.remaining,
+                    message_ids: Vec::new(),
+                    duplicated: p.moved,
+                    duplicate_ids: Vec::new(),
+                    outcome: outcome.clone(),
+                },
+            );
         }
+        crate::errln!(
+            "moved {}, returned {}, failed {}; up to {} may now be in both places\n{outcome}",
+            p.moved,
+            p.returned,
+            p.failed,
+            p.moved
+        );
+        std::process::exit(exit::FAILED);
+    };
+
+    let (outcome, code) = match &result {
+        Ok(sum) => replay_outcome(sum),
         Err(e) => (format!("failed: {e}"), exit::BROKER),
     };
     if let (Some(st), Some(id)) = (&store, audit_id) {
-        let (moved, returned, failed, remaining, ids) = match &result {
-            Ok(sum) => (
-                sum.progress.moved,
-                sum.progress.returned,
-                sum.progress.failed,
-                sum.progress.remaining,
-                sum.moved_ids.clone(),
-            ),
-            Err(_) => (0, 0, 0, 0, Vec::new()),
-        };
-        if let Err(e) = st.finish_replay(
-            id,
-            &AuditOutcome {
+        let out = match &result {
+            Ok(sum) => AuditOutcome {
                 at: jiff::Timestamp::now(),
-                moved,
-                returned,
-                failed,
-                remaining,
-                message_ids: ids,
+                moved: sum.progress.moved,
+                returned: sum.progress.returned,
+                failed: sum.progress.failed,
+                remaining: sum.progress.remaining,
+                message_ids: sum.moved_ids.clone(),
+                duplicated: sum.duplicated,
+                duplicate_ids: sum.duplicate_ids.clone(),
                 outcome: outcome.clone(),
             },
-        ) {
-            eprintln!("warren: could not complete the audit record #{id}: {e}");
+            Err(_) => AuditOutcome {
+                at: jiff::Timestamp::now(),
+                moved: 0,
+                returned: 0,
+                failed: 0,
+                remaining: 0,
+                message_ids: Vec::new(),
+                duplicated: 0,
+                duplicate_ids: Vec::new(),
+                outcome: outcome.clone(),
+            },
+        };
+        if let Err(e) = st.finish_replay(id, &out) {
+            crate::errln!("warren: could not complete the audit record #{id}: {e}");
         }
     }
     match result {
         Ok(sum) => {
-            print_summary(&sum, json);
+            print_summary(&sum, json, &outcome);
+            if sum.forced.is_some() {
+                // Nothing waits on a broker that may not answer: the connections drop here and
+                // the broker returns their unacknowledged deliveries to the queue.
+                std::process::exit(code);
+            }
             Ok(code)
         }
         Err(e) => Err(broker_failure(e)),
     }
+}
+
+/// How long after a second signal the run may take to return before the process ends anyway.
+const FORCE_GRACE: Duration = Duration::from_secs(3);
+
+/// Ctrl-C, SIGTERM and SIGHUP, each as its name, for as long as the receiver lives.
+fn signals() -> tokio::sync::mpsc::UnboundedReceiver<&'static str> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                while tokio::signal::ctrl_c().await.is_ok() {
+                    if tx.send("Ctrl-C").is_err() {
+                        return;
+                    }
+                }
+                return;
+            };
+            loop {
+                let name = tokio::select! {
+                    r = tokio::signal::ctrl_c() => match r { Ok(()) => "Ctrl-C", Err(_) => return },
+                    _ = term.recv() => "SIGTERM",
+                    _ = hup.recv() => "SIGHUP",
+                };
+                if tx.send(name).is_err() {
+                    return;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        while tokio::signal::ctrl_c().await.is_ok() {
+            if tx.send("Ctrl-C").is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The audit outcome and the exit code of a finished run: 0 only for "completed" (see
+/// [`Summary::outcome`](crate::broker::replay::Summary::outcome)); every other ending left
+/// selected messages behind and exits 1.
+pub fn replay_outcome(sum: &crate::broker::replay::Summary) -> (String, i32) {
+    let text = sum.outcome();
+    let code = if sum.completed() {
+        exit::OK
+    } else {
+        exit::FAILED
+    };
+    (text, code)
 }
 
 fn preview_json(p: &Preview) -> Value {
@@ -1010,7 +1120,7 @@ fn preview_json(p: &Preview) -> Value {
     })
 }
 
-fn print_summary(sum: &crate::broker::replay::Summary, json: bool) {
+fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str) {
     let p = &sum.progress;
     if json {
         print_line(&json!({
@@ -1023,25 +1133,56 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool) {
             "targets": sum.targets,
             "problems": sum.problems,
             "duplicated": sum.duplicated,
+            "duplicated_certain": sum.duplicated_certain,
+            "duplicate_ids": sum.duplicate_ids,
             "stop": sum.stop.to_string(),
+            "forced": sum.forced,
+            "reconnected": sum.reconnected,
+            "outcome": outcome,
         }));
         return;
     }
-    eprintln!(
+    crate::errln!(
         "moved {}, returned {}, failed {}, remaining {}",
-        p.moved, p.returned, p.failed, p.remaining
+        p.moved,
+        p.returned,
+        p.failed,
+        p.remaining
     );
     for (t, n) in &sum.targets {
-        eprintln!("  {n:>6} → {}", one_line(t, 120));
+        crate::errln!("  {n:>6} → {}", one_line(t, 120));
     }
     for (why, n) in &sum.problems {
-        eprintln!("  ! {n} × {}", one_line(why, 300));
+        crate::errln!("  ! {n} × {}", one_line(why, 300));
     }
     if sum.duplicated > 0 {
-        eprintln!(
-            "  ! {} message(s) reached their target but could not be acknowledged in the DLQ: they are in both places now",
-            sum.duplicated
+        if sum.duplicated == sum.duplicated_certain {
+            crate::errln!(
+                "  ! {} message(s) reached their target but were not acknowledged in the DLQ: they are in both places now",
+                sum.duplicated
+            );
+        } else {
+            crate::errln!(
+                "  ! up to {} message(s) may be in both the target and the DLQ ({} certainly): they reached the target or may have, and their removal from the DLQ was not confirmed",
+                sum.duplicated,
+                sum.duplicated_certain
+            );
+        }
+    }
+    for why in &sum.reconnected {
+        crate::errln!(
+            "  ! reconnected to the next node after: {}",
+            one_line(why, 300)
         );
     }
-    eprintln!("{}", one_line(&sum.stop.to_string(), 600));
+    if let Some(why) = &sum.forced {
+        crate::errln!(
+            "  ! {}: unacknowledged messages go back to the dead-letter queue when the connection closes",
+            one_line(why, 300)
+        );
+    }
+    crate::errln!("{}", one_line(&sum.stop.to_string(), 600));
+    if outcome != "completed" {
+        crate::errln!("{}", one_line(outcome, 600));
+    }
 }

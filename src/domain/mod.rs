@@ -4,6 +4,7 @@
 pub mod convention;
 pub mod destination;
 pub mod discovery;
+pub mod engine;
 pub mod explain;
 pub mod filter;
 pub mod fingerprint;

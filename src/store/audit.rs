@@ -46,7 +46,14 @@ pub struct AuditOutcome {
     pub remaining: u64,
     /// Message keys of the moved messages.
     pub message_ids: Vec<String>,
-    /// "completed", "cancelled" or "failed: <reason>".
+    /// Messages that may now be in both the target and the source (an upper bound: confirmed
+    /// by the target, their removal from the source not provably done).
+    pub duplicated: u64,
+    /// Message keys of those.
+    pub duplicate_ids: Vec<String>,
+    /// "completed" (every selected message moved, nothing failed or was returned), "partial: …"
+    /// (stopped early by its own rules, or some failed), "failed: …" (a broker or connection
+    /// fault), "cancelled" (a signal; settled) or "interrupted: …" (ended without settling).
     pub outcome: String,
 }
 
@@ -73,6 +80,9 @@ pub struct AuditRecord {
     pub failed: Option<u64>,
     pub remaining: Option<u64>,
     pub message_ids: Vec<String>,
+    /// None while running or never finished (and for records written before it was counted).
+    pub duplicated: Option<u64>,
+    pub duplicate_ids: Vec<String>,
     /// The recorded outcome, or "interrupted" when there is none.
     pub outcome: String,
 }
@@ -126,6 +136,8 @@ impl Store {
     pub fn finish_replay(&self, id: i64, out: &AuditOutcome) -> Result<()> {
         let ids = serde_json::to_string(&out.message_ids)
             .map_err(|e| self.corrupt(format!("message ids: {e}")))?;
+        let dup_ids = serde_json::to_string(&out.duplicate_ids)
+            .map_err(|e| self.corrupt(format!("duplicate ids: {e}")))?;
         let tx = self.write_tx()?;
         let exists = tx
             .query_row("SELECT 1 FROM replays WHERE id = ?1", [id], |_| Ok(()))
@@ -149,8 +161,8 @@ impl Store {
         }
         tx.execute(
             "INSERT INTO replay_outcomes (replay_id, finished_ms, moved, returned, failed,
-                 remaining, message_ids_json, outcome)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 remaining, message_ids_json, outcome, duplicated, duplicate_ids_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             rusqlite::params![
                 id,
                 out.at.as_millisecond(),
@@ -160,6 +172,8 @@ impl Store {
                 to_sql_count(out.remaining),
                 ids,
                 out.outcome,
+                to_sql_count(out.duplicated),
+                dup_ids,
             ],
         )
         .map_err(|e| self.sqlite(e))?;
@@ -175,7 +189,7 @@ impl Store {
                         r.from_queue, r.targets_json, r.filter, r.grp, r.requested_limit,
                         r.dry_run, r.keep_attempts,
                         o.finished_ms, o.moved, o.returned, o.failed, o.remaining,
-                        o.message_ids_json, o.outcome
+                        o.message_ids_json, o.outcome, o.duplicated, o.duplicate_ids_json
                  FROM replays r LEFT JOIN replay_outcomes o ON o.replay_id = r.id
                  ORDER BY r.id DESC LIMIT ?1",
             )
@@ -204,6 +218,8 @@ impl Store {
                     remaining: r.get(17)?,
                     message_ids_json: r.get(18)?,
                     outcome: r.get(19)?,
+                    duplicated: r.get(20)?,
+                    duplicate_ids_json: r.get(21)?,
                 })
             })
             .map_err(|e| self.sqlite(e))?;
@@ -254,6 +270,11 @@ impl Store {
                 Some(json) => list(json)?,
                 None => Vec::new(),
             },
+            duplicated: count(raw.duplicated)?,
+            duplicate_ids: match raw.duplicate_ids_json.as_deref() {
+                Some(json) => list(json)?,
+                None => Vec::new(),
+            },
             outcome: raw.outcome.unwrap_or_else(|| INTERRUPTED.to_string()),
         })
     }
@@ -281,4 +302,6 @@ struct RawRecord {
     remaining: Option<i64>,
     message_ids_json: Option<String>,
     outcome: Option<String>,
+    duplicated: Option<i64>,
+    duplicate_ids_json: Option<String>,
 }

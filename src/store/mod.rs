@@ -112,7 +112,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER replay_outcomes_no_delete BEFORE DELETE ON replay_outcomes
         BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
     "#,
-    // 2: the read ledger: what reading a queue whose reads cost deliveries has cost so far.
+    // 2: how many messages a replay may have left in both places, and which.
+    r#"
+    ALTER TABLE replay_outcomes ADD COLUMN duplicated INTEGER;
+    ALTER TABLE replay_outcomes ADD COLUMN duplicate_ids_json TEXT;
+    "#,
+    // 3: the read ledger: what reading a queue whose reads cost deliveries has cost so far.
     r#"
     CREATE TABLE read_ledger (
         vhost_key   TEXT NOT NULL,

@@ -109,6 +109,8 @@ pub struct ReplayProgress {
     pub failed: u64,
     /// Current rate, messages per second.
     pub rate: f64,
+    /// Set while the broker blocks publishing (a memory or disk alarm), with its reason.
+    pub blocked: Option<String>,
 }
 
 impl ReplayProgress {

@@ -736,10 +736,9 @@ fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         return Vec::new();
     };
     match keys::lookup(Scope::Progress, &key) {
+        // A second Esc while settling stops at once (the engine's forcing cancel):
+        // unacknowledged deliveries go back to the DLQ, possible duplicates are counted.
         Some(Action::Cancel) if run.outcome.is_none() => {
-            if run.cancelling {
-                return Vec::new();
-            }
             run.cancelling = true;
             vec![Command::CancelReplay]
         }

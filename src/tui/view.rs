@@ -967,7 +967,17 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
             ),
             None => Span::styled(" finished", t.ok),
         },
-        None if run.cancelling => Span::styled(" stopping after the message in flight…", t.warn),
+        None if run.cancelling => Span::styled(
+            " stopping: settling what is in flight (Esc again stops at once)",
+            t.warn,
+        ),
+        None if p.blocked.is_some() => Span::styled(
+            format!(
+                " broker blocked publishing ({}): waiting; Esc to stop",
+                sanitize::one_line(p.blocked.as_deref().unwrap_or(""), 60)
+            ),
+            t.danger,
+        ),
         None => Span::styled(
             " messages leave the queue only after the broker confirms the publish",
             t.muted,

@@ -491,10 +491,13 @@ impl Worker {
                         returned: p.returned,
                         failed: p.failed,
                         rate: p.rate,
+                        blocked: p.blocked.clone(),
                     }));
                 })
                 .await;
             let outcome = match &result {
+                // The engine's own verdict, as the CLI and the audit use it: anything short of
+                // "completed" says why, with the problems behind it.
                 Ok(sum) => ReplayOutcome {
                     progress: ReplayProgress {
                         total,
@@ -502,21 +505,24 @@ impl Worker {
                         returned: sum.progress.returned,
                         failed: sum.progress.failed,
                         rate: sum.progress.rate,
+                        blocked: None,
                     },
                     dry_run: false,
-                    cancelled: sum.stop == StopReason::Cancelled,
-                    error: match &sum.stop {
-                        StopReason::ConnectionLost(_)
-                        | StopReason::WindowFull { .. }
-                        | StopReason::QuorumSafety(_) => Some(sum.stop.to_string()),
-                        _ => (!sum.problems.is_empty()).then(|| {
-                            sum.problems
-                                .iter()
-                                .map(|(w, n)| format!("{n} × {w}"))
-                                .collect::<Vec<_>>()
-                                .join("; ")
-                        }),
-                    },
+                    cancelled: sum.stop == StopReason::Cancelled && sum.forced.is_none(),
+                    error: (!sum.completed() && sum.stop != StopReason::Cancelled
+                        || sum.forced.is_some())
+                    .then(|| {
+                        let problems: Vec<String> = sum
+                            .problems
+                            .iter()
+                            .map(|(w, n)| format!("{n} × {w}"))
+                            .collect();
+                        if problems.is_empty() {
+                            sum.outcome()
+                        } else {
+                            format!("{}; {}", sum.outcome(), problems.join("; "))
+                        }
+                    }),
                 },
                 Err(e) => ReplayOutcome {
                     progress: ReplayProgress {
@@ -533,13 +539,9 @@ impl Worker {
                     .as_ref()
                     .map(|s| (s.moved_ids.clone(), s.progress.remaining))
                     .unwrap_or_default();
-                let text = if outcome.cancelled {
-                    "cancelled".to_string()
-                } else {
-                    outcome
-                        .error
-                        .as_ref()
-                        .map_or("completed".to_string(), |e| format!("failed: {e}"))
+                let text = match &result {
+                    Ok(sum) => sum.outcome(),
+                    Err(e) => format!("failed: {e}"),
                 };
                 let _ = st.finish_replay(
                     id,
@@ -550,6 +552,11 @@ impl Worker {
                         failed: outcome.progress.failed,
                         remaining,
                         message_ids: ids,
+                        duplicated: result.as_ref().map_or(0, |s| s.duplicated),
+                        duplicate_ids: result
+                            .as_ref()
+                            .map(|s| s.duplicate_ids.clone())
+                            .unwrap_or_default(),
                         outcome: text,
                     },
                 );

@@ -1,0 +1,1518 @@
+//! The replay engine's decisions, as a state machine: it takes events (a delivery, a confirm, a
+//! rate slot, a cancel, `connection.blocked`, the passing of time) and returns effects (publish,
+//! ack, sync, ask the depth, cancel the consumer, drain, hand back, close, finish). No IO, no
+//! lapin types, no clock: time comes in as values, so every path of a replay — blocked publishes,
+//! deadlines, signals, returns after confirms, a channel that dies with acks on the wire — is a
+//! unit test without a broker. `broker::replay` is the thin shell that performs the effects.
+//!
+//! The guarantees it keeps: a DLQ delivery is acknowledged only after its publish was confirmed
+//! and not returned; everything else is held and handed back with one `nack(multiple, requeue)`
+//! after the consumer is cancelled and drained; every wait has a deadline and every stop a reason;
+//! a second cancel ends the run at once; and a message that may now be in both places (confirmed
+//! by the target, its ack not provably processed by the DLQ) is counted as a duplicate.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Settles DLQ deliveries with as few frames as possible: one `multiple` ack for a run of ready
+/// tags below anything still held or in flight, single acks above. Never acks a tag twice (the
+/// broker closes the channel for that) and never acks a held tag.
+#[derive(Debug, Default)]
+pub struct AckTracker {
+    ready: BTreeSet<u64>,
+    /// Received and not yet decided (being planned or awaiting a confirm).
+    pending: BTreeSet<u64>,
+    /// To be handed back at the end.
+    held: BTreeSet<u64>,
+    max_seen: u64,
+}
+
+/// One ack frame to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckOp {
+    pub tag: u64,
+    pub multiple: bool,
+}
+
+impl AckTracker {
+    pub fn received(&mut self, tag: u64) {
+        self.pending.insert(tag);
+        self.max_seen = self.max_seen.max(tag);
+    }
+    pub fn ready(&mut self, tag: u64) {
+        self.pending.remove(&tag);
+        self.ready.insert(tag);
+    }
+    pub fn hold(&mut self, tag: u64) {
+        self.pending.remove(&tag);
+        self.held.insert(tag);
+    }
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+    /// Confirmed tags not yet acknowledged.
+    pub fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+    /// Confirmed tags not yet acknowledged, lowest first.
+    pub fn ready_tags(&self) -> impl Iterator<Item = u64> + '_ {
+        self.ready.iter().copied()
+    }
+    pub fn max_seen(&self) -> u64 {
+        self.max_seen
+    }
+    /// Tags that are not yet acknowledged (held, pending or ready).
+    pub fn unsettled(&self) -> usize {
+        self.held.len() + self.pending.len() + self.ready.len()
+    }
+
+    /// The ack frames that settle the ready tags that can be settled well now. Tags above a
+    /// pending one wait for it: confirms resolve in bursts and out of order, and acknowledging
+    /// them one by one then would cost a frame each, where waiting lets one `multiple` ack cover
+    /// the run. Tags above a held one can never be covered by a `multiple` ack (it would take the
+    /// held message too), so those are acknowledged singly.
+    pub fn flush(&mut self) -> Vec<AckOp> {
+        self.flush_into(&mut Vec::new())
+    }
+
+    /// [`flush`](Self::flush), also appending every tag the frames settle to `settled`.
+    pub fn flush_into(&mut self, settled: &mut Vec<u64>) -> Vec<AckOp> {
+        let eligible: Vec<u64> = match self.pending.first() {
+            Some(&low) => self.ready.range(..low).copied().collect(),
+            None => self.ready.iter().copied().collect(),
+        };
+        let held_low = self.held.first().copied();
+        let mut ops = Vec::new();
+        let (covered, single): (Vec<u64>, Vec<u64>) = eligible
+            .iter()
+            .partition(|&&t| held_low.is_none_or(|h| t < h));
+        if let Some(&top) = covered.last() {
+            ops.push(AckOp {
+                tag: top,
+                multiple: true,
+            });
+        }
+        ops.extend(single.iter().map(|&tag| AckOp {
+            tag,
+            multiple: false,
+        }));
+        for t in &eligible {
+            self.ready.remove(t);
+        }
+        settled.extend(eligible);
+        ops
+    }
+}
+
+/// Why the run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// Went through everything the queue held when the replay started.
+    ReachedStartDepth,
+    /// The broker said the DLQ holds no ready message.
+    QueueEmpty,
+    LimitReached,
+    Cancelled,
+    /// The hold-back window filled: more matching messages may lie further down.
+    WindowFull {
+        window: usize,
+    },
+    /// A quorum message came close to its delivery limit; returning more would risk losing it.
+    QuorumSafety(String),
+    /// The connection or a channel failed.
+    ConnectionLost(String),
+    /// Nothing was delivered for a while although the broker says the queue holds messages.
+    Stalled {
+        idle_secs: u64,
+        ready: u64,
+    },
+    /// The broker did not answer a request in time (a frozen node, a partition).
+    NoAnswer(String),
+    /// Publishes were not confirmed in time.
+    NoConfirm {
+        secs: u64,
+        unconfirmed: u64,
+    },
+    /// The broker blocked publishing (`connection.blocked`, a resource alarm) for too long.
+    Blocked {
+        secs: u64,
+        reason: String,
+    },
+}
+
+impl StopReason {
+    /// A stop that is an error of the broker or the connection, not a decision of the run.
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            StopReason::ConnectionLost(_)
+                | StopReason::Stalled { .. }
+                | StopReason::NoAnswer(_)
+                | StopReason::NoConfirm { .. }
+                | StopReason::Blocked { .. }
+        )
+    }
+    /// The run went as far as it was asked to.
+    pub fn is_finished(&self) -> bool {
+        matches!(
+            self,
+            StopReason::ReachedStartDepth | StopReason::QueueEmpty | StopReason::LimitReached
+        )
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::ReachedStartDepth => {
+                f.write_str("went through every message the queue held at the start")
+            }
+            StopReason::QueueEmpty => f.write_str("the queue is empty"),
+            StopReason::LimitReached => f.write_str("the limit was reached"),
+            StopReason::Cancelled => {
+                f.write_str("cancelled; in-flight messages were settled, the rest untouched")
+            }
+            StopReason::WindowFull { window } => write!(
+                f,
+                "held back {window} unselected messages (the window); more matching messages may lie further down — raise --window or replay again"
+            ),
+            StopReason::QuorumSafety(why) => write!(f, "stopped for quorum safety: {why}"),
+            StopReason::ConnectionLost(why) => write!(f, "the connection was lost: {why}"),
+            StopReason::Stalled { idle_secs, ready } => write!(
+                f,
+                "no delivery for {idle_secs}s while the queue holds {ready} ready message(s) (another consumer? the broker stalled?); stopped"
+            ),
+            StopReason::NoAnswer(why) => write!(f, "the broker stopped answering: {why}"),
+            StopReason::NoConfirm { secs, unconfirmed } => write!(
+                f,
+                "{unconfirmed} publish(es) were not confirmed within {secs}s (target overloaded or node unresponsive); stopped"
+            ),
+            StopReason::Blocked { secs, reason } => write!(
+                f,
+                "the broker blocked publishing for {secs}s ({reason}); stopped — clear the alarm and replay again"
+            ),
+        }
+    }
+}
+
+/// Every wait of a run, bounded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// A publish not confirmed this long after it went out (while not blocked) stops the run.
+    pub confirm: Duration,
+    /// Publishing blocked by the broker this long stops the run.
+    pub blocked: Duration,
+    /// Silence of the consumer after which the broker is asked how many messages are ready.
+    pub idle: Duration,
+    /// Silence after which a queue that still holds messages stops the run as stalled.
+    pub stall: Duration,
+    /// Settling (confirms in flight, acks, cancel, drain, hand back, close) after a stop; past
+    /// this the run ends at once.
+    pub settle: Duration,
+    /// One request to the broker (ack, sync, declare, cancel, nack, close).
+    pub step: Duration,
+    /// How often written acks are proven (a round trip on the DLQ's channel).
+    pub sync_every: Duration,
+    /// Flush acks after this many ready tags, whenever nothing is pending, and at least every
+    /// `ack_every`: a confirmed message not yet acknowledged is replayed again if the connection
+    /// dies, so a slow (throttled) run must not sit on a large batch.
+    pub ack_batch: usize,
+    pub ack_every: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            confirm: Duration::from_secs(30),
+            blocked: Duration::from_secs(60),
+            idle: Duration::from_secs(2),
+            stall: Duration::from_secs(10),
+            settle: Duration::from_secs(10),
+            step: Duration::from_secs(5),
+            sync_every: Duration::from_secs(1),
+            ack_batch: 256,
+            ack_every: Duration::from_millis(50),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub depth_at_start: u64,
+    pub limit: Option<u64>,
+    pub window: usize,
+    /// The consumer's prefetch: with this many unsettled deliveries the broker sends no more.
+    pub prefetch: usize,
+    pub limits: Limits,
+}
+
+/// What to do with one delivery, decided by the caller from the message (selection, plan,
+/// refusal: the pure domain) before it reaches the engine.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Not selected: held and handed back.
+    Skip,
+    /// Selected but must not be published: held, counted as failed, with why.
+    Refuse(String),
+    /// Publish it; `key` names it in the audit, `target` counts it per target.
+    Publish { key: String, target: String },
+}
+
+/// How a publish ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConfirmOutcome {
+    /// Confirmed and routed.
+    Ack,
+    /// Confirmed but returned unroutable (`mandatory`), with the broker's reply.
+    Returned(String),
+    /// The broker refused it (`basic.nack`).
+    Nack,
+    /// Certainly not delivered (the publishing channel was closed by the broker over an error).
+    Failed(String),
+    /// The connection died before the confirm: it may or may not have reached the target.
+    Unknown(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    Delivery {
+        tag: u64,
+        decision: Decision,
+        /// Set when the message is close to its quorum delivery limit: why.
+        near_limit: Option<String>,
+    },
+    /// The waiting publish's rate slot came.
+    Slot,
+    Confirm {
+        tag: u64,
+        outcome: ConfirmOutcome,
+    },
+    /// `connection.blocked` on the publishing connection, with the broker's reason.
+    Blocked(String),
+    Unblocked,
+    /// Ctrl-C, SIGTERM, SIGHUP or the TUI's cancel; a second one ends the run at once.
+    Cancel,
+    /// Time passed (a deadline came).
+    Tick,
+    /// The answer to [`Effect::AskDepth`]: ready messages in the DLQ.
+    Depth(Result<u64, String>),
+    /// The DLQ's consumer, channel or connection failed.
+    ConsumeLost(String),
+    /// The ack frames of the last [`Effect::Ack`] were written (or not).
+    AcksWritten(Result<(), String>),
+    /// The round trip of [`Effect::Sync`] came back: every ack written before it was processed.
+    Synced(Result<(), String>),
+    ConsumerCancelled(Result<(), String>),
+    /// A delivery that was already on its way when the consumer was cancelled.
+    Drained(u64),
+    DrainDone,
+    HandedBack(Result<(), String>),
+    /// The DLQ's channel closed (`Ok`: with close-ok, proving every earlier frame was processed).
+    Closed(Result<(), String>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Publish the waiting message with this DLQ tag.
+    Publish(u64),
+    /// Send these ack frames on the DLQ's channel, then report [`Event::AcksWritten`].
+    Ack(Vec<AckOp>),
+    /// A round trip on the DLQ's channel (processed in order after the acks), then
+    /// [`Event::Synced`].
+    Sync,
+    /// Ask the broker how many ready messages the DLQ holds, then [`Event::Depth`].
+    AskDepth,
+    /// Cancel the consumer, then [`Event::ConsumerCancelled`].
+    CancelConsumer,
+    /// Read what the consumer had already been sent ([`Event::Drained`]), then
+    /// [`Event::DrainDone`].
+    Drain,
+    /// Hand back every held delivery: `nack(top, multiple, requeue)`, then [`Event::HandedBack`].
+    Nack { top: u64 },
+    /// Close the channels, then [`Event::Closed`].
+    Close,
+    /// The run is over: read [`Engine::tally`].
+    Finish,
+}
+
+/// Counts as the run goes; the final tally when it is over.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    pub seen: u64,
+    pub published: u64,
+    pub moved: u64,
+    pub returned: u64,
+    pub failed: u64,
+    /// Looked at and handed back because they were not selected.
+    pub held_back: u64,
+    pub targets: BTreeMap<String, u64>,
+    pub moved_ids: Vec<String>,
+    pub problems: BTreeMap<String, u64>,
+    /// Messages that may now be in both the target and the DLQ: confirmed by the target without
+    /// a provably processed ack in the DLQ, or published without an answer before the connection
+    /// died. An upper bound: never fewer than there are.
+    pub duplicated: u64,
+    /// Of those, the ones that certainly are duplicates (confirmed, never acknowledged).
+    pub duplicated_certain: u64,
+    /// Keys of the messages counted in `duplicated`.
+    pub duplicate_ids: Vec<String>,
+    /// The broker's `connection.blocked` reason while publishing is blocked.
+    pub blocked: Option<String>,
+    /// Set when the run ended without settling (a second cancel, or settling past its deadline):
+    /// unacknowledged deliveries go back to the DLQ when the connection closes.
+    pub forced: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Taking deliveries, or stopped and waiting for the confirms in flight.
+    Running,
+    Cancelling,
+    Draining,
+    HandingBack,
+    Closing,
+    Done,
+}
+
+/// What the shell should listen to now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wants {
+    /// Read the next delivery.
+    pub take: bool,
+    /// Wait for the rate slot of the waiting publish.
+    pub slot: bool,
+    /// Wait for confirms.
+    pub confirms: bool,
+}
+
+struct Waiting {
+    tag: u64,
+    key: String,
+    target: String,
+}
+
+struct InFlight {
+    key: String,
+    target: String,
+}
+
+/// The replay state machine. See the module documentation.
+pub struct Engine {
+    cfg: Config,
+    phase: Phase,
+    acks: AckTracker,
+    tally: Tally,
+    stop: Option<StopReason>,
+    taking: bool,
+    waiting: Option<Waiting>,
+    inflight: HashMap<u64, InFlight>,
+    /// Oldest publish first, for the confirm deadline (tags whose confirm came are skipped).
+    sent_order: VecDeque<(u64, Instant)>,
+    /// Keys of confirmed messages not yet provably acknowledged.
+    confirmed_keys: HashMap<u64, String>,
+    /// Acked tags whose ack was written but not yet proven processed, in order written.
+    unproven: VecDeque<u64>,
+    /// How many of `unproven` the outstanding sync covers.
+    sync_mark: Option<usize>,
+    last_sync: Instant,
+    last_ack: Instant,
+    last_delivery: Instant,
+    last_depth_check: Option<Instant>,
+    asking_depth: bool,
+    blocked_since: Option<Instant>,
+    unblocked_at: Option<Instant>,
+    settle_by: Option<Instant>,
+    cancels: u32,
+    consume_alive: bool,
+    close_sent: bool,
+}
+
+impl Engine {
+    pub fn new(cfg: Config, now: Instant) -> Engine {
+        Engine {
+            cfg,
+            phase: Phase::Running,
+            acks: AckTracker::default(),
+            tally: Tally::default(),
+            stop: None,
+            taking: true,
+            waiting: None,
+            inflight: HashMap::new(),
+            sent_order: VecDeque::new(),
+            confirmed_keys: HashMap::new(),
+            unproven: VecDeque::new(),
+            sync_mark: None,
+            last_sync: now,
+            last_ack: now,
+            last_delivery: now,
+            last_depth_check: None,
+            asking_depth: false,
+            blocked_since: None,
+            unblocked_at: None,
+            settle_by: None,
+            cancels: 0,
+            consume_alive: true,
+            close_sent: false,
+        }
+    }
+
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+    /// Why the run stopped (or is stopping); `None` while it runs.
+    pub fn stop_reason(&self) -> Option<&StopReason> {
+        self.stop.as_ref()
+    }
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+    pub fn limits(&self) -> &Limits {
+        &self.cfg.limits
+    }
+    pub fn in_flight(&self) -> usize {
+        self.inflight.len()
+    }
+
+    pub fn wants(&self) -> Wants {
+        let running = self.phase == Phase::Running;
+        Wants {
+            take: running && self.taking && self.waiting.is_none(),
+            slot: running && self.waiting.is_some() && self.blocked_since.is_none(),
+            confirms: running && !self.inflight.is_empty(),
+        }
+    }
+
+    /// The next moment something is due without an event: the shell sends [`Event::Tick`] then.
+    pub fn deadline(&self) -> Option<Instant> {
+        let l = self.cfg.limits.clone();
+        let mut due: Option<Instant> = None;
+        let mut at = |t: Instant| due = Some(due.map_or(t, |d| d.min(t)));
+        if self.phase == Phase::Done {
+            return None;
+        }
+        if let Some(t) = self.settle_by {
+            at(t);
+        }
+        if self.phase != Phase::Running {
+            return due;
+        }
+        if let Some(b) = self.blocked_since {
+            at(b + l.blocked);
+        } else if let Some(t) = self.oldest_unconfirmed() {
+            at(t + l.confirm);
+        }
+        if self.idle_applies() {
+            at(self.last_depth_check.unwrap_or(self.last_delivery) + l.idle);
+        }
+        if self.acks.ready_len() > 0 {
+            at(self.last_ack + l.ack_every);
+        }
+        if !self.unproven.is_empty() && self.sync_mark.is_none() {
+            at(self.last_sync + l.sync_every);
+        }
+        due
+    }
+
+    /// Feeds one event; returns the effects to perform, in order.
+    pub fn on(&mut self, now: Instant, ev: Event) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        if self.phase == Phase::Done {
+            return fx;
+        }
+        match ev {
+            Event::Delivery {
+                tag,
+                decision,
+                near_limit,
+            } => self.delivery(now, tag, decision, near_limit),
+            Event::Slot => {
+                if let Some(w) = self.waiting.take() {
+                    if self.phase == Phase::Running {
+                        self.tally.published += 1;
+                        self.inflight.insert(
+                            w.tag,
+                            InFlight {
+                                key: w.key,
+                                target: w.target,
+                            },
+                        );
+                        self.sent_order.push_back((w.tag, now));
+                        fx.push(Effect::Publish(w.tag));
+                        if self.cfg.limit.is_some_and(|l| self.tally.published >= l) {
+                            self.stop_with(now, StopReason::LimitReached);
+                        }
+                    } else {
+                        self.acks.hold(w.tag);
+                    }
+                }
+            }
+            Event::Confirm { tag, outcome } => self.confirm(now, tag, outcome),
+            Event::Blocked(reason) => {
+                self.blocked_since.get_or_insert(now);
+                self.tally.blocked = Some(if reason.trim().is_empty() {
+                    "no reason given".to_string()
+                } else {
+                    reason
+                });
+            }
+            Event::Unblocked => {
+                self.blocked_since = None;
+                self.unblocked_at = Some(now);
+                self.tally.blocked = None;
+            }
+            Event::Cancel => {
+                self.cancels += 1;
+                if self.cancels >= 2 {
+                    self.force("stopped at once by a second signal");
+                    return vec![Effect::Finish];
+                }
+                self.stop_with(now, StopReason::Cancelled);
+                if self.blocked_since.is_some() {
+                    // Nothing is confirmed while publishing is blocked: do not wait for it.
+                    self.abandon_inflight("publishing was blocked by the broker");
+                }
+            }
+            Event::Tick => {
+                if let Some(f) = self.tick(now) {
+                    fx.push(f);
+                }
+                if self.phase == Phase::Done {
+                    return vec![Effect::Finish];
+                }
+            }
+            Event::Depth(answer) => {
+                self.asking_depth = false;
+                self.last_depth_check = Some(now);
+                match answer {
+                    Ok(0) => self.stop_with(now, StopReason::QueueEmpty),
+                    Ok(ready) => {
+                        let idle = now.saturating_duration_since(self.last_delivery);
+                        if idle >= self.cfg.limits.stall {
+                            self.stop_with(
+                                now,
+                                StopReason::Stalled {
+                                    idle_secs: idle.as_secs(),
+                                    ready,
+                                },
+                            );
+                        }
+                    }
+                    Err(e) => self.stop_with(
+                        now,
+                        StopReason::NoAnswer(format!(
+                            "asking how many messages the queue holds failed: {e}"
+                        )),
+                    ),
+                }
+            }
+            Event::ConsumeLost(why) => self.consume_lost(now, why),
+            Event::AcksWritten(r) => {
+                if let Err(e) = r {
+                    self.consume_lost(now, e);
+                }
+            }
+            Event::Synced(r) => {
+                let mark = self.sync_mark.take();
+                match r {
+                    Ok(()) => {
+                        for _ in 0..mark.unwrap_or(0) {
+                            if let Some(t) = self.unproven.pop_front() {
+                                self.confirmed_keys.remove(&t);
+                            }
+                        }
+                    }
+                    Err(e) => self.consume_lost(now, e),
+                }
+            }
+            Event::ConsumerCancelled(r) => {
+                if self.phase == Phase::Cancelling {
+                    match r {
+                        // cancel-ok came after every ack written before it was processed.
+                        Ok(()) => {
+                            self.prove_all();
+                            self.phase = Phase::Draining;
+                            fx.push(Effect::Drain);
+                        }
+                        Err(e) => self.consume_lost(now, e),
+                    }
+                }
+            }
+            Event::Drained(tag) => {
+                self.acks.received(tag);
+                self.acks.hold(tag);
+            }
+            Event::DrainDone => {
+                if self.phase == Phase::Draining {
+                    self.hand_back(&mut fx);
+                }
+            }
+            Event::HandedBack(r) => {
+                if self.phase == Phase::HandingBack {
+                    if let Err(e) = r {
+                        self.tally
+                            .problems
+                            .entry(format!("handing back held messages failed: {e}"))
+                            .or_insert(0);
+                        self.stop = Some(StopReason::ConnectionLost(format!(
+                            "handing back held messages failed: {e}"
+                        )));
+                    }
+                    self.phase = Phase::Closing;
+                }
+            }
+            Event::Closed(r) => {
+                if self.phase == Phase::Closing {
+                    if r.is_ok() && self.consume_alive {
+                        self.prove_all();
+                    } else {
+                        self.consume_alive = false;
+                    }
+                    self.finish_counts();
+                    self.phase = Phase::Done;
+                    fx.push(Effect::Finish);
+                    return fx;
+                }
+            }
+        }
+        self.after(now, &mut fx);
+        fx
+    }
+
+    fn delivery(&mut self, now: Instant, tag: u64, decision: Decision, near_limit: Option<String>) {
+        self.acks.received(tag);
+        self.last_delivery = now;
+        self.last_depth_check = None;
+        if self.phase != Phase::Running || !self.taking {
+            // Arrived after the stop: handed back untouched.
+            self.acks.hold(tag);
+            return;
+        }
+        self.tally.seen += 1;
+        if self.tally.seen >= self.cfg.depth_at_start {
+            // "All" is what the queue held at the start: what arrives now waits for the next run.
+            self.stop_with(now, StopReason::ReachedStartDepth);
+        }
+        let mut publishing = false;
+        match decision {
+            Decision::Skip => {
+                self.acks.hold(tag);
+                self.tally.held_back += 1;
+            }
+            Decision::Refuse(why) => {
+                self.acks.hold(tag);
+                self.tally.failed += 1;
+                *self.tally.problems.entry(why).or_insert(0) += 1;
+            }
+            Decision::Publish { key, target } => {
+                publishing = true;
+                self.waiting = Some(Waiting { tag, key, target });
+            }
+        }
+        if let Some(why) = near_limit
+            && !publishing
+        {
+            self.stop_with(now, StopReason::QuorumSafety(why));
+        }
+        if self.acks.held() >= self.cfg.window {
+            self.stop_with(
+                now,
+                StopReason::WindowFull {
+                    window: self.cfg.window,
+                },
+            );
+        }
+        self.prefetch_full(now);
+    }
+
+    /// Held messages fill the prefetch: the broker sends nothing more, so the run cannot go on
+    /// (the window is larger than the prefetch). A stop like a full window, never a wait.
+    fn prefetch_full(&mut self, now: Instant) {
+        if self.taking && self.acks.held() >= self.cfg.prefetch {
+            self.stop_with(
+                now,
+                StopReason::WindowFull {
+                    window: self.acks.held(),
+                },
+            );
+        }
+    }
+
+    fn confirm(&mut self, now: Instant, tag: u64, outcome: ConfirmOutcome) {
+        // A confirm for a publish already given up on (its deadline passed) changes nothing:
+        // it was counted as failed and as a possible duplicate.
+        let Some(m) = self.inflight.remove(&tag) else {
+            return;
+        };
+        let problem = |t: &mut Tally, why: String| *t.problems.entry(why).or_insert(0) += 1;
+        match outcome {
+            ConfirmOutcome::Ack => {
+                self.acks.ready(tag);
+                self.tally.moved += 1;
+                *self.tally.targets.entry(m.target).or_insert(0) += 1;
+                self.tally.moved_ids.push(m.key.clone());
+                self.confirmed_keys.insert(tag, m.key);
+            }
+            ConfirmOutcome::Returned(why) => {
+                self.acks.hold(tag);
+                self.tally.returned += 1;
+                problem(&mut self.tally, format!("returned by the broker: {why}"));
+            }
+            ConfirmOutcome::Nack => {
+                self.acks.hold(tag);
+                self.tally.failed += 1;
+                problem(
+                    &mut self.tally,
+                    "the broker refused the publish (nack)".to_string(),
+                );
+            }
+            ConfirmOutcome::Failed(why) => {
+                self.acks.hold(tag);
+                self.tally.failed += 1;
+                problem(&mut self.tally, format!("publish failed: {why}"));
+                self.stop_with(now, StopReason::ConnectionLost(why));
+            }
+            ConfirmOutcome::Unknown(why) => {
+                self.acks.hold(tag);
+                self.tally.failed += 1;
+                self.tally.duplicated += 1;
+                self.tally.duplicate_ids.push(m.key);
+                problem(
+                    &mut self.tally,
+                    format!("publish unanswered, the connection failed: {why}"),
+                );
+                self.stop_with(now, StopReason::ConnectionLost(why));
+            }
+        }
+        self.prefetch_full(now);
+    }
+
+    fn tick(&mut self, now: Instant) -> Option<Effect> {
+        let l = self.cfg.limits.clone();
+        if self.settle_by.is_some_and(|t| now >= t) {
+            self.force(&format!(
+                "settling took longer than {}s; ended without it",
+                l.settle.as_secs()
+            ));
+            return None;
+        }
+        if self.phase != Phase::Running {
+            return None;
+        }
+        if let Some(b) = self.blocked_since
+            && now.saturating_duration_since(b) >= l.blocked
+        {
+            let reason = self.tally.blocked.clone().unwrap_or_default();
+            self.stop_with(
+                now,
+                StopReason::Blocked {
+                    secs: now.saturating_duration_since(b).as_secs(),
+                    reason,
+                },
+            );
+            self.abandon_inflight("publishing was blocked by the broker");
+        } else if self.blocked_since.is_none()
+            && let Some(t) = self.oldest_unconfirmed()
+            && now.saturating_duration_since(t) >= l.confirm
+        {
+            let n = self.inflight.len() as u64;
+            self.stop_with(
+                now,
+                StopReason::NoConfirm {
+                    secs: l.confirm.as_secs(),
+                    unconfirmed: n,
+                },
+            );
+            self.abandon_inflight("not confirmed in time");
+        }
+        if self.idle_applies()
+            && now.saturating_duration_since(self.last_depth_check.unwrap_or(self.last_delivery))
+                >= l.idle
+        {
+            self.asking_depth = true;
+            return Some(Effect::AskDepth);
+        }
+        None
+    }
+
+    /// After every event: acks to send, a sync due, the next settling step.
+    fn after(&mut self, now: Instant, fx: &mut Vec<Effect>) {
+        if self.phase == Phase::Closing && !self.close_sent {
+            self.close_sent = true;
+            fx.push(Effect::Close);
+            return;
+        }
+        if self.phase != Phase::Running {
+            return;
+        }
+        let l = self.cfg.limits.clone();
+        let ready = self.acks.ready_len();
+        if self.consume_alive
+            && ready > 0
+            && (ready >= l.ack_batch
+                || self.acks.pending() == 0
+                || now.saturating_duration_since(self.last_ack) >= l.ack_every)
+        {
+            self.last_ack = now;
+            self.flush_acks(fx);
+        }
+        if self.consume_alive
+            && !self.unproven.is_empty()
+            && self.sync_mark.is_none()
+            && now.saturating_duration_since(self.last_sync) >= l.sync_every
+        {
+            self.last_sync = now;
+            self.sync_mark = Some(self.unproven.len());
+            fx.push(Effect::Sync);
+        }
+        if self.stop.is_some() && self.inflight.is_empty() && self.waiting.is_none() {
+            if !self.consume_alive {
+                self.phase = Phase::Closing;
+                self.close_sent = true;
+                fx.push(Effect::Close);
+                return;
+            }
+            // Settle: ack what the broker confirmed, then stop the consumer and drain what it
+            // had already been sent, so no delivery is left for a channel close to return.
+            self.flush_acks(fx);
+            self.phase = Phase::Cancelling;
+            fx.push(Effect::CancelConsumer);
+        }
+    }
+
+    fn flush_acks(&mut self, fx: &mut Vec<Effect>) {
+        let mut settled = Vec::new();
+        let ops = self.acks.flush_into(&mut settled);
+        if !ops.is_empty() {
+            self.unproven.extend(settled);
+            fx.push(Effect::Ack(ops));
+        }
+    }
+
+    fn hand_back(&mut self, fx: &mut Vec<Effect>) {
+        let top = self.acks.max_seen();
+        if self.acks.held() > 0 && top > 0 {
+            self.phase = Phase::HandingBack;
+            fx.push(Effect::Nack { top });
+        } else {
+            self.phase = Phase::Closing;
+        }
+    }
+
+    fn stop_with(&mut self, now: Instant, reason: StopReason) {
+        self.taking = false;
+        // A publish waiting for its slot still goes when the run stopped by its own measure
+        // (it was selected before the stop); not after a cancel or a fault.
+        if (reason == StopReason::Cancelled || reason.is_fault())
+            && let Some(w) = self.waiting.take()
+        {
+            self.acks.hold(w.tag);
+        }
+        self.stop.get_or_insert(reason);
+        self.settle_by.get_or_insert(now + self.cfg.limits.settle);
+    }
+
+    /// Publishes still unanswered are given up: held (handed back), counted as failed and as
+    /// possible duplicates (they may still reach the target).
+    fn abandon_inflight(&mut self, why: &str) {
+        let mut tags: Vec<u64> = self.inflight.keys().copied().collect();
+        tags.sort_unstable();
+        for t in tags {
+            if let Some(m) = self.inflight.remove(&t) {
+                self.acks.hold(t);
+                self.tally.failed += 1;
+                self.tally.duplicated += 1;
+                self.tally.duplicate_ids.push(m.key);
+                *self
+                    .tally
+                    .problems
+                    .entry(format!("publish unanswered: {why}"))
+                    .or_insert(0) += 1;
+            }
+        }
+        self.sent_order.clear();
+    }
+
+    fn consume_lost(&mut self, now: Instant, why: String) {
+        if !self.consume_alive {
+            return;
+        }
+        self.consume_alive = false;
+        self.stop_with(now, StopReason::ConnectionLost(why));
+        // Nothing can be acknowledged any more: what is in flight is settled by the connection
+        // closing (the broker requeues every unacknowledged delivery).
+        self.abandon_inflight("the dead-letter queue's channel failed");
+        if let Some(w) = self.waiting.take() {
+            self.acks.hold(w.tag);
+        }
+        if matches!(
+            self.phase,
+            Phase::Cancelling | Phase::Draining | Phase::HandingBack
+        ) {
+            self.phase = Phase::Closing;
+        }
+    }
+
+    /// Ends the run now: nothing more is sent. Confirmed but not provably acknowledged messages
+    /// (and publishes still unanswered) may now be in both places.
+    fn force(&mut self, why: &str) {
+        self.taking = false;
+        if self.stop.is_none() {
+            self.stop = Some(StopReason::Cancelled);
+        }
+        self.tally.forced = Some(why.to_string());
+        self.abandon_inflight("the run was ended before its confirm");
+        if let Some(w) = self.waiting.take() {
+            self.acks.hold(w.tag);
+        }
+        self.consume_alive = false;
+        self.finish_counts();
+        self.phase = Phase::Done;
+    }
+
+    /// Counts what may be duplicated when the run ends: confirmed tags never acknowledged
+    /// (certain), and acks written but not proven processed (possible).
+    fn finish_counts(&mut self) {
+        if self.consume_alive {
+            return;
+        }
+        let never_acked: Vec<u64> = self.acks.ready_tags().collect();
+        for t in &never_acked {
+            self.tally.duplicated += 1;
+            self.tally.duplicated_certain += 1;
+            if let Some(k) = self.confirmed_keys.remove(t) {
+                self.tally.duplicate_ids.push(k);
+            }
+        }
+        for t in std::mem::take(&mut self.unproven) {
+            self.tally.duplicated += 1;
+            if let Some(k) = self.confirmed_keys.remove(&t) {
+                self.tally.duplicate_ids.push(k);
+            }
+        }
+    }
+
+    fn prove_all(&mut self) {
+        for t in std::mem::take(&mut self.unproven) {
+            self.confirmed_keys.remove(&t);
+        }
+        self.sync_mark = None;
+    }
+
+    fn oldest_unconfirmed(&self) -> Option<Instant> {
+        let oldest = self
+            .sent_order
+            .iter()
+            .find(|(t, _)| self.inflight.contains_key(t))
+            .map(|&(_, at)| at)?;
+        // Time blocked does not count against the confirm deadline.
+        Some(match self.unblocked_at {
+            Some(u) if u > oldest => u,
+            _ => oldest,
+        })
+    }
+
+    /// The consumer's silence means something only when it may send: taking, no publish
+    /// waiting, publishing not blocked and room in the prefetch.
+    fn idle_applies(&self) -> bool {
+        self.phase == Phase::Running
+            && self.taking
+            && self.waiting.is_none()
+            && !self.asking_depth
+            && self.blocked_since.is_none()
+            && self.acks.unsettled() < self.cfg.prefetch
+    }
+
+    /// Drops confirmed entries from the front of the send order (keeps it short).
+    pub fn compact(&mut self) {
+        while let Some(&(t, _)) = self.sent_order.front() {
+            if self.inflight.contains_key(&t) {
+                break;
+            }
+            self.sent_order.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(depth: u64, t0: Instant) -> Engine {
+        Engine::new(
+            Config {
+                depth_at_start: depth,
+                limit: None,
+                window: 50,
+                prefetch: 100,
+                limits: Limits::default(),
+            },
+            t0,
+        )
+    }
+
+    fn publish(tag: u64) -> Event {
+        Event::Delivery {
+            tag,
+            decision: Decision::Publish {
+                key: format!("k{tag}"),
+                target: "work".into(),
+            },
+            near_limit: None,
+        }
+    }
+
+    fn confirm(tag: u64, outcome: ConfirmOutcome) -> Event {
+        Event::Confirm { tag, outcome }
+    }
+
+    /// Delivers and publishes `tags` (each: delivery, then its slot).
+    fn send(e: &mut Engine, now: Instant, tags: impl IntoIterator<Item = u64>) {
+        for t in tags {
+            assert!(e.wants().take, "takes delivery {t}");
+            e.on(now, publish(t));
+            assert!(e.wants().slot);
+            assert_eq!(e.on(now, Event::Slot), vec![Effect::Publish(t)]);
+        }
+    }
+
+    /// Walks the settling steps with every answer Ok; returns the effects seen.
+    fn settle_ok(e: &mut Engine, now: Instant, mut fx: Vec<Effect>) -> Vec<Effect> {
+        let mut seen = Vec::new();
+        while let Some(f) = fx.first().cloned() {
+            fx.remove(0);
+            seen.push(f.clone());
+            let next = match f {
+                Effect::CancelConsumer => e.on(now, Event::ConsumerCancelled(Ok(()))),
+                Effect::Drain => e.on(now, Event::DrainDone),
+                Effect::Nack { .. } => e.on(now, Event::HandedBack(Ok(()))),
+                Effect::Close => e.on(now, Event::Closed(Ok(()))),
+                Effect::Ack(_) => e.on(now, Event::AcksWritten(Ok(()))),
+                _ => Vec::new(),
+            };
+            fx.extend(next);
+        }
+        seen
+    }
+
+    #[test]
+    fn a_clean_run_acks_confirmed_publishes_and_settles_in_order() {
+        let t0 = Instant::now();
+        let mut e = engine(3, t0);
+        send(&mut e, t0, 1..=2);
+        e.on(t0, publish(3));
+        assert!(!e.wants().take, "the start depth is reached");
+        assert_eq!(e.on(t0, Event::Slot), vec![Effect::Publish(3)]);
+        assert!(
+            e.on(t0, confirm(2, ConfirmOutcome::Ack)).is_empty(),
+            "2 waits for 1"
+        );
+        // Acks wait for a batch, for nothing pending, or for `ack_every`.
+        let t1 = t0 + Limits::default().ack_every;
+        assert_eq!(
+            e.on(t1, confirm(1, ConfirmOutcome::Ack)),
+            vec![Effect::Ack(vec![AckOp {
+                tag: 2,
+                multiple: true
+            }])]
+        );
+        let fx = e.on(t0, confirm(3, ConfirmOutcome::Ack));
+        let steps = settle_ok(&mut e, t0, fx);
+        assert_eq!(
+            steps,
+            vec![
+                Effect::Ack(vec![AckOp {
+                    tag: 3,
+                    multiple: true
+                }]),
+                Effect::CancelConsumer,
+                Effect::Drain,
+                Effect::Close,
+                Effect::Finish
+            ]
+        );
+        assert!(e.is_done());
+        let t = e.tally();
+        assert_eq!((t.moved, t.failed, t.returned, t.duplicated), (3, 0, 0, 0));
+        assert_eq!(e.stop_reason(), Some(&StopReason::ReachedStartDepth));
+        assert_eq!(t.moved_ids, vec!["k2", "k1", "k3"]);
+    }
+
+    #[test]
+    fn blocked_publishing_is_reported_waits_and_then_stops_at_its_deadline() {
+        let t0 = Instant::now();
+        let mut e = engine(10, t0);
+        send(&mut e, t0, [1]);
+        e.on(t0, Event::Blocked("low on memory".into()));
+        assert_eq!(e.tally().blocked.as_deref(), Some("low on memory"));
+        e.on(t0, publish(2));
+        assert!(!e.wants().slot, "nothing is published while blocked");
+        // The confirm deadline does not run while blocked; the blocked deadline does.
+        let later = t0 + Duration::from_secs(45);
+        assert!(e.on(later, Event::Tick).is_empty());
+        assert_eq!(e.stop_reason(), None);
+        let at = e.deadline().expect("a deadline while blocked");
+        assert_eq!(at, t0 + Limits::default().blocked);
+        let fx = e.on(at, Event::Tick);
+        assert!(matches!(
+            e.stop_reason(),
+            Some(StopReason::Blocked { secs: 60, reason }) if reason == "low on memory"
+        ));
+        assert_eq!(fx, vec![Effect::CancelConsumer], "settles at once");
+        let steps = settle_ok(&mut e, at, fx);
+        assert!(steps.contains(&Effect::Nack { top: 2 }), "{steps:?}");
+        let t = e.tally();
+        assert_eq!(t.failed, 1, "the unconfirmed publish");
+        assert_eq!(t.duplicated, 1, "it may still reach the target");
+        assert_eq!(t.duplicate_ids, vec!["k1"]);
+    }
+
+    #[test]
+    fn unblocking_restarts_the_confirm_clock() {
+        let t0 = Instant::now();
+        let mut e = engine(10, t0);
+        send(&mut e, t0, [1]);
+        e.on(t0, Event::Blocked("low on disk".into()));
+        let u = t0 + Duration::from_secs(50);
+        e.on(u, Event::Unblocked);
+        assert_eq!(e.tally().blocked, None);
+        e.on(u + Duration::from_secs(29), Event::Tick);
+        assert!(
+            !matches!(e.stop_reason(), Some(StopReason::NoConfirm { .. })),
+            "29 s after unblocking is within the confirm deadline"
+        );
+        e.on(u + Duration::from_secs(30), Event::Tick);
+        assert!(matches!(
+            e.stop_reason(),
+            Some(StopReason::NoConfirm { .. }) | Some(StopReason::Stalled { .. })
+        ));
+    }
+
+    #[test]
+    fn a_confirm_that_never_comes_stops_the_run_with_a_reason() {
+        let t0 = Instant::now();
+        let mut e = engine(10, t0);
+        send(&mut e, t0, 1..=3);
+        e.on(t0, confirm(1, ConfirmOutcome::Ack));
+        let late = t0 + Duration::from_secs(30);
+        let fx = e.on(late, Event::Tick);
+        assert_eq!(
+            e.stop_reason(),
+            Some(&StopReason::NoConfirm {
+                secs: 30,
+                unconfirmed: 2
+            })
+        );
+        let steps = settle_ok(&mut e, late, fx);
+        assert!(steps.contains(&Effect::Nack { top: 3 }), "{steps:?}");
+        // A confirm arriving after the deadline changes nothing.
+        assert!(e.on(late, confirm(2, ConfirmOutcome::Ack)).is_empty());
+        let t = e.tally();
+        assert_eq!((t.moved, t.failed, t.duplicated), (1, 2, 2));
+        assert!(e.stop_reason().is_some_and(StopReason::is_fault));
+    }
+
+    #[test]
+    fn silence_asks_the_broker_and_only_zero_ready_is_empty() {
+        let t0 = Instant::now();
+        let mut e = engine(10, t0);
+        let idle = t0 + Duration::from_secs(2);
+        assert_eq!(e.deadline(), Some(idle));
+        assert_eq!(e.on(idle, Event::Tick), vec![Effect::AskDepth]);
+        assert!(e.deadline().is_none(), "one question at a time");
+        e.on(idle, Event::Depth(Ok(7)));
+        assert_eq!(e.stop_reason(), None, "not empty, not stalled yet");
+        let t = t0 + Duration::from_secs(10);
+        assert_eq!(e.on(t, Event::Tick), vec![Effect::AskDepth]);
+        e.on(t, Event::Depth(Ok(7)));
+        assert_eq!(
+            e.stop_reason(),
+            Some(&StopReason::Stalled {
+                idle_secs: 10,
+                ready: 7
+            })
+        );
+        assert!(!e.stop_reason().is_some_and(StopReason::is_finished));
+
+        let mut e = engine(10, t0);
+        e.on(idle, Event::Tick);
+        e.on(idle, Event::Depth(Ok(0)));
+        assert_eq!(e.stop_reason(), Some(&StopReason::QueueEmpty));
+
+        let mut e = engine(10, t0);
+        e.on(idle, Event::Tick);
+        e.on(idle, Event::Depth(Err("timed out".into())));
+        assert!(matches!(e.stop_reason(), Some(StopReason::NoAnswer(_))));
+    }
+
+    #[test]
+    fn a_full_prefetch_is_not_silence() {
+        let t0 = Instant::now();
+        let mut e = Engine::new(
+            Config {
+                depth_at_start: 100,
+                limit: None,
+                window: 50,
+                prefetch: 2,
+                limits: Limits::default(),
+            },
+            t0,
+        );
+        send(&mut e, t0, 1..=2);
+        let t = t0 + Duration::from_secs(5);
+        assert!(
+            e.on(t, Event::Tick).is_empty(),
+            "waits for confirms, asks nothing"
+        );
+    }
+
+    #[test]
+    fn cancel_settles_and_a_second_cancel_ends_at_once_counting_duplicates() {
+        let t0 = Instant::now();
+        let mut e = engine(10, t0);
+        send(&mut e, t0, 1..=3);
+        // 2 and 3 confirmed, 1 not: nothing can be acked yet.
+        e.on(t0, confirm(2, ConfirmOutcome::Ack));
+        e.on(t0, confirm(3, ConfirmOutcome::Ack));
+        e.on(t0, publish(4));
+        let fx = e.on(t0, Event::Cancel);
+        assert!(fx.is_empty(), "waits for the publish in flight: {fx:?}");
+        assert!(
+            !e.wants().take && !e.wants().slot,
+            "the waiting one is not sent"
+        );
+        assert_eq!(e.stop_reason(), Some(&StopReason::Cancelled));
+        assert_eq!(e.on(t0, Event::Cancel), vec![Effect::Finish]);
+        assert!(e.is_done());
+        let t = e.tally();
+        assert!(t.forced.is_some());
+        assert_eq!(t.duplicated_certain, 2, "confirmed, never acked");
+        assert_eq!(
+            t.duplicated, 3,
+            "and the unanswered publish may have arrived"
+        );
+        let mut ids = t.duplicate_ids.clone();
+        ids.sort();
+        assert_eq!(ids, vec!["k1", "k2", "k3"]);
+    }
+
+    #[test]
+    fn a_cancel_while_blocked_does_not_wait_for_confirms() {
+        let t0 = Instant::now();
+        let mut e = engine(10, t0);
+        send(&mut e, t0, 1..=2);
+        e.on(t0, Event::Blocked("low on memory".into()));
+        let fx = e.on(t0, Event::Cancel);
+        assert_eq!(fx, vec![Effect::CancelConsumer]);
+        let steps = settle_ok(&mut e, t0, fx);
+        assert!(steps.contains(&Effect::Nack { top: 2 }));
+        assert_eq!(e.tally().duplicated, 2);
+    }
+
+    #[test]
+    fn settling_past_its_deadline_is_forced() {
+        let t0 = Instant::now();
+        let mut e = engine(10, t0);
+        send(&mut e, t0, [1]);
+        assert_eq!(
+            e.on(t0, confirm(1, ConfirmOutcome::Ack)),
+            vec![Effect::Ack(vec![AckOp {
+                tag: 1,
+                multiple: true
+            }])],
+            "nothing else pending: acked at once"
+        );
+        e.on(t0, Event::AcksWritten(Ok(())));
+        assert_eq!(e.on(t0, Event::Cancel), vec![Effect::CancelConsumer]);
+        // cancel-ok never comes.
+        let late = t0 + Limits::default().settle;
+        assert_eq!(e.deadline(), Some(late));
+        assert_eq!(e.on(late, Event::Tick), vec![Effect::Finish]);
+        let t = e.tally();
+        assert!(t.forced.as_deref().is_some_and(|f| f.contains("settling")));
+        assert_eq!(t.duplicated, 1, "the ack was written but never proven");
+        assert_eq!(t.duplicated_certain, 0);
+    }
+
+    #[test]
+    fn returned_after_confirm_and_nacked_publishes_are_held_and_handed_back() {
+        let t0 = Instant::now();
+        let mut e = engine(3, t0);
+        send(&mut e, t0, 1..=3);
+        e.on(
+            t0,
+            confirm(1, ConfirmOutcome::Returned("312 NO_ROUTE".into())),
+        );
+        e.on(t0, confirm(2, ConfirmOutcome::Nack));
+        let fx = e.on(t0, confirm(3, ConfirmOutcome::Ack));
+        let steps = settle_ok(&mut e, t0, fx);
+        assert_eq!(
+            steps,
+            vec![
+                Effect::Ack(vec![AckOp {
+                    tag: 3,
+                    multiple: false
+                }]),
+                Effect::CancelConsumer,
+                Effect::Drain,
+                Effect::Nack { top: 3 },
+                Effect::Close,
+                Effect::Finish
+            ]
+        );
+        let t = e.tally();
+        assert_eq!((t.moved, t.returned, t.failed), (1, 1, 1));
+        assert_eq!(t.problems.len(), 2);
+        assert_eq!(e.stop_reason(), Some(&StopReason::ReachedStartDepth));
+    }
+
+    #[test]
+    fn deliveries_drained_after_cancel_are_handed_back() {
+        let t0 = Instant::now();
+        let mut e = engine(10, t0);
+        send(&mut e, t0, [1]);
+        e.on(t0, confirm(1, ConfirmOutcome::Ack));
+        e.on(t0, Event::AcksWritten(Ok(())));
+        let fx = e.on(t0, Event::Cancel);
+        assert!(fx.contains(&Effect::CancelConsumer));
+        assert_eq!(
+            e.on(t0, Event::ConsumerCancelled(Ok(()))),
+            vec![Effect::Drain]
+        );
+        e.on(t0, Event::Drained(2));
+        e.on(t0, Event::Drained(3));
+        assert_eq!(e.on(t0, Event::DrainDone), vec![Effect::Nack { top: 3 }]);
+    }
+
+    #[test]
+    fn channel_loss_counts_confirmed_unacked_and_unproven_acks_as_duplicates() {
+        let t0 = Instant::now();
+        let mut e = engine(100, t0);
+        send(&mut e, t0, 1..=4);
+        // 1 and 2 confirmed and acked (written, not yet proven).
+        e.on(t0, confirm(1, ConfirmOutcome::Ack));
+        let t1 = t0 + Limits::default().ack_every;
+        let fx = e.on(t1, confirm(2, ConfirmOutcome::Ack));
+        assert!(matches!(fx.first(), Some(Effect::Ack(_))), "{fx:?}");
+        e.on(t0, Event::AcksWritten(Ok(())));
+        // 4 confirmed, waits for 3.
+        e.on(t0, confirm(4, ConfirmOutcome::Ack));
+        let fx = e.on(t0, Event::ConsumeLost("connection reset".into()));
+        assert_eq!(fx, vec![Effect::Close]);
+        e.on(t0, Event::Closed(Err("closed".into())));
+        assert!(e.is_done());
+        let t = e.tally();
+        assert_eq!(t.duplicated_certain, 1, "4: confirmed, never acked");
+        assert_eq!(t.duplicated, 4, "1, 2 (ack unproven), 3 (unanswered), 4");
+        assert!(matches!(
+            e.stop_reason(),
+            Some(StopReason::ConnectionLost(_))
+        ));
+    }
+
+    #[test]
+    fn a_sync_round_trip_proves_the_acks_before_it() {
+        let t0 = Instant::now();
+        let mut e = engine(100, t0);
+        send(&mut e, t0, 1..=2);
+        e.on(t0, confirm(1, ConfirmOutcome::Ack));
+        e.on(t0, Event::AcksWritten(Ok(())));
+        let t1 = t0 + Duration::from_secs(1);
+        let fx = e.on(t1, confirm(2, ConfirmOutcome::Ack));
+        assert_eq!(
+            fx,
+            vec![
+                Effect::Ack(vec![AckOp {
+                    tag: 2,
+                    multiple: true
+                }]),
+                Effect::Sync
+            ]
+        );
+        e.on(t1, Event::AcksWritten(Ok(())));
+        e.on(t1, Event::Synced(Ok(())));
+        e.on(t1, Event::ConsumeLost("gone".into()));
+        e.on(t1, Event::Closed(Err("gone".into())));
+        assert_eq!(e.tally().duplicated, 0, "both acks were proven");
+    }
+
+    #[test]
+    fn refused_and_unselected_messages_fill_the_window() {
+        let t0 = Instant::now();
+        let mut e = Engine::new(
+            Config {
+                depth_at_start: 100,
+                limit: None,
+                window: 2,
+                prefetch: 100,
+                limits: Limits::default(),
+            },
+            t0,
+        );
+        e.on(
+            t0,
+            Event::Delivery {
+                tag: 1,
+                decision: Decision::Skip,
+                near_limit: None,
+            },
+        );
+        let fx = e.on(
+            t0,
+            Event::Delivery {
+                tag: 2,
+                decision: Decision::Refuse("not in the preview".into()),
+                near_limit: None,
+            },
+        );
+        assert_eq!(e.stop_reason(), Some(&StopReason::WindowFull { window: 2 }));
+        assert_eq!(fx, vec![Effect::CancelConsumer]);
+        assert_eq!((e.tally().held_back, e.tally().failed), (1, 1));
+    }
+
+    #[test]
+    fn held_messages_filling_the_prefetch_stop_the_run_instead_of_waiting() {
+        let t0 = Instant::now();
+        let mut e = Engine::new(
+            Config {
+                depth_at_start: 100,
+                limit: None,
+                window: 5000,
+                prefetch: 3,
+                limits: Limits::default(),
+            },
+            t0,
+        );
+        send(&mut e, t0, 1..=3);
+        e.on(t0, confirm(1, ConfirmOutcome::Nack));
+        e.on(t0, confirm(2, ConfirmOutcome::Nack));
+        assert_eq!(e.stop_reason(), None);
+        let fx = e.on(t0, confirm(3, ConfirmOutcome::Nack));
+        assert_eq!(e.stop_reason(), Some(&StopReason::WindowFull { window: 3 }));
+        assert_eq!(fx, vec![Effect::CancelConsumer]);
+    }
+
+    #[test]
+    fn the_limit_stops_after_the_last_publish_and_it_is_still_confirmed() {
+        let t0 = Instant::now();
+        let mut e = Engine::new(
+            Config {
+                depth_at_start: 100,
+                limit: Some(2),
+                window: 50,
+                prefetch: 100,
+                limits: Limits::default(),
+            },
+            t0,
+        );
+        send(&mut e, t0, 1..=2);
+        assert_eq!(e.stop_reason(), Some(&StopReason::LimitReached));
+        assert!(e.wants().confirms);
+        e.on(t0, confirm(1, ConfirmOutcome::Ack));
+        let fx = e.on(t0, confirm(2, ConfirmOutcome::Ack));
+        assert!(fx.contains(&Effect::CancelConsumer));
+        assert_eq!(e.tally().moved, 2);
+    }
+}
