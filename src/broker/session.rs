@@ -353,6 +353,22 @@ impl Session {
         Ok(plan)
     }
 
+    /// What the read that made `page` spent on this broker, in its own terms (`None` where
+    /// nothing counts, or the page was reused rather than read).
+    pub async fn cost_note(&self, queue: &str, page: &BrowsePage) -> Option<String> {
+        if page.reused || (page.max_delivery_count.is_none() && page.max_acquired_count.is_none()) {
+            return None;
+        }
+        let (_, policy, _) = self.browse_policy(queue).await.ok()?;
+        ledger::cost_note(
+            &policy,
+            &self.overview.rabbitmq_version,
+            page.delivered,
+            page.max_delivery_count,
+            page.max_acquired_count,
+        )
+    }
+
     /// What reading `queue` would cost now, decided without touching it.
     pub async fn read_decision(&self, queue: &str) -> Result<ReadDecision, SessionError> {
         let (_, policy, depth) = self.browse_policy(queue).await?;
@@ -1220,34 +1236,20 @@ const MAX_RECONNECTS: u32 = 3;
 
 /// Passive declare on a throwaway channel: a missing queue closes the channel it was asked on.
 async fn queue_exists(conn: &lapin::Connection, name: &str) -> Result<bool, SessionError> {
-    let ch = conn
-        .create_channel()
-        .await
-        .map_err(|e| SessionError::Broker(e.to_string()))?;
-    let r = ch
-        .queue_declare(
-            amqp::short("the queue name", name)
-                .map_err(|e| SessionError::Refused(e.to_string()))?,
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            lapin::types::FieldTable::default(),
-        )
-        .await;
-    let _ = ch.close(200, "checked".into()).await;
-    settle_check(r.map(|_| ()))
+    queue_depth(conn, name).await.map(|d| d.is_some())
 }
 
 /// The queue's message count from a passive declare (`None` when it does not exist).
 async fn queue_depth(conn: &lapin::Connection, name: &str) -> Result<Option<u64>, SessionError> {
+    let name =
+        amqp::short("the queue name", name).map_err(|e| SessionError::Refused(e.to_string()))?;
     let ch = conn
         .create_channel()
         .await
         .map_err(|e| SessionError::Broker(e.to_string()))?;
     let r = ch
         .queue_declare(
-            name.into(),
+            name,
             lapin::options::QueueDeclareOptions {
                 passive: true,
                 ..Default::default()

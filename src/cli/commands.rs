@@ -190,16 +190,7 @@ async fn read_explained(
     limit: usize,
 ) -> Result<(Vec<Explained>, String), Failure> {
     let page = read_with_consent(c, |consent| s.browse(queue, limit, consent)).await?;
-    if (page.max_delivery_count.is_some() || page.max_acquired_count.is_some())
-        && let Ok((_, policy, _)) = s.browse_policy(queue).await
-        && let Some(note) = crate::domain::ledger::cost_note(
-            &policy,
-            &s.overview.rabbitmq_version,
-            page.delivered,
-            page.max_delivery_count,
-            page.max_acquired_count,
-        )
-    {
+    if let Some(note) = s.cost_note(queue, &page).await {
         crate::errln!("warren: {}", one_line(&note, 400));
     }
     let stop = format!("{:?}", page.stopped);

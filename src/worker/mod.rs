@@ -295,17 +295,7 @@ impl Worker {
                         stop = format!(
                             "{stop}, as read earlier this session (reading this quorum queue again costs deliveries: Ctrl-R twice)"
                         );
-                    } else if (page.max_delivery_count.is_some()
-                        || page.max_acquired_count.is_some())
-                        && let Ok((_, policy, _)) = s.browse_policy(&queue).await
-                        && let Some(note) = crate::domain::ledger::cost_note(
-                            &policy,
-                            &s.overview.rabbitmq_version,
-                            page.delivered,
-                            page.max_delivery_count,
-                            page.max_acquired_count,
-                        )
-                    {
+                    } else if let Some(note) = s.cost_note(&queue, &page).await {
                         stop = format!("{stop}; {note}");
                     }
                     let _ = events
