@@ -215,9 +215,9 @@ async fn the_broker_closing_the_connection_loses_nothing_and_fails_the_command()
         )
         .await;
         // Close one of Warren's connections from the broker side. The management API lists
-        // connections a few seconds late; the one opened first consumes.
+        // connections a few seconds late; each of Warren's says by its name what it is for.
         let path = format!("/api/vhosts/{}/connections", common::enc(&vhost.name));
-        let mut found: Vec<(u64, String)> = Vec::new();
+        let mut found: Vec<(String, String)> = Vec::new();
         let mut conns = serde_json::Value::Null;
         let deadline = Instant::now() + Duration::from_secs(15);
         while found.len() < 2 && Instant::now() < deadline {
@@ -227,16 +227,18 @@ async fn the_broker_closing_the_connection_loses_nothing_and_fails_the_command()
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter(|c| c["client_properties"]["connection_name"] == "warren")
-                // The test's own connection is named "warren" too; the command's came later.
                 .filter_map(|c| {
-                    let at = c["connected_at"].as_u64().filter(|t| *t >= spawned_ms)?;
-                    Some((at, c["name"].as_str()?.to_string()))
+                    let role = c["client_properties"]["connection_name"]
+                        .as_str()?
+                        .strip_prefix("warren-replay-")?;
+                    c["connected_at"].as_u64().filter(|t| *t >= spawned_ms)?;
+                    Some((role.to_string(), c["name"].as_str()?.to_string()))
                 })
                 .collect();
         }
         found.sort();
         assert_eq!(found.len(), 2, "{label}: {conns}");
+        // Sorted by role: "consume" before "publish".
         let victim = if which == "consuming" {
             &found[0].1
         } else {

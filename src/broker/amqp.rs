@@ -87,6 +87,19 @@ pub async fn connect(
     password: &str,
     ca_file: Option<&Path>,
 ) -> Result<Connection, AmqpError> {
+    connect_named(urls, vhost, username, password, ca_file, "warren").await
+}
+
+/// [`connect`] with the connection name operators see in the management UI (`warren`,
+/// `warren-replay-consume`, …), so each of Warren's connections says what it is for.
+pub async fn connect_named(
+    urls: &[String],
+    vhost: &str,
+    username: &str,
+    password: &str,
+    ca_file: Option<&Path>,
+    name: &str,
+) -> Result<Connection, AmqpError> {
     if urls.is_empty() {
         return Err(AmqpError::NoUrls);
     }
@@ -117,7 +130,7 @@ pub async fn connect(
             identity: None,
             cert_chain: cert_chain.clone(),
         };
-        let props = ConnectionProperties::default().with_connection_name("warren".into());
+        let props = ConnectionProperties::default().with_connection_name(name.into());
         let attempt = async {
             let runtime = lapin::runtime::default_runtime()?;
             Connection::connect_uri_with_config(uri, props, tls, runtime).await

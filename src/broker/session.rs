@@ -135,11 +135,13 @@ impl Session {
 
     /// The AMQP connection, opened on first use (cluster URLs tried in order).
     pub async fn amqp(&self) -> Result<&lapin::Connection, SessionError> {
-        self.amqp.get_or_try_init(|| self.connect_amqp()).await
+        self.amqp
+            .get_or_try_init(|| self.connect_amqp("warren"))
+            .await
     }
 
     /// A new AMQP connection (cluster URLs tried in order).
-    async fn connect_amqp(&self) -> Result<lapin::Connection, SessionError> {
+    async fn connect_amqp(&self, name: &str) -> Result<lapin::Connection, SessionError> {
         if self.target.amqp_urls.is_empty() {
             return Err(SessionError::Broker(self.target.no_amqp_url()));
         }
@@ -149,12 +151,13 @@ impl Session {
             .iter()
             .map(|u| u.to_string())
             .collect();
-        amqp::connect(
+        amqp::connect_named(
             &urls,
             &self.target.vhost,
             &self.target.credentials.username,
             self.target.credentials.password.expose(),
             self.target.ca_file.as_deref(),
+            name,
         )
         .await
         .map_err(SessionError::from)
@@ -518,7 +521,7 @@ impl Session {
 
         // Ask the broker itself, target by target, on a connection of its own: lapin may give up
         // a connection on which the broker closed a channel, and the replay needs its own.
-        let conn = match self.connect_amqp().await {
+        let conn = match self.connect_amqp("warren-permission-check").await {
             Ok(c) => c,
             Err(e) => {
                 return WriteCheck::Unknown(format!(
@@ -1196,8 +1199,14 @@ impl Session {
         // `replay::run_split`); after a node loss the next URL of the context is tried and the
         // run carries on from the queue as it is then.
         let connect = || async move {
-            let consume = self.connect_amqp().await.map_err(|e| e.to_string())?;
-            let publish = self.connect_amqp().await.map_err(|e| e.to_string())?;
+            let consume = self
+                .connect_amqp("warren-replay-consume")
+                .await
+                .map_err(|e| e.to_string())?;
+            let publish = self
+                .connect_amqp("warren-replay-publish")
+                .await
+                .map_err(|e| e.to_string())?;
             Ok((consume, publish))
         };
         let result = replay::run_failover(
@@ -1206,7 +1215,12 @@ impl Session {
             crate::domain::engine::Limits::default(),
             cancel,
             on_progress,
-            MAX_RECONNECTS,
+            // Carrying on needs another node to carry on with.
+            if self.target.amqp_urls.len() > 1 {
+                MAX_RECONNECTS
+            } else {
+                0
+            },
         )
         .await;
         let summary = result.map_err(|e| SessionError::Broker(e.to_string()))?;
@@ -1231,7 +1245,8 @@ impl Session {
     }
 }
 
-/// Node losses a replay carries on after (each reconnects to the next URL of the context).
+/// Node losses a replay carries on after, when the context has several AMQP URLs (each time it
+/// reconnects to the first URL that answers).
 const MAX_RECONNECTS: u32 = 3;
 
 /// Passive declare on a throwaway channel: a missing queue closes the channel it was asked on.
