@@ -492,7 +492,9 @@ async fn a_frozen_node_stops_the_run_cleanly_within_the_deadline() {
         run.code,
         run.event("summary")
     );
-    assert!(took < Duration::from_secs(20), "took {took:?}: {run}");
+    // About 6 s to notice the frozen node, then the next node is tried (the queue lives on the
+    // frozen one, so that stretch ends at its first unanswered request): bounded, never a hang.
+    assert!(took < Duration::from_secs(30), "took {took:?}: {run}");
     assert_ne!(run.code, Some(0), "{run}");
     let summary = run.event("summary");
     let stop = summary["stop"].as_str().unwrap_or_default();

@@ -955,7 +955,9 @@ async fn settle_in(conn: &lapin::Connection, queue: &str, limits: &Limits) {
         )
         .await;
         let _ = tokio::time::timeout(Duration::from_secs(1), ch.close(200, "checked".into())).await;
-        if matches!(declared, Ok(Ok(d)) if d.message_count() > 0) {
+        // Ready messages: go on. No answer at all: the queue's node is not back; the run's own
+        // deadlines decide from here rather than this wait.
+        if matches!(&declared, Ok(Ok(d)) if d.message_count() > 0) || declared.is_err() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

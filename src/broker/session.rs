@@ -87,6 +87,9 @@ pub struct Session {
     pub overview: Overview,
     pub whoami: WhoAmI,
     amqp: OnceCell<lapin::Connection>,
+    /// Where in the context's AMQP URLs the next connection starts: a reconnect after a node
+    /// loss starts one further, so it does not wait out the lost node's timeout first.
+    amqp_start: std::sync::atomic::AtomicUsize,
     /// Reads of queues whose reads cost deliveries, by queue (see [`KeptRead`]).
     reads: std::sync::Mutex<HashMap<String, KeptRead>>,
     /// One lock per queue: two reads of one queue never overlap (they would split it between
@@ -113,6 +116,7 @@ impl Session {
             mgmt,
             target,
             amqp: OnceCell::new(),
+            amqp_start: std::sync::atomic::AtomicUsize::new(0),
             reads: std::sync::Mutex::new(HashMap::new()),
             read_locks: std::sync::Mutex::new(HashMap::new()),
             ledger: std::sync::Mutex::new(None),
@@ -145,10 +149,10 @@ impl Session {
         if self.target.amqp_urls.is_empty() {
             return Err(SessionError::Broker(self.target.no_amqp_url()));
         }
-        let urls: Vec<String> = self
-            .target
-            .amqp_urls
-            .iter()
+        let n = self.target.amqp_urls.len();
+        let start = self.amqp_start.load(std::sync::atomic::Ordering::Relaxed) % n;
+        let urls: Vec<String> = (0..n)
+            .filter_map(|k| self.target.amqp_urls.get((start + k) % n))
             .map(|u| u.to_string())
             .collect();
         amqp::connect_named(
@@ -399,6 +403,19 @@ impl Session {
                 .saturating_sub(moved_keys.len() as u64);
             k.page = std::sync::Arc::new(page);
         }
+    }
+
+    /// A replay's own two connections, consuming and publishing.
+    async fn replay_connections(&self) -> Result<(lapin::Connection, lapin::Connection), String> {
+        let consume = self
+            .connect_amqp("warren-replay-consume")
+            .await
+            .map_err(|e| e.to_string())?;
+        let publish = self
+            .connect_amqp("warren-replay-publish")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((consume, publish))
     }
 
     fn read_lock(&self, queue: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
@@ -1198,16 +1215,15 @@ impl Session {
         // Consuming and publishing get connections of their own for the run (see
         // `replay::run_split`); after a node loss the next URL of the context is tried and the
         // run carries on from the queue as it is then.
-        let connect = || async move {
-            let consume = self
-                .connect_amqp("warren-replay-consume")
-                .await
-                .map_err(|e| e.to_string())?;
-            let publish = self
-                .connect_amqp("warren-replay-publish")
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok((consume, publish))
+        let mut stretch = 0u32;
+        let connect = move || {
+            stretch += 1;
+            if stretch > 1 {
+                // After a node loss: begin with the next node.
+                self.amqp_start
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            self.replay_connections()
         };
         let result = replay::run_failover(
             connect,
