@@ -817,3 +817,80 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
     );
     vhost.cleanup().await;
 }
+
+/// The same node loss through `warren replay` itself, with the context's three URLs: the
+/// session reconnects to the next node and carries on; the run ends `partial` (exit 1, since
+/// deliveries of the lost connection return to the DLQ later), nothing is lost, and the
+/// duplicates reported bound the real ones.
+#[tokio::test]
+async fn the_command_carries_on_after_node_loss() {
+    let Some(_cluster) = cluster_for_test().await else {
+        return;
+    };
+    const N: u32 = 3_000;
+    let vhost = TestVhost::new(&cluster_node(1), "trust-cli-failover").await;
+    let home = Home::new("trust-cli-failover");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Quorum, FieldTable::default()).await;
+    h::declare(&ch, "work", QueueType::Quorum, FieldTable::default()).await;
+    fill(&conn, "dlq", "l", N).await;
+    let _ = conn.close(200, "set up".into()).await;
+
+    let live = Live::spawn(cluster_command(
+        &vhost,
+        &home,
+        &[
+            "replay", "dlq", "--to", "work", "--yes", "--json", "--rate", "500",
+        ],
+    ));
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        let moved = live
+            .events("progress")
+            .last()
+            .and_then(|p| p["moved"].as_u64())
+            .unwrap_or(0);
+        if moved >= 500 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cluster(&["stop", "1"]).await;
+    let run = live.finish(Duration::from_secs(120)).await;
+    cluster(&["start", "1"]).await;
+    let summary = run.event("summary");
+    eprintln!(
+        "command failover: exit {:?}; moved {}; stop {}",
+        run.code, summary["moved"], summary["stop"]
+    );
+    assert_eq!(run.code, Some(1), "partial, not a success: {run}");
+    assert!(
+        summary["moved"].as_u64().unwrap_or(0) > 700,
+        "carried on after the reconnect (stopped node 1 at ~500 moved): {run}"
+    );
+    let reported = summary["duplicated"].as_u64().unwrap_or(0);
+
+    let conn = h::connect(&vhost).await;
+    for _ in 0..90 {
+        if amqp_depth(&conn, "dlq").await + amqp_depth(&conn, "work").await >= u64::from(N) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let copies = count_ids(&conn, &["dlq", "work"], "l", N).await;
+    let dups = (copies - N as usize) as u64;
+    eprintln!("command failover: {dups} duplicates, {reported} reported");
+    assert!(
+        dups <= reported,
+        "{dups} duplicates, reported {reported}: {run}"
+    );
+    let audit = replay_util::warren(&vhost, &home, &["audit", "--json"]).await;
+    let rec = audit.json().into_iter().next().expect("an audit record");
+    let outcome = rec["outcome"].as_str().unwrap_or_default();
+    assert!(
+        outcome.starts_with("partial") && outcome.contains("reconnected 1 time"),
+        "{rec}"
+    );
+    vhost.cleanup().await;
+}
