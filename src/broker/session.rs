@@ -253,7 +253,7 @@ impl Session {
         consent: ReadConsent,
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
         let lock = self.read_lock(queue);
-        let _reading = lock.lock().await;
+        let _reading = wait_for_turn(&lock, queue).await?;
         let (qt, policy, depth) = self.browse_policy(queue).await?;
         let costly = policy.cost_per_browse > 0 && policy.limit.is_some();
         if costly && consent == ReadConsent::Reuse {
@@ -1176,7 +1176,7 @@ impl Session {
             ));
         }
         let lock = self.read_lock(&spec.queue);
-        let _reading = lock.lock().await;
+        let _reading = wait_for_turn(&lock, &spec.queue).await?;
         let (_, quorum, depth) = self.browse_policy(&spec.queue).await?;
         let job = Job {
             dlq: spec.queue.clone(),
@@ -1259,6 +1259,23 @@ impl Session {
         }
         Ok(summary)
     }
+}
+
+/// How long a read waits for another read or a replay of the same queue to finish.
+const TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The queue's read lock, or a clear refusal when another read or a replay holds it too long.
+async fn wait_for_turn<'a>(
+    lock: &'a tokio::sync::Mutex<()>,
+    queue: &str,
+) -> Result<tokio::sync::MutexGuard<'a, ()>, SessionError> {
+    tokio::time::timeout(TURN_WAIT, lock.lock())
+        .await
+        .map_err(|_| {
+            SessionError::Refused(format!(
+                "another read or a replay of '{queue}' is still running in this session; try again when it has finished"
+            ))
+        })
 }
 
 /// Node losses a replay carries on after, when the context has several AMQP URLs (each time it
