@@ -7,7 +7,6 @@ mod common;
 mod replay_util;
 mod tui_fixtures;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::amqp::{self as h, amqp_depth};
@@ -17,31 +16,7 @@ use warren::domain::quorum::QueueType;
 
 /// Runs the binary with exactly these arguments (no URLs added), with a private home.
 async fn bare(home: &Home, args: &[&str]) -> replay_util::Run {
-    let start = std::time::Instant::now();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"))
-        .arg("--config")
-        .arg(home.dir.join("config.toml"))
-        .args(args)
-        .env("WARREN_STORE", home.store())
-        .env("WARREN_LOG_DIR", home.dir.join("logs"))
-        .env_remove("WARREN_CONTEXT")
-        .env_remove("WARREN_AMQP_URL")
-        .env_remove("WARREN_MANAGEMENT_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(120), out)
-        .await
-        .expect("warren finishes within 2 minutes")
-        .expect("warren runs");
-    replay_util::Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        elapsed: start.elapsed(),
-    }
+    replay_util::run(replay_util::bare_command(home, args), args).await
 }
 
 /// Two brokers of different versions, when the extra versions run.

@@ -43,14 +43,25 @@ impl Drop for Home {
 /// The binary with the vhost's URLs, the private store/config/logs and stdin closed (so it is
 /// never a terminal).
 pub fn command(vhost: &TestVhost, home: &Home, args: &[&str]) -> tokio::process::Command {
+    let amqp = vhost.amqp_url();
+    let mgmt = vhost.broker.mgmt_url_with_creds();
+    let mut full = vec![
+        "--amqp-url",
+        amqp.as_str(),
+        "--management-url",
+        mgmt.as_str(),
+        "--vhost",
+        vhost.name.as_str(),
+    ];
+    full.extend_from_slice(args);
+    bare_command(home, &full)
+}
+
+/// The binary with exactly these arguments (no URLs added), the private store/config/logs and
+/// stdin closed.
+pub fn bare_command(home: &Home, args: &[&str]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"));
-    cmd.arg("--amqp-url")
-        .arg(vhost.amqp_url())
-        .arg("--management-url")
-        .arg(vhost.broker.mgmt_url_with_creds())
-        .arg("--vhost")
-        .arg(&vhost.name)
-        .arg("--config")
+    cmd.arg("--config")
         .arg(home.dir.join("config.toml"))
         .args(args)
         .env("WARREN_STORE", home.store())
@@ -112,8 +123,13 @@ impl std::fmt::Display for Run {
 
 /// Runs warren to completion (at most two minutes).
 pub async fn warren(vhost: &TestVhost, home: &Home, args: &[&str]) -> Run {
+    run(command(vhost, home, args), args).await
+}
+
+/// Runs a prepared command to completion (at most two minutes).
+pub async fn run(mut cmd: tokio::process::Command, args: &[&str]) -> Run {
     let start = Instant::now();
-    let child = command(vhost, home, args).spawn().expect("spawn warren");
+    let child = cmd.spawn().expect("spawn warren");
     let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
         .await
         .unwrap_or_else(|_| panic!("warren {args:?} did not finish within 2 minutes"))
