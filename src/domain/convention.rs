@@ -12,7 +12,6 @@ use jiff::Timestamp;
 use regex::Regex;
 use serde_json::Value;
 
-use super::explain::{Fault, Source};
 use super::json::table_from_json;
 use super::message::DeadLetter;
 use super::value::{HeaderValue, Table};
@@ -94,6 +93,29 @@ impl std::fmt::Display for Convention {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// The exception a framework recorded. Every field is what the framework wrote (trimmed), or absent.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fault {
+    pub exception_type: Option<String>,
+    pub message: Option<String>,
+    pub stack_trace: Option<String>,
+    /// The consumer, handler, endpoint or actor that failed.
+    pub consumer: Option<String>,
+    pub message_type: Option<String>,
+    /// NServiceBus's inner exception; for Spring, the wrapping exception when the root cause differs.
+    pub inner_exception_type: Option<String>,
+    pub host: Option<String>,
+}
+
+/// Where the message was being processed when it failed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Source {
+    pub queue: Option<String>,
+    /// The exchange it had been published to, when recorded (`Some("")` is the default exchange).
+    pub exchange: Option<String>,
+    pub routing_key: Option<String>,
 }
 
 /// What a convention says about one dead letter.

@@ -5,6 +5,7 @@
 use jiff::Timestamp;
 
 use super::convention::{self, Convention};
+pub use super::convention::{Fault, Source};
 use super::fingerprint::{self, Fingerprint};
 use super::message::DeadLetter;
 use super::verdict;
@@ -13,29 +14,6 @@ use super::xdeath::{self, DeathHistory};
 /// The header Warren's replay increments; read here so a message that failed again after a replay
 /// can say so.
 pub const REPLAY_COUNT_HEADER: &str = "warren-replay-count";
-
-/// The exception a framework recorded. Every field is what the framework wrote (trimmed), or absent.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Fault {
-    pub exception_type: Option<String>,
-    pub message: Option<String>,
-    pub stack_trace: Option<String>,
-    /// The consumer, handler, endpoint or actor that failed.
-    pub consumer: Option<String>,
-    pub message_type: Option<String>,
-    /// NServiceBus's inner exception; for Spring, the wrapping exception when the root cause differs.
-    pub inner_exception_type: Option<String>,
-    pub host: Option<String>,
-}
-
-/// Where the message was being processed when it failed.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Source {
-    pub queue: Option<String>,
-    /// The exchange it had been published to, when recorded (`Some("")` is the default exchange).
-    pub exchange: Option<String>,
-    pub routing_key: Option<String>,
-}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Explanation {
@@ -54,12 +32,15 @@ pub struct Explanation {
     pub fingerprint: Fingerprint,
 }
 
-/// Explains one dead letter. Pure and total: any header table gives an explanation.
+/// Explains one dead letter. Pure and total: any header table gives an explanation. The parts
+/// are read first and the verdict and fingerprint computed from them, so no half-built value exists.
 pub fn explain(dl: &DeadLetter) -> Explanation {
     let deaths = xdeath::parse(&dl.headers);
     let reading = convention::read(dl, &deaths);
     let replay_count = dl.headers.get_i64(REPLAY_COUNT_HEADER).unwrap_or(0).max(0);
-    let mut ex = Explanation {
+    let verdict = verdict::verdict(dl, &reading, &deaths, replay_count);
+    let fingerprint = fingerprint::fingerprint(dl, &reading, &deaths);
+    Explanation {
         convention: reading.convention,
         deaths,
         fault: reading.fault,
@@ -69,10 +50,7 @@ pub fn explain(dl: &DeadLetter) -> Explanation {
         skipped: reading.skipped,
         replay_count,
         message_type: reading.message_type,
-        verdict: String::new(),
-        fingerprint: Fingerprint::default(),
-    };
-    ex.verdict = verdict::verdict(dl, &ex);
-    ex.fingerprint = fingerprint::fingerprint(dl, &ex);
-    ex
+        verdict,
+        fingerprint,
+    }
 }

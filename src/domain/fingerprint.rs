@@ -3,13 +3,16 @@
 //! queue it happened in. The key is a stable hash (FNV-1a 64) so it can be stored and compared
 //! across runs and machines; `std`'s `DefaultHasher` is not stable across releases.
 
+use std::hash::Hasher;
 use std::sync::LazyLock;
+
+use fnv::FnvHasher;
 
 use regex::{Captures, Regex};
 
-use super::convention::short_type;
-use super::explain::Explanation;
+use super::convention::{Reading, short_type};
 use super::message::DeadLetter;
+use super::xdeath::DeathHistory;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Fingerprint {
@@ -58,14 +61,12 @@ pub fn mask(s: &str) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// FNV-1a, 64 bits: tiny, stable, good enough to tell failure groups apart.
+/// FNV-1a, 64 bits (the `fnv` crate, fed raw bytes): stable across Rust versions and platforms,
+/// unlike `DefaultHasher`, so keys can be stored; good enough to tell failure groups apart.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    let mut h = FnvHasher::default();
+    h.write(bytes);
+    h.finish()
 }
 
 fn make(parts: &[&str], summary: String) -> Fingerprint {
@@ -87,7 +88,7 @@ fn first_line(s: &str) -> String {
 }
 
 /// The fingerprint of an explained message.
-pub fn fingerprint(dl: &DeadLetter, ex: &Explanation) -> Fingerprint {
+pub fn fingerprint(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory) -> Fingerprint {
     if ex.skipped {
         let endpoint = ex.source.queue.as_deref().unwrap_or(&dl.queue);
         let t = ex.message_type.as_deref().unwrap_or("?");
@@ -114,12 +115,12 @@ pub fn fingerprint(dl: &DeadLetter, ex: &Explanation) -> Fingerprint {
             return make(&["fault", "", &masked], masked.clone());
         }
     }
-    if let Some(origin) = ex.deaths.origin_entry() {
+    if let Some(origin) = deaths.origin_entry() {
         let reason = origin.reason.as_ref().map_or("?", |r| r.as_str());
         let queue = origin.queue.as_deref().unwrap_or("?");
         return make(&["death", reason, queue], format!("{reason} in {queue}"));
     }
-    if let Some(q) = ex.deaths.origin_queue() {
+    if let Some(q) = deaths.origin_queue() {
         return make(&["death", "?", q], format!("dead-lettered from {q}"));
     }
     make(

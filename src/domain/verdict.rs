@@ -3,24 +3,23 @@
 //! CreateShippingLabelConsumer after 3 retries: Carrier DHL unavailable". Built from the
 //! explanation; one line, bounded length, never panics whatever the headers hold.
 
-use super::convention::{Convention, short_type};
-use super::explain::Explanation;
+use super::convention::{Convention, Reading, short_type};
 use super::message::DeadLetter;
-use super::xdeath::{Death, DeathReason};
+use super::xdeath::{Death, DeathHistory, DeathReason};
 
 /// Longest verdict, in characters; longer ones end in "…".
 pub const MAX_CHARS: usize = 240;
 /// Longest part of an exception message quoted in a verdict.
 const MESSAGE_CHARS: usize = 140;
 
-/// The verdict for `dl`. Reads everything from `ex` except `ex.verdict` and `ex.fingerprint`
-/// (explain computes those afterwards).
-pub fn verdict(dl: &DeadLetter, ex: &Explanation) -> String {
+/// The verdict for `dl`, from what its convention recorded, its death history and how often
+/// Warren replayed it before.
+pub fn verdict(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory, replay_count: i64) -> String {
     let mut s = if ex.skipped {
         skipped(dl, ex)
     } else if let Some(f) = fault(dl, ex) {
         f
-    } else if let Some(b) = broker(ex) {
+    } else if let Some(b) = broker(deaths) {
         b
     } else if ex.convention == Convention::Unknown {
         format!(
@@ -37,17 +36,17 @@ pub fn verdict(dl: &DeadLetter, ex: &Explanation) -> String {
         }
         s
     };
-    if ex.replay_count > 0 {
+    if replay_count > 0 {
         s.push_str(&format!(
             "; failed again after {} replay{}",
-            ex.replay_count,
-            if ex.replay_count == 1 { "" } else { "s" }
+            replay_count,
+            if replay_count == 1 { "" } else { "s" }
         ));
     }
     bound(&s, MAX_CHARS)
 }
 
-fn skipped(dl: &DeadLetter, ex: &Explanation) -> String {
+fn skipped(dl: &DeadLetter, ex: &Reading) -> String {
     let endpoint = ex.source.queue.as_deref().unwrap_or(&dl.queue);
     match &ex.message_type {
         Some(t) => format!("No consumer on {endpoint} handles {t}"),
@@ -56,7 +55,7 @@ fn skipped(dl: &DeadLetter, ex: &Explanation) -> String {
 }
 
 /// A framework's fault sentence: "Type in where after N retries: message".
-fn fault(dl: &DeadLetter, ex: &Explanation) -> Option<String> {
+fn fault(dl: &DeadLetter, ex: &Reading) -> Option<String> {
     let f = ex.fault.as_ref()?;
     let message = f
         .message
@@ -109,7 +108,7 @@ fn fault(dl: &DeadLetter, ex: &Explanation) -> Option<String> {
     Some(s)
 }
 
-fn retries_phrase(dl: &DeadLetter, ex: &Explanation) -> Option<String> {
+fn retries_phrase(dl: &DeadLetter, ex: &Reading) -> Option<String> {
     let n = ex.retries;
     let plural = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     match ex.convention {
@@ -141,8 +140,7 @@ fn retries_phrase(dl: &DeadLetter, ex: &Explanation) -> Option<String> {
 }
 
 /// The broker's story from x-death.
-fn broker(ex: &Explanation) -> Option<String> {
-    let d = &ex.deaths;
+fn broker(d: &DeathHistory) -> Option<String> {
     let Some(origin) = d.origin_entry() else {
         let q = d.origin_queue()?;
         let reason = d
