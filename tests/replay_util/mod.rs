@@ -142,9 +142,13 @@ pub async fn run(mut cmd: tokio::process::Command, args: &[&str]) -> Run {
     }
 }
 
-/// Every message in `queue` (expected: `n`), read by a consumer that settles nothing; closing
+/// Every message in `queue` (at most `n`), read by a consumer that settles nothing; closing
 /// the channel hands them all back in order.
 pub async fn read_all(conn: &lapin::Connection, queue: &str, n: usize) -> Vec<DeadLetter> {
+    // What the queue holds now is waited for patiently (a loaded broker or a deep header can take
+    // seconds per message); anything beyond it only briefly, since nothing should be arriving.
+    let ready = crate::common::amqp::amqp_depth(conn, queue).await as usize;
+    let expected = ready.min(n);
     let ch = conn.create_channel().await.expect("channel");
     ch.basic_qos(0, BasicQosOptions::default())
         .await
@@ -160,7 +164,12 @@ pub async fn read_all(conn: &lapin::Connection, queue: &str, n: usize) -> Vec<De
         .expect("consume");
     let mut out = Vec::new();
     while out.len() < n {
-        match tokio::time::timeout(Duration::from_secs(3), consumer.next()).await {
+        let wait = if out.len() < expected {
+            Duration::from_secs(20)
+        } else {
+            Duration::from_millis(500)
+        };
+        match tokio::time::timeout(wait, consumer.next()).await {
             Ok(Some(Ok(d))) => {
                 let pos = out.len() as u64;
                 out.push(dead_letter_from_delivery(queue, pos, d, usize::MAX));
