@@ -38,8 +38,10 @@ pub const MAX_LIMIT: usize = 100_000;
 pub const MAX_QUORUM_LIMIT: usize = u16::MAX as usize;
 /// Body bytes kept in memory per message unless asked otherwise (the real size is always known).
 pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
-/// Stop when the broker sends nothing for this long (messages held by another consumer).
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Stop when the broker sends nothing for this long although the queue held more ready
+/// messages at the start (another consumer took them). A loaded broker took over 2 s to deliver
+/// a message with a 10,000-level header here, which cut a page short at the old 2 s.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long to wait for handed-back messages to be ready again before closing the channel.
 const RETURN_WAIT: Duration = Duration::from_secs(3);
 /// Streams: once messages flow, this much silence means the end of the log was reached.
@@ -70,7 +72,7 @@ pub struct BrowseRequest {
 }
 
 impl BrowseRequest {
-    /// A request with the defaults: 200 messages, 64 KiB of body each, 2 s idle timeout.
+    /// A request with the defaults: 200 messages, 64 KiB of body each, 10 s idle timeout.
     pub fn new(queue: impl Into<String>, queue_type: QueueType, policy: BrowsePolicy) -> Self {
         BrowseRequest {
             queue: queue.into(),

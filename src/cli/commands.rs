@@ -40,11 +40,11 @@ pub fn overrides(c: &ConnArgs) -> Overrides {
 
 fn broker_failure(e: SessionError) -> Failure {
     match e {
-        SessionError::Broker(m) => Failure::broker(m),
-        SessionError::Refused(m) => Failure::failed(m),
         SessionError::NeedsConsent { queue, text } => Failure::failed(format!(
             "{text} Nothing was read: pass --read-again to accept the cost, or make the queue free to read with `warren protect {queue}`"
         )),
+        e if e.is_broker() => Failure::broker(e.to_string()),
+        e => Failure::failed(e.to_string()),
     }
 }
 
@@ -206,8 +206,21 @@ async fn read_explained(
                 .ok()
         })
         .unwrap_or_default();
-    if let crate::broker::browse::StopReason::QuorumSafety { reason, .. } = &page.stopped {
-        crate::errln!("warren: stopped early: {}", one_line(reason, 600));
+    match &page.stopped {
+        crate::broker::browse::StopReason::QuorumSafety { reason, .. } => {
+            crate::errln!("warren: stopped early: {}", one_line(reason, 600));
+        }
+        crate::broker::browse::StopReason::Idle
+            if (page.messages.len() as u64) < page.queue_depth_at_start.min(limit as u64) =>
+        {
+            crate::errln!(
+                "warren: read {} of the {} messages the queue held: the broker sent nothing more for {} s (another consumer may have taken them); run it again to read the rest",
+                page.messages.len(),
+                page.queue_depth_at_start,
+                crate::broker::browse::DEFAULT_IDLE_TIMEOUT.as_secs()
+            );
+        }
+        _ => {}
     }
     Ok((
         session::explain_all(session::into_messages(page), &seen),
