@@ -6,53 +6,16 @@
 mod common;
 mod replay_util;
 
-use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};
-use lapin::options::{BasicPublishOptions, QueueBindOptions};
+use lapin::options::QueueBindOptions;
 use lapin::types::FieldTable;
-use replay_util::{Home, Run, command, eventually, message_ids, read_all};
+use replay_util::{Home, Run, assert_all_present, command, eventually, fill, message_ids};
 use warren::domain::message::Properties;
 use warren::domain::quorum::QueueType;
 use warren::domain::value::{HeaderValue, Table};
-
-/// Fills `queue` with `n` messages (id `{prefix}-{i}`, 256-byte body), confirms pipelined.
-async fn fill(conn: &lapin::Connection, queue: &str, prefix: &str, n: u32) {
-    let ch = h::confirm_channel(conn).await;
-    let mut pending = Vec::new();
-    for i in 0..n {
-        let mut hd = Table::new();
-        hd.insert("seq", HeaderValue::I32(i as i32));
-        let props = Properties {
-            message_id: Some(format!("{prefix}-{i}")),
-            delivery_mode: Some(2),
-            ..Properties::default()
-        };
-        let props = warren::broker::amqp::properties_to_amqp(&props, &hd).expect("properties");
-        let confirm = ch
-            .basic_publish(
-                "".into(),
-                queue.into(),
-                BasicPublishOptions::default(),
-                &h::binary_body(i, 256),
-                props,
-            )
-            .await
-            .expect("publish");
-        pending.push(confirm);
-        if pending.len() >= 1000 {
-            for c in pending.drain(..) {
-                assert!(c.await.expect("confirm").is_ack());
-            }
-        }
-    }
-    for c in pending {
-        assert!(c.await.expect("confirm").is_ack());
-    }
-    let _ = ch.close(200, "filled".into()).await;
-}
 
 /// Starts warren and returns the child once `work` holds at least `at` messages.
 async fn start_until(
@@ -86,35 +49,6 @@ async fn finish(child: tokio::process::Child, started: Instant) -> Run {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         elapsed: started.elapsed(),
     }
-}
-
-/// Every id `{prefix}-0..n` is in `queues` together; returns how many copies there are in all.
-async fn assert_all_present(
-    conn: &lapin::Connection,
-    queues: &[&str],
-    prefix: &str,
-    n: u32,
-) -> usize {
-    let mut seen = HashSet::new();
-    let mut copies = 0;
-    for q in queues {
-        let depth = amqp_depth(conn, q).await as usize;
-        let ms = read_all(conn, q, depth).await;
-        assert_eq!(ms.len(), depth, "read all of {q}");
-        copies += ms.len();
-        seen.extend(message_ids(&ms));
-    }
-    let missing: Vec<String> = (0..n)
-        .map(|i| format!("{prefix}-{i}"))
-        .filter(|id| !seen.contains(id))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} messages lost, e.g. {:?}",
-        missing.len(),
-        &missing[..missing.len().min(5)]
-    );
-    copies
 }
 
 #[tokio::test]

@@ -12,21 +12,17 @@
 mod common;
 mod replay_util;
 
-use std::collections::HashSet;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};
-use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable};
-use replay_util::{Home, Run};
+use replay_util::{Home, Run, assert_all_present, fill};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
-use warren::domain::message::Properties;
 use warren::domain::quorum::QueueType;
-use warren::domain::value::Table;
 
 /// `cluster.sh` from the shared brokers folder: `$WARREN_SHARED_DIR`, else `../shared` beside the
 /// repository (as CI lays it out), else the workplace's `/work/shared`.
@@ -44,99 +40,6 @@ fn cluster_script() -> Option<std::path::PathBuf> {
 
 fn cluster_cmd() -> std::path::PathBuf {
     cluster_script().unwrap_or_else(|| "cluster.sh".into())
-}
-
-/// Fills `queue` with `n` persistent messages with ids `{prefix}-{i}`.
-async fn fill(conn: &lapin::Connection, queue: &str, prefix: &str, n: u32) {
-    let ch = h::confirm_channel(conn).await;
-    let mut pending = Vec::new();
-    for i in 0..n {
-        let props = Properties {
-            message_id: Some(format!("{prefix}-{i}")),
-            delivery_mode: Some(2),
-            ..Properties::default()
-        };
-        let props = warren::broker::amqp::properties_to_amqp(&props, &Table::new()).expect("props");
-        let c = ch
-            .basic_publish(
-                "".into(),
-                queue.into(),
-                BasicPublishOptions::default(),
-                &h::binary_body(i, 128),
-                props,
-            )
-            .await
-            .expect("publish");
-        pending.push(c);
-        if pending.len() >= 500 {
-            for c in pending.drain(..) {
-                assert!(c.await.expect("confirm").is_ack());
-            }
-        }
-    }
-    for c in pending {
-        assert!(c.await.expect("confirm").is_ack());
-    }
-    let _ = ch.close(200, "filled".into()).await;
-}
-
-/// Every message in `queue`, read without settling any. An explicit prefetch: a quorum queue
-/// caps an unlimited one (0) at 2,000 deliveries.
-async fn read_everything(conn: &lapin::Connection, queue: &str, n: usize) -> Vec<String> {
-    use futures_util::StreamExt;
-    use lapin::options::{BasicConsumeOptions, BasicQosOptions};
-    let ch = conn.create_channel().await.expect("channel");
-    ch.basic_qos(u16::MAX, BasicQosOptions::default())
-        .await
-        .expect("qos");
-    let mut consumer = ch
-        .basic_consume(
-            queue.into(),
-            common::unique("trust-read").as_str().into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .expect("consume");
-    let mut out = Vec::new();
-    while out.len() < n {
-        match tokio::time::timeout(Duration::from_secs(3), consumer.next()).await {
-            Ok(Some(Ok(d))) => out.push(
-                d.properties
-                    .message_id()
-                    .as_ref()
-                    .map(|m| m.to_string())
-                    .unwrap_or_default(),
-            ),
-            _ => break,
-        }
-    }
-    let _ = ch.close(200, "read".into()).await;
-    out
-}
-
-/// Every id `{prefix}-0..n` is in `queues`; returns the number of copies in all.
-async fn count_ids(conn: &lapin::Connection, queues: &[&str], prefix: &str, n: u32) -> usize {
-    let mut seen = HashSet::new();
-    let mut copies = 0;
-    for q in queues {
-        let depth = amqp_depth(conn, q).await as usize;
-        let ids = read_everything(conn, q, depth).await;
-        assert_eq!(ids.len(), depth, "read all of {q}");
-        copies += ids.len();
-        seen.extend(ids);
-    }
-    let missing: Vec<String> = (0..n)
-        .map(|i| format!("{prefix}-{i}"))
-        .filter(|id| !seen.contains(id))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} messages lost, e.g. {:?}",
-        missing.len(),
-        &missing[..missing.len().min(5)]
-    );
-    copies
 }
 
 /// A running warren whose stdout lines are collected as they come.
@@ -265,7 +168,7 @@ async fn a_target_that_nacks_is_not_reported_as_empty() {
     let outcome = rec["outcome"].as_str().unwrap_or_default();
     assert!(outcome.starts_with("partial"), "{rec}");
     assert_eq!(amqp_depth(&conn, "work").await, 10);
-    let copies = count_ids(&conn, &["dlq", "work"], "n", N).await;
+    let copies = assert_all_present(&conn, &["dlq", "work"], "n", N).await;
     assert_eq!(copies, N as usize, "no duplicates, nothing lost");
     vhost.cleanup().await;
 }
@@ -442,7 +345,7 @@ async fn memory_alarm_is_reported_and_signals_settle_within_seconds() {
         assert!(rec["duplicated"].is_u64(), "{rec}");
         // Nothing lost; the DLQ and the target hold every message, duplicates ≤ reported.
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let copies = count_ids(&conn, &["dlq", "work"], "a", N).await;
+        let copies = assert_all_present(&conn, &["dlq", "work"], "a", N).await;
         let dups = (copies - N as usize) as u64;
         reported += run.summary_u64("duplicated");
         eprintln!("SIG{sig}: {dups} duplicates so far, {reported} reported so far");
@@ -511,7 +414,7 @@ async fn a_frozen_node_stops_the_run_cleanly_within_the_deadline() {
             .as_u64()
             .unwrap_or(1);
         if unacked == 0 {
-            copies = count_ids(&conn, &["dlq", "work"], "f", N).await;
+            copies = assert_all_present(&conn, &["dlq", "work"], "f", N).await;
             break;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -675,7 +578,7 @@ async fn a_second_ctrl_c_ends_a_stuck_settle_at_once() {
             .as_u64()
             .unwrap_or(1);
         if unacked == 0 {
-            copies = count_ids(&conn, &["dlq", "work"], "x", N).await;
+            copies = assert_all_present(&conn, &["dlq", "work"], "x", N).await;
             break;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -807,7 +710,7 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     eprintln!("failover: {ready} ready in the DLQ and the target after the restart");
-    let copies = count_ids(&conn, &["dlq", "work"], "q", N).await;
+    let copies = assert_all_present(&conn, &["dlq", "work"], "q", N).await;
     let dups = (copies - N as usize) as u64;
     eprintln!("failover: {dups} duplicates, {} reported", sum.duplicated);
     assert!(
@@ -878,7 +781,7 @@ async fn the_command_carries_on_after_node_loss() {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let copies = count_ids(&conn, &["dlq", "work"], "l", N).await;
+    let copies = assert_all_present(&conn, &["dlq", "work"], "l", N).await;
     let dups = (copies - N as usize) as u64;
     eprintln!("command failover: {dups} duplicates, {reported} reported");
     assert!(

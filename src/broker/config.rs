@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use percent_encoding::percent_decode_str;
 use regex::Regex;
 use serde::Deserialize;
 use url::Url;
@@ -203,40 +203,6 @@ pub struct Target {
     pub credentials: Credentials,
     pub ca_file: Option<PathBuf>,
     pub settings: Settings,
-}
-
-/// Characters escaped in an AMQP URI path or userinfo: everything but unreserved characters.
-const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
-impl Target {
-    /// The AMQP URI to hand to the client for one of [`Target::amqp_urls`], with credentials and
-    /// the vhost filled in. Wrapped in a [`Secret`] because it contains the password.
-    pub fn amqp_uri(&self, url: &Url) -> Secret {
-        let host = url.host_str().unwrap_or("localhost");
-        let host = if host.contains(':') && !host.starts_with('[') {
-            format!("[{host}]")
-        } else {
-            host.to_string()
-        };
-        let port = url
-            .port()
-            .unwrap_or(if url.scheme() == "amqps" { 5671 } else { 5672 });
-        let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
-        Secret(format!(
-            "{}://{}:{}@{}:{}/{}{}",
-            url.scheme(),
-            utf8_percent_encode(&self.credentials.username, COMPONENT),
-            utf8_percent_encode(self.credentials.password.expose(), COMPONENT),
-            host,
-            port,
-            utf8_percent_encode(&self.vhost, COMPONENT),
-            query
-        ))
-    }
 }
 
 impl Target {

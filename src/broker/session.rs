@@ -27,10 +27,32 @@ use crate::domain::sanitize;
 use crate::domain::selection::Selection;
 use crate::store::Store;
 
-/// Why something could not be done, sorted by what the user should do about it.
+/// Why something could not be done, sorted by what the user should do about it
+/// ([`SessionError::is_broker`]). Failures of the layers below keep their typed cause, so callers
+/// can match on it and `source()` walks the chain; the text shown is the cause's own.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    /// The broker could not be reached or refused us (exit code 3).
+    /// The management API could not be reached or refused us.
+    #[error(transparent)]
+    Management(#[from] ManagementError),
+    /// AMQP could not be reached or refused us.
+    #[error(transparent)]
+    Amqp(#[from] amqp::AmqpError),
+    /// A read failed: a lost connection is the broker's doing, the rest are refusals.
+    #[error(transparent)]
+    Browse(#[from] browse::BrowseError),
+    /// A replay could not start or broke off.
+    #[error(transparent)]
+    Replay(#[from] replay::ReplayError),
+    /// One AMQP operation on a channel failed (`what` says which).
+    #[error("{what}: {source}")]
+    Channel {
+        what: String,
+        #[source]
+        source: lapin::Error,
+    },
+    /// The broker (or the way to it) is not as it must be, found by Warren's own checks: the
+    /// two URLs reach different clusters, no AMQP URL is known.
     #[error("{0}")]
     Broker(String),
     /// The request cannot be carried out as asked (e.g. a refused replay).
@@ -40,6 +62,29 @@ pub enum SessionError {
     /// (`text` says what it costs), then ask again with [`ReadConsent::ReadAgain`].
     #[error("{text}")]
     NeedsConsent { queue: String, text: String },
+}
+
+impl SessionError {
+    /// Whether the broker, or the way to it, is what failed (exit code 3) rather than the request
+    /// (exit code 1).
+    pub fn is_broker(&self) -> bool {
+        match self {
+            SessionError::Management(_)
+            | SessionError::Amqp(_)
+            | SessionError::Replay(_)
+            | SessionError::Channel { .. }
+            | SessionError::Broker(_) => true,
+            SessionError::Browse(e) => matches!(e, browse::BrowseError::Connection { .. }),
+            SessionError::Refused(_) | SessionError::NeedsConsent { .. } => false,
+        }
+    }
+
+    fn channel(what: &str) -> impl FnOnce(lapin::Error) -> SessionError + '_ {
+        move |source| SessionError::Channel {
+            what: what.to_string(),
+            source,
+        }
+    }
 }
 
 /// Whether a read may spend deliveries that Warren has spent on the queue before.
@@ -58,18 +103,6 @@ pub enum ReadConsent {
 struct KeptRead {
     page: std::sync::Arc<BrowsePage>,
     body_cap: usize,
-}
-
-impl From<ManagementError> for SessionError {
-    fn from(e: ManagementError) -> Self {
-        SessionError::Broker(e.to_string())
-    }
-}
-
-impl From<amqp::AmqpError> for SessionError {
-    fn from(e: amqp::AmqpError) -> Self {
-        SessionError::Broker(e.to_string())
-    }
 }
 
 /// A message with its explanation and what Warren remembers of it.
@@ -303,10 +336,7 @@ impl Session {
         if let Some(b) = &begun {
             self.write_record(queue, Some(b))?;
         }
-        let page = browse::browse(conn, &req).await.map_err(|e| match e {
-            browse::BrowseError::Connection { .. } => SessionError::Broker(e.to_string()),
-            other => SessionError::Refused(other.to_string()),
-        });
+        let page = browse::browse(conn, &req).await.map_err(SessionError::from);
         // A failed read leaves the begun record: the worst case, which is what it may have cost.
         let page = std::sync::Arc::new(page?);
         if let Some(b) = &begun {
@@ -1239,7 +1269,7 @@ impl Session {
             },
         )
         .await;
-        let summary = result.map_err(|e| SessionError::Broker(e.to_string()))?;
+        let summary = result?;
         self.forget_moved(&spec.queue, &summary.moved_ids);
         if let Some(b) = &begun {
             let handed_back =
@@ -1291,10 +1321,9 @@ async fn queue_exists(conn: &lapin::Connection, name: &str) -> Result<bool, Sess
 async fn queue_depth(conn: &lapin::Connection, name: &str) -> Result<Option<u64>, SessionError> {
     let name =
         amqp::short("the queue name", name).map_err(|e| SessionError::Refused(e.to_string()))?;
-    let ch = conn
-        .create_channel()
-        .await
-        .map_err(|e| SessionError::Broker(e.to_string()))?;
+    let ch = conn.create_channel().await.map_err(SessionError::channel(
+        "opening a channel to read a queue's depth",
+    ))?;
     let r = ch
         .queue_declare(
             name,
@@ -1313,10 +1342,9 @@ async fn queue_depth(conn: &lapin::Connection, name: &str) -> Result<Option<u64>
 }
 
 async fn exchange_exists(conn: &lapin::Connection, name: &str) -> Result<bool, SessionError> {
-    let ch = conn
-        .create_channel()
-        .await
-        .map_err(|e| SessionError::Broker(e.to_string()))?;
+    let ch = conn.create_channel().await.map_err(SessionError::channel(
+        "opening a channel to check an exchange",
+    ))?;
     let r = ch
         .exchange_declare(
             amqp::short("the exchange name", name)
@@ -1341,9 +1369,10 @@ fn settle_check(r: lapin::Result<()>) -> Result<bool, SessionError> {
             Some((code, text)) => Err(SessionError::Broker(format!(
                 "checking the replay target failed: {text} ({code})"
             ))),
-            None => Err(SessionError::Broker(format!(
-                "lost the connection while checking the replay target: {e}"
-            ))),
+            None => Err(SessionError::Channel {
+                what: "lost the connection while checking the replay target".into(),
+                source: e,
+            }),
         },
     }
 }

@@ -3,16 +3,18 @@
 //! without settling any) to check that nothing was lost.
 #![allow(dead_code)]
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+use lapin::options::{BasicConsumeOptions, BasicPublishOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use serde_json::Value;
 use warren::broker::amqp::dead_letter_from_delivery;
-use warren::domain::message::DeadLetter;
+use warren::domain::message::{DeadLetter, Properties};
+use warren::domain::value::{HeaderValue, Table};
 
 use crate::common::{TestVhost, unique};
 
@@ -150,7 +152,8 @@ pub async fn read_all(conn: &lapin::Connection, queue: &str, n: usize) -> Vec<De
     let ready = crate::common::amqp::amqp_depth(conn, queue).await as usize;
     let expected = ready.min(n);
     let ch = conn.create_channel().await.expect("channel");
-    ch.basic_qos(0, BasicQosOptions::default())
+    // An explicit prefetch: a quorum queue caps an unlimited one (0) at 2,000 deliveries.
+    ch.basic_qos(u16::MAX, BasicQosOptions::default())
         .await
         .expect("qos");
     let mut consumer = ch
@@ -277,4 +280,69 @@ pub fn simple(prefix: &str, i: u32, extra: &[(&str, &str)]) -> Msg {
         ..Default::default()
     };
     (p, h, format!("{prefix} body {i}").into_bytes())
+}
+
+/// Fills `queue` with `n` messages (id `{prefix}-{i}`, 256-byte body), confirms pipelined.
+pub async fn fill(conn: &lapin::Connection, queue: &str, prefix: &str, n: u32) {
+    let ch = crate::common::amqp::confirm_channel(conn).await;
+    let mut pending = Vec::new();
+    for i in 0..n {
+        let mut hd = Table::new();
+        hd.insert("seq", HeaderValue::I32(i as i32));
+        let props = Properties {
+            message_id: Some(format!("{prefix}-{i}")),
+            delivery_mode: Some(2),
+            ..Properties::default()
+        };
+        let props = warren::broker::amqp::properties_to_amqp(&props, &hd).expect("properties");
+        let confirm = ch
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                &crate::common::amqp::binary_body(i, 256),
+                props,
+            )
+            .await
+            .expect("publish");
+        pending.push(confirm);
+        if pending.len() >= 1000 {
+            for c in pending.drain(..) {
+                assert!(c.await.expect("confirm").is_ack());
+            }
+        }
+    }
+    for c in pending {
+        assert!(c.await.expect("confirm").is_ack());
+    }
+    let _ = ch.close(200, "filled".into()).await;
+}
+
+/// Every id `{prefix}-0..n` is in `queues` together; returns how many copies there are in all.
+pub async fn assert_all_present(
+    conn: &lapin::Connection,
+    queues: &[&str],
+    prefix: &str,
+    n: u32,
+) -> usize {
+    let mut seen = HashSet::new();
+    let mut copies = 0;
+    for q in queues {
+        let depth = crate::common::amqp::amqp_depth(conn, q).await as usize;
+        let ms = read_all(conn, q, depth).await;
+        assert_eq!(ms.len(), depth, "read all of {q}");
+        copies += ms.len();
+        seen.extend(message_ids(&ms));
+    }
+    let missing: Vec<String> = (0..n)
+        .map(|i| format!("{prefix}-{i}"))
+        .filter(|id| !seen.contains(id))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} messages lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    copies
 }
