@@ -14,8 +14,8 @@ use common::{TestBroker, TestVhost};
 use lapin::options::{BasicPublishOptions, QueueBindOptions};
 use lapin::types::FieldTable;
 use replay_util::{Home, Run, command, eventually, message_ids, read_all};
+use warren::domain::features::QueueType;
 use warren::domain::message::Properties;
-use warren::domain::quorum::QueueType;
 use warren::domain::value::{HeaderValue, Table};
 
 /// Fills `queue` with `n` messages (id `{prefix}-{i}`, 256-byte body), confirms pipelined.

@@ -24,8 +24,8 @@ use lapin::types::{AMQPValue, FieldTable};
 use replay_util::{Home, Run};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
+use warren::domain::features::QueueType;
 use warren::domain::message::Properties;
-use warren::domain::quorum::QueueType;
 use warren::domain::value::Table;
 
 /// `cluster.sh` from the shared brokers folder: `$WARREN_SHARED_DIR`, else `../shared` beside the
