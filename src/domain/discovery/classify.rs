@@ -11,6 +11,7 @@ use super::settings::{
     EffectiveSettings, PolicyIndex, effective_delivery_limit, effective_settings,
 };
 use super::topology::Topology;
+use crate::domain::convention::Convention;
 use crate::domain::features::{self, BrokerFeatures, BrokerVersion, QueueType};
 
 /// What kind of dead end a queue is.
@@ -36,10 +37,6 @@ impl DlqKind {
         }
     }
 }
-
-/// Whose convention put the queue there: the same conventions a message is read by; a queue
-/// recognised only by a generic name or a configured pattern is `Unknown`.
-use crate::domain::convention::Convention;
 
 /// One dead-letter queue and what is needed to read it safely.
 #[derive(Clone, Debug, PartialEq)]

@@ -16,6 +16,8 @@ pub mod routing;
 pub mod settings;
 pub mod topology;
 
+/// Whose convention put a queue there: the same conventions a message is read by; a queue
+/// recognised only by a generic name or a configured pattern is `Unknown`.
 pub use crate::domain::convention::Convention;
 pub use crate::domain::features::{BrokerFeatures, BrokerVersion, QueueType};
 pub use classify::{
