@@ -16,7 +16,8 @@ use lapin::types::FieldTable;
 use lapin::{BasicProperties, Confirmation};
 use warren::broker::amqp::connect;
 use warren::broker::browse::{BrowseRequest, browse};
-use warren::domain::quorum::{BrowsePolicy, QueueType};
+use warren::domain::features::QueueType;
+use warren::domain::quorum::BrowsePolicy;
 
 const MESSAGES: usize = 100_000;
 const BODY: usize = 1024;

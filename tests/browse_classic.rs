@@ -7,8 +7,9 @@ use common::amqp::{self as amqp_h, seqs};
 use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
 use warren::broker::browse::{BrowseRequest, StopReason, browse};
+use warren::domain::features::QueueType;
 use warren::domain::message::Properties;
-use warren::domain::quorum::{BrowsePolicy, QueueType};
+use warren::domain::quorum::BrowsePolicy;
 use warren::domain::value::{HeaderValue, Table};
 
 const N: u32 = 50;
@@ -43,7 +44,7 @@ async fn classic_dlq_browsed_three_times_keeps_everything_in_order() {
 
         let policy = BrowsePolicy::decide(
             amqp_h::broker_version(&vhost).await,
-            QueueType::Classic,
+            &QueueType::Classic,
             None,
         );
         let mut pages = Vec::new();

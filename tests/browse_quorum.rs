@@ -8,7 +8,8 @@ use common::amqp::{self as amqp_h, seqs};
 use common::{TestBroker, TestVhost};
 use lapin::types::{AMQPValue, FieldTable};
 use warren::broker::browse::{BrowseError, BrowseRequest, StopReason, browse};
-use warren::domain::quorum::{BrowsePolicy, QueueType, effective_delivery_limit};
+use warren::domain::features::{QueueType, resolve_delivery_limit};
+use warren::domain::quorum::BrowsePolicy;
 
 const MESSAGES: u32 = 12;
 const BROWSES: usize = 100;
@@ -33,8 +34,8 @@ async fn browse_many(broker: &TestBroker, limit_arg: Option<i64>) {
     let conn = amqp_h::connect(&vhost).await;
     let version = amqp_h::broker_version(&vhost).await;
     let dlq = quorum_dlq(&vhost, &conn, limit_arg).await;
-    let limit = effective_delivery_limit(version, QueueType::Quorum, limit_arg, None);
-    let policy = BrowsePolicy::decide(version, QueueType::Quorum, limit);
+    let limit = resolve_delivery_limit(version, &QueueType::Quorum, limit_arg, None);
+    let policy = BrowsePolicy::decide(version, &QueueType::Quorum, limit);
     let expected: Vec<i64> = (0..i64::from(MESSAGES)).collect();
 
     let mut full_pages = 0;

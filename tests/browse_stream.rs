@@ -7,8 +7,9 @@ use common::amqp::{self as amqp_h, seqs};
 use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
 use warren::broker::browse::{BrowseRequest, StopReason, browse};
+use warren::domain::features::QueueType;
 use warren::domain::message::Properties;
-use warren::domain::quorum::{BrowsePolicy, QueueType};
+use warren::domain::quorum::BrowsePolicy;
 use warren::domain::value::{HeaderValue, Table};
 
 const N: i64 = 40;
@@ -35,7 +36,7 @@ async fn stream_browsed_twice_keeps_everything_with_offsets() {
         }
         let policy = BrowsePolicy::decide(
             amqp_h::broker_version(&vhost).await,
-            QueueType::Stream,
+            &QueueType::Stream,
             None,
         );
         let expected: Vec<i64> = (0..N).collect();

@@ -15,8 +15,9 @@ use warren::broker::config::{self, Config, Overrides, Target};
 use warren::broker::demo::{self, DemoError, DemoReport, QueueRole};
 use warren::domain::convention::Convention;
 use warren::domain::explain::{Explanation, explain};
+use warren::domain::features::{BrokerVersion, QueueType, resolve_delivery_limit};
 use warren::domain::message::DeadLetter;
-use warren::domain::quorum::{BrokerVersion, BrowsePolicy, QueueType, effective_delivery_limit};
+use warren::domain::quorum::BrowsePolicy;
 use warren::domain::xdeath::DeathReason;
 
 fn target(b: &TestBroker) -> Target {
@@ -76,10 +77,10 @@ async fn read_queue(
 ) -> Vec<(DeadLetter, Explanation)> {
     let quorum = queue == "invoices.dlq";
     let (kind, policy) = if quorum {
-        let limit = effective_delivery_limit(version, QueueType::Quorum, None, None);
+        let limit = resolve_delivery_limit(version, &QueueType::Quorum, None, None);
         (
             QueueType::Quorum,
-            BrowsePolicy::decide(version, QueueType::Quorum, limit),
+            BrowsePolicy::decide(version, &QueueType::Quorum, limit),
         )
     } else {
         (QueueType::Classic, BrowsePolicy::unrestricted())

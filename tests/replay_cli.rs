@@ -13,8 +13,8 @@ use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
 use replay_util::{Home, dead_letter, message_ids, read_all, reject_all, simple, warren};
 use serde_json::Value;
+use warren::domain::features::QueueType;
 use warren::domain::message::Properties;
-use warren::domain::quorum::QueueType;
 use warren::domain::value::{HeaderValue, Table};
 
 fn sorted(t: &Table) -> Vec<(String, HeaderValue)> {

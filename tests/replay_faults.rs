@@ -13,8 +13,8 @@ use common::{TestBroker, TestVhost};
 use lapin::options::QueueBindOptions;
 use lapin::types::FieldTable;
 use replay_util::{Home, Run, assert_all_present, command, eventually, fill, message_ids};
+use warren::domain::features::QueueType;
 use warren::domain::message::Properties;
-use warren::domain::quorum::QueueType;
 use warren::domain::value::{HeaderValue, Table};
 
 /// Starts warren and returns the child once `work` holds at least `at` messages.

@@ -12,8 +12,8 @@ use lapin::options::{ExchangeBindOptions, ExchangeDeclareOptions, QueueBindOptio
 use lapin::types::FieldTable;
 use lapin::{Channel, ExchangeKind};
 use replay_util::{Home, read_all, warren};
+use warren::domain::features::QueueType;
 use warren::domain::message::{DeadLetter, Properties};
-use warren::domain::quorum::QueueType;
 use warren::domain::value::{HeaderValue, Table};
 
 const MESSAGE_TYPE: &str = "Shop.Contracts:CreateShippingLabel";

@@ -14,7 +14,7 @@ use lapin::options::{BasicConsumeOptions, BasicGetOptions, BasicRejectOptions};
 use lapin::types::FieldTable;
 use replay_util::{Home, dead_letter, message_ids, read_all, simple, warren};
 use serde_json::Value;
-use warren::domain::quorum::QueueType;
+use warren::domain::features::QueueType;
 
 /// `orders` and `billing` both dead-letter into `dlq`; their deaths alternate in the DLQ.
 async fn two_sources(conn: &lapin::Connection, per_source: u32) {

@@ -22,7 +22,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use replay_util::{Home, Run, assert_all_present, fill};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
-use warren::domain::quorum::QueueType;
+use warren::domain::features::QueueType;
 
 /// `cluster.sh` from the shared brokers folder: `$WARREN_SHARED_DIR`, else `../shared` beside the
 /// repository (as CI lays it out), else the workplace's `/work/shared`.

@@ -13,7 +13,8 @@ use common::{TestBroker, unique};
 use warren::broker::browse::{BrowseRequest, browse};
 use warren::broker::config::{self, Config, Overrides};
 use warren::broker::demo;
-use warren::domain::quorum::{BrowsePolicy, QueueType};
+use warren::domain::features::QueueType;
+use warren::domain::quorum::BrowsePolicy;
 use warren::domain::snapshot;
 
 #[test]

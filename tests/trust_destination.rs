@@ -20,7 +20,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, ExchangeKind};
 use replay_util::{Home, message_ids, read_all, warren};
 use serde_json::json;
-use warren::domain::quorum::QueueType;
+use warren::domain::features::QueueType;
 
 fn ids(v: &[String]) -> BTreeSet<String> {
     v.iter().cloned().collect()

@@ -28,7 +28,7 @@ use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use warren::broker::amqp::{DEEP_STACK, encode_value};
-use warren::domain::quorum::QueueType;
+use warren::domain::features::QueueType;
 use warren::domain::value::{HeaderValue, Table};
 
 use common::{TestBroker, TestVhost};

@@ -16,7 +16,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use replay_util::{Home, warren};
 use tokio::sync::mpsc;
 use warren::broker::config::Overrides;
-use warren::domain::quorum::QueueType;
+use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
 use warren::tui::{Command, Event};
 

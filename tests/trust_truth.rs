@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost, enc, unique};
 use replay_util::{Home, dead_letter, simple, warren};
-use warren::domain::quorum::QueueType;
+use warren::domain::features::QueueType;
 
 /// Runs the binary with exactly these arguments (no URLs added), with a private home.
 async fn bare(home: &Home, args: &[&str]) -> replay_util::Run {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::amqp::{amqp_depth, confirm_channel, connect, dead_letter_by_reject, declare, peek};
 use common::{TestBroker, TestVhost, unique};
 use lapin::types::FieldTable;
-use warren::domain::quorum::QueueType;
+use warren::domain::features::QueueType;
 
 struct Tmux {
     session: String,

@@ -26,8 +26,9 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{Channel, Connection};
 
 use super::amqp::{dead_letter_from_delivery, soft_error_code};
+use crate::domain::features::QueueType;
 use crate::domain::message::DeadLetter;
-use crate::domain::quorum::{BrowsePolicy, QueueType};
+use crate::domain::quorum::BrowsePolicy;
 
 /// Messages per page unless asked otherwise.
 pub const DEFAULT_LIMIT: usize = 200;
@@ -197,7 +198,10 @@ pub async fn browse(conn: &Connection, req: &BrowseRequest) -> Result<BrowsePage
         .map_err(|e| classify(&req.queue, e))?;
     let result = match req.queue_type {
         QueueType::Stream => browse_stream(&channel, req).await,
-        QueueType::Classic | QueueType::Quorum => browse_queue(&channel, req).await,
+        // A plugin's queue type is read like a classic queue: consume and hand back.
+        QueueType::Classic | QueueType::Quorum | QueueType::Other(_) => {
+            browse_queue(&channel, req).await
+        }
     };
     // Everything was handed back explicitly; closing only releases the channel. A failure here
     // (the channel already closed by an error) changes nothing for the messages.

@@ -12,10 +12,9 @@ use serde_json::Value;
 use url::Url;
 
 use crate::broker::config::{Credentials, Target};
-use crate::domain::discovery::{
-    Binding, BrokerFeatures, DestinationType, ExchangeInfo, ExchangeKind, JsonMap, Policy,
-    QueueInfo, QueueType,
-};
+use crate::domain::discovery::{Binding, BrokerFeatures, ExchangeInfo, Policy, QueueInfo};
+
+mod wire;
 
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
@@ -223,15 +222,14 @@ impl Management {
                 what,
             )
             .await?;
-        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-        let version = s("rabbitmq_version")
-            .or_else(|| s("product_version"))
-            .unwrap_or_default();
+        let (version, product_name, cluster_name) = wire::one::<wire::Overview>(&v)
+            .unwrap_or_default()
+            .into_parts();
         Ok(Overview {
             features: BrokerFeatures::from_version(&version),
             rabbitmq_version: version,
-            product_name: s("product_name"),
-            cluster_name: s("cluster_name"),
+            product_name,
+            cluster_name,
         })
     }
 
@@ -239,15 +237,9 @@ impl Management {
         let (v, _) = self
             .call(Method::GET, &["whoami"], &[], None, None, "say who we are")
             .await?;
-        let name = v
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or(&self.credentials.username)
-            .to_string();
-        Ok(WhoAmI {
-            name,
-            tags: parse_tags(v.get("tags")),
-        })
+        Ok(wire::one::<wire::Whoami>(&v)
+            .unwrap_or_default()
+            .into_domain(&self.credentials.username))
     }
 
     /// Every queue of a vhost with cheap columns and no per-queue stats (`disable_stats`,
@@ -285,7 +277,9 @@ impl Management {
                     reason: "not a list of queues".to_string(),
                 })?,
         };
-        Ok(items.iter().filter_map(parse_queue).collect())
+        Ok(wire::entries(items)
+            .filter_map(wire::Queue::into_domain)
+            .collect())
     }
 
     /// One queue with its current counters.
@@ -301,7 +295,8 @@ impl Management {
                 &what,
             )
             .await?;
-        parse_queue(&v).ok_or(ManagementError::BadResponse {
+        let queue = wire::one(&v).and_then(wire::Queue::into_domain);
+        queue.ok_or(ManagementError::BadResponse {
             url,
             what,
             reason: "no queue name".to_string(),
@@ -320,7 +315,9 @@ impl Management {
                 &what,
             )
             .await?;
-        Ok(array(&v).iter().filter_map(parse_policy).collect())
+        Ok(wire::entries(wire::array(&v))
+            .filter_map(wire::Policy::into_domain)
+            .collect())
     }
 
     pub async fn exchanges(&self, vhost: &str) -> Result<Vec<ExchangeInfo>, ManagementError> {
@@ -335,14 +332,8 @@ impl Management {
                 &what,
             )
             .await?;
-        Ok(array(&v)
-            .iter()
-            .filter_map(|e| {
-                Some(ExchangeInfo {
-                    name: e.get("name")?.as_str()?.to_string(),
-                    kind: ExchangeKind::parse(e.get("type").and_then(Value::as_str).unwrap_or("")),
-                })
-            })
+        Ok(wire::entries(wire::array(&v))
+            .filter_map(wire::Exchange::into_domain)
             .collect())
     }
 
@@ -359,7 +350,9 @@ impl Management {
                 &what,
             )
             .await?;
-        Ok(array(&v).iter().filter_map(parse_binding).collect())
+        Ok(wire::entries(wire::array(&v))
+            .filter_map(wire::Binding::into_domain)
+            .collect())
     }
 
     /// The bindings whose source is one exchange: where it routes.
@@ -385,7 +378,9 @@ impl Management {
                 &what,
             )
             .await?;
-        Ok(array(&v).iter().filter_map(parse_binding).collect())
+        Ok(wire::entries(wire::array(&v))
+            .filter_map(wire::Binding::into_domain)
+            .collect())
     }
 
     /// The current user's permissions on a vhost. Reading them needs the administrator tag; a
@@ -407,14 +402,11 @@ impl Management {
             )
             .await
         {
-            Ok((v, _)) => {
-                let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-                Ok(PermissionState::Known(Permissions {
-                    configure: s("configure"),
-                    write: s("write"),
-                    read: s("read"),
-                }))
-            }
+            Ok((v, _)) => Ok(PermissionState::Known(
+                wire::one::<wire::Permissions>(&v)
+                    .unwrap_or_default()
+                    .into(),
+            )),
             Err(ManagementError::MissingTag { .. }) => Ok(PermissionState::Unknown),
             Err(ManagementError::NotFound { .. }) => Ok(PermissionState::NoneGranted),
             Err(e) => Err(e),
@@ -444,21 +436,8 @@ impl Management {
                     .await?
             }
         };
-        Ok(array(&v)
-            .iter()
-            .filter_map(|c| {
-                let s = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
-                Some(ConnectionInfo {
-                    name: s("name")?,
-                    user: s("user"),
-                    vhost: s("vhost"),
-                    client_name: c
-                        .get("client_properties")
-                        .and_then(|p| p.get("connection_name"))
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                })
-            })
+        Ok(wire::entries(wire::array(&v))
+            .filter_map(wire::Connection::into_domain)
             .collect())
     }
 
@@ -783,99 +762,9 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     clean(&tail.into_iter().rev().collect::<Vec<_>>().join(": "))
 }
 
-fn array(v: &Value) -> &[Value] {
-    v.as_array().map(Vec::as_slice).unwrap_or(&[])
-}
-
-/// Tags are a list on 3.9+ and a comma-separated string before.
-fn parse_tags(v: Option<&Value>) -> Vec<String> {
-    match v {
-        Some(Value::Array(a)) => a
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect(),
-        Some(Value::String(s)) => s
-            .split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(str::to_string)
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// An object, or empty for the `[]` / `""` / missing forms brokers send for "nothing".
-fn object(v: Option<&Value>) -> JsonMap {
-    v.and_then(Value::as_object).cloned().unwrap_or_default()
-}
-
-fn parse_queue(v: &Value) -> Option<QueueInfo> {
-    let name = v.get("name")?.as_str()?.to_string();
-    let arguments = object(v.get("arguments"));
-    let type_text = v
-        .get("type")
-        .and_then(Value::as_str)
-        .or_else(|| arguments.get("x-queue-type").and_then(Value::as_str))
-        .unwrap_or("classic");
-    let num = |k: &str| v.get(k).and_then(Value::as_u64);
-    let effective = object(v.get("effective_policy_definition"));
-    Some(QueueInfo {
-        name,
-        queue_type: QueueType::parse(type_text),
-        durable: v.get("durable").and_then(Value::as_bool).unwrap_or(true),
-        arguments,
-        policy: v
-            .get("policy")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-            .map(str::to_string),
-        effective_policy: (!effective.is_empty()).then_some(effective),
-        reported_delivery_limit: v.get("delivery_limit").and_then(Value::as_i64),
-        messages: num("messages"),
-        messages_ready: num("messages_ready"),
-        messages_unacknowledged: num("messages_unacknowledged"),
-        consumers: num("consumers"),
-        message_bytes: num("message_bytes"),
-    })
-}
-
-fn parse_policy(v: &Value) -> Option<Policy> {
-    Some(Policy {
-        name: v.get("name")?.as_str()?.to_string(),
-        pattern: v
-            .get("pattern")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string(),
-        apply_to: v
-            .get("apply-to")
-            .and_then(Value::as_str)
-            .unwrap_or("all")
-            .to_string(),
-        priority: v.get("priority").and_then(Value::as_i64).unwrap_or(0),
-        definition: object(v.get("definition")),
-    })
-}
-
-fn parse_binding(v: &Value) -> Option<Binding> {
-    let s = |k: &str| v.get(k).and_then(Value::as_str);
-    Some(Binding {
-        source: s("source")?.to_string(),
-        destination: s("destination")?.to_string(),
-        destination_type: match s("destination_type")? {
-            "exchange" => DestinationType::Exchange,
-            _ => DestinationType::Queue,
-        },
-        routing_key: s("routing_key").unwrap_or("").to_string(),
-        arguments: object(v.get("arguments")),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn api_urls_encode_vhosts() {
@@ -896,27 +785,6 @@ mod tests {
         assert_eq!(
             api_url(&prefixed, &["overview"]).as_str(),
             "https://h/rabbit/api/overview"
-        );
-    }
-
-    #[test]
-    fn queue_json_shapes() {
-        let q = parse_queue(&json!({
-            "name": "q", "arguments": [], "effective_policy_definition": "",
-            "type": "quorum", "messages": 3
-        }))
-        .unwrap();
-        assert!(q.arguments.is_empty());
-        assert_eq!(q.effective_policy, None);
-        assert_eq!(q.queue_type, QueueType::Quorum);
-        assert_eq!(q.messages, Some(3));
-        assert_eq!(q.consumers, None);
-        let q = parse_queue(&json!({"name": "c", "effective_policy_definition": [], "arguments": {"x-queue-type": "stream"}})).unwrap();
-        assert_eq!(q.queue_type, QueueType::Stream);
-        assert!(parse_queue(&json!({"name": 5})).is_none());
-        assert_eq!(
-            parse_tags(Some(&json!("management, monitoring"))),
-            vec!["management", "monitoring"]
         );
     }
 

@@ -14,14 +14,13 @@ use crate::broker::management::{Management, ManagementError, Overview, Permissio
 use crate::broker::replay::{self, Job, Progress, Summary, TargetKey};
 use crate::broker::{amqp, cluster, config};
 use crate::domain::destination;
-use crate::domain::discovery::{
-    self, Discovery, ExchangeInfo, QueueType as DiscoveredType, RoutingTable,
-};
+use crate::domain::discovery::{self, Discovery, ExchangeInfo, RoutingTable};
 use crate::domain::explain::{self, Explanation};
+use crate::domain::features::{BrokerVersion, QueueType};
 use crate::domain::identity;
 use crate::domain::ledger::{self, ReadDecision, ReadOutcome, ReadRecord};
 use crate::domain::message::DeadLetter;
-use crate::domain::quorum::{BrokerVersion, BrowsePolicy, QueueType};
+use crate::domain::quorum::BrowsePolicy;
 use crate::domain::replay::{self as plan, ReplayOptions, ReplayPlan};
 use crate::domain::sanitize;
 use crate::domain::selection::Selection;
@@ -167,7 +166,7 @@ impl Session {
 
     /// The broker's version for the quorum rules; an unknown version gets 4.0's cautious rules.
     pub fn version(&self) -> BrokerVersion {
-        BrokerVersion::parse(&self.overview.rabbitmq_version).unwrap_or(BrokerVersion::new(4, 0, 0))
+        self.overview.features.rules_version()
     }
 
     /// The AMQP connection, opened on first use (cluster URLs tried in order).
@@ -217,18 +216,13 @@ impl Session {
         let info = self.mgmt.queue(self.vhost(), queue).await?;
         let settings = self.settings_of(&info).await?;
         let limit = discovery::effective_delivery_limit(&info, &settings, &self.overview.features);
-        let qt = match info.queue_type {
-            DiscoveredType::Quorum => QueueType::Quorum,
-            DiscoveredType::Stream => QueueType::Stream,
-            _ => QueueType::Classic,
-        };
         let policy = BrowsePolicy::decide_with_margin(
             self.version(),
-            qt,
+            &info.queue_type,
             limit,
             self.target.settings.browse.quorum_safety_margin,
         );
-        Ok((qt, policy, info.messages))
+        Ok((info.queue_type, policy, info.messages))
     }
 
     /// A queue's effective settings. Where the broker did not report the queue's policy (its

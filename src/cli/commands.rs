@@ -15,7 +15,7 @@ use crate::broker::replay::Progress;
 use crate::broker::session::{
     self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
 };
-use crate::domain::discovery::Discovery;
+use crate::domain::discovery::{BrokerVersion, Discovery};
 use crate::domain::filter::Filter;
 use crate::domain::message::DeadLetter;
 use crate::domain::sanitize::one_line;
@@ -117,11 +117,11 @@ fn json_text(v: &Value) -> String {
 pub async fn queues(c: &ConnArgs, json: bool, all: bool) -> Result<i32, Failure> {
     let s = open(c).await?;
     let d = s.discover().await.map_err(broker_failure)?;
-    print_queues(&d, json, all);
+    print_queues(&d, s.overview.features.version, json, all);
     Ok(exit::OK)
 }
 
-fn print_queues(d: &Discovery, json: bool, all: bool) {
+fn print_queues(d: &Discovery, version: Option<BrokerVersion>, json: bool, all: bool) {
     for q in &d.dead_letter_queues {
         if json {
             print_line(&json!({
@@ -132,7 +132,7 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
                 "queue_type": q.queue_type.as_str(),
                 "feeders": q.feeders,
                 "delivery_limit": q.delivery_limit,
-                "browsing_spends_deliveries": q.limit_applies(),
+                "browsing_spends_deliveries": q.limit_applies(version),
             }));
         } else {
             let from = if q.feeders.is_empty() {
@@ -141,7 +141,7 @@ fn print_queues(d: &Discovery, json: bool, all: bool) {
                 format!("from {}", q.feeders.join(", "))
             };
             let depth = q.depth.map_or("?".to_string(), |d| d.to_string());
-            let marker = if q.limit_applies() {
+            let marker = if q.limit_applies(version) {
                 format!(
                     "  [quorum, delivery limit {}]",
                     q.delivery_limit.unwrap_or(0)

@@ -269,10 +269,10 @@ pub fn forget_when_empty(record: Option<ReadRecord>, depth: Option<u64>) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::quorum::{BrokerVersion, QueueType};
+    use crate::domain::features::{BrokerVersion, QueueType};
 
     fn policy_4_0() -> BrowsePolicy {
-        BrowsePolicy::decide(BrokerVersion::new(4, 0, 5), QueueType::Quorum, Some(20))
+        BrowsePolicy::decide(BrokerVersion::new(4, 0, 5), &QueueType::Quorum, Some(20))
     }
 
     /// Reads a queue the way `warren show` does, many times: with the ledger the head message
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn free_reads_and_first_reads() {
-        let free = BrowsePolicy::decide(BrokerVersion::new(4, 3, 6), QueueType::Quorum, Some(20));
+        let free = BrowsePolicy::decide(BrokerVersion::new(4, 3, 6), &QueueType::Quorum, Some(20));
         assert_eq!(decide(&free, None), ReadDecision::Free);
         assert_eq!(
             decide(&BrowsePolicy::unrestricted(), None),
@@ -379,7 +379,7 @@ mod tests {
 
     #[test]
     fn a_lost_channel_counts_even_on_4_3() {
-        let p = BrowsePolicy::decide(BrokerVersion::new(3, 10, 8), QueueType::Quorum, Some(20));
+        let p = BrowsePolicy::decide(BrokerVersion::new(3, 10, 8), &QueueType::Quorum, Some(20));
         let r = finish(
             &p,
             &begin(&p, "3.10.8", None, 0),
@@ -398,7 +398,7 @@ mod tests {
 
     #[test]
     fn refusal_up_front_is_kept() {
-        let p = BrowsePolicy::decide(BrokerVersion::new(4, 0, 5), QueueType::Quorum, Some(5));
+        let p = BrowsePolicy::decide(BrokerVersion::new(4, 0, 5), &QueueType::Quorum, Some(5));
         assert!(matches!(decide(&p, None), ReadDecision::Refuse(_)));
     }
 }

@@ -6,6 +6,7 @@ pub mod destination;
 pub mod discovery;
 pub mod engine;
 pub mod explain;
+pub mod features;
 pub mod filter;
 pub mod fingerprint;
 pub mod identity;

@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 
-use super::discovery::{JsonMap, Policy, QueueInfo, QueueType};
-use super::quorum::{self, BrokerVersion};
+use super::discovery::{JsonMap, Policy, QueueInfo};
+use super::features::{BrokerVersion, QueueType, resolve_delivery_limit};
 
 /// The policy Warren names after the queue it protects.
 pub const POLICY_PREFIX: &str = "warren-protect-";
@@ -43,8 +43,7 @@ pub fn plan(
     let policy_limit = in_force
         .and_then(|p| p.definition.get("delivery-limit"))
         .and_then(int);
-    let before =
-        quorum::effective_delivery_limit(version, quorum::QueueType::Quorum, arg, policy_limit);
+    let before = resolve_delivery_limit(version, &QueueType::Quorum, arg, policy_limit);
     if before.is_none() {
         return Err(format!(
             "'{}' has no delivery limit on RabbitMQ {version}: reading it is already safe",
@@ -59,7 +58,7 @@ pub fn plan(
             before.unwrap_or(0)
         ));
     }
-    let after = quorum::effective_delivery_limit(version, quorum::QueueType::Quorum, arg, Some(-1));
+    let after = resolve_delivery_limit(version, &QueueType::Quorum, arg, Some(-1));
     if let Some(l) = after {
         return Err(format!(
             "'{}' was declared with the argument x-delivery-limit = {l}, which no policy can lift on RabbitMQ {version}. \

@@ -2,149 +2,16 @@
 //! consumes messages and returns them, and quorum queues count some returns as deliveries. Past
 //! the queue's delivery limit a message is dead-lettered again or, for a DLQ without a
 //! dead-letter exchange, dropped. This module decides, from the broker version, the queue type
-//! and the effective delivery limit, what one browse costs and when browsing must stop.
+//! and the effective delivery limit, when browsing must stop; what one browse costs is the one
+//! rule in [`crate::domain::features`].
 //!
 //! The costs are the *measured* ones (see the shared RabbitMQ reference) for Warren's browse
 //! method: consume with manual acks, then one explicit `basic.nack(multiple, requeue=true)`.
 
-use std::fmt;
-
-/// RabbitMQ's default quorum-queue delivery limit since 4.0 (none before).
-pub const DEFAULT_DELIVERY_LIMIT_4X: u64 = 20;
+use crate::domain::features::{self, BrokerVersion, QueueType};
 
 /// Browsing stops before a message could come within this many deliveries of its limit.
 pub const DEFAULT_SAFETY_MARGIN: u64 = 5;
-
-/// A RabbitMQ version as the management API reports it (`"3.10.8"`, `"4.0.5"`, `"4.1.0-rc.1"`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BrokerVersion {
-    pub major: u32,
-    pub minor: u32,
-    pub patch: u32,
-}
-
-impl BrokerVersion {
-    pub const fn new(major: u32, minor: u32, patch: u32) -> Self {
-        BrokerVersion {
-            major,
-            minor,
-            patch,
-        }
-    }
-
-    /// Parses `MAJOR.MINOR[.PATCH]` followed by anything (pre-release or build suffixes, which
-    /// do not change the rules here). `None` for anything that does not start that way.
-    pub fn parse(s: &str) -> Option<BrokerVersion> {
-        let s = s.trim();
-        let s = s.strip_prefix('v').unwrap_or(s);
-        let mut parts = s.splitn(3, '.');
-        let major = leading_number(parts.next()?)?;
-        let minor = leading_number(parts.next()?)?;
-        let patch = parts.next().and_then(leading_number).unwrap_or(0);
-        Some(BrokerVersion::new(major, minor, patch))
-    }
-
-    pub fn at_least(self, major: u32, minor: u32) -> bool {
-        (self.major, self.minor) >= (major, minor)
-    }
-}
-
-/// The digits a version component starts with (`"8-rc"` → 8); none when it starts otherwise.
-fn leading_number(part: &str) -> Option<u32> {
-    let end = part
-        .char_indices()
-        .find(|(_, c)| !c.is_ascii_digit())
-        .map_or(part.len(), |(i, _)| i);
-    part.get(..end)?.parse().ok()
-}
-
-impl fmt::Display for BrokerVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
-    }
-}
-
-/// The queue types that matter for browsing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum QueueType {
-    Classic,
-    Quorum,
-    Stream,
-}
-
-impl QueueType {
-    /// From the management API's `type` field or the `x-queue-type` argument.
-    pub fn from_name(name: &str) -> Option<QueueType> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "classic" => Some(QueueType::Classic),
-            "quorum" => Some(QueueType::Quorum),
-            "stream" => Some(QueueType::Stream),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueueType::Classic => "classic",
-            QueueType::Quorum => "quorum",
-            QueueType::Stream => "stream",
-        }
-    }
-}
-
-impl fmt::Display for QueueType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The delivery limit the broker applies to a queue, `None` when messages may be returned
-/// forever. Only quorum queues have one.
-///
-/// - 4.0+: 20 when neither the `x-delivery-limit` argument nor the `delivery-limit` policy is
-///   set. When both are set the lower wins, except that a negative value (`-1` = unlimited)
-///   only wins when the other is negative too: the broker takes `max` when either is negative
-///   (`rabbit_quorum_queue:resolve_delivery_limit/2`), so a policy of `-1` does *not* lift an
-///   argument of 5.
-/// - 3.x: no default; the lower of the two when both are set; negative means none.
-pub fn effective_delivery_limit(
-    version: BrokerVersion,
-    queue_type: QueueType,
-    arg: Option<i64>,
-    policy: Option<i64>,
-) -> Option<u64> {
-    if queue_type != QueueType::Quorum {
-        return None;
-    }
-    let four = version.at_least(4, 0);
-    let resolved = match (arg, policy) {
-        (None, None) => return four.then_some(DEFAULT_DELIVERY_LIMIT_4X),
-        (Some(v), None) | (None, Some(v)) => v,
-        (Some(a), Some(p)) if four && (a < 0 || p < 0) => a.max(p),
-        (Some(a), Some(p)) => a.min(p),
-    };
-    u64::try_from(resolved).ok()
-}
-
-/// Deliveries one Warren browse adds to `x-delivery-count` of every message it reads, as
-/// measured on 3.10.8, 4.0.5 and 4.3.6 (tests/browse_quorum.rs prints the counts).
-///
-/// - classic queues and streams: 0 (classic only sets `redelivered`; streams are logs).
-/// - quorum, 4.3+: 0 — an explicit `basic.nack(requeue=true)` is a plain return there.
-/// - quorum, 4.0–4.2: 1 — every return counts.
-/// - quorum, 3.x: 1 — counted, and harmful only when a limit is set.
-///
-/// The shared reference measured +2 for "consume, then nack": a nack sent while the consumer
-/// is still active gets the messages delivered again (and a close racing the nack returns
-/// them a second time). Warren cancels first and waits for the return, so it pays 1; the
-/// safety margin absorbs the difference should the broker ever charge 2.
-pub fn cost_per_browse(version: BrokerVersion, queue_type: QueueType) -> u32 {
-    match queue_type {
-        QueueType::Classic | QueueType::Stream => 0,
-        QueueType::Quorum if version.at_least(4, 3) => 0,
-        QueueType::Quorum => 1,
-    }
-}
 
 /// What browsing a queue may do, decided before the first message is read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,18 +45,18 @@ impl BrowsePolicy {
     }
 
     /// The policy for a queue, with the default safety margin.
-    pub fn decide(version: BrokerVersion, queue_type: QueueType, limit: Option<u64>) -> Self {
+    pub fn decide(version: BrokerVersion, queue_type: &QueueType, limit: Option<u64>) -> Self {
         Self::decide_with_margin(version, queue_type, limit, DEFAULT_SAFETY_MARGIN)
     }
 
     pub fn decide_with_margin(
         version: BrokerVersion,
-        queue_type: QueueType,
+        queue_type: &QueueType,
         limit: Option<u64>,
         margin: u64,
     ) -> Self {
-        let cost = cost_per_browse(version, queue_type);
-        let limit = if queue_type == QueueType::Quorum {
+        let cost = features::return_cost(version, queue_type);
+        let limit = if *queue_type == QueueType::Quorum {
             limit
         } else {
             None
@@ -281,110 +148,15 @@ impl BrowsePolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::features::resolve_delivery_limit;
 
     const V3_10: BrokerVersion = BrokerVersion::new(3, 10, 8);
     const V4_0: BrokerVersion = BrokerVersion::new(4, 0, 5);
-    const V4_2: BrokerVersion = BrokerVersion::new(4, 2, 1);
     const V4_3: BrokerVersion = BrokerVersion::new(4, 3, 6);
 
     #[test]
-    fn parses_versions() {
-        assert_eq!(BrokerVersion::parse("3.10.8"), Some(V3_10));
-        assert_eq!(BrokerVersion::parse("4.0.5"), Some(V4_0));
-        assert_eq!(BrokerVersion::parse(" 4.3.6 "), Some(V4_3));
-        assert_eq!(
-            BrokerVersion::parse("4.1.0-rc.1"),
-            Some(BrokerVersion::new(4, 1, 0))
-        );
-        assert_eq!(
-            BrokerVersion::parse("3.13.7+12.gabc"),
-            Some(BrokerVersion::new(3, 13, 7))
-        );
-        assert_eq!(
-            BrokerVersion::parse("4.0"),
-            Some(BrokerVersion::new(4, 0, 0))
-        );
-        assert_eq!(
-            BrokerVersion::parse("v4.2.0"),
-            Some(BrokerVersion::new(4, 2, 0))
-        );
-        assert_eq!(BrokerVersion::parse(""), None);
-        assert_eq!(BrokerVersion::parse("four"), None);
-        assert_eq!(BrokerVersion::parse("4"), None);
-        assert_eq!(BrokerVersion::parse("99999999999.1"), None);
-        assert!(V4_3 > V4_0 && V4_0 > V3_10);
-    }
-
-    #[test]
-    fn queue_type_names() {
-        assert_eq!(QueueType::from_name("quorum"), Some(QueueType::Quorum));
-        assert_eq!(QueueType::from_name("Classic"), Some(QueueType::Classic));
-        assert_eq!(QueueType::from_name("stream"), Some(QueueType::Stream));
-        assert_eq!(QueueType::from_name("rabbit_mqtt_qos0_queue"), None);
-    }
-
-    #[test]
-    fn delivery_limit_defaults() {
-        let q = QueueType::Quorum;
-        assert_eq!(effective_delivery_limit(V3_10, q, None, None), None);
-        assert_eq!(effective_delivery_limit(V4_0, q, None, None), Some(20));
-        assert_eq!(effective_delivery_limit(V4_3, q, None, None), Some(20));
-        for v in [V3_10, V4_0, V4_3] {
-            assert_eq!(
-                effective_delivery_limit(v, QueueType::Classic, Some(5), Some(3)),
-                None
-            );
-            assert_eq!(
-                effective_delivery_limit(v, QueueType::Stream, None, None),
-                None
-            );
-        }
-    }
-
-    #[test]
-    fn delivery_limit_argument_and_policy() {
-        let q = QueueType::Quorum;
-        for v in [V3_10, V4_0, V4_3] {
-            assert_eq!(effective_delivery_limit(v, q, Some(7), None), Some(7));
-            assert_eq!(effective_delivery_limit(v, q, None, Some(9)), Some(9));
-            // Both set: the lower wins.
-            assert_eq!(effective_delivery_limit(v, q, Some(7), Some(9)), Some(7));
-            assert_eq!(effective_delivery_limit(v, q, Some(12), Some(3)), Some(3));
-            assert_eq!(effective_delivery_limit(v, q, Some(-1), None), None);
-            assert_eq!(effective_delivery_limit(v, q, None, Some(-1)), None);
-            assert_eq!(effective_delivery_limit(v, q, Some(-1), Some(-1)), None);
-        }
-        // 4.x: a negative value only wins when both are negative.
-        assert_eq!(
-            effective_delivery_limit(V4_0, q, Some(5), Some(-1)),
-            Some(5)
-        );
-        assert_eq!(
-            effective_delivery_limit(V4_3, q, Some(-1), Some(5)),
-            Some(5)
-        );
-        // 3.x: plain min, so -1 wins and there is no limit.
-        assert_eq!(effective_delivery_limit(V3_10, q, Some(5), Some(-1)), None);
-        assert_eq!(effective_delivery_limit(V4_0, q, Some(0), None), Some(0));
-    }
-
-    /// The measured rows: classic keeps everything; quorum 3.10 +1 per browse (harmless
-    /// without a limit); 4.0–4.2 +1 and lost at 20; 4.3 free.
-    #[test]
-    fn costs_per_version_row() {
-        for v in [V3_10, V4_0, V4_2, V4_3] {
-            assert_eq!(cost_per_browse(v, QueueType::Classic), 0);
-            assert_eq!(cost_per_browse(v, QueueType::Stream), 0);
-        }
-        assert_eq!(cost_per_browse(V3_10, QueueType::Quorum), 1);
-        assert_eq!(cost_per_browse(V4_0, QueueType::Quorum), 1);
-        assert_eq!(cost_per_browse(V4_2, QueueType::Quorum), 1);
-        assert_eq!(cost_per_browse(V4_3, QueueType::Quorum), 0);
-    }
-
-    #[test]
     fn quorum_3_10_without_limit_is_free() {
-        let p = BrowsePolicy::decide(V3_10, QueueType::Quorum, None);
+        let p = BrowsePolicy::decide(V3_10, &QueueType::Quorum, None);
         assert!(p.allowed);
         assert!(p.message_safe(1_000_000));
         assert_eq!(p.browses_left(50), None);
@@ -392,8 +164,8 @@ mod tests {
 
     #[test]
     fn quorum_3_10_with_limit_behaves_like_4_0() {
-        let limit = effective_delivery_limit(V3_10, QueueType::Quorum, Some(20), None);
-        let p = BrowsePolicy::decide(V3_10, QueueType::Quorum, limit);
+        let limit = resolve_delivery_limit(V3_10, &QueueType::Quorum, Some(20), None);
+        let p = BrowsePolicy::decide(V3_10, &QueueType::Quorum, limit);
         assert!(p.allowed);
         // 20 - 5 margin - 1 cost = 14 is the highest count still safe.
         assert!(p.message_safe(14));
@@ -402,8 +174,8 @@ mod tests {
 
     #[test]
     fn quorum_4_0_default_limit_stops_long_before_loss() {
-        let limit = effective_delivery_limit(V4_0, QueueType::Quorum, None, None);
-        let p = BrowsePolicy::decide(V4_0, QueueType::Quorum, limit);
+        let limit = resolve_delivery_limit(V4_0, &QueueType::Quorum, None, None);
+        let p = BrowsePolicy::decide(V4_0, &QueueType::Quorum, limit);
         assert!(p.allowed);
         assert_eq!(p.browses_left(0), Some(15));
         // Simulate browsing a fresh message until the rule says stop: it never reaches 20.
@@ -421,7 +193,7 @@ mod tests {
 
     #[test]
     fn quorum_4_3_returns_are_free() {
-        let p = BrowsePolicy::decide(V4_3, QueueType::Quorum, Some(20));
+        let p = BrowsePolicy::decide(V4_3, &QueueType::Quorum, Some(20));
         assert!(p.allowed);
         assert_eq!(p.cost_per_browse, 0);
         assert!(p.message_safe(19));
@@ -430,20 +202,20 @@ mod tests {
 
     #[test]
     fn low_limit_refuses_up_front_with_a_fix() {
-        let p = BrowsePolicy::decide(V4_0, QueueType::Quorum, Some(5));
+        let p = BrowsePolicy::decide(V4_0, &QueueType::Quorum, Some(5));
         assert!(!p.allowed);
         let reason = p.reason.unwrap_or_default();
         assert!(reason.contains("delivery limit is 5"), "{reason}");
         assert!(reason.contains("delivery-limit: -1"), "{reason}");
         // A limit of 6 leaves exactly one browse (0 + 1 + 5 <= 6).
-        let p = BrowsePolicy::decide(V4_0, QueueType::Quorum, Some(6));
+        let p = BrowsePolicy::decide(V4_0, &QueueType::Quorum, Some(6));
         assert!(p.allowed && p.message_safe(0) && !p.message_safe(1));
     }
 
     #[test]
     fn classic_and_stream_ignore_limits() {
         for t in [QueueType::Classic, QueueType::Stream] {
-            let p = BrowsePolicy::decide(V4_0, t, Some(1));
+            let p = BrowsePolicy::decide(V4_0, &t, Some(1));
             assert!(p.allowed);
             assert_eq!(p.limit, None);
             assert!(p.message_safe(u64::MAX));

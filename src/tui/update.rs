@@ -336,7 +336,9 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
                 // Reading a quorum queue with a limit again spends deliveries: say so and wait
                 // for the same key again (the list is refreshed either way).
                 if let Some(dlq) = state.dlq(&queue)
-                    && dlq.limit_applies()
+                    && dlq.limit_applies(crate::domain::features::BrokerVersion::parse(
+                        &state.overview.broker_version,
+                    ))
                 {
                     state.notice = Some(format!(
                         "Reading {} again costs each message a delivery of its limit of {} (dropped past it). Press Ctrl-R again to read it; anything else keeps what is on screen.",
@@ -444,7 +446,9 @@ fn open(state: &mut State, pending: Option<String>) -> Vec<Command> {
                 return Vec::new();
             };
             if let Some(dlq) = state.dlq(&name)
-                && dlq.limit_applies()
+                && dlq.limit_applies(crate::domain::features::BrokerVersion::parse(
+                    &state.overview.broker_version,
+                ))
                 && pending.as_deref() != Some(name.as_str())
             {
                 let limit = dlq.delivery_limit.unwrap_or(0);
@@ -535,9 +539,13 @@ fn protect(state: &mut State) -> Vec<Command> {
     let Some(name) = state.queue_name_at_cursor() else {
         return Vec::new();
     };
-    let Some(dlq) = state.dlq(&name).filter(|d| d.limit_applies()) else {
+    let Some(dlq) = state.dlq(&name).filter(|d| {
+        d.limit_applies(crate::domain::features::BrokerVersion::parse(
+            &state.overview.broker_version,
+        ))
+    }) else {
         state.notice = Some(format!(
-            "{} has no delivery limit to lift: reading it costs nothing",
+            "{} has no delivery limit that reads count against: reading it costs nothing",
             sanitize::one_line(&name, 80)
         ));
         return Vec::new();

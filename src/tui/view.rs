@@ -180,13 +180,15 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
         );
         return;
     }
+    // Whether a read spends deliveries depends on the broker's version (free on 4.3+).
+    let version = crate::domain::features::BrokerVersion::parse(&state.overview.broker_version);
     let table_rows: Vec<TRow> = rows
         .iter()
         .map(|r| {
             let name = sanitize::one_line(r.name(), 200);
             match r {
                 QueueRow::Dlq(d) => {
-                    let marker = if d.limit_applies() {
+                    let marker = if d.limit_applies(version) {
                         Cell::from(Span::styled("⚠", t.warn))
                     } else {
                         Cell::from(" ")

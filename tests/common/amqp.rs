@@ -13,8 +13,8 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Confirmation, Connection};
 use warren::broker::amqp::{dead_letter_from_delivery, properties_to_amqp};
+use warren::domain::features::{BrokerVersion, QueueType};
 use warren::domain::message::{DeadLetter, Properties};
-use warren::domain::quorum::{BrokerVersion, QueueType};
 use warren::domain::value::{HeaderValue, Table};
 
 use super::TestVhost;

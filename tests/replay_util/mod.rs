@@ -219,7 +219,7 @@ pub type Msg = (
 /// writes `x-death` and the DLQ holds them in the order given.
 pub async fn dead_letter(conn: &lapin::Connection, work: &str, dlq: &str, msgs: &[Msg]) {
     use crate::common::amqp as h;
-    use warren::domain::quorum::QueueType;
+    use warren::domain::features::QueueType;
     let ch = h::confirm_channel(conn).await;
     h::declare(&ch, work, QueueType::Classic, h::dead_letter_to(dlq)).await;
     let before = h::amqp_depth(conn, dlq).await;

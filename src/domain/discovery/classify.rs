@@ -1,0 +1,734 @@
+//! Which queues of a vhost hold failed messages: by name (framework conventions and configured
+//! patterns) and by dead-letter topology, who feeds them, and which queue pairs are retry loops
+//! rather than dead ends.
+
+use std::collections::{HashMap, HashSet};
+
+use regex::Regex;
+
+use super::routing::{Routing, RoutingTable};
+use super::settings::{
+    EffectiveSettings, PolicyIndex, effective_delivery_limit, effective_settings,
+};
+use super::topology::Topology;
+use crate::domain::convention::Convention;
+use crate::domain::features::{self, BrokerFeatures, BrokerVersion, QueueType};
+
+/// What kind of dead end a queue is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DlqKind {
+    /// Broker dead-lettering or a generic `*.dlq`-style queue.
+    DeadLetter,
+    /// A framework's error queue (`*_error`, `error`, `*-error`, …).
+    Error,
+    /// MassTransit's `*_skipped`: no consumer handled the type.
+    Skipped,
+    /// A parking lot: messages set aside for good after retries.
+    ParkingLot,
+}
+
+impl DlqKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            DlqKind::DeadLetter => "dlq",
+            DlqKind::Error => "error",
+            DlqKind::Skipped => "skipped",
+            DlqKind::ParkingLot => "parking",
+        }
+    }
+}
+
+/// One dead-letter queue and what is needed to read it safely.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DlqInfo {
+    pub name: String,
+    pub kind: DlqKind,
+    pub convention: Convention,
+    /// `messages` as reported; `None` while the broker has no stats for the queue yet.
+    pub depth: Option<u64>,
+    pub messages_ready: Option<u64>,
+    pub messages_unacknowledged: Option<u64>,
+    pub consumers: Option<u64>,
+    pub queue_type: QueueType,
+    /// Queues whose dead-lettering (argument or policy) can reach this queue, sorted.
+    pub feeders: Vec<String>,
+    /// True when some feeder dead-letters here only possibly (no routing key through a
+    /// direct/topic/headers exchange), so the feeder list may overstate.
+    pub feeders_uncertain: bool,
+    /// Found through dead-letter topology (a feeder exists).
+    pub by_topology: bool,
+    /// Found by its name (built-in convention or configured pattern).
+    pub by_name: bool,
+    /// Quorum queues only: the delivery limit in force (`None` = unlimited or not quorum).
+    pub delivery_limit: Option<u64>,
+    /// The DLQ's own dead-letter exchange: with one, a quorum message over its limit moves on;
+    /// without, it is dropped.
+    pub dead_letter_exchange: Option<String>,
+}
+
+impl DlqInfo {
+    /// Browsing can destroy messages here on a broker of this version: returns cost deliveries
+    /// (quorum before 4.3, or an unknown version) and a delivery limit is in force. The queue
+    /// list's ⚠ and the TUI's prompts ask this, so on 4.3 they stay quiet where reads are free.
+    pub fn limit_applies(&self, version: Option<BrokerVersion>) -> bool {
+        features::reads_spend_deliveries(version, &self.queue_type, self.delivery_limit)
+    }
+}
+
+/// A work queue that dead-letters into a wait queue whose TTL sends messages back: a retry
+/// ladder. x-death only keeps the *first* time of each `{queue, reason}` pair, so a timeline
+/// needs `ttl_ms` to estimate when the last cycle happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryLoop {
+    pub work_queue: String,
+    pub wait_queue: String,
+    pub ttl_ms: u64,
+}
+
+/// Any queue that is not a dead-letter queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueSummary {
+    pub name: String,
+    pub queue_type: QueueType,
+    pub depth: Option<u64>,
+    pub consumers: Option<u64>,
+    /// Where this queue dead-letters to, when it does.
+    pub dead_letter_exchange: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Discovery {
+    /// Queues with messages first, then by name.
+    pub dead_letter_queues: Vec<DlqInfo>,
+    pub retry_loops: Vec<RetryLoop>,
+    /// By name.
+    pub other_queues: Vec<QueueSummary>,
+}
+
+impl Discovery {
+    pub fn dlq(&self, name: &str) -> Option<&DlqInfo> {
+        self.dead_letter_queues.iter().find(|d| d.name == name)
+    }
+
+    /// The retry loop a queue takes part in, as work or wait queue.
+    pub fn retry_loop_of(&self, queue: &str) -> Option<&RetryLoop> {
+        self.retry_loops
+            .iter()
+            .find(|l| l.work_queue == queue || l.wait_queue == queue)
+    }
+}
+
+/// What a queue's name alone says about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NameMatch {
+    pub kind: DlqKind,
+    pub convention: Convention,
+    /// A framework-specific name, as opposed to a generic `*.dlq`-style one.
+    pub specific: bool,
+}
+
+fn stem_before<'n>(name: &'n str, suffix: &str) -> Option<&'n str> {
+    name.strip_suffix(suffix).filter(|s| !s.is_empty())
+}
+
+fn ends_with_ci(name: &str, suffix: &str) -> bool {
+    name.len() > suffix.len()
+        && name
+            .get(name.len() - suffix.len()..)
+            .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
+}
+
+/// Built-in naming conventions, then the configured patterns. `error` is claimed for
+/// NServiceBus although Rebus uses the same name: the message headers settle which.
+pub fn classify_name(name: &str, patterns: &[Regex]) -> Option<NameMatch> {
+    let m = |kind, convention, specific| {
+        Some(NameMatch {
+            kind,
+            convention,
+            specific,
+        })
+    };
+    match name {
+        "error" => return m(DlqKind::Error, Convention::NServiceBus, true),
+        "wolverine-dead-letter-queue" => {
+            return m(DlqKind::DeadLetter, Convention::Wolverine, true);
+        }
+        "EasyNetQ_Default_Error_Queue" => return m(DlqKind::Error, Convention::EasyNetQ, true),
+        "parking-lot" | "parking_lot" | "parkinglot" => {
+            return m(DlqKind::ParkingLot, Convention::Unknown, false);
+        }
+        "dlq" | "dead-letter" | "deadletter" | "dead-letters" | "dead_letter" => {
+            return m(DlqKind::DeadLetter, Convention::Unknown, false);
+        }
+        _ => {}
+    }
+    if stem_before(name, "_error").is_some() {
+        return m(DlqKind::Error, Convention::MassTransit, true);
+    }
+    if stem_before(name, "_skipped").is_some() {
+        return m(DlqKind::Skipped, Convention::MassTransit, true);
+    }
+    if stem_before(name, ".XQ").is_some() {
+        return m(DlqKind::DeadLetter, Convention::Dramatiq, true);
+    }
+    if stem_before(name, "-error").is_some() {
+        return m(DlqKind::Error, Convention::Sneakers, true);
+    }
+    for suffix in [
+        ".parking-lot",
+        ".parkinglot",
+        ".parking_lot",
+        "-parking-lot",
+        "_parking_lot",
+    ] {
+        if ends_with_ci(name, suffix) {
+            return m(DlqKind::ParkingLot, Convention::Unknown, false);
+        }
+    }
+    if stem_before(name, ".dlq").is_some_and(|stem| stem.contains('.')) {
+        // Spring Cloud Stream's binder names DLQs `<destination>.<group>.dlq`; a plain
+        // `orders.dlq` is the generic broker convention (matched below).
+        return m(DlqKind::DeadLetter, Convention::Spring, false);
+    }
+    for suffix in [
+        ".dlq",
+        "-dlq",
+        "_dlq",
+        ".dead-letter",
+        ".deadletter",
+        "-dead-letter",
+        "_dead_letter",
+    ] {
+        if ends_with_ci(name, suffix) {
+            return m(DlqKind::DeadLetter, Convention::Unknown, false);
+        }
+    }
+    if patterns.iter().any(|p| p.is_match(name)) {
+        return m(DlqKind::DeadLetter, Convention::Unknown, false);
+    }
+    None
+}
+
+/// Classifies every queue of a vhost. Linear in queues + bindings, so 10,000 queues are cheap.
+pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Regex]) -> Discovery {
+    let policies = PolicyIndex::new(&topology.policies);
+    let table = RoutingTable::new(&topology.exchanges, &topology.bindings);
+    let settings: Vec<EffectiveSettings> = topology
+        .queues
+        .iter()
+        .map(|q| effective_settings(q, policies.definition_for(q)))
+        .collect();
+    let index: HashMap<&str, usize> = topology
+        .queues
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (q.name.as_str(), i))
+        .collect();
+
+    // Dead-letter edges: feeder index → (target index, certain).
+    let mut edges: Vec<Vec<(usize, bool)>> = vec![Vec::new(); topology.queues.len()];
+    for (i, s) in settings.iter().enumerate() {
+        let Some(dlx) = &s.dead_letter_exchange else {
+            continue;
+        };
+        let routing = match (&s.dead_letter_routing_key, dlx.is_empty()) {
+            (Some(key), _) => table.route(dlx, key),
+            // Default exchange with the message's own key: usually back to this very queue,
+            // which the broker drops as a cycle. Nothing to find.
+            (None, true) => Routing::default(),
+            (None, false) => table.reachable(dlx),
+        };
+        for target in &routing.queues {
+            if let Some(&t) = index.get(target.as_str())
+                && t != i
+                && let Some(list) = edges.get_mut(i)
+            {
+                list.push((t, routing.exact));
+            }
+        }
+    }
+
+    // Retry loops: work → wait (wait has a TTL) and wait → work.
+    let mut loop_edges: HashSet<(usize, usize)> = HashSet::new();
+    let mut retry_loops = Vec::new();
+    for (work, targets) in edges.iter().enumerate() {
+        for &(wait, _) in targets {
+            let ttl = settings.get(wait).and_then(|s| s.message_ttl_ms);
+            let back = edges
+                .get(wait)
+                .is_some_and(|t| t.iter().any(|&(w, _)| w == work));
+            if let (Some(ttl_ms), true) = (ttl, back) {
+                loop_edges.insert((work, wait));
+                loop_edges.insert((wait, work));
+                if let (Some(wq), Some(tq)) = (topology.queues.get(work), topology.queues.get(wait))
+                {
+                    retry_loops.push(RetryLoop {
+                        work_queue: wq.name.clone(),
+                        wait_queue: tq.name.clone(),
+                        ttl_ms,
+                    });
+                }
+            }
+        }
+    }
+    retry_loops.sort_by(|a, b| {
+        a.work_queue
+            .cmp(&b.work_queue)
+            .then(a.wait_queue.cmp(&b.wait_queue))
+    });
+    retry_loops.dedup();
+
+    // Incoming dead-letter edges per queue, without retry returns: the edges of a loop, every
+    // edge out of a loop's wait queue (it may return through the main exchange to every queue
+    // bound there), and an edge from any queue with a TTL (a delay queue) into a queue that has
+    // its own dead-letter exchange (a work queue: DLQs rarely dead-letter onwards). A target
+    // named like a DLQ is always fed.
+    let wait_queues: HashSet<usize> = retry_loops
+        .iter()
+        .filter_map(|l| index.get(l.wait_queue.as_str()).copied())
+        .collect();
+    let named_dlq: Vec<bool> = topology
+        .queues
+        .iter()
+        .map(|q| classify_name(&q.name, patterns).is_some())
+        .collect();
+    let mut feeders: Vec<Vec<(usize, bool)>> = vec![Vec::new(); topology.queues.len()];
+    for (from, targets) in edges.iter().enumerate() {
+        let from_delay = settings
+            .get(from)
+            .is_some_and(|s| s.message_ttl_ms.is_some());
+        for &(to, certain) in targets {
+            let to_named = named_dlq.get(to).copied().unwrap_or(false);
+            let to_work = settings
+                .get(to)
+                .is_some_and(|s| s.dead_letter_exchange.is_some());
+            let retry_return = loop_edges.contains(&(from, to))
+                || (!to_named && (wait_queues.contains(&from) || (from_delay && to_work)));
+            if retry_return {
+                continue;
+            }
+            if let Some(list) = feeders.get_mut(to) {
+                list.push((from, certain));
+            }
+        }
+    }
+
+    let in_loop: HashSet<usize> = loop_edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let mut dlqs = Vec::new();
+    let mut others = Vec::new();
+    for (i, q) in topology.queues.iter().enumerate() {
+        let default_settings = EffectiveSettings::default();
+        let s = settings.get(i).unwrap_or(&default_settings);
+        let fed = feeders.get(i).map(Vec::as_slice).unwrap_or(&[]);
+        let named = if named_dlq.get(i).copied().unwrap_or(false) {
+            classify_name(&q.name, patterns)
+        } else {
+            None
+        };
+        // A queue in a retry loop is only a DLQ if something else marks it as one.
+        let by_topology = !fed.is_empty();
+        let by_name = named.is_some();
+        if !(by_topology || by_name)
+            || (in_loop.contains(&i) && !by_topology && !named.is_some_and(|n| n.specific))
+        {
+            others.push(QueueSummary {
+                name: q.name.clone(),
+                queue_type: q.queue_type.clone(),
+                depth: q.messages,
+                consumers: q.consumers,
+                dead_letter_exchange: s.dead_letter_exchange.clone(),
+            });
+            continue;
+        }
+        let mut feeder_names: Vec<String> = fed
+            .iter()
+            .filter_map(|&(f, _)| topology.queues.get(f).map(|fq| fq.name.clone()))
+            .collect();
+        feeder_names.sort();
+        feeder_names.dedup();
+        let via_spring_dlx = fed.iter().any(|&(f, _)| {
+            settings
+                .get(f)
+                .and_then(|fs| fs.dead_letter_exchange.as_deref())
+                == Some("DLX")
+        });
+        let (kind, convention) = match named {
+            // Spring's binder dead-letters through its `DLX` exchange into `*.dlq`.
+            Some(n) if n.convention == Convention::Spring && by_topology && !via_spring_dlx => {
+                (n.kind, Convention::Broker)
+            }
+            Some(n) if n.specific || !by_topology => (n.kind, n.convention),
+            Some(n) => (n.kind, Convention::Broker),
+            None => (DlqKind::DeadLetter, Convention::Broker),
+        };
+        dlqs.push(DlqInfo {
+            name: q.name.clone(),
+            kind,
+            convention,
+            depth: q.messages,
+            messages_ready: q.messages_ready,
+            messages_unacknowledged: q.messages_unacknowledged,
+            consumers: q.consumers,
+            queue_type: q.queue_type.clone(),
+            feeders: feeder_names,
+            feeders_uncertain: fed.iter().any(|&(_, certain)| !certain),
+            by_topology,
+            by_name,
+            delivery_limit: effective_delivery_limit(q, s, features),
+            dead_letter_exchange: s.dead_letter_exchange.clone(),
+        });
+    }
+    dlqs.sort_by(|a, b| {
+        let has = |d: &DlqInfo| d.depth.unwrap_or(0) > 0;
+        has(b).cmp(&has(a)).then_with(|| a.name.cmp(&b.name))
+    });
+    others.sort_by(|a, b| a.name.cmp(&b.name));
+    Discovery {
+        dead_letter_queues: dlqs,
+        retry_loops,
+        other_queues: others,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::discovery::{Binding, ExchangeInfo, ExchangeKind, Policy, QueueInfo};
+    use serde_json::json;
+
+    fn features(v: &str) -> BrokerFeatures {
+        BrokerFeatures::from_version(v)
+    }
+
+    fn ex(name: &str, kind: &str) -> ExchangeInfo {
+        ExchangeInfo {
+            name: name.into(),
+            kind: ExchangeKind::parse(kind),
+        }
+    }
+
+    #[test]
+    fn names() {
+        let c = |n: &str| classify_name(n, &[]).map(|m| (m.kind, m.convention));
+        assert_eq!(
+            c("billing_error"),
+            Some((DlqKind::Error, Convention::MassTransit))
+        );
+        assert_eq!(
+            c("billing_skipped"),
+            Some((DlqKind::Skipped, Convention::MassTransit))
+        );
+        assert_eq!(
+            c("orders.group.dlq"),
+            Some((DlqKind::DeadLetter, Convention::Spring))
+        );
+        assert_eq!(
+            c("orders.DLQ"),
+            Some((DlqKind::DeadLetter, Convention::Unknown))
+        );
+        assert_eq!(
+            c("orders-dlq"),
+            Some((DlqKind::DeadLetter, Convention::Unknown))
+        );
+        assert_eq!(
+            c("orders_dlq"),
+            Some((DlqKind::DeadLetter, Convention::Unknown))
+        );
+        assert_eq!(
+            c("orders.dead-letter"),
+            Some((DlqKind::DeadLetter, Convention::Unknown))
+        );
+        assert_eq!(
+            c("orders.deadletter"),
+            Some((DlqKind::DeadLetter, Convention::Unknown))
+        );
+        assert_eq!(c("error"), Some((DlqKind::Error, Convention::NServiceBus)));
+        assert_eq!(
+            c("orders.parking-lot"),
+            Some((DlqKind::ParkingLot, Convention::Unknown))
+        );
+        assert_eq!(
+            c("orders.parkinglot"),
+            Some((DlqKind::ParkingLot, Convention::Unknown))
+        );
+        assert_eq!(
+            c("orders.parking_lot"),
+            Some((DlqKind::ParkingLot, Convention::Unknown))
+        );
+        assert_eq!(
+            c("parking-lot"),
+            Some((DlqKind::ParkingLot, Convention::Unknown))
+        );
+        assert_eq!(
+            c("wolverine-dead-letter-queue"),
+            Some((DlqKind::DeadLetter, Convention::Wolverine))
+        );
+        assert_eq!(
+            c("EasyNetQ_Default_Error_Queue"),
+            Some((DlqKind::Error, Convention::EasyNetQ))
+        );
+        assert_eq!(
+            c("mailer-error"),
+            Some((DlqKind::Error, Convention::Sneakers))
+        );
+        assert_eq!(
+            c("default.XQ"),
+            Some((DlqKind::DeadLetter, Convention::Dramatiq))
+        );
+        assert_eq!(c("orders"), None);
+        assert_eq!(c("_error"), None);
+        assert_eq!(c("errors"), None);
+        assert_eq!(c("orders.dlx"), None);
+        let pats = vec![Regex::new("^graveyard\\.").unwrap()];
+        assert_eq!(
+            classify_name("graveyard.orders", &pats).map(|m| m.convention),
+            Some(Convention::Unknown)
+        );
+    }
+
+    fn topology_fixture() -> Topology {
+        Topology {
+            queues: vec![
+                // Argument DLX through a fanout exchange.
+                QueueInfo::named("payments")
+                    .with_arg("x-dead-letter-exchange", json!("payments.dlx")),
+                QueueInfo::named("payments.dead").with_messages(5),
+                // Default exchange + routing key.
+                QueueInfo::named("orders.process")
+                    .with_arg("x-dead-letter-exchange", json!("orders.retry"))
+                    .with_arg("x-dead-letter-routing-key", json!("wait")),
+                QueueInfo::named("orders.retry.wait")
+                    .with_arg("x-message-ttl", json!(5000))
+                    .with_arg("x-dead-letter-exchange", json!(""))
+                    .with_arg("x-dead-letter-routing-key", json!("orders.process")),
+                QueueInfo::named("shipping")
+                    .with_arg("x-dead-letter-exchange", json!(""))
+                    .with_arg("x-dead-letter-routing-key", json!("shipping.held")),
+                QueueInfo::named("shipping.held").with_messages(0),
+                // Policy DLX, quorum DLQ.
+                QueueInfo::named("invoices"),
+                QueueInfo::named("invoices.failed")
+                    .with_arg("x-queue-type", json!("quorum"))
+                    .with_messages(2),
+                // Name only.
+                QueueInfo::named("billing_error").with_messages(1),
+                QueueInfo::named("plain"),
+            ],
+            exchanges: vec![
+                ex("payments.dlx", "fanout"),
+                ex("orders.retry", "direct"),
+                ex("inv.dlx", "topic"),
+            ],
+            bindings: vec![
+                Binding::to_queue("payments.dlx", "payments.dead", ""),
+                Binding::to_queue("orders.retry", "orders.retry.wait", "wait"),
+                Binding::to_queue("inv.dlx", "invoices.failed", "#"),
+            ],
+            policies: vec![Policy {
+                name: "inv".into(),
+                pattern: "^invoices$".into(),
+                apply_to: "queues".into(),
+                priority: 0,
+                definition: serde_json::from_value(json!({"dead-letter-exchange": "inv.dlx"}))
+                    .unwrap(),
+            }],
+        }
+    }
+
+    #[test]
+    fn classifies_topology() {
+        let d = discover(&topology_fixture(), &features("4.0.5"), &[]);
+        let names: Vec<&str> = d
+            .dead_letter_queues
+            .iter()
+            .map(|q| q.name.as_str())
+            .collect();
+        // With messages first, then by name.
+        assert_eq!(
+            names,
+            vec![
+                "billing_error",
+                "invoices.failed",
+                "payments.dead",
+                "shipping.held"
+            ]
+        );
+        let pay = d.dlq("payments.dead").unwrap();
+        assert_eq!(pay.feeders, vec!["payments"]);
+        assert_eq!(pay.convention, Convention::Broker);
+        assert!(!pay.feeders_uncertain);
+        assert_eq!(d.dlq("shipping.held").unwrap().feeders, vec!["shipping"]);
+        let inv = d.dlq("invoices.failed").unwrap();
+        assert_eq!(inv.feeders, vec!["invoices"]);
+        // Topic exchange, no routing key: every bound queue is only possible.
+        assert!(inv.feeders_uncertain);
+        assert_eq!(inv.delivery_limit, Some(20));
+        assert!(inv.limit_applies(Some(BrokerVersion::new(4, 0, 5))));
+        let err = d.dlq("billing_error").unwrap();
+        assert_eq!(
+            (err.kind, err.convention),
+            (DlqKind::Error, Convention::MassTransit)
+        );
+        assert!(err.feeders.is_empty());
+        assert_eq!(
+            d.retry_loops,
+            vec![RetryLoop {
+                work_queue: "orders.process".into(),
+                wait_queue: "orders.retry.wait".into(),
+                ttl_ms: 5000
+            }]
+        );
+        let others: Vec<&str> = d.other_queues.iter().map(|q| q.name.as_str()).collect();
+        assert!(others.contains(&"orders.process") && others.contains(&"orders.retry.wait"));
+        assert!(others.contains(&"plain") && others.contains(&"payments"));
+        // On 3.x the quorum DLQ has no limit unless one is set.
+        let d3 = discover(&topology_fixture(), &features("3.10.8"), &[]);
+        assert_eq!(d3.dlq("invoices.failed").unwrap().delivery_limit, None);
+    }
+
+    #[test]
+    fn policy_ttl_makes_a_retry_loop() {
+        let t = Topology {
+            queues: vec![
+                QueueInfo::named("work")
+                    .with_arg("x-dead-letter-exchange", json!(""))
+                    .with_arg("x-dead-letter-routing-key", json!("work.wait")),
+                QueueInfo::named("work.wait")
+                    .with_arg("x-dead-letter-exchange", json!(""))
+                    .with_arg("x-dead-letter-routing-key", json!("work")),
+            ],
+            policies: vec![Policy {
+                name: "ttl".into(),
+                pattern: "\\.wait$".into(),
+                apply_to: "all".into(),
+                priority: 1,
+                definition: serde_json::from_value(json!({"message-ttl": 30000})).unwrap(),
+            }],
+            ..Topology::default()
+        };
+        let d = discover(&t, &features("3.10.8"), &[]);
+        assert!(
+            d.dead_letter_queues.is_empty(),
+            "{:?}",
+            d.dead_letter_queues
+        );
+        assert_eq!(d.retry_loops.len(), 1);
+        assert_eq!(d.retry_loops[0].ttl_ms, 30000);
+        // Without a TTL the pair is two queues dead-lettering into each other: both are DLQs.
+        let mut no_ttl = t.clone();
+        no_ttl.policies.clear();
+        let d = discover(&no_ttl, &features("3.10.8"), &[]);
+        assert_eq!(d.dead_letter_queues.len(), 2);
+        assert!(d.retry_loops.is_empty());
+    }
+
+    #[test]
+    fn delay_queues_returning_through_the_main_exchange_feed_no_dlq() {
+        // Work queues dead-letter to a retry exchange; the wait queue's TTL sends messages back
+        // through the main topic exchange (no routing key), which also reaches an audit queue.
+        let t = Topology {
+            queues: vec![
+                QueueInfo::named("orders.process")
+                    .with_arg("x-dead-letter-exchange", json!("retry"))
+                    .with_arg("x-dead-letter-routing-key", json!("wait")),
+                QueueInfo::named("orders.audit"),
+                QueueInfo::named("retry.wait")
+                    .with_arg("x-message-ttl", json!(1000))
+                    .with_arg("x-dead-letter-exchange", json!("orders")),
+                // An app-fed delay queue into a work queue (which has its own DLX).
+                QueueInfo::named("mail.delay")
+                    .with_arg("x-message-ttl", json!(60000))
+                    .with_arg("x-dead-letter-exchange", json!(""))
+                    .with_arg("x-dead-letter-routing-key", json!("mail")),
+                QueueInfo::named("mail")
+                    .with_arg("x-dead-letter-exchange", json!(""))
+                    .with_arg("x-dead-letter-routing-key", json!("mail.failed")),
+                QueueInfo::named("mail.failed"),
+                // A TTL work queue whose expired messages are the dead letters.
+                QueueInfo::named("quotes")
+                    .with_arg("x-message-ttl", json!(3600000))
+                    .with_arg("x-dead-letter-exchange", json!(""))
+                    .with_arg("x-dead-letter-routing-key", json!("quotes.expired")),
+                QueueInfo::named("quotes.expired"),
+            ],
+            exchanges: vec![ex("retry", "direct"), ex("orders", "topic")],
+            bindings: vec![
+                Binding::to_queue("retry", "retry.wait", "wait"),
+                Binding::to_queue("orders", "orders.process", "order.*"),
+                Binding::to_queue("orders", "orders.audit", "#"),
+            ],
+            policies: vec![],
+        };
+        let d = discover(&t, &features("4.3.6"), &[]);
+        let names: Vec<&str> = d
+            .dead_letter_queues
+            .iter()
+            .map(|q| q.name.as_str())
+            .collect();
+        assert_eq!(names, vec!["mail.failed", "quotes.expired"]);
+        assert_eq!(d.dlq("mail.failed").unwrap().feeders, vec!["mail"]);
+        assert_eq!(d.retry_loops.len(), 1);
+        assert_eq!(d.retry_loops[0].wait_queue, "retry.wait");
+    }
+
+    fn quorum_dlq(limit: Option<u64>) -> DlqInfo {
+        DlqInfo {
+            name: "orders.dlq".into(),
+            kind: DlqKind::DeadLetter,
+            convention: Convention::Broker,
+            depth: Some(3),
+            messages_ready: Some(3),
+            messages_unacknowledged: Some(0),
+            consumers: Some(0),
+            queue_type: QueueType::Quorum,
+            feeders: vec!["orders".into()],
+            feeders_uncertain: false,
+            by_topology: true,
+            by_name: true,
+            delivery_limit: limit,
+            dead_letter_exchange: None,
+        }
+    }
+
+    #[test]
+    fn limit_applies_asks_the_version() {
+        let v = |s: &str| BrokerVersion::parse(s);
+        let limited = quorum_dlq(Some(20));
+        // 3.10: returns count, and a set limit bites.
+        assert!(limited.limit_applies(v("3.10.8")));
+        // 4.0: the default limit of 20, every return counts.
+        assert!(limited.limit_applies(v("4.0.5")));
+        // 4.3: an explicit nack is free, so the list warns of nothing.
+        assert!(!limited.limit_applies(v("4.3.6")));
+        // Unknown version: cautious.
+        assert!(limited.limit_applies(v("not a version")));
+        assert!(limited.limit_applies(None));
+        // No limit in force (3.x without one): nothing to lose on any version.
+        let unlimited = quorum_dlq(None);
+        for version in [v("3.10.8"), v("4.0.5"), v("4.3.6"), None] {
+            assert!(!unlimited.limit_applies(version));
+        }
+        // Classic and stream queues never spend deliveries, whatever limit is recorded.
+        for t in [QueueType::Classic, QueueType::Stream] {
+            let q = DlqInfo {
+                queue_type: t,
+                ..quorum_dlq(Some(5))
+            };
+            assert!(!q.limit_applies(v("4.0.5")) && !q.limit_applies(None));
+        }
+    }
+
+    #[test]
+    fn discovered_limits_follow_the_version() {
+        // The same quorum DLQ without a configured limit, as each version's discovery sees it.
+        let limit_applies = |version: &str| {
+            let d = discover(&topology_fixture(), &features(version), &[]);
+            let dlq = d.dlq("invoices.failed").cloned().unwrap();
+            dlq.limit_applies(BrokerVersion::parse(version))
+        };
+        assert!(!limit_applies("3.10.8"), "3.x has no default limit");
+        assert!(limit_applies("4.0.5"));
+        assert!(!limit_applies("4.3.6"), "4.3 reads are free");
+        assert!(limit_applies("unknown"));
+    }
+}

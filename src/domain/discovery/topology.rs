@@ -1,0 +1,144 @@
+//! What the broker layer gathers about a vhost for discovery: its queues, policies, exchanges
+//! and bindings, as plain structs.
+
+use serde_json::{Map, Value};
+
+use crate::domain::features::QueueType;
+
+/// A JSON object as the management API reports queue arguments and policy definitions.
+pub type JsonMap = Map<String, Value>;
+
+/// One queue as listed by the management API. Counters are `None` when the broker did not report
+/// them (stats are missing for a few seconds after a queue is declared).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueInfo {
+    pub name: String,
+    pub queue_type: QueueType,
+    pub durable: bool,
+    pub arguments: JsonMap,
+    /// Name of the policy applied to the queue, when reported.
+    pub policy: Option<String>,
+    /// `effective_policy_definition` when reported and non-empty (brokers send `{}`, `[]` or
+    /// `""` for "none").
+    pub effective_policy: Option<JsonMap>,
+    /// The broker's own figure for the effective delivery limit (4.3+ report it).
+    pub reported_delivery_limit: Option<i64>,
+    pub messages: Option<u64>,
+    pub messages_ready: Option<u64>,
+    pub messages_unacknowledged: Option<u64>,
+    pub consumers: Option<u64>,
+    /// Bytes of message bodies in the queue, when reported (for `max-length-bytes` room).
+    pub message_bytes: Option<u64>,
+}
+
+impl QueueInfo {
+    /// A durable classic queue with no arguments and no stats; for building inputs by hand.
+    pub fn named(name: impl Into<String>) -> QueueInfo {
+        QueueInfo {
+            name: name.into(),
+            queue_type: QueueType::Classic,
+            durable: true,
+            arguments: JsonMap::new(),
+            policy: None,
+            effective_policy: None,
+            reported_delivery_limit: None,
+            messages: None,
+            messages_ready: None,
+            messages_unacknowledged: None,
+            consumers: None,
+            message_bytes: None,
+        }
+    }
+
+    /// Adds a queue argument (and keeps `queue_type` in step with `x-queue-type`).
+    pub fn with_arg(mut self, key: &str, value: Value) -> QueueInfo {
+        if key == "x-queue-type"
+            && let Some(t) = value.as_str()
+        {
+            self.queue_type = QueueType::parse(t);
+        }
+        self.arguments.insert(key.to_string(), value);
+        self
+    }
+
+    pub fn with_messages(mut self, messages: u64) -> QueueInfo {
+        self.messages = Some(messages);
+        self
+    }
+}
+
+/// A policy of the vhost (`/api/policies/{vhost}`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    pub name: String,
+    pub pattern: String,
+    /// `all`, `queues`, `exchanges`, `classic_queues`, `quorum_queues`, `streams`.
+    pub apply_to: String,
+    pub priority: i64,
+    pub definition: JsonMap,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ExchangeKind {
+    Direct,
+    Fanout,
+    Topic,
+    Headers,
+    /// Plugin types (`x-delayed-message`, `x-consistent-hash`, …): routing is not modelled.
+    Other(String),
+}
+
+impl ExchangeKind {
+    pub fn parse(text: &str) -> ExchangeKind {
+        match text {
+            "direct" => ExchangeKind::Direct,
+            "fanout" => ExchangeKind::Fanout,
+            "topic" => ExchangeKind::Topic,
+            "headers" => ExchangeKind::Headers,
+            other => ExchangeKind::Other(other.to_string()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExchangeInfo {
+    pub name: String,
+    pub kind: ExchangeKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DestinationType {
+    Queue,
+    Exchange,
+}
+
+/// A binding of the vhost: `source` exchange → `destination` queue or exchange.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Binding {
+    pub source: String,
+    pub destination: String,
+    pub destination_type: DestinationType,
+    pub routing_key: String,
+    pub arguments: JsonMap,
+}
+
+impl Binding {
+    pub fn to_queue(source: &str, queue: &str, routing_key: &str) -> Binding {
+        Binding {
+            source: source.to_string(),
+            destination: queue.to_string(),
+            destination_type: DestinationType::Queue,
+            routing_key: routing_key.to_string(),
+            arguments: JsonMap::new(),
+        }
+    }
+}
+
+/// Everything discovery reads about one vhost.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Topology {
+    pub queues: Vec<QueueInfo>,
+    pub exchanges: Vec<ExchangeInfo>,
+    pub bindings: Vec<Binding>,
+    pub policies: Vec<Policy>,
+}
