@@ -6,7 +6,7 @@ mod tui_fixtures;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use tui_fixtures::*;
 use warren::domain::selection::Selection;
-use warren::tui::event::{Event, ReplayOutcome, ReplayPreview, ReplayProgress};
+use warren::tui::event::{Event, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket};
 use warren::tui::keys::{self, BINDINGS, Key};
 use warren::tui::state::{Focus, ListMode, Overlay};
 use warren::tui::{Command, Theme, update};
@@ -78,6 +78,7 @@ fn enter_browses_and_tab_moves_between_panes() {
             messages: orders_messages(),
             first_seen: vec![],
             stop: "end".into(),
+            ticket: Ticket::default(),
         },
     );
     assert!(st.loading.is_none());
@@ -303,13 +304,19 @@ fn read_only_never_emits_a_replay_command() {
                 Overlay::Replay(_) | Overlay::Progress(_)
             ));
             st.quit = false;
-            // A `:ctx …` typed mid-sweep empties the screen: browse again so replay keys matter.
+            // A `:ctx …` typed mid-sweep empties the screen: browse again so replay keys matter
+            // (answers of the new session's generation).
             if st.browse.is_none() {
+                let ticket = Ticket {
+                    generation: st.generation,
+                    request: 0,
+                };
                 update(
                     &mut st,
                     Event::QueuesLoaded {
                         overview: overview(),
                         discovery: discovery(),
+                        ticket,
                     },
                 );
                 update(
@@ -319,8 +326,10 @@ fn read_only_never_emits_a_replay_command() {
                         messages: orders_messages(),
                         first_seen: vec![],
                         stop: "end".into(),
+                        ticket,
                     },
                 );
+                assert!(st.browse.is_some(), "the new session's page is shown");
                 st.focus = Focus::Messages;
             }
         }
@@ -337,6 +346,7 @@ fn a_read_only_context_makes_the_session_read_only() {
         Event::QueuesLoaded {
             overview: ov,
             discovery: discovery(),
+            ticket: Ticket::default(),
         },
     );
     assert!(st.read_only);
@@ -346,6 +356,7 @@ fn a_read_only_context_makes_the_session_read_only() {
         Event::QueuesLoaded {
             overview: overview(),
             discovery: discovery(),
+            ticket: Ticket::default(),
         },
     );
     assert!(st.read_only);
@@ -527,12 +538,18 @@ fn ticks_redraw_only_when_the_minute_changes_and_refresh_depths() {
     assert!(!st.take_dirty(), "same minute: nothing to redraw");
     update(
         &mut st,
-        Event::DepthsRefreshed(vec![("orders.dlq".into(), Some(412))]),
+        Event::DepthsRefreshed {
+            depths: vec![("orders.dlq".into(), Some(412))],
+            ticket: Ticket::default(),
+        },
     );
     assert!(!st.take_dirty(), "same depth: nothing to redraw");
     update(
         &mut st,
-        Event::DepthsRefreshed(vec![("orders.dlq".into(), Some(413))]),
+        Event::DepthsRefreshed {
+            depths: vec![("orders.dlq".into(), Some(413))],
+            ticket: Ticket::default(),
+        },
     );
     assert!(st.take_dirty());
     assert_eq!(st.dlq("orders.dlq").unwrap().depth, Some(413));
@@ -550,7 +567,7 @@ fn command_line() {
     type_text(&mut st, "ctx staging");
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
-        matches!(cmds.as_slice(), [Command::SwitchContext(n)] if n == "staging"),
+        matches!(cmds.as_slice(), [Command::SwitchContext { name, generation: 1 }] if name == "staging"),
         "{cmds:?}"
     );
     assert!(
@@ -562,7 +579,7 @@ fn command_line() {
     type_text(&mut st, "vhost /billing");
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
-        matches!(cmds.as_slice(), [Command::SwitchVhost(n)] if n == "/billing"),
+        matches!(cmds.as_slice(), [Command::SwitchVhost { name, generation: 2 }] if name == "/billing"),
         "{cmds:?}"
     );
 
@@ -710,6 +727,7 @@ fn browsing_invoices() -> warren::tui::State {
             messages: orders_messages(),
             first_seen: vec![],
             stop: "end".into(),
+            ticket: Ticket::default(),
         },
     );
     st
@@ -757,6 +775,7 @@ fn a_read_the_ledger_prices_is_confirmed_with_the_same_key() {
         Event::ReadCost {
             queue: "invoices.dlq".into(),
             text: "Warren has read 'invoices.dlq' 3 times before".into(),
+            ticket: Ticket::default(),
         },
     );
     assert!(st.loading.is_none());
