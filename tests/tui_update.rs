@@ -3,12 +3,16 @@
 
 mod tui_fixtures;
 
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use tui_fixtures::*;
 use warren::domain::selection::Selection;
-use warren::tui::event::{Event, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket};
+use warren::tui::detail;
+use warren::tui::event::{Event, Failure, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket};
 use warren::tui::keys::{self, BINDINGS, Key};
 use warren::tui::state::{Focus, ListMode, Overlay};
+use warren::tui::update::run_command_line;
 use warren::tui::{Command, Theme, update};
 
 fn preview(queue: &str, count: u64) -> Event {
@@ -822,4 +826,192 @@ fn protect_asks_then_sets_and_is_refused_read_only() {
     ro.queue_cursor = st.queue_cursor;
     assert!(update(&mut ro, ch('P')).is_empty());
     assert!(ro.error.is_some(), "read-only refuses with a reason");
+}
+
+fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket: Ticket) -> Event {
+    Event::MessagesLoaded {
+        queue: queue.into(),
+        messages,
+        first_seen: vec![],
+        stop: "end".into(),
+        ticket,
+    }
+}
+
+fn ticket(generation: u64, request: u64) -> Ticket {
+    Ticket {
+        generation,
+        request,
+    }
+}
+
+#[test]
+fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    // A reload of the queue and its list, asked under the first session, still on their way.
+    update(&mut st, ctrl('r'));
+    let cmds = run_command_line(&mut st, "vhost /billing");
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::SwitchVhost { generation: 1, .. }]
+        ),
+        "{cmds:?}"
+    );
+    st.take_dirty();
+    let old = ticket(0, 7);
+    update(&mut st, page("orders.dlq", orders_messages(), old));
+    assert!(
+        st.browse.is_none(),
+        "the late page of the old vhost is not shown"
+    );
+    update(
+        &mut st,
+        Event::QueuesLoaded {
+            overview: overview(),
+            discovery: discovery(),
+            ticket: old,
+        },
+    );
+    assert!(!st.queues_loaded && st.queue_rows().is_empty());
+    update(
+        &mut st,
+        Event::DepthsRefreshed {
+            depths: vec![("orders.dlq".into(), Some(1))],
+            ticket: old,
+        },
+    );
+    update(
+        &mut st,
+        Event::ReadCost {
+            queue: "invoices.dlq".into(),
+            text: "costs".into(),
+            ticket: old,
+        },
+    );
+    assert!(st.pending_reread.is_none() && st.notice.is_none());
+    update(
+        &mut st,
+        Event::Error(Failure::in_generation("browsing orders.dlq failed", 0)),
+    );
+    assert!(st.error.is_none(), "nor an error of the old session");
+    assert!(!st.take_dirty(), "nothing to redraw");
+
+    // The new session's answers are shown.
+    let new = ticket(1, 9);
+    update(
+        &mut st,
+        Event::QueuesLoaded {
+            overview: overview(),
+            discovery: discovery(),
+            ticket: new,
+        },
+    );
+    assert!(st.queues_loaded);
+    update(
+        &mut st,
+        page("orders.dlq", orders_messages(), ticket(1, 10)),
+    );
+    assert_eq!(st.visible_rows().len(), 6);
+    update(
+        &mut st,
+        Event::Error(Failure::in_generation("browsing failed", 1)),
+    );
+    assert!(st.error.is_some());
+    // An error tied to no session is always shown.
+    st.error = None;
+    update(&mut st, Event::Error("the worker stopped".into()));
+    assert!(st.error.is_some());
+}
+
+#[test]
+fn an_older_browse_landing_after_a_newer_one_is_ignored() {
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, key(KeyCode::Enter));
+    // Two reads of orders.dlq asked (Enter, Ctrl-R); the later one lands first.
+    update(&mut st, page("orders.dlq", orders_messages(), ticket(0, 5)));
+    assert_eq!(st.visible_rows().len(), 6);
+    update(&mut st, ch(' '));
+    st.take_dirty();
+    update(
+        &mut st,
+        page("orders.dlq", orders_messages()[..1].to_vec(), ticket(0, 3)),
+    );
+    assert_eq!(st.visible_rows().len(), 6, "the newer page stays");
+    assert_eq!(st.browse.as_ref().map(|b| b.ticket), Some(ticket(0, 5)));
+    assert_eq!(st.selected.len(), 1, "and what was picked on it");
+    assert!(!st.take_dirty());
+    // Nor does an older page of another queue replace it.
+    update(
+        &mut st,
+        page("invoices.dlq", orders_messages(), ticket(0, 4)),
+    );
+    assert_eq!(
+        st.browse.as_ref().map(|b| b.queue.as_str()),
+        Some("orders.dlq")
+    );
+    // A newer page does.
+    update(
+        &mut st,
+        page("orders.dlq", orders_messages()[..2].to_vec(), ticket(0, 6)),
+    );
+    assert_eq!(st.visible_rows().len(), 2);
+}
+
+#[test]
+fn the_detail_is_rendered_once_per_message_not_per_key_or_frame() {
+    let mut st = browsed(false, "orders.dlq", vec![masstransit(), broker_ladder(1)]);
+    let rendered = |st: &warren::tui::State| {
+        st.detail
+            .as_ref()
+            .map(|d| d.lines.as_ptr())
+            .expect("update renders the detail of the message under the cursor")
+    };
+    let first = rendered(&st);
+    // Scrolling, ticks within the day, and frames reuse it: the body is not parsed again.
+    update(&mut st, key(KeyCode::Enter));
+    assert_eq!(st.focus, Focus::Detail);
+    for _ in 0..3 {
+        update(&mut st, ch('j'));
+    }
+    assert_eq!(st.detail_scroll, 3);
+    update(
+        &mut st,
+        Event::Tick(jiff::Timestamp::from_second(NOW + 60).unwrap()),
+    );
+    let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
+    term.draw(|f| warren::tui::view(&st, f)).unwrap();
+    assert!(
+        matches!(st.detail_lines(), Some(std::borrow::Cow::Borrowed(_))),
+        "the view draws the cached lines"
+    );
+    assert_eq!(rendered(&st), first);
+    // Unfolding the stack trace changes the lines: rendered again, then reused.
+    update(&mut st, ch('e'));
+    let unfolded = rendered(&st);
+    assert_ne!(unfolded, first);
+    update(&mut st, ch('k'));
+    assert_eq!(rendered(&st), unfolded);
+    let row = st.current_row().unwrap();
+    assert_eq!(
+        st.detail.as_ref().unwrap().lines,
+        detail::lines(&st, row),
+        "the cache is what rendering now would give"
+    );
+    // Another message: rendered again.
+    update(&mut st, key(KeyCode::Esc));
+    update(&mut st, ch('j'));
+    assert_eq!(st.msg_cursor, 1);
+    assert_ne!(rendered(&st), unfolded);
+    // A page read again replaces the rows: the detail follows it.
+    let before = rendered(&st);
+    update(
+        &mut st,
+        page(
+            "orders.dlq",
+            vec![masstransit(), broker_ladder(1)],
+            ticket(0, 1),
+        ),
+    );
+    assert_ne!(rendered(&st), before);
 }
