@@ -154,6 +154,7 @@ fn main() {
                 ..Default::default()
             },
             discovery,
+            ticket: Default::default(),
         },
     );
     update(&mut st, key(KeyCode::Enter));
@@ -166,6 +167,7 @@ fn main() {
             messages,
             first_seen,
             stop: "bench".into(),
+            ticket: Default::default(),
         },
     );
     let load = t.elapsed();

@@ -67,6 +67,7 @@ fn preview(count: u64, reaches: &[&str]) -> Event {
         .collect(),
         replayed_before: 1,
         warnings: vec![],
+        ticket: Default::default(),
     })
 }
 

@@ -3,12 +3,16 @@
 
 mod tui_fixtures;
 
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use tui_fixtures::*;
 use warren::domain::selection::Selection;
-use warren::tui::event::{Event, ReplayOutcome, ReplayPreview, ReplayProgress};
+use warren::tui::detail;
+use warren::tui::event::{Event, Failure, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket};
 use warren::tui::keys::{self, BINDINGS, Key};
 use warren::tui::state::{Focus, ListMode, Overlay};
+use warren::tui::update::run_command_line;
 use warren::tui::{Command, Theme, update};
 
 fn preview(queue: &str, count: u64) -> Event {
@@ -78,6 +82,7 @@ fn enter_browses_and_tab_moves_between_panes() {
             messages: orders_messages(),
             first_seen: vec![],
             stop: "end".into(),
+            ticket: Ticket::default(),
         },
     );
     assert!(st.loading.is_none());
@@ -303,13 +308,19 @@ fn read_only_never_emits_a_replay_command() {
                 Overlay::Replay(_) | Overlay::Progress(_)
             ));
             st.quit = false;
-            // A `:ctx …` typed mid-sweep empties the screen: browse again so replay keys matter.
+            // A `:ctx …` typed mid-sweep empties the screen: browse again so replay keys matter
+            // (answers of the new session's generation).
             if st.browse.is_none() {
+                let ticket = Ticket {
+                    generation: st.generation,
+                    request: 0,
+                };
                 update(
                     &mut st,
                     Event::QueuesLoaded {
                         overview: overview(),
                         discovery: discovery(),
+                        ticket,
                     },
                 );
                 update(
@@ -319,8 +330,10 @@ fn read_only_never_emits_a_replay_command() {
                         messages: orders_messages(),
                         first_seen: vec![],
                         stop: "end".into(),
+                        ticket,
                     },
                 );
+                assert!(st.browse.is_some(), "the new session's page is shown");
                 st.focus = Focus::Messages;
             }
         }
@@ -337,6 +350,7 @@ fn a_read_only_context_makes_the_session_read_only() {
         Event::QueuesLoaded {
             overview: ov,
             discovery: discovery(),
+            ticket: Ticket::default(),
         },
     );
     assert!(st.read_only);
@@ -346,6 +360,7 @@ fn a_read_only_context_makes_the_session_read_only() {
         Event::QueuesLoaded {
             overview: overview(),
             discovery: discovery(),
+            ticket: Ticket::default(),
         },
     );
     assert!(st.read_only);
@@ -527,12 +542,18 @@ fn ticks_redraw_only_when_the_minute_changes_and_refresh_depths() {
     assert!(!st.take_dirty(), "same minute: nothing to redraw");
     update(
         &mut st,
-        Event::DepthsRefreshed(vec![("orders.dlq".into(), Some(412))]),
+        Event::DepthsRefreshed {
+            depths: vec![("orders.dlq".into(), Some(412))],
+            ticket: Ticket::default(),
+        },
     );
     assert!(!st.take_dirty(), "same depth: nothing to redraw");
     update(
         &mut st,
-        Event::DepthsRefreshed(vec![("orders.dlq".into(), Some(413))]),
+        Event::DepthsRefreshed {
+            depths: vec![("orders.dlq".into(), Some(413))],
+            ticket: Ticket::default(),
+        },
     );
     assert!(st.take_dirty());
     assert_eq!(st.dlq("orders.dlq").unwrap().depth, Some(413));
@@ -550,7 +571,7 @@ fn command_line() {
     type_text(&mut st, "ctx staging");
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
-        matches!(cmds.as_slice(), [Command::SwitchContext(n)] if n == "staging"),
+        matches!(cmds.as_slice(), [Command::SwitchContext { name, generation: 1 }] if name == "staging"),
         "{cmds:?}"
     );
     assert!(
@@ -562,7 +583,7 @@ fn command_line() {
     type_text(&mut st, "vhost /billing");
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
-        matches!(cmds.as_slice(), [Command::SwitchVhost(n)] if n == "/billing"),
+        matches!(cmds.as_slice(), [Command::SwitchVhost { name, generation: 2 }] if name == "/billing"),
         "{cmds:?}"
     );
 
@@ -710,6 +731,7 @@ fn browsing_invoices() -> warren::tui::State {
             messages: orders_messages(),
             first_seen: vec![],
             stop: "end".into(),
+            ticket: Ticket::default(),
         },
     );
     st
@@ -757,6 +779,7 @@ fn a_read_the_ledger_prices_is_confirmed_with_the_same_key() {
         Event::ReadCost {
             queue: "invoices.dlq".into(),
             text: "Warren has read 'invoices.dlq' 3 times before".into(),
+            ticket: Ticket::default(),
         },
     );
     assert!(st.loading.is_none());
@@ -803,4 +826,192 @@ fn protect_asks_then_sets_and_is_refused_read_only() {
     ro.queue_cursor = st.queue_cursor;
     assert!(update(&mut ro, ch('P')).is_empty());
     assert!(ro.error.is_some(), "read-only refuses with a reason");
+}
+
+fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket: Ticket) -> Event {
+    Event::MessagesLoaded {
+        queue: queue.into(),
+        messages,
+        first_seen: vec![],
+        stop: "end".into(),
+        ticket,
+    }
+}
+
+fn ticket(generation: u64, request: u64) -> Ticket {
+    Ticket {
+        generation,
+        request,
+    }
+}
+
+#[test]
+fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    // A reload of the queue and its list, asked under the first session, still on their way.
+    update(&mut st, ctrl('r'));
+    let cmds = run_command_line(&mut st, "vhost /billing");
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::SwitchVhost { generation: 1, .. }]
+        ),
+        "{cmds:?}"
+    );
+    st.take_dirty();
+    let old = ticket(0, 7);
+    update(&mut st, page("orders.dlq", orders_messages(), old));
+    assert!(
+        st.browse.is_none(),
+        "the late page of the old vhost is not shown"
+    );
+    update(
+        &mut st,
+        Event::QueuesLoaded {
+            overview: overview(),
+            discovery: discovery(),
+            ticket: old,
+        },
+    );
+    assert!(!st.queues_loaded && st.queue_rows().is_empty());
+    update(
+        &mut st,
+        Event::DepthsRefreshed {
+            depths: vec![("orders.dlq".into(), Some(1))],
+            ticket: old,
+        },
+    );
+    update(
+        &mut st,
+        Event::ReadCost {
+            queue: "invoices.dlq".into(),
+            text: "costs".into(),
+            ticket: old,
+        },
+    );
+    assert!(st.pending_reread.is_none() && st.notice.is_none());
+    update(
+        &mut st,
+        Event::Error(Failure::in_generation("browsing orders.dlq failed", 0)),
+    );
+    assert!(st.error.is_none(), "nor an error of the old session");
+    assert!(!st.take_dirty(), "nothing to redraw");
+
+    // The new session's answers are shown.
+    let new = ticket(1, 9);
+    update(
+        &mut st,
+        Event::QueuesLoaded {
+            overview: overview(),
+            discovery: discovery(),
+            ticket: new,
+        },
+    );
+    assert!(st.queues_loaded);
+    update(
+        &mut st,
+        page("orders.dlq", orders_messages(), ticket(1, 10)),
+    );
+    assert_eq!(st.visible_rows().len(), 6);
+    update(
+        &mut st,
+        Event::Error(Failure::in_generation("browsing failed", 1)),
+    );
+    assert!(st.error.is_some());
+    // An error tied to no session is always shown.
+    st.error = None;
+    update(&mut st, Event::Error("the worker stopped".into()));
+    assert!(st.error.is_some());
+}
+
+#[test]
+fn an_older_browse_landing_after_a_newer_one_is_ignored() {
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, key(KeyCode::Enter));
+    // Two reads of orders.dlq asked (Enter, Ctrl-R); the later one lands first.
+    update(&mut st, page("orders.dlq", orders_messages(), ticket(0, 5)));
+    assert_eq!(st.visible_rows().len(), 6);
+    update(&mut st, ch(' '));
+    st.take_dirty();
+    update(
+        &mut st,
+        page("orders.dlq", orders_messages()[..1].to_vec(), ticket(0, 3)),
+    );
+    assert_eq!(st.visible_rows().len(), 6, "the newer page stays");
+    assert_eq!(st.browse.as_ref().map(|b| b.ticket), Some(ticket(0, 5)));
+    assert_eq!(st.selected.len(), 1, "and what was picked on it");
+    assert!(!st.take_dirty());
+    // Nor does an older page of another queue replace it.
+    update(
+        &mut st,
+        page("invoices.dlq", orders_messages(), ticket(0, 4)),
+    );
+    assert_eq!(
+        st.browse.as_ref().map(|b| b.queue.as_str()),
+        Some("orders.dlq")
+    );
+    // A newer page does.
+    update(
+        &mut st,
+        page("orders.dlq", orders_messages()[..2].to_vec(), ticket(0, 6)),
+    );
+    assert_eq!(st.visible_rows().len(), 2);
+}
+
+#[test]
+fn the_detail_is_rendered_once_per_message_not_per_key_or_frame() {
+    let mut st = browsed(false, "orders.dlq", vec![masstransit(), broker_ladder(1)]);
+    let rendered = |st: &warren::tui::State| {
+        st.detail
+            .as_ref()
+            .map(|d| d.lines.as_ptr())
+            .expect("update renders the detail of the message under the cursor")
+    };
+    let first = rendered(&st);
+    // Scrolling, ticks within the day, and frames reuse it: the body is not parsed again.
+    update(&mut st, key(KeyCode::Enter));
+    assert_eq!(st.focus, Focus::Detail);
+    for _ in 0..3 {
+        update(&mut st, ch('j'));
+    }
+    assert_eq!(st.detail_scroll, 3);
+    update(
+        &mut st,
+        Event::Tick(jiff::Timestamp::from_second(NOW + 60).unwrap()),
+    );
+    let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
+    term.draw(|f| warren::tui::view(&st, f)).unwrap();
+    assert!(
+        matches!(st.detail_lines(), Some(std::borrow::Cow::Borrowed(_))),
+        "the view draws the cached lines"
+    );
+    assert_eq!(rendered(&st), first);
+    // Unfolding the stack trace changes the lines: rendered again, then reused.
+    update(&mut st, ch('e'));
+    let unfolded = rendered(&st);
+    assert_ne!(unfolded, first);
+    update(&mut st, ch('k'));
+    assert_eq!(rendered(&st), unfolded);
+    let row = st.current_row().unwrap();
+    assert_eq!(
+        st.detail.as_ref().unwrap().lines,
+        detail::lines(&st, row),
+        "the cache is what rendering now would give"
+    );
+    // Another message: rendered again.
+    update(&mut st, key(KeyCode::Esc));
+    update(&mut st, ch('j'));
+    assert_eq!(st.msg_cursor, 1);
+    assert_ne!(rendered(&st), unfolded);
+    // A page read again replaces the rows: the detail follows it.
+    let before = rendered(&st);
+    update(
+        &mut st,
+        page(
+            "orders.dlq",
+            vec![masstransit(), broker_ladder(1)],
+            ticket(0, 1),
+        ),
+    );
+    assert_ne!(rendered(&st), before);
 }

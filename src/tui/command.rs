@@ -33,8 +33,16 @@ pub enum Command {
     /// Set the policy that lifts `queue`'s delivery limit (answer: `Event::Notice`, then the
     /// queue list again). Never emitted in read-only mode.
     Protect(String),
-    SwitchContext(String),
-    SwitchVhost(String),
+    /// Another context, or another vhost of this one. `generation` is the session the UI shows
+    /// from now on: answers tagged with an older one are dropped (see `event::Ticket`).
+    SwitchContext {
+        name: String,
+        generation: u64,
+    },
+    SwitchVhost {
+        name: String,
+        generation: u64,
+    },
     Quit,
 }
 

@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 
 use super::format;
 use super::state::{Row, State};
+use super::theme::Theme;
 use crate::domain::convention::short_type;
 use crate::domain::message::DeadLetter;
 use crate::domain::sanitize;
@@ -22,8 +23,25 @@ const TRACE_CHARS: usize = 16 * 1024;
 /// Bytes per hex dump line.
 const HEX_WIDTH: usize = 16;
 
-pub fn line_count(state: &State, row: &Row) -> usize {
-    lines(state, row).len()
+/// The detail of one message as rendered, with what it was rendered from (see
+/// `State::refresh_detail`).
+#[derive(Clone, Debug)]
+pub struct Rendered {
+    pub key: DetailKey,
+    pub lines: Vec<Line<'static>>,
+}
+
+/// Everything the lines depend on: the message, the folded trace, the day (times from other
+/// days carry their date), the theme, and the discovery (retry loops), which is in `content`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DetailKey {
+    /// `State::content_serial`: bumped whenever the rows or the discovery are replaced.
+    pub content: u64,
+    /// The message's index in `Browse::rows`.
+    pub row: usize,
+    pub trace_open: bool,
+    pub day: i64,
+    pub theme: Theme,
 }
 
 pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {

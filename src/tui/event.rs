@@ -22,9 +22,13 @@ pub enum Event {
     QueuesLoaded {
         overview: Overview,
         discovery: Discovery,
+        ticket: Ticket,
     },
     /// Fresh depths for known queues, by name (`None`: the broker has no stats yet).
-    DepthsRefreshed(Vec<(String, Option<u64>)>),
+    DepthsRefreshed {
+        depths: Vec<(String, Option<u64>)>,
+        ticket: Ticket,
+    },
     /// A browse finished. `first_seen[i]` is when Warren first saw `messages[i]` (from the store),
     /// aligned by index; shorter than `messages` means unknown for the rest.
     MessagesLoaded {
@@ -33,12 +37,14 @@ pub enum Event {
         first_seen: Vec<Option<Timestamp>>,
         /// Why the browse stopped, in words ("end of queue", "limit of 500 reached", …).
         stop: String,
+        ticket: Ticket,
     },
     /// Reading `queue` again would spend deliveries Warren spent on it before (from its read
     /// ledger): nothing was read; `text` says what it costs. The operator confirms or not.
     ReadCost {
         queue: String,
         text: String,
+        ticket: Ticket,
     },
     ReplayPreview(ReplayPreview),
     ReplayProgress(ReplayProgress),
@@ -46,11 +52,60 @@ pub enum Event {
     /// Something done that the operator should read (shown in the notice line).
     Notice(String),
     /// A failure that is not fatal: shown in the banner (the full chain goes to the log file).
-    Error(String),
+    Error(Failure),
     /// Typing in the filter paused: narrow a large list now (sent by the loop, see
     /// `update::FILTER_SETTLE`).
     FilterSettle,
     Connection(ConnectionState),
+}
+
+/// Which request an answer belongs to. `generation` is the session it was asked under: the UI
+/// starts a new one with each `:ctx` or `:vhost` (`Command::SwitchContext`/`SwitchVhost` carry
+/// it), and `update` drops answers from an older one, which may still be queued when the switch
+/// happens. `request` numbers requests in the order the worker received them, so of two pages
+/// the one asked for later wins.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket {
+    pub generation: u64,
+    pub request: u64,
+}
+
+/// A failure to show in the banner, with the session generation it happened in (`None`: not
+/// tied to one, always shown).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Failure {
+    pub text: String,
+    pub generation: Option<u64>,
+}
+
+impl Failure {
+    pub fn in_generation(text: impl Into<String>, generation: u64) -> Failure {
+        Failure {
+            text: text.into(),
+            generation: Some(generation),
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(text: String) -> Failure {
+        Failure {
+            text,
+            generation: None,
+        }
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(text: &str) -> Failure {
+        Failure::from(text.to_string())
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 /// Who and where: the status bar.
@@ -95,6 +150,8 @@ pub struct ReplayPreview {
     pub keep_attempts: bool,
     /// Anything the operator must read before accepting (skipped endpoint, unroutable, …).
     pub warnings: Vec<String>,
+    /// The request this plan answers (see [`Ticket`]).
+    pub ticket: Ticket,
 }
 
 /// Progress of a running replay.

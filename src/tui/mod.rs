@@ -15,7 +15,9 @@ pub mod update;
 pub mod view;
 
 pub use command::{Command, ReplayRequest};
-pub use event::{ConnectionState, Event, Overview, ReplayOutcome, ReplayPreview, ReplayProgress};
+pub use event::{
+    ConnectionState, Event, Failure, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
+};
 pub use state::State;
 pub use theme::Theme;
 pub use update::update;

@@ -2,12 +2,17 @@
 //! `view` reads it. Derived data (the filtered view, the failure groups) is recomputed here when
 //! its inputs change, so `view` only draws.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
 use jiff::Timestamp;
+use ratatui::text::Line;
 use ratatui_textarea::TextArea;
 
-use super::event::{ConnectionState, Overview, ReplayOutcome, ReplayPreview, ReplayProgress};
+use super::detail::{self, DetailKey, Rendered};
+use super::event::{
+    ConnectionState, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
+};
 use super::theme::Theme;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueSummary};
 use crate::domain::explain::{self, Explanation};
@@ -112,6 +117,8 @@ pub struct Browse {
     /// Indices into `rows` that pass the filter, in queue order.
     pub visible: Vec<usize>,
     pub groups: Vec<Group>,
+    /// The request this page answered: an older page never replaces it.
+    pub ticket: Ticket,
 }
 
 #[derive(Clone, Debug)]
@@ -198,6 +205,9 @@ pub struct State {
     pub read_only: bool,
     pub theme: Theme,
     pub overview: Overview,
+    /// The session generation shown: bumped by `:ctx` and `:vhost`; answers from an older one
+    /// are dropped (see `event::Ticket`).
+    pub generation: u64,
     pub connection: ConnectionState,
     pub discovery: Discovery,
     pub queues_loaded: bool,
@@ -231,6 +241,13 @@ pub struct State {
     pub command_input: Option<TextArea<'static>>,
     pub detail_scroll: u16,
     pub trace_open: bool,
+    /// The detail pane's lines for the message under the cursor, rendered by `update` when the
+    /// message or what its lines depend on changes (see `refresh_detail`), so that neither a
+    /// scroll key nor a frame parses and pretty-prints its body again.
+    pub detail: Option<Rendered>,
+    /// Bumped whenever the rows or the discovery are replaced: the detail cache's notion of
+    /// "the same content".
+    pub(crate) content_serial: u64,
     pub overlay: Overlay,
     pub error: Option<String>,
     pub notice: Option<String>,
@@ -245,6 +262,7 @@ impl State {
             read_only,
             theme,
             overview: Overview::default(),
+            generation: 0,
             connection: ConnectionState::Connecting,
             discovery: Discovery::default(),
             queues_loaded: false,
@@ -271,6 +289,8 @@ impl State {
             command_input: None,
             detail_scroll: 0,
             trace_open: false,
+            detail: None,
+            content_serial: 0,
             overlay: Overlay::None,
             error: None,
             notice: None,
@@ -319,13 +339,58 @@ impl State {
     /// The message under the cursor (in group mode: the first message of the group).
     pub fn current_row(&self) -> Option<&Row> {
         let b = self.browse.as_ref()?;
+        self.current_index().and_then(|i| b.rows.get(i))
+    }
+
+    /// Where the message under the cursor is in `Browse::rows`.
+    fn current_index(&self) -> Option<usize> {
+        let b = self.browse.as_ref()?;
         match self.list_mode {
-            ListMode::Messages => b.visible.get(self.msg_cursor).and_then(|&i| b.rows.get(i)),
+            ListMode::Messages => b.visible.get(self.msg_cursor).copied(),
             ListMode::Groups => b
                 .groups
                 .get(self.group_cursor)
                 .and_then(|g| g.rows.first())
-                .and_then(|&i| b.rows.get(i)),
+                .copied(),
+        }
+    }
+
+    /// What the detail of the message under the cursor depends on, when there is one.
+    fn detail_key(&self) -> Option<DetailKey> {
+        let row = self.current_index()?;
+        self.browse.as_ref()?.rows.get(row)?;
+        Some(DetailKey {
+            content: self.content_serial,
+            row,
+            trace_open: self.trace_open,
+            day: self.now.as_second().div_euclid(86_400),
+            theme: self.theme,
+        })
+    }
+
+    /// Renders the detail of the message under the cursor unless what is cached is it already.
+    /// Called by `update` after every event; cheap when nothing it depends on changed.
+    pub fn refresh_detail(&mut self) {
+        let Some(key) = self.detail_key() else {
+            self.detail = None;
+            return;
+        };
+        if self.detail.as_ref().is_some_and(|d| d.key == key) {
+            return;
+        }
+        let lines = self.current_row().map(|r| detail::lines(self, r));
+        self.detail = lines.map(|lines| Rendered { key, lines });
+    }
+
+    /// The detail pane's lines: what `update` rendered, or, for a state changed without it (a
+    /// test setting the theme), rendered now so the pane is never out of date.
+    pub fn detail_lines(&self) -> Option<Cow<'_, [Line<'static>]>> {
+        let key = self.detail_key()?;
+        match &self.detail {
+            Some(d) if d.key == key => Some(Cow::Borrowed(&d.lines)),
+            _ => self
+                .current_row()
+                .map(|r| Cow::Owned(detail::lines(self, r))),
         }
     }
 

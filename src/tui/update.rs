@@ -8,7 +8,6 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::TextArea;
 
 use super::command::{Command, ReplayRequest};
-use super::detail;
 use super::event::{ConnectionState, Event};
 use super::keys::{self, Action, Scope};
 use super::state::{
@@ -27,6 +26,21 @@ pub const READ_ONLY_REASON: &str =
 const PAGE: usize = 10;
 
 pub fn update(state: &mut State, event: Event) -> Vec<Command> {
+    let commands = on_event(state, event);
+    // After any event: the message under the cursor, or what its detail depends on, may have
+    // changed (a key, a new page, the day turning). Renders only when it did.
+    state.refresh_detail();
+    commands
+}
+
+/// Whether an answer was asked for in the session shown. This is the one place stale answers
+/// are dropped: only here is it known what is already queued when `:ctx` or `:vhost` happens
+/// (the worker tags answers with the generation they were asked under, see `event::Ticket`).
+fn current(state: &State, generation: u64) -> bool {
+    generation == state.generation
+}
+
+fn on_event(state: &mut State, event: Event) -> Vec<Command> {
     match event {
         Event::Key(key) => {
             state.dirty = true;
@@ -40,11 +54,16 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
         Event::QueuesLoaded {
             overview,
             discovery,
+            ticket,
         } => {
+            if !current(state, ticket.generation) {
+                return Vec::new();
+            }
             // A context configured read-only makes the session read-only; nothing turns it off.
             state.read_only |= overview.read_only;
             state.overview = overview;
             state.discovery = discovery;
+            state.content_serial += 1;
             state.queues_loaded = true;
             state.depths_at = Some(state.now);
             state.connection = ConnectionState::Connected;
@@ -54,7 +73,10 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::DepthsRefreshed(depths) => {
+        Event::DepthsRefreshed { depths, ticket } => {
+            if !current(state, ticket.generation) {
+                return Vec::new();
+            }
             let stale_before = depths_stale(state);
             state.depths_at = Some(state.now);
             let mut changed = stale_before;
@@ -85,7 +107,17 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
             messages,
             first_seen,
             stop,
+            ticket,
         } => {
+            // Of two pages the later request wins, whichever lands last (the worker numbers
+            // requests as it receives them).
+            let older = state
+                .browse
+                .as_ref()
+                .is_some_and(|b| b.ticket.request > ticket.request);
+            if !current(state, ticket.generation) || older {
+                return Vec::new();
+            }
             if state.loading.as_deref() == Some(queue.as_str()) {
                 state.loading = None;
             }
@@ -108,7 +140,9 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
                 stop,
                 visible: Vec::new(),
                 groups: Vec::new(),
+                ticket,
             });
+            state.content_serial += 1;
             state.refresh_view();
             // Keep only picks that are still in the queue.
             if let Some(b) = &state.browse {
@@ -118,7 +152,14 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::ReadCost { queue, text } => {
+        Event::ReadCost {
+            queue,
+            text,
+            ticket,
+        } => {
+            if !current(state, ticket.generation) {
+                return Vec::new();
+            }
             if state.loading.as_deref() == Some(queue.as_str()) {
                 state.loading = None;
             }
@@ -133,6 +174,9 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
             Vec::new()
         }
         Event::ReplayPreview(preview) => {
+            if !current(state, preview.ticket.generation) {
+                return Vec::new();
+            }
             if let Overlay::Replay(modal) = &mut state.overlay
                 && modal.queue == preview.queue
                 && modal.keep_attempts == preview.keep_attempts
@@ -169,11 +213,14 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::Error(message) => {
+        Event::Error(failure) => {
+            if failure.generation.is_some_and(|g| !current(state, g)) {
+                return Vec::new();
+            }
             if state.loading.is_some() {
                 state.loading = None;
             }
-            state.error = Some(message);
+            state.error = Some(failure.text);
             state.dirty = true;
             Vec::new()
         }
@@ -430,9 +477,9 @@ fn move_cursor(state: &mut State, delta: isize) {
             }
         }
         Focus::Detail => {
-            let lines = state
-                .current_row()
-                .map_or(0, |r| detail::line_count(state, r));
+            // The lines the pane draws, rendered once for this message (not again per key).
+            state.refresh_detail();
+            let lines = state.detail.as_ref().map_or(0, |d| d.lines.len());
             let cur = usize::from(state.detail_scroll);
             state.detail_scroll = u16::try_from(step(cur, lines)).unwrap_or(u16::MAX);
         }
@@ -884,11 +931,17 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
         ("q" | "q!" | "quit" | "qa", _) => force_quit(state),
         ("ctx" | "context", false) => {
             reset_for_switch(state);
-            vec![Command::SwitchContext(arg)]
+            vec![Command::SwitchContext {
+                name: arg,
+                generation: state.generation,
+            }]
         }
         ("vhost" | "vh", false) => {
             reset_for_switch(state);
-            vec![Command::SwitchVhost(arg)]
+            vec![Command::SwitchVhost {
+                name: arg,
+                generation: state.generation,
+            }]
         }
         ("limit", false) => {
             match arg.parse::<usize>() {
@@ -923,8 +976,11 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
     }
 }
 
-/// Another broker or vhost: everything shown belongs to the old one.
+/// Another broker or vhost: everything shown belongs to the old one, and so does every answer
+/// still on its way.
 fn reset_for_switch(state: &mut State) {
+    state.generation += 1;
+    state.content_serial += 1;
     state.connection = ConnectionState::Connecting;
     state.discovery = Default::default();
     state.queues_loaded = false;

@@ -550,7 +550,8 @@ fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
         ListMode::Messages => format!(" Timeline — {name} "),
     };
     let mut block = pane_block(state, title, focused);
-    let lines = detail::lines(state, row);
+    // Rendered by `update` when the message changed; the frame borrows it.
+    let lines = state.detail_lines().unwrap_or_default();
     let total = lines.len();
     let scroll = usize::from(state.detail_scroll).min(total.saturating_sub(1));
     if total > usize::from(area.height.saturating_sub(2)) {
@@ -558,13 +559,29 @@ fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
             Line::styled(format!(" line {}/{} ", scroll + 1, total), t.muted).right_aligned(),
         );
     }
+    // Each line takes at least one row, so none past `scroll + height` can be in view.
+    let shown = (scroll + usize::from(area.height)).min(total);
+    let text: Vec<Line<'_>> = lines.iter().take(shown).map(borrowed).collect();
     frame.render_widget(
-        Paragraph::new(lines)
+        Paragraph::new(text)
             .block(block)
             .wrap(Wrap { trim: false })
             .scroll((u16::try_from(scroll).unwrap_or(u16::MAX), 0)),
         area,
     );
+}
+
+/// A line that borrows its text from `l` (no copy of the strings).
+fn borrowed<'a>(l: &'a Line<'static>) -> Line<'a> {
+    Line {
+        spans: l
+            .spans
+            .iter()
+            .map(|s| Span::styled(s.content.as_ref(), s.style))
+            .collect(),
+        style: l.style,
+        alignment: l.alignment,
+    }
 }
 
 fn banner_line(state: &State, frame: &mut Frame, area: Rect) {

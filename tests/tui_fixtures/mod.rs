@@ -400,6 +400,7 @@ pub fn loaded(read_only: bool, theme: Theme) -> State {
         Event::QueuesLoaded {
             overview: overview(),
             discovery: discovery(),
+            ticket: Default::default(),
         },
     );
     st
@@ -426,6 +427,7 @@ pub fn browsed(read_only: bool, queue: &str, messages: Vec<DeadLetter>) -> State
             messages,
             first_seen,
             stop: "end of queue".into(),
+            ticket: Default::default(),
         },
     );
     st

@@ -1,0 +1,805 @@
+//! What the worker does with each command and each finished task, as data: [`Plan`] takes the
+//! UI's commands and the reports of the tasks it started, and returns [`Action`]s, which
+//! `super::run` performs (connect, spawn, send) without awaiting any network work itself. So a
+//! cancel or a quit is acted on at once, however long a connect or a discovery takes.
+//!
+//! The rules, each tested below:
+//! - A request needs a connection. While there is none it waits, and one connect is started;
+//!   a connect that fails answers the requests waiting for it with its reason.
+//! - One read of a queue at a time (a browse, a replay plan, a replay): another read of that
+//!   queue waits until it ends, and a newer browse (or plan) of the queue replaces an older one
+//!   still waiting. A read whose newer twin waits behind it has its answer dropped: the newest
+//!   request for a queue wins.
+//! - One discovery at a time (a newer one waits); a depth refresh asked while one is out is
+//!   skipped.
+//! - A cancel reaches a running replay at once; a replay that has not started yet (waiting for
+//!   the connection, or for a read of its queue) ends there, cancelled, having moved nothing.
+//! - `:ctx` and `:vhost` adopt the UI's new generation and drop the session and everything
+//!   waiting for it. Answers still under way come back tagged with the old generation, and
+//!   `tui::update` drops them: it is the one owner of that rule, since only it can see answers
+//!   already queued to it when the switch happened.
+//!
+//! Generic over the session so that tests need no broker: the plan never calls it, it only hands
+//! it to the work it starts.
+
+use std::collections::HashMap;
+
+use crate::domain::selection::Selection;
+use crate::tui::{
+    Command, ConnectionState, Event, Failure, ReplayOutcome, ReplayProgress, ReplayRequest, Ticket,
+};
+
+/// Something the worker must do.
+#[derive(Debug)]
+pub enum Action<S> {
+    /// Open a session; report it with [`Plan::connected`] and this `attempt`.
+    Connect { attempt: u64 },
+    /// Point the next connect at another context or vhost. A connect still under way is for the
+    /// old one and may be abandoned.
+    Retarget(Retarget),
+    /// Run `job` on `session`; report it with [`Plan::finished`].
+    Start { job: Job, session: S },
+    /// Tell the UI.
+    Send(Event),
+    /// Tell the running replay to stop.
+    CancelReplay,
+    /// Stop taking commands (a running replay is cancelled and settled first).
+    Quit,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Retarget {
+    Context(String),
+    Vhost(String),
+}
+
+/// One request, with the ticket its answers carry.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub ticket: Ticket,
+    pub work: Work,
+}
+
+#[derive(Clone, Debug)]
+pub enum Work {
+    Discover,
+    Refresh,
+    Browse {
+        queue: String,
+        limit: usize,
+        read_again: bool,
+    },
+    Preview {
+        queue: String,
+        selection: Selection,
+        keep_attempts: bool,
+    },
+    Protect {
+        queue: String,
+    },
+    Replay(ReplayRequest),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Discover,
+    Refresh,
+    Browse,
+    Preview,
+    Protect,
+    Replay,
+}
+
+impl Work {
+    fn kind(&self) -> Kind {
+        match self {
+            Work::Discover => Kind::Discover,
+            Work::Refresh => Kind::Refresh,
+            Work::Browse { .. } => Kind::Browse,
+            Work::Preview { .. } => Kind::Preview,
+            Work::Protect { .. } => Kind::Protect,
+            Work::Replay(_) => Kind::Replay,
+        }
+    }
+
+    /// The queue this work reads, when it reads one.
+    fn reads(&self) -> Option<&str> {
+        match self {
+            Work::Browse { queue, .. } | Work::Preview { queue, .. } => Some(queue),
+            Work::Replay(r) => Some(&r.queue),
+            _ => None,
+        }
+    }
+}
+
+/// What is known of a started job until it reports.
+#[derive(Debug)]
+struct Running {
+    ticket: Ticket,
+    kind: Kind,
+    reads: Option<String>,
+}
+
+#[derive(Debug)]
+enum Link<S> {
+    Offline,
+    /// A connect is under way; only its report with this attempt counts.
+    Connecting(u64),
+    Ready(S),
+}
+
+#[derive(Debug)]
+pub struct Plan<S> {
+    generation: u64,
+    /// The last request number given out (tickets and connect attempts).
+    counter: u64,
+    /// Snapshot files: always "connected", read-only, no other contexts.
+    snapshot: bool,
+    link: Link<S>,
+    /// Requests waiting for the connection, in arrival order.
+    waiting: Vec<Job>,
+    /// Requests held behind a running one (a read of the same queue, a discovery), in order.
+    held: Vec<Job>,
+    running: HashMap<u64, Running>,
+    /// The accepted replay, by request number, from acceptance until it reports.
+    replay: Option<u64>,
+}
+
+impl<S: Clone> Plan<S> {
+    /// A live broker, not connected yet.
+    pub fn broker() -> Plan<S> {
+        Plan::with_link(Link::Offline, false)
+    }
+
+    /// Snapshot files, served by `source`.
+    pub fn snapshot(source: S) -> Plan<S> {
+        Plan::with_link(Link::Ready(source), true)
+    }
+
+    fn with_link(link: Link<S>, snapshot: bool) -> Plan<S> {
+        Plan {
+            generation: 0,
+            counter: 0,
+            snapshot,
+            link,
+            waiting: Vec::new(),
+            held: Vec::new(),
+            running: HashMap::new(),
+            replay: None,
+        }
+    }
+
+    pub fn command(&mut self, cmd: Command) -> Vec<Action<S>> {
+        match cmd {
+            Command::Quit => vec![Action::Quit],
+            Command::CancelReplay => self.cancel_replay(),
+            Command::SwitchContext { name, generation } => {
+                self.switch(Retarget::Context(name), generation)
+            }
+            Command::SwitchVhost { name, generation } => {
+                self.switch(Retarget::Vhost(name), generation)
+            }
+            Command::LoadQueues => self.request(Work::Discover),
+            Command::RefreshDepths if self.snapshot => Vec::new(),
+            Command::RefreshDepths => self.request(Work::Refresh),
+            Command::Browse {
+                queue,
+                limit,
+                read_again,
+            } => self.request(Work::Browse {
+                queue,
+                limit,
+                read_again,
+            }),
+            Command::PreviewReplay { .. } if self.snapshot => {
+                self.error("replay needs a broker (a snapshot is read-only)")
+            }
+            Command::PreviewReplay {
+                queue,
+                selection,
+                keep_attempts,
+            } => self.request(Work::Preview {
+                queue,
+                selection,
+                keep_attempts,
+            }),
+            Command::Protect(_) if self.snapshot => {
+                self.error("protect needs a broker (a snapshot is read-only)")
+            }
+            Command::Protect(queue) => self.request(Work::Protect { queue }),
+            Command::Replay(_) if self.replay.is_some() => {
+                self.error("a replay is already running")
+            }
+            Command::Replay(req) if self.snapshot => vec![Action::Send(replay_failed(
+                &req,
+                "no broker: a snapshot is read-only",
+            ))],
+            Command::Replay(req) => {
+                let job = self.job(Work::Replay(req));
+                self.replay = Some(job.ticket.request);
+                self.admit(job)
+            }
+        }
+    }
+
+    /// A connect reported. Only the latest attempt counts; an abandoned one is dropped (with
+    /// the session it may have opened).
+    pub fn connected(&mut self, attempt: u64, result: Result<S, String>) -> Vec<Action<S>> {
+        if !matches!(self.link, Link::Connecting(a) if a == attempt) {
+            return Vec::new();
+        }
+        let waiting = std::mem::take(&mut self.waiting);
+        match result {
+            Ok(session) => {
+                self.link = Link::Ready(session);
+                let mut out = vec![Action::Send(Event::Connection(ConnectionState::Connected))];
+                for job in waiting {
+                    out.extend(self.schedule(job));
+                }
+                out
+            }
+            Err(why) => {
+                self.link = Link::Offline;
+                let mut out = vec![
+                    Action::Send(Event::Connection(ConnectionState::Disconnected(
+                        why.clone(),
+                    ))),
+                    Action::Send(Event::Error(Failure::in_generation(
+                        why.clone(),
+                        self.generation,
+                    ))),
+                ];
+                // The error above answers the rest; a replay's progress window needs its end.
+                for job in waiting {
+                    if let Work::Replay(req) = &job.work {
+                        self.replay = None;
+                        out.push(Action::Send(replay_failed(req, &why)));
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// A started job reported: its answers (sent unless a newer request replaced it) and, for a
+    /// protect, the discovery that shows its effect.
+    pub fn finished(
+        &mut self,
+        ticket: Ticket,
+        events: Vec<Event>,
+        then: Option<Work>,
+    ) -> Vec<Action<S>> {
+        let Some(done) = self.running.remove(&ticket.request) else {
+            return events.into_iter().map(Action::Send).collect();
+        };
+        if done.kind == Kind::Replay && self.replay == Some(ticket.request) {
+            self.replay = None;
+        }
+        let fresh = done.ticket.generation == self.generation;
+        let superseded = matches!(done.kind, Kind::Browse | Kind::Preview)
+            && self.held.iter().any(|j| {
+                j.ticket.generation == done.ticket.generation
+                    && j.work.kind() == done.kind
+                    && j.work.reads() == done.reads.as_deref()
+            });
+        let mut out: Vec<Action<S>> = Vec::new();
+        if !superseded {
+            // Connection news of a session that is gone would describe the wrong one, and it
+            // carries no generation for `update` to check; everything else does.
+            out.extend(
+                events
+                    .into_iter()
+                    .filter(|e| fresh || !matches!(e, Event::Connection(_)))
+                    .map(Action::Send),
+            );
+        }
+        out.extend(self.release());
+        if fresh && let Some(work) = then {
+            out.extend(self.request(work));
+        }
+        out
+    }
+
+    fn job(&mut self, work: Work) -> Job {
+        self.counter += 1;
+        Job {
+            ticket: Ticket {
+                generation: self.generation,
+                request: self.counter,
+            },
+            work,
+        }
+    }
+
+    fn request(&mut self, work: Work) -> Vec<Action<S>> {
+        let job = self.job(work);
+        self.admit(job)
+    }
+
+    fn error(&self, text: &str) -> Vec<Action<S>> {
+        vec![Action::Send(Event::Error(Failure::in_generation(
+            text,
+            self.generation,
+        )))]
+    }
+
+    /// Runs `job` when connected; otherwise it waits, and a connect starts if none is under way.
+    fn admit(&mut self, job: Job) -> Vec<Action<S>> {
+        match self.link {
+            Link::Ready(_) => self.schedule(job),
+            Link::Connecting(_) => {
+                self.wait(job);
+                Vec::new()
+            }
+            Link::Offline => {
+                self.wait(job);
+                self.counter += 1;
+                self.link = Link::Connecting(self.counter);
+                vec![
+                    Action::Send(Event::Connection(ConnectionState::Connecting)),
+                    Action::Connect {
+                        attempt: self.counter,
+                    },
+                ]
+            }
+        }
+    }
+
+    fn wait(&mut self, job: Job) {
+        // A refresh already waiting answers this one too.
+        if job.work.kind() == Kind::Refresh
+            && self.waiting.iter().any(|j| j.work.kind() == Kind::Refresh)
+        {
+            return;
+        }
+        self.waiting.push(job);
+    }
+
+    /// Connected: start `job`, hold it behind what it must not overlap, or skip it.
+    fn schedule(&mut self, job: Job) -> Vec<Action<S>> {
+        let Link::Ready(session) = &self.link else {
+            self.wait(job);
+            return Vec::new();
+        };
+        let generation = job.ticket.generation;
+        let kind = job.work.kind();
+        let reads = job.work.reads().map(str::to_string);
+        let same_session = |r: &Running| r.ticket.generation == generation;
+        let blocked = match kind {
+            Kind::Refresh => {
+                // Skip a refresh while the previous one is still out (slow link, busy broker).
+                if self
+                    .running
+                    .values()
+                    .any(|r| same_session(r) && r.kind == Kind::Refresh)
+                {
+                    return Vec::new();
+                }
+                false
+            }
+            Kind::Discover => self
+                .running
+                .values()
+                .any(|r| same_session(r) && r.kind == Kind::Discover),
+            Kind::Browse | Kind::Preview | Kind::Replay => self
+                .running
+                .values()
+                .any(|r| same_session(r) && r.reads.is_some() && r.reads == reads),
+            Kind::Protect => false,
+        };
+        if blocked {
+            // The newest browse, plan or discovery replaces an older one waiting here.
+            if kind != Kind::Replay {
+                self.held.retain(|j| {
+                    !(j.ticket.generation == generation
+                        && j.work.kind() == kind
+                        && j.work.reads() == reads.as_deref())
+                });
+            }
+            self.held.push(job);
+            return Vec::new();
+        }
+        let session = session.clone();
+        self.running.insert(
+            job.ticket.request,
+            Running {
+                ticket: job.ticket,
+                kind,
+                reads,
+            },
+        );
+        vec![Action::Start { job, session }]
+    }
+
+    /// Starts what was held and may run now.
+    fn release(&mut self) -> Vec<Action<S>> {
+        let held = std::mem::take(&mut self.held);
+        let mut out = Vec::new();
+        for job in held {
+            out.extend(self.schedule(job));
+        }
+        out
+    }
+
+    fn cancel_replay(&mut self) -> Vec<Action<S>> {
+        let Some(request) = self.replay else {
+            return Vec::new();
+        };
+        if self.running.contains_key(&request) {
+            return vec![Action::CancelReplay];
+        }
+        // Not started: waiting for the connection or for a read of its queue. It ends here.
+        let taken =
+            take_where(&mut self.waiting, request).or_else(|| take_where(&mut self.held, request));
+        self.replay = None;
+        match taken.map(|j| j.work) {
+            Some(Work::Replay(req)) => vec![Action::Send(Event::ReplayFinished(ReplayOutcome {
+                progress: ReplayProgress {
+                    total: req.expected,
+                    ..Default::default()
+                },
+                dry_run: req.dry_run,
+                cancelled: true,
+                error: None,
+            }))],
+            _ => Vec::new(),
+        }
+    }
+
+    fn switch(&mut self, to: Retarget, generation: u64) -> Vec<Action<S>> {
+        // The UI shows the new generation already, whatever happens here: answers from now on
+        // carry it, or the UI would drop them.
+        self.generation = generation;
+        if self.replay.is_some() {
+            return self
+                .error("a replay is running: wait for it or cancel it (Esc) before switching");
+        }
+        if self.snapshot {
+            return self.error("a snapshot has no other contexts or vhosts");
+        }
+        // The session goes; tasks still running keep theirs until they end.
+        self.link = Link::Offline;
+        self.waiting.clear();
+        self.held.clear();
+        let mut out = vec![Action::Retarget(to)];
+        out.extend(self.request(Work::Discover));
+        out
+    }
+}
+
+fn take_where(jobs: &mut Vec<Job>, request: u64) -> Option<Job> {
+    let i = jobs.iter().position(|j| j.ticket.request == request)?;
+    Some(jobs.remove(i))
+}
+
+/// How a replay that could not start ends in the progress window.
+pub fn replay_failed(req: &ReplayRequest, why: &str) -> Event {
+    Event::ReplayFinished(ReplayOutcome {
+        progress: ReplayProgress::default(),
+        dry_run: req.dry_run,
+        cancelled: false,
+        error: Some(why.to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The session is a name: the plan only hands it on.
+    type P = Plan<&'static str>;
+
+    fn browse(queue: &str) -> Command {
+        Command::Browse {
+            queue: queue.into(),
+            limit: 500,
+            read_again: false,
+        }
+    }
+
+    fn preview(queue: &str) -> Command {
+        Command::PreviewReplay {
+            queue: queue.into(),
+            selection: Selection::All,
+            keep_attempts: false,
+        }
+    }
+
+    fn replay(queue: &str) -> Command {
+        Command::Replay(ReplayRequest {
+            queue: queue.into(),
+            selection: Selection::All,
+            expected: 3,
+            rate: 10,
+            keep_attempts: false,
+            dry_run: false,
+        })
+    }
+
+    fn attempt(actions: &[Action<&str>]) -> Option<u64> {
+        actions.iter().find_map(|a| match a {
+            Action::Connect { attempt } => Some(*attempt),
+            _ => None,
+        })
+    }
+
+    fn started(actions: &[Action<&'static str>]) -> Vec<(Ticket, Work, &'static str)> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Start { job, session } => Some((job.ticket, job.work.clone(), *session)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn sent<'a>(actions: &'a [Action<&str>]) -> Vec<&'a Event> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Send(e) => Some(e),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn page(queue: &str, ticket: Ticket) -> Event {
+        Event::MessagesLoaded {
+            queue: queue.into(),
+            messages: Vec::new(),
+            first_seen: Vec::new(),
+            stop: "all 0 messages".into(),
+            ticket,
+        }
+    }
+
+    /// A plan connected to session "s1".
+    fn connected() -> P {
+        let mut p = P::broker();
+        let a = p.command(Command::LoadQueues);
+        let n = attempt(&a).expect("connects");
+        let a = p.connected(n, Ok("s1"));
+        let [(t, Work::Discover, "s1")] = started(&a)[..] else {
+            panic!("{a:?}")
+        };
+        p.finished(t, Vec::new(), None);
+        p
+    }
+
+    #[test]
+    fn the_first_request_connects_and_waits_then_runs_on_the_session() {
+        let mut p = P::broker();
+        let a = p.command(Command::LoadQueues);
+        assert!(matches!(
+            sent(&a)[..],
+            [Event::Connection(ConnectionState::Connecting)]
+        ));
+        let n = attempt(&a).expect("a connect");
+        assert!(started(&a).is_empty(), "nothing runs before the session");
+        // More requests while connecting: no second connect.
+        let b = p.command(browse("q"));
+        assert!(attempt(&b).is_none() && started(&b).is_empty(), "{b:?}");
+        let c = p.connected(n, Ok("s1"));
+        assert!(matches!(
+            sent(&c)[..],
+            [Event::Connection(ConnectionState::Connected)]
+        ));
+        let s = started(&c);
+        assert_eq!(s.len(), 2, "both waiting requests start: {c:?}");
+        assert!(matches!(s[0].1, Work::Discover) && s[0].2 == "s1");
+        assert!(matches!(&s[1].1, Work::Browse { queue, .. } if queue == "q"));
+        assert!(s[0].0.request < s[1].0.request, "numbered in arrival order");
+    }
+
+    #[test]
+    fn cancel_and_quit_act_while_a_connect_is_pending() {
+        let mut p = P::broker();
+        let a = p.command(replay("q"));
+        assert!(attempt(&a).is_some());
+        // Today's connect may take its full timeout; the cancel does not wait for it.
+        let c = p.command(Command::CancelReplay);
+        assert!(
+            matches!(
+                sent(&c)[..],
+                [Event::ReplayFinished(ReplayOutcome {
+                    cancelled: true,
+                    error: None,
+                    progress: ReplayProgress {
+                        moved: 0,
+                        total: 3,
+                        ..
+                    },
+                    ..
+                })]
+            ),
+            "{c:?}"
+        );
+        assert!(matches!(p.command(Command::Quit)[..], [Action::Quit]));
+        // The cancelled replay never starts once the connect lands.
+        let done = p.connected(attempt(&a).expect("a connect"), Ok("s1"));
+        assert!(started(&done).is_empty(), "{done:?}");
+        // And another replay may be accepted.
+        assert!(!started(&p.command(replay("q"))).is_empty());
+    }
+
+    #[test]
+    fn cancel_reaches_a_running_replay_at_once() {
+        let mut p = connected();
+        let a = p.command(replay("q"));
+        assert_eq!(started(&a).len(), 1);
+        assert!(matches!(
+            p.command(Command::CancelReplay)[..],
+            [Action::CancelReplay]
+        ));
+        let again = p.command(replay("q"));
+        assert!(
+            matches!(sent(&again)[..], [Event::Error(f)] if f.text.contains("already running")),
+            "{again:?}"
+        );
+    }
+
+    #[test]
+    fn a_failed_connect_answers_what_waited_and_the_next_request_connects_again() {
+        let mut p = P::broker();
+        let n = attempt(&p.command(browse("q"))).unwrap();
+        p.command(replay("r"));
+        let a = p.connected(n, Err("connection refused".into()));
+        let events = sent(&a);
+        assert!(
+            matches!(events[0], Event::Connection(ConnectionState::Disconnected(w)) if w == "connection refused")
+        );
+        assert!(matches!(events[1], Event::Error(f) if f.text == "connection refused"));
+        assert!(
+            matches!(events[2], Event::ReplayFinished(o) if o.error.as_deref() == Some("connection refused")),
+            "the progress window gets its end: {a:?}"
+        );
+        assert!(started(&a).is_empty());
+        let b = p.command(browse("q"));
+        let m = attempt(&b).expect("connects again");
+        assert_ne!(m, n);
+        // The old attempt's late report is not this one's.
+        assert!(p.connected(n, Ok("stale")).is_empty());
+        assert_eq!(started(&p.connected(m, Ok("s2")))[0].2, "s2");
+    }
+
+    #[test]
+    fn one_read_of_a_queue_at_a_time_and_the_newest_browse_wins() {
+        let mut p = connected();
+        let first = started(&p.command(browse("q")));
+        assert_eq!(first.len(), 1);
+        // Another queue is read at the same time; the same queue is not.
+        assert_eq!(started(&p.command(browse("other"))).len(), 1);
+        assert!(started(&p.command(browse("q"))).is_empty(), "held");
+        assert!(
+            started(&p.command(browse("q"))).is_empty(),
+            "held, replacing the one held"
+        );
+        // The first read ends: its page is dropped (a newer browse of q waits), the newest starts.
+        let t1 = first[0].0;
+        let a = p.finished(t1, vec![page("q", t1)], None);
+        assert!(sent(&a).is_empty(), "{a:?}");
+        let next = started(&a);
+        assert_eq!(next.len(), 1, "only the newest of the two held: {a:?}");
+        assert_eq!(next[0].0.request, t1.request + 3);
+        let a = p.finished(next[0].0, vec![page("q", next[0].0)], None);
+        assert_eq!(sent(&a).len(), 1, "the newest answers");
+    }
+
+    #[test]
+    fn a_plan_waits_for_a_browse_of_its_queue_and_does_not_replace_it() {
+        let mut p = connected();
+        let b = started(&p.command(browse("q")));
+        assert!(started(&p.command(preview("q"))).is_empty(), "held");
+        let a = p.finished(b[0].0, vec![page("q", b[0].0)], None);
+        assert_eq!(sent(&a).len(), 1, "a plan does not supersede a browse");
+        assert!(matches!(started(&a)[..], [(_, Work::Preview { .. }, _)]));
+    }
+
+    #[test]
+    fn a_replay_waits_for_a_read_of_its_queue_and_cancels_there() {
+        let mut p = connected();
+        let b = started(&p.command(browse("q")));
+        assert!(started(&p.command(replay("q"))).is_empty(), "held");
+        let c = p.command(Command::CancelReplay);
+        assert!(matches!(sent(&c)[..], [Event::ReplayFinished(o)] if o.cancelled));
+        let a = p.finished(b[0].0, Vec::new(), None);
+        assert!(started(&a).is_empty(), "the cancelled replay never starts");
+    }
+
+    #[test]
+    fn one_discovery_at_a_time_and_a_refresh_out_skips_the_next() {
+        let mut p = connected();
+        let d = started(&p.command(Command::LoadQueues));
+        assert_eq!(d.len(), 1);
+        assert!(started(&p.command(Command::LoadQueues)).is_empty());
+        let a = p.finished(d[0].0, vec![Event::Notice("first".into())], None);
+        assert_eq!(sent(&a).len(), 1, "the first discovery still answers");
+        assert!(matches!(started(&a)[..], [(_, Work::Discover, _)]));
+
+        let r = started(&p.command(Command::RefreshDepths));
+        assert_eq!(r.len(), 1);
+        assert!(started(&p.command(Command::RefreshDepths)).is_empty());
+        p.finished(r[0].0, Vec::new(), None);
+        assert_eq!(started(&p.command(Command::RefreshDepths)).len(), 1);
+    }
+
+    #[test]
+    fn a_protect_is_followed_by_a_discovery() {
+        let mut p = connected();
+        let s = started(&p.command(Command::Protect("q".into())));
+        let a = p.finished(
+            s[0].0,
+            vec![Event::Notice("protected".into())],
+            Some(Work::Discover),
+        );
+        assert_eq!(sent(&a).len(), 1);
+        assert!(matches!(started(&a)[..], [(_, Work::Discover, _)]));
+    }
+
+    #[test]
+    fn a_switch_takes_the_new_generation_and_drops_the_old_session() {
+        let mut p = connected();
+        let old = started(&p.command(browse("q")));
+        p.command(browse("q")); // held behind it
+        let a = p.command(Command::SwitchVhost {
+            name: "/b".into(),
+            generation: 1,
+        });
+        assert!(matches!(&a[0], Action::Retarget(Retarget::Vhost(v)) if v == "/b"));
+        let n = attempt(&a).expect("a new session");
+        // The old read ends: its answer goes out tagged with generation 0 (the UI drops it);
+        // connection news of the old session is dropped here; what was held for it is gone.
+        let gone = Event::Connection(ConnectionState::Disconnected("old".into()));
+        let e = p.finished(old[0].0, vec![page("q", old[0].0), gone], None);
+        assert!(
+            matches!(sent(&e)[..], [Event::MessagesLoaded { ticket, .. }] if ticket.generation == 0),
+            "{e:?}"
+        );
+        assert!(started(&e).is_empty(), "nothing held survives the switch");
+        let c = p.connected(n, Ok("s2"));
+        let s = started(&c);
+        assert!(matches!(s[..], [(t, Work::Discover, "s2")] if t.generation == 1));
+        // A read of a queue of the same name in the new vhost does not wait for the old one.
+        assert_eq!(started(&p.command(browse("q")))[0].0.generation, 1);
+    }
+
+    #[test]
+    fn a_refused_switch_still_takes_the_new_generation() {
+        let mut p = connected();
+        started(&p.command(replay("q")));
+        let a = p.command(Command::SwitchContext {
+            name: "staging".into(),
+            generation: 1,
+        });
+        assert!(
+            matches!(sent(&a)[..], [Event::Error(f)] if f.generation == Some(1) && f.text.contains("replay is running"))
+        );
+        assert!(attempt(&a).is_none(), "the session stays");
+        assert_eq!(started(&p.command(browse("x")))[0].0.generation, 1);
+
+        let mut s = P::snapshot("file");
+        let a = s.command(Command::SwitchVhost {
+            name: "/b".into(),
+            generation: 1,
+        });
+        assert!(matches!(sent(&a)[..], [Event::Error(f)] if f.text.contains("snapshot")));
+        assert_eq!(started(&s.command(browse("x")))[0].0.generation, 1);
+    }
+
+    #[test]
+    fn a_snapshot_needs_no_connect_and_refuses_what_needs_a_broker() {
+        let mut p = P::snapshot("file");
+        let a = p.command(Command::LoadQueues);
+        assert!(attempt(&a).is_none());
+        assert!(matches!(started(&a)[..], [(_, Work::Discover, "file")]));
+        assert!(p.command(Command::RefreshDepths).is_empty());
+        for cmd in [preview("q"), Command::Protect("q".into())] {
+            let a = p.command(cmd);
+            assert!(matches!(sent(&a)[..], [Event::Error(f)] if f.text.contains("snapshot")));
+        }
+        let a = p.command(replay("q"));
+        assert!(
+            matches!(sent(&a)[..], [Event::ReplayFinished(o)] if o.error.as_deref().is_some_and(|e| e.contains("snapshot")))
+        );
+    }
+}
