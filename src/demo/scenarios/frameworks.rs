@@ -13,50 +13,18 @@ use super::{
 use crate::domain::message::Properties;
 use crate::domain::value::{HeaderValue, Table};
 
-/// (exception type, message, the consumer's line that threw, retries, minutes ago)
+const CARRIER_DOWN: &str = "Shipping.Carriers.CarrierUnavailableException";
+const INVALID_OPERATION: &str = "System.InvalidOperationException";
+
+/// The consumer's faults: (exception type, message, its line that threw, retries, minutes ago).
+#[rustfmt::skip]
 const SHIPPING_FAULTS: [(&str, &str, u32, i32, i64); 6] = [
-    (
-        "Shipping.Carriers.CarrierUnavailableException",
-        "Carrier DHL unavailable",
-        48,
-        3,
-        41,
-    ),
-    (
-        "Shipping.Carriers.CarrierUnavailableException",
-        "Carrier DHL unavailable",
-        48,
-        3,
-        37,
-    ),
-    (
-        "Shipping.Carriers.CarrierUnavailableException",
-        "Carrier DHL unavailable",
-        48,
-        3,
-        36,
-    ),
-    (
-        "Shipping.Carriers.CarrierUnavailableException",
-        "Carrier DHL unavailable",
-        48,
-        3,
-        22,
-    ),
-    (
-        "System.InvalidOperationException",
-        "Order 10457 has no shipping address",
-        31,
-        0,
-        19,
-    ),
-    (
-        "System.InvalidOperationException",
-        "Order 10463 has no shipping address",
-        31,
-        0,
-        8,
-    ),
+    (CARRIER_DOWN,      "Carrier DHL unavailable",             48, 3, 41),
+    (CARRIER_DOWN,      "Carrier DHL unavailable",             48, 3, 37),
+    (CARRIER_DOWN,      "Carrier DHL unavailable",             48, 3, 36),
+    (CARRIER_DOWN,      "Carrier DHL unavailable",             48, 3, 22),
+    (INVALID_OPERATION, "Order 10457 has no shipping address", 31, 0, 19),
+    (INVALID_OPERATION, "Order 10463 has no shipping address", 31, 0, 8),
 ];
 
 /// Messages MassTransit skipped: no consumer on the endpoint handles their type.
@@ -201,36 +169,23 @@ fn envelope(id: &str, kind: &str, message: Value) -> Value {
     })
 }
 
-/// (root cause type, its message, where it was thrown, routing key, retries)
+const NO_STOCK: &str = "com.example.inventory.InsufficientStockException";
+const IN_RESERVE: &str =
+    "\tat com.example.inventory.ReserveService.reserve(ReserveService.java:88)";
+const NO_CONNECTION: &str = "java.sql.SQLTransientConnectionException";
+const IN_POOL: &str =
+    "\tat com.zaxxer.hikari.pool.HikariPool.createTimeoutException(HikariPool.java:696)";
+const POOL_TIMEOUT: &str =
+    "HikariPool-1 - Connection is not available, request timed out after 30000ms.";
+
+/// The listener's failures: (root cause type, its message, where it was thrown, routing key,
+/// retries).
+#[rustfmt::skip]
 const RESERVE_FAILURES: [(&str, &str, &str, &str, Option<i32>); 4] = [
-    (
-        "com.example.inventory.InsufficientStockException",
-        "Insufficient stock for SKU A-1042: requested 3, available 0",
-        "\tat com.example.inventory.ReserveService.reserve(ReserveService.java:88)",
-        "reserve.eu",
-        Some(3),
-    ),
-    (
-        "com.example.inventory.InsufficientStockException",
-        "Insufficient stock for SKU A-1077: requested 1, available 0",
-        "\tat com.example.inventory.ReserveService.reserve(ReserveService.java:88)",
-        "reserve.eu",
-        Some(3),
-    ),
-    (
-        "com.example.inventory.InsufficientStockException",
-        "Insufficient stock for SKU A-1103: requested 12, available 4",
-        "\tat com.example.inventory.ReserveService.reserve(ReserveService.java:88)",
-        "reserve.us",
-        Some(3),
-    ),
-    (
-        "java.sql.SQLTransientConnectionException",
-        "HikariPool-1 - Connection is not available, request timed out after 30000ms.",
-        "\tat com.zaxxer.hikari.pool.HikariPool.createTimeoutException(HikariPool.java:696)",
-        "reserve.eu",
-        None,
-    ),
+    (NO_STOCK,      "Insufficient stock for SKU A-1042: requested 3, available 0",  IN_RESERVE, "reserve.eu", Some(3)),
+    (NO_STOCK,      "Insufficient stock for SKU A-1077: requested 1, available 0",  IN_RESERVE, "reserve.eu", Some(3)),
+    (NO_STOCK,      "Insufficient stock for SKU A-1103: requested 12, available 4", IN_RESERVE, "reserve.us", Some(3)),
+    (NO_CONNECTION, POOL_TIMEOUT,                                                   IN_POOL,    "reserve.eu", None),
 ];
 
 /// Spring Cloud Stream's binder: destination exchange `inventory.reserve`, group queue
@@ -301,36 +256,16 @@ pub fn nservicebus() -> Scenario {
             "Transaction (Process ID {process}) was deadlocked on lock resources with another process and has been chosen as the deadlock victim. Rerun the transaction."
         )
     };
+    let sql = "Microsoft.Data.SqlClient.SqlException";
+    let handler = "Sales.Handlers.PlaceOrderHandler.Handle";
+    let unknown_product = "Unknown product code 'SKU-XL-RED' (Parameter 'ProductCode')";
     // (exception type, message, stack trace's top frame, delayed retries, minutes ago)
+    #[rustfmt::skip]
     let failures: [(&str, String, &str, &str, i64); 4] = [
-        (
-            "Microsoft.Data.SqlClient.SqlException",
-            deadlock(57),
-            "Sales.Handlers.PlaceOrderHandler.Handle",
-            "2",
-            54,
-        ),
-        (
-            "Microsoft.Data.SqlClient.SqlException",
-            deadlock(61),
-            "Sales.Handlers.PlaceOrderHandler.Handle",
-            "2",
-            47,
-        ),
-        (
-            "Microsoft.Data.SqlClient.SqlException",
-            deadlock(112),
-            "Sales.Handlers.PlaceOrderHandler.Handle",
-            "2",
-            15,
-        ),
-        (
-            "System.ArgumentException",
-            "Unknown product code 'SKU-XL-RED' (Parameter 'ProductCode')".into(),
-            "Sales.Domain.Catalog.Find",
-            "0",
-            6,
-        ),
+        (sql,                        deadlock(57),           handler,                     "2", 54),
+        (sql,                        deadlock(61),           handler,                     "2", 47),
+        (sql,                        deadlock(112),          handler,                     "2", 15),
+        ("System.ArgumentException", unknown_product.into(), "Sales.Domain.Catalog.Find", "0", 6),
     ];
     let messages: Vec<Message> = failures
         .iter()

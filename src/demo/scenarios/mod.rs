@@ -336,8 +336,19 @@ mod tests {
     }
 
     #[test]
-    fn every_message_goes_to_something_the_scenario_declares() {
+    fn every_name_a_scenario_uses_is_one_it_declares() {
         for s in all() {
+            let queue = |name: &str| s.queues.iter().any(|q| q.name == name);
+            match s.fault {
+                Fault::Published => {}
+                Fault::Rejected { queue: q } => assert!(queue(q), "{q}"),
+                Fault::DeliveryLimit { queue: q, dlq } => assert!(queue(q) && queue(dlq)),
+                Fault::RetryLadder(ladder) => {
+                    assert!(queue(ladder.work) && queue(ladder.dlq));
+                    // The ladder moves the wait queue's binding; the topology must declare it.
+                    assert!(s.bindings.contains(&ladder.wait_binding()), "{ladder:?}");
+                }
+            }
             for m in &s.messages {
                 let known =
                     m.exchange.is_empty() || s.exchanges.iter().any(|(x, _)| *x == m.exchange);
