@@ -12,7 +12,7 @@ use common::amqp::amqp_depth;
 use common::{TestBroker, TestVhost, enc, unique};
 use warren::broker::browse::{BrowseRequest, browse};
 use warren::broker::config::{self, Config, Overrides, Target};
-use warren::broker::demo::{self, DemoError, DemoReport, QueueRole};
+use warren::demo::{self, DemoError, DemoReport, QueueRole};
 use warren::domain::convention::Convention;
 use warren::domain::explain::{Explanation, explain};
 use warren::domain::features::{BrokerVersion, QueueType, resolve_delivery_limit};

@@ -12,7 +12,7 @@ use std::process::Command;
 use common::{TestBroker, unique};
 use warren::broker::browse::{BrowseRequest, browse};
 use warren::broker::config::{self, Config, Overrides};
-use warren::broker::demo;
+use warren::demo;
 use warren::domain::features::QueueType;
 use warren::domain::quorum::BrowsePolicy;
 use warren::domain::snapshot;

@@ -864,6 +864,22 @@ pub fn dead_letter_from_delivery(
     dl
 }
 
+/// How many messages a queue holds, from a passive declare: the broker's own count, without the
+/// management statistics' lag. A missing queue is a 404 that closes `channel`.
+pub async fn passive_depth(channel: &lapin::Channel, queue: ShortString) -> lapin::Result<u64> {
+    let q = channel
+        .queue_declare(
+            queue,
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..lapin::options::QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    Ok(u64::from(q.message_count()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -494,6 +494,22 @@ impl Management {
             .0)
     }
 
+    /// Any other request (PUT, DELETE, …) with an optional JSON body, for callers that need a
+    /// call this module does not model; answers the JSON, or `Null` when the answer is empty.
+    /// Refusals are explained as for every other call (`what` says what was asked).
+    pub async fn send_json(
+        &self,
+        method: Method,
+        segments: &[&str],
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<Value, ManagementError> {
+        let (status, text, base) = self
+            .request(method, segments, &[], None, body, REQUEST_TIMEOUT)
+            .await?;
+        self.accept(status, &text, &base, None, what).await
+    }
+
     /// Sends one request, trying each node from the remembered one onwards until one answers,
     /// and turns non-success answers into errors. Returns the JSON and the base URL that
     /// answered.

@@ -5,7 +5,6 @@ pub mod amqp;
 pub mod browse;
 pub mod cluster;
 pub mod config;
-pub mod demo;
 pub mod discover;
 pub mod management;
 pub mod replay;

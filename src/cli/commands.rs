@@ -595,7 +595,7 @@ pub async fn demo(c: &ConnArgs) -> Result<i32, Failure> {
     crate::broker::cluster::verify(&target.amqp_urls, &overview, mgmt.active_url())
         .await
         .map_err(Failure::broker)?;
-    let report = crate::broker::demo::build(&target, &vhost)
+    let report = crate::demo::build(&target, &vhost)
         .await
         .map_err(|e| Failure::broker(e.to_string()))?;
     crate::outln!("{report}");
