@@ -35,7 +35,7 @@ fn example_file_parses_into_its_contexts() {
     let settings = c.settings().expect("example settings are valid");
     assert_eq!(settings.discovery_patterns.len(), 2);
     assert_eq!(settings.browse.body_cap_bytes, 1024 * 1024);
-    assert_eq!(settings.browse.page_size, 200);
+    assert_eq!(settings.browse.page_size, 500);
     assert_eq!(settings.browse.quorum_safety_margin, 5);
     assert_eq!(settings.replay.window, 10_000);
     assert_eq!(settings.replay.rate, None);

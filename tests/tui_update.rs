@@ -1015,3 +1015,19 @@ fn the_detail_is_rendered_once_per_message_not_per_key_or_frame() {
     );
     assert_ne!(rendered(&st), before);
 }
+
+#[test]
+fn the_replay_modal_starts_at_the_configured_rate() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    // `replay.rate = 200` in the configuration file.
+    st.replay_rate = 200;
+    update(&mut st, ch(' '));
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 1));
+    update(&mut st, ch('+'));
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    match cmds.as_slice() {
+        [Command::Replay(r)] => assert_eq!(r.rate, 500, "one step up from the configured 200"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -164,7 +164,8 @@ pub struct ReplayConfig {
 pub struct BrowseSettings {
     /// Bodies longer than this are cut when read (default 1 MiB).
     pub body_cap_bytes: usize,
-    /// Messages fetched per page (default 200).
+    /// Messages the terminal UI reads from a queue at a time (default 500; `:limit N` changes
+    /// it for the session).
     pub page_size: usize,
     /// Stop browsing a quorum queue this many deliveries before its limit (default 5).
     pub quorum_safety_margin: u64,
@@ -186,7 +187,8 @@ pub struct Settings {
 }
 
 pub const DEFAULT_BODY_CAP_BYTES: usize = 1024 * 1024;
-pub const DEFAULT_PAGE_SIZE: usize = 200;
+/// Messages the terminal UI reads from a queue at a time.
+pub const DEFAULT_PAGE_SIZE: usize = 500;
 pub const DEFAULT_QUORUM_SAFETY_MARGIN: u64 = 5;
 pub const DEFAULT_REPLAY_WINDOW: usize = 10_000;
 

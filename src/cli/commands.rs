@@ -543,7 +543,10 @@ pub async fn export(
 
 /// `warren` with no command: the terminal UI on the configured broker.
 pub async fn tui(c: &ConnArgs) -> Result<i32, Failure> {
-    run_tui(Source::Broker(overrides(c)), c.read_only).await
+    let o = overrides(c);
+    // A configuration that does not load is the worker's to report, on screen.
+    let settings = config::load(&o).ok().map(|(_, t)| t.settings);
+    run_tui(Source::Broker(o), c.read_only, settings).await
 }
 
 /// `warren open FILE`: the terminal UI on a snapshot, read-only.
@@ -552,10 +555,14 @@ pub async fn open_snapshot(files: &[std::path::PathBuf]) -> Result<i32, Failure>
         .iter()
         .map(|f| read_snapshot(f))
         .collect::<Result<Vec<_>, _>>()?;
-    run_tui(Source::Snapshot(snapshots), true).await
+    run_tui(Source::Snapshot(snapshots), true, None).await
 }
 
-async fn run_tui(source: Source, read_only: bool) -> Result<i32, Failure> {
+async fn run_tui(
+    source: Source,
+    read_only: bool,
+    settings: Option<config::Settings>,
+) -> Result<i32, Failure> {
     if !std::io::stdout().is_terminal() {
         return Err(Failure::usage(
             "the terminal UI needs a terminal; for scripts use `warren queues`, `show` or `groups`",
@@ -564,11 +571,18 @@ async fn run_tui(source: Source, read_only: bool) -> Result<i32, Failure> {
     let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(64);
     let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(256);
     let worker = tokio::spawn(crate::worker::run(source, cmd_rx, ev_tx));
-    let state = crate::tui::State::new(
+    let mut state = crate::tui::State::new(
         jiff::Timestamp::now(),
         read_only,
         crate::tui::Theme::from_env(),
     );
+    // [browse] and [replay] are the configuration file's, whichever context is open.
+    if let Some(settings) = settings {
+        state.browse_limit = settings.browse.page_size;
+        if let Some(rate) = settings.replay.rate {
+            state.replay_rate = rate;
+        }
+    }
     let result = crate::tui::run::run(ev_rx, cmd_tx, state).await;
     // The UI dropped its sender: the worker settles any replay in flight and ends.
     let _ = worker.await;

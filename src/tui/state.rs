@@ -25,8 +25,10 @@ use crate::domain::selection;
 pub const TYPED_CONFIRM_ABOVE: u64 = 100;
 /// Rates offered by `+`/`-` (messages per second).
 pub const RATE_STEPS: &[u32] = &[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
+/// The replay modal's starting rate when `replay.rate` is not configured.
 pub const DEFAULT_RATE: u32 = 50;
-pub const DEFAULT_BROWSE_LIMIT: usize = 500;
+/// Messages read per queue when `browse.page_size` is not configured.
+pub const DEFAULT_BROWSE_LIMIT: usize = crate::broker::config::DEFAULT_PAGE_SIZE;
 /// Depths older than this are marked stale in the status bar.
 pub const STALE_AFTER_SECS: i64 = 30;
 
@@ -217,6 +219,8 @@ pub struct State {
     pub focus: Focus,
     pub list_mode: ListMode,
     pub browse_limit: usize,
+    /// The rate the replay modal starts at (`replay.rate`, else [`DEFAULT_RATE`]).
+    pub replay_rate: u32,
     /// The queue being browsed right now.
     pub loading: Option<String>,
     /// A quorum queue whose browse would spend deliveries: a second Enter confirms.
@@ -272,6 +276,7 @@ impl State {
             focus: Focus::Queues,
             list_mode: ListMode::Messages,
             browse_limit: DEFAULT_BROWSE_LIMIT,
+            replay_rate: DEFAULT_RATE,
             loading: None,
             pending_browse: None,
             pending_reread: None,
