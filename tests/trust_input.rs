@@ -380,14 +380,15 @@ async fn deep_headers_on_a_quorum_dlq_crash_nothing_and_replay_exactly() {
         ));
         tui.wait_for(dlq, Duration::from_secs(20));
         tui.keys(&["Enter"]);
-        // A quorum queue with a delivery limit: the TUI warns first, Enter again browses.
-        tui.wait_for(
-            "is a quorum queue with a delivery limit",
-            Duration::from_secs(10),
-        );
-        tui.keys(&["Enter"]);
+        // Before 4.3 every read of a quorum queue with a delivery limit costs a delivery: the
+        // TUI warns first, Enter again browses; then the read ledger knows the CLI read it and
+        // the TUI says what reading again costs. On 4.3 a read costs nothing and nobody asks.
         if broker.label != "4.3" {
-            // The read ledger knows the CLI read it: the TUI says what reading again costs.
+            tui.wait_for(
+                "is a quorum queue with a delivery limit",
+                Duration::from_secs(10),
+            );
+            tui.keys(&["Enter"]);
             tui.wait_for("Warren has read", Duration::from_secs(10));
             tui.keys(&["Enter"]);
         }
