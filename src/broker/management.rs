@@ -305,54 +305,40 @@ impl Management {
 
     pub async fn policies(&self, vhost: &str) -> Result<Vec<Policy>, ManagementError> {
         let what = format!("list the policies of vhost '{vhost}'");
-        let (v, _) = self
-            .call(
-                Method::GET,
-                &["policies", vhost],
-                &[],
-                None,
-                Some(vhost),
-                &what,
-            )
-            .await?;
-        Ok(wire::entries(wire::array(&v))
-            .filter_map(wire::Policy::into_domain)
-            .collect())
+        self.list(
+            vhost,
+            &["policies", vhost],
+            &[],
+            &what,
+            wire::Policy::into_domain,
+        )
+        .await
     }
 
     pub async fn exchanges(&self, vhost: &str) -> Result<Vec<ExchangeInfo>, ManagementError> {
         let what = format!("list the exchanges of vhost '{vhost}'");
-        let (v, _) = self
-            .call(
-                Method::GET,
-                &["exchanges", vhost],
-                &[("columns", "name,type")],
-                None,
-                Some(vhost),
-                &what,
-            )
-            .await?;
-        Ok(wire::entries(wire::array(&v))
-            .filter_map(wire::Exchange::into_domain)
-            .collect())
+        let columns = [("columns", "name,type")];
+        self.list(
+            vhost,
+            &["exchanges", vhost],
+            &columns,
+            &what,
+            wire::Exchange::into_domain,
+        )
+        .await
     }
 
     /// Every binding of a vhost (including the default exchange's implicit ones).
     pub async fn bindings(&self, vhost: &str) -> Result<Vec<Binding>, ManagementError> {
         let what = format!("list the bindings of vhost '{vhost}'");
-        let (v, _) = self
-            .call(
-                Method::GET,
-                &["bindings", vhost],
-                &[],
-                None,
-                Some(vhost),
-                &what,
-            )
-            .await?;
-        Ok(wire::entries(wire::array(&v))
-            .filter_map(wire::Binding::into_domain)
-            .collect())
+        self.list(
+            vhost,
+            &["bindings", vhost],
+            &[],
+            &what,
+            wire::Binding::into_domain,
+        )
+        .await
     }
 
     /// The bindings whose source is one exchange: where it routes.
@@ -368,18 +354,29 @@ impl Management {
         } else {
             exchange
         };
+        let path = ["exchanges", vhost, name, "bindings", "source"];
+        self.list(vhost, &path, &[], &what, wire::Binding::into_domain)
+            .await
+    }
+
+    /// A GET of one of a vhost's lists: each entry that parses, in the broker's order (one that
+    /// does not is skipped, as [`wire::entries`] says).
+    async fn list<T, W>(
+        &self,
+        vhost: &str,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        what: &str,
+        into_domain: impl Fn(W) -> Option<T>,
+    ) -> Result<Vec<T>, ManagementError>
+    where
+        W: serde::de::DeserializeOwned,
+    {
         let (v, _) = self
-            .call(
-                Method::GET,
-                &["exchanges", vhost, name, "bindings", "source"],
-                &[],
-                None,
-                Some(vhost),
-                &what,
-            )
+            .call(Method::GET, segments, query, None, Some(vhost), what)
             .await?;
         Ok(wire::entries(wire::array(&v))
-            .filter_map(wire::Binding::into_domain)
+            .filter_map(into_domain)
             .collect())
     }
 
