@@ -355,7 +355,9 @@ pub async fn run_split(
     .await
 }
 
-/// [`run_split`] with the deadlines given.
+/// [`run_split`] with the deadlines given. The engine decides every step; this shell opens the
+/// channels, carries out each effect the engine asks for ([`Shell::perform`]) and turns what the
+/// broker says into the engine's events ([`Shell::next_event`]).
 pub async fn run_with(
     consume_conn: &lapin::Connection,
     publish_conn: &lapin::Connection,
@@ -369,65 +371,8 @@ pub async fn run_with(
         rx: cancel,
         open: true,
     };
-    let separate = !std::ptr::eq(consume_conn, publish_conn);
-    // Listen before anything is published: `connection.blocked` comes when the first publish
-    // meets an alarm.
-    let mut conn_events = publish_conn.events_listener();
-    let chan_err = |e: Cut| ReplayError::Channel(e.text("opening a channel"));
-    let consume = bounded(step, &mut cancel, consume_conn.create_channel())
-        .await
-        .map_err(chan_err)?;
-    let publish = bounded(step, &mut cancel, publish_conn.create_channel())
-        .await
-        .map_err(chan_err)?;
-    bounded(
-        step,
-        &mut cancel,
-        publish.confirm_select(ConfirmSelectOptions::default()),
-    )
-    .await
-    .map_err(|e| ReplayError::Channel(e.text("confirm mode")))?;
-
-    let queue_err = |e: Cut| ReplayError::Queue {
-        queue: job.dlq.clone(),
-        reason: e.text("declare"),
-    };
-    let dlq_name = amqp::short("the queue name", &job.dlq).map_err(|e| ReplayError::Queue {
-        queue: job.dlq.clone(),
-        reason: e.to_string(),
-    })?;
-    let tag_name = |tag: &str| amqp::short("the consumer tag", tag).unwrap_or_default();
-    let declared = bounded(
-        step,
-        &mut cancel,
-        consume.queue_declare(
-            dlq_name.clone(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        ),
-    )
-    .await
-    .map_err(queue_err)?;
-    let depth_at_start = u64::from(declared.message_count());
-
-    // Held messages stay unacknowledged, so the prefetch must leave room for them.
-    let prefetch: u16 = match job.selection {
-        // Confirms for persistent messages come back in batches (the broker syncs to disk
-        // periodically), so the pipeline needs room for more than a batch in flight.
-        Selection::All if job.allowed_targets.len() <= 1 => 2000,
-        _ => u16::try_from(job.window.saturating_add(1000)).unwrap_or(u16::MAX),
-    };
-    bounded(
-        step,
-        &mut cancel,
-        consume.basic_qos(prefetch, BasicQosOptions::default()),
-    )
-    .await
-    .map_err(queue_err)?;
-
+    let opened = Opened::open(consume_conn, publish_conn, job, step, &mut cancel).await?;
+    let depth_at_start = opened.depth_at_start;
     let mut summary = Summary {
         progress: Progress {
             remaining: depth_at_start,
@@ -447,199 +392,399 @@ pub async fn run_with(
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
-        close_quietly(&consume, &publish, None, step, step).await;
+        close_quietly(&opened.consume, &opened.publish, None, step, step).await;
         return Ok(summary);
     }
-
-    let tag = format!("warren-replay-{}", std::process::id());
-    let mut consumer = bounded(
-        step,
-        &mut cancel,
-        consume.basic_consume(
-            dlq_name.clone(),
-            tag_name(&tag),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        ),
-    )
-    .await
-    .map_err(queue_err)?;
+    let mut shell = opened.start(&mut cancel).await?;
 
     let started = Instant::now();
-    let mut engine = Engine::new(
-        Config {
-            depth_at_start,
-            limit: job.limit,
-            window: job.window,
-            prefetch: usize::from(prefetch),
-            limits: limits.clone(),
-        },
-        started,
-    );
-    let mut fx: VecDeque<Effect> = VecDeque::new();
+    let mut drv = Driver {
+        engine: Engine::new(
+            Config {
+                depth_at_start,
+                limit: job.limit,
+                window: job.window,
+                prefetch: usize::from(shell.prefetch),
+                limits: limits.clone(),
+            },
+            started,
+        ),
+        fx: VecDeque::new(),
+        cancel,
+    };
     if publish_conn.status().blocked() {
-        fx.extend(engine.on(
+        let e = drv.engine.on(
             Instant::now(),
             Event::Blocked("blocked before the run started".into()),
-        ));
+        );
+        drv.fx.extend(e);
     }
-    let mut pacer = Pacer::new(job.rate);
-    let mut inflight: FuturesUnordered<InFlightFuture> = FuturesUnordered::new();
-    // Publishes that completed on their first poll (a closed channel fails at once).
-    let mut early: VecDeque<(u64, lapin::Result<Confirmation>)> = VecDeque::new();
-    let mut outgoing: Option<Outgoing> = None;
-    let mut depth_ch: Option<lapin::Channel> = None;
-    let mut events_open = true;
     let mut last_progress = Instant::now();
     let mut blocked_shown: Option<String> = None;
-    // Set when a request went unanswered: closing then only starts, without waiting for a
-    // broker that does not answer.
-    let mut unresponsive = false;
 
     'run: loop {
-        while let Some(effect) = fx.pop_front() {
-            let ev = match effect {
-                Effect::Finish => break 'run,
-                Effect::Publish(t) => {
-                    let Some(out) = outgoing.take().filter(|o| o.tag == t) else {
-                        continue;
-                    };
-                    // Publishes are not awaited one by one: lapin resolves a publish only once
-                    // the IO loop has written it, a thread hop per message. The first poll hands
-                    // the frames to lapin, so messages still go out in the order they were read;
-                    // the rest (the write, then the confirm) completes in `inflight`, bounded by
-                    // the engine's confirm deadline. A publish that fails (closed channel)
-                    // completes with the error and is handled with the confirms.
-                    let ch = publish.clone();
-                    let mut fut: InFlightFuture = Box::pin(async move {
-                        let Outgoing {
-                            tag,
-                            target,
+        while let Some(effect) = drv.fx.pop_front() {
+            if matches!(effect, Effect::Finish) {
+                break 'run;
+            }
+            let Some(ev) = shell.perform(effect, &mut drv).await else {
+                continue;
+            };
+            if drv.engine.is_done() {
+                // A second cancel came while waiting: the run ends now.
+                break 'run;
+            }
+            let e = drv.engine.on(Instant::now(), ev);
+            drv.fx.extend(e);
+        }
+
+        let Some(ev) = shell.next_event(&mut drv).await else {
+            continue;
+        };
+        let e = drv.engine.on(Instant::now(), ev);
+        drv.fx.extend(e);
+
+        let blocked = drv.engine.tally().blocked.clone();
+        if blocked != blocked_shown || last_progress.elapsed() >= Duration::from_millis(200) {
+            blocked_shown = blocked;
+            last_progress = Instant::now();
+            fill_progress(
+                &mut summary.progress,
+                drv.engine.tally(),
+                started,
+                depth_at_start,
+                job.limit,
+            );
+            on_progress(&summary.progress);
+        }
+    }
+
+    shell
+        .close_publisher(drv.engine.tally().forced.is_some())
+        .await;
+
+    let t = drv.engine.tally();
+    fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
+    summary.progress.eta = None;
+    summary.held_back = t.held_back;
+    summary.targets = t.targets.clone();
+    summary.moved_ids = t.moved_ids.clone();
+    summary.problems = t.problems.clone();
+    summary.duplicated = t.duplicated;
+    summary.duplicated_certain = t.duplicated_certain;
+    summary.duplicate_ids = t.duplicate_ids.clone();
+    summary.forced = t.forced.clone();
+    summary.stop = drv
+        .engine
+        .stop_reason()
+        .cloned()
+        .unwrap_or(StopReason::ReachedStartDepth);
+    on_progress(&summary.progress);
+    Ok(summary)
+}
+
+/// The engine, the effects it asked for and not yet carried out, and the cancel signal: what
+/// every wait on the broker must keep serving.
+struct Driver {
+    engine: Engine,
+    fx: VecDeque<Effect>,
+    cancel: CancelWatch,
+}
+
+impl Driver {
+    /// Awaits `fut` for at most `limit`, feeding cancels to the engine meanwhile.
+    async fn guarded<T, E: std::fmt::Display>(
+        &mut self,
+        limit: Duration,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, Cut> {
+        guarded(limit, &mut self.cancel, &mut self.engine, &mut self.fx, fut).await
+    }
+}
+
+/// The publishing connection's events (`connection.blocked` and `unblocked`).
+type Events = Pin<Box<dyn futures_util::Stream<Item = lapin::Event> + Send>>;
+
+/// The channels of a run, open and set up, before the consumer starts.
+struct Opened<'a> {
+    job: &'a Job,
+    consume_conn: &'a lapin::Connection,
+    publish_conn: &'a lapin::Connection,
+    consume: lapin::Channel,
+    publish: lapin::Channel,
+    events: Events,
+    dlq_name: ShortString,
+    prefetch: u16,
+    step: Duration,
+    depth_at_start: u64,
+}
+
+impl<'a> Opened<'a> {
+    async fn open(
+        consume_conn: &'a lapin::Connection,
+        publish_conn: &'a lapin::Connection,
+        job: &'a Job,
+        step: Duration,
+        cancel: &mut CancelWatch,
+    ) -> Result<Opened<'a>, ReplayError> {
+        // Listen before anything is published: `connection.blocked` comes when the first publish
+        // meets an alarm.
+        let events: Events = Box::pin(publish_conn.events_listener());
+        let chan_err = |e: Cut| ReplayError::Channel(e.text("opening a channel"));
+        let consume = bounded(step, cancel, consume_conn.create_channel())
+            .await
+            .map_err(chan_err)?;
+        let publish = bounded(step, cancel, publish_conn.create_channel())
+            .await
+            .map_err(chan_err)?;
+        bounded(
+            step,
+            cancel,
+            publish.confirm_select(ConfirmSelectOptions::default()),
+        )
+        .await
+        .map_err(|e| ReplayError::Channel(e.text("confirm mode")))?;
+
+        let queue_err = |e: Cut| ReplayError::Queue {
+            queue: job.dlq.clone(),
+            reason: e.text("declare"),
+        };
+        let dlq_name = amqp::short("the queue name", &job.dlq).map_err(|e| ReplayError::Queue {
+            queue: job.dlq.clone(),
+            reason: e.to_string(),
+        })?;
+        let declared = bounded(
+            step,
+            cancel,
+            consume.queue_declare(
+                dlq_name.clone(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            ),
+        )
+        .await
+        .map_err(queue_err)?;
+        let depth_at_start = u64::from(declared.message_count());
+
+        // Held messages stay unacknowledged, so the prefetch must leave room for them.
+        let prefetch: u16 = match job.selection {
+            // Confirms for persistent messages come back in batches (the broker syncs to disk
+            // periodically), so the pipeline needs room for more than a batch in flight.
+            Selection::All if job.allowed_targets.len() <= 1 => 2000,
+            _ => u16::try_from(job.window.saturating_add(1000)).unwrap_or(u16::MAX),
+        };
+        bounded(
+            step,
+            cancel,
+            consume.basic_qos(prefetch, BasicQosOptions::default()),
+        )
+        .await
+        .map_err(queue_err)?;
+        Ok(Opened {
+            job,
+            consume_conn,
+            publish_conn,
+            consume,
+            publish,
+            events,
+            dlq_name,
+            prefetch,
+            step,
+            depth_at_start,
+        })
+    }
+
+    /// Starts consuming the dead-letter queue.
+    async fn start(self, cancel: &mut CancelWatch) -> Result<Shell<'a>, ReplayError> {
+        let tag = format!("warren-replay-{}", std::process::id());
+        let consumer = bounded(
+            self.step,
+            cancel,
+            self.consume.basic_consume(
+                self.dlq_name.clone(),
+                tag_name(&tag),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            ),
+        )
+        .await
+        .map_err(|e| ReplayError::Queue {
+            queue: self.job.dlq.clone(),
+            reason: e.text("declare"),
+        })?;
+        Ok(Shell {
+            job: self.job,
+            consume_conn: self.consume_conn,
+            publish_conn: self.publish_conn,
+            consume: self.consume,
+            publish: self.publish,
+            consumer,
+            events: self.events,
+            events_open: true,
+            dlq_name: self.dlq_name,
+            tag,
+            prefetch: self.prefetch,
+            step: self.step,
+            pacer: Pacer::new(self.job.rate),
+            inflight: FuturesUnordered::new(),
+            early: VecDeque::new(),
+            outgoing: None,
+            depth_ch: None,
+            unresponsive: false,
+        })
+    }
+}
+
+fn tag_name(tag: &str) -> ShortString {
+    amqp::short("the consumer tag", tag).unwrap_or_default()
+}
+
+/// A running replay's broker side: its channels, its consumer, and what is in flight.
+struct Shell<'a> {
+    job: &'a Job,
+    consume_conn: &'a lapin::Connection,
+    publish_conn: &'a lapin::Connection,
+    consume: lapin::Channel,
+    publish: lapin::Channel,
+    consumer: lapin::Consumer,
+    events: Events,
+    events_open: bool,
+    dlq_name: ShortString,
+    tag: String,
+    prefetch: u16,
+    step: Duration,
+    pacer: Pacer,
+    inflight: FuturesUnordered<InFlightFuture>,
+    /// Publishes that completed on their first poll (a closed channel fails at once).
+    early: VecDeque<(u64, lapin::Result<Confirmation>)>,
+    /// The message read last, published when the engine says so.
+    outgoing: Option<Outgoing>,
+    /// The channel depth questions are asked on (a failed passive declare closes its channel).
+    depth_ch: Option<lapin::Channel>,
+    /// Set when a request went unanswered: closing then only starts, without waiting for a
+    /// broker that does not answer.
+    unresponsive: bool,
+}
+
+impl Shell<'_> {
+    /// Carries out one effect; the event it ends in, if any, is for the engine.
+    async fn perform(&mut self, effect: Effect, drv: &mut Driver) -> Option<Event> {
+        let step = self.step;
+        let ev = match effect {
+            Effect::Finish => return None,
+            Effect::Publish(t) => {
+                let out = self.outgoing.take().filter(|o| o.tag == t)?;
+                // Publishes are not awaited one by one: lapin resolves a publish only once
+                // the IO loop has written it, a thread hop per message. The first poll hands
+                // the frames to lapin, so messages still go out in the order they were read;
+                // the rest (the write, then the confirm) completes in `inflight`, bounded by
+                // the engine's confirm deadline. A publish that fails (closed channel)
+                // completes with the error and is handled with the confirms.
+                let ch = self.publish.clone();
+                let mut fut: InFlightFuture = Box::pin(async move {
+                    let Outgoing {
+                        tag,
+                        target,
+                        props,
+                        body,
+                    } = out;
+                    let r = match ch
+                        .basic_publish(
+                            target.0,
+                            target.1,
+                            BasicPublishOptions {
+                                mandatory: true,
+                                ..Default::default()
+                            },
+                            &body,
                             props,
-                            body,
-                        } = out;
-                        let r = match ch
-                            .basic_publish(
-                                target.0,
-                                target.1,
-                                BasicPublishOptions {
-                                    mandatory: true,
-                                    ..Default::default()
-                                },
-                                &body,
-                                props,
-                            )
-                            .await
-                        {
-                            Ok(confirm) => confirm.await,
-                            Err(e) => Err(e),
-                        };
-                        (tag, r)
-                    });
-                    match futures_util::poll!(fut.as_mut()) {
-                        Poll::Ready(done) => early.push_back(done),
-                        Poll::Pending => inflight.push(fut),
-                    }
-                    pacer.published();
-                    continue;
-                }
-                Effect::Ack(ops) => {
-                    let r = guarded(
-                        step,
-                        &mut cancel,
-                        &mut engine,
-                        &mut fx,
-                        send_acks(&consume, ops),
-                    )
-                    .await;
-                    unresponsive |= timed_out(&r);
-                    Event::AcksWritten(
-                        r.map_err(|e| e.text("acknowledging in the dead-letter queue failed")),
-                    )
-                }
-                Effect::Sync => {
-                    // basic.qos is answered after every frame sent before it on this channel was
-                    // processed: it proves the acks written so far.
-                    let r = guarded(
-                        step,
-                        &mut cancel,
-                        &mut engine,
-                        &mut fx,
-                        consume.basic_qos(prefetch, BasicQosOptions::default()),
-                    )
-                    .await;
-                    unresponsive |= timed_out(&r);
-                    Event::Synced(
-                        r.map_err(|e| e.text("the dead-letter queue's node (frozen, or cut off?)")),
-                    )
-                }
-                Effect::AskDepth => {
-                    // A passive declare on a channel of its own: a failed declare closes the
-                    // channel it was asked on, never the consumer's.
-                    let ch = match depth_ch.take().filter(|c| c.status().connected()) {
-                        Some(c) => Ok(c),
-                        None => {
-                            guarded(
-                                step,
-                                &mut cancel,
-                                &mut engine,
-                                &mut fx,
-                                consume_conn.create_channel(),
-                            )
-                            .await
-                        }
-                    };
-                    let r = match ch {
-                        Ok(ch) => {
-                            let r = guarded(
-                                step,
-                                &mut cancel,
-                                &mut engine,
-                                &mut fx,
-                                ch.queue_declare(
-                                    dlq_name.clone(),
-                                    QueueDeclareOptions {
-                                        passive: true,
-                                        ..Default::default()
-                                    },
-                                    FieldTable::default(),
-                                ),
-                            )
-                            .await;
-                            depth_ch = Some(ch);
-                            r.map(|d| u64::from(d.message_count()))
-                        }
+                        )
+                        .await
+                    {
+                        Ok(confirm) => confirm.await,
                         Err(e) => Err(e),
                     };
-                    unresponsive |= timed_out(&r);
-                    Event::Depth(r.map_err(|e| e.text("passive declare")))
+                    (tag, r)
+                });
+                match futures_util::poll!(fut.as_mut()) {
+                    Poll::Ready(done) => self.early.push_back(done),
+                    Poll::Pending => self.inflight.push(fut),
                 }
-                Effect::CancelConsumer => {
-                    let r = if consume.status().connected() {
-                        let r = guarded(
-                            step,
-                            &mut cancel,
-                            &mut engine,
-                            &mut fx,
-                            consume.basic_cancel(tag_name(&tag), BasicCancelOptions::default()),
-                        )
-                        .await;
-                        unresponsive |= timed_out(&r);
-                        r.map_err(|e| e.text("cancelling the consumer"))
-                    } else {
-                        Err("the dead-letter queue's channel is closed".to_string())
-                    };
-                    Event::ConsumerCancelled(r)
-                }
-                Effect::Drain => {
-                    // What the broker had sent before cancel-ok is held and handed back with the
-                    // rest, so no delivery is left for a channel close to return (which would
-                    // count a delivery on quorum queues).
-                    let drain_until = Instant::now() + step;
-                    while !engine.is_done() {
-                        let left = drain_until.saturating_duration_since(Instant::now());
-                        let wait = left.min(Duration::from_millis(500));
-                        let next = guarded(wait, &mut cancel, &mut engine, &mut fx, async {
+                self.pacer.published();
+                return None;
+            }
+            Effect::Ack(ops) => {
+                let r = drv.guarded(step, send_acks(&self.consume, ops)).await;
+                self.unresponsive |= timed_out(&r);
+                Event::AcksWritten(
+                    r.map_err(|e| e.text("acknowledging in the dead-letter queue failed")),
+                )
+            }
+            Effect::Sync => {
+                // basic.qos is answered after every frame sent before it on this channel was
+                // processed: it proves the acks written so far.
+                let qos = self
+                    .consume
+                    .basic_qos(self.prefetch, BasicQosOptions::default());
+                let r = drv.guarded(step, qos).await;
+                self.unresponsive |= timed_out(&r);
+                Event::Synced(
+                    r.map_err(|e| e.text("the dead-letter queue's node (frozen, or cut off?)")),
+                )
+            }
+            Effect::AskDepth => {
+                // A passive declare on a channel of its own: a failed declare closes the
+                // channel it was asked on, never the consumer's.
+                let ch = match self.depth_ch.take().filter(|c| c.status().connected()) {
+                    Some(c) => Ok(c),
+                    None => drv.guarded(step, self.consume_conn.create_channel()).await,
+                };
+                let r = match ch {
+                    Ok(ch) => {
+                        let declare = ch.queue_declare(
+                            self.dlq_name.clone(),
+                            QueueDeclareOptions {
+                                passive: true,
+                                ..Default::default()
+                            },
+                            FieldTable::default(),
+                        );
+                        let r = drv.guarded(step, declare).await;
+                        self.depth_ch = Some(ch);
+                        r.map(|d| u64::from(d.message_count()))
+                    }
+                    Err(e) => Err(e),
+                };
+                self.unresponsive |= timed_out(&r);
+                Event::Depth(r.map_err(|e| e.text("passive declare")))
+            }
+            Effect::CancelConsumer => {
+                let r = if self.consume.status().connected() {
+                    let cancel = self
+                        .consume
+                        .basic_cancel(tag_name(&self.tag), BasicCancelOptions::default());
+                    let r = drv.guarded(step, cancel).await;
+                    self.unresponsive |= timed_out(&r);
+                    r.map_err(|e| e.text("cancelling the consumer"))
+                } else {
+                    Err("the dead-letter queue's channel is closed".to_string())
+                };
+                Event::ConsumerCancelled(r)
+            }
+            Effect::Drain => {
+                // What the broker had sent before cancel-ok is held and handed back with the
+                // rest, so no delivery is left for a channel close to return (which would
+                // count a delivery on quorum queues).
+                let drain_until = Instant::now() + step;
+                while !drv.engine.is_done() {
+                    let left = drain_until.saturating_duration_since(Instant::now());
+                    let wait = left.min(Duration::from_millis(500));
+                    let consumer = &mut self.consumer;
+                    let next = drv
+                        .guarded(wait, async {
                             match consumer.next().await {
                                 Some(Ok(d)) => Ok(d.delivery_tag),
                                 Some(Err(e)) => Err(e.to_string()),
@@ -647,102 +792,81 @@ pub async fn run_with(
                             }
                         })
                         .await;
-                        match next {
-                            Ok(t) => fx.extend(engine.on(Instant::now(), Event::Drained(t))),
-                            Err(_) => break,
+                    match next {
+                        Ok(t) => {
+                            let e = drv.engine.on(Instant::now(), Event::Drained(t));
+                            drv.fx.extend(e);
                         }
+                        Err(_) => break,
                     }
-                    Event::DrainDone
                 }
-                Effect::Nack { top } => {
-                    let r = guarded(
-                        step,
-                        &mut cancel,
-                        &mut engine,
-                        &mut fx,
-                        consume.basic_nack(
-                            top,
-                            BasicNackOptions {
-                                multiple: true,
-                                requeue: true,
-                            },
-                        ),
-                    )
-                    .await;
-                    unresponsive |= timed_out(&r);
-                    Event::HandedBack(r.map_err(|e| e.text("nack")))
-                }
-                Effect::Close => {
-                    let close_limit = if unresponsive {
-                        Duration::from_millis(1)
-                    } else {
-                        step
-                    };
-                    let r = if consume.status().connected() {
-                        guarded(
-                            close_limit,
-                            &mut cancel,
-                            &mut engine,
-                            &mut fx,
-                            consume.close(200, "replay done".into()),
-                        )
+                Event::DrainDone
+            }
+            Effect::Nack { top } => {
+                let nack = self.consume.basic_nack(
+                    top,
+                    BasicNackOptions {
+                        multiple: true,
+                        requeue: true,
+                    },
+                );
+                let r = drv.guarded(step, nack).await;
+                self.unresponsive |= timed_out(&r);
+                Event::HandedBack(r.map_err(|e| e.text("nack")))
+            }
+            Effect::Close => {
+                let close_limit = if self.unresponsive {
+                    Duration::from_millis(1)
+                } else {
+                    step
+                };
+                let r = if self.consume.status().connected() {
+                    drv.guarded(close_limit, self.consume.close(200, "replay done".into()))
                         .await
                         .map_err(|e| e.text("closing the dead-letter queue's channel"))
-                    } else {
-                        Err("the dead-letter queue's channel was already closed".to_string())
-                    };
-                    // A blocked connection writes nothing (not even a close): do not wait on it.
-                    let publish_limit = if publish_conn.status().blocked() {
-                        Duration::from_millis(1)
-                    } else {
-                        close_limit
-                    };
-                    let closing = async {
-                        close_quietly(
-                            &consume,
-                            &publish,
-                            depth_ch.take(),
-                            publish_limit,
-                            close_limit,
-                        )
-                        .await;
-                        Ok::<(), String>(())
-                    };
-                    let _ = guarded(
-                        Duration::from_secs(4),
-                        &mut cancel,
-                        &mut engine,
-                        &mut fx,
-                        closing,
-                    )
-                    .await;
-                    Event::Closed(r)
-                }
-            };
-            if engine.is_done() {
-                // A second cancel came while waiting: the run ends now.
-                break 'run;
+                } else {
+                    Err("the dead-letter queue's channel was already closed".to_string())
+                };
+                // A blocked connection writes nothing (not even a close): do not wait on it.
+                let publish_limit = if self.publish_conn.status().blocked() {
+                    Duration::from_millis(1)
+                } else {
+                    close_limit
+                };
+                let depth_ch = self.depth_ch.take();
+                let (consume, publish) = (&self.consume, &self.publish);
+                let closing = async {
+                    close_quietly(consume, publish, depth_ch, publish_limit, close_limit).await;
+                    Ok::<(), String>(())
+                };
+                let _ = drv.guarded(Duration::from_secs(4), closing).await;
+                Event::Closed(r)
             }
-            fx.extend(engine.on(Instant::now(), ev));
-        }
+        };
+        Some(ev)
+    }
 
-        let wants = engine.wants();
-        let deadline = engine.deadline();
-        let slot = pacer.next_slot();
+    /// Waits for what happens next: a cancel, the broker blocking or unblocking, a confirm, the
+    /// pacer's next slot, a delivery, or the engine's next deadline. `None`: nothing for the
+    /// engine (an event it does not need), ask again.
+    async fn next_event(&mut self, drv: &mut Driver) -> Option<Event> {
+        let wants = drv.engine.wants();
+        let deadline = drv.engine.deadline();
+        let slot = self.pacer.next_slot();
         let ev = tokio::select! {
             biased;
-            () = cancel.next() => Event::Cancel,
-            e = conn_events.next(), if events_open => match e {
+            () = drv.cancel.next() => Event::Cancel,
+            e = self.events.next(), if self.events_open => match e {
                 Some(lapin::Event::ConnectionBlocked(why)) => Event::Blocked(why),
                 Some(lapin::Event::ConnectionUnblocked) => Event::Unblocked,
-                Some(_) => continue,
+                Some(_) => return None,
                 None => {
-                    events_open = false;
-                    continue;
+                    self.events_open = false;
+                    return None;
                 }
             },
-            confirm = next_confirm(&mut early, &mut inflight), if wants.confirms && (!inflight.is_empty() || !early.is_empty()) => {
-                let Some((t, result)) = confirm else { continue };
+            confirm = next_confirm(&mut self.early, &mut self.inflight), if wants.confirms && (!self.inflight.is_empty() || !self.early.is_empty()) => {
+                let (t, result) = confirm?;
                 let outcome = match result {
                     Ok(Confirmation::Ack(None)) => ConfirmOutcome::Ack,
                     Ok(Confirmation::Ack(Some(ret))) => {
@@ -756,11 +880,11 @@ pub async fn run_with(
                     // as a possible duplicate.
                     Err(e) => ConfirmOutcome::Unknown(e.to_string()),
                 };
-                engine.compact();
+                drv.engine.compact();
                 Event::Confirm { tag: t, outcome }
             }
             () = until(slot), if wants.slot => Event::Slot,
-            next = consumer.next(), if wants.take => match next {
+            next = self.consumer.next(), if wants.take => match next {
                 // The stream ends only when the broker cancelled the consumer or the channel
                 // closed: not an empty queue, and not a success.
                 None => Event::ConsumeLost(
@@ -768,67 +892,40 @@ pub async fn run_with(
                 ),
                 Some(Err(e)) => Event::ConsumeLost(e.to_string()),
                 Some(Ok(d)) => {
-                    let (ev, out) = classify(job, engine.tally().seen, d);
-                    outgoing = out;
+                    let (ev, out) = classify(self.job, drv.engine.tally().seen, d);
+                    self.outgoing = out;
                     ev
                 }
             },
             () = sleep_until_opt(deadline) => Event::Tick,
         };
-        fx.extend(engine.on(Instant::now(), ev));
-
-        let blocked = engine.tally().blocked.clone();
-        if blocked != blocked_shown || last_progress.elapsed() >= Duration::from_millis(200) {
-            blocked_shown = blocked;
-            last_progress = Instant::now();
-            fill_progress(
-                &mut summary.progress,
-                engine.tally(),
-                started,
-                depth_at_start,
-                job.limit,
-            );
-            on_progress(&summary.progress);
-        }
+        Some(ev)
     }
 
-    if engine.tally().forced.is_some() {
-        // Nothing more is sent. Start closing the publishing connection without waiting for the
-        // broker, so a later close of it (the caller's) returns at once instead of hanging on a
-        // frozen node; deliveries go back to the DLQ when the connections drop.
-        if separate {
+    /// Closes the publishing connection when the run has its own. A forced end sends nothing
+    /// more: closing starts without waiting for the broker, so a later close of it (the
+    /// caller's) returns at once instead of hanging on a frozen node; deliveries go back to the
+    /// DLQ when the connections drop.
+    async fn close_publisher(&mut self, forced: bool) {
+        if std::ptr::eq(self.consume_conn, self.publish_conn) {
+            return;
+        }
+        if forced {
             let _ = tokio::time::timeout(
                 Duration::from_millis(1),
-                publish_conn.close(200, "replay interrupted".into()),
+                self.publish_conn.close(200, "replay interrupted".into()),
             )
             .await;
+        } else if self.publish_conn.status().connected() {
+            let limit = if self.publish_conn.status().blocked() || self.unresponsive {
+                Duration::from_millis(1)
+            } else {
+                self.step
+            };
+            let _ = tokio::time::timeout(limit, self.publish_conn.close(200, "replay done".into()))
+                .await;
         }
-    } else if separate && publish_conn.status().connected() {
-        let limit = if publish_conn.status().blocked() || unresponsive {
-            Duration::from_millis(1)
-        } else {
-            step
-        };
-        let _ = tokio::time::timeout(limit, publish_conn.close(200, "replay done".into())).await;
     }
-
-    let t = engine.tally();
-    fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
-    summary.progress.eta = None;
-    summary.held_back = t.held_back;
-    summary.targets = t.targets.clone();
-    summary.moved_ids = t.moved_ids.clone();
-    summary.problems = t.problems.clone();
-    summary.duplicated = t.duplicated;
-    summary.duplicated_certain = t.duplicated_certain;
-    summary.duplicate_ids = t.duplicate_ids.clone();
-    summary.forced = t.forced.clone();
-    summary.stop = engine
-        .stop_reason()
-        .cloned()
-        .unwrap_or(StopReason::ReachedStartDepth);
-    on_progress(&summary.progress);
-    Ok(summary)
 }
 
 /// [`run_with`], carrying on after node loss: when a stretch ends because the connection was
