@@ -186,13 +186,7 @@ async fn tui_session(broker: TestBroker) {
         vhost: Some(vhost.name.clone()),
         ..Default::default()
     };
-    let (cmd_tx, cmd_rx) = mpsc::channel(16);
-    let (ev_tx, mut ev_rx) = mpsc::channel(64);
-    let worker = tokio::spawn(warren::worker::run(
-        warren::worker::Source::Broker(overrides),
-        cmd_rx,
-        ev_tx,
-    ));
+    let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
     let browse = Command::Browse {
         queue: "orders.dlq".into(),
         limit: 500,

@@ -295,13 +295,7 @@ async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
             vhost: Some(vh.name.clone()),
             ..Overrides::default()
         };
-        let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(8);
-        let (ev_tx, mut ev_rx) = tokio::sync::mpsc::channel(64);
-        let worker = tokio::spawn(warren::worker::run(
-            warren::worker::Source::Broker(overrides),
-            cmd_rx,
-            ev_tx,
-        ));
+        let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
         cmd_tx
             .send(Command::Replay(ReplayRequest {
                 queue: "work.dlq".into(),
@@ -385,13 +379,7 @@ async fn queue_names_with_brackets_pipes_and_carets_work() {
 /// The connection states the worker reports for `overrides` after being asked for the queues.
 async fn connection_states(overrides: warren::broker::config::Overrides) -> Vec<String> {
     use warren::tui::{Command, ConnectionState, Event};
-    let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(8);
-    let (ev_tx, mut ev_rx) = tokio::sync::mpsc::channel(64);
-    let worker = tokio::spawn(warren::worker::run(
-        warren::worker::Source::Broker(overrides),
-        cmd_rx,
-        ev_tx,
-    ));
+    let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
     cmd_tx
         .send(Command::LoadQueues)
         .await

@@ -64,13 +64,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
         vhost: Some("/".into()),
         ..Default::default()
     };
-    let (cmd_tx, cmd_rx) = mpsc::channel(8);
-    let (ev_tx, mut ev_rx) = mpsc::channel(64);
-    let worker = tokio::spawn(warren::worker::run(
-        warren::worker::Source::Broker(overrides),
-        cmd_rx,
-        ev_tx,
-    ));
+    let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
     cmd_tx
         .send(Command::Replay(ReplayRequest {
             queue: "orders.dlq".into(),
@@ -149,13 +143,7 @@ async fn overlapping_browses(broker: TestBroker) {
         vhost: Some(vhost.name.clone()),
         ..Default::default()
     };
-    let (cmd_tx, cmd_rx) = mpsc::channel(8);
-    let (ev_tx, mut ev_rx) = mpsc::channel(64);
-    let worker = tokio::spawn(warren::worker::run(
-        warren::worker::Source::Broker(overrides),
-        cmd_rx,
-        ev_tx,
-    ));
+    let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
     // Connected first, so the first browse is running when the second arrives.
     cmd_tx.send(Command::LoadQueues).await.expect("send");
     loop {

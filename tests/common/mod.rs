@@ -286,3 +286,22 @@ impl Drop for TestVhost {
         }
     }
 }
+
+/// The TUI's background worker on a broker, as the terminal UI starts it: its command sender,
+/// its event receiver and its task.
+pub fn spawn_worker(
+    overrides: warren::broker::config::Overrides,
+) -> (
+    tokio::sync::mpsc::Sender<warren::tui::Command>,
+    tokio::sync::mpsc::Receiver<warren::tui::Event>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(16);
+    let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(64);
+    let worker = tokio::spawn(warren::worker::run(
+        warren::worker::Source::Broker(overrides),
+        cmd_rx,
+        ev_tx,
+    ));
+    (cmd_tx, ev_rx, worker)
+}
