@@ -1028,9 +1028,13 @@ impl Session {
                         }
                         let mut info = self.mgmt.queue(self.vhost(), &queue).await?;
                         let settings = self.settings_of(&info).await?;
-                        if info.messages.is_none() {
-                            // Stats lag behind a declare: the broker's own count, over AMQP.
-                            info.messages = queue_depth(conn, &queue).await?;
+                        // The room check counts on the broker's own figure, over AMQP: the
+                        // management one is a sample up to a stats interval old (3.10 said 67 in
+                        // a queue capped at 30), and a stale low figure would let drop-head
+                        // discard messages. The passive count is the ready messages, which is
+                        // what max-length limits. Bytes have no live source; they stay sampled.
+                        if let Some(depth) = queue_depth(conn, &queue).await? {
+                            info.messages = Some(depth);
                         }
                         let room =
                             destination::check_room(&info, &settings, t.count.max(1), t.bytes);
