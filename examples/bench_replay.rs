@@ -249,9 +249,9 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
             returned: summary.progress.returned,
             failed: summary.progress.failed,
             remaining: summary.progress.remaining,
-            message_ids: summary.moved_ids.clone(),
-            duplicated: summary.duplicated,
-            duplicate_ids: summary.duplicate_ids.clone(),
+            message_ids: summary.counts.moved_ids.clone(),
+            duplicated: summary.counts.duplicated,
+            duplicate_ids: summary.counts.duplicate_ids.clone(),
             outcome: "completed".into(),
         },
     )?;

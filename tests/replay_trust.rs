@@ -686,7 +686,7 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
         "failover: moved {} failed {} duplicated {} reconnected {:?}; stop: {}; outcome: {}",
         sum.progress.moved,
         sum.progress.failed,
-        sum.duplicated,
+        sum.counts.duplicated,
         sum.reconnected,
         sum.stop,
         sum.outcome()
@@ -712,11 +712,14 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
     eprintln!("failover: {ready} ready in the DLQ and the target after the restart");
     let copies = assert_all_present(&conn, &["dlq", "work"], "q", N).await;
     let dups = (copies - N as usize) as u64;
-    eprintln!("failover: {dups} duplicates, {} reported", sum.duplicated);
+    eprintln!(
+        "failover: {dups} duplicates, {} reported",
+        sum.counts.duplicated
+    );
     assert!(
-        dups <= sum.duplicated,
+        dups <= sum.counts.duplicated,
         "{dups} duplicates, {} reported",
-        sum.duplicated
+        sum.counts.duplicated
     );
     vhost.cleanup().await;
 }

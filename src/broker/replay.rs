@@ -87,25 +87,10 @@ pub struct Progress {
 pub struct Summary {
     pub progress: Progress,
     pub depth_at_start: u64,
-    /// Messages looked at and handed back because they were not selected.
-    pub held_back: u64,
-    /// Per target (expected queue, else exchange), how many moved.
-    pub targets: BTreeMap<String, u64>,
-    /// Keys of the moved messages (message id where there is one), for the audit.
-    pub moved_ids: Vec<String>,
-    /// Why messages were returned or failed, with counts.
-    pub problems: BTreeMap<String, u64>,
-    /// Messages that may now be in both the target and the DLQ (an upper bound: confirmed by
-    /// the target without a provably processed ack, or unanswered when the connection died).
-    pub duplicated: u64,
-    /// Of `duplicated`, those that certainly are in both places (confirmed, never acked).
-    pub duplicated_certain: u64,
-    /// Keys of the messages counted in `duplicated`.
-    pub duplicate_ids: Vec<String>,
+    /// What the engine counted: held back, per target, moved and duplicate keys, problems, and
+    /// whether the run ended without settling (`forced`). Summed over reconnects.
+    pub counts: Tally,
     pub stop: StopReason,
-    /// Set when the run ended without settling (a second cancel, or settling past its
-    /// deadline): its unacknowledged deliveries go back to the DLQ when the connection closes.
-    pub forced: Option<String>,
     /// Why the run reconnected to another node and carried on, once per reconnect. Deliveries
     /// of a lost connection go back to the DLQ only when the broker notices, so such a run is
     /// never "completed".
@@ -117,11 +102,11 @@ impl Summary {
     /// nothing may be duplicated, and it stopped because it was done.
     pub fn completed(&self) -> bool {
         self.stop.is_finished()
-            && self.forced.is_none()
+            && self.counts.forced.is_none()
             && self.reconnected.is_empty()
             && self.progress.failed == 0
             && self.progress.returned == 0
-            && self.duplicated == 0
+            && self.counts.duplicated == 0
     }
 
     /// The audit's outcome: "completed" (see [`completed`](Self::completed)), "cancelled" (a
@@ -129,7 +114,7 @@ impl Summary {
     /// connection fault, or nothing moved and some failed or came back), else "partial: …".
     pub fn outcome(&self) -> String {
         let text = self.outcome_alone();
-        if self.reconnected.is_empty() || self.forced.is_some() {
+        if self.reconnected.is_empty() || self.counts.forced.is_some() {
             return text;
         }
         let text = if text == "completed" {
@@ -145,7 +130,7 @@ impl Summary {
 
     fn outcome_alone(&self) -> String {
         let p = &self.progress;
-        if let Some(why) = &self.forced {
+        if let Some(why) = &self.counts.forced {
             format!("interrupted: {why}; {}", self.stop)
         } else if self.completed() {
             "completed".to_string()
@@ -379,15 +364,8 @@ pub async fn run_with(
             ..Default::default()
         },
         depth_at_start,
-        held_back: 0,
-        targets: BTreeMap::new(),
-        moved_ids: Vec::new(),
-        problems: BTreeMap::new(),
-        duplicated: 0,
-        duplicated_certain: 0,
-        duplicate_ids: Vec::new(),
+        counts: Tally::default(),
         stop: StopReason::ReachedStartDepth,
-        forced: None,
         reconnected: Vec::new(),
     };
     if depth_at_start == 0 {
@@ -466,14 +444,7 @@ pub async fn run_with(
     let t = drv.engine.tally();
     fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
     summary.progress.eta = None;
-    summary.held_back = t.held_back;
-    summary.targets = t.targets.clone();
-    summary.moved_ids = t.moved_ids.clone();
-    summary.problems = t.problems.clone();
-    summary.duplicated = t.duplicated;
-    summary.duplicated_certain = t.duplicated_certain;
-    summary.duplicate_ids = t.duplicate_ids.clone();
-    summary.forced = t.forced.clone();
+    summary.counts = t.clone();
     summary.stop = drv
         .engine
         .stop_reason()
@@ -1009,7 +980,7 @@ where
         let lost = matches!(
             seg.stop,
             StopReason::ConnectionLost(_) | StopReason::NoAnswer(_)
-        ) && seg.forced.is_none();
+        ) && seg.counts.forced.is_none();
         let moved_here = seg.progress.moved - base.moved;
         if let Some(l) = job.limit {
             job.limit = Some(l.saturating_sub(moved_here));
@@ -1072,19 +1043,8 @@ fn add_progress(base: &Progress, p: &Progress) -> Progress {
 
 fn merge(mut t: Summary, s: Summary) -> Summary {
     t.progress = add_progress(&t.progress, &s.progress);
-    t.held_back += s.held_back;
-    for (k, n) in s.targets {
-        *t.targets.entry(k).or_insert(0) += n;
-    }
-    t.moved_ids.extend(s.moved_ids);
-    for (k, n) in s.problems {
-        *t.problems.entry(k).or_insert(0) += n;
-    }
-    t.duplicated += s.duplicated;
-    t.duplicated_certain += s.duplicated_certain;
-    t.duplicate_ids.extend(s.duplicate_ids);
+    t.counts.merge(s.counts);
     t.stop = s.stop;
-    t.forced = s.forced;
     t.reconnected.extend(s.reconnected);
     t
 }
@@ -1366,15 +1326,8 @@ mod tests {
                 ..Default::default()
             },
             depth_at_start: 10,
-            held_back: 0,
-            targets: BTreeMap::new(),
-            moved_ids: Vec::new(),
-            problems: BTreeMap::new(),
-            duplicated: 0,
-            duplicated_certain: 0,
-            duplicate_ids: Vec::new(),
+            counts: Tally::default(),
             stop,
-            forced: None,
             reconnected: Vec::new(),
         }
     }
@@ -1416,10 +1369,10 @@ mod tests {
         );
 
         let mut dup = summary(StopReason::ReachedStartDepth, 10, 0, 0);
-        dup.duplicated = 2;
+        dup.counts.duplicated = 2;
         assert!(!dup.completed(), "possible duplicates are not a clean run");
         let mut forced = summary(StopReason::Cancelled, 3, 0, 0);
-        forced.forced = Some("stopped at once by a second signal".into());
+        forced.counts.forced = Some("stopped at once by a second signal".into());
         assert!(forced.outcome().starts_with("interrupted: stopped at once"));
     }
 

@@ -1268,10 +1268,10 @@ impl Session {
         )
         .await;
         let summary = result?;
-        self.forget_moved(&spec.queue, &summary.moved_ids);
+        self.forget_moved(&spec.queue, &summary.counts.moved_ids);
         if let Some(b) = &begun {
             let handed_back =
-                summary.held_back + summary.progress.failed + summary.progress.returned;
+                summary.counts.held_back + summary.progress.failed + summary.progress.returned;
             let outcome = ReadOutcome {
                 delivered: handed_back,
                 // What the engine handed back had at most the count the ledger knew of.

@@ -1026,9 +1026,9 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
                 returned: sum.progress.returned,
                 failed: sum.progress.failed,
                 remaining: sum.progress.remaining,
-                message_ids: sum.moved_ids.clone(),
-                duplicated: sum.duplicated,
-                duplicate_ids: sum.duplicate_ids.clone(),
+                message_ids: sum.counts.moved_ids.clone(),
+                duplicated: sum.counts.duplicated,
+                duplicate_ids: sum.counts.duplicate_ids.clone(),
                 outcome: outcome.clone(),
             },
             Err(_) => AuditOutcome {
@@ -1050,7 +1050,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     match result {
         Ok(sum) => {
             print_summary(&sum, json, &outcome);
-            if sum.forced.is_some() {
+            if sum.counts.forced.is_some() {
                 // Nothing waits on a broker that may not answer: the connections drop here and
                 // the broker returns their unacknowledged deliveries to the queue.
                 std::process::exit(code);
@@ -1147,14 +1147,14 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
             "returned": p.returned,
             "failed": p.failed,
             "remaining": p.remaining,
-            "held_back": sum.held_back,
-            "targets": sum.targets,
-            "problems": sum.problems,
-            "duplicated": sum.duplicated,
-            "duplicated_certain": sum.duplicated_certain,
-            "duplicate_ids": sum.duplicate_ids,
+            "held_back": sum.counts.held_back,
+            "targets": sum.counts.targets,
+            "problems": sum.counts.problems,
+            "duplicated": sum.counts.duplicated,
+            "duplicated_certain": sum.counts.duplicated_certain,
+            "duplicate_ids": sum.counts.duplicate_ids,
             "stop": sum.stop.to_string(),
-            "forced": sum.forced,
+            "forced": sum.counts.forced,
             "reconnected": sum.reconnected,
             "outcome": outcome,
         }));
@@ -1167,23 +1167,23 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
         p.failed,
         p.remaining
     );
-    for (t, n) in &sum.targets {
+    for (t, n) in &sum.counts.targets {
         crate::errln!("  {n:>6} → {}", one_line(t, 120));
     }
-    for (why, n) in &sum.problems {
+    for (why, n) in &sum.counts.problems {
         crate::errln!("  ! {n} × {}", one_line(why, 300));
     }
-    if sum.duplicated > 0 {
-        if sum.duplicated == sum.duplicated_certain {
+    if sum.counts.duplicated > 0 {
+        if sum.counts.duplicated == sum.counts.duplicated_certain {
             crate::errln!(
                 "  ! {} message(s) reached their target but were not acknowledged in the DLQ: they are in both places now",
-                sum.duplicated
+                sum.counts.duplicated
             );
         } else {
             crate::errln!(
                 "  ! up to {} message(s) may be in both the target and the DLQ ({} certainly): they reached the target or may have, and their removal from the DLQ was not confirmed",
-                sum.duplicated,
-                sum.duplicated_certain
+                sum.counts.duplicated,
+                sum.counts.duplicated_certain
             );
         }
     }
@@ -1193,7 +1193,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
             one_line(why, 300)
         );
     }
-    if let Some(why) = &sum.forced {
+    if let Some(why) = &sum.counts.forced {
         crate::errln!(
             "  ! {}: unacknowledged messages go back to the dead-letter queue when the connection closes",
             one_line(why, 300)

@@ -366,6 +366,31 @@ pub struct Tally {
     pub forced: Option<String>,
 }
 
+impl Tally {
+    /// Adds a later segment's counts (a run that reconnected carries on with a new engine). The
+    /// last segment says whether the run ended without settling and whether it is blocked.
+    pub fn merge(&mut self, later: Tally) {
+        self.seen += later.seen;
+        self.published += later.published;
+        self.moved += later.moved;
+        self.returned += later.returned;
+        self.failed += later.failed;
+        self.held_back += later.held_back;
+        for (k, n) in later.targets {
+            *self.targets.entry(k).or_insert(0) += n;
+        }
+        self.moved_ids.extend(later.moved_ids);
+        for (k, n) in later.problems {
+            *self.problems.entry(k).or_insert(0) += n;
+        }
+        self.duplicated += later.duplicated;
+        self.duplicated_certain += later.duplicated_certain;
+        self.duplicate_ids.extend(later.duplicate_ids);
+        self.blocked = later.blocked;
+        self.forced = later.forced;
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     /// Taking deliveries, or stopped and waiting for the confirms in flight.

@@ -509,20 +509,22 @@ async fn replay(
                 blocked: None,
             },
             dry_run: false,
-            cancelled: sum.stop == StopReason::Cancelled && sum.forced.is_none(),
-            error: (!sum.completed() && sum.stop != StopReason::Cancelled || sum.forced.is_some())
-                .then(|| {
-                    let problems: Vec<String> = sum
-                        .problems
-                        .iter()
-                        .map(|(w, n)| format!("{n} × {w}"))
-                        .collect();
-                    if problems.is_empty() {
-                        sum.outcome()
-                    } else {
-                        format!("{}; {}", sum.outcome(), problems.join("; "))
-                    }
-                }),
+            cancelled: sum.stop == StopReason::Cancelled && sum.counts.forced.is_none(),
+            error: (!sum.completed() && sum.stop != StopReason::Cancelled
+                || sum.counts.forced.is_some())
+            .then(|| {
+                let problems: Vec<String> = sum
+                    .counts
+                    .problems
+                    .iter()
+                    .map(|(w, n)| format!("{n} × {w}"))
+                    .collect();
+                if problems.is_empty() {
+                    sum.outcome()
+                } else {
+                    format!("{}; {}", sum.outcome(), problems.join("; "))
+                }
+            }),
         },
         Err(e) => ReplayOutcome {
             progress: ReplayProgress {
@@ -537,7 +539,7 @@ async fn replay(
     if let (Some(st), Some(id)) = (&store, audit_id) {
         let (ids, remaining) = result
             .as_ref()
-            .map(|s| (s.moved_ids.clone(), s.progress.remaining))
+            .map(|s| (s.counts.moved_ids.clone(), s.progress.remaining))
             .unwrap_or_default();
         let text = match &result {
             Ok(sum) => sum.outcome(),
@@ -552,10 +554,10 @@ async fn replay(
                 failed: outcome.progress.failed,
                 remaining,
                 message_ids: ids,
-                duplicated: result.as_ref().map_or(0, |s| s.duplicated),
+                duplicated: result.as_ref().map_or(0, |s| s.counts.duplicated),
                 duplicate_ids: result
                     .as_ref()
-                    .map(|s| s.duplicate_ids.clone())
+                    .map(|s| s.counts.duplicate_ids.clone())
                     .unwrap_or_default(),
                 outcome: text,
             },
