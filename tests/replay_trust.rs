@@ -486,6 +486,7 @@ async fn another_active_consumer_is_a_stall_not_an_empty_queue() {
         redirects: Default::default(),
         ages: Default::default(),
         quorum: BrowsePolicy::unrestricted(),
+        settle_lag: Duration::ZERO,
     };
     let limits = Limits {
         idle: Duration::from_millis(300),
@@ -649,6 +650,7 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
         redirects: Default::default(),
         ages: Default::default(),
         quorum: BrowsePolicy::unrestricted(),
+        settle_lag: warren::domain::features::settle_lag(&QueueType::Quorum),
     };
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let moved = Arc::new(Mutex::new(0u64));

@@ -62,6 +62,9 @@ pub struct Job {
     pub ages: HashMap<String, u64>,
     /// Quorum delivery-limit safety, as for browsing.
     pub quorum: BrowsePolicy,
+    /// How long an ack the DLQ's channel processed may still be undone
+    /// ([`settle_lag`](crate::domain::features::settle_lag)).
+    pub settle_lag: Duration,
 }
 
 pub use crate::domain::engine::{AckOp, AckTracker, StopReason};
@@ -384,6 +387,7 @@ pub async fn run_with(
                 window: job.window,
                 prefetch: usize::from(shell.prefetch),
                 limits: limits.clone(),
+                settle_lag: job.settle_lag,
             },
             started,
         ),

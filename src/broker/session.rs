@@ -1205,7 +1205,7 @@ impl Session {
         }
         let lock = self.read_lock(&spec.queue);
         let _reading = wait_for_turn(&lock, &spec.queue).await?;
-        let (_, quorum, depth) = self.browse_policy(&spec.queue).await?;
+        let (queue_type, quorum, depth) = self.browse_policy(&spec.queue).await?;
         let job = Job {
             dlq: spec.queue.clone(),
             selection: spec.selection.clone(),
@@ -1222,6 +1222,7 @@ impl Session {
             redirects: preview.redirects.clone(),
             ages,
             quorum: quorum.clone(),
+            settle_lag: crate::domain::features::settle_lag(&queue_type),
         };
         // The engine hands back what it does not move: on a queue whose reads cost deliveries
         // that is a read too, recorded in the ledger like one (the worst case first).

@@ -247,6 +247,11 @@ pub struct Config {
     /// The consumer's prefetch: with this many unsettled deliveries the broker sends no more.
     pub prefetch: usize,
     pub limits: Limits,
+    /// How long after its channel processed an ack the DLQ may still lose it: zero for a classic
+    /// queue; for a quorum queue the settle is a Raft command the leader commits later, and a
+    /// node loss can undo the last moments' acks (seen: 3 of 500 in a second). A round trip on
+    /// the channel proves only acks at least this old ([`crate::domain::features::settle_lag`]).
+    pub settle_lag: Duration,
 }
 
 /// What to do with one delivery, decided by the caller from the message (selection, plan,
@@ -438,8 +443,11 @@ pub struct Engine {
     sent_order: VecDeque<(u64, Instant)>,
     /// Keys of confirmed messages not yet provably acknowledged.
     confirmed_keys: HashMap<u64, String>,
-    /// Acked tags whose ack was written but not yet proven processed, in order written.
-    unproven: VecDeque<u64>,
+    /// Acked tags whose ack was written but not yet proven settled, in order written, each
+    /// with when a round trip proved its channel had processed it.
+    unproven: VecDeque<(u64, Option<Instant>)>,
+    /// The time of the event being handled.
+    now: Instant,
     /// How many of `unproven` the outstanding sync covers.
     sync_mark: Option<usize>,
     last_sync: Instant,
@@ -469,6 +477,7 @@ impl Engine {
             sent_order: VecDeque::new(),
             confirmed_keys: HashMap::new(),
             unproven: VecDeque::new(),
+            now,
             sync_mark: None,
             last_sync: now,
             last_ack: now,
@@ -547,6 +556,7 @@ impl Engine {
         if self.phase == Phase::Done {
             return fx;
         }
+        self.now = self.now.max(now);
         match ev {
             Event::Delivery {
                 tag,
@@ -642,13 +652,7 @@ impl Engine {
             Event::Synced(r) => {
                 let mark = self.sync_mark.take();
                 match r {
-                    Ok(()) => {
-                        for _ in 0..mark.unwrap_or(0) {
-                            if let Some(t) = self.unproven.pop_front() {
-                                self.confirmed_keys.remove(&t);
-                            }
-                        }
-                    }
+                    Ok(()) => self.prove(mark.unwrap_or(usize::MAX)),
                     Err(e) => self.consume_lost(now, e),
                 }
             }
@@ -657,7 +661,7 @@ impl Engine {
                     match r {
                         // cancel-ok came after every ack written before it was processed.
                         Ok(()) => {
-                            self.prove_all();
+                            self.prove(usize::MAX);
                             self.phase = Phase::Draining;
                             fx.push(Effect::Drain);
                         }
@@ -691,7 +695,7 @@ impl Engine {
             Event::Closed(r) => {
                 if self.phase == Phase::Closing {
                     if r.is_ok() && self.consume_alive {
-                        self.prove_all();
+                        self.prove(usize::MAX);
                     } else {
                         self.consume_alive = false;
                     }
@@ -911,7 +915,7 @@ impl Engine {
         let mut settled = Vec::new();
         let ops = self.acks.flush_into(&mut settled);
         if !ops.is_empty() {
-            self.unproven.extend(settled);
+            self.unproven.extend(settled.into_iter().map(|t| (t, None)));
             fx.push(Effect::Ack(ops));
         }
     }
@@ -1011,7 +1015,7 @@ impl Engine {
                 self.tally.duplicate_ids.push(k);
             }
         }
-        for t in std::mem::take(&mut self.unproven) {
+        for (t, _) in std::mem::take(&mut self.unproven) {
             self.tally.duplicated += 1;
             if let Some(k) = self.confirmed_keys.remove(&t) {
                 self.tally.duplicate_ids.push(k);
@@ -1019,8 +1023,18 @@ impl Engine {
         }
     }
 
-    fn prove_all(&mut self) {
-        for t in std::mem::take(&mut self.unproven) {
+    /// A round trip came back: the first `covered` acks were processed by the channel. Those
+    /// processed at least `settle_lag` ago are settled for good (on a classic queue, at once).
+    fn prove(&mut self, covered: usize) {
+        let (now, lag) = (self.now, self.cfg.settle_lag);
+        for (_, processed) in self.unproven.iter_mut().take(covered) {
+            processed.get_or_insert(now);
+        }
+        while let Some(&(t, Some(at))) = self.unproven.front() {
+            if now.saturating_duration_since(at) < lag {
+                break;
+            }
+            self.unproven.pop_front();
             self.confirmed_keys.remove(&t);
         }
         self.sync_mark = None;
@@ -1073,6 +1087,7 @@ mod tests {
                 window: 50,
                 prefetch: 100,
                 limits: Limits::default(),
+                settle_lag: Duration::ZERO,
             },
             t0,
         )
@@ -1282,6 +1297,7 @@ mod tests {
                 window: 50,
                 prefetch: 2,
                 limits: Limits::default(),
+                settle_lag: Duration::ZERO,
             },
             t0,
         );
@@ -1463,6 +1479,52 @@ mod tests {
         assert_eq!(e.tally().duplicated, 0, "both acks were proven");
     }
 
+    /// A quorum DLQ settles through Raft after the channel processed the ack: a round trip
+    /// proves an ack only once it has been processed for `settle_lag`, so a node loss in
+    /// between counts it as a possible duplicate (a real run lost 3 such settles).
+    #[test]
+    fn a_quorum_ack_is_proven_only_after_the_settle_lag() {
+        let t0 = Instant::now();
+        let lag = Duration::from_secs(2);
+        let run = |lost_at: Duration| {
+            let mut e = Engine::new(
+                Config {
+                    depth_at_start: 100,
+                    limit: None,
+                    window: 50,
+                    prefetch: 100,
+                    limits: Limits::default(),
+                    settle_lag: lag,
+                },
+                t0,
+            );
+            send(&mut e, t0, 1..=2);
+            e.on(t0, confirm(1, ConfirmOutcome::Ack));
+            e.on(t0, Event::AcksWritten(Ok(())));
+            let t1 = t0 + Duration::from_secs(1);
+            let fx = e.on(t1, confirm(2, ConfirmOutcome::Ack));
+            assert!(fx.contains(&Effect::Sync), "{fx:?}");
+            e.on(t1, Event::AcksWritten(Ok(())));
+            e.on(t1, Event::Synced(Ok(())));
+            // Syncs go on while acks wait for the lag.
+            let mut t = t1;
+            while t < t0 + lost_at {
+                t += Duration::from_millis(500);
+                for f in e.on(t, Event::Tick) {
+                    if f == Effect::Sync {
+                        e.on(t, Event::Synced(Ok(())));
+                    }
+                }
+            }
+            e.on(t0 + lost_at, Event::ConsumeLost("node down".into()));
+            e.on(t0 + lost_at, Event::Closed(Err("node down".into())));
+            e.tally().duplicated
+        };
+        assert_eq!(run(Duration::from_secs(1)), 2, "processed, not yet settled");
+        assert_eq!(run(Duration::from_millis(2500)), 2, "processed 1.5 s ago");
+        assert_eq!(run(Duration::from_secs(4)), 0, "settled for good");
+    }
+
     #[test]
     fn refused_and_unselected_messages_fill_the_window() {
         let t0 = Instant::now();
@@ -1473,6 +1535,7 @@ mod tests {
                 window: 2,
                 prefetch: 100,
                 limits: Limits::default(),
+                settle_lag: Duration::ZERO,
             },
             t0,
         );
@@ -1507,6 +1570,7 @@ mod tests {
                 window: 5000,
                 prefetch: 3,
                 limits: Limits::default(),
+                settle_lag: Duration::ZERO,
             },
             t0,
         );
@@ -1529,6 +1593,7 @@ mod tests {
                 window: 50,
                 prefetch: 100,
                 limits: Limits::default(),
+                settle_lag: Duration::ZERO,
             },
             t0,
         );

@@ -161,6 +161,17 @@ pub fn return_cost(version: BrokerVersion, queue_type: &QueueType) -> u32 {
     }
 }
 
+/// How long after a channel processed an ack the queue may still lose it. A quorum queue's
+/// settle is a Raft command its leader commits after the channel passed it on: when the node
+/// goes down first, the message comes back (a replay after node loss found 19 copies where the
+/// channel had proven all but 16). Classic queues settle in the channel's own round trip.
+pub fn settle_lag(queue_type: &QueueType) -> std::time::Duration {
+    match queue_type {
+        QueueType::Quorum => std::time::Duration::from_secs(2),
+        QueueType::Classic | QueueType::Stream | QueueType::Other(_) => std::time::Duration::ZERO,
+    }
+}
+
 /// Whether reading a queue with this effective delivery limit spends its messages' deliveries,
 /// so that browsing can end in loss: returns cost here and a limit is in force. An unknown
 /// version is answered by [`CAUTIOUS_VERSION`]'s rules.
