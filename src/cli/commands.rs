@@ -984,35 +984,12 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         crate::errln!();
     }
 
-    let Some(result) = result else {
-        // The run did not return after the second signal: record what is known and leave.
+    // The run did not return after the second signal: what the progress knew goes through the
+    // same record and report (JSON included) as a run that ended, marked as forced.
+    let result = result.unwrap_or_else(|| {
         let p = last.lock().map(|p| p.clone()).unwrap_or_default();
-        let outcome = "interrupted: stopped at once by a second signal; message ids unknown (the run did not report them in time)".to_string();
-        if let (Some(st), Some(id)) = (&store, audit_id) {
-            let _ = st.finish_replay(
-                id,
-                &AuditOutcome {
-                    at: jiff::Timestamp::now(),
-                    moved: p.moved,
-                    returned: p.returned,
-                    failed: p.failed,
-                    remaining: p.remaining,
-                    message_ids: Vec::new(),
-                    duplicated: p.moved,
-                    duplicate_ids: Vec::new(),
-                    outcome: outcome.clone(),
-                },
-            );
-        }
-        crate::errln!(
-            "moved {}, returned {}, failed {}; up to {} may now be in both places\n{outcome}",
-            p.moved,
-            p.returned,
-            p.failed,
-            p.moved
-        );
-        std::process::exit(exit::FAILED);
-    };
+        Ok(unreported_run(p))
+    });
 
     let (outcome, code) = match &result {
         Ok(sum) => replay_outcome(sum),
@@ -1058,6 +1035,28 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
             Ok(code)
         }
         Err(e) => Err(broker_failure(e)),
+    }
+}
+
+/// A run that did not report back after the second signal, from its last progress: every
+/// moved message may also still be in the DLQ, and which ones moved is not known.
+fn unreported_run(p: crate::broker::replay::Progress) -> crate::broker::replay::Summary {
+    crate::broker::replay::Summary {
+        counts: crate::domain::engine::Tally {
+            moved: p.moved,
+            returned: p.returned,
+            failed: p.failed,
+            duplicated: p.moved,
+            forced: Some(
+                "stopped at once by a second signal; message ids unknown (the run did not report them in time)"
+                    .into(),
+            ),
+            ..Default::default()
+        },
+        progress: p,
+        depth_at_start: 0,
+        stop: crate::broker::replay::StopReason::Cancelled,
+        reconnected: Vec::new(),
     }
 }
 
