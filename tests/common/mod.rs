@@ -163,14 +163,31 @@ impl TestVhost {
         path: &str,
         body: Option<serde_json::Value>,
     ) -> reqwest::Response {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.broker.mgmt_base()))
-            .basic_auth("guest", Some("guest"));
-        if let Some(b) = body {
-            req = req.json(&b);
+        // A pooled keep-alive connection the broker closed at the same moment fails with no
+        // reply (hyper's IncompleteMessage, seen on 4.0): idempotent calls are sent again.
+        let retries = if method == reqwest::Method::POST {
+            0
+        } else {
+            3
+        };
+        let mut attempt = 0;
+        loop {
+            let mut req = self
+                .http
+                .request(method.clone(), format!("{}{path}", self.broker.mgmt_base()))
+                .basic_auth("guest", Some("guest"));
+            if let Some(b) = &body {
+                req = req.json(b);
+            }
+            match req.send().await {
+                Ok(r) => return r,
+                Err(e) if attempt < retries && (e.is_request() || e.is_connect()) => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("management API call {method} {path}: {e:?}"),
+            }
         }
-        req.send().await.expect("management API call")
     }
 
     /// `GET` a management API path and parse JSON.
