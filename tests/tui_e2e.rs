@@ -244,7 +244,10 @@ fn pager_search_and_saves_at_80x24() {
         "Stack trace (System.InvalidOperationException)",
         Duration::from_secs(5),
     );
-    assert!(trace.contains("LabelConsumer.cs:line 42"), "wrapped at 80: {trace}");
+    assert!(
+        trace.contains("LabelConsumer.cs:line 42"),
+        "wrapped at 80: {trace}"
+    );
     t.keys(&["q"]);
     t.wait_for("[0 selected]", Duration::from_secs(5));
     t.keys(&["q"]);

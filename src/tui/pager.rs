@@ -396,19 +396,20 @@ pub fn draw(state: &State, p: &Pager, frame: &mut Frame, area: Rect) {
     let height = usize::from(text_area.height);
     let top = p.top.min(rows.len().saturating_sub(height));
     let current = p.current.and_then(|i| p.matches.get(i));
-    // Matches are in (line, start) order: only those on the lines shown are looked at.
-    let first_line = rows.get(top).map_or(0, |r| r.line);
-    let from = p.matches.partition_point(|m| m.line < first_line);
     let lines: Vec<Line<'_>> = rows
         .iter()
         .skip(top)
         .take(height)
         .map(|r| {
             let text = p.lines.get(r.line).map_or("", String::as_str);
+            // Matches are in (line, start) order and do not overlap: those ending past the
+            // row's start, while they start before its end.
+            let from = p
+                .matches
+                .partition_point(|m| (m.line, m.end) <= (r.line, r.start));
             let on_row: Vec<&Match> = p.matches[from..]
                 .iter()
-                .take_while(|m| m.line <= r.line)
-                .filter(|m| m.line == r.line && m.start < r.end && m.end > r.start)
+                .take_while(|m| m.line == r.line && m.start < r.end)
                 .collect();
             highlight(text, r, &on_row, current, t.selected, t.marked)
         })
@@ -423,11 +424,13 @@ pub fn draw(state: &State, p: &Pager, frame: &mut Frame, area: Rect) {
             Span::styled("   Enter search · Esc cancel", t.muted),
         ]),
         None => {
-            let shown_to = (top + height).min(rows.len());
+            // Lines of the text (not screen rows): what a colleague finds in the same body.
+            let line_at = |row: usize| rows.get(row).map_or(0, |r| r.line + 1);
+            let last = line_at((top + height).min(rows.len()).saturating_sub(1));
             let mut parts = vec![if rows.len() <= height {
-                format!(" all {} lines", rows.len())
+                format!(" all {} lines", p.lines.len())
             } else {
-                format!(" lines {}–{} of {}", top + 1, shown_to, rows.len())
+                format!(" lines {}–{last} of {}", line_at(top), p.lines.len())
             }];
             parts.extend(p.match_text());
             let mut spans = vec![Span::styled(parts.join(" · "), t.muted)];
@@ -551,6 +554,33 @@ mod tests {
         p.layout((200, 50));
         assert_eq!(p.rows[p.top].line, line);
         assert_eq!(p.rows[p.top].start, 0);
+    }
+
+    #[test]
+    fn a_match_across_a_row_break_is_highlighted_on_both_rows() {
+        let mut p = pager("abcdefgh", 4, 24);
+        p.search("cdef");
+        let (cur, other) = (Style::new().bold(), Style::new().italic());
+        let rows = p.rows_for(4);
+        let current = p.matches.first();
+        let styled: Vec<Vec<(String, Style)>> = rows
+            .iter()
+            .map(|r| {
+                let on_row: Vec<&Match> = p.matches.iter().collect();
+                highlight(&p.lines[0], r, &on_row, current, cur, other)
+                    .spans
+                    .into_iter()
+                    .map(|s| (s.content.to_string(), s.style))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            styled,
+            vec![
+                vec![("ab".into(), Style::default()), ("cd".into(), cur)],
+                vec![("ef".into(), cur), ("gh".into(), Style::default())],
+            ]
+        );
     }
 
     #[test]
