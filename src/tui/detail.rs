@@ -186,7 +186,7 @@ pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {
             let n = text.lines().count();
             if state.trace_open {
                 out.push(Line::styled(
-                    format!("  stack trace ({n} lines) — e to fold"),
+                    format!("  stack trace ({n} lines) — e fold · T pager"),
                     t.muted,
                 ));
                 for l in text.lines() {
@@ -194,7 +194,7 @@ pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {
                 }
             } else {
                 out.push(Line::styled(
-                    format!("  stack trace ({n} lines) — e to unfold"),
+                    format!("  stack trace ({n} lines) — e unfold · T pager"),
                     t.muted,
                 ));
             }
