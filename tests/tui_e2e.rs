@@ -217,7 +217,7 @@ fn pager_search_and_saves_at_80x24() {
 
     // Ctrl-S from inside the pager: the screen as it is, as plain text.
     t.keys(&["C-s"]);
-    t.wait_for("saved the screen", Duration::from_secs(5));
+    t.wait_for("saved warren-screen-", Duration::from_secs(5));
     let screens = files_starting(&dir, "warren-screen-");
     assert_eq!(screens.len(), 1, "{screens:?}");
     let dump = std::fs::read_to_string(&screens[0]).expect("the screen file");
@@ -230,7 +230,7 @@ fn pager_search_and_saves_at_80x24() {
     t.keys(&["q"]);
     t.wait_for("[0 selected]", Duration::from_secs(5));
     t.keys(&["S"]);
-    t.wait_for("saved 1 message", Duration::from_secs(5));
+    t.wait_for("saved warren-shipping-label_error-", Duration::from_secs(5));
     let saved = files_starting(&dir, "warren-shipping-label_error-");
     assert_eq!(saved.len(), 1, "{saved:?}");
     let (head, messages) =

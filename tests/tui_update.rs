@@ -1301,11 +1301,14 @@ fn the_saved_snapshot_reads_back_as_warren_open_reads_it() {
     let Event::Notice(text) = report else {
         panic!("{report:?}")
     };
-    assert!(
-        text.starts_with("saved 7 messages from orders.dlq to /"),
-        "{text}"
+    let name = path.to_str().unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "saved {name} (7 messages from orders.dlq) in {} — open it with: warren open FILE",
+            dir.display()
+        )
     );
-    assert!(text.contains("warren open"), "{text}");
     let file = dir.join(path.file_name().unwrap());
     let (head, read) = warren::cli::commands::read_snapshot(&file).expect("warren open reads it");
     assert_eq!(head.queue, "orders.dlq");

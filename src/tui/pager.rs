@@ -331,6 +331,14 @@ fn name(row: &Row) -> String {
     format!("{id} in {}", sanitize::one_line(&row.msg.queue, 60))
 }
 
+/// A notice or an error arrived (a save's report): it supersedes the pager's own passing
+/// message, which would otherwise hide it in the status line.
+pub fn news(state: &mut State) {
+    if let Overlay::Pager(p) = &mut state.overlay {
+        p.message = None;
+    }
+}
+
 /// A key while the pager is open.
 pub fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     let Overlay::Pager(p) = &mut state.overlay else {

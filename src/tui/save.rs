@@ -162,13 +162,19 @@ pub fn perform(cmd: &Command, screen: Option<&str>) -> Option<Event> {
     };
     Some(match write_new(path, &text) {
         Ok(written) => {
-            let shown = std::path::absolute(&written).unwrap_or(written);
+            // The file's name first: it is what the operator needs, and it fits in 80 columns.
+            let full = std::path::absolute(&written).unwrap_or(written);
+            let name = full.file_name().map(|n| n.to_string_lossy().into_owned());
+            let dir = full.parent().map(|d| d.display().to_string());
             let hint = if matches!(cmd, Command::SaveSnapshot { .. }) {
                 " — open it with: warren open FILE"
             } else {
                 ""
             };
-            Event::Notice(format!("saved {what} to {}{hint}", shown.display()))
+            Event::Notice(match (name, dir) {
+                (Some(name), Some(dir)) => format!("saved {name} ({what}) in {dir}{hint}"),
+                _ => format!("saved {what} to {}{hint}", full.display()),
+            })
         }
         Err(e) => Event::Error(Failure::from(format!(
             "could not save {what} to {}: {e} — start Warren from a directory you can write to",

@@ -214,6 +214,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             Vec::new()
         }
         Event::Notice(message) => {
+            pager::news(state);
             state.notice = Some(message);
             state.dirty = true;
             Vec::new()
@@ -225,6 +226,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             if state.loading.is_some() {
                 state.loading = None;
             }
+            pager::news(state);
             state.error = Some(failure.text);
             state.dirty = true;
             Vec::new()
