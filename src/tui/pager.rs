@@ -356,10 +356,11 @@ pub fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             KeyCode::Backspace => {
                 input.pop();
             }
-            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
-                if input.chars().count() < MAX_QUERY {
-                    input.push(c);
-                }
+            KeyCode::Char(c)
+                if !key.modifiers.contains(KeyModifiers::CONTROL)
+                    && input.chars().count() < MAX_QUERY =>
+            {
+                input.push(c);
             }
             _ => {}
         }
@@ -443,13 +444,12 @@ pub fn draw(state: &State, p: &Pager, frame: &mut Frame, area: Rect) {
             parts.extend(p.match_text());
             let mut spans = vec![Span::styled(parts.join(" · "), t.muted)];
             // The pager covers the banner: what the operator must read shows here.
-            let said = p.message.as_deref().map(|m| (m, t.warn)).or_else(|| {
-                match (&state.error, &state.notice) {
-                    (Some(e), _) => Some((e.as_str(), t.danger)),
-                    (None, Some(n)) => Some((n.as_str(), t.warn)),
-                    _ => None,
-                }
-            });
+            let said = match (&p.message, &state.error, &state.notice) {
+                (Some(m), _, _) => Some((m.as_str(), t.warn)),
+                (None, Some(e), _) => Some((e.as_str(), t.danger)),
+                (None, None, Some(n)) => Some((n.as_str(), t.warn)),
+                (None, None, None) => None,
+            };
             if let Some((m, style)) = said {
                 spans.push(Span::styled(
                     format!("  {}", sanitize::one_line(m, 300)),
