@@ -1257,6 +1257,15 @@ fn saving_returns_effects_and_works_read_only() {
         matches!(cmds.as_slice(), [Command::SaveSnapshot { messages, .. }] if messages.len() == 1 && messages[0].position == 5),
         "{cmds:?}"
     );
+    // In the group list: the group under the cursor (the five ladders), whatever is selected.
+    update(&mut st, ch(' '));
+    update(&mut st, ch('f'));
+    let cmds = update(&mut st, ch('S'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::SaveSnapshot { messages, .. }] if messages.len() == 5),
+        "{cmds:?}"
+    );
+    update(&mut st, ch('f'));
     // Ctrl-S inside the pager too.
     update(&mut st, ch('v'));
     assert!(matches!(
