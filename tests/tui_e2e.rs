@@ -3,6 +3,7 @@
 //! two moved back to the queue they failed in and the other three stayed.
 
 mod common;
+mod tui_fixtures;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -141,4 +142,114 @@ async fn select_two_messages_and_replay_them_with_the_keyboard() {
 
     let _ = std::fs::remove_dir_all(&dir);
     vhost.cleanup().await;
+}
+
+impl Tmux {
+    /// A session of `width`×`height` running `cmd` in `dir`.
+    fn start_sized(cmd: &str, dir: &std::path::Path, width: u16, height: u16) -> Tmux {
+        let session = unique("warren-e2e");
+        let ok = Command::new("tmux")
+            .args(["new-session", "-d", "-s", &session, "-c"])
+            .arg(dir)
+            .args(["-x", &width.to_string(), "-y", &height.to_string(), cmd])
+            .status()
+            .expect("tmux must be installed (scripts/test installs it)");
+        assert!(ok.success(), "tmux new-session failed");
+        Tmux { session }
+    }
+}
+
+/// The files in `dir` whose names start with `prefix`.
+fn files_starting(dir: &std::path::Path, prefix: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// At 80×24 on a snapshot (read-only, no broker): the pager on a gzip body with a search,
+/// the screen saved as text from inside it, the message saved as a snapshot that reads back
+/// the same, and the stack trace in the pager.
+#[test]
+fn pager_search_and_saves_at_80x24() {
+    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e-pager"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let message = tui_fixtures::gzipped_order();
+    let header = warren::domain::snapshot::SnapshotHeader {
+        queue: message.queue.clone(),
+        vhost: "/".into(),
+        exported_at: "2025-09-28T12:00:00Z".into(),
+        source: "RabbitMQ 4.0.5".into(),
+    };
+    let input = dir.join("input.jsonl");
+    std::fs::write(
+        &input,
+        warren::domain::snapshot::write(&header, std::slice::from_ref(&message)),
+    )
+    .expect("write the snapshot");
+    let cmd = format!(
+        "WARREN_STORE={store} WARREN_LOG_DIR={dir} {bin} open {input}; sleep 30",
+        store = dir.join("warren.db").display(),
+        dir = dir.display(),
+        bin = env!("CARGO_BIN_EXE_warren"),
+        input = input.display(),
+    );
+    let t = Tmux::start_sized(&cmd, &dir, 80, 24);
+
+    t.wait_for("Dead-letter queues (1)", Duration::from_secs(20));
+    t.keys(&["Enter"]);
+    t.wait_for("Carrier DHL", Duration::from_secs(10));
+    t.keys(&["v"]);
+    let body = t.wait_for("gzip → JSON", Duration::from_secs(5));
+    assert!(body.contains(r#""orderId": 1000"#), "{body}");
+    t.keys(&["/", "SKU-01", "Enter"]);
+    let found = t.wait_for("match 1 of 10", Duration::from_secs(5));
+    assert!(found.contains(r#""sku": "SKU-010""#), "{found}");
+    t.keys(&["n"]);
+    t.wait_for("match 2 of 10", Duration::from_secs(5));
+
+    // Ctrl-S from inside the pager: the screen as it is, as plain text.
+    t.keys(&["C-s"]);
+    t.wait_for("saved warren-screen-", Duration::from_secs(5));
+    let screens = files_starting(&dir, "warren-screen-");
+    assert_eq!(screens.len(), 1, "{screens:?}");
+    let dump = std::fs::read_to_string(&screens[0]).expect("the screen file");
+    assert_eq!(dump.lines().count(), 24, "{dump}");
+    assert!(dump.contains("match 2 of 10"), "{dump}");
+    assert!(dump.contains("Body (186 B, gzip → JSON"), "{dump}");
+    assert!(!dump.contains('\x1b'), "no escape codes: {dump:?}");
+
+    // S on the message list: a snapshot that `warren open` reads back to the same message.
+    t.keys(&["q"]);
+    t.wait_for("[0 selected]", Duration::from_secs(5));
+    t.keys(&["S"]);
+    t.wait_for("saved warren-shipping-label_error-", Duration::from_secs(5));
+    let saved = files_starting(&dir, "warren-shipping-label_error-");
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    let (head, messages) =
+        warren::cli::commands::read_snapshot(&saved[0]).expect("warren open reads it");
+    assert_eq!(head.queue, "shipping-label_error");
+    assert_eq!(messages, vec![message]);
+
+    // T: the stack trace in the pager; q back, q quits.
+    t.keys(&["T"]);
+    let trace = t.wait_for(
+        "Stack trace (System.InvalidOperationException)",
+        Duration::from_secs(5),
+    );
+    assert!(
+        trace.contains("LabelConsumer.cs:line 42"),
+        "wrapped at 80: {trace}"
+    );
+    t.keys(&["q"]);
+    t.wait_for("[0 selected]", Duration::from_secs(5));
+    t.keys(&["q"]);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -345,3 +345,58 @@ fn no_color_selection_is_reversed_and_nothing_is_coloured() {
         "cursor row reversed without colour"
     );
 }
+
+#[test]
+fn pager_on_a_gzipped_body_with_a_search() {
+    let mut st = browsed(false, "shipping-label_error", vec![gzipped_order()]);
+    update(&mut st, key(KeyCode::Enter));
+    // The detail pane says what was decoded.
+    let heading: Vec<String> = st
+        .detail_lines()
+        .unwrap()
+        .iter()
+        .map(|l| l.to_string())
+        .filter(|l| l.starts_with("─ body"))
+        .collect();
+    assert_eq!(heading.len(), 1, "{heading:?}");
+    assert!(
+        heading[0].contains(", gzip → JSON, ") && heading[0].ends_with(" KiB decoded) ─"),
+        "{heading:?}"
+    );
+    update(&mut st, ch('v'));
+    update(&mut st, ch('/'));
+    for c in "SKU-01".chars() {
+        update(&mut st, ch(c));
+    }
+    update(&mut st, key(KeyCode::Enter));
+    update(&mut st, ch('n'));
+    snap("pager", &st);
+    // The current match is reversed, the others marked; the text is not.
+    let buf = render(&st, 80, 24);
+    let hits = find(&buf, "SKU-01");
+    assert!(hits.len() >= 2, "{hits:?}");
+    let reversed: Vec<bool> = hits
+        .iter()
+        .map(|&(x, y)| buf[(x, y)].modifier.contains(Modifier::REVERSED))
+        .collect();
+    assert_eq!(reversed.iter().filter(|r| **r).count(), 1, "{reversed:?}");
+    assert_eq!(
+        reversed.iter().position(|r| *r),
+        Some(1),
+        "match 2 is current"
+    );
+    let (x, y) = hits[0];
+    assert_eq!(buf[(x, y)].fg, Color::Yellow);
+    assert_eq!(buf[(x.saturating_sub(2), y)].fg, Color::Reset);
+}
+
+#[test]
+fn pager_typing_a_search() {
+    let mut st = browsed(false, "shipping-label_error", vec![masstransit()]);
+    update(&mut st, ch('T'));
+    update(&mut st, ch('/'));
+    for c in "Consume".chars() {
+        update(&mut st, ch(c));
+    }
+    snap("pager_search_input", &st);
+}

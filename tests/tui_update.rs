@@ -1031,3 +1031,306 @@ fn the_replay_modal_starts_at_the_configured_rate() {
         other => panic!("{other:?}"),
     }
 }
+
+fn pager(st: &warren::tui::State) -> &warren::tui::pager::Pager {
+    match &st.overlay {
+        Overlay::Pager(p) => p,
+        other => panic!("no pager open: {other:?}"),
+    }
+}
+
+#[test]
+fn v_pages_the_decoded_body_by_line_and_page() {
+    let mut st = browsed(false, "shipping-label_error", vec![gzipped_order()]);
+    update(&mut st, ch('v'));
+    let p = pager(&st);
+    assert!(
+        p.title.contains("gzip → JSON") && p.title.contains("decoded"),
+        "{}",
+        p.title
+    );
+    assert!(
+        p.title
+            .contains("0b5e0000-5d4c-0015-3c1a-08dd00000001 in shipping-label_error")
+    );
+    // Pretty-printed: one line per key, four per order line.
+    assert!(p.lines.iter().any(|l| l.trim() == r#""sku": "SKU-039","#));
+    assert_eq!(p.height, 21, "80×24 less the title, status and footer rows");
+    let rows = p.row_count();
+    assert!(rows > 150, "{rows}");
+    update(&mut st, ch('j'));
+    update(&mut st, key(KeyCode::Down));
+    assert_eq!(pager(&st).top, 2);
+    update(&mut st, ch('k'));
+    assert_eq!(pager(&st).top, 1);
+    update(&mut st, key(KeyCode::PageDown));
+    assert_eq!(pager(&st).top, 22);
+    update(&mut st, ch(' '));
+    assert_eq!(pager(&st).top, 43, "space pages down as in less");
+    update(&mut st, ch('b'));
+    assert_eq!(pager(&st).top, 22);
+    update(&mut st, ch('G'));
+    assert_eq!(pager(&st).top, rows - 21, "the last page fills the screen");
+    update(&mut st, ch('j'));
+    assert_eq!(pager(&st).top, rows - 21, "no scrolling past the end");
+    update(&mut st, ch('g'));
+    assert_eq!(pager(&st).top, 0);
+    // q goes back to where the operator was; nothing else changed.
+    update(&mut st, ch('q'));
+    assert!(matches!(st.overlay, Overlay::None));
+    assert!(!st.quit, "q in the pager closes the pager, not Warren");
+    assert_eq!(st.focus, Focus::Messages);
+    update(&mut st, ch('v'));
+    update(&mut st, key(KeyCode::Esc));
+    assert!(matches!(st.overlay, Overlay::None));
+}
+
+#[test]
+fn pager_search_counts_matches_and_n_and_shift_n_walk_them() {
+    let mut st = browsed(false, "shipping-label_error", vec![gzipped_order()]);
+    update(&mut st, ch('v'));
+    update(&mut st, ch('/'));
+    assert_eq!(pager(&st).input.as_deref(), Some(""));
+    // While typing, keys are text: `q` and `G` do not close or jump.
+    type_text(&mut st, "SKU-01q");
+    update(&mut st, key(KeyCode::Backspace));
+    assert_eq!(pager(&st).input.as_deref(), Some("SKU-01"));
+    update(&mut st, key(KeyCode::Enter));
+    let p = pager(&st);
+    assert_eq!(p.input, None);
+    assert_eq!(
+        p.matches.len(),
+        10,
+        "SKU-010 … SKU-019; a capital matches case"
+    );
+    assert_eq!(p.match_text().as_deref(), Some("match 1 of 10"));
+    let row_of_current = |st: &warren::tui::State| {
+        let p = pager(st);
+        let m = p.matches[p.current.unwrap()];
+        p.lines[m.line][m.start..m.end].to_string()
+    };
+    assert_eq!(row_of_current(&st), "SKU-01");
+    // The first match is on screen: it is far below the first page.
+    let first = pager(&st).matches[0];
+    assert!(first.line > 21);
+    assert!(pager(&st).top > 0 && pager(&st).top <= first.line);
+    update(&mut st, ch('n'));
+    update(&mut st, ch('n'));
+    assert_eq!(pager(&st).match_text().as_deref(), Some("match 3 of 10"));
+    update(&mut st, ch('N'));
+    assert_eq!(pager(&st).match_text().as_deref(), Some("match 2 of 10"));
+    update(&mut st, ch('N'));
+    update(&mut st, ch('N'));
+    let p = pager(&st);
+    assert_eq!(p.match_text().as_deref(), Some("match 10 of 10"), "wraps");
+    assert!(p.message.as_deref().unwrap().contains("past the start"));
+    let m = p.matches[9];
+    assert!(
+        (p.top..p.top + 21).contains(&m.line),
+        "the last match is on screen"
+    );
+    // Lower case matches any case: "sku" is in every key and every value.
+    update(&mut st, ch('/'));
+    type_text(&mut st, "sku");
+    update(&mut st, key(KeyCode::Enter));
+    assert_eq!(pager(&st).matches.len(), 80);
+    // A search with no match says so and keeps the place.
+    let top = pager(&st).top;
+    update(&mut st, ch('/'));
+    type_text(&mut st, "nowhere");
+    update(&mut st, key(KeyCode::Enter));
+    let p = pager(&st);
+    assert!(p.matches.is_empty());
+    assert_eq!(p.top, top);
+    assert!(
+        p.message
+            .as_deref()
+            .unwrap()
+            .contains("no match for “nowhere”")
+    );
+    // Esc while typing leaves the input, not the pager.
+    update(&mut st, ch('/'));
+    update(&mut st, key(KeyCode::Esc));
+    assert!(matches!(st.overlay, Overlay::Pager(_)));
+    assert_eq!(pager(&st).input, None);
+}
+
+#[test]
+fn shift_t_pages_the_stack_trace_and_says_when_there_is_none() {
+    let mut st = browsed(false, "shipping-label_error", vec![masstransit()]);
+    update(&mut st, ch('T'));
+    let p = pager(&st);
+    assert!(
+        p.title
+            .starts_with("Stack trace (System.InvalidOperationException) of"),
+        "{}",
+        p.title
+    );
+    assert!(p.title.ends_with(" in shipping-label_error"), "{}", p.title);
+    assert_eq!(p.lines.len(), 3);
+    assert!(p.lines[0].contains("CreateLabelConsumer.cs:line 42"));
+    update(&mut st, ch('q'));
+
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('T'));
+    assert!(matches!(st.overlay, Overlay::None));
+    assert!(st.notice.as_deref().unwrap().contains("no stack trace"));
+}
+
+#[test]
+fn the_pager_relays_out_on_resize_and_its_text_is_sanitised() {
+    let mut hostile_msg = hostile();
+    hostile_msg.body = b"\x1b]0;owned\x07 line one\n\x1b[2J line two".to_vec();
+    hostile_msg.body_size = hostile_msg.body.len() as u64;
+    let queue = hostile_msg.queue.clone();
+    let mut st = browsed(false, &queue, vec![hostile_msg]);
+    update(&mut st, ch('v'));
+    let p = pager(&st);
+    assert!(
+        p.lines.iter().all(|l| !l.chars().any(|c| c.is_control())),
+        "{:?}",
+        p.lines
+    );
+    assert!(
+        p.lines.iter().any(|l| l.contains("\\e[2J line two")),
+        "{:?}",
+        p.lines
+    );
+    update(
+        &mut st,
+        Event::Resize {
+            width: 200,
+            height: 50,
+        },
+    );
+    let p = pager(&st);
+    assert_eq!((p.width, p.height), (200, 47));
+}
+
+#[test]
+fn saving_returns_effects_and_works_read_only() {
+    let mut st = browsed(true, "orders.dlq", orders_messages());
+    let cmds = update(&mut st, ctrl('s'));
+    match cmds.as_slice() {
+        [Command::SaveScreen { path }] => {
+            assert_eq!(
+                path.to_str().unwrap(),
+                format!("warren-screen-{}.txt", now().strftime("%Y%m%d-%H%M%S"))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Nothing on screen changed for it (the loop reports back with a notice).
+    assert!(st.notice.is_none() && st.error.is_none());
+
+    // S: the selected messages in queue order, else the one under the cursor.
+    update(&mut st, ch('j'));
+    update(&mut st, ch(' '));
+    update(&mut st, ch('k'));
+    update(&mut st, ch('k'));
+    update(&mut st, ch(' '));
+    let cmds = update(&mut st, ch('S'));
+    match cmds.as_slice() {
+        [
+            Command::SaveSnapshot {
+                path,
+                header,
+                messages,
+            },
+        ] => {
+            let name = path.to_str().unwrap();
+            assert!(
+                name.starts_with("warren-orders.dlq-") && name.ends_with(".jsonl"),
+                "{name}"
+            );
+            assert_eq!(header.queue, "orders.dlq");
+            assert_eq!(header.vhost, overview().vhost);
+            let positions: Vec<u64> = messages.iter().map(|m| m.position).collect();
+            assert_eq!(positions, vec![0, 1]);
+        }
+        other => panic!("{other:?}"),
+    }
+    st.selected.clear();
+    update(&mut st, ch('G'));
+    let cmds = update(&mut st, ch('S'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::SaveSnapshot { messages, .. }] if messages.len() == 1 && messages[0].position == 5),
+        "{cmds:?}"
+    );
+    // In the group list: the group under the cursor (the five ladders), whatever is selected.
+    update(&mut st, ch(' '));
+    update(&mut st, ch('f'));
+    let cmds = update(&mut st, ch('S'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::SaveSnapshot { messages, .. }] if messages.len() == 5),
+        "{cmds:?}"
+    );
+    update(&mut st, ch('f'));
+    // Ctrl-S inside the pager too.
+    update(&mut st, ch('v'));
+    assert!(matches!(
+        update(&mut st, ctrl('s')).as_slice(),
+        [Command::SaveScreen { .. }]
+    ));
+    assert!(
+        matches!(st.overlay, Overlay::Pager(_)),
+        "saving does not close the pager"
+    );
+}
+
+#[test]
+fn the_saved_snapshot_reads_back_as_warren_open_reads_it() {
+    let mut messages = orders_messages();
+    messages.push(gzipped_order());
+    for (i, m) in messages.iter_mut().enumerate() {
+        m.queue = "orders.dlq".into();
+        m.position = i as u64;
+    }
+    let mut st = browsed(false, "orders.dlq", messages.clone());
+    update(&mut st, ch('a'));
+    let cmds = update(&mut st, ch('S'));
+    let [
+        Command::SaveSnapshot {
+            path,
+            header,
+            messages: saved,
+        },
+    ] = cmds.as_slice()
+    else {
+        panic!("{cmds:?}");
+    };
+    let dir = std::env::temp_dir().join(format!("warren-save-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cmd = Command::SaveSnapshot {
+        path: dir.join(path.file_name().unwrap()),
+        header: header.clone(),
+        messages: saved.clone(),
+    };
+    let report = warren::tui::save::perform(&cmd, None).expect("a save reports");
+    let Event::Notice(text) = report else {
+        panic!("{report:?}")
+    };
+    let name = path.to_str().unwrap();
+    assert_eq!(
+        text,
+        format!(
+            "saved {name} (7 messages from orders.dlq) in {} — open it with: warren open FILE",
+            dir.display()
+        )
+    );
+    let file = dir.join(path.file_name().unwrap());
+    let (head, read) = warren::cli::commands::read_snapshot(&file).expect("warren open reads it");
+    assert_eq!(head.queue, "orders.dlq");
+    assert_eq!(read, messages, "every property, header and body byte");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // A directory that cannot be written says so, in the operator's words.
+    let bad = Command::SaveScreen {
+        path: "/proc/warren-cannot-write-here.txt".into(),
+    };
+    let report = warren::tui::save::perform(&bad, Some("screen"));
+    assert!(
+        matches!(&report, Some(Event::Error(f)) if f.text.contains("could not save the screen") && f.text.contains("directory you can write to")),
+        "{report:?}"
+    );
+}

@@ -1,7 +1,11 @@
 //! What the UI asks the background worker to do. `update` returns these as data and performs no
 //! IO itself; the worker turns them into broker calls and answers with `Event`s.
 
+use std::path::PathBuf;
+
+use crate::domain::message::DeadLetter;
 use crate::domain::selection::Selection;
+use crate::domain::snapshot::SnapshotHeader;
 
 #[derive(Clone, Debug)]
 pub enum Command {
@@ -42,6 +46,18 @@ pub enum Command {
     SwitchVhost {
         name: String,
         generation: u64,
+    },
+    /// Write what is on screen as plain text to `path` (performed by the terminal loop, which
+    /// has the frame; answer: `Event::Notice` or `Event::Error`). Allowed read-only.
+    SaveScreen {
+        path: PathBuf,
+    },
+    /// Write `messages` as a snapshot file (`warren open` reads it) to `path` (performed by the
+    /// terminal loop; answer: `Event::Notice` or `Event::Error`). Allowed read-only.
+    SaveSnapshot {
+        path: PathBuf,
+        header: SnapshotHeader,
+        messages: Vec<DeadLetter>,
     },
     Quit,
 }

@@ -9,6 +9,7 @@ use ratatui::text::{Line, Span};
 use super::format;
 use super::state::{Row, State};
 use super::theme::Theme;
+use crate::domain::body;
 use crate::domain::convention::short_type;
 use crate::domain::message::DeadLetter;
 use crate::domain::sanitize;
@@ -20,8 +21,6 @@ const HEADER_CHARS: usize = 400;
 const BODY_CHARS: usize = 64 * 1024;
 /// Most stack-trace lines shown when unfolded.
 const TRACE_CHARS: usize = 16 * 1024;
-/// Bytes per hex dump line.
-const HEX_WIDTH: usize = 16;
 
 /// The detail of one message as rendered, with what it was rendered from (see
 /// `State::refresh_detail`).
@@ -187,7 +186,7 @@ pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {
             let n = text.lines().count();
             if state.trace_open {
                 out.push(Line::styled(
-                    format!("  stack trace ({n} lines) — e to fold"),
+                    format!("  stack trace ({n} lines) — e fold · T pager"),
                     t.muted,
                 ));
                 for l in text.lines() {
@@ -195,7 +194,7 @@ pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {
                 }
             } else {
                 out.push(Line::styled(
-                    format!("  stack trace ({n} lines) — e to unfold"),
+                    format!("  stack trace ({n} lines) — e unfold · T pager"),
                     t.muted,
                 ));
             }
@@ -335,103 +334,68 @@ fn header_value(key: &str, v: &HeaderValue) -> String {
     }
 }
 
-/// How the body is shown.
-#[derive(Debug, PartialEq, Eq)]
-enum BodyKind {
-    Json,
-    Text,
-    Binary,
+/// A body as both the detail pane and the pager show it: decoded, in its detected format,
+/// sanitised (see `domain::body`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BodyView {
+    /// "3.1 KiB, gzip → JSON, 12.4 KiB decoded", or "41 B, JSON" when nothing was decoded.
+    pub label: String,
+    /// What the operator must know about the decoding (capped, corrupt, not decoded).
+    pub note: Option<String>,
+    pub text: String,
+    /// Bytes of the body not read (cut at the browse cap).
+    pub unread: u64,
 }
 
-fn body_kind(body: &[u8]) -> BodyKind {
-    if body.is_empty() {
-        return BodyKind::Text;
+impl BodyView {
+    pub fn unread_note(&self) -> Option<String> {
+        (self.unread > 0).then(|| format!("… {} more bytes not read (body cap)", self.unread))
     }
-    if serde_json::from_slice::<serde_json::Value>(body).is_ok() {
-        return BodyKind::Json;
-    }
-    // Text unless a good share of it is bytes no text would hold.
-    let invalid: usize = body.utf8_chunks().map(|c| c.invalid().len()).sum();
-    let controls = body
-        .iter()
-        .filter(|&&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b))
-        .count();
-    if (invalid + controls) * 10 > body.len() {
-        BodyKind::Binary
-    } else {
-        BodyKind::Text
+}
+
+/// Decodes and renders `m`'s body as text of at most about `max_chars` characters.
+pub fn body_view(m: &DeadLetter, max_chars: usize) -> BodyView {
+    let decoded = body::decode(
+        &m.body,
+        m.properties.content_encoding.as_deref(),
+        m.body_complete(),
+        body::DECODE_CAP,
+    );
+    let size = format::bytes(m.body_size);
+    let label = match decoded.decoded_from() {
+        Some(e) => format!(
+            "{size}, {} → {}, {} decoded",
+            e.label(),
+            decoded.format.label(),
+            format::bytes(decoded.bytes.len() as u64)
+        ),
+        None => format!("{size}, {}", decoded.format.label()),
+    };
+    BodyView {
+        label,
+        note: decoded.note(),
+        text: body::text(&decoded, max_chars),
+        unread: m.body_size.saturating_sub(m.body.len() as u64),
     }
 }
 
 fn body(state: &State, m: &DeadLetter, out: &mut Vec<Line<'static>>) {
     let t = &state.theme;
-    let kind = body_kind(&m.body);
-    let label = match kind {
-        BodyKind::Json => "JSON",
-        BodyKind::Text => "text",
-        BodyKind::Binary => "binary",
-    };
-    out.push(heading(
-        &format!("body ({}, {label})", format::bytes(m.body_size)),
-        t.muted,
-    ));
+    let view = body_view(m, BODY_CHARS);
+    out.push(heading(&format!("body ({})", view.label), t.muted));
     if m.body.is_empty() && m.body_size == 0 {
         out.push(Line::styled("  (empty)", t.muted));
         return;
     }
-    let text = match kind {
-        BodyKind::Json => serde_json::from_slice::<serde_json::Value>(&m.body)
-            .ok()
-            .and_then(|v| serde_json::to_string_pretty(&v).ok())
-            .map(|s| sanitize::multi_line(&s, BODY_CHARS))
-            .unwrap_or_else(|| sanitize::multi_line_bytes(&m.body, BODY_CHARS)),
-        BodyKind::Text => sanitize::multi_line_bytes(&m.body, BODY_CHARS),
-        BodyKind::Binary => hex_dump(&m.body, BODY_CHARS / 80),
-    };
-    for l in text.lines() {
+    if let Some(n) = &view.note {
+        out.push(Line::styled(format!("  {n}"), t.warn));
+    }
+    for l in view.text.lines() {
         out.push(Line::raw(format!("  {l}")));
     }
-    if !m.body_complete() {
-        out.push(Line::styled(
-            format!(
-                "  … {} more bytes not read (body cap)",
-                m.body_size.saturating_sub(m.body.len() as u64)
-            ),
-            t.warn,
-        ));
+    if let Some(n) = view.unread_note() {
+        out.push(Line::styled(format!("  {n}"), t.warn));
     }
-}
-
-/// `00000000  7b 22 6f 72 …  |{"or…|`: printable ASCII only in the right column.
-fn hex_dump(bytes: &[u8], max_lines: usize) -> String {
-    let mut out = String::new();
-    for (i, chunk) in bytes.chunks(HEX_WIDTH).enumerate() {
-        if i >= max_lines {
-            out.push_str(&format!(
-                "… {} more bytes\n",
-                bytes.len().saturating_sub(i * HEX_WIDTH)
-            ));
-            break;
-        }
-        let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
-        let ascii: String = chunk
-            .iter()
-            .map(|&b| {
-                if (0x20..0x7f).contains(&b) {
-                    b as char
-                } else {
-                    '.'
-                }
-            })
-            .collect();
-        out.push_str(&format!(
-            "{:08x}  {:<width$}  |{ascii}|\n",
-            i * HEX_WIDTH,
-            hex.join(" "),
-            width = HEX_WIDTH * 3 - 1
-        ));
-    }
-    out
 }
 
 /// The list cell for a message: the exception when a framework recorded one, else the verdict.
@@ -444,26 +408,5 @@ pub fn headline(row: &Row) -> String {
         Some((ty, Some(msg))) => format!("{}: {}", short_type(ty), msg),
         Some((ty, None)) => short_type(ty).to_string(),
         None => row.exp.verdict.clone(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn body_kinds() {
-        assert_eq!(body_kind(br#"{"a":1}"#), BodyKind::Json);
-        assert_eq!(body_kind(b"hello \x1b[31m world"), BodyKind::Text);
-        assert_eq!(
-            body_kind(&[0u8, 1, 2, 3, 0xff, 0xfe, 7, 8]),
-            BodyKind::Binary
-        );
-    }
-
-    #[test]
-    fn hex_dump_shows_only_printable_ascii() {
-        let d = hex_dump(b"ab\x1b\x9b", 10);
-        assert_eq!(d, format!("00000000  {:<47}  |ab..|\n", "61 62 1b 9b"));
     }
 }

@@ -17,6 +17,8 @@ pub enum Scope {
     Modal,
     /// A running or finished replay.
     Progress,
+    /// The full-screen pager (a body, a stack trace).
+    Pager,
 }
 
 impl Scope {
@@ -29,6 +31,7 @@ impl Scope {
             Scope::Detail => "Message detail",
             Scope::Modal => "Replay confirmation",
             Scope::Progress => "Replay in progress",
+            Scope::Pager => "Pager (v, T)",
         }
     }
 }
@@ -60,6 +63,16 @@ pub enum Action {
     Replay,
     Protect,
     ToggleTrace,
+    /// The pager on the body / on the stack trace.
+    PageBody,
+    PageTrace,
+    /// Save what is on screen as text / the picked messages as a snapshot file.
+    SaveScreen,
+    SaveSnapshot,
+    // Inside the pager.
+    Search,
+    NextMatch,
+    PrevMatch,
     // Inside the replay modal.
     Accept,
     Cancel,
@@ -271,6 +284,30 @@ pub static BINDINGS: &[Binding] = &[
         scopes: &[S::Messages, S::Detail],
     },
     Binding {
+        keys: &[Char('v')],
+        label: "v",
+        action: A::PageBody,
+        help: "read the body full-screen",
+        footer: Some("body"),
+        scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char('T')],
+        label: "T",
+        action: A::PageTrace,
+        help: "read the stack trace full-screen",
+        footer: None,
+        scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char('S')],
+        label: "S",
+        action: A::SaveSnapshot,
+        help: "save selected (or this) to a snapshot",
+        footer: None,
+        scopes: MSGS,
+    },
+    Binding {
         keys: &[Char('r')],
         label: "r",
         action: A::Replay,
@@ -292,6 +329,14 @@ pub static BINDINGS: &[Binding] = &[
         action: A::CommandLine,
         help: ":ctx N, :vhost N, :limit N, :q",
         footer: Some("command"),
+        scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Ctrl('s')],
+        label: "^s",
+        action: A::SaveScreen,
+        help: "save the screen as text",
+        footer: None,
         scopes: &[S::Global],
     },
     Binding {
@@ -382,6 +427,86 @@ pub static BINDINGS: &[Binding] = &[
         footer: None,
         scopes: &[S::Progress],
     },
+    Binding {
+        keys: &[Char('j'), Code(KeyCode::Down), Code(KeyCode::Enter)],
+        label: "↓/j",
+        action: A::Down,
+        help: "line down",
+        footer: None,
+        scopes: &[S::Pager],
+    },
+    Binding {
+        keys: &[Char('k'), Code(KeyCode::Up)],
+        label: "↑/k",
+        action: A::Up,
+        help: "line up",
+        footer: None,
+        scopes: &[S::Pager],
+    },
+    Binding {
+        keys: &[Code(KeyCode::PageDown), Char(' '), Ctrl('d'), Ctrl('f')],
+        label: "PgDn",
+        action: A::PageDown,
+        help: "page down (also space, ^d)",
+        footer: Some("page"),
+        scopes: &[S::Pager],
+    },
+    Binding {
+        keys: &[Code(KeyCode::PageUp), Char('b'), Ctrl('u'), Ctrl('b')],
+        label: "PgUp",
+        action: A::PageUp,
+        help: "page up (also b, ^u)",
+        footer: None,
+        scopes: &[S::Pager],
+    },
+    Binding {
+        keys: &[Char('g'), Code(KeyCode::Home)],
+        label: "g",
+        action: A::Top,
+        help: "top",
+        footer: None,
+        scopes: &[S::Pager],
+    },
+    Binding {
+        keys: &[Char('G'), Code(KeyCode::End)],
+        label: "G",
+        action: A::Bottom,
+        help: "bottom",
+        footer: None,
+        scopes: &[S::Pager],
+    },
+    Binding {
+        keys: &[Char('/')],
+        label: "/",
+        action: A::Search,
+        help: "search (a capital letter matches case)",
+        footer: Some("search"),
+        scopes: &[S::Pager],
+    },
+    Binding {
+        keys: &[Char('n')],
+        label: "n",
+        action: A::NextMatch,
+        help: "next match",
+        footer: Some("next"),
+        scopes: &[S::Pager],
+    },
+    Binding {
+        keys: &[Char('N')],
+        label: "N",
+        action: A::PrevMatch,
+        help: "previous match",
+        footer: Some("prev"),
+        scopes: &[S::Pager],
+    },
+    Binding {
+        keys: &[Char('q'), Code(KeyCode::Esc)],
+        label: "q/Esc",
+        action: A::Back,
+        help: "back to the message",
+        footer: Some("back"),
+        scopes: &[S::Pager],
+    },
 ];
 
 /// The action `ev` triggers in `scope`: the scope's own bindings first, then the global ones
@@ -419,15 +544,16 @@ pub fn footer(scope: Scope) -> Vec<&'static Binding> {
 
 fn footer_rank(a: Action) -> u8 {
     match a {
-        A::Replay | A::Accept => 0,
-        A::Cancel | A::Open => 1,
-        A::Filter | A::ToggleKeep => 2,
+        A::Replay | A::Accept | A::Search => 0,
+        A::Cancel | A::Open | A::NextMatch => 1,
+        A::Filter | A::ToggleKeep | A::PrevMatch => 2,
         A::ToggleSelect | A::ToggleDryRun | A::ToggleOrdinary => 3,
         A::ToggleGroups | A::RateUp | A::RateDown => 4,
         A::ToggleTrace | A::SwitchField => 5,
         A::Back => 6,
         A::Help => 7,
-        A::Quit => 8,
+        // After help: the pager is in the footer only where there is room.
+        A::Quit | A::PageBody => 8,
         A::CommandLine => 9,
         A::NextPane => 10,
         _ => 11,

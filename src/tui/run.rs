@@ -49,6 +49,15 @@ pub async fn run(
     // The first tick fires at once; the state already has the time.
     tick.tick().await;
     send(&commands_to_worker, Command::LoadQueues).await?;
+    // The size the pager lays its text out for; later ones arrive as resize events.
+    let size = terminal.size().context("cannot read the terminal's size")?;
+    update(
+        &mut state,
+        Event::Resize {
+            width: size.width,
+            height: size.height,
+        },
+    );
     draw(&mut terminal, &mut state)?;
 
     loop {
@@ -83,6 +92,20 @@ pub async fn run(
         // late). Each key is one pass of the loop; drawing is cheap enough for that.
         for ev in queue {
             for cmd in update(&mut state, ev) {
+                // Saves are performed here, where the frame is: the worker has no part in them.
+                if matches!(
+                    cmd,
+                    Command::SaveScreen { .. } | Command::SaveSnapshot { .. }
+                ) {
+                    let screen = match cmd {
+                        Command::SaveScreen { .. } => Some(screen_text(&mut terminal, &state)?),
+                        _ => None,
+                    };
+                    if let Some(report) = super::save::perform(&cmd, screen.as_deref()) {
+                        update(&mut state, report);
+                    }
+                    continue;
+                }
                 let quit = matches!(cmd, Command::Quit);
                 // A worker that is gone cannot be told anything; quitting must still work.
                 if let Err(e) = send(&commands_to_worker, cmd).await
@@ -117,6 +140,15 @@ fn from_terminal(ev: TermEvent) -> Option<Event> {
         TermEvent::Resize(width, height) => Some(Event::Resize { width, height }),
         _ => None,
     }
+}
+
+/// What is on screen, as plain text: the frame drawn for the state as it is (the same as the
+/// last one drawn but for what the key itself changed, which for a save is nothing).
+fn screen_text(terminal: &mut DefaultTerminal, state: &State) -> anyhow::Result<String> {
+    let frame = terminal
+        .draw(|f| view(state, f))
+        .context("drawing the screen failed")?;
+    Ok(super::save::screen_text(frame.buffer))
 }
 
 /// Draws one frame if anything changed, inside a synchronized update so that slow links and

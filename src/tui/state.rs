@@ -13,6 +13,7 @@ use super::detail::{self, DetailKey, Rendered};
 use super::event::{
     ConnectionState, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
 };
+use super::pager::Pager;
 use super::theme::Theme;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueSummary};
 use crate::domain::explain::{self, Explanation};
@@ -197,6 +198,8 @@ pub enum Overlay {
     Help,
     Replay(Box<ReplayModal>),
     Progress(Box<ReplayRun>),
+    /// The full-screen pager on a body or a stack trace.
+    Pager(Box<Pager>),
 }
 
 #[derive(Clone, Debug)]
@@ -253,6 +256,9 @@ pub struct State {
     /// "the same content".
     pub(crate) content_serial: u64,
     pub overlay: Overlay,
+    /// The terminal's size (width, height), from the last resize: the pager lays its text out
+    /// for it.
+    pub screen: (u16, u16),
     pub error: Option<String>,
     pub notice: Option<String>,
     pub quit: bool,
@@ -297,6 +303,7 @@ impl State {
             detail: None,
             content_serial: 0,
             overlay: Overlay::None,
+            screen: (80, 24),
             error: None,
             notice: None,
             quit: false,

@@ -14,6 +14,7 @@ use super::state::{
     Browse, FilterInput, Focus, ListMode, ModalField, Overlay, RATE_STEPS, ReplayModal, ReplayRun,
     Row, STALE_AFTER_SECS, State,
 };
+use super::{pager, save};
 use crate::domain::filter::Filter;
 use crate::domain::sanitize;
 use crate::domain::selection::Selection;
@@ -46,7 +47,11 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             on_key(state, key)
         }
-        Event::Resize { .. } => {
+        Event::Resize { width, height } => {
+            state.screen = (width, height);
+            if let Overlay::Pager(p) = &mut state.overlay {
+                p.layout(state.screen);
+            }
             state.dirty = true;
             Vec::new()
         }
@@ -209,6 +214,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             Vec::new()
         }
         Event::Notice(message) => {
+            pager::news(state);
             state.notice = Some(message);
             state.dirty = true;
             Vec::new()
@@ -220,6 +226,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             if state.loading.is_some() {
                 state.loading = None;
             }
+            pager::news(state);
             state.error = Some(failure.text);
             state.dirty = true;
             Vec::new()
@@ -269,6 +276,10 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     if is_ctrl_c {
         return force_quit(state);
     }
+    // Saving the screen works on every screen (a modal, the pager, help) and changes nothing.
+    if keys::lookup(Scope::Global, &key) == Some(Action::SaveScreen) {
+        return save::screen(state);
+    }
     match &state.overlay {
         Overlay::Help => {
             if matches!(
@@ -281,6 +292,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         }
         Overlay::Replay(_) => return on_modal_key(state, key),
         Overlay::Progress(_) => return on_progress_key(state, key),
+        Overlay::Pager(_) => return pager::on_key(state, key),
         Overlay::None => {}
     }
     if state.command_input.is_some() {
@@ -435,16 +447,23 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
             }
         }
         Action::ToggleTrace => state.trace_open = !state.trace_open,
+        Action::PageBody => pager::open_body(state),
+        Action::PageTrace => pager::open_trace(state),
+        Action::SaveScreen => return save::screen(state),
+        Action::SaveSnapshot => return save::snapshot(state),
         Action::Replay => return start_replay(state),
         Action::Protect => return protect(state),
-        // Modal and progress actions never reach here (their scopes are not pane scopes).
+        // Modal, progress and pager actions never reach here (their scopes are not pane scopes).
         Action::Accept
         | Action::Cancel
         | Action::ToggleKeep
         | Action::ToggleDryRun
         | Action::RateUp
         | Action::RateDown
-        | Action::SwitchField => {}
+        | Action::SwitchField
+        | Action::Search
+        | Action::NextMatch
+        | Action::PrevMatch => {}
     }
     Vec::new()
 }

@@ -57,6 +57,16 @@ pub fn view(state: &State, frame: &mut Frame) {
         Overlay::Help => help(state, frame, area),
         Overlay::Replay(modal) => replay_modal(state, modal, frame, area),
         Overlay::Progress(run) => progress(state, run, frame, area),
+        // Everything but the footer, which says the pager's keys.
+        Overlay::Pager(p) => super::pager::draw(
+            state,
+            p,
+            frame,
+            Rect {
+                height: area.height.saturating_sub(1),
+                ..area
+            },
+        ),
     }
 }
 
@@ -635,6 +645,7 @@ fn footer_scope(state: &State) -> Scope {
     match &state.overlay {
         Overlay::Replay(_) => Scope::Modal,
         Overlay::Progress(_) => Scope::Progress,
+        Overlay::Pager(_) => Scope::Pager,
         _ => match state.focus {
             Focus::Queues => Scope::Queues,
             Focus::Messages if state.list_mode == ListMode::Groups => Scope::Groups,

@@ -172,6 +172,8 @@ impl<S: Clone> Plan<S> {
     pub fn command(&mut self, cmd: Command) -> Vec<Action<S>> {
         match cmd {
             Command::Quit => vec![Action::Quit],
+            // The terminal loop performs these itself; they never need the broker.
+            Command::SaveScreen { .. } | Command::SaveSnapshot { .. } => Vec::new(),
             Command::CancelReplay => self.cancel_replay(),
             Command::SwitchContext { name, generation } => {
                 self.switch(Retarget::Context(name), generation)

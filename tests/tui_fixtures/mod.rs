@@ -439,3 +439,22 @@ pub fn orders_messages() -> Vec<DeadLetter> {
     v.push(broker_expired(5));
     v
 }
+
+/// The MassTransit fault with a gzip-compressed JSON body of 40 order lines (`content_encoding`
+/// gzip): the pager's body, its search (every line holds "sku") and its stack trace.
+pub fn gzipped_order() -> DeadLetter {
+    use std::io::Write as _;
+    let lines: Vec<String> = (0..40)
+        .map(|i| format!(r#"{{"sku":"SKU-{i:03}","qty":{}}}"#, i % 5 + 1))
+        .collect();
+    let json = format!(r#"{{"orderId":1000,"lines":[{}]}}"#, lines.join(","));
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(json.as_bytes()).unwrap();
+    let packed = gz.finish().unwrap();
+    let mut dl = masstransit();
+    dl.properties.content_type = Some("application/json".into());
+    dl.properties.content_encoding = Some("gzip".into());
+    dl.body_size = packed.len() as u64;
+    dl.body = packed;
+    dl
+}
