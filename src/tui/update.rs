@@ -857,6 +857,11 @@ fn on_filter_key(state: &mut State, key: KeyEvent) {
             }
             state.refresh_view();
         }
+        // Ctrl-U clears the line, as in a shell (tui-textarea's default would undo).
+        KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            fi.input = TextArea::default();
+            apply_filter_text(state, String::new());
+        }
         _ => {
             // One line only: Enter is handled above, so the text area never gets a newline.
             fi.input.input(key);
