@@ -79,7 +79,7 @@ pub enum Key {
 }
 
 impl Key {
-    fn matches(self, ev: &KeyEvent) -> bool {
+    pub(crate) fn matches(self, ev: &KeyEvent) -> bool {
         let ctrl = ev.modifiers.contains(KeyModifiers::CONTROL);
         match self {
             Key::Ctrl(c) => ctrl && ev.code == KeyCode::Char(c),

@@ -4,6 +4,7 @@
 //! `run` is the terminal loop tying them together.
 
 pub mod command;
+pub mod custom;
 pub mod detail;
 pub mod event;
 pub mod format;

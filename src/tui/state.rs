@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use ratatui::text::Line;
 use ratatui_textarea::TextArea;
 
+use super::custom::{self, CustomCommand};
 use super::detail::{self, DetailKey, Rendered};
 use super::event::{
     ConnectionState, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
@@ -253,6 +254,11 @@ pub struct State {
     /// "the same content".
     pub(crate) content_serial: u64,
     pub overlay: Overlay,
+    /// `[[commands]]` from the config, checked against the key table at startup.
+    pub custom_commands: Vec<CustomCommand>,
+    /// A custom command `update` decided to run: the loop takes it, hands the terminal over,
+    /// runs it and takes the terminal back.
+    pub handover: Option<custom::Run>,
     pub error: Option<String>,
     pub notice: Option<String>,
     pub quit: bool,
@@ -297,6 +303,8 @@ impl State {
             detail: None,
             content_serial: 0,
             overlay: Overlay::None,
+            custom_commands: Vec::new(),
+            handover: None,
             error: None,
             notice: None,
             quit: false,

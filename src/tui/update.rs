@@ -8,6 +8,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::TextArea;
 
 use super::command::{Command, ReplayRequest};
+use super::custom;
 use super::event::{ConnectionState, Event};
 use super::keys::{self, Action, Scope};
 use super::state::{
@@ -299,6 +300,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         state.pending_protect = protecting;
     }
     let Some(action) = action else {
+        run_custom(state, &key);
         return Vec::new();
     };
     // A confirmed read of a queue whose reads cost deliveries: the same key, on the same queue.
@@ -324,6 +326,32 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         }
     }
     on_action(state, action, pending)
+}
+
+/// A configured command's key on a message: hand it to the loop to run (see `custom`).
+fn run_custom(state: &mut State, key: &KeyEvent) {
+    if !custom::SCOPES.contains(&scope(state)) {
+        return;
+    }
+    let Some(cmd) = custom::find(&state.custom_commands, key).cloned() else {
+        return;
+    };
+    if let Some(why) = custom::refusal(state, &cmd) {
+        state.error = Some(why);
+        return;
+    }
+    let Some(row) = state.current_row() else {
+        state.notice = Some(format!(
+            "{} ({}) runs on a message: open a queue and move to one",
+            cmd.key, cmd.name
+        ));
+        return;
+    };
+    state.handover = Some(custom::Run {
+        name: cmd.name,
+        command: cmd.run,
+        env: custom::environment(state, row),
+    });
 }
 
 fn force_quit(state: &mut State) -> Vec<Command> {

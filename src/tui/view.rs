@@ -736,6 +736,8 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
             lines
         })
         .collect();
+    let mut sections = sections;
+    sections.extend(custom_help(state));
     let total: usize = sections.iter().map(Vec::len).sum();
     let (mut lines, mut right): (Vec<Line>, Vec<Line>) = (Vec::new(), Vec::new());
     for section in sections {
@@ -749,6 +751,24 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner);
     frame.render_widget(Paragraph::new(lines), l);
     frame.render_widget(Paragraph::new(right), r);
+}
+
+/// The configured commands as a help section, when there are any (names sanitised: the config
+/// is the operator's, but a section is drawn as any other text).
+fn custom_help(state: &State) -> Option<Vec<Line<'static>>> {
+    let t = &state.theme;
+    let rows = super::custom::help_rows(state);
+    if rows.is_empty() {
+        return None;
+    }
+    let mut lines = vec![Line::styled(super::custom::HELP_TITLE, t.accent)];
+    for (key, help) in rows {
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {:<8}", sanitize::one_line(&key, 8)), t.accent),
+            Span::raw(sanitize::one_line(&help, 80)),
+        ]));
+    }
+    Some(lines)
 }
 
 fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rect) {
