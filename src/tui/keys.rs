@@ -17,6 +17,8 @@ pub enum Scope {
     Modal,
     /// A running or finished replay.
     Progress,
+    /// The command log overlay.
+    Log,
 }
 
 impl Scope {
@@ -29,6 +31,7 @@ impl Scope {
             Scope::Detail => "Message detail",
             Scope::Modal => "Replay confirmation",
             Scope::Progress => "Replay in progress",
+            Scope::Log => "Command log",
         }
     }
 }
@@ -38,6 +41,7 @@ pub enum Action {
     Quit,
     ForceQuit,
     Help,
+    CommandLog,
     CommandLine,
     Filter,
     NextPane,
@@ -285,6 +289,22 @@ pub static BINDINGS: &[Binding] = &[
         help: "this help",
         footer: Some("help"),
         scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Char('@')],
+        label: "@",
+        action: A::CommandLog,
+        help: "command log (broker operations)",
+        footer: None,
+        scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Code(KeyCode::Esc), Char('q'), Char('@')],
+        label: "Esc/@",
+        action: A::Cancel,
+        help: "close; ↑↓ PgUp PgDn g G scroll",
+        footer: Some("close"),
+        scopes: &[S::Log],
     },
     Binding {
         keys: &[Char(':')],

@@ -9,6 +9,7 @@ pub mod detail;
 pub mod event;
 pub mod format;
 pub mod keys;
+pub mod oplog;
 pub mod run;
 pub mod state;
 pub mod theme;
@@ -17,7 +18,8 @@ pub mod view;
 
 pub use command::{Command, ReplayRequest};
 pub use event::{
-    ConnectionState, Event, Failure, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
+    ConnectionState, Event, Failure, Operation, OperationKind, Overview, ReplayOutcome,
+    ReplayPreview, ReplayProgress, Ticket,
 };
 pub use state::State;
 pub use theme::Theme;

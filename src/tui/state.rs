@@ -14,6 +14,7 @@ use super::detail::{self, DetailKey, Rendered};
 use super::event::{
     ConnectionState, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
 };
+use super::oplog::OpLog;
 use super::theme::Theme;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueSummary};
 use crate::domain::explain::{self, Explanation};
@@ -196,6 +197,8 @@ pub struct ReplayRun {
 pub enum Overlay {
     None,
     Help,
+    /// The command log (`@`), scrolled this many entries from the newest.
+    Log(u16),
     Replay(Box<ReplayModal>),
     Progress(Box<ReplayRun>),
 }
@@ -254,6 +257,8 @@ pub struct State {
     /// "the same content".
     pub(crate) content_serial: u64,
     pub overlay: Overlay,
+    /// Every broker operation of this session (the last `oplog::CAP`).
+    pub oplog: OpLog,
     /// `[[commands]]` from the config, checked against the key table at startup.
     pub custom_commands: Vec<CustomCommand>,
     /// A custom command `update` decided to run: the loop takes it, hands the terminal over,
@@ -303,6 +308,7 @@ impl State {
             detail: None,
             content_serial: 0,
             overlay: Overlay::None,
+            oplog: OpLog::default(),
             custom_commands: Vec::new(),
             handover: None,
             error: None,

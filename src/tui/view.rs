@@ -55,6 +55,7 @@ pub fn view(state: &State, frame: &mut Frame) {
     match &state.overlay {
         Overlay::None => {}
         Overlay::Help => help(state, frame, area),
+        Overlay::Log(scroll) => super::oplog::draw(state, *scroll, frame, area),
         Overlay::Replay(modal) => replay_modal(state, modal, frame, area),
         Overlay::Progress(run) => progress(state, run, frame, area),
     }
@@ -635,6 +636,7 @@ fn footer_scope(state: &State) -> Scope {
     match &state.overlay {
         Overlay::Replay(_) => Scope::Modal,
         Overlay::Progress(_) => Scope::Progress,
+        Overlay::Log(_) => Scope::Log,
         _ => match state.focus {
             Focus::Queues => Scope::Queues,
             Focus::Messages if state.list_mode == ListMode::Groups => Scope::Groups,
