@@ -203,3 +203,13 @@ fn without_a_cache_the_command_line_runs_the_command_itself() {
     assert_eq!(t.credentials.password.expose(), "pw-a");
     assert_eq!(dir.runs("a"), 1);
 }
+
+#[test]
+fn the_example_files_commands_are_valid() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");
+    let c = Config::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
+    let commands = warren::tui::custom::from_config(&c.commands).expect("free keys");
+    let keys: Vec<char> = commands.iter().map(|c| c.key).collect();
+    assert_eq!(keys, vec!['L', 'X']);
+    assert!(commands[1].dangerous && !commands[0].dangerous);
+}
