@@ -13,7 +13,8 @@ use ratatui::crossterm::cursor::{Hide, Show};
 use ratatui::crossterm::event::{Event as TermEvent, EventStream, KeyEventKind};
 use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{
-    BeginSynchronizedUpdate, EndSynchronizedUpdate, EnterAlternateScreen, enable_raw_mode,
+    BeginSynchronizedUpdate, Clear, ClearType, EndSynchronizedUpdate, EnterAlternateScreen,
+    enable_raw_mode,
 };
 use tokio::sync::mpsc;
 
@@ -140,9 +141,17 @@ fn hand_over<T>(
     let _ = execute!(std::io::stdout(), Show);
     let out = work();
     enable_raw_mode().context("cannot take the terminal back (raw mode)")?;
-    execute!(std::io::stdout(), EnterAlternateScreen, Hide)
-        .context("cannot take the terminal back (alternate screen)")?;
-    terminal.clear().context("cannot redraw the terminal")?;
+    execute!(
+        std::io::stdout(),
+        EnterAlternateScreen,
+        Hide,
+        Clear(ClearType::All)
+    )
+    .context("cannot take the terminal back (alternate screen)")?;
+    // A new terminal draws the next frame whole. (`Terminal::clear` would ask the terminal
+    // where its cursor is, and the answer can be lost to the input reader.)
+    *terminal = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))
+        .context("cannot redraw the terminal")?;
     *input = EventStream::new();
     Ok(out)
 }
