@@ -544,6 +544,8 @@ pub async fn export(
 
 /// `warren` with no command: the terminal UI on the configured broker.
 pub async fn tui(c: &ConnArgs) -> Result<i32, Failure> {
+    // Before any password command runs for a UI that cannot start.
+    need_terminal()?;
     let prepared = prepare_tui(c)?;
     let unlock = prepared.overrides.clone();
     run_tui(
@@ -615,6 +617,15 @@ pub async fn open_snapshot(c: &ConnArgs, files: &[std::path::PathBuf]) -> Result
     run_tui(Source::Snapshot(snapshots), true, None, commands, None).await
 }
 
+fn need_terminal() -> Result<(), Failure> {
+    if std::io::stdout().is_terminal() {
+        return Ok(());
+    }
+    Err(Failure::usage(
+        "the terminal UI needs a terminal; for scripts use `warren queues`, `show` or `groups`",
+    ))
+}
+
 async fn run_tui(
     source: Source,
     read_only: bool,
@@ -622,11 +633,7 @@ async fn run_tui(
     commands: Vec<crate::tui::custom::CustomCommand>,
     unlock: Option<Overrides>,
 ) -> Result<i32, Failure> {
-    if !std::io::stdout().is_terminal() {
-        return Err(Failure::usage(
-            "the terminal UI needs a terminal; for scripts use `warren queues`, `show` or `groups`",
-        ));
-    }
+    need_terminal()?;
     let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(64);
     let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(256);
     let worker = tokio::spawn(crate::worker::run(source, cmd_rx, ev_tx));
