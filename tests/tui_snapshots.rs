@@ -400,3 +400,53 @@ fn pager_typing_a_search() {
     }
     snap("pager_search_input", &st);
 }
+
+#[test]
+fn command_log() {
+    use warren::tui::{Operation, OperationKind};
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    let at = |ago: i64| jiff::Timestamp::from_second(now().as_second() - ago).unwrap();
+    for (ago, kind, text) in [
+        (
+            300,
+            OperationKind::Connect,
+            "context 'prod-eu': RabbitMQ 4.0.5 at https://rabbit-1.prod-eu.example.com:15671/, vhost '/orders' as ops (management API, then AMQP)",
+        ),
+        (
+            299,
+            OperationKind::List,
+            "listed vhost '/orders': 10 queues (8 dead-letter queues, 1 retry loops), with bindings and policies",
+        ),
+        (
+            240,
+            OperationKind::Read,
+            "browsed invoices.dlq: 20 of 20 messages, all left in place; RabbitMQ 4.0.5 counts every return: this read cost each of 20 message(s) 1 delivery of the limit of 20",
+        ),
+        (
+            120,
+            OperationKind::Policy,
+            "set policy warren-protect-invoices.dlq in vhost '/orders' (lifts the delivery limit of invoices.dlq, keeping the keys of the policy in force)",
+        ),
+        (
+            70,
+            OperationKind::Read,
+            "planned a replay from orders.dlq: read 6 messages, all left in place; cost no deliveries; 6 selected",
+        ),
+        (
+            60,
+            OperationKind::Replay,
+            "from orders.dlq: 6 published, confirmed and acked off orders.dlq; 0 returned unroutable and 0 failed, left in orders.dlq",
+        ),
+    ] {
+        update(
+            &mut st,
+            Event::Operation(Operation {
+                at: at(ago),
+                kind,
+                text: text.into(),
+            }),
+        );
+    }
+    update(&mut st, ch('@'));
+    snap("command_log", &st);
+}

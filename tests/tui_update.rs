@@ -210,6 +210,26 @@ fn filter_narrows_as_you_type_and_esc_restores() {
 }
 
 #[test]
+fn ctrl_u_clears_the_filter_line() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('/'));
+    type_text(&mut st, "reason:expired -reason:rejected");
+    assert_eq!(st.visible_rows().len(), 1);
+    update(
+        &mut st,
+        Event::Key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL)),
+    );
+    assert_eq!(st.filter_text, "", "Ctrl-U clears, it does not undo");
+    assert!(st.filter.is_none());
+    assert_eq!(st.visible_rows().len(), 6);
+    let line = st.filter_input.as_ref().map(|f| f.input.lines().join(""));
+    assert_eq!(line.as_deref(), Some(""), "the input line is empty too");
+    // Typing goes on from the empty line.
+    type_text(&mut st, "reason:expired");
+    assert_eq!(st.filter_text, "reason:expired");
+}
+
+#[test]
 fn filter_keys_do_not_trigger_pane_actions() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('/'));

@@ -3,10 +3,11 @@
 //! [`Target`] the rest of the program uses. Passwords come from an environment variable or a
 //! command, live in a [`Secret`], and never appear in output, logs or errors.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use percent_encoding::percent_decode_str;
 use regex::Regex;
@@ -28,6 +29,9 @@ pub struct Overrides {
     pub management_url: Option<String>,
     pub vhost: Option<String>,
     pub read_only: bool,
+    /// Set for the terminal UI: `password_command` is never run while resolving, its answer is
+    /// taken from here (see [`Unlocked`]). `None`: run it (the command line has the terminal).
+    pub unlocked: Option<Unlocked>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -66,6 +70,84 @@ pub struct Credentials {
     pub password: Secret,
 }
 
+/// What each context's `password_command` answered, for one process. The terminal UI runs the
+/// commands while it does not hold the terminal (before it starts, or with the terminal handed
+/// back for a `:ctx`), so that a password manager that prompts gets a normal terminal; its worker
+/// resolves contexts with [`Overrides::unlocked`] set and so only reads what is here. Each
+/// context's command runs once per session, however often the worker reconnects.
+#[derive(Clone, Default)]
+pub struct Unlocked(Arc<Mutex<HashMap<String, Result<Secret, String>>>>);
+
+impl Unlocked {
+    fn get(&self, context: &str) -> Option<Result<Secret, String>> {
+        self.0.lock().ok()?.get(context).cloned()
+    }
+
+    fn put(&self, context: &str, answer: Result<Secret, String>) {
+        if let Ok(mut map) = self.0.lock() {
+            map.insert(context.to_string(), answer);
+        }
+    }
+
+    /// The context `overrides` name, when its password comes from a command that has not
+    /// answered yet (never run, or failed). Nothing is run.
+    pub fn needs(&self, overrides: &Overrides) -> Option<String> {
+        let config = Config::read(overrides.config_path.as_deref()).ok()?;
+        let env = |name: &str| std::env::var(name).ok();
+        let asked = std::cell::RefCell::new(None);
+        let _ = resolve_with(&config, overrides, &env, &|context, _| {
+            if !matches!(self.get(context), Some(Ok(_))) {
+                *asked.borrow_mut() = Some(context.to_string());
+            }
+            Err(ConfigError::PasswordLocked {
+                context: context.to_string(),
+            })
+        });
+        asked.into_inner()
+    }
+
+    /// Resolves the context `overrides` name, running its `password_command` unless it already
+    /// answered, and keeps the answer (a failure too, with its reason, for the worker to report).
+    pub fn unlock(&self, overrides: &Overrides) -> Result<Target, ConfigError> {
+        let config = Config::read(overrides.config_path.as_deref())?;
+        let env = |name: &str| std::env::var(name).ok();
+        resolve_with(&config, overrides, &env, &|context, cmd| {
+            if let Some(Ok(secret)) = self.get(context) {
+                return Ok(secret);
+            }
+            let answer = run_password_command(context, cmd);
+            self.put(
+                context,
+                answer.as_ref().map(Secret::clone).map_err(|e| match e {
+                    ConfigError::PasswordCommand { reason, .. } => reason.clone(),
+                    other => other.to_string(),
+                }),
+            );
+            answer
+        })
+    }
+}
+
+impl fmt::Debug for Unlocked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = self
+            .0
+            .lock()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        write!(f, "Unlocked({names:?})")
+    }
+}
+
+/// The same cache, not the same contents: two `Overrides` are equal when they share it.
+impl PartialEq for Unlocked {
+    fn eq(&self, other: &Unlocked) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Unlocked {}
+
 // ---------------------------------------------------------------------------------------------
 // The config file
 
@@ -82,6 +164,9 @@ pub struct Config {
     pub browse: BrowseConfig,
     #[serde(default)]
     pub replay: ReplayConfig,
+    /// Custom commands on the message under the cursor in the terminal UI (`[[commands]]`).
+    #[serde(default)]
+    pub commands: Vec<CommandConfig>,
     /// The file this came from (`None` when no file was read).
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -155,6 +240,23 @@ pub struct ReplayConfig {
     pub window: Option<usize>,
     /// Messages per second; none means as fast as confirms allow.
     pub rate: Option<u32>,
+}
+
+/// One `[[commands]]` entry: a shell command the terminal UI runs on the message under the
+/// cursor, with the message's fields in environment variables (`$MESSAGE_ID`, …; see
+/// `tui::custom`). The TUI checks the key against its own key table at startup.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CommandConfig {
+    /// One character, e.g. "L" (Shift-L).
+    pub key: String,
+    /// What the help screen calls it.
+    pub name: String,
+    /// Run with `sh -c`; the message's fields are environment variables, never spliced in.
+    pub run: String,
+    /// It changes something: disabled in read-only mode.
+    #[serde(default)]
+    pub dangerous: bool,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -286,6 +388,10 @@ pub enum ConfigError {
     PasswordEnvMissing { context: String, var: String },
     #[error("context '{context}': password_command failed: {reason}")]
     PasswordCommand { context: String, reason: String },
+    #[error(
+        "context '{context}' takes its password from password_command, which Warren runs only with the terminal free: open it with `:ctx {context}` (or `--context {context}`)"
+    )]
+    PasswordLocked { context: String },
     #[error("context '{context}' sets both password_env and password_command: keep one")]
     TwoPasswordSources { context: String },
     #[error("discovery pattern '{pattern}' is not a valid regular expression: {reason}")]
@@ -454,6 +560,36 @@ pub fn resolve(
     overrides: &Overrides,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Target, ConfigError> {
+    resolve_with(
+        config,
+        overrides,
+        env,
+        &|context, cmd| match &overrides.unlocked {
+            None => run_password_command(context, cmd),
+            Some(unlocked) => match unlocked.get(context) {
+                Some(Ok(secret)) => Ok(secret),
+                Some(Err(reason)) => Err(ConfigError::PasswordCommand {
+                    context: context.to_string(),
+                    reason,
+                }),
+                None => Err(ConfigError::PasswordLocked {
+                    context: context.to_string(),
+                }),
+            },
+        },
+    )
+}
+
+/// Answers a context's `password_command` (context name, command).
+type PasswordRunner<'a> = dyn Fn(&str, &str) -> Result<Secret, ConfigError> + 'a;
+
+/// [`resolve`], with `password_command` answered by `password`.
+fn resolve_with(
+    config: &Config,
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+    password: &PasswordRunner<'_>,
+) -> Result<Target, ConfigError> {
     let known: Vec<String> = config.contexts.keys().cloned().collect();
     let has_url_override = overrides.amqp_url.is_some() || overrides.management_url.is_some();
     let chosen: Option<(String, &ContextConfig)> = match &overrides.context {
@@ -573,7 +709,7 @@ pub fn resolve(
         },
         (Some((user, None)), Some(c)) => Credentials {
             username: user,
-            password: context_password(&context_name, c, env)?,
+            password: context_password(&context_name, c, env, password)?,
         },
         (Some((user, None)), None) => Credentials {
             username: user,
@@ -581,7 +717,7 @@ pub fn resolve(
         },
         (None, Some(c)) => Credentials {
             username: c.username.clone().unwrap_or_else(|| "guest".to_string()),
-            password: context_password(&context_name, c, env)?,
+            password: context_password(&context_name, c, env, password)?,
         },
         (None, None) => Credentials {
             username: env("WARREN_USERNAME").unwrap_or_else(|| "guest".to_string()),
@@ -690,6 +826,7 @@ fn context_password(
     context: &str,
     c: &ContextConfig,
     env: &dyn Fn(&str) -> Option<String>,
+    password: &PasswordRunner<'_>,
 ) -> Result<Secret, ConfigError> {
     match (&c.password_env, &c.password_command) {
         (Some(_), Some(_)) => Err(ConfigError::TwoPasswordSources {
@@ -701,7 +838,7 @@ fn context_password(
                 context: context.to_string(),
                 var: var.clone(),
             }),
-        (None, Some(cmd)) => run_password_command(context, cmd),
+        (None, Some(cmd)) => password(context, cmd),
         // RabbitMQ's default user; only accepted on localhost by the broker.
         (None, None) => Ok(Secret("guest".to_string())),
     }

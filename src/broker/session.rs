@@ -385,9 +385,11 @@ impl Session {
     }
 
     /// What the read that made `page` spent on this broker, in its own terms (`None` where
-    /// nothing counts, or the page was reused rather than read).
+    /// nothing counts, or the page was reused rather than read). Decided by the queue's policy,
+    /// not by the counters seen: 3.x adds `x-delivery-count` only on a redelivery, so a first
+    /// read sees none and still spends one delivery of each message.
     pub async fn cost_note(&self, queue: &str, page: &BrowsePage) -> Option<String> {
-        if page.reused || (page.max_delivery_count.is_none() && page.max_acquired_count.is_none()) {
+        if page.reused || page.delivered == 0 {
             return None;
         }
         let (_, policy, _) = self.browse_policy(queue).await.ok()?;
@@ -741,6 +743,11 @@ pub struct Preview {
     pub matched: u64,
     /// Messages looked at (the head of the queue, up to the window).
     pub examined: u64,
+    /// They were what this session read before (a queue whose reads cost deliveries is not
+    /// read again for a plan): nothing was read now.
+    pub reused: bool,
+    /// What the read spent of a delivery limit, in words (`None`: nothing, or reused).
+    pub cost: Option<String>,
     pub depth: Option<u64>,
     /// Per target: description → (count, queues it reaches).
     pub targets: BTreeMap<String, TargetPreview>,
@@ -829,6 +836,8 @@ impl Session {
         let mut p = Preview {
             queue: spec.queue.clone(),
             examined: page.messages.len() as u64,
+            reused: page.reused,
+            cost: self.cost_note(&spec.queue, &page).await,
             depth: Some(page.queue_depth_at_start),
             ..Default::default()
         };

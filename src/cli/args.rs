@@ -93,7 +93,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// Only messages that match this filter query (see `warren help filter`).
-        #[arg(long, value_name = "QUERY")]
+        // A query may start with '-' (a negation: `--filter '-exception:x'`).
+        #[arg(long, value_name = "QUERY", allow_hyphen_values = true)]
         filter: Option<String>,
     },
     /// Group a dead-letter queue's messages by failure fingerprint.
@@ -171,7 +172,8 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "PER_SEC", value_parser = rate)]
     pub rate: Option<f64>,
     /// Only messages that match this filter query.
-    #[arg(long, value_name = "QUERY")]
+    // A query may start with '-' (a negation: `--filter '-exception:x'`).
+    #[arg(long, value_name = "QUERY", allow_hyphen_values = true)]
     pub filter: Option<String>,
     /// Only messages of this failure group (a fingerprint from `warren groups`).
     #[arg(long, value_name = "FINGERPRINT")]
@@ -266,6 +268,32 @@ mod tests {
         assert_eq!(e, "the queue name is 300 bytes; AMQP allows 255");
         // Bytes, not characters: 128 two-byte characters are 256 bytes.
         assert!(vhost_name(&"é".repeat(128)).is_err());
+    }
+
+    #[test]
+    fn filter_may_start_with_a_negation() {
+        use clap::Parser;
+        let cli = Cli::try_parse_from(["warren", "show", "dlq", "--filter", "-exception:x"])
+            .expect("a negated query is a value, not an option");
+        match cli.command {
+            Some(Command::Show { filter, .. }) => {
+                assert_eq!(filter.as_deref(), Some("-exception:x"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["warren", "replay", "dlq", "--filter", "-reason:expired"])
+            .expect("replay takes a negated query too");
+        match cli.command {
+            Some(Command::Replay(r)) => assert_eq!(r.filter.as_deref(), Some("-reason:expired")),
+            other => panic!("{other:?}"),
+        }
+        // The `=` form, and an option after the query still parses as an option.
+        let cli = Cli::try_parse_from(["warren", "show", "dlq", "--filter=-exception:x", "--json"])
+            .unwrap();
+        assert!(matches!(
+            cli.command,
+            Some(Command::Show { json: true, .. })
+        ));
     }
 
     #[test]

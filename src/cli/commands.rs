@@ -35,6 +35,7 @@ pub fn overrides(c: &ConnArgs) -> Overrides {
         management_url: c.management_url.clone(),
         vhost: c.vhost.clone(),
         read_only: c.read_only,
+        unlocked: None,
     }
 }
 
@@ -543,31 +544,96 @@ pub async fn export(
 
 /// `warren` with no command: the terminal UI on the configured broker.
 pub async fn tui(c: &ConnArgs) -> Result<i32, Failure> {
-    let o = overrides(c);
-    // A configuration that does not load is the worker's to report, on screen.
-    let settings = config::load(&o).ok().map(|(_, t)| t.settings);
-    run_tui(Source::Broker(o), c.read_only, settings).await
+    // Before any password command runs for a UI that cannot start.
+    need_terminal()?;
+    let prepared = prepare_tui(c)?;
+    let unlock = prepared.overrides.clone();
+    run_tui(
+        Source::Broker(prepared.overrides),
+        c.read_only,
+        prepared.settings,
+        prepared.commands,
+        Some(unlock),
+    )
+    .await
+}
+
+/// What the terminal UI settles while the terminal is still the shell's.
+#[derive(Debug)]
+pub struct Prepared {
+    /// What the worker connects with: it takes `password_command` answers from
+    /// `overrides.unlocked` and never runs one itself.
+    pub overrides: Overrides,
+    pub settings: Option<config::Settings>,
+    pub commands: Vec<crate::tui::custom::CustomCommand>,
+}
+
+/// Everything the terminal UI needs before it takes the terminal. The starting context's
+/// `password_command` runs here: a password manager that prompts needs a normal terminal, and
+/// the UI's raw mode and alternate screen would swallow its prompt and its keys. A context
+/// first opened later with `:ctx` runs its command then, with the terminal handed back for it
+/// (`tui::run`), rather than every context's at startup: an operator expects one prompt for the
+/// context he opens, and a vault records each read of a production secret he did not ask for.
+/// A configuration that does not load, or a password command that fails, is the worker's to
+/// report on screen; a custom command's key that Warren already uses is refused here.
+pub fn prepare_tui(c: &ConnArgs) -> Result<Prepared, Failure> {
+    let mut o = overrides(c);
+    let cfg = config::Config::read(o.config_path.as_deref()).ok();
+    let commands = custom_commands(cfg.as_ref())?;
+    let unlocked = config::Unlocked::default();
+    let _ = unlocked.unlock(&o);
+    o.unlocked = Some(unlocked);
+    Ok(Prepared {
+        overrides: o,
+        settings: cfg.and_then(|c| c.settings().ok()),
+        commands,
+    })
+}
+
+/// The config's `[[commands]]`, checked against the key table.
+fn custom_commands(
+    cfg: Option<&config::Config>,
+) -> Result<Vec<crate::tui::custom::CustomCommand>, Failure> {
+    let Some(cfg) = cfg else {
+        return Ok(Vec::new());
+    };
+    crate::tui::custom::from_config(&cfg.commands).map_err(|e| {
+        let path = cfg
+            .path
+            .as_ref()
+            .map_or_else(|| "the config".to_string(), |p| p.display().to_string());
+        Failure::usage(format!("{path}: {e}"))
+    })
 }
 
 /// `warren open FILE`: the terminal UI on a snapshot, read-only.
-pub async fn open_snapshot(files: &[std::path::PathBuf]) -> Result<i32, Failure> {
+pub async fn open_snapshot(c: &ConnArgs, files: &[std::path::PathBuf]) -> Result<i32, Failure> {
     let snapshots = files
         .iter()
         .map(|f| read_snapshot(f))
         .collect::<Result<Vec<_>, _>>()?;
-    run_tui(Source::Snapshot(snapshots), true, None).await
+    let cfg = config::Config::read(c.config.as_deref()).ok();
+    let commands = custom_commands(cfg.as_ref())?;
+    run_tui(Source::Snapshot(snapshots), true, None, commands, None).await
+}
+
+fn need_terminal() -> Result<(), Failure> {
+    if std::io::stdout().is_terminal() {
+        return Ok(());
+    }
+    Err(Failure::usage(
+        "the terminal UI needs a terminal; for scripts use `warren queues`, `show` or `groups`",
+    ))
 }
 
 async fn run_tui(
     source: Source,
     read_only: bool,
     settings: Option<config::Settings>,
+    commands: Vec<crate::tui::custom::CustomCommand>,
+    unlock: Option<Overrides>,
 ) -> Result<i32, Failure> {
-    if !std::io::stdout().is_terminal() {
-        return Err(Failure::usage(
-            "the terminal UI needs a terminal; for scripts use `warren queues`, `show` or `groups`",
-        ));
-    }
+    need_terminal()?;
     let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(64);
     let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(256);
     let worker = tokio::spawn(crate::worker::run(source, cmd_rx, ev_tx));
@@ -576,6 +642,7 @@ async fn run_tui(
         read_only,
         crate::tui::Theme::from_env(),
     );
+    state.custom_commands = commands;
     // [browse] and [replay] are the configuration file's, whichever context is open.
     if let Some(settings) = settings {
         state.browse_limit = settings.browse.page_size;
@@ -583,7 +650,7 @@ async fn run_tui(
             state.replay_rate = rate;
         }
     }
-    let result = crate::tui::run::run(ev_rx, cmd_tx, state).await;
+    let result = crate::tui::run::run(ev_rx, cmd_tx, state, unlock).await;
     // The UI dropped its sender: the worker settles any replay in flight and ends.
     let _ = worker.await;
     result

@@ -228,7 +228,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             output,
             limit,
         }) => commands::export(c, queue, output, *limit).await,
-        Some(Command::Open { files }) => commands::open_snapshot(files).await,
+        Some(Command::Open { files }) => commands::open_snapshot(c, files).await,
         Some(Command::Demo) => commands::demo(c).await,
         Some(Command::Completions { shell }) => {
             // Rendered first: clap_complete panics when its writer fails (a closed pipe).

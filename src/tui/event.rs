@@ -57,6 +57,44 @@ pub enum Event {
     /// `update::FILTER_SETTLE`).
     FilterSettle,
     Connection(ConnectionState),
+    /// A broker operation the worker performed, sent as it happens (the command log, `@`).
+    Operation(Operation),
+}
+
+/// One broker operation, with what it cost: a read and the deliveries it spent, a replay's
+/// publishes and acks, a policy set, a listing, a connect. Text from the broker in it is shown
+/// sanitised.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operation {
+    /// When the worker finished it.
+    pub at: Timestamp,
+    pub kind: OperationKind,
+    pub text: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperationKind {
+    Connect,
+    /// Listing queues, bindings, policies (not the depth refresh every tick).
+    List,
+    /// Reading messages (browse, or a replay's plan).
+    Read,
+    /// A replay: publishes, confirms, acks.
+    Replay,
+    /// A policy set on the broker.
+    Policy,
+}
+
+impl OperationKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            OperationKind::Connect => "connect",
+            OperationKind::List => "list",
+            OperationKind::Read => "read",
+            OperationKind::Replay => "replay",
+            OperationKind::Policy => "policy",
+        }
+    }
 }
 
 /// Which request an answer belongs to. `generation` is the session it was asked under: the UI

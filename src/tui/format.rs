@@ -77,7 +77,7 @@ pub fn fit(s: &str, width: usize) -> String {
 
 /// Display columns of one character, as ratatui measures it (ratatui's own width table, so the
 /// padding agrees with what it draws).
-fn char_width(c: char) -> usize {
+pub(crate) fn char_width(c: char) -> usize {
     let mut buf = [0u8; 4];
     ratatui::text::Span::raw(&*c.encode_utf8(&mut buf)).width()
 }

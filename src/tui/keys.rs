@@ -19,6 +19,8 @@ pub enum Scope {
     Progress,
     /// The full-screen pager (a body, a stack trace).
     Pager,
+    /// The command log overlay.
+    Log,
 }
 
 impl Scope {
@@ -32,6 +34,7 @@ impl Scope {
             Scope::Modal => "Replay confirmation",
             Scope::Progress => "Replay in progress",
             Scope::Pager => "Pager (v, T)",
+            Scope::Log => "Command log",
         }
     }
 }
@@ -41,6 +44,7 @@ pub enum Action {
     Quit,
     ForceQuit,
     Help,
+    CommandLog,
     CommandLine,
     Filter,
     NextPane,
@@ -92,7 +96,7 @@ pub enum Key {
 }
 
 impl Key {
-    fn matches(self, ev: &KeyEvent) -> bool {
+    pub(crate) fn matches(self, ev: &KeyEvent) -> bool {
         let ctrl = ev.modifiers.contains(KeyModifiers::CONTROL);
         match self {
             Key::Ctrl(c) => ctrl && ev.code == KeyCode::Char(c),
@@ -322,6 +326,22 @@ pub static BINDINGS: &[Binding] = &[
         help: "this help",
         footer: Some("help"),
         scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Char('@')],
+        label: "@",
+        action: A::CommandLog,
+        help: "command log (broker operations)",
+        footer: None,
+        scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Code(KeyCode::Esc), Char('q'), Char('@')],
+        label: "Esc/@",
+        action: A::Cancel,
+        help: "close; ↑↓ PgUp PgDn g G scroll",
+        footer: Some("close"),
+        scopes: &[S::Log],
     },
     Binding {
         keys: &[Char(':')],

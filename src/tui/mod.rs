@@ -4,11 +4,13 @@
 //! `run` is the terminal loop tying them together.
 
 pub mod command;
+pub mod custom;
 pub mod detail;
 pub mod event;
 pub mod format;
 pub mod keys;
 pub mod pager;
+pub mod oplog;
 pub mod run;
 pub mod save;
 pub mod state;
@@ -18,7 +20,8 @@ pub mod view;
 
 pub use command::{Command, ReplayRequest};
 pub use event::{
-    ConnectionState, Event, Failure, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
+    ConnectionState, Event, Failure, Operation, OperationKind, Overview, ReplayOutcome,
+    ReplayPreview, ReplayProgress, Ticket,
 };
 pub use state::State;
 pub use theme::Theme;

@@ -3,22 +3,28 @@
 //! first, then one frame). An idle Warren wakes only for the depth-refresh tick and draws nothing
 //! unless the tick changed what is shown.
 
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::time::Duration;
 
 use anyhow::Context;
 use futures_util::StreamExt;
 use ratatui::DefaultTerminal;
+use ratatui::crossterm::cursor::{Hide, Show};
 use ratatui::crossterm::event::{Event as TermEvent, EventStream, KeyEventKind};
 use ratatui::crossterm::execute;
-use ratatui::crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
+use ratatui::crossterm::terminal::{
+    BeginSynchronizedUpdate, Clear, ClearType, EndSynchronizedUpdate, EnterAlternateScreen,
+    enable_raw_mode,
+};
 use tokio::sync::mpsc;
 
 use super::command::Command;
+use super::custom;
 use super::event::Event;
 use super::state::State;
 use super::update::update;
 use super::view::view;
+use crate::broker::config::Overrides;
 
 /// How often depths are refreshed (and ages re-evaluated).
 pub const TICK: Duration = Duration::from_secs(5);
@@ -35,10 +41,15 @@ impl Drop for Restore {
 
 /// Runs the UI until the operator quits. Sends `Command::LoadQueues` first; sends
 /// `Command::Quit` to the worker on the way out.
+///
+/// `unlock`: the overrides the worker connects with, for a broker. A `:ctx` to a context whose
+/// `password_command` has not answered yet runs it first, with the terminal handed back (see
+/// `cli::commands::prepare_tui` for why then and not at startup).
 pub async fn run(
     mut events_from_worker: mpsc::Receiver<Event>,
     commands_to_worker: mpsc::Sender<Command>,
     mut state: State,
+    unlock: Option<Overrides>,
 ) -> anyhow::Result<()> {
     let mut terminal =
         ratatui::try_init().context("cannot set up the terminal (is this a TTY?)")?;
@@ -91,7 +102,12 @@ pub async fn run(
         // again and keys sit unread until the next tick (seen in tmux: presses drawn seconds
         // late). Each key is one pass of the loop; drawing is cheap enough for that.
         for ev in queue {
-            for cmd in update(&mut state, ev) {
+            let commands = update(&mut state, ev);
+            if let Some(work) = state.handover.take() {
+                let notice = hand_over(&mut terminal, &mut input, || run_custom(&work))?;
+                update(&mut state, Event::Notice(notice));
+            }
+            for cmd in commands {
                 // Saves are performed here, where the frame is: the worker has no part in them.
                 if matches!(
                     cmd,
@@ -105,6 +121,10 @@ pub async fn run(
                         update(&mut state, report);
                     }
                     continue;
+                }
+                if let (Command::SwitchContext { name, .. }, Some(base)) = (&cmd, &unlock) {
+                    unlock_context(&mut terminal, &mut input, base, name)?;
+                    state.dirty = true;
                 }
                 let quit = matches!(cmd, Command::Quit);
                 // A worker that is gone cannot be told anything; quitting must still work.
@@ -124,6 +144,79 @@ pub async fn run(
         }
         draw(&mut terminal, &mut state)?;
     }
+}
+
+/// Gives the terminal back to the shell (main screen, cooked mode, cursor shown), does `work`,
+/// and takes the terminal again with a full redraw. crossterm's input reader is stopped first,
+/// or it would take the keys meant for `work`, and started again after.
+fn hand_over<T>(
+    terminal: &mut DefaultTerminal,
+    input: &mut EventStream,
+    work: impl FnOnce() -> T,
+) -> anyhow::Result<T> {
+    drop(std::mem::replace(input, EventStream::new()));
+    // Ctrl-C on the shell's terminal interrupts the whole foreground group: it is for the
+    // command, not a reason for Warren to die. (tokio's handler stays installed afterwards,
+    // which changes nothing: raw mode sends Ctrl-C as a key.)
+    #[cfg(unix)]
+    let _sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+    ratatui::restore();
+    let _ = execute!(std::io::stdout(), Show);
+    let out = work();
+    enable_raw_mode().context("cannot take the terminal back (raw mode)")?;
+    execute!(
+        std::io::stdout(),
+        EnterAlternateScreen,
+        Hide,
+        Clear(ClearType::All)
+    )
+    .context("cannot take the terminal back (alternate screen)")?;
+    // A new terminal draws the next frame whole. (`Terminal::clear` would ask the terminal
+    // where its cursor is, and the answer can be lost to the input reader.)
+    *terminal = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(std::io::stdout()))
+        .context("cannot redraw the terminal")?;
+    *input = EventStream::new();
+    Ok(out)
+}
+
+/// A configured command, on the shell's terminal: the message's fields in its environment,
+/// then "press Enter" so its output can be read. Returns what the notice line says after.
+fn run_custom(work: &custom::Run) -> String {
+    crate::outln!("warren: {} — {}\n", work.name, work.command);
+    let status = custom::process(work).status();
+    let outcome = match &status {
+        Ok(s) if s.success() => format!("{}: done", work.name),
+        Ok(s) => format!("{}: {s}", work.name),
+        Err(e) => format!("{}: could not run sh: {e}", work.name),
+    };
+    crate::outln!("\nwarren: {outcome}. Press Enter to return to Warren.");
+    let _ = std::io::stdin().lock().read_line(&mut String::new());
+    outcome
+}
+
+/// Before `:ctx NAME`: runs the context's `password_command` with the terminal handed back if
+/// it has not answered yet this session. Its answer (or its failure, which the worker reports
+/// when it connects) is kept in `base.unlocked`.
+fn unlock_context(
+    terminal: &mut DefaultTerminal,
+    input: &mut EventStream,
+    base: &Overrides,
+    name: &str,
+) -> anyhow::Result<()> {
+    let Some(unlocked) = &base.unlocked else {
+        return Ok(());
+    };
+    let target = Overrides {
+        context: Some(name.to_string()),
+        ..base.clone()
+    };
+    let Some(context) = unlocked.needs(&target) else {
+        return Ok(());
+    };
+    hand_over(terminal, input, || {
+        crate::errln!("warren: context '{context}': running its password_command…");
+        let _ = unlocked.unlock(&target);
+    })
 }
 
 async fn send(tx: &mpsc::Sender<Command>, cmd: Command) -> anyhow::Result<()> {

@@ -9,11 +9,13 @@ use jiff::Timestamp;
 use ratatui::text::Line;
 use ratatui_textarea::TextArea;
 
+use super::custom::{self, CustomCommand};
 use super::detail::{self, DetailKey, Rendered};
 use super::event::{
     ConnectionState, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
 };
 use super::pager::Pager;
+use super::oplog::OpLog;
 use super::theme::Theme;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueSummary};
 use crate::domain::explain::{self, Explanation};
@@ -196,6 +198,8 @@ pub struct ReplayRun {
 pub enum Overlay {
     None,
     Help,
+    /// The command log (`@`), scrolled this many entries from the newest.
+    Log(u16),
     Replay(Box<ReplayModal>),
     Progress(Box<ReplayRun>),
     /// The full-screen pager on a body or a stack trace.
@@ -259,6 +263,13 @@ pub struct State {
     /// The terminal's size (width, height), from the last resize: the pager lays its text out
     /// for it.
     pub screen: (u16, u16),
+    /// Every broker operation of this session (the last `oplog::CAP`).
+    pub oplog: OpLog,
+    /// `[[commands]]` from the config, checked against the key table at startup.
+    pub custom_commands: Vec<CustomCommand>,
+    /// A custom command `update` decided to run: the loop takes it, hands the terminal over,
+    /// runs it and takes the terminal back.
+    pub handover: Option<custom::Run>,
     pub error: Option<String>,
     pub notice: Option<String>,
     pub quit: bool,
@@ -304,6 +315,9 @@ impl State {
             content_serial: 0,
             overlay: Overlay::None,
             screen: (80, 24),
+            oplog: OpLog::default(),
+            custom_commands: Vec::new(),
+            handover: None,
             error: None,
             notice: None,
             quit: false,

@@ -8,6 +8,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::TextArea;
 
 use super::command::{Command, ReplayRequest};
+use super::custom;
 use super::event::{ConnectionState, Event};
 use super::keys::{self, Action, Scope};
 use super::state::{
@@ -231,6 +232,17 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
+        Event::Operation(op) => {
+            state.oplog.push(op);
+            if let Overlay::Log(scroll) = &mut state.overlay {
+                // Scrolled down: the lines in view stay in view as the new one lands on top.
+                if *scroll > 0 {
+                    *scroll = scroll.saturating_add(1);
+                }
+                state.dirty = true;
+            }
+            Vec::new()
+        }
         Event::Connection(conn) => {
             state.dirty |= state.connection != conn;
             state.connection = conn;
@@ -290,6 +302,10 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             }
             return Vec::new();
         }
+        Overlay::Log(_) => {
+            on_log_key(state, key);
+            return Vec::new();
+        }
         Overlay::Replay(_) => return on_modal_key(state, key),
         Overlay::Progress(_) => return on_progress_key(state, key),
         Overlay::Pager(_) => return pager::on_key(state, key),
@@ -311,6 +327,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         state.pending_protect = protecting;
     }
     let Some(action) = action else {
+        run_custom(state, &key);
         return Vec::new();
     };
     // A confirmed read of a queue whose reads cost deliveries: the same key, on the same queue.
@@ -338,6 +355,62 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     on_action(state, action, pending)
 }
 
+/// Keys in the command log: close, or scroll with the keys that scroll a pane.
+fn on_log_key(state: &mut State, key: KeyEvent) {
+    if keys::lookup(Scope::Log, &key) == Some(Action::Cancel) {
+        state.overlay = Overlay::None;
+        return;
+    }
+    // Scrolled by entries: the last one (or the line that counts the dropped ones) stays
+    // reachable however each wraps.
+    let entries = state.oplog.len() + usize::from(state.oplog.dropped() > 0);
+    let last = u16::try_from(entries.saturating_sub(1)).unwrap_or(u16::MAX);
+    let Overlay::Log(scroll) = &mut state.overlay else {
+        return;
+    };
+    let by = |n: i32| {
+        let moved = i32::from(*scroll)
+            .saturating_add(n)
+            .clamp(0, i32::from(last));
+        u16::try_from(moved).unwrap_or(0)
+    };
+    *scroll = match keys::lookup(Scope::Detail, &key) {
+        Some(Action::Up) => by(-1),
+        Some(Action::Down) => by(1),
+        Some(Action::PageUp) => by(-(PAGE as i32)),
+        Some(Action::PageDown) => by(PAGE as i32),
+        Some(Action::Top) => 0,
+        Some(Action::Bottom) => last,
+        _ => *scroll,
+    };
+}
+
+/// A configured command's key on a message: hand it to the loop to run (see `custom`).
+fn run_custom(state: &mut State, key: &KeyEvent) {
+    if !custom::SCOPES.contains(&scope(state)) {
+        return;
+    }
+    let Some(cmd) = custom::find(&state.custom_commands, key).cloned() else {
+        return;
+    };
+    if let Some(why) = custom::refusal(state, &cmd) {
+        state.error = Some(why);
+        return;
+    }
+    let Some(row) = state.current_row() else {
+        state.notice = Some(format!(
+            "{} ({}) runs on a message: open a queue and move to one",
+            cmd.key, cmd.name
+        ));
+        return;
+    };
+    state.handover = Some(custom::Run {
+        name: cmd.name,
+        command: cmd.run,
+        env: custom::environment(state, row),
+    });
+}
+
 fn force_quit(state: &mut State) -> Vec<Command> {
     state.quit = true;
     if state.replay_running() {
@@ -355,6 +428,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         }
         Action::ForceQuit => return force_quit(state),
         Action::Help => state.overlay = Overlay::Help,
+        Action::CommandLog => state.overlay = Overlay::Log(0),
         Action::CommandLine => state.command_input = Some(TextArea::default()),
         Action::Filter => open_filter(state),
         Action::NextPane => {
@@ -875,6 +949,11 @@ fn on_filter_key(state: &mut State, key: KeyEvent) {
                 }
             }
             state.refresh_view();
+        }
+        // Ctrl-U clears the line, as in a shell (tui-textarea's default would undo).
+        KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            fi.input = TextArea::default();
+            apply_filter_text(state, String::new());
         }
         _ => {
             // One line only: Enter is handled above, so the text area never gets a newline.

@@ -55,6 +55,7 @@ pub fn view(state: &State, frame: &mut Frame) {
     match &state.overlay {
         Overlay::None => {}
         Overlay::Help => help(state, frame, area),
+        Overlay::Log(scroll) => super::oplog::draw(state, *scroll, frame, area),
         Overlay::Replay(modal) => replay_modal(state, modal, frame, area),
         Overlay::Progress(run) => progress(state, run, frame, area),
         // Everything but the footer, which says the pager's keys.
@@ -646,6 +647,7 @@ fn footer_scope(state: &State) -> Scope {
         Overlay::Replay(_) => Scope::Modal,
         Overlay::Progress(_) => Scope::Progress,
         Overlay::Pager(_) => Scope::Pager,
+        Overlay::Log(_) => Scope::Log,
         _ => match state.focus {
             Focus::Queues => Scope::Queues,
             Focus::Messages if state.list_mode == ListMode::Groups => Scope::Groups,
@@ -747,6 +749,8 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
             lines
         })
         .collect();
+    let mut sections = sections;
+    sections.extend(custom_help(state));
     let total: usize = sections.iter().map(Vec::len).sum();
     let (mut lines, mut right): (Vec<Line>, Vec<Line>) = (Vec::new(), Vec::new());
     for section in sections {
@@ -760,6 +764,24 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner);
     frame.render_widget(Paragraph::new(lines), l);
     frame.render_widget(Paragraph::new(right), r);
+}
+
+/// The configured commands as a help section, when there are any (names sanitised: the config
+/// is the operator's, but a section is drawn as any other text).
+fn custom_help(state: &State) -> Option<Vec<Line<'static>>> {
+    let t = &state.theme;
+    let rows = super::custom::help_rows(state);
+    if rows.is_empty() {
+        return None;
+    }
+    let mut lines = vec![Line::styled(super::custom::HELP_TITLE, t.accent)];
+    for (key, help) in rows {
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {:<8}", sanitize::one_line(&key, 8)), t.accent),
+            Span::raw(sanitize::one_line(&help, 80)),
+        ]));
+    }
+    Some(lines)
 }
 
 fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rect) {

@@ -3,6 +3,7 @@
 //! on the network, and neither does the worker's command loop: `plan` decides, and every connect,
 //! discovery, refresh, read, protect and replay runs in a task that reports back to the loop.
 
+mod ops;
 mod plan;
 
 use std::collections::HashMap;
@@ -22,9 +23,10 @@ use crate::domain::message::DeadLetter;
 use crate::domain::snapshot::SnapshotHeader;
 use crate::store::Store;
 use crate::tui::{
-    Command, ConnectionState, Event, Failure, Overview, ReplayOutcome, ReplayPreview,
-    ReplayProgress, Ticket,
+    Command, ConnectionState, Event, Failure, OperationKind, Overview, ReplayOutcome,
+    ReplayPreview, ReplayProgress, Ticket,
 };
+use ops::{Ops, replay_text, report_plan};
 use plan::{Action, Job, Plan, Retarget, Work};
 
 /// Where the messages come from.
@@ -159,21 +161,38 @@ impl Shell {
             return;
         };
         let done = self.done.clone();
+        let ops = Ops(self.events.clone());
         self.connecting = Some(tokio::spawn(async move {
-            let result = open(&overrides).await.map(|s| Backend::Broker(Arc::new(s)));
+            let result = open(&overrides).await;
+            if let Ok(s) = &result {
+                ops.report(
+                    OperationKind::Connect,
+                    format!(
+                        "context '{}': RabbitMQ {} at {}, vhost '{}' as {} (management API, then AMQP)",
+                        s.target.context,
+                        s.overview.rabbitmq_version,
+                        s.mgmt.active_url(),
+                        s.vhost(),
+                        s.whoami.name
+                    ),
+                )
+                .await;
+            }
+            let result = result.map(|s| Backend::Broker(Arc::new(s)));
             let _ = done.send(Done::Connected { attempt, result }).await;
         }));
     }
 
     fn start(&mut self, job: Job, backend: Backend) {
         let done = self.done.clone();
+        let ops = Ops(self.events.clone());
         let ticket = job.ticket;
         match (job.work, backend) {
             (Work::Replay(req), Backend::Broker(s)) => {
                 let (cancel, cancelled) = watch::channel(false);
                 let events = self.events.clone();
                 let task = tokio::spawn(async move {
-                    let end = replay(s, req, cancelled, events).await;
+                    let end = replay(s, req, cancelled, events, &ops).await;
                     let _ = done
                         .send(Done::Finished {
                             ticket,
@@ -186,7 +205,7 @@ impl Shell {
             }
             (work, backend) => {
                 tokio::spawn(async move {
-                    let (events, then) = perform(ticket, work, backend).await;
+                    let (events, then) = perform(ticket, work, backend, &ops).await;
                     let _ = done
                         .send(Done::Finished {
                             ticket,
@@ -213,7 +232,12 @@ async fn open(overrides: &Overrides) -> Result<Session, String> {
 }
 
 /// One request's work: its answers, and what to ask next.
-async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Event>, Option<Work>) {
+async fn perform(
+    ticket: Ticket,
+    work: Work,
+    backend: Backend,
+    ops: &Ops,
+) -> (Vec<Event>, Option<Work>) {
     let fail = |e: &dyn std::fmt::Display| {
         Event::Error(Failure::in_generation(e.to_string(), ticket.generation))
     };
@@ -226,7 +250,7 @@ async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Event>, O
             }],
             None,
         ),
-        (Work::Discover, Backend::Broker(s)) => (vec![discover(&s, ticket).await], None),
+        (Work::Discover, Backend::Broker(s)) => (vec![discover(&s, ticket, ops).await], None),
         (
             Work::Browse {
                 queue,
@@ -241,7 +265,7 @@ async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Event>, O
                 ReadConsent::Reuse
             };
             (
-                vec![browse(&backend, queue, limit, consent, ticket).await],
+                vec![browse(&backend, queue, limit, consent, ticket, ops).await],
                 None,
             )
         }
@@ -265,15 +289,26 @@ async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Event>, O
             },
             Backend::Broker(s),
         ) => (
-            vec![preview(&s, queue, selection, keep_attempts, ticket).await],
+            vec![preview(&s, queue, selection, keep_attempts, ticket, ops).await],
             None,
         ),
         (Work::Protect { queue }, Backend::Broker(s)) => match s.protect(&queue, true).await {
             Ok(plan) => (
-                vec![Event::Notice(format!(
-                    "protected {queue}: policy {} set; reading it no longer spends deliveries",
-                    plan.policy.name
-                ))],
+                {
+                    ops.report(
+                        OperationKind::Policy,
+                        format!(
+                            "set policy {} in vhost '{}' (lifts the delivery limit of {queue}, keeping the keys of the policy in force)",
+                            plan.policy.name,
+                            s.vhost()
+                        ),
+                    )
+                    .await;
+                    vec![Event::Notice(format!(
+                        "protected {queue}: policy {} set; reading it no longer spends deliveries",
+                        plan.policy.name
+                    ))]
+                },
                 // The list again, with the limit lifted.
                 Some(Work::Discover),
             ),
@@ -293,9 +328,21 @@ async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Event>, O
     }
 }
 
-async fn discover(s: &Session, ticket: Ticket) -> Event {
+async fn discover(s: &Session, ticket: Ticket, ops: &Ops) -> Event {
     match s.discover().await {
         Ok(discovery) => {
+            let d = &discovery;
+            ops.report(
+                OperationKind::List,
+                format!(
+                    "listed vhost '{}': {} queues ({} dead-letter queues, {} retry loops), with bindings and policies",
+                    s.vhost(),
+                    d.dead_letter_queues.len() + d.retry_loops.len() + d.other_queues.len(),
+                    d.dead_letter_queues.len(),
+                    d.retry_loops.len()
+                ),
+            )
+            .await;
             let read_only = s.target.read_only || !may_write(s).await;
             let overview = Overview {
                 context: s.target.context.clone(),
@@ -321,6 +368,7 @@ async fn browse(
     limit: usize,
     consent: ReadConsent,
     ticket: Ticket,
+    ops: &Ops,
 ) -> Event {
     let s = match backend {
         Backend::Snapshot(snapshots) => {
@@ -349,12 +397,29 @@ async fn browse(
             let first_seen = keys.iter().map(|k| seen.get(k).copied()).collect();
             let mut stop = describe_stop(&page.stopped, page.messages.len());
             // What the read spent on a quorum queue, in this broker's own terms.
+            let cost = if page.reused {
+                None
+            } else {
+                s.cost_note(&queue, &page).await
+            };
             if page.reused {
                 stop = format!(
                     "{stop}, as read earlier this session (reading this quorum queue again costs deliveries: Ctrl-R twice)"
                 );
-            } else if let Some(note) = s.cost_note(&queue, &page).await {
+            } else if let Some(note) = &cost {
                 stop = format!("{stop}; {note}");
+            }
+            if !page.reused {
+                ops.report(
+                    OperationKind::Read,
+                    format!(
+                        "browsed {queue}: {} of {} messages, all left in place; {}",
+                        page.messages.len(),
+                        page.queue_depth_at_start,
+                        cost.as_deref().unwrap_or("cost no deliveries")
+                    ),
+                )
+                .await;
             }
             Event::MessagesLoaded {
                 queue,
@@ -374,10 +439,12 @@ async fn preview(
     selection: crate::domain::selection::Selection,
     keep_attempts: bool,
     ticket: Ticket,
+    ops: &Ops,
 ) -> Event {
     let spec = spec_for(s, queue.clone(), selection, None, keep_attempts);
     match s.preview(&spec, |keys| remember(s, &queue, keys)).await {
         Ok(p) => {
+            report_plan(ops, &queue, &p).await;
             let mut warnings: Vec<String> =
                 p.refusals.iter().map(|r| format!("refused: {r}")).collect();
             warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
@@ -418,6 +485,7 @@ async fn replay(
     req: crate::tui::ReplayRequest,
     cancel_rx: watch::Receiver<bool>,
     events: mpsc::Sender<Event>,
+    ops: &Ops,
 ) -> Event {
     let finish = |error: String| plan::replay_failed(&req, &error);
     // The UI never sends a replay in read-only mode; the worker refuses anyway.
@@ -440,6 +508,7 @@ async fn replay(
         Ok(p) => p,
         Err(e) => return finish(e.to_string()),
     };
+    report_plan(ops, &req.queue, &preview).await;
     if !preview.refusals.is_empty() {
         return finish(format!("nothing moved: {}", preview.refusals.join("; ")));
     }
@@ -536,6 +605,8 @@ async fn replay(
             error: Some(e.to_string()),
         },
     };
+    ops.report(OperationKind::Replay, replay_text(&req.queue, &outcome))
+        .await;
     if let (Some(st), Some(id)) = (&store, audit_id) {
         let (ids, remaining) = result
             .as_ref()

@@ -1,0 +1,64 @@
+//! The command log's side in the worker: each broker operation is reported to the UI as it
+//! happens, with what it cost, in words (see `tui::oplog`).
+
+use tokio::sync::mpsc;
+
+use crate::broker::session;
+use crate::tui::{Event, Operation, OperationKind, ReplayOutcome};
+
+/// Reports broker operations to the UI as they happen (its command log). Sent on their own, not
+/// with a task's answers, which the plan drops when a newer request replaced them: the
+/// operation happened all the same.
+#[derive(Clone)]
+pub(super) struct Ops(pub(super) mpsc::Sender<Event>);
+
+impl Ops {
+    pub(super) async fn report(&self, kind: OperationKind, text: String) {
+        let op = Operation {
+            at: jiff::Timestamp::now(),
+            kind,
+            text,
+        };
+        let _ = self.0.send(Event::Operation(op)).await;
+    }
+}
+
+/// A replay plan's read, for the command log.
+pub(super) async fn report_plan(ops: &Ops, queue: &str, p: &session::Preview) {
+    let read = if p.reused {
+        format!(
+            "looked at the {} messages read earlier this session (no read: reading this queue again costs deliveries)",
+            p.examined
+        )
+    } else {
+        format!(
+            "read {} messages, all left in place; {}",
+            p.examined,
+            p.cost.as_deref().unwrap_or("cost no deliveries")
+        )
+    };
+    ops.report(
+        OperationKind::Read,
+        format!(
+            "planned a replay from {queue}: {read}; {} selected",
+            p.selected
+        ),
+    )
+    .await;
+}
+
+/// What a replay did on the broker: publishes, acks, what stayed.
+pub(super) fn replay_text(queue: &str, o: &ReplayOutcome) -> String {
+    let p = &o.progress;
+    let mut text = format!(
+        "from {queue}: {} published, confirmed and acked off {queue}; {} returned unroutable and {} failed, left in {queue}",
+        p.moved, p.returned, p.failed
+    );
+    if o.cancelled {
+        text.push_str("; stopped by the operator");
+    }
+    if let Some(e) = &o.error {
+        text.push_str(&format!("; {e}"));
+    }
+    text
+}

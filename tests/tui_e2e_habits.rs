@@ -1,0 +1,229 @@
+//! End to end in tmux, the operators' habits: a custom command from `[[commands]]` gets the
+//! terminal with the message's fields in its environment and gives it back; a `:ctx` to a context
+//! whose password manager prompts gets the terminal for the prompt; the command log lists what
+//! the session did on the broker.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::amqp::{confirm_channel, connect, dead_letter_by_reject, declare};
+use common::{TestBroker, TestVhost, unique};
+use lapin::types::FieldTable;
+use warren::domain::features::QueueType;
+
+// The same driver as tests/tui_e2e.rs.
+struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    fn start(cmd: &str) -> Tmux {
+        let session = unique("warren-e2e-habits");
+        let ok = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+                "-x",
+                "100",
+                "-y",
+                "30",
+                cmd,
+            ])
+            .status()
+            .expect("tmux must be installed (scripts/test installs it)");
+        assert!(ok.success(), "tmux new-session failed");
+        Tmux { session }
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.session])
+            .output()
+            .expect("capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            let ok = Command::new("tmux")
+                .args(["send-keys", "-t", &self.session, k])
+                .status()
+                .expect("send-keys");
+            assert!(ok.success());
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    fn wait_for(&self, text: &str, within: Duration) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            if start.elapsed() > within {
+                panic!("waited {within:?} for {text:?}; the screen shows:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.session])
+            .status();
+    }
+}
+
+fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).expect("config");
+    path
+}
+
+#[test]
+fn a_custom_command_gets_the_terminal_and_gives_it_back() {
+    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e-custom"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let out = dir.join("env.txt");
+    let config = write_config(
+        &dir,
+        &format!(
+            r#"
+[[commands]]
+key = "L"
+name = "dump the message"
+run = '''printf '%s\n' "id=$MESSAGE_ID" "queue=$QUEUE" "exc=$EXCEPTION" > '{out}'; echo "handed over: $MESSAGE_ID"'''
+"#,
+            out = out.display()
+        ),
+    );
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo/shipping-label_error.jsonl");
+    let cmd = format!(
+        "WARREN_LOG_DIR={dir} {bin} --config '{config}' open '{demo}'; sleep 30",
+        dir = dir.display(),
+        bin = env!("CARGO_BIN_EXE_warren"),
+        config = config.display(),
+        demo = demo.display(),
+    );
+    let t = Tmux::start(&cmd);
+    t.wait_for("Dead-letter queues (1)", Duration::from_secs(20));
+    t.keys(&["Enter"]);
+    t.wait_for("— 6 messages", Duration::from_secs(20));
+    t.keys(&["?"]);
+    t.wait_for("dump the message", Duration::from_secs(5));
+    t.keys(&["Escape"]);
+    t.keys(&["L"]);
+    // The shell's screen: the command's output, then the way back.
+    let shell = t.wait_for("Press Enter to return to Warren", Duration::from_secs(10));
+    assert!(
+        shell.contains("handed over: ac9c1d9d-811d-4574-a824-25f12cda5e85"),
+        "{shell}"
+    );
+    assert!(
+        !shell.contains("Dead-letter queues"),
+        "the alternate screen is left: {shell}"
+    );
+    let env = std::fs::read_to_string(&out).expect("the command ran");
+    assert!(env.contains("queue=shipping-label_error"), "{env}");
+    assert!(
+        env.lines().any(|l| l.starts_with("id=") && l.len() > 3),
+        "{env}"
+    );
+    assert!(
+        env.contains("exc=Shipping.Carriers.CarrierUnavailableException"),
+        "{env}"
+    );
+    t.keys(&["Enter"]);
+    // Warren again, as it was, with the outcome in the notice line, and its keys work.
+    let back = t.wait_for("dump the message: done", Duration::from_secs(10));
+    assert!(back.contains("— 6 messages"), "{back}");
+    t.keys(&["j"]);
+    let moved = t.wait_for("▶   2", Duration::from_secs(5));
+    assert!(
+        moved.contains("— 6 messages"),
+        "keys work after the handover: {moved}"
+    );
+    t.keys(&["q"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctx_to_a_prompting_password_manager_gets_the_terminal_and_the_log_says_so() {
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "e2e-habits").await;
+    let conn = connect(&vhost).await;
+    let ch = confirm_channel(&conn).await;
+    declare(&ch, "habits.dlq", QueueType::Classic, FieldTable::default()).await;
+    dead_letter_by_reject(&conn, "habits.work", "habits.dlq", 3).await;
+
+    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e-ctx"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let runs = dir.join("runs");
+    // Context b's "password manager" asks on the terminal, as pinentry does.
+    let config = write_config(
+        &dir,
+        &format!(
+            r#"
+default_context = "a"
+
+[contexts.a]
+management_urls = ["http://127.0.0.1:{mgmt}"]
+amqp_urls = ["amqp://127.0.0.1:{amqp}"]
+vhost = "{vhost}"
+username = "guest"
+password_command = "echo a >> '{runs}'; echo guest"
+
+[contexts.b]
+management_urls = ["http://127.0.0.1:{mgmt}"]
+amqp_urls = ["amqp://127.0.0.1:{amqp}"]
+vhost = "{vhost}"
+username = "guest"
+password_command = "echo b >> '{runs}'; printf 'vault passphrase for b: ' > /dev/tty; read answer < /dev/tty; test \"$answer\" = open-sesame && echo guest"
+"#,
+            mgmt = broker.mgmt_port,
+            amqp = broker.amqp_port,
+            vhost = vhost.name,
+            runs = runs.display(),
+        ),
+    );
+    let cmd = format!(
+        "WARREN_STORE={store} WARREN_LOG_DIR={dir} {bin} --config '{config}'; sleep 30",
+        store = dir.join("warren.db").display(),
+        dir = dir.display(),
+        bin = env!("CARGO_BIN_EXE_warren"),
+        config = config.display(),
+    );
+    let t = Tmux::start(&cmd);
+    t.wait_for("habits.dlq", Duration::from_secs(20));
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap(),
+        "a\n",
+        "a ran before the TUI"
+    );
+    t.keys(&[":", "c", "t", "x", " ", "b", "Enter"]);
+    let prompt = t.wait_for("vault passphrase for b:", Duration::from_secs(10));
+    assert!(prompt.contains("running its password_command"), "{prompt}");
+    t.keys(&["open-sesame", "Enter"]);
+    // Back in Warren, connected to b.
+    let back = t.wait_for("habits.dlq", Duration::from_secs(20));
+    assert!(back.contains(" b "), "the header names context b: {back}");
+    // Reconnects reuse the answer; each command ran once.
+    t.keys(&["C-r"]);
+    t.keys(&["@"]);
+    let log = t.wait_for("Command log", Duration::from_secs(5));
+    assert!(log.contains("context 'b'"), "{log}");
+    assert!(log.contains("context 'a'"), "{log}");
+    assert!(log.contains("listed vhost"), "{log}");
+    t.keys(&["Escape", "q"]);
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "a\nb\n");
+    let _ = std::fs::remove_dir_all(&dir);
+    vhost.cleanup().await;
+}
