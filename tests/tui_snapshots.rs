@@ -1,4 +1,4 @@
-//! Every screen of the TUI drawn with ratatui's TestBackend at 80×24 and 160×48 and compared with
+//! Every screen of the TUI drawn with ratatui's TestBackend at 80×24 and 200×50 and compared with
 //! insta snapshots. "now" is part of the state, so ages are deterministic. Snapshots do not see
 //! colour: the styles that carry meaning are asserted on buffer cells.
 
@@ -35,7 +35,7 @@ fn text(buf: &Buffer) -> String {
 
 /// Snapshots `state` at both sizes.
 fn snap(name: &str, state: &State) {
-    for (w, h) in [(80, 24), (160, 48)] {
+    for (w, h) in [(80, 24), (200, 50)] {
         let buf = render(state, w, h);
         insta::assert_snapshot!(format!("{name}_{w}x{h}"), text(&buf));
     }
@@ -195,7 +195,7 @@ fn replay_modal_fan_out_and_typed_count() {
         update(&mut st, ch(c));
     }
     snap("modal_typed", &st);
-    let buf = render(&st, 160, 48);
+    let buf = render(&st, 200, 50);
     let fan = find(&buf, "3 queues:");
     assert_eq!(fan.len(), 1);
     assert_eq!(buf[fan[0]].fg, Color::Red, "a fan-out is shown as danger");
@@ -300,7 +300,7 @@ fn hostile_strings_are_shown_as_escapes() {
     let mut st = browsed(false, "orders.dlq", vec![hostile()]);
     update(&mut st, key(KeyCode::Enter));
     snap("hostile", &st);
-    for (w, h) in [(80, 24), (160, 48)] {
+    for (w, h) in [(80, 24), (200, 50)] {
         let buf = render(&st, w, h);
         for y in 0..buf.area.height {
             for x in 0..buf.area.width {
@@ -312,7 +312,7 @@ fn hostile_strings_are_shown_as_escapes() {
             }
         }
     }
-    let all = text(&render(&st, 160, 48));
+    let all = text(&render(&st, 200, 50));
     assert!(all.contains("\\e[31m"), "ESC shown as \\e");
     assert!(all.contains("\\u{202e}"), "bidi override shown escaped");
     assert!(all.contains("\\x07"), "BEL shown escaped");

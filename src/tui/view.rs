@@ -16,7 +16,7 @@ use super::format;
 use super::keys::{self, Scope};
 use super::state::{Focus, ListMode, ModalField, Overlay, QueueRow, ReplayModal, ReplayRun, State};
 use crate::domain::discovery::DlqKind;
-use crate::domain::sanitize;
+use crate::domain::{identity, sanitize};
 
 pub fn view(state: &State, frame: &mut Frame) {
     let area = frame.area();
@@ -32,7 +32,7 @@ pub fn view(state: &State, frame: &mut Frame) {
     .areas(area);
 
     status_bar(state, frame, status);
-    let left_width = (area.width * 3 / 10).clamp(30, 50).min(area.width / 2);
+    let left_width = queue_pane_width(state, area.width);
     let [left, right] =
         Layout::horizontal([Constraint::Length(left_width), Constraint::Min(20)]).areas(main);
     queue_pane(state, frame, left);
@@ -128,6 +128,33 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
+/// Columns of the queue pane besides the name (borders, cursor, kind, framework, marker,
+/// depth and the spaces between), wide and narrow.
+const QUEUE_COLUMNS_WIDE: u16 = 2 + 2 + 7 + 11 + 1 + 6 + 4;
+const QUEUE_COLUMNS_NARROW: u16 = 2 + 2 + 4 + 1 + 5 + 3;
+/// Narrower than this, the queue pane drops the framework column.
+const QUEUE_PANE_WIDE: u16 = 46;
+
+/// As wide as the longest queue name needs, between 30 columns and two fifths of the screen
+/// (the message pane needs the rest), never more than half.
+fn queue_pane_width(state: &State, width: u16) -> u16 {
+    let longest = state
+        .queue_rows()
+        .iter()
+        .map(|r| unicode_width::UnicodeWidthStr::width(sanitize::one_line(r.name(), 255).as_str()))
+        .max()
+        .unwrap_or(0);
+    let longest = u16::try_from(longest).unwrap_or(u16::MAX);
+    let max = (width * 2 / 5).max(30);
+    let wide = longest.saturating_add(QUEUE_COLUMNS_WIDE);
+    let needed = if wide <= max {
+        wide
+    } else {
+        longest.saturating_add(QUEUE_COLUMNS_NARROW)
+    };
+    needed.clamp(30, max).min(width / 2)
+}
+
 fn short_kind(kind: DlqKind) -> &'static str {
     match kind {
         DlqKind::DeadLetter => "dlq",
@@ -154,8 +181,12 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
         format!(" Dead-letter queues ({n_dlq}) ")
     };
     let block = pane_block(state, title, focused);
-    let inner_w = usize::from(area.width.saturating_sub(2));
-    let wide = inner_w >= 44;
+    let wide = area.width >= QUEUE_PANE_WIDE;
+    let name_w = usize::from(area.width.saturating_sub(if wide {
+        QUEUE_COLUMNS_WIDE
+    } else {
+        QUEUE_COLUMNS_NARROW
+    }));
     if !state.queues_loaded {
         let text = match &state.connection {
             ConnectionState::Disconnected(_) => "not connected",
@@ -185,7 +216,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
     let table_rows: Vec<TRow> = rows
         .iter()
         .map(|r| {
-            let name = sanitize::one_line(r.name(), 200);
+            let name = sanitize::middle_cut(r.name(), name_w);
             match r {
                 QueueRow::Dlq(d) => {
                     let marker = if d.limit_applies(version) {
@@ -245,7 +276,27 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
             Constraint::Length(5),
         ]
     };
+    let header = column_titles(
+        state,
+        if wide {
+            &[
+                ("Queue", false),
+                ("Kind", false),
+                ("Framework", false),
+                ("", false),
+                ("Depth", true),
+            ]
+        } else {
+            &[
+                ("Queue", false),
+                ("Kind", false),
+                ("", false),
+                ("Depth", true),
+            ]
+        },
+    );
     let table = Table::new(table_rows, widths)
+        .header(header)
         .block(block)
         .column_spacing(1)
         .highlight_symbol("▶ ")
@@ -267,11 +318,11 @@ fn cursor_style(state: &State, focused: bool) -> Style {
 fn message_title(state: &State) -> String {
     let Some(b) = &state.browse else {
         return match &state.loading {
-            Some(q) => format!(" {} — reading… ", sanitize::one_line(q, 40)),
+            Some(q) => format!(" {} — reading… ", sanitize::middle_cut(q, 40)),
             None => " Messages ".into(),
         };
     };
-    let name = sanitize::one_line(&b.queue, 40);
+    let name = sanitize::middle_cut(&b.queue, 40);
     let depth = state.dlq(&b.queue).and_then(|d| d.depth);
     let mut title = match depth {
         Some(d) => format!(" {name} — {d} message{}", if d == 1 { "" } else { "s" }),
@@ -284,7 +335,7 @@ fn message_title(state: &State) -> String {
             .feeders
             .iter()
             .take(3)
-            .map(|f| sanitize::one_line(f, 30))
+            .map(|f| sanitize::middle_cut(f, 30))
             .collect();
         let more = if d.feeders.len() > 3 {
             format!(" +{}", d.feeders.len() - 3)
@@ -361,13 +412,31 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     // key press cost ~0.5 s a frame. The window keeps the cursor on screen the way ratatui's
     // table does from a fresh state (cursor at the bottom when scrolling down).
     let (start, end) = window(state.msg_cursor, b.visible.len(), area.height);
-    let rows: Vec<TRow> = b
+    let shown: Vec<&super::state::Row> = b
         .visible
         .get(start..end)
         .unwrap_or_default()
         .iter()
         .filter_map(|&i| b.rows.get(i))
-        .map(|r| {
+        .collect();
+    // The id column is as wide as the longest id on screen, within bounds: at 80 columns the
+    // reason needs the rest, and ids are cut in the middle (both ends tell ids apart).
+    let id_max = if wide { 36 } else { 12 };
+    let ids: Vec<Option<String>> = shown
+        .iter()
+        .map(|r| identity::shown_id(&r.msg).map(|id| sanitize::middle_cut(&id, id_max)))
+        .collect();
+    let id_w = ids
+        .iter()
+        .flatten()
+        .map(|id| unicode_width::UnicodeWidthStr::width(id.as_str()))
+        .max()
+        .unwrap_or(0)
+        .clamp(MESSAGE_ID_TITLE.len(), id_max);
+    let rows: Vec<TRow> = shown
+        .iter()
+        .zip(ids)
+        .map(|(r, id)| {
             let picked = state.selected.contains(&r.key);
             let mark = if picked {
                 Span::styled("●", t.marked)
@@ -379,13 +448,18 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
                 .failed_at()
                 .or(r.first_seen)
                 .map_or("—".into(), |x| format::age(state.secs_since(x)));
+            let position = (r.msg.position + 1).to_string();
+            // Without an id, the narrow list names the message by its place in the queue.
+            let id = match (id, wide) {
+                (Some(id), _) => Span::raw(id),
+                (None, true) => Span::styled("—", t.muted),
+                (None, false) => Span::styled(format!("#{position}"), t.muted),
+            };
             let mut cells = vec![Cell::from(mark)];
             if wide {
-                cells.push(Cell::from(Span::styled(
-                    (r.msg.position + 1).to_string(),
-                    t.muted,
-                )));
+                cells.push(Cell::from(Span::styled(position, t.muted)));
             }
+            cells.push(Cell::from(id));
             cells.push(Cell::from(sanitize::one_line(&detail::headline(r), 300)));
             cells.push(Cell::from(
                 Line::from(format!("×{}", r.attempts())).right_aligned(),
@@ -405,33 +479,47 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
             }
         })
         .collect();
-    let widths: Vec<Constraint> = if wide {
-        vec![
-            Constraint::Length(1),
-            Constraint::Length(4),
-            Constraint::Fill(1),
-            Constraint::Length(5),
-            Constraint::Length(7),
-            Constraint::Length(7),
-        ]
+    let id_w = u16::try_from(id_w).unwrap_or(u16::MAX);
+    let (widths, header): (Vec<Constraint>, &[(&str, bool)]) = if wide {
+        (
+            vec![
+                Constraint::Length(1),
+                Constraint::Length(4),
+                Constraint::Length(id_w),
+                Constraint::Fill(1),
+                Constraint::Length(8),
+                Constraint::Length(7),
+                Constraint::Length(7),
+            ],
+            &[
+                ("", false),
+                ("#", false),
+                (MESSAGE_ID_TITLE, false),
+                ("Reason", false),
+                ("Attempts", true),
+                ("Died", true),
+                ("In DLQ", true),
+            ],
+        )
     } else {
-        vec![
-            Constraint::Length(1),
-            Constraint::Fill(1),
-            Constraint::Length(4),
-            Constraint::Length(6),
-        ]
+        (
+            vec![
+                Constraint::Length(1),
+                Constraint::Length(id_w),
+                Constraint::Fill(1),
+                Constraint::Length(5),
+                Constraint::Length(6),
+            ],
+            &[
+                ("", false),
+                (MESSAGE_ID_TITLE, false),
+                ("Reason", false),
+                ("Tries", true),
+                ("Died", true),
+            ],
+        )
     };
-    let header: Vec<&str> = if wide {
-        vec!["", "#", "verdict / exception", "tries", "age", "in DLQ"]
-    } else {
-        vec!["", "verdict / exception", "n", "age"]
-    };
-    let header = TRow::new(
-        header
-            .into_iter()
-            .map(|h| Cell::from(Span::styled(h, t.muted))),
-    );
+    let header = column_titles(state, header);
     let table = Table::new(rows, widths)
         .header(header)
         .block(block)
@@ -441,6 +529,17 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
         .row_highlight_style(cursor_style(state, focused));
     let mut ts = TableState::default().with_selected(Some(state.msg_cursor - start));
     frame.render_stateful_widget(table, area, &mut ts);
+}
+
+/// The message list's id column title (its narrowest width).
+const MESSAGE_ID_TITLE: &str = "Message id";
+
+/// A table's header row: column titles in words, right-aligned over numbers.
+fn column_titles(state: &State, titles: &[(&str, bool)]) -> TRow<'static> {
+    TRow::new(titles.iter().map(|&(title, right)| {
+        let line = Line::styled(title.to_string(), state.theme.muted);
+        Cell::from(if right { line.right_aligned() } else { line })
+    }))
 }
 
 /// The slice of a list of `len` rows to build so that `cursor` is visible in a table pane of
@@ -457,7 +556,7 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
     let title = match &state.browse {
         Some(b) => format!(
             " Failure groups — {} ({} groups) ",
-            sanitize::one_line(&b.queue, 40),
+            sanitize::middle_cut(&b.queue, 40),
             b.groups.len()
         ),
         None => " Failure groups ".into(),
@@ -498,7 +597,7 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
             TRow::new(cells)
         })
         .collect();
-    let (widths, header): (Vec<Constraint>, Vec<&str>) = if wide {
+    let (widths, header): (Vec<Constraint>, Vec<(&str, bool)>) = if wide {
         (
             vec![
                 Constraint::Length(5),
@@ -506,7 +605,12 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
                 Constraint::Length(7),
                 Constraint::Length(7),
             ],
-            vec!["count", "fingerprint", "first", "last"],
+            vec![
+                ("Count", true),
+                ("Failure", false),
+                ("First", true),
+                ("Last", true),
+            ],
         )
     } else {
         (
@@ -515,14 +619,10 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
                 Constraint::Fill(1),
                 Constraint::Length(7),
             ],
-            vec!["count", "fingerprint", "first"],
+            vec![("Count", true), ("Failure", false), ("First", true)],
         )
     };
-    let header = TRow::new(
-        header
-            .into_iter()
-            .map(|h| Cell::from(Span::styled(h, t.muted))),
-    );
+    let header = column_titles(state, &header);
     let table = Table::new(rows, widths)
         .header(header)
         .block(block)
@@ -541,9 +641,11 @@ fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
         frame.render_widget(pane_block(state, " Timeline ".into(), focused), area);
         return;
     };
-    let name = row.msg.properties.message_id.as_deref().map_or_else(
+    // The whole id when it fits the border (a GUID does at 80 columns), else cut in the middle.
+    let room = usize::from(area.width.saturating_sub(16));
+    let name = identity::shown_id(&row.msg).map_or_else(
         || format!("#{}", row.msg.position + 1),
-        |id| sanitize::one_line(id, 40),
+        |id| sanitize::middle_cut(&id, room),
     );
     let title = match state.list_mode {
         ListMode::Groups => format!(" Example — {name} "),
@@ -766,12 +868,12 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
             " Replay {} message{} from {} ",
             p.count,
             if p.count == 1 { "" } else { "s" },
-            sanitize::one_line(&modal.queue, 40)
+            sanitize::middle_cut(&modal.queue, 40)
         ),
         None => format!(
             " Replay {} from {} ",
             sanitize::one_line(&modal.what, 40),
-            sanitize::one_line(&modal.queue, 40)
+            sanitize::middle_cut(&modal.queue, 40)
         ),
     };
     lines.push(Line::from(vec![
@@ -919,21 +1021,21 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
     let title = match (&run.outcome, run.cancelling) {
         (Some(o), _) if o.cancelled => format!(
             " {verb} from {} — stopped ",
-            sanitize::one_line(&run.queue, 40)
+            sanitize::middle_cut(&run.queue, 40)
         ),
         (Some(o), _) if o.error.is_some() => format!(
             " {verb} from {} — failed ",
-            sanitize::one_line(&run.queue, 40)
+            sanitize::middle_cut(&run.queue, 40)
         ),
         (Some(_), _) => format!(
             " {verb} from {} — done ",
-            sanitize::one_line(&run.queue, 40)
+            sanitize::middle_cut(&run.queue, 40)
         ),
         (None, true) => format!(
             " {verb} from {} — stopping… ",
-            sanitize::one_line(&run.queue, 40)
+            sanitize::middle_cut(&run.queue, 40)
         ),
-        (None, false) => format!(" {verb} from {} ", sanitize::one_line(&run.queue, 40)),
+        (None, false) => format!(" {verb} from {} ", sanitize::middle_cut(&run.queue, 40)),
     };
     let block = Block::default()
         .borders(Borders::ALL)
