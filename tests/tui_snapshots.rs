@@ -345,3 +345,29 @@ fn no_color_selection_is_reversed_and_nothing_is_coloured() {
         "cursor row reversed without colour"
     );
 }
+
+#[test]
+fn a_coloured_context_is_a_badge_in_the_header_bar() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    st.overview.color = Some(warren::broker::config::ContextColor::Red);
+    st.overview.label = Some("PROD".into());
+    snap("context_colour", &st);
+    let buf = render(&st, 80, 24);
+    let badge = find(&buf, "PROD");
+    assert_eq!(badge.len(), 1, "one badge");
+    assert_eq!(badge[0].1, 0, "in the header bar");
+    assert_eq!(buf[badge[0]].bg, Color::Red);
+    assert!(
+        !find(&buf, "prod-eu").is_empty(),
+        "the context's name follows its label"
+    );
+
+    // Without a label the context's own name is the badge; without colour it is reversed.
+    st.overview.label = None;
+    st.theme = Theme::monochrome();
+    let buf = render(&st, 80, 24);
+    let badge = find(&buf, "prod-eu");
+    assert_eq!(badge.len(), 1, "the name once, as the badge");
+    assert!(buf[badge[0]].modifier.contains(Modifier::REVERSED));
+    assert_eq!(buf[badge[0]].bg, Color::Reset);
+}

@@ -78,7 +78,19 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
     let o = &state.overview;
     let s = |x: &str, n| sanitize::one_line(x, n);
     let mut spans = vec![Span::styled(" warren ", t.accent)];
-    // First, so that no width can cut it off.
+    // First, so that no width can cut them off: where this is, in its colour, and read-only.
+    let mut context_shown = false;
+    if let Some(color) = o.color {
+        let name = o.label.as_deref().unwrap_or(&o.context);
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(
+            format!(" {} ", s(name, 24)),
+            t.context_badge(color),
+        ));
+        context_shown = o.label.is_none();
+    } else if let Some(label) = &o.label {
+        spans.push(Span::styled(format!(" {} ", s(label, 24)), t.accent));
+    }
     if state.read_only {
         spans.push(Span::raw(" "));
         spans.push(Span::styled(" READ-ONLY ", t.badge));
@@ -91,7 +103,7 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
         }
     };
     spans.push(Span::styled(format!(" {dot} {text} "), style));
-    if !o.context.is_empty() {
+    if !o.context.is_empty() && !context_shown {
         spans.push(Span::raw(format!(" {}", s(&o.context, 24))));
     }
     if !o.broker_version.is_empty() {
