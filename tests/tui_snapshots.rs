@@ -33,6 +33,11 @@ fn text(buf: &Buffer) -> String {
     out
 }
 
+/// The screen's text as one line: a wrapped sentence reads whole again.
+fn flat(screen: &str) -> String {
+    screen.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Snapshots `state` at both sizes.
 fn snap(name: &str, state: &State) {
     for (w, h) in [(80, 24), (200, 50)] {
@@ -370,4 +375,92 @@ fn a_coloured_context_is_a_badge_in_the_header_bar() {
     assert_eq!(badge.len(), 1, "the name once, as the badge");
     assert!(buf[badge[0]].modifier.contains(Modifier::REVERSED));
     assert_eq!(buf[badge[0]].bg, Color::Reset);
+}
+
+#[test]
+fn the_quorum_prompt_is_wrapped_so_its_end_is_on_screen() {
+    let mut st = loaded(false, Theme::color());
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "invoices.dlq")
+        .unwrap();
+    update(&mut st, key(KeyCode::Enter));
+    snap("quorum_prompt", &st);
+    let screen = flat(&text(&render(&st, 80, 24)));
+    assert!(screen.contains("Enter again to browse."), "{screen}");
+}
+
+#[test]
+fn a_long_error_is_cut_with_a_hint_and_w_shows_all_of_it() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    let cause = "the management API at https://rabbit-1.prod-eu.example.com:15671 answered 503 \
+                 Service Unavailable for GET /api/queues/orders/orders.dlq; the node may be \
+                 starting or overloaded; Warren retries in 5 s, or press Ctrl-R to retry now, \
+                 and check the node's log for memory or disk alarms if this goes on. \
+                 END-OF-MESSAGE";
+    update(&mut st, Event::Error(cause.into()));
+    let cut = text(&render(&st, 80, 24));
+    assert!(cut.contains("w: whole text"), "{cut}");
+    assert!(!cut.contains("END-OF-MESSAGE"), "{cut}");
+    update(&mut st, ch('w'));
+    snap("error_whole", &st);
+    let whole = text(&render(&st, 80, 24));
+    assert!(whole.contains("END-OF-MESSAGE"), "{whole}");
+    assert!(!whole.contains("w: whole text"), "{whole}");
+}
+
+#[test]
+fn help_scrolled_to_the_end_shows_the_last_binding_and_says_how() {
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, ch('?'));
+    let top = text(&render(&st, 80, 24));
+    assert!(top.contains("j/k PgUp/PgDn g/G scroll"), "{top}");
+    assert!(!top.contains("close when finished"), "{top}");
+    update(
+        &mut st,
+        Event::Resize {
+            width: 80,
+            height: 24,
+        },
+    );
+    update(&mut st, ch('G'));
+    snap("help_end", &st);
+    let end = text(&render(&st, 80, 24));
+    assert!(
+        end.contains("close when finished"),
+        "the last binding: {end}"
+    );
+}
+
+#[test]
+fn the_modal_wraps_long_lists_and_warnings_under_their_field() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(
+        &mut st,
+        Event::ReplayPreview(ReplayPreview {
+            queue: "orders.dlq".into(),
+            count: 3,
+            targets: vec!["orders.process (default exchange, routing key orders.process)".into()],
+            reaches: vec!["orders.process".into()],
+            removes: ["x-death", "x-first-death-exchange", "x-first-death-queue"]
+                .iter()
+                .chain(&["x-first-death-reason", "x-last-death-exchange"])
+                .map(|s| s.to_string())
+                .collect(),
+            adds: vec!["warren-replay-count".into()],
+            warnings: vec![
+                "exchange orders may deliver it to more than one queue; check which queues \
+                 its bindings reach, or replay to one queue with --to END-OF-WARNING"
+                    .into(),
+            ],
+            ..Default::default()
+        }),
+    );
+    snap("modal_wrapped", &st);
+    let screen = text(&render(&st, 80, 24));
+    assert!(screen.contains("x-last-death-exchange"), "{screen}");
+    assert!(screen.contains("END-OF-WARNING"), "{screen}");
+    assert!(screen.contains("Esc  cancel"), "{screen}");
 }

@@ -1031,3 +1031,92 @@ fn the_replay_modal_starts_at_the_configured_rate() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn help_scrolls_with_the_detail_keys_and_closes_at_the_top_again() {
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, ch('?'));
+    assert!(matches!(st.overlay, Overlay::Help));
+    update(&mut st, ch('j'));
+    update(&mut st, key(KeyCode::Down));
+    assert_eq!(st.help_scroll, 2);
+    update(&mut st, ch('k'));
+    assert_eq!(st.help_scroll, 1);
+    update(&mut st, key(KeyCode::PageDown));
+    assert_eq!(st.help_scroll, 11);
+    update(&mut st, key(KeyCode::PageUp));
+    update(&mut st, key(KeyCode::PageUp));
+    assert_eq!(st.help_scroll, 0, "never above the top");
+    update(&mut st, ch('G'));
+    let lines: usize = keys::help_sections().iter().map(|(_, b)| b.len() + 1).sum();
+    assert_eq!(usize::from(st.help_scroll), lines - 1, "G: the last line");
+    update(&mut st, ch('j'));
+    assert_eq!(usize::from(st.help_scroll), lines - 1, "never past the end");
+    update(&mut st, ch('g'));
+    assert_eq!(st.help_scroll, 0);
+    // Once the terminal's size is known, the last page is full: G, then k moves at once.
+    update(
+        &mut st,
+        Event::Resize {
+            width: 80,
+            height: 24,
+        },
+    );
+    update(&mut st, ch('G'));
+    let last_page = warren::tui::help::max_scroll((80, 24));
+    assert_eq!(st.help_scroll, last_page);
+    assert!(usize::from(last_page) < lines - 1);
+    update(&mut st, ch('k'));
+    assert_eq!(st.help_scroll, last_page - 1);
+    update(
+        &mut st,
+        Event::Resize {
+            width: 200,
+            height: 80,
+        },
+    );
+    assert_eq!(
+        st.help_scroll, 0,
+        "a screen it fits on shows it from the top"
+    );
+    assert!(
+        matches!(st.overlay, Overlay::Help),
+        "scrolling keeps it open"
+    );
+    update(&mut st, key(KeyCode::Esc));
+    assert!(matches!(st.overlay, Overlay::None));
+    update(&mut st, ch('?'));
+    assert_eq!(st.help_scroll, 0, "opens at the top");
+}
+
+#[test]
+fn w_shows_the_whole_banner_and_does_not_answer_a_prompt() {
+    let mut st = loaded(false, Theme::color());
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "invoices.dlq")
+        .unwrap();
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "asks first"
+    );
+    assert!(st.pending_browse.is_some());
+    update(&mut st, ch('w'));
+    assert!(st.banner_whole);
+    assert!(
+        st.pending_browse.is_some(),
+        "reading the prompt keeps it pending"
+    );
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Browse { queue, .. }] if queue == "invoices.dlq"),
+        "Enter after w still browses: {cmds:?}"
+    );
+    update(&mut st, Event::Error(Failure::from("boom".to_string())));
+    update(&mut st, key(KeyCode::Esc));
+    assert!(
+        st.error.is_none() && !st.banner_whole,
+        "Esc dismisses and folds it"
+    );
+}

@@ -60,6 +60,7 @@ pub enum Action {
     Replay,
     Protect,
     ToggleTrace,
+    WholeText,
     // Inside the replay modal.
     Accept,
     Cancel,
@@ -292,6 +293,14 @@ pub static BINDINGS: &[Binding] = &[
         action: A::CommandLine,
         help: ":ctx N, :vhost N, :limit N, :q",
         footer: Some("command"),
+        scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Char('w')],
+        label: "w",
+        action: A::WholeText,
+        help: "whole text of a cut error / notice",
+        footer: None,
         scopes: &[S::Global],
     },
     Binding {

@@ -7,6 +7,7 @@ pub mod command;
 pub mod detail;
 pub mod event;
 pub mod format;
+pub mod help;
 pub mod keys;
 pub mod run;
 pub mod state;

@@ -49,6 +49,16 @@ pub async fn run(
     // The first tick fires at once; the state already has the time.
     tick.tick().await;
     send(&commands_to_worker, Command::LoadQueues).await?;
+    // The size a terminal reports only when it changes: the help's scrolling needs it now.
+    if let Ok(size) = terminal.size() {
+        update(
+            &mut state,
+            Event::Resize {
+                width: size.width,
+                height: size.height,
+            },
+        );
+    }
     draw(&mut terminal, &mut state)?;
 
     loop {

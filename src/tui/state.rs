@@ -253,6 +253,12 @@ pub struct State {
     /// "the same content".
     pub(crate) content_serial: u64,
     pub overlay: Overlay,
+    /// The first line of the help overlay in view.
+    pub help_scroll: u16,
+    /// The terminal's size (columns, rows) as last reported; 0×0 until it is.
+    pub screen: (u16, u16),
+    /// The banner shows its whole text (`w`), not only its first lines.
+    pub banner_whole: bool,
     pub error: Option<String>,
     pub notice: Option<String>,
     pub quit: bool,
@@ -297,6 +303,9 @@ impl State {
             detail: None,
             content_serial: 0,
             overlay: Overlay::None,
+            help_scroll: 0,
+            screen: (0, 0),
+            banner_whole: false,
             error: None,
             notice: None,
             quit: false,

@@ -13,6 +13,7 @@ use ratatui::widgets::{
 use super::detail;
 use super::event::ConnectionState;
 use super::format;
+use super::help;
 use super::keys::{self, Scope};
 use super::state::{Focus, ListMode, ModalField, Overlay, QueueRow, ReplayModal, ReplayRun, State};
 use crate::domain::discovery::DlqKind;
@@ -20,12 +21,23 @@ use crate::domain::{identity, sanitize};
 
 pub fn view(state: &State, frame: &mut Frame) {
     let area = frame.area();
-    let banner = state.error.is_some() || state.notice.is_some();
+    let banner = banner_paragraph(state);
+    // Wrapped, so that what ends a notice ("Enter again to browse") is on screen; `w` lets a
+    // long one take up to half the screen.
+    let banner_needs = banner.as_ref().map_or(0, |p| {
+        u16::try_from(p.line_count(area.width)).unwrap_or(u16::MAX)
+    });
+    let banner_cap = if state.banner_whole {
+        (area.height / 2).max(BANNER_LINES)
+    } else {
+        BANNER_LINES
+    };
+    let banner_height = banner_needs.min(banner_cap);
     let input = state.filter_input.is_some() || state.command_input.is_some();
     let [status, main, banner_area, input_area, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
-        Constraint::Length(u16::from(banner)),
+        Constraint::Length(banner_height),
         Constraint::Length(u16::from(input)),
         Constraint::Length(1),
     ])
@@ -44,8 +56,8 @@ pub fn view(state: &State, frame: &mut Frame) {
         ListMode::Groups => group_pane(state, frame, top),
     }
     detail_pane(state, frame, bottom);
-    if banner {
-        banner_line(state, frame, banner_area);
+    if let Some(p) = banner {
+        banner_line(state, p, banner_needs > banner_height, frame, banner_area);
     }
     if input {
         input_line(state, frame, input_area);
@@ -698,21 +710,48 @@ fn borrowed<'a>(l: &'a Line<'static>) -> Line<'a> {
     }
 }
 
-fn banner_line(state: &State, frame: &mut Frame, area: Rect) {
+/// Rows the banner takes at most until `w` asks for its whole text.
+const BANNER_LINES: u16 = 3;
+/// The most of an error or notice shown (characters).
+const BANNER_CHARS: usize = 2000;
+
+/// The error (else the notice) as a wrapped paragraph, or none.
+fn banner_paragraph(state: &State) -> Option<Paragraph<'static>> {
     let t = &state.theme;
-    let w = usize::from(area.width);
     let (text, style) = match (&state.error, &state.notice) {
         (Some(e), _) => (
-            format!(" ✕ {}  (Esc to dismiss)", sanitize::one_line(e, 400)),
+            format!(
+                " ✕ {}  (Esc to dismiss)",
+                sanitize::one_line(e, BANNER_CHARS)
+            ),
             t.danger,
         ),
-        (None, Some(n)) => (format!(" ! {}", sanitize::one_line(n, 400)), t.warn),
-        (None, None) => return,
+        (None, Some(n)) => (
+            format!(" ! {}", sanitize::one_line(n, BANNER_CHARS)),
+            t.warn,
+        ),
+        (None, None) => return None,
     };
-    frame.render_widget(
-        Paragraph::new(Span::styled(format::fit(&text, w), style)),
-        area,
-    );
+    Some(Paragraph::new(Span::styled(text, style)).wrap(Wrap { trim: true }))
+}
+
+fn banner_line(state: &State, p: Paragraph<'_>, cut: bool, frame: &mut Frame, area: Rect) {
+    frame.render_widget(p, area);
+    if cut && area.height > 0 {
+        // Over the end of the last row: the rest is one key away.
+        let hint = " … w: whole text ";
+        let w = u16::try_from(hint.chars().count())
+            .unwrap_or(u16::MAX)
+            .min(area.width);
+        let at = Rect {
+            x: area.x + area.width - w,
+            y: area.y + area.height - 1,
+            width: w,
+            height: 1,
+        };
+        frame.render_widget(Clear, at);
+        frame.render_widget(Paragraph::new(Span::styled(hint, state.theme.accent)), at);
+    }
 }
 
 fn input_line(state: &State, frame: &mut Frame, area: Rect) {
@@ -774,7 +813,10 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
             ("Esc".into(), "cancel".into(), false),
         ]
     } else if matches!(state.overlay, Overlay::Help) {
-        vec![("Esc/?".into(), "close help".into(), false)]
+        vec![
+            ("Esc/?".into(), "close help".into(), false),
+            ("j/k".into(), "scroll".into(), false),
+        ]
     } else {
         keys::footer(footer_scope(state))
             .into_iter()
@@ -818,23 +860,17 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 
 fn help(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
-    let rect = centered(
-        area,
-        area.width.saturating_sub(4).min(120),
-        area.height.saturating_sub(2),
-    );
+    let rect = help::rect(area);
     frame.render_widget(Clear, rect);
-    let block = Block::default()
+    let mut block = Block::default()
         .borders(Borders::ALL)
         .border_style(t.accent)
         .title(Span::styled(" Keys (Esc to close) ", t.accent));
     let inner = block.inner(rect);
-    frame.render_widget(block, rect);
-    // Two columns so that the whole table fits in 80×24; a section is never split.
-    let sections: Vec<Vec<Line>> = keys::help_sections()
-        .into_iter()
-        .map(|(title, bindings)| {
-            let mut lines = vec![Line::styled(title, t.accent)];
+    let column = |sections: Vec<help::Section>| -> Vec<Line> {
+        let mut lines = Vec::new();
+        for (title, bindings) in sections {
+            lines.push(Line::styled(title, t.accent));
             for b in bindings {
                 let disabled = state.read_only && b.action == keys::Action::Replay;
                 let help = if disabled {
@@ -847,32 +883,50 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
                     Span::raw(help),
                 ]));
             }
-            lines
-        })
-        .collect();
-    let total: usize = sections.iter().map(Vec::len).sum();
-    let (mut lines, mut right): (Vec<Line>, Vec<Line>) = (Vec::new(), Vec::new());
-    for section in sections {
-        if right.is_empty() && lines.len() + section.len() <= total.div_ceil(2) + 2 {
-            lines.extend(section);
-        } else {
-            right.extend(section);
         }
+        lines
+    };
+    let (left, right) = help::columns(inner.width);
+    let two = !right.is_empty();
+    let (left, right) = (column(left), column(right));
+    let tallest = left.len().max(right.len());
+    let height = usize::from(inner.height);
+    // `update` keeps the scroll within the last page; a resize since can leave it past.
+    let scroll = usize::from(state.help_scroll).min(tallest.saturating_sub(height));
+    if tallest > height {
+        let last = (scroll + height).min(tallest);
+        block = block.title_bottom(
+            Line::styled(
+                format!(
+                    " lines {}–{last} of {tallest} · j/k PgUp/PgDn g/G scroll ",
+                    scroll + 1
+                ),
+                t.muted,
+            )
+            .right_aligned(),
+        );
     }
-    let [l, r] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner);
-    frame.render_widget(Paragraph::new(lines), l);
-    frame.render_widget(Paragraph::new(right), r);
+    frame.render_widget(block, rect);
+    let offset = (u16::try_from(scroll).unwrap_or(u16::MAX), 0);
+    if two {
+        let [l, r] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
+            .areas(inner);
+        frame.render_widget(Paragraph::new(left).scroll(offset), l);
+        frame.render_widget(Paragraph::new(right).scroll(offset), r);
+    } else {
+        frame.render_widget(Paragraph::new(left).scroll(offset), inner);
+    }
 }
 
 fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let width = area.width.saturating_sub(4).min(90);
-    let inner_w = usize::from(width.saturating_sub(2));
     let field = |s: &str| Span::styled(format!(" {s:<9} "), t.muted);
-    let list = |items: &[String], n: usize| -> String {
-        let v: Vec<String> = items.iter().map(|s| sanitize::one_line(s, 80)).collect();
-        sanitize::one_line(&v.join(", "), n)
+    // Lists wrap (the modal grows to fit them), within a bound that keeps Enter and Esc on an
+    // 80×24 screen; `replay --dry-run` prints them whole.
+    let list = |items: &[String]| -> String {
+        let v: Vec<String> = items.iter().map(|s| sanitize::one_line(s, 120)).collect();
+        sanitize::one_line(&v.join(", "), MODAL_LIST_CHARS)
     };
     let mut lines: Vec<Line> = Vec::new();
     let title = match &modal.preview {
@@ -890,7 +944,7 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
     };
     lines.push(Line::from(vec![
         field("What"),
-        Span::raw(sanitize::one_line(&modal.what, inner_w.saturating_sub(12))),
+        Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
     ]));
     match &modal.preview {
         None => lines.push(Line::styled(
@@ -898,37 +952,24 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
             t.muted,
         )),
         Some(p) => {
-            lines.push(Line::from(vec![
-                field("To"),
-                Span::raw(list(&p.targets, inner_w.saturating_sub(12))),
-            ]));
+            lines.push(Line::from(vec![field("To"), Span::raw(list(&p.targets))]));
             let fan_out = p.reaches.len() > 1;
             let reaches = if p.reaches.is_empty() {
                 Span::styled("no queue (unroutable: messages stay in the DLQ)", t.danger)
             } else if fan_out {
                 Span::styled(
-                    format!(
-                        "{} queues: {}",
-                        p.reaches.len(),
-                        list(&p.reaches, inner_w.saturating_sub(24))
-                    ),
+                    format!("{} queues: {}", p.reaches.len(), list(&p.reaches)),
                     t.danger,
                 )
             } else {
-                Span::raw(format!(
-                    "{} only",
-                    list(&p.reaches, inner_w.saturating_sub(18))
-                ))
+                Span::raw(format!("{} only", list(&p.reaches)))
             };
             lines.push(Line::from(vec![field("Reaches"), reaches]));
             lines.push(Line::from(vec![
                 field("Removes"),
-                Span::raw(list(&p.removes, inner_w.saturating_sub(12))),
+                Span::raw(list(&p.removes)),
             ]));
-            lines.push(Line::from(vec![
-                field("Adds"),
-                Span::raw(list(&p.adds, inner_w.saturating_sub(12))),
-            ]));
+            lines.push(Line::from(vec![field("Adds"), Span::raw(list(&p.adds))]));
         }
     }
     lines.push(Line::from(vec![
@@ -980,10 +1021,10 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
             ));
         }
         for w in &p.warnings {
-            lines.push(Line::styled(
-                format!(" ! {}", sanitize::one_line(w, inner_w.saturating_sub(4))),
-                t.warn,
-            ));
+            lines.push(Line::from(vec![
+                Span::styled(" ! ", t.warn),
+                Span::styled(sanitize::one_line(w, MODAL_LIST_CHARS), t.warn),
+            ]));
         }
         if modal.needs_typed_count() {
             let style = if modal.field == ModalField::Count {
@@ -1010,8 +1051,10 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
         Span::styled("Esc  cancel", t.accent),
     ]));
 
-    let height = u16::try_from(lines.len())
-        .unwrap_or(u16::MAX)
+    let rows = hanging(lines, width.saturating_sub(2));
+    let height = rows
+        .iter()
+        .fold(0u16, |h, r| h.saturating_add(r.height))
         .saturating_add(2);
     let rect = centered(area, width, height);
     frame.render_widget(Clear, rect);
@@ -1020,8 +1063,83 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
         .border_type(BorderType::Double)
         .border_style(t.danger)
         .title(Span::styled(title, t.danger));
-    frame.render_widget(Paragraph::new(lines).block(block), rect);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    draw_hanging(frame, inner, rows);
 }
+
+/// A line wrapped with a hanging indent: what follows its first span (a field's label, a
+/// warning's `!`) wraps under itself, not under the label.
+struct Hanging<'a> {
+    label: Option<Line<'a>>,
+    indent: u16,
+    text: Paragraph<'a>,
+    height: u16,
+}
+
+fn hanging(lines: Vec<Line<'_>>, width: u16) -> Vec<Hanging<'_>> {
+    lines
+        .into_iter()
+        .map(|mut line| {
+            let indent = match line.spans.first() {
+                Some(first) if line.spans.len() > 1 => {
+                    u16::try_from(first.width()).unwrap_or(u16::MAX)
+                }
+                _ => 0,
+            };
+            let (label, indent) = if indent > 0 && indent < width {
+                let first = line.spans.remove(0);
+                (Some(Line::from(first)), indent)
+            } else {
+                (None, 0)
+            };
+            let text = Paragraph::new(line).wrap(Wrap { trim: false });
+            let height = u16::try_from(text.line_count(width - indent).max(1)).unwrap_or(u16::MAX);
+            Hanging {
+                label,
+                indent,
+                text,
+                height,
+            }
+        })
+        .collect()
+}
+
+fn draw_hanging(frame: &mut Frame, area: Rect, rows: Vec<Hanging<'_>>) {
+    let mut y = area.y;
+    let bottom = area.y.saturating_add(area.height);
+    for row in rows {
+        if y >= bottom {
+            break;
+        }
+        let height = row.height.min(bottom - y);
+        if let Some(label) = row.label {
+            frame.render_widget(
+                label,
+                Rect {
+                    x: area.x,
+                    y,
+                    width: row.indent,
+                    height: 1,
+                },
+            );
+        }
+        frame.render_widget(
+            row.text,
+            Rect {
+                x: area.x + row.indent,
+                y,
+                width: area.width.saturating_sub(row.indent),
+                height,
+            },
+        );
+        y += height;
+    }
+}
+
+/// The most of a list or a warning the replay modal shows (characters; about four lines at 80
+/// columns).
+const MODAL_LIST_CHARS: usize = 300;
 
 fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
