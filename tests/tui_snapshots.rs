@@ -464,3 +464,46 @@ fn the_modal_wraps_long_lists_and_warnings_under_their_field() {
     assert!(screen.contains("END-OF-WARNING"), "{screen}");
     assert!(screen.contains("Esc  cancel"), "{screen}");
 }
+
+#[test]
+fn queue_names_from_the_demo_stay_apart_at_80_and_whole_at_200() {
+    let mut st = State::new(now(), false, Theme::color());
+    let mut d = discovery();
+    // The demo's longest names (`warren demo`, assets/demo).
+    let mut group = d.dead_letter_queues[4].clone();
+    group.name = "inventory.reserve.group.dlq".into();
+    let mut telemetry = d.dead_letter_queues[0].clone();
+    telemetry.name = "telemetry.dlq".into();
+    d.dead_letter_queues.push(group);
+    d.dead_letter_queues.push(telemetry);
+    update(
+        &mut st,
+        Event::QueuesLoaded {
+            overview: overview(),
+            discovery: d,
+            ticket: Default::default(),
+        },
+    );
+    snap("queue_list_demo_names", &st);
+    let narrow = text(&render(&st, 80, 24));
+    let row = |screen: &str, depth: &str, kind: &str| -> String {
+        screen
+            .lines()
+            .find(|l| l.contains(kind) && l.contains(depth))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    let error = row(&narrow, " 7", " err ");
+    let skipped = row(&narrow, " 1", " skip ");
+    assert!(error.ends_with("error") && skipped.ends_with("skipped"), "{narrow}");
+    assert_ne!(error, skipped);
+    let wide = text(&render(&st, 200, 50));
+    for name in [
+        "shipping-label_error",
+        "shipping-label_skipped",
+        "inventory.reserve.group.dlq",
+        "notifications.dlq",
+    ] {
+        assert!(wide.contains(name), "{name} whole at 200 columns: {wide}");
+    }
+}
