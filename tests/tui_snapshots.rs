@@ -495,7 +495,10 @@ fn queue_names_from_the_demo_stay_apart_at_80_and_whole_at_200() {
     };
     let error = row(&narrow, " 7", " err ");
     let skipped = row(&narrow, " 1", " skip ");
-    assert!(error.ends_with("error") && skipped.ends_with("skipped"), "{narrow}");
+    assert!(
+        error.ends_with("error") && skipped.ends_with("skipped"),
+        "{narrow}"
+    );
     assert_ne!(error, skipped);
     let wide = text(&render(&st, 200, 50));
     for name in [
@@ -506,4 +509,37 @@ fn queue_names_from_the_demo_stay_apart_at_80_and_whole_at_200() {
     ] {
         assert!(wide.contains(name), "{name} whole at 200 columns: {wide}");
     }
+}
+
+#[test]
+fn a_replay_that_failed_shows_its_whole_cause() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview(2, &["orders.process"]));
+    update(&mut st, key(KeyCode::Enter));
+    let progress = ReplayProgress {
+        total: 2,
+        moved: 1,
+        returned: 0,
+        failed: 0,
+        rate: 1.0,
+        blocked: None,
+    };
+    update(
+        &mut st,
+        Event::ReplayFinished(warren::tui::event::ReplayOutcome {
+            progress,
+            dry_run: false,
+            cancelled: false,
+            error: Some(
+                "the connection to rabbit-2.prod-eu.example.com:5671 closed while 1 publish \
+                 was unconfirmed: it went back to the DLQ when the broker noticed; replay \
+                 again to move it (END-OF-CAUSE)"
+                    .into(),
+            ),
+        }),
+    );
+    snap("progress_failed", &st);
+    let screen = text(&render(&st, 80, 24));
+    assert!(screen.contains("(END-OF-CAUSE)"), "{screen}");
 }

@@ -1145,7 +1145,40 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let p = &run.progress;
     let width = area.width.saturating_sub(4).min(90);
-    let rect = centered(area, width, 9);
+    let note = match &run.outcome {
+        Some(o) => match &o.error {
+            Some(e) => Span::styled(
+                format!(" {}", sanitize::one_line(e, BANNER_CHARS)),
+                t.danger,
+            ),
+            None if o.cancelled => Span::styled(
+                " stopped: what moved stays moved, the rest is still in the queue",
+                t.warn,
+            ),
+            None => Span::styled(" finished", t.ok),
+        },
+        None if run.cancelling => Span::styled(
+            " stopping: settling what is in flight (Esc again stops at once)",
+            t.warn,
+        ),
+        None if p.blocked.is_some() => Span::styled(
+            format!(
+                " broker blocked publishing ({}): waiting; Esc to stop",
+                sanitize::one_line(p.blocked.as_deref().unwrap_or(""), 60)
+            ),
+            t.danger,
+        ),
+        None => Span::styled(
+            " messages leave the queue only after the broker confirms the publish",
+            t.muted,
+        ),
+    };
+    // A failure's cause wraps (up to six lines) rather than being cut at the border.
+    let note = Paragraph::new(note).wrap(Wrap { trim: false });
+    let note_height = u16::try_from(note.line_count(width.saturating_sub(2)))
+        .unwrap_or(u16::MAX)
+        .clamp(1, 6);
+    let rect = centered(area, width, 8 + note_height);
     frame.render_widget(Clear, rect);
     let verb = if run.dry_run { "Dry run" } else { "Replaying" };
     let title = match (&run.outcome, run.cancelling) {
@@ -1174,8 +1207,15 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
         .title(Span::styled(title, t.danger));
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
-    let [gauge_area, counts, rate, msg, _, keys_area] =
-        Layout::vertical([Constraint::Length(1); 6]).areas(inner);
+    let [gauge_area, counts, rate, msg, _, keys_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(note_height),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(inner);
     let ratio = if p.total == 0 {
         0.0
     } else {
@@ -1209,32 +1249,7 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
         )),
         rate,
     );
-    let note = match &run.outcome {
-        Some(o) => match &o.error {
-            Some(e) => Span::styled(format!(" {}", sanitize::one_line(e, 200)), t.danger),
-            None if o.cancelled => Span::styled(
-                " stopped: what moved stays moved, the rest is still in the queue",
-                t.warn,
-            ),
-            None => Span::styled(" finished", t.ok),
-        },
-        None if run.cancelling => Span::styled(
-            " stopping: settling what is in flight (Esc again stops at once)",
-            t.warn,
-        ),
-        None if p.blocked.is_some() => Span::styled(
-            format!(
-                " broker blocked publishing ({}): waiting; Esc to stop",
-                sanitize::one_line(p.blocked.as_deref().unwrap_or(""), 60)
-            ),
-            t.danger,
-        ),
-        None => Span::styled(
-            " messages leave the queue only after the broker confirms the publish",
-            t.muted,
-        ),
-    };
-    frame.render_widget(Paragraph::new(note), msg);
+    frame.render_widget(note, msg);
     let keys_text = if run.outcome.is_some() {
         " Enter/Esc  close"
     } else {
