@@ -370,6 +370,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         }
         Action::ForceQuit => return force_quit(state),
         Action::Help => state.overlay = Overlay::Help,
+        // Handled in `on_key`, which keeps a pending prompt for it.
         Action::WholeText => {}
         Action::CommandLine => state.command_input = Some(TextArea::default()),
         Action::Filter => open_filter(state),

@@ -739,7 +739,12 @@ fn banner_line(state: &State, p: Paragraph<'_>, cut: bool, frame: &mut Frame, ar
     frame.render_widget(p, area);
     if cut && area.height > 0 {
         // Over the end of the last row: the rest is one key away.
-        let hint = " … w: whole text ";
+        // Even half the screen can be too little for the longest (2,000 characters).
+        let hint = if state.banner_whole {
+            " … (cut) w: fold "
+        } else {
+            " … w: whole text "
+        };
         let w = u16::try_from(hint.chars().count())
             .unwrap_or(u16::MAX)
             .min(area.width);
