@@ -339,7 +339,9 @@ fn cursor_style(state: &State, focused: bool) -> Style {
     }
 }
 
-fn message_title(state: &State) -> String {
+/// The message pane's title; the queues that feed the DLQ only when they fit in `width`
+/// (they are in the detail's timeline too), so that "reading…" is never the part cut off.
+fn message_title(state: &State, width: u16) -> String {
     let Some(b) = &state.browse else {
         return match &state.loading {
             Some(q) => format!(" {} — reading… ", sanitize::middle_cut(q, 40)),
@@ -366,7 +368,13 @@ fn message_title(state: &State) -> String {
         } else {
             String::new()
         };
-        title.push_str(&format!(", from {}{more}", feeders.join(", ")));
+        let from = format!(", from {}{more}", feeders.join(", "));
+        let reading = if state.loading.is_some() { 12 } else { 0 };
+        let room = usize::from(width.saturating_sub(4));
+        let cols = |s: &str| unicode_width::UnicodeWidthStr::width(s);
+        if cols(&title) + cols(&from) + reading <= room {
+            title.push_str(&from);
+        }
     }
     if state.loading.is_some() {
         title.push_str(" — reading…");
@@ -405,8 +413,8 @@ fn message_status(state: &State) -> Line<'static> {
 fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let focused = state.focus == Focus::Messages && matches!(state.overlay, Overlay::None);
-    let block =
-        pane_block(state, message_title(state), focused).title_bottom(message_status(state));
+    let block = pane_block(state, message_title(state, area.width), focused)
+        .title_bottom(message_status(state));
     let Some(b) = &state.browse else {
         let hint = if state.loading.is_some() {
             "reading messages (they stay in the queue)…"
