@@ -543,3 +543,24 @@ fn a_replay_that_failed_shows_its_whole_cause() {
     let screen = text(&render(&st, 80, 24));
     assert!(screen.contains("(END-OF-CAUSE)"), "{screen}");
 }
+
+#[test]
+fn why_a_filter_does_not_parse_is_shown_whole_while_typing() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('/'));
+    for c in "exceptoin:Timeout".chars() {
+        update(&mut st, ch(c));
+    }
+    let why = st
+        .filter_error
+        .clone()
+        .expect("a misspelt field does not parse");
+    snap("filter_error", &st);
+    let screen = flat(&text(&render(&st, 80, 24)));
+    assert!(screen.contains(&flat(&why)), "{why} in {screen}");
+    update(&mut st, key(KeyCode::Esc));
+    assert!(
+        !text(&render(&st, 80, 24)).contains("unknown key"),
+        "gone with the input"
+    );
+}

@@ -723,22 +723,31 @@ const BANNER_LINES: u16 = 3;
 /// The most of an error or notice shown (characters).
 const BANNER_CHARS: usize = 2000;
 
-/// The error (else the notice) as a wrapped paragraph, or none.
+/// The error (else, while a filter is typed, why it does not parse yet; else the notice) as a
+/// wrapped paragraph, or none.
 fn banner_paragraph(state: &State) -> Option<Paragraph<'static>> {
     let t = &state.theme;
-    let (text, style) = match (&state.error, &state.notice) {
-        (Some(e), _) => (
+    let typing = state
+        .filter_error
+        .as_ref()
+        .filter(|_| state.filter_input.is_some());
+    let (text, style) = match (&state.error, typing, &state.notice) {
+        (Some(e), _, _) => (
             format!(
                 " ✕ {}  (Esc to dismiss)",
                 sanitize::one_line(e, BANNER_CHARS)
             ),
             t.danger,
         ),
-        (None, Some(n)) => (
+        (None, Some(e), _) => (
+            format!(" ! {}", sanitize::one_line(e, BANNER_CHARS)),
+            t.warn,
+        ),
+        (None, None, Some(n)) => (
             format!(" ! {}", sanitize::one_line(n, BANNER_CHARS)),
             t.warn,
         ),
-        (None, None) => return None,
+        (None, None, None) => return None,
     };
     Some(Paragraph::new(Span::styled(text, style)).wrap(Wrap { trim: true }))
 }
@@ -769,28 +778,12 @@ fn banner_line(state: &State, p: Paragraph<'_>, cut: bool, frame: &mut Frame, ar
 
 fn input_line(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
-    let [prompt, field, err] = Layout::horizontal([
-        Constraint::Length(2),
-        Constraint::Min(10),
-        Constraint::Length(if state.filter_error.is_some() {
-            area.width / 2
-        } else {
-            0
-        }),
-    ])
-    .areas(area);
+    // Why a filter does not parse yet is in the banner, wrapped, not squeezed in here.
+    let [prompt, field] =
+        Layout::horizontal([Constraint::Length(2), Constraint::Min(10)]).areas(area);
     if let Some(fi) = &state.filter_input {
         frame.render_widget(Paragraph::new(Span::styled(" /", t.accent)), prompt);
         frame.render_widget(&fi.input, field);
-        if let Some(e) = &state.filter_error {
-            frame.render_widget(
-                Paragraph::new(Span::styled(
-                    format::fit(&sanitize::one_line(e, 200), usize::from(err.width)),
-                    t.warn,
-                )),
-                err,
-            );
-        }
     } else if let Some(input) = &state.command_input {
         frame.render_widget(Paragraph::new(Span::styled(" :", t.accent)), prompt);
         frame.render_widget(input, field);
