@@ -67,6 +67,8 @@ fn example_file_parses_into_its_contexts() {
         Some(Path::new("/etc/ssl/certs/prod-eu-ca.pem"))
     );
     assert!(prod.read_only);
+    assert_eq!(prod.color, Some(config::ContextColor::Red));
+    assert_eq!(prod.label.as_deref(), Some("PROD"));
 }
 
 #[test]
@@ -258,4 +260,43 @@ fn no_file_and_no_urls_means_the_local_broker() {
     let bad = parse("[discovery]\npatterns = [\"(unclosed\"]\n");
     let err = config::resolve(&bad, &Overrides::default(), &env_of(&[])).expect_err("bad regex");
     assert!(err.to_string().contains("(unclosed"), "{err}");
+}
+
+#[test]
+fn a_context_has_a_colour_and_a_label() {
+    let c = parse(
+        r#"
+[contexts.prod]
+management_urls = ["http://127.0.0.1:15672"]
+color = "Red"
+label = " PROD "
+
+[contexts.dev]
+management_urls = ["http://127.0.0.1:15672"]
+"#,
+    );
+    let over = |name: &str| Overrides {
+        context: Some(name.into()),
+        ..Default::default()
+    };
+    let prod = config::resolve(&c, &over("prod"), &|_| None).expect("prod resolves");
+    assert_eq!(prod.color, Some(config::ContextColor::Red));
+    assert_eq!(prod.label.as_deref(), Some("PROD"), "trimmed");
+    let dev = config::resolve(&c, &over("dev"), &|_| None).expect("dev resolves");
+    assert_eq!((dev.color, dev.label), (None, None));
+}
+
+#[test]
+fn an_unknown_colour_is_a_config_error_that_lists_the_known_ones() {
+    let text =
+        "[contexts.prod]\nmanagement_urls = [\"http://127.0.0.1:15672\"]\ncolor = \"pink\"\n";
+    let err = Config::parse(text, Path::new("/tmp/test-config.toml"))
+        .expect_err("pink is not a colour Warren knows");
+    let shown = err.to_string();
+    assert!(matches!(err, ConfigError::Parse { line: 3, .. }), "{shown}");
+    assert!(
+        shown.contains("\"pink\" is not a colour Warren knows"),
+        "{shown}"
+    );
+    assert!(shown.contains("red, green, yellow"), "{shown}");
 }

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use unicode_width::UnicodeWidthStr;
 use warren::domain::sanitize::{
-    display, display_bytes, multi_line, multi_line_bytes, one_line, width_safe_truncate,
+    display, display_bytes, middle_cut, multi_line, multi_line_bytes, one_line, width_safe_truncate,
 };
 
 /// Characters that must never appear in sanitised output (`\n` is checked separately).
@@ -76,6 +76,18 @@ proptest! {
         let out = width_safe_truncate(&s, cols);
         prop_assert!(out.width() <= cols, "{:?} is {} columns > {}", out, out.width(), cols);
         check(&out, cols, false)?;
+    }
+
+    #[test]
+    fn names_cut_in_the_middle_fit_their_columns(s in nasty_string(), cols in 0usize..40) {
+        let out = middle_cut(&s, cols);
+        prop_assert!(out.width() <= cols, "{:?} is {} columns > {}", out, out.width(), cols);
+        check(&out, cols, false)?;
+    }
+
+    #[test]
+    fn a_name_that_fits_is_shown_whole(s in "[a-zA-Z0-9._-]{0,40}", extra in 0usize..10) {
+        prop_assert_eq!(middle_cut(&s, s.len() + extra), s);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Every screen of the TUI drawn with ratatui's TestBackend at 80×24 and 160×48 and compared with
+//! Every screen of the TUI drawn with ratatui's TestBackend at 80×24 and 200×50 and compared with
 //! insta snapshots. "now" is part of the state, so ages are deterministic. Snapshots do not see
 //! colour: the styles that carry meaning are asserted on buffer cells.
 
@@ -33,9 +33,14 @@ fn text(buf: &Buffer) -> String {
     out
 }
 
+/// The screen's text as one line: a wrapped sentence reads whole again.
+fn flat(screen: &str) -> String {
+    screen.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Snapshots `state` at both sizes.
 fn snap(name: &str, state: &State) {
-    for (w, h) in [(80, 24), (160, 48)] {
+    for (w, h) in [(80, 24), (200, 50)] {
         let buf = render(state, w, h);
         insta::assert_snapshot!(format!("{name}_{w}x{h}"), text(&buf));
     }
@@ -195,7 +200,7 @@ fn replay_modal_fan_out_and_typed_count() {
         update(&mut st, ch(c));
     }
     snap("modal_typed", &st);
-    let buf = render(&st, 160, 48);
+    let buf = render(&st, 200, 50);
     let fan = find(&buf, "3 queues:");
     assert_eq!(fan.len(), 1);
     assert_eq!(buf[fan[0]].fg, Color::Red, "a fan-out is shown as danger");
@@ -300,7 +305,7 @@ fn hostile_strings_are_shown_as_escapes() {
     let mut st = browsed(false, "orders.dlq", vec![hostile()]);
     update(&mut st, key(KeyCode::Enter));
     snap("hostile", &st);
-    for (w, h) in [(80, 24), (160, 48)] {
+    for (w, h) in [(80, 24), (200, 50)] {
         let buf = render(&st, w, h);
         for y in 0..buf.area.height {
             for x in 0..buf.area.width {
@@ -312,7 +317,7 @@ fn hostile_strings_are_shown_as_escapes() {
             }
         }
     }
-    let all = text(&render(&st, 160, 48));
+    let all = text(&render(&st, 200, 50));
     assert!(all.contains("\\e[31m"), "ESC shown as \\e");
     assert!(all.contains("\\u{202e}"), "bidi override shown escaped");
     assert!(all.contains("\\x07"), "BEL shown escaped");
@@ -449,4 +454,218 @@ fn command_log() {
     }
     update(&mut st, ch('@'));
     snap("command_log", &st);
+}
+
+#[test]
+fn a_coloured_context_is_a_badge_in_the_header_bar() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    st.overview.color = Some(warren::broker::config::ContextColor::Red);
+    st.overview.label = Some("PROD".into());
+    snap("context_colour", &st);
+    let buf = render(&st, 80, 24);
+    let badge = find(&buf, "PROD");
+    assert_eq!(badge.len(), 1, "one badge");
+    assert_eq!(badge[0].1, 0, "in the header bar");
+    assert_eq!(buf[badge[0]].bg, Color::Red);
+    assert!(
+        !find(&buf, "prod-eu").is_empty(),
+        "the context's name follows its label"
+    );
+
+    // Without a label the context's own name is the badge; without colour it is reversed.
+    st.overview.label = None;
+    st.theme = Theme::monochrome();
+    let buf = render(&st, 80, 24);
+    let badge = find(&buf, "prod-eu");
+    assert_eq!(badge.len(), 1, "the name once, as the badge");
+    assert!(buf[badge[0]].modifier.contains(Modifier::REVERSED));
+    assert_eq!(buf[badge[0]].bg, Color::Reset);
+}
+
+#[test]
+fn the_quorum_prompt_is_wrapped_so_its_end_is_on_screen() {
+    let mut st = loaded(false, Theme::color());
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "invoices.dlq")
+        .unwrap();
+    update(&mut st, key(KeyCode::Enter));
+    snap("quorum_prompt", &st);
+    let screen = flat(&text(&render(&st, 80, 24)));
+    assert!(screen.contains("Enter again to browse."), "{screen}");
+}
+
+#[test]
+fn a_long_error_is_cut_with_a_hint_and_w_shows_all_of_it() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    let cause = "the management API at https://rabbit-1.prod-eu.example.com:15671 answered 503 \
+                 Service Unavailable for GET /api/queues/orders/orders.dlq; the node may be \
+                 starting or overloaded; Warren retries in 5 s, or press Ctrl-R to retry now, \
+                 and check the node's log for memory or disk alarms if this goes on. \
+                 END-OF-MESSAGE";
+    update(&mut st, Event::Error(cause.into()));
+    let cut = text(&render(&st, 80, 24));
+    assert!(cut.contains("w: whole text"), "{cut}");
+    assert!(!cut.contains("END-OF-MESSAGE"), "{cut}");
+    update(&mut st, ch('w'));
+    snap("error_whole", &st);
+    let whole = text(&render(&st, 80, 24));
+    assert!(whole.contains("END-OF-MESSAGE"), "{whole}");
+    assert!(!whole.contains("w: whole text"), "{whole}");
+}
+
+#[test]
+fn help_scrolled_to_the_end_shows_the_last_binding_and_says_how() {
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, ch('?'));
+    let top = text(&render(&st, 80, 24));
+    assert!(top.contains("j/k PgUp/PgDn g/G scroll"), "{top}");
+    assert!(!top.contains("close when finished"), "{top}");
+    update(
+        &mut st,
+        Event::Resize {
+            width: 80,
+            height: 24,
+        },
+    );
+    update(&mut st, ch('G'));
+    snap("help_end", &st);
+    let end = text(&render(&st, 80, 24));
+    assert!(
+        end.contains("close when finished"),
+        "the last binding: {end}"
+    );
+}
+
+#[test]
+fn the_modal_wraps_long_lists_and_warnings_under_their_field() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(
+        &mut st,
+        Event::ReplayPreview(ReplayPreview {
+            queue: "orders.dlq".into(),
+            count: 3,
+            targets: vec!["orders.process (default exchange, routing key orders.process)".into()],
+            reaches: vec!["orders.process".into()],
+            removes: ["x-death", "x-first-death-exchange", "x-first-death-queue"]
+                .iter()
+                .chain(&["x-first-death-reason", "x-last-death-exchange"])
+                .map(|s| s.to_string())
+                .collect(),
+            adds: vec!["warren-replay-count".into()],
+            warnings: vec![
+                "exchange orders may deliver it to more than one queue; check which queues \
+                 its bindings reach, or replay to one queue with --to END-OF-WARNING"
+                    .into(),
+            ],
+            ..Default::default()
+        }),
+    );
+    snap("modal_wrapped", &st);
+    let screen = text(&render(&st, 80, 24));
+    assert!(screen.contains("x-last-death-exchange"), "{screen}");
+    assert!(screen.contains("END-OF-WARNING"), "{screen}");
+    assert!(screen.contains("Esc  cancel"), "{screen}");
+}
+
+#[test]
+fn queue_names_from_the_demo_stay_apart_at_80_and_whole_at_200() {
+    let mut st = State::new(now(), false, Theme::color());
+    let mut d = discovery();
+    // The demo's longest names (`warren demo`, assets/demo).
+    let mut group = d.dead_letter_queues[4].clone();
+    group.name = "inventory.reserve.group.dlq".into();
+    let mut telemetry = d.dead_letter_queues[0].clone();
+    telemetry.name = "telemetry.dlq".into();
+    d.dead_letter_queues.push(group);
+    d.dead_letter_queues.push(telemetry);
+    update(
+        &mut st,
+        Event::QueuesLoaded {
+            overview: overview(),
+            discovery: d,
+            ticket: Default::default(),
+        },
+    );
+    snap("queue_list_demo_names", &st);
+    let narrow = text(&render(&st, 80, 24));
+    let row = |screen: &str, depth: &str, kind: &str| -> String {
+        screen
+            .lines()
+            .find(|l| l.contains(kind) && l.contains(depth))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    let error = row(&narrow, " 7", " err ");
+    let skipped = row(&narrow, " 1", " skip ");
+    assert!(
+        error.ends_with("error") && skipped.ends_with("skipped"),
+        "{narrow}"
+    );
+    assert_ne!(error, skipped);
+    let wide = text(&render(&st, 200, 50));
+    for name in [
+        "shipping-label_error",
+        "shipping-label_skipped",
+        "inventory.reserve.group.dlq",
+        "notifications.dlq",
+    ] {
+        assert!(wide.contains(name), "{name} whole at 200 columns: {wide}");
+    }
+}
+
+#[test]
+fn a_replay_that_failed_shows_its_whole_cause() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview(2, &["orders.process"]));
+    update(&mut st, key(KeyCode::Enter));
+    let progress = ReplayProgress {
+        total: 2,
+        moved: 1,
+        returned: 0,
+        failed: 0,
+        rate: 1.0,
+        blocked: None,
+    };
+    update(
+        &mut st,
+        Event::ReplayFinished(warren::tui::event::ReplayOutcome {
+            progress,
+            dry_run: false,
+            cancelled: false,
+            error: Some(
+                "the connection to rabbit-2.prod-eu.example.com:5671 closed while 1 publish \
+                 was unconfirmed: it went back to the DLQ when the broker noticed; replay \
+                 again to move it (END-OF-CAUSE)"
+                    .into(),
+            ),
+        }),
+    );
+    snap("progress_failed", &st);
+    let screen = text(&render(&st, 80, 24));
+    assert!(screen.contains("(END-OF-CAUSE)"), "{screen}");
+}
+
+#[test]
+fn why_a_filter_does_not_parse_is_shown_whole_while_typing() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('/'));
+    for c in "exceptoin:Timeout".chars() {
+        update(&mut st, ch(c));
+    }
+    let why = st
+        .filter_error
+        .clone()
+        .expect("a misspelt field does not parse");
+    snap("filter_error", &st);
+    let screen = flat(&text(&render(&st, 80, 24)));
+    assert!(screen.contains(&flat(&why)), "{why} in {screen}");
+    update(&mut st, key(KeyCode::Esc));
+    assert!(
+        !text(&render(&st, 80, 24)).contains("unknown key"),
+        "gone with the input"
+    );
 }

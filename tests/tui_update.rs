@@ -1354,3 +1354,96 @@ fn the_saved_snapshot_reads_back_as_warren_open_reads_it() {
         "{report:?}"
     );
 }
+
+#[test]
+fn help_scrolls_with_the_detail_keys_and_closes_at_the_top_again() {
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, ch('?'));
+    assert!(matches!(st.overlay, Overlay::Help));
+    update(&mut st, ch('j'));
+    update(&mut st, key(KeyCode::Down));
+    assert_eq!(st.help_scroll, 2);
+    update(&mut st, ch('k'));
+    assert_eq!(st.help_scroll, 1);
+    update(&mut st, key(KeyCode::PageDown));
+    assert_eq!(st.help_scroll, 11);
+    update(&mut st, key(KeyCode::PageUp));
+    update(&mut st, key(KeyCode::PageUp));
+    assert_eq!(st.help_scroll, 0, "never above the top");
+    // The state starts at 80×24 until the terminal reports its size: the last page is full,
+    // so G, then k moves at once.
+    let lines: usize = keys::help_sections().iter().map(|(_, b)| b.len() + 1).sum();
+    update(&mut st, ch('G'));
+    update(&mut st, ch('j'));
+    assert_eq!(
+        st.help_scroll,
+        warren::tui::help::max_scroll((80, 24), 0),
+        "never past the last page"
+    );
+    update(&mut st, ch('g'));
+    assert_eq!(st.help_scroll, 0);
+    update(
+        &mut st,
+        Event::Resize {
+            width: 80,
+            height: 24,
+        },
+    );
+    update(&mut st, ch('G'));
+    let last_page = warren::tui::help::max_scroll((80, 24), 0);
+    assert_eq!(st.help_scroll, last_page);
+    assert!(usize::from(last_page) < lines - 1);
+    update(&mut st, ch('k'));
+    assert_eq!(st.help_scroll, last_page - 1);
+    update(
+        &mut st,
+        Event::Resize {
+            width: 200,
+            height: 80,
+        },
+    );
+    assert_eq!(
+        st.help_scroll, 0,
+        "a screen it fits on shows it from the top"
+    );
+    assert!(
+        matches!(st.overlay, Overlay::Help),
+        "scrolling keeps it open"
+    );
+    update(&mut st, key(KeyCode::Esc));
+    assert!(matches!(st.overlay, Overlay::None));
+    update(&mut st, ch('?'));
+    assert_eq!(st.help_scroll, 0, "opens at the top");
+}
+
+#[test]
+fn w_shows_the_whole_banner_and_does_not_answer_a_prompt() {
+    let mut st = loaded(false, Theme::color());
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "invoices.dlq")
+        .unwrap();
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "asks first"
+    );
+    assert!(st.pending_browse.is_some());
+    update(&mut st, ch('w'));
+    assert!(st.banner_whole);
+    assert!(
+        st.pending_browse.is_some(),
+        "reading the prompt keeps it pending"
+    );
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Browse { queue, .. }] if queue == "invoices.dlq"),
+        "Enter after w still browses: {cmds:?}"
+    );
+    update(&mut st, Event::Error(Failure::from("boom".to_string())));
+    update(&mut st, key(KeyCode::Esc));
+    assert!(
+        st.error.is_none() && !st.banner_whole,
+        "Esc dismisses and folds it"
+    );
+}

@@ -216,6 +216,77 @@ pub struct ContextConfig {
     pub password_command: Option<String>,
     /// PEM file of extra certificate authorities for `https://` and `amqps://`.
     pub ca_file: Option<PathBuf>,
+    /// The colour of the context's name in the terminal UI's header bar (`color = "red"` for
+    /// production).
+    pub color: Option<ContextColor>,
+    /// Shown in the header bar instead of the context's name (`label = "PROD"`).
+    pub label: Option<String>,
+}
+
+/// A context's colour in the terminal UI. Names only, from the 16 colours every terminal has,
+/// so that the colour means the same in every terminal theme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum ContextColor {
+    Red,
+    Green,
+    Yellow,
+    Blue,
+    Magenta,
+    Cyan,
+    White,
+    Gray,
+}
+
+impl ContextColor {
+    pub const ALL: [ContextColor; 8] = [
+        ContextColor::Red,
+        ContextColor::Green,
+        ContextColor::Yellow,
+        ContextColor::Blue,
+        ContextColor::Magenta,
+        ContextColor::Cyan,
+        ContextColor::White,
+        ContextColor::Gray,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ContextColor::Red => "red",
+            ContextColor::Green => "green",
+            ContextColor::Yellow => "yellow",
+            ContextColor::Blue => "blue",
+            ContextColor::Magenta => "magenta",
+            ContextColor::Cyan => "cyan",
+            ContextColor::White => "white",
+            ContextColor::Gray => "gray",
+        }
+    }
+}
+
+impl TryFrom<String> for ContextColor {
+    type Error = String;
+
+    /// The message becomes the config error (with the file's line and column).
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        let wanted = name.trim().to_ascii_lowercase();
+        let wanted = if wanted == "grey" {
+            "gray".into()
+        } else {
+            wanted
+        };
+        ContextColor::ALL
+            .into_iter()
+            .find(|c| c.name() == wanted)
+            .ok_or_else(|| {
+                let names: Vec<&str> = ContextColor::ALL.iter().map(|c| c.name()).collect();
+                format!(
+                    "color {:?} is not a colour Warren knows; use one of {}",
+                    name.chars().take(40).collect::<String>(),
+                    names.join(", ")
+                )
+            })
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -306,6 +377,9 @@ pub struct Target {
     pub read_only: bool,
     pub credentials: Credentials,
     pub ca_file: Option<PathBuf>,
+    /// The context's colour and label in the terminal UI (see [`ContextConfig`]).
+    pub color: Option<ContextColor>,
+    pub label: Option<String>,
     pub settings: Settings,
 }
 
@@ -733,6 +807,12 @@ fn resolve_with(
         read_only: overrides.read_only || ctx.is_some_and(|c| c.read_only),
         credentials,
         ca_file: ctx.and_then(|c| c.ca_file.clone()),
+        color: ctx.and_then(|c| c.color),
+        label: ctx
+            .and_then(|c| c.label.as_deref())
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string),
         settings: config.settings()?,
     })
 }

@@ -40,15 +40,29 @@ pub fn message_key(msg: &DeadLetter) -> String {
     {
         return format!("id:{id}");
     }
-    for name in ID_HEADERS {
-        if let Some(value) = msg.headers.get(name).and_then(HeaderValue::as_bytes) {
-            let value = String::from_utf8_lossy(value);
-            if !value.trim().is_empty() {
-                return format!("header:{name}:{value}");
-            }
-        }
+    match framework_id(msg) {
+        Some((name, value)) => format!("header:{name}:{value}"),
+        None => format!("hash:{:016x}", content_hash(msg)),
     }
-    format!("hash:{:016x}", content_hash(msg))
+}
+
+/// The id a person knows `msg` by, as the key takes it: the producer's `message_id`, else a
+/// framework's id header; `None` when the message has neither (its key is a content hash).
+/// Not sanitised.
+pub fn shown_id(msg: &DeadLetter) -> Option<String> {
+    match msg.properties.message_id.as_deref() {
+        Some(id) if !id.trim().is_empty() => Some(id.to_string()),
+        _ => framework_id(msg).map(|(_, value)| value),
+    }
+}
+
+/// The first framework id header with a value, by preference.
+fn framework_id(msg: &DeadLetter) -> Option<(&'static str, String)> {
+    ID_HEADERS.iter().find_map(|&name| {
+        let value = msg.headers.get(name).and_then(HeaderValue::as_bytes)?;
+        let value = String::from_utf8_lossy(value);
+        (!value.trim().is_empty()).then(|| (name, value.into_owned()))
+    })
 }
 
 /// The content hash: FNV-1a 64 (the `fnv` crate, as in `fingerprint`), stable across Rust
@@ -200,6 +214,22 @@ mod tests {
         m.headers
             .insert("NServiceBus.MessageId", HeaderValue::string("nsb-1"));
         assert_eq!(message_key(&m), "header:NServiceBus.MessageId:nsb-1");
+        assert_eq!(
+            shown_id(&m).as_deref(),
+            Some("nsb-1"),
+            "the id the key uses"
+        );
+    }
+
+    #[test]
+    fn shown_id_is_the_producers_then_the_frameworks_then_none() {
+        let mut m = msg(b"{}");
+        assert_eq!(shown_id(&m), None, "a content hash is no id to show");
+        m.headers
+            .insert("MT-MessageId", HeaderValue::string("mt-9"));
+        assert_eq!(shown_id(&m).as_deref(), Some("mt-9"));
+        m.properties.message_id = Some("abc-1".into());
+        assert_eq!(shown_id(&m).as_deref(), Some("abc-1"));
     }
 
     #[test]

@@ -80,6 +80,58 @@ pub fn width_safe_truncate(s: &str, cols: usize) -> String {
     out
 }
 
+/// [`one_line`] text that fits in `cols` terminal columns, cut in the middle with `…` when it
+/// does not: for names, whose end says what they are (`shipping-la…_skipped`, not
+/// `shipping-label_…`). Wide characters count two columns; an escape is never split; the
+/// result may be a column short when a wide character does not fit the room left.
+pub fn middle_cut(s: &str, cols: usize) -> String {
+    use unicode_width::UnicodeWidthChar;
+    if cols == 0 {
+        return String::new();
+    }
+    let s = s.trim();
+    // Each character shows as at least one column (controls become escapes), so the first and
+    // the last `cols` characters are all a cut can keep: the rest is never looked at.
+    let piece = |c: char| {
+        let mut buf = [0u8; 4];
+        let shown = render(c.encode_utf8(&mut buf).as_bytes(), 16, Mode::Exact);
+        let width = shown.chars().map(|c| c.width().unwrap_or(0)).sum::<usize>();
+        (shown, width)
+    };
+    let n = s.chars().count();
+    if n <= cols {
+        let whole: Vec<(String, usize)> = s.chars().map(piece).collect();
+        if whole.iter().map(|p| p.1).sum::<usize>() <= cols {
+            return whole.into_iter().map(|p| p.0).collect();
+        }
+    }
+    let budget = cols - 1;
+    // The end gets half the room (it names the kind); the start gets the rest.
+    let mut tail: Vec<String> = Vec::new();
+    let mut tail_used = 0;
+    for c in s.chars().rev().take(cols) {
+        let (p, w) = piece(c);
+        if tail_used + w > budget / 2 {
+            break;
+        }
+        tail.push(p);
+        tail_used += w;
+    }
+    let mut head = String::new();
+    let mut head_used = 0;
+    for c in s.chars().take(cols) {
+        let (p, w) = piece(c);
+        if head_used + w > budget - tail_used {
+            break;
+        }
+        head.push_str(&p);
+        head_used += w;
+    }
+    head.push('…');
+    head.extend(tail.into_iter().rev());
+    head
+}
+
 /// One line for a sentence built from broker text (a verdict, an error a broker sent): each run
 /// of whitespace, line breaks and tabs included, becomes one space, and everything else is
 /// treated as by [`one_line`]. Safe to apply twice (escapes are plain text).
@@ -396,5 +448,67 @@ mod tests {
         assert_eq!(width_safe_truncate("日本語", 6), "日本語");
         assert_eq!(width_safe_truncate("a\u{1b}[2J", 6), "a\\e[2J");
         assert_eq!(width_safe_truncate("abc", 0), "");
+    }
+
+    #[test]
+    fn middle_cut_keeps_the_end_that_names_the_kind() {
+        assert_eq!(
+            middle_cut("shipping-label_skipped", 20),
+            "shipping-l…l_skipped"
+        );
+        assert_eq!(
+            middle_cut("shipping-label_error", 20),
+            "shipping-label_error"
+        );
+        assert_eq!(middle_cut("shipping-label_error", 12), "shippi…error");
+        assert_ne!(
+            middle_cut("shipping-label_error", 14),
+            middle_cut("shipping-label_skipped", 14),
+            "the two MassTransit queues stay apart"
+        );
+        assert_eq!(
+            middle_cut("  orders.dlq ", 20),
+            "orders.dlq",
+            "trimmed as a cell"
+        );
+    }
+
+    #[test]
+    fn middle_cut_counts_columns_and_keeps_escapes_whole() {
+        use unicode_width::UnicodeWidthStr;
+        assert_eq!(middle_cut("日本語のキュー", 14), "日本語のキュー");
+        let cut = middle_cut("日本語のキュー", 9);
+        assert!(cut.width() <= 9, "{cut}");
+        assert!(cut.starts_with("日本") && cut.ends_with("キュー") || cut.contains('…'));
+        // An escape is a whole piece: kept whole or left out, never half shown.
+        let cut = middle_cut("a\u{1b}bcdefghij", 6);
+        assert!(cut == "a\\e…ij" || !cut.contains('\\'), "{cut}");
+        assert_eq!(middle_cut("x\u{202e}y", 20), "x\\u{202e}y");
+    }
+
+    #[test]
+    fn middle_cut_tiny_widths_never_panic_or_overflow() {
+        use unicode_width::UnicodeWidthStr;
+        let inputs = [
+            "",
+            "a",
+            "ab",
+            "日",
+            "日本",
+            "\u{1b}\u{1b}\u{1b}",
+            "e\u{301}e\u{301}e\u{301}",
+            "shipping-label_skipped",
+            "🦀🦀🦀🦀🦀",
+        ];
+        for s in inputs {
+            for cols in 0..12 {
+                let cut = middle_cut(s, cols);
+                assert!(cut.width() <= cols, "{s:?} at {cols}: {cut:?}");
+                assert!(!cut.chars().any(is_unsafe), "{s:?} at {cols}: {cut:?}");
+            }
+        }
+        assert_eq!(middle_cut("abc", 0), "");
+        assert_eq!(middle_cut("abcdef", 1), "…");
+        assert_eq!(middle_cut("abcdef", 2), "a…");
     }
 }

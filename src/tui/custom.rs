@@ -164,6 +164,12 @@ pub fn process(work: &Run) -> std::process::Command {
     p
 }
 
+/// Lines the configured commands add to the help overlay (a title and one a command).
+pub fn help_lines(state: &State) -> usize {
+    let n = help_rows(state).len();
+    if n == 0 { 0 } else { n + 1 }
+}
+
 /// The help screen's section for the configured commands: key and what it runs.
 pub fn help_rows(state: &State) -> Vec<(String, String)> {
     state

@@ -12,6 +12,7 @@ use super::theme::Theme;
 use crate::domain::body;
 use crate::domain::convention::short_type;
 use crate::domain::message::DeadLetter;
+use crate::domain::replay::{self, ReplayOptions, ReplayTarget};
 use crate::domain::sanitize;
 use crate::domain::value::HeaderValue;
 
@@ -206,6 +207,8 @@ pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {
         ));
     }
 
+    replay_preview(state, row, &mut out);
+
     let props = properties(&row.msg);
     if !props.is_empty() {
         out.push(heading("properties", t.muted));
@@ -232,6 +235,76 @@ pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {
 
     body(state, &row.msg, &mut out);
     out
+}
+
+/// Where a replay of this message would go and what it would strip and add: the domain's own
+/// plan (the one `replay --dry-run` prints), with attempts reset as the replay modal starts.
+/// Which queues an exchange's bindings reach is the worker's to find out (the modal shows it).
+fn replay_preview(state: &State, row: &Row, out: &mut Vec<Line<'static>>) {
+    let t = &state.theme;
+    let opts = ReplayOptions {
+        keep_attempts: false,
+        target_queue: None,
+        now: state.now,
+    };
+    let plan = replay::plan(&row.msg, &row.exp, &opts);
+    out.push(heading("a replay would", t.muted));
+    let field = |name: &str| Span::styled(format!("  {name:<8} "), t.muted);
+    match &plan.target {
+        Some(target) => {
+            out.push(Line::from(vec![
+                field("publish"),
+                Span::raw(target_text(target)),
+            ]));
+            let reaches = match &target.expected_queue {
+                Some(q) => Span::raw(sanitize::one_line(q, 200)),
+                None => Span::styled(
+                    "what the exchange's bindings route to (r shows the queues)",
+                    t.muted,
+                ),
+            };
+            out.push(Line::from(vec![field("reach"), reaches]));
+        }
+        None => out.push(Line::from(vec![
+            field("publish"),
+            Span::styled("nowhere: nothing records where it came from", t.danger),
+        ])),
+    }
+    let names = |names: Vec<&str>| {
+        let shown: Vec<String> = names.iter().map(|n| sanitize::one_line(n, 80)).collect();
+        if shown.is_empty() {
+            "nothing".to_string()
+        } else {
+            shown.join(", ")
+        }
+    };
+    out.push(Line::from(vec![
+        field("strip"),
+        Span::raw(names(plan.removed.iter().map(String::as_str).collect())),
+    ]));
+    out.push(Line::from(vec![
+        field("add"),
+        Span::raw(names(plan.added.iter().map(|(k, _)| k.as_str()).collect())),
+    ]));
+    for w in &plan.warnings {
+        out.push(Line::styled(
+            format!("  ! {}", sanitize::summary(&w.to_string(), 400)),
+            t.warn,
+        ));
+    }
+}
+
+/// A replay target in the words of the replay modal, every name sanitised.
+fn target_text(target: &ReplayTarget) -> String {
+    let key = sanitize::one_line(&target.routing_key, 200);
+    if target.is_direct() {
+        format!("{key} (default exchange)")
+    } else {
+        format!(
+            "exchange {}, routing key \"{key}\"",
+            sanitize::one_line(&target.exchange, 200)
+        )
+    }
 }
 
 fn heading(title: &str, style: Style) -> Line<'static> {

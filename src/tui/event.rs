@@ -156,6 +156,9 @@ pub struct Overview {
     pub vhost: String,
     /// The context is configured read-only: turns the session read-only (never the reverse).
     pub read_only: bool,
+    /// The context's colour and label from the config: the header bar shows them.
+    pub color: Option<crate::broker::config::ContextColor>,
+    pub label: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

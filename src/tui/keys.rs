@@ -77,6 +77,7 @@ pub enum Action {
     Search,
     NextMatch,
     PrevMatch,
+    WholeText,
     // Inside the replay modal.
     Accept,
     Cancel,
@@ -356,6 +357,14 @@ pub static BINDINGS: &[Binding] = &[
         label: "^s",
         action: A::SaveScreen,
         help: "save the screen as text",
+        footer: None,
+        scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Char('w')],
+        label: "w",
+        action: A::WholeText,
+        help: "whole text of a cut error / notice",
         footer: None,
         scopes: &[S::Global],
     },

@@ -60,15 +60,17 @@ pub async fn run(
     // The first tick fires at once; the state already has the time.
     tick.tick().await;
     send(&commands_to_worker, Command::LoadQueues).await?;
-    // The size the pager lays its text out for; later ones arrive as resize events.
-    let size = terminal.size().context("cannot read the terminal's size")?;
-    update(
-        &mut state,
-        Event::Resize {
-            width: size.width,
-            height: size.height,
-        },
-    );
+    // The size a terminal reports only when it changes: the pager's layout and the help's
+    // scrolling need it now.
+    if let Ok(size) = terminal.size() {
+        update(
+            &mut state,
+            Event::Resize {
+                width: size.width,
+                height: size.height,
+            },
+        );
+    }
     draw(&mut terminal, &mut state)?;
 
     loop {

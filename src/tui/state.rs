@@ -14,8 +14,8 @@ use super::detail::{self, DetailKey, Rendered};
 use super::event::{
     ConnectionState, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
 };
-use super::pager::Pager;
 use super::oplog::OpLog;
+use super::pager::Pager;
 use super::theme::Theme;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueSummary};
 use crate::domain::explain::{self, Explanation};
@@ -260,9 +260,6 @@ pub struct State {
     /// "the same content".
     pub(crate) content_serial: u64,
     pub overlay: Overlay,
-    /// The terminal's size (width, height), from the last resize: the pager lays its text out
-    /// for it.
-    pub screen: (u16, u16),
     /// Every broker operation of this session (the last `oplog::CAP`).
     pub oplog: OpLog,
     /// `[[commands]]` from the config, checked against the key table at startup.
@@ -270,6 +267,13 @@ pub struct State {
     /// A custom command `update` decided to run: the loop takes it, hands the terminal over,
     /// runs it and takes the terminal back.
     pub handover: Option<custom::Run>,
+    /// The first line of the help overlay in view.
+    pub help_scroll: u16,
+    /// The terminal's size (columns, rows) as last reported (80×24 until it is): the pager lays
+    /// its text out for it, the help scrolls within it.
+    pub screen: (u16, u16),
+    /// The banner shows its whole text (`w`), not only its first lines.
+    pub banner_whole: bool,
     pub error: Option<String>,
     pub notice: Option<String>,
     pub quit: bool,
@@ -314,10 +318,12 @@ impl State {
             detail: None,
             content_serial: 0,
             overlay: Overlay::None,
-            screen: (80, 24),
             oplog: OpLog::default(),
             custom_commands: Vec::new(),
             handover: None,
+            help_scroll: 0,
+            screen: (80, 24),
+            banner_whole: false,
             error: None,
             notice: None,
             quit: false,

@@ -3,6 +3,8 @@
 
 use ratatui::style::{Color, Modifier, Style};
 
+use crate::broker::config::ContextColor;
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Theme {
     pub base: Style,
@@ -71,6 +73,30 @@ impl Theme {
             Some(v) if !v.is_empty() => Theme::monochrome(),
             _ => Theme::color(),
         }
+    }
+}
+
+impl Theme {
+    /// The header bar's context badge in the context's configured colour (black on it, like the
+    /// READ-ONLY badge); reversed without colour, so a coloured context stands out either way.
+    pub fn context_badge(&self, color: ContextColor) -> Style {
+        if self.monochrome {
+            return Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD);
+        }
+        let bg = match color {
+            ContextColor::Red => Color::Red,
+            ContextColor::Green => Color::Green,
+            ContextColor::Yellow => Color::Yellow,
+            ContextColor::Blue => Color::Blue,
+            ContextColor::Magenta => Color::Magenta,
+            ContextColor::Cyan => Color::Cyan,
+            ContextColor::White => Color::White,
+            ContextColor::Gray => Color::Gray,
+        };
+        Style::default()
+            .fg(Color::Black)
+            .bg(bg)
+            .add_modifier(Modifier::BOLD)
     }
 }
 

@@ -10,6 +10,7 @@ use ratatui_textarea::TextArea;
 use super::command::{Command, ReplayRequest};
 use super::custom;
 use super::event::{ConnectionState, Event};
+use super::help;
 use super::keys::{self, Action, Scope};
 use super::state::{
     Browse, FilterInput, Focus, ListMode, ModalField, Overlay, RATE_STEPS, ReplayModal, ReplayRun,
@@ -53,6 +54,9 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             if let Overlay::Pager(p) = &mut state.overlay {
                 p.layout(state.screen);
             }
+            state.help_scroll = state
+                .help_scroll
+                .min(help::max_scroll(state.screen, custom::help_lines(state)));
             state.dirty = true;
             Vec::new()
         }
@@ -294,12 +298,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     }
     match &state.overlay {
         Overlay::Help => {
-            if matches!(
-                key.code,
-                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter
-            ) {
-                state.overlay = Overlay::None;
-            }
+            on_help_key(state, key);
             return Vec::new();
         }
         Overlay::Log(_) => {
@@ -323,6 +322,14 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     let pending = state.pending_browse.take();
     let reread = state.pending_reread.take();
     let protecting = state.pending_protect.take();
+    // Reading the whole of a prompt does not answer it.
+    if action == Some(Action::WholeText) {
+        state.banner_whole = !state.banner_whole;
+        state.pending_browse = pending;
+        state.pending_reread = reread;
+        state.pending_protect = protecting;
+        return Vec::new();
+    }
     if action == Some(Action::Protect) {
         state.pending_protect = protecting;
     }
@@ -411,6 +418,27 @@ fn run_custom(state: &mut State, key: &KeyEvent) {
     });
 }
 
+/// Inside the help overlay: scroll it (the keys of the detail pane), or close it.
+fn on_help_key(state: &mut State, key: KeyEvent) {
+    let last = help::max_scroll(state.screen, custom::help_lines(state));
+    let page = PAGE as u16;
+    let s = state.help_scroll;
+    state.help_scroll = match key.code {
+        KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter => {
+            state.overlay = Overlay::None;
+            0
+        }
+        KeyCode::Char('j') | KeyCode::Down => s.saturating_add(1),
+        KeyCode::Char('k') | KeyCode::Up => s.saturating_sub(1),
+        KeyCode::PageDown => s.saturating_add(page),
+        KeyCode::PageUp => s.saturating_sub(page),
+        KeyCode::Char('g') | KeyCode::Home => 0,
+        KeyCode::Char('G') | KeyCode::End => last,
+        _ => s,
+    }
+    .min(last);
+}
+
 fn force_quit(state: &mut State) -> Vec<Command> {
     state.quit = true;
     if state.replay_running() {
@@ -429,6 +457,8 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         Action::ForceQuit => return force_quit(state),
         Action::Help => state.overlay = Overlay::Help,
         Action::CommandLog => state.overlay = Overlay::Log(0),
+        // Handled in `on_key`, which keeps a pending prompt for it.
+        Action::WholeText => {}
         Action::CommandLine => state.command_input = Some(TextArea::default()),
         Action::Filter => open_filter(state),
         Action::NextPane => {
@@ -455,6 +485,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         Action::Bottom => move_cursor(state, isize::MAX),
         Action::Open => return open(state, pending),
         Action::Back => {
+            state.banner_whole = false;
             if state.error.take().is_none() && state.notice.take().is_none() {
                 state.focus = match state.focus {
                     Focus::Detail => Focus::Messages,

@@ -13,26 +13,38 @@ use ratatui::widgets::{
 use super::detail;
 use super::event::ConnectionState;
 use super::format;
+use super::help;
 use super::keys::{self, Scope};
 use super::state::{Focus, ListMode, ModalField, Overlay, QueueRow, ReplayModal, ReplayRun, State};
 use crate::domain::discovery::DlqKind;
-use crate::domain::sanitize;
+use crate::domain::{identity, sanitize};
 
 pub fn view(state: &State, frame: &mut Frame) {
     let area = frame.area();
-    let banner = state.error.is_some() || state.notice.is_some();
+    let banner = banner_paragraph(state);
+    // Wrapped, so that what ends a notice ("Enter again to browse") is on screen; `w` lets a
+    // long one take up to half the screen.
+    let banner_needs = banner.as_ref().map_or(0, |p| {
+        u16::try_from(p.line_count(area.width)).unwrap_or(u16::MAX)
+    });
+    let banner_cap = if state.banner_whole {
+        (area.height / 2).max(BANNER_LINES)
+    } else {
+        BANNER_LINES
+    };
+    let banner_height = banner_needs.min(banner_cap);
     let input = state.filter_input.is_some() || state.command_input.is_some();
     let [status, main, banner_area, input_area, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
-        Constraint::Length(u16::from(banner)),
+        Constraint::Length(banner_height),
         Constraint::Length(u16::from(input)),
         Constraint::Length(1),
     ])
     .areas(area);
 
     status_bar(state, frame, status);
-    let left_width = (area.width * 3 / 10).clamp(30, 50).min(area.width / 2);
+    let left_width = queue_pane_width(state, area.width);
     let [left, right] =
         Layout::horizontal([Constraint::Length(left_width), Constraint::Min(20)]).areas(main);
     queue_pane(state, frame, left);
@@ -44,8 +56,8 @@ pub fn view(state: &State, frame: &mut Frame) {
         ListMode::Groups => group_pane(state, frame, top),
     }
     detail_pane(state, frame, bottom);
-    if banner {
-        banner_line(state, frame, banner_area);
+    if let Some(p) = banner {
+        banner_line(state, p, banner_needs > banner_height, frame, banner_area);
     }
     if input {
         input_line(state, frame, input_area);
@@ -89,7 +101,19 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
     let o = &state.overview;
     let s = |x: &str, n| sanitize::one_line(x, n);
     let mut spans = vec![Span::styled(" warren ", t.accent)];
-    // First, so that no width can cut it off.
+    // First, so that no width can cut them off: where this is, in its colour, and read-only.
+    let mut context_shown = false;
+    if let Some(color) = o.color {
+        let name = o.label.as_deref().unwrap_or(&o.context);
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(
+            format!(" {} ", s(name, 24)),
+            t.context_badge(color),
+        ));
+        context_shown = o.label.is_none();
+    } else if let Some(label) = &o.label {
+        spans.push(Span::styled(format!(" {} ", s(label, 24)), t.accent));
+    }
     if state.read_only {
         spans.push(Span::raw(" "));
         spans.push(Span::styled(" READ-ONLY ", t.badge));
@@ -102,7 +126,7 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
         }
     };
     spans.push(Span::styled(format!(" {dot} {text} "), style));
-    if !o.context.is_empty() {
+    if !o.context.is_empty() && !context_shown {
         spans.push(Span::raw(format!(" {}", s(&o.context, 24))));
     }
     if !o.broker_version.is_empty() {
@@ -139,6 +163,33 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
+/// Columns of the queue pane besides the name (borders, cursor, kind, framework, marker,
+/// depth and the spaces between), wide and narrow.
+const QUEUE_COLUMNS_WIDE: u16 = 2 + 2 + 7 + 11 + 1 + 6 + 4;
+const QUEUE_COLUMNS_NARROW: u16 = 2 + 2 + 4 + 1 + 5 + 3;
+/// Narrower than this, the queue pane drops the framework column.
+const QUEUE_PANE_WIDE: u16 = 46;
+
+/// As wide as the longest queue name needs, between 30 columns and two fifths of the screen
+/// (the message pane needs the rest), never more than half.
+fn queue_pane_width(state: &State, width: u16) -> u16 {
+    let longest = state
+        .queue_rows()
+        .iter()
+        .map(|r| unicode_width::UnicodeWidthStr::width(sanitize::one_line(r.name(), 255).as_str()))
+        .max()
+        .unwrap_or(0);
+    let longest = u16::try_from(longest).unwrap_or(u16::MAX);
+    let max = (width * 2 / 5).max(30);
+    let wide = longest.saturating_add(QUEUE_COLUMNS_WIDE);
+    let needed = if wide <= max {
+        wide
+    } else {
+        longest.saturating_add(QUEUE_COLUMNS_NARROW)
+    };
+    needed.clamp(30, max).min(width / 2)
+}
+
 fn short_kind(kind: DlqKind) -> &'static str {
     match kind {
         DlqKind::DeadLetter => "dlq",
@@ -165,8 +216,12 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
         format!(" Dead-letter queues ({n_dlq}) ")
     };
     let block = pane_block(state, title, focused);
-    let inner_w = usize::from(area.width.saturating_sub(2));
-    let wide = inner_w >= 44;
+    let wide = area.width >= QUEUE_PANE_WIDE;
+    let name_w = usize::from(area.width.saturating_sub(if wide {
+        QUEUE_COLUMNS_WIDE
+    } else {
+        QUEUE_COLUMNS_NARROW
+    }));
     if !state.queues_loaded {
         let text = match &state.connection {
             ConnectionState::Disconnected(_) => "not connected",
@@ -196,7 +251,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
     let table_rows: Vec<TRow> = rows
         .iter()
         .map(|r| {
-            let name = sanitize::one_line(r.name(), 200);
+            let name = sanitize::middle_cut(r.name(), name_w);
             match r {
                 QueueRow::Dlq(d) => {
                     let marker = if d.limit_applies(version) {
@@ -256,7 +311,27 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
             Constraint::Length(5),
         ]
     };
+    let header = column_titles(
+        state,
+        if wide {
+            &[
+                ("Queue", false),
+                ("Kind", false),
+                ("Framework", false),
+                ("", false),
+                ("Depth", true),
+            ]
+        } else {
+            &[
+                ("Queue", false),
+                ("Kind", false),
+                ("", false),
+                ("Depth", true),
+            ]
+        },
+    );
     let table = Table::new(table_rows, widths)
+        .header(header)
         .block(block)
         .column_spacing(1)
         .highlight_symbol("▶ ")
@@ -275,14 +350,16 @@ fn cursor_style(state: &State, focused: bool) -> Style {
     }
 }
 
-fn message_title(state: &State) -> String {
+/// The message pane's title; the queues that feed the DLQ only when they fit in `width`
+/// (they are in the detail's timeline too), so that "reading…" is never the part cut off.
+fn message_title(state: &State, width: u16) -> String {
     let Some(b) = &state.browse else {
         return match &state.loading {
-            Some(q) => format!(" {} — reading… ", sanitize::one_line(q, 40)),
+            Some(q) => format!(" {} — reading… ", sanitize::middle_cut(q, 40)),
             None => " Messages ".into(),
         };
     };
-    let name = sanitize::one_line(&b.queue, 40);
+    let name = sanitize::middle_cut(&b.queue, 40);
     let depth = state.dlq(&b.queue).and_then(|d| d.depth);
     let mut title = match depth {
         Some(d) => format!(" {name} — {d} message{}", if d == 1 { "" } else { "s" }),
@@ -295,14 +372,20 @@ fn message_title(state: &State) -> String {
             .feeders
             .iter()
             .take(3)
-            .map(|f| sanitize::one_line(f, 30))
+            .map(|f| sanitize::middle_cut(f, 30))
             .collect();
         let more = if d.feeders.len() > 3 {
             format!(" +{}", d.feeders.len() - 3)
         } else {
             String::new()
         };
-        title.push_str(&format!(", from {}{more}", feeders.join(", ")));
+        let from = format!(", from {}{more}", feeders.join(", "));
+        let reading = if state.loading.is_some() { 12 } else { 0 };
+        let room = usize::from(width.saturating_sub(4));
+        let cols = |s: &str| unicode_width::UnicodeWidthStr::width(s);
+        if cols(&title) + cols(&from) + reading <= room {
+            title.push_str(&from);
+        }
     }
     if state.loading.is_some() {
         title.push_str(" — reading…");
@@ -341,8 +424,8 @@ fn message_status(state: &State) -> Line<'static> {
 fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let focused = state.focus == Focus::Messages && matches!(state.overlay, Overlay::None);
-    let block =
-        pane_block(state, message_title(state), focused).title_bottom(message_status(state));
+    let block = pane_block(state, message_title(state, area.width), focused)
+        .title_bottom(message_status(state));
     let Some(b) = &state.browse else {
         let hint = if state.loading.is_some() {
             "reading messages (they stay in the queue)…"
@@ -372,13 +455,31 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     // key press cost ~0.5 s a frame. The window keeps the cursor on screen the way ratatui's
     // table does from a fresh state (cursor at the bottom when scrolling down).
     let (start, end) = window(state.msg_cursor, b.visible.len(), area.height);
-    let rows: Vec<TRow> = b
+    let shown: Vec<&super::state::Row> = b
         .visible
         .get(start..end)
         .unwrap_or_default()
         .iter()
         .filter_map(|&i| b.rows.get(i))
-        .map(|r| {
+        .collect();
+    // The id column is as wide as the longest id on screen, within bounds: at 80 columns the
+    // reason needs the rest, and ids are cut in the middle (both ends tell ids apart).
+    let id_max = if wide { 36 } else { 12 };
+    let ids: Vec<Option<String>> = shown
+        .iter()
+        .map(|r| identity::shown_id(&r.msg).map(|id| sanitize::middle_cut(&id, id_max)))
+        .collect();
+    let id_w = ids
+        .iter()
+        .flatten()
+        .map(|id| unicode_width::UnicodeWidthStr::width(id.as_str()))
+        .max()
+        .unwrap_or(0)
+        .clamp(MESSAGE_ID_TITLE.len(), id_max);
+    let rows: Vec<TRow> = shown
+        .iter()
+        .zip(ids)
+        .map(|(r, id)| {
             let picked = state.selected.contains(&r.key);
             let mark = if picked {
                 Span::styled("●", t.marked)
@@ -390,13 +491,18 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
                 .failed_at()
                 .or(r.first_seen)
                 .map_or("—".into(), |x| format::age(state.secs_since(x)));
+            let position = (r.msg.position + 1).to_string();
+            // Without an id, the narrow list names the message by its place in the queue.
+            let id = match (id, wide) {
+                (Some(id), _) => Span::raw(id),
+                (None, true) => Span::styled("—", t.muted),
+                (None, false) => Span::styled(format!("#{position}"), t.muted),
+            };
             let mut cells = vec![Cell::from(mark)];
             if wide {
-                cells.push(Cell::from(Span::styled(
-                    (r.msg.position + 1).to_string(),
-                    t.muted,
-                )));
+                cells.push(Cell::from(Span::styled(position, t.muted)));
             }
+            cells.push(Cell::from(id));
             cells.push(Cell::from(sanitize::one_line(&detail::headline(r), 300)));
             cells.push(Cell::from(
                 Line::from(format!("×{}", r.attempts())).right_aligned(),
@@ -416,33 +522,47 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
             }
         })
         .collect();
-    let widths: Vec<Constraint> = if wide {
-        vec![
-            Constraint::Length(1),
-            Constraint::Length(4),
-            Constraint::Fill(1),
-            Constraint::Length(5),
-            Constraint::Length(7),
-            Constraint::Length(7),
-        ]
+    let id_w = u16::try_from(id_w).unwrap_or(u16::MAX);
+    let (widths, header): (Vec<Constraint>, &[(&str, bool)]) = if wide {
+        (
+            vec![
+                Constraint::Length(1),
+                Constraint::Length(4),
+                Constraint::Length(id_w),
+                Constraint::Fill(1),
+                Constraint::Length(8),
+                Constraint::Length(7),
+                Constraint::Length(7),
+            ],
+            &[
+                ("", false),
+                ("#", false),
+                (MESSAGE_ID_TITLE, false),
+                ("Reason", false),
+                ("Attempts", true),
+                ("Died", true),
+                ("In DLQ", true),
+            ],
+        )
     } else {
-        vec![
-            Constraint::Length(1),
-            Constraint::Fill(1),
-            Constraint::Length(4),
-            Constraint::Length(6),
-        ]
+        (
+            vec![
+                Constraint::Length(1),
+                Constraint::Length(id_w),
+                Constraint::Fill(1),
+                Constraint::Length(5),
+                Constraint::Length(6),
+            ],
+            &[
+                ("", false),
+                (MESSAGE_ID_TITLE, false),
+                ("Reason", false),
+                ("Tries", true),
+                ("Died", true),
+            ],
+        )
     };
-    let header: Vec<&str> = if wide {
-        vec!["", "#", "verdict / exception", "tries", "age", "in DLQ"]
-    } else {
-        vec!["", "verdict / exception", "n", "age"]
-    };
-    let header = TRow::new(
-        header
-            .into_iter()
-            .map(|h| Cell::from(Span::styled(h, t.muted))),
-    );
+    let header = column_titles(state, header);
     let table = Table::new(rows, widths)
         .header(header)
         .block(block)
@@ -452,6 +572,17 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
         .row_highlight_style(cursor_style(state, focused));
     let mut ts = TableState::default().with_selected(Some(state.msg_cursor - start));
     frame.render_stateful_widget(table, area, &mut ts);
+}
+
+/// The message list's id column title (its narrowest width).
+const MESSAGE_ID_TITLE: &str = "Message id";
+
+/// A table's header row: column titles in words, right-aligned over numbers.
+fn column_titles(state: &State, titles: &[(&str, bool)]) -> TRow<'static> {
+    TRow::new(titles.iter().map(|&(title, right)| {
+        let line = Line::styled(title.to_string(), state.theme.muted);
+        Cell::from(if right { line.right_aligned() } else { line })
+    }))
 }
 
 /// The slice of a list of `len` rows to build so that `cursor` is visible in a table pane of
@@ -468,7 +599,7 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
     let title = match &state.browse {
         Some(b) => format!(
             " Failure groups — {} ({} groups) ",
-            sanitize::one_line(&b.queue, 40),
+            sanitize::middle_cut(&b.queue, 40),
             b.groups.len()
         ),
         None => " Failure groups ".into(),
@@ -509,7 +640,7 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
             TRow::new(cells)
         })
         .collect();
-    let (widths, header): (Vec<Constraint>, Vec<&str>) = if wide {
+    let (widths, header): (Vec<Constraint>, Vec<(&str, bool)>) = if wide {
         (
             vec![
                 Constraint::Length(5),
@@ -517,7 +648,12 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
                 Constraint::Length(7),
                 Constraint::Length(7),
             ],
-            vec!["count", "fingerprint", "first", "last"],
+            vec![
+                ("Count", true),
+                ("Failure", false),
+                ("First", true),
+                ("Last", true),
+            ],
         )
     } else {
         (
@@ -526,14 +662,10 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
                 Constraint::Fill(1),
                 Constraint::Length(7),
             ],
-            vec!["count", "fingerprint", "first"],
+            vec![("Count", true), ("Failure", false), ("First", true)],
         )
     };
-    let header = TRow::new(
-        header
-            .into_iter()
-            .map(|h| Cell::from(Span::styled(h, t.muted))),
-    );
+    let header = column_titles(state, &header);
     let table = Table::new(rows, widths)
         .header(header)
         .block(block)
@@ -552,9 +684,11 @@ fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
         frame.render_widget(pane_block(state, " Timeline ".into(), focused), area);
         return;
     };
-    let name = row.msg.properties.message_id.as_deref().map_or_else(
+    // The whole id when it fits the border (a GUID does at 80 columns), else cut in the middle.
+    let room = usize::from(area.width.saturating_sub(16));
+    let name = identity::shown_id(&row.msg).map_or_else(
         || format!("#{}", row.msg.position + 1),
-        |id| sanitize::one_line(id, 40),
+        |id| sanitize::middle_cut(&id, room),
     );
     let title = match state.list_mode {
         ListMode::Groups => format!(" Example — {name} "),
@@ -595,47 +729,72 @@ fn borrowed<'a>(l: &'a Line<'static>) -> Line<'a> {
     }
 }
 
-fn banner_line(state: &State, frame: &mut Frame, area: Rect) {
+/// Rows the banner takes at most until `w` asks for its whole text.
+const BANNER_LINES: u16 = 3;
+/// The most of an error or notice shown (characters).
+const BANNER_CHARS: usize = 2000;
+
+/// The error (else, while a filter is typed, why it does not parse yet; else the notice) as a
+/// wrapped paragraph, or none.
+fn banner_paragraph(state: &State) -> Option<Paragraph<'static>> {
     let t = &state.theme;
-    let w = usize::from(area.width);
-    let (text, style) = match (&state.error, &state.notice) {
-        (Some(e), _) => (
-            format!(" ✕ {}  (Esc to dismiss)", sanitize::one_line(e, 400)),
+    let typing = state
+        .filter_error
+        .as_ref()
+        .filter(|_| state.filter_input.is_some());
+    let (text, style) = match (&state.error, typing, &state.notice) {
+        (Some(e), _, _) => (
+            format!(
+                " ✕ {}  (Esc to dismiss)",
+                sanitize::one_line(e, BANNER_CHARS)
+            ),
             t.danger,
         ),
-        (None, Some(n)) => (format!(" ! {}", sanitize::one_line(n, 400)), t.warn),
-        (None, None) => return,
+        (None, Some(e), _) => (
+            format!(" ! {}", sanitize::one_line(e, BANNER_CHARS)),
+            t.warn,
+        ),
+        (None, None, Some(n)) => (
+            format!(" ! {}", sanitize::one_line(n, BANNER_CHARS)),
+            t.warn,
+        ),
+        (None, None, None) => return None,
     };
-    frame.render_widget(
-        Paragraph::new(Span::styled(format::fit(&text, w), style)),
-        area,
-    );
+    Some(Paragraph::new(Span::styled(text, style)).wrap(Wrap { trim: true }))
+}
+
+fn banner_line(state: &State, p: Paragraph<'_>, cut: bool, frame: &mut Frame, area: Rect) {
+    frame.render_widget(p, area);
+    if cut && area.height > 0 {
+        // Over the end of the last row: the rest is one key away.
+        // Even half the screen can be too little for the longest (2,000 characters).
+        let hint = if state.banner_whole {
+            " … (cut) w: fold "
+        } else {
+            " … w: whole text "
+        };
+        let w = u16::try_from(hint.chars().count())
+            .unwrap_or(u16::MAX)
+            .min(area.width);
+        let at = Rect {
+            x: area.x + area.width - w,
+            y: area.y + area.height - 1,
+            width: w,
+            height: 1,
+        };
+        frame.render_widget(Clear, at);
+        frame.render_widget(Paragraph::new(Span::styled(hint, state.theme.accent)), at);
+    }
 }
 
 fn input_line(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
-    let [prompt, field, err] = Layout::horizontal([
-        Constraint::Length(2),
-        Constraint::Min(10),
-        Constraint::Length(if state.filter_error.is_some() {
-            area.width / 2
-        } else {
-            0
-        }),
-    ])
-    .areas(area);
+    // Why a filter does not parse yet is in the banner, wrapped, not squeezed in here.
+    let [prompt, field] =
+        Layout::horizontal([Constraint::Length(2), Constraint::Min(10)]).areas(area);
     if let Some(fi) = &state.filter_input {
         frame.render_widget(Paragraph::new(Span::styled(" /", t.accent)), prompt);
         frame.render_widget(&fi.input, field);
-        if let Some(e) = &state.filter_error {
-            frame.render_widget(
-                Paragraph::new(Span::styled(
-                    format::fit(&sanitize::one_line(e, 200), usize::from(err.width)),
-                    t.warn,
-                )),
-                err,
-            );
-        }
     } else if let Some(input) = &state.command_input {
         frame.render_widget(Paragraph::new(Span::styled(" :", t.accent)), prompt);
         frame.render_widget(input, field);
@@ -673,7 +832,10 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
             ("Esc".into(), "cancel".into(), false),
         ]
     } else if matches!(state.overlay, Overlay::Help) {
-        vec![("Esc/?".into(), "close help".into(), false)]
+        vec![
+            ("Esc/?".into(), "close help".into(), false),
+            ("j/k".into(), "scroll".into(), false),
+        ]
     } else {
         keys::footer(footer_scope(state))
             .into_iter()
@@ -717,23 +879,17 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 
 fn help(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
-    let rect = centered(
-        area,
-        area.width.saturating_sub(4).min(120),
-        area.height.saturating_sub(2),
-    );
+    let rect = help::rect(area);
     frame.render_widget(Clear, rect);
-    let block = Block::default()
+    let mut block = Block::default()
         .borders(Borders::ALL)
         .border_style(t.accent)
         .title(Span::styled(" Keys (Esc to close) ", t.accent));
     let inner = block.inner(rect);
-    frame.render_widget(block, rect);
-    // Two columns so that the whole table fits in 80×24; a section is never split.
-    let sections: Vec<Vec<Line>> = keys::help_sections()
-        .into_iter()
-        .map(|(title, bindings)| {
-            let mut lines = vec![Line::styled(title, t.accent)];
+    let column = |sections: Vec<help::Section>| -> Vec<Line> {
+        let mut lines = Vec::new();
+        for (title, bindings) in sections {
+            lines.push(Line::styled(title, t.accent));
             for b in bindings {
                 let disabled = state.read_only && b.action == keys::Action::Replay;
                 let help = if disabled {
@@ -746,24 +902,47 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
                     Span::raw(help),
                 ]));
             }
-            lines
-        })
-        .collect();
-    let mut sections = sections;
-    sections.extend(custom_help(state));
-    let total: usize = sections.iter().map(Vec::len).sum();
-    let (mut lines, mut right): (Vec<Line>, Vec<Line>) = (Vec::new(), Vec::new());
-    for section in sections {
-        if right.is_empty() && lines.len() + section.len() <= total.div_ceil(2) + 2 {
-            lines.extend(section);
+        }
+        lines
+    };
+    let (left, right) = help::columns(inner.width);
+    let two = !right.is_empty();
+    let (mut left, mut right) = (column(left), column(right));
+    // The configured commands go last, as `help::tallest` counts them.
+    if let Some(custom) = custom_help(state) {
+        if two {
+            right.extend(custom)
         } else {
-            right.extend(section);
+            left.extend(custom)
         }
     }
-    let [l, r] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(inner);
-    frame.render_widget(Paragraph::new(lines), l);
-    frame.render_widget(Paragraph::new(right), r);
+    let tallest = left.len().max(right.len());
+    let height = usize::from(inner.height);
+    // `update` keeps the scroll within the last page; a resize since can leave it past.
+    let scroll = usize::from(state.help_scroll).min(tallest.saturating_sub(height));
+    if tallest > height {
+        let last = (scroll + height).min(tallest);
+        block = block.title_bottom(
+            Line::styled(
+                format!(
+                    " lines {}–{last} of {tallest} · j/k PgUp/PgDn g/G scroll ",
+                    scroll + 1
+                ),
+                t.muted,
+            )
+            .right_aligned(),
+        );
+    }
+    frame.render_widget(block, rect);
+    let offset = (u16::try_from(scroll).unwrap_or(u16::MAX), 0);
+    if two {
+        let [l, r] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
+            .areas(inner);
+        frame.render_widget(Paragraph::new(left).scroll(offset), l);
+        frame.render_widget(Paragraph::new(right).scroll(offset), r);
+    } else {
+        frame.render_widget(Paragraph::new(left).scroll(offset), inner);
+    }
 }
 
 /// The configured commands as a help section, when there are any (names sanitised: the config
@@ -787,11 +966,12 @@ fn custom_help(state: &State) -> Option<Vec<Line<'static>>> {
 fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let width = area.width.saturating_sub(4).min(90);
-    let inner_w = usize::from(width.saturating_sub(2));
     let field = |s: &str| Span::styled(format!(" {s:<9} "), t.muted);
-    let list = |items: &[String], n: usize| -> String {
-        let v: Vec<String> = items.iter().map(|s| sanitize::one_line(s, 80)).collect();
-        sanitize::one_line(&v.join(", "), n)
+    // Lists wrap (the modal grows to fit them), within a bound that keeps Enter and Esc on an
+    // 80×24 screen; `replay --dry-run` prints them whole.
+    let list = |items: &[String]| -> String {
+        let v: Vec<String> = items.iter().map(|s| sanitize::one_line(s, 120)).collect();
+        sanitize::one_line(&v.join(", "), MODAL_LIST_CHARS)
     };
     let mut lines: Vec<Line> = Vec::new();
     let title = match &modal.preview {
@@ -799,17 +979,17 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
             " Replay {} message{} from {} ",
             p.count,
             if p.count == 1 { "" } else { "s" },
-            sanitize::one_line(&modal.queue, 40)
+            sanitize::middle_cut(&modal.queue, 40)
         ),
         None => format!(
             " Replay {} from {} ",
             sanitize::one_line(&modal.what, 40),
-            sanitize::one_line(&modal.queue, 40)
+            sanitize::middle_cut(&modal.queue, 40)
         ),
     };
     lines.push(Line::from(vec![
         field("What"),
-        Span::raw(sanitize::one_line(&modal.what, inner_w.saturating_sub(12))),
+        Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
     ]));
     match &modal.preview {
         None => lines.push(Line::styled(
@@ -817,37 +997,24 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
             t.muted,
         )),
         Some(p) => {
-            lines.push(Line::from(vec![
-                field("To"),
-                Span::raw(list(&p.targets, inner_w.saturating_sub(12))),
-            ]));
+            lines.push(Line::from(vec![field("To"), Span::raw(list(&p.targets))]));
             let fan_out = p.reaches.len() > 1;
             let reaches = if p.reaches.is_empty() {
                 Span::styled("no queue (unroutable: messages stay in the DLQ)", t.danger)
             } else if fan_out {
                 Span::styled(
-                    format!(
-                        "{} queues: {}",
-                        p.reaches.len(),
-                        list(&p.reaches, inner_w.saturating_sub(24))
-                    ),
+                    format!("{} queues: {}", p.reaches.len(), list(&p.reaches)),
                     t.danger,
                 )
             } else {
-                Span::raw(format!(
-                    "{} only",
-                    list(&p.reaches, inner_w.saturating_sub(18))
-                ))
+                Span::raw(format!("{} only", list(&p.reaches)))
             };
             lines.push(Line::from(vec![field("Reaches"), reaches]));
             lines.push(Line::from(vec![
                 field("Removes"),
-                Span::raw(list(&p.removes, inner_w.saturating_sub(12))),
+                Span::raw(list(&p.removes)),
             ]));
-            lines.push(Line::from(vec![
-                field("Adds"),
-                Span::raw(list(&p.adds, inner_w.saturating_sub(12))),
-            ]));
+            lines.push(Line::from(vec![field("Adds"), Span::raw(list(&p.adds))]));
         }
     }
     lines.push(Line::from(vec![
@@ -899,10 +1066,10 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
             ));
         }
         for w in &p.warnings {
-            lines.push(Line::styled(
-                format!(" ! {}", sanitize::one_line(w, inner_w.saturating_sub(4))),
-                t.warn,
-            ));
+            lines.push(Line::from(vec![
+                Span::styled(" ! ", t.warn),
+                Span::styled(sanitize::one_line(w, MODAL_LIST_CHARS), t.warn),
+            ]));
         }
         if modal.needs_typed_count() {
             let style = if modal.field == ModalField::Count {
@@ -929,8 +1096,10 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
         Span::styled("Esc  cancel", t.accent),
     ]));
 
-    let height = u16::try_from(lines.len())
-        .unwrap_or(u16::MAX)
+    let rows = hanging(lines, width.saturating_sub(2));
+    let height = rows
+        .iter()
+        .fold(0u16, |h, r| h.saturating_add(r.height))
         .saturating_add(2);
     let rect = centered(area, width, height);
     frame.render_widget(Clear, rect);
@@ -939,34 +1108,142 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
         .border_type(BorderType::Double)
         .border_style(t.danger)
         .title(Span::styled(title, t.danger));
-    frame.render_widget(Paragraph::new(lines).block(block), rect);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    draw_hanging(frame, inner, rows);
 }
+
+/// A line wrapped with a hanging indent: what follows its first span (a field's label, a
+/// warning's `!`) wraps under itself, not under the label.
+struct Hanging<'a> {
+    label: Option<Line<'a>>,
+    indent: u16,
+    text: Paragraph<'a>,
+    height: u16,
+}
+
+fn hanging(lines: Vec<Line<'_>>, width: u16) -> Vec<Hanging<'_>> {
+    lines
+        .into_iter()
+        .map(|mut line| {
+            let indent = match line.spans.first() {
+                Some(first) if line.spans.len() > 1 => {
+                    u16::try_from(first.width()).unwrap_or(u16::MAX)
+                }
+                _ => 0,
+            };
+            let (label, indent) = if indent > 0 && indent < width {
+                let first = line.spans.remove(0);
+                (Some(Line::from(first)), indent)
+            } else {
+                (None, 0)
+            };
+            let text = Paragraph::new(line).wrap(Wrap { trim: false });
+            let height = u16::try_from(text.line_count(width - indent).max(1)).unwrap_or(u16::MAX);
+            Hanging {
+                label,
+                indent,
+                text,
+                height,
+            }
+        })
+        .collect()
+}
+
+fn draw_hanging(frame: &mut Frame, area: Rect, rows: Vec<Hanging<'_>>) {
+    let mut y = area.y;
+    let bottom = area.y.saturating_add(area.height);
+    for row in rows {
+        if y >= bottom {
+            break;
+        }
+        let height = row.height.min(bottom - y);
+        if let Some(label) = row.label {
+            frame.render_widget(
+                label,
+                Rect {
+                    x: area.x,
+                    y,
+                    width: row.indent,
+                    height: 1,
+                },
+            );
+        }
+        frame.render_widget(
+            row.text,
+            Rect {
+                x: area.x + row.indent,
+                y,
+                width: area.width.saturating_sub(row.indent),
+                height,
+            },
+        );
+        y += height;
+    }
+}
+
+/// The most of a list or a warning the replay modal shows (characters; about four lines at 80
+/// columns).
+const MODAL_LIST_CHARS: usize = 300;
 
 fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let p = &run.progress;
     let width = area.width.saturating_sub(4).min(90);
-    let rect = centered(area, width, 9);
+    let note = match &run.outcome {
+        Some(o) => match &o.error {
+            Some(e) => Span::styled(
+                format!(" {}", sanitize::one_line(e, BANNER_CHARS)),
+                t.danger,
+            ),
+            None if o.cancelled => Span::styled(
+                " stopped: what moved stays moved, the rest is still in the queue",
+                t.warn,
+            ),
+            None => Span::styled(" finished", t.ok),
+        },
+        None if run.cancelling => Span::styled(
+            " stopping: settling what is in flight (Esc again stops at once)",
+            t.warn,
+        ),
+        None if p.blocked.is_some() => Span::styled(
+            format!(
+                " broker blocked publishing ({}): waiting; Esc to stop",
+                sanitize::one_line(p.blocked.as_deref().unwrap_or(""), 60)
+            ),
+            t.danger,
+        ),
+        None => Span::styled(
+            " messages leave the queue only after the broker confirms the publish",
+            t.muted,
+        ),
+    };
+    // A failure's cause wraps (up to six lines) rather than being cut at the border.
+    let note = Paragraph::new(note).wrap(Wrap { trim: false });
+    let note_height = u16::try_from(note.line_count(width.saturating_sub(2)))
+        .unwrap_or(u16::MAX)
+        .clamp(1, 6);
+    let rect = centered(area, width, 8 + note_height);
     frame.render_widget(Clear, rect);
     let verb = if run.dry_run { "Dry run" } else { "Replaying" };
     let title = match (&run.outcome, run.cancelling) {
         (Some(o), _) if o.cancelled => format!(
             " {verb} from {} — stopped ",
-            sanitize::one_line(&run.queue, 40)
+            sanitize::middle_cut(&run.queue, 40)
         ),
         (Some(o), _) if o.error.is_some() => format!(
             " {verb} from {} — failed ",
-            sanitize::one_line(&run.queue, 40)
+            sanitize::middle_cut(&run.queue, 40)
         ),
         (Some(_), _) => format!(
             " {verb} from {} — done ",
-            sanitize::one_line(&run.queue, 40)
+            sanitize::middle_cut(&run.queue, 40)
         ),
         (None, true) => format!(
             " {verb} from {} — stopping… ",
-            sanitize::one_line(&run.queue, 40)
+            sanitize::middle_cut(&run.queue, 40)
         ),
-        (None, false) => format!(" {verb} from {} ", sanitize::one_line(&run.queue, 40)),
+        (None, false) => format!(" {verb} from {} ", sanitize::middle_cut(&run.queue, 40)),
     };
     let block = Block::default()
         .borders(Borders::ALL)
@@ -975,8 +1252,15 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
         .title(Span::styled(title, t.danger));
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
-    let [gauge_area, counts, rate, msg, _, keys_area] =
-        Layout::vertical([Constraint::Length(1); 6]).areas(inner);
+    let [gauge_area, counts, rate, msg, _, keys_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(note_height),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(inner);
     let ratio = if p.total == 0 {
         0.0
     } else {
@@ -1010,32 +1294,7 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
         )),
         rate,
     );
-    let note = match &run.outcome {
-        Some(o) => match &o.error {
-            Some(e) => Span::styled(format!(" {}", sanitize::one_line(e, 200)), t.danger),
-            None if o.cancelled => Span::styled(
-                " stopped: what moved stays moved, the rest is still in the queue",
-                t.warn,
-            ),
-            None => Span::styled(" finished", t.ok),
-        },
-        None if run.cancelling => Span::styled(
-            " stopping: settling what is in flight (Esc again stops at once)",
-            t.warn,
-        ),
-        None if p.blocked.is_some() => Span::styled(
-            format!(
-                " broker blocked publishing ({}): waiting; Esc to stop",
-                sanitize::one_line(p.blocked.as_deref().unwrap_or(""), 60)
-            ),
-            t.danger,
-        ),
-        None => Span::styled(
-            " messages leave the queue only after the broker confirms the publish",
-            t.muted,
-        ),
-    };
-    frame.render_widget(Paragraph::new(note), msg);
+    frame.render_widget(note, msg);
     let keys_text = if run.outcome.is_some() {
         " Enter/Esc  close"
     } else {

@@ -351,6 +351,8 @@ async fn discover(s: &Session, ticket: Ticket, ops: &Ops) -> Event {
                 tags: s.whoami.tags.clone(),
                 vhost: s.vhost().to_string(),
                 read_only,
+                color: s.target.color,
+                label: s.target.label.clone(),
             };
             Event::QueuesLoaded {
                 overview,
@@ -717,6 +719,8 @@ fn snapshot_overview(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Overvie
         tags: Vec::new(),
         vhost: first.map(|h| h.vhost.clone()).unwrap_or_default(),
         read_only: true,
+        color: None,
+        label: None,
     }
 }
 

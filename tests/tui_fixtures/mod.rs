@@ -377,6 +377,8 @@ pub fn overview() -> Overview {
         tags: vec!["management".into()],
         vhost: "/orders".into(),
         read_only: false,
+        color: None,
+        label: None,
     }
 }
 
