@@ -10,7 +10,7 @@ use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
 use ratatui::style::{Color, Modifier};
 use tui_fixtures::*;
-use warren::tui::event::{ConnectionState, Event, ReplayPreview, ReplayProgress};
+use warren::tui::event::{ConnectionState, ReplayPreview, ReplayProgress, Report};
 use warren::tui::{State, Theme, update, view};
 
 fn render(state: &State, w: u16, h: u16) -> Buffer {
@@ -41,8 +41,8 @@ fn snap(name: &str, state: &State) {
     }
 }
 
-fn preview(count: u64, reaches: &[&str]) -> Event {
-    Event::ReplayPreview(ReplayPreview {
+fn preview(count: u64, reaches: &[&str]) -> Report {
+    Report::ReplayPreview(ReplayPreview {
         queue: "orders.dlq".into(),
         count,
         keep_attempts: false,
@@ -213,7 +213,7 @@ fn progress() {
     update(&mut st, key(KeyCode::Enter));
     update(
         &mut st,
-        Event::ReplayProgress(ReplayProgress {
+        Report::ReplayProgress(ReplayProgress {
             total: 412,
             moved: 120,
             returned: 2,
@@ -225,7 +225,7 @@ fn progress() {
     snap("progress", &st);
     // The broker blocks publishing (a memory alarm): the modal says so as it happens.
     let at = |blocked: Option<&str>| {
-        Event::ReplayProgress(ReplayProgress {
+        Report::ReplayProgress(ReplayProgress {
             total: 412,
             moved: 120,
             returned: 2,
@@ -274,11 +274,13 @@ fn error_banner() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(
         &mut st,
-        Event::Error("browsing orders.dlq failed: connection reset by peer; retrying in 5s".into()),
+        Report::Error(
+            "browsing orders.dlq failed: connection reset by peer; retrying in 5s".into(),
+        ),
     );
     update(
         &mut st,
-        Event::Connection(ConnectionState::Disconnected(
+        Report::Connection(ConnectionState::Disconnected(
             "connection reset by peer".into(),
         )),
     );

@@ -9,14 +9,16 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use tui_fixtures::*;
 use warren::domain::selection::Selection;
 use warren::tui::detail;
-use warren::tui::event::{Event, Failure, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket};
+use warren::tui::event::{
+    Event, Failure, ReplayOutcome, ReplayPreview, ReplayProgress, Report, Ticket,
+};
 use warren::tui::keys::{self, BINDINGS, Key};
 use warren::tui::state::{Focus, ListMode, Overlay};
 use warren::tui::update::run_command_line;
 use warren::tui::{Command, Theme, update};
 
-fn preview(queue: &str, count: u64) -> Event {
-    Event::ReplayPreview(ReplayPreview {
+fn preview(queue: &str, count: u64) -> Report {
+    Report::ReplayPreview(ReplayPreview {
         queue: queue.into(),
         count,
         targets: vec!["orders.process (default exchange, routing key orders.process)".into()],
@@ -77,7 +79,7 @@ fn enter_browses_and_tab_moves_between_panes() {
     assert_eq!(st.loading.as_deref(), Some("orders.dlq"));
     update(
         &mut st,
-        Event::MessagesLoaded {
+        Report::MessagesLoaded {
             queue: "orders.dlq".into(),
             messages: orders_messages(),
             first_seen: vec![],
@@ -289,7 +291,7 @@ fn read_only_never_emits_a_replay_command() {
     ] {
         events.push(key(code));
     }
-    events.push(preview("orders.dlq", 3));
+    events.push(preview("orders.dlq", 3).into());
     for round in 0..20 {
         for i in 0..events.len() {
             // Vary the order between rounds; skip quitting so the sweep goes on.
@@ -317,7 +319,7 @@ fn read_only_never_emits_a_replay_command() {
                 };
                 update(
                     &mut st,
-                    Event::QueuesLoaded {
+                    Report::QueuesLoaded {
                         overview: overview(),
                         discovery: discovery(),
                         ticket,
@@ -325,7 +327,7 @@ fn read_only_never_emits_a_replay_command() {
                 );
                 update(
                     &mut st,
-                    Event::MessagesLoaded {
+                    Report::MessagesLoaded {
                         queue: "orders.dlq".into(),
                         messages: orders_messages(),
                         first_seen: vec![],
@@ -347,7 +349,7 @@ fn a_read_only_context_makes_the_session_read_only() {
     ov.read_only = true;
     update(
         &mut st,
-        Event::QueuesLoaded {
+        Report::QueuesLoaded {
             overview: ov,
             discovery: discovery(),
             ticket: Ticket::default(),
@@ -357,7 +359,7 @@ fn a_read_only_context_makes_the_session_read_only() {
     // And a later context without the setting does not turn it off.
     update(
         &mut st,
-        Event::QueuesLoaded {
+        Report::QueuesLoaded {
             overview: overview(),
             discovery: discovery(),
             ticket: Ticket::default(),
@@ -385,7 +387,7 @@ fn modal_accept_needs_the_plan_then_emits_one_replay() {
     update(&mut st, ch('k'));
     // Keeping attempts changes the plan: the worker answers with the plan for that setting.
     let mut kept = preview("orders.dlq", 2);
-    if let Event::ReplayPreview(p) = &mut kept {
+    if let Report::ReplayPreview(p) = &mut kept {
         p.keep_attempts = true;
     }
     update(&mut st, kept);
@@ -468,7 +470,7 @@ fn esc_during_progress_cancels_once_and_finishing_rereads_the_queue() {
     update(&mut st, key(KeyCode::Enter));
     update(
         &mut st,
-        Event::ReplayProgress(ReplayProgress {
+        Report::ReplayProgress(ReplayProgress {
             total: 1,
             moved: 0,
             rate: 10.0,
@@ -497,7 +499,7 @@ fn esc_during_progress_cancels_once_and_finishing_rereads_the_queue() {
     );
     update(
         &mut st,
-        Event::ReplayFinished(ReplayOutcome {
+        Report::ReplayFinished(ReplayOutcome {
             progress: ReplayProgress {
                 total: 1,
                 moved: 0,
@@ -542,7 +544,7 @@ fn ticks_redraw_only_when_the_minute_changes_and_refresh_depths() {
     assert!(!st.take_dirty(), "same minute: nothing to redraw");
     update(
         &mut st,
-        Event::DepthsRefreshed {
+        Report::DepthsRefreshed {
             depths: vec![("orders.dlq".into(), Some(412))],
             ticket: Ticket::default(),
         },
@@ -550,7 +552,7 @@ fn ticks_redraw_only_when_the_minute_changes_and_refresh_depths() {
     assert!(!st.take_dirty(), "same depth: nothing to redraw");
     update(
         &mut st,
-        Event::DepthsRefreshed {
+        Report::DepthsRefreshed {
             depths: vec![("orders.dlq".into(), Some(413))],
             ticket: Ticket::default(),
         },
@@ -692,7 +694,7 @@ fn keep_attempts_asks_for_the_plan_again_and_ignores_the_stale_one() {
     update(&mut st, preview("orders.dlq", 3));
     assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
     let mut kept = preview("orders.dlq", 3);
-    if let Event::ReplayPreview(p) = &mut kept {
+    if let Report::ReplayPreview(p) = &mut kept {
         p.keep_attempts = true;
         p.removes.clear();
     }
@@ -726,7 +728,7 @@ fn browsing_invoices() -> warren::tui::State {
     );
     update(
         &mut st,
-        Event::MessagesLoaded {
+        Report::MessagesLoaded {
             queue: "invoices.dlq".into(),
             messages: orders_messages(),
             first_seen: vec![],
@@ -776,7 +778,7 @@ fn a_read_the_ledger_prices_is_confirmed_with_the_same_key() {
     // The worker's ledger says Warren read it before, in another session.
     update(
         &mut st,
-        Event::ReadCost {
+        Report::ReadCost {
             queue: "invoices.dlq".into(),
             text: "Warren has read 'invoices.dlq' 3 times before".into(),
             ticket: Ticket::default(),
@@ -828,8 +830,8 @@ fn protect_asks_then_sets_and_is_refused_read_only() {
     assert!(ro.error.is_some(), "read-only refuses with a reason");
 }
 
-fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket: Ticket) -> Event {
-    Event::MessagesLoaded {
+fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket: Ticket) -> Report {
+    Report::MessagesLoaded {
         queue: queue.into(),
         messages,
         first_seen: vec![],
@@ -867,7 +869,7 @@ fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
     );
     update(
         &mut st,
-        Event::QueuesLoaded {
+        Report::QueuesLoaded {
             overview: overview(),
             discovery: discovery(),
             ticket: old,
@@ -876,14 +878,14 @@ fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
     assert!(!st.queues_loaded && st.queue_rows().is_empty());
     update(
         &mut st,
-        Event::DepthsRefreshed {
+        Report::DepthsRefreshed {
             depths: vec![("orders.dlq".into(), Some(1))],
             ticket: old,
         },
     );
     update(
         &mut st,
-        Event::ReadCost {
+        Report::ReadCost {
             queue: "invoices.dlq".into(),
             text: "costs".into(),
             ticket: old,
@@ -892,7 +894,7 @@ fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
     assert!(st.pending_reread.is_none() && st.notice.is_none());
     update(
         &mut st,
-        Event::Error(Failure::in_generation("browsing orders.dlq failed", 0)),
+        Report::Error(Failure::in_generation("browsing orders.dlq failed", 0)),
     );
     assert!(st.error.is_none(), "nor an error of the old session");
     assert!(!st.take_dirty(), "nothing to redraw");
@@ -901,7 +903,7 @@ fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
     let new = ticket(1, 9);
     update(
         &mut st,
-        Event::QueuesLoaded {
+        Report::QueuesLoaded {
             overview: overview(),
             discovery: discovery(),
             ticket: new,
@@ -915,12 +917,12 @@ fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
     assert_eq!(st.visible_rows().len(), 6);
     update(
         &mut st,
-        Event::Error(Failure::in_generation("browsing failed", 1)),
+        Report::Error(Failure::in_generation("browsing failed", 1)),
     );
     assert!(st.error.is_some());
     // An error tied to no session is always shown.
     st.error = None;
-    update(&mut st, Event::Error("the worker stopped".into()));
+    update(&mut st, Report::Error("the worker stopped".into()));
     assert!(st.error.is_some());
 }
 

@@ -14,11 +14,11 @@ use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use tokio::sync::mpsc;
 
-use super::command::Command;
-use super::event::Event;
+use super::event::{Event, Report};
 use super::state::State;
 use super::update::update;
 use super::view::view;
+use crate::worker::protocol::Command;
 
 /// How often depths are refreshed (and ages re-evaluated).
 pub const TICK: Duration = Duration::from_secs(5);
@@ -36,7 +36,7 @@ impl Drop for Restore {
 /// Runs the UI until the operator quits. Sends `Command::LoadQueues` first; sends
 /// `Command::Quit` to the worker on the way out.
 pub async fn run(
-    mut events_from_worker: mpsc::Receiver<Event>,
+    mut events_from_worker: mpsc::Receiver<Report>,
     commands_to_worker: mpsc::Sender<Command>,
     mut state: State,
 ) -> anyhow::Result<()> {
@@ -59,7 +59,7 @@ pub async fn run(
                 None => return Ok(()),
             },
             worker = events_from_worker.recv() => match worker {
-                Some(ev) => Some(ev),
+                Some(report) => Some(Event::Worker(report)),
                 None => {
                     // The worker is gone: nothing more can happen but quitting.
                     state.connection = super::event::ConnectionState::Disconnected("the background worker stopped; see the log file".into());
@@ -75,7 +75,7 @@ pub async fn run(
         let mut queue: Vec<Event> = first.into_iter().collect();
         // Drain whatever else is ready before drawing once.
         while let Ok(ev) = events_from_worker.try_recv() {
-            queue.push(ev);
+            queue.push(Event::Worker(ev));
         }
         // Terminal input is not drained the same way: polling crossterm's EventStream with
         // `now_or_never` registers a no-op waker, after which the stream never wakes the loop

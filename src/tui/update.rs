@@ -7,8 +7,7 @@ use std::collections::HashSet;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::TextArea;
 
-use super::command::{Command, ReplayRequest};
-use super::event::{ConnectionState, Event};
+use super::event::{ConnectionState, Event, Report};
 use super::keys::{self, Action, Scope};
 use super::state::{
     Browse, FilterInput, Focus, ListMode, ModalField, Overlay, RATE_STEPS, ReplayModal, ReplayRun,
@@ -17,6 +16,7 @@ use super::state::{
 use crate::domain::filter::Filter;
 use crate::domain::sanitize;
 use crate::domain::selection::Selection;
+use crate::worker::protocol::{Command, ReplayRequest};
 
 /// Why replay keys do nothing in read-only mode; shown in the footer and the banner.
 pub const READ_ONLY_REASON: &str =
@@ -25,8 +25,8 @@ pub const READ_ONLY_REASON: &str =
 /// Rows a page key moves.
 const PAGE: usize = 10;
 
-pub fn update(state: &mut State, event: Event) -> Vec<Command> {
-    let commands = on_event(state, event);
+pub fn update(state: &mut State, event: impl Into<Event>) -> Vec<Command> {
+    let commands = on_event(state, event.into());
     // After any event: the message under the cursor, or what its detail depends on, may have
     // changed (a key, a new page, the day turning). Renders only when it did.
     state.refresh_detail();
@@ -51,7 +51,20 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             Vec::new()
         }
         Event::Tick(now) => on_tick(state, now),
-        Event::QueuesLoaded {
+        Event::FilterSettle => {
+            if state.filter_pending {
+                state.refresh_view();
+                state.dirty = true;
+            }
+            Vec::new()
+        }
+        Event::Worker(report) => on_report(state, report),
+    }
+}
+
+fn on_report(state: &mut State, report: Report) -> Vec<Command> {
+    match report {
+        Report::QueuesLoaded {
             overview,
             discovery,
             ticket,
@@ -73,7 +86,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::DepthsRefreshed { depths, ticket } => {
+        Report::DepthsRefreshed { depths, ticket } => {
             if !current(state, ticket.generation) {
                 return Vec::new();
             }
@@ -102,7 +115,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty |= changed;
             Vec::new()
         }
-        Event::MessagesLoaded {
+        Report::MessagesLoaded {
             queue,
             messages,
             first_seen,
@@ -152,7 +165,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::ReadCost {
+        Report::ReadCost {
             queue,
             text,
             ticket,
@@ -173,7 +186,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::ReplayPreview(preview) => {
+        Report::ReplayPreview(preview) => {
             if !current(state, preview.ticket.generation) {
                 return Vec::new();
             }
@@ -186,14 +199,14 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             }
             Vec::new()
         }
-        Event::ReplayProgress(progress) => {
+        Report::ReplayProgress(progress) => {
             if let Overlay::Progress(run) = &mut state.overlay {
                 run.progress = progress;
                 state.dirty = true;
             }
             Vec::new()
         }
-        Event::ReplayFinished(outcome) => {
+        Report::ReplayFinished(outcome) => {
             if let Overlay::Progress(run) = &mut state.overlay {
                 run.progress = outcome.progress.clone();
                 run.outcome = Some(outcome);
@@ -201,19 +214,12 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             }
             Vec::new()
         }
-        Event::FilterSettle => {
-            if state.filter_pending {
-                state.refresh_view();
-                state.dirty = true;
-            }
-            Vec::new()
-        }
-        Event::Notice(message) => {
+        Report::Notice(message) => {
             state.notice = Some(message);
             state.dirty = true;
             Vec::new()
         }
-        Event::Error(failure) => {
+        Report::Error(failure) => {
             if failure.generation.is_some_and(|g| !current(state, g)) {
                 return Vec::new();
             }
@@ -224,7 +230,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::Connection(conn) => {
+        Report::Connection(conn) => {
             state.dirty |= state.connection != conn;
             state.connection = conn;
             Vec::new()

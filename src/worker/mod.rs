@@ -1,9 +1,10 @@
 //! The background worker behind the TUI. It owns the broker session (or a snapshot file), takes
-//! `Command`s from the UI over a bounded channel and answers with `Event`s; the UI never waits
+//! `Command`s from the UI over a bounded channel and answers with `Report`s; the UI never waits
 //! on the network, and neither does the worker's command loop: `plan` decides, and every connect,
 //! discovery, refresh, read, protect and replay runs in a task that reports back to the loop.
 
 mod plan;
+pub mod protocol;
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -21,11 +22,11 @@ use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::snapshot::SnapshotHeader;
 use crate::store::Store;
-use crate::tui::{
-    Command, ConnectionState, Event, Failure, Overview, ReplayOutcome, ReplayPreview,
-    ReplayProgress, Ticket,
-};
 use plan::{Action, Job, Plan, Retarget, Work};
+use protocol::{
+    Command, ConnectionState, Failure, Overview, ReplayOutcome, ReplayPreview, ReplayProgress,
+    Report, Ticket,
+};
 
 /// Where the messages come from.
 pub enum Source {
@@ -50,7 +51,7 @@ enum Done {
     },
     Finished {
         ticket: Ticket,
-        events: Vec<Event>,
+        events: Vec<Report>,
         then: Option<Work>,
     },
 }
@@ -59,7 +60,7 @@ enum Done {
 struct Shell {
     /// For a broker: where the next connect goes (`:ctx`/`:vhost` change it).
     overrides: Option<Overrides>,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<Report>,
     done: mpsc::Sender<Done>,
     connecting: Option<JoinHandle<()>>,
     replay: Option<(JoinHandle<()>, watch::Sender<bool>)>,
@@ -71,7 +72,7 @@ struct Shell {
 pub async fn run(
     source: Source,
     mut commands: mpsc::Receiver<Command>,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<Report>,
 ) {
     let (done, mut reports) = mpsc::channel(64);
     let (mut plan, overrides) = match source {
@@ -124,7 +125,7 @@ impl Shell {
         for action in actions {
             match action {
                 Action::Send(e) => {
-                    if let Event::Error(f) = &e {
+                    if let Report::Error(f) = &e {
                         tracing::warn!("{f}");
                     }
                     let _ = self.events.send(e).await;
@@ -213,13 +214,13 @@ async fn open(overrides: &Overrides) -> Result<Session, String> {
 }
 
 /// One request's work: its answers, and what to ask next.
-async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Event>, Option<Work>) {
+async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Report>, Option<Work>) {
     let fail = |e: &dyn std::fmt::Display| {
-        Event::Error(Failure::in_generation(e.to_string(), ticket.generation))
+        Report::Error(Failure::in_generation(e.to_string(), ticket.generation))
     };
     match (work, backend) {
         (Work::Discover, Backend::Snapshot(snapshots)) => (
-            vec![Event::QueuesLoaded {
+            vec![Report::QueuesLoaded {
                 overview: snapshot_overview(&snapshots),
                 discovery: snapshot_discovery(&snapshots),
                 ticket,
@@ -248,10 +249,10 @@ async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Event>, O
         (Work::Refresh, Backend::Broker(s)) => match s.mgmt.queues(s.vhost()).await {
             Ok(qs) => {
                 let depths = qs.into_iter().map(|q| (q.name, q.messages)).collect();
-                (vec![Event::DepthsRefreshed { depths, ticket }], None)
+                (vec![Report::DepthsRefreshed { depths, ticket }], None)
             }
             Err(e) => (
-                vec![Event::Connection(ConnectionState::Disconnected(
+                vec![Report::Connection(ConnectionState::Disconnected(
                     e.to_string(),
                 ))],
                 None,
@@ -270,7 +271,7 @@ async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Event>, O
         ),
         (Work::Protect { queue }, Backend::Broker(s)) => match s.protect(&queue, true).await {
             Ok(plan) => (
-                vec![Event::Notice(format!(
+                vec![Report::Notice(format!(
                     "protected {queue}: policy {} set; reading it no longer spends deliveries",
                     plan.policy.name
                 ))],
@@ -293,7 +294,7 @@ async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Event>, O
     }
 }
 
-async fn discover(s: &Session, ticket: Ticket) -> Event {
+async fn discover(s: &Session, ticket: Ticket) -> Report {
     match s.discover().await {
         Ok(discovery) => {
             let read_only = s.target.read_only || !may_write(s).await;
@@ -305,13 +306,13 @@ async fn discover(s: &Session, ticket: Ticket) -> Event {
                 vhost: s.vhost().to_string(),
                 read_only,
             };
-            Event::QueuesLoaded {
+            Report::QueuesLoaded {
                 overview,
                 discovery,
                 ticket,
             }
         }
-        Err(e) => Event::Error(Failure::in_generation(e.to_string(), ticket.generation)),
+        Err(e) => Report::Error(Failure::in_generation(e.to_string(), ticket.generation)),
     }
 }
 
@@ -321,7 +322,7 @@ async fn browse(
     limit: usize,
     consent: ReadConsent,
     ticket: Ticket,
-) -> Event {
+) -> Report {
     let s = match backend {
         Backend::Snapshot(snapshots) => {
             let messages: Vec<DeadLetter> = snapshots
@@ -332,7 +333,7 @@ async fn browse(
                 .cloned()
                 .collect();
             let n = messages.len();
-            return Event::MessagesLoaded {
+            return Report::MessagesLoaded {
                 queue,
                 messages,
                 first_seen: vec![None; n],
@@ -356,7 +357,7 @@ async fn browse(
             } else if let Some(note) = s.cost_note(&queue, &page).await {
                 stop = format!("{stop}; {note}");
             }
-            Event::MessagesLoaded {
+            Report::MessagesLoaded {
                 queue,
                 messages: session::into_messages(page),
                 first_seen,
@@ -374,14 +375,14 @@ async fn preview(
     selection: crate::domain::selection::Selection,
     keep_attempts: bool,
     ticket: Ticket,
-) -> Event {
+) -> Report {
     let spec = spec_for(s, queue.clone(), selection, None, keep_attempts);
     match s.preview(&spec, |keys| remember(s, &queue, keys)).await {
         Ok(p) => {
             let mut warnings: Vec<String> =
                 p.refusals.iter().map(|r| format!("refused: {r}")).collect();
             warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
-            Event::ReplayPreview(ReplayPreview {
+            Report::ReplayPreview(ReplayPreview {
                 queue,
                 count: p.selected,
                 targets: p
@@ -415,10 +416,10 @@ async fn preview(
 /// the UI as it happens (dropped when the UI is behind: the next one says more).
 async fn replay(
     s: Arc<Session>,
-    req: crate::tui::ReplayRequest,
+    req: protocol::ReplayRequest,
     cancel_rx: watch::Receiver<bool>,
-    events: mpsc::Sender<Event>,
-) -> Event {
+    events: mpsc::Sender<Report>,
+) -> Report {
     let finish = |error: String| plan::replay_failed(&req, &error);
     // The UI never sends a replay in read-only mode; the worker refuses anyway.
     if s.target.read_only {
@@ -449,7 +450,7 @@ async fn replay(
             total,
             ..Default::default()
         };
-        return Event::ReplayFinished(ReplayOutcome {
+        return Report::ReplayFinished(ReplayOutcome {
             progress,
             dry_run: true,
             cancelled: false,
@@ -486,7 +487,7 @@ async fn replay(
     }
     let result = s
         .replay(&spec, &preview, HashMap::new(), cancel_rx, |p| {
-            let _ = events.try_send(Event::ReplayProgress(ReplayProgress {
+            let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
                 total,
                 moved: p.moved,
                 returned: p.returned,
@@ -563,7 +564,7 @@ async fn replay(
             },
         );
     }
-    Event::ReplayFinished(outcome)
+    Report::ReplayFinished(outcome)
 }
 
 fn spec_for(
@@ -588,14 +589,14 @@ fn spec_for(
 }
 
 /// A failed read as the UI event that says what to do: a cost to confirm, or an error.
-fn read_failure(queue: String, e: SessionError, ticket: Ticket) -> Event {
+fn read_failure(queue: String, e: SessionError, ticket: Ticket) -> Report {
     match e {
-        SessionError::NeedsConsent { text, .. } => Event::ReadCost {
+        SessionError::NeedsConsent { text, .. } => Report::ReadCost {
             queue,
             text,
             ticket,
         },
-        other => Event::Error(Failure::in_generation(other.to_string(), ticket.generation)),
+        other => Report::Error(Failure::in_generation(other.to_string(), ticket.generation)),
     }
 }
 

@@ -24,10 +24,10 @@
 
 use std::collections::HashMap;
 
-use crate::domain::selection::Selection;
-use crate::tui::{
-    Command, ConnectionState, Event, Failure, ReplayOutcome, ReplayProgress, ReplayRequest, Ticket,
+use super::protocol::{
+    Command, ConnectionState, Failure, ReplayOutcome, ReplayProgress, ReplayRequest, Report, Ticket,
 };
+use crate::domain::selection::Selection;
 
 /// Something the worker must do.
 #[derive(Debug)]
@@ -40,7 +40,7 @@ pub enum Action<S> {
     /// Run `job` on `session`; report it with [`Plan::finished`].
     Start { job: Job, session: S },
     /// Tell the UI.
-    Send(Event),
+    Send(Report),
     /// Tell the running replay to stop.
     CancelReplay,
     /// Stop taking commands (a running replay is cancelled and settled first).
@@ -232,7 +232,7 @@ impl<S: Clone> Plan<S> {
         match result {
             Ok(session) => {
                 self.link = Link::Ready(session);
-                let mut out = vec![Action::Send(Event::Connection(ConnectionState::Connected))];
+                let mut out = vec![Action::Send(Report::Connection(ConnectionState::Connected))];
                 for job in waiting {
                     out.extend(self.schedule(job));
                 }
@@ -241,10 +241,10 @@ impl<S: Clone> Plan<S> {
             Err(why) => {
                 self.link = Link::Offline;
                 let mut out = vec![
-                    Action::Send(Event::Connection(ConnectionState::Disconnected(
+                    Action::Send(Report::Connection(ConnectionState::Disconnected(
                         why.clone(),
                     ))),
-                    Action::Send(Event::Error(Failure::in_generation(
+                    Action::Send(Report::Error(Failure::in_generation(
                         why.clone(),
                         self.generation,
                     ))),
@@ -266,7 +266,7 @@ impl<S: Clone> Plan<S> {
     pub fn finished(
         &mut self,
         ticket: Ticket,
-        events: Vec<Event>,
+        events: Vec<Report>,
         then: Option<Work>,
     ) -> Vec<Action<S>> {
         let Some(done) = self.running.remove(&ticket.request) else {
@@ -289,7 +289,7 @@ impl<S: Clone> Plan<S> {
             out.extend(
                 events
                     .into_iter()
-                    .filter(|e| fresh || !matches!(e, Event::Connection(_)))
+                    .filter(|e| fresh || !matches!(e, Report::Connection(_)))
                     .map(Action::Send),
             );
         }
@@ -317,7 +317,7 @@ impl<S: Clone> Plan<S> {
     }
 
     fn error(&self, text: &str) -> Vec<Action<S>> {
-        vec![Action::Send(Event::Error(Failure::in_generation(
+        vec![Action::Send(Report::Error(Failure::in_generation(
             text,
             self.generation,
         )))]
@@ -336,7 +336,7 @@ impl<S: Clone> Plan<S> {
                 self.counter += 1;
                 self.link = Link::Connecting(self.counter);
                 vec![
-                    Action::Send(Event::Connection(ConnectionState::Connecting)),
+                    Action::Send(Report::Connection(ConnectionState::Connecting)),
                     Action::Connect {
                         attempt: self.counter,
                     },
@@ -433,7 +433,7 @@ impl<S: Clone> Plan<S> {
             take_where(&mut self.waiting, request).or_else(|| take_where(&mut self.held, request));
         self.replay = None;
         match taken.map(|j| j.work) {
-            Some(Work::Replay(req)) => vec![Action::Send(Event::ReplayFinished(ReplayOutcome {
+            Some(Work::Replay(req)) => vec![Action::Send(Report::ReplayFinished(ReplayOutcome {
                 progress: ReplayProgress {
                     total: req.expected,
                     ..Default::default()
@@ -473,8 +473,8 @@ fn take_where(jobs: &mut Vec<Job>, request: u64) -> Option<Job> {
 }
 
 /// How a replay that could not start ends in the progress window.
-pub fn replay_failed(req: &ReplayRequest, why: &str) -> Event {
-    Event::ReplayFinished(ReplayOutcome {
+pub fn replay_failed(req: &ReplayRequest, why: &str) -> Report {
+    Report::ReplayFinished(ReplayOutcome {
         progress: ReplayProgress::default(),
         dry_run: req.dry_run,
         cancelled: false,
@@ -533,7 +533,7 @@ mod tests {
             .collect()
     }
 
-    fn sent<'a>(actions: &'a [Action<&str>]) -> Vec<&'a Event> {
+    fn sent<'a>(actions: &'a [Action<&str>]) -> Vec<&'a Report> {
         actions
             .iter()
             .filter_map(|a| match a {
@@ -543,8 +543,8 @@ mod tests {
             .collect()
     }
 
-    fn page(queue: &str, ticket: Ticket) -> Event {
-        Event::MessagesLoaded {
+    fn page(queue: &str, ticket: Ticket) -> Report {
+        Report::MessagesLoaded {
             queue: queue.into(),
             messages: Vec::new(),
             first_seen: Vec::new(),
@@ -572,7 +572,7 @@ mod tests {
         let a = p.command(Command::LoadQueues);
         assert!(matches!(
             sent(&a)[..],
-            [Event::Connection(ConnectionState::Connecting)]
+            [Report::Connection(ConnectionState::Connecting)]
         ));
         let n = attempt(&a).expect("a connect");
         assert!(started(&a).is_empty(), "nothing runs before the session");
@@ -582,7 +582,7 @@ mod tests {
         let c = p.connected(n, Ok("s1"));
         assert!(matches!(
             sent(&c)[..],
-            [Event::Connection(ConnectionState::Connected)]
+            [Report::Connection(ConnectionState::Connected)]
         ));
         let s = started(&c);
         assert_eq!(s.len(), 2, "both waiting requests start: {c:?}");
@@ -601,7 +601,7 @@ mod tests {
         assert!(
             matches!(
                 sent(&c)[..],
-                [Event::ReplayFinished(ReplayOutcome {
+                [Report::ReplayFinished(ReplayOutcome {
                     cancelled: true,
                     error: None,
                     progress: ReplayProgress {
@@ -633,7 +633,7 @@ mod tests {
         ));
         let again = p.command(replay("q"));
         assert!(
-            matches!(sent(&again)[..], [Event::Error(f)] if f.text.contains("already running")),
+            matches!(sent(&again)[..], [Report::Error(f)] if f.text.contains("already running")),
             "{again:?}"
         );
     }
@@ -646,11 +646,11 @@ mod tests {
         let a = p.connected(n, Err("connection refused".into()));
         let events = sent(&a);
         assert!(
-            matches!(events[0], Event::Connection(ConnectionState::Disconnected(w)) if w == "connection refused")
+            matches!(events[0], Report::Connection(ConnectionState::Disconnected(w)) if w == "connection refused")
         );
-        assert!(matches!(events[1], Event::Error(f) if f.text == "connection refused"));
+        assert!(matches!(events[1], Report::Error(f) if f.text == "connection refused"));
         assert!(
-            matches!(events[2], Event::ReplayFinished(o) if o.error.as_deref() == Some("connection refused")),
+            matches!(events[2], Report::ReplayFinished(o) if o.error.as_deref() == Some("connection refused")),
             "the progress window gets its end: {a:?}"
         );
         assert!(started(&a).is_empty());
@@ -701,7 +701,7 @@ mod tests {
         let b = started(&p.command(browse("q")));
         assert!(started(&p.command(replay("q"))).is_empty(), "held");
         let c = p.command(Command::CancelReplay);
-        assert!(matches!(sent(&c)[..], [Event::ReplayFinished(o)] if o.cancelled));
+        assert!(matches!(sent(&c)[..], [Report::ReplayFinished(o)] if o.cancelled));
         let a = p.finished(b[0].0, Vec::new(), None);
         assert!(started(&a).is_empty(), "the cancelled replay never starts");
     }
@@ -712,7 +712,7 @@ mod tests {
         let d = started(&p.command(Command::LoadQueues));
         assert_eq!(d.len(), 1);
         assert!(started(&p.command(Command::LoadQueues)).is_empty());
-        let a = p.finished(d[0].0, vec![Event::Notice("first".into())], None);
+        let a = p.finished(d[0].0, vec![Report::Notice("first".into())], None);
         assert_eq!(sent(&a).len(), 1, "the first discovery still answers");
         assert!(matches!(started(&a)[..], [(_, Work::Discover, _)]));
 
@@ -729,7 +729,7 @@ mod tests {
         let s = started(&p.command(Command::Protect("q".into())));
         let a = p.finished(
             s[0].0,
-            vec![Event::Notice("protected".into())],
+            vec![Report::Notice("protected".into())],
             Some(Work::Discover),
         );
         assert_eq!(sent(&a).len(), 1);
@@ -749,10 +749,10 @@ mod tests {
         let n = attempt(&a).expect("a new session");
         // The old read ends: its answer goes out tagged with generation 0 (the UI drops it);
         // connection news of the old session is dropped here; what was held for it is gone.
-        let gone = Event::Connection(ConnectionState::Disconnected("old".into()));
+        let gone = Report::Connection(ConnectionState::Disconnected("old".into()));
         let e = p.finished(old[0].0, vec![page("q", old[0].0), gone], None);
         assert!(
-            matches!(sent(&e)[..], [Event::MessagesLoaded { ticket, .. }] if ticket.generation == 0),
+            matches!(sent(&e)[..], [Report::MessagesLoaded { ticket, .. }] if ticket.generation == 0),
             "{e:?}"
         );
         assert!(started(&e).is_empty(), "nothing held survives the switch");
@@ -772,7 +772,7 @@ mod tests {
             generation: 1,
         });
         assert!(
-            matches!(sent(&a)[..], [Event::Error(f)] if f.generation == Some(1) && f.text.contains("replay is running"))
+            matches!(sent(&a)[..], [Report::Error(f)] if f.generation == Some(1) && f.text.contains("replay is running"))
         );
         assert!(attempt(&a).is_none(), "the session stays");
         assert_eq!(started(&p.command(browse("x")))[0].0.generation, 1);
@@ -782,7 +782,7 @@ mod tests {
             name: "/b".into(),
             generation: 1,
         });
-        assert!(matches!(sent(&a)[..], [Event::Error(f)] if f.text.contains("snapshot")));
+        assert!(matches!(sent(&a)[..], [Report::Error(f)] if f.text.contains("snapshot")));
         assert_eq!(started(&s.command(browse("x")))[0].0.generation, 1);
     }
 
@@ -795,11 +795,11 @@ mod tests {
         assert!(p.command(Command::RefreshDepths).is_empty());
         for cmd in [preview("q"), Command::Protect("q".into())] {
             let a = p.command(cmd);
-            assert!(matches!(sent(&a)[..], [Event::Error(f)] if f.text.contains("snapshot")));
+            assert!(matches!(sent(&a)[..], [Report::Error(f)] if f.text.contains("snapshot")));
         }
         let a = p.command(replay("q"));
         assert!(
-            matches!(sent(&a)[..], [Event::ReplayFinished(o)] if o.error.as_deref().is_some_and(|e| e.contains("snapshot")))
+            matches!(sent(&a)[..], [Report::ReplayFinished(o)] if o.error.as_deref().is_some_and(|e| e.contains("snapshot")))
         );
     }
 }
