@@ -347,3 +347,75 @@ fn no_color_selection_is_reversed_and_nothing_is_coloured() {
         "cursor row reversed without colour"
     );
 }
+
+/// The dry run answers with what `warren replay --dry-run` prints, per target, from the same
+/// `Preview::describe` (not a gauge stuck at "would move 0").
+#[test]
+fn dry_run_result() {
+    use warren::broker::session::{Preview, ReadConsent, ReplaySpec, TargetPreview};
+    use warren::domain::selection::Selection;
+    use warren::tui::event::ReplayOutcome;
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview(412, &["orders.process"]));
+    update(&mut st, ch('d'));
+    update(&mut st, key(KeyCode::Enter));
+    snap("dry_run_working", &st);
+    let mut p = Preview {
+        queue: "orders.dlq".into(),
+        selected: 412,
+        matched: 412,
+        examined: 412,
+        depth: Some(412),
+        ..Default::default()
+    };
+    for (label, queue, n) in [
+        ("orders.process", "orders.process", 410),
+        ("orders.audit", "orders.audit", 2),
+    ] {
+        p.targets.insert(
+            label.into(),
+            TargetPreview {
+                exchange: String::new(),
+                routing_key: queue.into(),
+                count: n,
+                reaches: vec![queue.into()],
+                exact: true,
+                ..Default::default()
+            },
+        );
+    }
+    p.removed.insert("x-death".into());
+    p.added.insert("warren-replayed-from".into());
+    let spec = ReplaySpec {
+        queue: "orders.dlq".into(),
+        selection: Selection::All,
+        limit: None,
+        rate: None,
+        to: None,
+        allow_fan_out: false,
+        keep_attempts: false,
+        window: 500,
+        consent: ReadConsent::Reuse,
+    };
+    let summary = p.describe(&spec, true);
+    assert!(summary[0].starts_with("Would replay 412 message(s) from orders.dlq"));
+    update(
+        &mut st,
+        Report::ReplayFinished(ReplayOutcome {
+            progress: ReplayProgress {
+                total: 412,
+                ..Default::default()
+            },
+            dry_run: true,
+            summary,
+            ..Default::default()
+        }),
+    );
+    snap("dry_run_result", &st);
+    let buf = render(&st, 80, 24);
+    assert!(find(&buf, "would move").is_empty(), "no progress counters");
+    assert!(find(&buf, "remaining").is_empty());
+    assert_eq!(find(&buf, "Would replay 412 message(s)").len(), 1);
+    assert_eq!(find(&buf, "→ orders.audit").len(), 1, "per target");
+}

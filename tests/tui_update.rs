@@ -13,7 +13,7 @@ use warren::tui::event::{
     Event, Failure, ReplayOutcome, ReplayPreview, ReplayProgress, Report, Ticket,
 };
 use warren::tui::keys::{self, BINDINGS, Key};
-use warren::tui::state::{Focus, ListMode, Overlay};
+use warren::tui::state::{Focus, ListMode, ModalField, Overlay};
 use warren::tui::update::run_command_line;
 use warren::tui::{Command, Theme, update};
 
@@ -384,7 +384,7 @@ fn modal_accept_needs_the_plan_then_emits_one_replay() {
     );
     update(&mut st, preview("orders.dlq", 2));
     update(&mut st, ch('+'));
-    update(&mut st, ch('k'));
+    update(&mut st, ch('t'));
     // Keeping attempts changes the plan: the worker answers with the plan for that setting.
     let mut kept = preview("orders.dlq", 2);
     if let Report::ReplayPreview(p) = &mut kept {
@@ -451,10 +451,15 @@ fn dry_run_needs_no_typed_count_and_rate_can_be_typed() {
     type_text(&mut st, "0");
     assert!(
         update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "Enter in the rate field only leaves it"
+    );
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
         "a rate of 0 cannot be accepted"
     );
-    update(&mut st, key(KeyCode::Backspace));
+    update(&mut st, key(KeyCode::Tab));
     type_text(&mut st, "250");
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
         matches!(cmds.as_slice(), [Command::Replay(r)] if r.dry_run && r.rate == 250),
@@ -679,7 +684,7 @@ fn keep_attempts_asks_for_the_plan_again_and_ignores_the_stale_one() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('r'));
     update(&mut st, preview("orders.dlq", 3));
-    let cmds = update(&mut st, ch('k'));
+    let cmds = update(&mut st, ch('t'));
     assert!(
         matches!(
             &cmds[..],
@@ -1032,4 +1037,119 @@ fn the_replay_modal_starts_at_the_configured_rate() {
         [Command::Replay(r)] => assert_eq!(r.rate, 500, "one step up from the configured 200"),
         other => panic!("{other:?}"),
     }
+}
+
+/// What the screen shows for Enter in the replay modal: the modal's line and the footer.
+fn enter_hints(st: &warren::tui::State) -> (bool, bool, String) {
+    let mut term = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    term.draw(|f| warren::tui::view(st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let rows: Vec<String> = (0..buf.area.height)
+        .map(|y| {
+            (0..buf.area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect()
+        })
+        .collect();
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("the modal is open")
+    };
+    let word = m.enter_does().to_string();
+    let footer = rows.last().unwrap().contains(&format!("Enter {word} "));
+    let modal = rows[..rows.len() - 1]
+        .iter()
+        .any(|r| r.contains(&format!("Enter  {word}")));
+    (footer, modal, word)
+}
+
+#[test]
+fn the_modal_and_the_footer_say_the_same_for_enter_and_enter_in_the_rate_field_leaves_it() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 3));
+    assert_eq!(enter_hints(&st), (true, true, "replay".into()));
+    update(&mut st, ch('d'));
+    assert_eq!(enter_hints(&st), (true, true, "dry run".into()));
+    update(&mut st, key(KeyCode::Tab));
+    assert_eq!(enter_hints(&st), (true, true, "set rate".into()));
+    type_text(&mut st, "20");
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "Enter after a typed rate starts nothing"
+    );
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("still in the modal")
+    };
+    assert_eq!((m.field, m.rate), (ModalField::Count, 20));
+    assert_eq!(enter_hints(&st), (true, true, "dry run".into()));
+    // Leaving the field with nothing typed keeps the rate it had.
+    update(&mut st, key(KeyCode::Tab));
+    update(&mut st, key(KeyCode::Enter));
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("still in the modal")
+    };
+    assert_eq!(
+        (m.field, m.rate, m.rate_text.as_str()),
+        (ModalField::Count, 20, "20")
+    );
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.dry_run && r.rate == 20),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn k_is_not_keep_attempts_in_the_modal_t_is() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 3));
+    assert!(update(&mut st, ch('k')).is_empty(), "k asks for nothing");
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("still in the modal")
+    };
+    assert!(!m.keep_attempts);
+    let cmds = update(&mut st, ch('t'));
+    assert!(
+        matches!(
+            &cmds[..],
+            [Command::PreviewReplay {
+                keep_attempts: true,
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    // `k` means up wherever it is bound at all.
+    for b in BINDINGS.iter().filter(|b| b.keys.contains(&Key::Char('k'))) {
+        assert_eq!(b.action, keys::Action::Up, "{}", b.help);
+    }
+}
+
+#[test]
+fn a_finished_dry_run_closes_without_reading_the_queue_again() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 3));
+    update(&mut st, ch('d'));
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(matches!(&cmds[..], [Command::Replay(r)] if r.dry_run));
+    update(
+        &mut st,
+        Report::ReplayFinished(ReplayOutcome {
+            dry_run: true,
+            summary: vec!["Would replay 3 message(s) from orders.dlq".into()],
+            ..Default::default()
+        }),
+    );
+    let Overlay::Progress(run) = &st.overlay else {
+        panic!("the result stays up until closed")
+    };
+    assert_eq!(
+        run.outcome.as_ref().map(|o| o.summary.len()),
+        Some(1),
+        "the CLI's words are kept for the view"
+    );
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
+    assert!(matches!(st.overlay, Overlay::None));
 }

@@ -163,6 +163,16 @@ impl ReplayModal {
         !self.dry_run && self.count().is_some_and(|c| c > TYPED_CONFIRM_ABOVE)
     }
 
+    /// What Enter does now, in the one word the modal and the footer both show: in the rate
+    /// field it only leaves the field, so a typed rate never starts the run.
+    pub fn enter_does(&self) -> &'static str {
+        match (self.field, self.dry_run) {
+            (ModalField::Rate, _) => "set rate",
+            (ModalField::Count, true) => "dry run",
+            (ModalField::Count, false) => "replay",
+        }
+    }
+
     /// Why Enter does nothing yet, if it does nothing.
     pub fn blocked(&self) -> Option<String> {
         let Some(count) = self.count() else {

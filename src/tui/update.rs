@@ -755,6 +755,13 @@ fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 modal.rate_text = modal.rate.to_string();
             }
         }
+        // Enter after typing a rate sets it and leaves the field; it never starts the run.
+        Some(Action::Accept) if modal.field == ModalField::Rate => {
+            modal.field = ModalField::Count;
+            if modal.rate_text.is_empty() {
+                modal.rate_text = modal.rate.to_string();
+            }
+        }
         Some(Action::Accept) => {
             // Read-only cannot open the modal; checked again so no path publishes.
             if read_only {

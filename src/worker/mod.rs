@@ -455,6 +455,7 @@ async fn replay(
             dry_run: true,
             cancelled: false,
             error: None,
+            summary: preview.describe(&spec, true),
         });
     }
     // The same check as `warren replay`, on the same targets.
@@ -526,6 +527,7 @@ async fn replay(
                     format!("{}; {}", sum.outcome(), problems.join("; "))
                 }
             }),
+            summary: Vec::new(),
         },
         Err(e) => ReplayOutcome {
             progress: ReplayProgress {
@@ -535,6 +537,7 @@ async fn replay(
             dry_run: false,
             cancelled: false,
             error: Some(e.to_string()),
+            summary: Vec::new(),
         },
     };
     if let (Some(st), Some(id)) = (&store, audit_id) {

@@ -441,6 +441,7 @@ impl<S: Clone> Plan<S> {
                 dry_run: req.dry_run,
                 cancelled: true,
                 error: None,
+                summary: Vec::new(),
             }))],
             _ => Vec::new(),
         }
@@ -479,6 +480,7 @@ pub fn replay_failed(req: &ReplayRequest, why: &str) -> Report {
         dry_run: req.dry_run,
         cancelled: false,
         error: Some(why.to_string()),
+        summary: Vec::new(),
     })
 }
 

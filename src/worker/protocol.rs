@@ -240,4 +240,7 @@ pub struct ReplayOutcome {
     pub cancelled: bool,
     /// Why it stopped early, when it did.
     pub error: Option<String>,
+    /// A dry run's answer: what the replay would do, in the words of `warren replay --dry-run`
+    /// (`broker::session::Preview::describe`).
+    pub summary: Vec<String>,
 }
