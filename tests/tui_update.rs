@@ -343,10 +343,13 @@ fn read_only_never_emits_a_replay_command() {
 }
 
 #[test]
-fn a_read_only_context_makes_the_session_read_only() {
+fn read_only_belongs_to_the_place_shown_with_its_own_reason() {
     let mut st = warren::tui::State::new(now(), false, Theme::color());
     let mut ov = overview();
     ov.read_only = true;
+    ov.read_only_reason =
+        "replay is disabled: context 'prod-eu' is opened read-only (--read-only or its read_only = true)"
+            .into();
     update(
         &mut st,
         Report::QueuesLoaded {
@@ -356,7 +359,49 @@ fn a_read_only_context_makes_the_session_read_only() {
         },
     );
     assert!(st.read_only);
-    // And a later context without the setting does not turn it off.
+    assert!(st.read_only_reason.contains("context 'prod-eu'"));
+    // `:ctx staging`, a writable context: read-only does not stick.
+    run_command_line(&mut st, "ctx staging");
+    assert!(st.read_only, "still on prod-eu until the switch succeeded");
+    let mut staging = overview();
+    staging.context = "staging".into();
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: staging,
+            discovery: discovery(),
+            ticket: ticket(1, 0),
+        },
+    );
+    assert!(!st.read_only && st.read_only_reason.is_empty());
+    // No write permission in a vhost: read-only there, and the reason says so.
+    run_command_line(&mut st, "vhost /audit");
+    let mut audit = overview();
+    audit.read_only = true;
+    audit.read_only_reason =
+        "replay is disabled: user 'ops' has no write permission in vhost '/audit'".into();
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: audit,
+            discovery: discovery(),
+            ticket: ticket(2, 0),
+        },
+    );
+    st.focus = Focus::Messages;
+    update(&mut st, page("orders.dlq", orders_messages(), ticket(2, 1)));
+    update(&mut st, ch('r'));
+    assert!(
+        st.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("no write permission"),
+        "{:?}",
+        st.error
+    );
+
+    // --read-only holds wherever Warren goes.
+    let mut st = warren::tui::State::new(now(), true, Theme::color());
     update(
         &mut st,
         Report::QueuesLoaded {
@@ -365,7 +410,7 @@ fn a_read_only_context_makes_the_session_read_only() {
             ticket: Ticket::default(),
         },
     );
-    assert!(st.read_only);
+    assert!(st.read_only && st.read_only_reason.contains("--read-only"));
 }
 
 #[test]
@@ -582,9 +627,10 @@ fn command_line() {
         "{cmds:?}"
     );
     assert!(
-        st.browse.is_none() && !st.queues_loaded,
-        "the old broker's data is gone"
+        st.browse.is_some() && st.queues_loaded,
+        "nothing changes until the worker reached the new place"
     );
+    assert_eq!(st.switching.as_ref().map(|s| s.generation), Some(1));
 
     update(&mut st, ch(':'));
     type_text(&mut st, "vhost /billing");
@@ -853,7 +899,7 @@ fn ticket(generation: u64, request: u64) -> Ticket {
 }
 
 #[test]
-fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
+fn answers_of_the_old_place_are_shown_until_the_switch_succeeds_and_ignored_after() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     // A reload of the queue and its list, asked under the first session, still on their way.
     update(&mut st, ctrl('r'));
@@ -865,46 +911,19 @@ fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
         ),
         "{cmds:?}"
     );
-    st.take_dirty();
+    // While the worker tries /billing, the old place is what the screen shows: its answers count.
     let old = ticket(0, 7);
-    update(&mut st, page("orders.dlq", orders_messages(), old));
-    assert!(
-        st.browse.is_none(),
-        "the late page of the old vhost is not shown"
-    );
     update(
         &mut st,
-        Report::QueuesLoaded {
-            overview: overview(),
-            discovery: discovery(),
-            ticket: old,
-        },
+        page("orders.dlq", vec![masstransit(), broker_ladder(1)], old),
     );
-    assert!(!st.queues_loaded && st.queue_rows().is_empty());
-    update(
-        &mut st,
-        Report::DepthsRefreshed {
-            depths: vec![("orders.dlq".into(), Some(1))],
-            ticket: old,
-        },
+    assert_eq!(
+        st.visible_rows().len(),
+        2,
+        "the old place's answer is shown"
     );
-    update(
-        &mut st,
-        Report::ReadCost {
-            queue: "invoices.dlq".into(),
-            text: "costs".into(),
-            ticket: old,
-        },
-    );
-    assert!(st.pending_reread.is_none() && st.notice.is_none());
-    update(
-        &mut st,
-        Report::Error(Failure::in_generation("browsing orders.dlq failed", 0)),
-    );
-    assert!(st.error.is_none(), "nor an error of the old session");
-    assert!(!st.take_dirty(), "nothing to redraw");
 
-    // The new session's answers are shown.
+    // The new place listed its queues: everything on screen is its own from here.
     let new = ticket(1, 9);
     update(
         &mut st,
@@ -914,7 +933,40 @@ fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
             ticket: new,
         },
     );
-    assert!(st.queues_loaded);
+    assert!(st.queues_loaded && st.browse.is_none() && st.switching.is_none());
+    assert_eq!(st.generation, 1);
+    st.take_dirty();
+    // Answers of the old place landing late are dropped.
+    let late = ticket(0, 8);
+    update(&mut st, page("orders.dlq", orders_messages(), late));
+    assert!(
+        st.browse.is_none(),
+        "the late page of the old vhost is not shown"
+    );
+    update(
+        &mut st,
+        Report::DepthsRefreshed {
+            depths: vec![("orders.dlq".into(), Some(1))],
+            ticket: late,
+        },
+    );
+    update(
+        &mut st,
+        Report::ReadCost {
+            queue: "invoices.dlq".into(),
+            text: "costs".into(),
+            ticket: late,
+        },
+    );
+    assert!(st.pending_reread.is_none());
+    update(
+        &mut st,
+        Report::Error(Failure::in_generation("browsing orders.dlq failed", 0)),
+    );
+    assert!(st.error.is_none(), "nor an error of the old session");
+    assert!(!st.take_dirty(), "nothing to redraw");
+
+    // The new session's answers are shown.
     update(
         &mut st,
         page("orders.dlq", orders_messages(), ticket(1, 10)),
@@ -1152,4 +1204,148 @@ fn a_finished_dry_run_closes_without_reading_the_queue_again() {
     );
     assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
     assert!(matches!(st.overlay, Overlay::None));
+}
+
+/// The status bar's text.
+fn header(st: &warren::tui::State) -> String {
+    let mut term = Terminal::new(TestBackend::new(160, 10)).unwrap();
+    term.draw(|f| warren::tui::view(st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    (0..buf.area.width).map(|x| buf[(x, 0)].symbol()).collect()
+}
+
+#[test]
+fn a_failed_switch_changes_nothing_but_a_message() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch(' '));
+    let selected = st.selected.clone();
+    let cmds = run_command_line(&mut st, "vhost nope");
+    let [Command::SwitchVhost { generation, .. }] = cmds[..] else {
+        panic!("{cmds:?}")
+    };
+    // Until the worker answers: the old place, and a note that a switch is under way.
+    let h = header(&st);
+    assert!(h.contains("connected") && h.contains("ops@/orders"), "{h}");
+    assert!(h.contains("switching to vhost nope…"), "{h}");
+    assert!(
+        update(&mut st, ch('r')).is_empty(),
+        "no replay planned on a place being left"
+    );
+    assert!(st.notice.as_deref().unwrap_or("").contains("switching"));
+    update(
+        &mut st,
+        Report::SwitchFailed {
+            generation,
+            text: "no AMQP for vhost 'nope': access refused".into(),
+        },
+    );
+    let e = st.error.clone().unwrap_or_default();
+    assert!(
+        e.contains("could not switch to vhost nope")
+            && e.contains("access refused")
+            && e.contains("still on context prod-eu, vhost /orders"),
+        "{e}"
+    );
+    assert!(st.switching.is_none());
+    assert_eq!(st.generation, 0, "the old session goes on");
+    assert!(st.queues_loaded && st.browse.as_ref().is_some_and(|b| b.rows.len() == 6));
+    assert_eq!(st.selected, selected, "the selection is kept");
+    let h = header(&st);
+    assert!(h.contains("● connected") && h.contains("ops@/orders") && !h.contains("switching"));
+    // And the old session's answers still count.
+    update(
+        &mut st,
+        Report::DepthsRefreshed {
+            depths: vec![("orders.dlq".into(), Some(411))],
+            ticket: ticket(0, 20),
+        },
+    );
+    assert_eq!(st.dlq("orders.dlq").and_then(|d| d.depth), Some(411));
+    // The next switch uses a generation of its own, not the failed one's.
+    let cmds = run_command_line(&mut st, "ctx staging");
+    assert!(
+        matches!(&cmds[..], [Command::SwitchContext { generation: g, .. }] if *g > generation),
+        "{cmds:?}"
+    );
+    // A late listing tagged with the failed switch's generation is not taken for it.
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: overview(),
+            discovery: Default::default(),
+            ticket: ticket(generation, 0),
+        },
+    );
+    assert!(st.browse.is_some() && st.generation == 0);
+}
+
+#[test]
+fn a_refused_switch_in_snapshot_mode_keeps_the_list() {
+    let mut st = browsed(true, "orders.dlq", orders_messages());
+    let cmds = run_command_line(&mut st, "ctx prod");
+    let [Command::SwitchContext { generation, .. }] = cmds[..] else {
+        panic!("{cmds:?}")
+    };
+    update(
+        &mut st,
+        Report::SwitchFailed {
+            generation,
+            text: "a snapshot has no other contexts or vhosts".into(),
+        },
+    );
+    assert!(st.error.as_deref().unwrap_or("").contains("snapshot"));
+    assert!(st.queues_loaded && st.browse.is_some(), "nothing wiped");
+}
+
+#[test]
+fn of_two_switches_only_the_later_one_counts() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    let first = run_command_line(&mut st, "vhost /a");
+    let second = run_command_line(&mut st, "vhost /b");
+    let (
+        [Command::SwitchVhost { generation: g1, .. }],
+        [Command::SwitchVhost { generation: g2, .. }],
+    ) = (&first[..], &second[..])
+    else {
+        panic!("{first:?} {second:?}")
+    };
+    update(
+        &mut st,
+        Report::SwitchFailed {
+            generation: *g1,
+            text: "replaced".into(),
+        },
+    );
+    assert!(st.error.is_none(), "the replaced switch is not news");
+    assert!(st.switching.is_some());
+    let mut b = overview();
+    b.vhost = "/b".into();
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: b,
+            discovery: discovery(),
+            ticket: ticket(*g2, 0),
+        },
+    );
+    assert_eq!(st.generation, *g2);
+    assert!(header(&st).contains("ops@/b"));
+    assert_eq!(st.notice.as_deref(), Some("switched to vhost /b"));
+}
+
+#[test]
+fn a_switch_is_refused_while_a_replay_runs() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 1));
+    update(&mut st, key(KeyCode::Enter));
+    assert!(st.replay_running());
+    assert!(run_command_line(&mut st, "ctx staging").is_empty());
+    assert!(
+        st.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("replay is running")
+    );
+    assert!(st.switching.is_none());
 }

@@ -29,6 +29,8 @@ pub const RATE_STEPS: &[u32] = &[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
 pub const DEFAULT_RATE: u32 = 50;
 /// Messages read per queue when `browse.page_size` is not configured.
 pub const DEFAULT_BROWSE_LIMIT: usize = crate::broker::config::DEFAULT_PAGE_SIZE;
+/// Why replay is off when Warren was started read-only, before the worker said more.
+pub const FLAG_READ_ONLY_REASON: &str = "replay is disabled: Warren runs read-only (--read-only)";
 /// Depths older than this are marked stale in the status bar.
 pub const STALE_AFTER_SECS: i64 = 30;
 
@@ -201,6 +203,15 @@ pub struct ReplayRun {
     pub outcome: Option<ReplayOutcome>,
 }
 
+/// A `:ctx` or `:vhost` the worker is trying: until it answers, the screen shows the old place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Switching {
+    /// The generation the new place's answers will carry.
+    pub generation: u64,
+    /// Where to, in words: "context staging", "vhost /billing".
+    pub to: String,
+}
+
 #[derive(Clone, Debug)]
 pub enum Overlay {
     None,
@@ -213,13 +224,22 @@ pub enum Overlay {
 pub struct State {
     /// The clock as of the last event: ages are computed from it, never from the system clock.
     pub now: Timestamp,
-    /// No replay in this session. Set at start (flag or context) and never cleared.
+    /// No replay in the place shown: the command line's `--read-only`, or what the worker says
+    /// of this place (`Overview::read_only`). Decided again for each place, never carried over.
     pub read_only: bool,
+    /// Why replay is off, in words (shown in the banner when a replay key is pressed).
+    pub read_only_reason: String,
+    /// `--read-only` (or a snapshot): read-only wherever Warren goes.
+    pub read_only_flag: bool,
     pub theme: Theme,
     pub overview: Overview,
     /// The session generation shown: bumped by `:ctx` and `:vhost`; answers from an older one
     /// are dropped (see `event::Ticket`).
     pub generation: u64,
+    /// The highest generation handed out (a failed switch's is not used again).
+    pub(crate) last_generation: u64,
+    /// A switch under way (see [`Switching`]).
+    pub switching: Option<Switching>,
     pub connection: ConnectionState,
     pub discovery: Discovery,
     pub queues_loaded: bool,
@@ -274,9 +294,17 @@ impl State {
         State {
             now,
             read_only,
+            read_only_reason: if read_only {
+                FLAG_READ_ONLY_REASON.into()
+            } else {
+                String::new()
+            },
+            read_only_flag: read_only,
             theme,
             overview: Overview::default(),
             generation: 0,
+            last_generation: 0,
+            switching: None,
             connection: ConnectionState::Connecting,
             discovery: Discovery::default(),
             queues_loaded: false,

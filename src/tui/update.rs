@@ -11,16 +11,12 @@ use super::event::{ConnectionState, Event, Report};
 use super::keys::{self, Action, Scope};
 use super::state::{
     Browse, FilterInput, Focus, ListMode, ModalField, Overlay, RATE_STEPS, ReplayModal, ReplayRun,
-    Row, STALE_AFTER_SECS, State,
+    Row, STALE_AFTER_SECS, State, Switching,
 };
 use crate::domain::filter::Filter;
 use crate::domain::sanitize;
 use crate::domain::selection::Selection;
 use crate::worker::protocol::{Command, ReplayRequest};
-
-/// Why replay keys do nothing in read-only mode; shown in the footer and the banner.
-pub const READ_ONLY_REASON: &str =
-    "replay is disabled: Warren runs read-only (--read-only or the context's read_only)";
 
 /// Rows a page key moves.
 const PAGE: usize = 10;
@@ -69,11 +65,29 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             discovery,
             ticket,
         } => {
-            if !current(state, ticket.generation) {
+            // The first listing of the place a switch went to: the switch is done, and
+            // everything shown from here on belongs to the new place.
+            let switched = state
+                .switching
+                .as_ref()
+                .is_some_and(|s| s.generation == ticket.generation);
+            if switched {
+                let to = state.switching.take().map(|s| s.to).unwrap_or_default();
+                enter_new_place(state, ticket.generation);
+                state.notice = Some(format!("switched to {to}"));
+            } else if !current(state, ticket.generation) {
                 return Vec::new();
             }
-            // A context configured read-only makes the session read-only; nothing turns it off.
-            state.read_only |= overview.read_only;
+            // Read-only is this place's: the flag, or what the worker found here.
+            state.read_only = state.read_only_flag || overview.read_only;
+            state.read_only_reason = if overview.read_only && !overview.read_only_reason.is_empty()
+            {
+                sanitize::one_line(&overview.read_only_reason, 300)
+            } else if state.read_only {
+                super::state::FLAG_READ_ONLY_REASON.into()
+            } else {
+                String::new()
+            };
             state.overview = overview;
             state.discovery = discovery;
             state.content_serial += 1;
@@ -212,6 +226,24 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
                 run.outcome = Some(outcome);
                 state.dirty = true;
             }
+            Vec::new()
+        }
+        Report::SwitchFailed { generation, text } => {
+            // Only the switch under way: an older one was replaced and is not news.
+            if state
+                .switching
+                .as_ref()
+                .is_none_or(|s| s.generation != generation)
+            {
+                return Vec::new();
+            }
+            let to = state.switching.take().map(|s| s.to).unwrap_or_default();
+            state.error = Some(format!(
+                "could not switch to {to}: {}; still on {}",
+                sanitize::one_line(&text, 400),
+                place(state)
+            ));
+            state.dirty = true;
             Vec::new()
         }
         Report::Notice(message) => {
@@ -586,7 +618,7 @@ fn select_range(state: &mut State) {
 fn protect(state: &mut State) -> Vec<Command> {
     let pending = state.pending_protect.take();
     if state.read_only {
-        state.error = Some(READ_ONLY_REASON.into());
+        state.error = Some(state.read_only_reason.clone());
         return Vec::new();
     }
     let Some(name) = state.queue_name_at_cursor() else {
@@ -619,7 +651,12 @@ fn protect(state: &mut State) -> Vec<Command> {
 
 fn start_replay(state: &mut State) -> Vec<Command> {
     if state.read_only {
-        state.error = Some(READ_ONLY_REASON.into());
+        state.error = Some(state.read_only_reason.clone());
+        return Vec::new();
+    }
+    // The plan would be for the place the screen is about to leave.
+    if let Some(sw) = &state.switching {
+        state.notice = Some(format!("switching to {}…: replay once it is done", sw.to));
         return Vec::new();
     }
     let Some(b) = &state.browse else {
@@ -766,7 +803,7 @@ fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             // Read-only cannot open the modal; checked again so no path publishes.
             if read_only {
                 state.overlay = Overlay::None;
-                state.error = Some(READ_ONLY_REASON.into());
+                state.error = Some(state.read_only_reason.clone());
                 return Vec::new();
             }
             if modal.blocked().is_some() {
@@ -942,19 +979,38 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
     match (verb, arg.is_empty()) {
         ("", _) => Vec::new(),
         ("q" | "q!" | "quit" | "qa", _) => force_quit(state),
-        ("ctx" | "context", false) => {
-            reset_for_switch(state);
-            vec![Command::SwitchContext {
-                name: arg,
-                generation: state.generation,
-            }]
-        }
-        ("vhost" | "vh", false) => {
-            reset_for_switch(state);
-            vec![Command::SwitchVhost {
-                name: arg,
-                generation: state.generation,
-            }]
+        ("ctx" | "context" | "vhost" | "vh", false) => {
+            if state.replay_running() {
+                state.error = Some(
+                    "a replay is running: wait for it or cancel it (Esc) before switching".into(),
+                );
+                return Vec::new();
+            }
+            // Nothing changes on screen until the worker reached the new place and listed it.
+            let generation = state.last_generation.max(state.generation) + 1;
+            state.last_generation = generation;
+            let context = matches!(verb, "ctx" | "context");
+            state.switching = Some(Switching {
+                generation,
+                to: format!(
+                    "{} {}",
+                    if context { "context" } else { "vhost" },
+                    sanitize::one_line(&arg, 60)
+                ),
+            });
+            state.error = None;
+            state.dirty = true;
+            if context {
+                vec![Command::SwitchContext {
+                    name: arg,
+                    generation,
+                }]
+            } else {
+                vec![Command::SwitchVhost {
+                    name: arg,
+                    generation,
+                }]
+            }
         }
         ("limit", false) => {
             match arg.parse::<usize>() {
@@ -989,10 +1045,23 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
     }
 }
 
-/// Another broker or vhost: everything shown belongs to the old one, and so does every answer
-/// still on its way.
-fn reset_for_switch(state: &mut State) {
-    state.generation += 1;
+/// Where the screen is, in words: "context prod-eu, vhost /orders".
+fn place(state: &State) -> String {
+    let o = &state.overview;
+    if o.context.is_empty() {
+        return "the current one".into();
+    }
+    format!(
+        "context {}, vhost {}",
+        sanitize::one_line(&o.context, 40),
+        sanitize::one_line(&o.vhost, 40)
+    )
+}
+
+/// A switch succeeded: everything shown belongs to the old place, and so does every answer
+/// still on its way (tagged with an older generation, dropped from now on).
+fn enter_new_place(state: &mut State, generation: u64) {
+    state.generation = generation;
     state.content_serial += 1;
     state.connection = ConnectionState::Connecting;
     state.discovery = Default::default();
@@ -1006,4 +1075,12 @@ fn reset_for_switch(state: &mut State) {
     state.group_cursor = 0;
     state.focus = Focus::Queues;
     state.error = None;
+    state.notice = None;
+    state.pending_browse = None;
+    state.pending_reread = None;
+    state.pending_protect = None;
+    // A modal planned on the old place would replay there.
+    if matches!(state.overlay, Overlay::Replay(_)) {
+        state.overlay = Overlay::None;
+    }
 }

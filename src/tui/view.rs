@@ -91,6 +91,10 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
         }
     };
     spans.push(Span::styled(format!(" {dot} {text} "), style));
+    // Until the worker reached the new place, everything shown is still the old one's.
+    if let Some(sw) = &state.switching {
+        spans.push(Span::styled(format!(" switching to {}… ", sw.to), t.warn));
+    }
     if !o.context.is_empty() {
         spans.push(Span::raw(format!(" {}", s(&o.context, 24))));
     }

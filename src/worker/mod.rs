@@ -130,17 +130,14 @@ impl Shell {
                     }
                     let _ = self.events.send(e).await;
                 }
-                Action::Connect { attempt } => self.connect(attempt),
+                Action::Connect { attempt, to } => self.connect(attempt, to),
                 Action::Retarget(to) => {
-                    // Its session would be for the old target; the plan would drop it anyway.
+                    // A connect still under way is for the old place; the plan would drop it.
                     if let Some(task) = self.connecting.take() {
                         task.abort();
                     }
                     if let Some(o) = &mut self.overrides {
-                        match to {
-                            Retarget::Context(name) => o.context = Some(name),
-                            Retarget::Vhost(name) => o.vhost = Some(name),
-                        }
+                        retarget(o, to);
                     }
                 }
                 Action::Start { job, session } => self.start(job, session),
@@ -155,10 +152,14 @@ impl Shell {
         ControlFlow::Continue(())
     }
 
-    fn connect(&mut self, attempt: u64) {
-        let Some(overrides) = self.overrides.clone() else {
+    fn connect(&mut self, attempt: u64, to: Option<Retarget>) {
+        let Some(mut overrides) = self.overrides.clone() else {
             return;
         };
+        // A switch being tried: that place, leaving `self.overrides` as they are until it worked.
+        if let Some(to) = to {
+            retarget(&mut overrides, to);
+        }
         let done = self.done.clone();
         self.connecting = Some(tokio::spawn(async move {
             let result = open(&overrides).await.map(|s| Backend::Broker(Arc::new(s)));
@@ -198,6 +199,18 @@ impl Shell {
                 });
             }
         }
+    }
+}
+
+/// Where connects go after a switch. Another context brings its own vhost: a vhost chosen with
+/// `:vhost` (or one that failed) belongs to the context it was chosen in.
+fn retarget(o: &mut Overrides, to: Retarget) {
+    match to {
+        Retarget::Context(name) => {
+            o.context = Some(name);
+            o.vhost = None;
+        }
+        Retarget::Vhost(name) => o.vhost = Some(name),
     }
 }
 
@@ -297,14 +310,15 @@ async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Report>, 
 async fn discover(s: &Session, ticket: Ticket) -> Report {
     match s.discover().await {
         Ok(discovery) => {
-            let read_only = s.target.read_only || !may_write(s).await;
+            let read_only_reason = read_only_reason(s).await.unwrap_or_default();
             let overview = Overview {
                 context: s.target.context.clone(),
                 broker_version: s.overview.rabbitmq_version.clone(),
                 user: s.whoami.name.clone(),
                 tags: s.whoami.tags.clone(),
                 vhost: s.vhost().to_string(),
-                read_only,
+                read_only: !read_only_reason.is_empty(),
+                read_only_reason,
             };
             Report::QueuesLoaded {
                 overview,
@@ -619,6 +633,25 @@ fn remember(s: &Session, queue: &str, keys: &[String]) -> HashMap<String, jiff::
     }
 }
 
+/// Why replay is off in this session's place, if it is: the context (the configuration's
+/// `read_only`, or `--read-only`, which the target already folds in), else the broker's word
+/// that this user may not write in the vhost.
+async fn read_only_reason(s: &Session) -> Option<String> {
+    if s.target.read_only {
+        return Some(format!(
+            "replay is disabled: context '{}' is opened read-only (--read-only or its read_only = true)",
+            s.target.context
+        ));
+    }
+    (!may_write(s).await).then(|| {
+        format!(
+            "replay is disabled: user '{}' has no write permission in vhost '{}'",
+            s.whoami.name,
+            s.vhost()
+        )
+    })
+}
+
 /// False when the broker says this user cannot write in the vhost at all.
 async fn may_write(s: &Session) -> bool {
     match s.mgmt.permissions(s.vhost()).await {
@@ -650,6 +683,7 @@ fn snapshot_overview(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Overvie
         tags: Vec::new(),
         vhost: first.map(|h| h.vhost.clone()).unwrap_or_default(),
         read_only: true,
+        read_only_reason: "replay is disabled: a snapshot is read-only (no broker)".into(),
     }
 }
 

@@ -37,8 +37,10 @@ pub enum Command {
     /// Set the policy that lifts `queue`'s delivery limit (answer: `Report::Notice`, then the
     /// queue list again). Never emitted in read-only mode.
     Protect(String),
-    /// Another context, or another vhost of this one. `generation` is the session the UI shows
-    /// from now on: answers tagged with an older one are dropped (see [`Ticket`]).
+    /// Another context, or another vhost of this one, tried before anything changes: the answer
+    /// is the new place's `Report::QueuesLoaded` tagged with `generation`, or
+    /// `Report::SwitchFailed`. Once it succeeded, answers tagged with an older generation are
+    /// dropped (see [`Ticket`]).
     SwitchContext {
         name: String,
         generation: u64,
@@ -98,6 +100,12 @@ pub enum Report {
     ReplayPreview(ReplayPreview),
     ReplayProgress(ReplayProgress),
     ReplayFinished(ReplayOutcome),
+    /// A `:ctx` or `:vhost` failed (or was refused): the worker keeps the session it had, and
+    /// the UI keeps showing it. (Success is the new place's `QueuesLoaded`, with `generation`.)
+    SwitchFailed {
+        generation: u64,
+        text: String,
+    },
     /// Something done that the operator should read (shown in the notice line).
     Notice(String),
     /// A failure that is not fatal: shown in the banner (the full chain goes to the log file).
@@ -162,8 +170,11 @@ pub struct Overview {
     pub user: String,
     pub tags: Vec<String>,
     pub vhost: String,
-    /// The context is configured read-only: turns the session read-only (never the reverse).
+    /// Replay is disabled in this place: `--read-only`, the context's `read_only`, or no write
+    /// permission in the vhost. Decided per place, never carried over from another.
     pub read_only: bool,
+    /// Why, in words, when `read_only`.
+    pub read_only_reason: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

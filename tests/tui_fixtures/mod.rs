@@ -377,6 +377,7 @@ pub fn overview() -> Overview {
         tags: vec!["management".into()],
         vhost: "/orders".into(),
         read_only: false,
+        read_only_reason: String::new(),
     }
 }
 
