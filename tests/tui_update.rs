@@ -1349,3 +1349,74 @@ fn a_switch_is_refused_while_a_replay_runs() {
     );
     assert!(st.switching.is_none());
 }
+
+#[test]
+fn limit_reads_the_open_queue_again_with_the_new_limit() {
+    // No queue open: the limit is set for the next browse, nothing is read.
+    let mut st = loaded(false, Theme::color());
+    assert!(run_command_line(&mut st, "limit 5000").is_empty());
+    assert_eq!(st.browse_limit, 5000);
+
+    // A classic queue is read again at once, with the new limit.
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    let cmds = run_command_line(&mut st, "limit 5000");
+    assert!(
+        matches!(&cmds[..], [Command::Browse { queue, limit: 5000, read_again: false }] if queue == "orders.dlq"),
+        "{cmds:?}"
+    );
+    assert_eq!(st.loading.as_deref(), Some("orders.dlq"));
+
+    // A quorum queue whose reads cost deliveries: the cost first, then Ctrl-R reads it.
+    let mut st = browsing_invoices();
+    assert!(run_command_line(&mut st, "limit 5000").is_empty());
+    assert!(
+        st.notice
+            .as_deref()
+            .unwrap_or("")
+            .contains("costs each message a delivery"),
+        "{:?}",
+        st.notice
+    );
+    let cmds = update(&mut st, ctrl('r'));
+    assert!(
+        cmds.iter().any(|c| matches!(c, Command::Browse { queue, limit: 5000, read_again: true } if queue == "invoices.dlq")),
+        "{cmds:?}"
+    );
+
+    // Not a number: nothing changes.
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    assert!(run_command_line(&mut st, "limit lots").is_empty());
+    assert_eq!(st.browse_limit, 500);
+    assert!(st.error.is_some());
+}
+
+#[test]
+fn the_progress_window_counts_the_selection_not_the_queue() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    // One of the six in view, selected.
+    update(&mut st, ch('/'));
+    type_text(&mut st, "reason:expired -reason:rejected");
+    update(&mut st, key(KeyCode::Enter));
+    let in_view = st.visible_rows().len();
+    assert!(in_view > 0 && in_view < 6, "{in_view}");
+    update(&mut st, ch('a'));
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", in_view as u64));
+    update(&mut st, key(KeyCode::Enter));
+    let Overlay::Progress(run) = &st.overlay else {
+        panic!("the run started")
+    };
+    assert_eq!(run.progress.total, in_view as u64);
+    assert_eq!(run.progress.remaining(), in_view as u64);
+    let mut term = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    term.draw(|f| warren::tui::view(&st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let screen: String = (0..buf.area.height)
+        .flat_map(|y| (0..buf.area.width).map(move |x| (x, y)))
+        .map(|p| buf[p].symbol().to_string())
+        .collect();
+    assert!(
+        screen.contains(&format!("remaining {in_view}")),
+        "of the selection, not the queue's 6"
+    );
+}

@@ -415,31 +415,9 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
             }
         }
         Action::Reload => {
+            // The list is refreshed either way.
             let mut cmds = vec![Command::LoadQueues];
-            if let Some(b) = &state.browse {
-                let queue = b.queue.clone();
-                // Reading a quorum queue with a limit again spends deliveries: say so and wait
-                // for the same key again (the list is refreshed either way).
-                if let Some(dlq) = state.dlq(&queue)
-                    && dlq.limit_applies(crate::domain::features::BrokerVersion::parse(
-                        &state.overview.broker_version,
-                    ))
-                {
-                    state.notice = Some(format!(
-                        "Reading {} again costs each message a delivery of its limit of {} (dropped past it). Press Ctrl-R again to read it; anything else keeps what is on screen.",
-                        sanitize::one_line(&queue, 80),
-                        dlq.delivery_limit.unwrap_or(0)
-                    ));
-                    state.pending_reread = Some(queue);
-                    return cmds;
-                }
-                state.loading = Some(queue.clone());
-                cmds.push(Command::Browse {
-                    queue,
-                    limit: state.browse_limit,
-                    read_again: false,
-                });
-            }
+            cmds.extend(read_open_queue_again(state));
             return cmds;
         }
         Action::ToggleOrdinary => {
@@ -485,6 +463,34 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         | Action::SwitchField => {}
     }
     Vec::new()
+}
+
+/// Reads the open queue again, up to `browse_limit` (Ctrl-R, `:limit`). Reading a quorum queue
+/// with a limit again spends deliveries: that says so and waits for Ctrl-R again.
+fn read_open_queue_again(state: &mut State) -> Vec<Command> {
+    let Some(b) = &state.browse else {
+        return Vec::new();
+    };
+    let queue = b.queue.clone();
+    if let Some(dlq) = state.dlq(&queue)
+        && dlq.limit_applies(crate::domain::features::BrokerVersion::parse(
+            &state.overview.broker_version,
+        ))
+    {
+        state.notice = Some(format!(
+            "Reading {} again costs each message a delivery of its limit of {} (dropped past it). Press Ctrl-R again to read it; anything else keeps what is on screen.",
+            sanitize::one_line(&queue, 80),
+            dlq.delivery_limit.unwrap_or(0)
+        ));
+        state.pending_reread = Some(queue);
+        return Vec::new();
+    }
+    state.loading = Some(queue.clone());
+    vec![Command::Browse {
+        queue,
+        limit: state.browse_limit,
+        read_again: false,
+    }]
 }
 
 /// Moves the cursor of the focused pane; in the detail pane, scrolls.
@@ -1017,15 +1023,18 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
                 Ok(n) if n > 0 => {
                     state.browse_limit = n;
                     state.notice = Some(format!("browsing reads up to {n} messages"));
+                    // The open queue is read again with the new limit (after the usual
+                    // confirmation where reading again costs deliveries).
+                    read_open_queue_again(state)
                 }
                 _ => {
                     state.error = Some(format!(
                         "limit needs a positive number, not “{}”",
                         sanitize::one_line(&arg, 20)
-                    ))
+                    ));
+                    Vec::new()
                 }
             }
-            Vec::new()
         }
         ("help" | "h", _) => {
             state.overlay = Overlay::Help;

@@ -362,7 +362,11 @@ async fn browse(
             let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
             let seen = remember(s, &queue, &keys);
             let first_seen = keys.iter().map(|k| seen.get(k).copied()).collect();
-            let mut stop = describe_stop(&page.stopped, page.messages.len());
+            let mut stop = describe_stop(
+                &page.stopped,
+                page.messages.len(),
+                page.queue_depth_at_start,
+            );
             // What the read spent on a quorum queue, in this broker's own terms.
             if page.reused {
                 stop = format!(
@@ -662,10 +666,14 @@ async fn may_write(s: &Session) -> bool {
     }
 }
 
-fn describe_stop(stop: &crate::broker::browse::StopReason, n: usize) -> String {
+/// Why a browse stopped, for the message list's status line. `depth` is the queue's count when
+/// the read began (0 for a stream, whose count the broker does not report).
+fn describe_stop(stop: &crate::broker::browse::StopReason, n: usize, depth: u64) -> String {
     use crate::broker::browse::StopReason as S;
     match stop {
-        S::Limit => format!("first {n} messages (limit reached)"),
+        // Stopping at the limit must not look like the end of the queue.
+        S::Limit if depth > n as u64 => format!("first {n} of {depth} — :limit N reads more"),
+        S::Limit => format!("first {n} (the limit) — :limit N reads more"),
         S::Exhausted => format!("all {n} messages"),
         S::QuorumSafety { reason, .. } => format!("stopped after {n}: {reason}"),
         S::Idle => format!("{n} messages (the rest are held by another consumer or arrived late)"),
@@ -722,4 +730,24 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
 /// For callers that already explained messages (the CLI's `show` on a snapshot).
 pub fn explain_snapshot(messages: Vec<DeadLetter>) -> Vec<session::Explained> {
     session::explain_all(messages, &HashMap::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::browse::StopReason as S;
+
+    #[test]
+    fn a_browse_cut_by_the_limit_says_so_and_how_to_read_more() {
+        assert_eq!(
+            describe_stop(&S::Limit, 500, 2600),
+            "first 500 of 2600 — :limit N reads more"
+        );
+        // A stream reports no count: still not "all".
+        assert_eq!(
+            describe_stop(&S::Limit, 500, 0),
+            "first 500 (the limit) — :limit N reads more"
+        );
+        assert_eq!(describe_stop(&S::Exhausted, 42, 42), "all 42 messages");
+    }
 }
