@@ -23,12 +23,12 @@ pub enum Event {
     /// Typing in the filter paused: narrow a large list now (sent by the loop, see
     /// `update::FILTER_SETTLE`).
     FilterSettle,
-    /// What the background worker reported.
-    Worker(Report),
+    /// What the background worker reported (boxed: a report is far larger than a key).
+    Worker(Box<Report>),
 }
 
 impl From<Report> for Event {
     fn from(report: Report) -> Event {
-        Event::Worker(report)
+        Event::Worker(Box::new(report))
     }
 }

@@ -59,7 +59,7 @@ pub async fn run(
                 None => return Ok(()),
             },
             worker = events_from_worker.recv() => match worker {
-                Some(report) => Some(Event::Worker(report)),
+                Some(report) => Some(Event::from(report)),
                 None => {
                     // The worker is gone: nothing more can happen but quitting.
                     state.connection = super::event::ConnectionState::Disconnected("the background worker stopped; see the log file".into());
@@ -75,7 +75,7 @@ pub async fn run(
         let mut queue: Vec<Event> = first.into_iter().collect();
         // Drain whatever else is ready before drawing once.
         while let Ok(ev) = events_from_worker.try_recv() {
-            queue.push(Event::Worker(ev));
+            queue.push(Event::from(ev));
         }
         // Terminal input is not drained the same way: polling crossterm's EventStream with
         // `now_or_never` registers a no-op waker, after which the stream never wakes the loop

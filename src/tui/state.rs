@@ -233,7 +233,7 @@ pub struct State {
     pub read_only_flag: bool,
     pub theme: Theme,
     pub overview: Overview,
-    /// The session generation shown: bumped by `:ctx` and `:vhost`; answers from an older one
+    /// The session generation shown: a switch's, once it succeeded; answers from an older one
     /// are dropped (see `event::Ticket`).
     pub generation: u64,
     /// The highest generation handed out (a failed switch's is not used again).

@@ -30,7 +30,7 @@ pub fn update(state: &mut State, event: impl Into<Event>) -> Vec<Command> {
 }
 
 /// Whether an answer was asked for in the session shown. This is the one place stale answers
-/// are dropped: only here is it known what is already queued when `:ctx` or `:vhost` happens
+/// are dropped: only here is it known what is already queued when a `:ctx` or `:vhost` lands
 /// (the worker tags answers with the generation they were asked under, see `event::Ticket`).
 fn current(state: &State, generation: u64) -> bool {
     generation == state.generation
@@ -54,7 +54,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             }
             Vec::new()
         }
-        Event::Worker(report) => on_report(state, report),
+        Event::Worker(report) => on_report(state, *report),
     }
 }
 

@@ -114,9 +114,9 @@ pub enum Report {
 }
 
 /// Which request an answer belongs to. `generation` is the session it was asked under: the UI
-/// starts a new one with each `:ctx` or `:vhost` (`Command::SwitchContext`/`SwitchVhost` carry
-/// it), and `update` drops answers from an older one, which may still be queued when the switch
-/// happens. `request` numbers requests in the order the worker received them, so of two pages
+/// names a new one with each `:ctx` or `:vhost` (`Command::SwitchContext`/`SwitchVhost` carry
+/// it), the worker answers in it once the switch succeeded, and `update` then drops answers
+/// from an older one, which may still be queued when the switch lands. `request` numbers requests in the order the worker received them, so of two pages
 /// the one asked for later wins.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ticket {
