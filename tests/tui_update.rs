@@ -348,8 +348,7 @@ fn read_only_belongs_to_the_place_shown_with_its_own_reason() {
     let mut ov = overview();
     ov.read_only = true;
     ov.read_only_reason =
-        "replay is disabled: context 'prod-eu' is opened read-only (--read-only or its read_only = true)"
-            .into();
+        "replay is disabled: context 'prod-eu' is configured read_only = true".into();
     update(
         &mut st,
         Report::QueuesLoaded {

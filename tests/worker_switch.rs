@@ -240,3 +240,40 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
     a.cleanup().await;
     b.cleanup().await;
 }
+
+#[tokio::test]
+async fn with_read_only_on_the_command_line_every_place_is_read_only_and_says_why() {
+    let broker = TestBroker::default_broker();
+    let a = TestVhost::new(&broker, "switch-flag-a").await;
+    let b = TestVhost::new(&broker, "switch-flag-b").await;
+    let home = Home::new(&a, &b);
+    let (cmd_tx, mut rx, worker) = common::spawn_worker(Overrides {
+        config_path: home.config(),
+        context: Some("open".into()),
+        read_only: true,
+        ..Default::default()
+    });
+    cmd_tx.send(Command::LoadQueues).await.expect("send");
+    let (ov, _) = listing(&mut rx).await;
+    assert!(
+        ov.read_only && ov.read_only_reason.contains("--read-only"),
+        "{ov:?}"
+    );
+    cmd_tx
+        .send(Command::SwitchContext {
+            name: "locked".into(),
+            generation: 1,
+        })
+        .await
+        .expect("send");
+    let (ov, t) = listing(&mut rx).await;
+    assert_eq!((ov.context.as_str(), t.generation), ("locked", 1));
+    assert!(
+        ov.read_only && ov.read_only_reason.contains("--read-only"),
+        "{ov:?}"
+    );
+    cmd_tx.send(Command::Quit).await.expect("send");
+    let _ = worker.await;
+    a.cleanup().await;
+    b.cleanup().await;
+}

@@ -187,8 +187,9 @@ impl Shell {
                 self.replay = Some((task, cancel));
             }
             (work, backend) => {
+                let flag = self.overrides.as_ref().is_some_and(|o| o.read_only);
                 tokio::spawn(async move {
-                    let (events, then) = perform(ticket, work, backend).await;
+                    let (events, then) = perform(ticket, work, backend, flag).await;
                     let _ = done
                         .send(Done::Finished {
                             ticket,
@@ -227,7 +228,13 @@ async fn open(overrides: &Overrides) -> Result<Session, String> {
 }
 
 /// One request's work: its answers, and what to ask next.
-async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Report>, Option<Work>) {
+/// `read_only_flag`: Warren was started with `--read-only` (for saying why replay is off).
+async fn perform(
+    ticket: Ticket,
+    work: Work,
+    backend: Backend,
+    read_only_flag: bool,
+) -> (Vec<Report>, Option<Work>) {
     let fail = |e: &dyn std::fmt::Display| {
         Report::Error(Failure::in_generation(e.to_string(), ticket.generation))
     };
@@ -240,7 +247,9 @@ async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Report>, 
             }],
             None,
         ),
-        (Work::Discover, Backend::Broker(s)) => (vec![discover(&s, ticket).await], None),
+        (Work::Discover, Backend::Broker(s)) => {
+            (vec![discover(&s, ticket, read_only_flag).await], None)
+        }
         (
             Work::Browse {
                 queue,
@@ -307,10 +316,12 @@ async fn perform(ticket: Ticket, work: Work, backend: Backend) -> (Vec<Report>, 
     }
 }
 
-async fn discover(s: &Session, ticket: Ticket) -> Report {
+async fn discover(s: &Session, ticket: Ticket, read_only_flag: bool) -> Report {
     match s.discover().await {
         Ok(discovery) => {
-            let read_only_reason = read_only_reason(s).await.unwrap_or_default();
+            let read_only_reason = read_only_reason(s, read_only_flag)
+                .await
+                .unwrap_or_default();
             let overview = Overview {
                 context: s.target.context.clone(),
                 broker_version: s.overview.rabbitmq_version.clone(),
@@ -637,13 +648,16 @@ fn remember(s: &Session, queue: &str, keys: &[String]) -> HashMap<String, jiff::
     }
 }
 
-/// Why replay is off in this session's place, if it is: the context (the configuration's
-/// `read_only`, or `--read-only`, which the target already folds in), else the broker's word
-/// that this user may not write in the vhost.
-async fn read_only_reason(s: &Session) -> Option<String> {
+/// Why replay is off in this session's place, if it is: `--read-only`, the context's
+/// `read_only` (the target folds both in), else the broker's word that this user may not write
+/// in the vhost.
+async fn read_only_reason(s: &Session, flag: bool) -> Option<String> {
+    if flag {
+        return Some("replay is disabled: Warren was started with --read-only".into());
+    }
     if s.target.read_only {
         return Some(format!(
-            "replay is disabled: context '{}' is opened read-only (--read-only or its read_only = true)",
+            "replay is disabled: context '{}' is configured read_only = true",
             s.target.context
         ));
     }
