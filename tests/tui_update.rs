@@ -1445,3 +1445,30 @@ fn the_detail_says_where_a_replay_would_publish_and_what_it_would_strip() {
     );
     assert!(lines[at + 3].contains("warren-replayed-from"), "{lines:?}");
 }
+
+#[test]
+fn a_browse_cut_at_the_limit_says_so_on_screen() {
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, key(KeyCode::Enter));
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            queue: "orders.dlq".into(),
+            messages: orders_messages(),
+            first_seen: vec![],
+            stop: "first 6 of 412 — :limit N reads more".into(),
+            ticket: Ticket::default(),
+        },
+    );
+    let mut term = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    term.draw(|f| warren::tui::view(&st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let screen: String = (0..buf.area.height)
+        .flat_map(|y| (0..buf.area.width).map(move |x| (x, y)))
+        .map(|p| buf[p].symbol().to_string())
+        .collect();
+    assert!(
+        screen.contains("first 6 of 412 — :limit N reads more"),
+        "the whole note is shown"
+    );
+}

@@ -323,7 +323,7 @@ fn message_status(state: &State) -> Line<'static> {
                 " {} of {} · {} ",
                 b.visible.len(),
                 b.rows.len(),
-                sanitize::one_line(&b.stop, 40)
+                sanitize::one_line(&b.stop, 120)
             ),
             t.muted,
         ));
