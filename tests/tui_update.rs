@@ -1472,3 +1472,45 @@ fn a_browse_cut_at_the_limit_says_so_on_screen() {
         "the whole note is shown"
     );
 }
+
+/// Two messages with one message id share a key, and a replay of that key takes both: the
+/// selection count says so, so the modal and the progress count the same messages.
+#[test]
+fn messages_sharing_an_id_count_as_the_replay_counts_them() {
+    let mut st = browsed(
+        false,
+        "orders.dlq",
+        vec![broker_ladder(1), broker_ladder(1), broker_ladder(2)],
+    );
+    update(&mut st, ch(' '));
+    assert_eq!(st.selected.len(), 1, "one key");
+    assert_eq!(st.selected_messages(), 2, "two messages");
+    let mut term = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    term.draw(|f| warren::tui::view(&st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let screen: String = (0..buf.area.height)
+        .flat_map(|y| (0..buf.area.width).map(move |x| (x, y)))
+        .map(|p| buf[p].symbol().to_string())
+        .collect();
+    assert!(screen.contains("[2 selected]"), "{screen}");
+    update(&mut st, ch('r'));
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("the modal opens")
+    };
+    assert_eq!(m.what, "2 selected messages");
+
+    // Nothing picked: the message under the cursor brings its twin.
+    let mut st = browsed(
+        false,
+        "orders.dlq",
+        vec![broker_ladder(1), broker_ladder(1), broker_ladder(2)],
+    );
+    update(&mut st, ch('r'));
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("the modal opens")
+    };
+    assert_eq!(
+        m.what,
+        "the message under the cursor and 1 more with its id"
+    );
+}

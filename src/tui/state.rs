@@ -123,6 +123,9 @@ pub struct Browse {
     pub groups: Vec<Group>,
     /// The request this page answered: an older page never replaces it.
     pub ticket: Ticket,
+    /// Some rows share a key (the same message id): a selection, which is of keys, takes
+    /// every one of them.
+    pub shared_keys: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -447,6 +450,27 @@ impl State {
             (None, _) => 0,
             (Some(b), ListMode::Messages) => b.visible.len(),
             (Some(b), ListMode::Groups) => b.groups.len(),
+        }
+    }
+
+    /// How many messages the selection takes: one per picked key, unless messages share a key
+    /// (the same message id), when a replay takes each of them, so each counts.
+    pub fn selected_messages(&self) -> usize {
+        match &self.browse {
+            Some(b) if b.shared_keys => b
+                .rows
+                .iter()
+                .filter(|r| self.selected.contains(&r.key))
+                .count(),
+            _ => self.selected.len(),
+        }
+    }
+
+    /// Messages of the page with `key` (more than one when they share a message id).
+    pub fn messages_with_key(&self, key: &str) -> usize {
+        match &self.browse {
+            Some(b) if b.shared_keys => b.rows.iter().filter(|r| r.key == key).count(),
+            _ => 1,
         }
     }
 

@@ -153,7 +153,13 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
                 .into_iter()
                 .enumerate()
                 .map(|(i, m)| Row::new(m, first_seen.get(i).copied().flatten()))
-                .collect();
+                .collect::<Vec<Row>>();
+            let shared_keys = rows
+                .iter()
+                .map(|r| r.key.as_str())
+                .collect::<HashSet<_>>()
+                .len()
+                < rows.len();
             if !same_queue {
                 state.selected.clear();
                 state.anchor = None;
@@ -168,6 +174,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
                 visible: Vec::new(),
                 groups: Vec::new(),
                 ticket,
+                shared_keys,
             });
             state.content_serial += 1;
             state.refresh_view();
@@ -684,16 +691,19 @@ fn start_replay(state: &mut State) -> Vec<Command> {
             None => (group, what),
         }
     } else if !state.selected.is_empty() {
-        let n = state.selected.len();
+        // Counted as the replay counts them: every message with a picked key.
+        let n = state.selected_messages();
         (
             Selection::Keys(state.selected.clone()),
             format!("{n} selected message{}", if n == 1 { "" } else { "s" }),
         )
     } else if let Some(row) = state.current_row() {
-        (
-            Selection::Keys(HashSet::from([row.key.clone()])),
-            "the message under the cursor".to_string(),
-        )
+        let twins = state.messages_with_key(&row.key).saturating_sub(1);
+        let what = match twins {
+            0 => "the message under the cursor".to_string(),
+            n => format!("the message under the cursor and {n} more with its id"),
+        };
+        (Selection::Keys(HashSet::from([row.key.clone()])), what)
     } else {
         state.notice = Some("nothing to replay: the list is empty".into());
         return Vec::new();

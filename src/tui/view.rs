@@ -308,7 +308,7 @@ fn message_title(state: &State) -> String {
 fn message_status(state: &State) -> Line<'static> {
     let t = &state.theme;
     let mut spans = vec![Span::styled(
-        format!(" [{} selected]", state.selected.len()),
+        format!(" [{} selected]", state.selected_messages()),
         t.marked,
     )];
     if let Some(b) = &state.browse {
