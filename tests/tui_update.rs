@@ -1421,32 +1421,6 @@ fn the_progress_window_counts_the_selection_not_the_queue() {
 }
 
 #[test]
-fn the_detail_says_where_a_replay_would_publish_and_what_it_would_strip() {
-    let mut st = browsed(false, "shipping-label_error", vec![masstransit()]);
-    st.focus = Focus::Messages;
-    update(&mut st, key(KeyCode::Enter));
-    let lines: Vec<String> = st
-        .detail_lines()
-        .expect("a message under the cursor")
-        .iter()
-        .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
-        .collect();
-    let at = lines
-        .iter()
-        .position(|l| l == "─ replay would ─")
-        .expect("a replay section");
-    assert!(
-        lines[at + 1].contains("publish to") && lines[at + 1].contains("shipping-label"),
-        "{lines:?}"
-    );
-    assert!(
-        lines[at + 2].starts_with("  strip") && lines[at + 2].contains("MT-Fault-ExceptionType"),
-        "{lines:?}"
-    );
-    assert!(lines[at + 3].contains("warren-replayed-from"), "{lines:?}");
-}
-
-#[test]
 fn a_browse_cut_at_the_limit_says_so_on_screen() {
     let mut st = loaded(false, Theme::color());
     update(&mut st, key(KeyCode::Enter));

@@ -11,7 +11,6 @@ use super::state::{Row, State};
 use super::theme::Theme;
 use crate::domain::convention::short_type;
 use crate::domain::message::DeadLetter;
-use crate::domain::replay::{self, ReplayOptions};
 use crate::domain::sanitize;
 use crate::domain::value::HeaderValue;
 
@@ -208,8 +207,6 @@ pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {
         ));
     }
 
-    replay_section(state, row, &mut out);
-
     let props = properties(&row.msg);
     if !props.is_empty() {
         out.push(heading("properties", t.muted));
@@ -236,52 +233,6 @@ pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {
 
     body(state, &row.msg, &mut out);
     out
-}
-
-/// What `r` would do with this message, from the same plan the replay uses
-/// (`domain::replay::plan`, attempts reset): where it is published and which headers go. Where
-/// the broker's bindings take it from there is checked by the replay plan (`r`).
-fn replay_section(state: &State, row: &Row, out: &mut Vec<Line<'static>>) {
-    let t = &state.theme;
-    let opts = ReplayOptions {
-        keep_attempts: false,
-        target_queue: None,
-        now: state.now,
-    };
-    let plan = replay::plan(&row.msg, &row.exp, &opts);
-    out.push(heading("replay would", t.muted));
-    let to = match &plan.target {
-        Some(target) => Span::raw(sanitize::one_line(&target.to_string(), 200)),
-        None => Span::styled(
-            "nowhere known: it stays in the DLQ (warren replay --to QUEUE)",
-            t.warn,
-        ),
-    };
-    out.push(Line::from(vec![
-        Span::styled(format!("  {:<16} ", "publish to"), t.muted),
-        to,
-    ]));
-    let list = |names: Vec<&str>| {
-        if names.is_empty() {
-            "nothing".to_string()
-        } else {
-            sanitize::one_line(&names.join(", "), 400)
-        }
-    };
-    out.push(Line::from(vec![
-        Span::styled(format!("  {:<16} ", "strip"), t.muted),
-        Span::raw(list(plan.removed.iter().map(String::as_str).collect())),
-    ]));
-    out.push(Line::from(vec![
-        Span::styled(format!("  {:<16} ", "add"), t.muted),
-        Span::raw(list(plan.added.iter().map(|(k, _)| k.as_str()).collect())),
-    ]));
-    for w in &plan.warnings {
-        out.push(Line::styled(
-            format!("  ! {}", sanitize::one_line(&w.to_string(), 300)),
-            t.warn,
-        ));
-    }
 }
 
 fn heading(title: &str, style: Style) -> Line<'static> {
