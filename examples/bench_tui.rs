@@ -17,7 +17,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use warren::domain::message::{DeadLetter, Delivery, Properties};
 use warren::domain::snapshot::SnapshotHeader;
 use warren::domain::value::{HeaderValue, Table};
-use warren::tui::{Event, Overview, State, Theme, update, view};
+use warren::tui::{Event, Overview, Report, State, Theme, update, view};
 
 const N: usize = 100_000;
 
@@ -148,7 +148,7 @@ fn main() {
     let mut st = State::new(now, false, Theme::color());
     update(
         &mut st,
-        Event::QueuesLoaded {
+        Report::QueuesLoaded {
             overview: Overview {
                 context: "bench".into(),
                 ..Default::default()
@@ -162,7 +162,7 @@ fn main() {
     let first_seen = vec![Some(now); N];
     update(
         &mut st,
-        Event::MessagesLoaded {
+        Report::MessagesLoaded {
             queue: "orders.dlq".into(),
             messages,
             first_seen,

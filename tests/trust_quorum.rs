@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use warren::broker::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
-use warren::tui::{Command, Event};
+use warren::worker::protocol::{Command, Report};
 
 const MESSAGES: u32 = 12;
 
@@ -156,17 +156,17 @@ async fn thirty_shows_of_a_quorum_dlq_lose_nothing() {
 }
 
 /// Waits for the next event the test cares about.
-async fn next_event(rx: &mut mpsc::Receiver<Event>) -> Event {
+async fn next_event(rx: &mut mpsc::Receiver<Report>) -> Report {
     loop {
         let e = tokio::time::timeout(Duration::from_secs(30), rx.recv())
             .await
             .expect("an event within 30 s")
             .expect("the worker is alive");
         match e {
-            Event::MessagesLoaded { .. }
-            | Event::ReplayPreview(_)
-            | Event::Error(_)
-            | Event::ReadCost { .. } => return e,
+            Report::MessagesLoaded { .. }
+            | Report::ReplayPreview(_)
+            | Report::Error(_)
+            | Report::ReadCost { .. } => return e,
             _ => {}
         }
     }
@@ -195,7 +195,7 @@ async fn tui_session(broker: TestBroker) {
     for round in 0..10 {
         cmd_tx.send(browse.clone()).await.expect("send");
         match next_event(&mut ev_rx).await {
-            Event::MessagesLoaded { messages, .. } => {
+            Report::MessagesLoaded { messages, .. } => {
                 assert_eq!(messages.len(), MESSAGES as usize, "round {round}")
             }
             other => panic!("round {round}: {other:?}"),
@@ -210,7 +210,7 @@ async fn tui_session(broker: TestBroker) {
                 .await
                 .expect("send");
             match next_event(&mut ev_rx).await {
-                Event::ReplayPreview(p) => assert_eq!(p.count, u64::from(MESSAGES)),
+                Report::ReplayPreview(p) => assert_eq!(p.count, u64::from(MESSAGES)),
                 other => panic!("round {round}: {other:?}"),
             }
         }

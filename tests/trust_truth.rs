@@ -275,7 +275,7 @@ async fn a_management_user_with_write_may_replay() {
 #[tokio::test]
 async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
     use warren::broker::config::Overrides;
-    use warren::tui::{Command, Event, ReplayRequest};
+    use warren::worker::protocol::{Command, ReplayRequest, Report};
     for b in TestBroker::all() {
         let vh = TestVhost::new(&b, "truth-ro-admin").await;
         let home = Home::new("truth-ro-admin");
@@ -310,7 +310,7 @@ async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
         let outcome = tokio::time::timeout(Duration::from_secs(60), async {
             loop {
                 match ev_rx.recv().await {
-                    Some(Event::ReplayFinished(o)) => return o,
+                    Some(Report::ReplayFinished(o)) => return o,
                     Some(_) => {}
                     None => panic!("the worker stopped without finishing the replay"),
                 }
@@ -378,7 +378,7 @@ async fn queue_names_with_brackets_pipes_and_carets_work() {
 
 /// The connection states the worker reports for `overrides` after being asked for the queues.
 async fn connection_states(overrides: warren::broker::config::Overrides) -> Vec<String> {
-    use warren::tui::{Command, ConnectionState, Event};
+    use warren::worker::protocol::{Command, ConnectionState, Report};
     let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
     cmd_tx
         .send(Command::LoadQueues)
@@ -388,18 +388,18 @@ async fn connection_states(overrides: warren::broker::config::Overrides) -> Vec<
     let _ = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(e) = ev_rx.recv().await {
             match e {
-                Event::Connection(ConnectionState::Connecting) => states.push("connecting".into()),
-                Event::Connection(ConnectionState::Connected) => {
+                Report::Connection(ConnectionState::Connecting) => states.push("connecting".into()),
+                Report::Connection(ConnectionState::Connected) => {
                     states.push("connected".into());
                 }
-                Event::Connection(ConnectionState::Disconnected(why)) => {
+                Report::Connection(ConnectionState::Disconnected(why)) => {
                     states.push(format!("disconnected: {why}"));
                 }
-                Event::QueuesLoaded { .. } => {
+                Report::QueuesLoaded { .. } => {
                     states.push("queues".into());
                     break;
                 }
-                Event::Error(_) if states.iter().any(|s| s.starts_with("disconnected")) => break,
+                Report::Error(_) if states.iter().any(|s| s.starts_with("disconnected")) => break,
                 _ => {}
             }
         }

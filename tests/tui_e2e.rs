@@ -253,3 +253,97 @@ fn pager_search_and_saves_at_80x24() {
     t.keys(&["q"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The replay modal's dry run says what `warren replay --dry-run` says and moves nothing; `:ctx`
+/// to a context that does not exist changes nothing but a message; a read-only context is
+/// read-only and the writable one is not afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dry_run_and_context_switches_tell_the_truth() {
+    let broker = TestBroker::default_broker();
+    let alpha = TestVhost::new(&broker, "e2e-alpha").await;
+    let beta = TestVhost::new(&broker, "e2e-beta").await;
+    let conn = connect(&alpha).await;
+    let ch = confirm_channel(&conn).await;
+    declare(&ch, "e2e.dlq", QueueType::Classic, FieldTable::default()).await;
+    dead_letter_by_reject(&conn, "e2e.work", "e2e.dlq", 3).await;
+    let conn_b = connect(&beta).await;
+    let ch_b = confirm_channel(&conn_b).await;
+    declare(&ch_b, "beta.dlq", QueueType::Classic, FieldTable::default()).await;
+    dead_letter_by_reject(&conn_b, "beta.work", "beta.dlq", 1).await;
+
+    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e-switch"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let context = |name: &str, v: &TestVhost, read_only: bool| {
+        format!(
+            "[contexts.{name}]\namqp_urls = [\"{}\"]\nmanagement_urls = [\"{}\"]\nvhost = \"{}\"\nread_only = {read_only}\n\n",
+            broker.amqp_url(&v.name),
+            broker.mgmt_url_with_creds(),
+            v.name
+        )
+    };
+    let cfg = dir.join("config.toml");
+    std::fs::write(
+        &cfg,
+        context("alpha", &alpha, false) + &context("beta", &beta, true),
+    )
+    .expect("config");
+    let cmd = format!(
+        "WARREN_STORE={store} WARREN_LOG_DIR={dir} {bin} --config '{cfg}' --context alpha; sleep 30",
+        store = dir.join("warren.db").display(),
+        dir = dir.display(),
+        bin = env!("CARGO_BIN_EXE_warren"),
+        cfg = cfg.display(),
+    );
+    let t = Tmux::start(&cmd);
+
+    // The dry run.
+    t.wait_for("e2e.dlq", Duration::from_secs(20));
+    t.keys(&["Enter"]);
+    t.wait_for("Rejected", Duration::from_secs(20));
+    t.keys(&["a"]);
+    t.wait_for("[3 selected]", Duration::from_secs(5));
+    t.keys(&["r"]);
+    t.wait_for("Reaches", Duration::from_secs(20));
+    t.keys(&["d"]);
+    let modal = t.wait_for("Enter  dry run", Duration::from_secs(5));
+    assert!(
+        modal.contains("Enter dry run"),
+        "the footer agrees: {modal}"
+    );
+    t.keys(&["Enter"]);
+    let done = t.wait_for(
+        "Would replay 3 message(s) from e2e.dlq",
+        Duration::from_secs(30),
+    );
+    assert!(done.contains("→ e2e.work"), "per target: {done}");
+    assert!(!done.contains("would move"), "{done}");
+    assert_eq!(amqp_depth(&conn, "e2e.dlq").await, 3, "nothing moved");
+    assert_eq!(amqp_depth(&conn, "e2e.work").await, 0);
+    t.keys(&["Escape"]);
+
+    // A context that does not exist: the screen stays where it was.
+    t.keys(&[":", "ctx nope", "Enter"]);
+    let s = t.wait_for("could not switch to context nope", Duration::from_secs(20));
+    assert!(
+        s.contains("e2e.dlq") && s.contains("alpha") && s.contains("connected"),
+        "{s}"
+    );
+    assert!(!s.contains("READ-ONLY"), "{s}");
+
+    // The read-only context: its own queues, read-only.
+    t.keys(&["Escape", ":", "ctx beta", "Enter"]);
+    let s = t.wait_for("beta.dlq", Duration::from_secs(20));
+    assert!(!s.contains("e2e.dlq"), "nothing of alpha is left: {s}");
+    assert!(s.contains("READ-ONLY"), "{s}");
+
+    // Back to alpha: writable again.
+    t.keys(&[":", "ctx alpha", "Enter"]);
+    let s = t.wait_for("e2e.dlq", Duration::from_secs(20));
+    assert!(!s.contains("READ-ONLY") && !s.contains("beta.dlq"), "{s}");
+    t.keys(&["q"]);
+
+    let _ = std::fs::remove_dir_all(&dir);
+    drop((conn, conn_b));
+    alpha.cleanup().await;
+    beta.cleanup().await;
+}

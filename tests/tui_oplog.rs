@@ -10,10 +10,10 @@ use ratatui::crossterm::event::KeyCode;
 use tui_fixtures::*;
 use warren::tui::oplog::CAP;
 use warren::tui::state::Overlay;
-use warren::tui::{Event, Operation, OperationKind, State, Theme, update, view};
+use warren::tui::{Operation, OperationKind, Report, State, Theme, update, view};
 
-fn op(secs_ago: i64, kind: OperationKind, text: &str) -> Event {
-    Event::Operation(Operation {
+fn op(secs_ago: i64, kind: OperationKind, text: &str) -> Report {
+    Report::Operation(Operation {
         at: Timestamp::from_second(now().as_second() - secs_ago).unwrap(),
         kind,
         text: text.into(),

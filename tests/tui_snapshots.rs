@@ -10,7 +10,7 @@ use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
 use ratatui::style::{Color, Modifier};
 use tui_fixtures::*;
-use warren::tui::event::{ConnectionState, Event, ReplayPreview, ReplayProgress};
+use warren::tui::event::{ConnectionState, Event, ReplayPreview, ReplayProgress, Report};
 use warren::tui::{State, Theme, update, view};
 
 fn render(state: &State, w: u16, h: u16) -> Buffer {
@@ -46,8 +46,8 @@ fn snap(name: &str, state: &State) {
     }
 }
 
-fn preview(count: u64, reaches: &[&str]) -> Event {
-    Event::ReplayPreview(ReplayPreview {
+fn preview(count: u64, reaches: &[&str]) -> Report {
+    Report::ReplayPreview(ReplayPreview {
         queue: "orders.dlq".into(),
         count,
         keep_attempts: false,
@@ -218,7 +218,7 @@ fn progress() {
     update(&mut st, key(KeyCode::Enter));
     update(
         &mut st,
-        Event::ReplayProgress(ReplayProgress {
+        Report::ReplayProgress(ReplayProgress {
             total: 412,
             moved: 120,
             returned: 2,
@@ -230,7 +230,7 @@ fn progress() {
     snap("progress", &st);
     // The broker blocks publishing (a memory alarm): the modal says so as it happens.
     let at = |blocked: Option<&str>| {
-        Event::ReplayProgress(ReplayProgress {
+        Report::ReplayProgress(ReplayProgress {
             total: 412,
             moved: 120,
             returned: 2,
@@ -279,11 +279,13 @@ fn error_banner() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(
         &mut st,
-        Event::Error("browsing orders.dlq failed: connection reset by peer; retrying in 5s".into()),
+        Report::Error(
+            "browsing orders.dlq failed: connection reset by peer; retrying in 5s".into(),
+        ),
     );
     update(
         &mut st,
-        Event::Connection(ConnectionState::Disconnected(
+        Report::Connection(ConnectionState::Disconnected(
             "connection reset by peer".into(),
         )),
     );
@@ -445,7 +447,7 @@ fn command_log() {
     ] {
         update(
             &mut st,
-            Event::Operation(Operation {
+            Report::Operation(Operation {
                 at: at(ago),
                 kind,
                 text: text.into(),
@@ -504,7 +506,7 @@ fn a_long_error_is_cut_with_a_hint_and_w_shows_all_of_it() {
                  starting or overloaded; Warren retries in 5 s, or press Ctrl-R to retry now, \
                  and check the node's log for memory or disk alarms if this goes on. \
                  END-OF-MESSAGE";
-    update(&mut st, Event::Error(cause.into()));
+    update(&mut st, Report::Error(cause.into()));
     let cut = text(&render(&st, 80, 24));
     assert!(cut.contains("w: whole text"), "{cut}");
     assert!(!cut.contains("END-OF-MESSAGE"), "{cut}");
@@ -544,7 +546,7 @@ fn the_modal_wraps_long_lists_and_warnings_under_their_field() {
     update(&mut st, ch('r'));
     update(
         &mut st,
-        Event::ReplayPreview(ReplayPreview {
+        Report::ReplayPreview(ReplayPreview {
             queue: "orders.dlq".into(),
             count: 3,
             targets: vec!["orders.process (default exchange, routing key orders.process)".into()],
@@ -583,7 +585,7 @@ fn queue_names_from_the_demo_stay_apart_at_80_and_whole_at_200() {
     d.dead_letter_queues.push(telemetry);
     update(
         &mut st,
-        Event::QueuesLoaded {
+        Report::QueuesLoaded {
             overview: overview(),
             discovery: d,
             ticket: Default::default(),
@@ -632,7 +634,7 @@ fn a_replay_that_failed_shows_its_whole_cause() {
     };
     update(
         &mut st,
-        Event::ReplayFinished(warren::tui::event::ReplayOutcome {
+        Report::ReplayFinished(warren::tui::event::ReplayOutcome {
             progress,
             dry_run: false,
             cancelled: false,
@@ -642,6 +644,7 @@ fn a_replay_that_failed_shows_its_whole_cause() {
                  again to move it (END-OF-CAUSE)"
                     .into(),
             ),
+            ..Default::default()
         }),
     );
     snap("progress_failed", &st);
@@ -668,4 +671,76 @@ fn why_a_filter_does_not_parse_is_shown_whole_while_typing() {
         !text(&render(&st, 80, 24)).contains("unknown key"),
         "gone with the input"
     );
+}
+
+/// The dry run answers with what `warren replay --dry-run` prints, per target, from the same
+/// `Preview::describe` (not a gauge stuck at "would move 0").
+#[test]
+fn dry_run_result() {
+    use warren::broker::session::{Preview, ReadConsent, ReplaySpec, TargetPreview};
+    use warren::domain::selection::Selection;
+    use warren::tui::event::ReplayOutcome;
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview(412, &["orders.process"]));
+    update(&mut st, ch('d'));
+    update(&mut st, key(KeyCode::Enter));
+    snap("dry_run_working", &st);
+    let mut p = Preview {
+        queue: "orders.dlq".into(),
+        selected: 412,
+        matched: 412,
+        examined: 412,
+        depth: Some(412),
+        ..Default::default()
+    };
+    for (label, queue, n) in [
+        ("orders.process", "orders.process", 410),
+        ("orders.audit", "orders.audit", 2),
+    ] {
+        p.targets.insert(
+            label.into(),
+            TargetPreview {
+                exchange: String::new(),
+                routing_key: queue.into(),
+                count: n,
+                reaches: vec![queue.into()],
+                exact: true,
+                ..Default::default()
+            },
+        );
+    }
+    p.removed.insert("x-death".into());
+    p.added.insert("warren-replayed-from".into());
+    let spec = ReplaySpec {
+        queue: "orders.dlq".into(),
+        selection: Selection::All,
+        limit: None,
+        rate: None,
+        to: None,
+        allow_fan_out: false,
+        keep_attempts: false,
+        window: 500,
+        consent: ReadConsent::Reuse,
+    };
+    let summary = p.describe(&spec, true);
+    assert!(summary[0].starts_with("Would replay 412 message(s) from orders.dlq"));
+    update(
+        &mut st,
+        Report::ReplayFinished(ReplayOutcome {
+            progress: ReplayProgress {
+                total: 412,
+                ..Default::default()
+            },
+            dry_run: true,
+            summary,
+            ..Default::default()
+        }),
+    );
+    snap("dry_run_result", &st);
+    let buf = render(&st, 80, 24);
+    assert!(find(&buf, "would move").is_empty(), "no progress counters");
+    assert!(find(&buf, "remaining").is_empty());
+    assert_eq!(find(&buf, "Would replay 412 message(s)").len(), 1);
+    assert_eq!(find(&buf, "→ orders.audit").len(), 1, "per target");
 }

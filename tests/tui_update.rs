@@ -9,14 +9,16 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use tui_fixtures::*;
 use warren::domain::selection::Selection;
 use warren::tui::detail;
-use warren::tui::event::{Event, Failure, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket};
+use warren::tui::event::{
+    Event, Failure, ReplayOutcome, ReplayPreview, ReplayProgress, Report, Ticket,
+};
 use warren::tui::keys::{self, BINDINGS, Key};
-use warren::tui::state::{Focus, ListMode, Overlay};
+use warren::tui::state::{Focus, ListMode, ModalField, Overlay};
 use warren::tui::update::run_command_line;
 use warren::tui::{Command, Theme, update};
 
-fn preview(queue: &str, count: u64) -> Event {
-    Event::ReplayPreview(ReplayPreview {
+fn preview(queue: &str, count: u64) -> Report {
+    Report::ReplayPreview(ReplayPreview {
         queue: queue.into(),
         count,
         targets: vec!["orders.process (default exchange, routing key orders.process)".into()],
@@ -77,7 +79,7 @@ fn enter_browses_and_tab_moves_between_panes() {
     assert_eq!(st.loading.as_deref(), Some("orders.dlq"));
     update(
         &mut st,
-        Event::MessagesLoaded {
+        Report::MessagesLoaded {
             queue: "orders.dlq".into(),
             messages: orders_messages(),
             first_seen: vec![],
@@ -309,7 +311,7 @@ fn read_only_never_emits_a_replay_command() {
     ] {
         events.push(key(code));
     }
-    events.push(preview("orders.dlq", 3));
+    events.push(preview("orders.dlq", 3).into());
     for round in 0..20 {
         for i in 0..events.len() {
             // Vary the order between rounds; skip quitting so the sweep goes on.
@@ -337,7 +339,7 @@ fn read_only_never_emits_a_replay_command() {
                 };
                 update(
                     &mut st,
-                    Event::QueuesLoaded {
+                    Report::QueuesLoaded {
                         overview: overview(),
                         discovery: discovery(),
                         ticket,
@@ -345,7 +347,7 @@ fn read_only_never_emits_a_replay_command() {
                 );
                 update(
                     &mut st,
-                    Event::MessagesLoaded {
+                    Report::MessagesLoaded {
                         queue: "orders.dlq".into(),
                         messages: orders_messages(),
                         first_seen: vec![],
@@ -361,29 +363,73 @@ fn read_only_never_emits_a_replay_command() {
 }
 
 #[test]
-fn a_read_only_context_makes_the_session_read_only() {
+fn read_only_belongs_to_the_place_shown_with_its_own_reason() {
     let mut st = warren::tui::State::new(now(), false, Theme::color());
     let mut ov = overview();
     ov.read_only = true;
+    ov.read_only_reason =
+        "replay is disabled: context 'prod-eu' is configured read_only = true".into();
     update(
         &mut st,
-        Event::QueuesLoaded {
+        Report::QueuesLoaded {
             overview: ov,
             discovery: discovery(),
             ticket: Ticket::default(),
         },
     );
     assert!(st.read_only);
-    // And a later context without the setting does not turn it off.
+    assert!(st.read_only_reason.contains("context 'prod-eu'"));
+    // `:ctx staging`, a writable context: read-only does not stick.
+    run_command_line(&mut st, "ctx staging");
+    assert!(st.read_only, "still on prod-eu until the switch succeeded");
+    let mut staging = overview();
+    staging.context = "staging".into();
     update(
         &mut st,
-        Event::QueuesLoaded {
+        Report::QueuesLoaded {
+            overview: staging,
+            discovery: discovery(),
+            ticket: ticket(1, 0),
+        },
+    );
+    assert!(!st.read_only && st.read_only_reason.is_empty());
+    // No write permission in a vhost: read-only there, and the reason says so.
+    run_command_line(&mut st, "vhost /audit");
+    let mut audit = overview();
+    audit.read_only = true;
+    audit.read_only_reason =
+        "replay is disabled: user 'ops' has no write permission in vhost '/audit'".into();
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: audit,
+            discovery: discovery(),
+            ticket: ticket(2, 0),
+        },
+    );
+    st.focus = Focus::Messages;
+    update(&mut st, page("orders.dlq", orders_messages(), ticket(2, 1)));
+    update(&mut st, ch('r'));
+    assert!(
+        st.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("no write permission"),
+        "{:?}",
+        st.error
+    );
+
+    // --read-only holds wherever Warren goes.
+    let mut st = warren::tui::State::new(now(), true, Theme::color());
+    update(
+        &mut st,
+        Report::QueuesLoaded {
             overview: overview(),
             discovery: discovery(),
             ticket: Ticket::default(),
         },
     );
-    assert!(st.read_only);
+    assert!(st.read_only && st.read_only_reason.contains("--read-only"));
 }
 
 #[test]
@@ -402,10 +448,10 @@ fn modal_accept_needs_the_plan_then_emits_one_replay() {
     );
     update(&mut st, preview("orders.dlq", 2));
     update(&mut st, ch('+'));
-    update(&mut st, ch('k'));
+    update(&mut st, ch('t'));
     // Keeping attempts changes the plan: the worker answers with the plan for that setting.
     let mut kept = preview("orders.dlq", 2);
-    if let Event::ReplayPreview(p) = &mut kept {
+    if let Report::ReplayPreview(p) = &mut kept {
         p.keep_attempts = true;
     }
     update(&mut st, kept);
@@ -469,10 +515,15 @@ fn dry_run_needs_no_typed_count_and_rate_can_be_typed() {
     type_text(&mut st, "0");
     assert!(
         update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "Enter in the rate field only leaves it"
+    );
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
         "a rate of 0 cannot be accepted"
     );
-    update(&mut st, key(KeyCode::Backspace));
+    update(&mut st, key(KeyCode::Tab));
     type_text(&mut st, "250");
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
         matches!(cmds.as_slice(), [Command::Replay(r)] if r.dry_run && r.rate == 250),
@@ -488,7 +539,7 @@ fn esc_during_progress_cancels_once_and_finishing_rereads_the_queue() {
     update(&mut st, key(KeyCode::Enter));
     update(
         &mut st,
-        Event::ReplayProgress(ReplayProgress {
+        Report::ReplayProgress(ReplayProgress {
             total: 1,
             moved: 0,
             rate: 10.0,
@@ -517,7 +568,7 @@ fn esc_during_progress_cancels_once_and_finishing_rereads_the_queue() {
     );
     update(
         &mut st,
-        Event::ReplayFinished(ReplayOutcome {
+        Report::ReplayFinished(ReplayOutcome {
             progress: ReplayProgress {
                 total: 1,
                 moved: 0,
@@ -562,7 +613,7 @@ fn ticks_redraw_only_when_the_minute_changes_and_refresh_depths() {
     assert!(!st.take_dirty(), "same minute: nothing to redraw");
     update(
         &mut st,
-        Event::DepthsRefreshed {
+        Report::DepthsRefreshed {
             depths: vec![("orders.dlq".into(), Some(412))],
             ticket: Ticket::default(),
         },
@@ -570,7 +621,7 @@ fn ticks_redraw_only_when_the_minute_changes_and_refresh_depths() {
     assert!(!st.take_dirty(), "same depth: nothing to redraw");
     update(
         &mut st,
-        Event::DepthsRefreshed {
+        Report::DepthsRefreshed {
             depths: vec![("orders.dlq".into(), Some(413))],
             ticket: Ticket::default(),
         },
@@ -595,9 +646,10 @@ fn command_line() {
         "{cmds:?}"
     );
     assert!(
-        st.browse.is_none() && !st.queues_loaded,
-        "the old broker's data is gone"
+        st.browse.is_some() && st.queues_loaded,
+        "nothing changes until the worker reached the new place"
     );
+    assert_eq!(st.switching.as_ref().map(|s| s.generation), Some(1));
 
     update(&mut st, ch(':'));
     type_text(&mut st, "vhost /billing");
@@ -697,7 +749,7 @@ fn keep_attempts_asks_for_the_plan_again_and_ignores_the_stale_one() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('r'));
     update(&mut st, preview("orders.dlq", 3));
-    let cmds = update(&mut st, ch('k'));
+    let cmds = update(&mut st, ch('t'));
     assert!(
         matches!(
             &cmds[..],
@@ -712,7 +764,7 @@ fn keep_attempts_asks_for_the_plan_again_and_ignores_the_stale_one() {
     update(&mut st, preview("orders.dlq", 3));
     assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
     let mut kept = preview("orders.dlq", 3);
-    if let Event::ReplayPreview(p) = &mut kept {
+    if let Report::ReplayPreview(p) = &mut kept {
         p.keep_attempts = true;
         p.removes.clear();
     }
@@ -746,7 +798,7 @@ fn browsing_invoices() -> warren::tui::State {
     );
     update(
         &mut st,
-        Event::MessagesLoaded {
+        Report::MessagesLoaded {
             queue: "invoices.dlq".into(),
             messages: orders_messages(),
             first_seen: vec![],
@@ -796,7 +848,7 @@ fn a_read_the_ledger_prices_is_confirmed_with_the_same_key() {
     // The worker's ledger says Warren read it before, in another session.
     update(
         &mut st,
-        Event::ReadCost {
+        Report::ReadCost {
             queue: "invoices.dlq".into(),
             text: "Warren has read 'invoices.dlq' 3 times before".into(),
             ticket: Ticket::default(),
@@ -848,8 +900,8 @@ fn protect_asks_then_sets_and_is_refused_read_only() {
     assert!(ro.error.is_some(), "read-only refuses with a reason");
 }
 
-fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket: Ticket) -> Event {
-    Event::MessagesLoaded {
+fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket: Ticket) -> Report {
+    Report::MessagesLoaded {
         queue: queue.into(),
         messages,
         first_seen: vec![],
@@ -866,7 +918,7 @@ fn ticket(generation: u64, request: u64) -> Ticket {
 }
 
 #[test]
-fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
+fn answers_of_the_old_place_are_shown_until_the_switch_succeeds_and_ignored_after() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     // A reload of the queue and its list, asked under the first session, still on their way.
     update(&mut st, ctrl('r'));
@@ -878,56 +930,62 @@ fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
         ),
         "{cmds:?}"
     );
-    st.take_dirty();
+    // While the worker tries /billing, the old place is what the screen shows: its answers count.
     let old = ticket(0, 7);
-    update(&mut st, page("orders.dlq", orders_messages(), old));
+    update(
+        &mut st,
+        page("orders.dlq", vec![masstransit(), broker_ladder(1)], old),
+    );
+    assert_eq!(
+        st.visible_rows().len(),
+        2,
+        "the old place's answer is shown"
+    );
+
+    // The new place listed its queues: everything on screen is its own from here.
+    let new = ticket(1, 9);
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: overview(),
+            discovery: discovery(),
+            ticket: new,
+        },
+    );
+    assert!(st.queues_loaded && st.browse.is_none() && st.switching.is_none());
+    assert_eq!(st.generation, 1);
+    st.take_dirty();
+    // Answers of the old place landing late are dropped.
+    let late = ticket(0, 8);
+    update(&mut st, page("orders.dlq", orders_messages(), late));
     assert!(
         st.browse.is_none(),
         "the late page of the old vhost is not shown"
     );
     update(
         &mut st,
-        Event::QueuesLoaded {
-            overview: overview(),
-            discovery: discovery(),
-            ticket: old,
-        },
-    );
-    assert!(!st.queues_loaded && st.queue_rows().is_empty());
-    update(
-        &mut st,
-        Event::DepthsRefreshed {
+        Report::DepthsRefreshed {
             depths: vec![("orders.dlq".into(), Some(1))],
-            ticket: old,
+            ticket: late,
         },
     );
     update(
         &mut st,
-        Event::ReadCost {
+        Report::ReadCost {
             queue: "invoices.dlq".into(),
             text: "costs".into(),
-            ticket: old,
+            ticket: late,
         },
     );
-    assert!(st.pending_reread.is_none() && st.notice.is_none());
+    assert!(st.pending_reread.is_none());
     update(
         &mut st,
-        Event::Error(Failure::in_generation("browsing orders.dlq failed", 0)),
+        Report::Error(Failure::in_generation("browsing orders.dlq failed", 0)),
     );
     assert!(st.error.is_none(), "nor an error of the old session");
     assert!(!st.take_dirty(), "nothing to redraw");
 
     // The new session's answers are shown.
-    let new = ticket(1, 9);
-    update(
-        &mut st,
-        Event::QueuesLoaded {
-            overview: overview(),
-            discovery: discovery(),
-            ticket: new,
-        },
-    );
-    assert!(st.queues_loaded);
     update(
         &mut st,
         page("orders.dlq", orders_messages(), ticket(1, 10)),
@@ -935,12 +993,12 @@ fn answers_asked_before_vhost_are_ignored_when_they_land_after_it() {
     assert_eq!(st.visible_rows().len(), 6);
     update(
         &mut st,
-        Event::Error(Failure::in_generation("browsing failed", 1)),
+        Report::Error(Failure::in_generation("browsing failed", 1)),
     );
     assert!(st.error.is_some());
     // An error tied to no session is always shown.
     st.error = None;
-    update(&mut st, Event::Error("the worker stopped".into()));
+    update(&mut st, Report::Error("the worker stopped".into()));
     assert!(st.error.is_some());
 }
 
@@ -1228,11 +1286,15 @@ fn the_pager_relays_out_on_resize_and_its_text_is_sanitised() {
 }
 
 #[test]
-fn saving_returns_effects_and_works_read_only() {
+fn saving_is_left_for_the_loop_and_works_read_only() {
+    use warren::tui::save::Save;
     let mut st = browsed(true, "orders.dlq", orders_messages());
-    let cmds = update(&mut st, ctrl('s'));
-    match cmds.as_slice() {
-        [Command::SaveScreen { path }] => {
+    assert!(
+        update(&mut st, ctrl('s')).is_empty(),
+        "nothing for the worker"
+    );
+    match st.save.take() {
+        Some(Save::Screen { path }) => {
             assert_eq!(
                 path.to_str().unwrap(),
                 format!("warren-screen-{}.txt", now().strftime("%Y%m%d-%H%M%S"))
@@ -1249,15 +1311,13 @@ fn saving_returns_effects_and_works_read_only() {
     update(&mut st, ch('k'));
     update(&mut st, ch('k'));
     update(&mut st, ch(' '));
-    let cmds = update(&mut st, ch('S'));
-    match cmds.as_slice() {
-        [
-            Command::SaveSnapshot {
-                path,
-                header,
-                messages,
-            },
-        ] => {
+    assert!(update(&mut st, ch('S')).is_empty());
+    match st.save.take() {
+        Some(Save::Snapshot {
+            path,
+            header,
+            messages,
+        }) => {
             let name = path.to_str().unwrap();
             assert!(
                 name.starts_with("warren-orders.dlq-") && name.ends_with(".jsonl"),
@@ -1272,26 +1332,26 @@ fn saving_returns_effects_and_works_read_only() {
     }
     st.selected.clear();
     update(&mut st, ch('G'));
-    let cmds = update(&mut st, ch('S'));
+    update(&mut st, ch('S'));
+    let save = st.save.take();
     assert!(
-        matches!(cmds.as_slice(), [Command::SaveSnapshot { messages, .. }] if messages.len() == 1 && messages[0].position == 5),
-        "{cmds:?}"
+        matches!(&save, Some(Save::Snapshot { messages, .. }) if messages.len() == 1 && messages[0].position == 5),
+        "{save:?}"
     );
     // In the group list: the group under the cursor (the five ladders), whatever is selected.
     update(&mut st, ch(' '));
     update(&mut st, ch('f'));
-    let cmds = update(&mut st, ch('S'));
+    update(&mut st, ch('S'));
+    let save = st.save.take();
     assert!(
-        matches!(cmds.as_slice(), [Command::SaveSnapshot { messages, .. }] if messages.len() == 5),
-        "{cmds:?}"
+        matches!(&save, Some(Save::Snapshot { messages, .. }) if messages.len() == 5),
+        "{save:?}"
     );
     update(&mut st, ch('f'));
     // Ctrl-S inside the pager too.
     update(&mut st, ch('v'));
-    assert!(matches!(
-        update(&mut st, ctrl('s')).as_slice(),
-        [Command::SaveScreen { .. }]
-    ));
+    update(&mut st, ctrl('s'));
+    assert!(matches!(st.save, Some(Save::Screen { .. })));
     assert!(
         matches!(st.overlay, Overlay::Pager(_)),
         "saving does not close the pager"
@@ -1300,6 +1360,7 @@ fn saving_returns_effects_and_works_read_only() {
 
 #[test]
 fn the_saved_snapshot_reads_back_as_warren_open_reads_it() {
+    use warren::tui::save::Save;
     let mut messages = orders_messages();
     messages.push(gzipped_order());
     for (i, m) in messages.iter_mut().enumerate() {
@@ -1308,26 +1369,24 @@ fn the_saved_snapshot_reads_back_as_warren_open_reads_it() {
     }
     let mut st = browsed(false, "orders.dlq", messages.clone());
     update(&mut st, ch('a'));
-    let cmds = update(&mut st, ch('S'));
-    let [
-        Command::SaveSnapshot {
-            path,
-            header,
-            messages: saved,
-        },
-    ] = cmds.as_slice()
+    update(&mut st, ch('S'));
+    let Some(Save::Snapshot {
+        path,
+        header,
+        messages: saved,
+    }) = st.save.take()
     else {
-        panic!("{cmds:?}");
+        panic!("a snapshot save");
     };
     let dir = std::env::temp_dir().join(format!("warren-save-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let cmd = Command::SaveSnapshot {
+    let save = Save::Snapshot {
         path: dir.join(path.file_name().unwrap()),
         header: header.clone(),
         messages: saved.clone(),
     };
-    let report = warren::tui::save::perform(&cmd, None).expect("a save reports");
-    let Event::Notice(text) = report else {
+    let report = warren::tui::save::perform(&save, "");
+    let Report::Notice(text) = report else {
         panic!("{report:?}")
     };
     let name = path.to_str().unwrap();
@@ -1345,12 +1404,12 @@ fn the_saved_snapshot_reads_back_as_warren_open_reads_it() {
     let _ = std::fs::remove_dir_all(&dir);
 
     // A directory that cannot be written says so, in the operator's words.
-    let bad = Command::SaveScreen {
+    let bad = Save::Screen {
         path: "/proc/warren-cannot-write-here.txt".into(),
     };
-    let report = warren::tui::save::perform(&bad, Some("screen"));
+    let report = warren::tui::save::perform(&bad, "screen");
     assert!(
-        matches!(&report, Some(Event::Error(f)) if f.text.contains("could not save the screen") && f.text.contains("directory you can write to")),
+        matches!(&report, Report::Error(f) if f.text.contains("could not save the screen") && f.text.contains("directory you can write to")),
         "{report:?}"
     );
 }
@@ -1440,10 +1499,409 @@ fn w_shows_the_whole_banner_and_does_not_answer_a_prompt() {
         matches!(cmds.as_slice(), [Command::Browse { queue, .. }] if queue == "invoices.dlq"),
         "Enter after w still browses: {cmds:?}"
     );
-    update(&mut st, Event::Error(Failure::from("boom".to_string())));
+    update(&mut st, Report::Error(Failure::from("boom".to_string())));
     update(&mut st, key(KeyCode::Esc));
     assert!(
         st.error.is_none() && !st.banner_whole,
         "Esc dismisses and folds it"
+    );
+}
+
+/// What the screen shows for Enter in the replay modal: the modal's line and the footer.
+fn enter_hints(st: &warren::tui::State) -> (bool, bool, String) {
+    let mut term = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    term.draw(|f| warren::tui::view(st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let rows: Vec<String> = (0..buf.area.height)
+        .map(|y| {
+            (0..buf.area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect()
+        })
+        .collect();
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("the modal is open")
+    };
+    let word = m.enter_does().to_string();
+    let footer = rows.last().unwrap().contains(&format!("Enter {word} "));
+    let modal = rows[..rows.len() - 1]
+        .iter()
+        .any(|r| r.contains(&format!("Enter  {word}")));
+    (footer, modal, word)
+}
+
+#[test]
+fn the_modal_and_the_footer_say_the_same_for_enter_and_enter_in_the_rate_field_leaves_it() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 3));
+    assert_eq!(enter_hints(&st), (true, true, "replay".into()));
+    update(&mut st, ch('d'));
+    assert_eq!(enter_hints(&st), (true, true, "dry run".into()));
+    update(&mut st, key(KeyCode::Tab));
+    assert_eq!(enter_hints(&st), (true, true, "set rate".into()));
+    type_text(&mut st, "20");
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "Enter after a typed rate starts nothing"
+    );
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("still in the modal")
+    };
+    assert_eq!((m.field, m.rate), (ModalField::Count, 20));
+    assert_eq!(enter_hints(&st), (true, true, "dry run".into()));
+    // Leaving the field with nothing typed keeps the rate it had.
+    update(&mut st, key(KeyCode::Tab));
+    update(&mut st, key(KeyCode::Enter));
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("still in the modal")
+    };
+    assert_eq!(
+        (m.field, m.rate, m.rate_text.as_str()),
+        (ModalField::Count, 20, "20")
+    );
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.dry_run && r.rate == 20),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn k_is_not_keep_attempts_in_the_modal_t_is() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 3));
+    assert!(update(&mut st, ch('k')).is_empty(), "k asks for nothing");
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("still in the modal")
+    };
+    assert!(!m.keep_attempts);
+    let cmds = update(&mut st, ch('t'));
+    assert!(
+        matches!(
+            &cmds[..],
+            [Command::PreviewReplay {
+                keep_attempts: true,
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    // `k` means up wherever it is bound at all.
+    for b in BINDINGS.iter().filter(|b| b.keys.contains(&Key::Char('k'))) {
+        assert_eq!(b.action, keys::Action::Up, "{}", b.help);
+    }
+}
+
+#[test]
+fn a_finished_dry_run_closes_without_reading_the_queue_again() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 3));
+    update(&mut st, ch('d'));
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(matches!(&cmds[..], [Command::Replay(r)] if r.dry_run));
+    update(
+        &mut st,
+        Report::ReplayFinished(ReplayOutcome {
+            dry_run: true,
+            summary: vec!["Would replay 3 message(s) from orders.dlq".into()],
+            ..Default::default()
+        }),
+    );
+    let Overlay::Progress(run) = &st.overlay else {
+        panic!("the result stays up until closed")
+    };
+    assert_eq!(
+        run.outcome.as_ref().map(|o| o.summary.len()),
+        Some(1),
+        "the CLI's words are kept for the view"
+    );
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
+    assert!(matches!(st.overlay, Overlay::None));
+}
+
+/// The status bar's text.
+fn header(st: &warren::tui::State) -> String {
+    let mut term = Terminal::new(TestBackend::new(160, 10)).unwrap();
+    term.draw(|f| warren::tui::view(st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    (0..buf.area.width).map(|x| buf[(x, 0)].symbol()).collect()
+}
+
+#[test]
+fn a_failed_switch_changes_nothing_but_a_message() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch(' '));
+    let selected = st.selected.clone();
+    let cmds = run_command_line(&mut st, "vhost nope");
+    let [Command::SwitchVhost { generation, .. }] = cmds[..] else {
+        panic!("{cmds:?}")
+    };
+    // Until the worker answers: the old place, and a note that a switch is under way.
+    let h = header(&st);
+    assert!(h.contains("connected") && h.contains("ops@/orders"), "{h}");
+    assert!(h.contains("switching to vhost nope…"), "{h}");
+    assert!(
+        update(&mut st, ch('r')).is_empty(),
+        "no replay planned on a place being left"
+    );
+    assert!(st.notice.as_deref().unwrap_or("").contains("switching"));
+    update(
+        &mut st,
+        Report::SwitchFailed {
+            generation,
+            text: "no AMQP for vhost 'nope': access refused".into(),
+        },
+    );
+    let e = st.error.clone().unwrap_or_default();
+    assert!(
+        e.contains("could not switch to vhost nope")
+            && e.contains("access refused")
+            && e.contains("still on context prod-eu, vhost /orders"),
+        "{e}"
+    );
+    assert!(st.switching.is_none());
+    assert_eq!(st.generation, 0, "the old session goes on");
+    assert!(st.queues_loaded && st.browse.as_ref().is_some_and(|b| b.rows.len() == 6));
+    assert_eq!(st.selected, selected, "the selection is kept");
+    let h = header(&st);
+    assert!(h.contains("● connected") && h.contains("ops@/orders") && !h.contains("switching"));
+    // And the old session's answers still count.
+    update(
+        &mut st,
+        Report::DepthsRefreshed {
+            depths: vec![("orders.dlq".into(), Some(411))],
+            ticket: ticket(0, 20),
+        },
+    );
+    assert_eq!(st.dlq("orders.dlq").and_then(|d| d.depth), Some(411));
+    // The next switch uses a generation of its own, not the failed one's.
+    let cmds = run_command_line(&mut st, "ctx staging");
+    assert!(
+        matches!(&cmds[..], [Command::SwitchContext { generation: g, .. }] if *g > generation),
+        "{cmds:?}"
+    );
+    // A late listing tagged with the failed switch's generation is not taken for it.
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: overview(),
+            discovery: Default::default(),
+            ticket: ticket(generation, 0),
+        },
+    );
+    assert!(st.browse.is_some() && st.generation == 0);
+}
+
+#[test]
+fn a_refused_switch_in_snapshot_mode_keeps_the_list() {
+    let mut st = browsed(true, "orders.dlq", orders_messages());
+    let cmds = run_command_line(&mut st, "ctx prod");
+    let [Command::SwitchContext { generation, .. }] = cmds[..] else {
+        panic!("{cmds:?}")
+    };
+    update(
+        &mut st,
+        Report::SwitchFailed {
+            generation,
+            text: "a snapshot has no other contexts or vhosts".into(),
+        },
+    );
+    assert!(st.error.as_deref().unwrap_or("").contains("snapshot"));
+    assert!(st.queues_loaded && st.browse.is_some(), "nothing wiped");
+}
+
+#[test]
+fn of_two_switches_only_the_later_one_counts() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    let first = run_command_line(&mut st, "vhost /a");
+    let second = run_command_line(&mut st, "vhost /b");
+    let (
+        [Command::SwitchVhost { generation: g1, .. }],
+        [Command::SwitchVhost { generation: g2, .. }],
+    ) = (&first[..], &second[..])
+    else {
+        panic!("{first:?} {second:?}")
+    };
+    update(
+        &mut st,
+        Report::SwitchFailed {
+            generation: *g1,
+            text: "replaced".into(),
+        },
+    );
+    assert!(st.error.is_none(), "the replaced switch is not news");
+    assert!(st.switching.is_some());
+    let mut b = overview();
+    b.vhost = "/b".into();
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: b,
+            discovery: discovery(),
+            ticket: ticket(*g2, 0),
+        },
+    );
+    assert_eq!(st.generation, *g2);
+    assert!(header(&st).contains("ops@/b"));
+    assert_eq!(st.notice.as_deref(), Some("switched to vhost /b"));
+}
+
+#[test]
+fn a_switch_is_refused_while_a_replay_runs() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 1));
+    update(&mut st, key(KeyCode::Enter));
+    assert!(st.replay_running());
+    assert!(run_command_line(&mut st, "ctx staging").is_empty());
+    assert!(
+        st.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("replay is running")
+    );
+    assert!(st.switching.is_none());
+}
+
+#[test]
+fn limit_reads_the_open_queue_again_with_the_new_limit() {
+    // No queue open: the limit is set for the next browse, nothing is read.
+    let mut st = loaded(false, Theme::color());
+    assert!(run_command_line(&mut st, "limit 5000").is_empty());
+    assert_eq!(st.browse_limit, 5000);
+
+    // A classic queue is read again at once, with the new limit.
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    let cmds = run_command_line(&mut st, "limit 5000");
+    assert!(
+        matches!(&cmds[..], [Command::Browse { queue, limit: 5000, read_again: false }] if queue == "orders.dlq"),
+        "{cmds:?}"
+    );
+    assert_eq!(st.loading.as_deref(), Some("orders.dlq"));
+
+    // A quorum queue whose reads cost deliveries: the cost first, then Ctrl-R reads it.
+    let mut st = browsing_invoices();
+    assert!(run_command_line(&mut st, "limit 5000").is_empty());
+    assert!(
+        st.notice
+            .as_deref()
+            .unwrap_or("")
+            .contains("costs each message a delivery"),
+        "{:?}",
+        st.notice
+    );
+    let cmds = update(&mut st, ctrl('r'));
+    assert!(
+        cmds.iter().any(|c| matches!(c, Command::Browse { queue, limit: 5000, read_again: true } if queue == "invoices.dlq")),
+        "{cmds:?}"
+    );
+
+    // Not a number: nothing changes.
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    assert!(run_command_line(&mut st, "limit lots").is_empty());
+    assert_eq!(st.browse_limit, 500);
+    assert!(st.error.is_some());
+}
+
+#[test]
+fn the_progress_window_counts_the_selection_not_the_queue() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    // One of the six in view, selected.
+    update(&mut st, ch('/'));
+    type_text(&mut st, "reason:expired -reason:rejected");
+    update(&mut st, key(KeyCode::Enter));
+    let in_view = st.visible_rows().len();
+    assert!(in_view > 0 && in_view < 6, "{in_view}");
+    update(&mut st, ch('a'));
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", in_view as u64));
+    update(&mut st, key(KeyCode::Enter));
+    let Overlay::Progress(run) = &st.overlay else {
+        panic!("the run started")
+    };
+    assert_eq!(run.progress.total, in_view as u64);
+    assert_eq!(run.progress.remaining(), in_view as u64);
+    let mut term = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    term.draw(|f| warren::tui::view(&st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let screen: String = (0..buf.area.height)
+        .flat_map(|y| (0..buf.area.width).map(move |x| (x, y)))
+        .map(|p| buf[p].symbol().to_string())
+        .collect();
+    assert!(
+        screen.contains(&format!("remaining {in_view}")),
+        "of the selection, not the queue's 6"
+    );
+}
+
+#[test]
+fn a_browse_cut_at_the_limit_says_so_on_screen() {
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, key(KeyCode::Enter));
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            queue: "orders.dlq".into(),
+            messages: orders_messages(),
+            first_seen: vec![],
+            stop: "first 6 of 412 — :limit N reads more".into(),
+            ticket: Ticket::default(),
+        },
+    );
+    let mut term = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    term.draw(|f| warren::tui::view(&st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let screen: String = (0..buf.area.height)
+        .flat_map(|y| (0..buf.area.width).map(move |x| (x, y)))
+        .map(|p| buf[p].symbol().to_string())
+        .collect();
+    assert!(
+        screen.contains("first 6 of 412 — :limit N reads more"),
+        "the whole note is shown"
+    );
+}
+
+/// Two messages with one message id share a key, and a replay of that key takes both: the
+/// selection count says so, so the modal and the progress count the same messages.
+#[test]
+fn messages_sharing_an_id_count_as_the_replay_counts_them() {
+    let mut st = browsed(
+        false,
+        "orders.dlq",
+        vec![broker_ladder(1), broker_ladder(1), broker_ladder(2)],
+    );
+    update(&mut st, ch(' '));
+    assert_eq!(st.selected.len(), 1, "one key");
+    assert_eq!(st.selected_messages(), 2, "two messages");
+    let mut term = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    term.draw(|f| warren::tui::view(&st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let screen: String = (0..buf.area.height)
+        .flat_map(|y| (0..buf.area.width).map(move |x| (x, y)))
+        .map(|p| buf[p].symbol().to_string())
+        .collect();
+    assert!(screen.contains("[2 selected]"), "{screen}");
+    update(&mut st, ch('r'));
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("the modal opens")
+    };
+    assert_eq!(m.what, "2 selected messages");
+
+    // Nothing picked: the message under the cursor brings its twin.
+    let mut st = browsed(
+        false,
+        "orders.dlq",
+        vec![broker_ladder(1), broker_ladder(1), broker_ladder(2)],
+    );
+    update(&mut st, ch('r'));
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("the modal opens")
+    };
+    assert_eq!(
+        m.what,
+        "the message under the cursor and 1 more with its id"
     );
 }

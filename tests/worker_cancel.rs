@@ -13,7 +13,7 @@ use lapin::types::FieldTable;
 use tokio::sync::mpsc;
 use warren::broker::config::Overrides;
 use warren::domain::selection::Selection;
-use warren::tui::{Command, ConnectionState, Event, ReplayOutcome, ReplayRequest};
+use warren::worker::protocol::{Command, ConnectionState, ReplayOutcome, ReplayRequest, Report};
 
 /// A private config file (empty: everything comes from the overrides).
 struct Home(std::path::PathBuf);
@@ -38,7 +38,7 @@ impl Drop for Home {
 }
 
 /// The next event within `within`, or `None`.
-async fn next(rx: &mut mpsc::Receiver<Event>, within: Duration) -> Option<Event> {
+async fn next(rx: &mut mpsc::Receiver<Report>, within: Duration) -> Option<Report> {
     tokio::time::timeout(within, rx.recv()).await.ok().flatten()
 }
 
@@ -79,7 +79,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
     assert!(
         matches!(
             next(&mut ev_rx, Duration::from_secs(2)).await,
-            Some(Event::Connection(ConnectionState::Connecting))
+            Some(Report::Connection(ConnectionState::Connecting))
         ),
         "the worker starts connecting"
     );
@@ -89,7 +89,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
     assert!(
         matches!(
             &answer,
-            Some(Event::ReplayFinished(ReplayOutcome {
+            Some(Report::ReplayFinished(ReplayOutcome {
                 cancelled: true,
                 error: None,
                 ..
@@ -109,7 +109,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
     let quit_took = asked.elapsed();
     // Nothing else was said: the connect neither succeeded nor failed in that time.
     while let Ok(e) = ev_rx.try_recv() {
-        assert!(!matches!(e, Event::Connection(_)), "{e:?}");
+        assert!(!matches!(e, Report::Connection(_)), "{e:?}");
     }
     println!(
         "cancel answered in {cancel_took:?}, quit in {quit_took:?}, the connect still pending"
@@ -148,8 +148,8 @@ async fn overlapping_browses(broker: TestBroker) {
     cmd_tx.send(Command::LoadQueues).await.expect("send");
     loop {
         match next(&mut ev_rx, Duration::from_secs(30)).await {
-            Some(Event::QueuesLoaded { .. }) => break,
-            Some(Event::Error(f)) => panic!("{}: {f}", broker.label),
+            Some(Report::QueuesLoaded { .. }) => break,
+            Some(Report::Error(f)) => panic!("{}: {f}", broker.label),
             Some(_) => {}
             None => panic!("{}: no queue list within 30 s", broker.label),
         }
@@ -166,10 +166,10 @@ async fn overlapping_browses(broker: TestBroker) {
     let until = Instant::now() + Duration::from_secs(10);
     while let Some(e) = next(&mut ev_rx, until.saturating_duration_since(Instant::now())).await {
         match e {
-            Event::MessagesLoaded {
+            Report::MessagesLoaded {
                 messages, ticket, ..
             } => pages.push((messages.len(), ticket)),
-            Event::Error(f) => panic!("{}: {f}", broker.label),
+            Report::Error(f) => panic!("{}: {f}", broker.label),
             _ => {}
         }
     }

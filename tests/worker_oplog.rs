@@ -16,25 +16,25 @@ use tokio::sync::mpsc;
 use warren::broker::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
-use warren::tui::{Command, Event, Operation, OperationKind, ReplayRequest};
+use warren::tui::{Command, Operation, OperationKind, ReplayRequest, Report};
 
 const MESSAGES: u32 = 6;
 
 /// Events until `done` says stop, with every operation reported on the way.
 async fn until(
-    rx: &mut mpsc::Receiver<Event>,
+    rx: &mut mpsc::Receiver<Report>,
     ops: &mut Vec<Operation>,
     label: &str,
-    done: impl Fn(&Event) -> bool,
-) -> Event {
+    done: impl Fn(&Report) -> bool,
+) -> Report {
     loop {
         let e = tokio::time::timeout(Duration::from_secs(60), rx.recv())
             .await
             .unwrap_or_else(|_| panic!("{label}: an event within 60 s"))
             .expect("the worker is alive");
         match e {
-            Event::Operation(op) => ops.push(op),
-            Event::Error(f) => panic!("{label}: {f}"),
+            Report::Operation(op) => ops.push(op),
+            Report::Error(f) => panic!("{label}: {f}"),
             e if done(&e) => return e,
             _ => {}
         }
@@ -67,7 +67,7 @@ async fn session(broker: TestBroker) {
 
     cmd_tx.send(Command::LoadQueues).await.unwrap();
     until(&mut rx, &mut ops, &label, |e| {
-        matches!(e, Event::QueuesLoaded { .. })
+        matches!(e, Report::QueuesLoaded { .. })
     })
     .await;
     let browse = |queue: &str| Command::Browse {
@@ -75,7 +75,7 @@ async fn session(broker: TestBroker) {
         limit: 500,
         read_again: false,
     };
-    let loaded = |e: &Event| matches!(e, Event::MessagesLoaded { .. });
+    let loaded = |e: &Report| matches!(e, Report::MessagesLoaded { .. });
     cmd_tx.send(browse("orders.dlq")).await.unwrap();
     until(&mut rx, &mut ops, &label, loaded).await;
     // Again: what was read is reused, nothing is read, nothing is logged as a read.
@@ -90,7 +90,7 @@ async fn session(broker: TestBroker) {
         .await
         .unwrap();
     until(&mut rx, &mut ops, &label, |e| {
-        matches!(e, Event::ReplayPreview(_))
+        matches!(e, Report::ReplayPreview(_))
     })
     .await;
     cmd_tx.send(browse("plain.dlq")).await.unwrap();
@@ -107,18 +107,18 @@ async fn session(broker: TestBroker) {
         .await
         .unwrap();
     let end = until(&mut rx, &mut ops, &label, |e| {
-        matches!(e, Event::ReplayFinished(_))
+        matches!(e, Report::ReplayFinished(_))
     })
     .await;
     cmd_tx.send(Command::Quit).await.unwrap();
     // Operations reported before the worker ended are all in the channel.
     while let Some(e) = rx.recv().await {
-        if let Event::Operation(op) = e {
+        if let Report::Operation(op) = e {
             ops.push(op);
         }
     }
     let _ = worker.await;
-    if let Event::ReplayFinished(o) = &end {
+    if let Report::ReplayFinished(o) = &end {
         assert_eq!(o.progress.moved, u64::from(MESSAGES), "{label}: {o:?}");
     }
 

@@ -363,7 +363,8 @@ pub async fn run_with(
     let depth_at_start = opened.depth_at_start;
     let mut summary = Summary {
         progress: Progress {
-            remaining: depth_at_start,
+            // Of the selection, like every later count: the run stops at its limit.
+            remaining: job.limit.map_or(depth_at_start, |l| l.min(depth_at_start)),
             ..Default::default()
         },
         depth_at_start,

@@ -771,6 +771,77 @@ pub struct Preview {
 }
 
 impl Preview {
+    /// What the replay would do, in words: the CLI prints these lines before it asks (and for
+    /// `--dry-run`), and the TUI's dry run shows the same ones. Terminal-safe and bounded.
+    pub fn describe(&self, spec: &ReplaySpec, dry_run: bool) -> Vec<String> {
+        use sanitize::one_line;
+        const CELL: usize = 120;
+        let verb = if dry_run { "Would replay" } else { "Replay" };
+        let depth = self
+            .depth
+            .map(|d| format!(" (queue holds {d})"))
+            .unwrap_or_default();
+        let looked = if self.examined < self.depth.unwrap_or(0) {
+            format!(" — matched among the first {} looked at", self.examined)
+        } else {
+            String::new()
+        };
+        let mut out = vec![format!(
+            "{verb} {} message(s) from {}{depth}{looked}; selection: {}",
+            self.selected,
+            one_line(&self.queue, 80),
+            one_line(&spec.selection.describe(), 200)
+        )];
+        for (label, t) in &self.targets {
+            out.push(format!(
+                "  {:>6} → {} via exchange '{}' key '{}' — reaches {}{}",
+                t.count,
+                one_line(label, 80),
+                one_line(&t.exchange, 60),
+                one_line(&t.routing_key, 60),
+                if t.reaches.is_empty() {
+                    "no queue".to_string()
+                } else {
+                    one_line(&t.reaches.join(", "), CELL)
+                },
+                if t.exact { "" } else { " (possibly)" }
+            ));
+        }
+        if !self.removed.is_empty() {
+            out.push(format!(
+                "  removes  {}",
+                one_line(
+                    &self.removed.iter().cloned().collect::<Vec<_>>().join(", "),
+                    400
+                )
+            ));
+        }
+        out.push(format!(
+            "  adds     {}",
+            one_line(
+                &self.added.iter().cloned().collect::<Vec<_>>().join(", "),
+                400
+            )
+        ));
+        out.push(format!(
+            "  body     untouched; attempts {}",
+            if spec.keep_attempts { "kept" } else { "reset" }
+        ));
+        if self.replayed_before > 0 {
+            out.push(format!(
+                "  ! {} of them were replayed before and failed again",
+                self.replayed_before
+            ));
+        }
+        for (w, n) in &self.warnings {
+            out.push(format!("  ! {n} × {}", one_line(w, 300)));
+        }
+        for r in &self.refusals {
+            out.push(format!("  ✗ {}", one_line(r, 400)));
+        }
+        out
+    }
+
     /// Where the run publishes: the checked targets, after wait queues were replaced by the
     /// queue they lead back to. Write permission is checked on exactly these.
     pub fn publish_targets(&self) -> Vec<TargetKey> {

@@ -776,65 +776,8 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
 }
 
 fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
-    let verb = if dry_run { "Would replay" } else { "Replay" };
-    let depth = p
-        .depth
-        .map(|d| format!(" (queue holds {d})"))
-        .unwrap_or_default();
-    let looked = if p.examined < p.depth.unwrap_or(0) {
-        format!(" — matched among the first {} looked at", p.examined)
-    } else {
-        String::new()
-    };
-    crate::errln!(
-        "{verb} {} message(s) from {}{depth}{looked}; selection: {}",
-        p.selected,
-        one_line(&p.queue, 80),
-        one_line(&spec.selection.describe(), 200)
-    );
-    for (label, t) in &p.targets {
-        crate::errln!(
-            "  {:>6} → {} via exchange '{}' key '{}' — reaches {}{}",
-            t.count,
-            one_line(label, 80),
-            one_line(&t.exchange, 60),
-            one_line(&t.routing_key, 60),
-            if t.reaches.is_empty() {
-                "no queue".to_string()
-            } else {
-                one_line(&t.reaches.join(", "), CELL)
-            },
-            if t.exact { "" } else { " (possibly)" }
-        );
-    }
-    if !p.removed.is_empty() {
-        crate::errln!(
-            "  removes  {}",
-            one_line(
-                &p.removed.iter().cloned().collect::<Vec<_>>().join(", "),
-                400
-            )
-        );
-    }
-    crate::errln!(
-        "  adds     {}",
-        one_line(&p.added.iter().cloned().collect::<Vec<_>>().join(", "), 400)
-    );
-    crate::errln!(
-        "  body     untouched; attempts {}",
-        if spec.keep_attempts { "kept" } else { "reset" }
-    );
-    if p.replayed_before > 0 {
-        crate::errln!(
-            "  ! {} of them were replayed before and failed again",
-            p.replayed_before
-        );
-    }
-    for (w, n) in &p.warnings {
-        crate::errln!("  ! {n} × {}", one_line(w, 300));
-    }
-    for r in &p.refusals {
-        crate::errln!("  ✗ {}", one_line(r, 400));
+    for line in p.describe(spec, dry_run) {
+        crate::errln!("{line}");
     }
 }
 

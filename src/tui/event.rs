@@ -1,11 +1,13 @@
 //! Everything the UI reacts to, in one enum: terminal input, the clock, and what the background
-//! worker reports. The worker never touches UI state; it only sends these.
+//! worker reports (its own type, see `worker::protocol`).
 
 use jiff::Timestamp;
 use ratatui::crossterm::event::KeyEvent;
 
-use crate::domain::discovery::Discovery;
-use crate::domain::message::DeadLetter;
+pub use crate::worker::protocol::{
+    ConnectionState, Failure, Operation, OperationKind, Overview, ReplayOutcome, ReplayPreview,
+    ReplayProgress, Report, Ticket,
+};
 
 #[derive(Clone, Debug)]
 pub enum Event {
@@ -18,221 +20,15 @@ pub enum Event {
     /// The clock moved. Carries the time so that `update` stays pure and tests are deterministic.
     /// Also the cue to refresh depths.
     Tick(Timestamp),
-    /// The vhost's queues, with who we are and what we talk to.
-    QueuesLoaded {
-        overview: Overview,
-        discovery: Discovery,
-        ticket: Ticket,
-    },
-    /// Fresh depths for known queues, by name (`None`: the broker has no stats yet).
-    DepthsRefreshed {
-        depths: Vec<(String, Option<u64>)>,
-        ticket: Ticket,
-    },
-    /// A browse finished. `first_seen[i]` is when Warren first saw `messages[i]` (from the store),
-    /// aligned by index; shorter than `messages` means unknown for the rest.
-    MessagesLoaded {
-        queue: String,
-        messages: Vec<DeadLetter>,
-        first_seen: Vec<Option<Timestamp>>,
-        /// Why the browse stopped, in words ("end of queue", "limit of 500 reached", …).
-        stop: String,
-        ticket: Ticket,
-    },
-    /// Reading `queue` again would spend deliveries Warren spent on it before (from its read
-    /// ledger): nothing was read; `text` says what it costs. The operator confirms or not.
-    ReadCost {
-        queue: String,
-        text: String,
-        ticket: Ticket,
-    },
-    ReplayPreview(ReplayPreview),
-    ReplayProgress(ReplayProgress),
-    ReplayFinished(ReplayOutcome),
-    /// Something done that the operator should read (shown in the notice line).
-    Notice(String),
-    /// A failure that is not fatal: shown in the banner (the full chain goes to the log file).
-    Error(Failure),
     /// Typing in the filter paused: narrow a large list now (sent by the loop, see
     /// `update::FILTER_SETTLE`).
     FilterSettle,
-    Connection(ConnectionState),
-    /// A broker operation the worker performed, sent as it happens (the command log, `@`).
-    Operation(Operation),
+    /// What the background worker reported (boxed: a report is far larger than a key).
+    Worker(Box<Report>),
 }
 
-/// One broker operation, with what it cost: a read and the deliveries it spent, a replay's
-/// publishes and acks, a policy set, a listing, a connect. Text from the broker in it is shown
-/// sanitised.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Operation {
-    /// When the worker finished it.
-    pub at: Timestamp,
-    pub kind: OperationKind,
-    pub text: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OperationKind {
-    Connect,
-    /// Listing queues, bindings, policies (not the depth refresh every tick).
-    List,
-    /// Reading messages (browse, or a replay's plan).
-    Read,
-    /// A replay: publishes, confirms, acks.
-    Replay,
-    /// A policy set on the broker.
-    Policy,
-}
-
-impl OperationKind {
-    pub fn label(self) -> &'static str {
-        match self {
-            OperationKind::Connect => "connect",
-            OperationKind::List => "list",
-            OperationKind::Read => "read",
-            OperationKind::Replay => "replay",
-            OperationKind::Policy => "policy",
-        }
+impl From<Report> for Event {
+    fn from(report: Report) -> Event {
+        Event::Worker(Box::new(report))
     }
-}
-
-/// Which request an answer belongs to. `generation` is the session it was asked under: the UI
-/// starts a new one with each `:ctx` or `:vhost` (`Command::SwitchContext`/`SwitchVhost` carry
-/// it), and `update` drops answers from an older one, which may still be queued when the switch
-/// happens. `request` numbers requests in the order the worker received them, so of two pages
-/// the one asked for later wins.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Ticket {
-    pub generation: u64,
-    pub request: u64,
-}
-
-/// A failure to show in the banner, with the session generation it happened in (`None`: not
-/// tied to one, always shown).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Failure {
-    pub text: String,
-    pub generation: Option<u64>,
-}
-
-impl Failure {
-    pub fn in_generation(text: impl Into<String>, generation: u64) -> Failure {
-        Failure {
-            text: text.into(),
-            generation: Some(generation),
-        }
-    }
-}
-
-impl From<String> for Failure {
-    fn from(text: String) -> Failure {
-        Failure {
-            text,
-            generation: None,
-        }
-    }
-}
-
-impl From<&str> for Failure {
-    fn from(text: &str) -> Failure {
-        Failure::from(text.to_string())
-    }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-/// Who and where: the status bar.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Overview {
-    pub context: String,
-    pub broker_version: String,
-    pub user: String,
-    pub tags: Vec<String>,
-    pub vhost: String,
-    /// The context is configured read-only: turns the session read-only (never the reverse).
-    pub read_only: bool,
-    /// The context's colour and label from the config: the header bar shows them.
-    pub color: Option<crate::broker::config::ContextColor>,
-    pub label: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum ConnectionState {
-    #[default]
-    Connecting,
-    Connected,
-    /// Lost or refused, with the reason.
-    Disconnected(String),
-}
-
-/// What a replay would do, computed by the worker (it needs the vhost's bindings to resolve
-/// fan-out). All strings are shown sanitised.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ReplayPreview {
-    /// The queue the messages are read from.
-    pub queue: String,
-    /// How many messages the selection holds right now.
-    pub count: u64,
-    /// Where they go, in words: "orders.process (default exchange, routing key orders.process)".
-    pub targets: Vec<String>,
-    /// Every queue the publish reaches; more than one is a fan-out.
-    pub reaches: Vec<String>,
-    /// Headers the replay removes and adds.
-    pub removes: Vec<String>,
-    pub adds: Vec<String>,
-    /// Messages in the selection that Warren replayed before and that failed again.
-    pub replayed_before: u64,
-    /// Whether this plan keeps attempts (a plan for the other setting is stale).
-    pub keep_attempts: bool,
-    /// Anything the operator must read before accepting (skipped endpoint, unroutable, …).
-    pub warnings: Vec<String>,
-    /// The request this plan answers (see [`Ticket`]).
-    pub ticket: Ticket,
-}
-
-/// Progress of a running replay.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ReplayProgress {
-    pub total: u64,
-    /// Published, confirmed and removed from the dead-letter queue.
-    pub moved: u64,
-    /// Returned by the broker as unroutable and left in the dead-letter queue.
-    pub returned: u64,
-    /// Failed (nacked, error) and left in the dead-letter queue.
-    pub failed: u64,
-    /// Current rate, messages per second.
-    pub rate: f64,
-    /// Set while the broker blocks publishing (a memory or disk alarm), with its reason.
-    pub blocked: Option<String>,
-}
-
-impl ReplayProgress {
-    pub fn done(&self) -> u64 {
-        self.moved + self.returned + self.failed
-    }
-
-    pub fn remaining(&self) -> u64 {
-        self.total.saturating_sub(self.done())
-    }
-
-    /// Seconds left at the current rate, when there is a rate.
-    pub fn eta_secs(&self) -> Option<u64> {
-        (self.rate > 0.0 && self.rate.is_finite())
-            .then(|| (self.remaining() as f64 / self.rate).ceil() as u64)
-    }
-}
-
-/// How a replay ended.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ReplayOutcome {
-    pub progress: ReplayProgress,
-    pub dry_run: bool,
-    pub cancelled: bool,
-    /// Why it stopped early, when it did.
-    pub error: Option<String>,
 }

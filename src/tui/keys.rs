@@ -388,7 +388,8 @@ pub static BINDINGS: &[Binding] = &[
         keys: &[Code(KeyCode::Enter)],
         label: "Enter",
         action: A::Accept,
-        help: "replay (type the count if asked)",
+        help: "replay / dry run (rate: set)",
+        // Says what Enter does now instead (`ReplayModal::enter_does`).
         footer: Some("replay"),
         scopes: &[S::Modal],
     },
@@ -401,8 +402,9 @@ pub static BINDINGS: &[Binding] = &[
         scopes: &[S::Modal],
     },
     Binding {
-        keys: &[Char('k')],
-        label: "k",
+        // Not `k`: that is "up" everywhere else.
+        keys: &[Char('t')],
+        label: "t",
         action: A::ToggleKeep,
         help: "keep retry counters",
         footer: Some("keep attempts"),
@@ -554,6 +556,14 @@ pub fn lookup(scope: Scope, ev: &KeyEvent) -> Option<Action> {
             None
         }
     })
+}
+
+/// How `action`'s keys are written in `scope` (for hints drawn next to what they change).
+pub fn label(scope: Scope, action: Action) -> Option<&'static str> {
+    BINDINGS
+        .iter()
+        .find(|b| b.action == action && b.scopes.contains(&scope))
+        .map(|b| b.label)
 }
 
 /// The bindings shown in `scope`'s footer, most important first (a narrow terminal shows only

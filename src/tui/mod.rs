@@ -1,9 +1,8 @@
 //! The terminal UI (`warren` with no command). One state owner (`State`), a pure
 //! `update(&mut State, Event) -> Vec<Command>`, and `view(&State, &mut Frame)` that only draws.
-//! The worker (`crate::worker`) turns `Command`s into broker calls and answers with `Event`s;
+//! The worker (`crate::worker`) turns `Command`s into broker calls and answers with `Report`s;
 //! `run` is the terminal loop tying them together.
 
-pub mod command;
 pub mod custom;
 pub mod detail;
 pub mod event;
@@ -19,10 +18,10 @@ pub mod theme;
 pub mod update;
 pub mod view;
 
-pub use command::{Command, ReplayRequest};
+pub use crate::worker::protocol::{Command, ReplayRequest};
 pub use event::{
     ConnectionState, Event, Failure, Operation, OperationKind, Overview, ReplayOutcome,
-    ReplayPreview, ReplayProgress, Ticket,
+    ReplayPreview, ReplayProgress, Report, Ticket,
 };
 pub use state::State;
 pub use theme::Theme;

@@ -1,7 +1,7 @@
 //! The session's command log (`@`, as lazygit's): every broker operation the worker performed
 //! this session, with what it cost (a read and the deliveries it spent, a replay's publishes and
 //! acks, a policy set, a listing, a connect), newest first. The worker reports each one as it
-//! happens (`Event::Operation`); the UI keeps the last [`CAP`].
+//! happens (`Report::Operation`); the UI keeps the last [`CAP`].
 
 use std::collections::VecDeque;
 

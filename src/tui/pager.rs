@@ -17,11 +17,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 use unicode_width::UnicodeWidthChar;
 
-use super::command::Command;
 use super::detail;
 use super::keys::{self, Action, Scope};
 use super::state::{Overlay, Row, State};
 use crate::domain::sanitize;
+use crate::worker::protocol::Command;
 
 /// Most characters of text the pager holds (a decoded body is capped at 4 MiB already).
 pub const PAGER_CHARS: usize = 4 * 1024 * 1024;

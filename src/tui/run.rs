@@ -18,13 +18,13 @@ use ratatui::crossterm::terminal::{
 };
 use tokio::sync::mpsc;
 
-use super::command::Command;
 use super::custom;
-use super::event::Event;
+use super::event::{Event, Report};
 use super::state::State;
 use super::update::update;
 use super::view::view;
 use crate::broker::config::Overrides;
+use crate::worker::protocol::Command;
 
 /// How often depths are refreshed (and ages re-evaluated).
 pub const TICK: Duration = Duration::from_secs(5);
@@ -46,7 +46,7 @@ impl Drop for Restore {
 /// `password_command` has not answered yet runs it first, with the terminal handed back (see
 /// `cli::commands::prepare_tui` for why then and not at startup).
 pub async fn run(
-    mut events_from_worker: mpsc::Receiver<Event>,
+    mut events_from_worker: mpsc::Receiver<Report>,
     commands_to_worker: mpsc::Sender<Command>,
     mut state: State,
     unlock: Option<Overrides>,
@@ -81,7 +81,7 @@ pub async fn run(
                 None => return Ok(()),
             },
             worker = events_from_worker.recv() => match worker {
-                Some(ev) => Some(ev),
+                Some(report) => Some(Event::from(report)),
                 None => {
                     // The worker is gone: nothing more can happen but quitting.
                     state.connection = super::event::ConnectionState::Disconnected("the background worker stopped; see the log file".into());
@@ -97,7 +97,7 @@ pub async fn run(
         let mut queue: Vec<Event> = first.into_iter().collect();
         // Drain whatever else is ready before drawing once.
         while let Ok(ev) = events_from_worker.try_recv() {
-            queue.push(ev);
+            queue.push(Event::from(ev));
         }
         // Terminal input is not drained the same way: polling crossterm's EventStream with
         // `now_or_never` registers a no-op waker, after which the stream never wakes the loop
@@ -107,23 +107,17 @@ pub async fn run(
             let commands = update(&mut state, ev);
             if let Some(work) = state.handover.take() {
                 let notice = hand_over(&mut terminal, &mut input, || run_custom(&work))?;
-                update(&mut state, Event::Notice(notice));
+                update(&mut state, Report::Notice(notice));
+            }
+            // Saves are performed here, where the frame is: the worker has no part in them.
+            if let Some(save) = state.save.take() {
+                let screen = match save {
+                    super::save::Save::Screen { .. } => screen_text(&mut terminal, &state)?,
+                    super::save::Save::Snapshot { .. } => String::new(),
+                };
+                update(&mut state, super::save::perform(&save, &screen));
             }
             for cmd in commands {
-                // Saves are performed here, where the frame is: the worker has no part in them.
-                if matches!(
-                    cmd,
-                    Command::SaveScreen { .. } | Command::SaveSnapshot { .. }
-                ) {
-                    let screen = match cmd {
-                        Command::SaveScreen { .. } => Some(screen_text(&mut terminal, &state)?),
-                        _ => None,
-                    };
-                    if let Some(report) = super::save::perform(&cmd, screen.as_deref()) {
-                        update(&mut state, report);
-                    }
-                    continue;
-                }
                 if let (Command::SwitchContext { name, .. }, Some(base)) = (&cmd, &unlock) {
                     unlock_context(&mut terminal, &mut input, base, name)?;
                     state.dirty = true;

@@ -1,9 +1,10 @@
 //! Saving for the incident ticket, with one key: `Ctrl-S` writes the screen as plain text (k9s'
 //! screen dump), `S` writes the picked messages as a snapshot file that `warren open` reads.
 //!
-//! `update` decides what to save and where (pure: [`screen`], [`snapshot`]) and returns the
-//! effect as a `Command`; the terminal loop performs it ([`perform`]: the only IO here) and
-//! reports back with an event. Files go to the current directory, where an operator who ran
+//! `update` decides what to save and where (pure: [`screen`], [`snapshot`]) and leaves the
+//! request in `State::save`, as a custom command's handover is left; the terminal loop, which
+//! has the frame, performs it ([`perform`]: the only IO here) and reports back. The worker has
+//! no part in it. Files go to the current directory, where an operator who ran
 //! `warren` from a shell looks first, under a timestamped name that never overwrites a file.
 
 use std::io::Write as _;
@@ -13,26 +14,38 @@ use jiff::Timestamp;
 use ratatui::buffer::Buffer;
 use unicode_width::UnicodeWidthStr;
 
-use super::command::Command;
-use super::event::{Event, Failure};
+use super::event::{Failure, Report};
 use super::state::{Focus, ListMode, State};
 use crate::domain::message::DeadLetter;
 use crate::domain::sanitize;
 use crate::domain::snapshot::{self, SnapshotHeader};
 
+/// A save `update` decided on, for the terminal loop to perform.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Save {
+    /// What is on screen, as plain text. Allowed read-only.
+    Screen { path: PathBuf },
+    /// `messages` as a snapshot file (`warren open` reads it). Allowed read-only.
+    Snapshot {
+        path: PathBuf,
+        header: SnapshotHeader,
+        messages: Vec<DeadLetter>,
+    },
+}
+
 /// `Ctrl-S`: the screen, as it is when the key is pressed.
-pub fn screen(state: &State) -> Vec<Command> {
-    vec![Command::SaveScreen {
+pub fn screen(state: &mut State) {
+    state.save = Some(Save::Screen {
         path: PathBuf::from(format!("warren-screen-{}.txt", stamp(state.now))),
-    }]
+    });
 }
 
 /// `S`: the group under the cursor in the group list, else the selected messages, else the one
 /// under the cursor (what `r` would replay), as a snapshot file.
-pub fn snapshot(state: &mut State) -> Vec<Command> {
+pub fn snapshot(state: &mut State) {
     let Some(b) = &state.browse else {
         state.notice = Some("open a dead-letter queue first (Enter on the queue list)".into());
-        return Vec::new();
+        return;
     };
     let rows: Vec<usize> = if state.list_mode == ListMode::Groups && state.focus != Focus::Queues {
         state
@@ -57,7 +70,7 @@ pub fn snapshot(state: &mut State) -> Vec<Command> {
         .collect();
     if messages.is_empty() {
         state.notice = Some("nothing to save: the list is empty".into());
-        return Vec::new();
+        return;
     }
     let o = &state.overview;
     let mut source = if o.broker_version.is_empty() {
@@ -74,7 +87,7 @@ pub fn snapshot(state: &mut State) -> Vec<Command> {
         exported_at: state.now.to_string(),
         source,
     };
-    vec![Command::SaveSnapshot {
+    state.save = Some(Save::Snapshot {
         path: PathBuf::from(format!(
             "warren-{}-{}.jsonl",
             file_word(&b.queue),
@@ -82,7 +95,7 @@ pub fn snapshot(state: &mut State) -> Vec<Command> {
         )),
         header,
         messages,
-    }]
+    });
 }
 
 /// `20261201-165003` (UTC).
@@ -134,12 +147,12 @@ pub fn screen_text(buf: &Buffer) -> String {
     out
 }
 
-/// Performs a save (the loop calls it; `screen` is the frame's text for `SaveScreen`) and says
-/// how it went, as the event `update` shows. Anything else than a save yields `None`.
-pub fn perform(cmd: &Command, screen: Option<&str>) -> Option<Event> {
-    let (path, text, what) = match cmd {
-        Command::SaveScreen { path } => (path, screen?.to_string(), "the screen".to_string()),
-        Command::SaveSnapshot {
+/// Performs a save (the loop calls it; `screen` is the frame's text for [`Save::Screen`]) and
+/// says how it went, as the report `update` shows.
+pub fn perform(save: &Save, screen: &str) -> Report {
+    let (path, text, what) = match save {
+        Save::Screen { path } => (path, screen.to_string(), "the screen".to_string()),
+        Save::Snapshot {
             path,
             header,
             messages,
@@ -158,29 +171,28 @@ pub fn perform(cmd: &Command, screen: Option<&str>) -> Option<Event> {
             }
             (path, snapshot::write(header, messages), what)
         }
-        _ => return None,
     };
-    Some(match write_new(path, &text) {
+    match write_new(path, &text) {
         Ok(written) => {
             // The file's name first: it is what the operator needs, and it fits in 80 columns.
             let full = std::path::absolute(&written).unwrap_or(written);
             let name = full.file_name().map(|n| n.to_string_lossy().into_owned());
             let dir = full.parent().map(|d| d.display().to_string());
-            let hint = if matches!(cmd, Command::SaveSnapshot { .. }) {
+            let hint = if matches!(save, Save::Snapshot { .. }) {
                 " — open it with: warren open FILE"
             } else {
                 ""
             };
-            Event::Notice(match (name, dir) {
+            Report::Notice(match (name, dir) {
                 (Some(name), Some(dir)) => format!("saved {name} ({what}) in {dir}{hint}"),
                 _ => format!("saved {what} to {}{hint}", full.display()),
             })
         }
-        Err(e) => Event::Error(Failure::from(format!(
+        Err(e) => Report::Error(Failure::from(format!(
             "could not save {what} to {}: {e} — start Warren from a directory you can write to",
             path.display()
         ))),
-    })
+    }
 }
 
 /// Writes `text` to `path`, or to `path` with `-2`, `-3`, … before the extension when a file of

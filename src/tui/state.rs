@@ -32,6 +32,8 @@ pub const RATE_STEPS: &[u32] = &[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
 pub const DEFAULT_RATE: u32 = 50;
 /// Messages read per queue when `browse.page_size` is not configured.
 pub const DEFAULT_BROWSE_LIMIT: usize = crate::broker::config::DEFAULT_PAGE_SIZE;
+/// Why replay is off when Warren was started read-only, before the worker said more.
+pub const FLAG_READ_ONLY_REASON: &str = "replay is disabled: Warren runs read-only (--read-only)";
 /// Depths older than this are marked stale in the status bar.
 pub const STALE_AFTER_SECS: i64 = 30;
 
@@ -124,6 +126,9 @@ pub struct Browse {
     pub groups: Vec<Group>,
     /// The request this page answered: an older page never replaces it.
     pub ticket: Ticket,
+    /// Some rows share a key (the same message id): a selection, which is of keys, takes
+    /// every one of them.
+    pub shared_keys: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -166,6 +171,16 @@ impl ReplayModal {
         !self.dry_run && self.count().is_some_and(|c| c > TYPED_CONFIRM_ABOVE)
     }
 
+    /// What Enter does now, in the one word the modal and the footer both show: in the rate
+    /// field it only leaves the field, so a typed rate never starts the run.
+    pub fn enter_does(&self) -> &'static str {
+        match (self.field, self.dry_run) {
+            (ModalField::Rate, _) => "set rate",
+            (ModalField::Count, true) => "dry run",
+            (ModalField::Count, false) => "replay",
+        }
+    }
+
     /// Why Enter does nothing yet, if it does nothing.
     pub fn blocked(&self) -> Option<String> {
         let Some(count) = self.count() else {
@@ -194,6 +209,15 @@ pub struct ReplayRun {
     pub outcome: Option<ReplayOutcome>,
 }
 
+/// A `:ctx` or `:vhost` the worker is trying: until it answers, the screen shows the old place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Switching {
+    /// The generation the new place's answers will carry.
+    pub generation: u64,
+    /// Where to, in words: "context staging", "vhost /billing".
+    pub to: String,
+}
+
 #[derive(Clone, Debug)]
 pub enum Overlay {
     None,
@@ -210,13 +234,22 @@ pub enum Overlay {
 pub struct State {
     /// The clock as of the last event: ages are computed from it, never from the system clock.
     pub now: Timestamp,
-    /// No replay in this session. Set at start (flag or context) and never cleared.
+    /// No replay in the place shown: the command line's `--read-only`, or what the worker says
+    /// of this place (`Overview::read_only`). Decided again for each place, never carried over.
     pub read_only: bool,
+    /// Why replay is off, in words (shown in the banner when a replay key is pressed).
+    pub read_only_reason: String,
+    /// `--read-only` (or a snapshot): read-only wherever Warren goes.
+    pub read_only_flag: bool,
     pub theme: Theme,
     pub overview: Overview,
-    /// The session generation shown: bumped by `:ctx` and `:vhost`; answers from an older one
+    /// The session generation shown: a switch's, once it succeeded; answers from an older one
     /// are dropped (see `event::Ticket`).
     pub generation: u64,
+    /// The highest generation handed out (a failed switch's is not used again).
+    pub(crate) last_generation: u64,
+    /// A switch under way (see [`Switching`]).
+    pub switching: Option<Switching>,
     pub connection: ConnectionState,
     pub discovery: Discovery,
     pub queues_loaded: bool,
@@ -267,6 +300,8 @@ pub struct State {
     /// A custom command `update` decided to run: the loop takes it, hands the terminal over,
     /// runs it and takes the terminal back.
     pub handover: Option<custom::Run>,
+    /// A save `update` decided on (`Ctrl-S`, `S`): the loop, which has the frame, performs it.
+    pub save: Option<super::save::Save>,
     /// The first line of the help overlay in view.
     pub help_scroll: u16,
     /// The terminal's size (columns, rows) as last reported (80×24 until it is): the pager lays
@@ -285,9 +320,17 @@ impl State {
         State {
             now,
             read_only,
+            read_only_reason: if read_only {
+                FLAG_READ_ONLY_REASON.into()
+            } else {
+                String::new()
+            },
+            read_only_flag: read_only,
             theme,
             overview: Overview::default(),
             generation: 0,
+            last_generation: 0,
+            switching: None,
             connection: ConnectionState::Connecting,
             discovery: Discovery::default(),
             queues_loaded: false,
@@ -321,6 +364,7 @@ impl State {
             oplog: OpLog::default(),
             custom_commands: Vec::new(),
             handover: None,
+            save: None,
             help_scroll: 0,
             screen: (80, 24),
             banner_whole: false,
@@ -436,6 +480,27 @@ impl State {
             (None, _) => 0,
             (Some(b), ListMode::Messages) => b.visible.len(),
             (Some(b), ListMode::Groups) => b.groups.len(),
+        }
+    }
+
+    /// How many messages the selection takes: one per picked key, unless messages share a key
+    /// (the same message id), when a replay takes each of them, so each counts.
+    pub fn selected_messages(&self) -> usize {
+        match &self.browse {
+            Some(b) if b.shared_keys => b
+                .rows
+                .iter()
+                .filter(|r| self.selected.contains(&r.key))
+                .count(),
+            _ => self.selected.len(),
+        }
+    }
+
+    /// Messages of the page with `key` (more than one when they share a message id).
+    pub fn messages_with_key(&self, key: &str) -> usize {
+        match &self.browse {
+            Some(b) if b.shared_keys => b.rows.iter().filter(|r| r.key == key).count(),
+            _ => 1,
         }
     }
 

@@ -7,29 +7,25 @@ use std::collections::HashSet;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::TextArea;
 
-use super::command::{Command, ReplayRequest};
 use super::custom;
-use super::event::{ConnectionState, Event};
+use super::event::{ConnectionState, Event, Report};
 use super::help;
 use super::keys::{self, Action, Scope};
 use super::state::{
     Browse, FilterInput, Focus, ListMode, ModalField, Overlay, RATE_STEPS, ReplayModal, ReplayRun,
-    Row, STALE_AFTER_SECS, State,
+    Row, STALE_AFTER_SECS, State, Switching,
 };
 use super::{pager, save};
 use crate::domain::filter::Filter;
 use crate::domain::sanitize;
 use crate::domain::selection::Selection;
-
-/// Why replay keys do nothing in read-only mode; shown in the footer and the banner.
-pub const READ_ONLY_REASON: &str =
-    "replay is disabled: Warren runs read-only (--read-only or the context's read_only)";
+use crate::worker::protocol::{Command, ReplayRequest};
 
 /// Rows a page key moves.
 const PAGE: usize = 10;
 
-pub fn update(state: &mut State, event: Event) -> Vec<Command> {
-    let commands = on_event(state, event);
+pub fn update(state: &mut State, event: impl Into<Event>) -> Vec<Command> {
+    let commands = on_event(state, event.into());
     // After any event: the message under the cursor, or what its detail depends on, may have
     // changed (a key, a new page, the day turning). Renders only when it did.
     state.refresh_detail();
@@ -37,7 +33,7 @@ pub fn update(state: &mut State, event: Event) -> Vec<Command> {
 }
 
 /// Whether an answer was asked for in the session shown. This is the one place stale answers
-/// are dropped: only here is it known what is already queued when `:ctx` or `:vhost` happens
+/// are dropped: only here is it known what is already queued when a `:ctx` or `:vhost` lands
 /// (the worker tags answers with the generation they were asked under, see `event::Ticket`).
 fn current(state: &State, generation: u64) -> bool {
     generation == state.generation
@@ -61,16 +57,47 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             Vec::new()
         }
         Event::Tick(now) => on_tick(state, now),
-        Event::QueuesLoaded {
+        Event::FilterSettle => {
+            if state.filter_pending {
+                state.refresh_view();
+                state.dirty = true;
+            }
+            Vec::new()
+        }
+        Event::Worker(report) => on_report(state, *report),
+    }
+}
+
+fn on_report(state: &mut State, report: Report) -> Vec<Command> {
+    match report {
+        Report::QueuesLoaded {
             overview,
             discovery,
             ticket,
         } => {
-            if !current(state, ticket.generation) {
+            // The first listing of the place a switch went to: the switch is done, and
+            // everything shown from here on belongs to the new place.
+            let switched = state
+                .switching
+                .as_ref()
+                .is_some_and(|s| s.generation == ticket.generation);
+            if switched {
+                let to = state.switching.take().map(|s| s.to).unwrap_or_default();
+                enter_new_place(state, ticket.generation);
+                state.notice = Some(format!("switched to {to}"));
+            } else if !current(state, ticket.generation) {
                 return Vec::new();
             }
-            // A context configured read-only makes the session read-only; nothing turns it off.
-            state.read_only |= overview.read_only;
+            // Read-only is this place's: the flag, or what the worker found here.
+            state.read_only = state.read_only_flag || overview.read_only;
+            state.read_only_reason = if overview.read_only && !overview.read_only_reason.is_empty()
+            {
+                sanitize::one_line(&overview.read_only_reason, 300)
+            } else if state.read_only {
+                super::state::FLAG_READ_ONLY_REASON.into()
+            } else {
+                String::new()
+            };
             state.overview = overview;
             state.discovery = discovery;
             state.content_serial += 1;
@@ -83,7 +110,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::DepthsRefreshed { depths, ticket } => {
+        Report::DepthsRefreshed { depths, ticket } => {
             if !current(state, ticket.generation) {
                 return Vec::new();
             }
@@ -112,7 +139,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty |= changed;
             Vec::new()
         }
-        Event::MessagesLoaded {
+        Report::MessagesLoaded {
             queue,
             messages,
             first_seen,
@@ -136,7 +163,13 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
                 .into_iter()
                 .enumerate()
                 .map(|(i, m)| Row::new(m, first_seen.get(i).copied().flatten()))
-                .collect();
+                .collect::<Vec<Row>>();
+            let shared_keys = rows
+                .iter()
+                .map(|r| r.key.as_str())
+                .collect::<HashSet<_>>()
+                .len()
+                < rows.len();
             if !same_queue {
                 state.selected.clear();
                 state.anchor = None;
@@ -151,6 +184,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
                 visible: Vec::new(),
                 groups: Vec::new(),
                 ticket,
+                shared_keys,
             });
             state.content_serial += 1;
             state.refresh_view();
@@ -162,7 +196,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::ReadCost {
+        Report::ReadCost {
             queue,
             text,
             ticket,
@@ -183,7 +217,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::ReplayPreview(preview) => {
+        Report::ReplayPreview(preview) => {
             if !current(state, preview.ticket.generation) {
                 return Vec::new();
             }
@@ -196,14 +230,14 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             }
             Vec::new()
         }
-        Event::ReplayProgress(progress) => {
+        Report::ReplayProgress(progress) => {
             if let Overlay::Progress(run) = &mut state.overlay {
                 run.progress = progress;
                 state.dirty = true;
             }
             Vec::new()
         }
-        Event::ReplayFinished(outcome) => {
+        Report::ReplayFinished(outcome) => {
             if let Overlay::Progress(run) = &mut state.overlay {
                 run.progress = outcome.progress.clone();
                 run.outcome = Some(outcome);
@@ -211,20 +245,31 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             }
             Vec::new()
         }
-        Event::FilterSettle => {
-            if state.filter_pending {
-                state.refresh_view();
-                state.dirty = true;
+        Report::SwitchFailed { generation, text } => {
+            // Only the switch under way: an older one was replaced and is not news.
+            if state
+                .switching
+                .as_ref()
+                .is_none_or(|s| s.generation != generation)
+            {
+                return Vec::new();
             }
+            let to = state.switching.take().map(|s| s.to).unwrap_or_default();
+            state.error = Some(format!(
+                "could not switch to {to}: {}; still on {}",
+                sanitize::one_line(&text, 400),
+                place(state)
+            ));
+            state.dirty = true;
             Vec::new()
         }
-        Event::Notice(message) => {
+        Report::Notice(message) => {
             pager::news(state);
             state.notice = Some(message);
             state.dirty = true;
             Vec::new()
         }
-        Event::Error(failure) => {
+        Report::Error(failure) => {
             if failure.generation.is_some_and(|g| !current(state, g)) {
                 return Vec::new();
             }
@@ -236,7 +281,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
-        Event::Operation(op) => {
+        Report::Operation(op) => {
             state.oplog.push(op);
             if let Overlay::Log(scroll) = &mut state.overlay {
                 // Scrolled down: the lines in view stay in view as the new one lands on top.
@@ -247,7 +292,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             }
             Vec::new()
         }
-        Event::Connection(conn) => {
+        Report::Connection(conn) => {
             state.dirty |= state.connection != conn;
             state.connection = conn;
             Vec::new()
@@ -294,7 +339,8 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     }
     // Saving the screen works on every screen (a modal, the pager, help) and changes nothing.
     if keys::lookup(Scope::Global, &key) == Some(Action::SaveScreen) {
-        return save::screen(state);
+        save::screen(state);
+        return Vec::new();
     }
     match &state.overlay {
         Overlay::Help => {
@@ -494,31 +540,9 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
             }
         }
         Action::Reload => {
+            // The list is refreshed either way.
             let mut cmds = vec![Command::LoadQueues];
-            if let Some(b) = &state.browse {
-                let queue = b.queue.clone();
-                // Reading a quorum queue with a limit again spends deliveries: say so and wait
-                // for the same key again (the list is refreshed either way).
-                if let Some(dlq) = state.dlq(&queue)
-                    && dlq.limit_applies(crate::domain::features::BrokerVersion::parse(
-                        &state.overview.broker_version,
-                    ))
-                {
-                    state.notice = Some(format!(
-                        "Reading {} again costs each message a delivery of its limit of {} (dropped past it). Press Ctrl-R again to read it; anything else keeps what is on screen.",
-                        sanitize::one_line(&queue, 80),
-                        dlq.delivery_limit.unwrap_or(0)
-                    ));
-                    state.pending_reread = Some(queue);
-                    return cmds;
-                }
-                state.loading = Some(queue.clone());
-                cmds.push(Command::Browse {
-                    queue,
-                    limit: state.browse_limit,
-                    read_again: false,
-                });
-            }
+            cmds.extend(read_open_queue_again(state));
             return cmds;
         }
         Action::ToggleOrdinary => {
@@ -554,8 +578,8 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         Action::ToggleTrace => state.trace_open = !state.trace_open,
         Action::PageBody => pager::open_body(state),
         Action::PageTrace => pager::open_trace(state),
-        Action::SaveScreen => return save::screen(state),
-        Action::SaveSnapshot => return save::snapshot(state),
+        Action::SaveScreen => save::screen(state),
+        Action::SaveSnapshot => save::snapshot(state),
         Action::Replay => return start_replay(state),
         Action::Protect => return protect(state),
         // Modal, progress and pager actions never reach here (their scopes are not pane scopes).
@@ -571,6 +595,34 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         | Action::PrevMatch => {}
     }
     Vec::new()
+}
+
+/// Reads the open queue again, up to `browse_limit` (Ctrl-R, `:limit`). Reading a quorum queue
+/// with a limit again spends deliveries: that says so and waits for Ctrl-R again.
+fn read_open_queue_again(state: &mut State) -> Vec<Command> {
+    let Some(b) = &state.browse else {
+        return Vec::new();
+    };
+    let queue = b.queue.clone();
+    if let Some(dlq) = state.dlq(&queue)
+        && dlq.limit_applies(crate::domain::features::BrokerVersion::parse(
+            &state.overview.broker_version,
+        ))
+    {
+        state.notice = Some(format!(
+            "Reading {} again costs each message a delivery of its limit of {} (dropped past it). Press Ctrl-R again to read it; anything else keeps what is on screen.",
+            sanitize::one_line(&queue, 80),
+            dlq.delivery_limit.unwrap_or(0)
+        ));
+        state.pending_reread = Some(queue);
+        return Vec::new();
+    }
+    state.loading = Some(queue.clone());
+    vec![Command::Browse {
+        queue,
+        limit: state.browse_limit,
+        read_again: false,
+    }]
 }
 
 /// Moves the cursor of the focused pane; in the detail pane, scrolls.
@@ -704,7 +756,7 @@ fn select_range(state: &mut State) {
 fn protect(state: &mut State) -> Vec<Command> {
     let pending = state.pending_protect.take();
     if state.read_only {
-        state.error = Some(READ_ONLY_REASON.into());
+        state.error = Some(state.read_only_reason.clone());
         return Vec::new();
     }
     let Some(name) = state.queue_name_at_cursor() else {
@@ -737,7 +789,12 @@ fn protect(state: &mut State) -> Vec<Command> {
 
 fn start_replay(state: &mut State) -> Vec<Command> {
     if state.read_only {
-        state.error = Some(READ_ONLY_REASON.into());
+        state.error = Some(state.read_only_reason.clone());
+        return Vec::new();
+    }
+    // The plan would be for the place the screen is about to leave.
+    if let Some(sw) = &state.switching {
+        state.notice = Some(format!("switching to {}…: replay once it is done", sw.to));
         return Vec::new();
     }
     let Some(b) = &state.browse else {
@@ -759,16 +816,19 @@ fn start_replay(state: &mut State) -> Vec<Command> {
             None => (group, what),
         }
     } else if !state.selected.is_empty() {
-        let n = state.selected.len();
+        // Counted as the replay counts them: every message with a picked key.
+        let n = state.selected_messages();
         (
             Selection::Keys(state.selected.clone()),
             format!("{n} selected message{}", if n == 1 { "" } else { "s" }),
         )
     } else if let Some(row) = state.current_row() {
-        (
-            Selection::Keys(HashSet::from([row.key.clone()])),
-            "the message under the cursor".to_string(),
-        )
+        let twins = state.messages_with_key(&row.key).saturating_sub(1);
+        let what = match twins {
+            0 => "the message under the cursor".to_string(),
+            n => format!("the message under the cursor and {n} more with its id"),
+        };
+        (Selection::Keys(HashSet::from([row.key.clone()])), what)
     } else {
         state.notice = Some("nothing to replay: the list is empty".into());
         return Vec::new();
@@ -873,11 +933,18 @@ fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 modal.rate_text = modal.rate.to_string();
             }
         }
+        // Enter after typing a rate sets it and leaves the field; it never starts the run.
+        Some(Action::Accept) if modal.field == ModalField::Rate => {
+            modal.field = ModalField::Count;
+            if modal.rate_text.is_empty() {
+                modal.rate_text = modal.rate.to_string();
+            }
+        }
         Some(Action::Accept) => {
             // Read-only cannot open the modal; checked again so no path publishes.
             if read_only {
                 state.overlay = Overlay::None;
-                state.error = Some(READ_ONLY_REASON.into());
+                state.error = Some(state.read_only_reason.clone());
                 return Vec::new();
             }
             if modal.blocked().is_some() {
@@ -1058,34 +1125,56 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
     match (verb, arg.is_empty()) {
         ("", _) => Vec::new(),
         ("q" | "q!" | "quit" | "qa", _) => force_quit(state),
-        ("ctx" | "context", false) => {
-            reset_for_switch(state);
-            vec![Command::SwitchContext {
-                name: arg,
-                generation: state.generation,
-            }]
-        }
-        ("vhost" | "vh", false) => {
-            reset_for_switch(state);
-            vec![Command::SwitchVhost {
-                name: arg,
-                generation: state.generation,
-            }]
+        ("ctx" | "context" | "vhost" | "vh", false) => {
+            if state.replay_running() {
+                state.error = Some(
+                    "a replay is running: wait for it or cancel it (Esc) before switching".into(),
+                );
+                return Vec::new();
+            }
+            // Nothing changes on screen until the worker reached the new place and listed it.
+            let generation = state.last_generation.max(state.generation) + 1;
+            state.last_generation = generation;
+            let context = matches!(verb, "ctx" | "context");
+            state.switching = Some(Switching {
+                generation,
+                to: format!(
+                    "{} {}",
+                    if context { "context" } else { "vhost" },
+                    sanitize::one_line(&arg, 60)
+                ),
+            });
+            state.error = None;
+            state.dirty = true;
+            if context {
+                vec![Command::SwitchContext {
+                    name: arg,
+                    generation,
+                }]
+            } else {
+                vec![Command::SwitchVhost {
+                    name: arg,
+                    generation,
+                }]
+            }
         }
         ("limit", false) => {
             match arg.parse::<usize>() {
                 Ok(n) if n > 0 => {
                     state.browse_limit = n;
                     state.notice = Some(format!("browsing reads up to {n} messages"));
+                    // The open queue is read again with the new limit (after the usual
+                    // confirmation where reading again costs deliveries).
+                    read_open_queue_again(state)
                 }
                 _ => {
                     state.error = Some(format!(
                         "limit needs a positive number, not “{}”",
                         sanitize::one_line(&arg, 20)
-                    ))
+                    ));
+                    Vec::new()
                 }
             }
-            Vec::new()
         }
         ("help" | "h", _) => {
             state.overlay = Overlay::Help;
@@ -1105,10 +1194,23 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
     }
 }
 
-/// Another broker or vhost: everything shown belongs to the old one, and so does every answer
-/// still on its way.
-fn reset_for_switch(state: &mut State) {
-    state.generation += 1;
+/// Where the screen is, in words: "context prod-eu, vhost /orders".
+fn place(state: &State) -> String {
+    let o = &state.overview;
+    if o.context.is_empty() {
+        return "the current one".into();
+    }
+    format!(
+        "context {}, vhost {}",
+        sanitize::one_line(&o.context, 40),
+        sanitize::one_line(&o.vhost, 40)
+    )
+}
+
+/// A switch succeeded: everything shown belongs to the old place, and so does every answer
+/// still on its way (tagged with an older generation, dropped from now on).
+fn enter_new_place(state: &mut State, generation: u64) {
+    state.generation = generation;
     state.content_serial += 1;
     state.connection = ConnectionState::Connecting;
     state.discovery = Default::default();
@@ -1122,4 +1224,12 @@ fn reset_for_switch(state: &mut State) {
     state.group_cursor = 0;
     state.focus = Focus::Queues;
     state.error = None;
+    state.notice = None;
+    state.pending_browse = None;
+    state.pending_reread = None;
+    state.pending_protect = None;
+    // A modal planned on the old place would replay there.
+    if matches!(state.overlay, Overlay::Replay(_)) {
+        state.overlay = Overlay::None;
+    }
 }

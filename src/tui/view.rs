@@ -126,6 +126,10 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
         }
     };
     spans.push(Span::styled(format!(" {dot} {text} "), style));
+    // Until the worker reached the new place, everything shown is still the old one's.
+    if let Some(sw) = &state.switching {
+        spans.push(Span::styled(format!(" switching to {}… ", sw.to), t.warn));
+    }
     if !o.context.is_empty() && !context_shown {
         spans.push(Span::raw(format!(" {}", s(&o.context, 24))));
     }
@@ -398,7 +402,7 @@ fn message_title(state: &State, width: u16) -> String {
 fn message_status(state: &State) -> Line<'static> {
     let t = &state.theme;
     let mut spans = vec![Span::styled(
-        format!(" [{} selected]", state.selected.len()),
+        format!(" [{} selected]", state.selected_messages()),
         t.marked,
     )];
     if let Some(b) = &state.browse {
@@ -413,7 +417,7 @@ fn message_status(state: &State) -> Line<'static> {
                 " {} of {} · {} ",
                 b.visible.len(),
                 b.rows.len(),
-                sanitize::one_line(&b.stop, 40)
+                sanitize::one_line(&b.stop, 120)
             ),
             t.muted,
         ));
@@ -840,7 +844,10 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
         keys::footer(footer_scope(state))
             .into_iter()
             .map(|b| {
-                let word = b.footer.unwrap_or("");
+                let word = match (&state.overlay, b.action) {
+                    (Overlay::Replay(m), keys::Action::Accept) => m.enter_does(),
+                    _ => b.footer.unwrap_or(""),
+                };
                 let disabled = state.read_only && b.action == keys::Action::Replay;
                 let word = if disabled {
                     format!("{word} (disabled: read-only)")
@@ -864,6 +871,78 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
         used += len;
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// A dry run moves nothing, so it has no progress to show: its answer is what the replay would
+/// do, in the words `warren replay --dry-run` uses, wrapped rather than cut.
+fn dry_run(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let width = area.width.saturating_sub(4).min(100);
+    let inner_w = usize::from(width.saturating_sub(2)).max(1);
+    let queue = sanitize::one_line(&run.queue, 40);
+    let (title, lines): (String, Vec<Line>) = match &run.outcome {
+        None => (
+            format!(" Dry run from {queue} "),
+            vec![Line::styled(" working out what would move…", t.muted)],
+        ),
+        Some(o) => match &o.error {
+            Some(e) => (
+                format!(" Dry run from {queue} — failed "),
+                vec![Line::styled(
+                    format!(" {}", sanitize::one_line(e, 600)),
+                    t.danger,
+                )],
+            ),
+            None if o.cancelled => (
+                format!(" Dry run from {queue} — stopped "),
+                vec![Line::styled(" stopped: nothing was published", t.warn)],
+            ),
+            None => (
+                format!(" Dry run from {queue} — nothing was published "),
+                o.summary
+                    .iter()
+                    .map(|l| {
+                        let style = if l.trim_start().starts_with(['!', '✗']) {
+                            t.warn
+                        } else {
+                            t.base
+                        };
+                        // The CLI's indentation is ours; the rest is sanitised again.
+                        let text = l.trim_start_matches(' ');
+                        let indent = " ".repeat((l.len() - text.len()).min(8));
+                        Line::styled(format!("{indent}{}", sanitize::one_line(text, 600)), style)
+                    })
+                    .collect(),
+            ),
+        },
+    };
+    let keys_text = if run.outcome.is_some() {
+        " Enter/Esc  close"
+    } else {
+        " Esc  stop"
+    };
+    // Rows the wrapped lines take, plus a blank, the keys and the border.
+    let rows: usize = lines
+        .iter()
+        .map(|l| l.width().div_ceil(inner_w).max(1))
+        .sum();
+    let height = u16::try_from(rows + 4).unwrap_or(u16::MAX);
+    let rect = centered(area, width, height);
+    frame.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .border_style(t.accent)
+        .title(Span::styled(title, t.accent));
+    let mut lines = lines;
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(keys_text, t.accent));
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(block),
+        rect,
+    );
 }
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
@@ -1026,7 +1105,13 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
         } else {
             "reset"
         }),
-        Span::styled("  [k]", t.accent),
+        Span::styled(
+            format!(
+                "  [{}]",
+                keys::label(Scope::Modal, keys::Action::ToggleKeep).unwrap_or("?")
+            ),
+            t.accent,
+        ),
     ]));
     let rate_style = if modal.field == ModalField::Rate {
         t.selected
@@ -1052,7 +1137,13 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
             if modal.dry_run { "ON " } else { "off" },
             if modal.dry_run { t.accent } else { t.base },
         ),
-        Span::styled("  [d]", t.accent),
+        Span::styled(
+            format!(
+                "  [{}]",
+                keys::label(Scope::Modal, keys::Action::ToggleDryRun).unwrap_or("?")
+            ),
+            t.accent,
+        ),
         Span::styled("  +/- Tab", t.muted),
     ]));
     if let Some(p) = &modal.preview {
@@ -1084,10 +1175,13 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
         }
     }
     lines.push(Line::raw(""));
+    // The same words as the footer's (`ReplayModal::enter_does`).
+    let enter = format!("Enter  {}", modal.enter_does());
     let accept = match modal.blocked() {
-        None if modal.dry_run => Span::styled("Enter  dry run", t.accent),
-        None => Span::styled("Enter  replay", t.danger),
-        Some(why) => Span::styled(format!("Enter  ({why})"), t.muted),
+        _ if modal.field == ModalField::Rate => Span::styled(enter, t.accent),
+        None if modal.dry_run => Span::styled(enter, t.accent),
+        None => Span::styled(enter, t.danger),
+        Some(why) => Span::styled(format!("{enter} ({why})"), t.muted),
     };
     lines.push(Line::from(vec![
         Span::raw("   "),
@@ -1187,6 +1281,9 @@ fn draw_hanging(frame: &mut Frame, area: Rect, rows: Vec<Hanging<'_>>) {
 const MODAL_LIST_CHARS: usize = 300;
 
 fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
+    if run.dry_run {
+        return dry_run(state, run, frame, area);
+    }
     let t = &state.theme;
     let p = &run.progress;
     let width = area.width.saturating_sub(4).min(90);

@@ -1,10 +1,11 @@
 //! The background worker behind the TUI. It owns the broker session (or a snapshot file), takes
-//! `Command`s from the UI over a bounded channel and answers with `Event`s; the UI never waits
+//! `Command`s from the UI over a bounded channel and answers with `Report`s; the UI never waits
 //! on the network, and neither does the worker's command loop: `plan` decides, and every connect,
 //! discovery, refresh, read, protect and replay runs in a task that reports back to the loop.
 
 mod ops;
 mod plan;
+pub mod protocol;
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -22,12 +23,12 @@ use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::snapshot::SnapshotHeader;
 use crate::store::Store;
-use crate::tui::{
-    Command, ConnectionState, Event, Failure, OperationKind, Overview, ReplayOutcome,
-    ReplayPreview, ReplayProgress, Ticket,
-};
 use ops::{Ops, replay_text, report_plan};
 use plan::{Action, Job, Plan, Retarget, Work};
+use protocol::{
+    Command, ConnectionState, Failure, OperationKind, Overview, ReplayOutcome, ReplayPreview,
+    ReplayProgress, Report, Ticket,
+};
 
 /// Where the messages come from.
 pub enum Source {
@@ -52,7 +53,7 @@ enum Done {
     },
     Finished {
         ticket: Ticket,
-        events: Vec<Event>,
+        events: Vec<Report>,
         then: Option<Work>,
     },
 }
@@ -61,7 +62,7 @@ enum Done {
 struct Shell {
     /// For a broker: where the next connect goes (`:ctx`/`:vhost` change it).
     overrides: Option<Overrides>,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<Report>,
     done: mpsc::Sender<Done>,
     connecting: Option<JoinHandle<()>>,
     replay: Option<(JoinHandle<()>, watch::Sender<bool>)>,
@@ -73,7 +74,7 @@ struct Shell {
 pub async fn run(
     source: Source,
     mut commands: mpsc::Receiver<Command>,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<Report>,
 ) {
     let (done, mut reports) = mpsc::channel(64);
     let (mut plan, overrides) = match source {
@@ -126,22 +127,19 @@ impl Shell {
         for action in actions {
             match action {
                 Action::Send(e) => {
-                    if let Event::Error(f) = &e {
+                    if let Report::Error(f) = &e {
                         tracing::warn!("{f}");
                     }
                     let _ = self.events.send(e).await;
                 }
-                Action::Connect { attempt } => self.connect(attempt),
+                Action::Connect { attempt, to } => self.connect(attempt, to),
                 Action::Retarget(to) => {
-                    // Its session would be for the old target; the plan would drop it anyway.
+                    // A connect still under way is for the old place; the plan would drop it.
                     if let Some(task) = self.connecting.take() {
                         task.abort();
                     }
                     if let Some(o) = &mut self.overrides {
-                        match to {
-                            Retarget::Context(name) => o.context = Some(name),
-                            Retarget::Vhost(name) => o.vhost = Some(name),
-                        }
+                        retarget(o, to);
                     }
                 }
                 Action::Start { job, session } => self.start(job, session),
@@ -156,10 +154,14 @@ impl Shell {
         ControlFlow::Continue(())
     }
 
-    fn connect(&mut self, attempt: u64) {
-        let Some(overrides) = self.overrides.clone() else {
+    fn connect(&mut self, attempt: u64, to: Option<Retarget>) {
+        let Some(mut overrides) = self.overrides.clone() else {
             return;
         };
+        // A switch being tried: that place, leaving `self.overrides` as they are until it worked.
+        if let Some(to) = to {
+            retarget(&mut overrides, to);
+        }
         let done = self.done.clone();
         let ops = Ops(self.events.clone());
         self.connecting = Some(tokio::spawn(async move {
@@ -204,8 +206,9 @@ impl Shell {
                 self.replay = Some((task, cancel));
             }
             (work, backend) => {
+                let flag = self.overrides.as_ref().is_some_and(|o| o.read_only);
                 tokio::spawn(async move {
-                    let (events, then) = perform(ticket, work, backend, &ops).await;
+                    let (events, then) = perform(ticket, work, backend, flag, &ops).await;
                     let _ = done
                         .send(Done::Finished {
                             ticket,
@@ -216,6 +219,18 @@ impl Shell {
                 });
             }
         }
+    }
+}
+
+/// Where connects go after a switch. Another context brings its own vhost: a vhost chosen with
+/// `:vhost` (or one that failed) belongs to the context it was chosen in.
+fn retarget(o: &mut Overrides, to: Retarget) {
+    match to {
+        Retarget::Context(name) => {
+            o.context = Some(name);
+            o.vhost = None;
+        }
+        Retarget::Vhost(name) => o.vhost = Some(name),
     }
 }
 
@@ -232,25 +247,29 @@ async fn open(overrides: &Overrides) -> Result<Session, String> {
 }
 
 /// One request's work: its answers, and what to ask next.
+/// `read_only_flag`: Warren was started with `--read-only` (for saying why replay is off).
 async fn perform(
     ticket: Ticket,
     work: Work,
     backend: Backend,
+    read_only_flag: bool,
     ops: &Ops,
-) -> (Vec<Event>, Option<Work>) {
+) -> (Vec<Report>, Option<Work>) {
     let fail = |e: &dyn std::fmt::Display| {
-        Event::Error(Failure::in_generation(e.to_string(), ticket.generation))
+        Report::Error(Failure::in_generation(e.to_string(), ticket.generation))
     };
     match (work, backend) {
         (Work::Discover, Backend::Snapshot(snapshots)) => (
-            vec![Event::QueuesLoaded {
+            vec![Report::QueuesLoaded {
                 overview: snapshot_overview(&snapshots),
                 discovery: snapshot_discovery(&snapshots),
                 ticket,
             }],
             None,
         ),
-        (Work::Discover, Backend::Broker(s)) => (vec![discover(&s, ticket, ops).await], None),
+        (Work::Discover, Backend::Broker(s)) => {
+            (vec![discover(&s, ticket, read_only_flag, ops).await], None)
+        }
         (
             Work::Browse {
                 queue,
@@ -272,10 +291,10 @@ async fn perform(
         (Work::Refresh, Backend::Broker(s)) => match s.mgmt.queues(s.vhost()).await {
             Ok(qs) => {
                 let depths = qs.into_iter().map(|q| (q.name, q.messages)).collect();
-                (vec![Event::DepthsRefreshed { depths, ticket }], None)
+                (vec![Report::DepthsRefreshed { depths, ticket }], None)
             }
             Err(e) => (
-                vec![Event::Connection(ConnectionState::Disconnected(
+                vec![Report::Connection(ConnectionState::Disconnected(
                     e.to_string(),
                 ))],
                 None,
@@ -304,7 +323,7 @@ async fn perform(
                         ),
                     )
                     .await;
-                    vec![Event::Notice(format!(
+                    vec![Report::Notice(format!(
                         "protected {queue}: policy {} set; reading it no longer spends deliveries",
                         plan.policy.name
                     ))]
@@ -328,7 +347,7 @@ async fn perform(
     }
 }
 
-async fn discover(s: &Session, ticket: Ticket, ops: &Ops) -> Event {
+async fn discover(s: &Session, ticket: Ticket, read_only_flag: bool, ops: &Ops) -> Report {
     match s.discover().await {
         Ok(discovery) => {
             let d = &discovery;
@@ -343,24 +362,27 @@ async fn discover(s: &Session, ticket: Ticket, ops: &Ops) -> Event {
                 ),
             )
             .await;
-            let read_only = s.target.read_only || !may_write(s).await;
+            let read_only_reason = read_only_reason(s, read_only_flag)
+                .await
+                .unwrap_or_default();
             let overview = Overview {
                 context: s.target.context.clone(),
                 broker_version: s.overview.rabbitmq_version.clone(),
                 user: s.whoami.name.clone(),
                 tags: s.whoami.tags.clone(),
                 vhost: s.vhost().to_string(),
-                read_only,
+                read_only: !read_only_reason.is_empty(),
+                read_only_reason,
                 color: s.target.color,
                 label: s.target.label.clone(),
             };
-            Event::QueuesLoaded {
+            Report::QueuesLoaded {
                 overview,
                 discovery,
                 ticket,
             }
         }
-        Err(e) => Event::Error(Failure::in_generation(e.to_string(), ticket.generation)),
+        Err(e) => Report::Error(Failure::in_generation(e.to_string(), ticket.generation)),
     }
 }
 
@@ -371,7 +393,7 @@ async fn browse(
     consent: ReadConsent,
     ticket: Ticket,
     ops: &Ops,
-) -> Event {
+) -> Report {
     let s = match backend {
         Backend::Snapshot(snapshots) => {
             let messages: Vec<DeadLetter> = snapshots
@@ -382,7 +404,7 @@ async fn browse(
                 .cloned()
                 .collect();
             let n = messages.len();
-            return Event::MessagesLoaded {
+            return Report::MessagesLoaded {
                 queue,
                 messages,
                 first_seen: vec![None; n],
@@ -397,7 +419,11 @@ async fn browse(
             let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
             let seen = remember(s, &queue, &keys);
             let first_seen = keys.iter().map(|k| seen.get(k).copied()).collect();
-            let mut stop = describe_stop(&page.stopped, page.messages.len());
+            let mut stop = describe_stop(
+                &page.stopped,
+                page.messages.len(),
+                page.queue_depth_at_start,
+            );
             // What the read spent on a quorum queue, in this broker's own terms.
             let cost = if page.reused {
                 None
@@ -423,7 +449,7 @@ async fn browse(
                 )
                 .await;
             }
-            Event::MessagesLoaded {
+            Report::MessagesLoaded {
                 queue,
                 messages: session::into_messages(page),
                 first_seen,
@@ -442,7 +468,7 @@ async fn preview(
     keep_attempts: bool,
     ticket: Ticket,
     ops: &Ops,
-) -> Event {
+) -> Report {
     let spec = spec_for(s, queue.clone(), selection, None, keep_attempts);
     match s.preview(&spec, |keys| remember(s, &queue, keys)).await {
         Ok(p) => {
@@ -450,7 +476,7 @@ async fn preview(
             let mut warnings: Vec<String> =
                 p.refusals.iter().map(|r| format!("refused: {r}")).collect();
             warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
-            Event::ReplayPreview(ReplayPreview {
+            Report::ReplayPreview(ReplayPreview {
                 queue,
                 count: p.selected,
                 targets: p
@@ -484,11 +510,11 @@ async fn preview(
 /// the UI as it happens (dropped when the UI is behind: the next one says more).
 async fn replay(
     s: Arc<Session>,
-    req: crate::tui::ReplayRequest,
+    req: protocol::ReplayRequest,
     cancel_rx: watch::Receiver<bool>,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<Report>,
     ops: &Ops,
-) -> Event {
+) -> Report {
     let finish = |error: String| plan::replay_failed(&req, &error);
     // The UI never sends a replay in read-only mode; the worker refuses anyway.
     if s.target.read_only {
@@ -520,11 +546,12 @@ async fn replay(
             total,
             ..Default::default()
         };
-        return Event::ReplayFinished(ReplayOutcome {
+        return Report::ReplayFinished(ReplayOutcome {
             progress,
             dry_run: true,
             cancelled: false,
             error: None,
+            summary: preview.describe(&spec, true),
         });
     }
     // The same check as `warren replay`, on the same targets.
@@ -557,7 +584,7 @@ async fn replay(
     }
     let result = s
         .replay(&spec, &preview, HashMap::new(), cancel_rx, |p| {
-            let _ = events.try_send(Event::ReplayProgress(ReplayProgress {
+            let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
                 total,
                 moved: p.moved,
                 returned: p.returned,
@@ -596,6 +623,7 @@ async fn replay(
                     format!("{}; {}", sum.outcome(), problems.join("; "))
                 }
             }),
+            summary: Vec::new(),
         },
         Err(e) => ReplayOutcome {
             progress: ReplayProgress {
@@ -605,6 +633,7 @@ async fn replay(
             dry_run: false,
             cancelled: false,
             error: Some(e.to_string()),
+            summary: Vec::new(),
         },
     };
     ops.report(OperationKind::Replay, replay_text(&req.queue, &outcome))
@@ -636,7 +665,7 @@ async fn replay(
             },
         );
     }
-    Event::ReplayFinished(outcome)
+    Report::ReplayFinished(outcome)
 }
 
 fn spec_for(
@@ -661,14 +690,14 @@ fn spec_for(
 }
 
 /// A failed read as the UI event that says what to do: a cost to confirm, or an error.
-fn read_failure(queue: String, e: SessionError, ticket: Ticket) -> Event {
+fn read_failure(queue: String, e: SessionError, ticket: Ticket) -> Report {
     match e {
-        SessionError::NeedsConsent { text, .. } => Event::ReadCost {
+        SessionError::NeedsConsent { text, .. } => Report::ReadCost {
             queue,
             text,
             ticket,
         },
-        other => Event::Error(Failure::in_generation(other.to_string(), ticket.generation)),
+        other => Report::Error(Failure::in_generation(other.to_string(), ticket.generation)),
     }
 }
 
@@ -688,6 +717,28 @@ fn remember(s: &Session, queue: &str, keys: &[String]) -> HashMap<String, jiff::
     }
 }
 
+/// Why replay is off in this session's place, if it is: `--read-only`, the context's
+/// `read_only` (the target folds both in), else the broker's word that this user may not write
+/// in the vhost.
+async fn read_only_reason(s: &Session, flag: bool) -> Option<String> {
+    if flag {
+        return Some("replay is disabled: Warren was started with --read-only".into());
+    }
+    if s.target.read_only {
+        return Some(format!(
+            "replay is disabled: context '{}' is configured read_only = true",
+            s.target.context
+        ));
+    }
+    (!may_write(s).await).then(|| {
+        format!(
+            "replay is disabled: user '{}' has no write permission in vhost '{}'",
+            s.whoami.name,
+            s.vhost()
+        )
+    })
+}
+
 /// False when the broker says this user cannot write in the vhost at all.
 async fn may_write(s: &Session) -> bool {
     match s.mgmt.permissions(s.vhost()).await {
@@ -698,10 +749,14 @@ async fn may_write(s: &Session) -> bool {
     }
 }
 
-fn describe_stop(stop: &crate::broker::browse::StopReason, n: usize) -> String {
+/// Why a browse stopped, for the message list's status line. `depth` is the queue's count when
+/// the read began (0 for a stream, whose count the broker does not report).
+fn describe_stop(stop: &crate::broker::browse::StopReason, n: usize, depth: u64) -> String {
     use crate::broker::browse::StopReason as S;
     match stop {
-        S::Limit => format!("first {n} messages (limit reached)"),
+        // Stopping at the limit must not look like the end of the queue.
+        S::Limit if depth > n as u64 => format!("first {n} of {depth} — :limit N reads more"),
+        S::Limit => format!("first {n} (the limit) — :limit N reads more"),
         S::Exhausted => format!("all {n} messages"),
         S::QuorumSafety { reason, .. } => format!("stopped after {n}: {reason}"),
         S::Idle => format!("{n} messages (the rest are held by another consumer or arrived late)"),
@@ -719,6 +774,7 @@ fn snapshot_overview(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Overvie
         tags: Vec::new(),
         vhost: first.map(|h| h.vhost.clone()).unwrap_or_default(),
         read_only: true,
+        read_only_reason: "replay is disabled: a snapshot is read-only (no broker)".into(),
         color: None,
         label: None,
     }
@@ -759,4 +815,24 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
 /// For callers that already explained messages (the CLI's `show` on a snapshot).
 pub fn explain_snapshot(messages: Vec<DeadLetter>) -> Vec<session::Explained> {
     session::explain_all(messages, &HashMap::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::browse::StopReason as S;
+
+    #[test]
+    fn a_browse_cut_by_the_limit_says_so_and_how_to_read_more() {
+        assert_eq!(
+            describe_stop(&S::Limit, 500, 2600),
+            "first 500 of 2600 — :limit N reads more"
+        );
+        // A stream reports no count: still not "all".
+        assert_eq!(
+            describe_stop(&S::Limit, 500, 0),
+            "first 500 (the limit) — :limit N reads more"
+        );
+        assert_eq!(describe_stop(&S::Exhausted, 42, 42), "all 42 messages");
+    }
 }

@@ -1,16 +1,16 @@
 //! The command log's side in the worker: each broker operation is reported to the UI as it
-//! happens, with what it cost, in words (see `tui::oplog`).
+//! happens, with what it cost, in words (the TUI's `oplog` shows them).
 
 use tokio::sync::mpsc;
 
+use super::protocol::{Operation, OperationKind, ReplayOutcome, Report};
 use crate::broker::session;
-use crate::tui::{Event, Operation, OperationKind, ReplayOutcome};
 
 /// Reports broker operations to the UI as they happen (its command log). Sent on their own, not
 /// with a task's answers, which the plan drops when a newer request replaced them: the
 /// operation happened all the same.
 #[derive(Clone)]
-pub(super) struct Ops(pub(super) mpsc::Sender<Event>);
+pub(super) struct Ops(pub(super) mpsc::Sender<Report>);
 
 impl Ops {
     pub(super) async fn report(&self, kind: OperationKind, text: String) {
@@ -19,7 +19,7 @@ impl Ops {
             kind,
             text,
         };
-        let _ = self.0.send(Event::Operation(op)).await;
+        let _ = self.0.send(Report::Operation(op)).await;
     }
 }
 

@@ -14,33 +14,37 @@
 //!   skipped.
 //! - A cancel reaches a running replay at once; a replay that has not started yet (waiting for
 //!   the connection, or for a read of its queue) ends there, cancelled, having moved nothing.
-//! - `:ctx` and `:vhost` adopt the UI's new generation and drop the session and everything
-//!   waiting for it. Answers still under way come back tagged with the old generation, and
-//!   `tui::update` drops them: it is the one owner of that rule, since only it can see answers
-//!   already queued to it when the switch happened.
+//! - `:ctx` and `:vhost` are tried before anything changes: a connect to the new place and its
+//!   first listing, while the old session goes on serving. Only when both succeeded does the
+//!   plan adopt the UI's new generation and the new session (and point later reconnects there);
+//!   the listing, tagged with the new generation, tells the UI. A failure is reported and
+//!   nothing changes. A newer switch replaces one under way. Answers of the old session still
+//!   under way come back tagged with the old generation, and `tui::update` drops them: it is
+//!   the one owner of that rule, since only it can see answers already queued to it.
 //!
 //! Generic over the session so that tests need no broker: the plan never calls it, it only hands
 //! it to the work it starts.
 
 use std::collections::HashMap;
 
-use crate::domain::selection::Selection;
-use crate::tui::{
-    Command, ConnectionState, Event, Failure, ReplayOutcome, ReplayProgress, ReplayRequest, Ticket,
+use super::protocol::{
+    Command, ConnectionState, Failure, ReplayOutcome, ReplayProgress, ReplayRequest, Report, Ticket,
 };
+use crate::domain::selection::Selection;
 
 /// Something the worker must do.
 #[derive(Debug)]
 pub enum Action<S> {
-    /// Open a session; report it with [`Plan::connected`] and this `attempt`.
-    Connect { attempt: u64 },
-    /// Point the next connect at another context or vhost. A connect still under way is for the
-    /// old one and may be abandoned.
+    /// Open a session; report it with [`Plan::connected`] and this `attempt`. With `to`, for a
+    /// switch being tried: that place, without changing where later connects go.
+    Connect { attempt: u64, to: Option<Retarget> },
+    /// A switch succeeded: later connects go to this context or vhost. A connect still under
+    /// way is for the old place and may be abandoned.
     Retarget(Retarget),
     /// Run `job` on `session`; report it with [`Plan::finished`].
     Start { job: Job, session: S },
     /// Tell the UI.
-    Send(Event),
+    Send(Report),
     /// Tell the running replay to stop.
     CancelReplay,
     /// Stop taking commands (a running replay is cancelled and settled first).
@@ -128,6 +132,23 @@ enum Link<S> {
     Ready(S),
 }
 
+/// A `:ctx` or `:vhost` being tried.
+#[derive(Debug)]
+struct Switch<S> {
+    /// The UI's generation for the new place.
+    generation: u64,
+    to: Retarget,
+    stage: Stage<S>,
+}
+
+#[derive(Debug)]
+enum Stage<S> {
+    /// Only this connect attempt's report counts.
+    Connecting(u64),
+    /// Connected; the first listing (request number) runs on `session`.
+    Listing { session: S, request: u64 },
+}
+
 #[derive(Debug)]
 pub struct Plan<S> {
     generation: u64,
@@ -143,6 +164,8 @@ pub struct Plan<S> {
     running: HashMap<u64, Running>,
     /// The accepted replay, by request number, from acceptance until it reports.
     replay: Option<u64>,
+    /// A switch being tried; the session above serves until it succeeds.
+    switching: Option<Switch<S>>,
 }
 
 impl<S: Clone> Plan<S> {
@@ -166,14 +189,13 @@ impl<S: Clone> Plan<S> {
             held: Vec::new(),
             running: HashMap::new(),
             replay: None,
+            switching: None,
         }
     }
 
     pub fn command(&mut self, cmd: Command) -> Vec<Action<S>> {
         match cmd {
             Command::Quit => vec![Action::Quit],
-            // The terminal loop performs these itself; they never need the broker.
-            Command::SaveScreen { .. } | Command::SaveSnapshot { .. } => Vec::new(),
             Command::CancelReplay => self.cancel_replay(),
             Command::SwitchContext { name, generation } => {
                 self.switch(Retarget::Context(name), generation)
@@ -212,6 +234,11 @@ impl<S: Clone> Plan<S> {
             Command::Replay(_) if self.replay.is_some() => {
                 self.error("a replay is already running")
             }
+            // The session it would run on is about to be replaced.
+            Command::Replay(req) if self.switching.is_some() => vec![Action::Send(replay_failed(
+                &req,
+                "a switch of context or vhost is under way: nothing moved; replay when it is done",
+            ))],
             Command::Replay(req) if self.snapshot => vec![Action::Send(replay_failed(
                 &req,
                 "no broker: a snapshot is read-only",
@@ -227,6 +254,40 @@ impl<S: Clone> Plan<S> {
     /// A connect reported. Only the latest attempt counts; an abandoned one is dropped (with
     /// the session it may have opened).
     pub fn connected(&mut self, attempt: u64, result: Result<S, String>) -> Vec<Action<S>> {
+        if let Some(sw) = &mut self.switching
+            && matches!(sw.stage, Stage::Connecting(a) if a == attempt)
+        {
+            return match result {
+                // Connected is not enough: the new place must list its queues too.
+                Ok(session) => {
+                    self.counter += 1;
+                    let ticket = Ticket {
+                        generation: sw.generation,
+                        request: self.counter,
+                    };
+                    sw.stage = Stage::Listing {
+                        session: session.clone(),
+                        request: ticket.request,
+                    };
+                    self.running.insert(
+                        ticket.request,
+                        Running {
+                            ticket,
+                            kind: Kind::Discover,
+                            reads: None,
+                        },
+                    );
+                    vec![Action::Start {
+                        job: Job {
+                            ticket,
+                            work: Work::Discover,
+                        },
+                        session,
+                    }]
+                }
+                Err(why) => self.switch_failed(why),
+            };
+        }
         if !matches!(self.link, Link::Connecting(a) if a == attempt) {
             return Vec::new();
         }
@@ -234,7 +295,7 @@ impl<S: Clone> Plan<S> {
         match result {
             Ok(session) => {
                 self.link = Link::Ready(session);
-                let mut out = vec![Action::Send(Event::Connection(ConnectionState::Connected))];
+                let mut out = vec![Action::Send(Report::Connection(ConnectionState::Connected))];
                 for job in waiting {
                     out.extend(self.schedule(job));
                 }
@@ -243,10 +304,10 @@ impl<S: Clone> Plan<S> {
             Err(why) => {
                 self.link = Link::Offline;
                 let mut out = vec![
-                    Action::Send(Event::Connection(ConnectionState::Disconnected(
+                    Action::Send(Report::Connection(ConnectionState::Disconnected(
                         why.clone(),
                     ))),
-                    Action::Send(Event::Error(Failure::in_generation(
+                    Action::Send(Report::Error(Failure::in_generation(
                         why.clone(),
                         self.generation,
                     ))),
@@ -268,12 +329,21 @@ impl<S: Clone> Plan<S> {
     pub fn finished(
         &mut self,
         ticket: Ticket,
-        events: Vec<Event>,
+        events: Vec<Report>,
         then: Option<Work>,
     ) -> Vec<Action<S>> {
         let Some(done) = self.running.remove(&ticket.request) else {
             return events.into_iter().map(Action::Send).collect();
         };
+        if let Some(sw) = &self.switching
+            && matches!(sw.stage, Stage::Listing { request, .. } if request == ticket.request)
+        {
+            return self.switch_listed(events);
+        }
+        // The listing of a switch that a newer one replaced: nobody shows that place.
+        if done.ticket.generation > self.generation {
+            return Vec::new();
+        }
         if done.kind == Kind::Replay && self.replay == Some(ticket.request) {
             self.replay = None;
         }
@@ -291,7 +361,7 @@ impl<S: Clone> Plan<S> {
             out.extend(
                 events
                     .into_iter()
-                    .filter(|e| fresh || !matches!(e, Event::Connection(_)))
+                    .filter(|e| fresh || !matches!(e, Report::Connection(_)))
                     .map(Action::Send),
             );
         }
@@ -319,7 +389,7 @@ impl<S: Clone> Plan<S> {
     }
 
     fn error(&self, text: &str) -> Vec<Action<S>> {
-        vec![Action::Send(Event::Error(Failure::in_generation(
+        vec![Action::Send(Report::Error(Failure::in_generation(
             text,
             self.generation,
         )))]
@@ -338,9 +408,10 @@ impl<S: Clone> Plan<S> {
                 self.counter += 1;
                 self.link = Link::Connecting(self.counter);
                 vec![
-                    Action::Send(Event::Connection(ConnectionState::Connecting)),
+                    Action::Send(Report::Connection(ConnectionState::Connecting)),
                     Action::Connect {
                         attempt: self.counter,
+                        to: None,
                     },
                 ]
             }
@@ -435,7 +506,7 @@ impl<S: Clone> Plan<S> {
             take_where(&mut self.waiting, request).or_else(|| take_where(&mut self.held, request));
         self.replay = None;
         match taken.map(|j| j.work) {
-            Some(Work::Replay(req)) => vec![Action::Send(Event::ReplayFinished(ReplayOutcome {
+            Some(Work::Replay(req)) => vec![Action::Send(Report::ReplayFinished(ReplayOutcome {
                 progress: ReplayProgress {
                     total: req.expected,
                     ..Default::default()
@@ -443,28 +514,82 @@ impl<S: Clone> Plan<S> {
                 dry_run: req.dry_run,
                 cancelled: true,
                 error: None,
+                summary: Vec::new(),
             }))],
             _ => Vec::new(),
         }
     }
 
+    /// Tries `to`; the session in use goes on serving until it succeeded.
     fn switch(&mut self, to: Retarget, generation: u64) -> Vec<Action<S>> {
-        // The UI shows the new generation already, whatever happens here: answers from now on
-        // carry it, or the UI would drop them.
-        self.generation = generation;
+        let refused = |text: &str| {
+            vec![Action::Send(Report::SwitchFailed {
+                generation,
+                text: text.to_string(),
+            })]
+        };
         if self.replay.is_some() {
-            return self
-                .error("a replay is running: wait for it or cancel it (Esc) before switching");
+            return refused("a replay is running: wait for it or cancel it (Esc) before switching");
         }
         if self.snapshot {
-            return self.error("a snapshot has no other contexts or vhosts");
+            return refused(
+                "a snapshot has no other contexts or vhosts (run `warren` without files to browse a broker)",
+            );
         }
-        // The session goes; tasks still running keep theirs until they end.
-        self.link = Link::Offline;
+        // A switch under way is replaced: its connect or listing is dropped when it reports.
+        self.counter += 1;
+        self.switching = Some(Switch {
+            generation,
+            to: to.clone(),
+            stage: Stage::Connecting(self.counter),
+        });
+        vec![Action::Connect {
+            attempt: self.counter,
+            to: Some(to),
+        }]
+    }
+
+    fn switch_failed(&mut self, why: String) -> Vec<Action<S>> {
+        match self.switching.take() {
+            Some(sw) => vec![Action::Send(Report::SwitchFailed {
+                generation: sw.generation,
+                text: why,
+            })],
+            None => Vec::new(),
+        }
+    }
+
+    /// The new place listed its queues (or failed to): the switch is done, one way or the other.
+    fn switch_listed(&mut self, events: Vec<Report>) -> Vec<Action<S>> {
+        if !events
+            .iter()
+            .any(|e| matches!(e, Report::QueuesLoaded { .. }))
+        {
+            let why = events
+                .into_iter()
+                .find_map(|e| match e {
+                    Report::Error(f) => Some(f.text),
+                    _ => None,
+                })
+                .unwrap_or_else(|| "the new place did not list its queues".into());
+            return self.switch_failed(why);
+        }
+        let Some(Switch {
+            generation,
+            to,
+            stage: Stage::Listing { session, .. },
+        }) = self.switching.take()
+        else {
+            return Vec::new();
+        };
+        // From here on the new place is the one shown: what waited for the old one is dropped,
+        // and tasks still running on it end with answers of the old generation.
+        self.generation = generation;
+        self.link = Link::Ready(session);
         self.waiting.clear();
         self.held.clear();
         let mut out = vec![Action::Retarget(to)];
-        out.extend(self.request(Work::Discover));
+        out.extend(events.into_iter().map(Action::Send));
         out
     }
 }
@@ -475,12 +600,13 @@ fn take_where(jobs: &mut Vec<Job>, request: u64) -> Option<Job> {
 }
 
 /// How a replay that could not start ends in the progress window.
-pub fn replay_failed(req: &ReplayRequest, why: &str) -> Event {
-    Event::ReplayFinished(ReplayOutcome {
+pub fn replay_failed(req: &ReplayRequest, why: &str) -> Report {
+    Report::ReplayFinished(ReplayOutcome {
         progress: ReplayProgress::default(),
         dry_run: req.dry_run,
         cancelled: false,
         error: Some(why.to_string()),
+        summary: Vec::new(),
     })
 }
 
@@ -520,7 +646,7 @@ mod tests {
 
     fn attempt(actions: &[Action<&str>]) -> Option<u64> {
         actions.iter().find_map(|a| match a {
-            Action::Connect { attempt } => Some(*attempt),
+            Action::Connect { attempt, .. } => Some(*attempt),
             _ => None,
         })
     }
@@ -535,7 +661,7 @@ mod tests {
             .collect()
     }
 
-    fn sent<'a>(actions: &'a [Action<&str>]) -> Vec<&'a Event> {
+    fn sent<'a>(actions: &'a [Action<&str>]) -> Vec<&'a Report> {
         actions
             .iter()
             .filter_map(|a| match a {
@@ -545,8 +671,8 @@ mod tests {
             .collect()
     }
 
-    fn page(queue: &str, ticket: Ticket) -> Event {
-        Event::MessagesLoaded {
+    fn page(queue: &str, ticket: Ticket) -> Report {
+        Report::MessagesLoaded {
             queue: queue.into(),
             messages: Vec::new(),
             first_seen: Vec::new(),
@@ -574,7 +700,7 @@ mod tests {
         let a = p.command(Command::LoadQueues);
         assert!(matches!(
             sent(&a)[..],
-            [Event::Connection(ConnectionState::Connecting)]
+            [Report::Connection(ConnectionState::Connecting)]
         ));
         let n = attempt(&a).expect("a connect");
         assert!(started(&a).is_empty(), "nothing runs before the session");
@@ -584,7 +710,7 @@ mod tests {
         let c = p.connected(n, Ok("s1"));
         assert!(matches!(
             sent(&c)[..],
-            [Event::Connection(ConnectionState::Connected)]
+            [Report::Connection(ConnectionState::Connected)]
         ));
         let s = started(&c);
         assert_eq!(s.len(), 2, "both waiting requests start: {c:?}");
@@ -603,7 +729,7 @@ mod tests {
         assert!(
             matches!(
                 sent(&c)[..],
-                [Event::ReplayFinished(ReplayOutcome {
+                [Report::ReplayFinished(ReplayOutcome {
                     cancelled: true,
                     error: None,
                     progress: ReplayProgress {
@@ -635,7 +761,7 @@ mod tests {
         ));
         let again = p.command(replay("q"));
         assert!(
-            matches!(sent(&again)[..], [Event::Error(f)] if f.text.contains("already running")),
+            matches!(sent(&again)[..], [Report::Error(f)] if f.text.contains("already running")),
             "{again:?}"
         );
     }
@@ -648,11 +774,11 @@ mod tests {
         let a = p.connected(n, Err("connection refused".into()));
         let events = sent(&a);
         assert!(
-            matches!(events[0], Event::Connection(ConnectionState::Disconnected(w)) if w == "connection refused")
+            matches!(events[0], Report::Connection(ConnectionState::Disconnected(w)) if w == "connection refused")
         );
-        assert!(matches!(events[1], Event::Error(f) if f.text == "connection refused"));
+        assert!(matches!(events[1], Report::Error(f) if f.text == "connection refused"));
         assert!(
-            matches!(events[2], Event::ReplayFinished(o) if o.error.as_deref() == Some("connection refused")),
+            matches!(events[2], Report::ReplayFinished(o) if o.error.as_deref() == Some("connection refused")),
             "the progress window gets its end: {a:?}"
         );
         assert!(started(&a).is_empty());
@@ -703,7 +829,7 @@ mod tests {
         let b = started(&p.command(browse("q")));
         assert!(started(&p.command(replay("q"))).is_empty(), "held");
         let c = p.command(Command::CancelReplay);
-        assert!(matches!(sent(&c)[..], [Event::ReplayFinished(o)] if o.cancelled));
+        assert!(matches!(sent(&c)[..], [Report::ReplayFinished(o)] if o.cancelled));
         let a = p.finished(b[0].0, Vec::new(), None);
         assert!(started(&a).is_empty(), "the cancelled replay never starts");
     }
@@ -714,7 +840,7 @@ mod tests {
         let d = started(&p.command(Command::LoadQueues));
         assert_eq!(d.len(), 1);
         assert!(started(&p.command(Command::LoadQueues)).is_empty());
-        let a = p.finished(d[0].0, vec![Event::Notice("first".into())], None);
+        let a = p.finished(d[0].0, vec![Report::Notice("first".into())], None);
         assert_eq!(sent(&a).len(), 1, "the first discovery still answers");
         assert!(matches!(started(&a)[..], [(_, Work::Discover, _)]));
 
@@ -731,42 +857,147 @@ mod tests {
         let s = started(&p.command(Command::Protect("q".into())));
         let a = p.finished(
             s[0].0,
-            vec![Event::Notice("protected".into())],
+            vec![Report::Notice("protected".into())],
             Some(Work::Discover),
         );
         assert_eq!(sent(&a).len(), 1);
         assert!(matches!(started(&a)[..], [(_, Work::Discover, _)]));
     }
 
-    #[test]
-    fn a_switch_takes_the_new_generation_and_drops_the_old_session() {
-        let mut p = connected();
-        let old = started(&p.command(browse("q")));
-        p.command(browse("q")); // held behind it
-        let a = p.command(Command::SwitchVhost {
-            name: "/b".into(),
-            generation: 1,
-        });
-        assert!(matches!(&a[0], Action::Retarget(Retarget::Vhost(v)) if v == "/b"));
-        let n = attempt(&a).expect("a new session");
-        // The old read ends: its answer goes out tagged with generation 0 (the UI drops it);
-        // connection news of the old session is dropped here; what was held for it is gone.
-        let gone = Event::Connection(ConnectionState::Disconnected("old".into()));
-        let e = p.finished(old[0].0, vec![page("q", old[0].0), gone], None);
-        assert!(
-            matches!(sent(&e)[..], [Event::MessagesLoaded { ticket, .. }] if ticket.generation == 0),
-            "{e:?}"
-        );
-        assert!(started(&e).is_empty(), "nothing held survives the switch");
-        let c = p.connected(n, Ok("s2"));
-        let s = started(&c);
-        assert!(matches!(s[..], [(t, Work::Discover, "s2")] if t.generation == 1));
-        // A read of a queue of the same name in the new vhost does not wait for the old one.
-        assert_eq!(started(&p.command(browse("q")))[0].0.generation, 1);
+    fn listing(generation: u64) -> Report {
+        Report::QueuesLoaded {
+            overview: Default::default(),
+            discovery: Default::default(),
+            ticket: Ticket {
+                generation,
+                request: 0,
+            },
+        }
+    }
+
+    fn switch_vhost(p: &mut P, name: &str, generation: u64) -> Vec<Action<&'static str>> {
+        p.command(Command::SwitchVhost {
+            name: name.into(),
+            generation,
+        })
+    }
+
+    fn retargets(actions: &[Action<&str>]) -> Vec<Retarget> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Retarget(r) => Some(r.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     #[test]
-    fn a_refused_switch_still_takes_the_new_generation() {
+    fn a_switch_is_tried_while_the_old_session_serves_and_adopted_after_its_listing() {
+        let mut p = connected();
+        let old = started(&p.command(browse("q")));
+        let a = switch_vhost(&mut p, "/b", 1);
+        assert!(
+            matches!(&a[..], [Action::Connect { to: Some(Retarget::Vhost(v)), .. }] if v == "/b"),
+            "a connect to the new place, nothing else: {a:?}"
+        );
+        let n = attempt(&a).unwrap();
+        // The old session goes on serving, in the old generation.
+        let during = started(&p.command(browse("other")));
+        assert!(matches!(during[..], [(t, _, "s1")] if t.generation == 0));
+        let e = p.finished(old[0].0, vec![page("q", old[0].0)], None);
+        assert_eq!(sent(&e).len(), 1, "the old place's answer is still news");
+        // Connected is not enough: the new place lists its queues first, on the new session.
+        let c = p.connected(n, Ok("s2"));
+        assert!(sent(&c).is_empty(), "{c:?}");
+        let [(t, Work::Discover, "s2")] = started(&c)[..] else {
+            panic!("{c:?}")
+        };
+        assert_eq!(t.generation, 1);
+        let done = p.finished(t, vec![listing(1)], None);
+        assert_eq!(retargets(&done), [Retarget::Vhost("/b".into())]);
+        assert!(
+            matches!(sent(&done)[..], [Report::QueuesLoaded { ticket, .. }] if ticket.generation == 1)
+        );
+        // From now on: the new session, the new generation.
+        let next = started(&p.command(browse("q")));
+        assert!(matches!(next[..], [(t, _, "s2")] if t.generation == 1));
+        // A read of the old place ending late keeps its old tag (the UI drops it).
+        let late = p.finished(during[0].0, vec![page("other", during[0].0)], None);
+        assert!(
+            matches!(sent(&late)[..], [Report::MessagesLoaded { ticket, .. }] if ticket.generation == 0)
+        );
+    }
+
+    #[test]
+    fn a_failed_switch_changes_nothing_but_says_why() {
+        // The connect fails (`:vhost nope`).
+        let mut p = connected();
+        let n = attempt(&switch_vhost(&mut p, "nope", 1)).unwrap();
+        let a = p.connected(n, Err("vhost 'nope' does not exist".into()));
+        assert!(
+            matches!(&sent(&a)[..], [Report::SwitchFailed { generation: 1, text }] if text.contains("nope")),
+            "{a:?}"
+        );
+        assert!(
+            retargets(&a).is_empty(),
+            "later connects still go to the old place"
+        );
+        assert!(
+            !sent(&a).iter().any(|e| matches!(e, Report::Connection(_))),
+            "the old session's connection is not in question"
+        );
+        assert!(
+            matches!(started(&p.command(browse("q")))[..], [(t, _, "s1")] if t.generation == 0)
+        );
+
+        // It connects but cannot list (no permission to see the vhost's queues).
+        let n = attempt(&switch_vhost(&mut p, "/locked", 2)).unwrap();
+        let c = p.connected(n, Ok("s2"));
+        let [(t, Work::Discover, "s2")] = started(&c)[..] else {
+            panic!("{c:?}")
+        };
+        let err = Report::Error(Failure::in_generation("403 access refused", 2));
+        let d = p.finished(t, vec![err], None);
+        assert!(
+            matches!(&sent(&d)[..], [Report::SwitchFailed { generation: 2, text }] if text == "403 access refused"),
+            "{d:?}"
+        );
+        assert!(retargets(&d).is_empty());
+        assert!(
+            matches!(started(&p.command(browse("r")))[..], [(t, _, "s1")] if t.generation == 0)
+        );
+    }
+
+    #[test]
+    fn a_newer_switch_replaces_one_under_way() {
+        let mut p = connected();
+        let first = attempt(&switch_vhost(&mut p, "/a", 1)).unwrap();
+        let second = attempt(&switch_vhost(&mut p, "/b", 2)).unwrap();
+        assert!(
+            p.connected(first, Ok("sa")).is_empty(),
+            "the replaced one is dropped"
+        );
+        let c = p.connected(second, Ok("sb"));
+        let [(t, Work::Discover, "sb")] = started(&c)[..] else {
+            panic!("{c:?}")
+        };
+        // A third switch while the second one lists: the second's listing is not news.
+        let third = attempt(&switch_vhost(&mut p, "/c", 3)).unwrap();
+        assert!(p.finished(t, vec![listing(2)], None).is_empty());
+        let c = p.connected(third, Ok("sc"));
+        let [(t, Work::Discover, "sc")] = started(&c)[..] else {
+            panic!("{c:?}")
+        };
+        let done = p.finished(t, vec![listing(3)], None);
+        assert_eq!(retargets(&done), [Retarget::Vhost("/c".into())]);
+        assert!(
+            matches!(started(&p.command(browse("q")))[..], [(t, _, "sc")] if t.generation == 3)
+        );
+    }
+
+    #[test]
+    fn a_switch_is_refused_during_a_replay_and_in_a_snapshot_and_a_replay_during_a_switch() {
         let mut p = connected();
         started(&p.command(replay("q")));
         let a = p.command(Command::SwitchContext {
@@ -774,18 +1005,26 @@ mod tests {
             generation: 1,
         });
         assert!(
-            matches!(sent(&a)[..], [Event::Error(f)] if f.generation == Some(1) && f.text.contains("replay is running"))
+            matches!(&sent(&a)[..], [Report::SwitchFailed { generation: 1, text }] if text.contains("replay is running"))
         );
         assert!(attempt(&a).is_none(), "the session stays");
-        assert_eq!(started(&p.command(browse("x")))[0].0.generation, 1);
+        assert_eq!(started(&p.command(browse("x")))[0].0.generation, 0);
 
         let mut s = P::snapshot("file");
-        let a = s.command(Command::SwitchVhost {
-            name: "/b".into(),
-            generation: 1,
-        });
-        assert!(matches!(sent(&a)[..], [Event::Error(f)] if f.text.contains("snapshot")));
-        assert_eq!(started(&s.command(browse("x")))[0].0.generation, 1);
+        let a = switch_vhost(&mut s, "/b", 1);
+        assert!(
+            matches!(&sent(&a)[..], [Report::SwitchFailed { text, .. }] if text.contains("snapshot"))
+        );
+        assert_eq!(started(&s.command(browse("x")))[0].0.generation, 0);
+
+        // The session a replay would run on is about to go: refused, nothing started.
+        let mut p = connected();
+        switch_vhost(&mut p, "/b", 1);
+        let r = p.command(replay("q"));
+        assert!(started(&r).is_empty());
+        assert!(
+            matches!(sent(&r)[..], [Report::ReplayFinished(o)] if o.error.as_deref().is_some_and(|e| e.contains("switch")))
+        );
     }
 
     #[test]
@@ -797,11 +1036,11 @@ mod tests {
         assert!(p.command(Command::RefreshDepths).is_empty());
         for cmd in [preview("q"), Command::Protect("q".into())] {
             let a = p.command(cmd);
-            assert!(matches!(sent(&a)[..], [Event::Error(f)] if f.text.contains("snapshot")));
+            assert!(matches!(sent(&a)[..], [Report::Error(f)] if f.text.contains("snapshot")));
         }
         let a = p.command(replay("q"));
         assert!(
-            matches!(sent(&a)[..], [Event::ReplayFinished(o)] if o.error.as_deref().is_some_and(|e| e.contains("snapshot")))
+            matches!(sent(&a)[..], [Report::ReplayFinished(o)] if o.error.as_deref().is_some_and(|e| e.contains("snapshot")))
         );
     }
 }

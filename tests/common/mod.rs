@@ -309,8 +309,8 @@ impl Drop for TestVhost {
 pub fn spawn_worker(
     overrides: warren::broker::config::Overrides,
 ) -> (
-    tokio::sync::mpsc::Sender<warren::tui::Command>,
-    tokio::sync::mpsc::Receiver<warren::tui::Event>,
+    tokio::sync::mpsc::Sender<warren::worker::protocol::Command>,
+    tokio::sync::mpsc::Receiver<warren::worker::protocol::Report>,
     tokio::task::JoinHandle<()>,
 ) {
     let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(16);

@@ -9,7 +9,7 @@ use warren::domain::discovery::{
 };
 use warren::domain::message::{DeadLetter, Delivery, Properties};
 use warren::domain::value::{HeaderValue, Table};
-use warren::tui::event::{Event, Overview};
+use warren::tui::event::{Event, Overview, Report};
 use warren::tui::{State, Theme, update};
 
 /// 2025-09-28 12:24:15 UTC: 2h 14m after the orders ladder's first rejection.
@@ -377,6 +377,7 @@ pub fn overview() -> Overview {
         tags: vec!["management".into()],
         vhost: "/orders".into(),
         read_only: false,
+        read_only_reason: String::new(),
         color: None,
         label: None,
     }
@@ -399,7 +400,7 @@ pub fn loaded(read_only: bool, theme: Theme) -> State {
     let mut st = State::new(now(), read_only, theme);
     update(
         &mut st,
-        Event::QueuesLoaded {
+        Report::QueuesLoaded {
             overview: overview(),
             discovery: discovery(),
             ticket: Default::default(),
@@ -424,7 +425,7 @@ pub fn browsed(read_only: bool, queue: &str, messages: Vec<DeadLetter>) -> State
         .collect();
     update(
         &mut st,
-        Event::MessagesLoaded {
+        Report::MessagesLoaded {
             queue: queue.into(),
             messages,
             first_seen,

@@ -1,0 +1,298 @@
+//! The worker's side of the channel to the UI: the commands it takes ([`Command`]) and the
+//! reports it sends back ([`Report`]). Plain data, no terminal types: the TUI wraps reports in
+//! its own event type alongside keys and the clock.
+
+use crate::domain::discovery::Discovery;
+use crate::domain::message::DeadLetter;
+use crate::domain::selection::Selection;
+use jiff::Timestamp;
+
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// Discover the vhost's queues (answer: `Report::QueuesLoaded`).
+    LoadQueues,
+    /// Fetch depths only, without browsing messages (answer: `Report::DepthsRefreshed`).
+    RefreshDepths,
+    /// Read up to `limit` messages from the head of `queue` without removing them
+    /// (answer: `Report::MessagesLoaded`).
+    Browse {
+        queue: String,
+        limit: usize,
+        /// The operator accepted that reading again spends deliveries (a quorum queue with a
+        /// limit); otherwise the worker reuses what it already read from such a queue.
+        read_again: bool,
+    },
+    /// Work out what replaying `selection` from `queue` would do (answer: `Report::ReplayPreview`).
+    PreviewReplay {
+        queue: String,
+        selection: Selection,
+        /// The plan differs: with attempts kept nothing is removed.
+        keep_attempts: bool,
+    },
+    /// Replay, after the operator accepted the confirmation (answer: `Report::ReplayProgress`…,
+    /// then `Report::ReplayFinished`). Never emitted in read-only mode.
+    Replay(ReplayRequest),
+    /// Stop a running replay after the message in flight; what moved stays moved.
+    CancelReplay,
+    /// Set the policy that lifts `queue`'s delivery limit (answer: `Report::Notice`, then the
+    /// queue list again). Never emitted in read-only mode.
+    Protect(String),
+    /// Another context, or another vhost of this one, tried before anything changes: the answer
+    /// is the new place's `Report::QueuesLoaded` tagged with `generation`, or
+    /// `Report::SwitchFailed`. Once it succeeded, answers tagged with an older generation are
+    /// dropped (see [`Ticket`]).
+    SwitchContext {
+        name: String,
+        generation: u64,
+    },
+    SwitchVhost {
+        name: String,
+        generation: u64,
+    },
+    Quit,
+}
+
+/// An accepted replay.
+#[derive(Clone, Debug)]
+pub struct ReplayRequest {
+    pub queue: String,
+    pub selection: Selection,
+    /// The count the operator confirmed; the worker stops if the selection grew past it.
+    pub expected: u64,
+    /// Messages per second.
+    pub rate: u32,
+    /// Keep the retry counters instead of resetting them.
+    pub keep_attempts: bool,
+    pub dry_run: bool,
+}
+
+/// What the worker tells the UI. It never touches UI state; it only sends these.
+#[derive(Clone, Debug)]
+pub enum Report {
+    /// The vhost's queues, with who we are and what we talk to.
+    QueuesLoaded {
+        overview: Overview,
+        discovery: Discovery,
+        ticket: Ticket,
+    },
+    /// Fresh depths for known queues, by name (`None`: the broker has no stats yet).
+    DepthsRefreshed {
+        depths: Vec<(String, Option<u64>)>,
+        ticket: Ticket,
+    },
+    /// A browse finished. `first_seen[i]` is when Warren first saw `messages[i]` (from the store),
+    /// aligned by index; shorter than `messages` means unknown for the rest.
+    MessagesLoaded {
+        queue: String,
+        messages: Vec<DeadLetter>,
+        first_seen: Vec<Option<Timestamp>>,
+        /// Why the browse stopped, in words ("end of queue", "limit of 500 reached", …).
+        stop: String,
+        ticket: Ticket,
+    },
+    /// Reading `queue` again would spend deliveries Warren spent on it before (from its read
+    /// ledger): nothing was read; `text` says what it costs. The operator confirms or not.
+    ReadCost {
+        queue: String,
+        text: String,
+        ticket: Ticket,
+    },
+    ReplayPreview(ReplayPreview),
+    ReplayProgress(ReplayProgress),
+    ReplayFinished(ReplayOutcome),
+    /// A `:ctx` or `:vhost` failed (or was refused): the worker keeps the session it had, and
+    /// the UI keeps showing it. (Success is the new place's `QueuesLoaded`, with `generation`.)
+    SwitchFailed {
+        generation: u64,
+        text: String,
+    },
+    /// Something done that the operator should read (shown in the notice line).
+    Notice(String),
+    /// A failure that is not fatal: shown in the banner (the full chain goes to the log file).
+    Error(Failure),
+    Connection(ConnectionState),
+    /// A broker operation the worker performed, sent as it happens (the command log, `@`).
+    Operation(Operation),
+}
+
+/// One broker operation, with what it cost: a read and the deliveries it spent, a replay's
+/// publishes and acks, a policy set, a listing, a connect. Text from the broker in it is shown
+/// sanitised.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operation {
+    /// When the worker finished it.
+    pub at: Timestamp,
+    pub kind: OperationKind,
+    pub text: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperationKind {
+    Connect,
+    /// Listing queues, bindings, policies (not the depth refresh every tick).
+    List,
+    /// Reading messages (browse, or a replay's plan).
+    Read,
+    /// A replay: publishes, confirms, acks.
+    Replay,
+    /// A policy set on the broker.
+    Policy,
+}
+
+impl OperationKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            OperationKind::Connect => "connect",
+            OperationKind::List => "list",
+            OperationKind::Read => "read",
+            OperationKind::Replay => "replay",
+            OperationKind::Policy => "policy",
+        }
+    }
+}
+
+/// Which request an answer belongs to. `generation` is the session it was asked under: the UI
+/// names a new one with each `:ctx` or `:vhost` (`Command::SwitchContext`/`SwitchVhost` carry
+/// it), the worker answers in it once the switch succeeded, and `update` then drops answers
+/// from an older one, which may still be queued when the switch lands. `request` numbers requests in the order the worker received them, so of two pages
+/// the one asked for later wins.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket {
+    pub generation: u64,
+    pub request: u64,
+}
+
+/// A failure to show in the banner, with the session generation it happened in (`None`: not
+/// tied to one, always shown).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Failure {
+    pub text: String,
+    pub generation: Option<u64>,
+}
+
+impl Failure {
+    pub fn in_generation(text: impl Into<String>, generation: u64) -> Failure {
+        Failure {
+            text: text.into(),
+            generation: Some(generation),
+        }
+    }
+}
+
+impl From<String> for Failure {
+    fn from(text: String) -> Failure {
+        Failure {
+            text,
+            generation: None,
+        }
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(text: &str) -> Failure {
+        Failure::from(text.to_string())
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Who and where: the status bar.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Overview {
+    pub context: String,
+    pub broker_version: String,
+    pub user: String,
+    pub tags: Vec<String>,
+    pub vhost: String,
+    /// Replay is disabled in this place: `--read-only`, the context's `read_only`, or no write
+    /// permission in the vhost. Decided per place, never carried over from another.
+    pub read_only: bool,
+    /// Why, in words, when `read_only`.
+    pub read_only_reason: String,
+    /// The context's colour and label from the config: the header bar shows them.
+    pub color: Option<crate::broker::config::ContextColor>,
+    pub label: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum ConnectionState {
+    #[default]
+    Connecting,
+    Connected,
+    /// Lost or refused, with the reason.
+    Disconnected(String),
+}
+
+/// What a replay would do, computed by the worker (it needs the vhost's bindings to resolve
+/// fan-out). All strings are shown sanitised.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReplayPreview {
+    /// The queue the messages are read from.
+    pub queue: String,
+    /// How many messages the selection holds right now.
+    pub count: u64,
+    /// Where they go, in words: "orders.process (default exchange, routing key orders.process)".
+    pub targets: Vec<String>,
+    /// Every queue the publish reaches; more than one is a fan-out.
+    pub reaches: Vec<String>,
+    /// Headers the replay removes and adds.
+    pub removes: Vec<String>,
+    pub adds: Vec<String>,
+    /// Messages in the selection that Warren replayed before and that failed again.
+    pub replayed_before: u64,
+    /// Whether this plan keeps attempts (a plan for the other setting is stale).
+    pub keep_attempts: bool,
+    /// Anything the operator must read before accepting (skipped endpoint, unroutable, …).
+    pub warnings: Vec<String>,
+    /// The request this plan answers (see [`Ticket`]).
+    pub ticket: Ticket,
+}
+
+/// Progress of a running replay.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReplayProgress {
+    pub total: u64,
+    /// Published, confirmed and removed from the dead-letter queue.
+    pub moved: u64,
+    /// Returned by the broker as unroutable and left in the dead-letter queue.
+    pub returned: u64,
+    /// Failed (nacked, error) and left in the dead-letter queue.
+    pub failed: u64,
+    /// Current rate, messages per second.
+    pub rate: f64,
+    /// Set while the broker blocks publishing (a memory or disk alarm), with its reason.
+    pub blocked: Option<String>,
+}
+
+impl ReplayProgress {
+    pub fn done(&self) -> u64 {
+        self.moved + self.returned + self.failed
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.total.saturating_sub(self.done())
+    }
+
+    /// Seconds left at the current rate, when there is a rate.
+    pub fn eta_secs(&self) -> Option<u64> {
+        (self.rate > 0.0 && self.rate.is_finite())
+            .then(|| (self.remaining() as f64 / self.rate).ceil() as u64)
+    }
+}
+
+/// How a replay ended.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReplayOutcome {
+    pub progress: ReplayProgress,
+    pub dry_run: bool,
+    pub cancelled: bool,
+    /// Why it stopped early, when it did.
+    pub error: Option<String>,
+    /// A dry run's answer: what the replay would do, in the words of `warren replay --dry-run`
+    /// (`broker::session::Preview::describe`).
+    pub summary: Vec<String>,
+}
