@@ -222,6 +222,7 @@ fn options() -> impl Strategy<Value = ReplayOptions> {
     )
         .prop_map(|(keep, to, secs)| ReplayOptions {
             keep_attempts: keep,
+            clear_expiry: false,
             target_queue: to,
             now: jiff::Timestamp::from_second(secs).unwrap_or(jiff::Timestamp::UNIX_EPOCH),
         })

@@ -32,6 +32,8 @@ pub enum Convention {
     Sneakers,
     Dramatiq,
     EasyNetQ,
+    /// Celery (protocol 2): the task record is in the headers; the broker dead-lettered it.
+    Celery,
     /// Nothing recognisable: no death record, no framework headers.
     Unknown,
 }
@@ -48,6 +50,7 @@ impl Convention {
             Convention::Sneakers => "sneakers",
             Convention::Dramatiq => "dramatiq",
             Convention::EasyNetQ => "easynetq",
+            Convention::Celery => "celery",
             Convention::Unknown => "unknown",
         }
     }
@@ -64,12 +67,13 @@ impl Convention {
             Convention::Sneakers => "Sneakers",
             Convention::Dramatiq => "dramatiq",
             Convention::EasyNetQ => "EasyNetQ",
+            Convention::Celery => "Celery",
             Convention::Unknown => "unknown",
         }
     }
 
     /// Every convention, for filters and help text.
-    pub const ALL: [Convention; 10] = [
+    pub const ALL: [Convention; 11] = [
         Convention::Broker,
         Convention::MassTransit,
         Convention::Spring,
@@ -79,6 +83,7 @@ impl Convention {
         Convention::Sneakers,
         Convention::Dramatiq,
         Convention::EasyNetQ,
+        Convention::Celery,
         Convention::Unknown,
     ];
 
@@ -128,7 +133,11 @@ pub struct Reading {
     pub failed_at: Option<Timestamp>,
     /// MassTransit `_skipped`: no consumer on the endpoint handles the type.
     pub skipped: bool,
+    /// What the message asks for: the message type, or the task or actor name.
     pub message_type: Option<String>,
+    /// The framework's own deadline: its worker discards the message unrun after it (Celery
+    /// `expires`).
+    pub deadline: Option<Timestamp>,
 }
 
 /// Which convention the message follows. Framework headers win over `x-death`: a framework
@@ -175,6 +184,9 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory) -> Convention {
     if queue.ends_with(".XQ") && body_json(dl).is_some_and(|b| b.get("actor_name").is_some()) {
         return Convention::Dramatiq;
     }
+    if is_celery(h) {
+        return Convention::Celery;
+    }
     if !deaths.is_empty() {
         return Convention::Broker;
     }
@@ -194,6 +206,7 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory) -> Reading {
         Convention::Sneakers => sneakers(dl),
         Convention::Dramatiq => dramatiq(dl),
         Convention::EasyNetQ => easynetq(dl),
+        Convention::Celery => celery(dl),
     };
     // The broker's record fills what the framework did not say.
     if let Some(origin) = deaths.origin_entry() {
@@ -230,6 +243,7 @@ impl Reading {
             failed_at: None,
             skipped: false,
             message_type: None,
+            deadline: None,
         }
     }
 }
@@ -549,6 +563,34 @@ fn easynetq(dl: &DeadLetter) -> Reading {
         .and_then(Value::as_str)
         .and_then(|s| parse_time(&HeaderValue::string(s)));
     r.message_type = message_type;
+    r
+}
+
+/// Celery's task message, protocol 2: the task record is in the headers (`lang`, `task`, `id`).
+/// Protocol 1 kept it in the body and has been gone since Celery 4.
+fn is_celery(h: &Table) -> bool {
+    text(h, "lang").as_deref() == Some("py") && text(h, "task").is_some() && text(h, "id").is_some()
+}
+
+/// The id a framework gives the message itself, which stays with it through retries and replays,
+/// as (where it is kept, the id): Celery's task id (header `id`, also the `correlation_id`).
+pub fn framework_id(dl: &DeadLetter) -> Option<(&'static str, String)> {
+    let h = &dl.headers;
+    if is_celery(h) {
+        return text(h, "id").map(|id| ("id", id));
+    }
+    None
+}
+
+/// Celery names the task and counts its retries; it records no exception in the message (the
+/// result backend has it, if there is one), so the broker's death record says what happened.
+fn celery(dl: &DeadLetter) -> Reading {
+    let h = &dl.headers;
+    let mut r = Reading::empty(Convention::Celery);
+    r.message_type = text(h, "task");
+    r.retries = h.get_i64("retries");
+    // An ISO 8601 time; `None` (a void) when the task has no deadline.
+    r.deadline = h.get("expires").and_then(parse_time);
     r
 }
 

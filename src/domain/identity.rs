@@ -1,8 +1,9 @@
 //! A stable key per dead letter, so that Warren can remember when it first saw each message
 //! ("dead since": x-death's `time` is the first death, not the arrival in this queue).
 //!
-//! The key is the producer's id when there is one, else a framework's message id header, else a
-//! hash of the content. The hash leaves out what changes while a message sits or cycles (x-death
+//! The key is the producer's id when there is one, else a framework's own message id (a header
+//! such as `NServiceBus.MessageId`, or Celery's task id, read by `convention`), else a hash of the
+//! content. The hash leaves out what changes while a message sits or cycles (x-death
 //! counts, delivery and acquisition counters, the last-death headers) and normalises header
 //! value types, so the same message gets the same key whether it was read over AMQP or through
 //! the management API's lossy JSON. Two byte-identical messages without ids share a key; nothing
@@ -12,6 +13,7 @@ use std::hash::Hasher;
 
 use fnv::FnvHasher;
 
+use super::convention::framework_id;
 use super::message::DeadLetter;
 use super::value::{HeaderValue, MAX_DEPTH, Table};
 
@@ -39,6 +41,9 @@ pub fn message_key(msg: &DeadLetter) -> String {
         && !id.trim().is_empty()
     {
         return format!("id:{id}");
+    }
+    if let Some((name, id)) = framework_id(msg) {
+        return format!("header:{name}:{id}");
     }
     for name in ID_HEADERS {
         if let Some(value) = msg.headers.get(name).and_then(HeaderValue::as_bytes) {
@@ -200,6 +205,46 @@ mod tests {
         m.headers
             .insert("NServiceBus.MessageId", HeaderValue::string("nsb-1"));
         assert_eq!(message_key(&m), "header:NServiceBus.MessageId:nsb-1");
+    }
+
+    fn celery_task(id: &str) -> DeadLetter {
+        let mut m = msg(br#"[[1], {}, {"callbacks": null}]"#);
+        m.properties.correlation_id = Some(id.into());
+        m.headers.insert("lang", HeaderValue::string("py"));
+        m.headers.insert("task", HeaderValue::string("app.charge"));
+        m.headers.insert("id", HeaderValue::string(id));
+        m.headers.insert("retries", HeaderValue::I64(0));
+        m
+    }
+
+    #[test]
+    fn celery_task_id_is_the_identity_and_survives_a_replay() {
+        let m = celery_task("ab9e6f14-cda2-4e2b-a0f5-f302ebd4825d");
+        let key = message_key(&m);
+        assert_eq!(key, "header:id:ab9e6f14-cda2-4e2b-a0f5-f302ebd4825d");
+        // What a replay changes, and what the next death adds, leave the key alone.
+        let mut again = m.clone();
+        again
+            .headers
+            .insert("warren-replay-count", HeaderValue::I64(1));
+        again.headers.insert("retries", HeaderValue::I64(0));
+        again.headers.insert(
+            "x-death",
+            HeaderValue::Array(vec![HeaderValue::Table(Table::new())]),
+        );
+        assert_eq!(message_key(&again), key);
+        // Two tasks with the same arguments are two messages.
+        assert_ne!(
+            message_key(&celery_task("25fc0bae-14a6-4f74-bc59-1af7acbfdd9f")),
+            key
+        );
+    }
+
+    #[test]
+    fn an_id_header_alone_is_not_a_celery_task_id() {
+        let mut m = msg(b"{}");
+        m.headers.insert("id", HeaderValue::string("42"));
+        assert!(message_key(&m).starts_with("hash:"));
     }
 
     #[test]

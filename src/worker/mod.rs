@@ -381,6 +381,7 @@ async fn preview(
             let mut warnings: Vec<String> =
                 p.refusals.iter().map(|r| format!("refused: {r}")).collect();
             warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
+            warnings.extend(p.notices.iter().cloned());
             Event::ReplayPreview(ReplayPreview {
                 queue,
                 count: p.selected,
@@ -478,6 +479,7 @@ async fn replay(
             requested_limit: Some(req.expected),
             dry_run: false,
             keep_attempts: req.keep_attempts,
+            clear_expiry: false,
         })
         .ok()
     });
@@ -581,6 +583,7 @@ fn spec_for(
         to: None,
         allow_fan_out: false,
         keep_attempts,
+        clear_expiry: false,
         window: s.target.settings.replay.window,
         // The TUI plans from what it already read: a quorum queue is not read again for a plan.
         consent: ReadConsent::Reuse,
