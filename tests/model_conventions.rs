@@ -1260,6 +1260,175 @@ fn an_id_and_a_task_header_without_lang_py_is_not_celery() {
     assert!(message_key(&dl).starts_with("hash:"));
 }
 
+/// rascal 21's table, as its real subscriber left it (see `frameworks.md`).
+fn rascal_table(queue: &str, error: &str, recovery: Table) -> HeaderValue {
+    HeaderValue::Table(table(vec![
+        (
+            "error",
+            HeaderValue::Table(table(vec![("message", s(error))])),
+        ),
+        ("originalExchange", s("")),
+        ("originalQueue", s(queue)),
+        ("originalRoutingKey", s(queue)),
+        ("originalVhost", s("shop")),
+        (
+            "recovery",
+            HeaderValue::Table(table(vec![(queue, HeaderValue::Table(recovery))])),
+        ),
+        ("redeliveries", HeaderValue::I32(0)),
+        ("restoreRoutingHeaders", HeaderValue::Bool(true)),
+    ]))
+}
+
+/// Republished with `immediateNack`, then nacked: the broker dead-lettered it (`x-death`) and
+/// rascal's stored copy of x-death is the empty one.
+fn rascal_nacked(error: &str) -> DeadLetter {
+    let stored = table(vec![
+        ("immediateNack", HeaderValue::Bool(true)),
+        (
+            "xDeath",
+            HeaderValue::Table(table(vec![
+                ("count", HeaderValue::I32(0)),
+                (
+                    "time",
+                    HeaderValue::Table(table(vec![("value", HeaderValue::I32(0))])),
+                ),
+            ])),
+        ),
+    ]);
+    let hd = table(vec![
+        ("rascal", rascal_table("work", error, stored)),
+        (
+            "x-death",
+            HeaderValue::Array(vec![death(
+                1,
+                "rejected",
+                "work",
+                "",
+                &["work"],
+                1_796_145_549,
+            )]),
+        ),
+        ("x-first-death-exchange", s("")),
+        ("x-first-death-queue", s("work")),
+        ("x-first-death-reason", s("rejected")),
+    ]);
+    letter("work.dlq", hd, br#"{"order":0}"#)
+}
+
+fn rascal_forwarded() -> DeadLetter {
+    let hd = table(vec![
+        ("CC", HeaderValue::Array(vec![s("mail.mail")])),
+        (
+            "rascal",
+            rascal_table(
+                "mail",
+                "smtp refused",
+                table(vec![("forwarded", HeaderValue::I32(1))]),
+            ),
+        ),
+    ]);
+    letter("mail.dead", hd, br#"{"mail":0}"#)
+}
+
+#[test]
+fn rascal_nacked_message_reads_the_error_and_groups_by_it() {
+    let dl = rascal_nacked("card declined for order 17");
+    let ex = explain(&dl);
+    assert_eq!(ex.convention, Convention::Rascal);
+    assert_eq!(ex.source.queue.as_deref(), Some("work"));
+    assert_eq!(
+        ex.verdict,
+        "A failure in work (nacked by rascal): card declined for order 17"
+    );
+    assert_eq!(ex.fingerprint.summary, "card declined for order #");
+    // Same error, another order: one group; another error: another group, although the broker
+    // recorded the same death for both.
+    let same = explain(&rascal_nacked("card declined for order 18"));
+    assert_eq!(same.fingerprint, ex.fingerprint);
+    let other = explain(&rascal_nacked("gateway timeout"));
+    assert_ne!(other.fingerprint.key, ex.fingerprint.key);
+    // rascal's publications set message_id: that is the identity.
+    assert_eq!(message_key(&dl), "id:msg-1");
+}
+
+#[test]
+fn rascal_replay_strips_its_stored_x_death_with_x_death() {
+    let dl = rascal_nacked("card declined");
+    let p = plan_of(&dl, &explain(&dl));
+    assert_eq!(p.target, Some(direct("work")));
+    assert!(!p.headers.contains_key("x-death"));
+    let t = p
+        .headers
+        .get("rascal")
+        .and_then(HeaderValue::as_table)
+        .expect("the rascal table stays");
+    // Without the stored copy (and the immediate-nack mark) rascal runs the handler.
+    assert!(!t.contains_key("recovery"), "{t:?}");
+    assert!(!t.contains_key("error"));
+    assert!(!t.contains_key("redeliveries"));
+    for kept in [
+        "originalQueue",
+        "originalExchange",
+        "originalRoutingKey",
+        "originalVhost",
+        "restoreRoutingHeaders",
+    ] {
+        assert!(t.contains_key(kept), "{kept} kept");
+    }
+    for removed in [
+        "rascal.recovery",
+        "rascal.error",
+        "rascal.redeliveries",
+        "x-death",
+    ] {
+        assert!(
+            p.removed.iter().any(|r| r == removed),
+            "{removed}: {:?}",
+            p.removed
+        );
+    }
+    assert_eq!(p.attempts, Attempts::Reset);
+    // Keeping attempts keeps both x-death and rascal's copy, which then still agree.
+    let keep = ReplayOptions {
+        keep_attempts: true,
+        ..opts()
+    };
+    let pk = replay::plan(&dl, &explain(&dl), &keep);
+    assert_eq!(pk.headers.get("rascal"), dl.headers.get("rascal"));
+    assert!(pk.headers.contains_key("x-death"));
+    assert_eq!(pk.attempts, Attempts::Kept);
+}
+
+#[test]
+fn rascal_forwarded_message_is_explained_from_its_table() {
+    let dl = rascal_forwarded();
+    let ex = explain(&dl);
+    assert_eq!(ex.convention, Convention::Rascal);
+    assert!(ex.deaths.is_empty());
+    assert_eq!(
+        ex.verdict,
+        "A failure in mail (forwarded here by rascal): smtp refused"
+    );
+    assert_eq!(ex.retries, Some(1));
+    let p = plan_of(&dl, &ex);
+    assert_eq!(p.target, Some(direct("mail")));
+    // CC would route a copy to a queue named "mail.mail" through the default exchange.
+    assert!(!p.headers.contains_key("CC"));
+    assert!(p.removed.iter().any(|r| r == "CC"));
+    assert_eq!(p.attempts, Attempts::Reset);
+}
+
+#[test]
+fn a_rascal_header_that_is_not_a_table_is_not_rascal() {
+    let dl = letter(
+        "q.dlq",
+        table(vec![("rascal", s("originalQueue=work"))]),
+        b"{}",
+    );
+    assert_eq!(explain(&dl).convention, Convention::Unknown);
+}
+
 #[test]
 fn convention_names_are_stable() {
     let names: Vec<&str> = Convention::ALL.iter().map(Convention::as_str).collect();
@@ -1276,6 +1445,7 @@ fn convention_names_are_stable() {
             "dramatiq",
             "easynetq",
             "celery",
+            "rascal",
             "unknown"
         ]
     );

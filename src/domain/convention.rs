@@ -34,6 +34,8 @@ pub enum Convention {
     EasyNetQ,
     /// Celery (protocol 2): the task record is in the headers; the broker dead-lettered it.
     Celery,
+    /// rascal (Node): one `rascal` table header; republished and nacked (`x-death`) or forwarded.
+    Rascal,
     /// Nothing recognisable: no death record, no framework headers.
     Unknown,
 }
@@ -51,6 +53,7 @@ impl Convention {
             Convention::Dramatiq => "dramatiq",
             Convention::EasyNetQ => "easynetq",
             Convention::Celery => "celery",
+            Convention::Rascal => "rascal",
             Convention::Unknown => "unknown",
         }
     }
@@ -68,12 +71,13 @@ impl Convention {
             Convention::Dramatiq => "dramatiq",
             Convention::EasyNetQ => "EasyNetQ",
             Convention::Celery => "Celery",
+            Convention::Rascal => "rascal",
             Convention::Unknown => "unknown",
         }
     }
 
     /// Every convention, for filters and help text.
-    pub const ALL: [Convention; 11] = [
+    pub const ALL: [Convention; 12] = [
         Convention::Broker,
         Convention::MassTransit,
         Convention::Spring,
@@ -84,6 +88,7 @@ impl Convention {
         Convention::Dramatiq,
         Convention::EasyNetQ,
         Convention::Celery,
+        Convention::Rascal,
         Convention::Unknown,
     ];
 
@@ -187,6 +192,9 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory) -> Convention {
     if is_celery(h) {
         return Convention::Celery;
     }
+    if rascal_table(h).is_some() {
+        return Convention::Rascal;
+    }
     if !deaths.is_empty() {
         return Convention::Broker;
     }
@@ -207,6 +215,7 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory) -> Reading {
         Convention::Dramatiq => dramatiq(dl),
         Convention::EasyNetQ => easynetq(dl),
         Convention::Celery => celery(dl),
+        Convention::Rascal => rascal(dl),
     };
     // The broker's record fills what the framework did not say.
     if let Some(origin) = deaths.origin_entry() {
@@ -591,6 +600,71 @@ fn celery(dl: &DeadLetter) -> Reading {
     r.retries = h.get_i64("retries");
     // An ISO 8601 time; `None` (a void) when the task has no deadline.
     r.deadline = h.get("expires").and_then(parse_time);
+    r
+}
+
+/// rascal's record: the `rascal` table header, when it is one and names where the message was.
+pub fn rascal_table(h: &Table) -> Option<&Table> {
+    h.get("rascal")
+        .and_then(HeaderValue::as_table)
+        .filter(|t| t.contains_key("originalQueue") || t.contains_key("recovery"))
+}
+
+/// How rascal recovered a failed message from `queue`, as it recorded under `recovery.<queue>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RascalRecovery {
+    /// Republished to the queue this many times (the `republish` strategy).
+    pub republished: Option<i64>,
+    /// Forwarded to another publication this many times (`forward`: no `x-death`).
+    pub forwarded: Option<i64>,
+    /// Republished for an immediate nack: the broker then dead-lettered it.
+    pub immediate_nack: bool,
+}
+
+pub fn rascal_recovery(h: &Table) -> RascalRecovery {
+    let Some(t) = rascal_table(h) else {
+        return RascalRecovery::default();
+    };
+    let queue = text(t, "originalQueue").unwrap_or_default();
+    let Some(r) = t
+        .get("recovery")
+        .and_then(HeaderValue::as_table)
+        .and_then(|r| r.get(&queue))
+        .and_then(HeaderValue::as_table)
+    else {
+        return RascalRecovery::default();
+    };
+    RascalRecovery {
+        republished: r.get_i64("republished"),
+        forwarded: r.get_i64("forwarded"),
+        immediate_nack: r
+            .get("immediateNack")
+            .is_some_and(|v| *v == HeaderValue::Bool(true)),
+    }
+}
+
+/// rascal writes the error's message (and code, when it has one) and where the message was
+/// consumed; the recovery counters say how often it tried again.
+fn rascal(dl: &DeadLetter) -> Reading {
+    let mut r = Reading::empty(Convention::Rascal);
+    let Some(t) = rascal_table(&dl.headers) else {
+        return r;
+    };
+    let error = t.get("error").and_then(HeaderValue::as_table);
+    let message = error.and_then(|e| text(e, "message"));
+    let code = error.and_then(|e| text(e, "code"));
+    if message.is_some() || code.is_some() {
+        r.fault = Some(Fault {
+            exception_type: code,
+            message,
+            ..Fault::default()
+        });
+    }
+    r.source.queue = text(t, "originalQueue");
+    r.source.exchange = text_keep_empty(t, "originalExchange");
+    r.source.routing_key = text_keep_empty(t, "originalRoutingKey");
+    let rec = rascal_recovery(&dl.headers);
+    r.retries = rec.republished.or(rec.forwarded);
     r
 }
 

@@ -278,10 +278,21 @@ const REBUS: &[Rule] = &[
     Rule::Exact("rbs2-defer-count"),
 ];
 const SNEAKERS: &[Rule] = &[Rule::Exact("retry_info")];
+/// rascal's forwards carry `CC`, which the broker routes by on publish: a replay through the
+/// default exchange would copy the message to a queue named like it. Its record is the `rascal`
+/// table, trimmed by [`RASCAL_TRIMMED`] rather than removed.
+const RASCAL: &[Rule] = &[Rule::Exact("CC")];
+/// The parts of rascal's table a replay removes: the error, the redelivery count and the recovery
+/// record, whose stored `xDeath` rascal (since v20.1) compares with `x-death` to spot a message it
+/// already nacked; with `x-death` gone and the stored copy kept, it would nack the replay straight
+/// back. Where the message was consumed, its routing and encryption stay.
+const RASCAL_TRIMMED: &[&str] = &["recovery", "error", "redeliveries"];
 
 /// Where a framework keeps a retry counter.
 enum Counter {
     Header(&'static str),
+    /// A key of a table header.
+    Nested(&'static str, &'static str),
     /// In the body, which a replay never changes: the path for people.
     Body(&'static str),
 }
@@ -307,6 +318,10 @@ fn counters(c: Convention) -> &'static [Counter] {
         Convention::Sneakers => &[Counter::Header("retry_info")],
         Convention::Dramatiq => &[Counter::Body("options.retries")],
         Convention::Celery => &[Counter::Header("retries")],
+        Convention::Rascal => &[
+            Counter::Nested("rascal", "recovery"),
+            Counter::Nested("rascal", "redeliveries"),
+        ],
         Convention::Broker | Convention::EasyNetQ | Convention::Unknown => &[],
     }
 }
@@ -360,6 +375,7 @@ fn convention_rules(c: Convention) -> &'static [Rule] {
         Convention::Wolverine => WOLVERINE,
         Convention::Rebus => REBUS,
         Convention::Sneakers => SNEAKERS,
+        Convention::Rascal => RASCAL,
         Convention::Broker
         | Convention::Dramatiq
         | Convention::EasyNetQ
@@ -452,6 +468,16 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
             .map(str::to_string)
             .collect();
         headers.retain(|k, _| !is_stripped(ex.convention, k));
+        if ex.convention == Convention::Rascal
+            && let Some(HeaderValue::Table(mut t)) = headers.get("rascal").cloned()
+        {
+            for key in RASCAL_TRIMMED {
+                if t.remove(key).is_some() {
+                    removed.push(format!("rascal.{key}"));
+                }
+            }
+            headers.insert("rascal", HeaderValue::Table(t));
+        }
         for name in zeroed(ex.convention) {
             if let Some(v) = headers.get(name).filter(|v| v.as_i64() != Some(0)) {
                 let zero = zero_like(v);
@@ -471,6 +497,12 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
                     .get(n)
                     .filter(|v| v.as_i64() != Some(0))
                     .map(|_| format!("header {n}")),
+                Counter::Nested(n, key) => headers
+                    .get(n)
+                    .and_then(HeaderValue::as_table)
+                    .and_then(|t| t.get(key))
+                    .filter(|v| v.as_i64() != Some(0))
+                    .map(|_| format!("{n}.{key}")),
                 // The reading holds the body's count; zero is a fresh budget already.
                 Counter::Body(path) => ex
                     .retries
@@ -616,6 +648,7 @@ fn convention_target(
         | Convention::Dramatiq
         | Convention::EasyNetQ
         | Convention::Celery
+        | Convention::Rascal
         | Convention::Unknown => match source_queue {
             Some(q) => Some(ReplayTarget::queue(q)),
             None => {

@@ -3,7 +3,7 @@
 //! CreateShippingLabelConsumer after 3 retries: Carrier DHL unavailable". Built from the
 //! explanation; one line, bounded length, never panics whatever the headers hold.
 
-use super::convention::{Convention, Reading, short_type};
+use super::convention::{Convention, Reading, rascal_recovery, short_type};
 use super::message::DeadLetter;
 use super::xdeath::{Death, DeathHistory, DeathReason};
 
@@ -136,6 +136,16 @@ fn retries_phrase(dl: &DeadLetter, ex: &Reading) -> Option<String> {
         Convention::Rebus => n.map(|n| format!("after {}", plural(n, "delivery", "deliveries"))),
         Convention::Spring | Convention::Dramatiq | Convention::Celery => {
             n.map(|n| format!("after {}", plural(n, "retry", "retries")))
+        }
+        Convention::Rascal => {
+            let rec = rascal_recovery(&dl.headers);
+            match (rec.forwarded, rec.republished) {
+                (Some(f), _) if f > 1 => Some(format!("(forwarded here by rascal, {f} times)")),
+                (Some(_), _) => Some("(forwarded here by rascal)".to_string()),
+                (None, Some(r)) => Some(format!("after {}", plural(r, "republish", "republishes"))),
+                (None, None) if rec.immediate_nack => Some("(nacked by rascal)".to_string()),
+                (None, None) => None,
+            }
         }
         Convention::Broker | Convention::EasyNetQ | Convention::Unknown => None,
     }
