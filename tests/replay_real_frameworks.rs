@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::amqp as h;
 use common::{TestBroker, TestVhost};
-use framework_util::{Worker, python_venv, wait_for};
+use framework_util::{Worker, npm_prefix, python_venv, wait_for};
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use replay_util::{Home, warren};
@@ -401,4 +401,276 @@ async fn celery_tasks_are_named_keyed_by_task_id_and_none_is_discarded_on_replay
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
     eprintln!("celery end to end in {:?}", t0.elapsed());
+}
+
+const RASCAL: &str = "rascal@21.0.1";
+
+/// The rascal app: `work` republishes a failure for an immediate nack (the broker then
+/// dead-letters it into `work.dlq`), `mail` forwards a failure to `mail.dead` (no `x-death`).
+/// `node app.js send` publishes 5 orders (3 "card declined", 2 "gateway timeout") and 2 mails
+/// and prints their message ids; the fixed worker records each message it handles.
+const RASCAL_APP: &str = r#"
+const Rascal = require('rascal');
+const fs = require('fs');
+const url = process.env.WARREN_TEST_BROKER;
+const vhost = decodeURIComponent(new URL(url).pathname.slice(1));
+const config = {
+  vhosts: {
+    [vhost]: {
+      connection: { url },
+      queues: {
+        work: { options: { arguments: { 'x-dead-letter-exchange': '', 'x-dead-letter-routing-key': 'work.dlq' } } },
+        'work.dlq': {},
+        mail: {},
+        'mail.dead': {},
+      },
+      publications: { work: { queue: 'work' }, mail: { queue: 'mail' }, 'mail.dead': { queue: 'mail.dead' } },
+      subscriptions: { work: { queue: 'work' }, mail: { queue: 'mail' } },
+    },
+  },
+};
+const recovery = {
+  work: [{ strategy: 'republish', immediateNack: true }],
+  mail: [{ strategy: 'forward', publication: 'mail.dead' }],
+};
+(async () => {
+  const broker = await Rascal.BrokerAsPromised.create(Rascal.withDefaultConfig(config));
+  broker.on('error', (e) => console.error('broker error', e.message));
+  if (process.argv[2] === 'send') {
+    const sent = [];
+    const send = async (name, content) => {
+      const p = await broker.publish(name, content);
+      sent.push(await new Promise((res) => p.on('success', (id) => res({ id, queue: name, fail: content.fail }))));
+    };
+    for (let i = 0; i < 5; i++) await send('work', { order: i, fail: i < 3 ? 'card declined' : 'gateway timeout' });
+    for (let i = 0; i < 2; i++) await send('mail', { mail: i, fail: 'smtp refused' });
+    console.log(JSON.stringify(sent));
+    await broker.shutdown();
+    return;
+  }
+  const fixed = process.env.WARREN_TEST_FIXED === '1';
+  for (const name of ['work', 'mail']) {
+    const sub = await broker.subscribe(name);
+    sub.on('message', (message, content, ackOrNack) => {
+      if (fixed) {
+        fs.appendFileSync(process.env.WARREN_TEST_DONE, `${message.properties.messageId} ${name}\n`);
+        return ackOrNack();
+      }
+      ackOrNack(new Error(content.fail), recovery[name]);
+    });
+    sub.on('error', (e) => console.error('subscription error', e.message));
+  }
+  console.log('ready');
+})().catch((e) => { console.error(e); process.exit(1); });
+"#;
+
+fn rascal_worker(modules: &Path, dir: &Path, broker: &str, fixed: bool, log: &str) -> Worker {
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg("app.js")
+        .current_dir(dir)
+        .env("NODE_PATH", modules)
+        .env("WARREN_TEST_BROKER", broker)
+        .env("WARREN_TEST_FIXED", if fixed { "1" } else { "0" })
+        .env("WARREN_TEST_DONE", dir.join("done.txt"));
+    Worker::start(log, cmd, dir.join(format!("{log}.log")))
+}
+
+/// Starts a rascal worker and waits until it consumes from both queues.
+async fn rascal_started(conn: &lapin::Connection, mut w: Worker) -> Worker {
+    let up = wait_for(Duration::from_secs(30), || async {
+        let work = queue_state(conn, "work").await?;
+        let mail = queue_state(conn, "mail").await?;
+        (work.1 > 0 && mail.1 > 0).then_some(())
+    })
+    .await;
+    w.assert_running();
+    assert!(up.is_some(), "{} never consumed:\n{}", w.name, w.log_text());
+    w
+}
+
+fn done_ids(dir: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(dir.join("done.txt"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(id, q)| (id.to_string(), q.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn rascal_failures_are_read_from_its_table_and_a_replay_is_not_nacked_back() {
+    let Some(modules) = npm_prefix("rascal-21.0.1", &[RASCAL]) else {
+        return;
+    };
+    let t0 = Instant::now();
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "rascal").await;
+    let home = Home::new("rascal");
+    let dir = home.dir.clone();
+    std::fs::write(dir.join("app.js"), RASCAL_APP).expect("app.js");
+    let conn = h::connect(&vhost).await;
+    let url = vhost.amqp_url();
+
+    let failing = rascal_started(
+        &conn,
+        rascal_worker(&modules, &dir, &url, false, "failing-worker"),
+    )
+    .await;
+    let out = std::process::Command::new("node")
+        .args(["app.js", "send"])
+        .current_dir(&dir)
+        .env("NODE_PATH", &modules)
+        .env("WARREN_TEST_BROKER", &url)
+        .output()
+        .expect("node app.js send");
+    assert!(
+        out.status.success(),
+        "send: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent: Vec<Value> = serde_json::from_slice(&out.stdout).expect("sent messages as JSON");
+    let ids_of = |queue: &str| -> BTreeSet<String> {
+        sent.iter()
+            .filter(|m| m["queue"] == queue)
+            .map(|m| str_of(m, "id").to_string())
+            .collect()
+    };
+    let (orders, mails) = (ids_of("work"), ids_of("mail"));
+    assert_eq!((orders.len(), mails.len()), (5, 2), "{sent:?}");
+    let error_of: BTreeMap<String, String> = sent
+        .iter()
+        .map(|m| (str_of(m, "id").to_string(), str_of(m, "fail").to_string()))
+        .collect();
+
+    let dead = wait_for(Duration::from_secs(30), || async {
+        let dlq = queue_state(&conn, "work.dlq").await?.0;
+        let parked = queue_state(&conn, "mail.dead").await?.0;
+        (dlq == 5 && parked == 2).then_some(())
+    })
+    .await;
+    assert!(
+        dead.is_some(),
+        "rascal dead-lettered {:?} and forwarded {:?}:\n{}",
+        queue_state(&conn, "work.dlq").await,
+        queue_state(&conn, "mail.dead").await,
+        failing.log_text()
+    );
+    failing.stop(Duration::from_secs(10)).await;
+
+    // show: rascal's error text, by message id; the forwarded ones are explained from the table.
+    for (queue, ids, how, target) in [
+        ("work.dlq", &orders, "(nacked by rascal)", "work"),
+        ("mail.dead", &mails, "(forwarded here by rascal)", "mail"),
+    ] {
+        let show = warren(&vhost, &home, &["show", queue, "--json"]).await;
+        assert_eq!(show.code, Some(0), "{show}");
+        let mut keys = BTreeSet::new();
+        for m in show.json() {
+            let id = str_of(&m, "message_id").to_string();
+            assert_eq!(str_of(&m, "key"), format!("id:{id}"), "{m}");
+            assert_eq!(str_of(&m, "convention"), "rascal", "{m}");
+            assert_eq!(
+                str_of(&m, "verdict"),
+                format!("A failure in {target} {how}: {}", error_of[&id]),
+                "{m}"
+            );
+            assert_eq!(m["replay_target"]["expected_queue"], target, "{m}");
+            keys.insert(id);
+        }
+        assert_eq!(&keys, ids, "{show}");
+    }
+    let groups = warren(&vhost, &home, &["groups", "work.dlq", "--json"]).await;
+    let summary: BTreeMap<String, u64> = groups
+        .json()
+        .iter()
+        .map(|g| {
+            (
+                str_of(g, "summary").to_string(),
+                g["count"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        BTreeMap::from([
+            ("card declined".to_string(), 3),
+            ("gateway timeout".to_string(), 2),
+        ]),
+        "{groups}"
+    );
+
+    // The fix is deployed; replaying must reach the handler, not rascal's immediate nack.
+    let fixed = rascal_started(
+        &conn,
+        rascal_worker(&modules, &dir, &url, true, "fixed-worker"),
+    )
+    .await;
+    for (queue, n, removes) in [
+        (
+            "work.dlq",
+            5,
+            vec!["rascal.recovery", "rascal.error", "x-death"],
+        ),
+        (
+            "mail.dead",
+            2,
+            vec!["rascal.recovery", "rascal.error", "CC"],
+        ),
+    ] {
+        let run = warren(&vhost, &home, &["replay", queue, "--yes", "--json"]).await;
+        assert_eq!(run.code, Some(0), "{run}");
+        let plan = run.event("plan");
+        for r in removes {
+            assert!(
+                plan["removes"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|x| x == r)),
+                "{queue} removes {r}: {run}"
+            );
+        }
+        assert!(run.stderr.contains("attempts reset"), "{run}");
+        assert_eq!(run.summary_u64("moved"), n, "{run}");
+    }
+    let ran = wait_for(Duration::from_secs(30), || async {
+        let d = done_ids(&dir);
+        (d.len() >= 7).then_some(d)
+    })
+    .await;
+    // Anything nacked straight back would be in the DLQ again by now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = fixed.log_text();
+    fixed.stop(Duration::from_secs(10)).await;
+    let ran = ran.unwrap_or_else(|| panic!("the fixed worker ran {:?}:\n{log}", done_ids(&dir)));
+    assert_eq!(ran.len(), 7, "each exactly once: {ran:?}");
+    let ran_in = |q: &str| -> BTreeSet<String> {
+        ran.iter()
+            .filter(|(_, queue)| queue == q)
+            .map(|(id, _)| id.clone())
+            .collect()
+    };
+    assert_eq!(ran_in("work"), orders, "every order ran");
+    assert_eq!(ran_in("mail"), mails, "every mail ran");
+    for q in ["work.dlq", "mail.dead", "work", "mail"] {
+        assert_eq!(queue_state(&conn, q).await.map(|s| s.0), Some(0), "{q}");
+    }
+    let audit = warren(&vhost, &home, &["audit", "--json"]).await;
+    let audited: BTreeSet<String> = audit
+        .json()
+        .iter()
+        .flat_map(|r| r["message_ids"].as_array().cloned().unwrap_or_default())
+        .filter_map(|k| {
+            k.as_str()
+                .and_then(|k| k.strip_prefix("id:"))
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(
+        audited,
+        orders.union(&mails).cloned().collect::<BTreeSet<_>>(),
+        "{audit}"
+    );
+
+    let _ = conn.close(200, "done".into()).await;
+    vhost.cleanup().await;
+    eprintln!("rascal end to end in {:?}", t0.elapsed());
 }
