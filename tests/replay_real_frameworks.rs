@@ -82,7 +82,7 @@ def refund(self, order):
     raise Reject("refund service down", requeue=False)
 "#;
 
-/// Sends 5 `charge` and 2 `refund` tasks; one of each expires in 4 s (the failing worker, already
+/// Sends 5 `charge` and 2 `refund` tasks; one of each expires in 6 s (the failing worker, already
 /// consuming, dead-letters them well within that), the others in an hour.
 /// Prints what it sent as JSON.
 const CELERY_SEND: &str = r#"
@@ -92,7 +92,7 @@ sent = []
 for i in range(7):
     task = charge if i < 5 else refund
     expiring = i in (0, 5)
-    r = task.apply_async(args=[i], expires=4 if expiring else 3600)
+    r = task.apply_async(args=[i], expires=6 if expiring else 3600)
     sent.append({"id": r.id, "task": task.name, "expiring": expiring})
 print(json.dumps(sent))
 "#;
@@ -222,7 +222,7 @@ async fn celery_tasks_are_named_keyed_by_task_id_and_none_is_discarded_on_replay
     );
     failing.stop(Duration::from_secs(10)).await;
     // The two short deadlines pass while the tasks sit in the DLQ.
-    let passed = Duration::from_millis(4_500);
+    let passed = Duration::from_millis(6_500);
     if let Some(rest) = passed.checked_sub(sent_at.elapsed()) {
         tokio::time::sleep(rest).await;
     }
