@@ -744,9 +744,9 @@ pub struct Preview {
     pub depth: Option<u64>,
     /// Per target: description → (count, queues it reaches).
     pub targets: BTreeMap<String, TargetPreview>,
+    /// Headers removed, and AMQP properties removed as "property expiration".
     pub removed: BTreeSet<String>,
-    /// Counter headers set to zero (where the framework needs the header), and AMQP properties
-    /// removed, as "property expiration".
+    /// Counter headers set to zero (where the framework needs the header).
     pub reset: BTreeSet<String>,
     pub added: BTreeSet<String>,
     /// Selected messages some of whose retry counters survive the replay (see `Attempts`), and
@@ -878,7 +878,7 @@ impl Session {
             }
             p.removed.extend(rp.removed.iter().cloned());
             p.reset.extend(rp.reset.iter().cloned());
-            p.reset.extend(
+            p.removed.extend(
                 rp.removed_properties
                     .iter()
                     .map(|n| format!("property {n}")),
