@@ -177,6 +177,14 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory) -> Convention {
     if h.contains_key("retry_info") {
         return Convention::Sneakers;
     }
+    // Header records before the body-read ones: what a replay changes in the headers must not
+    // depend on the body.
+    if is_celery(h) {
+        return Convention::Celery;
+    }
+    if rascal_table(h).is_some() {
+        return Convention::Rascal;
+    }
     if queue == "EasyNetQ_Default_Error_Queue"
         || dl
             .properties
@@ -188,12 +196,6 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory) -> Convention {
     }
     if queue.ends_with(".XQ") && body_json(dl).is_some_and(|b| b.get("actor_name").is_some()) {
         return Convention::Dramatiq;
-    }
-    if is_celery(h) {
-        return Convention::Celery;
-    }
-    if rascal_table(h).is_some() {
-        return Convention::Rascal;
     }
     if !deaths.is_empty() {
         return Convention::Broker;
