@@ -212,6 +212,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
         to: None,
         allow_fan_out: false,
         keep_attempts: false,
+        clear_expiry: false,
         window: session.target.settings.replay.window,
         consent: ReadConsent::Reuse,
     };
@@ -235,6 +236,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
         requested_limit: None,
         dry_run: false,
         keep_attempts: false,
+        clear_expiry: false,
     })?;
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let mut events = 0u64;

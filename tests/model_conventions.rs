@@ -5,8 +5,11 @@
 use jiff::Timestamp;
 use warren::domain::convention::Convention;
 use warren::domain::explain::{Explanation, explain};
+use warren::domain::identity::message_key;
 use warren::domain::message::{DeadLetter, Delivery, Properties};
-use warren::domain::replay::{self, ReplayOptions, ReplayPlan, ReplayTarget, ReplayWarning};
+use warren::domain::replay::{
+    self, Attempts, ReplayOptions, ReplayPlan, ReplayTarget, ReplayWarning,
+};
 use warren::domain::value::{HeaderValue, Table};
 use warren::domain::xdeath::DeathReason;
 
@@ -67,6 +70,7 @@ fn now() -> Timestamp {
 fn opts() -> ReplayOptions {
     ReplayOptions {
         keep_attempts: false,
+        clear_expiry: false,
         target_queue: None,
         now: now(),
     }
@@ -1031,6 +1035,401 @@ fn easynetq_error_queue() {
 }
 
 #[test]
+fn dramatiq_attempts_are_not_called_reset() {
+    let body =
+        r#"{"queue_name":"default","actor_name":"a","options":{"retries":3},"message_id":"m"}"#;
+    let dl = letter("default.XQ", Table::new(), body.as_bytes());
+    let p = plan_of(&dl, &explain(&dl));
+    assert_eq!(
+        p.attempts,
+        Attempts::NotReset(vec!["options.retries = 3 in the body".into()])
+    );
+    // A body counter at zero is a fresh budget already.
+    let body =
+        r#"{"queue_name":"default","actor_name":"a","options":{"retries":0},"message_id":"m"}"#;
+    let dl = letter("default.XQ", Table::new(), body.as_bytes());
+    assert_eq!(plan_of(&dl, &explain(&dl)).attempts, Attempts::Reset);
+}
+
+const TASK_ID: &str = "ab9e6f14-cda2-4e2b-a0f5-f302ebd4825d";
+
+/// A Celery 5.7 task as its real worker left it after `Reject(requeue=False)` (headers as the
+/// management API showed them on 3.10; `None` values are voids).
+fn celery_task(retries: i32, expires: Option<&str>) -> DeadLetter {
+    let void = HeaderValue::Void;
+    let mut hd = table(vec![
+        ("argsrepr", s("[0]")),
+        ("eta", void.clone()),
+        ("expires", expires.map_or(void.clone(), s)),
+        ("group", void.clone()),
+        ("group_index", void.clone()),
+        ("id", s(TASK_ID)),
+        ("ignore_result", HeaderValue::Bool(false)),
+        ("kwargsrepr", s("{}")),
+        ("lang", s("py")),
+        ("origin", s("gen28323@vm")),
+        ("parent_id", void.clone()),
+        ("replaced_task_nesting", HeaderValue::I32(0)),
+        ("retries", HeaderValue::I32(retries)),
+        ("root_id", s(TASK_ID)),
+        ("shadow", void.clone()),
+        ("stamped_headers", void.clone()),
+        ("stamps", HeaderValue::Table(Table::new())),
+        ("task", s("app.charge")),
+        (
+            "timelimit",
+            HeaderValue::Array(vec![void.clone(), void.clone()]),
+        ),
+        ("x-first-death-exchange", s("")),
+        ("x-first-death-queue", s("work")),
+        ("x-first-death-reason", s("rejected")),
+    ]);
+    let mut d = match death(1, "rejected", "work", "", &["work"], 1_759_042_215) {
+        HeaderValue::Table(t) => t,
+        _ => Table::new(),
+    };
+    d.insert("original-expiration", s("4000"));
+    hd.insert("x-death", HeaderValue::Array(vec![HeaderValue::Table(d)]));
+    let body = br#"[[0], {}, {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]"#;
+    let mut dl = letter("work.dlq", hd, body);
+    dl.properties = Properties {
+        correlation_id: Some(TASK_ID.into()),
+        reply_to: Some("5e59332f-c5c6-39e9-b278-2e8997242c4b".into()),
+        content_type: Some("application/json".into()),
+        content_encoding: Some("utf-8".into()),
+        delivery_mode: Some(2),
+        priority: Some(0),
+        ..Properties::default()
+    };
+    dl
+}
+
+#[test]
+fn celery_task_is_named_with_its_tries_and_grouped_by_task() {
+    let dl = celery_task(0, None);
+    let ex = explain(&dl);
+    assert_eq!(ex.convention, Convention::Celery);
+    assert_eq!(ex.message_type.as_deref(), Some("app.charge"));
+    assert_eq!(ex.retries, Some(0));
+    assert_eq!(ex.source.queue.as_deref(), Some("work"));
+    assert_eq!(ex.deadline, None);
+    assert_eq!(
+        ex.verdict,
+        "Celery task app.charge: rejected once by work, on its first try"
+    );
+    assert_eq!(ex.fingerprint.summary, "app.charge: rejected in work");
+    let retried = explain(&celery_task(3, None));
+    assert_eq!(
+        retried.verdict,
+        "Celery task app.charge: rejected once by work, after 3 retries"
+    );
+    // Same task, same death: one group, whatever the retries; another task is another group.
+    assert_eq!(retried.fingerprint, ex.fingerprint);
+    let mut other = celery_task(0, None);
+    other.headers.insert("task", s("app.refund"));
+    assert_ne!(explain(&other).fingerprint.key, ex.fingerprint.key);
+    // A plain broker death in the same queue is not grouped with the task.
+    let mut plain = dl.clone();
+    plain.headers.retain(|k, _| k.starts_with("x-"));
+    assert_ne!(explain(&plain).fingerprint.key, ex.fingerprint.key);
+}
+
+#[test]
+fn celery_task_id_is_its_identity() {
+    let dl = celery_task(2, None);
+    assert_eq!(message_key(&dl), format!("header:id:{TASK_ID}"));
+    // The replayed message, as it comes back after failing again, keeps the key.
+    let p = plan_of(&dl, &explain(&dl));
+    let mut back = dl.clone();
+    back.headers = p.headers.clone();
+    assert_eq!(message_key(&back), message_key(&dl));
+}
+
+#[test]
+fn celery_retries_is_set_to_zero_not_removed() {
+    let dl = celery_task(2, None);
+    let ex = explain(&dl);
+    let p = plan_of(&dl, &ex);
+    assert_eq!(p.target, Some(direct("work")));
+    assert_eq!(p.reset, vec!["retries"]);
+    // Celery's own integer type, zero.
+    assert_eq!(p.headers.get("retries"), Some(&HeaderValue::I32(0)));
+    assert_eq!(p.attempts, Attempts::Reset);
+    for kept in [
+        "id", "task", "lang", "root_id", "argsrepr", "eta", "expires",
+    ] {
+        assert!(p.headers.contains_key(kept), "{kept} kept");
+    }
+    assert!(!p.headers.contains_key("x-death"));
+    assert_eq!(
+        p.removed,
+        vec![
+            "x-first-death-exchange",
+            "x-first-death-queue",
+            "x-first-death-reason",
+            "x-death"
+        ]
+    );
+    // Already zero: nothing to reset, and still "reset".
+    let p0 = plan_of(&celery_task(0, None), &explain(&celery_task(0, None)));
+    assert!(p0.reset.is_empty());
+    assert_eq!(p0.attempts, Attempts::Reset);
+    // Kept attempts keep the counter, and say so.
+    let keep = ReplayOptions {
+        keep_attempts: true,
+        ..opts()
+    };
+    let pk = replay::plan(&dl, &ex, &keep);
+    assert_eq!(pk.headers.get("retries"), Some(&HeaderValue::I32(2)));
+    assert_eq!(pk.attempts, Attempts::Kept);
+}
+
+#[test]
+fn celery_expires_in_the_past_keeps_the_task_in_the_dlq() {
+    // now() is 2025-10-01T12:00:00Z.
+    let past = celery_task(0, Some("2025-10-01T11:59:59.999999+00:00"));
+    let future = celery_task(0, Some("2025-10-01T12:00:01+00:00"));
+    let ex = explain(&past);
+    assert_eq!(
+        ex.deadline,
+        "2025-10-01T11:59:59.999999Z".parse::<Timestamp>().ok()
+    );
+    let p = plan_of(&past, &ex);
+    let why = p.held_back().expect("held back");
+    assert!(why.contains("`expires` has passed"), "{why}");
+    assert!(why.contains("--clear-expiry"), "{why}");
+    assert!(p.headers.contains_key("expires"));
+    assert!(p.removed_properties.is_empty());
+    // The same task a second later, with its deadline still ahead: it goes, deadline and all.
+    let pf = plan_of(&future, &explain(&future));
+    assert_eq!(pf.expired, None);
+    assert_eq!(pf.held_back(), None);
+    assert!(pf.headers.contains_key("expires"));
+    // The clock is the one passed in: at 11:00 the first one has not expired yet.
+    let earlier = ReplayOptions {
+        now: "2025-10-01T11:00:00Z"
+            .parse()
+            .unwrap_or(Timestamp::UNIX_EPOCH),
+        ..opts()
+    };
+    assert_eq!(replay::plan(&past, &ex, &earlier).held_back(), None);
+}
+
+#[test]
+fn clear_expiry_removes_the_deadline_and_the_expiration_property() {
+    let mut dl = celery_task(1, Some("2025-10-01T11:00:00+00:00"));
+    dl.properties.expiration = Some("4000".into());
+    let ex = explain(&dl);
+    let clear = ReplayOptions {
+        clear_expiry: true,
+        ..opts()
+    };
+    let p = replay::plan(&dl, &ex, &clear);
+    assert_eq!(p.held_back(), None);
+    assert!(p.expired.as_ref().is_some_and(|e| e.cleared));
+    assert!(!p.headers.contains_key("expires"));
+    assert!(p.removed.iter().any(|r| r == "expires"));
+    assert_eq!(p.removed_properties, vec!["expiration"]);
+    assert_eq!(p.headers.get("retries"), Some(&HeaderValue::I32(0)));
+    // A deadline still ahead is not touched by --clear-expiry.
+    let ahead = celery_task(0, Some("2025-10-01T13:00:00+00:00"));
+    let pa = replay::plan(&ahead, &explain(&ahead), &clear);
+    assert!(pa.headers.contains_key("expires"));
+    assert_eq!(pa.expired, None);
+}
+
+#[test]
+fn expiry_notice_words() {
+    assert_eq!(
+        replay::expiry_notice("Celery", "expires", 2, 7, false),
+        "Celery will discard 2 of 7 on arrival: their `expires` has passed; they stay in the DLQ (--clear-expiry removes the deadline and replays them)"
+    );
+    assert_eq!(
+        replay::expiry_notice("Celery", "expires", 1, 7, false),
+        "Celery will discard 1 of 7 on arrival: its `expires` has passed; it stays in the DLQ (--clear-expiry removes the deadline and replays it)"
+    );
+    assert!(replay::expiry_notice("Celery", "expires", 2, 7, true).contains("so Celery runs them"));
+}
+
+#[test]
+fn an_id_and_a_task_header_without_lang_py_is_not_celery() {
+    let mut dl = celery_task(0, None);
+    dl.headers.remove("lang");
+    let ex = explain(&dl);
+    assert_eq!(ex.convention, Convention::Broker);
+    assert!(message_key(&dl).starts_with("hash:"));
+}
+
+/// rascal 21's table, as its real subscriber left it (see `frameworks.md`).
+fn rascal_table(queue: &str, error: &str, recovery: Table) -> HeaderValue {
+    HeaderValue::Table(table(vec![
+        (
+            "error",
+            HeaderValue::Table(table(vec![("message", s(error))])),
+        ),
+        ("originalExchange", s("")),
+        ("originalQueue", s(queue)),
+        ("originalRoutingKey", s(queue)),
+        ("originalVhost", s("shop")),
+        (
+            "recovery",
+            HeaderValue::Table(table(vec![(queue, HeaderValue::Table(recovery))])),
+        ),
+        ("redeliveries", HeaderValue::I32(0)),
+        ("restoreRoutingHeaders", HeaderValue::Bool(true)),
+    ]))
+}
+
+/// Republished with `immediateNack`, then nacked: the broker dead-lettered it (`x-death`) and
+/// rascal's stored copy of x-death is the empty one.
+fn rascal_nacked(error: &str) -> DeadLetter {
+    let stored = table(vec![
+        ("immediateNack", HeaderValue::Bool(true)),
+        (
+            "xDeath",
+            HeaderValue::Table(table(vec![
+                ("count", HeaderValue::I32(0)),
+                (
+                    "time",
+                    HeaderValue::Table(table(vec![("value", HeaderValue::I32(0))])),
+                ),
+            ])),
+        ),
+    ]);
+    let hd = table(vec![
+        ("rascal", rascal_table("work", error, stored)),
+        (
+            "x-death",
+            HeaderValue::Array(vec![death(
+                1,
+                "rejected",
+                "work",
+                "",
+                &["work"],
+                1_796_145_549,
+            )]),
+        ),
+        ("x-first-death-exchange", s("")),
+        ("x-first-death-queue", s("work")),
+        ("x-first-death-reason", s("rejected")),
+    ]);
+    letter("work.dlq", hd, br#"{"order":0}"#)
+}
+
+fn rascal_forwarded() -> DeadLetter {
+    let hd = table(vec![
+        ("CC", HeaderValue::Array(vec![s("mail.mail")])),
+        (
+            "rascal",
+            rascal_table(
+                "mail",
+                "smtp refused",
+                table(vec![("forwarded", HeaderValue::I32(1))]),
+            ),
+        ),
+    ]);
+    letter("mail.dead", hd, br#"{"mail":0}"#)
+}
+
+#[test]
+fn rascal_nacked_message_reads_the_error_and_groups_by_it() {
+    let dl = rascal_nacked("card declined for order 17");
+    let ex = explain(&dl);
+    assert_eq!(ex.convention, Convention::Rascal);
+    assert_eq!(ex.source.queue.as_deref(), Some("work"));
+    assert_eq!(
+        ex.verdict,
+        "A failure in work (nacked by rascal): card declined for order 17"
+    );
+    assert_eq!(ex.fingerprint.summary, "card declined for order #");
+    // Same error, another order: one group; another error: another group, although the broker
+    // recorded the same death for both.
+    let same = explain(&rascal_nacked("card declined for order 18"));
+    assert_eq!(same.fingerprint, ex.fingerprint);
+    let other = explain(&rascal_nacked("gateway timeout"));
+    assert_ne!(other.fingerprint.key, ex.fingerprint.key);
+    // rascal's publications set message_id: that is the identity.
+    assert_eq!(message_key(&dl), "id:msg-1");
+}
+
+#[test]
+fn rascal_replay_strips_its_stored_x_death_with_x_death() {
+    let dl = rascal_nacked("card declined");
+    let p = plan_of(&dl, &explain(&dl));
+    assert_eq!(p.target, Some(direct("work")));
+    assert!(!p.headers.contains_key("x-death"));
+    let t = p
+        .headers
+        .get("rascal")
+        .and_then(HeaderValue::as_table)
+        .expect("the rascal table stays");
+    // Without the stored copy (and the immediate-nack mark) rascal runs the handler.
+    assert!(!t.contains_key("recovery"), "{t:?}");
+    assert!(!t.contains_key("error"));
+    assert!(!t.contains_key("redeliveries"));
+    for kept in [
+        "originalQueue",
+        "originalExchange",
+        "originalRoutingKey",
+        "originalVhost",
+        "restoreRoutingHeaders",
+    ] {
+        assert!(t.contains_key(kept), "{kept} kept");
+    }
+    for removed in [
+        "rascal.recovery",
+        "rascal.error",
+        "rascal.redeliveries",
+        "x-death",
+    ] {
+        assert!(
+            p.removed.iter().any(|r| r == removed),
+            "{removed}: {:?}",
+            p.removed
+        );
+    }
+    assert_eq!(p.attempts, Attempts::Reset);
+    // Keeping attempts keeps both x-death and rascal's copy, which then still agree.
+    let keep = ReplayOptions {
+        keep_attempts: true,
+        ..opts()
+    };
+    let pk = replay::plan(&dl, &explain(&dl), &keep);
+    assert_eq!(pk.headers.get("rascal"), dl.headers.get("rascal"));
+    assert!(pk.headers.contains_key("x-death"));
+    assert_eq!(pk.attempts, Attempts::Kept);
+}
+
+#[test]
+fn rascal_forwarded_message_is_explained_from_its_table() {
+    let dl = rascal_forwarded();
+    let ex = explain(&dl);
+    assert_eq!(ex.convention, Convention::Rascal);
+    assert!(ex.deaths.is_empty());
+    assert_eq!(
+        ex.verdict,
+        "A failure in mail (forwarded here by rascal): smtp refused"
+    );
+    assert_eq!(ex.retries, Some(1));
+    let p = plan_of(&dl, &ex);
+    assert_eq!(p.target, Some(direct("mail")));
+    // CC would route a copy to a queue named "mail.mail" through the default exchange.
+    assert!(!p.headers.contains_key("CC"));
+    assert!(p.removed.iter().any(|r| r == "CC"));
+    assert_eq!(p.attempts, Attempts::Reset);
+}
+
+#[test]
+fn a_rascal_header_that_is_not_a_table_is_not_rascal() {
+    let dl = letter(
+        "q.dlq",
+        table(vec![("rascal", s("originalQueue=work"))]),
+        b"{}",
+    );
+    assert_eq!(explain(&dl).convention, Convention::Unknown);
+}
+
+#[test]
 fn convention_names_are_stable() {
     let names: Vec<&str> = Convention::ALL.iter().map(Convention::as_str).collect();
     assert_eq!(
@@ -1045,6 +1444,8 @@ fn convention_names_are_stable() {
             "sneakers",
             "dramatiq",
             "easynetq",
+            "celery",
+            "rascal",
             "unknown"
         ]
     );

@@ -33,6 +33,7 @@ fn letters(fixture: &str) -> Vec<DeadLetter> {
 fn options() -> ReplayOptions {
     ReplayOptions {
         keep_attempts: false,
+        clear_expiry: false,
         target_queue: None,
         now: jiff::Timestamp::UNIX_EPOCH,
     }

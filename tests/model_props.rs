@@ -1,7 +1,8 @@
 //! Property tests: whatever headers, properties, queue names and bodies a broker hands over,
 //! `xdeath::parse`, `explain::explain` and `replay::plan` do not panic, the plan never adds a
 //! header starting with `x-`, never keeps a header it strips (unless attempts are kept, when it
-//! changes nothing but Warren's own headers), and the planned headers do not depend on the body.
+//! changes nothing but Warren's own headers and a passed deadline cleared on request), removes a
+//! framework deadline only with `clear_expiry`, and the planned headers do not depend on the body.
 
 use proptest::prelude::*;
 use warren::domain::explain::explain;
@@ -68,6 +69,22 @@ const NAMES: &[&str] = &[
     "exchange",
     "routing-keys",
     "original-expiration",
+    // Celery
+    "lang",
+    "task",
+    "id",
+    "retries",
+    "expires",
+    // rascal
+    "rascal",
+    "originalQueue",
+    "recovery",
+    "error",
+    "message",
+    "redeliveries",
+    "immediateNack",
+    "forwarded",
+    "CC",
 ];
 
 const WORDS: &[&str] = &[
@@ -93,6 +110,8 @@ const WORDS: &[&str] = &[
     "{\"error_class\":\"E\",\"num_attempts\":\"x\",\"backtrace\":[1,{}]}",
     "99999999999999999999",
     "-5",
+    "py",
+    "2020-01-01T00:00:00.000000+00:00",
 ];
 
 fn key() -> impl Strategy<Value = String> {
@@ -143,8 +162,32 @@ fn value() -> impl Strategy<Value = HeaderValue> {
     })
 }
 
-fn table() -> impl Strategy<Value = Table> {
+fn random_table() -> impl Strategy<Value = Table> {
     proptest::collection::vec((key(), value()), 0..14).prop_map(|pairs| pairs.into_iter().collect())
+}
+
+/// Random headers, some shaped like a Celery task or a rascal failure with random parts, so the
+/// readers and plan rules of those frameworks meet hostile values too.
+fn table() -> impl Strategy<Value = Table> {
+    let celery =
+        (random_table(), value(), value(), text()).prop_map(|(mut t, retries, expires, id)| {
+            t.insert("lang", HeaderValue::string("py"));
+            t.insert("task", HeaderValue::string("app.charge"));
+            t.insert("id", HeaderValue::LongString(id));
+            t.insert("retries", retries);
+            t.insert("expires", expires);
+            t
+        });
+    let rascal = (random_table(), random_table(), value(), value()).prop_map(
+        |(mut t, mut r, recovery, error)| {
+            r.insert("originalQueue", HeaderValue::string("work"));
+            r.insert("recovery", recovery);
+            r.insert("error", error);
+            t.insert("rascal", HeaderValue::Table(r));
+            t
+        },
+    );
+    prop_oneof![4 => random_table(), 1 => celery, 1 => rascal]
 }
 
 /// A body: random bytes, or JSON shaped like the envelopes the model reads.
@@ -217,11 +260,13 @@ fn dead_letter() -> impl Strategy<Value = DeadLetter> {
 fn options() -> impl Strategy<Value = ReplayOptions> {
     (
         any::<bool>(),
+        any::<bool>(),
         proptest::option::of(".{0,12}"),
         0i64..4_000_000_000,
     )
-        .prop_map(|(keep, to, secs)| ReplayOptions {
+        .prop_map(|(keep, clear, to, secs)| ReplayOptions {
             keep_attempts: keep,
+            clear_expiry: clear,
             target_queue: to,
             now: jiff::Timestamp::from_second(secs).unwrap_or(jiff::Timestamp::UNIX_EPOCH),
         })
@@ -276,9 +321,20 @@ proptest! {
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect()
         };
+        // A passed deadline goes only when asked, and only then does a kept-attempts plan remove
+        // anything.
+        if plan.removed.iter().any(|r| r == "expires") {
+            prop_assert!(opts.clear_expiry && plan.expired.is_some());
+        }
+        if plan.held_back().is_some() {
+            prop_assert!(!opts.clear_expiry);
+        }
         if opts.keep_attempts {
-            prop_assert!(plan.removed.is_empty());
-            prop_assert_eq!(others(&plan.headers), others(&dl.headers));
+            let deadline: Vec<String> = plan.expired.iter().filter(|e| e.cleared).map(|e| e.header.to_string()).collect();
+            prop_assert!(plan.removed.iter().all(|r| deadline.contains(r)), "removed {:?}", plan.removed);
+            let mut before = others(&dl.headers);
+            before.retain(|k, _| !plan.removed.iter().any(|r| r == k));
+            prop_assert_eq!(others(&plan.headers), before);
         } else {
             for k in plan.headers.keys() {
                 prop_assert!(!is_stripped(ex.convention, k), "kept stripped header {}", k);

@@ -349,3 +349,93 @@ async fn nservicebus_goes_back_to_failedq_with_its_ids() {
         vhost.cleanup().await;
     }
 }
+
+/// A Celery task as the worker would get it, with `expires` long past and the `expiration`
+/// property Celery sets from it.
+fn celery_task(i: u32) -> (Properties, Table, Vec<u8>) {
+    let id = format!("task-{i}");
+    let mut hd = Table::new();
+    hd.insert("lang", HeaderValue::string("py"));
+    hd.insert("task", HeaderValue::string("app.charge"));
+    hd.insert("id", HeaderValue::string(id.clone()));
+    hd.insert("root_id", HeaderValue::string(id.clone()));
+    hd.insert("retries", HeaderValue::I32(2));
+    hd.insert(
+        "expires",
+        HeaderValue::string("2020-01-01T00:00:00.000000+00:00"),
+    );
+    hd.insert("argsrepr", HeaderValue::string(format!("[{i}]")));
+    let props = Properties {
+        correlation_id: Some(id),
+        content_type: Some("application/json".into()),
+        content_encoding: Some("utf-8".into()),
+        expiration: Some("3600000".into()),
+        delivery_mode: Some(2),
+        ..Properties::default()
+    };
+    (props, hd, format!("[[{i}], {{}}, {{}}]").into_bytes())
+}
+
+#[tokio::test]
+async fn celery_tasks_past_their_deadline_stay_until_the_deadline_is_cleared() {
+    for broker in TestBroker::all() {
+        let label = broker.label.clone();
+        let vhost = TestVhost::new(&broker, "replay-celery").await;
+        let home = Home::new("replay-celery");
+        let conn = h::connect(&vhost).await;
+        let ch = h::confirm_channel(&conn).await;
+        for q in ["work", "celery.dlq"] {
+            h::declare(&ch, q, QueueType::Classic, FieldTable::default()).await;
+        }
+        for i in 0..3 {
+            let (props, hd, body) = celery_task(i);
+            h::publish(&ch, "celery.dlq", &props, &hd, &body).await;
+        }
+        // Every selected task would be discarded unrun: nothing moves, and the refusal says why.
+        let run = warren(
+            &vhost,
+            &home,
+            &["replay", "celery.dlq", "--to", "work", "--yes", "--json"],
+        )
+        .await;
+        assert_ne!(run.code, Some(0), "{label}: {run}");
+        assert!(
+            run.stderr.contains("Celery will discard 3 of 3 on arrival"),
+            "{label}: {run}"
+        );
+        assert!(run.stderr.contains("--clear-expiry"), "{label}: {run}");
+        assert_eq!(amqp_depth(&conn, "celery.dlq").await, 3, "{label}");
+        assert_eq!(amqp_depth(&conn, "work").await, 0, "{label}");
+
+        let run = warren(
+            &vhost,
+            &home,
+            &[
+                "replay",
+                "celery.dlq",
+                "--to",
+                "work",
+                "--yes",
+                "--json",
+                "--clear-expiry",
+            ],
+        )
+        .await;
+        assert_eq!(run.code, Some(0), "{label}: {run}");
+        assert_eq!(run.summary_u64("moved"), 3, "{label}: {run}");
+        let back = read_all(&conn, "work", 3).await;
+        assert_eq!(back.len(), 3, "{label}");
+        for (i, m) in back.iter().enumerate() {
+            let id = format!("task-{i}");
+            assert_eq!(m.headers.get_str("id"), Some(id.as_str()), "{label}");
+            assert_eq!(m.properties.correlation_id.as_deref(), Some(id.as_str()));
+            assert!(!m.headers.contains_key("expires"), "{label}: deadline gone");
+            assert_eq!(m.properties.expiration, None, "{label}: property gone");
+            // Set to zero, not removed: Celery's protocol has the header.
+            assert_eq!(m.headers.get_i64("retries"), Some(0), "{label}");
+            assert_eq!(m.headers.get_str("task"), Some("app.charge"));
+        }
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+    }
+}

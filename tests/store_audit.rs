@@ -21,6 +21,7 @@ fn start(at: Timestamp, from: &str) -> AuditStart {
         requested_limit: Some(50),
         dry_run: false,
         keep_attempts: true,
+        clear_expiry: false,
     }
 }
 
@@ -46,7 +47,10 @@ fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
     let store = Store::open(&path).unwrap();
     let first = store.begin_replay(&start(t, "orders.dlq")).unwrap();
     let second = store
-        .begin_replay(&start(t + SignedDuration::from_mins(1), "billing.dlq"))
+        .begin_replay(&AuditStart {
+            clear_expiry: true,
+            ..start(t + SignedDuration::from_mins(1), "billing.dlq")
+        })
         .unwrap();
     assert!(second > first);
     store
@@ -81,6 +85,8 @@ fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
     assert_eq!(oldest.requested_limit, Some(50));
     assert!(oldest.keep_attempts);
     assert!(!oldest.dry_run);
+    assert!(!oldest.clear_expiry);
+    assert!(newest.clear_expiry, "--clear-expiry is on the record");
 
     assert_eq!(store.list_audit(1).unwrap().len(), 1);
 

@@ -720,6 +720,7 @@ fn dry_run_result() {
         to: None,
         allow_fan_out: false,
         keep_attempts: false,
+        clear_expiry: false,
         window: 500,
         consent: ReadConsent::Reuse,
     };

@@ -51,6 +51,8 @@ pub struct Job {
     /// Unselected (or returned, or failed) messages held back at most before stopping.
     pub window: usize,
     pub keep_attempts: bool,
+    /// `--clear-expiry`: replay a message whose framework deadline has passed, without it.
+    pub clear_expiry: bool,
     /// `--to QUEUE`.
     pub to: Option<String>,
     /// Targets checked by the preflight (they exist, and fan-out was allowed or absent). A
@@ -1080,16 +1082,23 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
             &exp,
             &ReplayOptions {
                 keep_attempts: job.keep_attempts,
+                clear_expiry: job.clear_expiry,
                 target_queue: job.to.clone(),
+                // Decided per message at the moment it is taken: a deadline may pass mid-run.
                 now: jiff::Timestamp::now(),
             },
         );
         plan::apply_redirect(&mut p, &job.redirects);
+        let mut properties = msg.properties.clone();
+        if p.removed_properties.contains(&"expiration") {
+            properties.expiration = None;
+        }
         match (refusal(job, &p), p.target.as_ref()) {
+            _ if let Some(why) = p.held_back() => Decision::Keep(why),
             (Some(why), _) => Decision::Refuse(why),
             (None, None) => Decision::Refuse("no known origin to send it back to".into()),
             (None, Some(tg)) => match (
-                amqp::properties_to_amqp(&msg.properties, &p.headers),
+                amqp::properties_to_amqp(&properties, &p.headers),
                 amqp::short("the exchange name", &tg.exchange),
                 amqp::short("the routing key", &tg.routing_key),
             ) {

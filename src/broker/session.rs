@@ -751,8 +751,20 @@ pub struct Preview {
     pub depth: Option<u64>,
     /// Per target: description → (count, queues it reaches).
     pub targets: BTreeMap<String, TargetPreview>,
+    /// Headers removed, and AMQP properties removed as "property expiration".
     pub removed: BTreeSet<String>,
+    /// Counter headers set to zero (where the framework needs the header).
+    pub reset: BTreeSet<String>,
     pub added: BTreeSet<String>,
+    /// Selected messages some of whose retry counters survive the replay (see `Attempts`), and
+    /// which counters.
+    pub attempts_not_reset: u64,
+    pub surviving_counters: BTreeSet<String>,
+    /// Selected messages whose framework deadline has passed, per (framework, deadline header).
+    /// Without `--clear-expiry` they stay in the DLQ and are not in `selected`.
+    pub expired: BTreeMap<(&'static str, &'static str), u64>,
+    /// What the plan says about them (`replay::expiry_notice`), one line per framework.
+    pub notices: Vec<String>,
     /// Messages that were replayed before and failed again.
     pub replayed_before: u64,
     /// Warnings with counts.
@@ -823,10 +835,44 @@ impl Preview {
                 400
             )
         ));
-        out.push(format!(
-            "  body     untouched; attempts {}",
-            if spec.keep_attempts { "kept" } else { "reset" }
-        ));
+        if !self.reset.is_empty() {
+            out.push(format!(
+                "  resets   {} (to 0: the framework needs the header)",
+                one_line(
+                    &self.reset.iter().cloned().collect::<Vec<_>>().join(", "),
+                    400
+                )
+            ));
+        }
+        // "Reset" only when every counter Warren knows of was.
+        let attempts = if spec.keep_attempts {
+            "kept".to_string()
+        } else if self.attempts_not_reset == 0 {
+            "reset".to_string()
+        } else {
+            format!(
+                "not reset for {} of them: {} survive{}",
+                self.attempts_not_reset,
+                one_line(
+                    &self
+                        .surviving_counters
+                        .iter()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    200
+                ),
+                if self.surviving_counters.len() == 1 {
+                    "s"
+                } else {
+                    ""
+                }
+            )
+        };
+        out.push(format!("  body     untouched; attempts {attempts}"));
+        for n in &self.notices {
+            out.push(format!("  ! {}", one_line(n, 400)));
+        }
         if self.replayed_before > 0 {
             out.push(format!(
                 "  ! {} of them were replayed before and failed again",
@@ -880,6 +926,8 @@ pub struct ReplaySpec {
     pub to: Option<String>,
     pub allow_fan_out: bool,
     pub keep_attempts: bool,
+    /// Replay messages whose framework deadline has passed, without the deadline.
+    pub clear_expiry: bool,
     pub window: usize,
     /// Whether looking at the queue may spend deliveries Warren has spent before.
     pub consent: ReadConsent,
@@ -915,11 +963,14 @@ impl Session {
         let explained = explain_all(page.messages.clone(), &first_seen);
         let opts = ReplayOptions {
             keep_attempts: spec.keep_attempts,
+            clear_expiry: spec.clear_expiry,
             target_queue: spec.to.clone(),
             now,
         };
+        // Selected messages that stay in the DLQ because their framework would discard them.
+        let mut staying = 0u64;
         for e in &explained {
-            if spec.limit.is_some_and(|l| p.matched >= l) {
+            if spec.limit.is_some_and(|l| p.matched - staying >= l) {
                 break;
             }
             if !spec
@@ -931,7 +982,25 @@ impl Session {
             p.matched += 1;
             p.keys.push(e.key.clone());
             let rp = plan::plan(&e.message, &e.explanation, &opts);
+            if let Some(x) = &rp.expired {
+                *p.expired.entry((x.framework, x.header)).or_insert(0) += 1;
+                if !x.cleared {
+                    // It stays in the DLQ: nothing of its plan happens.
+                    staying += 1;
+                    continue;
+                }
+            }
             p.removed.extend(rp.removed.iter().cloned());
+            p.reset.extend(rp.reset.iter().cloned());
+            p.removed.extend(
+                rp.removed_properties
+                    .iter()
+                    .map(|n| format!("property {n}")),
+            );
+            if let plan::Attempts::NotReset(c) = &rp.attempts {
+                p.attempts_not_reset += 1;
+                p.surviving_counters.extend(c.iter().cloned());
+            }
             p.added.extend(rp.added.iter().map(|(k, _)| k.clone()));
             if rp.replay_count > 1 {
                 p.replayed_before += 1;
@@ -979,7 +1048,8 @@ impl Session {
             ));
         }
         // The count confirmed is the count that moves: "all" is the queue as it stands (the run
-        // stops at the depth it started with), a selection is what matched here.
+        // stops at the depth it started with), a selection is what matched here. Messages whose
+        // framework would discard them stay (unless their deadline is cleared).
         let all = matches!(spec.selection, Selection::All);
         p.selected = if all && p.examined < page.queue_depth_at_start {
             spec.limit.map_or(page.queue_depth_at_start, |l| {
@@ -988,6 +1058,14 @@ impl Session {
         } else {
             p.matched
         };
+        p.selected = p.selected.saturating_sub(staying);
+        p.notices = p
+            .expired
+            .iter()
+            .map(|((framework, header), n)| {
+                plan::expiry_notice(framework, header, *n, p.matched, spec.clear_expiry)
+            })
+            .collect();
         if p.selected > p.matched {
             *p.warnings
                 .entry(format!(
@@ -1202,7 +1280,12 @@ impl Session {
                 .entry("this is a parking lot: messages that could not be decoded fail identically until the reading code changes; replaying before that deploy is churn".into())
                 .or_insert(0) += 1;
         }
-        if p.selected == 0 {
+        if p.selected == 0 && staying > 0 {
+            p.refusals.push(format!(
+                "every selected message has passed its framework's deadline, which would discard it unrun; replay with --clear-expiry to remove the deadline ({})",
+                p.notices.join("; ")
+            ));
+        } else if p.selected == 0 {
             p.refusals
                 .push("no message matches the selection at the head of the queue".into());
         }
@@ -1297,6 +1380,7 @@ impl Session {
             rate: spec.rate,
             window: spec.window,
             keep_attempts: spec.keep_attempts,
+            clear_expiry: spec.clear_expiry,
             to: spec.to.clone(),
             allowed_targets: preview.allowed.clone(),
             redirects: preview.redirects.clone(),

@@ -187,6 +187,11 @@ pub struct ReplayArgs {
     /// Leave retry counters and death headers exactly as they are.
     #[arg(long)]
     pub keep_attempts: bool,
+    /// Also replay messages whose framework deadline has passed (Celery's `expires`), which
+    /// their worker would otherwise discard unrun: the deadline is removed (the `expires` header
+    /// and the `expiration` property) and the audit records it. Without it they stay in the DLQ.
+    #[arg(long)]
+    pub clear_expiry: bool,
     /// Show the plan and touch nothing.
     #[arg(long)]
     pub dry_run: bool,

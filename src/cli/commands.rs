@@ -301,6 +301,7 @@ pub fn print_messages(
     let now = jiff::Timestamp::now();
     let opts = crate::domain::replay::ReplayOptions {
         keep_attempts: false,
+        clear_expiry: false,
         target_queue: None,
         now,
     };
@@ -355,6 +356,9 @@ pub fn print_messages(
                 one_line(&t.routing_key, 60)
             ),
             None => crate::outln!("  replay → no known origin"),
+        }
+        if let Some(why) = plan.held_back() {
+            crate::outln!("  ! {}", one_line(&why, 300));
         }
         if let Some(fs) = e.first_seen {
             crate::outln!("  dead since (first seen by Warren) {fs}");
@@ -417,6 +421,10 @@ fn show_json(
         "exception": exception,
         "source_queue": x.source.queue,
         "replay_target": target,
+        "message_type": x.message_type,
+        "retries": x.retries,
+        "deadline": x.deadline.map(|t| t.to_string()),
+        "deadline_passed": plan.expired.is_some(),
         "replay_count": x.replay_count,
         "delivery_count": e.message.delivery.delivery_count,
         "redelivered": e.message.delivery.redelivered,
@@ -754,7 +762,7 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
             print_line(&serde_json::to_value(r).unwrap_or(Value::Null));
         } else {
             crate::outln!(
-                "#{} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}",
+                "#{} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}{}",
                 r.id,
                 r.started_at,
                 one_line(&r.os_user, 30),
@@ -765,7 +773,12 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
                 r.moved.map_or("-".into(), |n| n.to_string()),
                 r.returned.map_or("-".into(), |n| n.to_string()),
                 r.failed.map_or("-".into(), |n| n.to_string()),
-                one_line(&r.outcome, 80)
+                one_line(&r.outcome, 80),
+                if r.clear_expiry {
+                    "  (--clear-expiry: passed deadlines removed)"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -833,6 +846,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         to: a.to.clone(),
         allow_fan_out: a.allow_fan_out,
         keep_attempts: a.keep_attempts,
+        clear_expiry: a.clear_expiry,
         window: a.window.unwrap_or(s.target.settings.replay.window),
         consent: read_consent,
     };
@@ -871,7 +885,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         .map_err(broker_failure)?;
     print_preview(&preview, &spec, a.dry_run);
     if a.json {
-        print_line(&preview_json(&preview));
+        print_line(&preview_json(&preview, &spec));
     }
     if !preview.refusals.is_empty() {
         return Err(Failure::failed(format!(
@@ -919,6 +933,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
                 requested_limit: a.limit,
                 dry_run: false,
                 keep_attempts: a.keep_attempts,
+                clear_expiry: a.clear_expiry,
             })
             .map_err(|e| Failure::failed(format!("{e}; nothing moved")))?,
         ),
@@ -1125,7 +1140,7 @@ pub fn replay_outcome(sum: &crate::broker::replay::Summary) -> (String, i32) {
     (text, code)
 }
 
-fn preview_json(p: &Preview) -> Value {
+fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
     let targets: BTreeMap<&String, Value> = p
         .targets
         .iter()
@@ -1140,7 +1155,14 @@ fn preview_json(p: &Preview) -> Value {
         "depth": p.depth,
         "targets": targets,
         "removes": p.removed,
+        "resets": p.reset,
         "adds": p.added,
+        "attempts_not_reset": p.attempts_not_reset,
+        "surviving_counters": p.surviving_counters,
+        "expired": p.expired.values().sum::<u64>(),
+        "expired_stay": if spec.clear_expiry { 0 } else { p.expired.values().sum::<u64>() },
+        "clear_expiry": spec.clear_expiry,
+        "notices": p.notices,
         "replayed_before": p.replayed_before,
         "warnings": p.warnings,
         "refusals": p.refusals,
@@ -1157,6 +1179,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
             "failed": p.failed,
             "remaining": p.remaining,
             "held_back": sum.counts.held_back,
+            "kept": sum.counts.kept,
             "targets": sum.counts.targets,
             "problems": sum.counts.problems,
             "duplicated": sum.counts.duplicated,
@@ -1181,6 +1204,9 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
     }
     for (why, n) in &sum.counts.problems {
         crate::errln!("  ! {n} × {}", one_line(why, 300));
+    }
+    for (why, n) in &sum.counts.kept {
+        crate::errln!("  kept {n} × {}", one_line(why, 300));
     }
     if sum.counts.duplicated > 0 {
         if sum.counts.duplicated == sum.counts.duplicated_certain {

@@ -32,6 +32,10 @@ pub enum Convention {
     Sneakers,
     Dramatiq,
     EasyNetQ,
+    /// Celery (protocol 2): the task record is in the headers; the broker dead-lettered it.
+    Celery,
+    /// rascal (Node): one `rascal` table header; republished and nacked (`x-death`) or forwarded.
+    Rascal,
     /// Nothing recognisable: no death record, no framework headers.
     Unknown,
 }
@@ -48,6 +52,8 @@ impl Convention {
             Convention::Sneakers => "sneakers",
             Convention::Dramatiq => "dramatiq",
             Convention::EasyNetQ => "easynetq",
+            Convention::Celery => "celery",
+            Convention::Rascal => "rascal",
             Convention::Unknown => "unknown",
         }
     }
@@ -64,12 +70,14 @@ impl Convention {
             Convention::Sneakers => "Sneakers",
             Convention::Dramatiq => "dramatiq",
             Convention::EasyNetQ => "EasyNetQ",
+            Convention::Celery => "Celery",
+            Convention::Rascal => "rascal",
             Convention::Unknown => "unknown",
         }
     }
 
     /// Every convention, for filters and help text.
-    pub const ALL: [Convention; 10] = [
+    pub const ALL: [Convention; 12] = [
         Convention::Broker,
         Convention::MassTransit,
         Convention::Spring,
@@ -79,6 +87,8 @@ impl Convention {
         Convention::Sneakers,
         Convention::Dramatiq,
         Convention::EasyNetQ,
+        Convention::Celery,
+        Convention::Rascal,
         Convention::Unknown,
     ];
 
@@ -128,7 +138,11 @@ pub struct Reading {
     pub failed_at: Option<Timestamp>,
     /// MassTransit `_skipped`: no consumer on the endpoint handles the type.
     pub skipped: bool,
+    /// What the message asks for: the message type, or the task or actor name.
     pub message_type: Option<String>,
+    /// The framework's own deadline: its worker discards the message unrun after it (Celery
+    /// `expires`).
+    pub deadline: Option<Timestamp>,
 }
 
 /// Which convention the message follows. Framework headers win over `x-death`: a framework
@@ -163,6 +177,14 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory) -> Convention {
     if h.contains_key("retry_info") {
         return Convention::Sneakers;
     }
+    // Header records before the body-read ones: what a replay changes in the headers must not
+    // depend on the body.
+    if is_celery(h) {
+        return Convention::Celery;
+    }
+    if rascal_table(h).is_some() {
+        return Convention::Rascal;
+    }
     if queue == "EasyNetQ_Default_Error_Queue"
         || dl
             .properties
@@ -194,6 +216,8 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory) -> Reading {
         Convention::Sneakers => sneakers(dl),
         Convention::Dramatiq => dramatiq(dl),
         Convention::EasyNetQ => easynetq(dl),
+        Convention::Celery => celery(dl),
+        Convention::Rascal => rascal(dl),
     };
     // The broker's record fills what the framework did not say.
     if let Some(origin) = deaths.origin_entry() {
@@ -230,6 +254,7 @@ impl Reading {
             failed_at: None,
             skipped: false,
             message_type: None,
+            deadline: None,
         }
     }
 }
@@ -549,6 +574,99 @@ fn easynetq(dl: &DeadLetter) -> Reading {
         .and_then(Value::as_str)
         .and_then(|s| parse_time(&HeaderValue::string(s)));
     r.message_type = message_type;
+    r
+}
+
+/// Celery's task message, protocol 2: the task record is in the headers (`lang`, `task`, `id`).
+/// Protocol 1 kept it in the body and has been gone since Celery 4.
+fn is_celery(h: &Table) -> bool {
+    text(h, "lang").as_deref() == Some("py") && text(h, "task").is_some() && text(h, "id").is_some()
+}
+
+/// The id a framework gives the message itself, which stays with it through retries and replays,
+/// as (where it is kept, the id): Celery's task id (header `id`, also the `correlation_id`).
+pub fn framework_id(dl: &DeadLetter) -> Option<(&'static str, String)> {
+    let h = &dl.headers;
+    if is_celery(h) {
+        return text(h, "id").map(|id| ("id", id));
+    }
+    None
+}
+
+/// Celery names the task and counts its retries; it records no exception in the message (the
+/// result backend has it, if there is one), so the broker's death record says what happened.
+fn celery(dl: &DeadLetter) -> Reading {
+    let h = &dl.headers;
+    let mut r = Reading::empty(Convention::Celery);
+    r.message_type = text(h, "task");
+    r.retries = h.get_i64("retries");
+    // An ISO 8601 time; `None` (a void) when the task has no deadline.
+    r.deadline = h.get("expires").and_then(parse_time);
+    r
+}
+
+/// rascal's record: the `rascal` table header, when it is one and names where the message was.
+pub fn rascal_table(h: &Table) -> Option<&Table> {
+    h.get("rascal")
+        .and_then(HeaderValue::as_table)
+        .filter(|t| t.contains_key("originalQueue") || t.contains_key("recovery"))
+}
+
+/// How rascal recovered a failed message from `queue`, as it recorded under `recovery.<queue>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RascalRecovery {
+    /// Republished to the queue this many times (the `republish` strategy).
+    pub republished: Option<i64>,
+    /// Forwarded to another publication this many times (`forward`: no `x-death`).
+    pub forwarded: Option<i64>,
+    /// Republished for an immediate nack: the broker then dead-lettered it.
+    pub immediate_nack: bool,
+}
+
+pub fn rascal_recovery(h: &Table) -> RascalRecovery {
+    let Some(t) = rascal_table(h) else {
+        return RascalRecovery::default();
+    };
+    let queue = text(t, "originalQueue").unwrap_or_default();
+    let Some(r) = t
+        .get("recovery")
+        .and_then(HeaderValue::as_table)
+        .and_then(|r| r.get(&queue))
+        .and_then(HeaderValue::as_table)
+    else {
+        return RascalRecovery::default();
+    };
+    RascalRecovery {
+        republished: r.get_i64("republished"),
+        forwarded: r.get_i64("forwarded"),
+        immediate_nack: r
+            .get("immediateNack")
+            .is_some_and(|v| *v == HeaderValue::Bool(true)),
+    }
+}
+
+/// rascal writes the error's message (and code, when it has one) and where the message was
+/// consumed; the recovery counters say how often it tried again.
+fn rascal(dl: &DeadLetter) -> Reading {
+    let mut r = Reading::empty(Convention::Rascal);
+    let Some(t) = rascal_table(&dl.headers) else {
+        return r;
+    };
+    let error = t.get("error").and_then(HeaderValue::as_table);
+    let message = error.and_then(|e| text(e, "message"));
+    let code = error.and_then(|e| text(e, "code"));
+    if message.is_some() || code.is_some() {
+        r.fault = Some(Fault {
+            exception_type: code,
+            message,
+            ..Fault::default()
+        });
+    }
+    r.source.queue = text(t, "originalQueue");
+    r.source.exchange = text_keep_empty(t, "originalExchange");
+    r.source.routing_key = text_keep_empty(t, "originalRoutingKey");
+    let rec = rascal_recovery(&dl.headers);
+    r.retries = rec.republished.or(rec.forwarded);
     r
 }
 

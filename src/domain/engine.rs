@@ -260,6 +260,9 @@ pub struct Config {
 pub enum Decision {
     /// Not selected: held and handed back.
     Skip,
+    /// Selected, but its plan keeps it in the DLQ (its framework would discard it on arrival):
+    /// held and handed back, counted as held back with why.
+    Keep(String),
     /// Selected but must not be published: held, counted as failed, with why.
     Refuse(String),
     /// Publish it; `key` names it in the audit, `target` counts it per target.
@@ -351,8 +354,10 @@ pub struct Tally {
     pub moved: u64,
     pub returned: u64,
     pub failed: u64,
-    /// Looked at and handed back because they were not selected.
+    /// Looked at and handed back: not selected, or kept by their plan.
     pub held_back: u64,
+    /// Of those, the ones their plan kept in the DLQ, by why.
+    pub kept: BTreeMap<String, u64>,
     pub targets: BTreeMap<String, u64>,
     pub moved_ids: Vec<String>,
     pub problems: BTreeMap<String, u64>,
@@ -381,6 +386,9 @@ impl Tally {
         self.returned += later.returned;
         self.failed += later.failed;
         self.held_back += later.held_back;
+        for (k, n) in later.kept {
+            *self.kept.entry(k).or_insert(0) += n;
+        }
         for (k, n) in later.targets {
             *self.targets.entry(k).or_insert(0) += n;
         }
@@ -729,6 +737,11 @@ impl Engine {
             Decision::Skip => {
                 self.acks.hold(tag);
                 self.tally.held_back += 1;
+            }
+            Decision::Keep(why) => {
+                self.acks.hold(tag);
+                self.tally.held_back += 1;
+                *self.tally.kept.entry(why).or_insert(0) += 1;
             }
             Decision::Refuse(why) => {
                 self.acks.hold(tag);
@@ -1558,6 +1571,51 @@ mod tests {
         assert_eq!(e.stop_reason(), Some(&StopReason::WindowFull { window: 2 }));
         assert_eq!(fx, vec![Effect::CancelConsumer]);
         assert_eq!((e.tally().held_back, e.tally().failed), (1, 1));
+    }
+
+    #[test]
+    fn kept_messages_are_held_back_with_why_and_do_not_count_against_the_limit() {
+        let t0 = Instant::now();
+        let mut e = Engine::new(
+            Config {
+                depth_at_start: 10,
+                limit: Some(1),
+                window: 100,
+                prefetch: 100,
+                limits: Limits::default(),
+                settle_lag: Duration::ZERO,
+            },
+            t0,
+        );
+        let why = "its `expires` has passed".to_string();
+        for tag in [1, 2] {
+            e.on(
+                t0,
+                Event::Delivery {
+                    tag,
+                    decision: Decision::Keep(why.clone()),
+                    near_limit: None,
+                },
+            );
+        }
+        assert_eq!(e.stop_reason(), None, "kept messages are not the limit");
+        e.on(
+            t0,
+            Event::Delivery {
+                tag: 3,
+                decision: Decision::Publish {
+                    key: "k".into(),
+                    target: "work".into(),
+                },
+                near_limit: None,
+            },
+        );
+        let fx = e.on(t0, Event::Slot);
+        assert!(fx.contains(&Effect::Publish(3)), "{fx:?}");
+        assert_eq!(e.stop_reason(), Some(&StopReason::LimitReached));
+        let t = e.tally();
+        assert_eq!((t.held_back, t.failed), (2, 0));
+        assert_eq!(t.kept.get(&why), Some(&2));
     }
 
     #[test]

@@ -27,7 +27,10 @@ pub struct Explanation {
     pub skipped: bool,
     /// How many times Warren replayed it before (`warren-replay-count`), 0 if never.
     pub replay_count: i64,
+    /// What the message asks for: the message type, or the task or actor name.
     pub message_type: Option<String>,
+    /// The framework's deadline, after which its worker discards the message unrun.
+    pub deadline: Option<Timestamp>,
     pub verdict: String,
     pub fingerprint: Fingerprint,
 }
@@ -50,6 +53,7 @@ pub fn explain(dl: &DeadLetter) -> Explanation {
         skipped: reading.skipped,
         replay_count,
         message_type: reading.message_type,
+        deadline: reading.deadline,
         verdict,
         fingerprint,
     }

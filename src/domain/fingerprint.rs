@@ -10,7 +10,7 @@ use fnv::FnvHasher;
 
 use regex::{Captures, Regex};
 
-use super::convention::{Reading, short_type};
+use super::convention::{Convention, Reading, short_type};
 use super::message::DeadLetter;
 use super::xdeath::DeathHistory;
 
@@ -115,7 +115,24 @@ pub fn fingerprint(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory) -> Fing
             return make(&["fault", "", &masked], masked.clone());
         }
     }
-    if let Some(origin) = deaths.origin_entry() {
+    let origin = deaths.origin_entry();
+    // Celery records no exception: tasks group by name and what the broker saw.
+    if ex.convention == Convention::Celery
+        && let Some(task) = ex.message_type.as_deref()
+    {
+        let reason = origin
+            .and_then(|o| o.reason.as_ref())
+            .map_or("?", |r| r.as_str());
+        let queue = origin
+            .and_then(|o| o.queue.as_deref())
+            .or(ex.source.queue.as_deref())
+            .unwrap_or(&dl.queue);
+        return make(
+            &["task", ex.convention.as_str(), task, reason, queue],
+            format!("{task}: {reason} in {queue}"),
+        );
+    }
+    if let Some(origin) = origin {
         let reason = origin.reason.as_ref().map_or("?", |r| r.as_str());
         let queue = origin.queue.as_deref().unwrap_or("?");
         return make(&["death", reason, queue], format!("{reason} in {queue}"));

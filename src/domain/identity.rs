@@ -1,8 +1,9 @@
 //! A stable key per dead letter, so that Warren can remember when it first saw each message
 //! ("dead since": x-death's `time` is the first death, not the arrival in this queue).
 //!
-//! The key is the producer's id when there is one, else a framework's message id header, else a
-//! hash of the content. The hash leaves out what changes while a message sits or cycles (x-death
+//! The key is the producer's id when there is one, else a framework's own message id (a header
+//! such as `NServiceBus.MessageId`, or Celery's task id, read by `convention`), else a hash of the
+//! content. The hash leaves out what changes while a message sits or cycles (x-death
 //! counts, delivery and acquisition counters, the last-death headers) and normalises header
 //! value types, so the same message gets the same key whether it was read over AMQP or through
 //! the management API's lossy JSON. Two byte-identical messages without ids share a key; nothing
@@ -12,6 +13,7 @@ use std::hash::Hasher;
 
 use fnv::FnvHasher;
 
+use super::convention;
 use super::message::DeadLetter;
 use super::value::{HeaderValue, MAX_DEPTH, Table};
 
@@ -56,8 +58,13 @@ pub fn shown_id(msg: &DeadLetter) -> Option<String> {
     }
 }
 
-/// The first framework id header with a value, by preference.
+/// A framework's own id: Celery's task id (read by `convention`), else the first framework id
+/// header with a value, by preference.
 fn framework_id(msg: &DeadLetter) -> Option<(&'static str, String)> {
+    convention::framework_id(msg).or_else(|| id_header(msg))
+}
+
+fn id_header(msg: &DeadLetter) -> Option<(&'static str, String)> {
     ID_HEADERS.iter().find_map(|&name| {
         let value = msg.headers.get(name).and_then(HeaderValue::as_bytes)?;
         let value = String::from_utf8_lossy(value);
@@ -230,6 +237,46 @@ mod tests {
         assert_eq!(shown_id(&m).as_deref(), Some("mt-9"));
         m.properties.message_id = Some("abc-1".into());
         assert_eq!(shown_id(&m).as_deref(), Some("abc-1"));
+    }
+
+    fn celery_task(id: &str) -> DeadLetter {
+        let mut m = msg(br#"[[1], {}, {"callbacks": null}]"#);
+        m.properties.correlation_id = Some(id.into());
+        m.headers.insert("lang", HeaderValue::string("py"));
+        m.headers.insert("task", HeaderValue::string("app.charge"));
+        m.headers.insert("id", HeaderValue::string(id));
+        m.headers.insert("retries", HeaderValue::I64(0));
+        m
+    }
+
+    #[test]
+    fn celery_task_id_is_the_identity_and_survives_a_replay() {
+        let m = celery_task("ab9e6f14-cda2-4e2b-a0f5-f302ebd4825d");
+        let key = message_key(&m);
+        assert_eq!(key, "header:id:ab9e6f14-cda2-4e2b-a0f5-f302ebd4825d");
+        // What a replay changes, and what the next death adds, leave the key alone.
+        let mut again = m.clone();
+        again
+            .headers
+            .insert("warren-replay-count", HeaderValue::I64(1));
+        again.headers.insert("retries", HeaderValue::I64(0));
+        again.headers.insert(
+            "x-death",
+            HeaderValue::Array(vec![HeaderValue::Table(Table::new())]),
+        );
+        assert_eq!(message_key(&again), key);
+        // Two tasks with the same arguments are two messages.
+        assert_ne!(
+            message_key(&celery_task("25fc0bae-14a6-4f74-bc59-1af7acbfdd9f")),
+            key
+        );
+    }
+
+    #[test]
+    fn an_id_header_alone_is_not_a_celery_task_id() {
+        let mut m = msg(b"{}");
+        m.headers.insert("id", HeaderValue::string("42"));
+        assert!(message_key(&m).starts_with("hash:"));
     }
 
     #[test]

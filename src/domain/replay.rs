@@ -7,9 +7,12 @@
 //! through the default exchange, never through the original exchange, which would also deliver to
 //! every other queue bound there; MassTransit to the endpoint's exchange with an empty routing key;
 //! NServiceBus to `FailedQ` through the default exchange; Spring to the original exchange and
-//! routing key (which may fan out). Retry counters and death headers are stripped so the message
-//! gets a fresh retry budget, unless attempts are kept; ids consumers use for idempotency are
-//! always kept. Warren's own headers never start with `x-`, which belongs to the broker.
+//! routing key (which may fan out). Retry counters and death headers are stripped (or, where the
+//! framework needs the header, set to zero: Celery's `retries`) so the message gets a fresh retry
+//! budget, unless attempts are kept; the plan says "reset" only when every counter Warren knows of
+//! was. Ids consumers use for idempotency are always kept. A message whose framework deadline has
+//! passed (Celery's `expires`) would be discarded unrun on arrival: it stays in the DLQ unless the
+//! deadline is cleared. Warren's own headers never start with `x-`, which belongs to the broker.
 
 use std::fmt;
 
@@ -27,10 +30,13 @@ pub const REPLAYED_AT_HEADER: &str = "warren-replayed-at";
 /// How many times Warren has replayed it, this time included (a long).
 pub const REPLAY_COUNT: &str = REPLAY_COUNT_HEADER;
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplayOptions {
     /// Leave counters and death headers exactly as they were; only Warren's headers are added.
     pub keep_attempts: bool,
+    /// `--clear-expiry`: a message whose framework deadline has passed goes out without it (the
+    /// deadline header and the `expiration` property), instead of staying in the DLQ.
+    pub clear_expiry: bool,
     /// `--to`: publish to this queue through the default exchange, whatever the convention says.
     pub target_queue: Option<String>,
     /// The replay time, passed in so planning stays pure.
@@ -137,12 +143,42 @@ impl fmt::Display for ReplayWarning {
     }
 }
 
+/// What a replay does to the retry budget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attempts {
+    /// Every counter Warren knows of for this message was removed or set to zero.
+    Reset,
+    /// Kept as asked (`--keep-attempts`).
+    Kept,
+    /// These counters survive the replay (e.g. one in the body, which a replay never changes).
+    NotReset(Vec<String>),
+}
+
+/// A framework deadline that has passed: the framework's worker would discard the message unrun.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expired {
+    /// The framework, for people ("Celery").
+    pub framework: &'static str,
+    /// The header that holds the deadline (`expires`).
+    pub header: &'static str,
+    pub deadline: Timestamp,
+    /// `--clear-expiry`: the deadline is removed and the message replayed.
+    pub cleared: bool,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayPlan {
     /// `None`: no usable target (unknown origin and no `--to`); the plan must not be published.
     pub target: Option<ReplayTarget>,
     /// Header names removed, in the message's header order.
     pub removed: Vec<String>,
+    /// Counter headers set to zero rather than removed, because the framework needs them.
+    pub reset: Vec<String>,
+    /// AMQP properties removed (`expiration`, with a cleared deadline).
+    pub removed_properties: Vec<&'static str>,
+    pub attempts: Attempts,
+    /// Set when the framework's deadline has passed at the replay time.
+    pub expired: Option<Expired>,
     /// Headers added or replaced (Warren's three).
     pub added: Vec<(String, HeaderValue)>,
     /// The complete header table to publish with.
@@ -155,6 +191,35 @@ pub struct ReplayPlan {
 impl ReplayPlan {
     pub fn is_publishable(&self) -> bool {
         self.target.is_some()
+    }
+
+    /// Why the message stays in the DLQ although it is selected: its framework would discard it
+    /// on arrival. `None` when it may go.
+    pub fn held_back(&self) -> Option<String> {
+        let e = self.expired.as_ref().filter(|e| !e.cleared)?;
+        Some(format!(
+            "its `{}` has passed, so {} would discard it unrun; it stays in the DLQ (--clear-expiry removes the deadline and replays it)",
+            e.header, e.framework
+        ))
+    }
+}
+
+/// The plan's words for `n` of `of` selected messages whose framework deadline has passed:
+/// "Celery will discard 2 of 7 on arrival: their `expires` has passed; …".
+pub fn expiry_notice(framework: &str, header: &str, n: u64, of: u64, cleared: bool) -> String {
+    let (their, stay, them) = if n == 1 {
+        ("its", "it stays", "it")
+    } else {
+        ("their", "they stay", "them")
+    };
+    if cleared {
+        format!(
+            "{n} of {of} had passed {their} {framework} `{header}`: --clear-expiry removes the deadline, so {framework} runs {them}"
+        )
+    } else {
+        format!(
+            "{framework} will discard {n} of {of} on arrival: {their} `{header}` has passed; {stay} in the DLQ (--clear-expiry removes the deadline and replays {them})"
+        )
     }
 }
 
@@ -213,6 +278,82 @@ const REBUS: &[Rule] = &[
     Rule::Exact("rbs2-defer-count"),
 ];
 const SNEAKERS: &[Rule] = &[Rule::Exact("retry_info")];
+/// rascal's forwards carry `CC`, which the broker routes by on publish: a replay through the
+/// default exchange would copy the message to a queue named like it. Its record is the `rascal`
+/// table, trimmed by [`RASCAL_TRIMMED`] rather than removed.
+const RASCAL: &[Rule] = &[Rule::Exact("CC")];
+/// The parts of rascal's table a replay removes: the error, the redelivery count and the recovery
+/// record, whose stored `xDeath` rascal (since v20.1) compares with `x-death` to spot a message it
+/// already nacked; with `x-death` gone and the stored copy kept, it would nack the replay straight
+/// back. Where the message was consumed, its routing and encryption stay.
+const RASCAL_TRIMMED: &[&str] = &["recovery", "error", "redeliveries"];
+
+/// Where a framework keeps a retry counter.
+enum Counter {
+    Header(&'static str),
+    /// A key of a table header.
+    Nested(&'static str, &'static str),
+    /// In the body, which a replay never changes: the path for people.
+    Body(&'static str),
+}
+
+/// The broker's counters, whatever the convention.
+const BROKER_COUNTERS: &[Counter] = &[
+    Counter::Header("x-death"),
+    Counter::Header("x-delivery-count"),
+    Counter::Header("x-acquired-count"),
+];
+
+/// Every retry counter Warren knows of per convention (besides the broker's).
+fn counters(c: Convention) -> &'static [Counter] {
+    match c {
+        Convention::MassTransit => &[
+            Counter::Header("MT-Fault-RetryCount"),
+            Counter::Header("MT-Redelivery-Count"),
+        ],
+        Convention::Spring => &[Counter::Header("retry-count")],
+        Convention::NServiceBus => &[Counter::Header("NServiceBus.Retries")],
+        Convention::Wolverine => &[Counter::Header("attempts")],
+        Convention::Rebus => &[Counter::Header("rbs2-delivery-count")],
+        Convention::Sneakers => &[Counter::Header("retry_info")],
+        Convention::Dramatiq => &[Counter::Body("options.retries")],
+        Convention::Celery => &[Counter::Header("retries")],
+        Convention::Rascal => &[
+            Counter::Nested("rascal", "recovery"),
+            Counter::Nested("rascal", "redeliveries"),
+        ],
+        Convention::Broker | Convention::EasyNetQ | Convention::Unknown => &[],
+    }
+}
+
+/// Counter headers a replay sets to zero instead of removing: the framework's protocol has them.
+fn zeroed(c: Convention) -> &'static [&'static str] {
+    match c {
+        Convention::Celery => &["retries"],
+        _ => &[],
+    }
+}
+
+/// The header holding the framework's deadline (see `Reading::deadline`).
+fn deadline_header(c: Convention) -> Option<&'static str> {
+    match c {
+        Convention::Celery => Some("expires"),
+        _ => None,
+    }
+}
+
+/// Zero in the integer type the framework wrote (a Python int arrives as a 32- or 64-bit one).
+fn zero_like(v: &HeaderValue) -> HeaderValue {
+    match v {
+        HeaderValue::I8(_) => HeaderValue::I8(0),
+        HeaderValue::U8(_) => HeaderValue::U8(0),
+        HeaderValue::I16(_) => HeaderValue::I16(0),
+        HeaderValue::U16(_) => HeaderValue::U16(0),
+        HeaderValue::I32(_) => HeaderValue::I32(0),
+        HeaderValue::U32(_) => HeaderValue::U32(0),
+        _ => HeaderValue::I64(0),
+    }
+}
 
 /// Ids consumers use for idempotency: never stripped, whatever a prefix rule says.
 const KEPT_IDS: &[&str] = &[
@@ -234,9 +375,12 @@ fn convention_rules(c: Convention) -> &'static [Rule] {
         Convention::Wolverine => WOLVERINE,
         Convention::Rebus => REBUS,
         Convention::Sneakers => SNEAKERS,
-        Convention::Broker | Convention::Dramatiq | Convention::EasyNetQ | Convention::Unknown => {
-            &[]
-        }
+        Convention::Rascal => RASCAL,
+        Convention::Broker
+        | Convention::Dramatiq
+        | Convention::EasyNetQ
+        | Convention::Celery
+        | Convention::Unknown => &[],
     }
 }
 
@@ -310,6 +454,8 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
 
     let mut headers = dl.headers.clone();
     let mut removed = Vec::new();
+    let mut reset = Vec::new();
+    let mut removed_properties = Vec::new();
     if opts.keep_attempts {
         if dl.headers.keys().any(|k| is_stripped(ex.convention, k)) {
             warnings.push(ReplayWarning::AttemptsKept);
@@ -322,6 +468,72 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
             .map(str::to_string)
             .collect();
         headers.retain(|k, _| !is_stripped(ex.convention, k));
+        if ex.convention == Convention::Rascal
+            && let Some(HeaderValue::Table(mut t)) = headers.get("rascal").cloned()
+        {
+            for key in RASCAL_TRIMMED {
+                if t.remove(key).is_some() {
+                    removed.push(format!("rascal.{key}"));
+                }
+            }
+            headers.insert("rascal", HeaderValue::Table(t));
+        }
+        for name in zeroed(ex.convention) {
+            if let Some(v) = headers.get(name).filter(|v| v.as_i64() != Some(0)) {
+                let zero = zero_like(v);
+                headers.insert(*name, zero);
+                reset.push((*name).to_string());
+            }
+        }
+    }
+    let attempts = if opts.keep_attempts {
+        Attempts::Kept
+    } else {
+        let surviving: Vec<String> = BROKER_COUNTERS
+            .iter()
+            .chain(counters(ex.convention))
+            .filter_map(|c| match c {
+                Counter::Header(n) => headers
+                    .get(n)
+                    .filter(|v| v.as_i64() != Some(0))
+                    .map(|_| format!("header {n}")),
+                Counter::Nested(n, key) => headers
+                    .get(n)
+                    .and_then(HeaderValue::as_table)
+                    .and_then(|t| t.get(key))
+                    .filter(|v| v.as_i64() != Some(0))
+                    .map(|_| format!("{n}.{key}")),
+                // The reading holds the body's count; zero is a fresh budget already.
+                Counter::Body(path) => ex
+                    .retries
+                    .filter(|n| *n > 0)
+                    .map(|n| format!("{path} = {n} in the body")),
+            })
+            .collect();
+        if surviving.is_empty() {
+            Attempts::Reset
+        } else {
+            Attempts::NotReset(surviving)
+        }
+    };
+
+    // The framework's deadline, against the replay time passed in.
+    let expired = match (ex.deadline, deadline_header(ex.convention)) {
+        (Some(deadline), Some(header)) if deadline <= opts.now => Some(Expired {
+            framework: ex.convention.label(),
+            header,
+            deadline,
+            cleared: opts.clear_expiry,
+        }),
+        _ => None,
+    };
+    if let Some(e) = expired.as_ref().filter(|e| e.cleared) {
+        if headers.remove(e.header).is_some() {
+            removed.push(e.header.to_string());
+        }
+        if dl.properties.expiration.is_some() {
+            removed_properties.push("expiration");
+        }
     }
 
     let replay_count = ex.replay_count.max(0).saturating_add(1);
@@ -343,6 +555,10 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
     ReplayPlan {
         target,
         removed,
+        reset,
+        removed_properties,
+        attempts,
+        expired,
         added,
         headers,
         warnings,
@@ -431,6 +647,8 @@ fn convention_target(
         | Convention::Rebus
         | Convention::Dramatiq
         | Convention::EasyNetQ
+        | Convention::Celery
+        | Convention::Rascal
         | Convention::Unknown => match source_queue {
             Some(q) => Some(ReplayTarget::queue(q)),
             None => {

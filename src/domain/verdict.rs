@@ -3,7 +3,7 @@
 //! CreateShippingLabelConsumer after 3 retries: Carrier DHL unavailable". Built from the
 //! explanation; one line, bounded length, never panics whatever the headers hold.
 
-use super::convention::{Convention, Reading, short_type};
+use super::convention::{Convention, Reading, rascal_recovery, short_type};
 use super::message::DeadLetter;
 use super::xdeath::{Death, DeathHistory, DeathReason};
 
@@ -19,6 +19,8 @@ pub fn verdict(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory, replay_coun
         skipped(dl, ex)
     } else if let Some(f) = fault(dl, ex) {
         f
+    } else if ex.convention == Convention::Celery {
+        celery(dl, ex, deaths)
     } else if let Some(b) = broker(deaths) {
         b
     } else if ex.convention == Convention::Unknown {
@@ -132,11 +134,46 @@ fn retries_phrase(dl: &DeadLetter, ex: &Reading) -> Option<String> {
             n.map(|n| format!("after {}", plural(n, "attempt", "attempts")))
         }
         Convention::Rebus => n.map(|n| format!("after {}", plural(n, "delivery", "deliveries"))),
-        Convention::Spring | Convention::Dramatiq => {
+        Convention::Spring | Convention::Dramatiq | Convention::Celery => {
             n.map(|n| format!("after {}", plural(n, "retry", "retries")))
+        }
+        Convention::Rascal => {
+            let rec = rascal_recovery(&dl.headers);
+            match (rec.forwarded, rec.republished) {
+                (Some(f), _) if f > 1 => Some(format!("(forwarded here by rascal, {f} times)")),
+                (Some(_), _) => Some("(forwarded here by rascal)".to_string()),
+                (None, Some(r)) => Some(format!("after {}", plural(r, "republish", "republishes"))),
+                (None, None) if rec.immediate_nack => Some("(nacked by rascal)".to_string()),
+                (None, None) => None,
+            }
         }
         Convention::Broker | Convention::EasyNetQ | Convention::Unknown => None,
     }
+}
+
+/// Celery records the task and its retry count, never the exception: the task, the broker's
+/// story, and how many tries Celery made.
+fn celery(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory) -> String {
+    let task = ex.message_type.as_deref().unwrap_or("without a name");
+    let mut s = format!("Celery task {task}");
+    match broker(deaths) {
+        Some(story) => {
+            s.push_str(": ");
+            let mut chars = story.chars();
+            if let Some(first) = chars.next() {
+                s.extend(first.to_lowercase());
+                s.push_str(chars.as_str());
+            }
+        }
+        None => s.push_str(&format!(" in {} with no failure recorded", dl.queue)),
+    }
+    match ex.retries {
+        Some(0) => s.push_str(", on its first try"),
+        Some(1) => s.push_str(", after 1 retry"),
+        Some(n) if n > 1 => s.push_str(&format!(", after {n} retries")),
+        _ => {}
+    }
+    s
 }
 
 /// The broker's story from x-death.

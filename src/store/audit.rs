@@ -30,6 +30,8 @@ pub struct AuditStart {
     pub requested_limit: Option<u64>,
     pub dry_run: bool,
     pub keep_attempts: bool,
+    /// `--clear-expiry`: messages past their framework deadline were replayed without it.
+    pub clear_expiry: bool,
 }
 
 /// How a replay ended.
@@ -73,6 +75,7 @@ pub struct AuditRecord {
     pub requested_limit: Option<u64>,
     pub dry_run: bool,
     pub keep_attempts: bool,
+    pub clear_expiry: bool,
     /// None while running, or when the replay never finished.
     pub finished_at: Option<Timestamp>,
     pub moved: Option<u64>,
@@ -108,8 +111,8 @@ impl Store {
         let tx = self.write_tx()?;
         tx.execute(
             "INSERT INTO replays (started_ms, os_user, broker_user, context, vhost, from_queue,
-                 targets_json, filter, grp, requested_limit, dry_run, keep_attempts)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 targets_json, filter, grp, requested_limit, dry_run, keep_attempts, clear_expiry)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             rusqlite::params![
                 rec.at.as_millisecond(),
                 rec.os_user,
@@ -123,6 +126,7 @@ impl Store {
                 rec.requested_limit.map(to_sql_count),
                 rec.dry_run,
                 rec.keep_attempts,
+                rec.clear_expiry,
             ],
         )
         .map_err(|e| self.sqlite(e))?;
@@ -189,7 +193,8 @@ impl Store {
                         r.from_queue, r.targets_json, r.filter, r.grp, r.requested_limit,
                         r.dry_run, r.keep_attempts,
                         o.finished_ms, o.moved, o.returned, o.failed, o.remaining,
-                        o.message_ids_json, o.outcome, o.duplicated, o.duplicate_ids_json
+                        o.message_ids_json, o.outcome, o.duplicated, o.duplicate_ids_json,
+                        r.clear_expiry
                  FROM replays r LEFT JOIN replay_outcomes o ON o.replay_id = r.id
                  ORDER BY r.id DESC LIMIT ?1",
             )
@@ -220,6 +225,7 @@ impl Store {
                     outcome: r.get(19)?,
                     duplicated: r.get(20)?,
                     duplicate_ids_json: r.get(21)?,
+                    clear_expiry: r.get(22)?,
                 })
             })
             .map_err(|e| self.sqlite(e))?;
@@ -261,6 +267,7 @@ impl Store {
             requested_limit: count(raw.requested_limit)?,
             dry_run: raw.dry_run,
             keep_attempts: raw.keep_attempts,
+            clear_expiry: raw.clear_expiry,
             finished_at: raw.finished_ms.map(time).transpose()?,
             moved: count(raw.moved)?,
             returned: count(raw.returned)?,
@@ -295,6 +302,7 @@ struct RawRecord {
     requested_limit: Option<i64>,
     dry_run: bool,
     keep_attempts: bool,
+    clear_expiry: bool,
     finished_ms: Option<i64>,
     moved: Option<i64>,
     returned: Option<i64>,

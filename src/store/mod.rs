@@ -126,6 +126,10 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (vhost_key, queue)
     ) WITHOUT ROWID;
     "#,
+    // 4: whether a replay removed framework deadlines that had passed (`--clear-expiry`).
+    r#"
+    ALTER TABLE replays ADD COLUMN clear_expiry INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 impl Store {

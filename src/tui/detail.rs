@@ -244,6 +244,7 @@ fn replay_preview(state: &State, row: &Row, out: &mut Vec<Line<'static>>) {
     let t = &state.theme;
     let opts = ReplayOptions {
         keep_attempts: false,
+        clear_expiry: false,
         target_queue: None,
         now: state.now,
     };

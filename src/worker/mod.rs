@@ -476,6 +476,7 @@ async fn preview(
             let mut warnings: Vec<String> =
                 p.refusals.iter().map(|r| format!("refused: {r}")).collect();
             warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
+            warnings.extend(p.notices.iter().cloned());
             Report::ReplayPreview(ReplayPreview {
                 queue,
                 count: p.selected,
@@ -576,6 +577,7 @@ async fn replay(
             requested_limit: Some(req.expected),
             dry_run: false,
             keep_attempts: req.keep_attempts,
+            clear_expiry: false,
         })
         .ok()
     });
@@ -683,6 +685,7 @@ fn spec_for(
         to: None,
         allow_fan_out: false,
         keep_attempts,
+        clear_expiry: false,
         window: s.target.settings.replay.window,
         // The TUI plans from what it already read: a quorum queue is not read again for a plan.
         consent: ReadConsent::Reuse,
