@@ -3,84 +3,17 @@
 //! two moved back to the queue they failed in and the other three stayed.
 
 mod common;
+mod tmux_util;
 mod tui_fixtures;
 
 use std::path::PathBuf;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::amqp::{amqp_depth, confirm_channel, connect, dead_letter_by_reject, declare, peek};
 use common::{TestBroker, TestVhost, unique};
 use lapin::types::FieldTable;
+use tmux_util::Tmux;
 use warren::domain::features::QueueType;
-
-struct Tmux {
-    session: String,
-}
-
-impl Tmux {
-    fn start(cmd: &str) -> Tmux {
-        let session = unique("warren-e2e");
-        let ok = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-                "-x",
-                "120",
-                "-y",
-                "36",
-                cmd,
-            ])
-            .status()
-            .expect("tmux must be installed (scripts/test installs it)");
-        assert!(ok.success(), "tmux new-session failed");
-        Tmux { session }
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["capture-pane", "-p", "-t", &self.session])
-            .output()
-            .expect("capture-pane");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        for k in keys {
-            let ok = Command::new("tmux")
-                .args(["send-keys", "-t", &self.session, k])
-                .status()
-                .expect("send-keys");
-            assert!(ok.success());
-            std::thread::sleep(Duration::from_millis(150));
-        }
-    }
-
-    /// Waits until the screen shows `text`; panics with the screen when it does not.
-    fn wait_for(&self, text: &str, within: Duration) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if s.contains(text) {
-                return s;
-            }
-            if start.elapsed() > within {
-                panic!("waited {within:?} for {text:?}; the screen shows:\n{s}");
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.session])
-            .status();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn select_two_messages_and_replay_them_with_the_keyboard() {
@@ -102,7 +35,7 @@ async fn select_two_messages_and_replay_them_with_the_keyboard() {
         mgmt = broker.mgmt_url_with_creds(),
         vhost = vhost.name,
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::open(&cmd, None, 120, 36);
 
     t.wait_for("e2e.dlq", Duration::from_secs(20));
     t.keys(&["Enter"]);
@@ -142,21 +75,6 @@ async fn select_two_messages_and_replay_them_with_the_keyboard() {
 
     let _ = std::fs::remove_dir_all(&dir);
     vhost.cleanup().await;
-}
-
-impl Tmux {
-    /// A session of `width`×`height` running `cmd` in `dir`.
-    fn start_sized(cmd: &str, dir: &std::path::Path, width: u16, height: u16) -> Tmux {
-        let session = unique("warren-e2e");
-        let ok = Command::new("tmux")
-            .args(["new-session", "-d", "-s", &session, "-c"])
-            .arg(dir)
-            .args(["-x", &width.to_string(), "-y", &height.to_string(), cmd])
-            .status()
-            .expect("tmux must be installed (scripts/test installs it)");
-        assert!(ok.success(), "tmux new-session failed");
-        Tmux { session }
-    }
 }
 
 /// The files in `dir` whose names start with `prefix`.
@@ -201,7 +119,7 @@ fn pager_search_and_saves_at_80x24() {
         bin = env!("CARGO_BIN_EXE_warren"),
         input = input.display(),
     );
-    let t = Tmux::start_sized(&cmd, &dir, 80, 24);
+    let t = Tmux::open(&cmd, Some(&dir), 80, 24);
 
     t.wait_for("Dead-letter queues (1)", Duration::from_secs(20));
     t.keys(&["Enter"]);
@@ -294,7 +212,7 @@ async fn a_dry_run_and_context_switches_tell_the_truth() {
         bin = env!("CARGO_BIN_EXE_warren"),
         cfg = cfg.display(),
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::open(&cmd, None, 120, 36);
 
     // The dry run.
     t.wait_for("e2e.dlq", Duration::from_secs(20));

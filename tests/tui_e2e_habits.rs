@@ -4,83 +4,16 @@
 //! the session did on the broker.
 
 mod common;
+mod tmux_util;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::amqp::{confirm_channel, connect, dead_letter_by_reject, declare};
 use common::{TestBroker, TestVhost, unique};
 use lapin::types::FieldTable;
+use tmux_util::Tmux;
 use warren::domain::features::QueueType;
-
-// The same driver as tests/tui_e2e.rs.
-struct Tmux {
-    session: String,
-}
-
-impl Tmux {
-    fn start(cmd: &str) -> Tmux {
-        let session = unique("warren-e2e-habits");
-        let ok = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-                "-x",
-                "100",
-                "-y",
-                "30",
-                cmd,
-            ])
-            .status()
-            .expect("tmux must be installed (scripts/test installs it)");
-        assert!(ok.success(), "tmux new-session failed");
-        Tmux { session }
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["capture-pane", "-p", "-t", &self.session])
-            .output()
-            .expect("capture-pane");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        for k in keys {
-            let ok = Command::new("tmux")
-                .args(["send-keys", "-t", &self.session, k])
-                .status()
-                .expect("send-keys");
-            assert!(ok.success());
-            std::thread::sleep(Duration::from_millis(150));
-        }
-    }
-
-    fn wait_for(&self, text: &str, within: Duration) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if s.contains(text) {
-                return s;
-            }
-            if start.elapsed() > within {
-                panic!("waited {within:?} for {text:?}; the screen shows:\n{s}");
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.session])
-            .status();
-    }
-}
 
 fn write_config(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("config.toml");
@@ -113,7 +46,7 @@ run = '''printf '%s\n' "id=$MESSAGE_ID" "queue=$QUEUE" "exc=$EXCEPTION" > '{out}
         config = config.display(),
         demo = demo.display(),
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::open(&cmd, None, 100, 30);
     t.wait_for("Dead-letter queues (1)", Duration::from_secs(20));
     t.keys(&["Enter"]);
     t.wait_for("— 6 messages", Duration::from_secs(20));
@@ -203,7 +136,7 @@ password_command = "echo b >> '{runs}'; printf 'vault passphrase for b: ' > /dev
         bin = env!("CARGO_BIN_EXE_warren"),
         config = config.display(),
     );
-    let t = Tmux::start(&cmd);
+    let t = Tmux::open(&cmd, None, 100, 30);
     t.wait_for("habits.dlq", Duration::from_secs(20));
     assert_eq!(
         std::fs::read_to_string(&runs).unwrap(),
