@@ -15,6 +15,7 @@ use crate::broker::replay::Progress;
 use crate::broker::session::{
     self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
 };
+use crate::domain::convention::Conventions;
 use crate::domain::discovery::{BrokerVersion, Discovery};
 use crate::domain::filter::Filter;
 use crate::domain::message::DeadLetter;
@@ -37,6 +38,14 @@ pub fn overrides(c: &ConnArgs) -> Overrides {
         read_only: c.read_only,
         unlocked: None,
     }
+}
+
+/// `[conventions]` from the config file, for a snapshot read without a broker.
+fn file_conventions(c: &ConnArgs) -> Result<Conventions, Failure> {
+    let cfg =
+        config::Config::read(c.config.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
+    let settings = cfg.settings().map_err(|e| Failure::usage(e.to_string()))?;
+    Ok(settings.conventions)
 }
 
 fn broker_failure(e: SessionError) -> Failure {
@@ -224,7 +233,11 @@ async fn read_explained(
         _ => {}
     }
     Ok((
-        session::explain_all(session::into_messages(page), &seen),
+        session::explain_all(
+            session::into_messages(page),
+            &seen,
+            &s.target.settings.conventions,
+        ),
         stop,
     ))
 }
@@ -257,8 +270,11 @@ pub async fn show(
     let filter = parse_filter(filter)?;
     if let Some(file) = snapshot {
         let (_, messages) = read_snapshot(file)?;
-        let messages =
-            session::explain_all(messages.into_iter().take(limit).collect(), &HashMap::new());
+        let messages = session::explain_all(
+            messages.into_iter().take(limit).collect(),
+            &HashMap::new(),
+            &file_conventions(c)?,
+        );
         // A snapshot has no bindings: the target's queues are what the plan expects.
         print_messages(&messages, json, filter.as_ref(), |_, _| Vec::new());
         return Ok(exit::OK);
@@ -347,6 +363,9 @@ pub fn print_messages(
                 one_line(f.exception_type.as_deref().unwrap_or("?"), 100),
                 one_line(f.message.as_deref().unwrap_or(""), 200)
             );
+        }
+        if let Some(n) = x.retries {
+            crate::outln!("  retries: {n}");
         }
         match &plan.target {
             Some(t) => crate::outln!(
@@ -443,7 +462,11 @@ pub async fn groups(
     let messages = match snapshot {
         Some(file) => {
             let (_, messages) = read_snapshot(file)?;
-            session::explain_all(messages.into_iter().take(limit).collect(), &HashMap::new())
+            session::explain_all(
+                messages.into_iter().take(limit).collect(),
+                &HashMap::new(),
+                &file_conventions(c)?,
+            )
         }
         None => {
             let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
@@ -654,6 +677,7 @@ async fn run_tui(
     // [browse] and [replay] are the configuration file's, whichever context is open.
     if let Some(settings) = settings {
         state.browse_limit = settings.browse.page_size;
+        state.conventions = settings.conventions;
         if let Some(rate) = settings.replay.rate {
             state.replay_rate = rate;
         }
