@@ -172,15 +172,21 @@ fn print_queues(d: &Discovery, version: Option<BrokerVersion>, json: bool, all: 
     }
     if all {
         for q in &d.other_queues {
+            // A retry loop's wait queue holds messages between tries: never a replay target.
+            let kind = if d.retry_loops.iter().any(|l| l.wait_queue == q.name) {
+                "wait"
+            } else {
+                "queue"
+            };
             if json {
                 print_line(
-                    &json!({"name": q.name, "kind": "queue", "depth": q.depth, "queue_type": q.queue_type.as_str()}),
+                    &json!({"name": q.name, "kind": kind, "depth": q.depth, "queue_type": q.queue_type.as_str()}),
                 );
             } else {
                 crate::outln!(
                     "{:<40} {:<12} {:<12} {:>8}",
                     one_line(&q.name, 40),
-                    "queue",
+                    kind,
                     "",
                     q.depth.map_or("?".into(), |d| d.to_string())
                 );
