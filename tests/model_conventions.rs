@@ -1616,3 +1616,22 @@ fn a_ladder_that_nacks_on_its_last_try_failed_in_the_work_queue() {
     );
     assert_eq!(plan_of(&dl, &ex).target, Some(direct("orders")));
 }
+
+#[test]
+fn a_configured_counter_on_a_framework_message_is_reset_too() {
+    // Spring recorded the failure; the team's own counter rides along and is reset with it.
+    let dl = letter(
+        "orders.group.dlq",
+        table(vec![
+            ("x-exception-message", s("boom")),
+            ("x-retry-count", HeaderValue::I32(4)),
+        ]),
+        b"{}",
+    );
+    let ex = explain(&dl);
+    assert_eq!(ex.convention, Convention::Spring);
+    let p = plan_of(&dl, &ex);
+    assert_eq!(p.reset, vec!["x-retry-count"]);
+    assert_eq!(p.headers.get("x-retry-count"), Some(&HeaderValue::I32(0)));
+    assert_eq!(p.attempts, Attempts::Reset);
+}

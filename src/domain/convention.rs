@@ -202,10 +202,11 @@ pub struct Reading {
     /// The framework's own deadline: its worker discards the message unrun after it (Celery
     /// `expires`).
     pub deadline: Option<Timestamp>,
-    /// A retry ladder's counter headers on this message (see [`Conventions`]), which a replay
-    /// resets; empty for every other convention.
+    /// The configured retry-counter headers on this message (see [`Conventions`]), which a
+    /// replay resets, whatever the convention.
     pub counter_headers: Vec<String>,
-    /// A retry ladder's error-text headers on this message, which a replay removes.
+    /// A retry ladder's error-text headers on this message, which a replay removes (only for
+    /// [`Convention::Ladder`]: a framework's own fault headers have their own rules).
     pub error_headers: Vec<String>,
 }
 
@@ -289,6 +290,11 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Readin
         Convention::Rascal => rascal(dl),
         Convention::Ladder => ladder(dl, own),
     };
+    // A configured counter is one Warren knows of whoever wrote the rest: a replay resets it
+    // and "attempts reset" waits for it, whatever the convention.
+    if r.counter_headers.is_empty() {
+        r.counter_headers = own.counters_in(&dl.headers);
+    }
     // The broker's record fills what the framework did not say.
     if let Some(origin) = deaths.origin_entry() {
         if r.source.queue.is_none() {
