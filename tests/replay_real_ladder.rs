@@ -135,8 +135,7 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
     let conn = h::connect(&vhost).await;
     let url = vhost.amqp_url();
 
-    let failing =
-        ladder_started(ladder_worker(&modules, &dir, &url, false, "failing-worker")).await;
+    let failing = ladder_started(ladder_worker(modules, &dir, &url, false, "failing-worker")).await;
     let out = std::process::Command::new("node")
         .args(["app.js", "send"])
         .current_dir(&dir)
