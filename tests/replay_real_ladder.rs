@@ -201,6 +201,9 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
         assert_eq!(str_of(&m, "convention"), "ladder", "{m}");
         assert_eq!(m["retries"], 3, "{m}");
         assert_eq!(m["exception"]["message"], error_of[&id].as_str(), "{m}");
+        // Past the wait queue the death names, to where it returns messages.
+        assert_eq!(m["replay_target"]["expected_queue"], "orders.wait", "{m}");
+        assert_eq!(m["replay_target"]["rests_in"], "orders", "{m}");
         assert_eq!(
             str_of(&m, "verdict"),
             format!(
@@ -215,6 +218,11 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
     let text = warren(&vhost, &home, &["show", "orders.dlq"]).await;
     assert!(text.stdout.contains("retries: 3"), "{text}");
     assert!(text.stdout.contains("card declined for order 1"), "{text}");
+    assert!(
+        text.stdout
+            .contains("a wait queue: the replay goes on to orders, where it returns messages"),
+        "{text}"
+    );
 
     // groups: by the error text, what varies masked.
     let groups = warren(&vhost, &home, &["groups", "orders.dlq", "--json"]).await;

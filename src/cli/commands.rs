@@ -282,7 +282,13 @@ pub async fn show(
             &file_conventions(c)?,
         );
         // A snapshot has no bindings: the target's queues are what the plan expects.
-        print_messages(&messages, json, filter.as_ref(), |_, _| Vec::new());
+        print_messages(
+            &messages,
+            json,
+            filter.as_ref(),
+            |_, _| Vec::new(),
+            &BTreeMap::new(),
+        );
         return Ok(exit::OK);
     }
     let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
@@ -290,9 +296,23 @@ pub async fn show(
     let (messages, _) = read_explained(c, &s, queue, limit).await?;
     let (exchanges, bindings) = routes(&s).await?;
     let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
-    print_messages(&messages, json, filter.as_ref(), |ex, rk| {
-        table.route(ex, rk).queues
-    });
+    // Wait queues and the queue each returns messages to: a replay goes on there (the replay's
+    // preflight decides per message; this is the preview).
+    let waits: BTreeMap<String, String> = s
+        .discover()
+        .await
+        .map_err(broker_failure)?
+        .retry_loops
+        .into_iter()
+        .map(|l| (l.wait_queue, l.work_queue))
+        .collect();
+    print_messages(
+        &messages,
+        json,
+        filter.as_ref(),
+        |ex, rk| table.route(ex, rk).queues,
+        &waits,
+    );
     Ok(exit::OK)
 }
 
@@ -319,6 +339,7 @@ pub fn print_messages(
     json: bool,
     filter: Option<&Filter>,
     route: impl Fn(&str, &str) -> Vec<String>,
+    waits: &BTreeMap<String, String>,
 ) {
     let now = jiff::Timestamp::now();
     let opts = crate::domain::replay::ReplayOptions {
@@ -340,7 +361,7 @@ pub fn print_messages(
         let x = &e.explanation;
         let plan = crate::domain::replay::plan(&e.message, x, &opts);
         if json {
-            print_line(&show_json(e, &plan, &route));
+            print_line(&show_json(e, &plan, &route, waits));
             continue;
         }
         let id = e.message.properties.message_id.as_deref().unwrap_or(&e.key);
@@ -374,12 +395,19 @@ pub fn print_messages(
             crate::outln!("  retries: {n}");
         }
         match &plan.target {
-            Some(t) => crate::outln!(
-                "  replay → {} (exchange '{}', key '{}')",
-                one_line(t.expected_queue.as_deref().unwrap_or("?"), 80),
-                one_line(&t.exchange, 60),
-                one_line(&t.routing_key, 60)
-            ),
+            Some(t) => {
+                let back = t.expected_queue.as_ref().and_then(|q| waits.get(q));
+                crate::outln!(
+                    "  replay → {} (exchange '{}', key '{}'){}",
+                    one_line(t.expected_queue.as_deref().unwrap_or("?"), 80),
+                    one_line(&t.exchange, 60),
+                    one_line(&t.routing_key, 60),
+                    back.map_or(String::new(), |b| format!(
+                        ", a wait queue: the replay goes on to {}, where it returns messages",
+                        one_line(b, 80)
+                    ))
+                )
+            }
             None => crate::outln!("  replay → no known origin"),
         }
         if let Some(why) = plan.held_back() {
@@ -404,6 +432,7 @@ fn show_json(
     e: &Explained,
     plan: &crate::domain::replay::ReplayPlan,
     route: &impl Fn(&str, &str) -> Vec<String>,
+    waits: &BTreeMap<String, String>,
 ) -> Value {
     let x = &e.explanation;
     let deaths: Vec<Value> = x
@@ -432,6 +461,8 @@ fn show_json(
             "routing_key": t.routing_key,
             "expected_queue": t.expected_queue,
             "queues": route(&t.exchange, &t.routing_key),
+            // Past a wait queue: where the message would come to rest.
+            "rests_in": t.expected_queue.as_ref().map(|q| waits.get(q).unwrap_or(q)),
         })
     });
     json!({
