@@ -1500,6 +1500,15 @@ fn a_ladder_is_read_by_its_counter_and_error_text() {
         "TypeError: card declined for order 912",
     ));
     assert_eq!(ex.fingerprint.key, other_order.fingerprint.key);
+    // A JavaScript error's stack: the first line is the error, the rest the trace.
+    let stack = explain(&ladder_letter(
+        HeaderValue::I32(3),
+        "RangeError: amount out of range\n    at charge (/app/pay.js:12:9)\n    at main (/app/index.js:3:1)",
+    ));
+    let f = stack.fault.expect("fault");
+    assert_eq!(f.exception_type.as_deref(), Some("RangeError"));
+    assert_eq!(f.message.as_deref(), Some("amount out of range"));
+    assert!(f.stack_trace.is_some_and(|t| t.contains("pay.js:12")));
     let other_error = explain(&ladder_letter(
         HeaderValue::I32(3),
         "stock service timed out",

@@ -347,19 +347,19 @@ fn ladder(dl: &DeadLetter, own: &Conventions) -> Reading {
     r.error_headers = own.error_headers_in(h);
     r.retries = r.counter_headers.iter().find_map(|n| h.get_i64(n));
     if let Some(t) = r.error_headers.iter().find_map(|n| text(h, n)) {
-        let first = t.lines().next().unwrap_or_default();
-        let typed = qualified_type_prefix(first).or_else(|| plain_type_prefix(first));
-        r.fault = Some(match typed {
-            Some((ty, m)) => Fault {
-                exception_type: Some(ty),
-                message: Some(m),
-                stack_trace: (t.lines().count() > 1).then(|| t.clone()),
-                ..Fault::default()
-            },
-            None => Fault {
-                message: Some(t),
-                ..Fault::default()
-            },
+        let first = t.lines().next().unwrap_or_default().trim().to_string();
+        // An error's `stack` (first line, then `    at …`) is a trace; its first line the error.
+        let stack_trace = (t.lines().count() > 1).then(|| t.clone());
+        let (exception_type, message) =
+            match qualified_type_prefix(&first).or_else(|| plain_type_prefix(&first)) {
+                Some((ty, m)) => (Some(ty), m),
+                None => (None, first),
+            };
+        r.fault = Some(Fault {
+            exception_type,
+            message: Some(message),
+            stack_trace,
+            ..Fault::default()
         });
     }
     r

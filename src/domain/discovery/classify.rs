@@ -77,8 +77,8 @@ impl DlqInfo {
 }
 
 /// A work queue that dead-letters (or whose app republishes) into a wait queue whose TTL sends
-/// messages back: a retry ladder. x-death only keeps the *first* time of each `{queue, reason}` pair, so a timeline
-/// needs `ttl_ms` to estimate when the last cycle happened.
+/// messages back: a retry ladder. x-death only keeps the *first* time of each `{queue, reason}`
+/// pair, so a timeline needs `ttl_ms` to estimate when the last cycle happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryLoop {
     pub work_queue: String,
@@ -284,12 +284,6 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             }
         }
     }
-    retry_loops.sort_by(|a, b| {
-        a.work_queue
-            .cmp(&b.work_queue)
-            .then(a.wait_queue.cmp(&b.wait_queue))
-    });
-    retry_loops.dedup();
 
     // Incoming dead-letter edges per queue, without retry returns: the edges of a loop, every
     // edge out of a loop's wait queue (it may return through the main exchange to every queue
