@@ -1446,10 +1446,201 @@ fn convention_names_are_stable() {
             "easynetq",
             "celery",
             "rascal",
+            "ladder",
             "unknown"
         ]
     );
     for c in Convention::ALL {
         assert_eq!(Convention::parse(c.as_str()), Some(c));
     }
+}
+
+/// A hand-rolled amqplib ladder's last try, copied into the DLQ by the app: its counter and error
+/// text, and the wait queue's expiry as the newest death.
+fn ladder_letter(counter: HeaderValue, error: &str) -> DeadLetter {
+    letter(
+        "orders.dlq",
+        table(vec![
+            ("x-retry-count", counter),
+            ("x-last-error", s(error)),
+            (
+                "x-death",
+                HeaderValue::Array(vec![death(
+                    3,
+                    "expired",
+                    "orders.wait",
+                    "wait",
+                    &["orders"],
+                    1_759_300_000,
+                )]),
+            ),
+            ("x-first-death-queue", s("orders.wait")),
+            ("x-first-death-reason", s("expired")),
+        ]),
+        b"{\"order\":17}",
+    )
+}
+
+#[test]
+fn a_ladder_is_read_by_its_counter_and_error_text() {
+    let dl = ladder_letter(HeaderValue::I32(3), "TypeError: card declined for order 17");
+    let ex = explain(&dl);
+    assert_eq!(ex.convention, Convention::Ladder);
+    assert_eq!(ex.retries, Some(3));
+    let f = ex.fault.as_ref().expect("the error text is the fault");
+    assert_eq!(f.exception_type.as_deref(), Some("TypeError"));
+    assert_eq!(f.message.as_deref(), Some("card declined for order 17"));
+    assert_eq!(
+        ex.verdict,
+        "TypeError after 3 retries (x-retry-count): card declined for order 17 (copied here from wait queue orders.wait)"
+    );
+    // Grouped by the error text, with what varies masked.
+    let other_order = explain(&ladder_letter(
+        HeaderValue::I32(3),
+        "TypeError: card declined for order 912",
+    ));
+    assert_eq!(ex.fingerprint.key, other_order.fingerprint.key);
+    // A JavaScript error's stack: the first line is the error, the rest the trace.
+    let stack = explain(&ladder_letter(
+        HeaderValue::I32(3),
+        "RangeError: amount out of range\n    at charge (/app/pay.js:12:9)\n    at main (/app/index.js:3:1)",
+    ));
+    let f = stack.fault.expect("fault");
+    assert_eq!(f.exception_type.as_deref(), Some("RangeError"));
+    assert_eq!(f.message.as_deref(), Some("amount out of range"));
+    assert!(f.stack_trace.is_some_and(|t| t.contains("pay.js:12")));
+    let other_error = explain(&ladder_letter(
+        HeaderValue::I32(3),
+        "stock service timed out",
+    ));
+    assert_ne!(ex.fingerprint.key, other_error.fingerprint.key);
+    assert_eq!(
+        other_error.fault.and_then(|f| f.message).as_deref(),
+        Some("stock service timed out")
+    );
+}
+
+#[test]
+fn a_ladders_replay_resets_its_counter_in_its_own_type_and_drops_its_error_text() {
+    for (counter, zero) in [
+        (HeaderValue::I32(3), HeaderValue::I32(0)),
+        (HeaderValue::I64(3), HeaderValue::I64(0)),
+        (HeaderValue::F64(3.0), HeaderValue::F64(0.0)),
+        (s("3"), s("0")),
+    ] {
+        let dl = ladder_letter(counter.clone(), "boom");
+        let ex = explain(&dl);
+        let p = plan_of(&dl, &ex);
+        assert_eq!(p.reset, vec!["x-retry-count"], "{counter:?}");
+        assert_eq!(p.headers.get("x-retry-count"), Some(&zero), "{counter:?}");
+        assert!(p.removed.iter().any(|r| r == "x-last-error"));
+        assert!(!p.headers.contains_key("x-last-error"));
+        assert!(p.removed.iter().any(|r| r == "x-death"));
+        assert_eq!(p.attempts, Attempts::Reset);
+        // The wait queue the death names; the preflight follows it to where it routes back.
+        assert_eq!(p.target, Some(direct("orders.wait")));
+    }
+    // A counter Warren cannot zero goes.
+    let dl = ladder_letter(s("many"), "boom");
+    let p = plan_of(&dl, &explain(&dl));
+    assert!(p.reset.is_empty());
+    assert!(p.removed.iter().any(|r| r == "x-retry-count"));
+    assert_eq!(p.attempts, Attempts::Reset);
+    // Kept attempts keep the counter, and say so.
+    let dl = ladder_letter(HeaderValue::I32(3), "boom");
+    let keep = ReplayOptions {
+        keep_attempts: true,
+        ..opts()
+    };
+    let p = replay::plan(&dl, &explain(&dl), &keep);
+    assert_eq!(p.attempts, Attempts::Kept);
+    assert_eq!(p.headers.get("x-retry-count"), Some(&HeaderValue::I32(3)));
+    assert!(p.warnings.contains(&ReplayWarning::AttemptsKept));
+}
+
+#[test]
+fn a_teams_own_header_names_are_read_when_configured() {
+    use warren::domain::convention::Conventions;
+    use warren::domain::explain::explain_with;
+    let dl = letter(
+        "payments.dlq",
+        table(vec![
+            ("retry_attempt", HeaderValue::I64(2)),
+            ("failure", s("gateway said no")),
+        ]),
+        b"{}",
+    );
+    // With the default names nothing marks it.
+    assert_eq!(explain(&dl).convention, Convention::Unknown);
+    let own = Conventions {
+        retry_counter_headers: vec!["retry_attempt".into()],
+        error_text_headers: vec!["failure".into()],
+    };
+    let ex = explain_with(&dl, &own);
+    assert_eq!(ex.convention, Convention::Ladder);
+    assert_eq!(ex.retries, Some(2));
+    assert_eq!(
+        ex.verdict,
+        "A failure after 2 retries (retry_attempt): gateway said no"
+    );
+    let p = plan_of(&dl, &ex);
+    assert_eq!(p.reset, vec!["retry_attempt"]);
+    assert_eq!(p.headers.get("retry_attempt"), Some(&HeaderValue::I64(0)));
+    assert!(p.removed.iter().any(|r| r == "failure"));
+    assert_eq!(p.attempts, Attempts::Reset);
+    // A framework's own record still wins over a ladder header it happens to carry.
+    let mut spring = dl.clone();
+    spring.headers = table(vec![
+        ("x-retry-count", HeaderValue::I64(1)),
+        ("x-exception-message", s("boom")),
+    ]);
+    assert_eq!(explain(&spring).convention, Convention::Spring);
+}
+
+#[test]
+fn a_ladder_that_nacks_on_its_last_try_failed_in_the_work_queue() {
+    let mut dl = ladder_letter(HeaderValue::I64(2), "ValueError: bad sku");
+    dl.headers = table(vec![
+        ("x-retry-count", HeaderValue::I64(2)),
+        ("x-last-error", s("ValueError: bad sku")),
+        (
+            "x-death",
+            HeaderValue::Array(vec![
+                death(1, "rejected", "orders", "", &["orders"], 1_759_300_010),
+                death(
+                    2,
+                    "expired",
+                    "orders.wait",
+                    "wait",
+                    &["orders"],
+                    1_759_300_000,
+                ),
+            ]),
+        ),
+    ]);
+    let ex = explain(&dl);
+    assert_eq!(
+        ex.verdict,
+        "ValueError in orders after 2 retries (x-retry-count): bad sku"
+    );
+    assert_eq!(plan_of(&dl, &ex).target, Some(direct("orders")));
+}
+
+#[test]
+fn a_configured_counter_on_a_framework_message_is_reset_too() {
+    // Spring recorded the failure; the team's own counter rides along and is reset with it.
+    let dl = letter(
+        "orders.group.dlq",
+        table(vec![
+            ("x-exception-message", s("boom")),
+            ("x-retry-count", HeaderValue::I32(4)),
+        ]),
+        b"{}",
+    );
+    let ex = explain(&dl);
+    assert_eq!(ex.convention, Convention::Spring);
+    let p = plan_of(&dl, &ex);
+    assert_eq!(p.reset, vec!["x-retry-count"]);
+    assert_eq!(p.headers.get("x-retry-count"), Some(&HeaderValue::I32(0)));
+    assert_eq!(p.attempts, Attempts::Reset);
 }

@@ -187,7 +187,13 @@ fn table() -> impl Strategy<Value = Table> {
             t
         },
     );
-    prop_oneof![4 => random_table(), 1 => celery, 1 => rascal]
+    // A hand-rolled ladder's counter and error text, any type.
+    let ladder = (random_table(), value(), value()).prop_map(|(mut t, count, error)| {
+        t.insert("x-retry-count", count);
+        t.insert("x-last-error", error);
+        t
+    });
+    prop_oneof![4 => random_table(), 1 => celery, 1 => rascal, 1 => ladder]
 }
 
 /// A body: random bytes, or JSON shaped like the envelopes the model reads.
@@ -336,6 +342,13 @@ proptest! {
             before.retain(|k, _| !plan.removed.iter().any(|r| r == k));
             prop_assert_eq!(others(&plan.headers), before);
         } else {
+            // A ladder's counter goes out as 0 or not at all; its error text never.
+            for n in &ex.counter_headers {
+                prop_assert!(plan.headers.get(n).is_none_or(|v| v.as_i64() == Some(0)), "counter {} survives", n);
+            }
+            for n in &ex.error_headers {
+                prop_assert!(!plan.headers.contains_key(n), "error text {} survives", n);
+            }
             for k in plan.headers.keys() {
                 prop_assert!(!is_stripped(ex.convention, k), "kept stripped header {}", k);
                 prop_assert!(

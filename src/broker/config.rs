@@ -14,6 +14,10 @@ use regex::Regex;
 use serde::Deserialize;
 use url::Url;
 
+use crate::domain::convention::{
+    Conventions, DEFAULT_ERROR_TEXT_HEADERS, DEFAULT_RETRY_COUNTER_HEADERS,
+};
+
 /// Name of the one-off context built from `--amqp-url` / `--management-url` alone.
 pub const COMMAND_LINE_CONTEXT: &str = "command-line";
 /// Name of the context used when there is no config file and no URL was given.
@@ -164,6 +168,8 @@ pub struct Config {
     pub browse: BrowseConfig,
     #[serde(default)]
     pub replay: ReplayConfig,
+    #[serde(default)]
+    pub conventions: ConventionsConfig,
     /// Custom commands on the message under the cursor in the terminal UI (`[[commands]]`).
     #[serde(default)]
     pub commands: Vec<CommandConfig>,
@@ -313,6 +319,17 @@ pub struct ReplayConfig {
     pub rate: Option<u32>,
 }
 
+/// `[conventions]`: the header names a team's own retry ladder writes, so its messages are read
+/// like a framework's. A list replaces the default for that key.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ConventionsConfig {
+    /// Default `["x-retry-count", "x-retries"]`.
+    pub retry_counter_headers: Option<Vec<String>>,
+    /// Default `["x-last-error", "x-error", "x-exception"]`.
+    pub error_text_headers: Option<Vec<String>>,
+}
+
 /// One `[[commands]]` entry: a shell command the terminal UI runs on the message under the
 /// cursor, with the message's fields in environment variables (`$MESSAGE_ID`, …; see
 /// `tui::custom`). The TUI checks the key against its own key table at startup.
@@ -355,6 +372,8 @@ pub struct ReplaySettings {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub discovery_patterns: Vec<Regex>,
+    /// `[conventions]`, resolved: what the domain reads ladders by.
+    pub conventions: Conventions,
     pub browse: BrowseSettings,
     pub replay: ReplaySettings,
 }
@@ -472,6 +491,8 @@ pub enum ConfigError {
     BadPattern { pattern: String, reason: String },
     #[error("{setting} must be at least 1")]
     BadSetting { setting: &'static str },
+    #[error("{setting} lists an empty header name: remove it, or name the header")]
+    BlankHeaderName { setting: &'static str },
 }
 
 fn list_or_none(known: &[String]) -> String {
@@ -588,8 +609,28 @@ impl Config {
                 setting: "replay.rate",
             });
         }
+        let names = |v: &Option<Vec<String>>, default: &[&str], setting: &'static str| match v {
+            None => Ok(default.iter().map(|n| n.to_string()).collect()),
+            Some(list) if list.iter().any(|n| n.trim().is_empty()) => {
+                Err(ConfigError::BlankHeaderName { setting })
+            }
+            Some(list) => Ok(list.clone()),
+        };
+        let conventions = Conventions {
+            retry_counter_headers: names(
+                &self.conventions.retry_counter_headers,
+                DEFAULT_RETRY_COUNTER_HEADERS,
+                "conventions.retry_counter_headers",
+            )?,
+            error_text_headers: names(
+                &self.conventions.error_text_headers,
+                DEFAULT_ERROR_TEXT_HEADERS,
+                "conventions.error_text_headers",
+            )?,
+        };
         Ok(Settings {
             discovery_patterns,
+            conventions,
             browse: BrowseSettings {
                 body_cap_bytes: positive(
                     self.browse.body_cap_bytes,
@@ -966,6 +1007,30 @@ fn run_password_command(context: &str, cmd: &str) -> Result<Secret, ConfigError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn conventions_default_replace_and_refuse_blank_names() {
+        let parse = |t: &str| Config::parse(t, Path::new("c.toml")).and_then(|c| c.settings());
+        let d = parse("").unwrap().conventions;
+        assert_eq!(d, Conventions::default());
+        assert_eq!(d.retry_counter_headers, vec!["x-retry-count", "x-retries"]);
+        assert_eq!(
+            d.error_text_headers,
+            vec!["x-last-error", "x-error", "x-exception"]
+        );
+        let own = parse("[conventions]\nretry_counter_headers = [\"attempt\"]\n")
+            .unwrap()
+            .conventions;
+        assert_eq!(own.retry_counter_headers, vec!["attempt"]);
+        // The other key keeps its default.
+        assert_eq!(own.error_text_headers, d.error_text_headers);
+        let blank = parse("[conventions]\nerror_text_headers = [\"x-error\", \" \"]\n");
+        assert_eq!(
+            blank.map(|_| ()).map_err(|e| e.to_string()),
+            Err("conventions.error_text_headers lists an empty header name: remove it, or name the header".to_string())
+        );
+        assert!(parse("[conventions]\nretry_headers = []\n").is_err());
+    }
 
     #[test]
     fn redaction() {

@@ -27,6 +27,7 @@ use lapin::types::{FieldTable, ShortString};
 use tokio::sync::watch;
 
 use crate::broker::amqp;
+use crate::domain::convention::Conventions;
 use crate::domain::engine::{
     Config, ConfirmOutcome, Decision, Effect, Engine, Event, Limits, Tally,
 };
@@ -67,6 +68,8 @@ pub struct Job {
     /// How long an ack the DLQ's channel processed may still be undone
     /// ([`settle_lag`](crate::domain::features::settle_lag)).
     pub settle_lag: Duration,
+    /// `[conventions]`: how messages are read, as the plan read them.
+    pub conventions: Conventions,
 }
 
 pub use crate::domain::engine::{AckOp, AckTracker, StopReason};
@@ -1061,7 +1064,7 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
     let t = delivery.delivery_tag;
     // The whole body: replay publishes exactly what it read.
     let msg = amqp::dead_letter_from_delivery(&job.dlq, seen, delivery, usize::MAX);
-    let exp = explain::explain(&msg);
+    let exp = explain::explain_with(&msg, &job.conventions);
     let key = identity::message_key(&msg);
     let age = job.ages.get(&key).copied();
     let delivery_count = msg.delivery.delivery_count;

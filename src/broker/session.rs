@@ -13,6 +13,7 @@ use crate::broker::discover;
 use crate::broker::management::{Management, ManagementError, Overview, PermissionState, WhoAmI};
 use crate::broker::replay::{self, Job, Progress, Summary, TargetKey};
 use crate::broker::{amqp, cluster, config};
+use crate::domain::convention::Conventions;
 use crate::domain::destination;
 use crate::domain::discovery::{self, Discovery, ExchangeInfo, RoutingTable};
 use crate::domain::explain::{self, Explanation};
@@ -701,11 +702,12 @@ async fn trial_publish(conn: &lapin::Connection, exchange: &str, routing_key: &s
 pub fn explain_all(
     messages: Vec<DeadLetter>,
     first_seen: &HashMap<String, jiff::Timestamp>,
+    own: &Conventions,
 ) -> Vec<Explained> {
     messages
         .into_iter()
         .map(|m| {
-            let explanation = explain::explain(&m);
+            let explanation = explain::explain_with(&m, own);
             let key = identity::message_key(&m);
             let first_seen = first_seen.get(&key).copied();
             Explained {
@@ -753,7 +755,7 @@ pub struct Preview {
     pub targets: BTreeMap<String, TargetPreview>,
     /// Headers removed, and AMQP properties removed as "property expiration".
     pub removed: BTreeSet<String>,
-    /// Counter headers set to zero (where the framework needs the header).
+    /// Counter headers set to zero (where the framework or the app reads the header).
     pub reset: BTreeSet<String>,
     pub added: BTreeSet<String>,
     /// Selected messages some of whose retry counters survive the replay (see `Attempts`), and
@@ -837,7 +839,7 @@ impl Preview {
         ));
         if !self.reset.is_empty() {
             out.push(format!(
-                "  resets   {} (to 0: the framework needs the header)",
+                "  resets   {} (to 0: its reader expects the header)",
                 one_line(
                     &self.reset.iter().cloned().collect::<Vec<_>>().join(", "),
                     400
@@ -960,7 +962,11 @@ impl Session {
             depth: Some(page.queue_depth_at_start),
             ..Default::default()
         };
-        let explained = explain_all(page.messages.clone(), &first_seen);
+        let explained = explain_all(
+            page.messages.clone(),
+            &first_seen,
+            &self.target.settings.conventions,
+        );
         let opts = ReplayOptions {
             keep_attempts: spec.keep_attempts,
             clear_expiry: spec.clear_expiry,
@@ -1387,6 +1393,7 @@ impl Session {
             ages,
             quorum: quorum.clone(),
             settle_lag: crate::domain::features::settle_lag(&queue_type),
+            conventions: self.target.settings.conventions.clone(),
         };
         // The engine hands back what it does not move: on a queue whose reads cost deliveries
         // that is a read too, recorded in the ledger like one (the worst case first).

@@ -15,6 +15,7 @@ use crate::broker::replay::Progress;
 use crate::broker::session::{
     self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
 };
+use crate::domain::convention::Conventions;
 use crate::domain::discovery::{BrokerVersion, Discovery};
 use crate::domain::filter::Filter;
 use crate::domain::message::DeadLetter;
@@ -37,6 +38,14 @@ pub fn overrides(c: &ConnArgs) -> Overrides {
         read_only: c.read_only,
         unlocked: None,
     }
+}
+
+/// `[conventions]` from the config file, for a snapshot read without a broker.
+fn file_conventions(c: &ConnArgs) -> Result<Conventions, Failure> {
+    let cfg =
+        config::Config::read(c.config.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
+    let settings = cfg.settings().map_err(|e| Failure::usage(e.to_string()))?;
+    Ok(settings.conventions)
 }
 
 fn broker_failure(e: SessionError) -> Failure {
@@ -163,15 +172,21 @@ fn print_queues(d: &Discovery, version: Option<BrokerVersion>, json: bool, all: 
     }
     if all {
         for q in &d.other_queues {
+            // A retry loop's wait queue holds messages between tries: never a replay target.
+            let kind = if d.retry_loops.iter().any(|l| l.wait_queue == q.name) {
+                "wait"
+            } else {
+                "queue"
+            };
             if json {
                 print_line(
-                    &json!({"name": q.name, "kind": "queue", "depth": q.depth, "queue_type": q.queue_type.as_str()}),
+                    &json!({"name": q.name, "kind": kind, "depth": q.depth, "queue_type": q.queue_type.as_str()}),
                 );
             } else {
                 crate::outln!(
                     "{:<40} {:<12} {:<12} {:>8}",
                     one_line(&q.name, 40),
-                    "queue",
+                    kind,
                     "",
                     q.depth.map_or("?".into(), |d| d.to_string())
                 );
@@ -224,7 +239,11 @@ async fn read_explained(
         _ => {}
     }
     Ok((
-        session::explain_all(session::into_messages(page), &seen),
+        session::explain_all(
+            session::into_messages(page),
+            &seen,
+            &s.target.settings.conventions,
+        ),
         stop,
     ))
 }
@@ -257,10 +276,19 @@ pub async fn show(
     let filter = parse_filter(filter)?;
     if let Some(file) = snapshot {
         let (_, messages) = read_snapshot(file)?;
-        let messages =
-            session::explain_all(messages.into_iter().take(limit).collect(), &HashMap::new());
+        let messages = session::explain_all(
+            messages.into_iter().take(limit).collect(),
+            &HashMap::new(),
+            &file_conventions(c)?,
+        );
         // A snapshot has no bindings: the target's queues are what the plan expects.
-        print_messages(&messages, json, filter.as_ref(), |_, _| Vec::new());
+        print_messages(
+            &messages,
+            json,
+            filter.as_ref(),
+            |_, _| Vec::new(),
+            &BTreeMap::new(),
+        );
         return Ok(exit::OK);
     }
     let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
@@ -268,9 +296,23 @@ pub async fn show(
     let (messages, _) = read_explained(c, &s, queue, limit).await?;
     let (exchanges, bindings) = routes(&s).await?;
     let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
-    print_messages(&messages, json, filter.as_ref(), |ex, rk| {
-        table.route(ex, rk).queues
-    });
+    // Wait queues and the queue each returns messages to: a replay goes on there (the replay's
+    // preflight decides per message; this is the preview).
+    let waits: BTreeMap<String, String> = s
+        .discover()
+        .await
+        .map_err(broker_failure)?
+        .retry_loops
+        .into_iter()
+        .map(|l| (l.wait_queue, l.work_queue))
+        .collect();
+    print_messages(
+        &messages,
+        json,
+        filter.as_ref(),
+        |ex, rk| table.route(ex, rk).queues,
+        &waits,
+    );
     Ok(exit::OK)
 }
 
@@ -297,6 +339,7 @@ pub fn print_messages(
     json: bool,
     filter: Option<&Filter>,
     route: impl Fn(&str, &str) -> Vec<String>,
+    waits: &BTreeMap<String, String>,
 ) {
     let now = jiff::Timestamp::now();
     let opts = crate::domain::replay::ReplayOptions {
@@ -318,7 +361,7 @@ pub fn print_messages(
         let x = &e.explanation;
         let plan = crate::domain::replay::plan(&e.message, x, &opts);
         if json {
-            print_line(&show_json(e, &plan, &route));
+            print_line(&show_json(e, &plan, &route, waits));
             continue;
         }
         let id = e.message.properties.message_id.as_deref().unwrap_or(&e.key);
@@ -348,13 +391,23 @@ pub fn print_messages(
                 one_line(f.message.as_deref().unwrap_or(""), 200)
             );
         }
+        if let Some(n) = x.retries {
+            crate::outln!("  retries: {n}");
+        }
         match &plan.target {
-            Some(t) => crate::outln!(
-                "  replay → {} (exchange '{}', key '{}')",
-                one_line(t.expected_queue.as_deref().unwrap_or("?"), 80),
-                one_line(&t.exchange, 60),
-                one_line(&t.routing_key, 60)
-            ),
+            Some(t) => {
+                let back = t.expected_queue.as_ref().and_then(|q| waits.get(q));
+                crate::outln!(
+                    "  replay → {} (exchange '{}', key '{}'){}",
+                    one_line(t.expected_queue.as_deref().unwrap_or("?"), 80),
+                    one_line(&t.exchange, 60),
+                    one_line(&t.routing_key, 60),
+                    back.map_or(String::new(), |b| format!(
+                        ", a wait queue: the replay goes on to {}, where it returns messages",
+                        one_line(b, 80)
+                    ))
+                )
+            }
             None => crate::outln!("  replay → no known origin"),
         }
         if let Some(why) = plan.held_back() {
@@ -379,6 +432,7 @@ fn show_json(
     e: &Explained,
     plan: &crate::domain::replay::ReplayPlan,
     route: &impl Fn(&str, &str) -> Vec<String>,
+    waits: &BTreeMap<String, String>,
 ) -> Value {
     let x = &e.explanation;
     let deaths: Vec<Value> = x
@@ -407,6 +461,8 @@ fn show_json(
             "routing_key": t.routing_key,
             "expected_queue": t.expected_queue,
             "queues": route(&t.exchange, &t.routing_key),
+            // Past a wait queue: where the message would come to rest.
+            "rests_in": t.expected_queue.as_ref().map(|q| waits.get(q).unwrap_or(q)),
         })
     });
     json!({
@@ -443,7 +499,11 @@ pub async fn groups(
     let messages = match snapshot {
         Some(file) => {
             let (_, messages) = read_snapshot(file)?;
-            session::explain_all(messages.into_iter().take(limit).collect(), &HashMap::new())
+            session::explain_all(
+                messages.into_iter().take(limit).collect(),
+                &HashMap::new(),
+                &file_conventions(c)?,
+            )
         }
         None => {
             let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
@@ -654,6 +714,7 @@ async fn run_tui(
     // [browse] and [replay] are the configuration file's, whichever context is open.
     if let Some(settings) = settings {
         state.browse_limit = settings.browse.page_size;
+        state.conventions = settings.conventions;
         if let Some(rate) = settings.replay.rate {
             state.replay_rate = rate;
         }

@@ -36,6 +36,9 @@ pub enum Convention {
     Celery,
     /// rascal (Node): one `rascal` table header; republished and nacked (`x-death`) or forwarded.
     Rascal,
+    /// A team's own retry ladder: its counter and error text in headers named in
+    /// `[conventions]` (`x-retry-count`, `x-last-error`, …).
+    Ladder,
     /// Nothing recognisable: no death record, no framework headers.
     Unknown,
 }
@@ -54,6 +57,7 @@ impl Convention {
             Convention::EasyNetQ => "easynetq",
             Convention::Celery => "celery",
             Convention::Rascal => "rascal",
+            Convention::Ladder => "ladder",
             Convention::Unknown => "unknown",
         }
     }
@@ -72,12 +76,13 @@ impl Convention {
             Convention::EasyNetQ => "EasyNetQ",
             Convention::Celery => "Celery",
             Convention::Rascal => "rascal",
+            Convention::Ladder => "retry ladder",
             Convention::Unknown => "unknown",
         }
     }
 
     /// Every convention, for filters and help text.
-    pub const ALL: [Convention; 12] = [
+    pub const ALL: [Convention; 13] = [
         Convention::Broker,
         Convention::MassTransit,
         Convention::Spring,
@@ -89,6 +94,7 @@ impl Convention {
         Convention::EasyNetQ,
         Convention::Celery,
         Convention::Rascal,
+        Convention::Ladder,
         Convention::Unknown,
     ];
 
@@ -103,6 +109,59 @@ impl std::fmt::Display for Convention {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Header names a team's own retry ladder writes, from `[conventions]` in the config; passed in
+/// so reading stays pure. Names are exact (AMQP header names are case-sensitive); the first one
+/// a message carries is the one read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conventions {
+    /// Headers holding the app's retry count.
+    pub retry_counter_headers: Vec<String>,
+    /// Headers holding the app's error text for the last failure.
+    pub error_text_headers: Vec<String>,
+}
+
+pub const DEFAULT_RETRY_COUNTER_HEADERS: &[&str] = &["x-retry-count", "x-retries"];
+pub const DEFAULT_ERROR_TEXT_HEADERS: &[&str] = &["x-last-error", "x-error", "x-exception"];
+
+impl Default for Conventions {
+    fn default() -> Conventions {
+        let own = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        Conventions {
+            retry_counter_headers: own(DEFAULT_RETRY_COUNTER_HEADERS),
+            error_text_headers: own(DEFAULT_ERROR_TEXT_HEADERS),
+        }
+    }
+}
+
+impl Conventions {
+    /// The configured retry-counter headers `h` carries, in configured order.
+    pub fn counters_in(&self, h: &Table) -> Vec<String> {
+        present(&self.retry_counter_headers, h)
+    }
+
+    /// The configured error-text headers `h` carries, in configured order.
+    pub fn error_headers_in(&self, h: &Table) -> Vec<String> {
+        present(&self.error_text_headers, h)
+    }
+
+    fn marks(&self, h: &Table) -> bool {
+        self.retry_counter_headers
+            .iter()
+            .chain(&self.error_text_headers)
+            .any(|n| h.contains_key(n))
+    }
+}
+
+fn present(names: &[String], h: &Table) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in names {
+        if h.contains_key(n) && !out.contains(n) {
+            out.push(n.clone());
+        }
+    }
+    out
 }
 
 /// The exception a framework recorded. Every field is what the framework wrote (trimmed), or absent.
@@ -143,12 +202,18 @@ pub struct Reading {
     /// The framework's own deadline: its worker discards the message unrun after it (Celery
     /// `expires`).
     pub deadline: Option<Timestamp>,
+    /// The configured retry-counter headers on this message (see [`Conventions`]), which a
+    /// replay resets, whatever the convention.
+    pub counter_headers: Vec<String>,
+    /// A retry ladder's error-text headers on this message, which a replay removes (only for
+    /// [`Convention::Ladder`]: a framework's own fault headers have their own rules).
+    pub error_headers: Vec<String>,
 }
 
 /// Which convention the message follows. Framework headers win over `x-death`: a framework
 /// record carries the exception, and a framework message can have passed through the broker's
 /// dead-lettering before.
-pub fn detect(dl: &DeadLetter, deaths: &DeathHistory) -> Convention {
+pub fn detect(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Convention {
     let h = &dl.headers;
     let has_prefix = |p: &str| h.keys().any(|k| k.starts_with(p));
     let queue = dl.queue.as_str();
@@ -197,6 +262,11 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory) -> Convention {
     if queue.ends_with(".XQ") && body_json(dl).is_some_and(|b| b.get("actor_name").is_some()) {
         return Convention::Dramatiq;
     }
+    // A team's own ladder before the broker: a ladder that nacks on its last try leaves `x-death`
+    // too, but its headers say more.
+    if own.marks(h) {
+        return Convention::Ladder;
+    }
     if !deaths.is_empty() {
         return Convention::Broker;
     }
@@ -204,8 +274,8 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory) -> Convention {
 }
 
 /// Reads the message according to its convention.
-pub fn read(dl: &DeadLetter, deaths: &DeathHistory) -> Reading {
-    let convention = detect(dl, deaths);
+pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Reading {
+    let convention = detect(dl, deaths, own);
     let mut r = match convention {
         Convention::Broker | Convention::Unknown => Reading::empty(convention),
         Convention::MassTransit => masstransit(dl),
@@ -218,7 +288,13 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory) -> Reading {
         Convention::EasyNetQ => easynetq(dl),
         Convention::Celery => celery(dl),
         Convention::Rascal => rascal(dl),
+        Convention::Ladder => ladder(dl, own),
     };
+    // A configured counter is one Warren knows of whoever wrote the rest: a replay resets it
+    // and "attempts reset" waits for it, whatever the convention.
+    if r.counter_headers.is_empty() {
+        r.counter_headers = own.counters_in(&dl.headers);
+    }
     // The broker's record fills what the framework did not say.
     if let Some(origin) = deaths.origin_entry() {
         if r.source.queue.is_none() {
@@ -255,8 +331,49 @@ impl Reading {
             skipped: false,
             message_type: None,
             deadline: None,
+            counter_headers: Vec::new(),
+            error_headers: Vec::new(),
         }
     }
+}
+
+/// A hand-rolled ladder: the app's error text (its first line may name the type, `TypeError:
+/// boom`) and its retry count. Where it failed comes from `x-death` (the work queue, when the
+/// app nacked; the wait queue's expiry, when it copied the message into the DLQ itself).
+fn ladder(dl: &DeadLetter, own: &Conventions) -> Reading {
+    let h = &dl.headers;
+    let mut r = Reading::empty(Convention::Ladder);
+    r.counter_headers = own.counters_in(h);
+    r.error_headers = own.error_headers_in(h);
+    r.retries = r.counter_headers.iter().find_map(|n| h.get_i64(n));
+    if let Some(t) = r.error_headers.iter().find_map(|n| text(h, n)) {
+        let first = t.lines().next().unwrap_or_default().trim().to_string();
+        // An error's `stack` (first line, then `    at …`) is a trace; its first line the error.
+        let stack_trace = (t.lines().count() > 1).then(|| t.clone());
+        let (exception_type, message) =
+            match qualified_type_prefix(&first).or_else(|| plain_type_prefix(&first)) {
+                Some((ty, m)) => (Some(ty), m),
+                None => (None, first),
+            };
+        r.fault = Some(Fault {
+            exception_type,
+            message: Some(message),
+            stack_trace,
+            ..Fault::default()
+        });
+    }
+    r
+}
+
+/// "TypeError: boom", "ValueError: bad": an unqualified type, only when it ends like one.
+fn plain_type_prefix(line: &str) -> Option<(String, String)> {
+    let (t, m) = line.split_once(": ")?;
+    let t = t.trim();
+    let ends_like_exception = ["Exception", "Error"]
+        .iter()
+        .any(|s| t.ends_with(s) && t != *s);
+    (ends_like_exception && is_java_type(t) && !t.contains('.'))
+        .then(|| (t.to_string(), m.trim().to_string()))
 }
 
 fn masstransit(dl: &DeadLetter) -> Reading {

@@ -4,7 +4,7 @@
 
 use jiff::Timestamp;
 
-use super::convention::{self, Convention};
+use super::convention::{self, Convention, Conventions};
 pub use super::convention::{Fault, Source};
 use super::fingerprint::{self, Fingerprint};
 use super::message::DeadLetter;
@@ -31,15 +31,24 @@ pub struct Explanation {
     pub message_type: Option<String>,
     /// The framework's deadline, after which its worker discards the message unrun.
     pub deadline: Option<Timestamp>,
+    /// A retry ladder's counter and error-text headers on the message (see `Reading`).
+    pub counter_headers: Vec<String>,
+    pub error_headers: Vec<String>,
     pub verdict: String,
     pub fingerprint: Fingerprint,
 }
 
+/// Explains one dead letter with the built-in ladder header names (tests, snapshots without a
+/// config); a session passes the configured ones to [`explain_with`].
+pub fn explain(dl: &DeadLetter) -> Explanation {
+    explain_with(dl, &Conventions::default())
+}
+
 /// Explains one dead letter. Pure and total: any header table gives an explanation. The parts
 /// are read first and the verdict and fingerprint computed from them, so no half-built value exists.
-pub fn explain(dl: &DeadLetter) -> Explanation {
+pub fn explain_with(dl: &DeadLetter, own: &Conventions) -> Explanation {
     let deaths = xdeath::parse(&dl.headers);
-    let reading = convention::read(dl, &deaths);
+    let reading = convention::read(dl, &deaths, own);
     let replay_count = dl.headers.get_i64(REPLAY_COUNT_HEADER).unwrap_or(0).max(0);
     let verdict = verdict::verdict(dl, &reading, &deaths, replay_count);
     let fingerprint = fingerprint::fingerprint(dl, &reading, &deaths);
@@ -54,6 +63,8 @@ pub fn explain(dl: &DeadLetter) -> Explanation {
         replay_count,
         message_type: reading.message_type,
         deadline: reading.deadline,
+        counter_headers: reading.counter_headers,
+        error_headers: reading.error_headers,
         verdict,
         fingerprint,
     }

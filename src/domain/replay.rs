@@ -322,7 +322,8 @@ fn counters(c: Convention) -> &'static [Counter] {
             Counter::Nested("rascal", "recovery"),
             Counter::Nested("rascal", "redeliveries"),
         ],
-        Convention::Broker | Convention::EasyNetQ | Convention::Unknown => &[],
+        // A ladder's counters are the configured names the message carries: `Explanation::counter_headers`.
+        Convention::Broker | Convention::EasyNetQ | Convention::Ladder | Convention::Unknown => &[],
     }
 }
 
@@ -351,6 +352,8 @@ fn zero_like(v: &HeaderValue) -> HeaderValue {
         HeaderValue::U16(_) => HeaderValue::U16(0),
         HeaderValue::I32(_) => HeaderValue::I32(0),
         HeaderValue::U32(_) => HeaderValue::U32(0),
+        HeaderValue::F64(_) => HeaderValue::F64(0.0),
+        HeaderValue::ShortString(_) | HeaderValue::LongString(_) => HeaderValue::string("0"),
         _ => HeaderValue::I64(0),
     }
 }
@@ -380,6 +383,7 @@ fn convention_rules(c: Convention) -> &'static [Rule] {
         | Convention::Dramatiq
         | Convention::EasyNetQ
         | Convention::Celery
+        | Convention::Ladder
         | Convention::Unknown => &[],
     }
 }
@@ -457,7 +461,9 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
     let mut reset = Vec::new();
     let mut removed_properties = Vec::new();
     if opts.keep_attempts {
-        if dl.headers.keys().any(|k| is_stripped(ex.convention, k)) {
+        if dl.headers.keys().any(|k| is_stripped(ex.convention, k))
+            || !ex.counter_headers.is_empty()
+        {
             warnings.push(ReplayWarning::AttemptsKept);
         }
     } else {
@@ -485,6 +491,31 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
                 reset.push((*name).to_string());
             }
         }
+        // A ladder's error text describes the failure before the replay, so it goes, as a
+        // framework's fault headers do. Its counter is set to 0 in its own type rather than
+        // removed: apps read `headers['x-retry-count'] || 0` (then both would do), but some read
+        // it without a default (`parseInt(h['x-retry-count']) + 1` is NaN for a missing one), and
+        // 0 serves both. A counter that is not a number Warren can zero goes.
+        for name in &ex.error_headers {
+            if headers.remove(name).is_some() {
+                removed.push(name.clone());
+            }
+        }
+        for name in &ex.counter_headers {
+            match headers.get(name) {
+                Some(v) if v.as_i64() == Some(0) => {}
+                Some(v) if v.as_i64().is_some() => {
+                    let zero = zero_like(v);
+                    headers.insert(name.as_str(), zero);
+                    reset.push(name.clone());
+                }
+                Some(_) => {
+                    headers.remove(name);
+                    removed.push(name.clone());
+                }
+                None => {}
+            }
+        }
     }
     let attempts = if opts.keep_attempts {
         Attempts::Kept
@@ -509,6 +540,12 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
                     .filter(|n| *n > 0)
                     .map(|n| format!("{path} = {n} in the body")),
             })
+            .chain(ex.counter_headers.iter().filter_map(|n| {
+                headers
+                    .get(n)
+                    .filter(|v| v.as_i64() != Some(0))
+                    .map(|_| format!("header {n}"))
+            }))
             .collect();
         if surviving.is_empty() {
             Attempts::Reset
@@ -649,6 +686,7 @@ fn convention_target(
         | Convention::EasyNetQ
         | Convention::Celery
         | Convention::Rascal
+        | Convention::Ladder
         | Convention::Unknown => match source_queue {
             Some(q) => Some(ReplayTarget::queue(q)),
             None => {

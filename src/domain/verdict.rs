@@ -17,7 +17,7 @@ const MESSAGE_CHARS: usize = 140;
 pub fn verdict(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory, replay_count: i64) -> String {
     let mut s = if ex.skipped {
         skipped(dl, ex)
-    } else if let Some(f) = fault(dl, ex) {
+    } else if let Some(f) = fault(dl, ex, waited_in(ex, deaths)) {
         f
     } else if ex.convention == Convention::Celery {
         celery(dl, ex, deaths)
@@ -56,8 +56,20 @@ fn skipped(dl: &DeadLetter, ex: &Reading) -> String {
     }
 }
 
+/// A ladder whose app copied the message into the DLQ itself: the newest death is the wait
+/// queue's expiry, so that queue is where it waited, not where it failed.
+fn waited_in<'a>(ex: &'a Reading, deaths: &DeathHistory) -> Option<&'a str> {
+    let failed_there = deaths
+        .origin_entry()
+        .and_then(|d| d.reason.as_ref())
+        .is_some_and(DeathReason::is_consumer_failure);
+    (ex.convention == Convention::Ladder && !failed_there)
+        .then_some(ex.source.queue.as_deref())
+        .flatten()
+}
+
 /// A framework's fault sentence: "Type in where after N retries: message".
-fn fault(dl: &DeadLetter, ex: &Reading) -> Option<String> {
+fn fault(dl: &DeadLetter, ex: &Reading, waited: Option<&str>) -> Option<String> {
     let f = ex.fault.as_ref()?;
     let message = f
         .message
@@ -87,7 +99,7 @@ fn fault(dl: &DeadLetter, ex: &Reading) -> Option<String> {
             }
         })
         .map(str::to_string)
-        .or_else(|| ex.source.queue.clone());
+        .or_else(|| ex.source.queue.clone().filter(|_| waited.is_none()));
     match (place, &ex.source.exchange) {
         (Some(p), _) => s.push_str(&format!(" in {p}")),
         (None, Some(e)) if !e.is_empty() => {
@@ -106,6 +118,9 @@ fn fault(dl: &DeadLetter, ex: &Reading) -> Option<String> {
     if let Some(m) = message {
         s.push_str(": ");
         s.push_str(&m);
+    }
+    if let Some(w) = waited {
+        s.push_str(&format!(" (copied here from wait queue {w})"));
     }
     Some(s)
 }
@@ -147,6 +162,11 @@ fn retries_phrase(dl: &DeadLetter, ex: &Reading) -> Option<String> {
                 (None, None) => None,
             }
         }
+        // The app's own count, under the header it chose.
+        Convention::Ladder => n.map(|n| {
+            let header = ex.counter_headers.first().map_or("", String::as_str);
+            format!("after {} ({header})", plural(n, "retry", "retries"))
+        }),
         Convention::Broker | Convention::EasyNetQ | Convention::Unknown => None,
     }
 }

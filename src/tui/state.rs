@@ -17,6 +17,7 @@ use super::event::{
 use super::oplog::OpLog;
 use super::pager::Pager;
 use super::theme::Theme;
+use crate::domain::convention::Conventions;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueSummary};
 use crate::domain::explain::{self, Explanation};
 use crate::domain::filter::Filter;
@@ -62,8 +63,8 @@ pub struct Row {
 }
 
 impl Row {
-    pub fn new(msg: DeadLetter, first_seen: Option<Timestamp>) -> Row {
-        let exp = explain::explain(&msg);
+    pub fn new(msg: DeadLetter, first_seen: Option<Timestamp>, own: &Conventions) -> Row {
+        let exp = explain::explain_with(&msg, own);
         let key = identity::message_key(&msg);
         Row {
             msg,
@@ -259,6 +260,8 @@ pub struct State {
     pub focus: Focus,
     pub list_mode: ListMode,
     pub browse_limit: usize,
+    /// `[conventions]` from the config file: how a team's own ladder is read.
+    pub conventions: Conventions,
     /// The rate the replay modal starts at (`replay.rate`, else [`DEFAULT_RATE`]).
     pub replay_rate: u32,
     /// The queue being browsed right now.
@@ -340,6 +343,7 @@ impl State {
             focus: Focus::Queues,
             list_mode: ListMode::Messages,
             browse_limit: DEFAULT_BROWSE_LIMIT,
+            conventions: Conventions::default(),
             replay_rate: DEFAULT_RATE,
             loading: None,
             pending_browse: None,

@@ -162,7 +162,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             let rows = messages
                 .into_iter()
                 .enumerate()
-                .map(|(i, m)| Row::new(m, first_seen.get(i).copied().flatten()))
+                .map(|(i, m)| Row::new(m, first_seen.get(i).copied().flatten(), &state.conventions))
                 .collect::<Vec<Row>>();
             let shared_keys = rows
                 .iter()

@@ -816,8 +816,11 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
 }
 
 /// For callers that already explained messages (the CLI's `show` on a snapshot).
-pub fn explain_snapshot(messages: Vec<DeadLetter>) -> Vec<session::Explained> {
-    session::explain_all(messages, &HashMap::new())
+pub fn explain_snapshot(
+    messages: Vec<DeadLetter>,
+    own: &crate::domain::convention::Conventions,
+) -> Vec<session::Explained> {
+    session::explain_all(messages, &HashMap::new(), own)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use super::settings::{
 };
 use super::topology::Topology;
 use crate::domain::convention::Convention;
+use crate::domain::destination::is_wait_queue;
 use crate::domain::features::{self, BrokerFeatures, BrokerVersion, QueueType};
 
 /// What kind of dead end a queue is.
@@ -75,9 +76,9 @@ impl DlqInfo {
     }
 }
 
-/// A work queue that dead-letters into a wait queue whose TTL sends messages back: a retry
-/// ladder. x-death only keeps the *first* time of each `{queue, reason}` pair, so a timeline
-/// needs `ttl_ms` to estimate when the last cycle happened.
+/// A work queue that dead-letters (or whose app republishes) into a wait queue whose TTL sends
+/// messages back: a retry ladder. x-death only keeps the *first* time of each `{queue, reason}`
+/// pair, so a timeline needs `ttl_ms` to estimate when the last cycle happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryLoop {
     pub work_queue: String,
@@ -209,6 +210,18 @@ pub fn classify_name(name: &str, patterns: &[Regex]) -> Option<NameMatch> {
     None
 }
 
+/// A name such as `orders.wait`, `orders-retry-2`, `mail.delay30s` or dramatiq's `default.DQ`:
+/// a part (split at `.`, `-`, `_`) that is or starts with wait, retry, delay or backoff.
+fn named_like_wait_queue(name: &str) -> bool {
+    name.ends_with(".DQ")
+        || name.split(['.', '-', '_']).any(|part| {
+            let p = part.to_ascii_lowercase();
+            ["wait", "retry", "delay", "backoff"]
+                .iter()
+                .any(|w| p.starts_with(w))
+        })
+}
+
 /// Classifies every queue of a vhost. Linear in queues + bindings, so 10,000 queues are cheap.
 pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Regex]) -> Discovery {
     let policies = PolicyIndex::new(&topology.policies);
@@ -271,12 +284,6 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             }
         }
     }
-    retry_loops.sort_by(|a, b| {
-        a.work_queue
-            .cmp(&b.work_queue)
-            .then(a.wait_queue.cmp(&b.wait_queue))
-    });
-    retry_loops.dedup();
 
     // Incoming dead-letter edges per queue, without retry returns: the edges of a loop, every
     // edge out of a loop's wait queue (it may return through the main exchange to every queue
@@ -292,19 +299,45 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
         .iter()
         .map(|q| classify_name(&q.name, patterns).is_some())
         .collect();
+    // A wait queue of a hand-rolled ladder is fed by the app's republish, not by dead-lettering,
+    // so no loop edge shows it: its return into a live (consumed) queue, or out of a queue named
+    // like a wait queue, is a retry return too, and the pair a retry loop.
+    let is_wait: Vec<bool> = topology
+        .queues
+        .iter()
+        .zip(&settings)
+        .map(|(q, s)| is_wait_queue(q, s))
+        .collect();
+    let mut ladder_returns = Vec::new();
     let mut feeders: Vec<Vec<(usize, bool)>> = vec![Vec::new(); topology.queues.len()];
     for (from, targets) in edges.iter().enumerate() {
         let from_delay = settings
             .get(from)
             .is_some_and(|s| s.message_ttl_ms.is_some());
+        let from_wait = is_wait.get(from).copied().unwrap_or(false);
+        let from_wait_named = topology
+            .queues
+            .get(from)
+            .is_some_and(|q| named_like_wait_queue(&q.name));
         for &(to, certain) in targets {
             let to_named = named_dlq.get(to).copied().unwrap_or(false);
             let to_work = settings
                 .get(to)
                 .is_some_and(|s| s.dead_letter_exchange.is_some());
+            let to_live = topology
+                .queues
+                .get(to)
+                .is_some_and(|q| q.consumers.unwrap_or(0) > 0);
+            let ladder = from_wait && (to_live || from_wait_named);
             let retry_return = loop_edges.contains(&(from, to))
-                || (!to_named && (wait_queues.contains(&from) || (from_delay && to_work)));
+                || (!to_named
+                    && (wait_queues.contains(&from) || (from_delay && to_work) || ladder));
             if retry_return {
+                // A loop only when the wait queue returns to this one queue alone.
+                if from_wait && !to_named && targets.len() == 1 && !loop_edges.contains(&(from, to))
+                {
+                    ladder_returns.push((from, to));
+                }
                 continue;
             }
             if let Some(list) = feeders.get_mut(to) {
@@ -312,6 +345,28 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             }
         }
     }
+
+    for (wait, work) in ladder_returns {
+        if let (Some(tq), Some(wq), Some(ttl_ms)) = (
+            topology.queues.get(wait),
+            topology.queues.get(work),
+            settings.get(wait).and_then(|s| s.message_ttl_ms),
+        ) {
+            loop_edges.insert((work, wait));
+            loop_edges.insert((wait, work));
+            retry_loops.push(RetryLoop {
+                work_queue: wq.name.clone(),
+                wait_queue: tq.name.clone(),
+                ttl_ms,
+            });
+        }
+    }
+    retry_loops.sort_by(|a, b| {
+        a.work_queue
+            .cmp(&b.work_queue)
+            .then(a.wait_queue.cmp(&b.wait_queue))
+    });
+    retry_loops.dedup();
 
     let in_loop: HashSet<usize> = loop_edges.iter().flat_map(|&(a, b)| [a, b]).collect();
     let mut dlqs = Vec::new();
@@ -667,8 +722,93 @@ mod tests {
             .collect();
         assert_eq!(names, vec!["mail.failed", "quotes.expired"]);
         assert_eq!(d.dlq("mail.failed").unwrap().feeders, vec!["mail"]);
-        assert_eq!(d.retry_loops.len(), 1);
-        assert_eq!(d.retry_loops[0].wait_queue, "retry.wait");
+        // retry.wait returns to two queues; mail.delay to mail alone: a ladder's wait queue.
+        let waits: Vec<&str> = d
+            .retry_loops
+            .iter()
+            .map(|l| l.wait_queue.as_str())
+            .collect();
+        assert_eq!(waits, vec!["mail.delay", "retry.wait"]);
+    }
+
+    /// A hand-rolled ladder: the app republishes a failed message to the `wait` exchange, the
+    /// wait queue's TTL dead-letters it back to the work queue, and after N tries the app copies
+    /// it into `orders.dlq` itself. Only `orders.dlq` is a dead-letter queue.
+    fn ladder(wait_name: &str, work_consumers: Option<u64>) -> Topology {
+        let mut work = QueueInfo::named("orders");
+        work.consumers = work_consumers;
+        Topology {
+            queues: vec![
+                work,
+                QueueInfo::named(wait_name)
+                    .with_arg("x-message-ttl", json!(1000))
+                    .with_arg("x-dead-letter-exchange", json!("work")),
+                QueueInfo::named("orders.dlq").with_messages(5),
+            ],
+            exchanges: vec![ex("wait", "direct"), ex("work", "direct")],
+            bindings: vec![
+                Binding::to_queue("wait", wait_name, "orders"),
+                Binding::to_queue("work", "orders", "orders"),
+            ],
+            policies: vec![],
+        }
+    }
+
+    #[test]
+    fn a_work_queue_fed_back_by_a_wait_queue_is_not_a_dlq() {
+        for (wait, consumers) in [
+            // Named like a wait queue: a work queue even while its worker is down.
+            ("orders.wait", None),
+            ("orders-retry-1", Some(0)),
+            // Any name, when the work queue is consumed.
+            ("orders.holding", Some(2)),
+        ] {
+            let d = discover(&ladder(wait, consumers), &features("4.3.6"), &[]);
+            let names: Vec<&str> = d
+                .dead_letter_queues
+                .iter()
+                .map(|q| q.name.as_str())
+                .collect();
+            assert_eq!(names, vec!["orders.dlq"], "{wait}");
+            assert_eq!(
+                d.retry_loops,
+                vec![RetryLoop {
+                    work_queue: "orders".into(),
+                    wait_queue: wait.into(),
+                    ttl_ms: 1000
+                }],
+                "{wait}"
+            );
+            let others: Vec<&str> = d.other_queues.iter().map(|q| q.name.as_str()).collect();
+            assert_eq!(others, vec!["orders", wait], "{wait}");
+        }
+        // Unconsumed and not named like a wait queue: where expired messages stop is a DLQ
+        // (a TTL queue whose expiries are the dead letters).
+        let d = discover(&ladder("orders.holding", Some(0)), &features("4.3.6"), &[]);
+        let names: Vec<&str> = d
+            .dead_letter_queues
+            .iter()
+            .map(|q| q.name.as_str())
+            .collect();
+        assert_eq!(names, vec!["orders.dlq", "orders"]);
+        assert_eq!(d.dlq("orders").unwrap().feeders, vec!["orders.holding"]);
+        assert!(d.retry_loops.is_empty());
+    }
+
+    #[test]
+    fn wait_queue_names() {
+        for n in [
+            "orders.wait",
+            "orders-retry-2",
+            "mail.delay30s",
+            "x_backoff",
+            "default.DQ",
+        ] {
+            assert!(named_like_wait_queue(n), "{n}");
+        }
+        for n in ["orders", "quotes", "await.things", "orders.dlq"] {
+            assert!(!named_like_wait_queue(n), "{n}");
+        }
     }
 
     fn quorum_dlq(limit: Option<u64>) -> DlqInfo {
