@@ -815,14 +815,6 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
     }
 }
 
-/// For callers that already explained messages (the CLI's `show` on a snapshot).
-pub fn explain_snapshot(
-    messages: Vec<DeadLetter>,
-    own: &crate::domain::convention::Conventions,
-) -> Vec<session::Explained> {
-    session::explain_all(messages, &HashMap::new(), own)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
