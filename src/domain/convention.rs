@@ -583,14 +583,94 @@ fn is_celery(h: &Table) -> bool {
     text(h, "lang").as_deref() == Some("py") && text(h, "task").is_some() && text(h, "id").is_some()
 }
 
+/// Where a framework keeps its own id for a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdPlace {
+    /// A header of this name.
+    Header(&'static str),
+    /// A top-level field of the JSON body.
+    Body(&'static str),
+}
+
 /// The id a framework gives the message itself, which stays with it through retries and replays,
-/// as (where it is kept, the id): Celery's task id (header `id`, also the `correlation_id`).
-pub fn framework_id(dl: &DeadLetter) -> Option<(&'static str, String)> {
+/// as (where it is kept, the id): Celery's task id (header `id`, also the `correlation_id`), or
+/// dramatiq's `message_id` in the body (dramatiq sets no AMQP `message_id`).
+pub fn framework_id(dl: &DeadLetter) -> Option<(IdPlace, String)> {
     let h = &dl.headers;
     if is_celery(h) {
-        return text(h, "id").map(|id| ("id", id));
+        return text(h, "id").map(|id| (IdPlace::Header("id"), id));
     }
-    None
+    dramatiq_message_id(&dl.body).map(|id| (IdPlace::Body("message_id"), id))
+}
+
+/// Longer than any id a framework makes (dramatiq's is a UUID): a longer one is not taken as one.
+const MAX_ID: usize = 256;
+
+/// dramatiq's `message_id`, read from the body as its JSON encoder writes it: one object with the
+/// keys `queue_name`, `actor_name`, `args`, `kwargs`, `options`, `message_id`,
+/// `message_timestamp`. Only the first `identity::HASHED_BODY` bytes are read, so the id is the
+/// same whether the body was read whole or cut at any browse cap; a body whose id lies beyond
+/// them has none. Reading stops at the first key dramatiq does not write, so another JSON body
+/// costs a few bytes. `None` unless `queue_name`, `actor_name` and `message_id` are all strings.
+pub fn dramatiq_message_id(body: &[u8]) -> Option<String> {
+    use serde::de::{DeserializeSeed, Error, IgnoredAny, MapAccess, Visitor};
+
+    #[derive(Default)]
+    struct Head {
+        queue_name: bool,
+        actor_name: bool,
+        message_id: Option<String>,
+        foreign: bool,
+    }
+    struct Reader<'a>(&'a mut Head);
+    impl<'de> Visitor<'de> for Reader<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a dramatiq message")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "queue_name" => self.0.queue_name = map.next_value::<String>().is_ok(),
+                    "actor_name" => self.0.actor_name = map.next_value::<String>().is_ok(),
+                    "message_id" => self.0.message_id = map.next_value::<String>().ok(),
+                    "args" | "kwargs" | "options" | "message_timestamp" => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                    _ => {
+                        self.0.foreign = true;
+                        return Err(A::Error::custom("not a dramatiq message"));
+                    }
+                }
+                if self.0.queue_name && self.0.actor_name && self.0.message_id.is_some() {
+                    // Everything needed: the rest may be cut off.
+                    return Ok(());
+                }
+            }
+            Ok(())
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Reader<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    let prefix = body.get(..super::identity::HASHED_BODY).unwrap_or(body);
+    if prefix.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    let mut head = Head::default();
+    // A cut-off body ends in an error once the fields are read; what was read before counts.
+    let _ = Reader(&mut head).deserialize(&mut serde_json::Deserializer::from_slice(prefix));
+    let id = head.message_id?;
+    (!head.foreign
+        && head.queue_name
+        && head.actor_name
+        && !id.trim().is_empty()
+        && id.len() <= MAX_ID)
+        .then_some(id)
 }
 
 /// Celery names the task and counts its retries; it records no exception in the message (the
@@ -845,6 +925,46 @@ fn time_from_number(n: i64) -> Option<Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dramatiq_message_id_only_from_dramatiqs_shape() {
+        let id = |b: &str| dramatiq_message_id(b.as_bytes());
+        let full = r#"{"queue_name":"work","actor_name":"charge","args":[1,{"message_id":"inner"}],"kwargs":{},"options":{"retries":1},"message_id":"m-1","message_timestamp":1}"#;
+        assert_eq!(id(full).as_deref(), Some("m-1"), "the top-level id, not one in the args");
+        assert_eq!(id(&format!("  \n{full}")).as_deref(), Some("m-1"));
+        // Cut anywhere after the id: still read.
+        assert_eq!(id(&full[..full.len() - 5]).as_deref(), Some("m-1"));
+        // Cut before it: none.
+        assert_eq!(id(&full[..60]), None);
+        // Not dramatiq's: another key, a missing actor or queue, an id that is not a string,
+        // blank or absurdly long, no object at all.
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":"a","tenant":"t","message_id":"m"}"#),
+            None
+        );
+        assert_eq!(id(r#"{"message_id":"m","queue_name":"q"}"#), None);
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":1,"message_id":"m"}"#),
+            None
+        );
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":"a","message_id":7}"#),
+            None
+        );
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":"a","message_id":"  "}"#),
+            None
+        );
+        let long = format!(
+            r#"{{"queue_name":"q","actor_name":"a","message_id":"{}"}}"#,
+            "i".repeat(MAX_ID + 1)
+        );
+        assert_eq!(id(&long), None);
+        for junk in ["", "[]", "null", "{", "{\"queue_name\":", "\u{0}\u{ff}", "{{{{"] {
+            assert_eq!(id(junk), None, "{junk:?}");
+        }
+        assert_eq!(dramatiq_message_id(&[0xff, b'{', 0xfe]), None);
+    }
 
     #[test]
     fn java_traces() {
