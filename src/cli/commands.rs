@@ -321,7 +321,9 @@ pub fn print_messages(
             print_line(&show_json(e, &plan, &route));
             continue;
         }
-        let id = e.message.properties.message_id.as_deref().unwrap_or(&e.key);
+        // The id a person knows it by (the producer's, else the framework's), else the key.
+        let id = crate::domain::identity::shown_id(&e.message).unwrap_or_else(|| e.key.clone());
+        let id = id.as_str();
         crate::outln!(
             "#{} {}  [{}] {}",
             e.message.position + 1,
@@ -412,6 +414,9 @@ fn show_json(
     json!({
         "position": e.message.position,
         "message_id": e.message.properties.message_id,
+        // The producer's id, else the framework's own (Celery's task id, dramatiq's body
+        // `message_id`, …); null when the key is a content hash.
+        "id": crate::domain::identity::shown_id(&e.message),
         "key": e.key,
         "fingerprint": x.fingerprint.key,
         "group": x.fingerprint.summary,

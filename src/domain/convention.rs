@@ -143,6 +143,18 @@ pub struct Reading {
     /// The framework's own deadline: its worker discards the message unrun after it (Celery
     /// `expires`).
     pub deadline: Option<Timestamp>,
+    /// The retry limit the message itself states (dramatiq's `options.max_retries`); `None` when
+    /// it states none and the worker's setting decides.
+    pub retry_limit: Option<RetryLimit>,
+}
+
+/// A retry limit a message states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryLimit {
+    /// At most this many retries.
+    At(i64),
+    /// Retried without limit (dramatiq's `max_retries: null`).
+    Unlimited,
 }
 
 /// Which convention the message follows. Framework headers win over `x-death`: a framework
@@ -255,6 +267,7 @@ impl Reading {
             skipped: false,
             message_type: None,
             deadline: None,
+            retry_limit: None,
         }
     }
 }
@@ -532,6 +545,13 @@ fn dramatiq(dl: &DeadLetter) -> Reading {
     r.retries = options
         .and_then(|o| o.get("retries"))
         .and_then(Value::as_i64);
+    // Set per message by `send_with_options(max_retries=…)`; the actor's own setting is not in
+    // the message. `null` is dramatiq's "no limit".
+    r.retry_limit = match options.and_then(|o| o.get("max_retries")) {
+        Some(Value::Null) => Some(RetryLimit::Unlimited),
+        Some(v) => v.as_i64().map(RetryLimit::At),
+        None => None,
+    };
     r.message_type = actor;
     r
 }
@@ -930,7 +950,11 @@ mod tests {
     fn dramatiq_message_id_only_from_dramatiqs_shape() {
         let id = |b: &str| dramatiq_message_id(b.as_bytes());
         let full = r#"{"queue_name":"work","actor_name":"charge","args":[1,{"message_id":"inner"}],"kwargs":{},"options":{"retries":1},"message_id":"m-1","message_timestamp":1}"#;
-        assert_eq!(id(full).as_deref(), Some("m-1"), "the top-level id, not one in the args");
+        assert_eq!(
+            id(full).as_deref(),
+            Some("m-1"),
+            "the top-level id, not one in the args"
+        );
         assert_eq!(id(&format!("  \n{full}")).as_deref(), Some("m-1"));
         // Cut anywhere after the id: still read.
         assert_eq!(id(&full[..full.len() - 5]).as_deref(), Some("m-1"));
@@ -960,7 +984,15 @@ mod tests {
             "i".repeat(MAX_ID + 1)
         );
         assert_eq!(id(&long), None);
-        for junk in ["", "[]", "null", "{", "{\"queue_name\":", "\u{0}\u{ff}", "{{{{"] {
+        for junk in [
+            "",
+            "[]",
+            "null",
+            "{",
+            "{\"queue_name\":",
+            "\u{0}\u{ff}",
+            "{{{{",
+        ] {
             assert_eq!(id(junk), None, "{junk:?}");
         }
         assert_eq!(dramatiq_message_id(&[0xff, b'{', 0xfe]), None);

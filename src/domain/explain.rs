@@ -4,7 +4,7 @@
 
 use jiff::Timestamp;
 
-use super::convention::{self, Convention};
+use super::convention::{self, Convention, RetryLimit};
 pub use super::convention::{Fault, Source};
 use super::fingerprint::{self, Fingerprint};
 use super::message::DeadLetter;
@@ -31,6 +31,8 @@ pub struct Explanation {
     pub message_type: Option<String>,
     /// The framework's deadline, after which its worker discards the message unrun.
     pub deadline: Option<Timestamp>,
+    /// The retry limit the message itself states (see `Reading::retry_limit`).
+    pub retry_limit: Option<RetryLimit>,
     pub verdict: String,
     pub fingerprint: Fingerprint,
 }
@@ -54,6 +56,7 @@ pub fn explain(dl: &DeadLetter) -> Explanation {
         replay_count,
         message_type: reading.message_type,
         deadline: reading.deadline,
+        retry_limit: reading.retry_limit,
         verdict,
         fingerprint,
     }

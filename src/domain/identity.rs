@@ -333,7 +333,10 @@ mod tests {
         let big = dramatiq_message(id, 1, &format!("[\"{}\"]", "x".repeat(HASHED_BODY)));
         let mut big_cut = big.clone();
         big_cut.body.truncate(HASHED_BODY + 10);
-        assert!(message_key(&big).starts_with("hash:"), "id beyond the prefix");
+        assert!(
+            message_key(&big).starts_with("hash:"),
+            "id beyond the prefix"
+        );
         assert_eq!(message_key(&big), message_key(&big_cut));
     }
 
