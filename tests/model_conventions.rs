@@ -1107,6 +1107,39 @@ fn dramatiq_attempts_are_never_called_reset_and_the_plan_says_what_is_left() {
 }
 
 #[test]
+fn an_audited_replay_counts_when_warrens_headers_were_lost() {
+    // dramatiq's own retry republished the replayed message without Warren's headers.
+    let body = r#"{"queue_name":"work","actor_name":"charge","args":[0],"kwargs":{},"options":{"retries":3},"message_id":"m-4","message_timestamp":1}"#;
+    let mut dl = letter("work.XQ", Table::new(), body.as_bytes());
+    dl.properties.message_id = None;
+    assert_eq!(explain(&dl).replay_count, 0);
+    let ex = warren::domain::explain::explain_with(&dl, 1);
+    assert_eq!(ex.replay_count, 1);
+    assert!(
+        ex.verdict.ends_with("failed again after 1 replay"),
+        "{}",
+        ex.verdict
+    );
+    let p = plan_of(&dl, &ex);
+    assert_eq!(p.replay_count, 2, "the next replay is its second");
+    assert!(
+        p.warnings
+            .contains(&ReplayWarning::ReplayedBefore { count: 1 })
+    );
+    // The larger count wins: the header may know of replays from another store.
+    dl.headers
+        .insert("warren-replay-count", HeaderValue::I64(3));
+    assert_eq!(
+        warren::domain::explain::explain_with(&dl, 1).replay_count,
+        3
+    );
+    assert_eq!(
+        warren::domain::explain::explain_with(&dl, -5).replay_count,
+        3
+    );
+}
+
+#[test]
 fn dramatiq_is_keyed_by_its_body_message_id() {
     let body = r#"{"queue_name":"work","actor_name":"charge","args":[0],"kwargs":{},"options":{"retries":1},"message_id":"878bb499-7995-48dd-88c4-3c8139f97820","message_timestamp":1}"#;
     let mut dl = letter("work.XQ", Table::new(), body.as_bytes());

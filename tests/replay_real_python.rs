@@ -21,8 +21,8 @@ const DRAMATIQ: &str = "dramatiq[rabbitmq]==2.2.1";
 
 /// The dramatiq app: `charge` on queue `work` retries once (max_retries 1, backoff of a few ms)
 /// and then dramatiq dead-letters it into `work.XQ`. The fixed worker records every message it
-/// runs (id and the `options.retries` dramatiq saw); order 4 still fails until the file
-/// `fixed-all` exists.
+/// runs (id and the `options.retries` dramatiq saw) and its actor allows 3 retries; order 4
+/// still fails until the file `fixed-all` exists.
 const DRAMATIQ_APP: &str = r#"
 import os
 import dramatiq
@@ -34,7 +34,7 @@ broker.add_middleware(CurrentMessage())
 dramatiq.set_broker(broker)
 FIXED = os.environ.get("WARREN_TEST_FIXED") == "1"
 
-@dramatiq.actor(queue_name="work", max_retries=1, min_backoff=5, max_backoff=10)
+@dramatiq.actor(queue_name="work", max_retries=3 if FIXED else 1, min_backoff=5, max_backoff=10)
 def charge(order):
     if FIXED:
         message = CurrentMessage.get_current_message()
@@ -280,12 +280,14 @@ async fn dramatiq_messages_are_keyed_by_their_body_id_and_the_plan_says_what_dra
     assert_eq!(first.summary_u64("moved"), 5, "{first}");
     assert_eq!(first.summary_u64("failed"), 0, "{first}");
 
-    // Every replayed message ran; order 4 failed again and, its retry spent, is back in work.XQ.
+    // Every replayed message ran. Order 4 failed again: the fixed actor allows 3 retries, so
+    // dramatiq retried it twice (republishing it without Warren's headers) and then
+    // dead-lettered it into work.XQ again.
     let again = sent[4].clone();
     let ran = wait_for(Duration::from_secs(30), || async {
         let r = runs(&dir);
         let back = queue_state(&conn, "work.XQ").await?.0;
-        (r.len() >= 5 && back == 1).then_some(r)
+        (r.len() >= 7 && back == 1).then_some(r)
     })
     .await;
     let Some(ran) = ran else {
@@ -303,12 +305,23 @@ async fn dramatiq_messages_are_keyed_by_their_body_id_and_the_plan_says_what_dra
         ids,
         "every replayed message ran: {ran:?}"
     );
-    assert_eq!(ran.len(), 5, "each once: {ran:?}");
-    for (id, retries) in &ran {
+    assert_eq!(ran.len(), 7, "each once, order 4 thrice: {ran:?}");
+    for (id, retries) in &ran[..5] {
         assert_eq!(*retries, 1, "{id}: the body's count went out unchanged");
     }
+    assert_eq!(
+        ran[5..],
+        [(again.clone(), 2), (again.clone(), 3)],
+        "dramatiq's own retries of order 4: {ran:?}"
+    );
+    let back = common::amqp::peek(&conn, "work.XQ", 1).await;
+    assert!(
+        back.len() == 1 && !back[0].headers.contains_key("warren-replay-count"),
+        "dramatiq's retry dropped Warren's headers: {back:?}"
+    );
 
-    // The one that failed again has the same id, and says it failed after the replay.
+    // The one that failed again has the same id, and says it failed after the replay: the
+    // audit links it by that id, as its headers no longer can.
     let show = warren(&vhost, &home, &["show", "work.XQ", "--json"]).await;
     let shown = show.json();
     assert_eq!(shown_ids(&shown), BTreeSet::from([again.clone()]), "{show}");
@@ -334,7 +347,7 @@ async fn dramatiq_messages_are_keyed_by_their_body_id_and_the_plan_says_what_dra
     assert_eq!(second.summary_u64("moved"), 1, "{second}");
     let ran = wait_for(Duration::from_secs(30), || async {
         let r = runs(&dir);
-        (r.len() >= 6).then_some(r)
+        (r.len() >= 8).then_some(r)
     })
     .await;
     // Anything dead-lettered again would be in work.XQ by now.
@@ -342,8 +355,12 @@ async fn dramatiq_messages_are_keyed_by_their_body_id_and_the_plan_says_what_dra
     let log = fixed.log_text();
     fixed.stop(Duration::from_secs(10)).await;
     let ran = ran.unwrap_or_else(|| panic!("the fixed worker ran {:?}:\n{log}", runs(&dir)));
-    assert_eq!(ran.len(), 6, "{ran:?}");
-    assert_eq!(ran[5].0, again, "{ran:?}");
+    assert_eq!(ran.len(), 8, "{ran:?}");
+    assert_eq!(
+        ran[7],
+        (again.clone(), 3),
+        "run once more, as dead-lettered: {ran:?}"
+    );
     for q in ["work.XQ", "work", "work.DQ"] {
         assert_eq!(queue_state(&conn, q).await.map(|s| s.0), Some(0), "{q}");
     }

@@ -475,6 +475,22 @@ impl Session {
         }
     }
 
+    /// Records `now` as the first-seen time of the messages with `keys` in `queue` not seen
+    /// before, and reads what the store remembers of them: first-seen times and how many
+    /// audited replays in this context and vhost moved each.
+    pub fn remember(
+        &self,
+        st: &Store,
+        queue: &str,
+        keys: &[String],
+        now: jiff::Timestamp,
+    ) -> crate::store::Result<Remembered> {
+        Ok(Remembered {
+            first_seen: st.record_seen(&self.memory_key(), queue, keys, now)?,
+            replays: st.replay_counts(&self.target.context, self.vhost(), keys)?,
+        })
+    }
+
     fn read_record(&self, queue: &str) -> Result<Option<ReadRecord>, String> {
         let key = self.memory_key();
         self.with_ledger(|st| st.read_record(&key, queue))
@@ -698,16 +714,13 @@ async fn trial_publish(conn: &lapin::Connection, exchange: &str, routing_key: &s
 }
 
 /// Explains messages and records when Warren first saw them.
-pub fn explain_all(
-    messages: Vec<DeadLetter>,
-    first_seen: &HashMap<String, jiff::Timestamp>,
-) -> Vec<Explained> {
+pub fn explain_all(messages: Vec<DeadLetter>, memory: &Remembered) -> Vec<Explained> {
     messages
         .into_iter()
         .map(|m| {
-            let explanation = explain::explain(&m);
             let key = identity::message_key(&m);
-            let first_seen = first_seen.get(&key).copied();
+            let explanation = explain::explain_with(&m, memory.replays_of(&key));
+            let first_seen = memory.first_seen.get(&key).copied();
             Explained {
                 message: m,
                 explanation,
@@ -716,6 +729,27 @@ pub fn explain_all(
             }
         })
         .collect()
+}
+
+/// What Warren's store remembers about messages, by key.
+#[derive(Clone, Debug, Default)]
+pub struct Remembered {
+    /// When Warren first saw each message in its queue ("dead since").
+    pub first_seen: HashMap<String, jiff::Timestamp>,
+    /// How many audited replays moved each message (see `Store::replay_counts`).
+    pub replays: HashMap<String, i64>,
+}
+
+impl Remembered {
+    /// The audited replays of the message with `key`: only an id key links (two messages with
+    /// the same content hash may be two messages).
+    pub fn replays_of(&self, key: &str) -> i64 {
+        if identity::is_id_key(key) {
+            self.replays.get(key).copied().unwrap_or(0)
+        } else {
+            0
+        }
+    }
 }
 
 /// Age for the filter language: since Warren first saw it, else since its first death.
@@ -941,7 +975,7 @@ impl Session {
     pub async fn preview(
         &self,
         spec: &ReplaySpec,
-        remember: impl FnOnce(&[String]) -> HashMap<String, jiff::Timestamp>,
+        remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
         let window = spec.window.max(1);
         // Up to 10,000 messages are looked at: keep bodies short (the engine re-reads each
@@ -950,7 +984,7 @@ impl Session {
             .browse_with_cap(&spec.queue, window, identity::HASHED_BODY, spec.consent)
             .await?;
         let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
-        let first_seen = remember(&keys);
+        let memory = remember(&keys);
         let now = jiff::Timestamp::now();
         let mut p = Preview {
             queue: spec.queue.clone(),
@@ -960,7 +994,7 @@ impl Session {
             depth: Some(page.queue_depth_at_start),
             ..Default::default()
         };
-        let explained = explain_all(page.messages.clone(), &first_seen);
+        let explained = explain_all(page.messages.clone(), &memory);
         let opts = ReplayOptions {
             keep_attempts: spec.keep_attempts,
             clear_expiry: spec.clear_expiry,

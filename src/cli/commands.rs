@@ -202,7 +202,7 @@ async fn read_explained(
         .collect();
     let seen = store_or_warn()
         .and_then(|st| {
-            st.record_seen(&s.memory_key(), queue, &keys, jiff::Timestamp::now())
+            s.remember(&st, queue, &keys, jiff::Timestamp::now())
                 .map_err(|e| crate::errln!("warren: {}", one_line(&e.to_string(), 600)))
                 .ok()
         })
@@ -257,8 +257,10 @@ pub async fn show(
     let filter = parse_filter(filter)?;
     if let Some(file) = snapshot {
         let (_, messages) = read_snapshot(file)?;
-        let messages =
-            session::explain_all(messages.into_iter().take(limit).collect(), &HashMap::new());
+        let messages = session::explain_all(
+            messages.into_iter().take(limit).collect(),
+            &session::Remembered::default(),
+        );
         // A snapshot has no bindings: the target's queues are what the plan expects.
         print_messages(&messages, json, filter.as_ref(), |_, _| Vec::new());
         return Ok(exit::OK);
@@ -448,7 +450,10 @@ pub async fn groups(
     let messages = match snapshot {
         Some(file) => {
             let (_, messages) = read_snapshot(file)?;
-            session::explain_all(messages.into_iter().take(limit).collect(), &HashMap::new())
+            session::explain_all(
+                messages.into_iter().take(limit).collect(),
+                &session::Remembered::default(),
+            )
         }
         None => {
             let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
@@ -872,19 +877,17 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         Err(e) if audited => return Err(Failure::failed(e.to_string())),
         Err(_) => None,
     };
-    // First-seen times feed `age:` filters and are remembered for "dead since".
-    let memory = s.memory_key();
+    // First-seen times feed `age:` filters and are remembered for "dead since"; earlier
+    // replays say which messages failed again.
     let mut first_seen = HashMap::new();
     let preview = s
         .preview(&spec, |keys| {
-            first_seen = store
+            let memory: session::Remembered = store
                 .as_ref()
-                .and_then(|st| {
-                    st.record_seen(&memory, &a.queue, keys, jiff::Timestamp::now())
-                        .ok()
-                })
+                .and_then(|st| s.remember(st, &a.queue, keys, jiff::Timestamp::now()).ok())
                 .unwrap_or_default();
-            first_seen.clone()
+            first_seen = memory.first_seen.clone();
+            memory
         })
         .await
         .map_err(broker_failure)?;

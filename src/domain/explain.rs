@@ -40,9 +40,21 @@ pub struct Explanation {
 /// Explains one dead letter. Pure and total: any header table gives an explanation. The parts
 /// are read first and the verdict and fingerprint computed from them, so no half-built value exists.
 pub fn explain(dl: &DeadLetter) -> Explanation {
+    explain_with(dl, 0)
+}
+
+/// Explains a dead letter that Warren's audit says it replayed `audited_replays` times (found by
+/// its key): the replay count is the larger of that and `warren-replay-count`, which is lost when
+/// a framework republishes the message without its headers (dramatiq's own retries do).
+pub fn explain_with(dl: &DeadLetter, audited_replays: i64) -> Explanation {
     let deaths = xdeath::parse(&dl.headers);
     let reading = convention::read(dl, &deaths);
-    let replay_count = dl.headers.get_i64(REPLAY_COUNT_HEADER).unwrap_or(0).max(0);
+    let replay_count = dl
+        .headers
+        .get_i64(REPLAY_COUNT_HEADER)
+        .unwrap_or(0)
+        .max(audited_replays)
+        .max(0);
     let verdict = verdict::verdict(dl, &reading, &deaths, replay_count);
     let fingerprint = fingerprint::fingerprint(dl, &reading, &deaths);
     Explanation {

@@ -51,6 +51,13 @@ pub fn message_key(msg: &DeadLetter) -> String {
     }
 }
 
+/// True when `key` is an id (the producer's or a framework's), not a content hash: only such a
+/// key tells one message from another that merely looks the same, so only it links a message to
+/// its earlier replays in the audit.
+pub fn is_id_key(key: &str) -> bool {
+    !key.starts_with("hash:")
+}
+
 /// The id a person knows `msg` by, as the key takes it: the producer's `message_id`, else a
 /// framework's id header; `None` when the message has neither (its key is a content hash).
 /// Not sanitised.
@@ -338,6 +345,16 @@ mod tests {
             "id beyond the prefix"
         );
         assert_eq!(message_key(&big), message_key(&big_cut));
+    }
+
+    #[test]
+    fn only_id_keys_name_one_message() {
+        assert!(is_id_key(&message_key(&dramatiq_message("d-1", 0, "[]"))));
+        assert!(is_id_key(&message_key(&celery_task("t-1"))));
+        let mut m = msg(b"{}");
+        m.properties.message_id = Some("abc".into());
+        assert!(is_id_key(&message_key(&m)));
+        assert!(!is_id_key(&message_key(&msg(b"same content"))));
     }
 
     #[test]

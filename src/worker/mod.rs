@@ -417,7 +417,7 @@ async fn browse(
     match s.browse(&queue, limit, consent).await {
         Ok(page) => {
             let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
-            let seen = remember(s, &queue, &keys);
+            let seen = remember(s, &queue, &keys).first_seen;
             let first_seen = keys.iter().map(|k| seen.get(k).copied()).collect();
             let mut stop = describe_stop(
                 &page.stopped,
@@ -704,18 +704,19 @@ fn read_failure(queue: String, e: SessionError, ticket: Ticket) -> Report {
     }
 }
 
-/// Records first-seen times (best effort: without the store, "dead since" is unknown).
-fn remember(s: &Session, queue: &str, keys: &[String]) -> HashMap<String, jiff::Timestamp> {
+/// Records first-seen times and reads earlier replays (best effort: without the store, "dead
+/// since" is unknown and only Warren's headers say a message was replayed before).
+fn remember(s: &Session, queue: &str, keys: &[String]) -> session::Remembered {
     match Store::open_default() {
-        Ok(st) => st
-            .record_seen(&s.memory_key(), queue, keys, jiff::Timestamp::now())
+        Ok(st) => s
+            .remember(&st, queue, keys, jiff::Timestamp::now())
             .unwrap_or_else(|e| {
                 tracing::warn!("recording first-seen times failed: {e}");
-                HashMap::new()
+                session::Remembered::default()
             }),
         Err(e) => {
             tracing::warn!("{e}");
-            HashMap::new()
+            session::Remembered::default()
         }
     }
 }
@@ -817,7 +818,7 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
 
 /// For callers that already explained messages (the CLI's `show` on a snapshot).
 pub fn explain_snapshot(messages: Vec<DeadLetter>) -> Vec<session::Explained> {
-    session::explain_all(messages, &HashMap::new())
+    session::explain_all(messages, &session::Remembered::default())
 }
 
 #[cfg(test)]
