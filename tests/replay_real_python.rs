@@ -376,3 +376,167 @@ async fn dramatiq_messages_are_keyed_by_their_body_id_and_the_plan_says_what_dra
     vhost.cleanup().await;
     eprintln!("dramatiq end to end in {:?}", t0.elapsed());
 }
+
+const FASTSTREAM: &str = "faststream[rabbit]==0.7.8";
+
+/// The FastStream app: `work` dead-letters into `work.dlq` (declared by the test) and its
+/// subscriber rejects on error. Each worker records the message ids it handled: the failing one
+/// in `failed.txt`, the fixed one in `done.txt`.
+const FASTSTREAM_APP: &str = r#"
+import asyncio
+import os
+from faststream import AckPolicy, FastStream
+from faststream.rabbit import RabbitBroker, RabbitMessage, RabbitQueue
+
+broker = RabbitBroker(os.environ["WARREN_TEST_BROKER"])
+app = FastStream(broker)
+FIXED = os.environ.get("WARREN_TEST_FIXED") == "1"
+work = RabbitQueue("work", durable=True, arguments={
+    "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work.dlq"})
+
+@broker.subscriber(work, ack_policy=AckPolicy.REJECT_ON_ERROR)
+async def charge(order: dict, message: RabbitMessage) -> None:
+    with open("done.txt" if FIXED else "failed.txt", "a") as f:
+        f.write(f"{message.message_id}\n")
+    if not FIXED:
+        raise ValueError("card declined")
+
+async def send():
+    async with RabbitBroker(os.environ["WARREN_TEST_BROKER"]) as b:
+        for i in range(5):
+            await b.publish({"order": i}, queue="work")
+
+if __name__ == "__main__":
+    import sys
+    asyncio.run(send() if sys.argv[1:] == ["send"] else app.run())
+"#;
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn faststream_messages_are_shown_and_replayed_to_its_real_subscriber() {
+    let Some(python) = python_venv("faststream-0.7.8", &[FASTSTREAM]) else {
+        return;
+    };
+    let t0 = Instant::now();
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "faststream").await;
+    let home = Home::new("faststream");
+    let dir = home.dir.clone();
+    std::fs::write(dir.join("app.py"), FASTSTREAM_APP).expect("app.py");
+    let conn = common::amqp::connect(&vhost).await;
+    let ch = common::amqp::confirm_channel(&conn).await;
+    common::amqp::declare(
+        &ch,
+        "work.dlq",
+        warren::domain::features::QueueType::Classic,
+        lapin::types::FieldTable::default(),
+    )
+    .await;
+    let url = vhost.amqp_url();
+    let worker = |fixed: bool, log: &str| {
+        let mut cmd = tokio::process::Command::new(&python);
+        cmd.arg("app.py")
+            .current_dir(&dir)
+            .env("WARREN_TEST_BROKER", &url)
+            .env("WARREN_TEST_FIXED", if fixed { "1" } else { "0" })
+            .env("PYTHONDONTWRITEBYTECODE", "1");
+        Worker::start(log, cmd, dir.join(format!("{log}.log")))
+    };
+
+    let failing = started(&conn, "work", worker(false, "failing-worker")).await;
+    let out = std::process::Command::new(&python)
+        .args(["app.py", "send"])
+        .current_dir(&dir)
+        .env("WARREN_TEST_BROKER", &url)
+        .output()
+        .expect("app.py send");
+    assert!(
+        out.status.success(),
+        "send: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dead = wait_for(Duration::from_secs(30), || async {
+        queue_state(&conn, "work.dlq")
+            .await
+            .filter(|(n, _)| *n == 5)
+    })
+    .await;
+    assert!(
+        dead.is_some(),
+        "FastStream dead-lettered {:?} of 5:\n{}",
+        queue_state(&conn, "work.dlq").await,
+        failing.log_text()
+    );
+    failing.stop(Duration::from_secs(10)).await;
+    let ids: BTreeSet<String> = lines(&dir.join("failed.txt")).into_iter().collect();
+    assert_eq!(ids.len(), 5, "FastStream gave each message an id: {ids:?}");
+
+    // show: by FastStream's message_id, a broker rejection in work, back to work.
+    let show = warren(&vhost, &home, &["show", "work.dlq", "--json"]).await;
+    assert_eq!(show.code, Some(0), "{show}");
+    let mut shown = BTreeSet::new();
+    for m in show.json() {
+        let id = str_of(&m, "message_id").to_string();
+        assert_eq!(str_of(&m, "key"), format!("id:{id}"), "{m}");
+        assert_eq!(str_of(&m, "id"), id, "{m}");
+        assert_eq!(str_of(&m, "convention"), "broker", "{m}");
+        assert_eq!(m["replay_target"]["expected_queue"], "work", "{m}");
+        shown.insert(id);
+    }
+    assert_eq!(shown, ids, "{show}");
+    let groups = warren(&vhost, &home, &["groups", "work.dlq", "--json"]).await;
+    let counts: Vec<u64> = groups
+        .json()
+        .iter()
+        .map(|g| g["count"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(counts, vec![5], "one failure, one group: {groups}");
+
+    let fixed = started(&conn, "work", worker(true, "fixed-worker")).await;
+    let run = warren(&vhost, &home, &["replay", "work.dlq", "--yes", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(run.event("plan")["attempts_not_reset"], 0, "{run}");
+    assert!(run.stderr.contains("attempts reset"), "{run}");
+    assert_eq!(run.summary_u64("moved"), 5, "{run}");
+    let ran = wait_for(Duration::from_secs(30), || async {
+        let d = lines(&dir.join("done.txt"));
+        (d.len() >= 5).then_some(d)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let log = fixed.log_text();
+    fixed.stop(Duration::from_secs(10)).await;
+    let ran = ran.unwrap_or_else(|| {
+        panic!(
+            "the fixed subscriber ran {:?}:\n{log}",
+            lines(&dir.join("done.txt"))
+        )
+    });
+    assert_eq!(ran.len(), 5, "each once: {ran:?}");
+    assert_eq!(ran.into_iter().collect::<BTreeSet<_>>(), ids);
+    for q in ["work.dlq", "work"] {
+        assert_eq!(queue_state(&conn, q).await.map(|s| s.0), Some(0), "{q}");
+    }
+    let audit = warren(&vhost, &home, &["audit", "--json"]).await;
+    let records = audit.json();
+    assert_eq!(records.len(), 1, "{audit}");
+    let audited: BTreeSet<String> = records[0]["message_ids"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|k| k.as_str()?.strip_prefix("id:").map(str::to_string))
+        .collect();
+    assert_eq!(audited, ids, "{audit}");
+
+    drop(ch);
+    let _ = conn.close(200, "done".into()).await;
+    vhost.cleanup().await;
+    eprintln!("faststream end to end in {:?}", t0.elapsed());
+}
