@@ -152,10 +152,10 @@ async fn dramatiq_end_to_end(python: &Path, broker: &TestBroker) {
     let failing = started(
         &conn,
         "work",
-        dramatiq_worker(&python, &dir, &url, false, "failing-worker"),
+        dramatiq_worker(python, &dir, &url, false, "failing-worker"),
     )
     .await;
-    let out = std::process::Command::new(&python)
+    let out = std::process::Command::new(python)
         .arg("send.py")
         .current_dir(&dir)
         .env("WARREN_TEST_BROKER", &url)
@@ -244,7 +244,7 @@ async fn dramatiq_end_to_end(python: &Path, broker: &TestBroker) {
     let fixed = started(
         &conn,
         "work",
-        dramatiq_worker(&python, &dir, &url, true, "fixed-worker"),
+        dramatiq_worker(python, &dir, &url, true, "fixed-worker"),
     )
     .await;
     let first = warren(&vhost, &home, &["replay", "work.XQ", "--yes", "--json"]).await;
