@@ -1005,7 +1005,7 @@ fn dramatiq_dead_letter_queue() {
             framework: "dramatiq",
             counter: "options.retries",
             limit_name: "max_retries",
-            retries: 20,
+            retries: Some(20),
             limit: BudgetLimit::Default(20),
         })]
     );
@@ -1104,6 +1104,57 @@ fn dramatiq_attempts_are_never_called_reset_and_the_plan_says_what_is_left() {
         let (_, s) = dramatiq_budget(options);
         assert!(!s.contains("attempts reset"), "{s}");
     }
+}
+
+#[test]
+fn a_dramatiq_body_cut_at_a_browse_cap_is_still_dramatiq_and_its_budget_honest() {
+    // Arguments far beyond the preview's cap: the head names the actor and the id, but the
+    // options (the retry count) lie past the cut.
+    let big = "x".repeat(100_000);
+    let whole = format!(
+        r#"{{"queue_name":"work","actor_name":"charge","args":["{big}"],"kwargs":{{}},"options":{{"retries":1,"max_retries":1}},"message_id":"m-9","message_timestamp":1}}"#
+    );
+    let mut dl = letter("work.XQ", Table::new(), whole.as_bytes());
+    dl.properties.message_id = None;
+    let mut cut = dl.clone();
+    cut.body.truncate(64 * 1024);
+    assert!(!cut.body_complete());
+    assert_eq!(message_key(&cut), message_key(&dl));
+    let ex = explain(&cut);
+    assert_eq!(ex.convention.as_str(), "dramatiq");
+    assert_eq!(ex.message_type.as_deref(), Some("charge"));
+    let p = plan_of(&cut, &ex);
+    assert_ne!(p.attempts, Attempts::Reset);
+    assert!(
+        p.warnings.iter().any(|w| w.to_string()
+            == "dramatiq keeps its retry count (options.retries) in the body, which a replay leaves untouched, past the part read here: what is left of its max_retries is not known; attempts are not reset"),
+        "{:?}",
+        p.warnings
+    );
+    // Read whole (as the replay itself reads it): the exact budget.
+    let p = plan_of(&dl, &explain(&dl));
+    assert!(
+        p.warnings.iter().any(|w| w.to_string().starts_with(
+            "dramatiq will not retry it if it fails again: options.retries is 1 of max_retries 1"
+        )),
+        "{:?}",
+        p.warnings
+    );
+    // Small arguments: a cut after the options still reads them.
+    let small = r#"{"queue_name":"work","actor_name":"charge","args":[1],"kwargs":{},"options":{"retries":2,"max_retries":5},"message_id":"m-8","message_timestamp":1}"#;
+    let mut dl = letter("work.XQ", Table::new(), small.as_bytes());
+    dl.body_size = 1_000_000;
+    assert!(!dl.body_complete());
+    let ex = explain(&dl);
+    assert_eq!(ex.retries, Some(2));
+    let p = plan_of(&dl, &ex);
+    assert!(
+        p.warnings.iter().any(|w| w
+            .to_string()
+            .starts_with("dramatiq will retry it 3 more times")),
+        "{:?}",
+        p.warnings
+    );
 }
 
 #[test]

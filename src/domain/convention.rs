@@ -206,7 +206,7 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory) -> Convention {
     {
         return Convention::EasyNetQ;
     }
-    if queue.ends_with(".XQ") && body_json(dl).is_some_and(|b| b.get("actor_name").is_some()) {
+    if queue.ends_with(".XQ") && dramatiq_body(dl).is_some_and(|b| b.get("actor_name").is_some()) {
         return Convention::Dramatiq;
     }
     if !deaths.is_empty() {
@@ -506,9 +506,15 @@ fn sneakers(dl: &DeadLetter) -> Reading {
     r
 }
 
+/// A dramatiq body: the whole JSON when it is complete, else its head, so that a body cut at a
+/// browse cap still names the actor and, unless the arguments fill the cap, holds `options`.
+fn dramatiq_body(dl: &DeadLetter) -> Option<Value> {
+    body_json(dl).or_else(|| dramatiq_head(&dl.body).map(Value::Object))
+}
+
 fn dramatiq(dl: &DeadLetter) -> Reading {
     let mut r = Reading::empty(Convention::Dramatiq);
-    let body = body_json(dl);
+    let body = dramatiq_body(dl);
     let options = body.as_ref().and_then(|b| b.get("options"));
     let traceback = options
         .and_then(|o| o.get("traceback"))
@@ -626,20 +632,31 @@ pub fn framework_id(dl: &DeadLetter) -> Option<(IdPlace, String)> {
 /// Longer than any id a framework makes (dramatiq's is a UUID): a longer one is not taken as one.
 const MAX_ID: usize = 256;
 
-/// dramatiq's `message_id`, read from the body as its JSON encoder writes it: one object with the
-/// keys `queue_name`, `actor_name`, `args`, `kwargs`, `options`, `message_id`,
-/// `message_timestamp`. Only the first `identity::HASHED_BODY` bytes are read, so the id is the
-/// same whether the body was read whole or cut at any browse cap; a body whose id lies beyond
-/// them has none. Reading stops at the first key dramatiq does not write, so another JSON body
-/// costs a few bytes. `None` unless `queue_name`, `actor_name` and `message_id` are all strings.
+/// dramatiq's `message_id`, from the body's head (see [`dramatiq_head`]); `None` unless
+/// `queue_name`, `actor_name` and `message_id` are all strings there, the id neither blank nor
+/// absurdly long.
 pub fn dramatiq_message_id(body: &[u8]) -> Option<String> {
+    let head = dramatiq_head(body)?;
+    let field = |k: &str| head.get(k).and_then(Value::as_str);
+    field("queue_name")?;
+    field("actor_name")?;
+    let id = field("message_id")?;
+    (!id.trim().is_empty() && id.len() <= MAX_ID).then(|| id.to_string())
+}
+
+/// The head of a body as dramatiq's JSON encoder writes it: one object with the keys
+/// `queue_name`, `actor_name`, `args`, `kwargs`, `options`, `message_id`, `message_timestamp`,
+/// in that order. Only the first `identity::HASHED_BODY` bytes are read, so the result is the
+/// same whether the body was read whole or cut at any browse cap; the fields up to
+/// `message_id` are kept (`args` and `kwargs` are skipped, whatever their size), and a field
+/// cut off is absent. `None` at the first key dramatiq does not write (so another JSON body
+/// costs a few bytes), or when the body is no JSON object.
+pub fn dramatiq_head(body: &[u8]) -> Option<serde_json::Map<String, Value>> {
     use serde::de::{DeserializeSeed, Error, IgnoredAny, MapAccess, Visitor};
 
     #[derive(Default)]
     struct Head {
-        queue_name: bool,
-        actor_name: bool,
-        message_id: Option<String>,
+        fields: serde_json::Map<String, Value>,
         foreign: bool,
     }
     struct Reader<'a>(&'a mut Head);
@@ -651,20 +668,21 @@ pub fn dramatiq_message_id(body: &[u8]) -> Option<String> {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
-                    "queue_name" => self.0.queue_name = map.next_value::<String>().is_ok(),
-                    "actor_name" => self.0.actor_name = map.next_value::<String>().is_ok(),
-                    "message_id" => self.0.message_id = map.next_value::<String>().ok(),
-                    "args" | "kwargs" | "options" | "message_timestamp" => {
+                    "queue_name" | "actor_name" | "options" | "message_id" => {
+                        let v = map.next_value::<Value>()?;
+                        self.0.fields.insert(key.clone(), v);
+                        if key == "message_id" {
+                            // Everything needed: the rest may be cut off.
+                            return Ok(());
+                        }
+                    }
+                    "args" | "kwargs" | "message_timestamp" => {
                         map.next_value::<IgnoredAny>()?;
                     }
                     _ => {
                         self.0.foreign = true;
                         return Err(A::Error::custom("not a dramatiq message"));
                     }
-                }
-                if self.0.queue_name && self.0.actor_name && self.0.message_id.is_some() {
-                    // Everything needed: the rest may be cut off.
-                    return Ok(());
                 }
             }
             Ok(())
@@ -684,13 +702,7 @@ pub fn dramatiq_message_id(body: &[u8]) -> Option<String> {
     let mut head = Head::default();
     // A cut-off body ends in an error once the fields are read; what was read before counts.
     let _ = Reader(&mut head).deserialize(&mut serde_json::Deserializer::from_slice(prefix));
-    let id = head.message_id?;
-    (!head.foreign
-        && head.queue_name
-        && head.actor_name
-        && !id.trim().is_empty()
-        && id.len() <= MAX_ID)
-        .then_some(id)
+    (!head.foreign && !head.fields.is_empty()).then_some(head.fields)
 }
 
 /// Celery names the task and counts its retries; it records no exception in the message (the

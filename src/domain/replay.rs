@@ -151,8 +151,8 @@ pub struct BodyBudget {
     pub counter: &'static str,
     /// The limit's name (`max_retries`).
     pub limit_name: &'static str,
-    /// The count the body holds (0 when it holds none).
-    pub retries: i64,
+    /// The count the body holds (0 when it holds none); `None` when the body was cut before it.
+    pub retries: Option<i64>,
     pub limit: BudgetLimit,
 }
 
@@ -172,22 +172,29 @@ pub enum BudgetLimit {
 pub const DRAMATIQ_DEFAULT_MAX_RETRIES: i64 = 20;
 
 impl BodyBudget {
-    /// Retries left should the replayed delivery fail; `None` without limit.
+    /// Retries left should the replayed delivery fail; `None` without limit or when the count
+    /// is not known.
     pub fn left(&self) -> Option<i64> {
-        match self.limit {
-            BudgetLimit::Stated(m) | BudgetLimit::Default(m) => {
-                Some(m.saturating_sub(self.retries.max(0)).max(0))
+        match (self.limit, self.retries) {
+            (BudgetLimit::Stated(m) | BudgetLimit::Default(m), Some(r)) => {
+                Some(m.saturating_sub(r.max(0)).max(0))
             }
-            BudgetLimit::Unlimited => None,
+            _ => None,
         }
     }
 }
 
 impl fmt::Display for BodyBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (fw, counter, name, r) = (self.framework, self.counter, self.limit_name, self.retries);
+        let (fw, counter, name) = (self.framework, self.counter, self.limit_name);
         let times = |n: i64| format!("{n} more time{}", if n == 1 { "" } else { "s" });
         let untouched = "in the body, which a replay leaves untouched";
+        let Some(r) = self.retries else {
+            return write!(
+                f,
+                "{fw} keeps its retry count ({counter}) {untouched}, past the part read here: what is left of its {name} is not known; attempts are not reset"
+            );
+        };
         match (self.limit, self.left()) {
             (BudgetLimit::Stated(m), Some(0)) => write!(
                 f,
@@ -506,7 +513,12 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
             framework: "dramatiq",
             counter: "options.retries",
             limit_name: "max_retries",
-            retries: ex.retries.unwrap_or(0).max(0),
+            // No count in a whole body is dramatiq's 0; in a cut one it may lie past the cut.
+            retries: match ex.retries {
+                Some(n) => Some(n.max(0)),
+                None if dl.body_complete() => Some(0),
+                None => None,
+            },
             limit: match ex.retry_limit {
                 Some(RetryLimit::At(m)) => BudgetLimit::Stated(m),
                 Some(RetryLimit::Unlimited) => BudgetLimit::Unlimited,
