@@ -408,6 +408,7 @@ async fn browse(
                 queue,
                 messages,
                 first_seen: vec![None; n],
+                replays: Vec::new(),
                 stop: format!("{n} messages from the snapshot"),
                 ticket,
             };
@@ -417,8 +418,12 @@ async fn browse(
     match s.browse(&queue, limit, consent).await {
         Ok(page) => {
             let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
-            let seen = remember(s, &queue, &keys).first_seen;
-            let first_seen = keys.iter().map(|k| seen.get(k).copied()).collect();
+            let memory = remember(s, &queue, &keys);
+            let first_seen = keys
+                .iter()
+                .map(|k| memory.first_seen.get(k).copied())
+                .collect();
+            let replays = keys.iter().map(|k| memory.replays_of(k)).collect();
             let mut stop = describe_stop(
                 &page.stopped,
                 page.messages.len(),
@@ -453,6 +458,7 @@ async fn browse(
                 queue,
                 messages: session::into_messages(page),
                 first_seen,
+                replays,
                 stop,
                 ticket,
             }
