@@ -485,9 +485,15 @@ impl Session {
         keys: &[String],
         now: jiff::Timestamp,
     ) -> crate::store::Result<Remembered> {
+        // Only an id links a message to its replays: a queue of content hashes costs no scan.
+        let ids: Vec<String> = keys
+            .iter()
+            .filter(|k| identity::is_id_key(k))
+            .cloned()
+            .collect();
         Ok(Remembered {
             first_seen: st.record_seen(&self.memory_key(), queue, keys, now)?,
-            replays: st.replay_counts(&self.target.context, self.vhost(), keys)?,
+            replays: st.replay_counts(&self.target.context, self.vhost(), &ids)?,
         })
     }
 
