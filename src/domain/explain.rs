@@ -25,7 +25,8 @@ pub struct Explanation {
     pub retries: Option<i64>,
     pub failed_at: Option<Timestamp>,
     pub skipped: bool,
-    /// How many times Warren replayed it before (`warren-replay-count`), 0 if never.
+    /// How many times Warren replayed it before (`warren-replay-count`, or the audit's count by
+    /// its key when that is larger: see `explain_with`), 0 if never.
     pub replay_count: i64,
     /// What the message asks for: the message type, or the task or actor name.
     pub message_type: Option<String>,
