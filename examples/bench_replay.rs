@@ -217,7 +217,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
         consent: ReadConsent::Reuse,
     };
     let t0 = Instant::now();
-    let preview = session.preview(&spec, |_| HashMap::new()).await?;
+    let preview = session.preview(&spec, |_| Default::default()).await?;
     if !preview.refusals.is_empty() {
         bail!("refused: {:?}", preview.refusals);
     }

@@ -166,6 +166,7 @@ fn main() {
             queue: "orders.dlq".into(),
             messages,
             first_seen,
+            replays: Vec::new(),
             stop: "bench".into(),
             ticket: Default::default(),
         },

@@ -8,7 +8,7 @@ use warren::domain::explain::{Explanation, explain};
 use warren::domain::identity::message_key;
 use warren::domain::message::{DeadLetter, Delivery, Properties};
 use warren::domain::replay::{
-    self, Attempts, ReplayOptions, ReplayPlan, ReplayTarget, ReplayWarning,
+    self, Attempts, BodyBudget, BudgetLimit, ReplayOptions, ReplayPlan, ReplayTarget, ReplayWarning,
 };
 use warren::domain::value::{HeaderValue, Table};
 use warren::domain::xdeath::DeathReason;
@@ -1001,9 +1001,17 @@ fn dramatiq_dead_letter_queue() {
     assert_eq!(p.target, Some(direct("default")));
     assert_eq!(
         p.warnings,
-        vec![ReplayWarning::BodyHoldsRetryCounter {
-            framework: "dramatiq"
-        }]
+        vec![ReplayWarning::RetryBudget(BodyBudget {
+            framework: "dramatiq",
+            counter: "options.retries",
+            limit_name: "max_retries",
+            retries: Some(20),
+            limit: BudgetLimit::Default(20),
+        })]
+    );
+    assert_eq!(
+        p.warnings[0].to_string(),
+        "dramatiq will not retry it if it fails again, unless its actor allows more than dramatiq's default max_retries of 20 (the message states none): options.retries is 20 in the body, which a replay leaves untouched"
     );
 }
 
@@ -1034,21 +1042,179 @@ fn easynetq_error_queue() {
     assert_eq!(p.warnings, vec![ReplayWarning::BodyIsEnvelope]);
 }
 
-#[test]
-fn dramatiq_attempts_are_not_called_reset() {
-    let body =
-        r#"{"queue_name":"default","actor_name":"a","options":{"retries":3},"message_id":"m"}"#;
-    let dl = letter("default.XQ", Table::new(), body.as_bytes());
-    let p = plan_of(&dl, &explain(&dl));
-    assert_eq!(
-        p.attempts,
-        Attempts::NotReset(vec!["options.retries = 3 in the body".into()])
+/// The dramatiq plan for a body with these options, as its attempts and its budget sentence.
+fn dramatiq_budget(options: &str) -> (Attempts, String) {
+    let body = format!(
+        r#"{{"queue_name":"default","actor_name":"a","args":[],"kwargs":{{}},"options":{options},"message_id":"m"}}"#
     );
-    // A body counter at zero is a fresh budget already.
-    let body =
-        r#"{"queue_name":"default","actor_name":"a","options":{"retries":0},"message_id":"m"}"#;
-    let dl = letter("default.XQ", Table::new(), body.as_bytes());
-    assert_eq!(plan_of(&dl, &explain(&dl)).attempts, Attempts::Reset);
+    let mut dl = letter("default.XQ", Table::new(), body.as_bytes());
+    dl.properties.message_id = None;
+    let p = plan_of(&dl, &explain(&dl));
+    let budget: Vec<String> = p
+        .warnings
+        .iter()
+        .filter(|w| matches!(w, ReplayWarning::RetryBudget(_)))
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(budget.len(), 1, "{:?}", p.warnings);
+    (p.attempts, budget[0].clone())
+}
+
+#[test]
+fn dramatiq_attempts_are_never_called_reset_and_the_plan_says_what_is_left() {
+    let body_counter = Attempts::NotReset(vec!["options.retries in the body".into()]);
+    // max_retries sent with the message (`send_with_options`): exact.
+    let (a, s) = dramatiq_budget(r#"{"max_retries":1,"retries":1}"#);
+    assert_eq!(a, body_counter);
+    assert_eq!(
+        s,
+        "dramatiq will not retry it if it fails again: options.retries is 1 of max_retries 1 (in the body, which a replay leaves untouched); attempts are not reset"
+    );
+    let (_, s) = dramatiq_budget(r#"{"max_retries":5,"retries":2}"#);
+    assert!(
+        s.starts_with("dramatiq will retry it 3 more times if it fails again: options.retries is 2 of max_retries 5"),
+        "{s}"
+    );
+    let (_, s) = dramatiq_budget(r#"{"max_retries":3,"retries":2}"#);
+    assert!(
+        s.starts_with("dramatiq will retry it 1 more time if"),
+        "{s}"
+    );
+    // Counted past the limit (the limit was lowered): nothing left, never a negative count.
+    let (_, s) = dramatiq_budget(r#"{"max_retries":2,"retries":9}"#);
+    assert!(s.starts_with("dramatiq will not retry it"), "{s}");
+    // No limit in the message: the actor's, unknown here; dramatiq's default, said as such.
+    let (a, s) = dramatiq_budget(r#"{"retries":3}"#);
+    assert_eq!(a, body_counter);
+    assert_eq!(
+        s,
+        "dramatiq will retry it up to 20 − 3 = 17 more times if it fails again (dramatiq's default max_retries; the message states none, and its actor may set its own): options.retries is 3 in the body, which a replay leaves untouched"
+    );
+    // A counter at zero is a whole budget, but still not one Warren reset.
+    let (a, s) = dramatiq_budget(r#"{}"#);
+    assert_eq!(a, body_counter);
+    assert!(s.contains("up to 20 − 0 = 20 more times"), "{s}");
+    // `max_retries: null` is dramatiq's "no limit".
+    let (_, s) = dramatiq_budget(r#"{"max_retries":null,"retries":4}"#);
+    assert_eq!(
+        s,
+        "dramatiq retries it without limit (max_retries is none): options.retries is 4 in the body, which a replay leaves untouched"
+    );
+    for options in [r#"{"max_retries":1,"retries":1}"#, r#"{"retries":3}"#, "{}"] {
+        let (_, s) = dramatiq_budget(options);
+        assert!(!s.contains("attempts reset"), "{s}");
+    }
+}
+
+#[test]
+fn a_dramatiq_body_cut_at_a_browse_cap_is_still_dramatiq_and_its_budget_honest() {
+    // Arguments far beyond the preview's cap: the head names the actor and the id, but the
+    // options (the retry count) lie past the cut.
+    let big = "x".repeat(100_000);
+    let whole = format!(
+        r#"{{"queue_name":"work","actor_name":"charge","args":["{big}"],"kwargs":{{}},"options":{{"retries":1,"max_retries":1}},"message_id":"m-9","message_timestamp":1}}"#
+    );
+    let mut dl = letter("work.XQ", Table::new(), whole.as_bytes());
+    dl.properties.message_id = None;
+    let mut cut = dl.clone();
+    cut.body.truncate(64 * 1024);
+    assert!(!cut.body_complete());
+    assert_eq!(message_key(&cut), message_key(&dl));
+    let ex = explain(&cut);
+    assert_eq!(ex.convention.as_str(), "dramatiq");
+    assert_eq!(ex.message_type.as_deref(), Some("charge"));
+    let p = plan_of(&cut, &ex);
+    assert_ne!(p.attempts, Attempts::Reset);
+    assert!(
+        p.warnings.iter().any(|w| w.to_string()
+            == "dramatiq keeps its retry count (options.retries) in the body, which a replay leaves untouched, past the part read here: what is left of its max_retries is not known; attempts are not reset"),
+        "{:?}",
+        p.warnings
+    );
+    // Read whole (as the replay itself reads it): the exact budget.
+    let p = plan_of(&dl, &explain(&dl));
+    assert!(
+        p.warnings.iter().any(|w| w.to_string().starts_with(
+            "dramatiq will not retry it if it fails again: options.retries is 1 of max_retries 1"
+        )),
+        "{:?}",
+        p.warnings
+    );
+    // Small arguments: a cut after the options still reads them.
+    let small = r#"{"queue_name":"work","actor_name":"charge","args":[1],"kwargs":{},"options":{"retries":2,"max_retries":5},"message_id":"m-8","message_timestamp":1}"#;
+    let mut dl = letter("work.XQ", Table::new(), small.as_bytes());
+    dl.body_size = 1_000_000;
+    assert!(!dl.body_complete());
+    let ex = explain(&dl);
+    assert_eq!(ex.retries, Some(2));
+    let p = plan_of(&dl, &ex);
+    assert!(
+        p.warnings.iter().any(|w| w
+            .to_string()
+            .starts_with("dramatiq will retry it 3 more times")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn an_audited_replay_counts_when_warrens_headers_were_lost() {
+    // dramatiq's own retry republished the replayed message without Warren's headers.
+    let body = r#"{"queue_name":"work","actor_name":"charge","args":[0],"kwargs":{},"options":{"retries":3},"message_id":"m-4","message_timestamp":1}"#;
+    let mut dl = letter("work.XQ", Table::new(), body.as_bytes());
+    dl.properties.message_id = None;
+    assert_eq!(explain(&dl).replay_count, 0);
+    let ex = warren::domain::explain::explain_with(&dl, &Default::default(), 1);
+    assert_eq!(ex.replay_count, 1);
+    assert!(
+        ex.verdict.ends_with("failed again after 1 replay"),
+        "{}",
+        ex.verdict
+    );
+    let p = plan_of(&dl, &ex);
+    assert_eq!(p.replay_count, 2, "the next replay is its second");
+    assert!(
+        p.warnings
+            .contains(&ReplayWarning::ReplayedBefore { count: 1 })
+    );
+    // The larger count wins: the header may know of replays from another store.
+    dl.headers
+        .insert("warren-replay-count", HeaderValue::I64(3));
+    assert_eq!(
+        warren::domain::explain::explain_with(&dl, &Default::default(), 1).replay_count,
+        3
+    );
+    assert_eq!(
+        warren::domain::explain::explain_with(&dl, &Default::default(), -5).replay_count,
+        3
+    );
+}
+
+#[test]
+fn dramatiq_is_keyed_by_its_body_message_id() {
+    let body = r#"{"queue_name":"work","actor_name":"charge","args":[0],"kwargs":{},"options":{"retries":1},"message_id":"878bb499-7995-48dd-88c4-3c8139f97820","message_timestamp":1}"#;
+    let mut dl = letter("work.XQ", Table::new(), body.as_bytes());
+    dl.properties.message_id = None;
+    assert_eq!(
+        message_key(&dl),
+        "body:message_id:878bb499-7995-48dd-88c4-3c8139f97820"
+    );
+    // The replayed message, failed again: Warren's headers and a new death; the same key.
+    let ex = explain(&dl);
+    let mut again = dl.clone();
+    again.headers = plan_of(&dl, &ex).headers;
+    again.headers.insert(
+        "x-death",
+        HeaderValue::Array(vec![HeaderValue::Table(Table::new())]),
+    );
+    assert_eq!(message_key(&again), message_key(&dl));
+    let ex = explain(&again);
+    assert_eq!(ex.replay_count, 1);
+    assert!(
+        ex.verdict.ends_with("failed again after 1 replay"),
+        "{}",
+        ex.verdict
+    );
 }
 
 const TASK_ID: &str = "ab9e6f14-cda2-4e2b-a0f5-f302ebd4825d";
@@ -1576,7 +1742,7 @@ fn a_teams_own_header_names_are_read_when_configured() {
         retry_counter_headers: vec!["retry_attempt".into()],
         error_text_headers: vec!["failure".into()],
     };
-    let ex = explain_with(&dl, &own);
+    let ex = explain_with(&dl, &own, 0);
     assert_eq!(ex.convention, Convention::Ladder);
     assert_eq!(ex.retries, Some(2));
     assert_eq!(

@@ -200,6 +200,8 @@ fn table() -> impl Strategy<Value = Table> {
 fn body() -> impl Strategy<Value = Vec<u8>> {
     let json_text = prop_oneof![
         Just("{\"queue_name\":\"default\",\"actor_name\":\"a\",\"options\":{\"retries\":\"x\",\"traceback\":\"\\n\"}}".to_string()),
+        Just("{\"queue_name\":\"q\",\"actor_name\":\"a\",\"args\":[],\"kwargs\":{},\"options\":{\"retries\":9223372036854775807,\"max_retries\":-9223372036854775808},\"message_id\":\"m\"}".to_string()),
+        Just("{\"queue_name\":\"q\",\"actor_name\":\"a\",\"options\":{\"retries\":-3,\"max_retries\":null},\"message_id\":\"m\"}".to_string()),
         Just("{\"messageType\":[7],\"message\":{}}".to_string()),
         Just("{\"Exception\":\"System.X.FooException:\",\"Queue\":\"\",\"BasicProperties\":{\"Type\":5}}".to_string()),
         "\\{\"[a-zA-Z_]{1,10}\":\".{0,20}\"\\}",
@@ -297,6 +299,31 @@ proptest! {
             _ => 0,
         });
         prop_assert!(history.entries.len() <= n);
+    }
+
+    #[test]
+    fn dramatiqs_id_never_panics_and_is_the_same_however_the_body_is_cut(
+        id in "[a-f0-9-]{1,40}",
+        args in ".{0,200}",
+        bytes in proptest::collection::vec(any::<u8>(), 0..200),
+        cut in 0usize..400,
+    ) {
+        prop_assert!(warren::domain::convention::dramatiq_message_id(&bytes).is_none_or(|i| !i.trim().is_empty()));
+        let body = format!(
+            r#"{{"queue_name":"work","actor_name":"charge","args":[{}],"kwargs":{{}},"options":{{"retries":1}},"message_id":"{id}","message_timestamp":1}}"#,
+            serde_json::Value::String(args)
+        );
+        let whole = warren::domain::convention::dramatiq_message_id(body.as_bytes());
+        prop_assert_eq!(whole.as_deref(), Some(id.as_str()));
+        let cut = cut.min(body.len());
+        let part = warren::domain::convention::dramatiq_message_id(&body.as_bytes()[..cut]);
+        // Cut before the id's end: none; after it: the same id.
+        let end = body.rfind(&format!("\"{id}\"")).map_or(0, |i| i + id.len() + 2);
+        if cut >= end {
+            prop_assert_eq!(part, whole);
+        } else {
+            prop_assert_eq!(part, None);
+        }
     }
 
     #[test]

@@ -14,30 +14,11 @@ use std::time::{Duration, Instant};
 
 use common::amqp as h;
 use common::{TestBroker, TestVhost};
-use framework_util::{Worker, npm_prefix, python_venv, wait_for};
-use lapin::options::QueueDeclareOptions;
+use framework_util::{Worker, npm_prefix, python_venv, queue_state, wait_for};
 use lapin::types::FieldTable;
 use replay_util::{Home, warren};
 use serde_json::Value;
 use warren::domain::features::QueueType;
-
-/// Passive declare: (ready messages, consumers), or `None` when the queue does not exist (yet).
-async fn queue_state(conn: &lapin::Connection, queue: &str) -> Option<(u32, u32)> {
-    let ch = conn.create_channel().await.ok()?;
-    let q = ch
-        .queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .ok()?;
-    let _ = ch.close(200, "checked".into()).await;
-    Some((q.message_count(), q.consumer_count()))
-}
 
 const CELERY: &str = "celery==5.7.0";
 
@@ -182,13 +163,15 @@ async fn celery_tasks_are_named_keyed_by_task_id_and_none_is_discarded_on_replay
         celery_worker(&python, &dir, &url, false, "failing-worker"),
     )
     .await;
-    let sent_at = Instant::now();
     let out = std::process::Command::new(&python)
         .arg("send.py")
         .current_dir(&dir)
         .env("WARREN_TEST_BROKER", &url)
         .output()
         .expect("send.py");
+    // The deadlines are 6 s from each send, all before send.py exits (its start-up under load
+    // took long enough that a clock started before it saw a deadline not yet passed).
+    let sent_at = Instant::now();
     assert!(
         out.status.success(),
         "send.py: {}",

@@ -184,3 +184,50 @@ fn a_store_from_a_newer_warren_is_refused() {
     assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err}");
     assert!(err.to_string().contains("upgrade warren"), "{err}");
 }
+
+#[test]
+fn replay_counts_link_keys_to_the_replays_that_moved_them_in_this_vhost() {
+    let dir = TempDir::new("audit-counts");
+    let store = Store::open(&dir.path().join("warren.db")).unwrap();
+    let t = Timestamp::from_second(1_759_042_215).unwrap();
+    let finish = |id: i64, ids: &[&str]| {
+        store
+            .finish_replay(
+                id,
+                &AuditOutcome {
+                    message_ids: ids.iter().map(|s| s.to_string()).collect(),
+                    ..outcome(t)
+                },
+            )
+            .unwrap()
+    };
+    let a = store.begin_replay(&start(t, "work.XQ")).unwrap();
+    finish(a, &["body:message_id:m1", "body:message_id:m2"]);
+    let b = store.begin_replay(&start(t, "work.XQ")).unwrap();
+    finish(b, &["body:message_id:m1", "body:message_id:m1"]);
+    // Another vhost, a dry run and an unfinished replay do not count.
+    let other = store
+        .begin_replay(&AuditStart {
+            vhost: "other".into(),
+            ..start(t, "work.XQ")
+        })
+        .unwrap();
+    finish(other, &["body:message_id:m2"]);
+    let dry = store
+        .begin_replay(&AuditStart {
+            dry_run: true,
+            ..start(t, "work.XQ")
+        })
+        .unwrap();
+    finish(dry, &["body:message_id:m2"]);
+    store.begin_replay(&start(t, "work.XQ")).unwrap();
+    let keys: Vec<String> = ["body:message_id:m1", "body:message_id:m2", "id:never"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let counts = store.replay_counts("local", "/", &keys).unwrap();
+    assert_eq!(counts.len(), 2, "{counts:?}");
+    assert_eq!(counts["body:message_id:m1"], 2, "once per replay");
+    assert_eq!(counts["body:message_id:m2"], 1);
+    assert!(store.replay_counts("local", "/", &[]).unwrap().is_empty());
+}

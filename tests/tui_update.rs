@@ -83,6 +83,7 @@ fn enter_browses_and_tab_moves_between_panes() {
             queue: "orders.dlq".into(),
             messages: orders_messages(),
             first_seen: vec![],
+            replays: vec![],
             stop: "end".into(),
             ticket: Ticket::default(),
         },
@@ -351,6 +352,7 @@ fn read_only_never_emits_a_replay_command() {
                         queue: "orders.dlq".into(),
                         messages: orders_messages(),
                         first_seen: vec![],
+                        replays: vec![],
                         stop: "end".into(),
                         ticket,
                     },
@@ -802,6 +804,7 @@ fn browsing_invoices() -> warren::tui::State {
             queue: "invoices.dlq".into(),
             messages: orders_messages(),
             first_seen: vec![],
+            replays: vec![],
             stop: "end".into(),
             ticket: Ticket::default(),
         },
@@ -905,6 +908,7 @@ fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket:
         queue: queue.into(),
         messages,
         first_seen: vec![],
+        replays: vec![],
         stop: "end".into(),
         ticket,
     }
@@ -1847,6 +1851,7 @@ fn a_browse_cut_at_the_limit_says_so_on_screen() {
             queue: "orders.dlq".into(),
             messages: orders_messages(),
             first_seen: vec![],
+            replays: vec![],
             stop: "first 6 of 412 — :limit N reads more".into(),
             ticket: Ticket::default(),
         },
@@ -1903,5 +1908,38 @@ fn messages_sharing_an_id_count_as_the_replay_counts_them() {
     assert_eq!(
         m.what,
         "the message under the cursor and 1 more with its id"
+    );
+}
+
+#[test]
+fn a_row_the_audit_says_was_replayed_says_it_failed_again() {
+    // Two messages, neither carrying Warren's headers (a framework's own retry dropped them);
+    // the audit knows the first was replayed twice.
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, key(KeyCode::Enter));
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            queue: "orders.dlq".into(),
+            messages: orders_messages().into_iter().take(2).collect(),
+            first_seen: vec![],
+            replays: vec![2],
+            stop: "end".into(),
+            ticket: Ticket::default(),
+        },
+    );
+    let rows = st.visible_rows();
+    assert_eq!(rows[0].exp.replay_count, 2);
+    assert!(
+        rows[0]
+            .exp
+            .verdict
+            .ends_with("failed again after 2 replays"),
+        "{}",
+        rows[0].exp.verdict
+    );
+    assert_eq!(
+        rows[1].exp.replay_count, 0,
+        "shorter than the page: none known"
     );
 }

@@ -61,6 +61,8 @@ pub struct Job {
     pub allowed_targets: HashSet<TargetKey>,
     /// Wait-queue targets and the consuming queue each is replaced with (from the preflight).
     pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
+    /// Audited replays per message key (see `session::Remembered::replays_of`).
+    pub replays: HashMap<String, i64>,
     /// How long ago each message died as far as Warren knows, by message key (for `age:`).
     pub ages: HashMap<String, u64>,
     /// Quorum delivery-limit safety, as for browsing.
@@ -1064,8 +1066,13 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
     let t = delivery.delivery_tag;
     // The whole body: replay publishes exactly what it read.
     let msg = amqp::dead_letter_from_delivery(&job.dlq, seen, delivery, usize::MAX);
-    let exp = explain::explain_with(&msg, &job.conventions);
     let key = identity::message_key(&msg);
+    let audited = if identity::is_id_key(&key) {
+        job.replays.get(&key).copied().unwrap_or(0)
+    } else {
+        0
+    };
+    let exp = explain::explain_with(&msg, &job.conventions, audited);
     let age = job.ages.get(&key).copied();
     let delivery_count = msg.delivery.delivery_count;
     let near_limit = delivery_count

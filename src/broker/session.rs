@@ -476,6 +476,28 @@ impl Session {
         }
     }
 
+    /// Records `now` as the first-seen time of the messages with `keys` in `queue` not seen
+    /// before, and reads what the store remembers of them: first-seen times and how many
+    /// audited replays in this context and vhost moved each.
+    pub fn remember(
+        &self,
+        st: &Store,
+        queue: &str,
+        keys: &[String],
+        now: jiff::Timestamp,
+    ) -> crate::store::Result<Remembered> {
+        // Only an id links a message to its replays: a queue of content hashes costs no scan.
+        let ids: Vec<String> = keys
+            .iter()
+            .filter(|k| identity::is_id_key(k))
+            .cloned()
+            .collect();
+        Ok(Remembered {
+            first_seen: st.record_seen(&self.memory_key(), queue, keys, now)?,
+            replays: st.replay_counts(&self.target.context, self.vhost(), &ids)?,
+        })
+    }
+
     fn read_record(&self, queue: &str) -> Result<Option<ReadRecord>, String> {
         let key = self.memory_key();
         self.with_ledger(|st| st.read_record(&key, queue))
@@ -701,15 +723,15 @@ async fn trial_publish(conn: &lapin::Connection, exchange: &str, routing_key: &s
 /// Explains messages and records when Warren first saw them.
 pub fn explain_all(
     messages: Vec<DeadLetter>,
-    first_seen: &HashMap<String, jiff::Timestamp>,
+    memory: &Remembered,
     own: &Conventions,
 ) -> Vec<Explained> {
     messages
         .into_iter()
         .map(|m| {
-            let explanation = explain::explain_with(&m, own);
             let key = identity::message_key(&m);
-            let first_seen = first_seen.get(&key).copied();
+            let explanation = explain::explain_with(&m, own, memory.replays_of(&key));
+            let first_seen = memory.first_seen.get(&key).copied();
             Explained {
                 message: m,
                 explanation,
@@ -718,6 +740,27 @@ pub fn explain_all(
             }
         })
         .collect()
+}
+
+/// What Warren's store remembers about messages, by key.
+#[derive(Clone, Debug, Default)]
+pub struct Remembered {
+    /// When Warren first saw each message in its queue ("dead since").
+    pub first_seen: HashMap<String, jiff::Timestamp>,
+    /// How many audited replays moved each message (see `Store::replay_counts`).
+    pub replays: HashMap<String, i64>,
+}
+
+impl Remembered {
+    /// The audited replays of the message with `key`: only an id key links (two messages with
+    /// the same content hash may be two messages).
+    pub fn replays_of(&self, key: &str) -> i64 {
+        if identity::is_id_key(key) {
+            self.replays.get(key).copied().unwrap_or(0)
+        } else {
+            0
+        }
+    }
 }
 
 /// Age for the filter language: since Warren first saw it, else since its first death.
@@ -782,6 +825,9 @@ pub struct Preview {
     pub keys: Vec<String>,
     /// Message ids (or keys) per target, for `--dry-run` output.
     pub plans: Vec<(String, ReplayPlan)>,
+    /// Audited replays per message key, as remembered for the plan: the run writes the replay
+    /// count from them too (a framework's own retry drops `warren-replay-count`).
+    pub replays: HashMap<String, i64>,
 }
 
 impl Preview {
@@ -943,7 +989,7 @@ impl Session {
     pub async fn preview(
         &self,
         spec: &ReplaySpec,
-        remember: impl FnOnce(&[String]) -> HashMap<String, jiff::Timestamp>,
+        remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
         let window = spec.window.max(1);
         // Up to 10,000 messages are looked at: keep bodies short (the engine re-reads each
@@ -952,7 +998,7 @@ impl Session {
             .browse_with_cap(&spec.queue, window, identity::HASHED_BODY, spec.consent)
             .await?;
         let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
-        let first_seen = remember(&keys);
+        let memory = remember(&keys);
         let now = jiff::Timestamp::now();
         let mut p = Preview {
             queue: spec.queue.clone(),
@@ -964,9 +1010,10 @@ impl Session {
         };
         let explained = explain_all(
             page.messages.clone(),
-            &first_seen,
+            &memory,
             &self.target.settings.conventions,
         );
+        p.replays = memory.replays.clone();
         let opts = ReplayOptions {
             keep_attempts: spec.keep_attempts,
             clear_expiry: spec.clear_expiry,
@@ -1390,6 +1437,7 @@ impl Session {
             to: spec.to.clone(),
             allowed_targets: preview.allowed.clone(),
             redirects: preview.redirects.clone(),
+            replays: preview.replays.clone(),
             ages,
             quorum: quorum.clone(),
             settle_lag: crate::domain::features::settle_lag(&queue_type),

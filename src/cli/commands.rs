@@ -217,7 +217,7 @@ async fn read_explained(
         .collect();
     let seen = store_or_warn()
         .and_then(|st| {
-            st.record_seen(&s.memory_key(), queue, &keys, jiff::Timestamp::now())
+            s.remember(&st, queue, &keys, jiff::Timestamp::now())
                 .map_err(|e| crate::errln!("warren: {}", one_line(&e.to_string(), 600)))
                 .ok()
         })
@@ -278,7 +278,7 @@ pub async fn show(
         let (_, messages) = read_snapshot(file)?;
         let messages = session::explain_all(
             messages.into_iter().take(limit).collect(),
-            &HashMap::new(),
+            &session::Remembered::default(),
             &file_conventions(c)?,
         );
         // A snapshot has no bindings: the target's queues are what the plan expects.
@@ -364,7 +364,9 @@ pub fn print_messages(
             print_line(&show_json(e, &plan, &route, waits));
             continue;
         }
-        let id = e.message.properties.message_id.as_deref().unwrap_or(&e.key);
+        // The id a person knows it by (the producer's, else the framework's), else the key.
+        let id = crate::domain::identity::shown_id(&e.message).unwrap_or_else(|| e.key.clone());
+        let id = id.as_str();
         crate::outln!(
             "#{} {}  [{}] {}",
             e.message.position + 1,
@@ -468,6 +470,9 @@ fn show_json(
     json!({
         "position": e.message.position,
         "message_id": e.message.properties.message_id,
+        // The producer's id, else the framework's own (Celery's task id, dramatiq's body
+        // `message_id`, …); null when the key is a content hash.
+        "id": crate::domain::identity::shown_id(&e.message),
         "key": e.key,
         "fingerprint": x.fingerprint.key,
         "group": x.fingerprint.summary,
@@ -501,7 +506,7 @@ pub async fn groups(
             let (_, messages) = read_snapshot(file)?;
             session::explain_all(
                 messages.into_iter().take(limit).collect(),
-                &HashMap::new(),
+                &session::Remembered::default(),
                 &file_conventions(c)?,
             )
         }
@@ -928,19 +933,17 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         Err(e) if audited => return Err(Failure::failed(e.to_string())),
         Err(_) => None,
     };
-    // First-seen times feed `age:` filters and are remembered for "dead since".
-    let memory = s.memory_key();
+    // First-seen times feed `age:` filters and are remembered for "dead since"; earlier
+    // replays say which messages failed again.
     let mut first_seen = HashMap::new();
     let preview = s
         .preview(&spec, |keys| {
-            first_seen = store
+            let memory: session::Remembered = store
                 .as_ref()
-                .and_then(|st| {
-                    st.record_seen(&memory, &a.queue, keys, jiff::Timestamp::now())
-                        .ok()
-                })
+                .and_then(|st| s.remember(st, &a.queue, keys, jiff::Timestamp::now()).ok())
                 .unwrap_or_default();
-            first_seen.clone()
+            first_seen = memory.first_seen.clone();
+            memory
         })
         .await
         .map_err(broker_failure)?;

@@ -208,6 +208,18 @@ pub struct Reading {
     /// A retry ladder's error-text headers on this message, which a replay removes (only for
     /// [`Convention::Ladder`]: a framework's own fault headers have their own rules).
     pub error_headers: Vec<String>,
+    /// The retry limit the message itself states (dramatiq's `options.max_retries`); `None` when
+    /// it states none and the worker's setting decides.
+    pub retry_limit: Option<RetryLimit>,
+}
+
+/// A retry limit a message states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryLimit {
+    /// At most this many retries.
+    At(i64),
+    /// Retried without limit (dramatiq's `max_retries: null`).
+    Unlimited,
 }
 
 /// Which convention the message follows. Framework headers win over `x-death`: a framework
@@ -259,7 +271,7 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Conv
     {
         return Convention::EasyNetQ;
     }
-    if queue.ends_with(".XQ") && body_json(dl).is_some_and(|b| b.get("actor_name").is_some()) {
+    if queue.ends_with(".XQ") && dramatiq_body(dl).is_some_and(|b| b.get("actor_name").is_some()) {
         return Convention::Dramatiq;
     }
     // A team's own ladder before the broker: a ladder that nacks on its last try leaves `x-death`
@@ -333,6 +345,7 @@ impl Reading {
             deadline: None,
             counter_headers: Vec::new(),
             error_headers: Vec::new(),
+            retry_limit: None,
         }
     }
 }
@@ -610,9 +623,15 @@ fn sneakers(dl: &DeadLetter) -> Reading {
     r
 }
 
+/// A dramatiq body: the whole JSON when it is complete, else its head, so that a body cut at a
+/// browse cap still names the actor and, unless the arguments fill the cap, holds `options`.
+fn dramatiq_body(dl: &DeadLetter) -> Option<Value> {
+    body_json(dl).or_else(|| dramatiq_head(&dl.body).map(Value::Object))
+}
+
 fn dramatiq(dl: &DeadLetter) -> Reading {
     let mut r = Reading::empty(Convention::Dramatiq);
-    let body = body_json(dl);
+    let body = dramatiq_body(dl);
     let options = body.as_ref().and_then(|b| b.get("options"));
     let traceback = options
         .and_then(|o| o.get("traceback"))
@@ -649,6 +668,13 @@ fn dramatiq(dl: &DeadLetter) -> Reading {
     r.retries = options
         .and_then(|o| o.get("retries"))
         .and_then(Value::as_i64);
+    // Set per message by `send_with_options(max_retries=…)`; the actor's own setting is not in
+    // the message. `null` is dramatiq's "no limit".
+    r.retry_limit = match options.and_then(|o| o.get("max_retries")) {
+        Some(Value::Null) => Some(RetryLimit::Unlimited),
+        Some(v) => v.as_i64().map(RetryLimit::At),
+        None => None,
+    };
     r.message_type = actor;
     r
 }
@@ -700,14 +726,100 @@ fn is_celery(h: &Table) -> bool {
     text(h, "lang").as_deref() == Some("py") && text(h, "task").is_some() && text(h, "id").is_some()
 }
 
+/// Where a framework keeps its own id for a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdPlace {
+    /// A header of this name.
+    Header(&'static str),
+    /// A top-level field of the JSON body.
+    Body(&'static str),
+}
+
 /// The id a framework gives the message itself, which stays with it through retries and replays,
-/// as (where it is kept, the id): Celery's task id (header `id`, also the `correlation_id`).
-pub fn framework_id(dl: &DeadLetter) -> Option<(&'static str, String)> {
+/// as (where it is kept, the id): Celery's task id (header `id`, also the `correlation_id`), or
+/// dramatiq's `message_id` in the body (dramatiq sets no AMQP `message_id`).
+pub fn framework_id(dl: &DeadLetter) -> Option<(IdPlace, String)> {
     let h = &dl.headers;
     if is_celery(h) {
-        return text(h, "id").map(|id| ("id", id));
+        return text(h, "id").map(|id| (IdPlace::Header("id"), id));
     }
-    None
+    dramatiq_message_id(&dl.body).map(|id| (IdPlace::Body("message_id"), id))
+}
+
+/// Longer than any id a framework makes (dramatiq's is a UUID): a longer one is not taken as one.
+const MAX_ID: usize = 256;
+
+/// dramatiq's `message_id`, from the body's head (see [`dramatiq_head`]); `None` unless
+/// `queue_name`, `actor_name` and `message_id` are all strings there, the id neither blank nor
+/// absurdly long.
+pub fn dramatiq_message_id(body: &[u8]) -> Option<String> {
+    let head = dramatiq_head(body)?;
+    let field = |k: &str| head.get(k).and_then(Value::as_str);
+    field("queue_name")?;
+    field("actor_name")?;
+    let id = field("message_id")?;
+    (!id.trim().is_empty() && id.len() <= MAX_ID).then(|| id.to_string())
+}
+
+/// The head of a body as dramatiq's JSON encoder writes it: one object with the keys
+/// `queue_name`, `actor_name`, `args`, `kwargs`, `options`, `message_id`, `message_timestamp`,
+/// in that order. Only the first `identity::HASHED_BODY` bytes are read, so the result is the
+/// same whether the body was read whole or cut at any browse cap; the fields up to
+/// `message_id` are kept (`args` and `kwargs` are skipped, whatever their size), and a field
+/// cut off is absent. `None` at the first key dramatiq does not write (so another JSON body
+/// costs a few bytes), or when the body is no JSON object.
+pub fn dramatiq_head(body: &[u8]) -> Option<serde_json::Map<String, Value>> {
+    use serde::de::{DeserializeSeed, Error, IgnoredAny, MapAccess, Visitor};
+
+    #[derive(Default)]
+    struct Head {
+        fields: serde_json::Map<String, Value>,
+        foreign: bool,
+    }
+    struct Reader<'a>(&'a mut Head);
+    impl<'de> Visitor<'de> for Reader<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a dramatiq message")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "queue_name" | "actor_name" | "options" | "message_id" => {
+                        let v = map.next_value::<Value>()?;
+                        self.0.fields.insert(key.clone(), v);
+                        if key == "message_id" {
+                            // Everything needed: the rest may be cut off.
+                            return Ok(());
+                        }
+                    }
+                    "args" | "kwargs" | "message_timestamp" => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                    _ => {
+                        self.0.foreign = true;
+                        return Err(A::Error::custom("not a dramatiq message"));
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Reader<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    let prefix = body.get(..super::identity::HASHED_BODY).unwrap_or(body);
+    if prefix.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    let mut head = Head::default();
+    // A cut-off body ends in an error once the fields are read; what was read before counts.
+    let _ = Reader(&mut head).deserialize(&mut serde_json::Deserializer::from_slice(prefix));
+    (!head.foreign && !head.fields.is_empty()).then_some(head.fields)
 }
 
 /// Celery names the task and counts its retries; it records no exception in the message (the
@@ -962,6 +1074,58 @@ fn time_from_number(n: i64) -> Option<Timestamp> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dramatiq_message_id_only_from_dramatiqs_shape() {
+        let id = |b: &str| dramatiq_message_id(b.as_bytes());
+        let full = r#"{"queue_name":"work","actor_name":"charge","args":[1,{"message_id":"inner"}],"kwargs":{},"options":{"retries":1},"message_id":"m-1","message_timestamp":1}"#;
+        assert_eq!(
+            id(full).as_deref(),
+            Some("m-1"),
+            "the top-level id, not one in the args"
+        );
+        assert_eq!(id(&format!("  \n{full}")).as_deref(), Some("m-1"));
+        // Cut anywhere after the id: still read.
+        assert_eq!(id(&full[..full.len() - 5]).as_deref(), Some("m-1"));
+        // Cut before it: none.
+        assert_eq!(id(&full[..60]), None);
+        // Not dramatiq's: another key, a missing actor or queue, an id that is not a string,
+        // blank or absurdly long, no object at all.
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":"a","tenant":"t","message_id":"m"}"#),
+            None
+        );
+        assert_eq!(id(r#"{"message_id":"m","queue_name":"q"}"#), None);
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":1,"message_id":"m"}"#),
+            None
+        );
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":"a","message_id":7}"#),
+            None
+        );
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":"a","message_id":"  "}"#),
+            None
+        );
+        let long = format!(
+            r#"{{"queue_name":"q","actor_name":"a","message_id":"{}"}}"#,
+            "i".repeat(MAX_ID + 1)
+        );
+        assert_eq!(id(&long), None);
+        for junk in [
+            "",
+            "[]",
+            "null",
+            "{",
+            "{\"queue_name\":",
+            "\u{0}\u{ff}",
+            "{{{{",
+        ] {
+            assert_eq!(id(junk), None, "{junk:?}");
+        }
+        assert_eq!(dramatiq_message_id(&[0xff, b'{', 0xfe]), None);
+    }
 
     #[test]
     fn java_traces() {

@@ -4,7 +4,7 @@
 
 use jiff::Timestamp;
 
-use super::convention::{self, Convention, Conventions};
+use super::convention::{self, Convention, Conventions, RetryLimit};
 pub use super::convention::{Fault, Source};
 use super::fingerprint::{self, Fingerprint};
 use super::message::DeadLetter;
@@ -25,7 +25,8 @@ pub struct Explanation {
     pub retries: Option<i64>,
     pub failed_at: Option<Timestamp>,
     pub skipped: bool,
-    /// How many times Warren replayed it before (`warren-replay-count`), 0 if never.
+    /// How many times Warren replayed it before (`warren-replay-count`, or the audit's count by
+    /// its key when that is larger: see `explain_with`), 0 if never.
     pub replay_count: i64,
     /// What the message asks for: the message type, or the task or actor name.
     pub message_type: Option<String>,
@@ -34,6 +35,8 @@ pub struct Explanation {
     /// A retry ladder's counter and error-text headers on the message (see `Reading`).
     pub counter_headers: Vec<String>,
     pub error_headers: Vec<String>,
+    /// The retry limit the message itself states (see `Reading::retry_limit`).
+    pub retry_limit: Option<RetryLimit>,
     pub verdict: String,
     pub fingerprint: Fingerprint,
 }
@@ -41,15 +44,24 @@ pub struct Explanation {
 /// Explains one dead letter with the built-in ladder header names (tests, snapshots without a
 /// config); a session passes the configured ones to [`explain_with`].
 pub fn explain(dl: &DeadLetter) -> Explanation {
-    explain_with(dl, &Conventions::default())
+    explain_with(dl, &Conventions::default(), 0)
 }
 
-/// Explains one dead letter. Pure and total: any header table gives an explanation. The parts
-/// are read first and the verdict and fingerprint computed from them, so no half-built value exists.
-pub fn explain_with(dl: &DeadLetter, own: &Conventions) -> Explanation {
+/// Explains one dead letter, reading a team's ladder headers by `own`, that Warren's audit says it
+/// replayed `audited_replays` times (found by its key): the replay count is the larger of that
+/// and `warren-replay-count`, which is lost when a framework republishes the message without its
+/// headers (dramatiq's own retries do). Pure and total: any header table gives an explanation.
+/// The parts are read first and the verdict and fingerprint computed from them, so no
+/// half-built value exists.
+pub fn explain_with(dl: &DeadLetter, own: &Conventions, audited_replays: i64) -> Explanation {
     let deaths = xdeath::parse(&dl.headers);
     let reading = convention::read(dl, &deaths, own);
-    let replay_count = dl.headers.get_i64(REPLAY_COUNT_HEADER).unwrap_or(0).max(0);
+    let replay_count = dl
+        .headers
+        .get_i64(REPLAY_COUNT_HEADER)
+        .unwrap_or(0)
+        .max(audited_replays)
+        .max(0);
     let verdict = verdict::verdict(dl, &reading, &deaths, replay_count);
     let fingerprint = fingerprint::fingerprint(dl, &reading, &deaths);
     Explanation {
@@ -65,6 +77,7 @@ pub fn explain_with(dl: &DeadLetter, own: &Conventions) -> Explanation {
         deadline: reading.deadline,
         counter_headers: reading.counter_headers,
         error_headers: reading.error_headers,
+        retry_limit: reading.retry_limit,
         verdict,
         fingerprint,
     }

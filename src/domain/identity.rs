@@ -2,7 +2,8 @@
 //! ("dead since": x-death's `time` is the first death, not the arrival in this queue).
 //!
 //! The key is the producer's id when there is one, else a framework's own message id (a header
-//! such as `NServiceBus.MessageId`, or Celery's task id, read by `convention`), else a hash of the
+//! such as `NServiceBus.MessageId`, Celery's task id or dramatiq's body `message_id`, read by
+//! `convention`), else a hash of the
 //! content. The hash leaves out what changes while a message sits or cycles (x-death
 //! counts, delivery and acquisition counters, the last-death headers) and normalises header
 //! value types, so the same message gets the same key whether it was read over AMQP or through
@@ -13,7 +14,7 @@ use std::hash::Hasher;
 
 use fnv::FnvHasher;
 
-use super::convention;
+use super::convention::{self, IdPlace};
 use super::message::DeadLetter;
 use super::value::{HeaderValue, MAX_DEPTH, Table};
 
@@ -35,7 +36,8 @@ fn is_volatile_header(name: &str) -> bool {
         || name.starts_with("x-last-death-")
 }
 
-/// The key for `msg`: `id:<message_id>`, `header:<name>:<value>`, or `hash:<16 hex digits>`.
+/// The key for `msg`: `id:<message_id>`, `header:<name>:<value>`, `body:<field>:<value>`, or
+/// `hash:<16 hex digits>`.
 pub fn message_key(msg: &DeadLetter) -> String {
     if let Some(id) = msg.properties.message_id.as_deref()
         && !id.trim().is_empty()
@@ -43,9 +45,17 @@ pub fn message_key(msg: &DeadLetter) -> String {
         return format!("id:{id}");
     }
     match framework_id(msg) {
-        Some((name, value)) => format!("header:{name}:{value}"),
+        Some((IdPlace::Header(name), value)) => format!("header:{name}:{value}"),
+        Some((IdPlace::Body(name), value)) => format!("body:{name}:{value}"),
         None => format!("hash:{:016x}", content_hash(msg)),
     }
+}
+
+/// True when `key` is an id (the producer's or a framework's), not a content hash: only such a
+/// key tells one message from another that merely looks the same, so only it links a message to
+/// its earlier replays in the audit.
+pub fn is_id_key(key: &str) -> bool {
+    !key.starts_with("hash:")
 }
 
 /// The id a person knows `msg` by, as the key takes it: the producer's `message_id`, else a
@@ -58,17 +68,17 @@ pub fn shown_id(msg: &DeadLetter) -> Option<String> {
     }
 }
 
-/// A framework's own id: Celery's task id (read by `convention`), else the first framework id
-/// header with a value, by preference.
-fn framework_id(msg: &DeadLetter) -> Option<(&'static str, String)> {
+/// A framework's own id: Celery's task id or dramatiq's body `message_id` (read by
+/// `convention`), else the first framework id header with a value, by preference.
+fn framework_id(msg: &DeadLetter) -> Option<(IdPlace, String)> {
     convention::framework_id(msg).or_else(|| id_header(msg))
 }
 
-fn id_header(msg: &DeadLetter) -> Option<(&'static str, String)> {
+fn id_header(msg: &DeadLetter) -> Option<(IdPlace, String)> {
     ID_HEADERS.iter().find_map(|&name| {
         let value = msg.headers.get(name).and_then(HeaderValue::as_bytes)?;
         let value = String::from_utf8_lossy(value);
-        (!value.trim().is_empty()).then(|| (name, value.into_owned()))
+        (!value.trim().is_empty()).then(|| (IdPlace::Header(name), value.into_owned()))
     })
 }
 
@@ -270,6 +280,88 @@ mod tests {
             message_key(&celery_task("25fc0bae-14a6-4f74-bc59-1af7acbfdd9f")),
             key
         );
+    }
+
+    /// A dead letter as dramatiq's worker leaves it in `<q>.XQ`: no AMQP `message_id`, only the
+    /// broker's headers; the record is the JSON body.
+    fn dramatiq_message(id: &str, retries: u32, args: &str) -> DeadLetter {
+        let body = format!(
+            r#"{{"queue_name":"work","actor_name":"charge","args":{args},"kwargs":{{}},"options":{{"retries":{retries},"traceback":"Traceback ...\nValueError: card declined\n","requeue_timestamp":1796147035796}},"message_id":"{id}","message_timestamp":1796147035786}}"#
+        );
+        let mut m = msg(body.as_bytes());
+        m.queue = "work.XQ".into();
+        m.headers.insert(
+            "x-death",
+            HeaderValue::Array(vec![HeaderValue::Table(Table::new())]),
+        );
+        m
+    }
+
+    #[test]
+    fn dramatiq_body_message_id_is_the_identity_and_survives_a_replay() {
+        let id = "878bb499-7995-48dd-88c4-3c8139f97820";
+        let m = dramatiq_message(id, 1, "[0]");
+        let key = message_key(&m);
+        assert_eq!(key, format!("body:message_id:{id}"));
+        assert_eq!(shown_id(&m).as_deref(), Some(id));
+        // A replay adds Warren's headers, the next death a new x-death; dramatiq's own retry
+        // rewrites the body's options. None of it changes the key (each did change the hash).
+        let mut again = dramatiq_message(id, 2, "[0]");
+        again
+            .headers
+            .insert("warren-replay-count", HeaderValue::I64(1));
+        again
+            .headers
+            .insert("warren-replayed-from", HeaderValue::string("work.XQ"));
+        assert_eq!(message_key(&again), key);
+        // Read in another queue it is the same message.
+        again.queue = "parked".into();
+        assert_eq!(message_key(&again), key);
+        // Two sends of the same arguments are two messages.
+        assert_ne!(
+            message_key(&dramatiq_message(
+                "8584d852-f7e0-43ae-9dfb-27b4be9708f4",
+                1,
+                "[0]"
+            )),
+            key
+        );
+    }
+
+    #[test]
+    fn dramatiq_key_is_the_same_whole_or_cut_and_needs_the_id_within_the_hashed_prefix() {
+        let id = "5b0c6a51-0000-4000-8000-000000000001";
+        // Large arguments come before the id in dramatiq's encoding.
+        let small = dramatiq_message(id, 1, &format!("[\"{}\"]", "x".repeat(1000)));
+        let mut cut = small.clone();
+        cut.body.truncate(cut.body.len() - 20);
+        assert_eq!(message_key(&small), format!("body:message_id:{id}"));
+        assert_eq!(message_key(&cut), message_key(&small), "cut after the id");
+        let big = dramatiq_message(id, 1, &format!("[\"{}\"]", "x".repeat(HASHED_BODY)));
+        let mut big_cut = big.clone();
+        big_cut.body.truncate(HASHED_BODY + 10);
+        assert!(
+            message_key(&big).starts_with("hash:"),
+            "id beyond the prefix"
+        );
+        assert_eq!(message_key(&big), message_key(&big_cut));
+    }
+
+    #[test]
+    fn only_id_keys_name_one_message() {
+        assert!(is_id_key(&message_key(&dramatiq_message("d-1", 0, "[]"))));
+        assert!(is_id_key(&message_key(&celery_task("t-1"))));
+        let mut m = msg(b"{}");
+        m.properties.message_id = Some("abc".into());
+        assert!(is_id_key(&message_key(&m)));
+        assert!(!is_id_key(&message_key(&msg(b"same content"))));
+    }
+
+    #[test]
+    fn the_producers_message_id_wins_over_the_body() {
+        let mut m = dramatiq_message("d-1", 0, "[]");
+        m.properties.message_id = Some("amqp-1".into());
+        assert_eq!(message_key(&m), "id:amqp-1");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::fmt;
 
 use jiff::Timestamp;
 
-use super::convention::{Convention, nservicebus_failed_queue};
+use super::convention::{Convention, RetryLimit, nservicebus_failed_queue};
 use super::explain::{Explanation, REPLAY_COUNT_HEADER};
 use super::message::DeadLetter;
 use super::value::{HeaderValue, Table};
@@ -92,8 +92,9 @@ pub enum ReplayWarning {
     UnknownOrigin,
     /// Warren replayed it before and it failed again.
     ReplayedBefore { count: i64 },
-    /// The framework keeps its retry counter in the body, which a replay does not change.
-    BodyHoldsRetryCounter { framework: &'static str },
+    /// The framework keeps its retry counter in the body, which a replay does not change: what
+    /// is left of its limit is all it will give the message.
+    RetryBudget(BodyBudget),
     /// EasyNetQ: the body is the error envelope, not the original message.
     BodyIsEnvelope,
     /// Attempts kept: the death and retry headers go out unchanged.
@@ -125,10 +126,7 @@ impl fmt::Display for ReplayWarning {
                 "replayed {count} time{} before and failed again",
                 if *count == 1 { "" } else { "s" }
             ),
-            ReplayWarning::BodyHoldsRetryCounter { framework } => write!(
-                f,
-                "{framework} keeps its retry counter in the body, which a replay leaves untouched: the retry budget is not reset"
-            ),
+            ReplayWarning::RetryBudget(b) => b.fmt(f),
             ReplayWarning::BodyIsEnvelope => f.write_str(
                 "the body is EasyNetQ's error envelope, not the original message; a replay leaves it as it is and the consumer receives the envelope",
             ),
@@ -138,6 +136,87 @@ impl fmt::Display for ReplayWarning {
             ReplayWarning::ExpirationNotRestored { ms } => write!(
                 f,
                 "its per-message TTL of {ms} ms is not restored (it would expire again)"
+            ),
+        }
+    }
+}
+
+/// What a framework that counts retries in the body still gives a replayed message: the count
+/// goes out as it is, so only what is left of the limit (dramatiq: a failed delivery is retried
+/// while `options.retries` is below `max_retries`, each retry counting one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BodyBudget {
+    pub framework: &'static str,
+    /// The counter's place in the body, for people (`options.retries`).
+    pub counter: &'static str,
+    /// The limit's name (`max_retries`).
+    pub limit_name: &'static str,
+    /// The count the body holds (0 when it holds none); `None` when the body was cut before it.
+    pub retries: Option<i64>,
+    pub limit: BudgetLimit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BudgetLimit {
+    /// The message states its limit.
+    Stated(i64),
+    /// The message states no limit at all: retried for ever.
+    Unlimited,
+    /// The message states none: the worker's setting decides, which Warren cannot see; this is
+    /// the framework's default.
+    Default(i64),
+}
+
+/// dramatiq's default `max_retries` (its `Retries` middleware), used when neither the message
+/// nor, as far as Warren can know, the actor sets one.
+pub const DRAMATIQ_DEFAULT_MAX_RETRIES: i64 = 20;
+
+impl BodyBudget {
+    /// Retries left should the replayed delivery fail; `None` without limit or when the count
+    /// is not known.
+    pub fn left(&self) -> Option<i64> {
+        match (self.limit, self.retries) {
+            (BudgetLimit::Stated(m) | BudgetLimit::Default(m), Some(r)) => {
+                Some(m.saturating_sub(r.max(0)).max(0))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for BodyBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (fw, counter, name) = (self.framework, self.counter, self.limit_name);
+        let times = |n: i64| format!("{n} more time{}", if n == 1 { "" } else { "s" });
+        let untouched = "in the body, which a replay leaves untouched";
+        let Some(r) = self.retries else {
+            return write!(
+                f,
+                "{fw} keeps its retry count ({counter}) {untouched}, past the part read here: what is left of its {name} is not known; attempts are not reset"
+            );
+        };
+        match (self.limit, self.left()) {
+            (BudgetLimit::Stated(m), Some(0)) => write!(
+                f,
+                "{fw} will not retry it if it fails again: {counter} is {r} of {name} {m} ({untouched}); attempts are not reset"
+            ),
+            (BudgetLimit::Stated(m), Some(n)) => write!(
+                f,
+                "{fw} will retry it {} if it fails again: {counter} is {r} of {name} {m} ({untouched}); attempts are not reset",
+                times(n)
+            ),
+            (BudgetLimit::Default(m), Some(0)) => write!(
+                f,
+                "{fw} will not retry it if it fails again, unless its actor allows more than {fw}'s default {name} of {m} (the message states none): {counter} is {r} {untouched}"
+            ),
+            (BudgetLimit::Default(m), Some(n)) => write!(
+                f,
+                "{fw} will retry it up to {m} − {r} = {} if it fails again ({fw}'s default {name}; the message states none, and its actor may set its own): {counter} is {r} {untouched}",
+                times(n)
+            ),
+            (_, _) => write!(
+                f,
+                "{fw} retries it without limit ({name} is none): {counter} is {r} {untouched}"
             ),
         }
     }
@@ -434,9 +513,22 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
         }
     }
     match ex.convention {
-        Convention::Dramatiq => warnings.push(ReplayWarning::BodyHoldsRetryCounter {
+        Convention::Dramatiq => warnings.push(ReplayWarning::RetryBudget(BodyBudget {
             framework: "dramatiq",
-        }),
+            counter: "options.retries",
+            limit_name: "max_retries",
+            // No count in a whole body is dramatiq's 0; in a cut one it may lie past the cut.
+            retries: match ex.retries {
+                Some(n) => Some(n.max(0)),
+                None if dl.body_complete() => Some(0),
+                None => None,
+            },
+            limit: match ex.retry_limit {
+                Some(RetryLimit::At(m)) => BudgetLimit::Stated(m),
+                Some(RetryLimit::Unlimited) => BudgetLimit::Unlimited,
+                None => BudgetLimit::Default(DRAMATIQ_DEFAULT_MAX_RETRIES),
+            },
+        })),
         Convention::EasyNetQ => warnings.push(ReplayWarning::BodyIsEnvelope),
         _ => {}
     }
@@ -534,11 +626,8 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
                     .and_then(|t| t.get(key))
                     .filter(|v| v.as_i64() != Some(0))
                     .map(|_| format!("{n}.{key}")),
-                // The reading holds the body's count; zero is a fresh budget already.
-                Counter::Body(path) => ex
-                    .retries
-                    .filter(|n| *n > 0)
-                    .map(|n| format!("{path} = {n} in the body")),
+                // Never reset, whatever it holds: the plan's `RetryBudget` says what is left.
+                Counter::Body(path) => Some(format!("{path} in the body")),
             })
             .chain(ex.counter_headers.iter().filter_map(|n| {
                 headers

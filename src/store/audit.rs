@@ -3,6 +3,8 @@
 //! and nothing is ever updated or deleted (triggers in the schema refuse it). A replay that never
 //! got an outcome (killed, crashed, lost power) reads as "interrupted".
 
+use std::collections::{HashMap, HashSet};
+
 use jiff::Timestamp;
 use rusqlite::OptionalExtension;
 use serde::Serialize;
@@ -89,6 +91,9 @@ pub struct AuditRecord {
     /// The recorded outcome, or "interrupted" when there is none.
     pub outcome: String,
 }
+
+/// How many of the newest replays `replay_counts` looks through.
+const AUDIT_LINK_WINDOW: i64 = 1000;
 
 /// The outcome shown for a replay whose outcome was never recorded.
 pub const INTERRUPTED: &str = "interrupted";
@@ -182,6 +187,50 @@ impl Store {
         )
         .map_err(|e| self.sqlite(e))?;
         tx.commit().map_err(|e| self.sqlite(e))
+    }
+
+    /// How many recorded replays in `context`/`vhost` moved each of `keys` (a key no replay
+    /// moved is absent), from the newest `AUDIT_LINK_WINDOW` finished ones. This links a message
+    /// that failed again to its replays by its key even when Warren's headers were lost on the
+    /// way (dramatiq's own retry republishes without them).
+    pub fn replay_counts(
+        &self,
+        context: &str,
+        vhost: &str,
+        keys: &[String],
+    ) -> Result<HashMap<String, i64>> {
+        let wanted: HashSet<&str> = keys.iter().map(String::as_str).collect();
+        let mut out = HashMap::new();
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT o.message_ids_json
+                 FROM replays r JOIN replay_outcomes o ON o.replay_id = r.id
+                 WHERE r.context = ?1 AND r.vhost = ?2 AND r.dry_run = 0
+                 ORDER BY r.id DESC LIMIT ?3",
+            )
+            .map_err(|e| self.sqlite(e))?;
+        let rows = stmt
+            .query_map((context, vhost, AUDIT_LINK_WINDOW), |r| {
+                r.get::<_, String>(0)
+            })
+            .map_err(|e| self.sqlite(e))?;
+        for row in rows {
+            let json = row.map_err(|e| self.sqlite(e))?;
+            let ids: Vec<String> = serde_json::from_str(&json)
+                .map_err(|e| self.corrupt(format!("message ids: {e}")))?;
+            // A key once per replay, however often that replay lists it.
+            let ids: HashSet<String> = ids.into_iter().collect();
+            for id in ids {
+                if let Some(k) = wanted.get(id.as_str()) {
+                    *out.entry((*k).to_string()).or_insert(0) += 1;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The most recent `limit` replays, newest first.

@@ -64,7 +64,18 @@ pub struct Row {
 
 impl Row {
     pub fn new(msg: DeadLetter, first_seen: Option<Timestamp>, own: &Conventions) -> Row {
-        let exp = explain::explain_with(&msg, own);
+        Row::with_replays(msg, first_seen, own, 0)
+    }
+
+    /// A row for a message Warren's audit says it replayed `audited_replays` times (see
+    /// `explain::explain_with`).
+    pub fn with_replays(
+        msg: DeadLetter,
+        first_seen: Option<Timestamp>,
+        own: &Conventions,
+        audited_replays: i64,
+    ) -> Row {
+        let exp = explain::explain_with(&msg, own, audited_replays);
         let key = identity::message_key(&msg);
         Row {
             msg,

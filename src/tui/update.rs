@@ -143,6 +143,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             queue,
             messages,
             first_seen,
+            replays,
             stop,
             ticket,
         } => {
@@ -162,7 +163,11 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             let rows = messages
                 .into_iter()
                 .enumerate()
-                .map(|(i, m)| Row::new(m, first_seen.get(i).copied().flatten(), &state.conventions))
+                .map(|(i, m)| {
+                    let seen = first_seen.get(i).copied().flatten();
+                    let n = replays.get(i).copied().unwrap_or(0);
+                    Row::with_replays(m, seen, &state.conventions, n)
+                })
                 .collect::<Vec<Row>>();
             let shared_keys = rows
                 .iter()

@@ -408,6 +408,7 @@ async fn browse(
                 queue,
                 messages,
                 first_seen: vec![None; n],
+                replays: Vec::new(),
                 stop: format!("{n} messages from the snapshot"),
                 ticket,
             };
@@ -417,8 +418,12 @@ async fn browse(
     match s.browse(&queue, limit, consent).await {
         Ok(page) => {
             let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
-            let seen = remember(s, &queue, &keys);
-            let first_seen = keys.iter().map(|k| seen.get(k).copied()).collect();
+            let memory = remember(s, &queue, &keys);
+            let first_seen = keys
+                .iter()
+                .map(|k| memory.first_seen.get(k).copied())
+                .collect();
+            let replays = keys.iter().map(|k| memory.replays_of(k)).collect();
             let mut stop = describe_stop(
                 &page.stopped,
                 page.messages.len(),
@@ -453,6 +458,7 @@ async fn browse(
                 queue,
                 messages: session::into_messages(page),
                 first_seen,
+                replays,
                 stop,
                 ticket,
             }
@@ -704,18 +710,19 @@ fn read_failure(queue: String, e: SessionError, ticket: Ticket) -> Report {
     }
 }
 
-/// Records first-seen times (best effort: without the store, "dead since" is unknown).
-fn remember(s: &Session, queue: &str, keys: &[String]) -> HashMap<String, jiff::Timestamp> {
+/// Records first-seen times and reads earlier replays (best effort: without the store, "dead
+/// since" is unknown and only Warren's headers say a message was replayed before).
+fn remember(s: &Session, queue: &str, keys: &[String]) -> session::Remembered {
     match Store::open_default() {
-        Ok(st) => st
-            .record_seen(&s.memory_key(), queue, keys, jiff::Timestamp::now())
+        Ok(st) => s
+            .remember(&st, queue, keys, jiff::Timestamp::now())
             .unwrap_or_else(|e| {
                 tracing::warn!("recording first-seen times failed: {e}");
-                HashMap::new()
+                session::Remembered::default()
             }),
         Err(e) => {
             tracing::warn!("{e}");
-            HashMap::new()
+            session::Remembered::default()
         }
     }
 }

@@ -676,6 +676,7 @@ mod tests {
             queue: queue.into(),
             messages: Vec::new(),
             first_seen: Vec::new(),
+            replays: Vec::new(),
             stop: "all 0 messages".into(),
             ticket,
         }

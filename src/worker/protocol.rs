@@ -81,11 +81,14 @@ pub enum Report {
         ticket: Ticket,
     },
     /// A browse finished. `first_seen[i]` is when Warren first saw `messages[i]` (from the store),
-    /// aligned by index; shorter than `messages` means unknown for the rest.
+    /// aligned by index; shorter than `messages` means unknown for the rest. `replays[i]` is
+    /// how many audited replays moved it (by its key; see `Store::replay_counts`), aligned
+    /// likewise; shorter means none known.
     MessagesLoaded {
         queue: String,
         messages: Vec<DeadLetter>,
         first_seen: Vec<Option<Timestamp>>,
+        replays: Vec<i64>,
         /// Why the browse stopped, in words ("end of queue", "limit of 500 reached", …).
         stop: String,
         ticket: Ticket,

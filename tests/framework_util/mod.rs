@@ -208,3 +208,21 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Passive declare: (ready messages, consumers), or `None` when the queue does not exist (yet).
+pub async fn queue_state(conn: &lapin::Connection, queue: &str) -> Option<(u32, u32)> {
+    let ch = conn.create_channel().await.ok()?;
+    let q = ch
+        .queue_declare(
+            queue.into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .ok()?;
+    let _ = ch.close(200, "checked".into()).await;
+    Some((q.message_count(), q.consumer_count()))
+}

@@ -429,6 +429,7 @@ pub fn browsed(read_only: bool, queue: &str, messages: Vec<DeadLetter>) -> State
             queue: queue.into(),
             messages,
             first_seen,
+            replays: vec![],
             stop: "end of queue".into(),
             ticket: Default::default(),
         },
