@@ -205,8 +205,8 @@ pub struct Reading {
     /// The configured retry-counter headers on this message (see [`Conventions`]), which a
     /// replay resets, whatever the convention.
     pub counter_headers: Vec<String>,
-    /// A retry ladder's error-text headers on this message, which a replay removes (only for
-    /// [`Convention::Ladder`]: a framework's own fault headers have their own rules).
+    /// The configured error-text headers on this message, which a replay removes whatever the
+    /// convention (a framework's own fault headers have their own rules besides).
     pub error_headers: Vec<String>,
     /// The retry limit the message itself states (dramatiq's `options.max_retries`); `None` when
     /// it states none and the worker's setting decides.
@@ -306,6 +306,13 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Readin
     // and "attempts reset" waits for it, whatever the convention.
     if r.counter_headers.is_empty() {
         r.counter_headers = own.counters_in(&dl.headers);
+    }
+    // Likewise a configured error-text header describes the failure before the replay, and
+    // goes with it, whatever the convention: which convention a `.XQ` message reads as depends
+    // on its body (dramatiq's record), and the plan's headers must not (the preview reads a cut
+    // body, the run the whole one).
+    if r.error_headers.is_empty() {
+        r.error_headers = own.error_headers_in(&dl.headers);
     }
     // The broker's record fills what the framework did not say.
     if let Some(origin) = deaths.origin_entry() {
