@@ -16,8 +16,8 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use lapin::Confirmation;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
@@ -223,6 +223,26 @@ struct Outgoing {
     target: (ShortString, ShortString),
     props: lapin::BasicProperties,
     body: Vec<u8>,
+}
+
+/// What identifies a publish's content: exchange, routing key, properties (headers included)
+/// and body, as the broker returns them in a `basic.return`.
+fn content_hash(
+    exchange: &ShortString,
+    routing_key: &ShortString,
+    props: &lapin::BasicProperties,
+    body: &[u8],
+) -> u64 {
+    use std::hash::Hasher;
+    let mut h = fnv::FnvHasher::default();
+    h.write(exchange.as_str().as_bytes());
+    h.write_u8(0);
+    h.write(routing_key.as_str().as_bytes());
+    h.write_u8(0);
+    h.write(format!("{props:?}").as_bytes());
+    h.write_u8(0);
+    h.write(body);
+    h.finish()
 }
 
 /// Why an awaited step did not give its answer.
@@ -614,6 +634,8 @@ impl<'a> Opened<'a> {
             pacer: Pacer::new(self.job.rate),
             inflight: FuturesUnordered::new(),
             early: VecDeque::new(),
+            sent: HashMap::new(),
+            returned: HashMap::new(),
             outgoing: None,
             depth_ch: None,
             unresponsive: false,
@@ -641,8 +663,15 @@ struct Shell<'a> {
     step: Duration,
     pacer: Pacer,
     inflight: FuturesUnordered<InFlightFuture>,
-    /// Publishes that completed on their first poll (a closed channel fails at once).
+    /// Publishes that completed on their first poll (a closed channel fails at once), and
+    /// confirms taken ready with the one being handled (see [`Shell::settle_returns`]).
     early: VecDeque<(u64, lapin::Result<Confirmation>)>,
+    /// Content hash of each publish not yet confirmed, by DLQ tag: a returned message names
+    /// its publish by content, not by the confirm lapin attached it to.
+    sent: HashMap<u64, u64>,
+    /// Publishes a returned message was matched to, with the broker's reason, until their
+    /// own confirm is handled.
+    returned: HashMap<u64, String>,
     /// The message read last, published when the engine says so.
     outgoing: Option<Outgoing>,
     /// The channel depth questions are asked on (a failed passive declare closes its channel).
@@ -653,6 +682,61 @@ struct Shell<'a> {
 }
 
 impl Shell<'_> {
+    /// Moves every returned message to the publish it belongs to. lapin hands a `basic.return`
+    /// to the next confirm it resolves, and resolves a multiple ack's tags in no set order, so
+    /// the confirm carrying a return is often another publish's: trusted as it came, a routed
+    /// message went back to the DLQ and the unroutable one was acknowledged off it, lost (seen
+    /// with a binding removed mid-run: r-72 gone, r-56 in both queues). A return reaches lapin
+    /// before the ack of its own publish, so by the time that publish's confirm is ready, the one
+    /// carrying its return is ready too: all ready confirms are taken now, and each return is
+    /// matched to its publish by content (routing, properties and body).
+    fn settle_returns(
+        &mut self,
+        tag: u64,
+        result: lapin::Result<Confirmation>,
+    ) -> lapin::Result<Confirmation> {
+        while let Some(Some(done)) = self.inflight.next().now_or_never() {
+            self.early.push_back(done);
+        }
+        let mut claim = |carrier: u64, ret: lapin::message::BasicReturnMessage| {
+            let d = &ret.delivery;
+            let hash = content_hash(&d.exchange, &d.routing_key, &d.properties, &d.data);
+            // The lowest unconfirmed publish with this content; identical messages are
+            // interchangeable. None found (it should not happen): the carrier, as lapin said.
+            let owner = self
+                .sent
+                .iter()
+                .filter(|(t, h)| **h == hash && !self.returned.contains_key(t))
+                .map(|(t, _)| *t)
+                .min()
+                .unwrap_or(carrier);
+            self.returned
+                .insert(owner, format!("{} {}", ret.reply_code, ret.reply_text));
+        };
+        let strip =
+            |r: lapin::Result<Confirmation>,
+             carrier: u64,
+             claim: &mut dyn FnMut(u64, lapin::message::BasicReturnMessage)| {
+                match r {
+                    Ok(Confirmation::Ack(Some(ret))) => {
+                        claim(carrier, ret);
+                        Ok(Confirmation::Ack(None))
+                    }
+                    Ok(Confirmation::Nack(Some(ret))) => {
+                        claim(carrier, ret);
+                        Ok(Confirmation::Nack(None))
+                    }
+                    other => other,
+                }
+            };
+        let result = strip(result, tag, &mut claim);
+        for entry in self.early.iter_mut() {
+            let r = std::mem::replace(&mut entry.1, Ok(Confirmation::NotRequested));
+            entry.1 = strip(r, entry.0, &mut claim);
+        }
+        result
+    }
+
     /// Carries out one effect; the event it ends in, if any, is for the engine.
     async fn perform(&mut self, effect: Effect, drv: &mut Driver) -> Option<Event> {
         let step = self.step;
@@ -660,6 +744,10 @@ impl Shell<'_> {
             Effect::Finish => return None,
             Effect::Publish(t) => {
                 let out = self.outgoing.take().filter(|o| o.tag == t)?;
+                self.sent.insert(
+                    t,
+                    content_hash(&out.target.0, &out.target.1, &out.props, &out.body),
+                );
                 // Publishes are not awaited one by one: lapin resolves a publish only once
                 // the IO loop has written it, a thread hop per message. The first poll hands
                 // the frames to lapin, so messages still go out in the order they were read;
@@ -850,11 +938,14 @@ impl Shell<'_> {
             },
             confirm = next_confirm(&mut self.early, &mut self.inflight), if wants.confirms && (!self.inflight.is_empty() || !self.early.is_empty()) => {
                 let (t, result) = confirm?;
+                let result = self.settle_returns(t, result);
+                self.sent.remove(&t);
+                let returned = self.returned.remove(&t);
                 let outcome = match result {
-                    Ok(Confirmation::Ack(None)) => ConfirmOutcome::Ack,
-                    Ok(Confirmation::Ack(Some(ret))) => {
-                        ConfirmOutcome::Returned(format!("{} {}", ret.reply_code, ret.reply_text))
-                    }
+                    Ok(Confirmation::Ack(_)) => match returned {
+                        Some(why) => ConfirmOutcome::Returned(why),
+                        None => ConfirmOutcome::Ack,
+                    },
                     Ok(Confirmation::Nack(_)) => ConfirmOutcome::Nack,
                     // Cannot happen on a confirm channel; never ack what was not confirmed.
                     Ok(Confirmation::NotRequested) => ConfirmOutcome::Failed("no publisher confirm".into()),
