@@ -248,16 +248,7 @@ async fn celery_tasks_are_named_keyed_by_task_id_and_none_is_discarded_on_replay
     // groups: by task and death, not one group for the whole queue.
     let groups = warren(&vhost, &home, &["groups", "work.dlq", "--json"]).await;
     assert_eq!(groups.code, Some(0), "{groups}");
-    let summary: BTreeMap<String, u64> = groups
-        .json()
-        .iter()
-        .map(|g| {
-            (
-                str_of(g, "summary").to_string(),
-                g["count"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect();
+    let summary = framework_util::group_counts(&groups.json());
     assert_eq!(
         summary,
         BTreeMap::from([
@@ -563,16 +554,7 @@ async fn rascal_failures_are_read_from_its_table_and_a_replay_is_not_nacked_back
         assert_eq!(&keys, ids, "{show}");
     }
     let groups = warren(&vhost, &home, &["groups", "work.dlq", "--json"]).await;
-    let summary: BTreeMap<String, u64> = groups
-        .json()
-        .iter()
-        .map(|g| {
-            (
-                str_of(g, "summary").to_string(),
-                g["count"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect();
+    let summary = framework_util::group_counts(&groups.json());
     assert_eq!(
         summary,
         BTreeMap::from([

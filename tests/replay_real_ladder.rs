@@ -226,16 +226,7 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
 
     // groups: by the error text, what varies masked.
     let groups = warren(&vhost, &home, &["groups", "orders.dlq", "--json"]).await;
-    let summary: BTreeMap<String, u64> = groups
-        .json()
-        .iter()
-        .map(|g| {
-            (
-                str_of(g, "summary").to_string(),
-                g["count"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect();
+    let summary = framework_util::group_counts(&groups.json());
     assert_eq!(
         summary,
         BTreeMap::from([

@@ -226,3 +226,16 @@ pub async fn queue_state(conn: &lapin::Connection, queue: &str) -> Option<(u32, 
     let _ = ch.close(200, "checked".into()).await;
     Some((q.message_count(), q.consumer_count()))
 }
+
+/// `warren groups --json` as summary → count.
+pub fn group_counts(groups: &[serde_json::Value]) -> std::collections::BTreeMap<String, u64> {
+    groups
+        .iter()
+        .map(|g| {
+            (
+                g["summary"].as_str().unwrap_or_default().to_string(),
+                g["count"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
