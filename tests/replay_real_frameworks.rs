@@ -438,17 +438,6 @@ const recovery = {
 })().catch((e) => { console.error(e); process.exit(1); });
 "#;
 
-fn rascal_worker(modules: &Path, dir: &Path, broker: &str, fixed: bool, log: &str) -> Worker {
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.arg("app.js")
-        .current_dir(dir)
-        .env("NODE_PATH", modules)
-        .env("WARREN_TEST_BROKER", broker)
-        .env("WARREN_TEST_FIXED", if fixed { "1" } else { "0" })
-        .env("WARREN_TEST_DONE", dir.join("done.txt"));
-    Worker::start(log, cmd, dir.join(format!("{log}.log")))
-}
-
 /// Starts a rascal worker and waits until it consumes from both queues.
 async fn rascal_started(conn: &lapin::Connection, mut w: Worker) -> Worker {
     let up = wait_for(Duration::from_secs(30), || async {
@@ -487,7 +476,7 @@ async fn rascal_failures_are_read_from_its_table_and_a_replay_is_not_nacked_back
 
     let failing = rascal_started(
         &conn,
-        rascal_worker(&modules, &dir, &url, false, "failing-worker"),
+        framework_util::node_worker(&modules, &dir, &url, false, "failing-worker"),
     )
     .await;
     let out = std::process::Command::new("node")
@@ -567,7 +556,7 @@ async fn rascal_failures_are_read_from_its_table_and_a_replay_is_not_nacked_back
     // The fix is deployed; replaying must reach the handler, not rascal's immediate nack.
     let fixed = rascal_started(
         &conn,
-        rascal_worker(&modules, &dir, &url, true, "fixed-worker"),
+        framework_util::node_worker(&modules, &dir, &url, true, "fixed-worker"),
     )
     .await;
     for (queue, n, removes) in [

@@ -77,17 +77,6 @@ const TRIES = 3;
 })().catch((e) => { console.error(e); process.exit(1); });
 "#;
 
-fn ladder_worker(modules: &Path, dir: &Path, broker: &str, fixed: bool, log: &str) -> Worker {
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.arg("app.js")
-        .current_dir(dir)
-        .env("NODE_PATH", modules)
-        .env("WARREN_TEST_BROKER", broker)
-        .env("WARREN_TEST_FIXED", if fixed { "1" } else { "0" })
-        .env("WARREN_TEST_DONE", dir.join("done.txt"));
-    Worker::start(log, cmd, dir.join(format!("{log}.log")))
-}
-
 /// Waits until the worker says it consumes.
 async fn ladder_started(mut w: Worker) -> Worker {
     let up = wait_for(Duration::from_secs(30), || {
@@ -135,7 +124,14 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
     let conn = h::connect(&vhost).await;
     let url = vhost.amqp_url();
 
-    let failing = ladder_started(ladder_worker(modules, &dir, &url, false, "failing-worker")).await;
+    let failing = ladder_started(framework_util::node_worker(
+        modules,
+        &dir,
+        &url,
+        false,
+        "failing-worker",
+    ))
+    .await;
     let out = std::process::Command::new("node")
         .args(["app.js", "send"])
         .current_dir(&dir)
@@ -238,7 +234,14 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
 
     // The fix is deployed. The replay goes to orders (the wait queue is never the target), the
     // counter is reset and the plan says so.
-    let fixed = ladder_started(ladder_worker(modules, &dir, &url, true, "fixed-worker")).await;
+    let fixed = ladder_started(framework_util::node_worker(
+        modules,
+        &dir,
+        &url,
+        true,
+        "fixed-worker",
+    ))
+    .await;
     let run = warren(&vhost, &home, &["replay", "orders.dlq", "--yes", "--json"]).await;
     assert_eq!(run.code, Some(0), "{run}");
     let plan = run.event("plan");

@@ -239,3 +239,16 @@ pub fn group_counts(groups: &[serde_json::Value]) -> std::collections::BTreeMap<
         })
         .collect()
 }
+
+/// A Node worker (`node app.js` in `dir`) with the npm prefix's modules, the broker URL, whether
+/// it runs the fixed handler, and the file it writes each processed id to (`done.txt`).
+pub fn node_worker(modules: &Path, dir: &Path, broker: &str, fixed: bool, log: &str) -> Worker {
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg("app.js")
+        .current_dir(dir)
+        .env("NODE_PATH", modules)
+        .env("WARREN_TEST_BROKER", broker)
+        .env("WARREN_TEST_FIXED", if fixed { "1" } else { "0" })
+        .env("WARREN_TEST_DONE", dir.join("done.txt"));
+    Worker::start(log, cmd, dir.join(format!("{log}.log")))
+}
