@@ -530,7 +530,8 @@ impl Session {
     /// (`note.text` empty), after the store kept it, with everything the record needs: queue,
     /// grouping (`note.by`), group key, text, author and time; the context and vhost are this
     /// session's. The audit stream is not part of this change: publish the record here (a
-    /// failure to publish should be returned, so the caller says the note is only local).
+    /// failure to publish should be returned, so the caller says the note is only local). A
+    /// read-only session (`self.target.read_only`) publishes nothing: its note stays local.
     pub async fn mirror_group_note(&self, note: &GroupNote) -> Result<(), SessionError> {
         tracing::debug!(
             "group note on {} ({} {}) kept locally; no broker audit stream to mirror it to yet",
