@@ -287,11 +287,22 @@ fn value(dl: &DeadLetter, by: GroupBy) -> String {
     named(dl, by, &WaitQueues::default()).0
 }
 
+/// (label, message, convention, exception, type, origin, reason, endpoint)
+type Case = (
+    &'static str,
+    DeadLetter,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+);
+
 #[test]
 fn every_convention_names_each_aspect() {
-    // (label, message, convention, exception, type, origin, reason, endpoint)
     #[rustfmt::skip]
-    let cases: Vec<(&str, DeadLetter, &str, &str, &str, &str, &str, &str)> = vec![
+    let cases: Vec<Case> = vec![
         ("masstransit", masstransit(1), "masstransit",
             "Shop.Shipping.CarrierUnavailableException", "Shop.Contracts:CreateShippingLabel",
             "shipping-label", "", "shipping-label"),
