@@ -7,9 +7,7 @@
 
 use jiff::Timestamp;
 use warren::domain::explain::{Explanation, explain};
-use warren::domain::grouping::{
-    self, GroupBy, GroupKey, GroupNote, WaitQueues, group_key, notes_gone,
-};
+use warren::domain::grouping::{self, GroupBy, GroupNote, WaitQueues, group_key, notes_gone};
 use warren::domain::message::{DeadLetter, Delivery, Properties};
 use warren::domain::selection::{GroupChoice, Selection};
 use warren::domain::value::{HeaderValue, Table};
@@ -520,12 +518,24 @@ fn partitioned_groups_keep_their_members_in_order() {
         celery("app.refund"),
         celery("app.charge"),
     ];
-    let keys: Vec<GroupKey> = messages
+    let explained: Vec<Explanation> = messages.iter().map(explain).collect();
+    let keys = messages
         .iter()
-        .map(|dl| group_key(GroupBy::Type, dl, &explain(dl), &WaitQueues::default()))
+        .zip(&explained)
+        .map(|(dl, ex)| grouping::key_of(GroupBy::Type, dl, ex, &WaitQueues::default()));
+    let shape: Vec<(String, Vec<usize>)> = grouping::partition(keys)
+        .into_iter()
+        .map(|(_, m)| {
+            let first = &messages[m[0]];
+            let k = group_key(
+                GroupBy::Type,
+                first,
+                &explain(first),
+                &WaitQueues::default(),
+            );
+            (k.value, m)
+        })
         .collect();
-    let groups = grouping::partition(keys);
-    let shape: Vec<(String, Vec<usize>)> = groups.into_iter().map(|(k, m)| (k.value, m)).collect();
     assert_eq!(
         shape,
         vec![

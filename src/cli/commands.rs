@@ -857,11 +857,12 @@ pub struct Group<'a> {
 pub fn group<'a>(messages: &'a [Explained], by: GroupBy, waits: &WaitQueues) -> Vec<Group<'a>> {
     let keys = messages
         .iter()
-        .map(|e| grouping::group_key(by, &e.message, &e.explanation, waits));
+        .map(|e| grouping::key_of(by, &e.message, &e.explanation, waits));
     let mut out: Vec<Group> = grouping::partition(keys)
         .into_iter()
-        .filter_map(|(key, members)| {
+        .filter_map(|(_, members)| {
             let first = messages.get(*members.first()?)?;
+            let key = grouping::group_key(by, &first.message, &first.explanation, waits);
             let seen: Vec<jiff::Timestamp> = members
                 .iter()
                 .filter_map(|&i| messages.get(i)?.first_seen)

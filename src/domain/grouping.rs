@@ -9,7 +9,9 @@
 //! `--group FINGERPRINT` means what it always meant. A group can also be named by its value
 //! (`--by reason --group rejected`): see [`GroupKey::named`].
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
 
 use super::discovery::Discovery;
 use super::explain::Explanation;
@@ -232,22 +234,34 @@ pub fn group_key(by: GroupBy, dl: &DeadLetter, ex: &Explanation, waits: &WaitQue
     }
 }
 
-/// Messages in groups: `keys[i]` is message `i`'s group. The groups come in the order their
-/// first message does, each with the indices of its messages in order; callers sort them as
-/// their screen needs (by size, then age or first appearance).
-pub fn partition(keys: impl IntoIterator<Item = GroupKey>) -> Vec<(GroupKey, Vec<usize>)> {
-    let mut out: Vec<(GroupKey, Vec<usize>)> = Vec::new();
-    let mut at: HashMap<String, usize> = HashMap::new();
-    for (i, k) in keys.into_iter().enumerate() {
-        match at.get(&k.key) {
-            Some(&g) => out[g].1.push(i),
-            None => {
-                at.insert(k.key.clone(), out.len());
-                out.push((k, vec![i]));
-            }
-        }
+/// The key of `dl`'s group under `by`, borrowed where it can be: the fingerprint mode (the
+/// default, and the one a large list is grouped by on every filter change) builds nothing.
+pub fn key_of<'a>(
+    by: GroupBy,
+    dl: &DeadLetter,
+    ex: &'a Explanation,
+    waits: &WaitQueues,
+) -> Cow<'a, str> {
+    match by {
+        GroupBy::Fingerprint => Cow::Borrowed(ex.fingerprint.key.as_str()),
+        by => Cow::Owned(group_key(by, dl, ex, waits).key),
     }
-    out
+}
+
+/// Messages in groups: `keys[i]` is message `i`'s group key ([`key_of`]). The groups come in
+/// the order their first message does, each with the indices of its messages in order; callers
+/// build each group's [`GroupKey`] from its first message and sort the groups as their screen
+/// needs (by size, then age or first appearance).
+pub fn partition<K: Eq + Hash>(keys: impl IntoIterator<Item = K>) -> Vec<(K, Vec<usize>)> {
+    let mut at: HashMap<K, (usize, Vec<usize>)> = HashMap::new();
+    for (i, k) in keys.into_iter().enumerate() {
+        at.entry(k).or_insert_with(|| (i, Vec::new())).1.push(i);
+    }
+    let mut out: Vec<(K, (usize, Vec<usize>))> = at.into_iter().collect();
+    out.sort_by_key(|(_, (first, _))| *first);
+    out.into_iter()
+        .map(|(k, (_, members))| (k, members))
+        .collect()
 }
 
 /// Longest note kept, in characters: a sentence for the rota, not a document.
@@ -341,12 +355,8 @@ mod tests {
 
     #[test]
     fn partition_keeps_first_appearance() {
-        let k = |v: &str| GroupKey::of(GroupBy::Type, &[v], v, v.into());
-        let groups = partition([k("a"), k("b"), k("a"), k("c"), k("b")]);
-        let shape: Vec<(&str, Vec<usize>)> = groups
-            .iter()
-            .map(|(g, m)| (g.value.as_str(), m.clone()))
-            .collect();
+        let groups = partition(["a", "b", "a", "c", "b"]);
+        let shape: Vec<(&str, Vec<usize>)> = groups.iter().map(|(g, m)| (*g, m.clone())).collect();
         assert_eq!(
             shape,
             vec![("a", vec![0, 2]), ("b", vec![1, 4]), ("c", vec![3])]

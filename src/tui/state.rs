@@ -605,12 +605,14 @@ fn group_rows(rows: &[Row], visible: &[usize], by: GroupBy, waits: &WaitQueues) 
         .collect();
     let keys = in_view
         .iter()
-        .map(|(_, r)| grouping::group_key(by, &r.msg, &r.exp, waits));
+        .map(|(_, r)| grouping::key_of(by, &r.msg, &r.exp, waits));
     let mut groups: Vec<Group> = grouping::partition(keys)
         .into_iter()
-        .map(|(k, members)| {
+        .filter_map(|(_, members)| {
             let members: Vec<&(usize, &Row)> =
                 members.iter().filter_map(|&m| in_view.get(m)).collect();
+            let (_, first_row) = members.first()?;
+            let k = grouping::group_key(by, &first_row.msg, &first_row.exp, waits);
             let rows: Vec<usize> = members.iter().map(|(i, _)| *i).collect();
             let times = members.iter().filter_map(|(_, r)| r.dead_since());
             let (first, last) = times.fold(
@@ -622,14 +624,14 @@ fn group_rows(rows: &[Row], visible: &[usize], by: GroupBy, waits: &WaitQueues) 
                     )
                 },
             );
-            Group {
+            Some(Group {
                 key: k.key,
                 value: k.value,
                 summary: k.summary,
                 rows,
                 first,
                 last,
-            }
+            })
         })
         .collect();
     groups.sort_by(|a, b| {
