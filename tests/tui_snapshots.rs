@@ -169,8 +169,11 @@ fn groups_by_reason_with_a_note() {
             ticket: Default::default(),
         },
     );
-    update(&mut st, ch('n'));
+    // The note next to its group, and whole above the group's example.
     snap("groups_by_reason_note", &st);
+    // n: the input, holding the note to change.
+    update(&mut st, ch('n'));
+    snap("note_input", &st);
 }
 
 #[test]

@@ -722,9 +722,29 @@ fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
         ListMode::Messages => format!(" Timeline — {name} "),
     };
     let mut block = pane_block(state, title, focused);
+    // In the group list, the group's note in full above its example (the row may cut it).
+    let note: Vec<Line<'_>> = state
+        .current_group()
+        .filter(|_| state.list_mode == ListMode::Groups)
+        .and_then(|g| state.note_for(g))
+        .map(|n| {
+            vec![
+                Line::styled(
+                    format!(
+                        "✎ note by {}, {}: {}",
+                        sanitize::one_line(&n.author, 40),
+                        n.at.strftime("%Y-%m-%d %H:%M UTC"),
+                        sanitize::one_line(&n.text, 600)
+                    ),
+                    t.warn,
+                ),
+                Line::raw(""),
+            ]
+        })
+        .unwrap_or_default();
     // Rendered by `update` when the message changed; the frame borrows it.
     let lines = state.detail_lines().unwrap_or_default();
-    let total = lines.len();
+    let total = lines.len() + note.len();
     let scroll = usize::from(state.detail_scroll).min(total.saturating_sub(1));
     if total > usize::from(area.height.saturating_sub(2)) {
         block = block.title_bottom(
@@ -733,7 +753,11 @@ fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
     }
     // Each line takes at least one row, so none past `scroll + height` can be in view.
     let shown = (scroll + usize::from(area.height)).min(total);
-    let text: Vec<Line<'_>> = lines.iter().take(shown).map(borrowed).collect();
+    let text: Vec<Line<'_>> = note
+        .into_iter()
+        .chain(lines.iter().map(borrowed))
+        .take(shown)
+        .collect();
     frame.render_widget(
         Paragraph::new(text)
             .block(block)
