@@ -1065,5 +1065,41 @@ mod tests {
         assert!(
             matches!(sent(&a)[..], [Report::ReplayFinished(o)] if o.error.as_deref().is_some_and(|e| e.contains("snapshot")))
         );
+        // A note belongs to a broker's queue; forgetting none is nothing to do.
+        let note = crate::domain::grouping::GroupNote {
+            queue: "q".into(),
+            by: crate::domain::grouping::GroupBy::Reason,
+            key: "0123456789abcdef".into(),
+            text: "later".into(),
+            author: String::new(),
+            at: jiff::Timestamp::UNIX_EPOCH,
+        };
+        let a = p.command(Command::SetGroupNote(note.clone()));
+        assert!(matches!(sent(&a)[..], [Report::Error(f)] if f.text.contains("snapshot")));
+        let a = p.command(Command::ForgetGroupNotes {
+            queue: "q".into(),
+            notes: vec![note],
+        });
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn notes_are_kept_on_the_session_without_waiting_for_a_read() {
+        let mut p = connected();
+        // A browse of the queue is running; the note does not wait behind it.
+        started(&p.command(browse("q")));
+        let note = crate::domain::grouping::GroupNote {
+            queue: "q".into(),
+            by: crate::domain::grouping::GroupBy::Origin,
+            key: "0123456789abcdef".into(),
+            text: "carrier outage".into(),
+            author: String::new(),
+            at: jiff::Timestamp::UNIX_EPOCH,
+        };
+        let a = p.command(Command::SetGroupNote(note));
+        assert!(matches!(
+            started(&a)[..],
+            [(_, Work::Notes(NoteWork::Set(_)), _)]
+        ));
     }
 }
