@@ -626,8 +626,8 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         Action::CycleGrouping => {
             state.group_by = state.group_by.next();
             state.group_cursor = 0;
+            // The pane title says which.
             state.refresh_view();
-            state.notice = Some(format!("groups by {}", state.group_by.label()));
         }
         Action::GroupNote => open_note(state),
         Action::ToggleSelect => toggle_select(state),
