@@ -359,6 +359,12 @@ fn every_convention_names_each_aspect() {
         assert_eq!(fp.summary, ex.fingerprint.summary, "{label}");
         for by in GroupBy::ALL {
             let k = group_key(by, &dl, &ex, &WaitQueues::default());
+            // The key lists are grouped by is the group's own.
+            assert_eq!(
+                grouping::key_of(by, &dl, &ex, &WaitQueues::default()),
+                k.key.as_str(),
+                "{label} {by}"
+            );
             assert_eq!(k.key.len(), 16, "{label} {by}");
             assert!(k.key.bytes().all(|b| b.is_ascii_hexdigit()), "{label} {by}");
             assert!(!k.summary.is_empty(), "{label} {by}");

@@ -11,11 +11,12 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::Hash;
+use std::hash::{Hash, Hasher};
+
+use fnv::FnvHasher;
 
 use super::discovery::Discovery;
 use super::explain::Explanation;
-use super::fingerprint::fnv1a64;
 use super::message::DeadLetter;
 use super::replay;
 
@@ -105,21 +106,6 @@ pub struct GroupKey {
 }
 
 impl GroupKey {
-    fn of(by: GroupBy, parts: &[&str], value: &str, summary: String) -> GroupKey {
-        // NUL separators so ("ab", "c") and ("a", "bc") differ; the mode first so that "orders"
-        // as an origin and as an endpoint are two keys.
-        let mut joined = String::from(by.as_str());
-        for p in parts {
-            joined.push('\0');
-            joined.push_str(p);
-        }
-        GroupKey {
-            key: format!("{:016x}", fnv1a64(joined.as_bytes())),
-            value: value.to_string(),
-            summary,
-        }
-    }
-
     /// Whether `name` names this group: its key, or its value exactly (`--group rejected`).
     pub fn named(&self, name: &str) -> bool {
         let name = name.trim();
@@ -171,71 +157,126 @@ pub fn death_reason(ex: &Explanation) -> Option<&str> {
         .map(|r| r.as_str())
 }
 
-/// The group of `dl` (explained as `ex`) under `by`. Pure and total: every message is in exactly
-/// one group of every mode; a message that records nothing of the aspect is in the mode's
-/// "none recorded" group of its convention.
-pub fn group_key(by: GroupBy, dl: &DeadLetter, ex: &Explanation, waits: &WaitQueues) -> GroupKey {
-    let conv = ex.convention;
-    let none = |what: &str| {
-        GroupKey::of(
-            by,
-            &["", conv.as_str()],
-            "",
-            format!("{what} ({})", conv.label()),
-        )
+/// What one message records of one aspect (every mode but the fingerprint).
+enum Aspect<'a> {
+    /// The aspect as recorded.
+    Given(&'a str),
+    /// Nothing recorded: this says what is missing.
+    Missing(&'static str),
+    /// The queue a replay rests in, and the wait queue it goes past, if any.
+    Rests { queue: String, past: Option<String> },
+    /// An exchange whose bindings alone say where a replay lands.
+    Exchange {
+        exchange: String,
+        routing_key: String,
+    },
+}
+
+fn aspect<'a>(by: GroupBy, dl: &DeadLetter, ex: &'a Explanation, waits: &WaitQueues) -> Aspect<'a> {
+    let given = |v: Option<&'a str>, missing| match v.filter(|v| !v.is_empty()) {
+        Some(v) => Aspect::Given(v),
+        None => Aspect::Missing(missing),
     };
-    let given = |v: &str| GroupKey::of(by, &[v], v, v.to_string());
     match by {
-        GroupBy::Fingerprint => GroupKey {
-            key: ex.fingerprint.key.clone(),
-            value: ex.fingerprint.summary.clone(),
-            summary: ex.fingerprint.summary.clone(),
-        },
-        GroupBy::Exception => match ex.fault.as_ref().and_then(|f| f.exception_type.as_deref()) {
-            Some(t) => given(t),
-            None => none("no exception type recorded"),
-        },
-        GroupBy::Type => match ex.message_type.as_deref() {
-            Some(t) => given(t),
-            None => none("no message type recorded"),
-        },
-        GroupBy::Origin => match ex.source.queue.as_deref().filter(|q| !q.is_empty()) {
-            Some(q) => given(q),
-            None => none("origin unknown"),
-        },
-        GroupBy::Reason => match death_reason(ex) {
-            Some(r) => given(r),
-            None => none("not dead-lettered by the broker: republished"),
-        },
+        // The fingerprint is the explanation's own (see `group_key`, `key_of`); never asked here.
+        GroupBy::Fingerprint | GroupBy::Exception => given(
+            ex.fault.as_ref().and_then(|f| f.exception_type.as_deref()),
+            "no exception type recorded",
+        ),
+        GroupBy::Type => given(ex.message_type.as_deref(), "no message type recorded"),
+        GroupBy::Origin => given(ex.source.queue.as_deref(), "origin unknown"),
+        GroupBy::Reason => given(
+            death_reason(ex),
+            "not dead-lettered by the broker: republished",
+        ),
         GroupBy::Endpoint => match replay::default_target(dl, ex) {
-            Some(t) => match t.expected_queue.as_deref() {
+            Some(t) => match t.expected_queue {
                 Some(q) => {
-                    let rest = waits.rests_in(q);
-                    let summary = if rest == q {
-                        rest.to_string()
-                    } else {
-                        format!("{rest} (past the wait queue {q})")
-                    };
-                    GroupKey::of(by, &[rest], rest, summary)
+                    let rest = waits.rests_in(&q).to_string();
+                    let past = (rest != q).then_some(q);
+                    Aspect::Rests { queue: rest, past }
                 }
-                // An exchange whose bindings alone say where it lands.
-                None => GroupKey::of(
-                    by,
-                    &["exchange", &t.exchange, &t.routing_key],
-                    &t.exchange,
-                    format!(
-                        "exchange {} key \"{}\" (its bindings decide)",
-                        t.exchange, t.routing_key
-                    ),
-                ),
+                None => Aspect::Exchange {
+                    exchange: t.exchange,
+                    routing_key: t.routing_key,
+                },
             },
-            None => none("no known origin: replay needs --to"),
+            None => Aspect::Missing("no known origin: replay needs --to"),
         },
     }
 }
 
-/// The key of `dl`'s group under `by`, borrowed where it can be: the fingerprint mode (the
-/// default, and the one a large list is grouped by on every filter change) builds nothing.
+/// The key of an aspect: FNV-1a 64 of the mode and the parts, NUL-separated, so ("ab", "c") and
+/// ("a", "bc") differ and "orders" as an origin and as an endpoint are two keys.
+fn aspect_key(by: GroupBy, a: &Aspect<'_>, ex: &Explanation) -> String {
+    let mut h = FnvHasher::default();
+    h.write(by.as_str().as_bytes());
+    let mut part = |p: &str| {
+        h.write(b"\0");
+        h.write(p.as_bytes());
+    };
+    match a {
+        Aspect::Given(v) => part(v),
+        // One "none recorded" group per convention: two conventions, two fixes.
+        Aspect::Missing(_) => {
+            part("");
+            part(ex.convention.as_str());
+        }
+        Aspect::Rests { queue, .. } => part(queue),
+        Aspect::Exchange {
+            exchange,
+            routing_key,
+        } => {
+            part("exchange");
+            part(exchange);
+            part(routing_key);
+        }
+    }
+    format!("{:016x}", h.finish())
+}
+
+/// The group of `dl` (explained as `ex`) under `by`. Pure and total: every message is in exactly
+/// one group of every mode; a message that records nothing of the aspect is in the mode's
+/// "none recorded" group of its convention.
+pub fn group_key(by: GroupBy, dl: &DeadLetter, ex: &Explanation, waits: &WaitQueues) -> GroupKey {
+    if by == GroupBy::Fingerprint {
+        return GroupKey {
+            key: ex.fingerprint.key.clone(),
+            value: ex.fingerprint.summary.clone(),
+            summary: ex.fingerprint.summary.clone(),
+        };
+    }
+    let a = aspect(by, dl, ex, waits);
+    let key = aspect_key(by, &a, ex);
+    let (value, summary) = match a {
+        Aspect::Given(v) => (v.to_string(), v.to_string()),
+        Aspect::Missing(what) => (String::new(), format!("{what} ({})", ex.convention.label())),
+        Aspect::Rests { queue, past: None } => (queue.clone(), queue),
+        Aspect::Rests {
+            queue,
+            past: Some(wait),
+        } => (
+            queue.clone(),
+            format!("{queue} (past the wait queue {wait})"),
+        ),
+        Aspect::Exchange {
+            exchange,
+            routing_key,
+        } => (
+            exchange.clone(),
+            format!("exchange {exchange} key \"{routing_key}\" (its bindings decide)"),
+        ),
+    };
+    GroupKey {
+        key,
+        value,
+        summary,
+    }
+}
+
+/// The key of `dl`'s group under `by` ([`GroupKey::key`]) without the words for people: borrowed
+/// for the fingerprint (the default, and what a large list is grouped by on every filter
+/// change), one string otherwise.
 pub fn key_of<'a>(
     by: GroupBy,
     dl: &DeadLetter,
@@ -244,7 +285,7 @@ pub fn key_of<'a>(
 ) -> Cow<'a, str> {
     match by {
         GroupBy::Fingerprint => Cow::Borrowed(ex.fingerprint.key.as_str()),
-        by => Cow::Owned(group_key(by, dl, ex, waits).key),
+        by => Cow::Owned(aspect_key(by, &aspect(by, dl, ex, waits), ex)),
     }
 }
 
@@ -321,6 +362,7 @@ pub fn notes_gone<'n>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::fingerprint::fnv1a64;
 
     #[test]
     fn modes_parse_and_cycle() {
@@ -335,9 +377,19 @@ mod tests {
 
     #[test]
     fn keys_differ_by_mode_and_are_named_by_key_or_value() {
-        let a = GroupKey::of(GroupBy::Origin, &["orders"], "orders", "orders".into());
-        let b = GroupKey::of(GroupBy::Endpoint, &["orders"], "orders", "orders".into());
-        assert_ne!(a.key, b.key);
+        let ex = crate::domain::explain::explain(&DeadLetter::default());
+        let key = |by| aspect_key(by, &Aspect::Given("orders"), &ex);
+        // FNV-1a 64 of the mode and the parts, NUL-separated.
+        assert_eq!(
+            key(GroupBy::Origin),
+            format!("{:016x}", fnv1a64(b"origin\0orders"))
+        );
+        assert_ne!(key(GroupBy::Origin), key(GroupBy::Endpoint));
+        let a = GroupKey {
+            key: key(GroupBy::Origin),
+            value: "orders".into(),
+            summary: "orders".into(),
+        };
         assert_eq!(a.key.len(), 16);
         assert!(a.named("orders") && a.named(&a.key.clone()));
         assert!(!a.named("") && !a.named("order"));
