@@ -236,6 +236,25 @@ fn main() {
         }
     }
 
+    // The group view over every message: `b` regroups the whole list under the next grouping.
+    st.filter = None;
+    st.filter_text.clear();
+    st.refresh_view();
+    update(&mut st, key(KeyCode::Char('f')));
+    let mut regroup = Vec::new();
+    for _ in 0..warren::domain::grouping::GroupBy::ALL.len() {
+        let t = Instant::now();
+        update(&mut st, key(KeyCode::Char('b')));
+        if st.take_dirty() {
+            term.draw(|f| view(&st, f)).expect("draw");
+        }
+        regroup.push(format!(
+            "{} {:.0} ms",
+            st.group_by,
+            t.elapsed().as_secs_f64() * 1000.0
+        ));
+    }
+
     println!("TUI with {N} messages browsed (release build, 160x48 TestBackend)");
     println!(
         "  explaining and loading {N} messages: {:.0} ms",
@@ -254,5 +273,9 @@ fn main() {
         warren::tui::update::FILTER_SETTLE.as_millis()
     );
     println!("  frames drawn while idle for 10 s: {idle_frames} (goal 0)");
+    println!(
+        "  b in the group view, regrouping {N} messages (and drawing): {}",
+        regroup.join(", ")
+    );
     println!("  peak memory (VmHWM): {:.0} MiB", peak_mib());
 }

@@ -217,7 +217,7 @@ async fn dramatiq_end_to_end(python: &Path, broker: &TestBroker) {
         assert!(text.stdout.contains(id.as_str()), "{id} shown: {text}");
     }
 
-    // groups: by dramatiq's error text.
+    // groups: by dramatiq's error text, per actor.
     let groups = warren(&vhost, &home, &["groups", "work.XQ", "--json"]).await;
     assert_eq!(groups.code, Some(0), "{groups}");
     for g in groups.json() {
@@ -227,8 +227,8 @@ async fn dramatiq_end_to_end(python: &Path, broker: &TestBroker) {
     assert_eq!(
         summary,
         BTreeMap::from([
-            ("ValueError: card declined".to_string(), 3),
-            ("ValueError: gateway timeout".to_string(), 2),
+            ("charge: ValueError: card declined".to_string(), 3),
+            ("charge: ValueError: gateway timeout".to_string(), 2),
         ]),
         "{groups}"
     );

@@ -143,6 +143,40 @@ fn groups() {
 }
 
 #[test]
+fn groups_by_reason_with_a_note() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('f'));
+    for _ in 0..4 {
+        update(&mut st, ch('b'));
+    }
+    let key = st
+        .current_group()
+        .map(|g| g.key.clone())
+        .unwrap_or_default();
+    update(
+        &mut st,
+        Report::GroupNotes {
+            queue: "orders.dlq".into(),
+            notes: vec![warren::domain::grouping::GroupNote {
+                queue: "orders.dlq".into(),
+                by: warren::domain::grouping::GroupBy::Reason,
+                key,
+                text: "carrier outage, replay after 10:00".into(),
+                author: "alice".into(),
+                at: now(),
+            }],
+            whole: false,
+            ticket: Default::default(),
+        },
+    );
+    // The note next to its group, and whole above the group's example.
+    snap("groups_by_reason_note", &st);
+    // n: the input, holding the note to change.
+    update(&mut st, ch('n'));
+    snap("note_input", &st);
+}
+
+#[test]
 fn filter_input() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('/'));

@@ -7,6 +7,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use tui_fixtures::*;
+use warren::domain::grouping::{GroupBy, GroupNote};
 use warren::domain::selection::Selection;
 use warren::tui::detail;
 use warren::tui::event::{
@@ -256,12 +257,13 @@ fn groups_by_fingerprint_and_replay_a_group() {
         [
             Command::PreviewReplay {
                 queue,
-                selection: Selection::Group(k),
+                selection: Selection::Group(g),
                 ..
             },
         ] => {
             assert_eq!(queue, "orders.dlq");
-            assert_eq!(*k, key);
+            assert_eq!(g.name, key);
+            assert_eq!(g.by, GroupBy::Fingerprint);
         }
         other => panic!("expected a group preview, got {other:?}"),
     }
@@ -1942,4 +1944,168 @@ fn a_row_the_audit_says_was_replayed_says_it_failed_again() {
         rows[1].exp.replay_count, 0,
         "shorter than the page: none known"
     );
+}
+
+/// The groups in view as (summary, count).
+fn group_shape(st: &warren::tui::State) -> Vec<(String, usize)> {
+    st.browse
+        .as_ref()
+        .map(|b| {
+            b.groups
+                .iter()
+                .map(|g| (g.summary.clone(), g.rows.len()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn b_cycles_the_grouping_and_r_replays_the_group_under_it() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('f'));
+    assert_eq!(st.group_by, GroupBy::Fingerprint);
+    let fingerprints = group_shape(&st).len();
+    assert_eq!(fingerprints, 2);
+    update(&mut st, ch('b'));
+    assert_eq!(st.group_by, GroupBy::Exception);
+    assert_eq!(
+        group_shape(&st),
+        vec![(
+            "no exception type recorded (RabbitMQ dead-lettering)".to_string(),
+            6
+        )]
+    );
+    update(&mut st, ch('b'));
+    assert_eq!(st.group_by, GroupBy::Type);
+    update(&mut st, ch('b'));
+    assert_eq!(st.group_by, GroupBy::Origin);
+    assert_eq!(
+        group_shape(&st),
+        vec![
+            ("orders.process".to_string(), 5),
+            ("orders.retry.wait".to_string(), 1)
+        ]
+    );
+    update(&mut st, ch('b'));
+    assert_eq!(st.group_by, GroupBy::Reason);
+    assert_eq!(
+        group_shape(&st),
+        vec![("rejected".to_string(), 5), ("expired".to_string(), 1)]
+    );
+    // The cursor on the second group; r plans a replay of that group, by reason.
+    update(&mut st, ch('j'));
+    let key = st
+        .current_group()
+        .map(|g| g.key.clone())
+        .unwrap_or_default();
+    let cmds = update(&mut st, ch('r'));
+    match cmds.as_slice() {
+        [
+            Command::PreviewReplay {
+                selection: Selection::Group(g),
+                ..
+            },
+        ] => {
+            assert_eq!((g.by, g.name.as_str()), (GroupBy::Reason, key.as_str()));
+        }
+        other => panic!("expected a group preview, got {other:?}"),
+    }
+    update(&mut st, key_esc());
+    // Past the wait queue every message rests in orders.process: one endpoint.
+    update(&mut st, ch('b'));
+    assert_eq!(st.group_by, GroupBy::Endpoint);
+    assert_eq!(group_shape(&st), vec![("orders.process".to_string(), 6)]);
+    update(&mut st, ch('b'));
+    assert_eq!(st.group_by, GroupBy::Fingerprint);
+    assert_eq!(group_shape(&st).len(), fingerprints);
+    // The help lists both keys.
+    let help: Vec<&str> = BINDINGS.iter().map(|b| b.label).collect();
+    assert!(help.contains(&"b") && help.contains(&"n"));
+}
+
+fn key_esc() -> Event {
+    key(KeyCode::Esc)
+}
+
+fn notes(notes: Vec<GroupNote>, whole: bool) -> Report {
+    Report::GroupNotes {
+        queue: "orders.dlq".into(),
+        notes,
+        whole,
+        ticket: Ticket::default(),
+    }
+}
+
+#[test]
+fn n_writes_a_note_on_the_group_and_it_shows_until_the_group_is_gone() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('f'));
+    update(&mut st, ch('b'));
+    update(&mut st, ch('b'));
+    update(&mut st, ch('b'));
+    update(&mut st, ch('b'));
+    assert_eq!(st.group_by, GroupBy::Reason);
+    assert!(update(&mut st, ch('n')).is_empty());
+    assert!(st.note_input.is_some());
+    // Keys are text in the input: q does not quit, r does not replay.
+    let cmds = type_text(&mut st, "carrier outage, replay after 10:00 q r");
+    assert!(cmds.is_empty(), "{cmds:?}");
+    assert!(!st.quit);
+    let gkey = st
+        .current_group()
+        .map(|g| g.key.clone())
+        .unwrap_or_default();
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    let note = match cmds.as_slice() {
+        [Command::SetGroupNote(n)] => n.clone(),
+        other => panic!("expected the note to be kept, got {other:?}"),
+    };
+    assert_eq!(note.text, "carrier outage, replay after 10:00 q r");
+    assert_eq!(
+        (note.by, note.key.as_str(), note.queue.as_str()),
+        (GroupBy::Reason, gkey.as_str(), "orders.dlq")
+    );
+    assert!(st.note_input.is_none());
+    // The worker's answer: the queue's notes as the store keeps them.
+    update(&mut st, notes(vec![note.clone()], false));
+    let g = st.current_group().cloned().expect("a group");
+    assert_eq!(
+        st.note_for(&g).map(|n| n.text.as_str()),
+        Some(note.text.as_str())
+    );
+    // Another grouping does not show it.
+    update(&mut st, ch('b'));
+    let g = st.current_group().cloned().expect("a group");
+    assert!(st.note_for(&g).is_none());
+    // n again on a noted group starts from its text; Esc leaves it as it was.
+    for _ in 0..5 {
+        update(&mut st, ch('b'));
+    }
+    assert_eq!(st.group_by, GroupBy::Reason);
+    update(&mut st, ch('n'));
+    assert_eq!(
+        st.note_input.as_ref().map(|n| n.input.lines().join("")),
+        Some(note.text.clone())
+    );
+    assert!(update(&mut st, key_esc()).is_empty());
+    assert!(st.note_input.is_none());
+
+    // A browse that read the whole queue: a note whose group has no message left is forgotten
+    // (here and in the store); the live one stays. A partial read forgets nothing.
+    let stale = GroupNote {
+        key: "00000000deadbeef".into(),
+        text: "old".into(),
+        ..note.clone()
+    };
+    assert!(update(&mut st, notes(vec![note.clone(), stale.clone()], false)).is_empty());
+    assert_eq!(st.group_notes.len(), 2);
+    let cmds = update(&mut st, notes(vec![note.clone(), stale.clone()], true));
+    match cmds.as_slice() {
+        [Command::ForgetGroupNotes { queue, notes }] => {
+            assert_eq!(queue, "orders.dlq");
+            assert_eq!(notes, &vec![stale.clone()]);
+        }
+        other => panic!("expected the stale note to be forgotten, got {other:?}"),
+    }
+    assert_eq!(st.group_notes, vec![note]);
 }

@@ -18,6 +18,7 @@ use crate::domain::destination;
 use crate::domain::discovery::{self, Discovery, ExchangeInfo, RoutingTable};
 use crate::domain::explain::{self, Explanation};
 use crate::domain::features::{BrokerVersion, QueueType};
+use crate::domain::grouping::GroupNote;
 use crate::domain::identity;
 use crate::domain::ledger::{self, ReadDecision, ReadOutcome, ReadRecord};
 use crate::domain::message::DeadLetter;
@@ -496,6 +497,49 @@ impl Session {
             first_seen: st.record_seen(&self.memory_key(), queue, keys, now)?,
             replays: st.replay_counts(&self.target.context, self.vhost(), &ids)?,
         })
+    }
+
+    /// Keeps `note` as the note of its group (an empty text removes it) in Warren's store and
+    /// mirrors it to the broker's audit stream: the one way a note is set, from `warren groups
+    /// --note` and the TUI alike. Returns whether a note is now kept.
+    pub async fn set_group_note(&self, note: &GroupNote) -> Result<bool, SessionError> {
+        // The store is opened and closed before anything is awaited (it is not `Sync`).
+        let kept = Store::open_default()
+            .and_then(|st| st.set_group_note(&self.memory_key(), note))
+            .map_err(|e| SessionError::Refused(format!("the note was not kept: {e}")))?;
+        self.mirror_group_note(note).await?;
+        Ok(kept)
+    }
+
+    /// The notes on `queue`'s groups in this context and vhost.
+    pub fn group_notes(&self, st: &Store, queue: &str) -> crate::store::Result<Vec<GroupNote>> {
+        st.group_notes(&self.memory_key(), queue)
+    }
+
+    /// Forgets the notes whose group a look at the whole queue found gone.
+    pub fn forget_group_notes(
+        &self,
+        st: &Store,
+        gone: &[&GroupNote],
+    ) -> crate::store::Result<usize> {
+        st.forget_group_notes(&self.memory_key(), gone)
+    }
+
+    /// THE HOOK for the broker's audit stream (issue 14: a group note is "kept in the store and
+    /// in the broker audit"). Called by [`Session::set_group_note`] once per note set or removed
+    /// (`note.text` empty), after the store kept it, with everything the record needs: queue,
+    /// grouping (`note.by`), group key, text, author and time; the context and vhost are this
+    /// session's. The audit stream is not part of this change: publish the record here (a
+    /// failure to publish should be returned, so the caller says the note is only local). A
+    /// read-only session (`self.target.read_only`) publishes nothing: its note stays local.
+    pub async fn mirror_group_note(&self, note: &GroupNote) -> Result<(), SessionError> {
+        tracing::debug!(
+            "group note on {} ({} {}) kept locally; no broker audit stream to mirror it to yet",
+            note.queue,
+            note.by,
+            note.key
+        );
+        Ok(())
     }
 
     fn read_record(&self, queue: &str) -> Result<Option<ReadRecord>, String> {

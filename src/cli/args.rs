@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::domain::grouping::GroupBy;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "warren",
@@ -97,7 +99,8 @@ pub enum Command {
         #[arg(long, value_name = "QUERY", allow_hyphen_values = true)]
         filter: Option<String>,
     },
-    /// Group a dead-letter queue's messages by failure fingerprint.
+    /// Group a dead-letter queue's messages: by failure fingerprint, or by what matters now
+    /// (--by exception|type|origin|reason|endpoint), with the notes attached to each group.
     Groups {
         /// The queue to read (or use --snapshot).
         #[arg(required_unless_present = "snapshot", value_parser = queue_name)]
@@ -109,6 +112,16 @@ pub enum Command {
         limit: usize,
         #[arg(long)]
         json: bool,
+        /// What makes a group: fingerprint (how it failed, the default), exception (the
+        /// exception type), type (the message type, task or actor), origin (the queue it failed
+        /// in), reason (the broker's x-death reason), endpoint (where a replay delivers it).
+        #[arg(long, value_name = "MODE", default_value = "fingerprint", value_parser = group_by)]
+        by: GroupBy,
+        /// Attach a note to a group (its key, or its value as listed), kept until the group is
+        /// gone: `--note 1a2b3c4d5e6f7a8b 'carrier outage, replay after 10:00'`. An empty text
+        /// removes the note.
+        #[arg(long, num_args = 2, value_names = ["GROUP", "TEXT"], conflicts_with = "snapshot", allow_hyphen_values = true)]
+        note: Option<Vec<String>>,
     },
     /// Move dead letters back to where they failed: confirmed, throttled, on the record.
     Replay(ReplayArgs),
@@ -175,9 +188,13 @@ pub struct ReplayArgs {
     // A query may start with '-' (a negation: `--filter '-exception:x'`).
     #[arg(long, value_name = "QUERY", allow_hyphen_values = true)]
     pub filter: Option<String>,
-    /// Only messages of this failure group (a fingerprint from `warren groups`).
-    #[arg(long, value_name = "FINGERPRINT")]
+    /// Only messages of this group, as `warren groups` lists it: its key (by default a
+    /// failure fingerprint) or its value (`--by reason --group rejected`).
+    #[arg(long, value_name = "KEY")]
     pub group: Option<String>,
+    /// The grouping --group names a group of (see `warren groups --by`).
+    #[arg(long, value_name = "MODE", default_value = "fingerprint", value_parser = group_by, requires = "group")]
+    pub by: GroupBy,
     /// Send every selected message to this queue (through the default exchange).
     #[arg(long, value_name = "QUEUE", value_parser = queue_name)]
     pub to: Option<String>,
@@ -234,6 +251,14 @@ pub fn queue_name(s: &str) -> Result<String, String> {
 /// A vhost name as given on the command line: at most 255 bytes.
 pub fn vhost_name(s: &str) -> Result<String, String> {
     short_name("the vhost name", s)
+}
+
+/// `--by`: one of the grouping modes.
+pub fn group_by(s: &str) -> Result<GroupBy, String> {
+    GroupBy::parse(s).ok_or_else(|| {
+        let modes: Vec<&str> = GroupBy::ALL.iter().map(|b| b.as_str()).collect();
+        format!("'{s}' is not a grouping: use one of {}", modes.join(", "))
+    })
 }
 
 /// `--rate`: a finite number of messages per second within [`RATE_RANGE`].

@@ -215,7 +215,26 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             snapshot,
             limit,
             json,
-        }) => commands::groups(c, queue.as_deref(), snapshot.as_deref(), *limit, *json).await,
+            by,
+            note,
+        }) => {
+            let note = note.as_deref().and_then(|n| match n {
+                [group, text] => Some((group.as_str(), text.as_str())),
+                _ => None,
+            });
+            commands::groups(
+                c,
+                queue.as_deref(),
+                snapshot.as_deref(),
+                *limit,
+                commands::GroupsOutput {
+                    json: *json,
+                    by: *by,
+                },
+                note,
+            )
+            .await
+        }
         Some(Command::Replay(a)) => commands::replay(c, a).await,
         Some(Command::Audit { json, limit }) => commands::audit(*json, *limit).await,
         Some(Command::Protect {

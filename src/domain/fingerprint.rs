@@ -97,6 +97,15 @@ pub fn fingerprint(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory) -> Fing
             format!("skipped on {endpoint}: {t}"),
         );
     }
+    // dramatiq's record names the actor that failed: two actors failing with the same error
+    // are two failures (and two fixes).
+    let actor = (ex.convention == Convention::Dramatiq)
+        .then_some(ex.message_type.as_deref())
+        .flatten();
+    let with_actor = |summary: String| match actor {
+        Some(a) => format!("{a}: {summary}"),
+        None => summary,
+    };
     if let Some(f) = &ex.fault {
         let masked = f
             .message
@@ -109,10 +118,19 @@ pub fn fingerprint(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory) -> Fing
             } else {
                 format!("{}: {masked}", short_type(t))
             };
-            return make(&["fault", t, &masked], summary);
+            return match actor {
+                Some(a) => make(&["fault", t, &masked, a], with_actor(summary)),
+                None => make(&["fault", t, &masked], summary),
+            };
         }
         if !masked.is_empty() {
-            return make(&["fault", "", &masked], masked.clone());
+            return match actor {
+                Some(a) => make(&["fault", "", &masked, a], with_actor(masked.clone())),
+                None => make(&["fault", "", &masked], masked.clone()),
+            };
+        }
+        if let Some(a) = actor {
+            return make(&["actor", a], format!("{a}: no traceback recorded"));
         }
     }
     let origin = deaths.origin_entry();

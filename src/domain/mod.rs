@@ -10,6 +10,7 @@ pub mod explain;
 pub mod features;
 pub mod filter;
 pub mod fingerprint;
+pub mod grouping;
 pub mod identity;
 pub mod json;
 pub mod ledger;

@@ -693,6 +693,13 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
 }
 
 /// Where the convention says the message goes, or `None` with the warning that says why not.
+/// Where the plan sends `dl` when no `--to` is given (before the preflight follows a wait queue):
+/// the convention's target, `None` when nothing records where it came from. The replay
+/// endpoint a group is named by (`domain::grouping`).
+pub fn default_target(dl: &DeadLetter, ex: &Explanation) -> Option<ReplayTarget> {
+    convention_target(dl, ex, &mut Vec::new())
+}
+
 fn convention_target(
     dl: &DeadLetter,
     ex: &Explanation,

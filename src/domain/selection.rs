@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use super::explain::Explanation;
 use super::filter::{Filter, Subject};
+use super::grouping::{self, GroupBy, WaitQueues};
 use super::message::DeadLetter;
 
 #[derive(Clone, Debug, Default)]
@@ -15,8 +16,8 @@ pub enum Selection {
     All,
     /// Messages picked in a browse, by `identity::message_key`.
     Keys(HashSet<String>),
-    /// One failure group, by fingerprint key.
-    Group(String),
+    /// One group (see `domain::grouping`): by default a failure fingerprint.
+    Group(GroupChoice),
     /// A filter query.
     Filter(Filter),
     /// Several conditions that must all hold (e.g. `--group` and `--filter` together).
@@ -36,7 +37,7 @@ impl Selection {
         match self {
             Selection::All => true,
             Selection::Keys(keys) => keys.contains(key),
-            Selection::Group(fp) => exp.fingerprint.key == *fp,
+            Selection::Group(g) => g.selects(msg, exp),
             Selection::Filter(f) => f.matches(&subject(msg, exp, age_secs)),
             Selection::AllOf(all) => all.iter().all(|s| s.selects(msg, exp, key, age_secs)),
         }
@@ -47,13 +48,60 @@ impl Selection {
         match self {
             Selection::All => "all".into(),
             Selection::Keys(k) => format!("{} picked messages", k.len()),
-            Selection::Group(fp) => format!("group {fp}"),
+            Selection::Group(g) => g.describe(),
             Selection::Filter(f) => format!("filter {f}"),
             Selection::AllOf(all) => all
                 .iter()
                 .map(Selection::describe)
                 .collect::<Vec<_>>()
                 .join(" and "),
+        }
+    }
+}
+
+/// One group of one grouping mode, named by its key or its value (`GroupKey::named`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GroupChoice {
+    pub by: GroupBy,
+    pub name: String,
+    /// For the endpoint mode: where a replay goes on to past a wait queue.
+    pub waits: WaitQueues,
+}
+
+impl GroupChoice {
+    /// A failure group by its fingerprint, as `--group FINGERPRINT` always meant.
+    pub fn fingerprint(key: impl Into<String>) -> GroupChoice {
+        GroupChoice {
+            by: GroupBy::Fingerprint,
+            name: key.into(),
+            waits: WaitQueues::default(),
+        }
+    }
+
+    pub fn selects(&self, msg: &DeadLetter, exp: &Explanation) -> bool {
+        match self.by {
+            // The common case without building a key.
+            GroupBy::Fingerprint => {
+                exp.fingerprint.key == self.name || exp.fingerprint.summary == self.name
+            }
+            by => grouping::group_key(by, msg, exp, &self.waits).named(&self.name),
+        }
+    }
+
+    /// "group 1a2b…" for a fingerprint (as the audit always wrote it), "group exception X"
+    /// for the other modes.
+    pub fn describe(&self) -> String {
+        match self.by {
+            GroupBy::Fingerprint => format!("group {}", self.name),
+            by => format!("group {by} {}", self.name),
+        }
+    }
+
+    /// What the audit records as the group: the fingerprint alone, else "by:name".
+    pub fn audit_label(&self) -> String {
+        match self.by {
+            GroupBy::Fingerprint => self.name.clone(),
+            by => format!("{by}:{}", self.name),
         }
     }
 }

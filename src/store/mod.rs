@@ -1,9 +1,11 @@
 //! Warren's local memory, one SQLite file (`warren.db` in the data directory): when Warren first
-//! saw each dead letter ("dead since", which x-death cannot tell), and the append-only audit of
-//! every replay. Opened once per process; WAL and a busy timeout let a TUI and a CLI run share it.
+//! saw each dead letter ("dead since", which x-death cannot tell), the append-only audit of
+//! every replay, the read ledger and the notes on failure groups. Opened once per process; WAL
+//! and a busy timeout let a TUI and a CLI run share it.
 
 mod audit;
 mod ledger;
+mod notes;
 mod seen;
 
 use std::path::{Path, PathBuf};
@@ -129,6 +131,20 @@ const MIGRATIONS: &[&str] = &[
     // 4: whether a replay removed framework deadlines that had passed (`--clear-expiry`).
     r#"
     ALTER TABLE replays ADD COLUMN clear_expiry INTEGER NOT NULL DEFAULT 0;
+    "#,
+    // 5: notes on failure groups, one per group of a queue and grouping mode, until the group
+    // is gone.
+    r#"
+    CREATE TABLE group_notes (
+        vhost_key   TEXT NOT NULL,
+        queue       TEXT NOT NULL,
+        grouping    TEXT NOT NULL,
+        group_key   TEXT NOT NULL,
+        text        TEXT NOT NULL,
+        author      TEXT NOT NULL,
+        set_ms      INTEGER NOT NULL,
+        PRIMARY KEY (vhost_key, queue, grouping, group_key)
+    ) WITHOUT ROWID;
     "#,
 ];
 

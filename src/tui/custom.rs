@@ -115,13 +115,8 @@ pub fn refusal(state: &State, cmd: &CustomCommand) -> Option<String> {
 pub fn environment(state: &State, row: &Row) -> Vec<(String, String)> {
     let p = &row.msg.properties;
     let fault = row.exp.fault.as_ref();
-    let reason = row
-        .exp
-        .deaths
-        .entries
-        .first()
-        .and_then(|d| d.reason.as_ref())
-        .map(|r| r.as_str().to_string());
+    // The newest death's reason, as `groups --by reason` names it.
+    let reason = crate::domain::grouping::death_reason(&row.exp).map(str::to_string);
     let vars: [(&str, Option<&str>); 14] = [
         ("MESSAGE_ID", p.message_id.as_deref()),
         ("CORRELATION_ID", p.correlation_id.as_deref()),

@@ -60,6 +60,10 @@ pub enum Action {
     Reload,
     ToggleOrdinary,
     ToggleGroups,
+    /// The group view: the next grouping (fingerprint, exception, type, …).
+    CycleGrouping,
+    /// The group view: write (or change, or clear) the note on the group under the cursor.
+    GroupNote,
     ToggleSelect,
     SelectRange,
     SelectAll,
@@ -247,6 +251,22 @@ pub static BINDINGS: &[Binding] = &[
         help: "failure groups / messages",
         footer: Some("groups"),
         scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char('b')],
+        label: "b",
+        action: A::CycleGrouping,
+        help: "next grouping: exception, type, origin, …",
+        footer: Some("group by"),
+        scopes: &[S::Groups],
+    },
+    Binding {
+        keys: &[Char('n')],
+        label: "n",
+        action: A::GroupNote,
+        help: "note on the group (kept until it is gone)",
+        footer: Some("note"),
+        scopes: &[S::Groups],
     },
     Binding {
         keys: &[Char(' ')],
@@ -587,7 +607,7 @@ fn footer_rank(a: Action) -> u8 {
         A::Cancel | A::Open | A::NextMatch => 1,
         A::Filter | A::ToggleKeep | A::PrevMatch => 2,
         A::ToggleSelect | A::ToggleDryRun | A::ToggleOrdinary => 3,
-        A::ToggleGroups | A::RateUp | A::RateDown => 4,
+        A::ToggleGroups | A::RateUp | A::RateDown | A::CycleGrouping | A::GroupNote => 4,
         A::ToggleTrace | A::SwitchField => 5,
         A::Back => 6,
         A::Help => 7,

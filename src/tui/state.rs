@@ -3,7 +3,7 @@
 //! its inputs change, so `view` only draws.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use jiff::Timestamp;
 use ratatui::text::Line;
@@ -21,6 +21,7 @@ use crate::domain::convention::Conventions;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueSummary};
 use crate::domain::explain::{self, Explanation};
 use crate::domain::filter::Filter;
+use crate::domain::grouping::{self, GroupBy, GroupNote, WaitQueues};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::selection;
@@ -116,10 +117,13 @@ impl Row {
     }
 }
 
-/// One failure group: the messages in view that share a fingerprint.
+/// One group: the messages in view that share a key under the grouping shown (by default their
+/// fingerprint; see `domain::grouping`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
     pub key: String,
+    /// The aspect as recorded, which `--group` also accepts.
+    pub value: String,
     pub summary: String,
     /// Indices into `Browse::rows`.
     pub rows: Vec<usize>,
@@ -141,6 +145,17 @@ pub struct Browse {
     /// Some rows share a key (the same message id): a selection, which is of keys, takes
     /// every one of them.
     pub shared_keys: bool,
+}
+
+/// The note being written on a group (`n` in the group view).
+#[derive(Clone, Debug)]
+pub struct NoteInput {
+    pub input: TextArea<'static>,
+    pub queue: String,
+    pub by: GroupBy,
+    pub key: String,
+    /// The group, for the input's title.
+    pub summary: String,
 }
 
 #[derive(Clone, Debug)]
@@ -286,6 +301,13 @@ pub struct State {
     pub browse: Option<Browse>,
     pub msg_cursor: usize,
     pub group_cursor: usize,
+    /// What makes a group in the group view (`b` cycles).
+    pub group_by: GroupBy,
+    /// The notes on the open queue's groups, every grouping, as the worker read them from the
+    /// store (see `Report::GroupNotes`).
+    pub group_notes: Vec<GroupNote>,
+    /// A note being written (`n`).
+    pub note_input: Option<NoteInput>,
     /// Picked messages, by key.
     pub selected: HashSet<String>,
     /// Where `V` extends a range from: the position in view of the last toggle.
@@ -363,6 +385,9 @@ impl State {
             browse: None,
             msg_cursor: 0,
             group_cursor: 0,
+            group_by: GroupBy::default(),
+            group_notes: Vec::new(),
+            note_input: None,
             selected: HashSet::new(),
             anchor: None,
             filter_text: String::new(),
@@ -489,6 +514,20 @@ impl State {
         self.browse.as_ref()?.groups.get(self.group_cursor)
     }
 
+    /// The note on group `g` of the open queue under the grouping shown.
+    pub fn note_for(&self, g: &Group) -> Option<&GroupNote> {
+        let queue = &self.browse.as_ref()?.queue;
+        self.group_notes
+            .iter()
+            .find(|n| n.by == self.group_by && n.key == g.key && n.queue == *queue)
+    }
+
+    /// Where a replay goes on to past a wait queue, from the vhost's retry loops (the endpoint
+    /// grouping).
+    pub fn wait_queues(&self) -> WaitQueues {
+        WaitQueues::from_discovery(&self.discovery)
+    }
+
     /// Length of the list the message pane shows.
     pub fn list_len(&self) -> usize {
         match (&self.browse, self.list_mode) {
@@ -533,6 +572,7 @@ impl State {
     pub fn refresh_view(&mut self) {
         self.filter_pending = false;
         let now = self.now;
+        let waits = self.wait_queues();
         let Some(b) = self.browse.as_mut() else {
             return;
         };
@@ -551,33 +591,49 @@ impl State {
             })
             .map(|(i, _)| i)
             .collect();
-        b.groups = group_rows(&b.rows, &b.visible);
+        b.groups = group_rows(&b.rows, &b.visible, self.group_by, &waits);
         self.msg_cursor = self.msg_cursor.min(b.visible.len().saturating_sub(1));
         self.group_cursor = self.group_cursor.min(b.groups.len().saturating_sub(1));
     }
 }
 
-/// Groups `visible` rows by fingerprint, biggest group first, ties by first failure.
-fn group_rows(rows: &[Row], visible: &[usize]) -> Vec<Group> {
-    let mut by_key: BTreeMap<&str, Group> = BTreeMap::new();
-    for &i in visible {
-        let Some(r) = rows.get(i) else { continue };
-        let g = by_key
-            .entry(r.exp.fingerprint.key.as_str())
-            .or_insert_with(|| Group {
-                key: r.exp.fingerprint.key.clone(),
-                summary: r.exp.fingerprint.summary.clone(),
-                rows: Vec::new(),
-                first: None,
-                last: None,
-            });
-        g.rows.push(i);
-        if let Some(t) = r.dead_since() {
-            g.first = Some(g.first.map_or(t, |f| f.min(t)));
-            g.last = Some(g.last.map_or(t, |l| l.max(t)));
-        }
-    }
-    let mut groups: Vec<Group> = by_key.into_values().collect();
+/// Groups `visible` rows by `by`, biggest group first, ties by first failure.
+fn group_rows(rows: &[Row], visible: &[usize], by: GroupBy, waits: &WaitQueues) -> Vec<Group> {
+    let in_view: Vec<(usize, &Row)> = visible
+        .iter()
+        .filter_map(|&i| rows.get(i).map(|r| (i, r)))
+        .collect();
+    let keys = in_view
+        .iter()
+        .map(|(_, r)| grouping::key_of(by, &r.msg, &r.exp, waits));
+    let mut groups: Vec<Group> = grouping::partition(keys)
+        .into_iter()
+        .filter_map(|(_, members)| {
+            let members: Vec<&(usize, &Row)> =
+                members.iter().filter_map(|&m| in_view.get(m)).collect();
+            let (_, first_row) = members.first()?;
+            let k = grouping::group_key(by, &first_row.msg, &first_row.exp, waits);
+            let rows: Vec<usize> = members.iter().map(|(i, _)| *i).collect();
+            let times = members.iter().filter_map(|(_, r)| r.dead_since());
+            let (first, last) = times.fold(
+                (None, None),
+                |(f, l): (Option<Timestamp>, Option<Timestamp>), t| {
+                    (
+                        Some(f.map_or(t, |f| f.min(t))),
+                        Some(l.map_or(t, |l| l.max(t))),
+                    )
+                },
+            );
+            Some(Group {
+                key: k.key,
+                value: k.value,
+                summary: k.summary,
+                rows,
+                first,
+                last,
+            })
+        })
+        .collect();
     groups.sort_by(|a, b| {
         b.rows
             .len()

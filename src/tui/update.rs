@@ -12,13 +12,14 @@ use super::event::{ConnectionState, Event, Report};
 use super::help;
 use super::keys::{self, Action, Scope};
 use super::state::{
-    Browse, FilterInput, Focus, ListMode, ModalField, Overlay, RATE_STEPS, ReplayModal, ReplayRun,
-    Row, STALE_AFTER_SECS, State, Switching,
+    Browse, FilterInput, Focus, ListMode, ModalField, NoteInput, Overlay, RATE_STEPS, ReplayModal,
+    ReplayRun, Row, STALE_AFTER_SECS, State, Switching,
 };
 use super::{pager, save};
 use crate::domain::filter::Filter;
+use crate::domain::grouping::{self, GroupNote};
 use crate::domain::sanitize;
-use crate::domain::selection::Selection;
+use crate::domain::selection::{GroupChoice, Selection};
 use crate::worker::protocol::{Command, ReplayRequest};
 
 /// Rows a page key moves.
@@ -201,6 +202,20 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
+        Report::GroupNotes {
+            queue,
+            notes,
+            whole,
+            ticket,
+        } => {
+            if !current(state, ticket.generation) {
+                return Vec::new();
+            }
+            state.group_notes.retain(|n| n.queue != queue);
+            state.group_notes.extend(notes);
+            state.dirty = true;
+            forget_gone_notes(state, &queue, whole, ticket)
+        }
         Report::ReadCost {
             queue,
             text,
@@ -305,6 +320,45 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
     }
 }
 
+/// After a browse that read every message of `queue` (`whole`, and the page shown is that
+/// browse's): the notes whose group has no message left are forgotten, here and in the store.
+fn forget_gone_notes(
+    state: &mut State,
+    queue: &str,
+    whole: bool,
+    ticket: crate::worker::protocol::Ticket,
+) -> Vec<Command> {
+    let Some(b) = state
+        .browse
+        .as_ref()
+        .filter(|b| whole && b.queue == queue && b.ticket == ticket)
+    else {
+        return Vec::new();
+    };
+    let of_queue: Vec<GroupNote> = state
+        .group_notes
+        .iter()
+        .filter(|n| n.queue == queue)
+        .cloned()
+        .collect();
+    if of_queue.is_empty() {
+        return Vec::new();
+    }
+    let messages: Vec<_> = b.rows.iter().map(|r| (&r.msg, &r.exp)).collect();
+    let gone: Vec<GroupNote> = grouping::notes_gone(&of_queue, &messages, &state.wait_queues())
+        .into_iter()
+        .cloned()
+        .collect();
+    if gone.is_empty() {
+        return Vec::new();
+    }
+    state.group_notes.retain(|n| !gone.contains(n));
+    vec![Command::ForgetGroupNotes {
+        queue: queue.to_string(),
+        notes: gone,
+    }]
+}
+
 fn depths_stale(state: &State) -> bool {
     state.queues_loaded
         && state
@@ -367,6 +421,9 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     if state.filter_input.is_some() {
         on_filter_key(state, key);
         return Vec::new();
+    }
+    if state.note_input.is_some() {
+        return on_note_key(state, key);
     }
     let action = keys::lookup(scope(state), &key);
     // A pending quorum browse is confirmed only by the same Enter, anything else drops it.
@@ -566,6 +623,13 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
                 state.focus = Focus::Messages;
             }
         }
+        Action::CycleGrouping => {
+            state.group_by = state.group_by.next();
+            state.group_cursor = 0;
+            // The pane title says which.
+            state.refresh_view();
+        }
+        Action::GroupNote => open_note(state),
         Action::ToggleSelect => toggle_select(state),
         Action::SelectRange => select_range(state),
         Action::SelectAll => {
@@ -812,7 +876,11 @@ fn start_replay(state: &mut State) -> Vec<Command> {
             return Vec::new();
         };
         let what = format!("group “{}”", sanitize::one_line(&g.summary, 60));
-        let group = Selection::Group(g.key.clone());
+        let group = Selection::Group(GroupChoice {
+            by: state.group_by,
+            name: g.key.clone(),
+            waits: state.wait_queues(),
+        });
         match &state.filter {
             Some(f) => (
                 Selection::AllOf(vec![group, Selection::Filter(f.clone())]),
@@ -1067,6 +1135,72 @@ fn on_filter_key(state: &mut State, key: KeyEvent) {
     }
 }
 
+/// `n` on a group: the note input, holding the group's note when it has one (the worker
+/// refuses a note on a snapshot, which has no broker to keep it for).
+fn open_note(state: &mut State) {
+    let Some(g) = state.current_group() else {
+        state.notice = Some("no group here to write a note on".into());
+        return;
+    };
+    let Some(queue) = state.browse.as_ref().map(|b| b.queue.clone()) else {
+        return;
+    };
+    let text = state
+        .note_for(g)
+        .map(|n| n.text.clone())
+        .unwrap_or_default();
+    let (key, summary) = (g.key.clone(), g.summary.clone());
+    let mut input = TextArea::new(vec![text]);
+    input.move_cursor(ratatui_textarea::CursorMove::End);
+    state.note_input = Some(NoteInput {
+        input,
+        queue,
+        by: state.group_by,
+        key,
+        summary,
+    });
+}
+
+/// Keys in the note input: Enter keeps the note (an empty one removes it), Esc drops the edit.
+fn on_note_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let Some(ni) = &mut state.note_input else {
+        return Vec::new();
+    };
+    match key.code {
+        KeyCode::Esc => {
+            state.note_input = None;
+            Vec::new()
+        }
+        KeyCode::Enter => {
+            let text = grouping::note_text(&ni.input.lines().join(" "));
+            let Some(ni) = state.note_input.take() else {
+                return Vec::new();
+            };
+            vec![Command::SetGroupNote(GroupNote {
+                queue: ni.queue,
+                by: ni.by,
+                key: ni.key,
+                text,
+                author: String::new(),
+                at: state.now,
+            })]
+        }
+        KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            ni.input = TextArea::default();
+            Vec::new()
+        }
+        _ => {
+            // One line, at most a note's length.
+            if ni.input.lines().join(" ").chars().count() < grouping::MAX_NOTE_CHARS
+                || !matches!(key.code, KeyCode::Char(_))
+            {
+                ni.input.input(key);
+            }
+            Vec::new()
+        }
+    }
+}
+
 /// Parses `text`; a query that does not parse yet (mid-typing) keeps the last good filter and
 /// says why.
 pub fn apply_filter_text(state: &mut State, text: String) {
@@ -1227,6 +1361,8 @@ fn enter_new_place(state: &mut State, generation: u64) {
     state.queue_cursor = 0;
     state.msg_cursor = 0;
     state.group_cursor = 0;
+    state.group_notes.clear();
+    state.note_input = None;
     state.focus = Focus::Queues;
     state.error = None;
     state.notice = None;

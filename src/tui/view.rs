@@ -17,6 +17,7 @@ use super::help;
 use super::keys::{self, Scope};
 use super::state::{Focus, ListMode, ModalField, Overlay, QueueRow, ReplayModal, ReplayRun, State};
 use crate::domain::discovery::DlqKind;
+use crate::domain::grouping::GroupBy;
 use crate::domain::{identity, sanitize};
 
 pub fn view(state: &State, frame: &mut Frame) {
@@ -33,7 +34,8 @@ pub fn view(state: &State, frame: &mut Frame) {
         BANNER_LINES
     };
     let banner_height = banner_needs.min(banner_cap);
-    let input = state.filter_input.is_some() || state.command_input.is_some();
+    let input =
+        state.filter_input.is_some() || state.command_input.is_some() || state.note_input.is_some();
     let [status, main, banner_area, input_area, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
@@ -600,13 +602,18 @@ fn window(cursor: usize, len: usize, height: u16) -> (usize, usize) {
 fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let focused = state.focus == Focus::Messages && matches!(state.overlay, Overlay::None);
+    // The grouping is in the title: "Groups by exception type — orders.dlq (3 groups)".
+    let what = match state.group_by {
+        GroupBy::Fingerprint => "Failure groups".to_string(),
+        by => format!("Groups by {}", by.label()),
+    };
     let title = match &state.browse {
         Some(b) => format!(
-            " Failure groups — {} ({} groups) ",
+            " {what} — {} ({} groups) ",
             sanitize::middle_cut(&b.queue, 40),
             b.groups.len()
         ),
-        None => " Failure groups ".into(),
+        None => format!(" {what} "),
     };
     let block = pane_block(state, title, focused).title_bottom(message_status(state));
     let Some(b) = state.browse.as_ref().filter(|b| !b.groups.is_empty()) else {
@@ -617,13 +624,29 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
         return;
     };
     let wide = area.width >= 70;
+    let column = match state.group_by {
+        GroupBy::Fingerprint => "Failure",
+        GroupBy::Exception => "Exception",
+        GroupBy::Type => "Message type",
+        GroupBy::Origin => "Origin queue",
+        GroupBy::Reason => "Reason",
+        GroupBy::Endpoint => "Replay endpoint",
+    };
     let rows: Vec<TRow> = b
         .groups
         .iter()
         .map(|g| {
+            // A note is shown next to its group, after the summary, as long as the group lasts.
+            let mut summary = vec![Span::raw(sanitize::one_line(&g.summary, 300))];
+            if let Some(n) = state.note_for(g) {
+                summary.push(Span::styled(
+                    format!("  ✎ {}", sanitize::one_line(&n.text, 300)),
+                    t.warn,
+                ));
+            }
             let mut cells = vec![
                 Cell::from(Line::from(g.rows.len().to_string()).right_aligned()),
-                Cell::from(sanitize::one_line(&g.summary, 300)),
+                Cell::from(Line::from(summary)),
                 Cell::from(
                     Line::from(
                         g.first
@@ -654,7 +677,7 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
             ],
             vec![
                 ("Count", true),
-                ("Failure", false),
+                (column, false),
                 ("First", true),
                 ("Last", true),
             ],
@@ -666,7 +689,7 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
                 Constraint::Fill(1),
                 Constraint::Length(7),
             ],
-            vec![("Count", true), ("Failure", false), ("First", true)],
+            vec![("Count", true), (column, false), ("First", true)],
         )
     };
     let header = column_titles(state, &header);
@@ -699,9 +722,29 @@ fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
         ListMode::Messages => format!(" Timeline — {name} "),
     };
     let mut block = pane_block(state, title, focused);
+    // In the group list, the group's note in full above its example (the row may cut it).
+    let note: Vec<Line<'_>> = state
+        .current_group()
+        .filter(|_| state.list_mode == ListMode::Groups)
+        .and_then(|g| state.note_for(g))
+        .map(|n| {
+            vec![
+                Line::styled(
+                    format!(
+                        "✎ note by {}, {}: {}",
+                        sanitize::one_line(&n.author, 40),
+                        n.at.strftime("%Y-%m-%d %H:%M UTC"),
+                        sanitize::one_line(&n.text, 600)
+                    ),
+                    t.warn,
+                ),
+                Line::raw(""),
+            ]
+        })
+        .unwrap_or_default();
     // Rendered by `update` when the message changed; the frame borrows it.
     let lines = state.detail_lines().unwrap_or_default();
-    let total = lines.len();
+    let total = lines.len() + note.len();
     let scroll = usize::from(state.detail_scroll).min(total.saturating_sub(1));
     if total > usize::from(area.height.saturating_sub(2)) {
         block = block.title_bottom(
@@ -710,7 +753,11 @@ fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
     }
     // Each line takes at least one row, so none past `scroll + height` can be in view.
     let shown = (scroll + usize::from(area.height)).min(total);
-    let text: Vec<Line<'_>> = lines.iter().take(shown).map(borrowed).collect();
+    let text: Vec<Line<'_>> = note
+        .into_iter()
+        .chain(lines.iter().map(borrowed))
+        .take(shown)
+        .collect();
     frame.render_widget(
         Paragraph::new(text)
             .block(block)
@@ -802,6 +849,11 @@ fn input_line(state: &State, frame: &mut Frame, area: Rect) {
     } else if let Some(input) = &state.command_input {
         frame.render_widget(Paragraph::new(Span::styled(" :", t.accent)), prompt);
         frame.render_widget(input, field);
+    } else if let Some(ni) = &state.note_input {
+        let [prompt, field] =
+            Layout::horizontal([Constraint::Length(7), Constraint::Min(10)]).areas(area);
+        frame.render_widget(Paragraph::new(Span::styled(" note: ", t.accent)), prompt);
+        frame.render_widget(&ni.input, field);
     }
 }
 
@@ -833,6 +885,11 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
     } else if state.command_input.is_some() {
         vec![
             ("Enter".into(), "run".into(), false),
+            ("Esc".into(), "cancel".into(), false),
+        ]
+    } else if state.note_input.is_some() {
+        vec![
+            ("Enter".into(), "keep note (empty: remove)".into(), false),
             ("Esc".into(), "cancel".into(), false),
         ]
     } else if matches!(state.overlay, Overlay::Help) {

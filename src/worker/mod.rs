@@ -24,7 +24,7 @@ use crate::domain::message::DeadLetter;
 use crate::domain::snapshot::SnapshotHeader;
 use crate::store::Store;
 use ops::{Ops, replay_text, report_plan};
-use plan::{Action, Job, Plan, Retarget, Work};
+use plan::{Action, Job, NoteWork, Plan, Retarget, Work};
 use protocol::{
     Command, ConnectionState, Failure, OperationKind, Overview, ReplayOutcome, ReplayPreview,
     ReplayProgress, Report, Ticket,
@@ -284,10 +284,11 @@ async fn perform(
                 ReadConsent::Reuse
             };
             (
-                vec![browse(&backend, queue, limit, consent, ticket, ops).await],
+                browse(&backend, queue, limit, consent, ticket, ops).await,
                 None,
             )
         }
+        (Work::Notes(w), Backend::Broker(s)) => (notes(&s, w, ticket).await, None),
         (Work::Refresh, Backend::Broker(s)) => match s.mgmt.queues(s.vhost()).await {
             Ok(qs) => {
                 let depths = qs.into_iter().map(|q| (q.name, q.messages)).collect();
@@ -334,9 +335,10 @@ async fn perform(
             Err(e) => (vec![fail(&e)], None),
         },
         // The plan refuses these for a snapshot before they start.
-        (Work::Refresh | Work::Preview { .. } | Work::Protect { .. }, Backend::Snapshot(_)) => {
-            (Vec::new(), None)
-        }
+        (
+            Work::Refresh | Work::Preview { .. } | Work::Protect { .. } | Work::Notes(_),
+            Backend::Snapshot(_),
+        ) => (Vec::new(), None),
         (Work::Replay(req), _) => (
             vec![plan::replay_failed(
                 &req,
@@ -393,7 +395,7 @@ async fn browse(
     consent: ReadConsent,
     ticket: Ticket,
     ops: &Ops,
-) -> Report {
+) -> Vec<Report> {
     let s = match backend {
         Backend::Snapshot(snapshots) => {
             let messages: Vec<DeadLetter> = snapshots
@@ -404,14 +406,14 @@ async fn browse(
                 .cloned()
                 .collect();
             let n = messages.len();
-            return Report::MessagesLoaded {
+            return vec![Report::MessagesLoaded {
                 queue,
                 messages,
                 first_seen: vec![None; n],
                 replays: Vec::new(),
                 stop: format!("{n} messages from the snapshot"),
                 ticket,
-            };
+            }];
         }
         Backend::Broker(s) => s,
     };
@@ -454,17 +456,80 @@ async fn browse(
                 )
                 .await;
             }
-            Report::MessagesLoaded {
-                queue,
-                messages: session::into_messages(page),
-                first_seen,
-                replays,
-                stop,
+            // Every message the queue held when the read began (not a page kept from earlier,
+            // which may be out of date): only such a look can say a group is gone.
+            let whole = !page.reused
+                && matches!(page.stopped, crate::broker::browse::StopReason::Exhausted);
+            let notes = Report::GroupNotes {
+                queue: queue.clone(),
+                notes: group_notes(s, &queue),
+                whole,
                 ticket,
+            };
+            vec![
+                Report::MessagesLoaded {
+                    queue,
+                    messages: session::into_messages(page),
+                    first_seen,
+                    replays,
+                    stop,
+                    ticket,
+                },
+                notes,
+            ]
+        }
+        Err(e) => vec![read_failure(queue, e, ticket)],
+    }
+}
+
+/// The notes on `queue`'s groups (none, said in the log, without a store).
+fn group_notes(s: &Session, queue: &str) -> Vec<crate::domain::grouping::GroupNote> {
+    Store::open_default()
+        .and_then(|st| s.group_notes(&st, queue))
+        .unwrap_or_else(|e| {
+            tracing::warn!("reading group notes failed: {e}");
+            Vec::new()
+        })
+}
+
+/// Keeps or forgets notes; answers with the queue's notes as the store now has them.
+async fn notes(s: &Session, work: NoteWork, ticket: Ticket) -> Vec<Report> {
+    let fail = |e: &dyn std::fmt::Display| {
+        Report::Error(Failure::in_generation(e.to_string(), ticket.generation))
+    };
+    let (queue, notice) = match work {
+        NoteWork::Set(mut note) => {
+            // Who wrote it and when are the worker's to say, as for a replay's audit.
+            note.author = crate::store::current_os_user();
+            note.at = jiff::Timestamp::now();
+            match s.set_group_note(&note).await {
+                Ok(kept) => (
+                    note.queue.clone(),
+                    Some(if kept {
+                        "note kept on the group (until the group is gone)".to_string()
+                    } else {
+                        "note removed".to_string()
+                    }),
+                ),
+                Err(e) => return vec![fail(&e)],
             }
         }
-        Err(e) => read_failure(queue, e, ticket),
-    }
+        NoteWork::Forget { queue, notes } => {
+            let gone: Vec<&crate::domain::grouping::GroupNote> = notes.iter().collect();
+            if let Err(e) = Store::open_default().and_then(|st| s.forget_group_notes(&st, &gone)) {
+                return vec![fail(&e)];
+            }
+            (queue, None)
+        }
+    };
+    let mut out = vec![Report::GroupNotes {
+        notes: group_notes(s, &queue),
+        queue,
+        whole: false,
+        ticket,
+    }];
+    out.extend(notice.map(Report::Notice));
+    out
 }
 
 async fn preview(
@@ -577,7 +642,7 @@ async fn replay(
             targets: preview.targets.keys().cloned().collect(),
             filter: Some(req.selection.describe()),
             group: match &req.selection {
-                crate::domain::selection::Selection::Group(g) => Some(g.clone()),
+                crate::domain::selection::Selection::Group(g) => Some(g.audit_label()),
                 _ => None,
             },
             requested_limit: Some(req.expected),

@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use super::protocol::{
     Command, ConnectionState, Failure, ReplayOutcome, ReplayProgress, ReplayRequest, Report, Ticket,
 };
+use crate::domain::grouping::GroupNote;
 use crate::domain::selection::Selection;
 
 /// Something the worker must do.
@@ -81,7 +82,18 @@ pub enum Work {
     Protect {
         queue: String,
     },
+    /// Keep or forget notes on groups (the store, and the broker's audit for a kept one).
+    Notes(NoteWork),
     Replay(ReplayRequest),
+}
+
+#[derive(Clone, Debug)]
+pub enum NoteWork {
+    Set(GroupNote),
+    Forget {
+        queue: String,
+        notes: Vec<GroupNote>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +103,7 @@ enum Kind {
     Browse,
     Preview,
     Protect,
+    Notes,
     Replay,
 }
 
@@ -102,6 +115,7 @@ impl Work {
             Work::Browse { .. } => Kind::Browse,
             Work::Preview { .. } => Kind::Preview,
             Work::Protect { .. } => Kind::Protect,
+            Work::Notes(_) => Kind::Notes,
             Work::Replay(_) => Kind::Replay,
         }
     }
@@ -231,6 +245,14 @@ impl<S: Clone> Plan<S> {
                 self.error("protect needs a broker (a snapshot is read-only)")
             }
             Command::Protect(queue) => self.request(Work::Protect { queue }),
+            Command::SetGroupNote(_) if self.snapshot => self.error(
+                "a note belongs to a broker's queue: open the broker, not a snapshot, to write one",
+            ),
+            Command::ForgetGroupNotes { .. } if self.snapshot => Vec::new(),
+            Command::SetGroupNote(note) => self.request(Work::Notes(NoteWork::Set(note))),
+            Command::ForgetGroupNotes { queue, notes } => {
+                self.request(Work::Notes(NoteWork::Forget { queue, notes }))
+            }
             Command::Replay(_) if self.replay.is_some() => {
                 self.error("a replay is already running")
             }
@@ -458,7 +480,7 @@ impl<S: Clone> Plan<S> {
                 .running
                 .values()
                 .any(|r| same_session(r) && r.reads.is_some() && r.reads == reads),
-            Kind::Protect => false,
+            Kind::Protect | Kind::Notes => false,
         };
         if blocked {
             // The newest browse, plan or discovery replaces an older one waiting here.
@@ -1043,5 +1065,41 @@ mod tests {
         assert!(
             matches!(sent(&a)[..], [Report::ReplayFinished(o)] if o.error.as_deref().is_some_and(|e| e.contains("snapshot")))
         );
+        // A note belongs to a broker's queue; forgetting none is nothing to do.
+        let note = crate::domain::grouping::GroupNote {
+            queue: "q".into(),
+            by: crate::domain::grouping::GroupBy::Reason,
+            key: "0123456789abcdef".into(),
+            text: "later".into(),
+            author: String::new(),
+            at: jiff::Timestamp::UNIX_EPOCH,
+        };
+        let a = p.command(Command::SetGroupNote(note.clone()));
+        assert!(matches!(sent(&a)[..], [Report::Error(f)] if f.text.contains("snapshot")));
+        let a = p.command(Command::ForgetGroupNotes {
+            queue: "q".into(),
+            notes: vec![note],
+        });
+        assert!(a.is_empty());
+    }
+
+    #[test]
+    fn notes_are_kept_on_the_session_without_waiting_for_a_read() {
+        let mut p = connected();
+        // A browse of the queue is running; the note does not wait behind it.
+        started(&p.command(browse("q")));
+        let note = crate::domain::grouping::GroupNote {
+            queue: "q".into(),
+            by: crate::domain::grouping::GroupBy::Origin,
+            key: "0123456789abcdef".into(),
+            text: "carrier outage".into(),
+            author: String::new(),
+            at: jiff::Timestamp::UNIX_EPOCH,
+        };
+        let a = p.command(Command::SetGroupNote(note));
+        assert!(matches!(
+            started(&a)[..],
+            [(_, Work::Notes(NoteWork::Set(_)), _)]
+        ));
     }
 }

@@ -3,6 +3,7 @@
 //! its own event type alongside keys and the clock.
 
 use crate::domain::discovery::Discovery;
+use crate::domain::grouping::GroupNote;
 use crate::domain::message::DeadLetter;
 use crate::domain::selection::Selection;
 use jiff::Timestamp;
@@ -49,6 +50,14 @@ pub enum Command {
         name: String,
         generation: u64,
     },
+    /// Keep this note on its group (an empty text removes it), in the store and mirrored to the
+    /// broker's audit (answer: `Report::GroupNotes` for its queue, and a notice).
+    SetGroupNote(GroupNote),
+    /// Forget these notes of `queue`: a read of the whole queue found their groups gone.
+    ForgetGroupNotes {
+        queue: String,
+        notes: Vec<GroupNote>,
+    },
     Quit,
 }
 
@@ -91,6 +100,15 @@ pub enum Report {
         replays: Vec<i64>,
         /// Why the browse stopped, in words ("end of queue", "limit of 500 reached", …).
         stop: String,
+        ticket: Ticket,
+    },
+    /// The notes on `queue`'s groups, every grouping, as the store keeps them: after a browse
+    /// (with its ticket; `whole` when the browse read every message the queue held, so the UI
+    /// may tell which groups are gone) and after a note was set (`whole` false).
+    GroupNotes {
+        queue: String,
+        notes: Vec<GroupNote>,
+        whole: bool,
         ticket: Ticket,
     },
     /// Reading `queue` again would spend deliveries Warren spent on it before (from its read

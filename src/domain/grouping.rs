@@ -1,0 +1,417 @@
+//! Failure groups by what matters now: the fingerprint (how it failed, the default), or one
+//! aspect of every message — its exception type, its message type, the queue it failed in, the
+//! broker's reason for dead-lettering it, or the queue a replay would really deliver it to.
+//! `warren groups --by`, `warren replay --by … --group`, the TUI's group view and group notes all
+//! take their keys from [`group_key`], a pure function of the message and its explanation.
+//!
+//! A key is 16 hex digits (FNV-1a 64 of the aspect, as fingerprints are), so it can be stored and
+//! typed whatever the broker strings hold; the fingerprint mode's key *is* the fingerprint, so
+//! `--group FINGERPRINT` means what it always meant. A group can also be named by its value
+//! (`--by reason --group rejected`): see [`GroupKey::named`].
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+
+use fnv::FnvHasher;
+
+use super::discovery::Discovery;
+use super::explain::Explanation;
+use super::message::DeadLetter;
+use super::replay;
+
+/// What groups are made of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GroupBy {
+    /// How it failed: exception type and masked message, or the broker's reason and queue.
+    #[default]
+    Fingerprint,
+    /// The exception type the framework recorded.
+    Exception,
+    /// The message type (or the task, or the actor).
+    Type,
+    /// The queue it failed in.
+    Origin,
+    /// The broker's reason for the death that brought it here (`x-death`).
+    Reason,
+    /// The queue a replay would deliver it to, past a wait queue (as the replay plan names it).
+    Endpoint,
+}
+
+impl GroupBy {
+    /// Every mode, in the order the TUI cycles through them.
+    pub const ALL: [GroupBy; 6] = [
+        GroupBy::Fingerprint,
+        GroupBy::Exception,
+        GroupBy::Type,
+        GroupBy::Origin,
+        GroupBy::Reason,
+        GroupBy::Endpoint,
+    ];
+
+    /// The command line's word (`--by exception`), also stored with a group's note.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupBy::Fingerprint => "fingerprint",
+            GroupBy::Exception => "exception",
+            GroupBy::Type => "type",
+            GroupBy::Origin => "origin",
+            GroupBy::Reason => "reason",
+            GroupBy::Endpoint => "endpoint",
+        }
+    }
+
+    /// For people, in a pane title: "groups by exception type".
+    pub fn label(self) -> &'static str {
+        match self {
+            GroupBy::Fingerprint => "failure",
+            GroupBy::Exception => "exception type",
+            GroupBy::Type => "message type",
+            GroupBy::Origin => "origin queue",
+            GroupBy::Reason => "death reason",
+            GroupBy::Endpoint => "replay endpoint",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<GroupBy> {
+        let s = s.trim();
+        GroupBy::ALL
+            .into_iter()
+            .find(|b| b.as_str().eq_ignore_ascii_case(s))
+    }
+
+    /// The next mode, wrapping round (the TUI's key).
+    pub fn next(self) -> GroupBy {
+        let i = GroupBy::ALL.iter().position(|b| *b == self).unwrap_or(0);
+        GroupBy::ALL[(i + 1) % GroupBy::ALL.len()]
+    }
+}
+
+impl std::fmt::Display for GroupBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One message's group under one mode.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GroupKey {
+    /// 16 lowercase hex digits.
+    pub key: String,
+    /// The aspect as recorded ("Shop.CarrierUnavailableException", "rejected", "orders"), empty
+    /// when the message records none; for the fingerprint, its summary.
+    pub value: String,
+    /// For people: the value, or what its absence means ("no exception recorded (Celery)").
+    pub summary: String,
+}
+
+impl GroupKey {
+    /// Whether `name` names this group: its key, or its value exactly (`--group rejected`).
+    pub fn named(&self, name: &str) -> bool {
+        let name = name.trim();
+        !name.is_empty() && (self.key == name || self.value == name)
+    }
+}
+
+/// Where a replay goes on to past a wait queue (a retry ladder's wait queue → the work queue it
+/// routes back to), from the vhost's retry loops. Empty for a snapshot or when not known: then
+/// the endpoint is the queue the plan names.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitQueues(BTreeMap<String, String>);
+
+impl WaitQueues {
+    pub fn from_discovery(d: &Discovery) -> WaitQueues {
+        WaitQueues(
+            d.retry_loops
+                .iter()
+                .map(|l| (l.wait_queue.clone(), l.work_queue.clone()))
+                .collect(),
+        )
+    }
+
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> WaitQueues {
+        WaitQueues(pairs.into_iter().collect())
+    }
+
+    /// Where a message published into `queue` is consumed.
+    pub fn rests_in<'a>(&'a self, queue: &'a str) -> &'a str {
+        self.0.get(queue).map_or(queue, String::as_str)
+    }
+
+    /// The work queue `queue` is the wait queue of, when it is one.
+    pub fn work_queue_of(&self, queue: &str) -> Option<&str> {
+        self.0.get(queue).map(String::as_str)
+    }
+}
+
+/// The broker's reason for the death that brought the message here: the newest `x-death` entry
+/// (the broker writes the newest first), else the `x-last-death-reason` / `x-first-death-reason`
+/// summaries. `None` when the broker never dead-lettered it (a framework republished it).
+pub fn death_reason(ex: &Explanation) -> Option<&str> {
+    let d = &ex.deaths;
+    d.entries
+        .iter()
+        .find_map(|e| e.reason.as_ref())
+        .or_else(|| d.last.as_ref().and_then(|s| s.reason.as_ref()))
+        .or_else(|| d.first.as_ref().and_then(|s| s.reason.as_ref()))
+        .map(|r| r.as_str())
+}
+
+/// What one message records of one aspect (every mode but the fingerprint).
+enum Aspect<'a> {
+    /// The aspect as recorded.
+    Given(&'a str),
+    /// Nothing recorded: this says what is missing.
+    Missing(&'static str),
+    /// The queue a replay rests in, and the wait queue it goes past, if any.
+    Rests { queue: String, past: Option<String> },
+    /// An exchange whose bindings alone say where a replay lands.
+    Exchange {
+        exchange: String,
+        routing_key: String,
+    },
+}
+
+fn aspect<'a>(by: GroupBy, dl: &DeadLetter, ex: &'a Explanation, waits: &WaitQueues) -> Aspect<'a> {
+    let given = |v: Option<&'a str>, missing| match v.filter(|v| !v.is_empty()) {
+        Some(v) => Aspect::Given(v),
+        None => Aspect::Missing(missing),
+    };
+    match by {
+        // The fingerprint is the explanation's own (see `group_key`, `key_of`); never asked here.
+        GroupBy::Fingerprint | GroupBy::Exception => given(
+            ex.fault.as_ref().and_then(|f| f.exception_type.as_deref()),
+            "no exception type recorded",
+        ),
+        GroupBy::Type => given(ex.message_type.as_deref(), "no message type recorded"),
+        GroupBy::Origin => given(ex.source.queue.as_deref(), "origin unknown"),
+        GroupBy::Reason => given(
+            death_reason(ex),
+            "not dead-lettered by the broker: republished",
+        ),
+        GroupBy::Endpoint => match replay::default_target(dl, ex) {
+            Some(t) => match t.expected_queue {
+                Some(q) => {
+                    let rest = waits.rests_in(&q).to_string();
+                    let past = (rest != q).then_some(q);
+                    Aspect::Rests { queue: rest, past }
+                }
+                None => Aspect::Exchange {
+                    exchange: t.exchange,
+                    routing_key: t.routing_key,
+                },
+            },
+            None => Aspect::Missing("no known origin: replay needs --to"),
+        },
+    }
+}
+
+/// The key of an aspect: FNV-1a 64 of the mode and the parts, NUL-separated, so ("ab", "c") and
+/// ("a", "bc") differ and "orders" as an origin and as an endpoint are two keys.
+fn aspect_key(by: GroupBy, a: &Aspect<'_>, ex: &Explanation) -> String {
+    let mut h = FnvHasher::default();
+    h.write(by.as_str().as_bytes());
+    let mut part = |p: &str| {
+        h.write(b"\0");
+        h.write(p.as_bytes());
+    };
+    match a {
+        Aspect::Given(v) => part(v),
+        // One "none recorded" group per convention: two conventions, two fixes.
+        Aspect::Missing(_) => {
+            part("");
+            part(ex.convention.as_str());
+        }
+        Aspect::Rests { queue, .. } => part(queue),
+        Aspect::Exchange {
+            exchange,
+            routing_key,
+        } => {
+            part("exchange");
+            part(exchange);
+            part(routing_key);
+        }
+    }
+    format!("{:016x}", h.finish())
+}
+
+/// The group of `dl` (explained as `ex`) under `by`. Pure and total: every message is in exactly
+/// one group of every mode; a message that records nothing of the aspect is in the mode's
+/// "none recorded" group of its convention.
+pub fn group_key(by: GroupBy, dl: &DeadLetter, ex: &Explanation, waits: &WaitQueues) -> GroupKey {
+    if by == GroupBy::Fingerprint {
+        return GroupKey {
+            key: ex.fingerprint.key.clone(),
+            value: ex.fingerprint.summary.clone(),
+            summary: ex.fingerprint.summary.clone(),
+        };
+    }
+    let a = aspect(by, dl, ex, waits);
+    let key = aspect_key(by, &a, ex);
+    let (value, summary) = match a {
+        Aspect::Given(v) => (v.to_string(), v.to_string()),
+        Aspect::Missing(what) => (String::new(), format!("{what} ({})", ex.convention.label())),
+        Aspect::Rests { queue, past: None } => (queue.clone(), queue),
+        Aspect::Rests {
+            queue,
+            past: Some(wait),
+        } => (
+            queue.clone(),
+            format!("{queue} (past the wait queue {wait})"),
+        ),
+        Aspect::Exchange {
+            exchange,
+            routing_key,
+        } => (
+            exchange.clone(),
+            format!("exchange {exchange} key \"{routing_key}\" (its bindings decide)"),
+        ),
+    };
+    GroupKey {
+        key,
+        value,
+        summary,
+    }
+}
+
+/// The key of `dl`'s group under `by` ([`GroupKey::key`]) without the words for people: borrowed
+/// for the fingerprint (the default, and what a large list is grouped by on every filter
+/// change), one string otherwise.
+pub fn key_of<'a>(
+    by: GroupBy,
+    dl: &DeadLetter,
+    ex: &'a Explanation,
+    waits: &WaitQueues,
+) -> Cow<'a, str> {
+    match by {
+        GroupBy::Fingerprint => Cow::Borrowed(ex.fingerprint.key.as_str()),
+        by => Cow::Owned(aspect_key(by, &aspect(by, dl, ex, waits), ex)),
+    }
+}
+
+/// Messages in groups: `keys[i]` is message `i`'s group key ([`key_of`]). The groups come in
+/// the order their first message does, each with the indices of its messages in order; callers
+/// build each group's [`GroupKey`] from its first message and sort the groups as their screen
+/// needs (by size, then age or first appearance).
+pub fn partition<K: Eq + Hash>(keys: impl IntoIterator<Item = K>) -> Vec<(K, Vec<usize>)> {
+    let mut at: HashMap<K, (usize, Vec<usize>)> = HashMap::new();
+    for (i, k) in keys.into_iter().enumerate() {
+        at.entry(k).or_insert_with(|| (i, Vec::new())).1.push(i);
+    }
+    let mut out: Vec<(K, (usize, Vec<usize>))> = at.into_iter().collect();
+    out.sort_by_key(|(_, (first, _))| *first);
+    out.into_iter()
+        .map(|(k, (_, members))| (k, members))
+        .collect()
+}
+
+/// Longest note kept, in characters: a sentence for the rota, not a document.
+pub const MAX_NOTE_CHARS: usize = 500;
+
+/// A note on a group of one queue ("carrier outage, replay after 10:00"), kept in Warren's store
+/// until a look at the whole queue finds no message in the group ([`notes_gone`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupNote {
+    pub queue: String,
+    pub by: GroupBy,
+    /// The group's key ([`GroupKey::key`]).
+    pub key: String,
+    pub text: String,
+    /// Who wrote it (the OS user).
+    pub author: String,
+    pub at: jiff::Timestamp,
+}
+
+/// A note's text as kept: trimmed, on one line (line breaks become spaces), at most
+/// [`MAX_NOTE_CHARS`]. Empty means "no note". It is still a stranger's text on screen: every
+/// display sanitises it.
+pub fn note_text(text: &str) -> String {
+    text.split(['\n', '\r'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(MAX_NOTE_CHARS)
+        .collect()
+}
+
+/// The notes whose group is gone: no message of `messages` (the whole queue, as a look that read
+/// all of it found it) is in it under the note's grouping. A look that read only part of the
+/// queue cannot tell, and must not ask.
+pub fn notes_gone<'n>(
+    notes: &'n [GroupNote],
+    messages: &[(&DeadLetter, &Explanation)],
+    waits: &WaitQueues,
+) -> Vec<&'n GroupNote> {
+    let mut present: HashMap<GroupBy, std::collections::HashSet<String>> = HashMap::new();
+    for n in notes {
+        present.entry(n.by).or_insert_with(|| {
+            messages
+                .iter()
+                .map(|(dl, ex)| group_key(n.by, dl, ex, waits).key)
+                .collect()
+        });
+    }
+    notes
+        .iter()
+        .filter(|n| !present.get(&n.by).is_some_and(|keys| keys.contains(&n.key)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::fingerprint::fnv1a64;
+
+    #[test]
+    fn modes_parse_and_cycle() {
+        for b in GroupBy::ALL {
+            assert_eq!(GroupBy::parse(b.as_str()), Some(b));
+        }
+        assert_eq!(GroupBy::parse(" Exception "), Some(GroupBy::Exception));
+        assert_eq!(GroupBy::parse("queue"), None);
+        assert_eq!(GroupBy::Endpoint.next(), GroupBy::Fingerprint);
+        assert_eq!(GroupBy::Fingerprint.next(), GroupBy::Exception);
+    }
+
+    #[test]
+    fn keys_differ_by_mode_and_are_named_by_key_or_value() {
+        let ex = crate::domain::explain::explain(&DeadLetter::default());
+        let key = |by| aspect_key(by, &Aspect::Given("orders"), &ex);
+        // FNV-1a 64 of the mode and the parts, NUL-separated.
+        assert_eq!(
+            key(GroupBy::Origin),
+            format!("{:016x}", fnv1a64(b"origin\0orders"))
+        );
+        assert_ne!(key(GroupBy::Origin), key(GroupBy::Endpoint));
+        let a = GroupKey {
+            key: key(GroupBy::Origin),
+            value: "orders".into(),
+            summary: "orders".into(),
+        };
+        assert_eq!(a.key.len(), 16);
+        assert!(a.named("orders") && a.named(&a.key.clone()));
+        assert!(!a.named("") && !a.named("order"));
+    }
+
+    #[test]
+    fn note_text_is_one_bounded_line() {
+        assert_eq!(
+            note_text("  carrier outage,\r\n replay after 10:00 \n"),
+            "carrier outage, replay after 10:00"
+        );
+        assert_eq!(note_text(" \n "), "");
+        assert_eq!(note_text(&"x".repeat(900)).chars().count(), MAX_NOTE_CHARS);
+    }
+
+    #[test]
+    fn partition_keeps_first_appearance() {
+        let groups = partition(["a", "b", "a", "c", "b"]);
+        let shape: Vec<(&str, Vec<usize>)> = groups.iter().map(|(g, m)| (*g, m.clone())).collect();
+        assert_eq!(
+            shape,
+            vec![("a", vec![0, 2]), ("b", vec![1, 4]), ("c", vec![3])]
+        );
+    }
+}
