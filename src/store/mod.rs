@@ -4,6 +4,7 @@
 
 mod audit;
 mod ledger;
+mod samples;
 mod seen;
 
 use std::path::{Path, PathBuf};
@@ -129,6 +130,28 @@ const MIGRATIONS: &[&str] = &[
     // 4: whether a replay removed framework deadlines that had passed (`--clear-expiry`).
     r#"
     ALTER TABLE replays ADD COLUMN clear_expiry INTEGER NOT NULL DEFAULT 0;
+    "#,
+    // 5: depth samples of dead-letter queues (the queue list's growth and sparkline survive a
+    // restart; pruned past `urgency::KEEP_SECS`), and the oldest and newest dead letter of the
+    // last read of each queue.
+    r#"
+    CREATE TABLE depth_samples (
+        vhost_key TEXT NOT NULL,
+        queue     TEXT NOT NULL,
+        at_ms     INTEGER NOT NULL,
+        depth     INTEGER NOT NULL,
+        PRIMARY KEY (vhost_key, queue, at_ms)
+    ) WITHOUT ROWID;
+    CREATE INDEX depth_samples_at ON depth_samples (at_ms);
+
+    CREATE TABLE read_heads (
+        vhost_key TEXT NOT NULL,
+        queue     TEXT NOT NULL,
+        read_ms   INTEGER NOT NULL,
+        oldest_ms INTEGER,
+        newest_ms INTEGER,
+        PRIMARY KEY (vhost_key, queue)
+    ) WITHOUT ROWID;
     "#,
 ];
 
