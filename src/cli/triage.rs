@@ -163,6 +163,23 @@ fn print_queues(
             }
         })
         .collect();
+    // Every vhost: the vhost in a column of its own, as wide as the longest needs.
+    let vhost_w = if every {
+        places
+            .iter()
+            .map(|p| one_line(&p.vhost, 60).chars().count())
+            .max()
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let vhost_cell = |v: &str| {
+        if every {
+            format!("{:<vhost_w$} ", one_line(v, 60))
+        } else {
+            String::new()
+        }
+    };
     let keyed: Vec<(&str, Figures)> = rows
         .iter()
         .zip(&names)
@@ -172,16 +189,21 @@ fn print_queues(
     if !json && !rows.is_empty() {
         let mark = |s: SortBy| if s == sort { "▼" } else { "" };
         crate::outln!(
-            "{:<40} {:<8} {:<12} {:>7} {:>10} {:>6} {:>6} {:>9}  from",
-            format!(
-                "{}name{}",
-                if every { "vhost/" } else { "" },
-                mark(SortBy::Name)
-            ),
+            "{}{:<40} {:<8} {:<12} {:>7} {:>10} {:>6} {:>6} {:>9}  from",
+            vhost_cell("vhost"),
+            format!("name{}", mark(SortBy::Name)),
             "kind",
             "convention",
             format!("depth{}", mark(SortBy::Depth)),
-            format!("growth{}", mark(SortBy::Growth)),
+            // Urgency is growth first.
+            format!(
+                "growth{}",
+                if sort == SortBy::Urgency {
+                    "▼"
+                } else {
+                    mark(SortBy::Growth)
+                }
+            ),
             format!("age{}", mark(SortBy::Age)),
             format!("last{}", mark(SortBy::LastArrival)),
             "consumers",
@@ -221,8 +243,9 @@ fn print_queues(
                 String::new()
             };
             crate::outln!(
-                "{:<40} {:<8} {:<12} {:>7} {:>10} {:>6} {:>6} {:>9}  {}{}",
-                one_line(&names[i], 40),
+                "{}{:<40} {:<8} {:<12} {:>7} {:>10} {:>6} {:>6} {:>9}  {}{}",
+                vhost_cell(&p.vhost),
+                one_line(&q.name, 40),
                 q.kind.label(),
                 q.convention.as_str(),
                 q.depth.map_or("?".to_string(), |d| d.to_string()),
@@ -319,7 +342,10 @@ async fn read_groups(
             summary: g.first.explanation.fingerprint.summary.clone(),
             count: g.count,
             // No message of it had been seen before this look.
-            new: g.first_seen.is_some_and(|t| t >= now),
+            // (the store keeps milliseconds).
+            new: g
+                .first_seen
+                .is_some_and(|t| t.as_millisecond() >= now.as_millisecond()),
         })
         .collect();
     Ok((groups, head))
