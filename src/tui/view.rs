@@ -182,7 +182,8 @@ impl QueueTier {
     /// Columns besides the name: borders, cursor, the cells and the spaces between.
     fn extra(self) -> u16 {
         match self {
-            QueueTier::Narrow => 2 + 2 + 1 + 5 + 6 + 3,
+            // The ⚠ marker shares the depth cell.
+            QueueTier::Narrow => 2 + 2 + 6 + 4 + 2,
             QueueTier::Wide => 2 + 2 + 4 + 1 + 6 + 7 + 5 + 5 + 7,
             QueueTier::Widest => 2 + 2 + 7 + 11 + 1 + 6 + 7 + 5 + 5 + 8,
         }
@@ -233,24 +234,26 @@ fn depth_text(d: Option<u64>) -> String {
 }
 
 /// Growth in a queue cell: `+12/m`, `+1.5/m`, `0`, blank when unknown.
-fn growth_cell(g: Option<f64>) -> String {
+fn growth_cell(g: Option<f64>, narrow: bool) -> String {
+    let per = if narrow { "" } else { "/m" };
     match g {
         None => String::new(),
         Some(g) if g <= 0.0 => "0".into(),
-        Some(g) if g < 10.0 => format!("+{g:.1}/m"),
-        Some(g) if g < 10_000.0 => format!("+{g:.0}/m"),
+        Some(g) if g < 10.0 => format!("+{g:.1}{per}"),
+        Some(g) if g < 1_000.0 || (!narrow && g < 10_000.0) => format!("+{g:.0}{per}"),
         Some(_) => "+++".into(),
     }
 }
 
 /// An age in a queue cell, to the minute (an idle screen redraws once a minute).
 fn age_cell(secs: u64, lower_bound: bool) -> String {
-    let t = if secs < 60 {
-        "<1m".to_string()
-    } else {
-        crate::domain::urgency::duration_text(secs)
-    };
-    if lower_bound { format!("≥{t}") } else { t }
+    match (secs < 60, lower_bound) {
+        // "At least less than a minute" says nothing yet.
+        (true, true) => "—".into(),
+        (true, false) => "<1m".into(),
+        (false, true) => format!("≥{}", crate::domain::urgency::duration_text(secs)),
+        (false, false) => crate::domain::urgency::duration_text(secs),
+    }
 }
 
 fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
@@ -267,6 +270,8 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
             " Queues ({n_dlq} DLQ + {} other) {order} ",
             state.discovery.other_queues.len()
         )
+    } else if area.width < 40 {
+        format!(" DLQs ({n_dlq}) {order} ")
     } else {
         format!(" Dead-letter queues ({n_dlq}) {order} ")
     };
@@ -325,11 +330,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
                         short_kind(d.kind)
                     },
                     d.convention.as_str().to_string(),
-                    if d.limit_applies(version) {
-                        Cell::from(Span::styled("⚠", t.warn))
-                    } else {
-                        Cell::from(" ")
-                    },
+                    d.limit_applies(version),
                     d.depth,
                 ),
                 QueueRow::Other(q) => (
@@ -340,13 +341,13 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
                         "q"
                     },
                     q.queue_type.as_str().to_string(),
-                    Cell::from(" "),
+                    false,
                     q.depth,
                 ),
             };
             let growth = Cell::from(
                 Line::styled(
-                    growth_cell(f.growth_per_min),
+                    growth_cell(f.growth_per_min, tier == QueueTier::Narrow),
                     if f.growing() { t.warn } else { t.muted },
                 )
                 .right_aligned(),
@@ -358,8 +359,21 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
             if tier == QueueTier::Widest {
                 cells.push(Cell::from(Span::styled(framework, t.muted)));
             }
-            cells.push(marker);
-            cells.push(right(depth_text(depth)));
+            let warn = Span::styled("⚠", t.warn);
+            if tier == QueueTier::Narrow {
+                let mut depth_line = vec![Span::raw(depth_text(depth))];
+                if marker {
+                    depth_line.insert(0, warn);
+                }
+                cells.push(Cell::from(Line::from(depth_line).right_aligned()));
+            } else {
+                cells.push(if marker {
+                    Cell::from(warn)
+                } else {
+                    Cell::from(" ")
+                });
+                cells.push(right(depth_text(depth)));
+            }
             cells.push(growth);
             if tier >= QueueTier::Wide {
                 cells.push(right(f.oldest.map_or(String::new(), |o| {
@@ -384,17 +398,16 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
     if tier == QueueTier::Widest {
         widths.push(Constraint::Length(11));
     }
-    widths.push(Constraint::Length(1));
-    widths.push(Constraint::Length(if tier == QueueTier::Narrow {
-        5
+    if tier == QueueTier::Narrow {
+        widths.push(Constraint::Length(6));
+        widths.push(Constraint::Length(4));
     } else {
-        6
-    }));
-    widths.push(Constraint::Length(if tier == QueueTier::Narrow {
-        6
-    } else {
-        7
-    }));
+        widths.extend([
+            Constraint::Length(1),
+            Constraint::Length(6),
+            Constraint::Length(7),
+        ]);
+    }
     if tier >= QueueTier::Wide {
         widths.push(Constraint::Length(5));
         widths.push(Constraint::Length(5));
@@ -413,7 +426,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
     let depth_t = titled("Depth", &[B::Depth]);
     let growth_t = titled(
         if tier == QueueTier::Narrow {
-            "Grow"
+            "+/m"
         } else {
             "Growth"
         },
@@ -428,7 +441,9 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
     if tier == QueueTier::Widest {
         titles.push(("Framework", false));
     }
-    titles.push(("", false));
+    if tier != QueueTier::Narrow {
+        titles.push(("", false));
+    }
     titles.push((depth_t.as_str(), true));
     titles.push((growth_t.as_str(), true));
     if tier >= QueueTier::Wide {
@@ -475,13 +490,15 @@ fn trend_panel(state: &State, frame: &mut Frame, area: Rect) {
     let oldest = f.oldest.map_or("—".to_string(), |o| {
         age_cell(o.age_secs(state.now), o.is_lower_bound())
     });
-    let last = f.last_arrival.map_or("—".to_string(), |l| {
-        format!("{} ago", age_cell(state.secs_since(l), false))
-    });
+    let last = f
+        .last_arrival
+        .map_or("—".to_string(), |l| age_cell(state.secs_since(l), false));
+    // Whether anything still consumes where these failed.
     let consumers = match f.origin_consumers {
-        None => Span::styled("origin ?", t.muted),
-        Some(0) => Span::styled("origin: no consumer", t.danger),
-        Some(n) => Span::styled(format!("origin: {n} consumers"), t.ok),
+        None => Span::styled("feeder ?", t.muted),
+        Some(0) => Span::styled("no consumer", t.danger),
+        Some(1) => Span::styled("1 consumer", t.ok),
+        Some(n) => Span::styled(format!("{n} consumers"), t.ok),
     };
     let lines = vec![
         Line::from(vec![
