@@ -232,7 +232,7 @@ pub static BINDINGS: &[Binding] = &[
         label: "1",
         action: A::Sort(SortBy::Urgency),
         help: "sort by urgency: growing first, then depth (again: reverse)",
-        footer: Some("sort 1-6"),
+        footer: Some("sort"),
         scopes: &[S::Queues],
     },
     Binding {

@@ -265,15 +265,22 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
         state.sort.label(),
         if state.sort_reverse { " ▲" } else { "" }
     );
-    let title = if state.show_ordinary {
+    let base = if state.show_ordinary {
         format!(
-            " Queues ({n_dlq} DLQ + {} other) {order} ",
+            " Queues ({n_dlq} DLQ + {} other) ",
             state.discovery.other_queues.len()
         )
-    } else if area.width < 40 {
-        format!(" DLQs ({n_dlq}) {order} ")
     } else {
-        format!(" Dead-letter queues ({n_dlq}) {order} ")
+        format!(" Dead-letter queues ({n_dlq}) ")
+    };
+    // The order in words where it fits (the column titles carry its arrow anyway).
+    let with_order = format!("{base}{order} ");
+    let title = if unicode_width::UnicodeWidthStr::width(with_order.as_str()) + 2
+        <= usize::from(area.width)
+    {
+        with_order
+    } else {
+        base
     };
     let block = pane_block(state, title, focused);
     let tier = QueueTier::fitting(area.width, QUEUE_NAME_MIN);
