@@ -757,25 +757,18 @@ fn queue_list_by_urgency() {
     let mut st = loaded(false, Theme::color());
     // The store remembers the last ten minutes of payments.dlq and orders.dlq.
     let at = |ago: i64| jiff::Timestamp::from_second(now().as_second() - ago).unwrap();
-    let mut stored = std::collections::HashMap::new();
-    stored.insert(
-        "payments.dlq".to_string(),
+    let flat = |depth: u64| -> Vec<Sample> {
         (0..30)
             .map(|i| Sample {
                 at: at(600 - i * 20),
-                depth: 0,
+                depth,
             })
-            .collect::<Vec<_>>(),
-    );
-    stored.insert(
-        "orders.dlq".to_string(),
-        (0..30)
-            .map(|i| Sample {
-                at: at(600 - i * 20),
-                depth: 412,
-            })
-            .collect::<Vec<_>>(),
-    );
+            .collect()
+    };
+    let stored = std::collections::HashMap::from([
+        ("payments.dlq".to_string(), flat(0)),
+        ("orders.dlq".to_string(), flat(412)),
+    ]);
     update(
         &mut st,
         Report::DepthHistory {

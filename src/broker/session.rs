@@ -132,6 +132,8 @@ pub struct Session {
     ledger: std::sync::Mutex<Option<Result<Store, String>>>,
     /// When depths were last written to the store (seconds; see [`Session::depths_due`]).
     depths_written: std::sync::atomic::AtomicI64,
+    /// The dead-letter queues the last discovery found: a depth refresh records only theirs.
+    dlq_names: std::sync::Mutex<HashSet<String>>,
 }
 
 impl Session {
@@ -156,6 +158,7 @@ impl Session {
             read_locks: std::sync::Mutex::new(HashMap::new()),
             ledger: std::sync::Mutex::new(None),
             depths_written: std::sync::atomic::AtomicI64::new(i64::MIN),
+            dlq_names: std::sync::Mutex::new(HashSet::new()),
         })
     }
 
@@ -205,10 +208,24 @@ impl Session {
 
     pub async fn discover(&self) -> Result<Discovery, SessionError> {
         let patterns: &[Regex] = &self.target.settings.discovery_patterns;
-        Ok(
+        let d =
             discover::discover_with(&self.mgmt, self.vhost(), patterns, &self.overview.features)
-                .await?,
-        )
+                .await?;
+        let names = d
+            .dead_letter_queues
+            .iter()
+            .map(|q| q.name.clone())
+            .collect();
+        *self.dlq_names.lock().unwrap_or_else(|e| e.into_inner()) = names;
+        Ok(d)
+    }
+
+    /// Whether the last discovery found `queue` to be a dead-letter queue.
+    pub fn is_dlq(&self, queue: &str) -> bool {
+        self.dlq_names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(queue)
     }
 
     /// The discovery of every vhost the user may see (`--vhost '*'`), from one listing of each

@@ -57,8 +57,8 @@ async fn open_scope(c: &ConnArgs) -> Result<Session, Failure> {
     }
 }
 
-/// Histories of a place's dead-letter queues: the store's last hour, this listing's depths
-/// added (and recorded in the store, thinned).
+/// Histories of a place's dead-letter queues: the store's last hour (on the first look), this
+/// listing's depths added (and recorded in the store, thinned).
 fn histories(
     st: Option<&Store>,
     key: &str,
@@ -66,34 +66,20 @@ fn histories(
     kept: &mut HashMap<String, History>,
     now: Timestamp,
 ) {
-    if kept.is_empty()
-        && let Some(st) = st
-    {
-        let since = Timestamp::from_second(now.as_second() - urgency::KEEP_SECS).unwrap_or(now);
-        match st.depth_samples(key, since) {
-            Ok(samples) => {
+    let depths = urgency::dlq_depths(d);
+    if let Some(st) = st {
+        match st.depth_history(key, &depths, now) {
+            Ok(samples) if kept.is_empty() => {
                 for (q, s) in samples {
                     kept.insert(q, History::from_samples(s));
                 }
             }
+            Ok(_) => {}
             Err(e) => crate::errln!("warren: {}", one_line(&e.to_string(), 400)),
         }
     }
-    let depths: Vec<(String, u64)> = d
-        .dead_letter_queues
-        .iter()
-        .filter_map(|q| Some((q.name.clone(), q.depth?)))
-        .collect();
-    for (q, depth) in &depths {
-        kept.entry(q.clone()).or_default().record(Sample {
-            at: now,
-            depth: *depth,
-        });
-    }
-    if let Some(st) = st
-        && let Err(e) = st.record_depths(key, &depths, now)
-    {
-        crate::errln!("warren: {}", one_line(&e.to_string(), 400));
+    for (q, depth) in depths {
+        kept.entry(q).or_default().record(Sample { at: now, depth });
     }
 }
 

@@ -221,6 +221,14 @@ fn last_arrival(points: &[Sample], read: Option<ReadHead>) -> Option<Timestamp> 
     rise.max(read.and_then(|r| r.newest))
 }
 
+/// The depths a discovery reports for its dead-letter queues (those the broker has stats for).
+pub fn dlq_depths(d: &Discovery) -> Vec<(String, u64)> {
+    d.dead_letter_queues
+        .iter()
+        .filter_map(|q| Some((q.name.clone(), q.depth?)))
+        .collect()
+}
+
 /// Consumers on the queues that feed each dead-letter queue (summed over the feeders whose
 /// count is known), aligned with `d.dead_letter_queues`; `None` when no feeder is known.
 /// One map, so a vhost of 10,000 queues costs a pass, not a search per feeder.
@@ -320,7 +328,10 @@ pub fn order(rows: &[(&str, Figures)], by: SortBy, reverse: bool) -> Vec<usize> 
     idx.sort_by(|&a, &b| {
         let (na, fa) = &rows[a];
         let (nb, fb) = &rows[b];
-        let primary = compare(fa, fb, by);
+        let primary = match by {
+            SortBy::Name => na.cmp(nb),
+            _ => compare(fa, fb, by),
+        };
         let primary = if reverse { primary.reverse() } else { primary };
         primary.then_with(|| na.cmp(nb))
     });
@@ -349,6 +360,7 @@ fn compare(a: &Figures, b: &Figures, by: SortBy) -> Ordering {
             (None, None) => Ordering::Equal,
         },
         SortBy::LastArrival => b.last_arrival.cmp(&a.last_arrival),
+        // By the names themselves (see `order`).
         SortBy::Name => Ordering::Equal,
     }
 }
@@ -503,6 +515,10 @@ mod tests {
         assert_eq!(
             names(order(&rows, SortBy::Name, false)),
             ["a-big", "big", "fast", "slow", "unknown"]
+        );
+        assert_eq!(
+            names(order(&rows, SortBy::Name, true)),
+            ["unknown", "slow", "fast", "big", "a-big"]
         );
         assert_eq!(
             names(order(&rows, SortBy::Depth, true)),

@@ -86,6 +86,20 @@ impl Store {
         Ok(out)
     }
 
+    /// The last hour of samples of `vhost_key`'s queues (as they were before this call), then
+    /// `depths` recorded at `now`: what a listing does with the store.
+    pub fn depth_history(
+        &self,
+        vhost_key: &str,
+        depths: &[(String, u64)],
+        now: Timestamp,
+    ) -> Result<HashMap<String, Vec<Sample>>> {
+        let since = Timestamp::from_second(now.as_second() - urgency::KEEP_SECS).unwrap_or(now);
+        let before = self.depth_samples(vhost_key, since)?;
+        self.record_depths(vhost_key, depths, now)?;
+        Ok(before)
+    }
+
     /// Remembers what a read of `queue` found.
     pub fn record_read_head(&self, vhost_key: &str, queue: &str, head: &ReadHead) -> Result<()> {
         self.conn

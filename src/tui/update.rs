@@ -1173,6 +1173,12 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
     match (verb, arg.is_empty()) {
         ("", _) => Vec::new(),
         ("q" | "q!" | "quit" | "qa", _) => force_quit(state),
+        ("vhost" | "vh", false) if arg == "*" => {
+            state.error = Some(
+                "every vhost at once is not in the terminal UI yet: `warren queues --vhost '*'` and `warren watch --vhost '*'` list them all; here, :vhost NAME".into(),
+            );
+            Vec::new()
+        }
         ("ctx" | "context" | "vhost" | "vh", false) => {
             if state.replay_running() {
                 state.error = Some(

@@ -364,19 +364,11 @@ fn depth_history(s: &Session, d: &Discovery, ticket: Ticket) -> Option<Report> {
     let st = Store::open_default().ok()?;
     let now = jiff::Timestamp::now();
     let key = s.memory_key();
-    let since = jiff::Timestamp::from_second(now.as_second() - urgency::KEEP_SECS).ok()?;
-    let samples = st.depth_samples(&key, since).ok()?;
-    let heads = st.read_heads(&key).unwrap_or_default();
-    let depths: Vec<(String, u64)> = d
-        .dead_letter_queues
-        .iter()
-        .filter_map(|q| Some((q.name.clone(), q.depth?)))
-        .collect();
-    let _ = st.record_depths(&key, &depths, now);
+    let samples = st.depth_history(&key, &urgency::dlq_depths(d), now).ok()?;
     s.depths_recorded(now);
     Some(Report::DepthHistory {
         samples,
-        heads,
+        heads: st.read_heads(&key).unwrap_or_default(),
         ticket,
     })
 }
@@ -393,6 +385,7 @@ fn record_depths(s: &Session, qs: &[discovery::QueueInfo]) {
     };
     let depths: Vec<(String, u64)> = qs
         .iter()
+        .filter(|q| s.is_dlq(&q.name))
         .filter_map(|q| Some((q.name.clone(), q.messages?)))
         .collect();
     let _ = st.record_depths(&s.memory_key(), &depths, now);
