@@ -310,3 +310,48 @@ async fn exec_gets_the_alert_as_json_and_an_unreachable_broker_is_exit_3() {
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
 }
+
+/// The terminal UI's worker continues from the samples the store kept (here written by
+/// `warren queues`): its listing is followed by the last hour of depths, so a restart does not
+/// forget them.
+#[tokio::test]
+async fn the_tuis_worker_continues_from_the_stores_samples() {
+    use warren::worker::protocol::{Command, Report};
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "triage-restart").await;
+    let home = Home::new("triage-restart");
+    let conn = h::connect(&vhost).await;
+    declare_all(&conn, &["restart.dlq"]).await;
+    fill(&conn, "restart.dlq", "r", 3).await;
+    assert_eq!(mgmt_depth(&vhost, "restart.dlq", 3).await, Some(3));
+    let r = warren(&vhost, &home, &["queues"]).await;
+    assert_eq!(r.code, Some(0), "{r}");
+
+    // The worker reads the same store (this test's process only).
+    unsafe { std::env::set_var("WARREN_STORE", home.store()) };
+    let (tx, mut rx, worker) = common::spawn_worker(warren::broker::config::Overrides {
+        config_path: Some(home.dir.join("config.toml")),
+        amqp_url: Some(vhost.amqp_url()),
+        management_url: Some(broker.mgmt_url_with_creds()),
+        vhost: Some(vhost.name.clone()),
+        ..Default::default()
+    });
+    tx.send(Command::LoadQueues).await.expect("send");
+    let samples = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match rx.recv().await {
+                Some(Report::DepthHistory { samples, .. }) => return samples,
+                Some(_) => continue,
+                None => panic!("the worker stopped"),
+            }
+        }
+    })
+    .await
+    .expect("a depth history after the listing");
+    let kept = samples.get("restart.dlq").expect("the queue's samples");
+    assert_eq!(kept.iter().map(|s| s.depth).collect::<Vec<_>>(), [3]);
+    let _ = tx.send(Command::Quit).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), worker).await;
+    let _ = conn.close(200, "done".into()).await;
+    vhost.cleanup().await;
+}
