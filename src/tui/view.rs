@@ -215,7 +215,7 @@ fn queue_pane_width(state: &State, width: u16) -> u16 {
         .unwrap_or(0);
     let longest = u16::try_from(longest).unwrap_or(u16::MAX);
     let max = (width * 2 / 5).max(30);
-    let tier = QueueTier::fitting(max, longest.min(40).max(QUEUE_NAME_MIN));
+    let tier = QueueTier::fitting(max, longest.clamp(QUEUE_NAME_MIN, 40));
     let needed = longest.saturating_add(tier.extra());
     needed.clamp(30, max).min(width / 2)
 }
