@@ -355,3 +355,69 @@ async fn the_tuis_worker_continues_from_the_stores_samples() {
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
 }
+
+/// Watching never erodes a quorum queue: where a read would spend deliveries (3.10 and 4.0 with
+/// a delivery limit) the queue is not read, and the watch says where it could not look; on
+/// 4.3, where reads are free, its groups are read.
+#[tokio::test]
+async fn watch_does_not_read_a_quorum_dlq_whose_reads_cost_and_says_so() {
+    use lapin::types::AMQPValue;
+    for broker in TestBroker::all() {
+        let vhost = TestVhost::new(&broker, "triage-quorum").await;
+        let home = Home::new("triage-quorum");
+        let conn = h::connect(&vhost).await;
+        let ch = conn.create_channel().await.expect("channel");
+        let mut args = FieldTable::default();
+        args.insert("x-delivery-limit".into(), AMQPValue::LongLongInt(20));
+        h::declare(&ch, "orders.dlq", QueueType::Quorum, args).await;
+        fill(&conn, "orders.dlq", "q", 2).await;
+        assert_eq!(mgmt_depth(&vhost, "orders.dlq", 2).await, Some(2));
+        let version = h::broker_version(&vhost).await;
+        let costly = warren::domain::features::reads_spend_deliveries(
+            Some(version),
+            &QueueType::Quorum,
+            Some(20),
+        );
+        for _ in 0..3 {
+            let r = warren(&vhost, &home, &["watch", "--once", "--json"]).await;
+            assert_eq!(r.code, Some(0), "{r}");
+            let not_read = r
+                .json()
+                .into_iter()
+                .find(|v| v["event"] == "not-read" && v["queue"] == "orders.dlq");
+            assert_eq!(not_read.is_some(), costly, "{} {r}", broker.label);
+            if let Some(v) = not_read {
+                let why = v["reason"].as_str().unwrap_or_default();
+                assert!(why.contains("delivery limit of 20"), "{why}");
+                assert!(why.contains("warren protect orders.dlq"), "{why}");
+            }
+        }
+        let prom = warren(
+            &vhost,
+            &home,
+            &["watch", "--once", "--format", "prometheus"],
+        )
+        .await;
+        let flag = if costly { 0 } else { 1 };
+        let line = prom
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("warren_queue_read_for_groups{") && l.contains("orders.dlq"))
+            .unwrap_or_default();
+        assert!(line.ends_with(&format!("}} {flag}")), "{prom}");
+        if costly {
+            // Nothing was read: the first delivery now is the messages' first.
+            for m in h::peek(&conn, "orders.dlq", 10).await {
+                assert_eq!(
+                    m.headers.get_i64("x-delivery-count").unwrap_or(0),
+                    0,
+                    "{}: watching spent a delivery",
+                    broker.label
+                );
+            }
+        }
+        let _ = ch.close(200, "ok".into()).await;
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+    }
+}
