@@ -421,3 +421,48 @@ async fn watch_does_not_read_a_quorum_dlq_whose_reads_cost_and_says_so() {
         vhost.cleanup().await;
     }
 }
+
+/// `warren watch` without `--once` keeps looking and prints each change as it happens: new
+/// dead letters in a queue (one JSON object per line).
+#[tokio::test]
+async fn watch_follows_new_dead_letters() {
+    use tokio::io::AsyncBufReadExt as _;
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "triage-follow").await;
+    let home = Home::new("triage-follow");
+    let conn = h::connect(&vhost).await;
+    declare_all(&conn, &["follow.dlq"]).await;
+    fill(&conn, "follow.dlq", "a", 1).await;
+    assert_eq!(mgmt_depth(&vhost, "follow.dlq", 1).await, Some(1));
+    let mut child = replay_util::command(
+        &vhost,
+        &home,
+        &["watch", "--json", "--interval", "1", "--alert", "depth>2"],
+    )
+    .spawn()
+    .expect("spawn warren watch");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // The first look is the baseline: then three more arrive.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    fill(&conn, "follow.dlq", "b", 3).await;
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut new = false;
+        let mut alert = false;
+        while let Ok(Some(line)) = lines.next_line().await {
+            let v: Value = serde_json::from_str(&line).expect("a JSON line");
+            new |= v["event"] == "new-dead-letters" && v["queue"] == "follow.dlq";
+            alert |= v["event"] == "depth" && v["alert"] == "depth>2" && v["depth"] == 4;
+            seen.push(line);
+            if new && alert {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    let _ = child.kill().await;
+    assert_eq!(found, Ok(true), "{seen:#?}");
+    let _ = conn.close(200, "done".into()).await;
+    vhost.cleanup().await;
+}
