@@ -24,6 +24,26 @@ async fn declare_all(conn: &lapin::Connection, names: &[&str]) {
     let _ = ch.close(200, "ok".into()).await;
 }
 
+/// A vhost of its own with a store of its own and `queue` (classic) holding `n` messages, once
+/// the management API reports them.
+async fn one_dlq(
+    broker: &TestBroker,
+    prefix: &str,
+    queue: &str,
+    n: u32,
+) -> (TestVhost, Home, lapin::Connection) {
+    let vhost = TestVhost::new(broker, prefix).await;
+    let home = Home::new(prefix);
+    let conn = h::connect(&vhost).await;
+    declare_all(&conn, &[queue]).await;
+    fill(&conn, queue, prefix, n).await;
+    assert_eq!(
+        mgmt_depth(&vhost, queue, u64::from(n)).await,
+        Some(u64::from(n))
+    );
+    (vhost, home, conn)
+}
+
 fn names_in_order(lines: &[Value]) -> Vec<String> {
     lines
         .iter()
@@ -165,12 +185,7 @@ async fn every_vhost_is_one_listing() {
 #[tokio::test]
 async fn watch_once_alerts_on_each_kind_and_is_clear_otherwise() {
     for broker in TestBroker::all() {
-        let vhost = TestVhost::new(&broker, "triage-watch").await;
-        let home = Home::new("triage-watch");
-        let conn = h::connect(&vhost).await;
-        declare_all(&conn, &["orders.dlq"]).await;
-        fill(&conn, "orders.dlq", "order", 3).await;
-        assert_eq!(mgmt_depth(&vhost, "orders.dlq", 3).await, Some(3));
+        let (vhost, home, conn) = one_dlq(&broker, "triage-watch", "orders.dlq", 3).await;
         let label = broker.label.clone();
         let once = |extra: &'static [&'static str]| {
             let mut args = vec!["watch", "--once"];
@@ -274,12 +289,7 @@ async fn watch_once_alerts_on_each_kind_and_is_clear_otherwise() {
 #[tokio::test]
 async fn exec_gets_the_alert_as_json_and_an_unreachable_broker_is_exit_3() {
     let broker = TestBroker::default_broker();
-    let vhost = TestVhost::new(&broker, "triage-exec").await;
-    let home = Home::new("triage-exec");
-    let conn = h::connect(&vhost).await;
-    declare_all(&conn, &["pay_error"]).await;
-    fill(&conn, "pay_error", "pay", 4).await;
-    assert_eq!(mgmt_depth(&vhost, "pay_error", 4).await, Some(4));
+    let (vhost, home, conn) = one_dlq(&broker, "triage-exec", "pay_error", 4).await;
     let out = home.dir.join("alert.json");
     let cmd = format!("cat > '{}'", out.display());
     let r = warren(
@@ -318,12 +328,7 @@ async fn exec_gets_the_alert_as_json_and_an_unreachable_broker_is_exit_3() {
 async fn the_tuis_worker_continues_from_the_stores_samples() {
     use warren::worker::protocol::{Command, Report};
     let broker = TestBroker::default_broker();
-    let vhost = TestVhost::new(&broker, "triage-restart").await;
-    let home = Home::new("triage-restart");
-    let conn = h::connect(&vhost).await;
-    declare_all(&conn, &["restart.dlq"]).await;
-    fill(&conn, "restart.dlq", "r", 3).await;
-    assert_eq!(mgmt_depth(&vhost, "restart.dlq", 3).await, Some(3));
+    let (vhost, home, conn) = one_dlq(&broker, "triage-restart", "restart.dlq", 3).await;
     let r = warren(&vhost, &home, &["queues"]).await;
     assert_eq!(r.code, Some(0), "{r}");
 
@@ -428,12 +433,7 @@ async fn watch_does_not_read_a_quorum_dlq_whose_reads_cost_and_says_so() {
 async fn watch_follows_new_dead_letters() {
     use tokio::io::AsyncBufReadExt as _;
     let broker = TestBroker::default_broker();
-    let vhost = TestVhost::new(&broker, "triage-follow").await;
-    let home = Home::new("triage-follow");
-    let conn = h::connect(&vhost).await;
-    declare_all(&conn, &["follow.dlq"]).await;
-    fill(&conn, "follow.dlq", "a", 1).await;
-    assert_eq!(mgmt_depth(&vhost, "follow.dlq", 1).await, Some(1));
+    let (vhost, home, conn) = one_dlq(&broker, "triage-follow", "follow.dlq", 1).await;
     let mut child = replay_util::command(
         &vhost,
         &home,
