@@ -634,8 +634,9 @@ fn queue_names_from_the_demo_stay_apart_at_80_and_whole_at_200() {
             .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_string())
             .unwrap_or_default()
     };
-    let error = row(&narrow, " 7", " err ");
-    let skipped = row(&narrow, " 1", " skip ");
+    // At 80 columns the kind column gives way to growth: the names' ends still tell them apart.
+    let error = row(&narrow, " 7", "_error");
+    let skipped = row(&narrow, " 1", "kipped");
     assert!(
         error.ends_with("error") && skipped.ends_with("skipped"),
         "{narrow}"
@@ -778,4 +779,84 @@ fn dry_run_result() {
     assert!(find(&buf, "remaining").is_empty());
     assert_eq!(find(&buf, "Would replay 412 message(s)").len(), 1);
     assert_eq!(find(&buf, "→ orders.audit").len(), 1, "per target");
+}
+
+/// The queue list by urgency: a DLQ fed at a steady rate over the last minutes (samples from
+/// refreshes and from the store) sorts first with its growth, its age and last arrival, and the
+/// depth sparkline of the one under the cursor; `3` sorts by growth, `2` by depth, `2` again
+/// reverses it.
+#[test]
+fn queue_list_by_urgency() {
+    use warren::domain::urgency::Sample;
+    let mut st = loaded(false, Theme::color());
+    // The store remembers the last ten minutes of payments.dlq and orders.dlq.
+    let at = |ago: i64| jiff::Timestamp::from_second(now().as_second() - ago).unwrap();
+    let flat = |depth: u64| -> Vec<Sample> {
+        (0..30)
+            .map(|i| Sample {
+                at: at(600 - i * 20),
+                depth,
+            })
+            .collect()
+    };
+    let stored = std::collections::HashMap::from([
+        ("payments.dlq".to_string(), flat(0)),
+        ("orders.dlq".to_string(), flat(412)),
+    ]);
+    update(
+        &mut st,
+        Report::DepthHistory {
+            samples: stored,
+            heads: Default::default(),
+            ticket: Default::default(),
+        },
+    );
+    // Then payments.dlq grows by 6 every 20 s for two minutes: 41 dead letters since the
+    // empty sample 5 minutes before the last, 7.7 a minute.
+    for step in 1..=6_i64 {
+        update(
+            &mut st,
+            Event::Tick(jiff::Timestamp::from_second(now().as_second() + step * 20).unwrap()),
+        );
+        let depths = st
+            .discovery
+            .dead_letter_queues
+            .iter()
+            .map(|d| {
+                let depth = if d.name == "payments.dlq" {
+                    Some(5 + 6 * step as u64)
+                } else {
+                    d.depth
+                };
+                (d.name.clone(), depth)
+            })
+            .collect();
+        update(
+            &mut st,
+            Report::DepthsRefreshed {
+                depths,
+                ticket: Default::default(),
+            },
+        );
+    }
+    assert_eq!(st.queue_name_at_cursor().as_deref(), Some("orders.dlq"));
+    update(&mut st, ch('g'));
+    snap("queue_list_urgency", &st);
+    let wide = text(&render(&st, 200, 50));
+    let top = wide.lines().nth(3).unwrap_or_default();
+    assert!(
+        top.contains("payments.dlq") && top.contains("+7.7/m"),
+        "{wide}"
+    );
+    update(&mut st, ch('2'));
+    assert_eq!(st.queue_name_at_cursor().as_deref(), Some("payments.dlq"));
+    update(&mut st, ch('g'));
+    snap("queue_list_by_depth", &st);
+    update(&mut st, ch('2'));
+    let narrow = text(&render(&st, 80, 24));
+    assert!(
+        text(&render(&st, 200, 50)).contains("Dead-letter queues (8) by depth ▲"),
+        "the order in words where it fits"
+    );
+    assert!(narrow.contains("Depth▲"), "{narrow}");
 }

@@ -2109,3 +2109,87 @@ fn n_writes_a_note_on_the_group_and_it_shows_until_the_group_is_gone() {
     }
     assert_eq!(st.group_notes, vec![note]);
 }
+
+/// A depth refresh that changes the order keeps the cursor on the queue it was on, and a
+/// refresh whose depths are unchanged changes nothing (nothing to redraw).
+#[test]
+fn a_reordering_refresh_keeps_the_cursor_on_its_queue() {
+    let mut st = loaded(false, Theme::color());
+    let names = |st: &warren::tui::State| -> Vec<String> {
+        st.queue_rows()
+            .iter()
+            .map(|r| r.name().to_string())
+            .collect()
+    };
+    // Urgency with nothing growing: deepest first.
+    assert_eq!(names(&st)[0], "orders.dlq");
+    update(&mut st, key(KeyCode::Char('j')));
+    let on = st.queue_name_at_cursor().unwrap();
+    let depths = |st: &warren::tui::State, grow: &str, by: u64| -> Vec<(String, Option<u64>)> {
+        st.discovery
+            .dead_letter_queues
+            .iter()
+            .map(|d| {
+                let extra = if d.name == grow { by } else { 0 };
+                (d.name.clone(), d.depth.map(|n| n + extra))
+            })
+            .collect()
+    };
+    // Thirty seconds later the last queue of the list has grown: it goes to the top.
+    let last = names(&st).last().unwrap().clone();
+    update(
+        &mut st,
+        Event::Tick(jiff::Timestamp::from_second(now().as_second() + 30).unwrap()),
+    );
+    let d = depths(&st, &last, 10);
+    update(
+        &mut st,
+        Report::DepthsRefreshed {
+            depths: d,
+            ticket: Ticket::default(),
+        },
+    );
+    assert_eq!(names(&st)[0], last, "the growing queue sorts first");
+    assert_eq!(
+        st.queue_name_at_cursor().unwrap(),
+        on,
+        "the cursor stayed on its queue"
+    );
+    let figures = st.figures_of(&last).copied().unwrap();
+    assert_eq!(figures.growth_per_min, Some(20.0));
+    // The same depths again: nothing changed, nothing to draw.
+    st.take_dirty();
+    let d = depths(&st, &last, 0);
+    update(
+        &mut st,
+        Report::DepthsRefreshed {
+            depths: d,
+            ticket: Ticket::default(),
+        },
+    );
+    assert!(!st.take_dirty());
+    // By name, and reversed with the same key.
+    update(&mut st, key(KeyCode::Char('6')));
+    let sorted = names(&st);
+    let mut expected = sorted.clone();
+    expected.sort();
+    assert_eq!(sorted, expected);
+    update(&mut st, key(KeyCode::Char('6')));
+    expected.reverse();
+    assert_eq!(names(&st), expected);
+    assert_eq!(st.queue_name_at_cursor().unwrap(), on);
+}
+
+#[test]
+fn every_vhost_is_refused_in_the_tui_with_where_to_find_it() {
+    let mut st = loaded(false, Theme::color());
+    let cmds = run_command_line(&mut st, "vhost *");
+    assert!(cmds.is_empty());
+    assert!(st.switching.is_none());
+    assert!(
+        st.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("warren queues --vhost '*'")
+    );
+}

@@ -46,3 +46,41 @@ pub async fn discover_with(
     let topo = topology(mgmt, vhost).await?;
     Ok(discovery::discover(&topo, features, patterns))
 }
+
+/// Every vhost's discovery from four listings (queues, exchanges, bindings, policies of every
+/// vhost at once), whatever the number of vhosts; vhosts without queues are left out. By vhost
+/// name.
+pub async fn discover_all(
+    mgmt: &Management,
+    patterns: &[Regex],
+    features: &BrokerFeatures,
+) -> Result<Vec<(String, Discovery)>, ManagementError> {
+    let (queues, rest) = tokio::join!(mgmt.queues_all(), mgmt.everything_but_queues());
+    let (policies, exchanges, bindings) = rest?;
+    let mut by: std::collections::BTreeMap<String, Topology> = Default::default();
+    for (v, q) in queues? {
+        by.entry(v).or_default().queues.push(q);
+    }
+    for (v, p) in policies {
+        if let Some(t) = by.get_mut(&v) {
+            t.policies.push(p);
+        }
+    }
+    for (v, e) in exchanges {
+        if let Some(t) = by.get_mut(&v) {
+            t.exchanges.push(e);
+        }
+    }
+    for (v, b) in bindings {
+        if let Some(t) = by.get_mut(&v) {
+            t.bindings.push(b);
+        }
+    }
+    Ok(by
+        .into_iter()
+        .map(|(v, topo)| {
+            let d = discovery::discover(&topo, features, patterns);
+            (v, d)
+        })
+        .collect())
+}

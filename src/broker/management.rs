@@ -249,21 +249,41 @@ impl Management {
     /// request gets a longer timeout ([`LISTING_TIMEOUT`]) than the other calls.
     pub async fn queues(&self, vhost: &str) -> Result<Vec<QueueInfo>, ManagementError> {
         let what = format!("list the queues of vhost '{vhost}'");
+        let v = self
+            .queue_listing(&["queues", vhost], QUEUE_COLUMNS, Some(vhost), &what)
+            .await?;
+        Ok(v.into_iter().map(|(_, q)| q).collect())
+    }
+
+    /// Every queue of every vhost the user may see, with its vhost, in one request
+    /// (`GET /api/queues`, as [`Management::queues`] does for one vhost).
+    pub async fn queues_all(&self) -> Result<Vec<(String, QueueInfo)>, ManagementError> {
+        let columns = format!("vhost,{QUEUE_COLUMNS}");
+        self.queue_listing(
+            &["queues"],
+            &columns,
+            None,
+            "list the queues of every vhost",
+        )
+        .await
+    }
+
+    async fn queue_listing(
+        &self,
+        segments: &[&str],
+        columns: &str,
+        vhost: Option<&str>,
+        what: &str,
+    ) -> Result<Vec<(String, QueueInfo)>, ManagementError> {
         let query = [
-            ("columns", QUEUE_COLUMNS),
+            ("columns", columns),
             ("disable_stats", "true"),
             ("enable_queue_totals", "true"),
         ];
         let (status, body, url) = self
-            .send_with_timeout(
-                Method::GET,
-                &["queues", vhost],
-                &query,
-                None,
-                LISTING_TIMEOUT,
-            )
+            .send_with_timeout(Method::GET, segments, &query, None, LISTING_TIMEOUT)
             .await?;
-        let v = self.accept(status, &body, &url, Some(vhost), &what).await?;
+        let v = self.accept(status, &body, &url, vhost, what).await?;
         // A paged shape (`items`) if a proxy or future broker insists on one.
         let items = match &v {
             Value::Array(items) => items.as_slice(),
@@ -273,13 +293,63 @@ impl Management {
                 .map(Vec::as_slice)
                 .ok_or_else(|| ManagementError::BadResponse {
                     url: url.clone(),
-                    what: what.clone(),
+                    what: what.to_string(),
                     reason: "not a list of queues".to_string(),
                 })?,
         };
-        Ok(wire::entries(items)
-            .filter_map(wire::Queue::into_domain)
-            .collect())
+        Ok(wire::with_vhosts(items, vhost, wire::Queue::into_domain))
+    }
+
+    /// The policies, exchanges and bindings of every vhost, each with its vhost: three requests
+    /// whatever the number of vhosts.
+    pub async fn everything_but_queues(
+        &self,
+    ) -> Result<
+        (
+            Vec<(String, Policy)>,
+            Vec<(String, ExchangeInfo)>,
+            Vec<(String, Binding)>,
+        ),
+        ManagementError,
+    > {
+        let (p, e, b) = tokio::join!(
+            self.list_all(
+                &["policies"],
+                &[],
+                "list the policies of every vhost",
+                wire::Policy::into_domain
+            ),
+            self.list_all(
+                &["exchanges"],
+                &[("columns", "vhost,name,type")],
+                "list the exchanges of every vhost",
+                wire::Exchange::into_domain
+            ),
+            self.list_all(
+                &["bindings"],
+                &[],
+                "list the bindings of every vhost",
+                wire::Binding::into_domain
+            ),
+        );
+        Ok((p?, e?, b?))
+    }
+
+    async fn list_all<T, W>(
+        &self,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        what: &str,
+        into_domain: impl Fn(W) -> Option<T>,
+    ) -> Result<Vec<(String, T)>, ManagementError>
+    where
+        W: serde::de::DeserializeOwned,
+    {
+        let (status, body, url) = self
+            .send_with_timeout(Method::GET, segments, query, None, LISTING_TIMEOUT)
+            .await?;
+        let v = self.accept(status, &body, &url, None, what).await?;
+        Ok(wire::with_vhosts(wire::array(&v), None, into_domain))
     }
 
     /// One queue with its current counters.

@@ -131,6 +131,10 @@ pub struct Session {
     read_locks: std::sync::Mutex<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
     /// Warren's store for the read ledger, opened on first need; `Err` once it failed.
     ledger: std::sync::Mutex<Option<Result<Store, String>>>,
+    /// When depths were last written to the store (seconds; see [`Session::depths_due`]).
+    depths_written: std::sync::atomic::AtomicI64,
+    /// The dead-letter queues the last discovery found: a depth refresh records only theirs.
+    dlq_names: std::sync::Mutex<HashSet<String>>,
 }
 
 impl Session {
@@ -154,6 +158,8 @@ impl Session {
             reads: std::sync::Mutex::new(HashMap::new()),
             read_locks: std::sync::Mutex::new(HashMap::new()),
             ledger: std::sync::Mutex::new(None),
+            depths_written: std::sync::atomic::AtomicI64::new(i64::MIN),
+            dlq_names: std::sync::Mutex::new(HashSet::new()),
         })
     }
 
@@ -163,7 +169,7 @@ impl Session {
 
     /// "context/vhost", the key under which Warren remembers first-seen times.
     pub fn memory_key(&self) -> String {
-        format!("{}{}", self.target.context, self.target.vhost)
+        self.memory_key_of(&self.target.vhost)
     }
 
     /// The broker's version for the quorum rules; an unknown version gets 4.0's cautious rules.
@@ -203,10 +209,49 @@ impl Session {
 
     pub async fn discover(&self) -> Result<Discovery, SessionError> {
         let patterns: &[Regex] = &self.target.settings.discovery_patterns;
-        Ok(
+        let d =
             discover::discover_with(&self.mgmt, self.vhost(), patterns, &self.overview.features)
-                .await?,
-        )
+                .await?;
+        let names = d
+            .dead_letter_queues
+            .iter()
+            .map(|q| q.name.clone())
+            .collect();
+        *self.dlq_names.lock().unwrap_or_else(|e| e.into_inner()) = names;
+        Ok(d)
+    }
+
+    /// Whether the last discovery found `queue` to be a dead-letter queue.
+    pub fn is_dlq(&self, queue: &str) -> bool {
+        self.dlq_names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(queue)
+    }
+
+    /// The discovery of every vhost the user may see (`--vhost '*'`), from one listing of each
+    /// kind (see `discover::discover_all`).
+    pub async fn discover_all(&self) -> Result<Vec<(String, Discovery)>, SessionError> {
+        let patterns: &[Regex] = &self.target.settings.discovery_patterns;
+        Ok(discover::discover_all(&self.mgmt, patterns, &self.overview.features).await?)
+    }
+
+    /// Whether a depth refresh at `now` should be written to the store: one per sample gap.
+    pub fn depths_due(&self, now: jiff::Timestamp) -> bool {
+        let last = self
+            .depths_written
+            .load(std::sync::atomic::Ordering::Relaxed);
+        now.as_second().saturating_sub(last) >= crate::domain::urgency::SAMPLE_GAP_SECS
+    }
+
+    pub fn depths_recorded(&self, now: jiff::Timestamp) {
+        self.depths_written
+            .store(now.as_second(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The key Warren remembers `vhost` of this context under (see [`Session::memory_key`]).
+    pub fn memory_key_of(&self, vhost: &str) -> String {
+        format!("{}{}", self.target.context, vhost)
     }
 
     /// How browsing `queue` must behave: its type and effective delivery limit decide what one
@@ -809,15 +854,20 @@ impl Remembered {
 
 /// Age for the filter language: since Warren first saw it, else since its first death.
 pub fn age_secs(e: &Explained, now: jiff::Timestamp) -> Option<u64> {
-    let since = e.first_seen.or_else(|| {
+    let since = dead_since(e)?;
+    u64::try_from(now.as_second() - since.as_second()).ok()
+}
+
+/// Since when a message has been dead as far as Warren knows: first seen, else its first death.
+pub fn dead_since(e: &Explained) -> Option<jiff::Timestamp> {
+    e.first_seen.or_else(|| {
         e.explanation
             .deaths
             .entries
             .iter()
             .filter_map(|d| d.time)
             .min()
-    })?;
-    u64::try_from(now.as_second() - since.as_second()).ok()
+    })
 }
 
 /// What a replay would do, decided before anything moves.

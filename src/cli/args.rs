@@ -55,7 +55,7 @@ pub struct ConnArgs {
     )]
     pub management_url: Option<String>,
 
-    /// Virtual host (default: the context's, else "/").
+    /// Virtual host (default: the context's, else "/"); `*` for every vhost (`queues`, `watch`).
     #[arg(long, global = true, value_name = "NAME", env = "WARREN_VHOST", value_parser = vhost_name)]
     pub vhost: Option<String>,
 
@@ -71,7 +71,9 @@ pub struct ConnArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List the dead-letter queues of the vhost.
+    /// List the dead-letter queues of the vhost (`--vhost '*'`: of every vhost), most urgent
+    /// first: depth, growth, age of the oldest dead letter, the last arrival, consumers on the
+    /// queues that feed it.
     Queues {
         /// One JSON object per line instead of a table.
         #[arg(long)]
@@ -79,7 +81,13 @@ pub enum Command {
         /// Also list ordinary queues.
         #[arg(long)]
         all: bool,
+        /// Order: urgency (growing first, then depth), depth, growth, age, last, name.
+        #[arg(long, default_value = "urgency", value_parser = super::triage::sort)]
+        sort: crate::domain::urgency::SortBy,
     },
+    /// Follow every dead-letter queue of the scope and print what changes (new dead letters, a
+    /// new failure group, a threshold crossed); `--once` for cron and monitoring checks.
+    Watch(WatchArgs),
     /// Browse a dead-letter queue and explain each message (messages stay where they are).
     Show {
         /// The queue to read (or use --snapshot).
@@ -171,6 +179,38 @@ pub enum Command {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct WatchArgs {
+    /// A threshold that raises an alert: depth>N, age>DURATION (90s, 30m, 1h, 2d),
+    /// growth>N/min, new-group. Repeat for several.
+    #[arg(long, value_name = "THRESHOLD", value_parser = super::triage::alert)]
+    pub alert: Vec<crate::domain::watch::Threshold>,
+    /// Run this shell command on each alert, the alert as one JSON object on its standard input.
+    #[arg(long, value_name = "CMD")]
+    pub exec: Option<String>,
+    /// Look once and exit: 0 all clear, 1 an alert, 3 broker unreachable.
+    #[arg(long)]
+    pub once: bool,
+    /// One JSON object per line (for bots).
+    #[arg(long)]
+    pub json: bool,
+    /// `prometheus` (with --once): the text format, for a node exporter's textfile collector.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: WatchFormat,
+    /// Seconds between looks.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval: u64,
+    /// Messages read per queue for its failure groups (only where a read is free).
+    #[arg(long, default_value_t = 1_000)]
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WatchFormat {
+    Text,
+    Prometheus,
 }
 
 #[derive(Debug, Args, Clone)]

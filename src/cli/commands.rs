@@ -16,7 +16,7 @@ use crate::broker::session::{
     self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
 };
 use crate::domain::convention::Conventions;
-use crate::domain::discovery::{BrokerVersion, Discovery};
+use crate::domain::discovery::Discovery;
 use crate::domain::filter::Filter;
 use crate::domain::grouping::{self, GroupBy, GroupKey, GroupNote, WaitQueues};
 use crate::domain::message::DeadLetter;
@@ -49,7 +49,7 @@ fn file_conventions(c: &ConnArgs) -> Result<Conventions, Failure> {
     Ok(settings.conventions)
 }
 
-fn broker_failure(e: SessionError) -> Failure {
+pub fn broker_failure(e: SessionError) -> Failure {
     match e {
         SessionError::NeedsConsent { queue, text } => Failure::failed(format!(
             "{text} Nothing was read: pass --read-again to accept the cost, or make the queue free to read with `warren protect {queue}`"
@@ -100,8 +100,19 @@ where
 
 /// Resolves the configuration and connects to the management API.
 pub async fn open(c: &ConnArgs) -> Result<Session, Failure> {
+    refuse_every_vhost(c)?;
     let target = config::load(&overrides(c)).map_err(|e| Failure::usage(e.to_string()))?;
     Session::open(target.1).await.map_err(broker_failure)
+}
+
+/// `--vhost '*'` names every vhost: only `queues` and `watch` look at several at once.
+pub fn refuse_every_vhost(c: &ConnArgs) -> Result<(), Failure> {
+    if c.vhost.as_deref() == Some(super::triage::EVERY_VHOST) {
+        return Err(Failure::usage(
+            "--vhost '*' (every vhost) works with `warren queues` and `warren watch`; name one vhost for this command",
+        ));
+    }
+    Ok(())
 }
 
 /// Warren's store, or `None` with a warning on stderr (browsing works without it).
@@ -115,7 +126,7 @@ fn store_or_warn() -> Option<Store> {
     }
 }
 
-fn print_line(v: &Value) {
+pub fn print_line(v: &Value) {
     crate::outln!("{}", json_text(v));
 }
 
@@ -125,77 +136,35 @@ fn json_text(v: &Value) -> String {
     crate::domain::sanitize::json_line(v)
 }
 
-pub async fn queues(c: &ConnArgs, json: bool, all: bool) -> Result<i32, Failure> {
-    let s = open(c).await?;
-    let d = s.discover().await.map_err(broker_failure)?;
-    print_queues(&d, s.overview.features.version, json, all);
-    Ok(exit::OK)
-}
-
-fn print_queues(d: &Discovery, version: Option<BrokerVersion>, json: bool, all: bool) {
-    for q in &d.dead_letter_queues {
-        if json {
-            print_line(&json!({
-                "name": q.name,
-                "kind": q.kind.label(),
-                "convention": q.convention.as_str(),
-                "depth": q.depth,
-                "queue_type": q.queue_type.as_str(),
-                "feeders": q.feeders,
-                "delivery_limit": q.delivery_limit,
-                "browsing_spends_deliveries": q.limit_applies(version),
-            }));
+/// The ordinary queues of a discovery (`queues --all`), after its dead-letter queues;
+/// `vhost` names the vhost on each line when the scope is every vhost.
+pub fn print_other_queues(d: &Discovery, json: bool, vhost: Option<&str>) {
+    for q in &d.other_queues {
+        // A retry loop's wait queue holds messages between tries: never a replay target.
+        let kind = if d.retry_loops.iter().any(|l| l.wait_queue == q.name) {
+            "wait"
         } else {
-            let from = if q.feeders.is_empty() {
-                String::new()
-            } else {
-                format!("from {}", q.feeders.join(", "))
-            };
-            let depth = q.depth.map_or("?".to_string(), |d| d.to_string());
-            let marker = if q.limit_applies(version) {
-                format!(
-                    "  [quorum, delivery limit {}]",
-                    q.delivery_limit.unwrap_or(0)
-                )
-            } else {
-                String::new()
+            "queue"
+        };
+        if json {
+            let mut v = json!({"name": q.name, "kind": kind, "depth": q.depth, "queue_type": q.queue_type.as_str()});
+            if let (Some(vh), Some(o)) = (vhost, v.as_object_mut()) {
+                o.insert("vhost".into(), json!(vh));
+            }
+            print_line(&v);
+        } else {
+            let name = match vhost {
+                Some(vh) => format!("{vh}/{}", q.name),
+                None => q.name.clone(),
             };
             crate::outln!(
-                "{:<40} {:<8} {:<12} {:>6}  {}{}",
-                one_line(&q.name, 40),
-                q.kind.label(),
-                q.convention.as_str(),
-                depth,
-                one_line(&from, CELL),
-                marker
+                "{:<40} {:<8} {:<12} {:>7}",
+                one_line(&name, 40),
+                kind,
+                "",
+                q.depth.map_or("?".into(), |d| d.to_string())
             );
         }
-    }
-    if all {
-        for q in &d.other_queues {
-            // A retry loop's wait queue holds messages between tries: never a replay target.
-            let kind = if d.retry_loops.iter().any(|l| l.wait_queue == q.name) {
-                "wait"
-            } else {
-                "queue"
-            };
-            if json {
-                print_line(
-                    &json!({"name": q.name, "kind": kind, "depth": q.depth, "queue_type": q.queue_type.as_str()}),
-                );
-            } else {
-                crate::outln!(
-                    "{:<40} {:<12} {:<12} {:>8}",
-                    one_line(&q.name, 40),
-                    kind,
-                    "",
-                    q.depth.map_or("?".into(), |d| d.to_string())
-                );
-            }
-        }
-    }
-    if !json && d.dead_letter_queues.is_empty() {
-        crate::outln!("no dead-letter queues in this vhost");
     }
 }
 
@@ -240,14 +209,13 @@ async fn read_explained(
         }
         _ => {}
     }
-    Ok((
-        session::explain_all(
-            session::into_messages(page),
-            &seen,
-            &s.target.settings.conventions,
-        ),
-        whole,
-    ))
+    let explained = session::explain_all(
+        session::into_messages(page),
+        &seen,
+        &s.target.settings.conventions,
+    );
+    super::triage::remember_head(s, queue, &explained, jiff::Timestamp::now());
+    Ok((explained, whole))
 }
 
 /// The routing of each plan's target per the broker's bindings, for `replay_target.queues`.
@@ -705,6 +673,7 @@ pub async fn export(
 pub async fn tui(c: &ConnArgs) -> Result<i32, Failure> {
     // Before any password command runs for a UI that cannot start.
     need_terminal()?;
+    refuse_every_vhost(c)?;
     let prepared = prepare_tui(c)?;
     let unlock = prepared.overrides.clone();
     run_tui(

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod commands;
 pub mod logging;
+pub mod triage;
 
 use std::fmt;
 use std::io::Write as _;
@@ -192,7 +193,8 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
     let c = &cli.conn;
     match &cli.command {
         None => commands::tui(c).await,
-        Some(Command::Queues { json, all }) => commands::queues(c, *json, *all).await,
+        Some(Command::Queues { json, all, sort }) => triage::queues(c, *json, *all, *sort).await,
+        Some(Command::Watch(a)) => triage::watch(c, a).await,
         Some(Command::Show {
             queue,
             snapshot,

@@ -21,6 +21,8 @@ pub mod replay;
 pub mod sanitize;
 pub mod selection;
 pub mod snapshot;
+pub mod urgency;
 pub mod value;
 pub mod verdict;
+pub mod watch;
 pub mod xdeath;

@@ -6,6 +6,7 @@
 mod audit;
 mod ledger;
 mod notes;
+mod samples;
 mod seen;
 
 use std::path::{Path, PathBuf};
@@ -144,6 +145,28 @@ const MIGRATIONS: &[&str] = &[
         author      TEXT NOT NULL,
         set_ms      INTEGER NOT NULL,
         PRIMARY KEY (vhost_key, queue, grouping, group_key)
+    ) WITHOUT ROWID;
+    "#,
+    // 6: depth samples of dead-letter queues (the queue list's growth and sparkline survive a
+    // restart; pruned past `urgency::KEEP_SECS`), and the oldest and newest dead letter of the
+    // last read of each queue.
+    r#"
+    CREATE TABLE depth_samples (
+        vhost_key TEXT NOT NULL,
+        queue     TEXT NOT NULL,
+        at_ms     INTEGER NOT NULL,
+        depth     INTEGER NOT NULL,
+        PRIMARY KEY (vhost_key, queue, at_ms)
+    ) WITHOUT ROWID;
+    CREATE INDEX depth_samples_at ON depth_samples (at_ms);
+
+    CREATE TABLE read_heads (
+        vhost_key TEXT NOT NULL,
+        queue     TEXT NOT NULL,
+        read_ms   INTEGER NOT NULL,
+        oldest_ms INTEGER,
+        newest_ms INTEGER,
+        PRIMARY KEY (vhost_key, queue)
     ) WITHOUT ROWID;
     "#,
 ];

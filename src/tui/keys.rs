@@ -59,6 +59,8 @@ pub enum Action {
     Back,
     Reload,
     ToggleOrdinary,
+    /// Order the queue list (the same order again: reversed).
+    Sort(crate::domain::urgency::SortBy),
     ToggleGroups,
     /// The group view: the next grouping (fingerprint, exception, type, …).
     CycleGrouping,
@@ -123,6 +125,7 @@ pub struct Binding {
     pub scopes: &'static [Scope],
 }
 
+use crate::domain::urgency::SortBy;
 use Action as A;
 use Key::{Char, Code, Ctrl};
 use Scope as S;
@@ -226,6 +229,54 @@ pub static BINDINGS: &[Binding] = &[
         action: A::ToggleOrdinary,
         help: "show ordinary queues too",
         footer: Some("all queues"),
+        scopes: &[S::Queues],
+    },
+    Binding {
+        keys: &[Char('1')],
+        label: "1",
+        action: A::Sort(SortBy::Urgency),
+        help: "sort by urgency: growing first, then depth (again: reverse)",
+        footer: Some("sort"),
+        scopes: &[S::Queues],
+    },
+    Binding {
+        keys: &[Char('2')],
+        label: "2",
+        action: A::Sort(SortBy::Depth),
+        help: "sort by depth (again: reverse)",
+        footer: None,
+        scopes: &[S::Queues],
+    },
+    Binding {
+        keys: &[Char('3')],
+        label: "3",
+        action: A::Sort(SortBy::Growth),
+        help: "sort by growth, dead letters per minute (again: reverse)",
+        footer: None,
+        scopes: &[S::Queues],
+    },
+    Binding {
+        keys: &[Char('4')],
+        label: "4",
+        action: A::Sort(SortBy::Age),
+        help: "sort by the age of the oldest dead letter (again: reverse)",
+        footer: None,
+        scopes: &[S::Queues],
+    },
+    Binding {
+        keys: &[Char('5')],
+        label: "5",
+        action: A::Sort(SortBy::LastArrival),
+        help: "sort by the last arrival (again: reverse)",
+        footer: None,
+        scopes: &[S::Queues],
+    },
+    Binding {
+        keys: &[Char('6')],
+        label: "6",
+        action: A::Sort(SortBy::Name),
+        help: "sort by name (again: reverse)",
+        footer: None,
         scopes: &[S::Queues],
     },
     Binding {

@@ -3,7 +3,7 @@
 //! its inputs change, so `view` only draws.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use jiff::Timestamp;
 use ratatui::text::Line;
@@ -25,6 +25,7 @@ use crate::domain::grouping::{self, GroupBy, GroupNote, WaitQueues};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::selection;
+use crate::domain::urgency::{self, Figures, History, ReadHead, Sample, SortBy};
 
 /// Above this many messages the operator types the count to confirm a replay.
 pub const TYPED_CONFIRM_ABOVE: u64 = 100;
@@ -282,6 +283,18 @@ pub struct State {
     pub queues_loaded: bool,
     pub depths_at: Option<Timestamp>,
     pub show_ordinary: bool,
+    /// Each dead-letter queue's depth over the session (and the store's last hour), by name.
+    pub histories: HashMap<String, History>,
+    /// What the last read of each queue found (its oldest and newest dead letter), by name.
+    pub heads: HashMap<String, ReadHead>,
+    /// The urgency figures of `discovery.dead_letter_queues`, aligned with it (see
+    /// [`State::refresh_urgency`]).
+    pub figures: Vec<Figures>,
+    /// The queue list's order (number keys), and whether it is reversed.
+    pub sort: SortBy,
+    pub sort_reverse: bool,
+    /// Indices into `discovery.dead_letter_queues` in the order shown.
+    pub queue_order: Vec<usize>,
     pub queue_cursor: usize,
     pub focus: Focus,
     pub list_mode: ListMode,
@@ -372,6 +385,12 @@ impl State {
             queues_loaded: false,
             depths_at: None,
             show_ordinary: false,
+            histories: HashMap::new(),
+            heads: HashMap::new(),
+            figures: Vec::new(),
+            sort: SortBy::default(),
+            sort_reverse: false,
+            queue_order: Vec::new(),
             queue_cursor: 0,
             focus: Focus::Queues,
             list_mode: ListMode::Messages,
@@ -422,16 +441,37 @@ impl State {
 
     /// The rows of the queue list: dead-letter queues first, ordinary queues when toggled on.
     pub fn queue_rows(&self) -> Vec<QueueRow<'_>> {
-        let mut rows: Vec<QueueRow<'_>> = self
-            .discovery
-            .dead_letter_queues
-            .iter()
-            .map(QueueRow::Dlq)
-            .collect();
+        let dlqs = &self.discovery.dead_letter_queues;
+        let mut rows: Vec<QueueRow<'_>> = if self.queue_order.len() == dlqs.len() {
+            self.queue_order
+                .iter()
+                .filter_map(|&i| dlqs.get(i))
+                .map(QueueRow::Dlq)
+                .collect()
+        } else {
+            dlqs.iter().map(QueueRow::Dlq).collect()
+        };
         if self.show_ordinary {
             rows.extend(self.discovery.other_queues.iter().map(QueueRow::Other));
         }
         rows
+    }
+
+    /// The urgency figures of each row of [`State::queue_rows`] (`None` for ordinary queues).
+    pub fn row_figures(&self) -> Vec<Option<&Figures>> {
+        let n = self.discovery.dead_letter_queues.len();
+        let mut out: Vec<Option<&Figures>> = if self.queue_order.len() == n {
+            self.queue_order
+                .iter()
+                .map(|&i| self.figures.get(i))
+                .collect()
+        } else {
+            (0..n).map(|i| self.figures.get(i)).collect()
+        };
+        if self.show_ordinary {
+            out.extend(self.discovery.other_queues.iter().map(|_| None));
+        }
+        out
     }
 
     pub fn queue_name_at_cursor(&self) -> Option<String> {
@@ -442,6 +482,61 @@ impl State {
 
     pub fn dlq(&self, name: &str) -> Option<&DlqInfo> {
         self.discovery.dlq(name)
+    }
+
+    /// The urgency figures of the dead-letter queue `name`.
+    pub fn figures_of(&self, name: &str) -> Option<&Figures> {
+        let i = self
+            .discovery
+            .dead_letter_queues
+            .iter()
+            .position(|d| d.name == name)?;
+        self.figures.get(i)
+    }
+
+    /// Adds the depths the discovery reports, as of `now`, to each queue's history.
+    pub fn sample_depths(&mut self) {
+        let now = self.now;
+        for d in &self.discovery.dead_letter_queues {
+            if let Some(depth) = d.depth {
+                self.histories
+                    .entry(d.name.clone())
+                    .or_default()
+                    .record(Sample { at: now, depth });
+            }
+        }
+    }
+
+    /// Merges samples kept in the store into the histories.
+    pub fn merge_history(&mut self, stored: HashMap<String, Vec<Sample>>) {
+        for (queue, mut samples) in stored {
+            let h = self.histories.entry(queue).or_default();
+            samples.extend(h.points());
+            *h = History::from_samples(samples);
+        }
+    }
+
+    /// Recomputes the figures and the order of the queue list, keeping the cursor on the queue
+    /// named `keep` (the one under it before) when it is still listed. One pass and one sort.
+    pub fn refresh_urgency(&mut self, keep: Option<String>) {
+        self.figures =
+            urgency::dlq_figures(&self.discovery, &self.histories, &self.heads, self.now);
+        let keyed: Vec<(&str, Figures)> = self
+            .discovery
+            .dead_letter_queues
+            .iter()
+            .zip(self.figures.iter().copied())
+            .map(|(d, f)| (d.name.as_str(), f))
+            .collect();
+        self.queue_order = urgency::order(&keyed, self.sort, self.sort_reverse);
+        let found = keep.and_then(|name| {
+            self.queue_rows()
+                .iter()
+                .position(|r| r.name() == name.as_str())
+        });
+        self.queue_cursor = found
+            .unwrap_or(self.queue_cursor)
+            .min(self.queue_rows().len().saturating_sub(1));
     }
 
     /// The rows in view, in order.

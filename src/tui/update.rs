@@ -99,15 +99,36 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             } else {
                 String::new()
             };
+            let keep = state.queue_name_at_cursor();
             state.overview = overview;
             state.discovery = discovery;
             state.content_serial += 1;
             state.queues_loaded = true;
             state.depths_at = Some(state.now);
             state.connection = ConnectionState::Connected;
-            state.queue_cursor = state
-                .queue_cursor
-                .min(state.queue_rows().len().saturating_sub(1));
+            state.sample_depths();
+            state.refresh_urgency(keep);
+            state.dirty = true;
+            Vec::new()
+        }
+        Report::DepthHistory {
+            samples,
+            heads,
+            ticket,
+        } => {
+            if !current(state, ticket.generation) {
+                return Vec::new();
+            }
+            let keep = state.queue_name_at_cursor();
+            state.merge_history(samples);
+            for (queue, head) in heads {
+                // A read of this session is newer than the store's.
+                let newer = state.heads.get(&queue).is_some_and(|h| h.at >= head.at);
+                if !newer {
+                    state.heads.insert(queue, head);
+                }
+            }
+            state.refresh_urgency(keep);
             state.dirty = true;
             Vec::new()
         }
@@ -118,25 +139,24 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             let stale_before = depths_stale(state);
             state.depths_at = Some(state.now);
             let mut changed = stale_before;
-            for (name, depth) in depths {
-                if let Some(d) = state
-                    .discovery
-                    .dead_letter_queues
-                    .iter_mut()
-                    .find(|d| d.name == name)
-                {
+            // One map and one pass over each list: a refresh of 10,000 queues is linear.
+            let mut depths: std::collections::HashMap<String, Option<u64>> =
+                depths.into_iter().collect();
+            for d in &mut state.discovery.dead_letter_queues {
+                if let Some(depth) = depths.remove(&d.name) {
                     changed |= d.depth != depth;
                     d.depth = depth;
-                } else if let Some(q) = state
-                    .discovery
-                    .other_queues
-                    .iter_mut()
-                    .find(|q| q.name == name)
-                {
+                }
+            }
+            for q in &mut state.discovery.other_queues {
+                if let Some(depth) = depths.remove(&q.name) {
                     changed |= q.depth != depth;
                     q.depth = depth;
                 }
             }
+            let keep = state.queue_name_at_cursor();
+            state.sample_depths();
+            state.refresh_urgency(keep);
             state.dirty |= changed;
             Vec::new()
         }
@@ -194,6 +214,19 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             });
             state.content_serial += 1;
             state.refresh_view();
+            // What this read found dates the queue's oldest dead letter.
+            if let Some(b) = &state.browse {
+                let since: Vec<jiff::Timestamp> =
+                    b.rows.iter().filter_map(|r| r.dead_since()).collect();
+                let head = crate::domain::urgency::ReadHead {
+                    at: state.now,
+                    oldest: since.iter().min().copied(),
+                    newest: since.iter().max().copied(),
+                };
+                state.heads.insert(b.queue.clone(), head);
+                let keep = state.queue_name_at_cursor();
+                state.refresh_urgency(keep);
+            }
             // Keep only picks that are still in the queue.
             if let Some(b) = &state.browse {
                 let present: HashSet<&str> = b.rows.iter().map(|r| r.key.as_str()).collect();
@@ -606,6 +639,16 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
             let mut cmds = vec![Command::LoadQueues];
             cmds.extend(read_open_queue_again(state));
             return cmds;
+        }
+        Action::Sort(by) => {
+            let keep = state.queue_name_at_cursor();
+            if state.sort == by {
+                state.sort_reverse = !state.sort_reverse;
+            } else {
+                state.sort = by;
+                state.sort_reverse = false;
+            }
+            state.refresh_urgency(keep);
         }
         Action::ToggleOrdinary => {
             state.show_ordinary = !state.show_ordinary;
@@ -1264,6 +1307,12 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
     match (verb, arg.is_empty()) {
         ("", _) => Vec::new(),
         ("q" | "q!" | "quit" | "qa", _) => force_quit(state),
+        ("vhost" | "vh", false) if arg == "*" => {
+            state.error = Some(
+                "every vhost at once is not in the terminal UI yet: `warren queues --vhost '*'` and `warren watch --vhost '*'` list them all; here, :vhost NAME".into(),
+            );
+            Vec::new()
+        }
         ("ctx" | "context" | "vhost" | "vh", false) => {
             if state.replay_running() {
                 state.error = Some(
@@ -1353,6 +1402,10 @@ fn enter_new_place(state: &mut State, generation: u64) {
     state.content_serial += 1;
     state.connection = ConnectionState::Connecting;
     state.discovery = Default::default();
+    state.histories.clear();
+    state.heads.clear();
+    state.figures.clear();
+    state.queue_order.clear();
     state.queues_loaded = false;
     state.browse = None;
     state.loading = None;

@@ -22,6 +22,7 @@ use crate::domain::discovery::{self, Convention, Discovery, DlqInfo, DlqKind, Qu
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::snapshot::SnapshotHeader;
+use crate::domain::urgency;
 use crate::store::Store;
 use ops::{Ops, replay_text, report_plan};
 use plan::{Action, Job, NoteWork, Plan, Retarget, Work};
@@ -268,7 +269,16 @@ async fn perform(
             None,
         ),
         (Work::Discover, Backend::Broker(s)) => {
-            (vec![discover(&s, ticket, read_only_flag, ops).await], None)
+            let loaded = discover(&s, ticket, read_only_flag, ops).await;
+            let mut reports = Vec::new();
+            if let Report::QueuesLoaded { discovery, .. } = &loaded {
+                let history = depth_history(&s, discovery, ticket);
+                reports.push(loaded);
+                reports.extend(history);
+            } else {
+                reports.push(loaded);
+            }
+            (reports, None)
         }
         (
             Work::Browse {
@@ -291,6 +301,7 @@ async fn perform(
         (Work::Notes(w), Backend::Broker(s)) => (notes(&s, w, ticket).await, None),
         (Work::Refresh, Backend::Broker(s)) => match s.mgmt.queues(s.vhost()).await {
             Ok(qs) => {
+                record_depths(&s, &qs);
                 let depths = qs.into_iter().map(|q| (q.name, q.messages)).collect();
                 (vec![Report::DepthsRefreshed { depths, ticket }], None)
             }
@@ -347,6 +358,40 @@ async fn perform(
             None,
         ),
     }
+}
+
+/// What the store remembers of the place's dead-letter queues (the last hour of depths, the
+/// last reads), with this listing's depths recorded; nothing without a store.
+fn depth_history(s: &Session, d: &Discovery, ticket: Ticket) -> Option<Report> {
+    let st = Store::open_default().ok()?;
+    let now = jiff::Timestamp::now();
+    let key = s.memory_key();
+    let samples = st.depth_history(&key, &urgency::dlq_depths(d), now).ok()?;
+    s.depths_recorded(now);
+    Some(Report::DepthHistory {
+        samples,
+        heads: st.read_heads(&key).unwrap_or_default(),
+        ticket,
+    })
+}
+
+/// Records a refresh's depths in the store, at most once per sample gap (the store keeps one
+/// sample per gap anyway; this spares it the lookups every tick).
+fn record_depths(s: &Session, qs: &[discovery::QueueInfo]) {
+    let now = jiff::Timestamp::now();
+    if !s.depths_due(now) {
+        return;
+    }
+    let Ok(st) = Store::open_default() else {
+        return;
+    };
+    let depths: Vec<(String, u64)> = qs
+        .iter()
+        .filter(|q| s.is_dlq(&q.name))
+        .filter_map(|q| Some((q.name.clone(), q.messages?)))
+        .collect();
+    let _ = st.record_depths(&s.memory_key(), &depths, now);
+    s.depths_recorded(now);
 }
 
 async fn discover(s: &Session, ticket: Ticket, read_only_flag: bool, ops: &Ops) -> Report {

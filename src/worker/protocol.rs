@@ -89,6 +89,14 @@ pub enum Report {
         depths: Vec<(String, Option<u64>)>,
         ticket: Ticket,
     },
+    /// What Warren's store remembers of the place's dead-letter queues, sent after its
+    /// `QueuesLoaded`: depth samples of the last hour and what the last read of each found
+    /// (by queue name).
+    DepthHistory {
+        samples: std::collections::HashMap<String, Vec<crate::domain::urgency::Sample>>,
+        heads: std::collections::HashMap<String, crate::domain::urgency::ReadHead>,
+        ticket: Ticket,
+    },
     /// A browse finished. `first_seen[i]` is when Warren first saw `messages[i]` (from the store),
     /// aligned by index; shorter than `messages` means unknown for the rest. `replays[i]` is
     /// how many audited replays moved it (by its key; see `Store::replay_counts`), aligned

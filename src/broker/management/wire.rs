@@ -61,6 +61,32 @@ pub(super) fn entries<T: DeserializeOwned>(items: &[Value]) -> impl Iterator<Ite
     items.iter().filter_map(one)
 }
 
+/// The vhost an entry of an all-vhosts listing names.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct InVhost {
+    vhost: Lenient<String>,
+}
+
+/// Every entry of a list that reads as `W`, with the vhost it names (`vhost` when the listing
+/// was of one vhost; an entry of an all-vhosts listing without one is skipped).
+pub(super) fn with_vhosts<T, W: DeserializeOwned>(
+    items: &[Value],
+    vhost: Option<&str>,
+    into_domain: impl Fn(W) -> Option<T>,
+) -> Vec<(String, T)> {
+    items
+        .iter()
+        .filter_map(|item| {
+            let v = match vhost {
+                Some(v) => v.to_string(),
+                None => one::<InVhost>(item)?.vhost.get()?,
+            };
+            Some((v, into_domain(one::<W>(item)?)?))
+        })
+        .collect()
+}
+
 /// A list reply's entries, or none when it is not a list.
 pub(super) fn array(v: &Value) -> &[Value] {
     v.as_array().map(Vec::as_slice).unwrap_or(&[])
