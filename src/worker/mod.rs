@@ -21,6 +21,7 @@ use crate::broker::session::{self, ReadConsent, ReplaySpec, Session, SessionErro
 use crate::domain::discovery::{self, Convention, Discovery, DlqInfo, DlqKind, QueueType};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
+use crate::domain::packed::Packed;
 use crate::domain::snapshot::SnapshotHeader;
 use crate::store::Store;
 use ops::{Ops, replay_text, report_plan};
@@ -396,12 +397,12 @@ async fn browse(
 ) -> Report {
     let s = match backend {
         Backend::Snapshot(snapshots) => {
-            let messages: Vec<DeadLetter> = snapshots
+            let messages: Vec<Packed> = snapshots
                 .iter()
                 .filter(|(h, _)| h.queue == queue)
                 .flat_map(|(_, m)| m.iter())
                 .take(limit)
-                .cloned()
+                .map(|m| Packed::pack(m.clone()))
                 .collect();
             let n = messages.len();
             return Report::MessagesLoaded {
@@ -456,7 +457,10 @@ async fn browse(
             }
             Report::MessagesLoaded {
                 queue,
-                messages: session::into_messages(page),
+                messages: session::into_messages(page)
+                    .into_iter()
+                    .map(Packed::pack)
+                    .collect(),
                 first_seen,
                 replays,
                 stop,
