@@ -38,7 +38,7 @@ fn query() -> impl Strategy<Value = String> {
 
 fn subject<'a>(headers: &'a Table, body: &'a [u8], text: &'a str) -> Subject<'a> {
     Subject {
-        verdict: text,
+        verdict: text.into(),
         exception_type: Some(text),
         exception_message: None,
         reasons: vec!["rejected", text],

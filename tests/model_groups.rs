@@ -570,7 +570,7 @@ fn a_note_is_gone_with_its_group() {
         note(GroupBy::Origin, &maxlen),
     ];
     let ex = explain(&rejected);
-    let only_rejected = [(&rejected, &ex)];
+    let only_rejected = [grouping::Facets::of(&rejected, &ex)];
     let gone = notes_gone(&notes, &only_rejected, &WaitQueues::default());
     // The maxlen group is gone; the origin group lives on in the rejected message.
     assert_eq!(gone, vec![&notes[1]]);

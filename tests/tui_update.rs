@@ -82,7 +82,7 @@ fn enter_browses_and_tab_moves_between_panes() {
         &mut st,
         Report::MessagesLoaded {
             queue: "orders.dlq".into(),
-            messages: orders_messages(),
+            messages: packed(orders_messages()),
             first_seen: vec![],
             replays: vec![],
             stop: "end".into(),
@@ -186,7 +186,12 @@ fn filter_narrows_as_you_type_and_esc_restores() {
     type_text(&mut st, " -reason:rejected");
     assert_eq!(st.visible_rows().len(), 1);
     assert_eq!(
-        st.visible_rows()[0].msg.properties.message_id.as_deref(),
+        st.visible_rows()[0]
+            .letter
+            .unpack()
+            .properties
+            .message_id
+            .as_deref(),
         Some("order-exp-5")
     );
     update(&mut st, key(KeyCode::Enter));
@@ -280,7 +285,8 @@ fn enter_on_a_group_shows_its_messages() {
     assert_eq!(
         st.current_row()
             .unwrap()
-            .msg
+            .letter
+            .unpack()
             .properties
             .message_id
             .as_deref(),
@@ -352,7 +358,7 @@ fn read_only_never_emits_a_replay_command() {
                     &mut st,
                     Report::MessagesLoaded {
                         queue: "orders.dlq".into(),
-                        messages: orders_messages(),
+                        messages: packed(orders_messages()),
                         first_seen: vec![],
                         replays: vec![],
                         stop: "end".into(),
@@ -804,7 +810,7 @@ fn browsing_invoices() -> warren::tui::State {
         &mut st,
         Report::MessagesLoaded {
             queue: "invoices.dlq".into(),
-            messages: orders_messages(),
+            messages: packed(orders_messages()),
             first_seen: vec![],
             replays: vec![],
             stop: "end".into(),
@@ -906,6 +912,7 @@ fn protect_asks_then_sets_and_is_refused_read_only() {
 }
 
 fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket: Ticket) -> Report {
+    let messages = packed(messages);
     Report::MessagesLoaded {
         queue: queue.into(),
         messages,
@@ -1076,10 +1083,10 @@ fn the_detail_is_rendered_once_per_message_not_per_key_or_frame() {
     assert_ne!(unfolded, first);
     update(&mut st, ch('k'));
     assert_eq!(rendered(&st), unfolded);
-    let row = st.current_row().unwrap();
+    let row = st.current_opened().unwrap();
     assert_eq!(
         st.detail.as_ref().unwrap().lines,
-        detail::lines(&st, row),
+        detail::lines(&st, &row),
         "the cache is what rendering now would give"
     );
     // Another message: rendered again.
@@ -1851,7 +1858,7 @@ fn a_browse_cut_at_the_limit_says_so_on_screen() {
         &mut st,
         Report::MessagesLoaded {
             queue: "orders.dlq".into(),
-            messages: orders_messages(),
+            messages: packed(orders_messages()),
             first_seen: vec![],
             replays: vec![],
             stop: "first 6 of 412 — :limit N reads more".into(),
@@ -1923,27 +1930,25 @@ fn a_row_the_audit_says_was_replayed_says_it_failed_again() {
         &mut st,
         Report::MessagesLoaded {
             queue: "orders.dlq".into(),
-            messages: orders_messages().into_iter().take(2).collect(),
+            messages: packed(orders_messages().into_iter().take(2).collect()),
             first_seen: vec![],
             replays: vec![2],
             stop: "end".into(),
             ticket: Ticket::default(),
         },
     );
-    let rows = st.visible_rows();
-    assert_eq!(rows[0].exp.replay_count, 2);
+    let rows: Vec<_> = st
+        .visible_rows()
+        .iter()
+        .map(|r| r.open(&st.conventions).exp)
+        .collect();
+    assert_eq!(rows[0].replay_count, 2);
     assert!(
-        rows[0]
-            .exp
-            .verdict
-            .ends_with("failed again after 2 replays"),
+        rows[0].verdict.ends_with("failed again after 2 replays"),
         "{}",
-        rows[0].exp.verdict
+        rows[0].verdict
     );
-    assert_eq!(
-        rows[1].exp.replay_count, 0,
-        "shorter than the page: none known"
-    );
+    assert_eq!(rows[1].replay_count, 0, "shorter than the page: none known");
 }
 
 /// The groups in view as (summary, count).

@@ -84,10 +84,11 @@ async fn the_worker_keeps_reads_and_forgets_group_notes() {
         assert!(notes.is_empty(), "{label}: {notes:?}");
         assert!(whole, "{label}: every message was read");
 
+        let first = messages[0].unpack();
         let key = group_key(
             GroupBy::Reason,
-            &messages[0],
-            &explain(&messages[0]),
+            &first,
+            &explain(&first),
             &WaitQueues::default(),
         );
         assert_eq!(key.value, "rejected");

@@ -552,9 +552,9 @@ async fn groups_live(
             });
             // Only a look at every message can say a group is gone.
             if whole && !notes.is_empty() {
-                let pairs: Vec<(&DeadLetter, &crate::domain::explain::Explanation)> = messages
+                let pairs: Vec<grouping::Facets> = messages
                     .iter()
-                    .map(|e| (&e.message, &e.explanation))
+                    .map(|e| grouping::Facets::of(&e.message, &e.explanation))
                     .collect();
                 let gone = grouping::notes_gone(&notes, &pairs, &waits);
                 if !gone.is_empty()

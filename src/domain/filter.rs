@@ -23,7 +23,7 @@ use super::value::{HeaderValue, Table};
 /// What a filter is matched against: one dead letter, as the caller explains it.
 #[derive(Clone, Debug)]
 pub struct Subject<'a> {
-    pub verdict: &'a str,
+    pub verdict: Cow<'a, str>,
     pub exception_type: Option<&'a str>,
     pub exception_message: Option<&'a str>,
     /// Broker death reasons, e.g. "rejected".
@@ -196,6 +196,18 @@ impl Filter {
     /// True when the filter has no terms (and so matches everything).
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
+    }
+
+    /// The header names its terms look at (matched case-insensitively): a caller that keeps
+    /// headers packed (the TUI) decodes only those for [`Subject::headers`].
+    pub fn header_names(&self) -> Vec<&str> {
+        self.terms
+            .iter()
+            .filter_map(|t| match &t.kind {
+                TermKind::Header { name, .. } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// True when every term matches `s`.
@@ -458,7 +470,7 @@ impl TermKind {
                 AgeOp::Le => age <= *secs,
             }),
             TermKind::Word(n) => {
-                n.found_in_str(Some(s.verdict))
+                n.found_in_str(Some(&s.verdict))
                     || n.found_in_str(s.exception_type)
                     || n.found_in_str(s.exception_message)
                     || n.found_in(s.body)
@@ -574,7 +586,7 @@ mod tests {
 
     fn subject(o: &Owned) -> Subject<'_> {
         Subject {
-            verdict: "rejected three times by orders.process",
+            verdict: "rejected three times by orders.process".into(),
             exception_type: Some("System.TimeoutException"),
             exception_message: Some("Carrier down: no answer in 30s"),
             reasons: o.reasons.clone(),

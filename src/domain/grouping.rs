@@ -15,10 +15,12 @@ use std::hash::{Hash, Hasher};
 
 use fnv::FnvHasher;
 
+use super::convention::Convention;
 use super::discovery::Discovery;
 use super::explain::Explanation;
+use super::fingerprint::Fingerprint;
 use super::message::DeadLetter;
-use super::replay;
+use super::replay::{self, ReplayTarget};
 
 /// What groups are made of.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -157,6 +159,36 @@ pub fn death_reason(ex: &Explanation) -> Option<&str> {
         .map(|r| r.as_str())
 }
 
+/// What grouping reads of one message, in every mode: taken from the message and its
+/// explanation ([`Facets::of`]), or from what a long list keeps of each message instead of the
+/// message (`brief::Brief::facets`), so both group alike.
+#[derive(Clone, Debug)]
+pub struct Facets<'a> {
+    pub exception_type: Option<&'a str>,
+    /// The convention's message type, else the `type` property.
+    pub message_type: Option<&'a str>,
+    pub origin: Option<&'a str>,
+    pub death_reason: Option<&'a str>,
+    /// Where a replay would publish it ([`replay::default_target`]).
+    pub endpoint: Option<Cow<'a, ReplayTarget>>,
+    pub convention: Convention,
+    pub fingerprint: &'a Fingerprint,
+}
+
+impl<'a> Facets<'a> {
+    pub fn of(dl: &'a DeadLetter, ex: &'a Explanation) -> Facets<'a> {
+        Facets {
+            exception_type: ex.fault.as_ref().and_then(|f| f.exception_type.as_deref()),
+            message_type: super::brief::message_type(dl, ex),
+            origin: ex.source.queue.as_deref(),
+            death_reason: death_reason(ex),
+            endpoint: replay::default_target(dl, ex).map(Cow::Owned),
+            convention: ex.convention,
+            fingerprint: &ex.fingerprint,
+        }
+    }
+}
+
 /// What one message records of one aspect (every mode but the fingerprint).
 enum Aspect<'a> {
     /// The aspect as recorded.
@@ -172,33 +204,32 @@ enum Aspect<'a> {
     },
 }
 
-fn aspect<'a>(by: GroupBy, dl: &DeadLetter, ex: &'a Explanation, waits: &WaitQueues) -> Aspect<'a> {
+fn aspect<'a>(by: GroupBy, f: &Facets<'a>, waits: &WaitQueues) -> Aspect<'a> {
     let given = |v: Option<&'a str>, missing| match v.filter(|v| !v.is_empty()) {
         Some(v) => Aspect::Given(v),
         None => Aspect::Missing(missing),
     };
     match by {
         // The fingerprint is the explanation's own (see `group_key`, `key_of`); never asked here.
-        GroupBy::Fingerprint | GroupBy::Exception => given(
-            ex.fault.as_ref().and_then(|f| f.exception_type.as_deref()),
-            "no exception type recorded",
-        ),
-        GroupBy::Type => given(ex.message_type.as_deref(), "no message type recorded"),
-        GroupBy::Origin => given(ex.source.queue.as_deref(), "origin unknown"),
+        GroupBy::Fingerprint | GroupBy::Exception => {
+            given(f.exception_type, "no exception type recorded")
+        }
+        GroupBy::Type => given(f.message_type, "no message type recorded"),
+        GroupBy::Origin => given(f.origin, "origin unknown"),
         GroupBy::Reason => given(
-            death_reason(ex),
+            f.death_reason,
             "not dead-lettered by the broker: republished",
         ),
-        GroupBy::Endpoint => match replay::default_target(dl, ex) {
-            Some(t) => match t.expected_queue {
+        GroupBy::Endpoint => match f.endpoint.as_deref() {
+            Some(t) => match &t.expected_queue {
                 Some(q) => {
-                    let rest = waits.rests_in(&q).to_string();
-                    let past = (rest != q).then_some(q);
+                    let rest = waits.rests_in(q).to_string();
+                    let past = (rest != *q).then(|| q.clone());
                     Aspect::Rests { queue: rest, past }
                 }
                 None => Aspect::Exchange {
-                    exchange: t.exchange,
-                    routing_key: t.routing_key,
+                    exchange: t.exchange.clone(),
+                    routing_key: t.routing_key.clone(),
                 },
             },
             None => Aspect::Missing("no known origin: replay needs --to"),
@@ -208,7 +239,7 @@ fn aspect<'a>(by: GroupBy, dl: &DeadLetter, ex: &'a Explanation, waits: &WaitQue
 
 /// The key of an aspect: FNV-1a 64 of the mode and the parts, NUL-separated, so ("ab", "c") and
 /// ("a", "bc") differ and "orders" as an origin and as an endpoint are two keys.
-fn aspect_key(by: GroupBy, a: &Aspect<'_>, ex: &Explanation) -> String {
+fn aspect_key(by: GroupBy, a: &Aspect<'_>, convention: Convention) -> String {
     let mut h = FnvHasher::default();
     h.write(by.as_str().as_bytes());
     let mut part = |p: &str| {
@@ -220,7 +251,7 @@ fn aspect_key(by: GroupBy, a: &Aspect<'_>, ex: &Explanation) -> String {
         // One "none recorded" group per convention: two conventions, two fixes.
         Aspect::Missing(_) => {
             part("");
-            part(ex.convention.as_str());
+            part(convention.as_str());
         }
         Aspect::Rests { queue, .. } => part(queue),
         Aspect::Exchange {
@@ -239,18 +270,23 @@ fn aspect_key(by: GroupBy, a: &Aspect<'_>, ex: &Explanation) -> String {
 /// one group of every mode; a message that records nothing of the aspect is in the mode's
 /// "none recorded" group of its convention.
 pub fn group_key(by: GroupBy, dl: &DeadLetter, ex: &Explanation, waits: &WaitQueues) -> GroupKey {
+    group_key_of(by, &Facets::of(dl, ex), waits)
+}
+
+/// [`group_key`] from a message's [`Facets`].
+pub fn group_key_of(by: GroupBy, f: &Facets<'_>, waits: &WaitQueues) -> GroupKey {
     if by == GroupBy::Fingerprint {
         return GroupKey {
-            key: ex.fingerprint.key.clone(),
-            value: ex.fingerprint.summary.clone(),
-            summary: ex.fingerprint.summary.clone(),
+            key: f.fingerprint.key.clone(),
+            value: f.fingerprint.summary.clone(),
+            summary: f.fingerprint.summary.clone(),
         };
     }
-    let a = aspect(by, dl, ex, waits);
-    let key = aspect_key(by, &a, ex);
+    let a = aspect(by, f, waits);
+    let key = aspect_key(by, &a, f.convention);
     let (value, summary) = match a {
         Aspect::Given(v) => (v.to_string(), v.to_string()),
-        Aspect::Missing(what) => (String::new(), format!("{what} ({})", ex.convention.label())),
+        Aspect::Missing(what) => (String::new(), format!("{what} ({})", f.convention.label())),
         Aspect::Rests { queue, past: None } => (queue.clone(), queue),
         Aspect::Rests {
             queue,
@@ -285,7 +321,15 @@ pub fn key_of<'a>(
 ) -> Cow<'a, str> {
     match by {
         GroupBy::Fingerprint => Cow::Borrowed(ex.fingerprint.key.as_str()),
-        by => Cow::Owned(aspect_key(by, &aspect(by, dl, ex, waits), ex)),
+        by => Cow::Owned(key_of_facets(by, &Facets::of(dl, ex), waits).into_owned()),
+    }
+}
+
+/// [`key_of`] from a message's [`Facets`].
+pub fn key_of_facets<'a>(by: GroupBy, f: &Facets<'a>, waits: &WaitQueues) -> Cow<'a, str> {
+    match by {
+        GroupBy::Fingerprint => Cow::Borrowed(f.fingerprint.key.as_str()),
+        by => Cow::Owned(aspect_key(by, &aspect(by, f, waits), f.convention)),
     }
 }
 
@@ -341,7 +385,7 @@ pub fn note_text(text: &str) -> String {
 /// queue cannot tell, and must not ask.
 pub fn notes_gone<'n>(
     notes: &'n [GroupNote],
-    messages: &[(&DeadLetter, &Explanation)],
+    messages: &[Facets<'_>],
     waits: &WaitQueues,
 ) -> Vec<&'n GroupNote> {
     let mut present: HashMap<GroupBy, std::collections::HashSet<String>> = HashMap::new();
@@ -349,7 +393,7 @@ pub fn notes_gone<'n>(
         present.entry(n.by).or_insert_with(|| {
             messages
                 .iter()
-                .map(|(dl, ex)| group_key(n.by, dl, ex, waits).key)
+                .map(|f| key_of_facets(n.by, f, waits).into_owned())
                 .collect()
         });
     }
@@ -378,7 +422,7 @@ mod tests {
     #[test]
     fn keys_differ_by_mode_and_are_named_by_key_or_value() {
         let ex = crate::domain::explain::explain(&DeadLetter::default());
-        let key = |by| aspect_key(by, &Aspect::Given("orders"), &ex);
+        let key = |by| aspect_key(by, &Aspect::Given("orders"), ex.convention);
         // FNV-1a 64 of the mode and the parts, NUL-separated.
         assert_eq!(
             key(GroupBy::Origin),

@@ -68,6 +68,19 @@ pub fn shown_id(msg: &DeadLetter) -> Option<String> {
     }
 }
 
+/// What [`shown_id`] gives for the message whose [`message_key`] is `key`, read from the key
+/// alone (a list of many messages keeps the key, not the headers).
+pub fn shown_id_in_key(key: &str) -> Option<&str> {
+    if let Some(id) = key.strip_prefix("id:") {
+        return Some(id);
+    }
+    // Header and body field names are Warren's own constants, without a colon.
+    key.strip_prefix("header:")
+        .or_else(|| key.strip_prefix("body:"))
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(_, value)| value)
+}
+
 /// A framework's own id: Celery's task id or dramatiq's body `message_id` (read by
 /// `convention`), else the first framework id header with a value, by preference.
 fn framework_id(msg: &DeadLetter) -> Option<(IdPlace, String)> {
@@ -247,6 +260,27 @@ mod tests {
         assert_eq!(shown_id(&m).as_deref(), Some("mt-9"));
         m.properties.message_id = Some("abc-1".into());
         assert_eq!(shown_id(&m).as_deref(), Some("abc-1"));
+    }
+
+    #[test]
+    fn the_shown_id_can_be_read_from_the_key() {
+        let mut ids = msg(b"{}");
+        ids.properties.message_id = Some(" a:b ".into());
+        let mut blank = msg(b"{}");
+        blank.properties.message_id = Some("  ".into());
+        blank
+            .headers
+            .insert("rbs2-msg-id", HeaderValue::string("r:7"));
+        let dramatiq = msg(
+            br#"{"queue_name":"q","actor_name":"a","args":[],"kwargs":{},"options":{},"message_id":"d-1"}"#,
+        );
+        for m in [msg(b"{}"), ids, blank, celery_task("c:1"), dramatiq] {
+            assert_eq!(
+                shown_id_in_key(&message_key(&m)),
+                shown_id(&m).as_deref(),
+                "{m:?}"
+            );
+        }
     }
 
     fn celery_task(id: &str) -> DeadLetter {

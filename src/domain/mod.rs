@@ -2,6 +2,7 @@
 //! TUI, the broker layer and the tests all share one explanation of a message.
 
 pub mod body;
+pub mod brief;
 pub mod convention;
 pub mod destination;
 pub mod discovery;
@@ -15,6 +16,7 @@ pub mod identity;
 pub mod json;
 pub mod ledger;
 pub mod message;
+pub mod packed;
 pub mod protect;
 pub mod quorum;
 pub mod replay;

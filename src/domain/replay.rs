@@ -43,7 +43,7 @@ pub struct ReplayOptions {
     pub now: Timestamp,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ReplayTarget {
     pub exchange: String,
     pub routing_key: String,

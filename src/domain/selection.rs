@@ -114,7 +114,7 @@ pub fn subject<'a>(
 ) -> Subject<'a> {
     let fault = exp.fault.as_ref();
     Subject {
-        verdict: &exp.verdict,
+        verdict: std::borrow::Cow::Borrowed(&exp.verdict),
         exception_type: fault.and_then(|f| f.exception_type.as_deref()),
         exception_message: fault.and_then(|f| f.message.as_deref()),
         reasons: exp
@@ -124,10 +124,7 @@ pub fn subject<'a>(
             .filter_map(|d| d.reason.as_ref().map(|r| r.as_str()))
             .collect(),
         origin_queue: exp.source.queue.as_deref(),
-        message_type: exp
-            .message_type
-            .as_deref()
-            .or(msg.properties.kind.as_deref()),
+        message_type: super::brief::message_type(msg, exp),
         convention: exp.convention.as_str(),
         headers: &msg.headers,
         body: &msg.body,

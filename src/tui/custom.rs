@@ -8,7 +8,7 @@
 use ratatui::crossterm::event::KeyEvent;
 
 use super::keys::{self, Key, Scope};
-use super::state::{Row, State};
+use super::state::{Opened, State};
 use crate::broker::config::CommandConfig;
 use crate::domain::sanitize;
 
@@ -112,7 +112,7 @@ pub fn refusal(state: &State, cmd: &CustomCommand) -> Option<String> {
 
 /// The variables a command sees, for `row` in `state`'s session. Unknown values are empty, so
 /// that `set -u` scripts still run; every value goes through the sanitiser and is bounded.
-pub fn environment(state: &State, row: &Row) -> Vec<(String, String)> {
+pub fn environment(state: &State, row: &Opened) -> Vec<(String, String)> {
     let p = &row.msg.properties;
     let fault = row.exp.fault.as_ref();
     // The newest death's reason, as `groups --by reason` names it.
@@ -123,7 +123,7 @@ pub fn environment(state: &State, row: &Row) -> Vec<(String, String)> {
         ("MESSAGE_KEY", Some(&row.key)),
         (
             "MESSAGE_TYPE",
-            row.exp.message_type.as_deref().or(p.kind.as_deref()),
+            crate::domain::brief::message_type(&row.msg, &row.exp),
         ),
         ("QUEUE", Some(&row.msg.queue)),
         ("ORIGIN_QUEUE", row.exp.source.queue.as_deref()),

@@ -7,7 +7,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use super::format;
-use super::state::{Row, State};
+use super::state::{Opened, Row, State};
 use super::theme::Theme;
 use crate::domain::body;
 use crate::domain::convention::short_type;
@@ -44,7 +44,7 @@ pub struct DetailKey {
     pub theme: Theme,
 }
 
-pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {
+pub fn lines(state: &State, row: &Opened) -> Vec<Line<'static>> {
     let t = &state.theme;
     let mut out: Vec<Line<'static>> = Vec::new();
     let exp = &row.exp;
@@ -240,7 +240,7 @@ pub fn lines(state: &State, row: &Row) -> Vec<Line<'static>> {
 /// Where a replay of this message would go and what it would strip and add: the domain's own
 /// plan (the one `replay --dry-run` prints), with attempts reset as the replay modal starts.
 /// Which queues an exchange's bindings reach is the worker's to find out (the modal shows it).
-fn replay_preview(state: &State, row: &Row, out: &mut Vec<Line<'static>>) {
+fn replay_preview(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
     let t = &state.theme;
     let opts = ReplayOptions {
         keep_attempts: false,
@@ -474,13 +474,10 @@ fn body(state: &State, m: &DeadLetter, out: &mut Vec<Line<'static>>) {
 
 /// The list cell for a message: the exception when a framework recorded one, else the verdict.
 pub fn headline(row: &Row) -> String {
-    match row.exp.fault.as_ref().and_then(|f| {
-        f.exception_type
-            .as_deref()
-            .map(|t| (t, f.message.as_deref()))
-    }) {
-        Some((ty, Some(msg))) => format!("{}: {}", short_type(ty), msg),
-        Some((ty, None)) => short_type(ty).to_string(),
-        None => row.exp.verdict.clone(),
+    let b = &row.brief;
+    match (b.exception_type(), b.exception_message.as_deref()) {
+        (Some(ty), Some(msg)) => format!("{}: {}", short_type(ty), msg),
+        (Some(ty), None) => short_type(ty).to_string(),
+        (None, _) => b.verdict().into_owned(),
     }
 }

@@ -19,7 +19,7 @@ use unicode_width::UnicodeWidthChar;
 
 use super::detail;
 use super::keys::{self, Action, Scope};
-use super::state::{Overlay, Row, State};
+use super::state::{Opened, Overlay, State};
 use crate::domain::sanitize;
 use crate::worker::protocol::Command;
 
@@ -280,12 +280,12 @@ pub fn wrap(lines: &[String], width: u16) -> Vec<RowSpan> {
 
 /// `v`: the pager on the body of the message under the cursor.
 pub fn open_body(state: &mut State) {
-    let Some(row) = state.current_row() else {
+    let Some(row) = state.current_opened() else {
         state.notice = Some("no message under the cursor: open a queue and pick one".into());
         return;
     };
     let view = detail::body_view(&row.msg, PAGER_CHARS);
-    let title = format!("Body ({}) of {}", view.label, name(row));
+    let title = format!("Body ({}) of {}", view.label, name(&row));
     let mut text = String::new();
     for note in view.note.iter().chain(view.unread_note().iter()) {
         text.push_str(note);
@@ -300,7 +300,7 @@ pub fn open_body(state: &mut State) {
 
 /// `T`: the pager on the stack trace of the message under the cursor.
 pub fn open_trace(state: &mut State) {
-    let Some(row) = state.current_row() else {
+    let Some(row) = state.current_opened() else {
         state.notice = Some("no message under the cursor: open a queue and pick one".into());
         return;
     };
@@ -314,16 +314,16 @@ pub fn open_trace(state: &mut State) {
         Some(ty) => format!(
             "Stack trace ({}) of {}",
             sanitize::one_line(ty, 120),
-            name(row)
+            name(&row)
         ),
-        None => format!("Stack trace of {}", name(row)),
+        None => format!("Stack trace of {}", name(&row)),
     };
     let text = fault.stack_trace.clone().unwrap_or_default();
     state.overlay = Overlay::Pager(Box::new(Pager::new(title, &text, state.screen)));
 }
 
 /// How a message is named in a title: its message id, else its position.
-fn name(row: &Row) -> String {
+fn name(row: &Opened) -> String {
     let id = row.msg.properties.message_id.as_deref().map_or_else(
         || format!("#{}", row.msg.position + 1),
         |id| sanitize::one_line(id, 60),

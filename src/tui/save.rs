@@ -66,7 +66,7 @@ pub fn snapshot(state: &mut State) {
     let messages: Vec<DeadLetter> = rows
         .iter()
         .filter_map(|&i| b.rows.get(i))
-        .map(|r| r.msg.clone())
+        .map(|r| r.letter.unpack())
         .collect();
     if messages.is_empty() {
         state.notice = Some("nothing to save: the list is empty".into());

@@ -17,6 +17,7 @@ use super::event::{
 use super::oplog::OpLog;
 use super::pager::Pager;
 use super::theme::Theme;
+use crate::domain::brief::{Brief, Interner, Seconds};
 use crate::domain::convention::Conventions;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueSummary};
 use crate::domain::explain::{self, Explanation};
@@ -24,8 +25,10 @@ use crate::domain::filter::Filter;
 use crate::domain::grouping::{self, GroupBy, GroupNote, WaitQueues};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
+use crate::domain::packed::Packed;
 use crate::domain::selection;
 use crate::domain::urgency::{self, Figures, History, ReadHead, Sample, SortBy};
+use crate::domain::value::Table;
 
 /// Above this many messages the operator types the count to confirm a replay.
 pub const TYPED_CONFIRM_ABOVE: u64 = 100;
@@ -54,67 +57,93 @@ pub enum ListMode {
     Groups,
 }
 
-/// One browsed message with what the domain says about it, computed once on arrival.
+/// One browsed message, kept small: with 100,000 browsed the list must fit in little memory
+/// (see `examples/bench_tui.rs`). It holds what the list, the filter and the groups need (the
+/// [`Brief`], the key, the body) and the rest of the message packed; [`Row::open`] explains the
+/// whole message again when the detail, the pager, a save or a custom command needs it.
 #[derive(Clone, Debug)]
 pub struct Row {
+    pub letter: Packed,
+    pub brief: Brief,
+    /// `identity::message_key`: what selection and replay use to name it.
+    pub key: String,
+    first_seen: Seconds,
+    /// How many times Warren's audit says it replayed the message (see `explain::explain_with`).
+    pub audited_replays: i64,
+}
+
+/// One message of the list opened: the whole message and what the domain says about it.
+#[derive(Clone, Debug)]
+pub struct Opened {
     pub msg: DeadLetter,
     pub exp: Explanation,
-    /// `identity::message_key`: what selection and replay use to name it.
     pub key: String,
     pub first_seen: Option<Timestamp>,
 }
 
 impl Row {
     pub fn new(msg: DeadLetter, first_seen: Option<Timestamp>, own: &Conventions) -> Row {
-        Row::with_replays(msg, first_seen, own, 0)
+        Row::with_replays(msg.into(), first_seen, own, 0, &mut Interner::default())
     }
 
     /// A row for a message Warren's audit says it replayed `audited_replays` times (see
-    /// `explain::explain_with`).
+    /// `explain::explain_with`); what it shares with other rows comes from `strings`. The
+    /// packed message moves into the row as it is.
     pub fn with_replays(
-        msg: DeadLetter,
+        letter: Packed,
         first_seen: Option<Timestamp>,
         own: &Conventions,
         audited_replays: i64,
+        strings: &mut Interner,
     ) -> Row {
+        let msg = letter.unpack();
         let exp = explain::explain_with(&msg, own, audited_replays);
-        let key = identity::message_key(&msg);
         Row {
+            brief: Brief::new(&msg, &exp, strings),
+            key: identity::message_key(&msg),
+            letter,
+            first_seen: Seconds::new(first_seen),
+            audited_replays,
+        }
+    }
+
+    /// The whole message, explained as it was when the row was made (`own` is the session's
+    /// `[conventions]`, which the row was explained with).
+    pub fn open(&self, own: &Conventions) -> Opened {
+        let msg = self.letter.unpack();
+        let exp = explain::explain_with(&msg, own, self.audited_replays);
+        Opened {
             msg,
             exp,
-            key,
-            first_seen,
+            key: self.key.clone(),
+            first_seen: self.first_seen(),
         }
+    }
+
+    /// When Warren first saw it (from its store), to the second.
+    pub fn first_seen(&self) -> Option<Timestamp> {
+        self.first_seen.get()
     }
 
     /// When it first failed: the earliest death, else the framework's failure time.
     pub fn failed_at(&self) -> Option<Timestamp> {
-        self.exp
-            .deaths
-            .entries
-            .iter()
-            .filter_map(|d| d.time)
-            .min()
-            .or(self.exp.failed_at)
+        self.brief.failed_at()
     }
 
     /// Since when it has been dead as far as Warren knows: first seen, else first failure
     /// (the filter language's `age`).
     pub fn dead_since(&self) -> Option<Timestamp> {
-        self.first_seen.or_else(|| self.failed_at())
+        self.first_seen().or_else(|| self.failed_at())
     }
 
     /// Attempts: the convention's retry counter, else the number of deaths recorded.
     pub fn attempts(&self) -> i64 {
-        self.exp.retries.unwrap_or_else(|| {
-            self.exp
-                .deaths
-                .entries
-                .iter()
-                .map(|d| d.times())
-                .sum::<i64>()
-                .max(1)
-        })
+        self.brief.attempts
+    }
+
+    /// The id a person knows it by (`identity::shown_id`), not sanitised.
+    pub fn shown_id(&self) -> Option<&str> {
+        identity::shown_id_in_key(&self.key)
     }
 }
 
@@ -553,6 +582,11 @@ impl State {
         self.current_index().and_then(|i| b.rows.get(i))
     }
 
+    /// The message under the cursor, opened (see [`Row::open`]).
+    pub fn current_opened(&self) -> Option<Opened> {
+        self.current_row().map(|r| r.open(&self.conventions))
+    }
+
     /// Where the message under the cursor is in `Browse::rows`.
     fn current_index(&self) -> Option<usize> {
         let b = self.browse.as_ref()?;
@@ -589,7 +623,7 @@ impl State {
         if self.detail.as_ref().is_some_and(|d| d.key == key) {
             return;
         }
-        let lines = self.current_row().map(|r| detail::lines(self, r));
+        let lines = self.current_opened().map(|r| detail::lines(self, &r));
         self.detail = lines.map(|lines| Rendered { key, lines });
     }
 
@@ -600,8 +634,8 @@ impl State {
         match &self.detail {
             Some(d) if d.key == key => Some(Cow::Borrowed(&d.lines)),
             _ => self
-                .current_row()
-                .map(|r| Cow::Owned(detail::lines(self, r))),
+                .current_opened()
+                .map(|r| Cow::Owned(detail::lines(self, &r))),
         }
     }
 
@@ -671,6 +705,12 @@ impl State {
         let Some(b) = self.browse.as_mut() else {
             return;
         };
+        let no_headers = Table::new();
+        let header_names = self
+            .filter
+            .as_ref()
+            .map(Filter::header_names)
+            .unwrap_or_default();
         b.visible = b
             .rows
             .iter()
@@ -681,7 +721,14 @@ impl State {
                     let age = r.dead_since().map(|t| {
                         u64::try_from(now.as_second().saturating_sub(t.as_second())).unwrap_or(0)
                     });
-                    f.matches(&selection::subject(&r.msg, &r.exp, age))
+                    // Headers stay packed but for those the filter names.
+                    let named = (!header_names.is_empty()).then(|| {
+                        r.letter.headers_named(|k| {
+                            header_names.iter().any(|n| k.eq_ignore_ascii_case(n))
+                        })
+                    });
+                    let headers = named.as_ref().unwrap_or(&no_headers);
+                    f.matches(&r.brief.subject(headers, r.letter.body(), age))
                 }
             })
             .map(|(i, _)| i)
@@ -700,14 +747,14 @@ fn group_rows(rows: &[Row], visible: &[usize], by: GroupBy, waits: &WaitQueues) 
         .collect();
     let keys = in_view
         .iter()
-        .map(|(_, r)| grouping::key_of(by, &r.msg, &r.exp, waits));
+        .map(|(_, r)| grouping::key_of_facets(by, &r.brief.facets(), waits));
     let mut groups: Vec<Group> = grouping::partition(keys)
         .into_iter()
         .filter_map(|(_, members)| {
             let members: Vec<&(usize, &Row)> =
                 members.iter().filter_map(|&m| in_view.get(m)).collect();
             let (_, first_row) = members.first()?;
-            let k = grouping::group_key(by, &first_row.msg, &first_row.exp, waits);
+            let k = grouping::group_key_of(by, &first_row.brief.facets(), waits);
             let rows: Vec<usize> = members.iter().map(|(i, _)| *i).collect();
             let times = members.iter().filter_map(|(_, r)| r.dead_since());
             let (first, last) = times.fold(

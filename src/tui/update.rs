@@ -16,6 +16,7 @@ use super::state::{
     ReplayRun, Row, STALE_AFTER_SECS, State, Switching,
 };
 use super::{pager, save};
+use crate::domain::brief::Interner;
 use crate::domain::filter::Filter;
 use crate::domain::grouping::{self, GroupNote};
 use crate::domain::sanitize;
@@ -181,13 +182,16 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
                 state.loading = None;
             }
             let same_queue = state.browse.as_ref().is_some_and(|b| b.queue == queue);
+            // The page stays packed: each message moves into its row as it is, explained from
+            // a copy unpacked for the moment, so no second full copy of the page exists.
+            let mut strings = Interner::default();
             let rows = messages
                 .into_iter()
                 .enumerate()
                 .map(|(i, m)| {
                     let seen = first_seen.get(i).copied().flatten();
                     let n = replays.get(i).copied().unwrap_or(0);
-                    Row::with_replays(m, seen, &state.conventions, n)
+                    Row::with_replays(m, seen, &state.conventions, n, &mut strings)
                 })
                 .collect::<Vec<Row>>();
             let shared_keys = rows
@@ -377,7 +381,7 @@ fn forget_gone_notes(
     if of_queue.is_empty() {
         return Vec::new();
     }
-    let messages: Vec<_> = b.rows.iter().map(|r| (&r.msg, &r.exp)).collect();
+    let messages: Vec<_> = b.rows.iter().map(|r| r.brief.facets()).collect();
     let gone: Vec<GroupNote> = grouping::notes_gone(&of_queue, &messages, &state.wait_queues())
         .into_iter()
         .cloned()
@@ -545,7 +549,7 @@ fn run_custom(state: &mut State, key: &KeyEvent) {
         state.error = Some(why);
         return;
     }
-    let Some(row) = state.current_row() else {
+    let Some(row) = state.current_opened() else {
         state.notice = Some(format!(
             "{} ({}) runs on a message: open a queue and move to one",
             cmd.key, cmd.name
@@ -555,7 +559,7 @@ fn run_custom(state: &mut State, key: &KeyEvent) {
     state.handover = Some(custom::Run {
         name: cmd.name,
         command: cmd.run,
-        env: custom::environment(state, row),
+        env: custom::environment(state, &row),
     });
 }
 

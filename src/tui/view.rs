@@ -18,7 +18,7 @@ use super::keys::{self, Scope};
 use super::state::{Focus, ListMode, ModalField, Overlay, QueueRow, ReplayModal, ReplayRun, State};
 use crate::domain::discovery::DlqKind;
 use crate::domain::grouping::GroupBy;
-use crate::domain::{identity, sanitize};
+use crate::domain::sanitize;
 
 pub fn view(state: &State, frame: &mut Frame) {
     let area = frame.area();
@@ -665,7 +665,7 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     let id_max = if wide { 36 } else { 12 };
     let ids: Vec<Option<String>> = shown
         .iter()
-        .map(|r| identity::shown_id(&r.msg).map(|id| sanitize::middle_cut(&id, id_max)))
+        .map(|r| r.shown_id().map(|id| sanitize::middle_cut(id, id_max)))
         .collect();
     let id_w = ids
         .iter()
@@ -687,9 +687,9 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
             // Since the first failure; a framework that records no time falls back to first seen.
             let age = r
                 .failed_at()
-                .or(r.first_seen)
+                .or(r.first_seen())
                 .map_or("—".into(), |x| format::age(state.secs_since(x)));
-            let position = (r.msg.position + 1).to_string();
+            let position = (r.brief.position + 1).to_string();
             // Without an id, the narrow list names the message by its place in the queue.
             let id = match (id, wide) {
                 (Some(id), _) => Span::raw(id),
@@ -708,7 +708,7 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
             cells.push(Cell::from(Line::from(age).right_aligned()));
             if wide {
                 let since = r
-                    .first_seen
+                    .first_seen()
                     .map_or("—".into(), |x| format::age(state.secs_since(x)));
                 cells.push(Cell::from(Line::from(since).right_aligned()));
             }
@@ -905,9 +905,9 @@ fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
     };
     // The whole id when it fits the border (a GUID does at 80 columns), else cut in the middle.
     let room = usize::from(area.width.saturating_sub(16));
-    let name = identity::shown_id(&row.msg).map_or_else(
-        || format!("#{}", row.msg.position + 1),
-        |id| sanitize::middle_cut(&id, room),
+    let name = row.shown_id().map_or_else(
+        || format!("#{}", row.brief.position + 1),
+        |id| sanitize::middle_cut(id, room),
     );
     let title = match state.list_mode {
         ListMode::Groups => format!(" Example — {name} "),

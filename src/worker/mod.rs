@@ -21,6 +21,7 @@ use crate::broker::session::{self, ReadConsent, ReplaySpec, Session, SessionErro
 use crate::domain::discovery::{self, Convention, Discovery, DlqInfo, DlqKind, QueueType};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
+use crate::domain::packed::Packed;
 use crate::domain::snapshot::SnapshotHeader;
 use crate::domain::urgency;
 use crate::store::Store;
@@ -443,12 +444,12 @@ async fn browse(
 ) -> Vec<Report> {
     let s = match backend {
         Backend::Snapshot(snapshots) => {
-            let messages: Vec<DeadLetter> = snapshots
+            let messages: Vec<Packed> = snapshots
                 .iter()
                 .filter(|(h, _)| h.queue == queue)
                 .flat_map(|(_, m)| m.iter())
                 .take(limit)
-                .cloned()
+                .map(|m| Packed::pack(m.clone()))
                 .collect();
             let n = messages.len();
             return vec![Report::MessagesLoaded {
@@ -514,7 +515,10 @@ async fn browse(
             vec![
                 Report::MessagesLoaded {
                     queue,
-                    messages: session::into_messages(page),
+                    messages: session::into_messages(page)
+                        .into_iter()
+                        .map(Packed::pack)
+                        .collect(),
                     first_seen,
                     replays,
                     stop,

@@ -427,7 +427,7 @@ pub fn browsed(read_only: bool, queue: &str, messages: Vec<DeadLetter>) -> State
         &mut st,
         Report::MessagesLoaded {
             queue: queue.into(),
-            messages,
+            messages: packed(messages),
             first_seen,
             replays: vec![],
             stop: "end of queue".into(),
@@ -435,6 +435,11 @@ pub fn browsed(read_only: bool, queue: &str, messages: Vec<DeadLetter>) -> State
         },
     );
     st
+}
+
+/// Messages as the worker hands them to the TUI.
+pub fn packed(messages: Vec<DeadLetter>) -> Vec<warren::domain::packed::Packed> {
+    messages.into_iter().map(Into::into).collect()
 }
 
 /// The orders.dlq mix: ladders, one expired.
