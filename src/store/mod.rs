@@ -4,6 +4,7 @@
 
 mod audit;
 mod ledger;
+mod restored;
 mod seen;
 
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-pub use audit::{AuditOutcome, AuditRecord, AuditStart, INTERRUPTED, current_os_user};
+pub use audit::{AuditOutcome, AuditRecord, AuditStart, INTERRUPTED, Operation, current_os_user};
 
 /// Environment variable naming the store file instead of the default location (tests and
 /// scripted runs use it to keep their history apart).
@@ -129,6 +130,19 @@ const MIGRATIONS: &[&str] = &[
     // 4: whether a replay removed framework deadlines that had passed (`--clear-expiry`).
     r#"
     ALTER TABLE replays ADD COLUMN clear_expiry INTEGER NOT NULL DEFAULT 0;
+    "#,
+    // 5: the other ways out of a DLQ share the audit (`operation`: replay, archive, discard,
+    // restore), and what was restored from an archive, which a stream cannot forget.
+    r#"
+    ALTER TABLE replays ADD COLUMN operation TEXT NOT NULL DEFAULT 'replay';
+
+    CREATE TABLE restored (
+        archive_key TEXT NOT NULL,
+        message_ref TEXT NOT NULL,
+        audit_id    INTEGER,
+        restored_ms INTEGER NOT NULL
+    );
+    CREATE INDEX restored_by_ref ON restored (archive_key, message_ref);
     "#,
 ];
 
