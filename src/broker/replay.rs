@@ -1326,11 +1326,21 @@ pub fn plan_publish(
     }
 }
 
-/// The delivery's own properties with the archive's four headers added: every other property
-/// and header goes as the broker delivered it (the stream adds its offset when read).
+/// The delivery's own properties for the archive stream: every property as the broker
+/// delivered it; the headers as their exact encoding in one header (a stream would drop
+/// `x-death`, see [`ORIGINAL_HEADERS`](crate::domain::archive::ORIGINAL_HEADERS)) beside the
+/// archive's four. Reading the archive puts them back (`amqp::dead_letter_from_delivery`).
 fn archive_properties(props: lapin::BasicProperties, stamp: &Stamp) -> lapin::BasicProperties {
     use lapin::types::{AMQPValue, LongString};
-    let mut headers = props.headers().clone().unwrap_or_default();
+    let mut headers = FieldTable::default();
+    if let Some(own) = props.headers() {
+        headers.insert(
+            ShortString::from(crate::domain::archive::ORIGINAL_HEADERS),
+            AMQPValue::LongString(LongString::from(amqp::encode_value(
+                &AMQPValue::FieldTable(own.clone()),
+            ))),
+        );
+    }
     for (k, v) in stamp.headers(jiff::Timestamp::now()) {
         headers.insert(
             ShortString::from(k),

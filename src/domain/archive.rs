@@ -17,6 +17,13 @@ pub const BY: &str = "warren-archived-by";
 /// Why (`--reason`; empty when none was given).
 pub const REASON: &str = "warren-archive-reason";
 
+/// The message's own headers, as their exact AMQP field-table encoding (a long string of
+/// bytes). A stream fed over AMQP 0.9.1 drops table and array headers (`x-death` among them),
+/// turns byte arrays into strings and fails the connection on a decimal (measured on 3.10, 4.0
+/// and 4.3), so the archive stream carries the headers in this one header instead, and reading
+/// the archive puts them back as they were.
+pub const ORIGINAL_HEADERS: &str = "warren-archived-headers";
+
 /// The headers Warren adds when it archives, in the order it adds them.
 pub const HEADERS: [&str; 4] = [FROM, AT, BY, REASON];
 
@@ -82,7 +89,7 @@ pub fn archived(msg: &DeadLetter) -> Option<Archived> {
 /// archive's own delivery added (the stream offset). Everything else stays exactly as it was.
 pub fn restored_headers(headers: &Table) -> Table {
     let mut h = headers.clone();
-    h.retain(|k, _| !HEADERS.contains(&k) && k != "x-stream-offset");
+    h.retain(|k, _| !HEADERS.contains(&k) && k != "x-stream-offset" && k != ORIGINAL_HEADERS);
     h
 }
 
