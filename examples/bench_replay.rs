@@ -417,6 +417,11 @@ async fn shovel_round(b: &Bench, conn: &Connection, round: usize, n: u32) -> Res
     Ok(took)
 }
 
+/// One publish of the plain pipelined mover, with its DLQ tag.
+type RawPublish = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (u64, lapin::Result<lapin::Confirmation>)> + Send>,
+>;
+
 /// The naive tool: basic.get, publish, wait for the confirm, ack — one message at a time.
 async fn naive_round(conn: &Connection, n: u32) -> Result<Duration> {
     let ch = conn.create_channel().await?;
@@ -503,15 +508,20 @@ async fn raw_round(
                 received += 1;
                 let ch = pch.clone();
                 let tag = d.delivery_tag;
-                let mut fut = Box::pin(async move {
+                let mut fut: RawPublish = Box::pin(async move {
                     let r = match ch.basic_publish("".into(), "work".into(), BasicPublishOptions { mandatory: true, ..Default::default() }, &d.data, d.properties.clone()).await {
                         Ok(c) => c.await,
                         Err(e) => Err(e),
                     };
                     (tag, r)
                 });
-                let _ = futures_util::poll!(fut.as_mut());
-                inflight.push_back(fut);
+                // A publish that completes on its first poll is not polled again.
+                match futures_util::poll!(fut.as_mut()) {
+                    std::task::Poll::Ready(done) => {
+                        inflight.push_back(Box::pin(futures_util::future::ready(done)) as RawPublish)
+                    }
+                    std::task::Poll::Pending => inflight.push_back(fut),
+                }
             }
         }
     }

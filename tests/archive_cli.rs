@@ -287,6 +287,49 @@ async fn archive_a_group_of_7_of_12_restore_3_and_refuse_it_twice() {
         assert_eq!(run.code, Some(0), "{label} --again: {run}");
         assert_eq!(amqp_depth(&conn, "dlq").await, 11, "{label}");
 
+        // The other four go straight to where they failed, as a replay: x-death gone,
+        // Warren's replay headers added, nothing of the archive left on them.
+        let replay = [
+            "restore",
+            "--replay",
+            "--filter",
+            "header:batch=rest",
+            "--yes",
+            "--json",
+        ];
+        let mut dry = replay.to_vec();
+        dry.push("--dry-run");
+        let run = warren(&vhost, &home, &dry).await;
+        assert_eq!(
+            run.code,
+            Some(0),
+            "{label} restore --replay --dry-run: {run}"
+        );
+        assert_eq!(amqp_depth(&conn, "orders").await, 0, "{label}");
+        let run = warren(&vhost, &home, &replay).await;
+        assert_eq!(run.code, Some(0), "{label} restore --replay: {run}");
+        assert_eq!(run.summary_u64("moved"), 4, "{label}: {run}");
+        let replayed = read_all(&conn, "orders", 10).await;
+        assert_eq!(replayed.len(), 4, "{label}");
+        for m in &replayed {
+            let id = m.properties.message_id.clone().unwrap_or_default();
+            assert_eq!(m.body, originals[&id].body, "{label}: {id}");
+            assert!(!m.headers.contains_key("x-death"), "{label}: {id}");
+            assert!(
+                ADDED.iter().all(|k| !m.headers.contains_key(k))
+                    && !m.headers.contains_key("warren-archived-headers"),
+                "{label}: {id}"
+            );
+            assert_eq!(m.headers.get_str("batch"), Some("rest"), "{label}: {id}");
+            assert!(
+                m.headers.contains_key("warren-replayed-at"),
+                "{label}: {id}"
+            );
+        }
+        assert_eq!(amqp_depth(&conn, "dlq").await, 11, "{label}");
+        let run = warren(&vhost, &home, &replay).await;
+        assert_eq!(run.code, Some(1), "{label} second restore --replay: {run}");
+
         // Read-only refuses every one of them, and says why; the archive stays readable.
         for args in [
             vec!["--read-only", "archive", "dlq", "--yes", "--create-archive"],
@@ -320,6 +363,7 @@ async fn archive_a_group_of_7_of_12_restore_3_and_refuse_it_twice() {
         assert_eq!(
             ops,
             vec![
+                ("replay".to_string(), 4),
                 ("restore".to_string(), 3),
                 ("restore".to_string(), 3),
                 ("archive".to_string(), 7)

@@ -165,6 +165,10 @@ pub enum Published {
     Failed { why: String, maybe_arrived: bool },
 }
 
+/// One publish of a batch, from its frames to its confirm.
+type PendingConfirm =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Confirmation, String>> + Send>>;
+
 /// How many publishes are in flight at once, awaited together.
 const BATCH: usize = 256;
 /// How long a batch's confirms may take.
@@ -216,13 +220,7 @@ pub async fn publish_confirmed(
                 (Err(e), _) | (_, Err(e)) => {
                     hashes.push(None);
                     let why = e.to_string();
-                    pending.push_back(Box::pin(async move { Err(why) })
-                        as std::pin::Pin<
-                            Box<
-                                dyn std::future::Future<Output = Result<Confirmation, String>>
-                                    + Send,
-                            >,
-                        >);
+                    pending.push_back(Box::pin(async move { Err(why) }) as PendingConfirm);
                     continue;
                 }
             };
