@@ -243,12 +243,15 @@ async fn archive_a_group_of_7_of_12_restore_3_and_refuse_it_twice() {
         let groups = warren(&vhost, &home, &["archive", "list", "--groups", "--json"]).await;
         assert_eq!(groups.json().len(), 1, "{label}: {groups}");
         assert_eq!(groups.json()[0]["count"], 7, "{label}: {groups}");
-        let ok = eventually(Duration::from_secs(15), || async {
-            let show = warren(&vhost, &home, &["show", ARCHIVE, "--json"]).await;
-            show.code == Some(0) && show.json().len() == 7
-        })
-        .await;
-        assert!(ok, "{label}: show {ARCHIVE} explains the 7");
+        let show = warren(&vhost, &home, &["show", ARCHIVE, "--json"]).await;
+        assert_eq!(show.code, Some(0), "{label}: {show}");
+        let rows = show.json();
+        assert_eq!(rows.len(), 7, "{label}: {show}");
+        assert!(
+            rows.iter()
+                .all(|r| r["archived"]["from"] == "dlq" && r["deaths"][0]["queue"] == "orders"),
+            "{label}: show {ARCHIVE} explains each with its x-death: {show}"
+        );
 
         // Restore 3: back in the DLQ as they were before the archive.
         let restore = [

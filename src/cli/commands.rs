@@ -293,7 +293,21 @@ pub async fn show(
     }
     let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
     let s = open(c).await?;
-    let (messages, _) = read_explained(c, &s, queue, limit).await?;
+    let messages = if queue == s.target.archive.stream {
+        // The archive is read to its end, not to the management API's count, which lags behind
+        // a stream just written; its messages carry their own headers back (see `archive`).
+        let page = s
+            .browse_archive(queue, limit)
+            .await
+            .map_err(broker_failure)?;
+        session::explain_all(
+            session::into_messages(page),
+            &session::Remembered::default(),
+            &s.target.settings.conventions,
+        )
+    } else {
+        read_explained(c, &s, queue, limit).await?.0
+    };
     let (exchanges, bindings) = routes(&s).await?;
     let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
     // Wait queues and the queue each returns messages to: a replay goes on there (the replay's
