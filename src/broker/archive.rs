@@ -175,14 +175,15 @@ const BATCH: usize = 256;
 const CONFIRM_WAIT: Duration = Duration::from_secs(30);
 
 /// Publishes each message with `mandatory` on a confirm-mode channel of its own, a batch at a
-/// time, and says how each ended, in order. A `basic.return` comes with some confirm of its
+/// time, and says how each ended, in order: to `on_batch` as each batch is settled (with the
+/// counts so far), so the caller can record what arrived before the next batch goes. A `basic.return` comes with some confirm of its
 /// batch, not necessarily its own (see `replay::Shell::settle_returns`): it is matched to its
 /// publish by content. After a failure of the channel or a missing confirm nothing more is
 /// published; the rest are reported as not sent.
 pub async fn publish_confirmed(
     conn: &lapin::Connection,
     messages: Vec<Publish>,
-    mut on_progress: impl FnMut(u64, u64),
+    mut on_batch: impl FnMut(&[(String, Published)], u64, u64),
 ) -> Result<Vec<(String, Published)>, String> {
     let ch = conn
         .create_channel()
@@ -197,6 +198,7 @@ pub async fn publish_confirmed(
     let mut rest = messages.into_iter().peekable();
     while rest.peek().is_some() {
         let batch: Vec<Publish> = rest.by_ref().take(BATCH).collect();
+        let first = out.len();
         if let Some(why) = &broken {
             for p in batch {
                 out.push((
@@ -301,7 +303,7 @@ pub async fn publish_confirmed(
             }
             out.push((p.reference, outcome));
         }
-        on_progress(done, failed);
+        on_batch(&out[first..], done, failed);
     }
     if ch.status().connected() {
         let _ = tokio::time::timeout(Duration::from_secs(2), ch.close(200, "restore done".into()))

@@ -767,7 +767,18 @@ async fn publish_and_record(
         .connection("warren-restore")
         .await
         .map_err(broker_failure)?;
-    let result = keep::publish_confirmed(&conn, items, |done, failed| {
+    // Each batch's confirmed messages are remembered before the next batch goes: a restore
+    // killed halfway does not forget what it already put back.
+    let mut unrecorded: Option<String> = None;
+    let result = keep::publish_confirmed(&conn, items, |batch, done, failed| {
+        let confirmed: Vec<String> = batch
+            .iter()
+            .filter(|(_, p)| *p == Published::Confirmed)
+            .map(|(r, _)| r.clone())
+            .collect();
+        if let Err(e) = st.record_restored(key, &confirmed, Some(id), jiff::Timestamp::now()) {
+            unrecorded.get_or_insert(e.to_string());
+        }
         if json {
             print_line(&json!({"event": "progress", "moved": done, "failed": failed, "remaining": total.saturating_sub(done + failed)}));
         } else {
@@ -802,7 +813,6 @@ async fn publish_and_record(
         .filter(|(_, p)| *p == Published::Confirmed)
         .map(|(r, _)| r.clone())
         .collect();
-    let record = st.record_restored(key, &confirmed, Some(id), jiff::Timestamp::now());
     let mut problems: BTreeMap<String, u64> = BTreeMap::new();
     let mut maybe: Vec<String> = Vec::new();
     for (r, p) in &results {
@@ -841,7 +851,7 @@ async fn publish_and_record(
     if let Err(e) = st.finish_replay(id, &out) {
         crate::errln!("warren: could not complete the audit record #{id}: {e}");
     }
-    if let Err(e) = record {
+    if let Some(e) = unrecorded {
         crate::errln!(
             "warren: the {} restored message(s) could not be remembered ({e}): a second restore would not know them",
             confirmed.len()
