@@ -1,6 +1,8 @@
 //! Replay throughput: Warren's engine (plan, header rewrite, confirms, batched acks, audit) against
 //! the management UI's "Move messages" (a dynamic shovel with the UI's settings) and a naive
-//! one-at-a-time get/publish/confirm/ack loop, on the same broker, alternating rounds.
+//! one-at-a-time get/publish/confirm/ack loop, on the same broker, alternating rounds; and the
+//! same engine archiving (`warren archive`: into the archive stream, headers carried whole)
+//! right after each replay round, for archive against replay.
 //!
 //! `cargo run --release --example bench_replay` — figures are printed, not asserted.
 //! Env: `BENCH_AMQP` (default `amqp://guest:guest@127.0.0.1:5672`), `BENCH_MGMT` (default
@@ -271,6 +273,102 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
     })
 }
 
+/// `warren archive dlq` as the CLI runs it (the engine with the archive action, and the audit)
+/// into a fresh `warren.archive` stream; the time of the run, as for the replay.
+async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> Result<Duration> {
+    use warren::broker::replay::Action;
+    use warren::broker::session::Work;
+    let overrides = Overrides {
+        amqp_url: Some(b.amqp_url()),
+        management_url: Some(b.mgmt.to_string()),
+        vhost: Some(b.vhost.clone()),
+        ..Default::default()
+    };
+    let target = config::resolve(&Config::default(), &overrides, &|_| None)?;
+    let session = Session::open(target).await?;
+    let stream = session.target.archive.stream.clone();
+    let ch = conn.create_channel().await?;
+    let _ = ch
+        .queue_delete(stream.as_str().into(), Default::default())
+        .await;
+    let _ = ch.close(200, "ok".into()).await;
+    session
+        .create_archive()
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let spec = ReplaySpec {
+        queue: "dlq".into(),
+        selection: Selection::All,
+        limit: None,
+        rate: None,
+        to: None,
+        allow_fan_out: false,
+        keep_attempts: false,
+        clear_expiry: false,
+        window: session.target.settings.replay.window,
+        consent: ReadConsent::Reuse,
+    };
+    let t = Instant::now();
+    let id = store.begin_operation(
+        warren::store::Operation::Archive,
+        &AuditStart {
+            at: jiff::Timestamp::now(),
+            os_user: warren::store::current_os_user(),
+            broker_user: session.whoami.name.clone(),
+            context: session.target.context.clone(),
+            vhost: b.vhost.clone(),
+            from_queue: "dlq".into(),
+            targets: vec![stream.clone()],
+            filter: None,
+            group: None,
+            requested_limit: None,
+            dry_run: false,
+            keep_attempts: false,
+            clear_expiry: false,
+        },
+    )?;
+    let work = Work {
+        action: Action::Archive {
+            stream: stream.clone(),
+            stamp: warren::domain::archive::Stamp {
+                from: "dlq".into(),
+                by: "bench@guest".into(),
+                reason: "benchmark".into(),
+            },
+        },
+        limit: u64::from(n),
+        allowed_targets: [(String::new(), stream.clone())].into_iter().collect(),
+        redirects: Default::default(),
+        replays: Default::default(),
+        ages: Default::default(),
+    };
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let summary = session.run_job(&spec, work, rx, |_| {}).await?;
+    store.finish_replay(
+        id,
+        &AuditOutcome {
+            at: jiff::Timestamp::now(),
+            moved: summary.progress.moved,
+            returned: summary.progress.returned,
+            failed: summary.progress.failed,
+            remaining: summary.progress.remaining,
+            message_ids: summary.counts.moved_ids.clone(),
+            duplicated: summary.counts.duplicated,
+            duplicate_ids: summary.counts.duplicate_ids.clone(),
+            outcome: "completed".into(),
+        },
+    )?;
+    let took = t.elapsed();
+    if summary.progress.moved != u64::from(n) {
+        bail!(
+            "warren archived {} of {n}: {:?}",
+            summary.progress.moved,
+            summary.stop
+        );
+    }
+    Ok(took)
+}
+
 async fn shovel_round(b: &Bench, conn: &Connection, round: usize, n: u32) -> Result<Duration> {
     let name = format!("Move from dlq {round}");
     let uri = format!("amqp:///{}", enc(&b.vhost));
@@ -318,6 +416,11 @@ async fn shovel_round(b: &Bench, conn: &Connection, round: usize, n: u32) -> Res
         .await;
     Ok(took)
 }
+
+/// One publish of the plain pipelined mover, with its DLQ tag.
+type RawPublish = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (u64, lapin::Result<lapin::Confirmation>)> + Send>,
+>;
 
 /// The naive tool: basic.get, publish, wait for the confirm, ack — one message at a time.
 async fn naive_round(conn: &Connection, n: u32) -> Result<Duration> {
@@ -405,15 +508,20 @@ async fn raw_round(
                 received += 1;
                 let ch = pch.clone();
                 let tag = d.delivery_tag;
-                let mut fut = Box::pin(async move {
+                let mut fut: RawPublish = Box::pin(async move {
                     let r = match ch.basic_publish("".into(), "work".into(), BasicPublishOptions { mandatory: true, ..Default::default() }, &d.data, d.properties.clone()).await {
                         Ok(c) => c.await,
                         Err(e) => Err(e),
                     };
                     (tag, r)
                 });
-                let _ = futures_util::poll!(fut.as_mut());
-                inflight.push_back(fut);
+                // A publish that completes on its first poll is not polled again.
+                match futures_util::poll!(fut.as_mut()) {
+                    std::task::Poll::Ready(done) => {
+                        inflight.push_back(Box::pin(futures_util::future::ready(done)) as RawPublish)
+                    }
+                    std::task::Poll::Pending => inflight.push_back(fut),
+                }
             }
         }
     }
@@ -521,6 +629,9 @@ async fn run(b: &Bench, n: u32, rounds: usize, naive_n: u32) -> Result<()> {
     let mut warren_e2e = Vec::new();
     let mut shovel_rates = Vec::new();
     let mut raw_rates = Vec::new();
+    let mut archive_rates = Vec::new();
+    // Archive / replay of the same round (run back to back, so both see the same load).
+    let mut archive_vs_replay: Vec<f64> = Vec::new();
     for round in 1..=rounds {
         purge(&conn).await?;
         fill(&conn, n).await?;
@@ -542,6 +653,19 @@ async fn run(b: &Bench, n: u32, rounds: usize, naive_n: u32) -> Result<()> {
         );
         warren_rates.push(r);
         warren_e2e.push(e2e);
+
+        purge(&conn).await?;
+        fill(&conn, n).await?;
+        let a = archive_round(b, &conn, &store, n).await?;
+        let r = rate(n, a);
+        println!(
+            "{round:<7} {:<34} {:>10.3} {:>12.0}",
+            "warren archive (engine + audit)",
+            a.as_secs_f64(),
+            r
+        );
+        archive_rates.push(r);
+        archive_vs_replay.push(r / warren_rates.last().copied().unwrap_or(r));
 
         purge(&conn).await?;
         fill(&conn, n).await?;
@@ -598,6 +722,19 @@ async fn run(b: &Bench, n: u32, rounds: usize, naive_n: u32) -> Result<()> {
         w / s,
         we / s,
         w / naive
+    );
+    let spread = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(0.0, f64::max);
+        (lo, hi)
+    };
+    let (rlo, rhi) = spread(&warren_rates);
+    let (alo, ahi) = spread(&archive_rates);
+    let (qlo, qhi) = spread(&archive_vs_replay);
+    let a = median(&mut archive_rates);
+    let q = median(&mut archive_vs_replay);
+    println!(
+        "archive: median {a:.0} msgs/s ({alo:.0}–{ahi:.0}); replay {w:.0} ({rlo:.0}–{rhi:.0}); archive / replay per round: median {q:.2}× ({qlo:.2}–{qhi:.2}×; goal ≥ 0.90×)"
     );
     drop(store);
     let _ = std::fs::remove_file(&store_path);

@@ -475,6 +475,7 @@ async fn another_active_consumer_is_a_stall_not_an_empty_queue() {
     );
 
     let job = Job {
+        action: Default::default(),
         dlq: "dlq".into(),
         selection: Selection::All,
         limit: None,
@@ -642,6 +643,7 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
         }
     };
     let job = Job {
+        action: Default::default(),
         dlq: "dlq".into(),
         selection: Selection::All,
         limit: None,

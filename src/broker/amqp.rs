@@ -838,7 +838,11 @@ pub fn dead_letter_from_delivery(
     delivery: lapin::message::Delivery,
     body_cap: usize,
 ) -> DeadLetter {
-    let (properties, headers) = properties_from_amqp(&delivery.properties);
+    let (properties, mut headers) = properties_from_amqp(&delivery.properties);
+    let stream_offset = header_u64(&headers, "x-stream-offset");
+    if stream_offset.is_some() {
+        unwrap_archived(&mut headers);
+    }
     let mut body = delivery.data;
     let body_size = body.len() as u64;
     if body.len() > body_cap {
@@ -853,7 +857,7 @@ pub fn dead_letter_from_delivery(
             routing_key: delivery.routing_key.as_str().to_string(),
             redelivered: delivery.redelivered,
             delivery_count: header_u64(&headers, "x-delivery-count"),
-            stream_offset: header_u64(&headers, "x-stream-offset"),
+            stream_offset,
         },
         properties,
         headers,
@@ -862,6 +866,27 @@ pub fn dead_letter_from_delivery(
     };
     drop_deep(delivery.properties);
     dl
+}
+
+/// A message read from Warren's archive stream gets its own headers back, exactly as they
+/// were, from [`ORIGINAL_HEADERS`](crate::domain::archive::ORIGINAL_HEADERS), with the archive's
+/// four and the stream's offset beside them. Anything else (not archived by Warren, or an
+/// encoding that does not read back) stays as delivered.
+fn unwrap_archived(headers: &mut Table) {
+    use crate::domain::archive::{HEADERS, ORIGINAL_HEADERS};
+    let Some(HeaderValue::LongString(raw)) = headers.get(ORIGINAL_HEADERS) else {
+        return;
+    };
+    let Ok(AMQPValue::FieldTable(own)) = decode_value(raw) else {
+        return;
+    };
+    let mut back = table_from_amqp(&own);
+    for k in HEADERS.iter().copied().chain(["x-stream-offset"]) {
+        if let Some(v) = headers.get(k) {
+            back.insert(k, v.clone());
+        }
+    }
+    *headers = back;
 }
 
 /// How many messages a queue holds, from a passive declare: the broker's own count, without the

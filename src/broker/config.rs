@@ -227,6 +227,16 @@ pub struct ContextConfig {
     pub color: Option<ContextColor>,
     /// Shown in the header bar instead of the context's name (`label = "PROD"`).
     pub label: Option<String>,
+    /// The archive stream of `warren archive` (default `warren.archive`), one per vhost.
+    pub archive_stream: Option<String>,
+    /// Its retention, as the stream's `x-max-age` (default `30D`; `Y`, `M`, `D`, `h`, `m`, `s`).
+    pub archive_max_age: Option<String>,
+    /// Keep the archive in a snapshot file in Warren's data directory instead of a stream.
+    #[serde(default)]
+    pub archive_local: bool,
+    /// Create the archive stream when it is missing without asking (scripts; a terminal asks).
+    #[serde(default)]
+    pub archive_create: bool,
 }
 
 /// A context's colour in the terminal UI. Names only, from the 16 colours every terminal has,
@@ -378,6 +388,42 @@ pub struct Settings {
     pub replay: ReplaySettings,
 }
 
+/// Where `warren archive` keeps what it takes out of a DLQ (see `domain::archive`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveSettings {
+    /// The stream's name in the vhost.
+    pub stream: String,
+    /// The stream's `x-max-age`.
+    pub max_age: String,
+    /// A snapshot file in the data directory instead of the stream.
+    pub local: bool,
+    /// Consent, given in the configuration, to create the stream when it is missing.
+    pub create: bool,
+}
+
+impl Default for ArchiveSettings {
+    fn default() -> Self {
+        ArchiveSettings {
+            stream: crate::domain::archive::DEFAULT_STREAM.to_string(),
+            max_age: crate::domain::archive::DEFAULT_MAX_AGE.to_string(),
+            local: false,
+            create: false,
+        }
+    }
+}
+
+/// A stream's `x-max-age` as RabbitMQ takes it: a positive number and one unit.
+fn valid_max_age(s: &str) -> bool {
+    let Some(unit) = s.chars().last() else {
+        return false;
+    };
+    let digits = &s[..s.len() - unit.len_utf8()];
+    "YMDhms".contains(unit)
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && digits.parse::<u64>().is_ok_and(|n| n > 0)
+}
+
 pub const DEFAULT_BODY_CAP_BYTES: usize = 1024 * 1024;
 /// Messages the terminal UI reads from a queue at a time.
 pub const DEFAULT_PAGE_SIZE: usize = 500;
@@ -400,6 +446,8 @@ pub struct Target {
     pub color: Option<ContextColor>,
     pub label: Option<String>,
     pub settings: Settings,
+    /// The context's archive (`archive_*` keys).
+    pub archive: ArchiveSettings,
 }
 
 impl Target {
@@ -491,6 +539,12 @@ pub enum ConfigError {
     BadPattern { pattern: String, reason: String },
     #[error("{setting} must be at least 1")]
     BadSetting { setting: &'static str },
+    #[error(
+        "context '{context}': archive_max_age '{value}' is not a retention RabbitMQ understands: a number and one unit of Y, M, D, h, m, s (e.g. \"30D\")"
+    )]
+    BadMaxAge { context: String, value: String },
+    #[error("context '{context}': archive_stream '{value}' must be 1 to 255 bytes")]
+    BadArchiveStream { context: String, value: String },
     #[error("{setting} lists an empty header name: remove it, or name the header")]
     BlankHeaderName { setting: &'static str },
 }
@@ -840,6 +894,7 @@ fn resolve_with(
         },
     };
 
+    let archive = archive_settings(&context_name, ctx)?;
     Ok(Target {
         context: context_name,
         management_urls,
@@ -855,7 +910,40 @@ fn resolve_with(
             .filter(|l| !l.is_empty())
             .map(str::to_string),
         settings: config.settings()?,
+        archive,
     })
+}
+
+/// A context's `archive_*` keys, checked; the defaults without a context.
+fn archive_settings(
+    context: &str,
+    ctx: Option<&ContextConfig>,
+) -> Result<ArchiveSettings, ConfigError> {
+    let mut a = ArchiveSettings::default();
+    let Some(c) = ctx else {
+        return Ok(a);
+    };
+    if let Some(v) = &c.archive_max_age {
+        if !valid_max_age(v.trim()) {
+            return Err(ConfigError::BadMaxAge {
+                context: context.to_string(),
+                value: v.clone(),
+            });
+        }
+        a.max_age = v.trim().to_string();
+    }
+    if let Some(v) = &c.archive_stream {
+        if v.is_empty() || v.len() > 255 {
+            return Err(ConfigError::BadArchiveStream {
+                context: context.to_string(),
+                value: v.clone(),
+            });
+        }
+        a.stream = v.clone();
+    }
+    a.local = c.archive_local;
+    a.create = c.archive_create;
+    Ok(a)
 }
 
 /// `user` and maybe `password` from a URL's userinfo.
@@ -1007,6 +1095,39 @@ fn run_password_command(context: &str, cmd: &str) -> Result<Secret, ConfigError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn archive_keys_default_and_are_checked() {
+        assert!(valid_max_age("30D") && valid_max_age("12h") && valid_max_age("1Y"));
+        for bad in ["", "D", "30", "0D", "-3D", "30d ", "3 D", "30W"] {
+            assert!(!valid_max_age(bad), "{bad}");
+        }
+        let none = |_: &str| None;
+        let cfg = |t: &str| Config::parse(t, Path::new("c.toml")).unwrap();
+        let o = Overrides::default();
+        let t = resolve(&cfg(""), &o, &none).unwrap();
+        assert_eq!(t.archive, ArchiveSettings::default());
+        assert_eq!(t.archive.stream, "warren.archive");
+        assert_eq!(t.archive.max_age, "30D");
+        let t = resolve(
+            &cfg("[contexts.a]\nmanagement_urls = [\"http://h:15672\"]\narchive_stream = \"ops.archive\"\narchive_max_age = \"7D\"\narchive_local = true\narchive_create = true\n"),
+            &o,
+            &none,
+        )
+        .unwrap();
+        assert_eq!(
+            t.archive,
+            ArchiveSettings {
+                stream: "ops.archive".into(),
+                max_age: "7D".into(),
+                local: true,
+                create: true
+            }
+        );
+        let e = resolve(&cfg("[contexts.a]\nmanagement_urls = [\"http://h:15672\"]\narchive_max_age = \"a month\"\n"), &o, &none)
+            .unwrap_err();
+        assert!(e.to_string().contains("archive_max_age 'a month'"), "{e}");
+    }
 
     #[test]
     fn conventions_default_replace_and_refuse_blank_names() {

@@ -27,6 +27,7 @@ use lapin::types::{FieldTable, ShortString};
 use tokio::sync::watch;
 
 use crate::broker::amqp;
+use crate::domain::archive::{ContentSet, Stamp};
 use crate::domain::convention::Conventions;
 use crate::domain::engine::{
     Config, ConfirmOutcome, Decision, Effect, Engine, Event, Limits, Tally,
@@ -40,9 +41,30 @@ use crate::domain::selection::Selection;
 /// Where a planned publish goes: exchange and routing key.
 pub type TargetKey = (String, String);
 
+/// What a run does with each selected message: one engine and its guarantees for every way out
+/// of a dead-letter queue.
+#[derive(Clone, Debug, Default)]
+pub enum Action {
+    /// Publish it where it failed, per its plan (`domain::replay`).
+    #[default]
+    Replay,
+    /// Publish it to the archive stream exactly as it was delivered — body, every property and
+    /// header, `x-death` included — plus the four archive headers; acknowledged after the
+    /// stream confirmed it.
+    Archive { stream: String, stamp: Stamp },
+    /// Acknowledge it without publishing. `only`: the messages of the snapshot written before
+    /// the run (`warren discard`, a local archive), each taken once, and nothing else; `None`
+    /// (`--no-snapshot`): every selected message.
+    Discard {
+        only: Option<std::sync::Arc<std::sync::Mutex<ContentSet>>>,
+    },
+}
+
 /// One replay run, fully decided before anything moves.
 #[derive(Clone, Debug)]
 pub struct Job {
+    /// Replay, archive or discard.
+    pub action: Action,
     pub dlq: String,
     pub selection: Selection,
     /// Move at most this many.
@@ -227,7 +249,7 @@ struct Outgoing {
 
 /// What identifies a publish's content: exchange, routing key, properties (headers included)
 /// and body, as the broker returns them in a `basic.return`.
-fn content_hash(
+pub(crate) fn content_hash(
     exchange: &ShortString,
     routing_key: &ShortString,
     props: &lapin::BasicProperties,
@@ -1155,6 +1177,11 @@ fn merge(mut t: Summary, s: Summary) -> Summary {
 /// Turns one delivery into the engine's event, and the message to publish when it is selected.
 fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event, Option<Outgoing>) {
     let t = delivery.delivery_tag;
+    // An archive publishes the delivery's own properties, not a round trip through the model.
+    let archived = match &job.action {
+        Action::Archive { .. } => Some(delivery.properties.clone()),
+        _ => None,
+    };
     // The whole body: replay publishes exactly what it read.
     let msg = amqp::dead_letter_from_delivery(&job.dlq, seen, delivery, usize::MAX);
     let key = identity::message_key(&msg);
@@ -1175,55 +1202,53 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
             )
         });
     let mut out = None;
-    let decision = if !job.selection.selects(&msg, &exp, &key, age) {
+    let selected = job.selection.selects(&msg, &exp, &key, age);
+    let decision = if !selected {
         Decision::Skip
-    } else {
-        let mut p = plan::plan(
-            &msg,
-            &exp,
-            &ReplayOptions {
-                keep_attempts: job.keep_attempts,
-                clear_expiry: job.clear_expiry,
-                target_queue: job.to.clone(),
-                // Decided per message at the moment it is taken: a deadline may pass mid-run.
-                now: jiff::Timestamp::now(),
-            },
-        );
-        plan::apply_redirect(&mut p, &job.redirects);
-        let mut properties = msg.properties.clone();
-        if p.removed_properties.contains(&"expiration") {
-            properties.expiration = None;
+    } else if let Action::Discard { only } = &job.action {
+        let in_snapshot = only
+            .as_ref()
+            .is_none_or(|set| set.lock().unwrap_or_else(|e| e.into_inner()).take(&msg));
+        if in_snapshot {
+            Decision::Discard { key }
+        } else {
+            // Not in the snapshot (it came later, or changed): never deleted.
+            Decision::Skip
         }
-        match (refusal(job, &p), p.target.as_ref()) {
-            _ if let Some(why) = p.held_back() => Decision::Keep(why),
-            (Some(why), _) => Decision::Refuse(why),
-            (None, None) => Decision::Refuse("no known origin to send it back to".into()),
-            (None, Some(tg)) => match (
-                amqp::properties_to_amqp(&properties, &p.headers),
-                amqp::short("the exchange name", &tg.exchange),
-                amqp::short("the routing key", &tg.routing_key),
-            ) {
-                (Err(e), _, _) => {
-                    Decision::Refuse(format!("cannot be re-encoded for publishing: {e}"))
+    } else if let (Action::Archive { stream, stamp }, Some(props)) = (&job.action, archived) {
+        match (
+            archive_properties(props, stamp),
+            amqp::short("the archive stream's name", stream),
+        ) {
+            (_, Err(e)) => Decision::Refuse(format!("cannot be archived: {e}")),
+            (props, Ok(routing_key)) => {
+                out = Some(Outgoing {
+                    tag: t,
+                    target: (ShortString::default(), routing_key),
+                    props,
+                    body: msg.body,
+                });
+                Decision::Publish {
+                    key,
+                    target: stream.clone(),
                 }
-                // Names from headers and bodies: one too long for AMQP holds this message.
-                (_, Err(e), _) | (_, _, Err(e)) => {
-                    Decision::Refuse(format!("cannot be published: {e}"))
+            }
+        }
+    } else {
+        match plan_publish(job, &msg, &exp) {
+            Err(keeps) => keeps,
+            Ok(planned) => {
+                out = Some(Outgoing {
+                    tag: t,
+                    target: (planned.exchange, planned.routing_key),
+                    props: planned.props,
+                    body: msg.body,
+                });
+                Decision::Publish {
+                    key,
+                    target: planned.target,
                 }
-                (Ok(props), Ok(exchange), Ok(routing_key)) => {
-                    let target = tg
-                        .expected_queue
-                        .clone()
-                        .unwrap_or_else(|| format!("exchange {}", tg.exchange));
-                    out = Some(Outgoing {
-                        tag: t,
-                        target: (exchange, routing_key),
-                        props,
-                        body: msg.body,
-                    });
-                    Decision::Publish { key, target }
-                }
-            },
+            }
         }
     };
     (
@@ -1234,6 +1259,95 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
         },
         out,
     )
+}
+
+/// A message planned for a replay, ready to publish.
+pub struct Planned {
+    pub exchange: ShortString,
+    pub routing_key: ShortString,
+    pub props: lapin::BasicProperties,
+    /// The target as the counts name it (the queue, else the exchange).
+    pub target: String,
+}
+
+/// Plans one message as `job` says (`domain::replay`, wait-queue redirects, the checked
+/// targets); `Err` is the decision that keeps it in the DLQ ([`Decision::Keep`] or
+/// [`Decision::Refuse`]). The run decides with it per delivery, and `warren restore --replay`
+/// per archived message.
+pub fn plan_publish(
+    job: &Job,
+    msg: &crate::domain::message::DeadLetter,
+    exp: &explain::Explanation,
+) -> Result<Planned, Decision> {
+    let mut p = plan::plan(
+        msg,
+        exp,
+        &ReplayOptions {
+            keep_attempts: job.keep_attempts,
+            clear_expiry: job.clear_expiry,
+            target_queue: job.to.clone(),
+            // Decided per message at the moment it is taken: a deadline may pass mid-run.
+            now: jiff::Timestamp::now(),
+        },
+    );
+    plan::apply_redirect(&mut p, &job.redirects);
+    let mut properties = msg.properties.clone();
+    if p.removed_properties.contains(&"expiration") {
+        properties.expiration = None;
+    }
+    match (refusal(job, &p), p.target.as_ref()) {
+        _ if let Some(why) = p.held_back() => Err(Decision::Keep(why)),
+        (Some(why), _) => Err(Decision::Refuse(why)),
+        (None, None) => Err(Decision::Refuse(
+            "no known origin to send it back to".into(),
+        )),
+        (None, Some(tg)) => match (
+            amqp::properties_to_amqp(&properties, &p.headers),
+            amqp::short("the exchange name", &tg.exchange),
+            amqp::short("the routing key", &tg.routing_key),
+        ) {
+            (Err(e), _, _) => Err(Decision::Refuse(format!(
+                "cannot be re-encoded for publishing: {e}"
+            ))),
+            // Names from headers and bodies: one too long for AMQP holds this message.
+            (_, Err(e), _) | (_, _, Err(e)) => {
+                Err(Decision::Refuse(format!("cannot be published: {e}")))
+            }
+            (Ok(props), Ok(exchange), Ok(routing_key)) => Ok(Planned {
+                exchange,
+                routing_key,
+                props,
+                target: tg
+                    .expected_queue
+                    .clone()
+                    .unwrap_or_else(|| format!("exchange {}", tg.exchange)),
+            }),
+        },
+    }
+}
+
+/// The delivery's own properties for the archive stream: every property as the broker
+/// delivered it; the headers as their exact encoding in one header (a stream would drop
+/// `x-death`, see [`ORIGINAL_HEADERS`](crate::domain::archive::ORIGINAL_HEADERS)) beside the
+/// archive's four. Reading the archive puts them back (`amqp::dead_letter_from_delivery`).
+fn archive_properties(props: lapin::BasicProperties, stamp: &Stamp) -> lapin::BasicProperties {
+    use lapin::types::{AMQPValue, LongString};
+    let mut headers = FieldTable::default();
+    if let Some(own) = props.headers() {
+        headers.insert(
+            ShortString::from(crate::domain::archive::ORIGINAL_HEADERS),
+            AMQPValue::LongString(LongString::from(amqp::encode_value(
+                &AMQPValue::FieldTable(own.clone()),
+            ))),
+        );
+    }
+    for (k, v) in stamp.headers(jiff::Timestamp::now()) {
+        headers.insert(
+            ShortString::from(k),
+            AMQPValue::LongString(LongString::from(v.into_bytes())),
+        );
+    }
+    props.with_headers(headers)
 }
 
 /// Closes what is still open, each close bounded; errors change nothing at this point.

@@ -1091,22 +1091,35 @@ impl Session {
         let page = self
             .browse_with_cap(&spec.queue, window, identity::HASHED_BODY, spec.consent)
             .await?;
-        let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
+        let cost = self.cost_note(&spec.queue, &page).await;
+        let (reused, depth) = (page.reused, page.queue_depth_at_start);
+        let mut p = self
+            .preview_of(spec, into_messages(page), depth, remember)
+            .await?;
+        p.reused = reused;
+        p.cost = cost;
+        Ok(p)
+    }
+
+    /// [`preview`](Self::preview) of messages already read: the head of `spec.queue`, which held
+    /// `depth` (or messages taken from the archive, for `warren restore --replay`).
+    pub async fn preview_of(
+        &self,
+        spec: &ReplaySpec,
+        messages: Vec<DeadLetter>,
+        depth: u64,
+        remember: impl FnOnce(&[String]) -> Remembered,
+    ) -> Result<Preview, SessionError> {
+        let keys: Vec<String> = messages.iter().map(identity::message_key).collect();
         let memory = remember(&keys);
         let now = jiff::Timestamp::now();
         let mut p = Preview {
             queue: spec.queue.clone(),
-            examined: page.messages.len() as u64,
-            reused: page.reused,
-            cost: self.cost_note(&spec.queue, &page).await,
-            depth: Some(page.queue_depth_at_start),
+            examined: messages.len() as u64,
+            depth: Some(depth),
             ..Default::default()
         };
-        let explained = explain_all(
-            page.messages.clone(),
-            &memory,
-            &self.target.settings.conventions,
-        );
+        let explained = explain_all(messages, &memory, &self.target.settings.conventions);
         p.replays = memory.replays.clone();
         let opts = ReplayOptions {
             keep_attempts: spec.keep_attempts,
@@ -1198,10 +1211,8 @@ impl Session {
         // stops at the depth it started with), a selection is what matched here. Messages whose
         // framework would discard them stay (unless their deadline is cleared).
         let all = matches!(spec.selection, Selection::All);
-        p.selected = if all && p.examined < page.queue_depth_at_start {
-            spec.limit.map_or(page.queue_depth_at_start, |l| {
-                l.min(page.queue_depth_at_start)
-            })
+        p.selected = if all && p.examined < depth {
+            spec.limit.map_or(depth, |l| l.min(depth))
         } else {
             p.matched
         };
@@ -1217,14 +1228,14 @@ impl Session {
             *p.warnings
                 .entry(format!(
                     "only the first {} of {} were looked at: the rest go where their own plan says, and one whose target was not checked here stays in the DLQ and is reported",
-                    p.examined, page.queue_depth_at_start
+                    p.examined, depth
                 ))
                 .or_insert(0) += 1;
-        } else if !all && p.examined < page.queue_depth_at_start {
+        } else if !all && p.examined < depth {
             *p.warnings
                 .entry(format!(
                     "the selection was matched against the first {} of {} messages: the run moves these {} and leaves later matches for another replay",
-                    p.examined, page.queue_depth_at_start, p.matched
+                    p.examined, depth, p.matched
                 ))
                 .or_insert(0) += 1;
         }
@@ -1412,7 +1423,7 @@ impl Session {
         // quorum message a delivery where returns count. Say so where a person confirms.
         let (_, quorum, _) = self.browse_policy(&spec.queue).await?;
         if let Some(limit) = quorum.limit.filter(|_| quorum.cost_per_browse > 0)
-            && p.selected < page.queue_depth_at_start
+            && p.selected < depth
         {
             *p.warnings
                 .entry(format!(
@@ -1420,7 +1431,7 @@ impl Session {
                     quorum.cost_per_browse,
                     if quorum.cost_per_browse == 1 { "y" } else { "ies" }
                 ))
-                .or_insert(0) += page.queue_depth_at_start - p.selected;
+                .or_insert(0) += depth - p.selected;
         }
         if spec.queue.contains("parking") {
             *p.warnings
@@ -1508,31 +1519,54 @@ impl Session {
         cancel: watch::Receiver<bool>,
         on_progress: impl FnMut(&Progress),
     ) -> Result<Summary, SessionError> {
+        let work = Work {
+            action: replay::Action::Replay,
+            // Never more than the count the user confirmed.
+            limit: spec
+                .limit
+                .map_or(preview.selected, |l| l.min(preview.selected)),
+            allowed_targets: preview.allowed.clone(),
+            redirects: preview.redirects.clone(),
+            replays: preview.replays.clone(),
+            ages,
+        };
+        self.run_job(spec, work, cancel, on_progress).await
+    }
+
+    /// Runs the engine on `spec.queue` with `work`'s action: a replay, an archive or a discard,
+    /// with the same guarantees (acknowledged only after the confirm, or for a discard only
+    /// what its snapshot holds; everything else handed back). The caller checked read-only and
+    /// wrote the audit.
+    pub async fn run_job(
+        &self,
+        spec: &ReplaySpec,
+        work: Work,
+        cancel: watch::Receiver<bool>,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<Summary, SessionError> {
         if self.target.read_only {
-            return Err(SessionError::Refused(
-                "read-only: replay is disabled".into(),
-            ));
+            return Err(SessionError::Refused(format!(
+                "read-only: context '{}' is opened read-only (--read-only or read_only = true); nothing may leave a queue",
+                self.target.context
+            )));
         }
         let lock = self.read_lock(&spec.queue);
         let _reading = wait_for_turn(&lock, &spec.queue).await?;
         let (queue_type, quorum, depth) = self.browse_policy(&spec.queue).await?;
         let job = Job {
+            action: work.action,
             dlq: spec.queue.clone(),
             selection: spec.selection.clone(),
-            // Never more than the count the user confirmed.
-            limit: Some(
-                spec.limit
-                    .map_or(preview.selected, |l| l.min(preview.selected)),
-            ),
+            limit: Some(work.limit),
             rate: spec.rate,
             window: spec.window,
             keep_attempts: spec.keep_attempts,
             clear_expiry: spec.clear_expiry,
             to: spec.to.clone(),
-            allowed_targets: preview.allowed.clone(),
-            redirects: preview.redirects.clone(),
-            replays: preview.replays.clone(),
-            ages,
+            allowed_targets: work.allowed_targets,
+            redirects: work.redirects,
+            replays: work.replays,
+            ages: work.ages,
             quorum: quorum.clone(),
             settle_lag: crate::domain::features::settle_lag(&queue_type),
             conventions: self.target.settings.conventions.clone(),
@@ -1600,6 +1634,150 @@ impl Session {
             );
         }
         Ok(summary)
+    }
+}
+
+/// What one engine run does, beside the user's [`ReplaySpec`]: decided by the preview (or, for
+/// an archive or a discard, by the selection the user confirmed).
+#[derive(Clone, Debug)]
+pub struct Work {
+    pub action: replay::Action,
+    /// The count confirmed: the run never moves more.
+    pub limit: u64,
+    pub allowed_targets: HashSet<TargetKey>,
+    pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
+    pub replays: HashMap<String, i64>,
+    pub ages: HashMap<String, u64>,
+}
+
+/// The selected messages at the head of a queue, for an archive, a discard or a restore.
+#[derive(Clone, Debug, Default)]
+pub struct Selected {
+    pub messages: Vec<Explained>,
+    /// Messages looked at.
+    pub examined: u64,
+    /// The queue's depth when it was read.
+    pub depth: u64,
+    /// Messages that matched the selection (before `--limit`).
+    pub matched: u64,
+    /// How long ago each message looked at died as far as Warren knows, by key (for `age:`).
+    pub ages: HashMap<String, u64>,
+}
+
+impl Session {
+    /// Reads the head of `spec.queue` (up to the window; as a browse, nothing moves; a queue
+    /// whose reads cost deliveries is read as `browse_with_cap` decides), keeping `body_cap`
+    /// bytes of each body, and returns the messages `spec.selection` picks, at most `spec.limit`.
+    pub async fn select(
+        &self,
+        spec: &ReplaySpec,
+        body_cap: usize,
+        remember: impl FnOnce(&[String]) -> Remembered,
+    ) -> Result<Selected, SessionError> {
+        let page = self
+            .browse_with_cap(&spec.queue, spec.window.max(1), body_cap, spec.consent)
+            .await?;
+        let examined = page.messages.len() as u64;
+        let depth = page.queue_depth_at_start.max(examined);
+        let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
+        let memory = remember(&keys);
+        let explained = explain_all(
+            into_messages(page),
+            &memory,
+            &self.target.settings.conventions,
+        );
+        let now = jiff::Timestamp::now();
+        let mut out = Selected {
+            examined,
+            depth,
+            ..Default::default()
+        };
+        for e in explained {
+            let age = age_secs(&e, now);
+            if let Some(a) = age {
+                out.ages.insert(e.key.clone(), a);
+            }
+            if !spec
+                .selection
+                .selects(&e.message, &e.explanation, &e.key, age)
+            {
+                continue;
+            }
+            out.matched += 1;
+            if spec.limit.is_none_or(|l| (out.messages.len() as u64) < l) {
+                out.messages.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the broker can hold the archive in a stream (RabbitMQ 3.9 and later).
+    pub fn streams_supported(&self) -> bool {
+        self.overview
+            .features
+            .version
+            .is_none_or(|v| v.at_least(3, 9))
+    }
+
+    /// What holds the archive stream's name in the vhost.
+    pub async fn archive_state(&self) -> Result<crate::broker::archive::StreamState, SessionError> {
+        use crate::broker::archive::StreamState;
+        let name = self.target.archive.stream.clone();
+        let conn = self.amqp().await?;
+        if !queue_exists(conn, &name).await? {
+            return Ok(StreamState::Missing);
+        }
+        let info = self.mgmt.queue(self.vhost(), &name).await?;
+        Ok(match info.queue_type {
+            QueueType::Stream => StreamState::Stream,
+            other => StreamState::NotAStream(other.as_str().to_string()),
+        })
+    }
+
+    /// Declares the archive stream (the caller asked first). Refused in read-only mode.
+    pub async fn create_archive(&self) -> Result<(), crate::broker::archive::DeclareError> {
+        use crate::broker::archive::DeclareError;
+        if self.target.read_only {
+            return Err(DeclareError::Other(format!(
+                "read-only: context '{}' is opened read-only; creating the archive is disabled",
+                self.target.context
+            )));
+        }
+        let conn = self
+            .amqp()
+            .await
+            .map_err(|e| DeclareError::Other(e.to_string()))?;
+        crate::broker::archive::declare_stream(
+            conn,
+            &self.target.archive.stream,
+            &self.target.archive.max_age,
+        )
+        .await
+    }
+
+    /// Reads the archive stream from its first message to its end (the silence after its last
+    /// one), whole bodies. Not bounded by the management API's count, which lags seconds behind
+    /// a stream just written. Reading a stream costs nothing and deletes nothing.
+    pub async fn browse_archive(
+        &self,
+        name: &str,
+        limit: usize,
+    ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
+        let conn = self.amqp().await?;
+        let mut req = BrowseRequest::new(name, QueueType::Stream, BrowsePolicy::unrestricted());
+        req.limit = limit;
+        req.body_cap = usize::MAX;
+        Ok(std::sync::Arc::new(browse::browse(conn, &req).await?))
+    }
+
+    /// Whether `queue` exists in the vhost (a passive declare).
+    pub async fn queue_exists(&self, queue: &str) -> Result<bool, SessionError> {
+        queue_exists(self.amqp().await?, queue).await
+    }
+
+    /// A fresh AMQP connection of its own (a restore's publishing).
+    pub async fn connection(&self, name: &str) -> Result<lapin::Connection, SessionError> {
+        self.connect_amqp(name).await
     }
 }
 

@@ -171,7 +171,16 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
-    /// The record of every replay.
+    /// Take dead letters out of the way without losing them: into the vhost's archive stream
+    /// (`warren.archive`), kept byte for byte with who, when and why. `warren archive list`
+    /// shows what it holds.
+    Archive(ArchiveArgs),
+    /// Put archived messages back into the dead-letter queue they came from (or, with --replay,
+    /// straight to where they failed, as a replay would).
+    Restore(RestoreArgs),
+    /// Delete dead letters for good, after writing a lossless snapshot of exactly those.
+    Discard(DiscardArgs),
+    /// The record of every replay, archive, restore and discard.
     Audit {
         #[arg(long)]
         json: bool,
@@ -264,6 +273,137 @@ pub struct ReplayArgs {
     /// Unselected messages held back at most (then the replay stops and says so).
     #[arg(long, value_name = "N")]
     pub window: Option<usize>,
+}
+
+/// Which messages of a queue: shared by archive, restore and discard (as replay's).
+#[derive(Debug, Args, Clone, Default)]
+pub struct Pick {
+    /// Only messages that match this filter query.
+    #[arg(long, value_name = "QUERY", allow_hyphen_values = true)]
+    pub filter: Option<String>,
+    /// Only messages of this group, as `warren groups` lists it: its key (by default a
+    /// failure fingerprint) or its value (`--by reason --group rejected`).
+    #[arg(long, value_name = "KEY")]
+    pub group: Option<String>,
+    /// The grouping --group names a group of (see `warren groups --by`).
+    #[arg(long, value_name = "MODE", default_value = "fingerprint", value_parser = group_by, requires = "group")]
+    pub by: GroupBy,
+    /// At most this many messages.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Messages looked at from the head, at most (default: replay.window, 10,000).
+    #[arg(long, value_name = "N")]
+    pub window: Option<usize>,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct ArchiveArgs {
+    #[command(subcommand)]
+    pub list: Option<ArchiveCommand>,
+    /// The dead-letter queue to archive from.
+    #[arg(required = true, value_parser = queue_name)]
+    pub queue: Option<String>,
+    #[command(flatten)]
+    pub pick: Pick,
+    /// Why (kept with each message as warren-archive-reason).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// Create the archive stream if it is missing, without asking (a terminal asks first).
+    #[arg(long)]
+    pub create_archive: bool,
+    /// Keep the archive in a snapshot file in Warren's data directory, not in a stream.
+    #[arg(long)]
+    pub local: bool,
+    /// Messages per second (default: as fast as confirms allow).
+    #[arg(long, value_name = "PER_SEC", value_parser = rate)]
+    pub rate: Option<f64>,
+    /// Show what would be archived and touch nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
+    /// Plan, progress and summary as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum ArchiveCommand {
+    /// What the archive holds, explained like `show`, with who archived each message, when and
+    /// why (`--groups`: grouped like `groups`).
+    List {
+        #[command(flatten)]
+        pick: Pick,
+        /// Only messages archived from this queue.
+        #[arg(long, value_name = "QUEUE")]
+        from: Option<String>,
+        /// One line per failure group instead of one per message.
+        #[arg(long)]
+        groups: bool,
+        /// Read the local archive file, not the stream.
+        #[arg(long)]
+        local: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub pick: Pick,
+    /// Only messages archived from this queue.
+    #[arg(long, value_name = "QUEUE")]
+    pub from: Option<String>,
+    /// Replay them to where they failed (plan, preview, retry budget reset, confirms) instead
+    /// of putting them back into their dead-letter queue.
+    #[arg(long)]
+    pub replay: bool,
+    /// With --replay: send every one to this queue.
+    #[arg(long, value_name = "QUEUE", value_parser = queue_name, requires = "replay")]
+    pub to: Option<String>,
+    /// With --replay: allow a publish through an exchange that reaches more than one queue.
+    #[arg(long, requires = "replay")]
+    pub allow_fan_out: bool,
+    /// With --replay: leave retry counters and death headers as they are.
+    #[arg(long, requires = "replay")]
+    pub keep_attempts: bool,
+    /// Restore messages that were restored before (a stream never forgets them).
+    #[arg(long)]
+    pub again: bool,
+    /// Read the local archive file, not the stream.
+    #[arg(long)]
+    pub local: bool,
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(long)]
+    pub yes: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct DiscardArgs {
+    /// The dead-letter queue to delete from.
+    #[arg(value_parser = queue_name)]
+    pub queue: String,
+    #[command(flatten)]
+    pub pick: Pick,
+    /// Where the snapshot goes (default: `discarded/` in Warren's data directory).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Delete without writing a snapshot first (personal data that must not be kept).
+    #[arg(long)]
+    pub no_snapshot: bool,
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask (a terminal asks for the count to be typed).
+    #[arg(long)]
+    pub yes: bool,
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The slowest and fastest `--rate` accepted: one message in 100 s, and a million a second
@@ -364,6 +504,31 @@ mod tests {
             cli.command,
             Some(Command::Show { json: true, .. })
         ));
+    }
+
+    #[test]
+    fn archive_takes_a_queue_or_list() {
+        use clap::Parser;
+        let cli =
+            Cli::try_parse_from(["warren", "archive", "orders.dlq", "--reason", "gone"]).unwrap();
+        match cli.command {
+            Some(Command::Archive(a)) => {
+                assert_eq!(a.queue.as_deref(), Some("orders.dlq"));
+                assert_eq!(a.reason.as_deref(), Some("gone"));
+                assert!(a.list.is_none());
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["warren", "archive", "list", "--json"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Some(Command::Archive(ArchiveArgs {
+                list: Some(ArchiveCommand::List { json: true, .. }),
+                ..
+            }))
+        ));
+        assert!(Cli::try_parse_from(["warren", "archive"]).is_err());
+        assert!(Cli::try_parse_from(["warren", "restore", "--to", "q"]).is_err());
     }
 
     #[test]

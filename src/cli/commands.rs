@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::args::{ConnArgs, ReplayArgs};
 use super::{Failure, exit};
 use crate::broker::config::{self, Overrides};
-use crate::broker::replay::Progress;
+use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::{
     self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
 };
@@ -60,7 +60,7 @@ pub fn broker_failure(e: SessionError) -> Failure {
 }
 
 /// The consent the command line gives up front.
-fn consent(c: &ConnArgs) -> ReadConsent {
+pub(crate) fn consent(c: &ConnArgs) -> ReadConsent {
     if c.read_again {
         ReadConsent::ReadAgain
     } else {
@@ -70,7 +70,7 @@ fn consent(c: &ConnArgs) -> ReadConsent {
 
 /// Runs a read; where reading again would cost deliveries, says what it costs and asks on a
 /// terminal (elsewhere it refuses, unless --read-again was given).
-async fn read_with_consent<T, Fut>(
+pub(crate) async fn read_with_consent<T, Fut>(
     c: &ConnArgs,
     read: impl Fn(ReadConsent) -> Fut,
 ) -> Result<T, Failure>
@@ -263,7 +263,21 @@ pub async fn show(
     }
     let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
     let s = open(c).await?;
-    let (messages, _) = read_explained(c, &s, queue, limit).await?;
+    let messages = if queue == s.target.archive.stream {
+        // The archive is read to its end, not to the management API's count, which lags behind
+        // a stream just written; its messages carry their own headers back (see `archive`).
+        let page = s
+            .browse_archive(queue, limit)
+            .await
+            .map_err(broker_failure)?;
+        session::explain_all(
+            session::into_messages(page),
+            &session::Remembered::default(),
+            &s.target.settings.conventions,
+        )
+    } else {
+        read_explained(c, &s, queue, limit).await?.0
+    };
     let (exchanges, bindings) = routes(&s).await?;
     let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
     // Wait queues and the queue each returns messages to: a replay goes on there (the replay's
@@ -298,7 +312,7 @@ pub fn read_snapshot(file: &Path) -> Result<(SnapshotHeader, Vec<DeadLetter>), F
     })
 }
 
-fn parse_filter(f: Option<&str>) -> Result<Option<Filter>, Failure> {
+pub(crate) fn parse_filter(f: Option<&str>) -> Result<Option<Filter>, Failure> {
     f.map(|q| Filter::parse(q).map_err(|e| Failure::usage(format!("--filter: {e}"))))
         .transpose()
 }
@@ -345,6 +359,19 @@ pub fn print_messages(
             one_line(&x.fingerprint.key, 40)
         );
         crate::outln!("  {}", one_line(&x.verdict, 240));
+        if let Some(a) = crate::domain::archive::archived(&e.message) {
+            let or_q = |v: &Option<String>| one_line(v.as_deref().unwrap_or("?"), 80);
+            crate::outln!(
+                "  archived from {} at {} by {}{}",
+                or_q(&a.from),
+                or_q(&a.at),
+                or_q(&a.by),
+                a.reason
+                    .as_deref()
+                    .filter(|r| !r.is_empty())
+                    .map_or(String::new(), |r| format!(": {}", one_line(r, 200)))
+            );
+        }
         for d in &x.deaths.entries {
             crate::outln!(
                 "    {:<10} {:<30} x{:<4} {}  via {} {}",
@@ -461,6 +488,9 @@ fn show_json(
         "redelivered": e.message.delivery.redelivered,
         "body_bytes": e.message.body_size,
         "dead_since": e.first_seen.map(|t| t.to_string()),
+        "stream_offset": e.message.delivery.stream_offset,
+        "archived": crate::domain::archive::archived(&e.message)
+            .map(|a| json!({"from": a.from, "at": a.at, "by": a.by, "reason": a.reason})),
     })
 }
 
@@ -909,8 +939,9 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
             print_line(&serde_json::to_value(r).unwrap_or(Value::Null));
         } else {
             crate::outln!(
-                "#{} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}{}",
+                "#{} {} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}{}",
                 r.id,
+                r.operation.as_str(),
                 r.started_at,
                 one_line(&r.os_user, 30),
                 one_line(&r.broker_user, 30),
@@ -930,23 +961,65 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
         }
     }
     if records.is_empty() && !json {
-        crate::outln!("no replays recorded");
+        crate::outln!("nothing recorded");
     }
     Ok(exit::OK)
 }
 
-fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
+pub(crate) fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
     for line in p.describe(spec, dry_run) {
         crate::errln!("{line}");
     }
 }
 
+/// `--group` and `--filter` as a selection (both must hold); neither: all.
+/// The selection `--group` (under `--by`) and `--filter` name, as replay, archive, restore and
+/// discard take it.
+pub(crate) async fn selection_of(
+    s: &Session,
+    group: Option<&str>,
+    by: GroupBy,
+    filter: Option<Filter>,
+) -> Result<Selection, Failure> {
+    let mut parts = Vec::new();
+    if let Some(g) = group {
+        // The endpoint is past a wait queue: the vhost's retry loops say which queues are.
+        let waits = if by == GroupBy::Endpoint {
+            WaitQueues::from_discovery(&s.discover().await.map_err(broker_failure)?)
+        } else {
+            WaitQueues::default()
+        };
+        parts.push(Selection::Group(GroupChoice {
+            by,
+            name: g.to_string(),
+            waits,
+        }));
+    }
+    if let Some(f) = filter {
+        parts.push(Selection::Filter(f));
+    }
+    Ok(match parts.len() {
+        0 => Selection::All,
+        1 => parts.remove(0),
+        _ => Selection::AllOf(parts),
+    })
+}
+
 /// Asks on the terminal; above 100 messages the operator types the count.
 fn confirm(count: u64) -> bool {
-    let prompt = if count > 100 {
-        format!("Type {count} to replay them: ")
+    confirm_to(count, "replay", count > 100)
+}
+
+/// Asks on the terminal whether to `verb` them: typing the count when `typed`, else y/N.
+pub(crate) fn confirm_to(count: u64, verb: &str, typed: bool) -> bool {
+    let prompt = if typed {
+        format!("Type {count} to {verb} them: ")
     } else {
-        "Replay them? [y/N] ".to_string()
+        let mut v = verb.to_string();
+        if let Some(first) = v.get_mut(..1) {
+            first.make_ascii_uppercase();
+        }
+        format!("{v} them? [y/N] ")
     };
     crate::err!("{prompt}");
     let _ = std::io::stderr().flush();
@@ -955,7 +1028,7 @@ fn confirm(count: u64) -> bool {
         return false;
     }
     let answer = line.trim();
-    if count > 100 {
+    if typed {
         answer == count.to_string()
     } else {
         matches!(answer, "y" | "Y" | "yes")
@@ -973,28 +1046,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     }
     let s = open(c).await?;
     let read_consent = consent(c);
-    let mut parts = Vec::new();
-    if let Some(g) = &a.group {
-        // The endpoint is past a wait queue: the vhost's retry loops say which queues are.
-        let waits = if a.by == GroupBy::Endpoint {
-            WaitQueues::from_discovery(&s.discover().await.map_err(broker_failure)?)
-        } else {
-            WaitQueues::default()
-        };
-        parts.push(Selection::Group(GroupChoice {
-            by: a.by,
-            name: g.clone(),
-            waits,
-        }));
-    }
-    if let Some(f) = filter.clone() {
-        parts.push(Selection::Filter(f));
-    }
-    let selection = match parts.len() {
-        0 => Selection::All,
-        1 => parts.remove(0),
-        _ => Selection::AllOf(parts),
-    };
+    let selection = selection_of(&s, a.group.as_deref(), a.by, filter.clone()).await?;
     let spec = ReplaySpec {
         queue: a.queue.clone(),
         selection,
@@ -1102,8 +1154,6 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         None => None,
     };
 
-    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-    let mut signals = signals();
     let now = jiff::Timestamp::now();
     let ages: HashMap<String, u64> = first_seen
         .iter()
@@ -1113,42 +1163,62 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
                 .map(|a| (k.clone(), a))
         })
         .collect();
-    let json = a.json;
+    let result = drive(a.json, |cancel_rx, on_progress| {
+        s.replay(&spec, &preview, ages, cancel_rx, on_progress)
+    })
+    .await;
+    finish_run(store.as_ref(), audit_id, result, a.json)
+}
+
+/// Runs one engine job (`start` is given the cancel signal and the progress reporter) with
+/// progress on stderr, or as JSON lines: the first signal settles (the engine bounds that); a
+/// second one ends the run at once; if even that does not return soon, the run is reported
+/// from what the progress knew, marked as forced.
+pub(crate) async fn drive<F, Fut>(json: bool, start: F) -> Result<Summary, SessionError>
+where
+    F: FnOnce(tokio::sync::watch::Receiver<bool>, Box<dyn FnMut(&Progress) + Send>) -> Fut,
+    Fut: std::future::Future<Output = Result<Summary, SessionError>>,
+{
+    let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+    let mut signals = signals();
     let last = std::sync::Arc::new(std::sync::Mutex::new(Progress::default()));
     let seen = last.clone();
-    let run = s.replay(&spec, &preview, ages, cancel_rx, move |p| {
-        let was = seen
-            .lock()
-            .map(|mut l| std::mem::replace(&mut *l, p.clone()).blocked)
-            .unwrap_or_default();
-        if was != p.blocked {
-            match (&p.blocked, json) {
-                (Some(why), true) => print_line(&json!({"event": "blocked", "reason": why})),
-                (None, true) => print_line(&json!({"event": "unblocked"})),
-                (Some(why), false) => crate::errln!(
-                    "\n  broker blocked publishing ({}): waiting; Ctrl-C to stop",
-                    one_line(why, 200)
-                ),
-                (None, false) => crate::errln!("\n  broker unblocked publishing: going on"),
+    let run = start(
+        cancel_rx,
+        Box::new(move |p: &Progress| {
+            let was = seen
+                .lock()
+                .map(|mut l| std::mem::replace(&mut *l, p.clone()).blocked)
+                .unwrap_or_default();
+            if was != p.blocked {
+                match (&p.blocked, json) {
+                    (Some(why), true) => print_line(&json!({"event": "blocked", "reason": why})),
+                    (None, true) => print_line(&json!({"event": "unblocked"})),
+                    (Some(why), false) => crate::errln!(
+                        "\n  broker blocked publishing ({}): waiting; Ctrl-C to stop",
+                        one_line(why, 200)
+                    ),
+                    (None, false) => crate::errln!("\n  broker unblocked publishing: going on"),
+                }
             }
-        }
-        if json {
-            print_line(&json!({"event": "progress", "moved": p.moved, "returned": p.returned, "failed": p.failed, "remaining": p.remaining, "rate": p.rate, "eta_secs": p.eta.map(|d| d.as_secs()), "blocked": p.blocked}));
-        } else {
-            crate::err!(
-                "\r  moved {}  returned {}  failed {}  remaining {}  {:.0}/s  ETA {}   ",
-                p.moved,
-                p.returned,
-                p.failed,
-                p.remaining,
-                p.rate,
-                p.eta.map_or("-".into(), |d| format!("{}s", d.as_secs()))
-            );
-        }
-    });
+            if json {
+                print_line(
+                    &json!({"event": "progress", "moved": p.moved, "returned": p.returned, "failed": p.failed, "remaining": p.remaining, "rate": p.rate, "eta_secs": p.eta.map(|d| d.as_secs()), "blocked": p.blocked}),
+                );
+            } else {
+                crate::err!(
+                    "\r  moved {}  returned {}  failed {}  remaining {}  {:.0}/s  ETA {}   ",
+                    p.moved,
+                    p.returned,
+                    p.failed,
+                    p.remaining,
+                    p.rate,
+                    p.eta.map_or("-".into(), |d| format!("{}s", d.as_secs()))
+                );
+            }
+        }),
+    );
     tokio::pin!(run);
-    // The first signal settles (the engine bounds that); a second one ends the run at once; if
-    // even that does not return soon, the process ends here with what the progress knew.
     let mut count = 0;
     let mut backstop: Option<tokio::time::Instant> = None;
     let result = loop {
@@ -1170,19 +1240,24 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     if !json {
         crate::errln!();
     }
-
-    // The run did not return after the second signal: what the progress knew goes through the
-    // same record and report (JSON included) as a run that ended, marked as forced.
-    let result = result.unwrap_or_else(|| {
+    result.unwrap_or_else(|| {
         let p = last.lock().map(|p| p.clone()).unwrap_or_default();
         Ok(unreported_run(p))
-    });
+    })
+}
 
+/// Records how a run ended in its audit record, prints the summary and gives the exit code.
+pub(crate) fn finish_run(
+    store: Option<&Store>,
+    audit_id: Option<i64>,
+    result: Result<Summary, SessionError>,
+    json: bool,
+) -> Result<i32, Failure> {
     let (outcome, code) = match &result {
         Ok(sum) => replay_outcome(sum),
         Err(e) => (format!("failed: {e}"), exit::BROKER),
     };
-    if let (Some(st), Some(id)) = (&store, audit_id) {
+    if let (Some(st), Some(id)) = (store, audit_id) {
         let out = match &result {
             Ok(sum) => AuditOutcome {
                 at: jiff::Timestamp::now(),

@@ -2,6 +2,7 @@
 //! commands. Exit codes: 0 success, 1 the work failed (e.g. a replay left messages behind),
 //! 2 usage, 3 broker unreachable or refused.
 
+pub mod archive;
 pub mod args;
 pub mod commands;
 pub mod logging;
@@ -238,6 +239,9 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             .await
         }
         Some(Command::Replay(a)) => commands::replay(c, a).await,
+        Some(Command::Archive(a)) => archive::archive(c, a).await,
+        Some(Command::Restore(a)) => archive::restore(c, a).await,
+        Some(Command::Discard(a)) => archive::discard(c, a).await,
         Some(Command::Audit { json, limit }) => commands::audit(*json, *limit).await,
         Some(Command::Protect {
             queue,

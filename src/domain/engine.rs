@@ -267,6 +267,10 @@ pub enum Decision {
     Refuse(String),
     /// Publish it; `key` names it in the audit, `target` counts it per target.
     Publish { key: String, target: String },
+    /// Delete it for good: acknowledged without a publish (`warren discard`, whose snapshot
+    /// the caller wrote before the run, or a local archive). Counted as moved and as discarded;
+    /// like a confirmed publish, its ack is proven before the run calls it settled.
+    Discard { key: String },
 }
 
 /// How a publish ended.
@@ -352,6 +356,8 @@ pub struct Tally {
     pub seen: u64,
     pub published: u64,
     pub moved: u64,
+    /// Of `moved`, the ones acknowledged without a publish ([`Decision::Discard`]).
+    pub discarded: u64,
     pub returned: u64,
     pub failed: u64,
     /// Looked at and handed back: not selected, or kept by their plan.
@@ -383,6 +389,7 @@ impl Tally {
         self.seen += later.seen;
         self.published += later.published;
         self.moved += later.moved;
+        self.discarded += later.discarded;
         self.returned += later.returned;
         self.failed += later.failed;
         self.held_back += later.held_back;
@@ -584,7 +591,11 @@ impl Engine {
                         );
                         self.sent_order.push_back((w.tag, now));
                         fx.push(Effect::Publish(w.tag));
-                        if self.cfg.limit.is_some_and(|l| self.tally.published >= l) {
+                        if self
+                            .cfg
+                            .limit
+                            .is_some_and(|l| self.tally.published + self.tally.discarded >= l)
+                        {
                             self.stop_with(now, StopReason::LimitReached);
                         }
                     } else {
@@ -751,6 +762,24 @@ impl Engine {
             Decision::Publish { key, target } => {
                 publishing = true;
                 self.waiting = Some(Waiting { tag, key, target });
+            }
+            Decision::Discard { key } => {
+                // Nothing to confirm: ready to acknowledge at once, and settled like a
+                // confirmed publish (proven by a round trip, else counted as possibly still
+                // in the DLQ).
+                publishing = true;
+                self.acks.ready(tag);
+                self.tally.moved += 1;
+                self.tally.discarded += 1;
+                self.tally.moved_ids.push(key.clone());
+                self.confirmed_keys.insert(tag, key);
+                if self
+                    .cfg
+                    .limit
+                    .is_some_and(|l| self.tally.published + self.tally.discarded >= l)
+                {
+                    self.stop_with(now, StopReason::LimitReached);
+                }
             }
         }
         if let Some(why) = near_limit
@@ -1662,5 +1691,97 @@ mod tests {
         let fx = e.on(t0, confirm(2, ConfirmOutcome::Ack));
         assert!(fx.contains(&Effect::CancelConsumer));
         assert_eq!(e.tally().moved, 2);
+    }
+
+    fn discard(tag: u64) -> Event {
+        Event::Delivery {
+            tag,
+            decision: Decision::Discard {
+                key: format!("k{tag}"),
+            },
+            near_limit: None,
+        }
+    }
+
+    #[test]
+    fn a_discard_is_acknowledged_without_a_publish_and_settles_like_a_move() {
+        let t0 = Instant::now();
+        let mut e = engine(3, t0);
+        let fx = e.on(t0, discard(1));
+        assert_eq!(
+            fx,
+            vec![Effect::Ack(vec![AckOp {
+                tag: 1,
+                multiple: true
+            }])],
+            "no publish, no confirm to wait for: acknowledged at once"
+        );
+        assert!(!e.wants().slot && !e.wants().confirms);
+        e.on(
+            t0,
+            Event::Delivery {
+                tag: 2,
+                decision: Decision::Skip,
+                near_limit: None,
+            },
+        );
+        let fx = e.on(t0, discard(3));
+        let steps = settle_ok(&mut e, t0, fx);
+        assert_eq!(
+            steps,
+            vec![
+                // 3 is above the held 2: acknowledged alone, never with a multiple ack.
+                Effect::Ack(vec![AckOp {
+                    tag: 3,
+                    multiple: false
+                }]),
+                Effect::CancelConsumer,
+                Effect::Drain,
+                Effect::Nack { top: 3 },
+                Effect::Close,
+                Effect::Finish
+            ]
+        );
+        let t = e.tally();
+        assert_eq!((t.moved, t.discarded, t.published), (2, 2, 0));
+        assert_eq!((t.held_back, t.duplicated), (1, 0));
+        assert_eq!(t.moved_ids, vec!["k1", "k3"]);
+    }
+
+    #[test]
+    fn discards_count_against_the_limit() {
+        let t0 = Instant::now();
+        let mut e = Engine::new(
+            Config {
+                depth_at_start: 100,
+                limit: Some(2),
+                window: 50,
+                prefetch: 100,
+                limits: Limits::default(),
+                settle_lag: Duration::ZERO,
+            },
+            t0,
+        );
+        e.on(t0, discard(1));
+        assert_eq!(e.stop_reason(), None);
+        e.on(t0, discard(2));
+        assert_eq!(e.stop_reason(), Some(&StopReason::LimitReached));
+        assert!(!e.wants().take, "nothing more is taken");
+    }
+
+    #[test]
+    fn a_discard_whose_ack_was_never_proven_may_still_be_in_the_dlq() {
+        let t0 = Instant::now();
+        let mut e = engine(10, t0);
+        let fx = e.on(t0, discard(1));
+        assert!(matches!(fx.as_slice(), [Effect::Ack(_)]));
+        // The channel dies before any round trip proved the ack.
+        e.on(t0, Event::AcksWritten(Ok(())));
+        let fx = e.on(t0, Event::ConsumeLost("connection reset".into()));
+        assert_eq!(fx, vec![Effect::Close]);
+        e.on(t0, Event::Closed(Err("closed".into())));
+        let t = e.tally();
+        assert_eq!((t.discarded, t.duplicated, t.duplicated_certain), (1, 1, 0));
+        assert_eq!(t.duplicate_ids, vec!["k1"]);
     }
 }

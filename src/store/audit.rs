@@ -11,6 +11,43 @@ use serde::Serialize;
 
 use super::{Result, Store, StoreError, to_sql_count};
 
+/// What an audit record is of: every way a message leaves a dead-letter queue (or comes back).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operation {
+    /// Moved back to where it failed (also `warren restore --replay`, from the archive).
+    #[default]
+    Replay,
+    /// Moved to the archive.
+    Archive,
+    /// Deleted for good (after a snapshot, unless `--no-snapshot`).
+    Discard,
+    /// Put back into the DLQ it was archived from.
+    Restore,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Replay => "replay",
+            Operation::Archive => "archive",
+            Operation::Discard => "discard",
+            Operation::Restore => "restore",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Operation> {
+        [
+            Operation::Replay,
+            Operation::Archive,
+            Operation::Discard,
+            Operation::Restore,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+    }
+}
+
 /// What is known when a replay starts; written before the first message is published.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AuditStart {
@@ -65,6 +102,7 @@ pub struct AuditOutcome {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AuditRecord {
     pub id: i64,
+    pub operation: Operation,
     pub started_at: Timestamp,
     pub os_user: String,
     pub broker_user: String,
@@ -111,13 +149,20 @@ impl Store {
     /// Records the start of a replay and returns its audit id. Call before the first publish: a
     /// replay that cannot be audited should not start.
     pub fn begin_replay(&self, rec: &AuditStart) -> Result<i64> {
+        self.begin_operation(Operation::Replay, rec)
+    }
+
+    /// [`begin_replay`](Self::begin_replay) for any [`Operation`]: an archive, a discard or a
+    /// restore is recorded like a replay, before its first message moves.
+    pub fn begin_operation(&self, op: Operation, rec: &AuditStart) -> Result<i64> {
         let targets = serde_json::to_string(&rec.targets)
             .map_err(|e| self.corrupt(format!("targets: {e}")))?;
         let tx = self.write_tx()?;
         tx.execute(
             "INSERT INTO replays (started_ms, os_user, broker_user, context, vhost, from_queue,
-                 targets_json, filter, grp, requested_limit, dry_run, keep_attempts, clear_expiry)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 targets_json, filter, grp, requested_limit, dry_run, keep_attempts, clear_expiry,
+                 operation)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             rusqlite::params![
                 rec.at.as_millisecond(),
                 rec.os_user,
@@ -132,6 +177,7 @@ impl Store {
                 rec.dry_run,
                 rec.keep_attempts,
                 rec.clear_expiry,
+                op.as_str(),
             ],
         )
         .map_err(|e| self.sqlite(e))?;
@@ -210,6 +256,7 @@ impl Store {
                 "SELECT o.message_ids_json
                  FROM replays r JOIN replay_outcomes o ON o.replay_id = r.id
                  WHERE r.context = ?1 AND r.vhost = ?2 AND r.dry_run = 0
+                   AND r.operation = 'replay'
                  ORDER BY r.id DESC LIMIT ?3",
             )
             .map_err(|e| self.sqlite(e))?;
@@ -243,7 +290,7 @@ impl Store {
                         r.dry_run, r.keep_attempts,
                         o.finished_ms, o.moved, o.returned, o.failed, o.remaining,
                         o.message_ids_json, o.outcome, o.duplicated, o.duplicate_ids_json,
-                        r.clear_expiry
+                        r.clear_expiry, r.operation
                  FROM replays r LEFT JOIN replay_outcomes o ON o.replay_id = r.id
                  ORDER BY r.id DESC LIMIT ?1",
             )
@@ -275,6 +322,7 @@ impl Store {
                     duplicated: r.get(20)?,
                     duplicate_ids_json: r.get(21)?,
                     clear_expiry: r.get(22)?,
+                    operation: r.get(23)?,
                 })
             })
             .map_err(|e| self.sqlite(e))?;
@@ -302,8 +350,11 @@ impl Store {
             serde_json::from_str(json)
                 .map_err(|e| self.corrupt(format!("replay #{id}: list {json:?}: {e}")))
         };
+        let operation = Operation::parse(&raw.operation)
+            .ok_or_else(|| self.corrupt(format!("#{id}: operation {:?}", raw.operation)))?;
         Ok(AuditRecord {
             id,
+            operation,
             started_at: time(raw.started_ms)?,
             os_user: raw.os_user,
             broker_user: raw.broker_user,
@@ -361,4 +412,5 @@ struct RawRecord {
     outcome: Option<String>,
     duplicated: Option<i64>,
     duplicate_ids_json: Option<String>,
+    operation: String,
 }

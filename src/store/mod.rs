@@ -6,6 +6,7 @@
 mod audit;
 mod ledger;
 mod notes;
+mod restored;
 mod samples;
 mod seen;
 
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-pub use audit::{AuditOutcome, AuditRecord, AuditStart, INTERRUPTED, current_os_user};
+pub use audit::{AuditOutcome, AuditRecord, AuditStart, INTERRUPTED, Operation, current_os_user};
 
 /// Environment variable naming the store file instead of the default location (tests and
 /// scripted runs use it to keep their history apart).
@@ -168,6 +169,19 @@ const MIGRATIONS: &[&str] = &[
         newest_ms INTEGER,
         PRIMARY KEY (vhost_key, queue)
     ) WITHOUT ROWID;
+    "#,
+    // 7: the other ways out of a DLQ share the audit (`operation`: replay, archive, discard,
+    // restore), and what was restored from an archive, which a stream cannot forget.
+    r#"
+    ALTER TABLE replays ADD COLUMN operation TEXT NOT NULL DEFAULT 'replay';
+
+    CREATE TABLE restored (
+        archive_key TEXT NOT NULL,
+        message_ref TEXT NOT NULL,
+        audit_id    INTEGER,
+        restored_ms INTEGER NOT NULL
+    );
+    CREATE INDEX restored_by_ref ON restored (archive_key, message_ref);
     "#,
 ];
 

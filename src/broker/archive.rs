@@ -1,0 +1,326 @@
+//! Where `warren archive` keeps messages, and how `warren restore` puts them back: the archive
+//! stream on the broker (declared with the user's consent), or a snapshot file in Warren's data
+//! directory where a stream cannot be used. Moving messages *into* the archive is the replay
+//! engine's job (`replay::Action::Archive`); this module declares, appends, reads and publishes.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesOrdered;
+use lapin::Confirmation;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+
+use crate::broker::amqp;
+use crate::broker::replay::content_hash;
+use crate::domain::message::DeadLetter;
+use crate::domain::snapshot::{self, SnapshotHeader};
+
+/// What is in the vhost under the archive stream's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamState {
+    /// A stream: the archive.
+    Stream,
+    /// Nothing yet: it must be created (with consent) before the first archive.
+    Missing,
+    /// A queue of another type holds the name: Warren will not use it.
+    NotAStream(String),
+}
+
+/// Declares the archive stream: durable, `x-queue-type = stream`, `x-max-age` as configured.
+/// Needs configure permission on the name; the broker's refusal is returned in its words.
+pub async fn declare_stream(
+    conn: &lapin::Connection,
+    name: &str,
+    max_age: &str,
+) -> Result<(), DeclareError> {
+    let name = amqp::short("the archive stream's name", name)
+        .map_err(|e| DeclareError::Other(e.to_string()))?;
+    let ch = conn
+        .create_channel()
+        .await
+        .map_err(|e| DeclareError::Other(e.to_string()))?;
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString(LongString::from("stream")),
+    );
+    args.insert(
+        "x-max-age".into(),
+        AMQPValue::LongString(LongString::from(max_age)),
+    );
+    let r = ch
+        .queue_declare(
+            name,
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            args,
+        )
+        .await;
+    if ch.status().connected() {
+        let _ = ch.close(200, "archive declared".into()).await;
+    }
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) => Err(match amqp::soft_error_code(&e) {
+            Some((403, text)) => DeclareError::NoPermission(text),
+            Some((code, text)) => DeclareError::Other(format!("{text} ({code})")),
+            None => DeclareError::Other(e.to_string()),
+        }),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeclareError {
+    #[error("the broker refused to create it (configure permission is needed): {0}")]
+    NoPermission(String),
+    #[error("creating it failed: {0}")]
+    Other(String),
+}
+
+/// The local archive of a context's vhost: a snapshot file under the data directory that holds
+/// Warren's store (`archive/<context>/<vhost>.jsonl`), names made file-safe.
+pub fn local_path(store_path: &Path, context: &str, vhost: &str) -> PathBuf {
+    let safe = |s: &str| -> String {
+        let t: String = s
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(100)
+            .collect();
+        // "/" is the default vhost.
+        if t.trim_matches('_').is_empty() {
+            format!("default{t}")
+        } else {
+            t
+        }
+    };
+    let dir = store_path.parent().unwrap_or(Path::new("."));
+    dir.join("archive")
+        .join(safe(context))
+        .join(format!("{}.jsonl", safe(vhost)))
+}
+
+/// Appends `messages` to the snapshot file at `path` (creating it, with its header line, when
+/// it is new) and syncs it to disk before returning: a message is deleted from the DLQ only
+/// after this returned.
+pub fn append_snapshot(
+    path: &Path,
+    header: &SnapshotHeader,
+    messages: &[DeadLetter],
+) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let fresh = std::fs::metadata(path)
+        .map(|m| m.len() == 0)
+        .unwrap_or(true);
+    let mut text = String::new();
+    if fresh {
+        text.push_str(&snapshot::header_line(header));
+        text.push('\n');
+    }
+    for m in messages {
+        text.push_str(&snapshot::message_line(m));
+        text.push('\n');
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    // The directory entry of a new file is durable only once the directory is synced.
+    if fresh && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+    Ok(())
+}
+
+/// One message to publish with a confirm, and how the caller names it.
+#[derive(Clone, Debug)]
+pub struct Publish {
+    pub reference: String,
+    pub exchange: String,
+    pub routing_key: String,
+    pub props: lapin::BasicProperties,
+    pub body: Vec<u8>,
+}
+
+/// How one publish ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Published {
+    /// Confirmed and routed.
+    Confirmed,
+    /// Refused, returned unroutable, or unanswered: why. An unanswered one may have arrived.
+    Failed { why: String, maybe_arrived: bool },
+}
+
+/// One publish of a batch, from its frames to its confirm.
+type PendingConfirm =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Confirmation, String>> + Send>>;
+
+/// How many publishes are in flight at once, awaited together.
+const BATCH: usize = 256;
+/// How long a batch's confirms may take.
+const CONFIRM_WAIT: Duration = Duration::from_secs(30);
+
+/// Publishes each message with `mandatory` on a confirm-mode channel of its own, a batch at a
+/// time, and says how each ended, in order: to `on_batch` as each batch is settled (with the
+/// counts so far), so the caller can record what arrived before the next batch goes. A `basic.return` comes with some confirm of its
+/// batch, not necessarily its own (see `replay::Shell::settle_returns`): it is matched to its
+/// publish by content. After a failure of the channel or a missing confirm nothing more is
+/// published; the rest are reported as not sent.
+pub async fn publish_confirmed(
+    conn: &lapin::Connection,
+    messages: Vec<Publish>,
+    mut on_batch: impl FnMut(&[(String, Published)], u64, u64),
+) -> Result<Vec<(String, Published)>, String> {
+    let ch = conn
+        .create_channel()
+        .await
+        .map_err(|e| format!("cannot open a channel: {e}"))?;
+    ch.confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(|e| format!("confirm mode: {e}"))?;
+    let mut out = Vec::with_capacity(messages.len());
+    let (mut done, mut failed) = (0u64, 0u64);
+    let mut broken: Option<String> = None;
+    let mut rest = messages.into_iter().peekable();
+    while rest.peek().is_some() {
+        let batch: Vec<Publish> = rest.by_ref().take(BATCH).collect();
+        let first = out.len();
+        if let Some(why) = &broken {
+            for p in batch {
+                out.push((
+                    p.reference,
+                    Published::Failed {
+                        why: format!("not sent: {why}"),
+                        maybe_arrived: false,
+                    },
+                ));
+            }
+            continue;
+        }
+        let mut pending = FuturesOrdered::new();
+        let mut hashes = Vec::with_capacity(batch.len());
+        for p in &batch {
+            let (exchange, routing_key) = match (
+                amqp::short("the exchange name", &p.exchange),
+                amqp::short("the routing key", &p.routing_key),
+            ) {
+                (Ok(x), Ok(k)) => (x, k),
+                (Err(e), _) | (_, Err(e)) => {
+                    hashes.push(None);
+                    let why = e.to_string();
+                    pending.push_back(Box::pin(async move { Err(why) }) as PendingConfirm);
+                    continue;
+                }
+            };
+            hashes.push(Some(content_hash(
+                &exchange,
+                &routing_key,
+                &p.props,
+                &p.body,
+            )));
+            let ch = ch.clone();
+            let (props, body) = (p.props.clone(), p.body.clone());
+            pending.push_back(Box::pin(async move {
+                let c = ch
+                    .basic_publish(
+                        exchange,
+                        routing_key,
+                        BasicPublishOptions {
+                            mandatory: true,
+                            ..Default::default()
+                        },
+                        &body,
+                        props,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                c.await.map_err(|e| e.to_string())
+            }));
+        }
+        let results: Vec<Result<Confirmation, String>> =
+            match tokio::time::timeout(CONFIRM_WAIT, pending.collect::<Vec<_>>()).await {
+                Ok(r) => r,
+                Err(_) => {
+                    let why = format!("no confirm within {}s", CONFIRM_WAIT.as_secs());
+                    broken = Some(why.clone());
+                    batch.iter().map(|_| Err(why.clone())).collect()
+                }
+            };
+        // Returns, by content: each claims the first publish of the batch with that content.
+        let mut returned: Vec<Option<String>> = vec![None; batch.len()];
+        for r in &results {
+            if let Ok(Confirmation::Ack(Some(ret)) | Confirmation::Nack(Some(ret))) = r {
+                let d = &ret.delivery;
+                let h = content_hash(&d.exchange, &d.routing_key, &d.properties, &d.data);
+                if let Some(i) =
+                    (0..batch.len()).find(|&i| hashes[i] == Some(h) && returned[i].is_none())
+                {
+                    returned[i] = Some(format!("{} {}", ret.reply_code, ret.reply_text));
+                }
+            }
+        }
+        for ((p, r), ret) in batch.into_iter().zip(results).zip(returned) {
+            let outcome = match (r, ret) {
+                (_, Some(why)) => Published::Failed {
+                    why: format!("returned by the broker: {why}"),
+                    maybe_arrived: false,
+                },
+                (Ok(Confirmation::Ack(_)), None) => Published::Confirmed,
+                (Ok(Confirmation::Nack(_)), None) => Published::Failed {
+                    why: "the broker refused the publish (nack)".into(),
+                    maybe_arrived: false,
+                },
+                (Ok(Confirmation::NotRequested), None) => Published::Failed {
+                    why: "no publisher confirm".into(),
+                    maybe_arrived: true,
+                },
+                (Err(why), None) => {
+                    broken.get_or_insert(why.clone());
+                    Published::Failed {
+                        why,
+                        maybe_arrived: true,
+                    }
+                }
+            };
+            if outcome == Published::Confirmed {
+                done += 1;
+            } else {
+                failed += 1;
+            }
+            out.push((p.reference, outcome));
+        }
+        on_batch(&out[first..], done, failed);
+    }
+    if ch.status().connected() {
+        let _ = tokio::time::timeout(Duration::from_secs(2), ch.close(200, "restore done".into()))
+            .await;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_local_archive_lives_beside_the_store_with_safe_names() {
+        let p = local_path(Path::new("/d/warren.db"), "prod/eu", "/");
+        assert_eq!(p, PathBuf::from("/d/archive/prod_eu/default_.jsonl"));
+        let p = local_path(Path::new("/d/warren.db"), "local", "../../etc");
+        assert_eq!(p, PathBuf::from("/d/archive/local/.._.._etc.jsonl"));
+    }
+}

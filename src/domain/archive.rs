@@ -1,0 +1,227 @@
+//! The other way out of a dead-letter queue: archive (kept, with who, when and why), restore, and
+//! discard (deleted for good, after a snapshot). What is decided here is pure: the four headers
+//! an archived message carries and how they are read back and removed, and which messages a
+//! discard may delete (exactly those in the snapshot it wrote first).
+
+use std::collections::HashMap;
+
+use super::message::{DeadLetter, Delivery};
+use super::value::{HeaderValue, Table};
+
+/// The queue an archived message was taken from; `warren restore` puts it back there.
+pub const FROM: &str = "warren-archived-from";
+/// When it was archived (RFC 3339).
+pub const AT: &str = "warren-archived-at";
+/// Who archived it: the OS user and the broker user, `os@broker`.
+pub const BY: &str = "warren-archived-by";
+/// Why (`--reason`; empty when none was given).
+pub const REASON: &str = "warren-archive-reason";
+
+/// The message's own headers, as their exact AMQP field-table encoding (a long string of
+/// bytes). A stream fed over AMQP 0.9.1 drops table and array headers (`x-death` among them),
+/// turns byte arrays into strings and fails the connection on a decimal (measured on 3.10, 4.0
+/// and 4.3), so the archive stream carries the headers in this one header instead, and reading
+/// the archive puts them back as they were.
+pub const ORIGINAL_HEADERS: &str = "warren-archived-headers";
+
+/// The headers Warren adds when it archives, in the order it adds them.
+pub const HEADERS: [&str; 4] = [FROM, AT, BY, REASON];
+
+/// Headers a broker adds to a delivery rather than to the message: they say how this read went,
+/// not what the message is, so they are not part of its content (a quorum queue raises
+/// `x-delivery-count` between the discard's snapshot and the run; a stream adds its offset).
+pub const DELIVERY_HEADERS: [&str; 3] = ["x-delivery-count", "x-acquired-count", "x-stream-offset"];
+
+/// The default archive stream's name and retention.
+pub const DEFAULT_STREAM: &str = "warren.archive";
+pub const DEFAULT_MAX_AGE: &str = "30D";
+
+/// Who archives what from where, and why: the same for every message of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub from: String,
+    pub by: String,
+    pub reason: String,
+}
+
+impl Stamp {
+    /// The four headers, with `at` as the time.
+    pub fn headers(&self, at: jiff::Timestamp) -> [(&'static str, String); 4] {
+        [
+            (FROM, self.from.clone()),
+            (AT, at.to_string()),
+            (BY, self.by.clone()),
+            (REASON, self.reason.clone()),
+        ]
+    }
+
+    /// Adds the four headers to `headers` (replacing any earlier ones: a message archived,
+    /// restored and archived again says where it was taken from the last time).
+    pub fn apply(&self, headers: &mut Table, at: jiff::Timestamp) {
+        for (k, v) in self.headers(at) {
+            headers.insert(k, HeaderValue::string(v));
+        }
+    }
+}
+
+/// What an archived message says about its archiving.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Archived {
+    pub from: Option<String>,
+    pub at: Option<String>,
+    pub by: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// The archive headers of `msg`, `None` when it carries none of them (not archived by Warren).
+pub fn archived(msg: &DeadLetter) -> Option<Archived> {
+    let get = |k: &str| msg.headers.get_str(k).map(str::to_string);
+    let a = Archived {
+        from: get(FROM),
+        at: get(AT),
+        by: get(BY),
+        reason: get(REASON),
+    };
+    (a != Archived::default()).then_some(a)
+}
+
+/// The headers a restored message goes back with: the archive's four removed, and what the
+/// archive's own delivery added (the stream offset). Everything else stays exactly as it was.
+pub fn restored_headers(headers: &Table) -> Table {
+    let mut h = headers.clone();
+    h.retain(|k, _| !HEADERS.contains(&k) && k != "x-stream-offset" && k != ORIGINAL_HEADERS);
+    h
+}
+
+/// A digest of what a message *is*: every property, every header but those a delivery adds
+/// ([`DELIVERY_HEADERS`]), and the body — not where or how it was read. Two reads of one message
+/// give the same digest; two messages that differ in any byte give different ones.
+pub fn content_digest(msg: &DeadLetter) -> u64 {
+    use std::hash::Hasher;
+    let mut m = DeadLetter {
+        queue: String::new(),
+        position: 0,
+        properties: msg.properties.clone(),
+        headers: msg.headers.clone(),
+        body: msg.body.clone(),
+        body_size: msg.body_size,
+        delivery: Delivery::default(),
+    };
+    m.headers.retain(|k, _| !DELIVERY_HEADERS.contains(&k));
+    let mut h = fnv::FnvHasher::default();
+    h.write(super::snapshot::message_line(&m).as_bytes());
+    h.finish()
+}
+
+/// The messages a discard may delete: those in its snapshot, each as many times as it is there.
+/// A message that came into the queue after the snapshot, or one the snapshot does not hold,
+/// is never taken, whatever the selection says.
+#[derive(Clone, Debug, Default)]
+pub struct ContentSet {
+    counts: HashMap<u64, u32>,
+    len: u64,
+}
+
+impl ContentSet {
+    pub fn new<'a>(messages: impl IntoIterator<Item = &'a DeadLetter>) -> ContentSet {
+        let mut s = ContentSet::default();
+        for m in messages {
+            *s.counts.entry(content_digest(m)).or_insert(0) += 1;
+            s.len += 1;
+        }
+        s
+    }
+
+    /// Takes `msg` out of the set: true when it was there (it may be deleted), false when not.
+    pub fn take(&mut self, msg: &DeadLetter) -> bool {
+        let d = content_digest(msg);
+        match self.counts.get_mut(&d) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                self.len -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Messages of the snapshot not taken yet.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(body: &str, count: Option<i64>) -> DeadLetter {
+        let mut headers = Table::new();
+        headers.insert("x-first-death-queue", HeaderValue::string("orders"));
+        if let Some(c) = count {
+            headers.insert("x-delivery-count", HeaderValue::I64(c));
+        }
+        DeadLetter {
+            queue: "orders.dlq".into(),
+            body: body.as_bytes().to_vec(),
+            body_size: body.len() as u64,
+            headers,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_digest_ignores_how_the_message_was_read() {
+        let a = msg("x", Some(1));
+        let mut b = msg("x", Some(7));
+        b.position = 40;
+        b.delivery.redelivered = true;
+        b.queue = "elsewhere".into();
+        assert_eq!(content_digest(&a), content_digest(&b));
+        assert_ne!(content_digest(&a), content_digest(&msg("y", Some(1))));
+        let mut c = msg("x", None);
+        c.headers.insert("x-extra", HeaderValue::Bool(true));
+        assert_ne!(content_digest(&a), content_digest(&c));
+    }
+
+    #[test]
+    fn a_content_set_lets_each_snapshotted_message_go_once() {
+        let snap = [msg("a", None), msg("a", None), msg("b", None)];
+        let mut s = ContentSet::new(&snap);
+        assert_eq!(s.len(), 3);
+        assert!(s.take(&msg("a", Some(2))));
+        assert!(s.take(&msg("a", Some(3))));
+        assert!(!s.take(&msg("a", None)), "only two copies were snapshotted");
+        assert!(!s.take(&msg("c", None)), "never in the snapshot");
+        assert!(s.take(&msg("b", None)));
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn stamped_headers_read_back_and_restore_removes_only_them() {
+        let mut m = msg("a", None);
+        m.headers.insert("x-stream-offset", HeaderValue::I64(12));
+        let before = m.headers.clone();
+        let stamp = Stamp {
+            from: "orders.dlq".into(),
+            by: "ana@ops".into(),
+            reason: "customer deleted".into(),
+        };
+        let at = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        stamp.apply(&mut m.headers, at);
+        let a = archived(&m).unwrap();
+        assert_eq!(a.from.as_deref(), Some("orders.dlq"));
+        assert_eq!(a.by.as_deref(), Some("ana@ops"));
+        assert_eq!(a.reason.as_deref(), Some("customer deleted"));
+        assert_eq!(a.at.as_deref(), Some("2027-01-15T08:00:00Z"));
+        let back = restored_headers(&m.headers);
+        let mut want = before;
+        want.remove("x-stream-offset");
+        assert_eq!(back, want);
+        assert_eq!(archived(&msg("a", None)), None);
+    }
+}
