@@ -9,6 +9,7 @@ use warren::store::{AuditOutcome, AuditStart, Store, StoreError};
 
 fn start(at: Timestamp, from: &str) -> AuditStart {
     AuditStart {
+        run_id: format!("run-{}-{from}", at.as_second()),
         at,
         os_user: "alice".into(),
         broker_user: "guest".into(),
@@ -64,7 +65,7 @@ fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
     assert_eq!(records.len(), 2);
     let (newest, oldest) = (&records[0], &records[1]);
 
-    assert_eq!(newest.id, second);
+    assert_eq!(newest.id, Some(second));
     assert_eq!(newest.from_queue, "billing.dlq");
     assert_eq!(newest.outcome, "completed");
     assert_eq!(newest.moved, Some(2));
@@ -74,7 +75,7 @@ fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
     assert_eq!(newest.message_ids, vec!["id:a", "hash:00ff"]);
     assert_eq!(newest.finished_at, Some(t + SignedDuration::from_mins(2)));
 
-    assert_eq!(oldest.id, first);
+    assert_eq!(oldest.id, Some(first));
     assert_eq!(oldest.outcome, "interrupted");
     assert_eq!(oldest.finished_at, None);
     assert_eq!(oldest.moved, None);

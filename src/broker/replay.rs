@@ -72,6 +72,8 @@ pub struct Job {
     pub settle_lag: Duration,
     /// `[conventions]`: how messages are read, as the plan read them.
     pub conventions: Conventions,
+    /// The run's globally unique id, written into each message as `warren-replay-id`.
+    pub run_id: Option<String>,
 }
 
 pub use crate::domain::engine::{AckOp, AckTracker, StopReason};
@@ -1187,6 +1189,7 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
                 target_queue: job.to.clone(),
                 // Decided per message at the moment it is taken: a deadline may pass mid-run.
                 now: jiff::Timestamp::now(),
+                run_id: job.run_id.clone(),
             },
         );
         plan::apply_redirect(&mut p, &job.redirects);

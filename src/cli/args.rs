@@ -65,6 +65,12 @@ pub struct ConnArgs {
     /// a terminal, and refuses without this flag elsewhere). Never past the safety margin.
     #[arg(long, global = true)]
     pub read_again: bool,
+
+    /// Create the broker's audit stream (the context's `audit_stream`, default warren.audit)
+    /// when it is missing, without asking: every replay and protect is recorded there too, for
+    /// the whole rota. Needs configure permission. Same as `create_audit_stream = true`.
+    #[arg(long, global = true)]
+    pub create_audit_stream: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -150,10 +156,14 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
-    /// The record of every replay.
+    /// The record of every replay and protect: this machine's and the broker's audit stream,
+    /// merged, with what came back after each replay.
     Audit {
         #[arg(long)]
         json: bool,
+        /// Only this machine's records: do not contact the broker.
+        #[arg(long)]
+        local: bool,
         /// How many records, newest first.
         #[arg(long, default_value_t = 50)]
         limit: usize,

@@ -10,11 +10,13 @@ use serde_json::{Value, json};
 
 use super::args::{ConnArgs, ReplayArgs};
 use super::{Failure, exit};
+use crate::broker::audit;
 use crate::broker::config::{self, Overrides};
 use crate::broker::replay::Progress;
 use crate::broker::session::{
     self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
 };
+use crate::domain::comeback;
 use crate::domain::convention::Conventions;
 use crate::domain::discovery::{BrokerVersion, Discovery};
 use crate::domain::filter::Filter;
@@ -288,6 +290,7 @@ pub async fn show(
             filter.as_ref(),
             |_, _| Vec::new(),
             &BTreeMap::new(),
+            &HashMap::new(),
         );
         return Ok(exit::OK);
     }
@@ -306,12 +309,16 @@ pub async fn show(
         .into_iter()
         .map(|l| (l.wait_queue, l.work_queue))
         .collect();
+    // Who ran the replays that messages came back from.
+    let dls: Vec<DeadLetter> = messages.iter().map(|e| e.message.clone()).collect();
+    let authors = audit::authors(&s, &dls).await;
     print_messages(
         &messages,
         json,
         filter.as_ref(),
         |ex, rk| table.route(ex, rk).queues,
         &waits,
+        &authors,
     );
     Ok(exit::OK)
 }
@@ -340,6 +347,7 @@ pub fn print_messages(
     filter: Option<&Filter>,
     route: impl Fn(&str, &str) -> Vec<String>,
     waits: &BTreeMap<String, String>,
+    authors: &HashMap<String, String>,
 ) {
     let now = jiff::Timestamp::now();
     let opts = crate::domain::replay::ReplayOptions {
@@ -347,6 +355,7 @@ pub fn print_messages(
         clear_expiry: false,
         target_queue: None,
         now,
+        run_id: None,
     };
     for e in messages {
         if let Some(f) = filter
@@ -360,8 +369,21 @@ pub fn print_messages(
         }
         let x = &e.explanation;
         let plan = crate::domain::replay::plan(&e.message, x, &opts);
+        let again = comeback::failed_again(&e.message, x);
         if json {
-            print_line(&show_json(e, &plan, &route, waits));
+            let mut v = show_json(e, &plan, &route, waits);
+            v["failed_again"] = again.as_ref().map_or(Value::Null, |f| {
+                let by = authors.get(&f.run_id);
+                json!({
+                    "run_id": f.run_id,
+                    "replayed_at": f.replayed_at.map(|t| t.to_string()),
+                    "died_at": f.died_at.map(|t| t.to_string()),
+                    "nth_replay": f.nth,
+                    "by": by,
+                    "text": f.describe(by.map(String::as_str)),
+                })
+            });
+            print_line(&v);
             continue;
         }
         // The id a person knows it by (the producer's, else the framework's), else the key.
@@ -375,6 +397,10 @@ pub fn print_messages(
             one_line(&x.fingerprint.key, 40)
         );
         crate::outln!("  {}", one_line(&x.verdict, 240));
+        if let Some(f) = &again {
+            let by = authors.get(&f.run_id).map(String::as_str);
+            crate::outln!("  {}", one_line(&f.describe(by), 240));
+        }
         for d in &x.deaths.entries {
             crate::outln!(
                 "    {:<10} {:<30} x{:<4} {}  via {} {}",
@@ -572,6 +598,11 @@ pub async fn protect(c: &ConnArgs, queue: &str, dry_run: bool, yes: bool) -> Res
         "protected: reading '{}' no longer spends deliveries",
         one_line(queue, 80)
     );
+    let mut ask = ask_to_create;
+    let consent = broker_consent(c, &s, !yes, &mut ask);
+    for note in audit::record_protect(&s, queue, &plan, consent).await {
+        crate::errln!("warren: {}", one_line(&note, 600));
+    }
     Ok(exit::OK)
 }
 
@@ -818,18 +849,87 @@ pub fn print_groups(messages: &[Explained], json: bool) {
     }
 }
 
-pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
-    let st = Store::open_default().map_err(|e| Failure::failed(e.to_string()))?;
-    let records = st
-        .list_audit(limit)
-        .map_err(|e| Failure::failed(e.to_string()))?;
-    for r in &records {
+/// Whether Warren may create the broker's audit stream: the flag or the config decide; else it
+/// asks when someone can answer (`interactive`: a terminal, and no `--yes`), and does not
+/// otherwise.
+fn broker_consent<'a>(
+    c: &ConnArgs,
+    s: &Session,
+    interactive: bool,
+    ask: &'a mut (dyn FnMut(&str) -> bool + Send),
+) -> audit::Consent<'a> {
+    match audit::configured_consent(s, c.create_audit_stream) {
+        Some(true) => audit::Consent::Create,
+        Some(false) => audit::Consent::Refuse,
+        None if interactive
+            && std::io::stdin().is_terminal()
+            && std::io::stderr().is_terminal() =>
+        {
+            audit::Consent::Ask(ask)
+        }
+        None => audit::Consent::Refuse,
+    }
+}
+
+/// The terminal question before Warren creates the audit stream.
+fn ask_to_create(what: &str) -> bool {
+    crate::errln!("{what}");
+    crate::err!("Create it? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).is_ok() && matches!(line.trim(), "y" | "Y" | "yes")
+}
+
+/// `warren audit`: this machine's records and the broker stream's, merged (one line per run),
+/// with what came back after each replay; says which records it could not reach.
+pub async fn audit(
+    c: &ConnArgs,
+    json: bool,
+    local_only: bool,
+    limit: usize,
+) -> Result<i32, Failure> {
+    if local_only && let Err(e) = Store::open_default() {
+        return Err(Failure::failed(e.to_string()));
+    }
+    let session = if local_only {
+        Err("not asked (--local)".to_string())
+    } else {
+        open(c).await.map_err(|f| f.message)
+    };
+    let (merged, mut unreached) = audit::load(session.as_ref().map_err(Clone::clone), limit).await;
+    if local_only {
+        unreached.retain(|u| !u.starts_with("broker audit stream unreachable"));
+    }
+    let came_back = match &session {
+        Ok(s) => {
+            let (m, why) = audit::came_back(s, &merged.replays, consent(c)).await;
+            unreached.extend(why);
+            Some(m)
+        }
+        Err(_) => None,
+    };
+
+    for (r, seen) in &merged.replays {
+        // Only runs of the vhost that was looked at have a count.
+        let back = match (&session, &came_back) {
+            (Ok(s), Some(m)) if audit::is_here(s, r) => r
+                .run_id
+                .as_ref()
+                .map(|id| m.get(id).cloned().unwrap_or_default()),
+            _ => None,
+        };
         if json {
-            print_line(&serde_json::to_value(r).unwrap_or(Value::Null));
+            let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+            v["kind"] = json!("replay");
+            v["seen"] = json!(seen);
+            v["came_back"] = json!(back.as_ref().map(|b| b.came_back));
+            v["top_failure"] = json!(back.as_ref().and_then(|b| b.top_failure.clone()));
+            v["top_failure_count"] = json!(back.as_ref().map(|b| b.top_failure_count));
+            print_line(&v);
         } else {
             crate::outln!(
-                "#{} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}{}",
-                r.id,
+                "{} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}{}{}  [{}]",
+                r.id.map_or("-".to_string(), |n| format!("#{n}")),
                 r.started_at,
                 one_line(&r.os_user, 30),
                 one_line(&r.broker_user, 30),
@@ -844,14 +944,81 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
                     "  (--clear-expiry: passed deadlines removed)"
                 } else {
                     ""
-                }
+                },
+                match &back {
+                    Some(b) if b.came_back > 0 => format!(
+                        "  came back {}{}",
+                        b.came_back,
+                        b.top_failure.as_ref().map_or(String::new(), |t| format!(
+                            " (most: {} ×{})",
+                            one_line(t, 80),
+                            b.top_failure_count
+                        ))
+                    ),
+                    Some(_) => "  came back 0".to_string(),
+                    None => String::new(),
+                },
+                seen_text(*seen),
+            );
+            if let Some(id) = &r.run_id {
+                crate::outln!("    run {}", one_line(id, 64));
+            }
+        }
+    }
+    for (p, seen) in &merged.protects {
+        if json {
+            let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
+            v["kind"] = json!("protect");
+            v["seen"] = json!(seen);
+            print_line(&v);
+        } else {
+            crate::outln!(
+                "protect {} {}@{} {} {}  policy {}  delivery limit {} → {}  [{}]",
+                p.at,
+                one_line(&p.os_user, 30),
+                one_line(&p.broker_user, 30),
+                one_line(&p.vhost, 30),
+                one_line(&p.queue, 60),
+                one_line(&p.policy, 80),
+                p.limit_before.map_or("none".into(), |l| l.to_string()),
+                p.limit_after.map_or("unlimited".into(), |l| l.to_string()),
+                seen_text(*seen),
             );
         }
     }
-    if records.is_empty() && !json {
+    for v in &merged.other {
+        if json {
+            let mut v = v.clone();
+            v["seen"] = json!({"local": false, "broker": true});
+            print_line(&v);
+        } else {
+            crate::outln!(
+                "{} {} {} (an operation this warren does not know)",
+                one_line(v["kind"].as_str().unwrap_or("?"), 30),
+                one_line(v["at"].as_str().unwrap_or("?"), 40),
+                one_line(v["run_id"].as_str().unwrap_or("?"), 64),
+            );
+        }
+    }
+    if merged.replays.is_empty() && merged.protects.is_empty() && merged.other.is_empty() && !json {
         crate::outln!("no replays recorded");
     }
+    for why in &unreached {
+        crate::errln!("warren: {}", one_line(why, 600));
+        if json {
+            print_line(&json!({"kind": "unreached", "text": why}));
+        }
+    }
     Ok(exit::OK)
+}
+
+fn seen_text(seen: store::Seen) -> &'static str {
+    match (seen.local, seen.broker) {
+        (true, true) => "local+broker",
+        (true, false) => "local",
+        (false, true) => "broker",
+        (false, false) => "?",
+    }
 }
 
 fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
@@ -915,7 +1082,9 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         clear_expiry: a.clear_expiry,
         window: a.window.unwrap_or(s.target.settings.replay.window),
         consent: read_consent,
+        run_id: Some(audit::new_run_id(jiff::Timestamp::now())),
     };
+    let run_id = spec.run_id.clone().unwrap_or_default();
 
     // Read-only is decided before anything is read for a replay: in read-only mode no channel is
     // ever put in confirm mode or published on.
@@ -982,27 +1151,50 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         }
     }
 
+    let mut ask = ask_to_create;
+    let mut broker = if audited {
+        audit::BrokerRecord::open(&s, broker_consent(c, &s, !a.yes, &mut ask)).await
+    } else {
+        audit::BrokerRecord::off("--no-audit")
+    };
+    let start = AuditStart {
+        run_id: run_id.clone(),
+        at: jiff::Timestamp::now(),
+        os_user: store::current_os_user(),
+        broker_user: s.whoami.name.clone(),
+        context: s.target.context.clone(),
+        vhost: s.vhost().to_string(),
+        from_queue: a.queue.clone(),
+        targets: preview.targets.keys().cloned().collect(),
+        filter: filter.as_ref().map(|f| f.to_string()),
+        group: a.group.clone(),
+        requested_limit: a.limit,
+        dry_run: false,
+        keep_attempts: a.keep_attempts,
+        clear_expiry: a.clear_expiry,
+    };
     let audit_id = match store.as_ref().filter(|_| audited) {
         Some(st) => Some(
-            st.begin_replay(&AuditStart {
-                at: jiff::Timestamp::now(),
-                os_user: store::current_os_user(),
-                broker_user: s.whoami.name.clone(),
-                context: s.target.context.clone(),
-                vhost: s.vhost().to_string(),
-                from_queue: a.queue.clone(),
-                targets: preview.targets.keys().cloned().collect(),
-                filter: filter.as_ref().map(|f| f.to_string()),
-                group: a.group.clone(),
-                requested_limit: a.limit,
-                dry_run: false,
-                keep_attempts: a.keep_attempts,
-                clear_expiry: a.clear_expiry,
-            })
-            .map_err(|e| Failure::failed(format!("{e}; nothing moved")))?,
+            st.begin_replay(&start)
+                .map_err(|e| Failure::failed(format!("{e}; nothing moved")))?,
         ),
         None => None,
     };
+    // The broker's copy of the start, before the first publish, so a crash reads
+    // "interrupted" there too.
+    if audited && let Some(note) = broker.append("replay", "start", &run_id, &start).await {
+        crate::errln!("warren: {}", one_line(&note, 600));
+    }
+    if json_started(a.json, &run_id, broker.is_written()) {
+        crate::errln!(
+            "run {run_id}{}",
+            if broker.is_written() {
+                " (recorded here and on the broker)"
+            } else {
+                ""
+            }
+        );
+    }
 
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let mut signals = signals();
@@ -1111,6 +1303,9 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         };
         if let Err(e) = st.finish_replay(id, &out) {
             crate::errln!("warren: could not complete the audit record #{id}: {e}");
+        }
+        if let Some(note) = broker.append("replay", "outcome", &run_id, &out).await {
+            crate::errln!("warren: {}", one_line(&note, 600));
         }
     }
     match result {
@@ -1231,6 +1426,15 @@ fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
         "warnings": p.warnings,
         "refusals": p.refusals,
     })
+}
+
+/// The run's id as the replay starts: a JSON event with `--json` (false), else true to say it
+/// in words.
+fn json_started(json: bool, run_id: &str, on_broker: bool) -> bool {
+    if json {
+        print_line(&json!({"event": "started", "run_id": run_id, "broker_record": on_broker}));
+    }
+    !json
 }
 
 fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str) {

@@ -217,7 +217,9 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             json,
         }) => commands::groups(c, queue.as_deref(), snapshot.as_deref(), *limit, *json).await,
         Some(Command::Replay(a)) => commands::replay(c, a).await,
-        Some(Command::Audit { json, limit }) => commands::audit(*json, *limit).await,
+        Some(Command::Audit { json, local, limit }) => {
+            commands::audit(c, *json, *local, *limit).await
+        }
         Some(Command::Protect {
             queue,
             dry_run,

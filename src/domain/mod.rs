@@ -2,6 +2,7 @@
 //! TUI, the broker layer and the tests all share one explanation of a message.
 
 pub mod body;
+pub mod comeback;
 pub mod convention;
 pub mod destination;
 pub mod discovery;

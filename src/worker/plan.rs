@@ -82,6 +82,7 @@ pub enum Work {
         queue: String,
     },
     Replay(ReplayRequest),
+    Replays,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +93,7 @@ enum Kind {
     Preview,
     Protect,
     Replay,
+    Replays,
 }
 
 impl Work {
@@ -103,6 +105,7 @@ impl Work {
             Work::Preview { .. } => Kind::Preview,
             Work::Protect { .. } => Kind::Protect,
             Work::Replay(_) => Kind::Replay,
+            Work::Replays => Kind::Replays,
         }
     }
 
@@ -231,6 +234,10 @@ impl<S: Clone> Plan<S> {
                 self.error("protect needs a broker (a snapshot is read-only)")
             }
             Command::Protect(queue) => self.request(Work::Protect { queue }),
+            Command::LoadReplays if self.snapshot => {
+                self.error("the Replays view needs a broker (`warren audit --local` shows this machine's record)")
+            }
+            Command::LoadReplays => self.request(Work::Replays),
             Command::Replay(_) if self.replay.is_some() => {
                 self.error("a replay is already running")
             }
@@ -458,7 +465,7 @@ impl<S: Clone> Plan<S> {
                 .running
                 .values()
                 .any(|r| same_session(r) && r.reads.is_some() && r.reads == reads),
-            Kind::Protect => false,
+            Kind::Protect | Kind::Replays => false,
         };
         if blocked {
             // The newest browse, plan or discovery replaces an older one waiting here.
@@ -677,6 +684,7 @@ mod tests {
             messages: Vec::new(),
             first_seen: Vec::new(),
             replays: Vec::new(),
+            authors: Default::default(),
             stop: "all 0 messages".into(),
             ticket,
         }

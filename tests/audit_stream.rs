@@ -1,0 +1,326 @@
+//! The record the rota shares and what came back, through the real binary on real brokers:
+//! every replay is recorded in the local store and on the broker's audit stream; a second
+//! Warren with a store of its own sees the first one's runs there; a run killed with SIGKILL
+//! reads "interrupted" in both; a replayed message that a real consumer rejects again is linked
+//! to its run (`show`) and counted as come back (`audit`).
+
+mod common;
+mod replay_util;
+
+use std::time::Duration;
+
+use common::amqp::{self as h, amqp_depth};
+use common::{TestBroker, TestVhost};
+use futures_util::StreamExt;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, BasicRejectOptions};
+use lapin::types::FieldTable;
+use replay_util::{Home, command, dead_letter, eventually, simple, warren};
+use serde_json::Value;
+use warren::domain::features::QueueType;
+
+/// The replay records of `warren audit --json`, by run id.
+fn replay_of<'a>(records: &'a [Value], run: &str) -> Vec<&'a Value> {
+    records
+        .iter()
+        .filter(|r| r["kind"] == "replay" && r["run_id"] == run)
+        .collect()
+}
+
+/// Dead-letters `n` plain messages (`{prefix}-i`) from `work` into `dlq` (both declared here).
+async fn dead(conn: &lapin::Connection, work: &str, dlq: &str, prefix: &str, n: u32) {
+    let ch = h::confirm_channel(conn).await;
+    h::declare(&ch, dlq, QueueType::Classic, FieldTable::default()).await;
+    let msgs: Vec<_> = (0..n).map(|i| simple(prefix, i, &[])).collect();
+    dead_letter(conn, work, dlq, &msgs).await;
+    let _ = ch.close(200, "ok".into()).await;
+}
+
+#[tokio::test]
+async fn a_second_warren_sees_the_first_ones_runs_and_a_killed_run_reads_interrupted_in_both() {
+    for broker in TestBroker::all() {
+        let label = broker.label.clone();
+        let vhost = TestVhost::new(&broker, "audit-stream").await;
+        let alice = Home::new("audit-alice");
+        let bob = Home::new("audit-bob");
+        let conn = h::connect(&vhost).await;
+        dead(&conn, "work", "dlq", "a", 5).await;
+
+        // Without consent and without a terminal the stream is not created: the local record
+        // still happens and Warren says the broker's was not written.
+        let run = warren(
+            &vhost,
+            &alice,
+            &["replay", "dlq", "--yes", "--json", "--limit", "1"],
+        )
+        .await;
+        assert_eq!(run.code, Some(0), "{label}: {run}");
+        assert_eq!(
+            run.event("started")["broker_record"],
+            false,
+            "{label}: {run}"
+        );
+        assert!(
+            run.stderr
+                .contains("the broker audit record was not written"),
+            "{label}: {run}"
+        );
+        let first = run.event("started")["run_id"].as_str().unwrap().to_string();
+
+        // With consent: created, and both the start and the outcome are on the broker.
+        let run = warren(
+            &vhost,
+            &alice,
+            &["replay", "dlq", "--yes", "--json", "--create-audit-stream"],
+        )
+        .await;
+        assert_eq!(run.code, Some(0), "{label}: {run}");
+        let started = run.event("started");
+        assert_eq!(started["broker_record"], true, "{label}: {run}");
+        let r1 = started["run_id"].as_str().unwrap().to_string();
+        assert_ne!(r1, first);
+        assert_eq!(run.summary_u64("moved"), 4, "{label}: {run}");
+        let q = vhost
+            .get_json(&format!(
+                "/api/queues/{}/warren.audit",
+                common::enc(&vhost.name)
+            ))
+            .await;
+        assert_eq!(q["type"], "stream", "{label}: {q}");
+        // Each replayed message carries its run's id.
+        let moved = replay_util::read_all(&conn, "work", 5).await;
+        assert_eq!(moved.len(), 5, "{label}");
+        let ids: Vec<_> = moved
+            .iter()
+            .map(|m| {
+                m.headers
+                    .get_str("warren-replay-id")
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            ids.iter().filter(|i| **i == first).count(),
+            1,
+            "{label}: {ids:?}"
+        );
+        assert_eq!(
+            ids.iter().filter(|i| **i == r1).count(),
+            4,
+            "{label}: {ids:?}"
+        );
+
+        // Bob, with a store of his own, sees Alice's run through the broker.
+        let audit = warren(&vhost, &bob, &["audit", "--json"]).await;
+        assert_eq!(audit.code, Some(0), "{label}: {audit}");
+        let records = audit.json();
+        let seen = replay_of(&records, &r1);
+        assert_eq!(seen.len(), 1, "{label}: {audit}");
+        let r = seen[0];
+        assert_eq!(r["seen"]["local"], false, "{label}: {r}");
+        assert_eq!(r["seen"]["broker"], true, "{label}: {r}");
+        assert_eq!(r["outcome"], "completed", "{label}: {r}");
+        assert_eq!(r["moved"], 4, "{label}: {r}");
+        assert_eq!(r["from_queue"], "dlq");
+        assert_eq!(r["os_user"], warren::store::current_os_user());
+        assert_eq!(
+            r["id"],
+            Value::Null,
+            "{label}: no local number on Bob's side"
+        );
+        // The run that was not written to the broker is not Bob's to see.
+        assert!(replay_of(&records, &first).is_empty(), "{label}: {audit}");
+
+        // Alice sees the same run once (local and broker merged), and her first one locally.
+        let audit = warren(&vhost, &alice, &["audit", "--json"]).await;
+        let records = audit.json();
+        let mine = replay_of(&records, &r1);
+        assert_eq!(mine.len(), 1, "{label}: deduplicated: {audit}");
+        assert_eq!(mine[0]["seen"]["local"], true);
+        assert_eq!(mine[0]["seen"]["broker"], true);
+        assert!(mine[0]["id"].is_i64(), "{label}: {audit}");
+        let old = replay_of(&records, &first);
+        assert_eq!(old.len(), 1, "{label}: {audit}");
+        assert_eq!(old[0]["seen"]["broker"], false);
+
+        // A run killed with SIGKILL mid-way: "interrupted" on both sides.
+        dead(&conn, "work2", "dlq2", "b", 60).await;
+        let mut cmd = command(
+            &vhost,
+            &alice,
+            &["replay", "dlq2", "--yes", "--json", "--rate", "5"],
+        );
+        let mut child = cmd.spawn().expect("spawn warren");
+        assert!(
+            eventually(Duration::from_secs(30), || async {
+                amqp_depth(&conn, "work2").await >= 2
+            })
+            .await,
+            "{label}: the throttled replay started"
+        );
+        child.start_kill().expect("SIGKILL");
+        let _ = child.wait().await;
+        for (who, home) in [("alice", &alice), ("bob", &bob)] {
+            let audit = warren(&vhost, home, &["audit", "--json"]).await;
+            let records = audit.json();
+            let killed: Vec<_> = records
+                .iter()
+                .filter(|r| r["kind"] == "replay" && r["from_queue"] == "dlq2")
+                .collect();
+            assert_eq!(killed.len(), 1, "{label} {who}: {audit}");
+            assert_eq!(
+                killed[0]["outcome"], "interrupted",
+                "{label} {who}: {audit}"
+            );
+            assert_eq!(killed[0]["seen"]["broker"], true, "{label} {who}");
+            assert_eq!(killed[0]["seen"]["local"], who == "alice", "{label} {who}");
+        }
+        // Nothing was lost: every message is in the DLQ or the work queue.
+        assert!(
+            eventually(Duration::from_secs(20), || async {
+                amqp_depth(&conn, "dlq2").await + amqp_depth(&conn, "work2").await == 60
+            })
+            .await,
+            "{label}: all 60 accounted for"
+        );
+
+        // Text output names where each record was found; --local never asks the broker.
+        let text = warren(&vhost, &bob, &["audit"]).await;
+        assert!(text.stdout.contains("[broker]"), "{label}: {text}");
+        let local = warren(&vhost, &bob, &["audit", "--local", "--json"]).await;
+        assert!(
+            local.json().iter().all(|r| r["kind"] != "replay"),
+            "{label}: {local}"
+        );
+
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+    }
+}
+
+/// A real consumer on `queue`: rejects (without requeue) the first `reject` deliveries, acks
+/// the next `ack`.
+async fn consume(conn: &lapin::Connection, queue: &str, reject: usize, ack: usize) {
+    let ch = conn.create_channel().await.expect("channel");
+    ch.basic_qos(1, BasicQosOptions::default())
+        .await
+        .expect("qos");
+    let mut consumer = ch
+        .basic_consume(
+            queue.into(),
+            "test-worker".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("consume");
+    for i in 0..reject + ack {
+        let d = tokio::time::timeout(Duration::from_secs(15), consumer.next())
+            .await
+            .expect("delivery in time")
+            .expect("consumer open")
+            .expect("delivery");
+        if i < reject {
+            d.reject(BasicRejectOptions { requeue: false })
+                .await
+                .expect("reject");
+        } else {
+            d.ack(BasicAckOptions::default()).await.expect("ack");
+        }
+    }
+    let _ = ch.close(200, "done".into()).await;
+}
+
+#[tokio::test]
+async fn messages_that_fail_again_are_linked_to_their_run_with_the_right_counts() {
+    for broker in TestBroker::all() {
+        let label = broker.label.clone();
+        let vhost = TestVhost::new(&broker, "came-back").await;
+        let alice = Home::new("cameback-alice");
+        let bob = Home::new("cameback-bob");
+        let conn = h::connect(&vhost).await;
+        dead(&conn, "work", "dlq", "c", 6).await;
+        let user = warren::store::current_os_user();
+
+        let run = warren(
+            &vhost,
+            &alice,
+            &["replay", "dlq", "--yes", "--json", "--create-audit-stream"],
+        )
+        .await;
+        assert_eq!(run.code, Some(0), "{label}: {run}");
+        let r1 = run.event("started")["run_id"].as_str().unwrap().to_string();
+
+        // Nothing came back yet.
+        let audit = warren(&vhost, &alice, &["audit", "--json"]).await;
+        let r = replay_of(&audit.json(), &r1)[0].clone();
+        assert_eq!(r["came_back"], 0, "{label}: {audit}");
+
+        // The worker still fails four of them (the work queue dead-letters them again) and
+        // handles two.
+        consume(&conn, "work", 4, 2).await;
+        h::wait_for_depth(&conn, "dlq", 4, Duration::from_secs(20)).await;
+
+        let audit = warren(&vhost, &alice, &["audit", "--json"]).await;
+        assert_eq!(audit.code, Some(0), "{label}: {audit}");
+        let r = replay_of(&audit.json(), &r1)[0].clone();
+        assert_eq!(r["moved"], 6, "{label}: {r}");
+        assert_eq!(r["came_back"], 4, "{label}: {r}");
+        assert_eq!(r["top_failure_count"], 4, "{label}: {r}");
+        let top = r["top_failure"].as_str().unwrap_or_default().to_string();
+        assert!(!top.is_empty(), "{label}: {r}");
+
+        // Each one says which run it came back from, who ran it and which replay it was; Bob
+        // learns who ran it from the broker.
+        for (who, home) in [("alice", &alice), ("bob", &bob)] {
+            let show = warren(&vhost, home, &["show", "dlq", "--json"]).await;
+            assert_eq!(show.code, Some(0), "{label} {who}: {show}");
+            let msgs = show.json();
+            assert_eq!(msgs.len(), 4, "{label} {who}: {show}");
+            for m in &msgs {
+                let f = &m["failed_again"];
+                assert_eq!(f["run_id"], r1.as_str(), "{label} {who}: {m}");
+                assert_eq!(f["by"], user.as_str(), "{label} {who}: {m}");
+                assert_eq!(f["nth_replay"], 1, "{label} {who}: {m}");
+                let text = f["text"].as_str().unwrap_or_default();
+                assert!(text.starts_with("failed again "), "{label} {who}: {text}");
+                assert!(
+                    text.ends_with(&format!("after replay {r1} by {user} (1st replay)")),
+                    "{label} {who}: {text}"
+                );
+                assert_eq!(m["group"], top.as_str(), "{label} {who}");
+            }
+        }
+
+        // Replayed again and failed again: linked to the second run, the 2nd replay; the first
+        // run's comebacks are the second's now.
+        let run = warren(&vhost, &alice, &["replay", "dlq", "--yes", "--json"]).await;
+        assert_eq!(run.code, Some(0), "{label}: {run}");
+        let r2 = run.event("started")["run_id"].as_str().unwrap().to_string();
+        consume(&conn, "work", 4, 0).await;
+        h::wait_for_depth(&conn, "dlq", 4, Duration::from_secs(20)).await;
+        let show = warren(&vhost, &alice, &["show", "dlq", "--json"]).await;
+        for m in show.json() {
+            assert_eq!(m["failed_again"]["run_id"], r2.as_str(), "{label}: {m}");
+            assert_eq!(m["failed_again"]["nth_replay"], 2, "{label}: {m}");
+        }
+        let text = warren(&vhost, &alice, &["show", "dlq"]).await;
+        assert!(text.stdout.contains("(2nd replay)"), "{label}: {text}");
+        let audit = warren(&vhost, &alice, &["audit", "--json"]).await;
+        let records = audit.json();
+        assert_eq!(
+            replay_of(&records, &r2)[0]["came_back"],
+            4,
+            "{label}: {audit}"
+        );
+        assert_eq!(
+            replay_of(&records, &r1)[0]["came_back"],
+            0,
+            "{label}: {audit}"
+        );
+        let text = warren(&vhost, &alice, &["audit"]).await;
+        assert!(text.stdout.contains("came back 4"), "{label}: {text}");
+
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+    }
+}
