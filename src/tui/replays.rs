@@ -6,7 +6,6 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
 use super::format;
 use super::state::State;
@@ -87,26 +86,13 @@ pub fn lines(state: &State, skip: usize) -> Vec<Line<'static>> {
 
 /// The overlay, scrolled `scroll` runs down from the newest.
 pub fn draw(state: &State, scroll: u16, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
-    // Between the status bar and the footer, which stay in view.
-    let area = Rect {
-        y: area.y + 1,
-        height: area.height.saturating_sub(2),
-        ..area
-    };
-    frame.render_widget(Clear, area);
     let n = state.replay_runs.as_ref().map_or(0, |(r, _)| r.len());
-    let title = format!(" Replays: {n} run(s), newest first ");
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(t.accent)
-        .title(Span::styled(title, t.accent))
-        .title_bottom(Span::styled(
-            " came back: replayed messages dead again, counted by their warren-replay-id ",
-            t.muted,
-        ));
-    frame.render_widget(
-        Paragraph::new(lines(state, usize::from(scroll))).block(block),
+    super::oplog::draw_list(
+        state,
+        frame,
         area,
+        format!(" Replays: {n} run(s), newest first "),
+        " came back: replayed messages dead again, counted by their warren-replay-id ",
+        |_| lines(state, usize::from(scroll)),
     );
 }

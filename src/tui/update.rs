@@ -441,24 +441,29 @@ fn on_log_key(state: &mut State, key: KeyEvent) {
     // reachable however each wraps.
     let entries = state.oplog.len() + usize::from(state.oplog.dropped() > 0);
     let last = u16::try_from(entries.saturating_sub(1)).unwrap_or(u16::MAX);
-    let Overlay::Log(scroll) = &mut state.overlay else {
-        return;
-    };
+    if let Overlay::Log(scroll) = &mut state.overlay {
+        *scroll = scrolled(*scroll, last, &key);
+    }
+}
+
+/// Where a list overlay scrolled by entries is after `key`, with the keys that scroll a pane:
+/// between the newest (0) and `last`.
+fn scrolled(scroll: u16, last: u16, key: &KeyEvent) -> u16 {
     let by = |n: i32| {
-        let moved = i32::from(*scroll)
+        let moved = i32::from(scroll)
             .saturating_add(n)
             .clamp(0, i32::from(last));
         u16::try_from(moved).unwrap_or(0)
     };
-    *scroll = match keys::lookup(Scope::Detail, &key) {
+    match keys::lookup(Scope::Detail, key) {
         Some(Action::Up) => by(-1),
         Some(Action::Down) => by(1),
         Some(Action::PageUp) => by(-(PAGE as i32)),
         Some(Action::PageDown) => by(PAGE as i32),
         Some(Action::Top) => 0,
         Some(Action::Bottom) => last,
-        _ => *scroll,
-    };
+        _ => scroll,
+    }
 }
 
 /// Keys in the Replays view: close, or scroll by runs.
@@ -469,25 +474,9 @@ fn on_replays_key(state: &mut State, key: KeyEvent) {
     }
     let runs = state.replay_runs.as_ref().map_or(0, |(r, _)| r.len());
     let last = u16::try_from(runs.saturating_sub(1)).unwrap_or(u16::MAX);
-    let Overlay::Replays(scroll) = &mut state.overlay else {
-        return;
-    };
-    let by = |n: i32| {
-        let moved = i32::from(*scroll)
-            .saturating_add(n)
-            .clamp(0, i32::from(last));
-        u16::try_from(moved).unwrap_or(0)
-    };
-    *scroll = match keys::lookup(Scope::Detail, &key) {
-        Some(Action::Up) => by(-1),
-        Some(Action::Down) => by(1),
-        Some(Action::PageUp) => by(-(PAGE as i32)),
-        Some(Action::PageDown) => by(PAGE as i32),
-        Some(Action::Top) => 0,
-        Some(Action::Bottom) => last,
-        _ => *scroll,
-    };
-    state.dirty = true;
+    if let Overlay::Replays(scroll) = &mut state.overlay {
+        *scroll = scrolled(*scroll, last, &key);
+    }
 }
 
 /// A configured command's key on a message: hand it to the loop to run (see `custom`).
