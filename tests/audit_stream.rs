@@ -324,3 +324,43 @@ async fn messages_that_fail_again_are_linked_to_their_run_with_the_right_counts(
         vhost.cleanup().await;
     }
 }
+
+#[tokio::test]
+async fn a_protect_is_on_the_record_locally_and_on_the_broker() {
+    for broker in TestBroker::all() {
+        // 3.x refuses delivery-limit -1 in a policy: there is no protect to record.
+        if broker.label == "3.10" {
+            continue;
+        }
+        let label = broker.label.clone();
+        let vhost = TestVhost::new(&broker, "audit-protect").await;
+        let alice = Home::new("protect-alice");
+        let bob = Home::new("protect-bob");
+        let conn = h::connect(&vhost).await;
+        let ch = h::confirm_channel(&conn).await;
+        h::declare(&ch, "qdlq", QueueType::Quorum, FieldTable::default()).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let run = warren(
+            &vhost,
+            &alice,
+            &["protect", "qdlq", "--yes", "--create-audit-stream"],
+        )
+        .await;
+        assert_eq!(run.code, Some(0), "{label}: {run}");
+        assert!(!run.stderr.contains("not written"), "{label}: {run}");
+        for (who, home, local) in [("alice", &alice, true), ("bob", &bob, false)] {
+            let audit = warren(&vhost, home, &["audit", "--json"]).await;
+            let records = audit.json();
+            let p: Vec<_> = records.iter().filter(|r| r["kind"] == "protect").collect();
+            assert_eq!(p.len(), 1, "{label} {who}: {audit}");
+            assert_eq!(p[0]["queue"], "qdlq");
+            assert_eq!(p[0]["policy"], "warren-protect-qdlq", "{label}: {audit}");
+            assert_eq!(p[0]["os_user"], warren::store::current_os_user());
+            assert_eq!(p[0]["seen"]["local"], local, "{label} {who}");
+            assert_eq!(p[0]["seen"]["broker"], true, "{label} {who}");
+        }
+        let _ = ch.close(200, "ok".into()).await;
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+    }
+}

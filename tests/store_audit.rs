@@ -232,3 +232,42 @@ fn replay_counts_link_keys_to_the_replays_that_moved_them_in_this_vhost() {
     assert_eq!(counts["body:message_id:m2"], 1);
     assert!(store.replay_counts("local", "/", &[]).unwrap().is_empty());
 }
+
+#[test]
+fn protects_and_run_authors_are_kept_and_the_protect_record_is_append_only() {
+    use warren::store::ProtectRecord;
+    let dir = TempDir::new("audit-protect");
+    let path = dir.path().join("warren.db");
+    let t = Timestamp::from_second(1_759_042_215).unwrap();
+    let store = Store::open(&path).unwrap();
+    let p = ProtectRecord {
+        run_id: "p-1".into(),
+        at: t,
+        os_user: "alice".into(),
+        broker_user: "ops".into(),
+        context: "local".into(),
+        vhost: "/".into(),
+        queue: "orders.dlq".into(),
+        policy: "warren-protect-orders.dlq".into(),
+        replaces: Some("ops".into()),
+        limit_before: Some(20),
+        limit_after: None,
+    };
+    store.record_protect(&p).unwrap();
+    assert_eq!(store.list_protects(10).unwrap(), vec![p]);
+    let start = start(t, "orders.dlq");
+    store.begin_replay(&start).unwrap();
+    let authors = store
+        .run_authors(&[start.run_id.clone(), "unknown".into()])
+        .unwrap();
+    assert_eq!(authors.len(), 1);
+    assert_eq!(authors[&start.run_id], ("alice".to_string(), t));
+    assert_eq!(
+        store.list_audit(1).unwrap()[0].run_id.as_deref(),
+        Some(start.run_id.as_str())
+    );
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    assert!(conn.execute("DELETE FROM protects", []).is_err());
+    assert!(conn.execute("UPDATE protects SET queue = 'x'", []).is_err());
+}

@@ -692,8 +692,10 @@ async fn replay(
         let _ = st.finish_replay(id, &out);
         notes.extend(broker.append("replay", "outcome", &run_id, &out).await);
     }
-    let mut outcome = outcome;
-    outcome.summary.extend(notes);
+    // Said in the notice line: the local record was kept, the broker's was not.
+    if !notes.is_empty() {
+        let _ = events.send(Report::Notice(notes.join("; "))).await;
+    }
     Report::ReplayFinished(outcome)
 }
 
