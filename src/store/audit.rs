@@ -534,8 +534,7 @@ pub fn merge(
             },
         ));
     }
-    m.replays
-        .sort_by(|a, b| b.0.started_at.cmp(&a.0.started_at));
+    m.replays.sort_by_key(|b| std::cmp::Reverse(b.0.started_at));
 
     let broker_protects: HashSet<String> = protects.iter().map(|p| p.run_id.clone()).collect();
     let mut known: HashSet<String> = HashSet::new();
@@ -561,7 +560,7 @@ pub fn merge(
             ));
         }
     }
-    m.protects.sort_by(|a, b| b.0.at.cmp(&a.0.at));
+    m.protects.sort_by_key(|b| std::cmp::Reverse(b.0.at));
     m
 }
 
