@@ -6,6 +6,7 @@
 
 mod common;
 mod replay_util;
+mod tmux_util;
 
 use std::time::Duration;
 
@@ -360,6 +361,59 @@ async fn a_protect_is_on_the_record_locally_and_on_the_broker() {
             assert_eq!(p[0]["seen"]["broker"], true, "{label} {who}");
         }
         let _ = ch.close(200, "ok".into()).await;
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+    }
+}
+
+/// On a terminal Warren says what it will create and asks; declined, the broker record is not
+/// written and it says so; accepted, the stream is created and the run recorded there.
+#[tokio::test]
+async fn on_a_terminal_warren_asks_before_it_creates_the_audit_stream() {
+    for broker in TestBroker::all() {
+        let label = broker.label.clone();
+        let vhost = TestVhost::new(&broker, "audit-consent").await;
+        let home = Home::new("audit-consent");
+        let conn = h::connect(&vhost).await;
+        dead(&conn, "work", "dlq", "t", 2).await;
+        let cmd = format!(
+            "WARREN_STORE={store} WARREN_LOG_DIR={dir} {bin} --config {cfg} --amqp-url '{amqp}' --management-url '{mgmt}' --vhost '{vhost}' replay dlq --limit 1; echo EXIT=$?; sleep 30",
+            store = home.store().display(),
+            dir = home.dir.join("logs").display(),
+            cfg = home.dir.join("config.toml").display(),
+            bin = env!("CARGO_BIN_EXE_warren"),
+            amqp = vhost.amqp_url(),
+            mgmt = broker.mgmt_url_with_creds(),
+            vhost = vhost.name,
+        );
+        let path = format!("/api/queues/{}/warren.audit", common::enc(&vhost.name));
+        for answer in ["n", "y"] {
+            let t = tmux_util::Tmux::open(&cmd, None, 250, 40);
+            t.wait_for("Replay them? [y/N]", Duration::from_secs(30));
+            t.keys(&["y", "Enter"]);
+            let screen = t.wait_for("Create it? [y/N]", Duration::from_secs(30));
+            assert!(
+                screen.contains("it will create the stream 'warren.audit'"),
+                "{label}: {screen}"
+            );
+            t.keys(&[answer, "Enter"]);
+            let screen = t.wait_for("EXIT=", Duration::from_secs(30));
+            assert!(screen.contains("EXIT=0"), "{label} {answer}: {screen}");
+            let q = vhost.get_json(&path).await;
+            if answer == "n" {
+                assert!(
+                    screen.contains("the broker audit record was not written"),
+                    "{label}: {screen}"
+                );
+                assert_ne!(q["type"], "stream", "{label}: nothing created: {q}");
+            } else {
+                assert!(
+                    screen.contains("recorded here and on the broker"),
+                    "{label}: {screen}"
+                );
+                assert_eq!(q["type"], "stream", "{label}: {q}");
+            }
+        }
         let _ = conn.close(200, "done".into()).await;
         vhost.cleanup().await;
     }
