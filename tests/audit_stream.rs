@@ -184,6 +184,36 @@ async fn a_second_warren_sees_the_first_ones_runs_and_a_killed_run_reads_interru
             "{label}: all 60 accounted for"
         );
 
+        // The broker out of reach: the local records, and what could not be reached.
+        let away = replay_util::run(
+            replay_util::bare_command(
+                &alice,
+                &[
+                    "--amqp-url",
+                    "amqp://guest:guest@127.0.0.1:1",
+                    "--management-url",
+                    "http://guest:guest@127.0.0.1:1",
+                    "audit",
+                    "--json",
+                ],
+            ),
+            &["audit"],
+        )
+        .await;
+        assert_eq!(away.code, Some(0), "{label}: {away}");
+        assert!(
+            away.stderr.contains("broker audit stream unreachable")
+                && away.stderr.contains("showing local records only"),
+            "{label}: {away}"
+        );
+        let records = away.json();
+        assert_eq!(replay_of(&records, &r1).len(), 1, "{label}: {away}");
+        assert_eq!(replay_of(&records, &r1)[0]["seen"]["broker"], false);
+        assert!(
+            records.iter().any(|r| r["kind"] == "unreached"),
+            "{label}: {away}"
+        );
+
         // Text output names where each record was found; --local never asks the broker.
         let text = warren(&vhost, &bob, &["audit"]).await;
         assert!(text.stdout.contains("[broker]"), "{label}: {text}");
