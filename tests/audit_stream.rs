@@ -36,6 +36,24 @@ async fn dead(conn: &lapin::Connection, work: &str, dlq: &str, prefix: &str, n: 
     let _ = ch.close(200, "ok".into()).await;
 }
 
+/// `warren replay QUEUE --yes --json` and more `args`, which must succeed: the run and its id.
+async fn replayed(
+    vhost: &TestVhost,
+    home: &Home,
+    queue: &str,
+    args: &[&str],
+) -> (replay_util::Run, String) {
+    let mut all = vec!["replay", queue, "--yes", "--json"];
+    all.extend_from_slice(args);
+    let run = warren(vhost, home, &all).await;
+    assert_eq!(run.code, Some(0), "{}: {run}", vhost.broker.label);
+    let id = run.event("started")["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no run id: {run}"))
+        .to_string();
+    (run, id)
+}
+
 #[tokio::test]
 async fn a_second_warren_sees_the_first_ones_runs_and_a_killed_run_reads_interrupted_in_both() {
     for broker in TestBroker::all() {
@@ -48,13 +66,7 @@ async fn a_second_warren_sees_the_first_ones_runs_and_a_killed_run_reads_interru
 
         // Without consent and without a terminal the stream is not created: the local record
         // still happens and Warren says the broker's was not written.
-        let run = warren(
-            &vhost,
-            &alice,
-            &["replay", "dlq", "--yes", "--json", "--limit", "1"],
-        )
-        .await;
-        assert_eq!(run.code, Some(0), "{label}: {run}");
+        let (run, first) = replayed(&vhost, &alice, "dlq", &["--limit", "1"]).await;
         assert_eq!(
             run.event("started")["broker_record"],
             false,
@@ -65,19 +77,14 @@ async fn a_second_warren_sees_the_first_ones_runs_and_a_killed_run_reads_interru
                 .contains("the broker audit record was not written"),
             "{label}: {run}"
         );
-        let first = run.event("started")["run_id"].as_str().unwrap().to_string();
 
         // With consent: created, and both the start and the outcome are on the broker.
-        let run = warren(
-            &vhost,
-            &alice,
-            &["replay", "dlq", "--yes", "--json", "--create-audit-stream"],
-        )
-        .await;
-        assert_eq!(run.code, Some(0), "{label}: {run}");
-        let started = run.event("started");
-        assert_eq!(started["broker_record"], true, "{label}: {run}");
-        let r1 = started["run_id"].as_str().unwrap().to_string();
+        let (run, r1) = replayed(&vhost, &alice, "dlq", &["--create-audit-stream"]).await;
+        assert_eq!(
+            run.event("started")["broker_record"],
+            true,
+            "{label}: {run}"
+        );
         assert_ne!(r1, first);
         assert_eq!(run.summary_u64("moved"), 4, "{label}: {run}");
         let q = vhost
@@ -272,14 +279,7 @@ async fn messages_that_fail_again_are_linked_to_their_run_with_the_right_counts(
         dead(&conn, "work", "dlq", "c", 6).await;
         let user = warren::store::current_os_user();
 
-        let run = warren(
-            &vhost,
-            &alice,
-            &["replay", "dlq", "--yes", "--json", "--create-audit-stream"],
-        )
-        .await;
-        assert_eq!(run.code, Some(0), "{label}: {run}");
-        let r1 = run.event("started")["run_id"].as_str().unwrap().to_string();
+        let (_, r1) = replayed(&vhost, &alice, "dlq", &["--create-audit-stream"]).await;
 
         // Nothing came back yet.
         let audit = warren(&vhost, &alice, &["audit", "--json"]).await;
@@ -324,9 +324,7 @@ async fn messages_that_fail_again_are_linked_to_their_run_with_the_right_counts(
 
         // Replayed again and failed again: linked to the second run, the 2nd replay; the first
         // run's comebacks are the second's now.
-        let run = warren(&vhost, &alice, &["replay", "dlq", "--yes", "--json"]).await;
-        assert_eq!(run.code, Some(0), "{label}: {run}");
-        let r2 = run.event("started")["run_id"].as_str().unwrap().to_string();
+        let (_, r2) = replayed(&vhost, &alice, "dlq", &[]).await;
         consume(&conn, "work", 4, 0).await;
         h::wait_for_depth(&conn, "dlq", 4, Duration::from_secs(20)).await;
         let show = warren(&vhost, &alice, &["show", "dlq", "--json"]).await;

@@ -27,18 +27,12 @@ async fn until(
     label: &str,
     done: impl Fn(&Report) -> bool,
 ) -> Report {
-    loop {
-        let e = tokio::time::timeout(Duration::from_secs(60), rx.recv())
-            .await
-            .unwrap_or_else(|_| panic!("{label}: an event within 60 s"))
-            .expect("the worker is alive");
-        match e {
-            Report::Error(f) => panic!("{label}: {f}"),
-            Report::Notice(n) => notices.push(n),
-            e if done(&e) => return e,
-            _ => {}
+    common::worker_until(rx, label, done, |e| {
+        if let Report::Notice(n) = e {
+            notices.push(n);
         }
-    }
+    })
+    .await
 }
 
 /// The Replays view's runs of `vhost` (the store is shared by the test's sessions).

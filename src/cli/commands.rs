@@ -1185,16 +1185,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     if audited && let Some(note) = broker.append("replay", "start", &run_id, &start).await {
         crate::errln!("warren: {}", one_line(&note, 600));
     }
-    if json_started(a.json, &run_id, broker.is_written()) {
-        crate::errln!(
-            "run {run_id}{}",
-            if broker.is_written() {
-                " (recorded here and on the broker)"
-            } else {
-                ""
-            }
-        );
-    }
+    announce_run(a.json, &run_id, broker.is_written());
 
     let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
     let mut signals = signals();
@@ -1428,13 +1419,15 @@ fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
     })
 }
 
-/// The run's id as the replay starts: a JSON event with `--json` (false), else true to say it
-/// in words.
-fn json_started(json: bool, run_id: &str, on_broker: bool) -> bool {
+/// The run's id as the replay starts: a `started` event with `--json`, else a line on stderr.
+fn announce_run(json: bool, run_id: &str, on_broker: bool) {
     if json {
         print_line(&json!({"event": "started", "run_id": run_id, "broker_record": on_broker}));
+    } else if on_broker {
+        crate::errln!("run {run_id} (recorded here and on the broker)");
+    } else {
+        crate::errln!("run {run_id}");
     }
-    !json
 }
 
 fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str) {
