@@ -6,7 +6,6 @@
 mod common;
 mod replay_util;
 
-
 use common::amqp as amqp_h;
 use common::{TestBroker, TestVhost};
 use lapin::types::{AMQPValue, FieldTable};

@@ -26,7 +26,8 @@ use crate::store::AuditEnvelope;
 
 /// How long one audit publish may wait for its confirm.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
-/// Reading an empty audit stream ends after this much silence.
+/// Finding the audit stream's end: how long to wait for its last chunk (an empty stream sends
+/// nothing).
 const READ_IDLE: Duration = Duration::from_millis(1500);
 /// The most entries `warren audit` reads from the stream (retention bounds it too).
 pub const MAX_READ: usize = 100_000;
@@ -337,14 +338,28 @@ pub async fn read(s: &Session) -> Result<Vec<Vec<u8>>, String> {
         Err(e) => return Err(e.to_string()),
     }
     let conn = s.amqp().await.map_err(|e: SessionError| e.to_string())?;
+    // Where the stream ends now, so that a pause on a loaded broker does not pass for the end.
+    let Some(tail) = browse::stream_tail(conn, &name, READ_IDLE)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(Vec::new());
+    };
     let mut req = BrowseRequest::new(name, QueueType::Stream, BrowsePolicy::unrestricted());
     req.limit = MAX_READ;
-    req.idle_timeout = READ_IDLE;
+    req.end_offset = Some(tail);
     // An outcome lists every moved id: whole bodies, not the browse cap.
     req.body_cap = 16 * 1024 * 1024;
     let page = browse::browse(conn, &req)
         .await
         .map_err(|e| e.to_string())?;
+    if page.stopped == browse::StopReason::Idle {
+        return Err(format!(
+            "the audit stream stopped delivering before its end (offset {tail}) for {} s; {} entries read",
+            req.idle_timeout.as_secs(),
+            page.messages.len()
+        ));
+    }
     Ok(page.messages.into_iter().map(|m| m.body).collect())
 }
 
