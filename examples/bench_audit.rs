@@ -107,7 +107,7 @@ async fn run(amqp: &str, mgmt: &str, vhost: &str, runs: usize) -> Result<()> {
         let merged = warren::store::merge(Vec::new(), Vec::new(), &entries);
         let merge = t.elapsed();
         println!(
-            "round {round}: read {} entries by offset in {:.0} ms (including the 500 ms of silence that ends a stream read), merged into {} runs in {:.1} ms",
+            "round {round}: read {} entries by offset in {:.0} ms (finding the tail included), merged into {} runs in {:.1} ms",
             entries.len(),
             read.as_secs_f64() * 1000.0,
             merged.replays.len(),
