@@ -217,6 +217,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
         clear_expiry: false,
         window: session.target.settings.replay.window,
         consent: ReadConsent::Reuse,
+        run_id: None,
     };
     let t0 = Instant::now();
     let preview = session.preview(&spec, |_| Default::default()).await?;
@@ -226,6 +227,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
     let preview_time = t0.elapsed();
     let t1 = Instant::now();
     let id = store.begin_replay(&AuditStart {
+        run_id: warren::broker::audit::new_run_id(jiff::Timestamp::now()),
         at: jiff::Timestamp::now(),
         os_user: warren::store::current_os_user(),
         broker_user: session.whoami.name.clone(),
@@ -307,11 +309,13 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         clear_expiry: false,
         window: session.target.settings.replay.window,
         consent: ReadConsent::Reuse,
+        run_id: None,
     };
     let t = Instant::now();
     let id = store.begin_operation(
         warren::store::Operation::Archive,
         &AuditStart {
+            run_id: warren::broker::audit::new_run_id(jiff::Timestamp::now()),
             at: jiff::Timestamp::now(),
             os_user: warren::store::current_os_user(),
             broker_user: session.whoami.name.clone(),

@@ -172,6 +172,7 @@ fn main() {
             messages,
             first_seen,
             replays: Vec::new(),
+            authors: Default::default(),
             stop: "bench".into(),
             ticket: Default::default(),
         },

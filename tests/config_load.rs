@@ -300,3 +300,29 @@ fn an_unknown_colour_is_a_config_error_that_lists_the_known_ones() {
     );
     assert!(shown.contains("red, green, yellow"), "{shown}");
 }
+
+#[test]
+fn the_audit_stream_is_configured_per_context_and_a_bad_retention_is_refused() {
+    let over = |name: &str| Overrides {
+        context: Some(name.into()),
+        ..Default::default()
+    };
+    let c = parse(
+        "[contexts.prod]\nmanagement_urls = [\"http://127.0.0.1:15672\"]\naudit_stream = \"ops.audit\"\naudit_max_age = \"90D\"\ncreate_audit_stream = true\n\
+         [contexts.off]\nmanagement_urls = [\"http://127.0.0.1:15672\"]\naudit_stream = \"\"\n\
+         [contexts.dev]\nmanagement_urls = [\"http://127.0.0.1:15672\"]\n\
+         [contexts.bad]\nmanagement_urls = [\"http://127.0.0.1:15672\"]\naudit_max_age = \"30 days\"\n",
+    );
+    let prod = config::resolve(&c, &over("prod"), &|_| None).expect("prod resolves");
+    assert_eq!(prod.audit.stream.as_deref(), Some("ops.audit"));
+    assert_eq!(prod.audit.max_age, "90D");
+    assert_eq!(prod.audit.create, Some(true));
+    let off = config::resolve(&c, &over("off"), &|_| None).expect("off resolves");
+    assert_eq!(off.audit.stream, None);
+    let dev = config::resolve(&c, &over("dev"), &|_| None).expect("dev resolves");
+    assert_eq!(dev.audit.stream.as_deref(), Some("warren.audit"));
+    assert_eq!(dev.audit.max_age, "30D");
+    assert_eq!(dev.audit.create, None);
+    let err = config::resolve(&c, &over("bad"), &|_| None).expect_err("not a max-age");
+    assert!(err.to_string().contains("audit_max_age '30 days'"), "{err}");
+}

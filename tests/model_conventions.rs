@@ -73,6 +73,7 @@ fn opts() -> ReplayOptions {
         clear_expiry: false,
         target_queue: None,
         now: now(),
+        run_id: None,
     }
 }
 

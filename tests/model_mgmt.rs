@@ -36,6 +36,7 @@ fn options() -> ReplayOptions {
         clear_expiry: false,
         target_queue: None,
         now: jiff::Timestamp::UNIX_EPOCH,
+        run_id: None,
     }
 }
 

@@ -277,6 +277,7 @@ fn options() -> impl Strategy<Value = ReplayOptions> {
             clear_expiry: clear,
             target_queue: to,
             now: jiff::Timestamp::from_second(secs).unwrap_or(jiff::Timestamp::UNIX_EPOCH),
+            run_id: None,
         })
 }
 

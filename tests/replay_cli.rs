@@ -47,7 +47,7 @@ fn rich(i: u32) -> replay_util::Msg {
 }
 
 /// Checks a replayed message against what was published: same body, same properties, the
-/// original headers plus exactly Warren's three, and the replay count expected.
+/// original headers plus exactly Warren's four, and the replay count expected.
 fn assert_replayed(m: &warren::domain::message::DeadLetter, i: u32, count: i64, label: &str) {
     let (props, headers, body) = rich(i);
     assert_eq!(m.body, body, "{label}: body of message {i}");
@@ -57,6 +57,7 @@ fn assert_replayed(m: &warren::domain::message::DeadLetter, i: u32, count: i64, 
         "warren-replayed-from",
         "warren-replayed-at",
         "warren-replay-count",
+        "warren-replay-id",
     ] {
         let v = m
             .headers

@@ -173,6 +173,7 @@ async fn masstransit_faults_reach_their_endpoint_and_no_other_subscriber() {
                     "MT-OriginalMessageId",
                     "tenant",
                     "warren-replay-count",
+                    "warren-replay-id",
                     "warren-replayed-at",
                     "warren-replayed-from"
                 ],
@@ -334,6 +335,7 @@ async fn nservicebus_goes_back_to_failedq_with_its_ids() {
                     "NServiceBus.MessageId",
                     "NServiceBus.ProcessingEndpoint",
                     "warren-replay-count",
+                    "warren-replay-id",
                     "warren-replayed-at",
                     "warren-replayed-from"
                 ],

@@ -9,6 +9,7 @@ use warren::store::{AuditOutcome, AuditStart, Store, StoreError};
 
 fn start(at: Timestamp, from: &str) -> AuditStart {
     AuditStart {
+        run_id: format!("run-{}-{from}", at.as_second()),
         at,
         os_user: "alice".into(),
         broker_user: "guest".into(),
@@ -64,7 +65,7 @@ fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
     assert_eq!(records.len(), 2);
     let (newest, oldest) = (&records[0], &records[1]);
 
-    assert_eq!(newest.id, second);
+    assert_eq!(newest.id, Some(second));
     assert_eq!(newest.from_queue, "billing.dlq");
     assert_eq!(newest.outcome, "completed");
     assert_eq!(newest.moved, Some(2));
@@ -74,7 +75,7 @@ fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
     assert_eq!(newest.message_ids, vec!["id:a", "hash:00ff"]);
     assert_eq!(newest.finished_at, Some(t + SignedDuration::from_mins(2)));
 
-    assert_eq!(oldest.id, first);
+    assert_eq!(oldest.id, Some(first));
     assert_eq!(oldest.outcome, "interrupted");
     assert_eq!(oldest.finished_at, None);
     assert_eq!(oldest.moved, None);
@@ -230,4 +231,43 @@ fn replay_counts_link_keys_to_the_replays_that_moved_them_in_this_vhost() {
     assert_eq!(counts["body:message_id:m1"], 2, "once per replay");
     assert_eq!(counts["body:message_id:m2"], 1);
     assert!(store.replay_counts("local", "/", &[]).unwrap().is_empty());
+}
+
+#[test]
+fn protects_and_run_authors_are_kept_and_the_protect_record_is_append_only() {
+    use warren::store::ProtectRecord;
+    let dir = TempDir::new("audit-protect");
+    let path = dir.path().join("warren.db");
+    let t = Timestamp::from_second(1_759_042_215).unwrap();
+    let store = Store::open(&path).unwrap();
+    let p = ProtectRecord {
+        run_id: "p-1".into(),
+        at: t,
+        os_user: "alice".into(),
+        broker_user: "ops".into(),
+        context: "local".into(),
+        vhost: "/".into(),
+        queue: "orders.dlq".into(),
+        policy: "warren-protect-orders.dlq".into(),
+        replaces: Some("ops".into()),
+        limit_before: Some(20),
+        limit_after: None,
+    };
+    store.record_protect(&p).unwrap();
+    assert_eq!(store.list_protects(10).unwrap(), vec![p]);
+    let start = start(t, "orders.dlq");
+    store.begin_replay(&start).unwrap();
+    let authors = store
+        .run_authors(&[start.run_id.clone(), "unknown".into()])
+        .unwrap();
+    assert_eq!(authors.len(), 1);
+    assert_eq!(authors[&start.run_id], ("alice".to_string(), t));
+    assert_eq!(
+        store.list_audit(1).unwrap()[0].run_id.as_deref(),
+        Some(start.run_id.as_str())
+    );
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    assert!(conn.execute("DELETE FROM protects", []).is_err());
+    assert!(conn.execute("UPDATE protects SET queue = 'x'", []).is_err());
 }

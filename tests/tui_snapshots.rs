@@ -758,6 +758,7 @@ fn dry_run_result() {
         clear_expiry: false,
         window: 500,
         consent: ReadConsent::Reuse,
+        run_id: None,
     };
     let summary = p.describe(&spec, true);
     assert!(summary[0].starts_with("Would replay 412 message(s) from orders.dlq"));

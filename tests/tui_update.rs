@@ -85,6 +85,7 @@ fn enter_browses_and_tab_moves_between_panes() {
             messages: packed(orders_messages()),
             first_seen: vec![],
             replays: vec![],
+            authors: Default::default(),
             stop: "end".into(),
             ticket: Ticket::default(),
         },
@@ -361,6 +362,7 @@ fn read_only_never_emits_a_replay_command() {
                         messages: packed(orders_messages()),
                         first_seen: vec![],
                         replays: vec![],
+                        authors: Default::default(),
                         stop: "end".into(),
                         ticket,
                     },
@@ -813,6 +815,7 @@ fn browsing_invoices() -> warren::tui::State {
             messages: packed(orders_messages()),
             first_seen: vec![],
             replays: vec![],
+            authors: Default::default(),
             stop: "end".into(),
             ticket: Ticket::default(),
         },
@@ -918,6 +921,7 @@ fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket:
         messages,
         first_seen: vec![],
         replays: vec![],
+        authors: Default::default(),
         stop: "end".into(),
         ticket,
     }
@@ -1861,6 +1865,7 @@ fn a_browse_cut_at_the_limit_says_so_on_screen() {
             messages: packed(orders_messages()),
             first_seen: vec![],
             replays: vec![],
+            authors: Default::default(),
             stop: "first 6 of 412 — :limit N reads more".into(),
             ticket: Ticket::default(),
         },
@@ -1933,6 +1938,7 @@ fn a_row_the_audit_says_was_replayed_says_it_failed_again() {
             messages: packed(orders_messages().into_iter().take(2).collect()),
             first_seen: vec![],
             replays: vec![2],
+            authors: Default::default(),
             stop: "end".into(),
             ticket: Ticket::default(),
         },
@@ -2196,5 +2202,117 @@ fn every_vhost_is_refused_in_the_tui_with_where_to_find_it() {
             .as_deref()
             .unwrap_or("")
             .contains("warren queues --vhost '*'")
+    );
+}
+
+fn text_of(lines: &[ratatui::text::Line]) -> String {
+    lines
+        .iter()
+        .map(|l| {
+            l.spans
+                .iter()
+                .map(|s| s.content.as_ref())
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
+    use warren::domain::comeback::CameBack;
+    use warren::worker::protocol::RunSummary;
+    let mut st = loaded(false, Theme::color());
+    let cmds = update(&mut st, ch('R'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::LoadReplays]),
+        "{cmds:?}"
+    );
+    assert!(matches!(st.overlay, Overlay::Replays(0)));
+    assert!(text_of(&warren::tui::replays::lines(&st, 0)).contains("Reading the audit"));
+    let run = |id: &str, back: Option<CameBack>| RunSummary {
+        run_id: Some(id.into()),
+        started_at: st.now,
+        os_user: "alice".into(),
+        broker_user: "guest".into(),
+        vhost: "/".into(),
+        from_queue: "orders.dlq".into(),
+        outcome: "completed".into(),
+        moved: Some(7),
+        came_back: back,
+        local: false,
+        broker: true,
+    };
+    let runs = vec![
+        run(
+            "r-new",
+            Some(CameBack {
+                came_back: 3,
+                top_failure: Some("Rejected by orders.process".into()),
+                top_failure_count: 2,
+            }),
+        ),
+        run("r-old", None),
+    ];
+    update(
+        &mut st,
+        Report::ReplaysLoaded {
+            runs,
+            unreached: vec!["could not look in 'x.dlq' for what came back: gone".into()],
+            ticket: Ticket::default(),
+        },
+    );
+    let text = text_of(&warren::tui::replays::lines(&st, 0));
+    assert!(text.contains("alice@guest"), "{text}");
+    assert!(text.contains("moved 7  completed  [broker]"), "{text}");
+    assert!(
+        text.contains("came back 3, most: Rejected by orders.process ×2  run r-new"),
+        "{text}"
+    );
+    assert!(text.contains("not looked at"), "{text}");
+    assert!(text.contains("could not look in 'x.dlq'"), "{text}");
+    // Scrolled by runs, never past the last.
+    update(&mut st, ch('G'));
+    assert!(matches!(st.overlay, Overlay::Replays(1)));
+    update(&mut st, ch('j'));
+    assert!(matches!(st.overlay, Overlay::Replays(1)));
+    update(&mut st, key(KeyCode::Esc));
+    assert!(matches!(st.overlay, Overlay::None));
+}
+
+#[test]
+fn a_message_that_came_back_names_its_run_and_who_ran_it() {
+    use warren::domain::value::HeaderValue;
+    let mut m = orders_messages().remove(0);
+    m.headers.insert(
+        "warren-replay-id",
+        HeaderValue::string("20261201T100000Z-00ff"),
+    );
+    m.headers.insert(
+        "warren-replayed-at",
+        HeaderValue::string("2020-01-01T00:00:00Z"),
+    );
+    m.headers.insert("warren-replay-count", HeaderValue::I64(3));
+    let mut st = loaded(false, Theme::color());
+    update(&mut st, key(KeyCode::Enter));
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            queue: "orders.dlq".into(),
+            messages: vec![m.into()],
+            first_seen: vec![],
+            replays: vec![],
+            authors: [("20261201T100000Z-00ff".to_string(), "alice".to_string())].into(),
+            stop: "end".into(),
+            ticket: Ticket::default(),
+        },
+    );
+    let row = st.current_opened().expect("the message under the cursor");
+    let text = text_of(&detail::lines(&st, &row));
+    let line = text.lines().nth(1).unwrap_or_default();
+    assert!(line.starts_with("failed again "), "{text}");
+    assert!(
+        line.ends_with("after replay 20261201T100000Z-00ff by alice (3rd replay)"),
+        "{text}"
     );
 }

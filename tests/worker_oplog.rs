@@ -6,8 +6,6 @@
 mod common;
 mod replay_util;
 
-use std::time::Duration;
-
 use common::amqp as amqp_h;
 use common::{TestBroker, TestVhost};
 use lapin::types::{AMQPValue, FieldTable};
@@ -27,18 +25,12 @@ async fn until(
     label: &str,
     done: impl Fn(&Report) -> bool,
 ) -> Report {
-    loop {
-        let e = tokio::time::timeout(Duration::from_secs(60), rx.recv())
-            .await
-            .unwrap_or_else(|_| panic!("{label}: an event within 60 s"))
-            .expect("the worker is alive");
-        match e {
-            Report::Operation(op) => ops.push(op),
-            Report::Error(f) => panic!("{label}: {f}"),
-            e if done(&e) => return e,
-            _ => {}
+    common::worker_until(rx, label, done, |e| {
+        if let Report::Operation(op) = e {
+            ops.push(op);
         }
-    }
+    })
+    .await
 }
 
 async fn session(broker: TestBroker) {

@@ -70,6 +70,10 @@ pub struct BrowseRequest {
     /// (a stream being appended to would otherwise be read until `limit`); without it a stream
     /// page ends [`STREAM_TAIL_IDLE`] after the last message arrived.
     pub known_depth: Option<u64>,
+    /// Streams only: read up to and including this offset (the tail [`stream_tail`] found),
+    /// waiting out pauses up to `idle_timeout` instead of taking a short silence for the end,
+    /// so a loaded broker cannot cut the read short.
+    pub end_offset: Option<u64>,
 }
 
 impl BrowseRequest {
@@ -84,6 +88,7 @@ impl BrowseRequest {
             stream_offset: None,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             known_depth: None,
+            end_offset: None,
         }
     }
 }
@@ -570,15 +575,16 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
     let mut stopped = StopReason::Idle;
     let mut failure = None;
     loop {
-        // The end of a stream is silence: once messages flow, a short pause means we are there.
-        let idle = if messages.is_empty() {
+        // The end of a stream is silence: once messages flow, a short pause means we are there
+        // (unless the caller knows where the end is).
+        let idle = if messages.is_empty() || req.end_offset.is_some() {
             req.idle_timeout
         } else {
             req.idle_timeout.min(STREAM_TAIL_IDLE)
         };
         match tokio::time::timeout(idle, consumer.next()).await {
             Err(_) => {
-                if req.known_depth.is_none() && !messages.is_empty() {
+                if req.known_depth.is_none() && req.end_offset.is_none() && !messages.is_empty() {
                     stopped = StopReason::Exhausted;
                 }
                 break;
@@ -615,6 +621,12 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
                     stopped = StopReason::Limit;
                     break;
                 }
+                if let (Some(o), Some(end)) = (offset, req.end_offset)
+                    && o >= end
+                {
+                    stopped = StopReason::Exhausted;
+                    break;
+                }
                 // The stream's count at the start bounds the page when reading from the start,
                 // so a stream being appended to does not keep us reading.
                 let end = req
@@ -642,6 +654,70 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
         stopped,
         ..BrowsePage::default()
     })
+}
+
+/// The offset of a stream's last message now (`None`: the stream is empty), found by a
+/// consumer from `last` (the stream's last chunk), so that a read from the start knows where to
+/// stop. Nothing is consumed away. Waits `idle` for the chunk; a short silence after it ends it.
+pub async fn stream_tail(
+    conn: &Connection,
+    queue: &str,
+    idle: Duration,
+) -> Result<Option<u64>, BrowseError> {
+    let channel = conn
+        .create_channel()
+        .await
+        .map_err(|e| classify(queue, e))?;
+    let result = async {
+        depth(&channel, queue).await?;
+        channel
+            .basic_qos(STREAM_PREFETCH, BasicQosOptions { global: false })
+            .await
+            .map_err(|e| classify(queue, e))?;
+        let mut args = FieldTable::default();
+        args.insert(
+            "x-stream-offset".into(),
+            AMQPValue::LongString(LongString::from("last")),
+        );
+        let tag = consumer_tag(1);
+        let mut consumer = channel
+            .basic_consume(
+                short(queue)?,
+                tag.clone(),
+                BasicConsumeOptions::default(),
+                args,
+            )
+            .await
+            .map_err(|e| classify(queue, e))?;
+        let mut tail = None;
+        let mut unacked = 0u16;
+        // The last chunk is read and sent by the broker in one go: once it flows, a short
+        // silence is its end.
+        let mut wait = idle;
+        while let Ok(Some(delivery)) = tokio::time::timeout(wait, consumer.next()).await {
+            wait = idle.min(STREAM_TAIL_IDLE);
+            let delivery = delivery.map_err(|e| classify(queue, e))?;
+            let tag_of = delivery.delivery_tag;
+            let dl = dead_letter_from_delivery(queue, 0, delivery, 0);
+            tail = tail.max(dl.delivery.stream_offset);
+            // Acks on a stream delete nothing: they grant the consumer more credit.
+            unacked += 1;
+            if unacked >= STREAM_PREFETCH / 2 {
+                channel
+                    .basic_ack(tag_of, BasicAckOptions { multiple: true })
+                    .await
+                    .map_err(|e| classify(queue, e))?;
+                unacked = 0;
+            }
+        }
+        let _ = channel
+            .basic_cancel(tag, BasicCancelOptions::default())
+            .await;
+        Ok(tail)
+    }
+    .await;
+    let _ = channel.close(200, "stream tail found".into()).await;
+    result
 }
 
 #[cfg(test)]

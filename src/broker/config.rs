@@ -237,6 +237,40 @@ pub struct ContextConfig {
     /// Create the archive stream when it is missing without asking (scripts; a terminal asks).
     #[serde(default)]
     pub archive_create: bool,
+    /// The stream on the broker that every recorded operation is also written to, so the whole
+    /// rota shares one record (default `warren.audit`; `""` turns the broker record off).
+    pub audit_stream: Option<String>,
+    /// The audit stream's retention (`x-max-age`, RabbitMQ's units: `30D`, `12h`, `1Y`),
+    /// applied when Warren creates it. Default 30 days.
+    pub audit_max_age: Option<String>,
+    /// Creating the audit stream needs configure permission and changes the broker, so Warren
+    /// asks first on a terminal. `true`: create it without asking (scripts, the terminal UI);
+    /// `false`: never create it (local record only). Unset: ask on a terminal, else don't.
+    pub create_audit_stream: Option<bool>,
+}
+
+/// Where the broker's copy of the audit goes (see [`ContextConfig::audit_stream`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditSettings {
+    /// `None`: the broker record is turned off for this context.
+    pub stream: Option<String>,
+    pub max_age: String,
+    pub create: Option<bool>,
+}
+
+/// The audit stream's name unless a context names another.
+pub const DEFAULT_AUDIT_STREAM: &str = "warren.audit";
+/// Its retention unless a context says otherwise.
+pub const DEFAULT_AUDIT_MAX_AGE: &str = "30D";
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            stream: Some(DEFAULT_AUDIT_STREAM.to_string()),
+            max_age: DEFAULT_AUDIT_MAX_AGE.to_string(),
+            create: None,
+        }
+    }
 }
 
 /// A context's colour in the terminal UI. Names only, from the 16 colours every terminal has,
@@ -448,6 +482,8 @@ pub struct Target {
     pub settings: Settings,
     /// The context's archive (`archive_*` keys).
     pub archive: ArchiveSettings,
+    /// The broker's copy of the audit.
+    pub audit: AuditSettings,
 }
 
 impl Target {
@@ -547,6 +583,41 @@ pub enum ConfigError {
     BadArchiveStream { context: String, value: String },
     #[error("{setting} lists an empty header name: remove it, or name the header")]
     BlankHeaderName { setting: &'static str },
+    #[error("{reason}")]
+    BadAudit { reason: String },
+}
+
+fn audit_settings(ctx: Option<&ContextConfig>) -> Result<AuditSettings, ConfigError> {
+    let mut a = AuditSettings::default();
+    let Some(c) = ctx else { return Ok(a) };
+    if let Some(name) = &c.audit_stream {
+        let name = name.trim();
+        a.stream = (!name.is_empty()).then(|| name.to_string());
+        if name.len() > 255 {
+            return Err(ConfigError::BadAudit {
+                reason: format!("audit_stream is {} bytes; AMQP allows 255", name.len()),
+            });
+        }
+    }
+    if let Some(age) = &c.audit_max_age {
+        let age = age.trim();
+        let ok = age.len() > 1
+            && age[..age.len() - 1].bytes().all(|b| b.is_ascii_digit())
+            && matches!(
+                age.as_bytes()[age.len() - 1],
+                b'Y' | b'M' | b'D' | b'h' | b'm' | b's'
+            );
+        if !ok {
+            return Err(ConfigError::BadAudit {
+                reason: format!(
+                    "audit_max_age '{age}' is not a RabbitMQ max-age: a number and one of Y, M, D, h, m, s (e.g. 30D)"
+                ),
+            });
+        }
+        a.max_age = age.to_string();
+    }
+    a.create = c.create_audit_stream;
+    Ok(a)
 }
 
 fn list_or_none(known: &[String]) -> String {
@@ -911,6 +982,7 @@ fn resolve_with(
             .map(str::to_string),
         settings: config.settings()?,
         archive,
+        audit: audit_settings(ctx)?,
     })
 }
 

@@ -3,6 +3,7 @@
 
 pub mod amqp;
 pub mod archive;
+pub mod audit;
 pub mod browse;
 pub mod cluster;
 pub mod config;

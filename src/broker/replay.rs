@@ -94,6 +94,8 @@ pub struct Job {
     pub settle_lag: Duration,
     /// `[conventions]`: how messages are read, as the plan read them.
     pub conventions: Conventions,
+    /// The run's globally unique id, written into each message as `warren-replay-id`.
+    pub run_id: Option<String>,
 }
 
 pub use crate::domain::engine::{AckOp, AckTracker, StopReason};
@@ -1288,6 +1290,7 @@ pub fn plan_publish(
             target_queue: job.to.clone(),
             // Decided per message at the moment it is taken: a deadline may pass mid-run.
             now: jiff::Timestamp::now(),
+            run_id: job.run_id.clone(),
         },
     );
     plan::apply_redirect(&mut p, &job.redirects);

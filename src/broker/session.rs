@@ -1073,6 +1073,9 @@ pub struct ReplaySpec {
     pub window: usize,
     /// Whether looking at the queue may spend deliveries Warren has spent before.
     pub consent: ReadConsent,
+    /// The run's globally unique id (see `broker::audit::new_run_id`), written into each
+    /// replayed message as `warren-replay-id` and recorded in the audit.
+    pub run_id: Option<String>,
 }
 
 impl Session {
@@ -1126,6 +1129,7 @@ impl Session {
             clear_expiry: spec.clear_expiry,
             target_queue: spec.to.clone(),
             now,
+            run_id: None,
         };
         // Selected messages that stay in the DLQ because their framework would discard them.
         let mut staying = 0u64;
@@ -1570,6 +1574,7 @@ impl Session {
             quorum: quorum.clone(),
             settle_lag: crate::domain::features::settle_lag(&queue_type),
             conventions: self.target.settings.conventions.clone(),
+            run_id: spec.run_id.clone(),
         };
         // The engine hands back what it does not move: on a queue whose reads cost deliveries
         // that is a read too, recorded in the ledger like one (the worst case first).

@@ -234,6 +234,8 @@ async fn spec_for(
         clear_expiry: false,
         window: pick.window.unwrap_or(s.target.settings.replay.window),
         consent,
+        // Archive and discard write no replay header.
+        run_id: None,
     })
 }
 
@@ -257,8 +259,10 @@ fn audit_start(
     pick: &Pick,
     filter: Option<&Filter>,
 ) -> AuditStart {
+    let at = jiff::Timestamp::now();
     AuditStart {
-        at: jiff::Timestamp::now(),
+        run_id: crate::broker::audit::new_run_id(at),
+        at,
         os_user: store::current_os_user(),
         broker_user: s.whoami.name.clone(),
         context: s.target.context.clone(),
@@ -481,17 +485,21 @@ pub async fn archive(c: &ConnArgs, a: &ArchiveArgs) -> Result<i32, Failure> {
             };
         }
     }
-    let id = st
-        .begin_operation(
-            Operation::Archive,
-            &audit_start(&s, &queue, vec![place.label()], &a.pick, filter.as_ref()),
-        )
-        .map_err(|e| Failure::failed(format!("{e}; nothing moved")))?;
+    let mut record = commands::OnRecord::begin(
+        c,
+        &s,
+        Some(&st),
+        Operation::Archive,
+        &audit_start(&s, &queue, vec![place.label()], &a.pick, filter.as_ref()),
+        !a.yes,
+        a.json,
+    )
+    .await?;
     let result = commands::drive(a.json, |cancel, progress| {
         s.run_job(&spec, work, cancel, progress)
     })
     .await;
-    commands::finish_run(Some(st), Some(id), result, a.json)
+    commands::finish_run(Some(st), &mut record, result, a.json).await
 }
 
 fn header(s: &Session, queue: &str) -> SnapshotHeader {
@@ -536,7 +544,14 @@ async fn list(
             &[],
         );
     } else {
-        commands::print_messages(&shown, json, None, |_, _| Vec::new(), &BTreeMap::new());
+        commands::print_messages(
+            &shown,
+            json,
+            None,
+            |_, _| Vec::new(),
+            &BTreeMap::new(),
+            &std::collections::HashMap::new(),
+        );
     }
     if shown.is_empty() && !json {
         crate::outln!("nothing in the {} matches", one_line(&place.label(), 200));
@@ -745,19 +760,23 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
         crate::errln!("nothing restored");
         return Ok(exit::FAILED);
     }
-    let id = st
-        .begin_operation(
-            Operation::Restore,
-            &audit_start(
+    let mut record = commands::OnRecord::begin(
+        c,
+        &s,
+        Some(&st),
+        Operation::Restore,
+        &audit_start(
                 &s,
                 &place.label(),
                 by_queue.keys().cloned().collect(),
                 &a.pick,
                 filter.as_ref(),
             ),
-        )
-        .map_err(|e| Failure::failed(format!("{e}; nothing restored")))?;
-    publish_and_record(&s, &st, id, &key, items, &keys_of, a.json).await
+        !a.yes,
+        a.json,
+    )
+    .await?;
+    publish_and_record(&s, &st, &mut record, &key, items, &keys_of, a.json).await
 }
 
 /// Publishes restored messages with confirms, remembers each confirmed one, and completes the
@@ -765,7 +784,7 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
 async fn publish_and_record(
     s: &Session,
     st: &Store,
-    id: i64,
+    record: &mut commands::OnRecord,
     key: &str,
     items: Vec<Publish>,
     keys_of: &std::collections::HashMap<String, String>,
@@ -785,7 +804,9 @@ async fn publish_and_record(
             .filter(|(_, p)| *p == Published::Confirmed)
             .map(|(r, _)| r.clone())
             .collect();
-        if let Err(e) = st.record_restored(key, &confirmed, Some(id), jiff::Timestamp::now()) {
+        if let Err(e) =
+            st.record_restored(key, &confirmed, record.audit_id(), jiff::Timestamp::now())
+        {
             unrecorded.get_or_insert(e.to_string());
         }
         if json {
@@ -813,7 +834,7 @@ async fn publish_and_record(
                 duplicate_ids: Vec::new(),
                 outcome: format!("failed: {e}"),
             };
-            let _ = st.finish_replay(id, &out);
+            record.finish(Some(st), &out).await;
             return Err(Failure::broker(format!("{e}; nothing restored")));
         }
     };
@@ -857,9 +878,7 @@ async fn publish_and_record(
         duplicate_ids: maybe.clone(),
         outcome: outcome.clone(),
     };
-    if let Err(e) = st.finish_replay(id, &out) {
-        crate::errln!("warren: could not complete the audit record #{id}: {e}");
-    }
+    record.finish(Some(st), &out).await;
     if let Some(e) = unrecorded {
         crate::errln!(
             "warren: the {} restored message(s) could not be remembered ({e}): a second restore would not know them",
@@ -923,6 +942,8 @@ async fn restore_replay(
         clear_expiry: false,
         window: messages.len().max(1),
         consent: commands::consent(c),
+        // Shown, not published: the run gets its id when it starts.
+        run_id: None,
     };
     let depth = messages.len() as u64;
     let preview = s
@@ -955,7 +976,15 @@ async fn restore_replay(
     if let WriteCheck::Refused(why) = s.write_refusal(&preview.publish_targets()).await {
         return Err(Failure::failed(format!("{why}; nothing restored")));
     }
+    let start = audit_start(
+        s,
+        &place.label(),
+        preview.targets.keys().cloned().collect(),
+        &a.pick,
+        filter,
+    );
     let job = Job {
+        run_id: Some(start.run_id.clone()),
         action: Action::Replay,
         dlq: archive_name.clone(),
         selection: Selection::All,
@@ -1013,19 +1042,17 @@ async fn restore_replay(
         crate::errln!("nothing restored");
         return Ok(exit::FAILED);
     }
-    let id = st
-        .begin_operation(
-            Operation::Replay,
-            &audit_start(
-                s,
-                &place.label(),
-                preview.targets.keys().cloned().collect(),
-                &a.pick,
-                filter,
-            ),
-        )
-        .map_err(|e| Failure::failed(format!("{e}; nothing restored")))?;
-    publish_and_record(s, st, id, key, items, &keys_of, a.json).await
+    let mut record = commands::OnRecord::begin(
+        c,
+        &s,
+        Some(&st),
+        Operation::Replay,
+        &start,
+        !a.yes,
+        a.json,
+    )
+    .await?;
+    publish_and_record(s, st, &mut record, key, items, &keys_of, a.json).await
 }
 
 pub async fn discard(c: &ConnArgs, a: &DiscardArgs) -> Result<i32, Failure> {
@@ -1136,17 +1163,21 @@ pub async fn discard(c: &ConnArgs, a: &DiscardArgs) -> Result<i32, Failure> {
         .map_or("nowhere (--no-snapshot)".to_string(), |p| {
             format!("snapshot {}", p.display())
         });
-    let id = st
-        .begin_operation(
-            Operation::Discard,
-            &audit_start(&s, &a.queue, vec![target], &a.pick, filter.as_ref()),
-        )
-        .map_err(|e| Failure::failed(format!("{e}; nothing deleted")))?;
+    let mut record = commands::OnRecord::begin(
+        c,
+        &s,
+        Some(&st),
+        Operation::Discard,
+        &audit_start(&s, &a.queue, vec![target], &a.pick, filter.as_ref()),
+        !a.yes,
+        a.json,
+    )
+    .await?;
     let result = commands::drive(a.json, |cancel, progress| {
         s.run_job(&spec, work, cancel, progress)
     })
     .await;
-    commands::finish_run(Some(st), Some(id), result, a.json)
+    commands::finish_run(Some(st), &mut record, result, a.json).await
 }
 
 /// `discarded/<queue>-<time>.jsonl` beside Warren's store.

@@ -67,6 +67,12 @@ pub struct ConnArgs {
     /// a terminal, and refuses without this flag elsewhere). Never past the safety margin.
     #[arg(long, global = true)]
     pub read_again: bool,
+
+    /// Create the broker's audit stream (the context's `audit_stream`, default warren.audit)
+    /// when it is missing, without asking: every replay and protect is recorded there too, for
+    /// the whole rota. Needs configure permission. Same as `create_audit_stream = true`.
+    #[arg(long, global = true)]
+    pub create_audit_stream: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -180,10 +186,14 @@ pub enum Command {
     Restore(RestoreArgs),
     /// Delete dead letters for good, after writing a lossless snapshot of exactly those.
     Discard(DiscardArgs),
-    /// The record of every replay, archive, restore and discard.
+    /// The record of every replay, archive, restore, discard and protect: this machine's and
+    /// the broker's audit stream, merged, with what came back after each replay.
     Audit {
         #[arg(long)]
         json: bool,
+        /// Only this machine's records: do not contact the broker.
+        #[arg(long)]
+        local: bool,
         /// How many records, newest first.
         #[arg(long, default_value_t = 50)]
         limit: usize,

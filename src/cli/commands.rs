@@ -10,11 +10,13 @@ use serde_json::{Value, json};
 
 use super::args::{ConnArgs, ReplayArgs};
 use super::{Failure, exit};
+use crate::broker::audit;
 use crate::broker::config::{self, Overrides};
 use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::{
     self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
 };
+use crate::domain::comeback;
 use crate::domain::convention::Conventions;
 use crate::domain::discovery::Discovery;
 use crate::domain::filter::Filter;
@@ -23,7 +25,7 @@ use crate::domain::message::DeadLetter;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::{GroupChoice, Selection};
 use crate::domain::snapshot::{self, SnapshotHeader};
-use crate::store::{self, AuditOutcome, AuditStart, Store};
+use crate::store::{self, AuditOutcome, AuditStart, Operation, Store};
 use crate::worker::Source;
 
 /// Widest cell Warren prints for a broker string in text output.
@@ -258,6 +260,7 @@ pub async fn show(
             filter.as_ref(),
             |_, _| Vec::new(),
             &BTreeMap::new(),
+            &HashMap::new(),
         );
         return Ok(exit::OK);
     }
@@ -290,12 +293,16 @@ pub async fn show(
         .into_iter()
         .map(|l| (l.wait_queue, l.work_queue))
         .collect();
+    // Who ran the replays that messages came back from.
+    let dls: Vec<DeadLetter> = messages.iter().map(|e| e.message.clone()).collect();
+    let authors = audit::authors(&s, &dls).await;
     print_messages(
         &messages,
         json,
         filter.as_ref(),
         |ex, rk| table.route(ex, rk).queues,
         &waits,
+        &authors,
     );
     Ok(exit::OK)
 }
@@ -324,6 +331,7 @@ pub fn print_messages(
     filter: Option<&Filter>,
     route: impl Fn(&str, &str) -> Vec<String>,
     waits: &BTreeMap<String, String>,
+    authors: &HashMap<String, String>,
 ) {
     let now = jiff::Timestamp::now();
     let opts = crate::domain::replay::ReplayOptions {
@@ -331,6 +339,7 @@ pub fn print_messages(
         clear_expiry: false,
         target_queue: None,
         now,
+        run_id: None,
     };
     for e in messages {
         if let Some(f) = filter
@@ -344,8 +353,21 @@ pub fn print_messages(
         }
         let x = &e.explanation;
         let plan = crate::domain::replay::plan(&e.message, x, &opts);
+        let again = comeback::failed_again(&e.message, x);
         if json {
-            print_line(&show_json(e, &plan, &route, waits));
+            let mut v = show_json(e, &plan, &route, waits);
+            v["failed_again"] = again.as_ref().map_or(Value::Null, |f| {
+                let by = authors.get(&f.run_id);
+                json!({
+                    "run_id": f.run_id,
+                    "replayed_at": f.replayed_at.map(|t| t.to_string()),
+                    "died_at": f.died_at.map(|t| t.to_string()),
+                    "nth_replay": f.nth,
+                    "by": by,
+                    "text": f.describe(by.map(String::as_str)),
+                })
+            });
+            print_line(&v);
             continue;
         }
         // The id a person knows it by (the producer's, else the framework's), else the key.
@@ -371,6 +393,10 @@ pub fn print_messages(
                     .filter(|r| !r.is_empty())
                     .map_or(String::new(), |r| format!(": {}", one_line(r, 200)))
             );
+        }
+        if let Some(f) = &again {
+            let by = authors.get(&f.run_id).map(String::as_str);
+            crate::outln!("  {}", one_line(&f.describe(by), 240));
         }
         for d in &x.deaths.entries {
             crate::outln!(
@@ -656,6 +682,11 @@ pub async fn protect(c: &ConnArgs, queue: &str, dry_run: bool, yes: bool) -> Res
         "protected: reading '{}' no longer spends deliveries",
         one_line(queue, 80)
     );
+    let mut ask = ask_to_create;
+    let consent = broker_consent(c, &s, !yes, &mut ask);
+    for note in audit::record_protect(&s, queue, &plan, consent).await {
+        crate::errln!("warren: {}", one_line(&note, 600));
+    }
     Ok(exit::OK)
 }
 
@@ -929,18 +960,87 @@ pub fn print_groups(
     }
 }
 
-pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
-    let st = Store::open_default().map_err(|e| Failure::failed(e.to_string()))?;
-    let records = st
-        .list_audit(limit)
-        .map_err(|e| Failure::failed(e.to_string()))?;
-    for r in &records {
+/// Whether Warren may create the broker's audit stream: the flag or the config decide; else it
+/// asks when someone can answer (`interactive`: a terminal, and no `--yes`), and does not
+/// otherwise.
+fn broker_consent<'a>(
+    c: &ConnArgs,
+    s: &Session,
+    interactive: bool,
+    ask: &'a mut (dyn FnMut(&str) -> bool + Send),
+) -> audit::Consent<'a> {
+    match audit::configured_consent(s, c.create_audit_stream) {
+        Some(true) => audit::Consent::Create,
+        Some(false) => audit::Consent::Refuse,
+        None if interactive
+            && std::io::stdin().is_terminal()
+            && std::io::stderr().is_terminal() =>
+        {
+            audit::Consent::Ask(ask)
+        }
+        None => audit::Consent::Refuse,
+    }
+}
+
+/// The terminal question before Warren creates the audit stream.
+fn ask_to_create(what: &str) -> bool {
+    crate::errln!("{what}");
+    crate::err!("Create it? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).is_ok() && matches!(line.trim(), "y" | "Y" | "yes")
+}
+
+/// `warren audit`: this machine's records and the broker stream's, merged (one line per run),
+/// with what came back after each replay; says which records it could not reach.
+pub async fn audit(
+    c: &ConnArgs,
+    json: bool,
+    local_only: bool,
+    limit: usize,
+) -> Result<i32, Failure> {
+    if local_only && let Err(e) = Store::open_default() {
+        return Err(Failure::failed(e.to_string()));
+    }
+    let session = if local_only {
+        Err("not asked (--local)".to_string())
+    } else {
+        open(c).await.map_err(|f| f.message)
+    };
+    let (merged, mut unreached) = audit::load(session.as_ref().map_err(Clone::clone), limit).await;
+    if local_only {
+        unreached.retain(|u| !u.starts_with("broker audit stream unreachable"));
+    }
+    let came_back = match &session {
+        Ok(s) => {
+            let (m, why) = audit::came_back(s, &merged.replays, consent(c)).await;
+            unreached.extend(why);
+            Some(m)
+        }
+        Err(_) => None,
+    };
+
+    for (r, seen) in &merged.replays {
+        // Only runs of the vhost that was looked at have a count.
+        let back = match (&session, &came_back) {
+            (Ok(s), Some(m)) if audit::is_here(s, r) => r
+                .run_id
+                .as_ref()
+                .map(|id| m.get(id).cloned().unwrap_or_default()),
+            _ => None,
+        };
         if json {
-            print_line(&serde_json::to_value(r).unwrap_or(Value::Null));
+            let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+            v["kind"] = json!(r.operation.as_str());
+            v["seen"] = json!(seen);
+            v["came_back"] = json!(back.as_ref().map(|b| b.came_back));
+            v["top_failure"] = json!(back.as_ref().and_then(|b| b.top_failure.clone()));
+            v["top_failure_count"] = json!(back.as_ref().map(|b| b.top_failure_count));
+            print_line(&v);
         } else {
             crate::outln!(
-                "#{} {} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}{}",
-                r.id,
+                "{} {} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}{}{}  [{}]",
+                r.id.map_or("-".to_string(), |n| format!("#{n}")),
                 r.operation.as_str(),
                 r.started_at,
                 one_line(&r.os_user, 30),
@@ -956,14 +1056,81 @@ pub async fn audit(json: bool, limit: usize) -> Result<i32, Failure> {
                     "  (--clear-expiry: passed deadlines removed)"
                 } else {
                     ""
-                }
+                },
+                match &back {
+                    Some(b) if b.came_back > 0 => format!(
+                        "  came back {}{}",
+                        b.came_back,
+                        b.top_failure.as_ref().map_or(String::new(), |t| format!(
+                            " (most: {} ×{})",
+                            one_line(t, 80),
+                            b.top_failure_count
+                        ))
+                    ),
+                    Some(_) => "  came back 0".to_string(),
+                    None => String::new(),
+                },
+                seen_text(*seen),
+            );
+            if let Some(id) = &r.run_id {
+                crate::outln!("    run {}", one_line(id, 64));
+            }
+        }
+    }
+    for (p, seen) in &merged.protects {
+        if json {
+            let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
+            v["kind"] = json!("protect");
+            v["seen"] = json!(seen);
+            print_line(&v);
+        } else {
+            crate::outln!(
+                "protect {} {}@{} {} {}  policy {}  delivery limit {} → {}  [{}]",
+                p.at,
+                one_line(&p.os_user, 30),
+                one_line(&p.broker_user, 30),
+                one_line(&p.vhost, 30),
+                one_line(&p.queue, 60),
+                one_line(&p.policy, 80),
+                p.limit_before.map_or("none".into(), |l| l.to_string()),
+                p.limit_after.map_or("unlimited".into(), |l| l.to_string()),
+                seen_text(*seen),
             );
         }
     }
-    if records.is_empty() && !json {
+    for v in &merged.other {
+        if json {
+            let mut v = v.clone();
+            v["seen"] = json!({"local": false, "broker": true});
+            print_line(&v);
+        } else {
+            crate::outln!(
+                "{} {} {} (an operation this warren does not know)",
+                one_line(v["kind"].as_str().unwrap_or("?"), 30),
+                one_line(v["at"].as_str().unwrap_or("?"), 40),
+                one_line(v["run_id"].as_str().unwrap_or("?"), 64),
+            );
+        }
+    }
+    if merged.replays.is_empty() && merged.protects.is_empty() && merged.other.is_empty() && !json {
         crate::outln!("nothing recorded");
     }
+    for why in &unreached {
+        crate::errln!("warren: {}", one_line(why, 600));
+        if json {
+            print_line(&json!({"kind": "unreached", "text": why}));
+        }
+    }
     Ok(exit::OK)
+}
+
+fn seen_text(seen: store::Seen) -> &'static str {
+    match (seen.local, seen.broker) {
+        (true, true) => "local+broker",
+        (true, false) => "local",
+        (false, true) => "broker",
+        (false, false) => "?",
+    }
 }
 
 pub(crate) fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
@@ -1058,7 +1225,9 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         clear_expiry: a.clear_expiry,
         window: a.window.unwrap_or(s.target.settings.replay.window),
         consent: read_consent,
+        run_id: Some(audit::new_run_id(jiff::Timestamp::now())),
     };
+    let run_id = spec.run_id.clone().unwrap_or_default();
 
     // Read-only is decided before anything is read for a replay: in read-only mode no channel is
     // ever put in confirm mode or published on.
@@ -1125,33 +1294,33 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         }
     }
 
-    let audit_id = match store.as_ref().filter(|_| audited) {
-        Some(st) => Some(
-            st.begin_replay(&AuditStart {
-                at: jiff::Timestamp::now(),
-                os_user: store::current_os_user(),
-                broker_user: s.whoami.name.clone(),
-                context: s.target.context.clone(),
-                vhost: s.vhost().to_string(),
-                from_queue: a.queue.clone(),
-                targets: preview.targets.keys().cloned().collect(),
-                filter: filter.as_ref().map(|f| f.to_string()),
-                group: a.group.as_ref().map(|g| {
-                    GroupChoice {
-                        by: a.by,
-                        name: g.clone(),
-                        waits: WaitQueues::default(),
-                    }
-                    .audit_label()
-                }),
-                requested_limit: a.limit,
-                dry_run: false,
-                keep_attempts: a.keep_attempts,
-                clear_expiry: a.clear_expiry,
-            })
-            .map_err(|e| Failure::failed(format!("{e}; nothing moved")))?,
-        ),
-        None => None,
+    let start = AuditStart {
+        run_id: run_id.clone(),
+        at: jiff::Timestamp::now(),
+        os_user: store::current_os_user(),
+        broker_user: s.whoami.name.clone(),
+        context: s.target.context.clone(),
+        vhost: s.vhost().to_string(),
+        from_queue: a.queue.clone(),
+        targets: preview.targets.keys().cloned().collect(),
+        filter: filter.as_ref().map(|f| f.to_string()),
+        group: a.group.as_ref().map(|g| {
+            GroupChoice {
+                by: a.by,
+                name: g.clone(),
+                waits: WaitQueues::default(),
+            }
+            .audit_label()
+        }),
+        requested_limit: a.limit,
+        dry_run: false,
+        keep_attempts: a.keep_attempts,
+        clear_expiry: a.clear_expiry,
+    };
+    let mut record = if audited {
+        OnRecord::begin(c, &s, store.as_ref(), Operation::Replay, &start, !a.yes, a.json).await?
+    } else {
+        OnRecord::off(Operation::Replay, &run_id, "--no-audit", a.json)
     };
 
     let now = jiff::Timestamp::now();
@@ -1167,7 +1336,88 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         s.replay(&spec, &preview, ages, cancel_rx, on_progress)
     })
     .await;
-    finish_run(store.as_ref(), audit_id, result, a.json)
+    finish_run(store.as_ref(), &mut record, result, a.json).await
+}
+
+/// A run on the record: its row in the local store and its entries on the broker's audit
+/// stream (replay, archive, restore and discard alike).
+pub(crate) struct OnRecord {
+    audit_id: Option<i64>,
+    broker: audit::BrokerRecord,
+    op: Operation,
+    run_id: String,
+}
+
+impl OnRecord {
+    /// Writes the start in both places before anything moves: a run the local store cannot
+    /// record does not start; one the broker cannot record starts and says so.
+    pub(crate) async fn begin(
+        c: &ConnArgs,
+        s: &Session,
+        store: Option<&Store>,
+        op: Operation,
+        start: &AuditStart,
+        interactive: bool,
+        json: bool,
+    ) -> Result<OnRecord, Failure> {
+        let mut ask = ask_to_create;
+        let mut broker =
+            audit::BrokerRecord::open(s, broker_consent(c, s, interactive, &mut ask)).await;
+        let audit_id = match store {
+            Some(st) => Some(
+                st.begin_operation(op, start)
+                    .map_err(|e| Failure::failed(format!("{e}; nothing moved")))?,
+            ),
+            None => None,
+        };
+        // The broker's copy of the start, before the first publish, so a crash reads
+        // "interrupted" there too.
+        if let Some(note) = broker
+            .append(op.as_str(), "start", &start.run_id, start)
+            .await
+        {
+            crate::errln!("warren: {}", one_line(&note, 600));
+        }
+        announce_run(json, &start.run_id, broker.is_written());
+        Ok(OnRecord {
+            audit_id,
+            broker,
+            op,
+            run_id: start.run_id.clone(),
+        })
+    }
+
+    /// A run kept off the record (`--no-audit`).
+    pub(crate) fn off(op: Operation, run_id: &str, why: &str, json: bool) -> OnRecord {
+        announce_run(json, run_id, false);
+        OnRecord {
+            audit_id: None,
+            broker: audit::BrokerRecord::off(why),
+            op,
+            run_id: run_id.to_string(),
+        }
+    }
+
+    /// The local store's number for the run, when it has one.
+    pub(crate) fn audit_id(&self) -> Option<i64> {
+        self.audit_id
+    }
+
+    /// Writes how the run ended in both places.
+    pub(crate) async fn finish(&mut self, store: Option<&Store>, out: &AuditOutcome) {
+        if let (Some(st), Some(id)) = (store, self.audit_id) {
+            if let Err(e) = st.finish_replay(id, out) {
+                crate::errln!("warren: could not complete the audit record #{id}: {e}");
+            }
+            if let Some(note) = self
+                .broker
+                .append(self.op.as_str(), "outcome", &self.run_id, out)
+                .await
+            {
+                crate::errln!("warren: {}", one_line(&note, 600));
+            }
+        }
+    }
 }
 
 /// Runs one engine job (`start` is given the cancel signal and the progress reporter) with
@@ -1247,9 +1497,9 @@ where
 }
 
 /// Records how a run ended in its audit record, prints the summary and gives the exit code.
-pub(crate) fn finish_run(
+pub(crate) async fn finish_run(
     store: Option<&Store>,
-    audit_id: Option<i64>,
+    record: &mut OnRecord,
     result: Result<Summary, SessionError>,
     json: bool,
 ) -> Result<i32, Failure> {
@@ -1257,7 +1507,7 @@ pub(crate) fn finish_run(
         Ok(sum) => replay_outcome(sum),
         Err(e) => (format!("failed: {e}"), exit::BROKER),
     };
-    if let (Some(st), Some(id)) = (store, audit_id) {
+    {
         let out = match &result {
             Ok(sum) => AuditOutcome {
                 at: jiff::Timestamp::now(),
@@ -1282,9 +1532,7 @@ pub(crate) fn finish_run(
                 outcome: outcome.clone(),
             },
         };
-        if let Err(e) = st.finish_replay(id, &out) {
-            crate::errln!("warren: could not complete the audit record #{id}: {e}");
-        }
+        record.finish(store, &out).await;
     }
     match result {
         Ok(sum) => {
@@ -1404,6 +1652,17 @@ fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
         "warnings": p.warnings,
         "refusals": p.refusals,
     })
+}
+
+/// The run's id as the replay starts: a `started` event with `--json`, else a line on stderr.
+fn announce_run(json: bool, run_id: &str, on_broker: bool) {
+    if json {
+        print_line(&json!({"event": "started", "run_id": run_id, "broker_record": on_broker}));
+    } else if on_broker {
+        crate::errln!("run {run_id} (recorded here and on the broker)");
+    } else {
+        crate::errln!("run {run_id}");
+    }
 }
 
 fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str) {

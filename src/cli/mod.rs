@@ -242,7 +242,9 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Some(Command::Archive(a)) => archive::archive(c, a).await,
         Some(Command::Restore(a)) => archive::restore(c, a).await,
         Some(Command::Discard(a)) => archive::discard(c, a).await,
-        Some(Command::Audit { json, limit }) => commands::audit(*json, *limit).await,
+        Some(Command::Audit { json, local, limit }) => {
+            commands::audit(c, *json, *local, *limit).await
+        }
         Some(Command::Protect {
             queue,
             dry_run,

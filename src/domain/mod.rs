@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod body;
 pub mod brief;
+pub mod comeback;
 pub mod convention;
 pub mod destination;
 pub mod discovery;

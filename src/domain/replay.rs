@@ -29,6 +29,9 @@ pub const REPLAYED_FROM_HEADER: &str = "warren-replayed-from";
 pub const REPLAYED_AT_HEADER: &str = "warren-replayed-at";
 /// How many times Warren has replayed it, this time included (a long).
 pub const REPLAY_COUNT: &str = REPLAY_COUNT_HEADER;
+/// The globally unique id of the run that replayed it (the audit's `run_id`), so a message that
+/// dies again links itself to its run (see `domain::comeback`).
+pub const REPLAY_ID_HEADER: &str = "warren-replay-id";
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplayOptions {
@@ -41,6 +44,9 @@ pub struct ReplayOptions {
     pub target_queue: Option<String>,
     /// The replay time, passed in so planning stays pure.
     pub now: Timestamp,
+    /// The run's id, written as `warren-replay-id`; `None` for a plan that is only shown (the
+    /// run gets its id when it starts).
+    pub run_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -258,7 +264,7 @@ pub struct ReplayPlan {
     pub attempts: Attempts,
     /// Set when the framework's deadline has passed at the replay time.
     pub expired: Option<Expired>,
-    /// Headers added or replaced (Warren's three).
+    /// Headers added or replaced (Warren's three, and the run's id when it has one).
     pub added: Vec<(String, HeaderValue)>,
     /// The complete header table to publish with.
     pub headers: Table,
@@ -663,7 +669,7 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
     }
 
     let replay_count = ex.replay_count.max(0).saturating_add(1);
-    let added = vec![
+    let mut added = vec![
         (
             REPLAYED_FROM_HEADER.to_string(),
             HeaderValue::string(dl.queue.clone()),
@@ -674,6 +680,12 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
         ),
         (REPLAY_COUNT.to_string(), HeaderValue::I64(replay_count)),
     ];
+    if let Some(id) = &opts.run_id {
+        added.push((
+            REPLAY_ID_HEADER.to_string(),
+            HeaderValue::string(id.clone()),
+        ));
+    }
     for (k, v) in &added {
         debug_assert!(!k.starts_with("x-"), "x- headers belong to the broker");
         headers.insert(k.clone(), v.clone());

@@ -7,12 +7,12 @@ use std::collections::{HashMap, HashSet};
 
 use jiff::Timestamp;
 use rusqlite::OptionalExtension;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Result, Store, StoreError, to_sql_count};
 
 /// What an audit record is of: every way a message leaves a dead-letter queue (or comes back).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Operation {
     /// Moved back to where it failed (also `warren restore --replay`, from the archive).
@@ -36,7 +36,7 @@ impl Operation {
         }
     }
 
-    fn parse(s: &str) -> Option<Operation> {
+    pub fn parse(s: &str) -> Option<Operation> {
         [
             Operation::Replay,
             Operation::Archive,
@@ -48,9 +48,14 @@ impl Operation {
     }
 }
 
-/// What is known when a replay starts; written before the first message is published.
-#[derive(Clone, Debug, PartialEq)]
+/// What is known when a replay starts; written before the first message is published. Also the
+/// `record` of a broker audit stream's `replay`/`start` entry (see [`AuditEnvelope`]): the field
+/// names are part of that stable schema.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuditStart {
+    /// The run's globally unique id (see `broker::audit::new_run_id`): the same in the local
+    /// store, on the broker's audit stream and in each replayed message (`warren-replay-id`).
+    pub run_id: String,
     pub at: Timestamp,
     /// The local account that ran warren.
     pub os_user: String,
@@ -70,11 +75,12 @@ pub struct AuditStart {
     pub dry_run: bool,
     pub keep_attempts: bool,
     /// `--clear-expiry`: messages past their framework deadline were replayed without it.
+    #[serde(default)]
     pub clear_expiry: bool,
 }
 
-/// How a replay ended.
-#[derive(Clone, Debug, PartialEq)]
+/// How a replay ended. Also the `record` of a stream's `replay`/`outcome` entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuditOutcome {
     pub at: Timestamp,
     /// Published, confirmed and removed from the source queue.
@@ -101,7 +107,10 @@ pub struct AuditOutcome {
 /// One replay as the audit shows it (`warren audit`, `warren audit --json`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AuditRecord {
-    pub id: i64,
+    /// The local store's number; `None` for a run known only from the broker's audit stream.
+    pub id: Option<i64>,
+    /// The globally unique run id; `None` for runs recorded before Warren had them.
+    pub run_id: Option<String>,
     pub operation: Operation,
     pub started_at: Timestamp,
     pub os_user: String,
@@ -161,8 +170,8 @@ impl Store {
         tx.execute(
             "INSERT INTO replays (started_ms, os_user, broker_user, context, vhost, from_queue,
                  targets_json, filter, grp, requested_limit, dry_run, keep_attempts, clear_expiry,
-                 operation)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 operation, run_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             rusqlite::params![
                 rec.at.as_millisecond(),
                 rec.os_user,
@@ -178,6 +187,7 @@ impl Store {
                 rec.keep_attempts,
                 rec.clear_expiry,
                 op.as_str(),
+                rec.run_id,
             ],
         )
         .map_err(|e| self.sqlite(e))?;
@@ -290,7 +300,7 @@ impl Store {
                         r.dry_run, r.keep_attempts,
                         o.finished_ms, o.moved, o.returned, o.failed, o.remaining,
                         o.message_ids_json, o.outcome, o.duplicated, o.duplicate_ids_json,
-                        r.clear_expiry, r.operation
+                        r.clear_expiry, r.operation, r.run_id
                  FROM replays r LEFT JOIN replay_outcomes o ON o.replay_id = r.id
                  ORDER BY r.id DESC LIMIT ?1",
             )
@@ -323,6 +333,7 @@ impl Store {
                     duplicate_ids_json: r.get(21)?,
                     clear_expiry: r.get(22)?,
                     operation: r.get(23)?,
+                    run_id: r.get(24)?,
                 })
             })
             .map_err(|e| self.sqlite(e))?;
@@ -353,8 +364,9 @@ impl Store {
         let operation = Operation::parse(&raw.operation)
             .ok_or_else(|| self.corrupt(format!("#{id}: operation {:?}", raw.operation)))?;
         Ok(AuditRecord {
-            id,
+            id: Some(id),
             operation,
+            run_id: raw.run_id,
             started_at: time(raw.started_ms)?,
             os_user: raw.os_user,
             broker_user: raw.broker_user,
@@ -413,4 +425,452 @@ struct RawRecord {
     duplicated: Option<i64>,
     duplicate_ids_json: Option<String>,
     operation: String,
+    run_id: Option<String>,
+}
+
+/// A `warren protect` that set its policy: who lifted which queue's delivery limit, and how.
+/// Also the `record` of a stream's `protect`/`done` entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProtectRecord {
+    pub run_id: String,
+    pub at: Timestamp,
+    pub os_user: String,
+    pub broker_user: String,
+    pub context: String,
+    pub vhost: String,
+    pub queue: String,
+    /// The policy Warren set.
+    pub policy: String,
+    /// The policy in force before, whose keys it carries.
+    pub replaces: Option<String>,
+    /// The delivery limit before and after (`None` = unlimited).
+    pub limit_before: Option<u64>,
+    pub limit_after: Option<u64>,
+}
+
+/// The version of the broker audit stream's entry schema ([`AuditEnvelope`]). Readers skip an
+/// entry with a newer one and say so.
+pub const AUDIT_SCHEMA: u32 = 1;
+
+/// One entry of the broker's audit stream, as JSON (the message body): what happened (`kind`:
+/// `replay`, `protect`, and whatever later operations record; `event`: `start`, `outcome`,
+/// `done`), the run it belongs to, and the operation's own record, whose type the kind names.
+/// Generic so that every recorded operation is mirrored with one call
+/// (`broker::audit::AuditStream::append`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditEnvelope<T> {
+    pub warren_audit: u32,
+    pub kind: String,
+    pub event: String,
+    pub run_id: String,
+    pub at: Timestamp,
+    pub record: T,
+}
+
+impl<T> AuditEnvelope<T> {
+    pub fn new(kind: &str, event: &str, run_id: &str, at: Timestamp, record: T) -> Self {
+        AuditEnvelope {
+            warren_audit: AUDIT_SCHEMA,
+            kind: kind.to_string(),
+            event: event.to_string(),
+            run_id: run_id.to_string(),
+            at,
+            record,
+        }
+    }
+}
+
+/// Where a merged record was found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Seen {
+    pub local: bool,
+    pub broker: bool,
+}
+
+/// The audit as `warren audit` shows it: the local store's records and the broker stream's,
+/// one entry per run, newest first.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Merged {
+    /// Replays, each with where it was found.
+    pub replays: Vec<(AuditRecord, Seen)>,
+    /// Protects, each with where it was found.
+    pub protects: Vec<(ProtectRecord, Seen)>,
+    /// Other kinds (operations this Warren does not know, e.g. from a newer one): the raw entry.
+    pub other: Vec<serde_json::Value>,
+    /// Stream entries that could not be read, in words.
+    pub skipped: Vec<String>,
+}
+
+/// Merges the local records with the broker stream's entries (message bodies, in stream order):
+/// the same run seen in both is one record (by its run id; the local one wins, as it has the
+/// local number), a start without an outcome reads "interrupted" in both. Pure.
+pub fn merge(
+    local: Vec<AuditRecord>,
+    local_protects: Vec<ProtectRecord>,
+    stream: &[Vec<u8>],
+) -> Merged {
+    let mut m = Merged::default();
+    // Broker-side replays by run id, in first-start order.
+    let mut starts: Vec<(String, Operation, AuditStart)> = Vec::new();
+    let mut outcomes: HashMap<String, AuditOutcome> = HashMap::new();
+    let mut protects: Vec<ProtectRecord> = Vec::new();
+    for (n, body) in stream.iter().enumerate() {
+        let v: serde_json::Value = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(e) => {
+                m.skipped.push(format!("entry {n}: not JSON ({e})"));
+                continue;
+            }
+        };
+        let head: AuditEnvelope<serde_json::Value> = match serde_json::from_value(v.clone()) {
+            Ok(h) => h,
+            Err(e) => {
+                m.skipped
+                    .push(format!("entry {n}: not a Warren audit entry ({e})"));
+                continue;
+            }
+        };
+        if head.warren_audit > AUDIT_SCHEMA {
+            m.skipped.push(format!(
+                "entry {n}: schema {} is newer than this warren reads ({AUDIT_SCHEMA})",
+                head.warren_audit
+            ));
+            continue;
+        }
+        let bad = |e: serde_json::Error| format!("entry {n} ({} {}): {e}", head.kind, head.event);
+        match (head.kind.as_str(), head.event.as_str()) {
+            // A replay, archive, discard or restore: each is recorded as a run ([`Operation`]).
+            (kind, "start") if Operation::parse(kind).is_some() => {
+                let op = Operation::parse(kind).unwrap_or_default();
+                match serde_json::from_value::<AuditStart>(head.record) {
+                    Ok(s) if !starts.iter().any(|(id, _, _)| *id == head.run_id) => {
+                        starts.push((head.run_id, op, s));
+                    }
+                    Ok(_) => {}
+                    Err(e) => m.skipped.push(bad(e)),
+                }
+            }
+            (kind, "outcome") if Operation::parse(kind).is_some() => {
+                match serde_json::from_value::<AuditOutcome>(head.record) {
+                    Ok(o) => {
+                        outcomes.entry(head.run_id).or_insert(o);
+                    }
+                    Err(e) => m.skipped.push(bad(e)),
+                }
+            }
+            ("protect", _) => match serde_json::from_value::<ProtectRecord>(head.record) {
+                Ok(p) => protects.push(p),
+                Err(e) => m.skipped.push(bad(e)),
+            },
+            _ => m.other.push(v),
+        }
+    }
+
+    let on_broker: HashSet<String> = starts.iter().map(|(id, _, _)| id.clone()).collect();
+    let mut known: HashSet<String> = HashSet::new();
+    for r in local {
+        let seen = Seen {
+            local: true,
+            broker: r.run_id.as_ref().is_some_and(|id| on_broker.contains(id)),
+        };
+        if let Some(id) = &r.run_id {
+            known.insert(id.clone());
+        }
+        m.replays.push((r, seen));
+    }
+    for (run_id, op, s) in starts {
+        if known.contains(&run_id) {
+            continue;
+        }
+        let out = outcomes.remove(&run_id);
+        m.replays.push((
+            record_of(run_id, op, s, out),
+            Seen {
+                local: false,
+                broker: true,
+            },
+        ));
+    }
+    m.replays.sort_by_key(|b| std::cmp::Reverse(b.0.started_at));
+
+    let broker_protects: HashSet<String> = protects.iter().map(|p| p.run_id.clone()).collect();
+    let mut known: HashSet<String> = HashSet::new();
+    for p in local_protects {
+        known.insert(p.run_id.clone());
+        let broker = broker_protects.contains(&p.run_id);
+        m.protects.push((
+            p,
+            Seen {
+                local: true,
+                broker,
+            },
+        ));
+    }
+    for p in protects {
+        if known.insert(p.run_id.clone()) {
+            m.protects.push((
+                p,
+                Seen {
+                    local: false,
+                    broker: true,
+                },
+            ));
+        }
+    }
+    m.protects.sort_by_key(|b| std::cmp::Reverse(b.0.at));
+    m
+}
+
+/// A run known from the broker's stream, as the local store would show it.
+fn record_of(
+    run_id: String,
+    operation: Operation,
+    s: AuditStart,
+    out: Option<AuditOutcome>,
+) -> AuditRecord {
+    AuditRecord {
+        id: None,
+        operation,
+        run_id: Some(run_id),
+        started_at: s.at,
+        os_user: s.os_user,
+        broker_user: s.broker_user,
+        context: s.context,
+        vhost: s.vhost,
+        from_queue: s.from_queue,
+        targets: s.targets,
+        filter: s.filter,
+        group: s.group,
+        requested_limit: s.requested_limit,
+        dry_run: s.dry_run,
+        keep_attempts: s.keep_attempts,
+        clear_expiry: s.clear_expiry,
+        finished_at: out.as_ref().map(|o| o.at),
+        moved: out.as_ref().map(|o| o.moved),
+        returned: out.as_ref().map(|o| o.returned),
+        failed: out.as_ref().map(|o| o.failed),
+        remaining: out.as_ref().map(|o| o.remaining),
+        message_ids: out
+            .as_ref()
+            .map(|o| o.message_ids.clone())
+            .unwrap_or_default(),
+        duplicated: out.as_ref().map(|o| o.duplicated),
+        duplicate_ids: out
+            .as_ref()
+            .map(|o| o.duplicate_ids.clone())
+            .unwrap_or_default(),
+        outcome: out.map_or_else(|| INTERRUPTED.to_string(), |o| o.outcome),
+    }
+}
+
+impl Store {
+    /// Records a protect that set its policy.
+    pub fn record_protect(&self, p: &ProtectRecord) -> Result<()> {
+        let tx = self.write_tx()?;
+        tx.execute(
+            "INSERT INTO protects (run_id, at_ms, os_user, broker_user, context, vhost, queue,
+                 policy, replaces, limit_before, limit_after)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            rusqlite::params![
+                p.run_id,
+                p.at.as_millisecond(),
+                p.os_user,
+                p.broker_user,
+                p.context,
+                p.vhost,
+                p.queue,
+                p.policy,
+                p.replaces,
+                p.limit_before.map(to_sql_count),
+                p.limit_after.map(to_sql_count),
+            ],
+        )
+        .map_err(|e| self.sqlite(e))?;
+        tx.commit().map_err(|e| self.sqlite(e))
+    }
+
+    /// The most recent `limit` protects, newest first.
+    pub fn list_protects(&self, limit: usize) -> Result<Vec<ProtectRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT run_id, at_ms, os_user, broker_user, context, vhost, queue, policy,
+                        replaces, limit_before, limit_after
+                 FROM protects ORDER BY id DESC LIMIT ?1",
+            )
+            .map_err(|e| self.sqlite(e))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        type Row = (
+            String,
+            i64,
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<i64>,
+            Option<i64>,
+        );
+        let rows = stmt
+            .query_map([limit], |r| {
+                Ok::<Row, _>((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                    r.get(10)?,
+                ))
+            })
+            .map_err(|e| self.sqlite(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (
+                run_id,
+                at_ms,
+                os_user,
+                broker_user,
+                context,
+                vhost,
+                queue,
+                policy,
+                replaces,
+                b,
+                a,
+            ) = row.map_err(|e| self.sqlite(e))?;
+            let at = Timestamp::from_millisecond(at_ms)
+                .map_err(|e| self.corrupt(format!("protect {run_id}: time {at_ms}: {e}")))?;
+            out.push(ProtectRecord {
+                run_id,
+                at,
+                os_user,
+                broker_user,
+                context,
+                vhost,
+                queue,
+                policy,
+                replaces,
+                limit_before: b.and_then(|n| u64::try_from(n).ok()),
+                limit_after: a.and_then(|n| u64::try_from(n).ok()),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The author and start of each of `run_ids` that the local audit knows (for "failed again
+    /// … after replay R by alice").
+    pub fn run_authors(&self, run_ids: &[String]) -> Result<HashMap<String, (String, Timestamp)>> {
+        let mut out = HashMap::new();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT os_user, started_ms FROM replays WHERE run_id = ?1 LIMIT 1")
+            .map_err(|e| self.sqlite(e))?;
+        let wanted: HashSet<&String> = run_ids.iter().collect();
+        for id in wanted {
+            let row = stmt
+                .query_row([id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .optional()
+                .map_err(|e| self.sqlite(e))?;
+            if let Some((user, ms)) = row
+                && let Ok(t) = Timestamp::from_millisecond(ms)
+            {
+                out.insert(id.clone(), (user, t));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(run: &str, secs: i64) -> AuditStart {
+        AuditStart {
+            run_id: run.into(),
+            at: Timestamp::from_second(secs).unwrap(),
+            os_user: "alice".into(),
+            broker_user: "guest".into(),
+            context: "local".into(),
+            vhost: "/".into(),
+            from_queue: "q.dlq".into(),
+            targets: vec!["q".into()],
+            filter: None,
+            group: None,
+            requested_limit: None,
+            dry_run: false,
+            keep_attempts: false,
+            clear_expiry: false,
+        }
+    }
+
+    fn entry<T: Serialize>(kind: &str, event: &str, run: &str, rec: T) -> Vec<u8> {
+        let e = AuditEnvelope::new(kind, event, run, Timestamp::UNIX_EPOCH, rec);
+        serde_json::to_vec(&e).unwrap()
+    }
+
+    #[test]
+    fn the_same_run_seen_locally_and_on_the_broker_is_one_record() {
+        let local = record_of("r1".into(), Operation::Replay, start("r1", 100), None);
+        let local = AuditRecord {
+            id: Some(7),
+            ..local
+        };
+        let out = AuditOutcome {
+            at: Timestamp::from_second(200).unwrap(),
+            moved: 3,
+            returned: 0,
+            failed: 0,
+            remaining: 0,
+            message_ids: vec!["id:a".into()],
+            duplicated: 0,
+            duplicate_ids: vec![],
+            outcome: "completed".into(),
+        };
+        let stream = vec![
+            entry("replay", "start", "r1", start("r1", 100)),
+            entry("replay", "start", "r2", start("r2", 300)),
+            entry("replay", "start", "r3", start("r3", 50)),
+            entry("replay", "outcome", "r3", out),
+            b"not json".to_vec(),
+            entry("quarantine", "start", "r4", serde_json::json!({"queue": "q"})),
+        ];
+        let m = merge(vec![local], vec![], &stream);
+        let ids: Vec<_> = m
+            .replays
+            .iter()
+            .map(|(r, s)| (r.run_id.clone().unwrap(), r.id, s.local, s.broker))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("r2".to_string(), None, false, true),
+                ("r1".to_string(), Some(7), true, true),
+                ("r3".to_string(), None, false, true),
+            ]
+        );
+        // A start without an outcome on the broker reads interrupted; with one, its outcome.
+        assert_eq!(m.replays[0].0.outcome, INTERRUPTED);
+        assert_eq!(m.replays[2].0.outcome, "completed");
+        assert_eq!(m.replays[2].0.moved, Some(3));
+        assert_eq!(m.skipped.len(), 1);
+        assert_eq!(m.other.len(), 1);
+    }
+
+    #[test]
+    fn a_newer_schema_is_skipped_and_said() {
+        let mut e: serde_json::Value =
+            serde_json::from_slice(&entry("replay", "start", "r1", start("r1", 1))).unwrap();
+        e["warren_audit"] = serde_json::json!(99);
+        let m = merge(vec![], vec![], &[serde_json::to_vec(&e).unwrap()]);
+        assert!(m.replays.is_empty());
+        assert!(m.skipped[0].contains("schema 99"), "{:?}", m.skipped);
+    }
 }

@@ -15,7 +15,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-pub use audit::{AuditOutcome, AuditRecord, AuditStart, INTERRUPTED, Operation, current_os_user};
+pub use audit::{
+    AUDIT_SCHEMA, AuditEnvelope, AuditOutcome, AuditRecord, AuditStart, INTERRUPTED, Merged,
+    Operation, ProtectRecord, Seen, current_os_user, merge,
+};
 
 /// Environment variable naming the store file instead of the default location (tests and
 /// scripted runs use it to keep their history apart).
@@ -182,6 +185,31 @@ const MIGRATIONS: &[&str] = &[
         restored_ms INTEGER NOT NULL
     );
     CREATE INDEX restored_by_ref ON restored (archive_key, message_ref);
+    "#,
+    // 8: the run's globally unique id (also on the broker's audit stream and in each replayed
+    // message as `warren-replay-id`), and the protect record.
+    r#"
+    ALTER TABLE replays ADD COLUMN run_id TEXT;
+    CREATE INDEX replays_run_id ON replays(run_id);
+
+    CREATE TABLE protects (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id      TEXT NOT NULL,
+        at_ms       INTEGER NOT NULL,
+        os_user     TEXT NOT NULL,
+        broker_user TEXT NOT NULL,
+        context     TEXT NOT NULL,
+        vhost       TEXT NOT NULL,
+        queue       TEXT NOT NULL,
+        policy      TEXT NOT NULL,
+        replaces    TEXT,
+        limit_before INTEGER,
+        limit_after INTEGER
+    );
+    CREATE TRIGGER protects_no_update BEFORE UPDATE ON protects
+        BEGIN SELECT RAISE(ABORT, 'the audit is append-only'); END;
+    CREATE TRIGGER protects_no_delete BEFORE DELETE ON protects
+        BEGIN SELECT RAISE(ABORT, 'the audit is append-only'); END;
     "#,
 ];
 

@@ -10,6 +10,7 @@ use super::format;
 use super::state::{Opened, Row, State};
 use super::theme::Theme;
 use crate::domain::body;
+use crate::domain::comeback;
 use crate::domain::convention::short_type;
 use crate::domain::message::DeadLetter;
 use crate::domain::replay::{self, ReplayOptions, ReplayTarget};
@@ -53,6 +54,19 @@ pub fn lines(state: &State, row: &Opened) -> Vec<Line<'static>> {
         sanitize::multi_line(&exp.verdict, 2000).replace('\n', " "),
         t.accent,
     ));
+    // A replayed message that died again names its run ("failed again 14 minutes after replay
+    // R by alice (3rd replay)").
+    if let Some(f) = comeback::failed_again(&row.msg, exp) {
+        let by = state
+            .browse
+            .as_ref()
+            .and_then(|b| b.authors.get(&f.run_id))
+            .map(|a| sanitize::one_line(a, 60));
+        out.push(Line::styled(
+            sanitize::one_line(&f.describe(by.as_deref()), 300),
+            t.warn,
+        ));
+    }
 
     // Timeline: oldest first (the header is newest first, and not always sorted).
     if !exp.deaths.entries.is_empty() {
@@ -247,6 +261,7 @@ fn replay_preview(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
         clear_expiry: false,
         target_queue: None,
         now: state.now,
+        run_id: None,
     };
     let plan = replay::plan(&row.msg, &row.exp, &opts);
     out.push(heading("a replay would", t.muted));

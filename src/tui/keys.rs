@@ -21,6 +21,8 @@ pub enum Scope {
     Pager,
     /// The command log overlay.
     Log,
+    /// The Replays view: what came back after each replay.
+    Replays,
 }
 
 impl Scope {
@@ -35,6 +37,7 @@ impl Scope {
             Scope::Progress => "Replay in progress",
             Scope::Pager => "Pager (v, T)",
             Scope::Log => "Command log",
+            Scope::Replays => "Replays view",
         }
     }
 }
@@ -45,6 +48,7 @@ pub enum Action {
     ForceQuit,
     Help,
     CommandLog,
+    ReplaysView,
     CommandLine,
     Filter,
     NextPane,
@@ -406,6 +410,22 @@ pub static BINDINGS: &[Binding] = &[
         help: "command log (broker operations)",
         footer: None,
         scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Char('R')],
+        label: "R",
+        action: A::ReplaysView,
+        help: "replays: moved, came back, the new failure",
+        footer: None,
+        scopes: &[S::Global],
+    },
+    Binding {
+        keys: &[Code(KeyCode::Esc), Char('q'), Char('R')],
+        label: "Esc/R",
+        action: A::Cancel,
+        help: "close; ↑↓ PgUp PgDn g G scroll",
+        footer: Some("close"),
+        scopes: &[S::Replays],
     },
     Binding {
         keys: &[Code(KeyCode::Esc), Char('q'), Char('@')],

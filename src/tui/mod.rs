@@ -11,6 +11,7 @@ pub mod help;
 pub mod keys;
 pub mod oplog;
 pub mod pager;
+pub mod replays;
 pub mod run;
 pub mod save;
 pub mod state;

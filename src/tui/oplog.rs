@@ -130,33 +130,45 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 
 /// The overlay, scrolled `scroll` entries down from the newest.
 pub fn draw(state: &State, scroll: u16, frame: &mut Frame, area: Rect) {
+    let title = format!(
+        " Command log: {} broker operation(s), newest first ",
+        state.oplog.len() as u64 + state.oplog.dropped()
+    );
+    draw_list(
+        state,
+        frame,
+        area,
+        title,
+        " this session; depth refreshes are not listed ",
+        |width| lines(state, width, usize::from(scroll)),
+    );
+}
+
+/// A full-width list overlay between the status bar and the footer (which stay in view), with
+/// a title and a bottom line; `lines` gets the width inside the border. The command log and
+/// the Replays view are drawn with it.
+pub fn draw_list(
+    state: &State,
+    frame: &mut Frame,
+    area: Rect,
+    title: String,
+    bottom: &str,
+    lines: impl FnOnce(usize) -> Vec<Line<'static>>,
+) {
     let t = &state.theme;
-    // Between the status bar and the footer, which stay in view.
     let area = Rect {
         y: area.y + 1,
         height: area.height.saturating_sub(2),
         ..area
     };
     frame.render_widget(Clear, area);
-    let title = format!(
-        " Command log: {} broker operation(s), newest first ",
-        state.oplog.len() as u64 + state.oplog.dropped()
-    );
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(t.accent)
         .title(Span::styled(title, t.accent))
-        .title_bottom(Span::styled(
-            " this session; depth refreshes are not listed ",
-            t.muted,
-        ));
+        .title_bottom(Span::styled(bottom.to_string(), t.muted));
     frame.render_widget(
-        Paragraph::new(lines(
-            state,
-            usize::from(area.width.saturating_sub(2)),
-            usize::from(scroll),
-        ))
-        .block(block),
+        Paragraph::new(lines(usize::from(area.width.saturating_sub(2)))).block(block),
         area,
     );
 }

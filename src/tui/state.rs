@@ -175,6 +175,9 @@ pub struct Browse {
     /// Some rows share a key (the same message id): a selection, which is of keys, takes
     /// every one of them.
     pub shared_keys: bool,
+    /// Who ran each run the page's messages came back from, by run id (see
+    /// `domain::comeback`).
+    pub authors: HashMap<String, String>,
 }
 
 /// The note being written on a group (`n` in the group view).
@@ -281,6 +284,8 @@ pub enum Overlay {
     Help,
     /// The command log (`@`), scrolled this many entries from the newest.
     Log(u16),
+    /// The Replays view (`R`), scrolled this many runs from the newest.
+    Replays(u16),
     Replay(Box<ReplayModal>),
     Progress(Box<ReplayRun>),
     /// The full-screen pager on a body or a stack trace.
@@ -373,6 +378,8 @@ pub struct State {
     pub overlay: Overlay,
     /// Every broker operation of this session (the last `oplog::CAP`).
     pub oplog: OpLog,
+    /// The Replays view's runs and what could not be reached; `None` while loading.
+    pub replay_runs: Option<(Vec<crate::worker::protocol::RunSummary>, Vec<String>)>,
     /// `[[commands]]` from the config, checked against the key table at startup.
     pub custom_commands: Vec<CustomCommand>,
     /// A custom command `update` decided to run: the loop takes it, hands the terminal over,
@@ -450,6 +457,7 @@ impl State {
             content_serial: 0,
             overlay: Overlay::None,
             oplog: OpLog::default(),
+            replay_runs: None,
             custom_commands: Vec::new(),
             handover: None,
             save: None,

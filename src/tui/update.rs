@@ -166,6 +166,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             messages,
             first_seen,
             replays,
+            authors,
             stop,
             ticket,
         } => {
@@ -215,6 +216,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
                 groups: Vec::new(),
                 ticket,
                 shared_keys,
+                authors,
             });
             state.content_serial += 1;
             state.refresh_view();
@@ -338,6 +340,18 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             state.dirty = true;
             Vec::new()
         }
+        Report::ReplaysLoaded {
+            runs,
+            unreached,
+            ticket,
+        } => {
+            if !current(state, ticket.generation) {
+                return Vec::new();
+            }
+            state.replay_runs = Some((runs, unreached));
+            state.dirty = true;
+            Vec::new()
+        }
         Report::Operation(op) => {
             state.oplog.push(op);
             if let Overlay::Log(scroll) = &mut state.overlay {
@@ -447,6 +461,10 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             on_log_key(state, key);
             return Vec::new();
         }
+        Overlay::Replays(_) => {
+            on_replays_key(state, key);
+            return Vec::new();
+        }
         Overlay::Replay(_) => return on_modal_key(state, key),
         Overlay::Progress(_) => return on_progress_key(state, key),
         Overlay::Pager(_) => return pager::on_key(state, key),
@@ -517,24 +535,42 @@ fn on_log_key(state: &mut State, key: KeyEvent) {
     // reachable however each wraps.
     let entries = state.oplog.len() + usize::from(state.oplog.dropped() > 0);
     let last = u16::try_from(entries.saturating_sub(1)).unwrap_or(u16::MAX);
-    let Overlay::Log(scroll) = &mut state.overlay else {
-        return;
-    };
+    if let Overlay::Log(scroll) = &mut state.overlay {
+        *scroll = scrolled(*scroll, last, &key);
+    }
+}
+
+/// Where a list overlay scrolled by entries is after `key`, with the keys that scroll a pane:
+/// between the newest (0) and `last`.
+fn scrolled(scroll: u16, last: u16, key: &KeyEvent) -> u16 {
     let by = |n: i32| {
-        let moved = i32::from(*scroll)
+        let moved = i32::from(scroll)
             .saturating_add(n)
             .clamp(0, i32::from(last));
         u16::try_from(moved).unwrap_or(0)
     };
-    *scroll = match keys::lookup(Scope::Detail, &key) {
+    match keys::lookup(Scope::Detail, key) {
         Some(Action::Up) => by(-1),
         Some(Action::Down) => by(1),
         Some(Action::PageUp) => by(-(PAGE as i32)),
         Some(Action::PageDown) => by(PAGE as i32),
         Some(Action::Top) => 0,
         Some(Action::Bottom) => last,
-        _ => *scroll,
-    };
+        _ => scroll,
+    }
+}
+
+/// Keys in the Replays view: close, or scroll by runs.
+fn on_replays_key(state: &mut State, key: KeyEvent) {
+    if keys::lookup(Scope::Replays, &key) == Some(Action::Cancel) {
+        state.overlay = Overlay::None;
+        return;
+    }
+    let runs = state.replay_runs.as_ref().map_or(0, |(r, _)| r.len());
+    let last = u16::try_from(runs.saturating_sub(1)).unwrap_or(u16::MAX);
+    if let Overlay::Replays(scroll) = &mut state.overlay {
+        *scroll = scrolled(*scroll, last, &key);
+    }
 }
 
 /// A configured command's key on a message: hand it to the loop to run (see `custom`).
@@ -602,6 +638,11 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         Action::ForceQuit => return force_quit(state),
         Action::Help => state.overlay = Overlay::Help,
         Action::CommandLog => state.overlay = Overlay::Log(0),
+        Action::ReplaysView => {
+            state.overlay = Overlay::Replays(0);
+            state.replay_runs = None;
+            return vec![Command::LoadReplays];
+        }
         // Handled in `on_key`, which keeps a pending prompt for it.
         Action::WholeText => {}
         Action::CommandLine => state.command_input = Some(TextArea::default()),

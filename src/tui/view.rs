@@ -70,6 +70,7 @@ pub fn view(state: &State, frame: &mut Frame) {
         Overlay::None => {}
         Overlay::Help => help(state, frame, area),
         Overlay::Log(scroll) => super::oplog::draw(state, *scroll, frame, area),
+        Overlay::Replays(scroll) => super::replays::draw(state, *scroll, frame, area),
         Overlay::Replay(modal) => replay_modal(state, modal, frame, area),
         Overlay::Progress(run) => progress(state, run, frame, area),
         // Everything but the footer, which says the pager's keys.
@@ -1055,6 +1056,7 @@ fn footer_scope(state: &State) -> Scope {
         Overlay::Progress(_) => Scope::Progress,
         Overlay::Pager(_) => Scope::Pager,
         Overlay::Log(_) => Scope::Log,
+        Overlay::Replays(_) => Scope::Replays,
         _ => match state.focus {
             Focus::Queues => Scope::Queues,
             Focus::Messages if state.list_mode == ListMode::Groups => Scope::Groups,

@@ -336,19 +336,33 @@ async fn perform(
                         ),
                     )
                     .await;
-                    vec![Report::Notice(format!(
+                    // On the record: locally and, where the config allows, on the broker.
+                    let notes =
+                        crate::broker::audit::record_protect(&s, &queue, &plan, tui_consent(&s))
+                            .await;
+                    let mut text = format!(
                         "protected {queue}: policy {} set; reading it no longer spends deliveries",
                         plan.policy.name
-                    ))]
+                    );
+                    for n in notes {
+                        text.push_str("; ");
+                        text.push_str(&n);
+                    }
+                    vec![Report::Notice(text)]
                 },
                 // The list again, with the limit lifted.
                 Some(Work::Discover),
             ),
             Err(e) => (vec![fail(&e)], None),
         },
+        (Work::Replays, Backend::Broker(s)) => (vec![replays(&s, ticket).await], None),
         // The plan refuses these for a snapshot before they start.
         (
-            Work::Refresh | Work::Preview { .. } | Work::Protect { .. } | Work::Notes(_),
+            Work::Refresh
+            | Work::Preview { .. }
+            | Work::Protect { .. }
+            | Work::Notes(_)
+            | Work::Replays,
             Backend::Snapshot(_),
         ) => (Vec::new(), None),
         (Work::Replay(req), _) => (
@@ -457,6 +471,7 @@ async fn browse(
                 messages,
                 first_seen: vec![None; n],
                 replays: Vec::new(),
+                authors: HashMap::new(),
                 stop: format!("{n} messages from the snapshot"),
                 ticket,
             }];
@@ -512,15 +527,15 @@ async fn browse(
                 whole,
                 ticket,
             };
+            let messages = session::into_messages(page);
+            let authors = crate::broker::audit::authors(s, &messages).await;
             vec![
                 Report::MessagesLoaded {
                     queue,
-                    messages: session::into_messages(page)
-                        .into_iter()
-                        .map(Packed::pack)
-                        .collect(),
+                    messages: messages.into_iter().map(Packed::pack).collect(),
                     first_seen,
                     replays,
+                    authors,
                     stop,
                     ticket,
                 },
@@ -650,6 +665,8 @@ async fn replay(
         req.keep_attempts,
     );
     spec.limit = Some(req.expected);
+    let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
+    spec.run_id = Some(run_id.clone());
     let preview = match s
         .preview(&spec, |keys| remember(&s, &req.queue, keys))
         .await
@@ -680,30 +697,33 @@ async fn replay(
         return finish(format!("{why}; nothing moved"));
     }
     let store = Store::open_default().ok();
-    let audit_id = store.as_ref().and_then(|st| {
-        st.begin_replay(&crate::store::AuditStart {
-            at: jiff::Timestamp::now(),
-            os_user: crate::store::current_os_user(),
-            broker_user: s.whoami.name.clone(),
-            context: s.target.context.clone(),
-            vhost: s.vhost().to_string(),
-            from_queue: req.queue.clone(),
-            targets: preview.targets.keys().cloned().collect(),
-            filter: Some(req.selection.describe()),
-            group: match &req.selection {
-                crate::domain::selection::Selection::Group(g) => Some(g.audit_label()),
-                _ => None,
-            },
-            requested_limit: Some(req.expected),
-            dry_run: false,
-            keep_attempts: req.keep_attempts,
-            clear_expiry: false,
-        })
-        .ok()
-    });
+    let start = crate::store::AuditStart {
+        run_id: run_id.clone(),
+        at: jiff::Timestamp::now(),
+        os_user: crate::store::current_os_user(),
+        broker_user: s.whoami.name.clone(),
+        context: s.target.context.clone(),
+        vhost: s.vhost().to_string(),
+        from_queue: req.queue.clone(),
+        targets: preview.targets.keys().cloned().collect(),
+        filter: Some(req.selection.describe()),
+        group: match &req.selection {
+            crate::domain::selection::Selection::Group(g) => Some(g.audit_label()),
+            _ => None,
+        },
+        requested_limit: Some(req.expected),
+        dry_run: false,
+        keep_attempts: req.keep_attempts,
+        clear_expiry: false,
+    };
+    let audit_id = store.as_ref().and_then(|st| st.begin_replay(&start).ok());
     if audit_id.is_none() {
         return finish("Warren's store cannot be opened, so the replay cannot be recorded; nothing moved (use `warren replay --no-audit` from the command line)".into());
     }
+    // The broker's copy, before the first publish; what could not be written is said at the end.
+    let mut broker = crate::broker::audit::BrokerRecord::open(&s, tui_consent(&s)).await;
+    let mut notes: Vec<String> = Vec::new();
+    notes.extend(broker.append("replay", "start", &run_id, &start).await);
     let result = s
         .replay(&spec, &preview, HashMap::new(), cancel_rx, |p| {
             let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
@@ -769,25 +789,79 @@ async fn replay(
             Ok(sum) => sum.outcome(),
             Err(e) => format!("failed: {e}"),
         };
-        let _ = st.finish_replay(
-            id,
-            &crate::store::AuditOutcome {
-                at: jiff::Timestamp::now(),
-                moved: outcome.progress.moved,
-                returned: outcome.progress.returned,
-                failed: outcome.progress.failed,
-                remaining,
-                message_ids: ids,
-                duplicated: result.as_ref().map_or(0, |s| s.counts.duplicated),
-                duplicate_ids: result
-                    .as_ref()
-                    .map(|s| s.counts.duplicate_ids.clone())
-                    .unwrap_or_default(),
-                outcome: text,
-            },
-        );
+        let out = crate::store::AuditOutcome {
+            at: jiff::Timestamp::now(),
+            moved: outcome.progress.moved,
+            returned: outcome.progress.returned,
+            failed: outcome.progress.failed,
+            remaining,
+            message_ids: ids,
+            duplicated: result.as_ref().map_or(0, |s| s.counts.duplicated),
+            duplicate_ids: result
+                .as_ref()
+                .map(|s| s.counts.duplicate_ids.clone())
+                .unwrap_or_default(),
+            outcome: text,
+        };
+        let _ = st.finish_replay(id, &out);
+        notes.extend(broker.append("replay", "outcome", &run_id, &out).await);
+    }
+    // Said in the notice line: the local record was kept, the broker's was not.
+    if !notes.is_empty() {
+        let _ = events.send(Report::Notice(notes.join("; "))).await;
     }
     Report::ReplayFinished(outcome)
+}
+
+/// How many runs the Replays view lists.
+const REPLAYS_SHOWN: usize = 100;
+
+/// The Replays view: the merged audit (local and the broker's stream) with what came back
+/// after each run of this vhost. Reads that would spend quorum deliveries are not made.
+async fn replays(s: &Session, ticket: Ticket) -> Report {
+    let (merged, mut unreached) = crate::broker::audit::load(Ok(s), REPLAYS_SHOWN).await;
+    let (back, why) = crate::broker::audit::came_back(s, &merged.replays, ReadConsent::Reuse).await;
+    unreached.extend(why);
+    let runs = merged
+        .replays
+        .into_iter()
+        .map(|(r, seen)| {
+            let came_back = (crate::broker::audit::is_here(s, &r))
+                .then(|| {
+                    r.run_id
+                        .as_ref()
+                        .map(|id| back.get(id).cloned().unwrap_or_default())
+                })
+                .flatten();
+            protocol::RunSummary {
+                run_id: r.run_id,
+                started_at: r.started_at,
+                os_user: r.os_user,
+                broker_user: r.broker_user,
+                vhost: r.vhost,
+                from_queue: r.from_queue,
+                outcome: r.outcome,
+                moved: r.moved,
+                came_back,
+                local: seen.local,
+                broker: seen.broker,
+            }
+        })
+        .collect();
+    Report::ReplaysLoaded {
+        runs,
+        unreached,
+        ticket,
+    }
+}
+
+/// The terminal UI cannot stop to ask: it creates the broker's audit stream only when the
+/// context says so (`create_audit_stream = true`); an existing one is always written to.
+fn tui_consent(s: &Session) -> crate::broker::audit::Consent<'static> {
+    match crate::broker::audit::configured_consent(s, false) {
+        Some(true) => crate::broker::audit::Consent::Create,
+        _ => crate::broker::audit::Consent::Refuse,
+    }
 }
 
 fn spec_for(
@@ -809,6 +883,7 @@ fn spec_for(
         window: s.target.settings.replay.window,
         // The TUI plans from what it already read: a quorum queue is not read again for a plan.
         consent: ReadConsent::Reuse,
+        run_id: None,
     }
 }
 

@@ -85,6 +85,7 @@ pub enum Work {
     /// Keep or forget notes on groups (the store, and the broker's audit for a kept one).
     Notes(NoteWork),
     Replay(ReplayRequest),
+    Replays,
 }
 
 #[derive(Clone, Debug)]
@@ -105,6 +106,7 @@ enum Kind {
     Protect,
     Notes,
     Replay,
+    Replays,
 }
 
 impl Work {
@@ -117,6 +119,7 @@ impl Work {
             Work::Protect { .. } => Kind::Protect,
             Work::Notes(_) => Kind::Notes,
             Work::Replay(_) => Kind::Replay,
+            Work::Replays => Kind::Replays,
         }
     }
 
@@ -253,6 +256,10 @@ impl<S: Clone> Plan<S> {
             Command::ForgetGroupNotes { queue, notes } => {
                 self.request(Work::Notes(NoteWork::Forget { queue, notes }))
             }
+            Command::LoadReplays if self.snapshot => {
+                self.error("the Replays view needs a broker (`warren audit --local` shows this machine's record)")
+            }
+            Command::LoadReplays => self.request(Work::Replays),
             Command::Replay(_) if self.replay.is_some() => {
                 self.error("a replay is already running")
             }
@@ -480,7 +487,7 @@ impl<S: Clone> Plan<S> {
                 .running
                 .values()
                 .any(|r| same_session(r) && r.reads.is_some() && r.reads == reads),
-            Kind::Protect | Kind::Notes => false,
+            Kind::Protect | Kind::Notes | Kind::Replays => false,
         };
         if blocked {
             // The newest browse, plan or discovery replaces an older one waiting here.
@@ -699,6 +706,7 @@ mod tests {
             messages: Vec::new(),
             first_seen: Vec::new(),
             replays: Vec::new(),
+            authors: Default::default(),
             stop: "all 0 messages".into(),
             ticket,
         }

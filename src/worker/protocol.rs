@@ -2,6 +2,8 @@
 //! reports it sends back ([`Report`]). Plain data, no terminal types: the TUI wraps reports in
 //! its own event type alongside keys and the clock.
 
+use std::collections::HashMap;
+
 use crate::domain::discovery::Discovery;
 use crate::domain::grouping::GroupNote;
 use crate::domain::packed::Packed;
@@ -38,6 +40,9 @@ pub enum Command {
     /// Set the policy that lifts `queue`'s delivery limit (answer: `Report::Notice`, then the
     /// queue list again). Never emitted in read-only mode.
     Protect(String),
+    /// The recorded replays, local and on the broker, with what came back after each (answer:
+    /// `Report::ReplaysLoaded`).
+    LoadReplays,
     /// Another context, or another vhost of this one, tried before anything changes: the answer
     /// is the new place's `Report::QueuesLoaded` tagged with `generation`, or
     /// `Report::SwitchFailed`. Once it succeeded, answers tagged with an older generation are
@@ -59,6 +64,24 @@ pub enum Command {
         notes: Vec<GroupNote>,
     },
     Quit,
+}
+
+/// One recorded replay as the Replays view lists it: who moved what, how it ended, and what
+/// came back so far (`None`: not looked at, e.g. another vhost's run).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunSummary {
+    pub run_id: Option<String>,
+    pub started_at: Timestamp,
+    pub os_user: String,
+    pub broker_user: String,
+    pub vhost: String,
+    pub from_queue: String,
+    pub outcome: String,
+    pub moved: Option<u64>,
+    pub came_back: Option<crate::domain::comeback::CameBack>,
+    /// Found in the local store / on the broker's audit stream.
+    pub local: bool,
+    pub broker: bool,
 }
 
 /// An accepted replay.
@@ -107,6 +130,9 @@ pub enum Report {
         messages: Vec<Packed>,
         first_seen: Vec<Option<Timestamp>>,
         replays: Vec<i64>,
+        /// Who ran each run that a message came back from, by run id (`warren-replay-id`),
+        /// from the local audit and the broker's audit stream.
+        authors: HashMap<String, String>,
         /// Why the browse stopped, in words ("end of queue", "limit of 500 reached", …).
         stop: String,
         ticket: Ticket,
@@ -129,6 +155,12 @@ pub enum Report {
     },
     ReplayPreview(ReplayPreview),
     ReplayProgress(ReplayProgress),
+    /// The Replays view's runs, newest first, and what could not be reached, in words.
+    ReplaysLoaded {
+        runs: Vec<RunSummary>,
+        unreached: Vec<String>,
+        ticket: Ticket,
+    },
     ReplayFinished(ReplayOutcome),
     /// A `:ctx` or `:vhost` failed (or was refused): the worker keeps the session it had, and
     /// the UI keeps showing it. (Success is the new place's `QueuesLoaded`, with `generation`.)

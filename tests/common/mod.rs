@@ -322,3 +322,25 @@ pub fn spawn_worker(
     ));
     (cmd_tx, ev_rx, worker)
 }
+
+/// The worker's events until `done` says stop, each within 60 s: an error fails the test, every
+/// other event on the way goes to `seen`.
+pub async fn worker_until(
+    rx: &mut tokio::sync::mpsc::Receiver<warren::worker::protocol::Report>,
+    label: &str,
+    done: impl Fn(&warren::worker::protocol::Report) -> bool,
+    mut seen: impl FnMut(warren::worker::protocol::Report),
+) -> warren::worker::protocol::Report {
+    use warren::worker::protocol::Report;
+    loop {
+        let e = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("{label}: an event within 60 s"))
+            .expect("the worker is alive");
+        match e {
+            Report::Error(f) => panic!("{label}: {f}"),
+            e if done(&e) => return e,
+            e => seen(e),
+        }
+    }
+}

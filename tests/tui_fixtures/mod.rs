@@ -430,6 +430,7 @@ pub fn browsed(read_only: bool, queue: &str, messages: Vec<DeadLetter>) -> State
             messages: packed(messages),
             first_seen,
             replays: vec![],
+            authors: Default::default(),
             stop: "end of queue".into(),
             ticket: Default::default(),
         },

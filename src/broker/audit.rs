@@ -1,0 +1,551 @@
+//! The broker's copy of the audit: every recorded operation is also appended to a stream on the
+//! broker (`warren.audit` by default, per context), as JSON in the stable shape of
+//! [`AuditEnvelope`], published with confirms, so `warren audit` on another machine shows what a
+//! colleague did. Creating the stream changes the broker and needs configure permission, so it
+//! is done only with consent (asked on a terminal, or `create_audit_stream` / the
+//! `--create-audit-stream` flag). When the stream cannot be written the local record still
+//! happens and the caller says the broker record was not written. Reading is a stream browse:
+//! by offset, nothing consumed.
+
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Confirmation};
+use serde::Serialize;
+
+use super::amqp::{short, soft_error_code};
+use super::browse::{self, BrowseRequest};
+use super::management::ManagementError;
+use super::session::{Session, SessionError};
+use crate::domain::features::QueueType;
+use crate::domain::quorum::BrowsePolicy;
+use crate::store::AuditEnvelope;
+
+/// How long one audit publish may wait for its confirm.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
+/// Finding the audit stream's end: how long to wait for its last chunk (an empty stream sends
+/// nothing).
+const READ_IDLE: Duration = Duration::from_millis(1500);
+/// The most entries `warren audit` reads from the stream (retention bounds it too).
+pub const MAX_READ: usize = 100_000;
+
+/// A globally unique id for one run: its UTC start to the second and 64 random bits
+/// (`20261201T194512Z-3f9a1c2e7b40d615`). Sorts by time; unique across machines.
+pub fn new_run_id(now: Timestamp) -> String {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!("{}-{:016x}", now.strftime("%Y%m%dT%H%M%SZ"), h.finish())
+}
+
+/// Whether Warren may create the audit stream when it is missing.
+pub enum Consent<'a> {
+    /// The flag or the config said yes.
+    Create,
+    /// The config said no, or there is no one to ask.
+    Refuse,
+    /// Ask (on a terminal): the closure gets what Warren will create and says yes or no.
+    Ask(&'a mut (dyn FnMut(&str) -> bool + Send)),
+}
+
+/// The consent the context and the flag give, before anyone is asked: `Some(true)` create,
+/// `Some(false)` never, `None` ask where someone can answer.
+pub fn configured_consent(s: &Session, flag: bool) -> Option<bool> {
+    if flag {
+        Some(true)
+    } else {
+        s.target.audit.create
+    }
+}
+
+/// The audit stream, open for appending: a confirm-mode channel of its own.
+pub struct AuditStream {
+    name: String,
+    channel: Channel,
+}
+
+/// What Warren says when it will create the stream, for the consent question.
+pub fn creation_text(s: &Session, name: &str) -> String {
+    format!(
+        "Warren keeps the audit on the broker too, so the whole rota sees the same record: it will create the stream '{name}' in vhost '{}' (durable, x-max-age {}; needs configure permission)",
+        s.vhost(),
+        s.target.audit.max_age
+    )
+}
+
+impl AuditStream {
+    /// Opens the context's audit stream for writing, creating it with consent. `Err` says why
+    /// the broker record will not be written (turned off, declined, no permission, no streams).
+    pub async fn open(s: &Session, consent: Consent<'_>) -> Result<AuditStream, String> {
+        let Some(name) = s.target.audit.stream.clone() else {
+            return Err(format!(
+                "the broker audit stream is turned off for context '{}' (audit_stream = \"\")",
+                s.target.context
+            ));
+        };
+        if s.target.read_only {
+            return Err("read-only: Warren publishes nothing".into());
+        }
+        match s.mgmt.queue(s.vhost(), &name).await {
+            Ok(q) if q.queue_type == QueueType::Stream => {}
+            Ok(q) => {
+                return Err(format!(
+                    "'{name}' in vhost '{}' is a {} queue, not a stream; name another with audit_stream in the context",
+                    s.vhost(),
+                    q.queue_type.as_str()
+                ));
+            }
+            Err(ManagementError::NotFound { .. }) => {
+                let yes = match consent {
+                    Consent::Create => true,
+                    Consent::Refuse => false,
+                    Consent::Ask(ask) => ask(&creation_text(s, &name)),
+                };
+                if !yes {
+                    return Err(format!(
+                        "the audit stream '{name}' does not exist and Warren was not allowed to create it (answer yes, pass --create-audit-stream, or set create_audit_stream = true)"
+                    ));
+                }
+                declare(s, &name).await?;
+            }
+            Err(e) => return Err(format!("cannot look up the audit stream '{name}': {e}")),
+        }
+        let conn = s.amqp().await.map_err(|e| e.to_string())?;
+        let channel = conn
+            .create_channel()
+            .await
+            .map_err(|e| format!("cannot open a channel for the audit stream: {e}"))?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| format!("cannot put the audit channel in confirm mode: {e}"))?;
+        Ok(AuditStream { name, channel })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Appends one entry and waits for the broker's confirm. Generic over the record, so every
+    /// kind of operation is mirrored with this one call.
+    pub async fn append<T: Serialize>(
+        &self,
+        kind: &str,
+        event: &str,
+        run_id: &str,
+        record: &T,
+    ) -> Result<(), String> {
+        let at = Timestamp::now();
+        let entry = AuditEnvelope::new(kind, event, run_id, at, record);
+        let body = serde_json::to_vec(&entry).map_err(|e| format!("cannot encode: {e}"))?;
+        let prop = |s: String| ShortString::try_new(s).unwrap_or_default();
+        let props = BasicProperties::default()
+            .with_content_type(prop("application/json".into()))
+            .with_delivery_mode(2)
+            .with_app_id(prop("warren".into()))
+            .with_message_id(prop(format!("{run_id}/{event}")))
+            .with_type(prop(format!("warren.audit.{kind}.{event}")))
+            .with_timestamp(u64::try_from(at.as_second()).unwrap_or(0));
+        let queue = short("the audit stream name", &self.name).map_err(|e| e.to_string())?;
+        let publish = async {
+            self.channel
+                .basic_publish(
+                    "".into(),
+                    queue,
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..BasicPublishOptions::default()
+                    },
+                    &body,
+                    props,
+                )
+                .await?
+                .await
+        };
+        match tokio::time::timeout(CONFIRM_TIMEOUT, publish).await {
+            Err(_) => Err(format!(
+                "the broker did not confirm the audit entry within {} s",
+                CONFIRM_TIMEOUT.as_secs()
+            )),
+            Ok(Err(e)) => Err(format!("publishing to '{}' failed: {e}", self.name)),
+            Ok(Ok(Confirmation::Ack(None))) => Ok(()),
+            Ok(Ok(Confirmation::Ack(Some(_)))) => Err(format!(
+                "the broker returned the audit entry: '{}' is gone",
+                self.name
+            )),
+            Ok(Ok(_)) => Err(format!(
+                "the broker refused the audit entry for '{}'",
+                self.name
+            )),
+        }
+    }
+}
+
+/// The broker's side of one run's record: the stream when it could be opened, else why not.
+/// Every append after a failure is skipped; the first failure is said once.
+pub struct BrokerRecord {
+    stream: Result<AuditStream, String>,
+    said: bool,
+}
+
+impl BrokerRecord {
+    pub async fn open(s: &Session, consent: Consent<'_>) -> BrokerRecord {
+        BrokerRecord {
+            stream: AuditStream::open(s, consent).await,
+            said: false,
+        }
+    }
+
+    /// A record that writes nothing on the broker, for the reason given.
+    pub fn off(reason: impl Into<String>) -> BrokerRecord {
+        BrokerRecord {
+            stream: Err(reason.into()),
+            said: false,
+        }
+    }
+
+    /// Appends one entry (see [`AuditStream::append`]). Returns what to tell the operator the
+    /// first time the broker record could not be written, `None` otherwise.
+    pub async fn append<T: Serialize>(
+        &mut self,
+        kind: &str,
+        event: &str,
+        run_id: &str,
+        record: &T,
+    ) -> Option<String> {
+        if let Ok(stream) = &self.stream
+            && let Err(why) = stream.append(kind, event, run_id, record).await
+        {
+            self.stream = Err(why);
+        }
+        match &self.stream {
+            Ok(_) => None,
+            Err(_) if self.said => None,
+            Err(why) => {
+                self.said = true;
+                Some(format!(
+                    "the broker audit record was not written ({why}); the local record was"
+                ))
+            }
+        }
+    }
+
+    /// True while entries reach the broker.
+    pub fn is_written(&self) -> bool {
+        self.stream.is_ok()
+    }
+}
+
+/// Records a protect that set its policy, locally (when the store opens) and on the broker.
+/// Returns what the operator should read (a record that could not be written).
+pub async fn record_protect(
+    s: &Session,
+    queue: &str,
+    plan: &crate::domain::protect::ProtectPlan,
+    consent: Consent<'_>,
+) -> Vec<String> {
+    let rec = crate::store::ProtectRecord {
+        run_id: new_run_id(Timestamp::now()),
+        at: Timestamp::now(),
+        os_user: crate::store::current_os_user(),
+        broker_user: s.whoami.name.clone(),
+        context: s.target.context.clone(),
+        vhost: s.vhost().to_string(),
+        queue: queue.to_string(),
+        policy: plan.policy.name.clone(),
+        replaces: plan.replaces.clone(),
+        limit_before: plan.limit_before,
+        limit_after: plan.limit_after,
+    };
+    let mut notes = Vec::new();
+    // The store is not `Sync`: it is used and dropped before the first await.
+    match crate::store::Store::open_default().and_then(|st| st.record_protect(&rec)) {
+        Ok(()) => {}
+        Err(e) => notes.push(format!("the protect was not recorded locally: {e}")),
+    }
+    let mut broker = BrokerRecord::open(s, consent).await;
+    notes.extend(broker.append("protect", "done", &rec.run_id, &rec).await);
+    notes
+}
+
+async fn declare(s: &Session, name: &str) -> Result<(), String> {
+    let conn = s.amqp().await.map_err(|e| e.to_string())?;
+    let ch = conn
+        .create_channel()
+        .await
+        .map_err(|e| format!("cannot open a channel to create the audit stream: {e}"))?;
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString(LongString::from("stream")),
+    );
+    args.insert(
+        "x-max-age".into(),
+        AMQPValue::LongString(LongString::from(s.target.audit.max_age.as_str())),
+    );
+    let queue = short("the audit stream name", name).map_err(|e| e.to_string())?;
+    let r = ch
+        .queue_declare(
+            queue,
+            QueueDeclareOptions {
+                durable: true,
+                ..QueueDeclareOptions::default()
+            },
+            args,
+        )
+        .await;
+    let _ = ch.close(200, "audit stream declared".into()).await;
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) => Err(match soft_error_code(&e) {
+            Some((403, text)) => format!(
+                "RabbitMQ refused to create the audit stream '{name}': {text} (creating it needs configure permission on the vhost; an administrator can create it once)"
+            ),
+            Some((code, text)) => format!(
+                "RabbitMQ refused to create the audit stream '{name}' ({code}: {text}); the broker may not support streams"
+            ),
+            None => format!("could not create the audit stream '{name}': {e}"),
+        }),
+    }
+}
+
+/// Every entry of the context's audit stream (message bodies, oldest first), read by offset:
+/// nothing is consumed. `Err` says why it could not be read; a stream that does not exist yet
+/// holds no entries.
+pub async fn read(s: &Session) -> Result<Vec<Vec<u8>>, String> {
+    let Some(name) = s.target.audit.stream.clone() else {
+        return Err(format!(
+            "the broker audit stream is turned off for context '{}'",
+            s.target.context
+        ));
+    };
+    match s.mgmt.queue(s.vhost(), &name).await {
+        Ok(q) if q.queue_type == QueueType::Stream => {}
+        Ok(q) => {
+            return Err(format!(
+                "'{name}' is a {} queue, not a stream",
+                q.queue_type.as_str()
+            ));
+        }
+        Err(ManagementError::NotFound { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(e.to_string()),
+    }
+    let conn = s.amqp().await.map_err(|e: SessionError| e.to_string())?;
+    // Where the stream ends now, so that a pause on a loaded broker does not pass for the end.
+    let Some(tail) = browse::stream_tail(conn, &name, READ_IDLE)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(Vec::new());
+    };
+    let mut req = BrowseRequest::new(name, QueueType::Stream, BrowsePolicy::unrestricted());
+    req.limit = MAX_READ;
+    req.end_offset = Some(tail);
+    // An outcome lists every moved id: whole bodies, not the browse cap.
+    req.body_cap = 16 * 1024 * 1024;
+    let page = browse::browse(conn, &req)
+        .await
+        .map_err(|e| e.to_string())?;
+    if page.stopped == browse::StopReason::Idle {
+        return Err(format!(
+            "the audit stream stopped delivering before its end (offset {tail}) for {} s; {} entries read",
+            req.idle_timeout.as_secs(),
+            page.messages.len()
+        ));
+    }
+    Ok(page.messages.into_iter().map(|m| m.body).collect())
+}
+
+/// Messages of a DLQ that the audit looks through for what came back, at most.
+pub const CAME_BACK_READ: usize = 10_000;
+/// Queues the audit looks in for what came back, at most.
+pub const CAME_BACK_QUEUES: usize = 20;
+
+/// The audit as `warren audit` and the terminal UI's Replays view show it: the local records
+/// (when the store opens) and the broker stream's (when `s` is a session), merged, newest
+/// `limit` of each kind, with what could not be reached in words.
+pub async fn load(
+    s: Result<&Session, String>,
+    limit: usize,
+) -> (crate::store::Merged, Vec<String>) {
+    let mut unreached = Vec::new();
+    // The store is not `Sync`: read and dropped before the first await.
+    let local = crate::store::Store::open_default()
+        .and_then(|st| Ok((st.list_audit(limit)?, st.list_protects(limit)?)));
+    let (local, protects) = match local {
+        Ok(both) => both,
+        Err(e) => {
+            unreached.push(format!(
+                "local audit unreadable: {e}; showing the broker's records only"
+            ));
+            (Vec::new(), Vec::new())
+        }
+    };
+    let entries = match s {
+        Ok(s) => read(s).await.unwrap_or_else(|e| {
+            unreached.push(format!(
+                "broker audit stream unreachable: {e}; showing local records only"
+            ));
+            Vec::new()
+        }),
+        Err(why) => {
+            unreached.push(format!(
+                "broker audit stream unreachable: {why}; showing local records only"
+            ));
+            Vec::new()
+        }
+    };
+    let mut merged = crate::store::merge(local, protects, &entries);
+    merged.replays.truncate(limit);
+    merged.protects.truncate(limit);
+    for why in &merged.skipped {
+        unreached.push(format!("broker audit entry skipped: {why}"));
+    }
+    (merged, unreached)
+}
+
+/// What came back after each run of this session's context and vhost, by run id: the DLQs the
+/// runs replayed from are read (a browse: nothing moves; a quorum queue's reads are decided as
+/// for any read, by `consent` and its ledger) and each dead letter carrying a run's
+/// `warren-replay-id` counted for it, with its failure group's summary. Queues that could not
+/// be read are said in the second part.
+pub async fn came_back(
+    s: &Session,
+    runs: &[(crate::store::AuditRecord, crate::store::Seen)],
+    consent: super::session::ReadConsent,
+) -> (
+    std::collections::HashMap<String, crate::domain::comeback::CameBack>,
+    Vec<String>,
+) {
+    let mut unreached = Vec::new();
+    let mut queues: Vec<&str> = Vec::new();
+    for (r, _) in runs {
+        // Only a replay out of a queue: what an archive or a discard took does not come back
+        // there, and a replay from the archive (`restore --replay`, whose source is named
+        // "stream '…'" or "local file …") sends failures to DLQs its record does not name.
+        let from_queue = r.operation == crate::store::Operation::Replay
+            && !r.from_queue.starts_with("stream '")
+            && !r.from_queue.starts_with("local file ");
+        if from_queue
+            && is_here(s, r)
+            && r.moved.unwrap_or(0) > 0
+            && !queues.contains(&r.from_queue.as_str())
+        {
+            queues.push(&r.from_queue);
+        }
+    }
+    if queues.len() > CAME_BACK_QUEUES {
+        unreached.push(format!(
+            "what came back: looked in the {CAME_BACK_QUEUES} most recently replayed queues only"
+        ));
+        queues.truncate(CAME_BACK_QUEUES);
+    }
+    let mut keys = std::collections::HashSet::new();
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for q in queues {
+        // Counting comebacks is not worth a delivery of a quorum message's limit: such a queue
+        // is read only when the operator accepted the cost.
+        if consent == super::session::ReadConsent::Reuse
+            && let Ok((_, policy, _)) = s.browse_policy(q).await
+            && policy.cost_per_browse > 0
+            && policy.limit.is_some()
+        {
+            unreached.push(format!(
+                "did not look in '{}' for what came back: reading it spends deliveries of its quorum delivery limit (pass --read-again to accept, or `warren protect {}`)",
+                crate::domain::sanitize::one_line(q, 80),
+                crate::domain::sanitize::one_line(q, 80)
+            ));
+            continue;
+        }
+        match s.browse(q, CAME_BACK_READ, consent).await {
+            Ok(page) => {
+                let explained = super::session::explain_all(
+                    super::session::into_messages(page),
+                    &super::session::Remembered::default(),
+                    &s.target.settings.conventions,
+                );
+                for e in explained {
+                    if let Some(f) =
+                        crate::domain::comeback::failed_again(&e.message, &e.explanation)
+                        && keys.insert(e.key.clone())
+                    {
+                        pairs.push((f.run_id, e.explanation.fingerprint.summary.clone()));
+                    }
+                }
+            }
+            Err(e) => unreached.push(format!(
+                "could not look in '{}' for what came back: {e}",
+                crate::domain::sanitize::one_line(q, 80)
+            )),
+        }
+    }
+    let tally = crate::domain::comeback::tally(pairs.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+    (tally, unreached)
+}
+
+/// True when `r` is a real run of this session's context and vhost, with a run id: the runs
+/// whose comebacks `came_back` counts.
+pub fn is_here(s: &Session, r: &crate::store::AuditRecord) -> bool {
+    r.context == s.target.context && r.vhost == s.vhost() && r.run_id.is_some() && !r.dry_run
+}
+
+/// Who ran each run that `messages` came back from ("… after replay R by alice"): from the
+/// local audit, and from the broker's stream for runs this machine did not record (a
+/// colleague's). Best effort: a run found in neither is simply not named.
+pub async fn authors(
+    s: &Session,
+    messages: &[crate::domain::message::DeadLetter],
+) -> std::collections::HashMap<String, String> {
+    let mut ids: Vec<String> = messages
+        .iter()
+        .filter_map(crate::domain::comeback::run_id_of)
+        .collect();
+    ids.sort();
+    ids.dedup();
+    if ids.is_empty() {
+        return std::collections::HashMap::new();
+    }
+    let mut out: std::collections::HashMap<String, String> = crate::store::Store::open_default()
+        .and_then(|st| st.run_authors(&ids))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(id, (user, _))| (id, user))
+        .collect();
+    if ids.iter().all(|id| out.contains_key(id)) {
+        return out;
+    }
+    if let Ok(entries) = read(s).await {
+        let merged = crate::store::merge(Vec::new(), Vec::new(), &entries);
+        for (r, _) in merged.replays {
+            if let Some(id) = r.run_id
+                && ids.contains(&id)
+            {
+                out.entry(id).or_insert(r.os_user);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_unique_and_name_their_time() {
+        let t: Timestamp = "2026-12-01T19:45:12.345Z".parse().unwrap();
+        let a = new_run_id(t);
+        let b = new_run_id(t);
+        assert_ne!(a, b);
+        assert!(a.starts_with("20261201T194512Z-"), "{a}");
+        assert_eq!(a.len(), "20261201T194512Z-".len() + 16);
+        assert!(a.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    }
+}
