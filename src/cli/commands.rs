@@ -936,17 +936,22 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     // First-seen times feed `age:` filters and are remembered for "dead since"; earlier
     // replays say which messages failed again.
     let mut first_seen = HashMap::new();
-    let preview = s
-        .preview(&spec, |keys| {
-            let memory: session::Remembered = store
-                .as_ref()
-                .and_then(|st| s.remember(st, &a.queue, keys, jiff::Timestamp::now()).ok())
-                .unwrap_or_default();
-            first_seen = memory.first_seen.clone();
-            memory
-        })
-        .await
-        .map_err(broker_failure)?;
+    let remember = |keys: &[String]| {
+        let memory: session::Remembered = store
+            .as_ref()
+            .and_then(|st| s.remember(st, &a.queue, keys, jiff::Timestamp::now()).ok())
+            .unwrap_or_default();
+        first_seen = memory.first_seen.clone();
+        memory
+    };
+    // A dry run looks at the head and shows each plan; a run reads nothing first where the
+    // target is known without looking (`Session::preview_to_run`).
+    let preview = if a.dry_run {
+        s.preview(&spec, remember).await
+    } else {
+        s.preview_to_run(&spec, remember).await
+    }
+    .map_err(broker_failure)?;
     print_preview(&preview, &spec, a.dry_run);
     if a.json {
         print_line(&preview_json(&preview, &spec));

@@ -29,6 +29,9 @@ pub const REPLAYED_FROM_HEADER: &str = "warren-replayed-from";
 pub const REPLAYED_AT_HEADER: &str = "warren-replayed-at";
 /// How many times Warren has replayed it, this time included (a long).
 pub const REPLAY_COUNT: &str = REPLAY_COUNT_HEADER;
+/// The headers every replayed message gets (see [`ReplayPlan::added`]): what a plan made without
+/// reading the queue can say it adds.
+pub const ADDED_HEADERS: [&str; 3] = [REPLAYED_FROM_HEADER, REPLAYED_AT_HEADER, REPLAY_COUNT];
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplayOptions {
