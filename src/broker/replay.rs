@@ -132,6 +132,12 @@ pub struct Summary {
     /// of a lost connection go back to the DLQ only when the broker notices, so such a run is
     /// never "completed".
     pub reconnected: Vec<String>,
+    /// Messages the run published that Warren had replayed before (`warren-replay-count`, or
+    /// the audit): they failed again. What a plan made without reading says after the run.
+    pub replayed_before: u64,
+    /// The plan read nothing first (see `session::Preview::unread`), so the count confirmed
+    /// included messages that their own plan keeps in the DLQ: such a run is not "completed".
+    pub planned_unread: bool,
 }
 
 impl Summary {
@@ -144,6 +150,12 @@ impl Summary {
             && self.progress.failed == 0
             && self.progress.returned == 0
             && self.counts.duplicated == 0
+            && !(self.planned_unread && self.kept() > 0)
+    }
+
+    /// Messages their plan kept in the DLQ (a framework deadline passed, …).
+    pub fn kept(&self) -> u64 {
+        self.counts.kept.values().sum()
     }
 
     /// The audit's outcome: "completed" (see [`completed`](Self::completed)), "cancelled" (a
@@ -179,6 +191,12 @@ impl Summary {
             format!(
                 "partial: {} failed, {} returned; {}",
                 p.failed, p.returned, self.stop
+            )
+        } else if self.planned_unread && self.kept() > 0 {
+            format!(
+                "partial: {} of those confirmed stayed in the DLQ by their own plan (see kept); {}",
+                self.kept(),
+                self.stop
             )
         } else {
             format!("partial: {}", self.stop)
@@ -250,6 +268,8 @@ struct Outgoing {
     target: (ShortString, ShortString),
     props: lapin::BasicProperties,
     body: Vec<u8>,
+    /// Warren replayed it before.
+    replayed_before: bool,
 }
 
 /// What identifies a publish's content: exchange, routing key, properties (headers included)
@@ -425,6 +445,8 @@ pub async fn run_with(
         counts: Tally::default(),
         stop: StopReason::ReachedStartDepth,
         reconnected: Vec::new(),
+        replayed_before: 0,
+        planned_unread: false,
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
@@ -504,6 +526,7 @@ pub async fn run_with(
     fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
     summary.progress.eta = None;
     summary.counts = t.clone();
+    summary.replayed_before = shell.replayed_before;
     summary.stop = drv
         .engine
         .stop_reason()
@@ -657,6 +680,7 @@ impl<'a> Opened<'a> {
             inflight: FuturesUnordered::new(),
             early: VecDeque::new(),
             early_unstripped: 0,
+            replayed_before: 0,
             sent: HashMap::new(),
             returned: HashMap::new(),
             outgoing: None,
@@ -691,6 +715,8 @@ struct Shell<'a> {
     early: VecDeque<(u64, lapin::Result<Confirmation>)>,
     /// How many at the back of `early` [`Shell::settle_returns`] has not looked at yet.
     early_unstripped: usize,
+    /// Taken for publishing and replayed before (see [`Summary::replayed_before`]).
+    replayed_before: u64,
     /// Content hash of each publish not yet confirmed, by DLQ tag: a returned message names
     /// its publish by content, not by the confirm lapin attached it to.
     sent: HashMap<u64, u64>,
@@ -792,6 +818,7 @@ impl Shell<'_> {
                         target,
                         props,
                         body,
+                        ..
                     } = out;
                     let published = ch
                         .basic_publish(
@@ -1007,6 +1034,9 @@ impl Shell<'_> {
                 Some(Err(e)) => Event::ConsumeLost(e.to_string()),
                 Some(Ok(d)) => {
                     let (ev, out) = classify(self.job, drv.engine.tally().seen, d);
+                    if out.as_ref().is_some_and(|o| o.replayed_before) {
+                        self.replayed_before += 1;
+                    }
                     self.outgoing = out;
                     ev
                 }
@@ -1189,6 +1219,8 @@ fn merge(mut t: Summary, s: Summary) -> Summary {
     t.counts.merge(s.counts);
     t.stop = s.stop;
     t.reconnected.extend(s.reconnected);
+    t.replayed_before += s.replayed_before;
+    t.planned_unread |= s.planned_unread;
     t
 }
 
@@ -1264,6 +1296,7 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
                         target: (exchange, routing_key),
                         props,
                         body: msg.body,
+                        replayed_before: p.replay_count > 1,
                     });
                     Decision::Publish { key, target }
                 }
@@ -1488,6 +1521,8 @@ mod tests {
             counts: Tally::default(),
             stop,
             reconnected: Vec::new(),
+            replayed_before: 0,
+            planned_unread: false,
         }
     }
 

@@ -1673,7 +1673,8 @@ impl Session {
             },
         )
         .await;
-        let summary = result?;
+        let mut summary = result?;
+        summary.planned_unread = preview.unread.is_some();
         self.forget_moved(&spec.queue, &summary.counts.moved_ids);
         if let Some(b) = &begun {
             let handed_back =

@@ -1089,15 +1089,18 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         Ok(sum) => replay_outcome(sum),
         Err(e) => (format!("failed: {e}"), exit::BROKER),
     };
+    let mut result = result;
     if let (Some(st), Some(id)) = (&store, audit_id) {
-        let out = match &result {
+        let out = match &mut result {
             Ok(sum) => AuditOutcome {
                 at: jiff::Timestamp::now(),
                 moved: sum.progress.moved,
                 returned: sum.progress.returned,
                 failed: sum.progress.failed,
                 remaining: sum.progress.remaining,
-                message_ids: sum.counts.moved_ids.clone(),
+                // Moved, not copied: a million ids are tens of MiB (the summary does not
+                // print them).
+                message_ids: std::mem::take(&mut sum.counts.moved_ids),
                 duplicated: sum.counts.duplicated,
                 duplicate_ids: sum.counts.duplicate_ids.clone(),
                 outcome: outcome.clone(),
@@ -1149,6 +1152,8 @@ fn unreported_run(p: crate::broker::replay::Progress) -> crate::broker::replay::
         },
         progress: p,
         depth_at_start: 0,
+        replayed_before: 0,
+        planned_unread: false,
         stop: crate::broker::replay::StopReason::Cancelled,
         reconnected: Vec::new(),
     }
@@ -1257,6 +1262,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
             "stop": sum.stop.to_string(),
             "forced": sum.counts.forced,
             "reconnected": sum.reconnected,
+            "replayed_before": sum.replayed_before,
             "outcome": outcome,
         }));
         return;
@@ -1276,6 +1282,12 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
     }
     for (why, n) in &sum.counts.kept {
         crate::errln!("  kept {n} × {}", one_line(why, 300));
+    }
+    if sum.replayed_before > 0 {
+        crate::errln!(
+            "  ! {} of them were replayed before and failed again",
+            sum.replayed_before
+        );
     }
     if sum.counts.duplicated > 0 {
         if sum.counts.duplicated == sum.counts.duplicated_certain {
