@@ -35,6 +35,10 @@ use warren::broker::session::{ReadConsent, ReplaySpec, Session};
 use warren::domain::selection::Selection;
 use warren::store::{AuditOutcome, AuditStart, Store};
 
+/// As the `warren` binary (src/main.rs), so the in-process replay allocates as it does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
 }
