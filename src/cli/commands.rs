@@ -1117,7 +1117,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
                 outcome: outcome.clone(),
             },
         };
-        if let Err(e) = st.finish_replay(id, &out) {
+        if let Err(e) = st.finish_replay_taking(id, out) {
             crate::errln!("warren: could not complete the audit record #{id}: {e}");
         }
     }
