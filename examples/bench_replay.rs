@@ -35,10 +35,6 @@ use warren::broker::session::{ReadConsent, ReplaySpec, Session};
 use warren::domain::selection::Selection;
 use warren::store::{AuditOutcome, AuditStart, Store};
 
-/// As the `warren` binary (src/main.rs), so the in-process replay allocates as it does.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
 }
@@ -599,13 +595,11 @@ fn opts() -> Result<Opts> {
     if !has("--shared") || has("--pinned") {
         ways.push(Way::Pinned);
     }
-    let million = match args.iter().position(|a| a == "--million") {
-        None => None,
-        Some(i) => Some(match args.get(i + 1).and_then(|v| v.parse().ok()) {
-            Some(n) => n,
-            None => 1_000_000,
-        }),
-    };
+    let million = args.iter().position(|a| a == "--million").map(|i| {
+        args.get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000)
+    });
     Ok(Opts {
         n: env_or("BENCH_N", if short { "5000" } else { "20000" }).parse()?,
         rounds: env_or("BENCH_ROUNDS", "3").parse()?,
@@ -975,7 +969,8 @@ async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
         .env("WARREN_LOG_DIR", &dir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        // A file, not a pipe: progress lines would fill a pipe nobody reads until the end.
+        .stderr(std::fs::File::create(dir.join("stderr.txt"))?)
         .spawn()
         .context("starting warren")?;
     let pid = child.id();
@@ -998,11 +993,7 @@ async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let took = t.elapsed();
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.read_to_string(&mut err);
-    }
+    let err = std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default();
     // SAFETY: getrusage only writes into the struct it is given.
     let maxrss_kib = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();

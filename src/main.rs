@@ -1,8 +1,3 @@
-/// mimalloc rather than the system allocator: a replay allocates and frees for every message (lapin's
-/// frames, the headers in and out) from several threads; measured in `examples/bench_replay`.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     // lapin parses and writes AMQP frames on a thread of its own ("lapin-io-loop") with the
     // default stack, and amq-protocol's parser recurses once per level of a nested header:
