@@ -428,9 +428,10 @@ impl Session {
     /// Messages that left the queue (replayed) are dropped from what this session read, so the
     /// list after a replay is computed from the read already made rather than by reading again.
     pub fn forget_moved(&self, queue: &str, moved_keys: &[String]) {
-        let moved: HashSet<&str> = moved_keys.iter().map(String::as_str).collect();
         let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = reads.get_mut(queue) {
+            // Only where a read is kept: a set of a million moved ids is tens of MiB.
+            let moved: HashSet<&str> = moved_keys.iter().map(String::as_str).collect();
             let mut page = (*k.page).clone();
             page.messages
                 .retain(|m| !moved.contains(identity::message_key(m).as_str()));
