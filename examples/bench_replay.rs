@@ -1,13 +1,25 @@
-//! Replay throughput: Warren's engine (plan, header rewrite, confirms, batched acks, audit) against
-//! the management UI's "Move messages" (a dynamic shovel with the UI's settings) and a naive
-//! one-at-a-time get/publish/confirm/ack loop, on the same broker, alternating rounds; and the
-//! same engine archiving (`warren archive`: into the archive stream, headers carried whole)
-//! right after each replay round, for archive against replay.
+//! Replay throughput: Warren's whole replay (session, plan, header rewrite, confirms, batched
+//! acks, audit) against the management UI's "Move messages" (a dynamic shovel with the UI's
+//! settings) on the same broker, in alternating rounds, two ways: as the machine is (client and
+//! broker share every core) and pinned (`taskset`: the broker's beam process on one core, this
+//! process on the other — closer to a broker on a machine of its own). Figures are printed, not
+//! asserted. And `--million`: the `warren` binary replays 1,000,000 messages and its peak
+//! resident memory (VmHWM) is printed.
 //!
-//! `cargo run --release --example bench_replay` — figures are printed, not asserted.
+//! ```sh
+//! cargo run --release --example bench_replay                # 20,000 × 1 KiB, 3 rounds, both ways
+//! cargo run --release --example bench_replay -- --short     # 5,000, 3 rounds: a quick look
+//! cargo build --release && cargo run --release --example bench_replay -- --million
+//! ```
+//!
+//! Options: `--short`, `--shared` / `--pinned` (one way only), `--raw` (also a bare pipelined
+//! lapin mover), `--naive` (also the one-at-a-time get/publish/ack loop), `--million [N]`,
+//! `--warren-only` (no shovel: to run under a profiler), `--archive` (also archive the same
+//! messages after each replay round: archive against replay).
 //! Env: `BENCH_AMQP` (default `amqp://guest:guest@127.0.0.1:5672`), `BENCH_MGMT` (default
-//! `http://guest:guest@127.0.0.1:15672`), `BENCH_N` (20000), `BENCH_ROUNDS` (3),
-//! `BENCH_NAIVE_N` (5000).
+//! `http://guest:guest@127.0.0.1:15672`), `BENCH_N` (20000), `BENCH_ROUNDS` (3), `BENCH_BODY`
+//! (bytes per message, 1024), `BENCH_NAIVE_N` (5000), `BENCH_WARREN` (the binary for
+//! `--million`; default `target/release/warren` beside this example).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -23,8 +35,6 @@ use warren::broker::config::{self, Config, Overrides};
 use warren::broker::session::{ReadConsent, ReplaySpec, Session};
 use warren::domain::selection::Selection;
 use warren::store::{AuditOutcome, AuditStart, Store};
-
-const BODY: usize = 1024;
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
@@ -103,8 +113,8 @@ async fn depth(conn: &Connection, queue: &str) -> Result<u32> {
     Ok(q.message_count())
 }
 
-/// `n` dead letters of 1 KiB with a broker-style death record (rejected in `work`), pipelined.
-async fn fill(conn: &Connection, n: u32) -> Result<()> {
+/// `n` dead letters of `body_size` bytes with a broker-style death record (rejected in `work`), pipelined.
+async fn fill(conn: &Connection, n: u32, body_size: usize, persistent: bool) -> Result<()> {
     let ch = conn.create_channel().await?;
     ch.confirm_select(ConfirmSelectOptions::default()).await?;
     let mut death = FieldTable::default();
@@ -154,9 +164,9 @@ async fn fill(conn: &Connection, n: u32) -> Result<()> {
         let props = BasicProperties::default()
             .with_message_id(format!("bench-{i}").into())
             .with_content_type("application/json".into())
-            .with_delivery_mode(2)
+            .with_delivery_mode(if persistent { 2 } else { 1 })
             .with_headers(h);
-        let body: Vec<u8> = (0..BODY)
+        let body: Vec<u8> = (0..body_size)
             .map(|j| b'a' + ((i as usize + j) % 26) as u8)
             .collect();
         pending.push(
@@ -192,12 +202,19 @@ async fn purge(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+/// One Warren replay as a user runs it, timed whole: the session (management overview, cluster
+/// check), the plan, the audit record, the run and the audit's outcome.
 struct WarrenRun {
+    whole: Duration,
     preview: Duration,
-    replay: Duration,
+    examined: u64,
+    /// CPU this process spent (user + system), seconds.
+    cpu: f64,
 }
 
 async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
+    let cpu0 = cpu_seconds("self");
+    let t0 = Instant::now();
     let overrides = Overrides {
         amqp_url: Some(b.amqp_url()),
         management_url: Some(b.mgmt.to_string()),
@@ -219,13 +236,14 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
         consent: ReadConsent::Reuse,
         run_id: None,
     };
-    let t0 = Instant::now();
-    let preview = session.preview(&spec, |_| Default::default()).await?;
+    let tp = Instant::now();
+    let preview = session
+        .preview_to_run(&spec, |_| Default::default())
+        .await?;
     if !preview.refusals.is_empty() {
         bail!("refused: {:?}", preview.refusals);
     }
-    let preview_time = t0.elapsed();
-    let t1 = Instant::now();
+    let preview_time = tp.elapsed();
     let id = store.begin_replay(&AuditStart {
         run_id: warren::broker::audit::new_run_id(jiff::Timestamp::now()),
         at: jiff::Timestamp::now(),
@@ -261,7 +279,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
             outcome: "completed".into(),
         },
     )?;
-    let replay = t1.elapsed();
+    let whole = t0.elapsed();
     if summary.progress.moved != u64::from(n) {
         bail!(
             "warren moved {} of {n}: {:?}",
@@ -270,8 +288,10 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
         );
     }
     Ok(WarrenRun {
+        whole,
         preview: preview_time,
-        replay,
+        examined: preview.examined,
+        cpu: cpu_seconds("self") - cpu0,
     })
 }
 
@@ -345,6 +365,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         redirects: Default::default(),
         replays: Default::default(),
         ages: Default::default(),
+        planned_unread: false,
     };
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let summary = session.run_job(&spec, work, rx, |_| {}).await?;
@@ -543,11 +564,187 @@ fn rate(n: u32, d: Duration) -> f64 {
     f64::from(n) / d.as_secs_f64()
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
-    let n: u32 = env_or("BENCH_N", "20000").parse()?;
-    let rounds: usize = env_or("BENCH_ROUNDS", "3").parse()?;
-    let naive_n: u32 = env_or("BENCH_NAIVE_N", "5000").parse()?;
+/// User + system CPU of a process (`"self"` or a PID), in seconds, from `/proc/PID/stat`.
+fn cpu_seconds(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // The command name is in parentheses and may hold spaces: count fields after it.
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| {
+            let v: Vec<&str> = l.split_whitespace().take(3).collect();
+            format!("load {}", v.join(" "))
+        })
+        .unwrap_or_else(|_| "load ?".into())
+}
+
+/// The PID of the process listening on `port` (the broker's beam.smp), from `ss`.
+fn listener_pid(port: u16) -> Result<u32> {
+    let out = std::process::Command::new("ss")
+        .args(["-ltnpH", &format!("sport = :{port}")])
+        .output()
+        .context("running ss to find the broker's process")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pid = text
+        .split("pid=")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok());
+    pid.with_context(|| {
+        format!("no process found listening on port {port} (ss needs root to show it)")
+    })
+}
+
+fn affinity(pid: u32) -> Result<String> {
+    let out = std::process::Command::new("taskset")
+        .args(["-p", &pid.to_string()])
+        .output()
+        .context("running taskset")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.rsplit(':')
+        .next()
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .with_context(|| format!("taskset -p {pid} said: {text}"))
+}
+
+/// Sets the CPU mask of every thread of `pid` (`taskset -a -p MASK PID`).
+fn set_affinity(pid: u32, mask: &str) -> Result<()> {
+    let st = std::process::Command::new("taskset")
+        .args(["-a", "-p", mask, &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("running taskset")?;
+    if !st.success() {
+        bail!("taskset -a -p {mask} {pid} failed");
+    }
+    Ok(())
+}
+
+/// The broker on CPU 0 and this process on CPU 1 while pinned; every thread's mask as it was
+/// otherwise, and always when this is dropped (the brokers are shared).
+struct Pinning {
+    broker: u32,
+    broker_mask: String,
+    own_mask: String,
+    pinned: bool,
+}
+
+impl Pinning {
+    fn new(amqp_port: u16) -> Result<Pinning> {
+        let broker = listener_pid(amqp_port)?;
+        Ok(Pinning {
+            broker,
+            broker_mask: affinity(broker)?,
+            own_mask: affinity(std::process::id())?,
+            pinned: false,
+        })
+    }
+
+    fn pin(&mut self) -> Result<()> {
+        self.pinned = true;
+        set_affinity(self.broker, "1")?;
+        set_affinity(std::process::id(), "2")
+    }
+
+    fn unpin(&mut self) {
+        if std::mem::take(&mut self.pinned) {
+            let _ = set_affinity(self.broker, &self.broker_mask);
+            let _ = set_affinity(std::process::id(), &self.own_mask);
+        }
+    }
+}
+
+impl Drop for Pinning {
+    fn drop(&mut self) {
+        self.unpin();
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Way {
+    Shared,
+    Pinned,
+}
+
+impl Way {
+    fn label(self) -> &'static str {
+        match self {
+            Way::Shared => "shared cores",
+            Way::Pinned => "pinned (broker cpu0, warren cpu1)",
+        }
+    }
+}
+
+struct Opts {
+    n: u32,
+    rounds: usize,
+    body: usize,
+    ways: Vec<Way>,
+    raw: bool,
+    naive: Option<u32>,
+    million: Option<u32>,
+    /// `--warren-only`: no shovel rounds (for a profiler).
+    warren_only: bool,
+    /// `--archive`: also archive (`warren archive`) after each replay round.
+    archive: bool,
+}
+
+fn opts() -> Result<Opts> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let has = |a: &str| args.iter().any(|x| x == a);
+    let short = has("--short");
+    let mut ways = Vec::new();
+    if !has("--pinned") || has("--shared") {
+        ways.push(Way::Shared);
+    }
+    if !has("--shared") || has("--pinned") {
+        ways.push(Way::Pinned);
+    }
+    let million = args.iter().position(|a| a == "--million").map(|i| {
+        args.get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000)
+    });
+    Ok(Opts {
+        n: env_or("BENCH_N", if short { "5000" } else { "20000" }).parse()?,
+        rounds: env_or("BENCH_ROUNDS", "3").parse()?,
+        body: env_or("BENCH_BODY", "1024").parse()?,
+        ways,
+        raw: has("--raw"),
+        naive: has("--naive")
+            .then(|| env_or("BENCH_NAIVE_N", "5000").parse())
+            .transpose()?,
+        million,
+        warren_only: has("--warren-only"),
+        archive: has("--archive"),
+    })
+}
+
+fn main() -> Result<()> {
+    // As the CLI runs it (`cli::main`): a multi-threaded runtime; `BENCH_RUNTIME=current` runs
+    // the replay on one thread with the reactor instead.
+    let runtime = match env_or("BENCH_RUNTIME", "multi").as_str() {
+        "current" => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        _ => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?,
+    };
+    runtime.block_on(bench())
+}
+
+async fn bench() -> Result<()> {
+    let o = opts()?;
     let mgmt = url::Url::parse(&env_or("BENCH_MGMT", "http://guest:guest@127.0.0.1:15672"))?;
     let user = percent_encoding::percent_decode_str(mgmt.username())
         .decode_utf8_lossy()
@@ -581,7 +778,10 @@ async fn main() -> Result<()> {
         Some(serde_json::json!({"configure": ".*", "write": ".*", "read": ".*"})),
     )
     .await?;
-    let result = run(&b, n, rounds, naive_n).await;
+    let result = match o.million {
+        Some(m) => million(&b, m, o.body).await,
+        None => run(&b, &o).await,
+    };
     let _ = b
         .api(
             reqwest::Method::DELETE,
@@ -592,156 +792,380 @@ async fn main() -> Result<()> {
     result
 }
 
-async fn run(b: &Bench, n: u32, rounds: usize, naive_n: u32) -> Result<()> {
-    let conn = b.connect().await?;
+/// `dlq`, fed by `work`'s dead-lettering (so discovery knows where its messages come from, as
+/// on a real broker), and `work`.
+async fn declare(conn: &Connection) -> Result<()> {
     let ch = conn.create_channel().await?;
-    for q in ["dlq", "work"] {
-        ch.queue_declare(
-            q.into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await?;
-    }
-    let store_path = std::env::temp_dir().join(format!("warren-bench-{}.db", std::process::id()));
-    let store = Store::open(&store_path)?;
+    ch.queue_declare(
+        "dlq".into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await?;
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString(LongString::from("")),
+    );
+    args.insert(
+        "x-dead-letter-routing-key".into(),
+        AMQPValue::LongString(LongString::from("dlq")),
+    );
+    ch.queue_declare(
+        "work".into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        args,
+    )
+    .await?;
+    let _ = ch.close(200, "declared".into()).await;
+    Ok(())
+}
+
+async fn version(b: &Bench) -> Result<String> {
+    let mut u = b.mgmt.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
     let overview: serde_json::Value = b
         .http
-        .get(format!("{}api/overview", {
-            let mut u = b.mgmt.clone();
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
-            u
-        }))
+        .get(format!("{u}api/overview"))
         .basic_auth(&b.user, Some(&b.pass))
         .send()
         .await?
         .json()
         .await?;
+    Ok(overview["rabbitmq_version"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string())
+}
+
+fn amqp_port(b: &Bench) -> u16 {
+    url::Url::parse(&b.amqp)
+        .ok()
+        .and_then(|u| u.port())
+        .unwrap_or(5672)
+}
+
+/// Median, and the spread (max − min) as a share of the median.
+fn stats(v: &[f64]) -> (f64, f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let med = s.get(s.len() / 2).copied().unwrap_or(0.0);
+    let (lo, hi) = (
+        s.first().copied().unwrap_or(0.0),
+        s.last().copied().unwrap_or(0.0),
+    );
+    (med, lo, hi, if med > 0.0 { (hi - lo) / med } else { 0.0 })
+}
+
+#[derive(Default)]
+struct Figures {
+    warren: Vec<f64>,
+    shovel: Vec<f64>,
+    raw: Vec<f64>,
+    /// Per moved message, µs of CPU: this process during Warren's run, the broker during
+    /// Warren's and during the shovel's.
+    warren_cpu: Vec<f64>,
+    broker_cpu_warren: Vec<f64>,
+    broker_cpu_shovel: Vec<f64>,
+    /// `--archive`: the same engine archiving, right after each replay round, and its rate
+    /// over that round's replay rate.
+    archive: Vec<f64>,
+    archive_vs_replay: Vec<f64>,
+}
+
+async fn run(b: &Bench, o: &Opts) -> Result<()> {
+    let n = o.n;
+    let conn = b.connect().await?;
+    declare(&conn).await?;
+    let store_path = std::env::temp_dir().join(format!("warren-bench-{}.db", std::process::id()));
+    let store = Store::open(&store_path)?;
+    let broker_pid = listener_pid(amqp_port(b)).ok();
+    let mut pinning = if o.ways.contains(&Way::Pinned) {
+        Some(Pinning::new(amqp_port(b))?)
+    } else {
+        None
+    };
+    let broker_cpu = || broker_pid.map_or(0.0, |p| cpu_seconds(&p.to_string()));
     println!(
-        "RabbitMQ {} — {n} dead letters × {BODY} B, {rounds} rounds alternating\n",
-        overview["rabbitmq_version"].as_str().unwrap_or("?")
+        "RabbitMQ {} — {n} dead letters × {} B, {} rounds alternating; {}",
+        version(b).await?,
+        o.body,
+        o.rounds,
+        load()
     );
     println!(
-        "{:<7} {:<34} {:>10} {:>12}",
-        "round", "method", "seconds", "msgs/s"
+        "{:<6} {:<34} {:<36} {:>8} {:>9} {:>9} {:>9}",
+        "round", "way", "mover", "seconds", "msgs/s", "cli µs/m", "brk µs/m"
     );
-    let mut warren_rates = Vec::new();
-    let mut warren_e2e = Vec::new();
-    let mut shovel_rates = Vec::new();
-    let mut raw_rates = Vec::new();
-    let mut archive_rates = Vec::new();
-    // Archive / replay of the same round (run back to back, so both see the same load).
-    let mut archive_vs_replay: Vec<f64> = Vec::new();
-    for round in 1..=rounds {
+    let mut figs: HashMap<&'static str, Figures> = HashMap::new();
+    for round in 1..=o.rounds {
+        for &way in &o.ways {
+            match (way, pinning.as_mut()) {
+                (Way::Pinned, Some(p)) => p.pin()?,
+                (_, Some(p)) => p.unpin(),
+                _ => {}
+            }
+            let f = figs.entry(way.label()).or_default();
+            // Alternate who goes first, so both see the same drift in the machine's load.
+            let order: [bool; 2] = if round % 2 == 1 {
+                [true, false]
+            } else {
+                [false, true]
+            };
+            for warren_turn in order {
+                if o.warren_only && !warren_turn {
+                    continue;
+                }
+                purge(&conn).await?;
+                fill(&conn, n, o.body, true).await?;
+                let c0 = broker_cpu();
+                if warren_turn {
+                    let w = warren_round(b, &store, n).await?;
+                    let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
+                    let cli = w.cpu * 1e6 / f64::from(n);
+                    println!(
+                        "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0} {:>9.1} {:>9.1}   (plan {:.3} s, {} read first)",
+                        way.label(),
+                        "warren replay (whole, audit on)",
+                        w.whole.as_secs_f64(),
+                        rate(n, w.whole),
+                        cli,
+                        brk,
+                        w.preview.as_secs_f64(),
+                        w.examined
+                    );
+                    f.warren.push(rate(n, w.whole));
+                    f.warren_cpu.push(cli);
+                    f.broker_cpu_warren.push(brk);
+                    if o.archive {
+                        purge(&conn).await?;
+                        fill(&conn, n, o.body, true).await?;
+                        let a = archive_round(b, &conn, &store, n).await?;
+                        println!(
+                            "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0}",
+                            way.label(),
+                            "warren archive (engine + audit)",
+                            a.as_secs_f64(),
+                            rate(n, a)
+                        );
+                        f.archive.push(rate(n, a));
+                        f.archive_vs_replay.push(rate(n, a) / rate(n, w.whole));
+                    }
+                } else {
+                    let s = shovel_round(b, &conn, round, n).await?;
+                    let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
+                    println!(
+                        "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0} {:>9} {:>9.1}",
+                        way.label(),
+                        "shovel (UI \"Move messages\")",
+                        s.as_secs_f64(),
+                        rate(n, s),
+                        "-",
+                        brk
+                    );
+                    f.shovel.push(rate(n, s));
+                    f.broker_cpu_shovel.push(brk);
+                }
+            }
+            if o.raw {
+                purge(&conn).await?;
+                fill(&conn, n, o.body, true).await?;
+                let pconn = b.connect().await?;
+                let cpu0 = cpu_seconds("self");
+                let t = raw_round(&conn, &pconn, n).await?;
+                let cli = (cpu_seconds("self") - cpu0) * 1e6 / f64::from(n);
+                let _ = pconn.close(200, "done".into()).await;
+                println!(
+                    "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0} {:>9.1}",
+                    way.label(),
+                    "plain lapin, pipelined (no rewrite)",
+                    t.as_secs_f64(),
+                    rate(n, t),
+                    cli
+                );
+                f.raw.push(rate(n, t));
+            }
+        }
+    }
+    if let Some(p) = pinning.as_mut() {
+        p.unpin();
+    }
+    if let Some(naive_n) = o.naive {
         purge(&conn).await?;
-        fill(&conn, n).await?;
-        let w = warren_round(b, &store, n).await?;
-        let r = rate(n, w.replay);
+        fill(&conn, naive_n, o.body, true).await?;
+        let t = naive_round(&conn, naive_n).await?;
         println!(
-            "{round:<7} {:<34} {:>10.3} {:>12.0}",
-            "warren replay (engine + audit)",
-            w.replay.as_secs_f64(),
-            r
-        );
-        let e2e = rate(n, w.preview + w.replay);
-        println!(
-            "{round:<7} {:<34} {:>10.3} {:>12.0}   (preview {:.3} s)",
-            "warren incl. preview",
-            (w.preview + w.replay).as_secs_f64(),
-            e2e,
-            w.preview.as_secs_f64()
-        );
-        warren_rates.push(r);
-        warren_e2e.push(e2e);
-
-        purge(&conn).await?;
-        fill(&conn, n).await?;
-        let a = archive_round(b, &conn, &store, n).await?;
-        let r = rate(n, a);
-        println!(
-            "{round:<7} {:<34} {:>10.3} {:>12.0}",
-            "warren archive (engine + audit)",
-            a.as_secs_f64(),
-            r
-        );
-        archive_rates.push(r);
-        archive_vs_replay.push(r / warren_rates.last().copied().unwrap_or(r));
-
-        purge(&conn).await?;
-        fill(&conn, n).await?;
-        let s = shovel_round(b, &conn, round, n).await?;
-        let r = rate(n, s);
-        println!(
-            "{round:<7} {:<34} {:>10.3} {:>12.0}",
-            "shovel (UI \"Move messages\")",
-            s.as_secs_f64(),
-            r
-        );
-        shovel_rates.push(r);
-
-        purge(&conn).await?;
-        fill(&conn, n).await?;
-        let pconn = b.connect().await?;
-        let t = raw_round(&conn, &pconn, n).await?;
-        let _ = pconn.close(200, "done".into()).await;
-        println!(
-            "{round:<7} {:<34} {:>10.3} {:>12.0}",
-            "plain lapin, pipelined (no rewrite)",
+            "{:<6} {:<34} {:<36} {:>8.3} {:>9.0}   ({naive_n} messages)",
+            "1",
+            Way::Shared.label(),
+            "one-at-a-time get/publish/ack",
             t.as_secs_f64(),
-            rate(n, t)
+            rate(naive_n, t)
         );
-        raw_rates.push(rate(n, t));
     }
     purge(&conn).await?;
-    fill(&conn, naive_n).await?;
-    let t = naive_round(&conn, naive_n).await?;
-    let naive = rate(naive_n, t);
-    println!(
-        "{:<7} {:<34} {:>10.3} {:>12.0}   ({naive_n} messages)",
-        "1",
-        "one-at-a-time get/publish/ack",
-        t.as_secs_f64(),
-        naive
-    );
-    purge(&conn).await?;
 
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v.get(v.len() / 2).copied().unwrap_or(0.0)
-    };
-    let (w, we, s) = (
-        median(&mut warren_rates),
-        median(&mut warren_e2e),
-        median(&mut shovel_rates),
-    );
-    println!(
-        "\nmedian msgs/s: warren {w:.0} (incl. preview {we:.0}), shovel {s:.0}, one-at-a-time {naive:.0}"
-    );
-    println!(
-        "warren / shovel = {:.2}× (goal ≥ 1.25×); incl. preview {:.2}×; warren / one-at-a-time = {:.1}×",
-        w / s,
-        we / s,
-        w / naive
-    );
-    let spread = |v: &[f64]| {
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(0.0, f64::max);
-        (lo, hi)
-    };
-    let (rlo, rhi) = spread(&warren_rates);
-    let (alo, ahi) = spread(&archive_rates);
-    let (qlo, qhi) = spread(&archive_vs_replay);
-    let a = median(&mut archive_rates);
-    let q = median(&mut archive_vs_replay);
-    println!(
-        "archive: median {a:.0} msgs/s ({alo:.0}–{ahi:.0}); replay {w:.0} ({rlo:.0}–{rhi:.0}); archive / replay per round: median {q:.2}× ({qlo:.2}–{qhi:.2}×; goal ≥ 0.90×)"
-    );
+    println!("\nmedians (min–max, spread); {}", load());
+    for &way in &o.ways {
+        let Some(f) = figs.get(way.label()) else {
+            continue;
+        };
+        let (w, wl, wh, ws) = stats(&f.warren);
+        let (s, sl, sh, ss) = stats(&f.shovel);
+        println!(
+            "  {:<34} warren {w:.0} msg/s ({wl:.0}–{wh:.0}, {:.0}%), shovel {s:.0} msg/s ({sl:.0}–{sh:.0}, {:.0}%)",
+            way.label(),
+            ws * 100.0,
+            ss * 100.0
+        );
+        if !f.raw.is_empty() {
+            let (r, rl, rh, _) = stats(&f.raw);
+            println!("  {:<34} plain lapin {r:.0} msg/s ({rl:.0}–{rh:.0})", "");
+        }
+        println!(
+            "  {:<34} CPU per message: warren {:.1} µs; broker {:.1} µs under warren, {:.1} µs under the shovel",
+            "",
+            stats(&f.warren_cpu).0,
+            stats(&f.broker_cpu_warren).0,
+            stats(&f.broker_cpu_shovel).0
+        );
+        if !f.archive.is_empty() {
+            let (a, al, ah, _) = stats(&f.archive);
+            let (r, rl, rh, _) = stats(&f.archive_vs_replay);
+            println!(
+                "  {:<34} archive {a:.0} msg/s ({al:.0}–{ah:.0}); archive / replay per round {r:.2}× ({rl:.2}–{rh:.2}; goal within 10%)",
+                ""
+            );
+        }
+        let goal = if way == Way::Pinned { 1.5 } else { 1.25 };
+        println!(
+            "  {:<34} warren / shovel = {:.2}× (goal ≥ {goal}×)",
+            "",
+            w / s
+        );
+    }
     drop(store);
     let _ = std::fs::remove_file(&store_path);
     let _ = conn.close(200, "bench done".into()).await;
+    Ok(())
+}
+
+/// Peak resident memory of the `warren` binary replaying `n` messages: fills the DLQ (confirms
+/// in batches, transient messages to spare the disk), runs `warren replay dlq --yes` as a child,
+/// and prints its VmHWM (polled from /proc while it runs, and the kernel's figure for the
+/// finished child).
+async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
+    let bin = match std::env::var_os("BENCH_WARREN") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::env::current_exe()?
+            .parent()
+            .and_then(|p| p.parent())
+            .map(|p| p.join("warren"))
+            .context("where is the warren binary? set BENCH_WARREN")?,
+    };
+    if !bin.exists() {
+        bail!(
+            "{} not found: `cargo build --release` first (or set BENCH_WARREN)",
+            bin.display()
+        );
+    }
+    let conn = b.connect().await?;
+    declare(&conn).await?;
+    println!(
+        "RabbitMQ {} — {n} dead letters × {body} B through {}; {}",
+        version(b).await?,
+        bin.display(),
+        load()
+    );
+    let t = Instant::now();
+    fill(&conn, n, body, false).await?;
+    println!(
+        "filled in {:.1} s ({:.0} msg/s)",
+        t.elapsed().as_secs_f64(),
+        rate(n, t.elapsed())
+    );
+    let dir = std::env::temp_dir().join(format!("warren-bench-million-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let t = Instant::now();
+    let mut child = std::process::Command::new(&bin)
+        .args([
+            "--amqp-url",
+            &b.amqp_url(),
+            "--management-url",
+            b.mgmt.as_str(),
+            "--vhost",
+            &b.vhost,
+            "replay",
+            "dlq",
+            "--yes",
+        ])
+        .env("WARREN_STORE", dir.join("warren.db"))
+        .env("WARREN_LOG_DIR", &dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        // A file, not a pipe: progress lines would fill a pipe nobody reads until the end.
+        .stderr(std::fs::File::create(dir.join("stderr.txt"))?)
+        .spawn()
+        .context("starting warren")?;
+    let pid = child.id();
+    let mut hwm_seen = 0u64;
+    let status = loop {
+        if let Some(kib) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmHWM:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+        {
+            hwm_seen = hwm_seen.max(kib);
+        }
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let took = t.elapsed();
+    let err = std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default();
+    // SAFETY: getrusage only writes into the struct it is given.
+    let maxrss_kib = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
+        ru.ru_maxrss
+    };
+    let moved = depth(&conn, "work").await?;
+    let left = depth(&conn, "dlq").await?;
+    let last = err
+        .rsplit(['\r', '\n'])
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    println!(
+        "warren replay: exit {}, {:.1} s ({:.0} msg/s), moved {moved}, left in the DLQ {left}: {last}",
+        status.code().unwrap_or(-1),
+        took.as_secs_f64(),
+        rate(moved, took)
+    );
+    println!(
+        "peak resident memory (VmHWM): {:.1} MiB (kernel's maxrss of the child {:.1} MiB; goal < 100 MiB); {}",
+        hwm_seen as f64 / 1024.0,
+        maxrss_kib as f64 / 1024.0,
+        load()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    purge(&conn).await?;
+    let _ = conn.close(200, "bench done".into()).await;
+    if moved != n || !status.success() {
+        bail!("the replay did not move every message:\n{err}");
+    }
     Ok(())
 }

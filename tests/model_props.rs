@@ -5,7 +5,7 @@
 //! framework deadline only with `clear_expiry`, and the planned headers do not depend on the body.
 
 use proptest::prelude::*;
-use warren::domain::explain::explain;
+use warren::domain::explain::{Explanation, explain};
 use warren::domain::message::{DeadLetter, Delivery, Properties};
 use warren::domain::replay::{self, ReplayOptions, is_stripped};
 use warren::domain::value::{HeaderValue, Table};
@@ -417,5 +417,21 @@ proptest! {
         let b = replay::plan(&without, &explain(&without), &opts);
         prop_assert_eq!(a.headers, b.headers);
         prop_assert_eq!(a.removed, b.removed);
+    }
+
+    /// The replay's lighter explanation (no verdict, no fingerprint) plans every message
+    /// exactly as the whole one does.
+    #[test]
+    fn the_replay_explanation_plans_as_the_whole_one(dl in dead_letter(), opts in options()) {
+        let own = warren::domain::convention::Conventions::default();
+        let whole = warren::domain::explain::explain_with(&dl, &own, 1);
+        let light = warren::domain::explain::explain_for_replay(&dl, &own, 1);
+        prop_assert_eq!(
+            Explanation { verdict: String::new(), fingerprint: Default::default(), ..whole.clone() },
+            light.clone()
+        );
+        let a = replay::plan(&dl, &whole, &opts);
+        let b = replay::plan(&dl, &light, &opts);
+        prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
     }
 }

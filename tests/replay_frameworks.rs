@@ -397,7 +397,14 @@ async fn celery_tasks_past_their_deadline_stay_until_the_deadline_is_cleared() {
         let run = warren(
             &vhost,
             &home,
-            &["replay", "celery.dlq", "--to", "work", "--yes", "--json"],
+            &[
+                "replay",
+                "celery.dlq",
+                "--to",
+                "work",
+                "--dry-run",
+                "--json",
+            ],
         )
         .await;
         assert_ne!(run.code, Some(0), "{label}: {run}");
@@ -406,6 +413,23 @@ async fn celery_tasks_past_their_deadline_stay_until_the_deadline_is_cleared() {
             "{label}: {run}"
         );
         assert!(run.stderr.contains("--clear-expiry"), "{label}: {run}");
+        // The run reads nothing first (--to): each task stays as it is taken, and the run is
+        // not called complete.
+        let run = warren(
+            &vhost,
+            &home,
+            &["replay", "celery.dlq", "--to", "work", "--yes", "--json"],
+        )
+        .await;
+        assert_ne!(run.code, Some(0), "{label}: {run}");
+        assert_eq!(run.summary_u64("moved"), 0, "{label}: {run}");
+        assert_eq!(run.summary_u64("held_back"), 3, "{label}: {run}");
+        assert!(
+            run.event("summary")["kept"]
+                .to_string()
+                .contains("--clear-expiry"),
+            "{label}: {run}"
+        );
         assert_eq!(amqp_depth(&conn, "celery.dlq").await, 3, "{label}");
         assert_eq!(amqp_depth(&conn, "work").await, 0, "{label}");
 

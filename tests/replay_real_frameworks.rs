@@ -264,7 +264,14 @@ async fn celery_tasks_are_named_keyed_by_task_id_and_none_is_discarded_on_replay
         celery_worker(&python, &dir, &url, true, "fixed-worker"),
     )
     .await;
-    let first = warren(&vhost, &home, &["replay", "work.dlq", "--yes", "--json"]).await;
+    // The dry run reads the head and plans each message; the run itself reads nothing first
+    // (only 'work' dead-letters into work.dlq) and decides each deadline as it takes the message.
+    let first = warren(
+        &vhost,
+        &home,
+        &["replay", "work.dlq", "--dry-run", "--json"],
+    )
+    .await;
     assert_eq!(first.code, Some(0), "{first}");
     let plan = first.event("plan");
     assert_eq!(plan["selected"], 5, "{first}");
@@ -280,6 +287,20 @@ async fn celery_tasks_are_named_keyed_by_task_id_and_none_is_discarded_on_replay
     assert!(
         first.stderr.contains("attempts reset"),
         "every counter was reset: {first}"
+    );
+    let first = warren(&vhost, &home, &["replay", "work.dlq", "--yes", "--json"]).await;
+    // 7 confirmed (the queue's depth), 5 moved: the two kept by their plan make it partial.
+    assert_eq!(first.code, Some(1), "{first}");
+    assert_eq!(
+        first.event("plan")["examined"],
+        0,
+        "nothing read first: {first}"
+    );
+    assert!(
+        first.event("summary")["outcome"]
+            .as_str()
+            .is_some_and(|o| o.contains("stayed in the DLQ by their own plan")),
+        "{first}"
     );
     assert_eq!(first.summary_u64("moved"), 5, "{first}");
     assert_eq!(first.summary_u64("held_back"), 2, "{first}");
@@ -313,7 +334,13 @@ async fn celery_tasks_are_named_keyed_by_task_id_and_none_is_discarded_on_replay
     let second = warren(
         &vhost,
         &home,
-        &["replay", "work.dlq", "--yes", "--json", "--clear-expiry"],
+        &[
+            "replay",
+            "work.dlq",
+            "--dry-run",
+            "--json",
+            "--clear-expiry",
+        ],
     )
     .await;
     assert_eq!(second.code, Some(0), "{second}");
@@ -326,6 +353,13 @@ async fn celery_tasks_are_named_keyed_by_task_id_and_none_is_discarded_on_replay
             .is_some_and(|r| r.iter().any(|n| n == "expires")),
         "{second}"
     );
+    let second = warren(
+        &vhost,
+        &home,
+        &["replay", "work.dlq", "--yes", "--json", "--clear-expiry"],
+    )
+    .await;
+    assert_eq!(second.code, Some(0), "{second}");
     assert_eq!(second.summary_u64("moved"), 2, "{second}");
     let ran = wait_for(Duration::from_secs(30), || async {
         let (d, runs) = done(&dir);
@@ -571,18 +605,21 @@ async fn rascal_failures_are_read_from_its_table_and_a_replay_is_not_nacked_back
             vec!["rascal.recovery", "rascal.error", "CC"],
         ),
     ] {
-        let run = warren(&vhost, &home, &["replay", queue, "--yes", "--json"]).await;
-        assert_eq!(run.code, Some(0), "{run}");
-        let plan = run.event("plan");
+        // The plan of each message from the dry run (the run may read nothing first).
+        let dry = warren(&vhost, &home, &["replay", queue, "--dry-run", "--json"]).await;
+        assert_eq!(dry.code, Some(0), "{dry}");
+        let plan = dry.event("plan");
         for r in removes {
             assert!(
                 plan["removes"]
                     .as_array()
                     .is_some_and(|a| a.iter().any(|x| x == r)),
-                "{queue} removes {r}: {run}"
+                "{queue} removes {r}: {dry}"
             );
         }
-        assert!(run.stderr.contains("attempts reset"), "{run}");
+        assert!(dry.stderr.contains("attempts reset"), "{dry}");
+        let run = warren(&vhost, &home, &["replay", queue, "--yes", "--json"]).await;
+        assert_eq!(run.code, Some(0), "{run}");
         assert_eq!(run.summary_u64("moved"), n, "{run}");
     }
     let ran = wait_for(Duration::from_secs(30), || async {

@@ -492,6 +492,7 @@ async fn another_active_consumer_is_a_stall_not_an_empty_queue() {
         settle_lag: Duration::ZERO,
         conventions: Default::default(),
         run_id: None,
+        message_bytes: None,
     };
     let limits = Limits {
         idle: Duration::from_millis(300),
@@ -661,6 +662,7 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
         settle_lag: warren::domain::features::settle_lag(&QueueType::Quorum),
         conventions: Default::default(),
         run_id: None,
+        message_bytes: None,
     };
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let moved = Arc::new(Mutex::new(0u64));

@@ -260,6 +260,15 @@ impl Session {
         &self,
         queue: &str,
     ) -> Result<(QueueType, BrowsePolicy, Option<u64>), SessionError> {
+        let (info, policy) = self.queue_policy(queue).await?;
+        Ok((info.queue_type, policy, info.messages))
+    }
+
+    /// [`Session::browse_policy`] with the queue as the management API reports it.
+    async fn queue_policy(
+        &self,
+        queue: &str,
+    ) -> Result<(discovery::QueueInfo, BrowsePolicy), SessionError> {
         let info = self.mgmt.queue(self.vhost(), queue).await?;
         let settings = self.settings_of(&info).await?;
         let limit = discovery::effective_delivery_limit(&info, &settings, &self.overview.features);
@@ -269,7 +278,7 @@ impl Session {
             limit,
             self.target.settings.browse.quorum_safety_margin,
         );
-        Ok((info.queue_type, policy, info.messages))
+        Ok((info, policy))
     }
 
     /// A queue's effective settings. Where the broker did not report the queue's policy (its
@@ -465,9 +474,10 @@ impl Session {
     /// Messages that left the queue (replayed) are dropped from what this session read, so the
     /// list after a replay is computed from the read already made rather than by reading again.
     pub fn forget_moved(&self, queue: &str, moved_keys: &[String]) {
-        let moved: HashSet<&str> = moved_keys.iter().map(String::as_str).collect();
         let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = reads.get_mut(queue) {
+            // Only where a read is kept: a set of a million moved ids is tens of MiB.
+            let moved: HashSet<&str> = moved_keys.iter().map(String::as_str).collect();
             let mut page = (*k.page).clone();
             page.messages
                 .retain(|m| !moved.contains(identity::message_key(m).as_str()));
@@ -478,7 +488,9 @@ impl Session {
         }
     }
 
-    /// A replay's own two connections, consuming and publishing.
+    /// A replay's own two connections, consuming and publishing. (One connection with two
+    /// channels was measured too: the same CPU per message, no faster: see the README's
+    /// Benchmarks.)
     async fn replay_connections(&self) -> Result<(lapin::Connection, lapin::Connection), String> {
         let consume = self
             .connect_amqp("warren-replay-consume")
@@ -885,6 +897,10 @@ pub struct Preview {
     /// They were what this session read before (a queue whose reads cost deliveries is not
     /// read again for a plan): nothing was read now.
     pub reused: bool,
+    /// Nothing was read for the plan, and why not (where every message goes was known without
+    /// looking: `--to`, or the one queue that dead-letters into the DLQ). Each message is then
+    /// planned as the run takes it, and one whose plan points elsewhere stays, reported.
+    pub unread: Option<String>,
     /// What the read spent of a delivery limit, in words (`None`: nothing, or reused).
     pub cost: Option<String>,
     pub depth: Option<u64>,
@@ -935,7 +951,9 @@ impl Preview {
             .depth
             .map(|d| format!(" (queue holds {d})"))
             .unwrap_or_default();
-        let looked = if self.examined < self.depth.unwrap_or(0) {
+        let looked = if let Some(why) = &self.unread {
+            format!(" — nothing read first: {}", one_line(why, 200))
+        } else if self.examined < self.depth.unwrap_or(0) {
             format!(" — matched among the first {} looked at", self.examined)
         } else {
             String::new()
@@ -961,7 +979,11 @@ impl Preview {
                 if t.exact { "" } else { " (possibly)" }
             ));
         }
-        if !self.removed.is_empty() {
+        if self.unread.is_some() && !spec.keep_attempts {
+            out.push(
+                "  removes  the death records and retry counters each message carries".to_string(),
+            );
+        } else if !self.removed.is_empty() {
             out.push(format!(
                 "  removes  {}",
                 one_line(
@@ -989,6 +1011,9 @@ impl Preview {
         // "Reset" only when every counter Warren knows of was.
         let attempts = if spec.keep_attempts {
             "kept".to_string()
+        } else if self.unread.is_some() {
+            "decided per message as the run takes it (--dry-run reads the head and shows them)"
+                .to_string()
         } else if self.attempts_not_reset == 0 {
             "reset".to_string()
         } else {
@@ -1078,6 +1103,17 @@ pub struct ReplaySpec {
     pub run_id: Option<String>,
 }
 
+/// A plan before its targets are checked (see [`Session::check_targets`]).
+struct Looked {
+    p: Preview,
+    /// The DLQ's depth when the plan was made.
+    depth: u64,
+    /// Selected messages that stay because their framework would discard them.
+    staying: u64,
+    /// Selected messages from a MassTransit `_skipped` queue.
+    skipped: usize,
+}
+
 impl Session {
     /// Looks at the head of the DLQ (as a browse: nothing moves; on a queue whose reads cost
     /// deliveries, what this session already read), plans each selected message, follows every
@@ -1088,6 +1124,132 @@ impl Session {
         spec: &ReplaySpec,
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
+        let looked = self.look(spec, remember).await?;
+        self.check_targets(spec, looked).await
+    }
+
+    /// The plan for a run about to start: as [`Session::preview`], but nothing is read first
+    /// when where every message goes is known without looking (see [`Session::known_target`]).
+    /// The count confirmed is then the queue's depth (a passive declare), each message is
+    /// planned as the run takes it, and a message whose own plan points somewhere that was not
+    /// checked here stays in the DLQ and is reported — never published unchecked.
+    pub async fn preview_to_run(
+        &self,
+        spec: &ReplaySpec,
+        remember: impl FnOnce(&[String]) -> Remembered,
+    ) -> Result<Preview, SessionError> {
+        let looked = match self.known_target(spec).await? {
+            Some((target, why)) => self.unread(spec, target, why).await?,
+            None => self.look(spec, remember).await?,
+        };
+        self.check_targets(spec, looked).await
+    }
+
+    /// Where every message of the replay goes, when that is known without reading the queue,
+    /// and how it is known: all of the queue is replayed and `--to` names the target, or the
+    /// DLQ is fed by the dead-lettering of exactly one queue (discovery), where broker
+    /// dead-lettered messages go back. `None`: the plan must look at the messages.
+    async fn known_target(
+        &self,
+        spec: &ReplaySpec,
+    ) -> Result<Option<(plan::ReplayTarget, String)>, SessionError> {
+        if !matches!(spec.selection, Selection::All) {
+            return Ok(None);
+        }
+        let direct = |q: &str| plan::ReplayTarget {
+            exchange: String::new(),
+            routing_key: q.to_string(),
+            expected_queue: Some(q.to_string()),
+        };
+        if let Some(to) = &spec.to {
+            return Ok(Some((
+                direct(to),
+                format!("--to names '{}'", sanitize::one_line(to, 100)),
+            )));
+        }
+        // A MassTransit _skipped queue is refused by what its messages say: look at them.
+        if spec.queue.ends_with("_skipped") {
+            return Ok(None);
+        }
+        let d = self.discover().await?;
+        let Some(dlq) = d.dlq(&spec.queue) else {
+            return Ok(None);
+        };
+        match dlq.feeders.as_slice() {
+            [one] if !dlq.feeders_uncertain => Ok(Some((
+                direct(one),
+                format!(
+                    "only '{}' dead-letters into it",
+                    sanitize::one_line(one, 100)
+                ),
+            ))),
+            _ => Ok(None),
+        }
+    }
+
+    /// A plan made without reading the queue: every message to `target`, the count from the
+    /// queue itself.
+    async fn unread(
+        &self,
+        spec: &ReplaySpec,
+        target: plan::ReplayTarget,
+        why: String,
+    ) -> Result<Looked, SessionError> {
+        // The queue's own figure, over AMQP (the management one is a sample).
+        let info = self.mgmt.queue(self.vhost(), &spec.queue).await?;
+        let conn = self.amqp().await?;
+        let depth = queue_depth(conn, &spec.queue).await?.ok_or_else(|| {
+            SessionError::Refused(format!(
+                "queue '{}' does not exist in vhost '{}'",
+                sanitize::one_line(&spec.queue, 100),
+                sanitize::one_line(self.vhost(), 100)
+            ))
+        })?;
+        let selected = spec.limit.map_or(depth, |l| l.min(depth));
+        // Bytes for a byte limit at the target: the sampled average, scaled to the count.
+        let bytes = match (info.message_bytes, info.messages) {
+            (Some(b), Some(m)) if m > 0 => b.saturating_mul(selected) / m,
+            (Some(b), _) => b,
+            _ => 0,
+        };
+        let label = target.expected_queue.clone().unwrap_or_else(|| {
+            format!(
+                "exchange '{}' key '{}'",
+                target.exchange, target.routing_key
+            )
+        });
+        let mut p = Preview {
+            queue: spec.queue.clone(),
+            selected,
+            depth: Some(depth),
+            unread: Some(why),
+            added: plan::ADDED_HEADERS.iter().map(|h| h.to_string()).collect(),
+            ..Default::default()
+        };
+        p.targets.insert(
+            label,
+            TargetPreview {
+                exchange: target.exchange,
+                routing_key: target.routing_key,
+                count: selected,
+                bytes,
+                ..Default::default()
+            },
+        );
+        Ok(Looked {
+            p,
+            depth,
+            staying: 0,
+            skipped: 0,
+        })
+    }
+
+    /// The first half of a plan: reads the head of the queue and plans each selected message.
+    async fn look(
+        &self,
+        spec: &ReplaySpec,
+        remember: impl FnOnce(&[String]) -> Remembered,
+    ) -> Result<Looked, SessionError> {
         let window = spec.window.max(1);
         // Up to 10,000 messages are looked at: keep bodies short (the engine re-reads each
         // message whole and decides on the whole body).
@@ -1096,12 +1258,10 @@ impl Session {
             .await?;
         let cost = self.cost_note(&spec.queue, &page).await;
         let (reused, depth) = (page.reused, page.queue_depth_at_start);
-        let mut p = self
-            .preview_of(spec, into_messages(page), depth, remember)
-            .await?;
-        p.reused = reused;
-        p.cost = cost;
-        Ok(p)
+        let mut looked = self.look_at(spec, into_messages(page), depth, remember);
+        looked.p.reused = reused;
+        looked.p.cost = cost;
+        Ok(looked)
     }
 
     /// [`preview`](Self::preview) of messages already read: the head of `spec.queue`, which held
@@ -1113,6 +1273,18 @@ impl Session {
         depth: u64,
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
+        let looked = self.look_at(spec, messages, depth, remember);
+        self.check_targets(spec, looked).await
+    }
+
+    /// Plans each selected message of `messages`, the head of a queue that held `depth`.
+    fn look_at(
+        &self,
+        spec: &ReplaySpec,
+        messages: Vec<DeadLetter>,
+        depth: u64,
+        remember: impl FnOnce(&[String]) -> Remembered,
+    ) -> Looked {
         let keys: Vec<String> = messages.iter().map(identity::message_key).collect();
         let memory = remember(&keys);
         let now = jiff::Timestamp::now();
@@ -1243,7 +1415,36 @@ impl Session {
                 ))
                 .or_insert(0) += 1;
         }
+        let skipped = explained
+            .iter()
+            .filter(|e| {
+                e.explanation.skipped
+                    && spec
+                        .selection
+                        .selects(&e.message, &e.explanation, &e.key, age_secs(e, now))
+            })
+            .count();
+        Looked {
+            p,
+            depth,
+            staying,
+            skipped,
+        }
+    }
 
+    /// The second half of a plan: follows every target to where it comes to rest and checks it
+    /// can take the messages (see [`Session::preview`]).
+    async fn check_targets(
+        &self,
+        spec: &ReplaySpec,
+        looked: Looked,
+    ) -> Result<Preview, SessionError> {
+        let Looked {
+            mut p,
+            depth,
+            staying,
+            skipped,
+        } = looked;
         // Where each target routes, per the broker's bindings, and where it comes to rest.
         let (exchanges, bindings) = tokio::join!(
             self.mgmt.exchanges(self.vhost()),
@@ -1409,15 +1610,6 @@ impl Session {
         for (_, rp) in p.plans.iter_mut() {
             plan::apply_redirect(rp, &p.redirects);
         }
-        let skipped = explained
-            .iter()
-            .filter(|e| {
-                e.explanation.skipped
-                    && spec
-                        .selection
-                        .selects(&e.message, &e.explanation, &e.key, age_secs(e, now))
-            })
-            .count();
         if skipped > 0 && spec.to.is_none() {
             p.refusals.push(format!(
                 "{skipped} message(s) come from a MassTransit _skipped queue: no consumer on that endpoint handles their type, so replaying them there skips them again. Deploy the consumer first, or send them to the endpoint that has it with --to"
@@ -1533,6 +1725,7 @@ impl Session {
             redirects: preview.redirects.clone(),
             replays: preview.replays.clone(),
             ages,
+            planned_unread: preview.unread.is_some(),
         };
         self.run_job(spec, work, cancel, on_progress).await
     }
@@ -1556,7 +1749,9 @@ impl Session {
         }
         let lock = self.read_lock(&spec.queue);
         let _reading = wait_for_turn(&lock, &spec.queue).await?;
-        let (queue_type, quorum, depth) = self.browse_policy(&spec.queue).await?;
+        let (info, quorum) = self.queue_policy(&spec.queue).await?;
+        let (queue_type, depth) = (info.queue_type.clone(), info.messages);
+        let planned_unread = work.planned_unread;
         let job = Job {
             action: work.action,
             dlq: spec.queue.clone(),
@@ -1575,6 +1770,10 @@ impl Session {
             settle_lag: crate::domain::features::settle_lag(&queue_type),
             conventions: self.target.settings.conventions.clone(),
             run_id: spec.run_id.clone(),
+            message_bytes: match (info.message_bytes, info.messages) {
+                (Some(b), Some(m)) if m > 0 => Some(b / m),
+                _ => None,
+            },
         };
         // The engine hands back what it does not move: on a queue whose reads cost deliveries
         // that is a read too, recorded in the ledger like one (the worst case first).
@@ -1620,7 +1819,8 @@ impl Session {
             },
         )
         .await;
-        let summary = result?;
+        let mut summary = result?;
+        summary.planned_unread = planned_unread;
         self.forget_moved(&spec.queue, &summary.counts.moved_ids);
         if let Some(b) = &begun {
             let handed_back =
@@ -1653,6 +1853,8 @@ pub struct Work {
     pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
     pub replays: HashMap<String, i64>,
     pub ages: HashMap<String, u64>,
+    /// The plan read nothing first (see [`Session::preview_to_run`]): its summary says so.
+    pub planned_unread: bool,
 }
 
 /// The selected messages at the head of a queue, for an archive, a discard or a restore.

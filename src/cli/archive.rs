@@ -449,6 +449,7 @@ pub async fn archive(c: &ConnArgs, a: &ArchiveArgs) -> Result<i32, Failure> {
         redirects: BTreeMap::new(),
         replays: Default::default(),
         ages: sel.ages.clone(),
+        planned_unread: false,
     };
     match &place {
         Place::Stream(name) => {
@@ -834,7 +835,7 @@ async fn publish_and_record(
                 duplicate_ids: Vec::new(),
                 outcome: format!("failed: {e}"),
             };
-            record.finish(Some(st), &out).await;
+            record.finish(Some(st), out).await;
             return Err(Failure::broker(format!("{e}; nothing restored")));
         }
     };
@@ -878,7 +879,7 @@ async fn publish_and_record(
         duplicate_ids: maybe.clone(),
         outcome: outcome.clone(),
     };
-    record.finish(Some(st), &out).await;
+    record.finish(Some(st), out).await;
     if let Some(e) = unrecorded {
         crate::errln!(
             "warren: the {} restored message(s) could not be remembered ({e}): a second restore would not know them",
@@ -985,6 +986,7 @@ async fn restore_replay(
     );
     let job = Job {
         run_id: Some(start.run_id.clone()),
+        message_bytes: None,
         action: Action::Replay,
         dlq: archive_name.clone(),
         selection: Selection::All,
@@ -1157,6 +1159,7 @@ pub async fn discard(c: &ConnArgs, a: &DiscardArgs) -> Result<i32, Failure> {
         redirects: BTreeMap::new(),
         replays: Default::default(),
         ages: sel.ages.clone(),
+        planned_unread: false,
     };
     let target = snapshot
         .as_ref()

@@ -1248,17 +1248,22 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     // First-seen times feed `age:` filters and are remembered for "dead since"; earlier
     // replays say which messages failed again.
     let mut first_seen = HashMap::new();
-    let preview = s
-        .preview(&spec, |keys| {
-            let memory: session::Remembered = store
-                .as_ref()
-                .and_then(|st| s.remember(st, &a.queue, keys, jiff::Timestamp::now()).ok())
-                .unwrap_or_default();
-            first_seen = memory.first_seen.clone();
-            memory
-        })
-        .await
-        .map_err(broker_failure)?;
+    let remember = |keys: &[String]| {
+        let memory: session::Remembered = store
+            .as_ref()
+            .and_then(|st| s.remember(st, &a.queue, keys, jiff::Timestamp::now()).ok())
+            .unwrap_or_default();
+        first_seen = memory.first_seen.clone();
+        memory
+    };
+    // A dry run looks at the head and shows each plan; a run reads nothing first where the
+    // target is known without looking (`Session::preview_to_run`).
+    let preview = if a.dry_run {
+        s.preview(&spec, remember).await
+    } else {
+        s.preview_to_run(&spec, remember).await
+    }
+    .map_err(broker_failure)?;
     print_preview(&preview, &spec, a.dry_run);
     if a.json {
         print_line(&preview_json(&preview, &spec));
@@ -1404,19 +1409,30 @@ impl OnRecord {
     }
 
     /// Writes how the run ended in both places.
-    pub(crate) async fn finish(&mut self, store: Option<&Store>, out: &AuditOutcome) {
-        if let (Some(st), Some(id)) = (store, self.audit_id) {
-            if let Err(e) = st.finish_replay(id, out) {
-                crate::errln!("warren: could not complete the audit record #{id}: {e}");
-            }
-            if let Some(note) = self
-                .broker
-                .append(self.op.as_str(), "outcome", &self.run_id, out)
-                .await
-            {
-                crate::errln!("warren: {}", one_line(&note, 600));
-            }
+    pub(crate) async fn finish(&mut self, store: Option<&Store>, out: AuditOutcome) {
+        let (Some(st), Some(id)) = (store, self.audit_id) else {
+            return;
+        };
+        let written = if self.broker.is_written() {
+            st.finish_replay(id, &out)
+        } else {
+            // Nothing else needs the ids: a million of them are freed before the row is stored.
+            return report_unfinished(id, st.finish_replay_taking(id, out));
+        };
+        report_unfinished(id, written);
+        if let Some(note) = self
+            .broker
+            .append(self.op.as_str(), "outcome", &self.run_id, &out)
+            .await
+        {
+            crate::errln!("warren: {}", one_line(&note, 600));
         }
+    }
+}
+
+fn report_unfinished(id: i64, written: store::Result<()>) {
+    if let Err(e) = written {
+        crate::errln!("warren: could not complete the audit record #{id}: {e}");
     }
 }
 
@@ -1507,15 +1523,18 @@ pub(crate) async fn finish_run(
         Ok(sum) => replay_outcome(sum),
         Err(e) => (format!("failed: {e}"), exit::BROKER),
     };
+    let mut result = result;
     {
-        let out = match &result {
+        let out = match &mut result {
             Ok(sum) => AuditOutcome {
                 at: jiff::Timestamp::now(),
                 moved: sum.progress.moved,
                 returned: sum.progress.returned,
                 failed: sum.progress.failed,
                 remaining: sum.progress.remaining,
-                message_ids: sum.counts.moved_ids.clone(),
+                // Moved, not copied: a million ids are tens of MiB (the summary does not
+                // print them).
+                message_ids: std::mem::take(&mut sum.counts.moved_ids),
                 duplicated: sum.counts.duplicated,
                 duplicate_ids: sum.counts.duplicate_ids.clone(),
                 outcome: outcome.clone(),
@@ -1532,7 +1551,7 @@ pub(crate) async fn finish_run(
                 outcome: outcome.clone(),
             },
         };
-        record.finish(store, &out).await;
+        record.finish(store, out).await;
     }
     match result {
         Ok(sum) => {
@@ -1565,6 +1584,8 @@ fn unreported_run(p: crate::broker::replay::Progress) -> crate::broker::replay::
         },
         progress: p,
         depth_at_start: 0,
+        replayed_before: 0,
+        planned_unread: false,
         stop: crate::broker::replay::StopReason::Cancelled,
         reconnected: Vec::new(),
     }
@@ -1684,6 +1705,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
             "stop": sum.stop.to_string(),
             "forced": sum.counts.forced,
             "reconnected": sum.reconnected,
+            "replayed_before": sum.replayed_before,
             "outcome": outcome,
         }));
         return;
@@ -1703,6 +1725,12 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
     }
     for (why, n) in &sum.counts.kept {
         crate::errln!("  kept {n} × {}", one_line(why, 300));
+    }
+    if sum.replayed_before > 0 {
+        crate::errln!(
+            "  ! {} of them were replayed before and failed again",
+            sum.replayed_before
+        );
     }
     if sum.counts.duplicated > 0 {
         if sum.counts.duplicated == sum.counts.duplicated_certain {

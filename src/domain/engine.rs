@@ -478,13 +478,25 @@ pub struct Engine {
     close_sent: bool,
 }
 
+/// The most moved ids reserved room for when a run starts (see [`Engine::new`]).
+const MOVED_IDS_RESERVE: u64 = 1 << 20;
+
 impl Engine {
     pub fn new(cfg: Config, now: Instant) -> Engine {
+        // Room for the ids the run is expected to move, at once: a list that doubles as it
+        // grows holds both copies for a moment (tens of MiB at a million ids).
+        let expected = cfg
+            .limit
+            .map_or(cfg.depth_at_start, |l| l.min(cfg.depth_at_start));
+        let reserve = usize::try_from(expected.min(MOVED_IDS_RESERVE)).unwrap_or(0);
         Engine {
             cfg,
             phase: Phase::Running,
             acks: AckTracker::default(),
-            tally: Tally::default(),
+            tally: Tally {
+                moved_ids: Vec::with_capacity(reserve),
+                ..Tally::default()
+            },
             stop: None,
             taking: true,
             waiting: None,

@@ -54,6 +54,22 @@ pub fn explain(dl: &DeadLetter) -> Explanation {
 /// The parts are read first and the verdict and fingerprint computed from them, so no
 /// half-built value exists.
 pub fn explain_with(dl: &DeadLetter, own: &Conventions, audited_replays: i64) -> Explanation {
+    explain_parts(dl, own, audited_replays, true)
+}
+
+/// [`explain_with`] without the verdict and the fingerprint (left empty): what a replay plan
+/// reads, for a run whose selection does not look at them (see `Selection::reads_story`). The
+/// replay explains every message it takes, and those two are much of that cost.
+pub fn explain_for_replay(dl: &DeadLetter, own: &Conventions, audited_replays: i64) -> Explanation {
+    explain_parts(dl, own, audited_replays, false)
+}
+
+fn explain_parts(
+    dl: &DeadLetter,
+    own: &Conventions,
+    audited_replays: i64,
+    story: bool,
+) -> Explanation {
     let deaths = xdeath::parse(&dl.headers);
     let reading = convention::read(dl, &deaths, own);
     let replay_count = dl
@@ -62,8 +78,14 @@ pub fn explain_with(dl: &DeadLetter, own: &Conventions, audited_replays: i64) ->
         .unwrap_or(0)
         .max(audited_replays)
         .max(0);
-    let verdict = verdict::verdict(dl, &reading, &deaths, replay_count);
-    let fingerprint = fingerprint::fingerprint(dl, &reading, &deaths);
+    let (verdict, fingerprint) = if story {
+        (
+            verdict::verdict(dl, &reading, &deaths, replay_count),
+            fingerprint::fingerprint(dl, &reading, &deaths),
+        )
+    } else {
+        (String::new(), Fingerprint::default())
+    };
     Explanation {
         convention: reading.convention,
         deaths,

@@ -32,6 +32,14 @@ pub const REPLAY_COUNT: &str = REPLAY_COUNT_HEADER;
 /// The globally unique id of the run that replayed it (the audit's `run_id`), so a message that
 /// dies again links itself to its run (see `domain::comeback`).
 pub const REPLAY_ID_HEADER: &str = "warren-replay-id";
+/// The headers every replayed message gets (see [`ReplayPlan::added`]): what a plan made without
+/// reading the queue can say it adds.
+pub const ADDED_HEADERS: [&str; 4] = [
+    REPLAYED_FROM_HEADER,
+    REPLAYED_AT_HEADER,
+    REPLAY_COUNT,
+    REPLAY_ID_HEADER,
+];
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplayOptions {

@@ -43,6 +43,16 @@ impl Selection {
         }
     }
 
+    /// Whether choosing by this selection reads a message's verdict or fingerprint (a group,
+    /// a filter); "all" and picked keys do not.
+    pub fn reads_story(&self) -> bool {
+        match self {
+            Selection::All | Selection::Keys(_) => false,
+            Selection::Group(_) | Selection::Filter(_) => true,
+            Selection::AllOf(all) => all.iter().any(Selection::reads_story),
+        }
+    }
+
     /// A short description for the audit record and the plan.
     pub fn describe(&self) -> String {
         match self {
