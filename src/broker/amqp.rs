@@ -1055,6 +1055,59 @@ pub async fn passive_depth(channel: &lapin::Channel, queue: ShortString) -> lapi
     Ok(u64::from(q.message_count()))
 }
 
+/// Declares a stream (the archive's, the audit's): durable, `x-queue-type = stream`, `x-max-age`
+/// as configured. Needs configure permission on the name; the broker's refusal is returned in its
+/// words.
+pub async fn declare_stream(
+    conn: &lapin::Connection,
+    name: &str,
+    max_age: &str,
+) -> Result<(), DeclareError> {
+    let name = short("the stream's name", name).map_err(|e| DeclareError::Other(e.to_string()))?;
+    let ch = conn
+        .create_channel()
+        .await
+        .map_err(|e| DeclareError::Other(e.to_string()))?;
+    let mut args = lapin::types::FieldTable::default();
+    args.insert(
+        "x-queue-type".into(),
+        lapin::types::AMQPValue::LongString(lapin::types::LongString::from("stream")),
+    );
+    args.insert(
+        "x-max-age".into(),
+        lapin::types::AMQPValue::LongString(lapin::types::LongString::from(max_age)),
+    );
+    let r = ch
+        .queue_declare(
+            name,
+            lapin::options::QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            args,
+        )
+        .await;
+    if ch.status().connected() {
+        let _ = ch.close(200, "stream declared".into()).await;
+    }
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) => Err(match soft_error_code(&e) {
+            Some((403, text)) => DeclareError::NoPermission(text),
+            Some((code, text)) => DeclareError::Other(format!("{text} ({code})")),
+            None => DeclareError::Other(e.to_string()),
+        }),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeclareError {
+    #[error("the broker refused to create it (configure permission is needed): {0}")]
+    NoPermission(String),
+    #[error("creating it failed: {0}")]
+    Other(String),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,8 +10,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesOrdered;
 use lapin::Confirmation;
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 
 use crate::broker::amqp;
 use crate::broker::replay::content_hash;
@@ -29,74 +28,13 @@ pub enum StreamState {
     NotAStream(String),
 }
 
-/// Declares the archive stream: durable, `x-queue-type = stream`, `x-max-age` as configured.
-/// Needs configure permission on the name; the broker's refusal is returned in its words.
-pub async fn declare_stream(
-    conn: &lapin::Connection,
-    name: &str,
-    max_age: &str,
-) -> Result<(), DeclareError> {
-    let name = amqp::short("the archive stream's name", name)
-        .map_err(|e| DeclareError::Other(e.to_string()))?;
-    let ch = conn
-        .create_channel()
-        .await
-        .map_err(|e| DeclareError::Other(e.to_string()))?;
-    let mut args = FieldTable::default();
-    args.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString(LongString::from("stream")),
-    );
-    args.insert(
-        "x-max-age".into(),
-        AMQPValue::LongString(LongString::from(max_age)),
-    );
-    let r = ch
-        .queue_declare(
-            name,
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            args,
-        )
-        .await;
-    if ch.status().connected() {
-        let _ = ch.close(200, "archive declared".into()).await;
-    }
-    match r {
-        Ok(_) => Ok(()),
-        Err(e) => Err(match amqp::soft_error_code(&e) {
-            Some((403, text)) => DeclareError::NoPermission(text),
-            Some((code, text)) => DeclareError::Other(format!("{text} ({code})")),
-            None => DeclareError::Other(e.to_string()),
-        }),
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum DeclareError {
-    #[error("the broker refused to create it (configure permission is needed): {0}")]
-    NoPermission(String),
-    #[error("creating it failed: {0}")]
-    Other(String),
-}
+pub use super::amqp::{DeclareError, declare_stream};
 
 /// The local archive of a context's vhost: a snapshot file under the data directory that holds
 /// Warren's store (`archive/<context>/<vhost>.jsonl`), names made file-safe.
 pub fn local_path(store_path: &Path, context: &str, vhost: &str) -> PathBuf {
     let safe = |s: &str| -> String {
-        let t: String = s
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(100)
-            .collect();
+        let t = crate::domain::sanitize::file_safe(s, 100);
         // "/" is the default vhost.
         if t.trim_matches('_').is_empty() {
             format!("default{t}")

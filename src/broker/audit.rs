@@ -11,12 +11,12 @@ use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::ShortString;
 use lapin::{BasicProperties, Channel, Confirmation};
 use serde::Serialize;
 
-use super::amqp::{short, soft_error_code};
+use super::amqp::short;
 use super::browse::{self, BrowseRequest};
 use super::management::ManagementError;
 use super::session::{Session, SessionError};
@@ -277,43 +277,16 @@ pub async fn record_protect(
 
 async fn declare(s: &Session, name: &str) -> Result<(), String> {
     let conn = s.amqp().await.map_err(|e| e.to_string())?;
-    let ch = conn
-        .create_channel()
+    super::amqp::declare_stream(conn, name, &s.target.audit.max_age)
         .await
-        .map_err(|e| format!("cannot open a channel to create the audit stream: {e}"))?;
-    let mut args = FieldTable::default();
-    args.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString(LongString::from("stream")),
-    );
-    args.insert(
-        "x-max-age".into(),
-        AMQPValue::LongString(LongString::from(s.target.audit.max_age.as_str())),
-    );
-    let queue = short("the audit stream name", name).map_err(|e| e.to_string())?;
-    let r = ch
-        .queue_declare(
-            queue,
-            QueueDeclareOptions {
-                durable: true,
-                ..QueueDeclareOptions::default()
-            },
-            args,
-        )
-        .await;
-    let _ = ch.close(200, "audit stream declared".into()).await;
-    match r {
-        Ok(_) => Ok(()),
-        Err(e) => Err(match soft_error_code(&e) {
-            Some((403, text)) => format!(
+        .map_err(|e| match e {
+            super::amqp::DeclareError::NoPermission(text) => format!(
                 "RabbitMQ refused to create the audit stream '{name}': {text} (creating it needs configure permission on the vhost; an administrator can create it once)"
             ),
-            Some((code, text)) => format!(
-                "RabbitMQ refused to create the audit stream '{name}' ({code}: {text}); the broker may not support streams"
+            super::amqp::DeclareError::Other(text) => format!(
+                "could not create the audit stream '{name}': {text}; the broker may not support streams"
             ),
-            None => format!("could not create the audit stream '{name}': {e}"),
-        }),
-    }
+        })
 }
 
 /// Every entry of the context's audit stream (message bodies, oldest first), read by offset:

@@ -1183,17 +1183,7 @@ fn discard_path(queue: &str) -> Result<PathBuf, Failure> {
             store::STORE_ENV
         ))
     })?;
-    let safe: String = queue
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(100)
-        .collect();
+    let safe = crate::domain::sanitize::file_safe(queue, 100);
     let at = jiff::Timestamp::now()
         .strftime("%Y%m%dT%H%M%S%.3fZ")
         .to_string();

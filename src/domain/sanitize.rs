@@ -320,6 +320,21 @@ fn marker(cut_bytes: usize, long: bool) -> String {
     }
 }
 
+/// `s` as part of a file name: ASCII letters, digits, `-`, `_` and `.` kept, anything else `_`,
+/// at most `max` characters.
+pub fn file_safe(s: &str, max: usize) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(max)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
