@@ -237,23 +237,11 @@ pub struct ReplayArgs {
     /// The dead-letter queue to replay from.
     #[arg(value_parser = queue_name)]
     pub queue: String,
-    /// Move at most this many messages.
-    #[arg(long)]
-    pub limit: Option<u64>,
+    #[command(flatten)]
+    pub pick: Pick,
     /// Messages per second, from 0.01 to 1000000 (default: as fast as confirms allow).
     #[arg(long, value_name = "PER_SEC", value_parser = rate)]
     pub rate: Option<f64>,
-    /// Only messages that match this filter query.
-    // A query may start with '-' (a negation: `--filter '-exception:x'`).
-    #[arg(long, value_name = "QUERY", allow_hyphen_values = true)]
-    pub filter: Option<String>,
-    /// Only messages of this group, as `warren groups` lists it: its key (by default a
-    /// failure fingerprint) or its value (`--by reason --group rejected`).
-    #[arg(long, value_name = "KEY")]
-    pub group: Option<String>,
-    /// The grouping --group names a group of (see `warren groups --by`).
-    #[arg(long, value_name = "MODE", default_value = "fingerprint", value_parser = group_by, requires = "group")]
-    pub by: GroupBy,
     /// Send every selected message to this queue (through the default exchange).
     #[arg(long, value_name = "QUEUE", value_parser = queue_name)]
     pub to: Option<String>,
@@ -280,15 +268,13 @@ pub struct ReplayArgs {
     /// Replay without writing the audit record (only when Warren's store cannot be opened).
     #[arg(long)]
     pub no_audit: bool,
-    /// Unselected messages held back at most (then the replay stops and says so).
-    #[arg(long, value_name = "N")]
-    pub window: Option<usize>,
 }
 
-/// Which messages of a queue: shared by archive, restore and discard (as replay's).
+/// Which messages of a queue: shared by replay, archive, restore and discard.
 #[derive(Debug, Args, Clone, Default)]
 pub struct Pick {
     /// Only messages that match this filter query.
+    // A query may start with '-' (a negation: `--filter '-exception:x'`).
     #[arg(long, value_name = "QUERY", allow_hyphen_values = true)]
     pub filter: Option<String>,
     /// Only messages of this group, as `warren groups` lists it: its key (by default a
@@ -504,7 +490,9 @@ mod tests {
         let cli = Cli::try_parse_from(["warren", "replay", "dlq", "--filter", "-reason:expired"])
             .expect("replay takes a negated query too");
         match cli.command {
-            Some(Command::Replay(r)) => assert_eq!(r.filter.as_deref(), Some("-reason:expired")),
+            Some(Command::Replay(r)) => {
+                assert_eq!(r.pick.filter.as_deref(), Some("-reason:expired"))
+            }
             other => panic!("{other:?}"),
         }
         // The `=` form, and an option after the query still parses as an option.

@@ -1203,7 +1203,7 @@ pub(crate) fn confirm_to(count: u64, verb: &str, typed: bool) -> bool {
 }
 
 pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
-    let filter = parse_filter(a.filter.as_deref())?;
+    let filter = parse_filter(a.pick.filter.as_deref())?;
     if let Some(r) = a.rate
         && !(r.is_finite() && r > 0.0)
     {
@@ -1213,17 +1213,17 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     }
     let s = open(c).await?;
     let read_consent = consent(c);
-    let selection = selection_of(&s, a.group.as_deref(), a.by, filter.clone()).await?;
+    let selection = selection_of(&s, a.pick.group.as_deref(), a.pick.by, filter.clone()).await?;
     let spec = ReplaySpec {
         queue: a.queue.clone(),
         selection,
-        limit: a.limit,
+        limit: a.pick.limit,
         rate: a.rate.or(s.target.settings.replay.rate.map(f64::from)),
         to: a.to.clone(),
         allow_fan_out: a.allow_fan_out,
         keep_attempts: a.keep_attempts,
         clear_expiry: a.clear_expiry,
-        window: a.window.unwrap_or(s.target.settings.replay.window),
+        window: a.pick.window.unwrap_or(s.target.settings.replay.window),
         consent: read_consent,
         run_id: Some(audit::new_run_id(jiff::Timestamp::now())),
     };
@@ -1309,15 +1309,15 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         from_queue: a.queue.clone(),
         targets: preview.targets.keys().cloned().collect(),
         filter: filter.as_ref().map(|f| f.to_string()),
-        group: a.group.as_ref().map(|g| {
+        group: a.pick.group.as_ref().map(|g| {
             GroupChoice {
-                by: a.by,
+                by: a.pick.by,
                 name: g.clone(),
                 waits: WaitQueues::default(),
             }
             .audit_label()
         }),
-        requested_limit: a.limit,
+        requested_limit: a.pick.limit,
         dry_run: false,
         keep_attempts: a.keep_attempts,
         clear_expiry: a.clear_expiry,
