@@ -568,7 +568,11 @@ impl Session {
         let kept = Store::open_default()
             .and_then(|st| st.set_group_note(&self.memory_key(), note))
             .map_err(|e| SessionError::Refused(format!("the note was not kept: {e}")))?;
-        let warning = self.mirror_group_note(note).await.err().map(|e| e.to_string());
+        let warning = self
+            .mirror_group_note(note)
+            .await
+            .err()
+            .map(|e| e.to_string());
         Ok((kept, warning))
     }
 
@@ -612,7 +616,11 @@ impl Session {
             key: note.key.clone(),
             text: note.text.clone(),
         };
-        let event = if note.text.is_empty() { "forget" } else { "set" };
+        let event = if note.text.is_empty() {
+            "forget"
+        } else {
+            "set"
+        };
         let mut broker = BrokerRecord::open(self, consent).await;
         match broker
             .append("note", event, &new_run_id(note.at), &record)

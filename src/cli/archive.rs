@@ -642,8 +642,7 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
         .await?
         .len() as u64;
     }
-    let chosen =
-        pick_archived(&s, candidates, &a.pick, filter.clone(), a.from.as_deref()).await?;
+    let chosen = pick_archived(&s, candidates, &a.pick, filter.clone(), a.from.as_deref()).await?;
     if skipped_again > 0 {
         crate::errln!(
             "  {skipped_again} matching message(s) were restored before and are left out: a stream never forgets them (--again restores them again)"
@@ -767,12 +766,12 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
         Some(&st),
         Operation::Restore,
         &audit_start(
-                &s,
-                &place.label(),
-                by_queue.keys().cloned().collect(),
-                &a.pick,
-                filter.as_ref(),
-            ),
+            &s,
+            &place.label(),
+            by_queue.keys().cloned().collect(),
+            &a.pick,
+            filter.as_ref(),
+        ),
         !a.yes,
         a.json,
     )
@@ -1044,16 +1043,9 @@ async fn restore_replay(
         crate::errln!("nothing restored");
         return Ok(exit::FAILED);
     }
-    let mut record = commands::OnRecord::begin(
-        c,
-        &s,
-        Some(&st),
-        Operation::Replay,
-        &start,
-        !a.yes,
-        a.json,
-    )
-    .await?;
+    let mut record =
+        commands::OnRecord::begin(c, &s, Some(&st), Operation::Replay, &start, !a.yes, a.json)
+            .await?;
     publish_and_record(s, st, &mut record, key, items, &keys_of, a.json).await
 }
 
