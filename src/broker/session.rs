@@ -558,14 +558,22 @@ impl Session {
 
     /// Keeps `note` as the note of its group (an empty text removes it) in Warren's store and
     /// mirrors it to the broker's audit stream: the one way a note is set, from `warren groups
-    /// --note` and the TUI alike. Returns whether a note is now kept.
-    pub async fn set_group_note(&self, note: &GroupNote) -> Result<bool, SessionError> {
+    /// --note` and the TUI alike. Returns whether a note is now kept and, when the broker's copy
+    /// could not be written, what to tell the operator (the note is then only local).
+    pub async fn set_group_note(
+        &self,
+        note: &GroupNote,
+    ) -> Result<(bool, Option<String>), SessionError> {
         // The store is opened and closed before anything is awaited (it is not `Sync`).
         let kept = Store::open_default()
             .and_then(|st| st.set_group_note(&self.memory_key(), note))
             .map_err(|e| SessionError::Refused(format!("the note was not kept: {e}")))?;
-        self.mirror_group_note(note).await?;
-        Ok(kept)
+        let warning = self
+            .mirror_group_note(note)
+            .await
+            .err()
+            .map(|e| e.to_string());
+        Ok((kept, warning))
     }
 
     /// The notes on `queue`'s groups in this context and vhost.
@@ -582,21 +590,47 @@ impl Session {
         st.forget_group_notes(&self.memory_key(), gone)
     }
 
-    /// THE HOOK for the broker's audit stream (issue 14: a group note is "kept in the store and
-    /// in the broker audit"). Called by [`Session::set_group_note`] once per note set or removed
-    /// (`note.text` empty), after the store kept it, with everything the record needs: queue,
-    /// grouping (`note.by`), group key, text, author and time; the context and vhost are this
-    /// session's. The audit stream is not part of this change: publish the record here (a
-    /// failure to publish should be returned, so the caller says the note is only local). A
-    /// read-only session (`self.target.read_only`) publishes nothing: its note stays local.
+    /// Appends a group note to the broker's audit stream (kind `note`, event `set`, or
+    /// `forget` for an empty text), so the rota sees it in `warren audit`. The config decides,
+    /// as for every audit entry, and no one is asked (the TUI cannot): the stream is created
+    /// only with `create_audit_stream = true`. A read-only session, or a context with the
+    /// stream turned off, publishes nothing: the note stays local and that is no failure.
+    /// `Err` says why the broker's copy was not written.
     pub async fn mirror_group_note(&self, note: &GroupNote) -> Result<(), SessionError> {
-        tracing::debug!(
-            "group note on {} ({} {}) kept locally; no broker audit stream to mirror it to yet",
-            note.queue,
-            note.by,
-            note.key
-        );
-        Ok(())
+        use crate::broker::audit::{BrokerRecord, Consent, configured_consent, new_run_id};
+        if self.target.read_only || self.target.audit.stream.is_none() {
+            return Ok(());
+        }
+        let consent = match configured_consent(self, false) {
+            Some(true) => Consent::Create,
+            _ => Consent::Refuse,
+        };
+        let record = crate::store::NoteRecord {
+            at: note.at,
+            author: note.author.clone(),
+            broker_user: self.whoami.name.clone(),
+            context: self.target.context.clone(),
+            vhost: self.vhost().to_string(),
+            queue: note.queue.clone(),
+            by: note.by.as_str().to_string(),
+            key: note.key.clone(),
+            text: note.text.clone(),
+        };
+        let event = if note.text.is_empty() {
+            "forget"
+        } else {
+            "set"
+        };
+        let mut broker = BrokerRecord::open(self, consent).await;
+        match broker
+            .append("note", event, &new_run_id(note.at), &record)
+            .await
+        {
+            None => Ok(()),
+            Some(why) => Err(SessionError::Refused(format!(
+                "{why}; the note is kept on this machine only"
+            ))),
+        }
     }
 
     fn read_record(&self, queue: &str) -> Result<Option<ReadRecord>, String> {

@@ -588,10 +588,13 @@ async fn groups_live(
             author: store::current_os_user(),
             at: jiff::Timestamp::now(),
         };
-        let kept = s
+        let (kept, warning) = s
             .set_group_note(&note)
             .await
             .map_err(|e| Failure::failed(e.to_string()))?;
+        if let Some(w) = warning {
+            crate::errln!("warren: {}", one_line(&w, 600));
+        }
         crate::errln!(
             "warren: {} the note on group {} ({})",
             if kept { "kept" } else { "removed" },
@@ -1098,6 +1101,33 @@ pub async fn audit(
             );
         }
     }
+    for n in &merged.notes {
+        let note = &n.note;
+        if json {
+            let mut v = serde_json::to_value(note).unwrap_or(Value::Null);
+            v["kind"] = json!("note");
+            v["event"] = json!(n.event);
+            v["seen"] = json!({"local": false, "broker": true});
+            print_line(&v);
+        } else {
+            crate::outln!(
+                "note {} {} {}@{} {} {}  {} {}: {}  [broker]",
+                n.event,
+                note.at,
+                one_line(&note.author, 30),
+                one_line(&note.broker_user, 30),
+                one_line(&note.vhost, 30),
+                one_line(&note.queue, 60),
+                one_line(&note.by, 20),
+                one_line(&note.key, 80),
+                if note.text.is_empty() {
+                    "(removed)".to_string()
+                } else {
+                    one_line(&note.text, 200)
+                },
+            );
+        }
+    }
     for v in &merged.other {
         if json {
             let mut v = v.clone();
@@ -1112,7 +1142,12 @@ pub async fn audit(
             );
         }
     }
-    if merged.replays.is_empty() && merged.protects.is_empty() && merged.other.is_empty() && !json {
+    if merged.replays.is_empty()
+        && merged.protects.is_empty()
+        && merged.notes.is_empty()
+        && merged.other.is_empty()
+        && !json
+    {
         crate::outln!("nothing recorded");
     }
     for why in &unreached {

@@ -23,8 +23,14 @@ use crate::store::Store;
 /// `--vhost '*'`: every vhost of the context.
 pub const EVERY_VHOST: &str = "*";
 
+/// `--context '*'`: every context of the config file, each its own listing.
+pub const EVERY_CONTEXT: &str = "*";
+
 /// One vhost's dead-letter queues with their figures.
 struct Place {
+    /// The context, with `--context '*'` (else empty).
+    context: String,
+    version: Option<BrokerVersion>,
     vhost: String,
     discovery: Discovery,
     figures: Vec<Figures>,
@@ -32,6 +38,46 @@ struct Place {
 
 fn every_vhost(c: &ConnArgs) -> bool {
     c.vhost.as_deref() == Some(EVERY_VHOST)
+}
+
+fn every_context(c: &ConnArgs) -> bool {
+    c.context.as_deref() == Some(EVERY_CONTEXT)
+}
+
+/// The scopes to look at: with `--context '*'` one per context of the config file (named),
+/// else the one the command line gives (`None`).
+fn scopes_of(c: &ConnArgs) -> Result<Vec<(Option<String>, ConnArgs)>, Failure> {
+    if !every_context(c) {
+        return Ok(vec![(None, c.clone())]);
+    }
+    let cfg =
+        config::Config::read(c.config.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
+    if cfg.contexts.is_empty() {
+        return Err(Failure::usage(
+            "--context '*' looks at every context of the config file, and it defines none: add [contexts.NAME] sections",
+        ));
+    }
+    Ok(cfg
+        .contexts
+        .keys()
+        .map(|name| {
+            let mut one = c.clone();
+            one.context = Some(name.clone());
+            (Some(name.clone()), one)
+        })
+        .collect())
+}
+
+/// Says that a context could not be looked at (the others are shown).
+fn say_unreached(context: &str, why: &str, json: bool) {
+    if json {
+        commands::print_line(&json!({"event": "unreachable", "context": context, "reason": why}));
+    }
+    crate::errln!(
+        "warren: context '{}' not shown: {}",
+        one_line(context, 60),
+        one_line(why, 600)
+    );
 }
 
 /// The discovery of the scope: the session's vhost, or every vhost from one listing of each
@@ -90,44 +136,65 @@ fn heads(st: Option<&Store>, key: &str) -> HashMap<String, ReadHead> {
 
 /// `warren queues`: every dead-letter queue of the scope with its urgency, most urgent first.
 pub async fn queues(c: &ConnArgs, json: bool, all: bool, sort: SortBy) -> Result<i32, Failure> {
-    let s = open_scope(c).await?;
     let every = every_vhost(c);
+    let contexts = every_context(c);
     let now = Timestamp::now();
     let st = Store::open_default().ok();
     let mut places = Vec::new();
-    for (vhost, d) in discover(&s, every).await? {
-        let key = s.memory_key_of(&vhost);
-        let mut kept = HashMap::new();
-        histories(st.as_ref(), &key, &d, &mut kept, now);
-        let figures = urgency::dlq_figures(&d, &kept, &heads(st.as_ref(), &key), now);
-        places.push(Place {
-            vhost,
-            discovery: d,
-            figures,
-        });
+    let scopes = scopes_of(c)?;
+    let mut unreached: Vec<Failure> = Vec::new();
+    for (context, c) in &scopes {
+        let looked = async {
+            let s = open_scope(c).await?;
+            let found = discover(&s, every).await?;
+            Ok::<_, Failure>((s, found))
+        }
+        .await;
+        let (s, found) = match (looked, context) {
+            (Ok(l), _) => l,
+            (Err(f), None) => return Err(f),
+            (Err(f), Some(name)) => {
+                say_unreached(name, &f.message, json);
+                unreached.push(f);
+                continue;
+            }
+        };
+        for (vhost, d) in found {
+            let key = s.memory_key_of(&vhost);
+            let mut kept = HashMap::new();
+            histories(st.as_ref(), &key, &d, &mut kept, now);
+            let figures = urgency::dlq_figures(&d, &kept, &heads(st.as_ref(), &key), now);
+            places.push(Place {
+                context: context.clone().unwrap_or_default(),
+                version: s.overview.features.version,
+                vhost,
+                discovery: d,
+                figures,
+            });
+        }
     }
-    print_queues(
-        &places,
-        s.overview.features.version,
-        json,
-        all,
-        every,
-        sort,
-        now,
-    );
+    if unreached.len() == scopes.len() {
+        return Err(Failure::broker(format!(
+            "no context could be reached ({}): check the brokers, or name one with --context NAME",
+            unreached.len()
+        )));
+    }
+    print_queues(&places, json, all, every, contexts, sort, now);
     Ok(exit::OK)
 }
 
 #[allow(clippy::too_many_arguments)]
 fn print_queues(
     places: &[Place],
-    version: Option<BrokerVersion>,
     json: bool,
     all: bool,
     every: bool,
+    contexts: bool,
     sort: SortBy,
     now: Timestamp,
 ) {
+    // Every context: each vhost named too (contexts may use different ones).
+    let every = every || contexts;
     // Every vhost's queues in one order.
     let rows: Vec<(&Place, &DlqInfo, Figures)> = places
         .iter()
@@ -142,7 +209,9 @@ fn print_queues(
     let names: Vec<String> = rows
         .iter()
         .map(|(p, q, _)| {
-            if every {
+            if contexts {
+                format!("{}/{}/{}", p.context, p.vhost, q.name)
+            } else if every {
                 format!("{}/{}", p.vhost, q.name)
             } else {
                 q.name.clone()
@@ -159,12 +228,21 @@ fn print_queues(
     } else {
         0
     };
-    let vhost_cell = |v: &str| {
-        if every {
-            format!("{:<vhost_w$} ", one_line(v, 60))
-        } else {
-            String::new()
+    let context_w = places
+        .iter()
+        .map(|p| one_line(&p.context, 60).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("context".len());
+    let vhost_cell = |ctx: &str, v: &str| {
+        let mut cell = String::new();
+        if contexts {
+            cell.push_str(&format!("{:<context_w$} ", one_line(ctx, 60)));
         }
+        if every {
+            cell.push_str(&format!("{:<vhost_w$} ", one_line(v, 60)));
+        }
+        cell
     };
     let keyed: Vec<(&str, Figures)> = rows
         .iter()
@@ -176,7 +254,7 @@ fn print_queues(
         let mark = |s: SortBy| if s == sort { "▼" } else { "" };
         crate::outln!(
             "{}{:<40} {:<8} {:<12} {:>7} {:>10} {:>6} {:>6} {:>9}  from",
-            vhost_cell("vhost"),
+            vhost_cell("context", "vhost"),
             format!("name{}", mark(SortBy::Name)),
             "kind",
             "convention",
@@ -197,8 +275,9 @@ fn print_queues(
     }
     for i in order {
         let (p, q, f) = &rows[i];
+        let version = p.version;
         if json {
-            commands::print_line(&json!({
+            let mut v = json!({
                 "vhost": p.vhost,
                 "name": q.name,
                 "kind": q.kind.label(),
@@ -213,7 +292,11 @@ fn print_queues(
                 "oldest_is_lower_bound": f.oldest.map(|o| o.is_lower_bound()),
                 "last_arrival": f.last_arrival.map(|t| t.to_string()),
                 "origin_consumers": f.origin_consumers,
-            }));
+            });
+            if contexts {
+                v["context"] = json!(p.context);
+            }
+            commands::print_line(&v);
         } else {
             let from = if q.feeders.is_empty() {
                 String::new()
@@ -230,7 +313,7 @@ fn print_queues(
             };
             crate::outln!(
                 "{}{:<40} {:<8} {:<12} {:>7} {:>10} {:>6} {:>6} {:>9}  {}{}",
-                vhost_cell(&p.vhost),
+                vhost_cell(&p.context, &p.vhost),
                 one_line(&q.name, 40),
                 q.kind.label(),
                 q.convention.as_str(),
@@ -253,25 +336,30 @@ fn print_queues(
     if !json && rows.is_empty() {
         crate::outln!(
             "no dead-letter queues in {}",
-            if every { "any vhost" } else { "this vhost" }
+            if contexts {
+                "any context"
+            } else if every {
+                "any vhost"
+            } else {
+                "this vhost"
+            }
         );
     }
 }
 
-/// Sessions for reading, one per vhost, opened on first need.
-struct Sessions<'a> {
-    c: &'a ConnArgs,
-    main: &'a Session,
+/// Sessions for reading, one per vhost other than the main session's, opened on first need.
+struct Sessions {
+    c: ConnArgs,
     others: HashMap<String, Result<Session, String>>,
 }
 
-impl Sessions<'_> {
-    async fn of(&mut self, vhost: &str) -> Result<&Session, String> {
-        if vhost == self.main.vhost() {
-            return Ok(self.main);
+impl Sessions {
+    async fn of<'a>(&'a mut self, main: &'a Session, vhost: &str) -> Result<&'a Session, String> {
+        if vhost == main.vhost() {
+            return Ok(main);
         }
         if !self.others.contains_key(vhost) {
-            let mut o = commands::overrides(self.c);
+            let mut o = commands::overrides(&self.c);
             o.vhost = Some(vhost.to_string());
             let opened = match config::load(&o) {
                 Ok((_, target)) => Session::open(target).await.map_err(|e| e.to_string()),
@@ -285,6 +373,20 @@ impl Sessions<'_> {
             None => Err("no session".into()),
         }
     }
+}
+
+/// What a watch keeps per scope (the one the command line gives, or each context with
+/// `--context '*'`): its session once reached, and what it saw.
+struct Watched {
+    context: Option<String>,
+    session: Option<Session>,
+    sessions: Sessions,
+    kept: HashMap<String, HashMap<String, History>>,
+    last_depth: HashMap<(String, String), u64>,
+    groups_of: HashMap<(String, String), Vec<GroupLook>>,
+    told_not_read: std::collections::HashSet<(String, String)>,
+    /// The context's outage was said (said again only after it was reached).
+    told_unreached: bool,
 }
 
 /// Reads `q` for its failure groups where a read is free, and records what the read found.
@@ -369,100 +471,158 @@ pub async fn watch(c: &ConnArgs, a: &WatchArgs) -> Result<i32, Failure> {
     }
     let alerts = &a.alert;
     let every = every_vhost(c);
-    let s = open_scope(c).await?;
     let st = Store::open_default().ok();
-    let mut sessions = Sessions {
-        c,
-        main: &s,
-        others: HashMap::new(),
-    };
+    let mut scopes: Vec<Watched> = Vec::new();
+    for (context, c) in scopes_of(c)? {
+        // One scope: not reachable at the start is a failure, as before.
+        let session = match &context {
+            None => Some(open_scope(&c).await?),
+            Some(_) => None,
+        };
+        scopes.push(Watched {
+            context,
+            session,
+            sessions: Sessions {
+                c,
+                others: HashMap::new(),
+            },
+            kept: HashMap::new(),
+            last_depth: HashMap::new(),
+            groups_of: HashMap::new(),
+            told_not_read: Default::default(),
+            told_unreached: false,
+        });
+    }
     let mut watcher = Watcher::new();
-    let mut kept: HashMap<String, HashMap<String, History>> = HashMap::new();
-    let mut last_depth: HashMap<(String, String), u64> = HashMap::new();
-    let mut groups_of: HashMap<(String, String), Vec<GroupLook>> = HashMap::new();
-    let mut told_not_read: std::collections::HashSet<(String, String)> = Default::default();
     loop {
         let now = Timestamp::now();
-        let places = match discover(&s, every).await {
-            Ok(p) => p,
-            Err(f) if a.once => return Err(f),
-            Err(f) => {
-                crate::errln!(
-                    "warren: {}; trying again in {} s",
-                    one_line(&f.message, 600),
-                    a.interval
-                );
-                tokio::time::sleep(Duration::from_secs(a.interval)).await;
-                continue;
-            }
-        };
         let mut looks = Vec::new();
-        for (vhost, d) in &places {
-            let key = s.memory_key_of(vhost);
-            let k = kept.entry(vhost.clone()).or_default();
-            histories(st.as_ref(), &key, d, k, now);
-            let heads_now = heads(st.as_ref(), &key);
-            let figures = urgency::dlq_figures(d, k, &heads_now, now);
-            for (q, mut f) in d.dead_letter_queues.iter().zip(figures) {
-                let id = (vhost.clone(), q.name.clone());
-                let depth = q.depth.unwrap_or(0);
-                // Read again only when something arrived: what was read is still what is there.
-                let arrived = last_depth
-                    .insert(id.clone(), depth)
-                    .is_none_or(|b| depth > b);
-                let mut not_read = None;
-                if depth > 0 && arrived {
-                    let read = match sessions.of(vhost).await {
-                        Ok(rs) => read_groups(rs, st.as_ref(), q, a.limit, now).await,
-                        Err(e) => Err(format!("not read: {e}")),
-                    };
-                    match read {
-                        Ok((g, head)) => {
-                            groups_of.insert(id.clone(), g);
-                            f = urgency::figures(
-                                k.get(&q.name).unwrap_or(&History::default()),
-                                q.depth,
-                                Some(head),
-                                f.origin_consumers,
-                                now,
-                            );
-                        }
-                        Err(why) => {
-                            groups_of.remove(&id);
-                            not_read = Some(why);
-                        }
+        let mut failures: Vec<(Option<String>, Failure)> = Vec::new();
+        for w in &mut scopes {
+            if w.session.is_none() {
+                match open_scope(&w.sessions.c).await {
+                    Ok(s) => w.session = Some(s),
+                    Err(f) => {
+                        failures.push((w.context.clone(), f));
+                        continue;
                     }
-                } else if depth == 0 {
-                    groups_of.remove(&id);
-                } else if let Some(g) = groups_of.get_mut(&id) {
-                    // Unchanged since the last read: nothing in it is new any more.
-                    g.iter_mut().for_each(|g| g.new = false);
                 }
-                looks.push(Look {
-                    vhost: vhost.clone(),
-                    queue: q.name.clone(),
-                    figures: f,
-                    age_secs: f.oldest.map(|o| o.age_secs(now)),
-                    groups: groups_of.get(&id).cloned(),
-                    not_read,
-                });
+            }
+            let Some(s) = w.session.as_ref() else {
+                continue;
+            };
+            let places = match discover(s, every).await {
+                Ok(p) => p,
+                Err(f) => {
+                    failures.push((w.context.clone(), f));
+                    continue;
+                }
+            };
+            w.told_unreached = false;
+            let context = w.context.clone().unwrap_or_default();
+            let first = looks.len();
+            for (vhost, d) in &places {
+                let key = s.memory_key_of(vhost);
+                let k = w.kept.entry(vhost.clone()).or_default();
+                histories(st.as_ref(), &key, d, k, now);
+                let heads_now = heads(st.as_ref(), &key);
+                let figures = urgency::dlq_figures(d, k, &heads_now, now);
+                for (q, mut f) in d.dead_letter_queues.iter().zip(figures) {
+                    let id = (vhost.clone(), q.name.clone());
+                    let depth = q.depth.unwrap_or(0);
+                    // Read again only when something arrived: what was read is still there.
+                    let arrived = w
+                        .last_depth
+                        .insert(id.clone(), depth)
+                        .is_none_or(|b| depth > b);
+                    let mut not_read = None;
+                    if depth > 0 && arrived {
+                        let read = match w.sessions.of(s, vhost).await {
+                            Ok(rs) => read_groups(rs, st.as_ref(), q, a.limit, now).await,
+                            Err(e) => Err(format!("not read: {e}")),
+                        };
+                        match read {
+                            Ok((g, head)) => {
+                                w.groups_of.insert(id.clone(), g);
+                                f = urgency::figures(
+                                    k.get(&q.name).unwrap_or(&History::default()),
+                                    q.depth,
+                                    Some(head),
+                                    f.origin_consumers,
+                                    now,
+                                );
+                            }
+                            Err(why) => {
+                                w.groups_of.remove(&id);
+                                not_read = Some(why);
+                            }
+                        }
+                    } else if depth == 0 {
+                        w.groups_of.remove(&id);
+                    } else if let Some(g) = w.groups_of.get_mut(&id) {
+                        // Unchanged since the last read: nothing in it is new any more.
+                        g.iter_mut().for_each(|g| g.new = false);
+                    }
+                    looks.push(Look {
+                        context: context.clone(),
+                        vhost: vhost.clone(),
+                        queue: q.name.clone(),
+                        figures: f,
+                        age_secs: f.oldest.map(|o| o.age_secs(now)),
+                        groups: w.groups_of.get(&id).cloned(),
+                        not_read,
+                    });
+                }
+            }
+            for l in &looks[first..] {
+                if let Some(why) = &l.not_read
+                    && w.told_not_read.insert((l.vhost.clone(), l.queue.clone()))
+                {
+                    if a.json {
+                        let mut v = json!({
+                            "event": "not-read", "vhost": l.vhost, "queue": l.queue, "reason": why,
+                        });
+                        if !l.context.is_empty() {
+                            v["context"] = json!(l.context);
+                        }
+                        commands::print_line(&v);
+                    } else if a.format != WatchFormat::Prometheus {
+                        crate::errln!(
+                            "warren: {}: failure groups {}",
+                            one_line(&l.queue, 120),
+                            one_line(why, 400)
+                        );
+                    }
+                }
             }
         }
-        for l in &looks {
-            if let Some(why) = &l.not_read
-                && told_not_read.insert((l.vhost.clone(), l.queue.clone()))
+        if failures.len() == scopes.len() {
+            // Nothing reached: one scope's own failure, or every context's.
+            let f = match failures.pop() {
+                Some((None, f)) => f,
+                Some((Some(_), _)) | None => Failure::broker(format!(
+                    "no context could be reached ({}): check the brokers, or name one with --context NAME",
+                    scopes.len()
+                )),
+            };
+            if a.once {
+                return Err(f);
+            }
+            crate::errln!(
+                "warren: {}; trying again in {} s",
+                one_line(&f.message, 600),
+                a.interval
+            );
+            tokio::time::sleep(Duration::from_secs(a.interval)).await;
+            continue;
+        }
+        for (context, f) in &failures {
+            let Some(name) = context else { continue };
+            if let Some(w) = scopes.iter_mut().find(|w| w.context.as_ref() == Some(name))
+                && !w.told_unreached
             {
-                if a.json {
-                    commands::print_line(&json!({
-                        "event": "not-read", "vhost": l.vhost, "queue": l.queue, "reason": why,
-                    }));
-                } else if a.format != WatchFormat::Prometheus {
-                    crate::errln!(
-                        "warren: {}: failure groups {}",
-                        one_line(&l.queue, 120),
-                        one_line(why, 400)
-                    );
-                }
+                w.told_unreached = true;
+                say_unreached(name, &f.message, a.json);
             }
         }
         let changes = watcher.look(&looks, alerts);

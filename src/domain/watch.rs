@@ -109,6 +109,8 @@ fn parse_rate(v: &str) -> Option<f64> {
 /// One dead-letter queue as a watch sees it on one look.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Look {
+    /// The context, when a watch follows every context (`--context '*'`); else empty.
+    pub context: String,
     pub vhost: String,
     pub queue: String,
     pub figures: Figures,
@@ -132,6 +134,8 @@ pub struct GroupLook {
 /// Something a watch prints.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Change {
+    /// As [`Look::context`]: empty unless every context is watched.
+    pub context: String,
     pub vhost: String,
     pub queue: String,
     pub what: ChangeKind,
@@ -179,9 +183,14 @@ impl Change {
             }
             ChangeKind::Growth { per_min } => format!("growing {per_min:.1} dead letters/min"),
         };
+        let queue = if self.context.is_empty() {
+            self.queue.clone()
+        } else {
+            format!("{}: {}", self.context, self.queue)
+        };
         match &self.alert {
-            Some(t) => format!("ALERT {}: {} {what}", t.text(), self.queue),
-            None => format!("{} {what}", self.queue),
+            Some(t) => format!("ALERT {}: {queue} {what}", t.text()),
+            None => format!("{queue} {what}"),
         }
     }
 
@@ -210,6 +219,9 @@ impl Change {
             ChangeKind::Growth { per_min } => ("growth", json!({"growth_per_min": per_min})),
         };
         if let (Some(o), Value::Object(extra)) = (v.as_object_mut(), extra) {
+            if !self.context.is_empty() {
+                o.insert("context".into(), json!(self.context));
+            }
             o.insert("event".into(), json!(event));
             o.extend(extra);
         }
@@ -218,7 +230,7 @@ impl Change {
 }
 
 /// A queue's identity across looks.
-type Key = (String, String);
+type Key = (String, String, String);
 
 /// What a watch remembers between looks: each queue's depth and which thresholds were
 /// crossed, so a crossing is told once (and again after it cleared).
@@ -242,10 +254,11 @@ impl Watcher {
     pub fn look(&mut self, looks: &[Look], alerts: &[Threshold]) -> Vec<Change> {
         let mut out = Vec::new();
         for l in looks {
-            let key = (l.vhost.clone(), l.queue.clone());
+            let key = (l.context.clone(), l.vhost.clone(), l.queue.clone());
             let depth = l.figures.depth.unwrap_or(0);
             let before = self.depths.insert(key.clone(), depth);
             let change = |what: ChangeKind, alert: Option<Threshold>| Change {
+                context: l.context.clone(),
                 vhost: l.vhost.clone(),
                 queue: l.queue.clone(),
                 what,
@@ -330,8 +343,13 @@ pub fn label_value(v: &str) -> String {
 pub fn prometheus(looks: &[Look]) -> String {
     let mut s = String::new();
     let q = |l: &Look| {
+        let context = if l.context.is_empty() {
+            String::new()
+        } else {
+            format!("context=\"{}\",", label_value(&l.context))
+        };
         format!(
-            "vhost=\"{}\",queue=\"{}\"",
+            "{context}vhost=\"{}\",queue=\"{}\"",
             label_value(&l.vhost),
             label_value(&l.queue)
         )
@@ -430,6 +448,7 @@ mod tests {
 
     fn look(queue: &str, depth: u64, growth: Option<f64>, age: Option<u64>) -> Look {
         Look {
+            context: String::new(),
             vhost: "/".into(),
             queue: queue.into(),
             figures: Figures {

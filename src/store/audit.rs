@@ -461,6 +461,30 @@ pub struct ProtectRecord {
     pub limit_after: Option<u64>,
 }
 
+/// A group note set (event `set`) or removed (event `forget`, empty text): the `record` of a
+/// stream's `note` entry, so the whole rota reads the same notes in `warren audit`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NoteRecord {
+    pub at: Timestamp,
+    /// Who wrote it (the OS user) and as which broker user.
+    pub author: String,
+    pub broker_user: String,
+    pub context: String,
+    pub vhost: String,
+    pub queue: String,
+    /// The grouping (`fingerprint`, `exception`, ...) and the group's key in it.
+    pub by: String,
+    pub key: String,
+    pub text: String,
+}
+
+/// One note entry read from the stream: `set` or `forget`, and its record.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NoteEntry {
+    pub event: String,
+    pub note: NoteRecord,
+}
+
 /// The version of the broker audit stream's entry schema ([`AuditEnvelope`]). Readers skip an
 /// entry with a newer one and say so.
 pub const AUDIT_SCHEMA: u32 = 1;
@@ -508,6 +532,8 @@ pub struct Merged {
     pub replays: Vec<(AuditRecord, Seen)>,
     /// Protects, each with where it was found.
     pub protects: Vec<(ProtectRecord, Seen)>,
+    /// Group notes from the broker stream (the store keeps only the current note), newest first.
+    pub notes: Vec<NoteEntry>,
     /// Other kinds (operations this Warren does not know, e.g. from a newer one): the raw entry.
     pub other: Vec<serde_json::Value>,
     /// Stream entries that could not be read, in words.
@@ -575,6 +601,15 @@ pub fn merge(
                 Ok(p) => protects.push(p),
                 Err(e) => m.skipped.push(bad(e)),
             },
+            ("note", event @ ("set" | "forget")) => {
+                match serde_json::from_value::<NoteRecord>(head.record) {
+                    Ok(note) => m.notes.push(NoteEntry {
+                        event: event.to_string(),
+                        note,
+                    }),
+                    Err(e) => m.skipped.push(bad(e)),
+                }
+            }
             _ => m.other.push(v),
         }
     }
@@ -631,6 +666,7 @@ pub fn merge(
         }
     }
     m.protects.sort_by_key(|b| std::cmp::Reverse(b.0.at));
+    m.notes.sort_by_key(|n| std::cmp::Reverse(n.note.at));
     m
 }
 
@@ -827,6 +863,39 @@ mod tests {
     fn entry<T: Serialize>(kind: &str, event: &str, run: &str, rec: T) -> Vec<u8> {
         let e = AuditEnvelope::new(kind, event, run, Timestamp::UNIX_EPOCH, rec);
         serde_json::to_vec(&e).unwrap()
+    }
+
+    fn note(text: &str, secs: i64) -> NoteRecord {
+        NoteRecord {
+            at: Timestamp::from_second(secs).unwrap(),
+            author: "alice".into(),
+            broker_user: "guest".into(),
+            context: "local".into(),
+            vhost: "/".into(),
+            queue: "q.dlq".into(),
+            by: "exception".into(),
+            key: "TimeoutError".into(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn notes_are_typed_newest_first_and_a_bad_one_is_skipped() {
+        let stream = vec![
+            entry("note", "set", "n1", note("carrier outage", 10)),
+            entry("note", "forget", "n2", note("", 20)),
+            entry("note", "set", "n3", serde_json::json!({"text": 5})),
+            entry("note", "edited", "n4", note("later kind", 30)),
+        ];
+        let m = merge(vec![], vec![], &stream);
+        assert_eq!(m.notes.len(), 2);
+        assert_eq!(m.notes[0].event, "forget");
+        assert_eq!(m.notes[1].event, "set");
+        assert_eq!(m.notes[1].note, note("carrier outage", 10));
+        assert_eq!(m.skipped.len(), 1, "{:?}", m.skipped);
+        // An event this warren does not know is shown raw, not lost.
+        assert_eq!(m.other.len(), 1);
+        assert!(m.replays.is_empty() && m.protects.is_empty());
     }
 
     #[test]

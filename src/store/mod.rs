@@ -17,7 +17,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use audit::{
     AUDIT_SCHEMA, AuditEnvelope, AuditOutcome, AuditRecord, AuditStart, INTERRUPTED, Merged,
-    Operation, ProtectRecord, Seen, current_os_user, merge,
+    NoteEntry, NoteRecord, Operation, ProtectRecord, Seen, current_os_user, merge,
 };
 
 /// Environment variable naming the store file instead of the default location (tests and

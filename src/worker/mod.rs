@@ -567,14 +567,18 @@ async fn notes(s: &Session, work: NoteWork, ticket: Ticket) -> Vec<Report> {
             note.author = crate::store::current_os_user();
             note.at = jiff::Timestamp::now();
             match s.set_group_note(&note).await {
-                Ok(kept) => (
-                    note.queue.clone(),
-                    Some(if kept {
-                        "note kept on the group (until the group is gone)".to_string()
+                Ok((kept, warning)) => {
+                    let said = if kept {
+                        "note kept on the group (until the group is gone)"
                     } else {
-                        "note removed".to_string()
-                    }),
-                ),
+                        "note removed"
+                    };
+                    let notice = match warning {
+                        Some(w) => format!("{said}; {w}"),
+                        None => said.to_string(),
+                    };
+                    (note.queue.clone(), Some(notice))
+                }
                 Err(e) => return vec![fail(&e)],
             }
         }
