@@ -1323,7 +1323,16 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         clear_expiry: a.clear_expiry,
     };
     let mut record = if audited {
-        OnRecord::begin(c, &s, store.as_ref(), Operation::Replay, &start, !a.yes, a.json).await?
+        OnRecord::begin(
+            c,
+            &s,
+            store.as_ref(),
+            Operation::Replay,
+            &start,
+            !a.yes,
+            a.json,
+        )
+        .await?
     } else {
         OnRecord::off(Operation::Replay, &run_id, "--no-audit", a.json)
     };

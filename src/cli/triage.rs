@@ -328,17 +328,17 @@ async fn read_groups(
         &crate::domain::grouping::WaitQueues::default(),
     )
     .into_iter()
-        .map(|g| GroupLook {
-            fingerprint: g.first.explanation.fingerprint.key.clone(),
-            summary: g.first.explanation.fingerprint.summary.clone(),
-            count: g.count,
-            // No message of it had been seen before this look.
-            // (the store keeps milliseconds).
-            new: g
-                .first_seen
-                .is_some_and(|t| t.as_millisecond() >= now.as_millisecond()),
-        })
-        .collect();
+    .map(|g| GroupLook {
+        fingerprint: g.first.explanation.fingerprint.key.clone(),
+        summary: g.first.explanation.fingerprint.summary.clone(),
+        count: g.count,
+        // No message of it had been seen before this look.
+        // (the store keeps milliseconds).
+        new: g
+            .first_seen
+            .is_some_and(|t| t.as_millisecond() >= now.as_millisecond()),
+    })
+    .collect();
     Ok((groups, head))
 }
 

@@ -853,7 +853,12 @@ mod tests {
             entry("replay", "start", "r3", start("r3", 50)),
             entry("replay", "outcome", "r3", out),
             b"not json".to_vec(),
-            entry("quarantine", "start", "r4", serde_json::json!({"queue": "q"})),
+            entry(
+                "quarantine",
+                "start",
+                "r4",
+                serde_json::json!({"queue": "q"}),
+            ),
         ];
         let m = merge(vec![local], vec![], &stream);
         let ids: Vec<_> = m
