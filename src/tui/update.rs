@@ -1119,6 +1119,7 @@ fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 rate: modal.rate,
                 keep_attempts: modal.keep_attempts,
                 dry_run: modal.dry_run,
+                job: Default::default(),
             };
             state.overlay = Overlay::Progress(Box::new(ReplayRun {
                 queue: request.queue.clone(),
