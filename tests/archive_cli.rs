@@ -13,12 +13,11 @@ use std::time::{Duration, Instant};
 
 use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};
-use futures_util::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
-use replay_util::{Home, command, dead_letter, eventually, fill, message_ids, read_all, warren};
+use lapin::types::FieldTable;
+use replay_util::{
+    Home, command, dead_letter, eventually, fill, message_ids, read_all, read_stream, warren,
+};
 use serde_json::Value;
-use warren::broker::amqp::dead_letter_from_delivery;
 use warren::domain::features::QueueType;
 use warren::domain::message::{DeadLetter, Properties};
 use warren::domain::value::{HeaderValue, Table};
@@ -54,47 +53,6 @@ fn rich(i: u32, batch: &str) -> replay_util::Msg {
     let mut headers = h::every_type_headers(i);
     headers.insert("batch", HeaderValue::string(batch));
     (props, headers, h::binary_body(i, 100 + i as usize))
-}
-
-/// Every message of a stream from its first offset, until `want` were read or it is silent.
-async fn read_stream(conn: &lapin::Connection, stream: &str, want: usize) -> Vec<DeadLetter> {
-    let ch = conn.create_channel().await.expect("channel");
-    ch.basic_qos(1000, BasicQosOptions::default())
-        .await
-        .expect("qos");
-    let mut args = FieldTable::default();
-    args.insert(
-        "x-stream-offset".into(),
-        AMQPValue::LongString(LongString::from("first")),
-    );
-    let mut consumer = ch
-        .basic_consume(
-            stream.into(),
-            common::unique("test-stream").as_str().into(),
-            BasicConsumeOptions::default(),
-            args,
-        )
-        .await
-        .expect("consume the stream");
-    let mut out = Vec::new();
-    while out.len() < want {
-        match tokio::time::timeout(Duration::from_secs(3), consumer.next()).await {
-            Ok(Some(Ok(d))) => {
-                let tag = d.delivery_tag;
-                out.push(dead_letter_from_delivery(
-                    stream,
-                    out.len() as u64,
-                    d,
-                    usize::MAX,
-                ));
-                // Acks on a stream only grant credit.
-                let _ = ch.basic_ack(tag, BasicAckOptions { multiple: true }).await;
-            }
-            _ => break,
-        }
-    }
-    let _ = ch.close(200, "read".into()).await;
-    out
 }
 
 /// The archived copy is the original, byte for byte, plus the four headers (and the offset the
