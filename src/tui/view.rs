@@ -1499,7 +1499,7 @@ fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Frame, area: R
             lines.push(Line::from(vec![
                 field("To"),
                 Span::raw(
-                    "the vhost's archive: its stream (warren.archive unless the context's archive_stream names another), or the local archive file where the context keeps it there or the broker has no streams",
+                    "the vhost's archive stream (warren.archive unless the context names another), or the local archive file where there is no stream",
                 ),
             ]));
             lines.push(Line::from(vec![
@@ -1517,10 +1517,13 @@ fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Frame, area: R
                     t.selected,
                 ),
             ]));
-            lines.push(Line::styled(
-                " Each leaves the queue only after the archive confirmed it; restore puts it back.",
-                t.muted,
-            ));
+            lines.push(Line::from(vec![
+                field("Safe"),
+                Span::styled(
+                    "each leaves the queue only once the archive holds it; restore puts it back",
+                    t.muted,
+                ),
+            ]));
         }
         ArchiveKind::Discard => {
             lines.push(Line::from(vec![
