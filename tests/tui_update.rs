@@ -2439,3 +2439,75 @@ fn read_only_refuses_archive_and_discard_and_says_why() {
         );
     }
 }
+
+#[test]
+fn the_archive_is_listed_with_the_dlqs_read_like_one_and_nothing_runs_from_it() {
+    use warren::domain::discovery::{DlqKind, QueueSummary, QueueType};
+    let mut d = discovery();
+    let dlqs = d.dead_letter_queues.len();
+    d.other_queues.push(QueueSummary {
+        name: "warren.archive".into(),
+        queue_type: QueueType::Stream,
+        depth: Some(3),
+        consumers: Some(0),
+        dead_letter_exchange: None,
+    });
+    // A classic queue of the same name is not the archive.
+    let mut not_a_stream = d.clone();
+    not_a_stream.other_queues.last_mut().unwrap().queue_type = QueueType::Classic;
+    not_a_stream.mark_archive("warren.archive");
+    assert_eq!(not_a_stream.dead_letter_queues.len(), dlqs);
+    d.mark_archive("warren.archive");
+    assert_eq!(d.dead_letter_queues.len(), dlqs + 1);
+    assert_eq!(
+        d.dlq("warren.archive").map(|q| q.kind),
+        Some(DlqKind::Archive)
+    );
+    assert!(d.other_queues.iter().all(|q| q.name != "warren.archive"));
+
+    let mut st = warren::tui::State::new(now(), false, warren::tui::Theme::color());
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: overview(),
+            discovery: d,
+            ticket: Default::default(),
+        },
+    );
+    let idx = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "warren.archive")
+        .expect("the archive is in the queue list");
+    st.queue_cursor = idx;
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Browse { queue, .. }] if queue == "warren.archive"),
+        "opening it browses it: {cmds:?}"
+    );
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            queue: "warren.archive".into(),
+            messages: packed(orders_messages()),
+            first_seen: vec![],
+            replays: vec![],
+            authors: Default::default(),
+            stop: "end of queue".into(),
+            ticket: Default::default(),
+        },
+    );
+    for k in ['r', 'A', 'X'] {
+        st.notice = None;
+        assert!(update(&mut st, ch(k)).is_empty(), "{k}");
+        assert!(matches!(st.overlay, Overlay::None), "{k}");
+        assert!(
+            st.notice
+                .as_deref()
+                .unwrap_or("")
+                .contains("is the archive"),
+            "{k}: {:?}",
+            st.notice
+        );
+    }
+}

@@ -966,6 +966,18 @@ fn pick(state: &mut State, verb: &str) -> Option<(String, Selection, String, u64
         return None;
     };
     let queue = b.queue.clone();
+    // The archive is a stream: nothing is consumed from it, so nothing may be run from it.
+    if state
+        .discovery
+        .dlq(&queue)
+        .is_some_and(|d| d.kind == crate::domain::discovery::DlqKind::Archive)
+    {
+        state.notice = Some(format!(
+            "{} is the archive: it is read, not worked off; messages go back with `warren restore` (from the command line)",
+            sanitize::one_line(&queue, 80)
+        ));
+        return None;
+    }
     if state.list_mode == ListMode::Groups && state.focus != Focus::Queues {
         let g = state.current_group()?;
         let what = format!("group “{}”", sanitize::one_line(&g.summary, 60));

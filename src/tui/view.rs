@@ -233,6 +233,7 @@ fn short_kind(kind: DlqKind) -> &'static str {
         DlqKind::Error => "err",
         DlqKind::Skipped => "skip",
         DlqKind::ParkingLot => "park",
+        DlqKind::Archive => "arch",
     }
 }
 

@@ -416,7 +416,9 @@ fn record_depths(s: &Session, qs: &[discovery::QueueInfo]) {
 
 async fn discover(s: &Session, ticket: Ticket, read_only_flag: bool, ops: &Ops) -> Report {
     match s.discover().await {
-        Ok(discovery) => {
+        Ok(mut discovery) => {
+            // The archive is listed with the DLQs, marked, when the vhost has its stream.
+            discovery.mark_archive(&s.target.archive.stream);
             let d = &discovery;
             ops.report(
                 OperationKind::List,
