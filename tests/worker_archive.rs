@@ -100,6 +100,57 @@ async fn session(broker: TestBroker, home: &Home) {
         assert_eq!(m.headers.get_str("warren-archived-from"), Some("dlq"));
     }
 
+    // The archive is listed with the DLQs, marked; browsing it shows who, when and why.
+    cmd_tx.send(Command::LoadQueues).await.unwrap();
+    let listed = common::worker_until(
+        &mut rx,
+        &label,
+        |e| matches!(e, Report::QueuesLoaded { .. }),
+        |_| {},
+    )
+    .await;
+    if let Report::QueuesLoaded { discovery, .. } = &listed {
+        assert_eq!(
+            discovery.dlq("warren.archive").map(|d| d.kind),
+            Some(warren::domain::discovery::DlqKind::Archive),
+            "{label}: {discovery:?}"
+        );
+    }
+    cmd_tx
+        .send(Command::Browse {
+            queue: "warren.archive".into(),
+            limit: 100,
+            read_again: false,
+        })
+        .await
+        .unwrap();
+    let page = common::worker_until(
+        &mut rx,
+        &label,
+        |e| matches!(e, Report::MessagesLoaded { .. }),
+        |_| {},
+    )
+    .await;
+    if let Report::MessagesLoaded { messages, .. } = &page {
+        assert_eq!(messages.len(), 3, "{label}");
+        for m in messages {
+            assert_eq!(
+                m.headers().get_str("warren-archive-reason"),
+                Some("customer gone"),
+                "{label}"
+            );
+            assert!(
+                m.headers().get_str("warren-archived-by").is_some(),
+                "{label}"
+            );
+        }
+    }
+    assert_eq!(
+        read_stream(&conn, "warren.archive", 10).await.len(),
+        3,
+        "{label}: browsing the archive took nothing"
+    );
+
     // Discard 1: its snapshot is written first, with exactly that message, and named.
     let (o, notices) = run(&cmd_tx, &mut rx, &label, JobKind::Discard, 1).await;
     assert_eq!(o.progress.moved, 1, "{label}: {o:?}");
