@@ -405,7 +405,7 @@ pub async fn archive(c: &ConnArgs, a: &ArchiveArgs) -> Result<i32, Failure> {
     let mut record = commands::OnRecord::begin(
         c,
         &s,
-        Some(&st),
+        Some(st),
         Operation::Archive,
         &audit_start(&s, &queue, vec![place.label()], &a.pick, filter.as_ref()),
         !a.yes,
@@ -951,7 +951,7 @@ async fn restore_replay(
         return Ok(exit::FAILED);
     }
     let mut record =
-        commands::OnRecord::begin(c, &s, Some(&st), Operation::Replay, &start, !a.yes, a.json)
+        commands::OnRecord::begin(c, s, Some(st), Operation::Replay, &start, !a.yes, a.json)
             .await?;
     publish_and_record(s, st, &mut record, key, items, &keys_of, a.json).await
 }
@@ -1049,7 +1049,7 @@ pub async fn discard(c: &ConnArgs, a: &DiscardArgs) -> Result<i32, Failure> {
     let mut record = commands::OnRecord::begin(
         c,
         &s,
-        Some(&st),
+        Some(st),
         Operation::Discard,
         &audit_start(&s, &a.queue, vec![target], &a.pick, filter.as_ref()),
         !a.yes,

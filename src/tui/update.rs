@@ -1111,11 +1111,10 @@ fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         KeyCode::Char(c)
             if modal.kind == ArchiveKind::Discard
                 && c.is_ascii_digit()
-                && !key.modifiers.contains(KeyModifiers::CONTROL) =>
+                && !key.modifiers.contains(KeyModifiers::CONTROL)
+                && modal.typed.len() < 12 =>
         {
-            if modal.typed.len() < 12 {
-                modal.typed.push(c);
-            }
+            modal.typed.push(c);
         }
         KeyCode::Backspace if modal.kind == ArchiveKind::Discard => {
             modal.typed.pop();
@@ -1123,13 +1122,12 @@ fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
             modal.reason = TextArea::default();
         }
-        _ if modal.kind == ArchiveKind::Archive => {
-            // One line, at most a reason's length.
-            if modal.reason.lines().join(" ").chars().count() < MAX_REASON_CHARS
-                || !matches!(key.code, KeyCode::Char(_))
-            {
-                modal.reason.input(key);
-            }
+        // One line, at most a reason's length.
+        _ if modal.kind == ArchiveKind::Archive
+            && (modal.reason.lines().join(" ").chars().count() < MAX_REASON_CHARS
+                || !matches!(key.code, KeyCode::Char(_))) =>
+        {
+            modal.reason.input(key);
         }
         _ => {}
     }
