@@ -304,6 +304,7 @@ async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
                 rate: 0,
                 keep_attempts: false,
                 dry_run: false,
+                job: Default::default(),
             }))
             .await
             .expect("worker takes commands");

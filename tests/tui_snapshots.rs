@@ -861,3 +861,40 @@ fn queue_list_by_urgency() {
     );
     assert!(narrow.contains("Depth▲"), "{narrow}");
 }
+
+#[test]
+fn archive_modal_with_a_reason() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('f'));
+    update(&mut st, ch('A'));
+    for c in "customer gone (INC-42)".chars() {
+        update(&mut st, ch(c));
+    }
+    snap("archive_modal", &st);
+    let buf = render(&st, 80, 24);
+    let title = find(&buf, "Archive 5 messages");
+    assert_eq!(title.len(), 1);
+    assert_eq!(buf[title[0]].fg, Color::Red);
+    let screen = flat(&text(&render(&st, 200, 50)));
+    assert!(screen.contains("customer gone (INC-42)"), "{screen}");
+    assert!(screen.contains("warren-archive-reason"), "{screen}");
+}
+
+#[test]
+fn discard_modal_with_a_typed_count() {
+    let messages: Vec<_> = (0..120).map(broker_ladder).collect();
+    let mut st = browsed(false, "orders.dlq", messages);
+    update(&mut st, ch('a'));
+    update(&mut st, ch('X'));
+    for c in "12".chars() {
+        update(&mut st, ch(c));
+    }
+    snap("discard_modal", &st);
+    let screen = flat(&text(&render(&st, 200, 50)));
+    assert!(screen.contains("Type 120 to confirm"), "{screen}");
+    assert!(
+        screen.contains("snapshot") || screen.contains("Snapshot"),
+        "{screen}"
+    );
+    assert!(screen.contains("deleted for good"), "{screen}");
+}

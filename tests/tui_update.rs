@@ -11,10 +11,10 @@ use warren::domain::grouping::{GroupBy, GroupNote};
 use warren::domain::selection::Selection;
 use warren::tui::detail;
 use warren::tui::event::{
-    Event, Failure, ReplayOutcome, ReplayPreview, ReplayProgress, Report, Ticket,
+    Event, Failure, JobKind, ReplayOutcome, ReplayPreview, ReplayProgress, Report, Ticket,
 };
 use warren::tui::keys::{self, BINDINGS, Key};
-use warren::tui::state::{Focus, ListMode, ModalField, Overlay};
+use warren::tui::state::{ArchiveKind, Focus, ListMode, ModalField, Overlay};
 use warren::tui::update::run_command_line;
 use warren::tui::{Command, Theme, update};
 
@@ -2315,4 +2315,199 @@ fn a_message_that_came_back_names_its_run_and_who_ran_it() {
         line.ends_with("after replay 20261201T100000Z-00ff by alice (3rd replay)"),
         "{text}"
     );
+}
+
+#[test]
+fn a_archives_a_group_with_its_reason_and_shows_the_progress() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('f'));
+    let key_of_group = st.browse.as_ref().unwrap().groups[0].key.clone();
+    assert!(
+        update(&mut st, ch('A')).is_empty(),
+        "the modal asks nothing of the worker"
+    );
+    match &st.overlay {
+        Overlay::Archive(m) => {
+            assert_eq!(m.kind, ArchiveKind::Archive);
+            assert_eq!(m.count, 5, "the group's five messages");
+            assert_eq!(m.queue, "orders.dlq");
+        }
+        other => panic!("expected the archive modal, got {other:?}"),
+    }
+    // Letters go to the reason, not to the panes' keys ('r' would open a replay, 'q' quit).
+    assert!(type_text(&mut st, "customer gone, rq").is_empty());
+    update(&mut st, key(KeyCode::Backspace));
+    update(&mut st, key(KeyCode::Backspace));
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    match cmds.as_slice() {
+        [Command::Replay(r)] => {
+            assert_eq!(r.queue, "orders.dlq");
+            assert_eq!(r.expected, 5);
+            assert_eq!(
+                r.job,
+                JobKind::Archive {
+                    reason: "customer gone,".into()
+                }
+            );
+            assert!(matches!(&r.selection, Selection::Group(g) if g.name == key_of_group));
+        }
+        other => panic!("expected one archive run, got {other:?}"),
+    }
+    match &st.overlay {
+        Overlay::Progress(run) => {
+            assert!(matches!(run.job, JobKind::Archive { .. }));
+            assert_eq!(run.progress.total, 5);
+        }
+        other => panic!("expected the progress window, got {other:?}"),
+    }
+    // The run's cancel is the replay's: Esc asks the worker once.
+    let cmds = update(&mut st, key(KeyCode::Esc));
+    assert!(
+        matches!(cmds.as_slice(), [Command::CancelReplay]),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn x_discards_the_selected_messages_and_esc_sends_nothing() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch(' '));
+    update(&mut st, ch(' '));
+    update(&mut st, ch('X'));
+    assert!(
+        matches!(&st.overlay, Overlay::Archive(m) if m.kind == ArchiveKind::Discard && m.count == 2 && !m.needs_typed_count())
+    );
+    assert!(update(&mut st, key(KeyCode::Esc)).is_empty());
+    assert!(matches!(st.overlay, Overlay::None));
+    update(&mut st, ch('X'));
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.job == JobKind::Discard && r.expected == 2 && matches!(&r.selection, Selection::Keys(k) if k.len() == 2)),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn a_discard_above_100_needs_the_count_typed_an_archive_takes_digits_as_reason() {
+    let messages: Vec<_> = (0..120).map(broker_ladder).collect();
+    let mut st = browsed(false, "orders.dlq", messages);
+    update(&mut st, ch('a'));
+    update(&mut st, ch('X'));
+    assert!(matches!(&st.overlay, Overlay::Archive(m) if m.count == 120 && m.needs_typed_count()));
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "nothing typed"
+    );
+    type_text(&mut st, "12");
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "12 is not 120"
+    );
+    type_text(&mut st, "0");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.job == JobKind::Discard && r.expected == 120),
+        "{cmds:?}"
+    );
+    // An archive can be restored: no typed count; digits are part of its reason.
+    let messages: Vec<_> = (0..120).map(broker_ladder).collect();
+    let mut st = browsed(false, "orders.dlq", messages);
+    update(&mut st, ch('a'));
+    update(&mut st, ch('A'));
+    type_text(&mut st, "INC-42");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.job == JobKind::Archive { reason: "INC-42".into() } && r.expected == 120),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn read_only_refuses_archive_and_discard_and_says_why() {
+    let mut st = browsed(true, "orders.dlq", orders_messages());
+    update(&mut st, ch('a'));
+    for k in ['A', 'X'] {
+        st.error = None;
+        assert!(update(&mut st, ch(k)).is_empty());
+        assert!(
+            matches!(st.overlay, Overlay::None),
+            "{k}: the modal cannot open"
+        );
+        assert!(
+            st.error.as_deref().unwrap_or("").contains("read-only"),
+            "{k}"
+        );
+    }
+}
+
+#[test]
+fn the_archive_is_listed_with_the_dlqs_read_like_one_and_nothing_runs_from_it() {
+    use warren::domain::discovery::{DlqKind, QueueSummary, QueueType};
+    let mut d = discovery();
+    let dlqs = d.dead_letter_queues.len();
+    d.other_queues.push(QueueSummary {
+        name: "warren.archive".into(),
+        queue_type: QueueType::Stream,
+        depth: Some(3),
+        consumers: Some(0),
+        dead_letter_exchange: None,
+    });
+    // A classic queue of the same name is not the archive.
+    let mut not_a_stream = d.clone();
+    not_a_stream.other_queues.last_mut().unwrap().queue_type = QueueType::Classic;
+    not_a_stream.mark_archive("warren.archive");
+    assert_eq!(not_a_stream.dead_letter_queues.len(), dlqs);
+    d.mark_archive("warren.archive");
+    assert_eq!(d.dead_letter_queues.len(), dlqs + 1);
+    assert_eq!(
+        d.dlq("warren.archive").map(|q| q.kind),
+        Some(DlqKind::Archive)
+    );
+    assert!(d.other_queues.iter().all(|q| q.name != "warren.archive"));
+
+    let mut st = warren::tui::State::new(now(), false, warren::tui::Theme::color());
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: overview(),
+            discovery: d,
+            ticket: Default::default(),
+        },
+    );
+    let idx = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "warren.archive")
+        .expect("the archive is in the queue list");
+    st.queue_cursor = idx;
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Browse { queue, .. }] if queue == "warren.archive"),
+        "opening it browses it: {cmds:?}"
+    );
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            queue: "warren.archive".into(),
+            messages: packed(orders_messages()),
+            first_seen: vec![],
+            replays: vec![],
+            authors: Default::default(),
+            stop: "end of queue".into(),
+            ticket: Default::default(),
+        },
+    );
+    for k in ['r', 'A', 'X'] {
+        st.notice = None;
+        assert!(update(&mut st, ch(k)).is_empty(), "{k}");
+        assert!(matches!(st.overlay, Overlay::None), "{k}");
+        assert!(
+            st.notice
+                .as_deref()
+                .unwrap_or("")
+                .contains("is the archive"),
+            "{k}: {:?}",
+            st.notice
+        );
+    }
 }

@@ -86,6 +86,7 @@ async fn session(broker: TestBroker, create: bool) {
             rate: 0,
             keep_attempts: false,
             dry_run: false,
+            job: Default::default(),
         }))
         .await
         .unwrap();

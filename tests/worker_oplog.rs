@@ -95,6 +95,7 @@ async fn session(broker: TestBroker) {
             rate: 0,
             keep_attempts: false,
             dry_run: false,
+            job: Default::default(),
         }))
         .await
         .unwrap();

@@ -164,6 +164,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
             rate: 50,
             keep_attempts: false,
             dry_run: true,
+            job: Default::default(),
         }))
         .await
         .expect("send");

@@ -262,3 +262,169 @@ mod tests {
         assert_eq!(p, PathBuf::from("/d/archive/local/.._.._etc.jsonl"));
     }
 }
+
+/// Where an archive goes (or is read from) for a context and vhost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    Stream(String),
+    /// A snapshot file, and why it is not the stream.
+    Local(PathBuf, String),
+}
+
+impl Place {
+    pub fn label(&self) -> String {
+        match self {
+            Place::Stream(name) => format!("stream '{name}'"),
+            Place::Local(path, _) => format!("local file {}", path.display()),
+        }
+    }
+
+    pub fn json(&self, max_age: &str) -> serde_json::Value {
+        match self {
+            Place::Stream(name) => {
+                serde_json::json!({"kind": "stream", "name": name, "max_age": max_age})
+            }
+            Place::Local(path, why) => {
+                serde_json::json!({"kind": "local", "path": path.display().to_string(), "why": why})
+            }
+        }
+    }
+
+    /// The key restored messages are remembered under.
+    pub fn key(&self, s: &crate::broker::session::Session) -> String {
+        match self {
+            Place::Stream(name) => format!("stream:{}:{}:{name}", s.target.context, s.vhost()),
+            Place::Local(path, _) => format!("file:{}", path.display()),
+        }
+    }
+}
+
+/// The local archive file of the session's context and vhost, and why it is used.
+pub fn local_place(s: &crate::broker::session::Session, why: &str) -> Result<Place, String> {
+    let store = crate::store::Store::default_path().ok_or_else(|| {
+        format!(
+            "the archive would be a local file, but Warren has no data directory: set {}",
+            crate::store::STORE_ENV
+        )
+    })?;
+    Ok(Place::Local(
+        local_path(&store, &s.target.context, s.vhost()),
+        why.to_string(),
+    ))
+}
+
+/// The engine's work for an archive of `sel` (`count` confirmed) to `place`: into the stream
+/// (acked after the confirm), or for a local archive the file first, synced, and then only what
+/// it holds leaves the queue.
+pub fn archive_work(
+    s: &crate::broker::session::Session,
+    place: &Place,
+    stamp: crate::domain::archive::Stamp,
+    sel: &crate::broker::session::Selected,
+    count: u64,
+) -> Result<crate::broker::session::Work, String> {
+    use crate::broker::replay::Action;
+    let mut work = crate::broker::session::Work {
+        action: Action::Replay,
+        limit: count,
+        allowed_targets: Default::default(),
+        redirects: Default::default(),
+        replays: Default::default(),
+        ages: sel.ages.clone(),
+        planned_unread: false,
+    };
+    match place {
+        Place::Stream(name) => {
+            work.action = Action::Archive {
+                stream: name.clone(),
+                stamp,
+            };
+            work.allowed_targets.insert((String::new(), name.clone()));
+        }
+        Place::Local(path, _) => {
+            let now = jiff::Timestamp::now();
+            let stamped: Vec<DeadLetter> = sel
+                .messages
+                .iter()
+                .map(|e| {
+                    let mut m = e.message.clone();
+                    stamp.apply(&mut m.headers, now);
+                    m
+                })
+                .collect();
+            append_snapshot(path, &s.snapshot_header("warren archive (local)"), &stamped).map_err(
+                |e| {
+                    format!(
+                        "cannot write the archive {}: {e}; nothing moved",
+                        path.display()
+                    )
+                },
+            )?;
+            work.action = only_these(sel.messages.iter().map(|e| &e.message));
+        }
+    }
+    Ok(work)
+}
+
+/// The engine's work for a discard of `sel`: the snapshot (when one is wanted) is written
+/// first, and only what it holds may go, each once.
+pub fn discard_work(
+    s: &crate::broker::session::Session,
+    queue: &str,
+    snapshot: Option<&Path>,
+    sel: &crate::broker::session::Selected,
+) -> Result<crate::broker::session::Work, String> {
+    let originals: Vec<DeadLetter> = sel.messages.iter().map(|e| e.message.clone()).collect();
+    if let Some(p) = snapshot {
+        if p.exists() {
+            return Err(format!(
+                "{} exists: Warren never overwrites a snapshot; nothing deleted",
+                p.display()
+            ));
+        }
+        append_snapshot(p, &s.snapshot_header(queue), &originals).map_err(|e| {
+            format!(
+                "cannot write the snapshot {}: {e}; nothing deleted",
+                p.display()
+            )
+        })?;
+    }
+    Ok(crate::broker::session::Work {
+        action: only_these(&originals),
+        limit: originals.len() as u64,
+        allowed_targets: Default::default(),
+        redirects: Default::default(),
+        replays: Default::default(),
+        ages: sel.ages.clone(),
+        planned_unread: false,
+    })
+}
+
+fn only_these<'a>(
+    messages: impl IntoIterator<Item = &'a DeadLetter>,
+) -> crate::broker::replay::Action {
+    crate::broker::replay::Action::Discard {
+        only: Some(std::sync::Arc::new(std::sync::Mutex::new(
+            crate::domain::archive::ContentSet::new(messages),
+        ))),
+    }
+}
+
+/// `discarded/<queue>-<time>.jsonl` beside Warren's store.
+pub fn discard_path(queue: &str) -> Result<PathBuf, String> {
+    let store = crate::store::Store::default_path().ok_or_else(|| {
+        format!(
+            "Warren has no data directory for the snapshot: set {} or pass -o FILE",
+            crate::store::STORE_ENV
+        )
+    })?;
+    let safe = crate::domain::sanitize::file_safe(queue, 100);
+    let at = jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%S%.3fZ")
+        .to_string();
+    Ok(store
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("discarded")
+        .join(format!("{safe}-{at}.jsonl")))
+}

@@ -2011,6 +2011,16 @@ impl Session {
         Ok(std::sync::Arc::new(browse::browse(conn, &req).await?))
     }
 
+    /// The header of a snapshot Warren writes from this place (a discard's, a local archive's).
+    pub fn snapshot_header(&self, queue: &str) -> crate::domain::snapshot::SnapshotHeader {
+        crate::domain::snapshot::SnapshotHeader {
+            queue: queue.to_string(),
+            vhost: self.vhost().to_string(),
+            exported_at: jiff::Timestamp::now().to_string(),
+            source: format!("RabbitMQ {}", self.overview.rabbitmq_version),
+        }
+    }
+
     /// Whether `queue` exists in the vhost (a passive declare).
     pub async fn queue_exists(&self, queue: &str) -> Result<bool, SessionError> {
         queue_exists(self.amqp().await?, queue).await

@@ -2,7 +2,7 @@
 //! queue. Archive and discard run the replay engine (`replay::Action`), with its guarantees;
 //! restore publishes what the archive holds with confirms and remembers what it restored.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -11,49 +11,17 @@ use serde_json::json;
 use super::args::{ArchiveArgs, ArchiveCommand, ConnArgs, DiscardArgs, Pick, RestoreArgs};
 use super::commands::{self, broker_failure, print_line};
 use super::{Failure, exit};
-use crate::broker::archive::{self as keep, DeclareError, Publish, Published, StreamState};
+use crate::broker::archive::{self as keep, DeclareError, Place, Publish, Published, StreamState};
 use crate::broker::replay::{self, Action, Job};
-use crate::broker::session::{self, Explained, ReadConsent, ReplaySpec, Session, Work, WriteCheck};
-use crate::domain::archive::{self, ContentSet, Stamp};
+use crate::broker::session::{self, Explained, ReadConsent, ReplaySpec, Session, WriteCheck};
+use crate::domain::archive::{self, Stamp};
 use crate::domain::engine::Decision;
 use crate::domain::filter::Filter;
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::Selection;
-use crate::domain::snapshot::SnapshotHeader;
 use crate::store::{self, AuditOutcome, AuditStart, Operation, Store};
-
-/// Where the archive is for this context and vhost.
-enum Place {
-    Stream(String),
-    /// A snapshot file, and why it is not the stream.
-    Local(PathBuf, String),
-}
-
-impl Place {
-    fn label(&self) -> String {
-        match self {
-            Place::Stream(name) => format!("stream '{name}'"),
-            Place::Local(path, _) => format!("local file {}", path.display()),
-        }
-    }
-    fn json(&self, max_age: &str) -> serde_json::Value {
-        match self {
-            Place::Stream(name) => json!({"kind": "stream", "name": name, "max_age": max_age}),
-            Place::Local(path, why) => {
-                json!({"kind": "local", "path": path.display().to_string(), "why": why})
-            }
-        }
-    }
-    /// The key restored messages are remembered under.
-    fn key(&self, s: &Session) -> String {
-        match self {
-            Place::Stream(name) => format!("stream:{}:{}:{name}", s.target.context, s.vhost()),
-            Place::Local(path, _) => format!("file:{}", path.display()),
-        }
-    }
-}
 
 fn read_only(s: &Session, what: &str) -> Failure {
     Failure::failed(format!(
@@ -63,16 +31,7 @@ fn read_only(s: &Session, what: &str) -> Failure {
 }
 
 fn local_place(s: &Session, why: &str) -> Result<Place, Failure> {
-    let store = Store::default_path().ok_or_else(|| {
-        Failure::failed(format!(
-            "the archive would be a local file, but Warren has no data directory: set {}",
-            store::STORE_ENV
-        ))
-    })?;
-    Ok(Place::Local(
-        keep::local_path(&store, &s.target.context, s.vhost()),
-        why.to_string(),
-    ))
+    keep::local_place(s, why).map_err(Failure::failed)
 }
 
 fn on_terminal() -> bool {
@@ -442,50 +401,7 @@ pub async fn archive(c: &ConnArgs, a: &ArchiveArgs) -> Result<i32, Failure> {
         by: format!("{}@{}", store::current_os_user(), s.whoami.name),
         reason,
     };
-    let mut work = Work {
-        action: Action::Replay,
-        limit: count,
-        allowed_targets: HashSet::new(),
-        redirects: BTreeMap::new(),
-        replays: Default::default(),
-        ages: sel.ages.clone(),
-        planned_unread: false,
-    };
-    match &place {
-        Place::Stream(name) => {
-            work.action = Action::Archive {
-                stream: name.clone(),
-                stamp,
-            };
-            work.allowed_targets.insert((String::new(), name.clone()));
-        }
-        Place::Local(path, _) => {
-            // The file first, synced; then only what it holds leaves the queue.
-            let now = jiff::Timestamp::now();
-            let stamped: Vec<DeadLetter> = sel
-                .messages
-                .iter()
-                .map(|e| {
-                    let mut m = e.message.clone();
-                    stamp.apply(&mut m.headers, now);
-                    m
-                })
-                .collect();
-            keep::append_snapshot(path, &header(&s, "warren archive (local)"), &stamped).map_err(
-                |e| {
-                    Failure::failed(format!(
-                        "cannot write the archive {}: {e}; nothing moved",
-                        path.display()
-                    ))
-                },
-            )?;
-            work.action = Action::Discard {
-                only: Some(std::sync::Arc::new(std::sync::Mutex::new(ContentSet::new(
-                    sel.messages.iter().map(|e| &e.message),
-                )))),
-            };
-        }
-    }
+    let work = keep::archive_work(&s, &place, stamp, &sel, count).map_err(Failure::failed)?;
     let mut record = commands::OnRecord::begin(
         c,
         &s,
@@ -501,15 +417,6 @@ pub async fn archive(c: &ConnArgs, a: &ArchiveArgs) -> Result<i32, Failure> {
     })
     .await;
     commands::finish_run(Some(st), &mut record, result, a.json).await
-}
-
-fn header(s: &Session, queue: &str) -> SnapshotHeader {
-    SnapshotHeader {
-        queue: queue.to_string(),
-        vhost: s.vhost().to_string(),
-        exported_at: jiff::Timestamp::now().to_string(),
-        source: format!("RabbitMQ {}", s.overview.rabbitmq_version),
-    }
 }
 
 /// `warren archive list`: the archive explained like `show`, with who, when and why.
@@ -1129,30 +1036,11 @@ pub async fn discard(c: &ConnArgs, a: &DiscardArgs) -> Result<i32, Failure> {
     let st = store
         .as_ref()
         .ok_or_else(|| Failure::failed("Warren's store is not open; nothing deleted"))?;
-    let originals: Vec<DeadLetter> = sel.messages.iter().map(|e| e.message.clone()).collect();
+    let work =
+        keep::discard_work(&s, &a.queue, snapshot.as_deref(), &sel).map_err(Failure::failed)?;
     if let Some(p) = &snapshot {
-        keep::append_snapshot(p, &header(&s, &a.queue), &originals).map_err(|e| {
-            Failure::failed(format!(
-                "cannot write the snapshot {}: {e}; nothing deleted",
-                p.display()
-            ))
-        })?;
         crate::errln!("snapshot written: {} message(s) in {}", count, p.display());
     }
-    let work = Work {
-        // Only what was counted (and snapshotted) may go, each once.
-        action: Action::Discard {
-            only: Some(std::sync::Arc::new(std::sync::Mutex::new(ContentSet::new(
-                &originals,
-            )))),
-        },
-        limit: count,
-        allowed_targets: HashSet::new(),
-        redirects: BTreeMap::new(),
-        replays: Default::default(),
-        ages: sel.ages.clone(),
-        planned_unread: false,
-    };
     let target = snapshot
         .as_ref()
         .map_or("nowhere (--no-snapshot)".to_string(), |p| {
@@ -1175,21 +1063,6 @@ pub async fn discard(c: &ConnArgs, a: &DiscardArgs) -> Result<i32, Failure> {
     commands::finish_run(Some(st), &mut record, result, a.json).await
 }
 
-/// `discarded/<queue>-<time>.jsonl` beside Warren's store.
 fn discard_path(queue: &str) -> Result<PathBuf, Failure> {
-    let store = Store::default_path().ok_or_else(|| {
-        Failure::usage(format!(
-            "Warren has no data directory for the snapshot: set {} or pass -o FILE",
-            store::STORE_ENV
-        ))
-    })?;
-    let safe = crate::domain::sanitize::file_safe(queue, 100);
-    let at = jiff::Timestamp::now()
-        .strftime("%Y%m%dT%H%M%S%.3fZ")
-        .to_string();
-    Ok(store
-        .parent()
-        .unwrap_or(std::path::Path::new("."))
-        .join("discarded")
-        .join(format!("{safe}-{at}.jsonl")))
+    keep::discard_path(queue).map_err(Failure::usage)
 }

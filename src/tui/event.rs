@@ -5,8 +5,8 @@ use jiff::Timestamp;
 use ratatui::crossterm::event::KeyEvent;
 
 pub use crate::worker::protocol::{
-    ConnectionState, Failure, Operation, OperationKind, Overview, ReplayOutcome, ReplayPreview,
-    ReplayProgress, Report, Ticket,
+    ConnectionState, Failure, JobKind, Operation, OperationKind, Overview, ReplayOutcome,
+    ReplayPreview, ReplayProgress, Report, Ticket,
 };
 
 #[derive(Clone, Debug)]

@@ -75,6 +75,10 @@ pub enum Action {
     SelectAll,
     InvertSelection,
     Replay,
+    /// Open the archive modal on the selection, the message or the group.
+    Archive,
+    /// Open the discard modal (deleted for good, a snapshot first).
+    Discard,
     Protect,
     ToggleTrace,
     /// The pager on the body / on the stack trace.
@@ -393,6 +397,22 @@ pub static BINDINGS: &[Binding] = &[
         action: A::Replay,
         help: "replay selection/message/group",
         footer: Some("replay"),
+        scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char('A')],
+        label: "A",
+        action: A::Archive,
+        help: "archive selection/message/group (restorable)",
+        footer: None,
+        scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char('X')],
+        label: "X",
+        action: A::Discard,
+        help: "discard selection/message/group for good (snapshot first)",
+        footer: None,
         scopes: MSGS,
     },
     Binding {

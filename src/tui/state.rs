@@ -12,7 +12,7 @@ use ratatui_textarea::TextArea;
 use super::custom::{self, CustomCommand};
 use super::detail::{self, DetailKey, Rendered};
 use super::event::{
-    ConnectionState, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
+    ConnectionState, JobKind, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
 };
 use super::oplog::OpLog;
 use super::pager::Pager;
@@ -259,8 +259,81 @@ impl ReplayModal {
     }
 }
 
+/// The other ways out of a dead-letter queue, as their modal asks for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArchiveKind {
+    /// Into the vhost's archive, restorable.
+    Archive,
+    /// Deleted for good, after a snapshot of exactly what goes.
+    Discard,
+}
+
+/// The longest archive reason kept (the archive's header holds it).
+pub const MAX_REASON_CHARS: usize = 300;
+
+/// The archive (or discard) modal: what goes, where, why; the count typed where it must be.
+#[derive(Clone, Debug)]
+pub struct ArchiveModal {
+    pub kind: ArchiveKind,
+    pub queue: String,
+    pub selection: selection::Selection,
+    /// What the operator picked, in words ("2 selected messages", "group …").
+    pub what: String,
+    /// How many messages the selection holds as read; the run never moves more.
+    pub count: u64,
+    /// Why (an archive's `warren-archive-reason`); one line.
+    pub reason: TextArea<'static>,
+    /// The count typed by the operator (a discard above `TYPED_CONFIRM_ABOVE`).
+    pub typed: String,
+}
+
+impl ArchiveModal {
+    pub fn needs_typed_count(&self) -> bool {
+        self.kind == ArchiveKind::Discard && self.count > TYPED_CONFIRM_ABOVE
+    }
+
+    pub fn verb(&self) -> &'static str {
+        match self.kind {
+            ArchiveKind::Archive => "archive",
+            ArchiveKind::Discard => "discard",
+        }
+    }
+
+    /// The reason as typed, on one line, bounded.
+    pub fn reason_text(&self) -> String {
+        let text = self.reason.lines().join(" ");
+        text.trim().chars().take(MAX_REASON_CHARS).collect()
+    }
+
+    /// Why Enter does nothing yet, if it does nothing.
+    pub fn blocked(&self) -> Option<String> {
+        if self.count == 0 {
+            return Some(format!(
+                "nothing to {}: the selection is empty",
+                self.verb()
+            ));
+        }
+        if self.needs_typed_count() && self.typed != self.count.to_string() {
+            return Some(format!("type {} to confirm", self.count));
+        }
+        None
+    }
+
+    /// The run the worker is asked for.
+    pub fn job(&self) -> JobKind {
+        match self.kind {
+            ArchiveKind::Archive => JobKind::Archive {
+                reason: self.reason_text(),
+            },
+            ArchiveKind::Discard => JobKind::Discard,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct ReplayRun {
+    /// A replay, an archive or a discard: the progress says which.
+    pub job: JobKind,
     pub queue: String,
     pub dry_run: bool,
     pub rate: u32,
@@ -287,6 +360,8 @@ pub enum Overlay {
     /// The Replays view (`R`), scrolled this many runs from the newest.
     Replays(u16),
     Replay(Box<ReplayModal>),
+    /// The archive or discard modal (`A`, `X`).
+    Archive(Box<ArchiveModal>),
     Progress(Box<ReplayRun>),
     /// The full-screen pager on a body or a stack trace.
     Pager(Box<Pager>),

@@ -12,8 +12,9 @@ use super::event::{ConnectionState, Event, Report};
 use super::help;
 use super::keys::{self, Action, Scope};
 use super::state::{
-    Browse, FilterInput, Focus, ListMode, ModalField, NoteInput, Overlay, RATE_STEPS, ReplayModal,
-    ReplayRun, Row, STALE_AFTER_SECS, State, Switching,
+    ArchiveKind, ArchiveModal, Browse, FilterInput, Focus, ListMode, MAX_REASON_CHARS, ModalField,
+    NoteInput, Overlay, RATE_STEPS, ReplayModal, ReplayRun, Row, STALE_AFTER_SECS, State,
+    Switching,
 };
 use super::{pager, save};
 use crate::domain::brief::Interner;
@@ -466,6 +467,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             return Vec::new();
         }
         Overlay::Replay(_) => return on_modal_key(state, key),
+        Overlay::Archive(_) => return on_archive_key(state, key),
         Overlay::Progress(_) => return on_progress_key(state, key),
         Overlay::Pager(_) => return pager::on_key(state, key),
         Overlay::None => {}
@@ -738,6 +740,8 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         Action::SaveScreen => save::screen(state),
         Action::SaveSnapshot => save::snapshot(state),
         Action::Replay => return start_replay(state),
+        Action::Archive => return start_archive(state, ArchiveKind::Archive),
+        Action::Discard => return start_archive(state, ArchiveKind::Discard),
         Action::Protect => return protect(state),
         // Modal, progress and pager actions never reach here (their scopes are not pane scopes).
         Action::Accept
@@ -944,54 +948,83 @@ fn protect(state: &mut State) -> Vec<Command> {
     Vec::new()
 }
 
-fn start_replay(state: &mut State) -> Vec<Command> {
+/// What a run out of the DLQ would take: the open queue, the selection (a group under the
+/// cursor, the picked messages, or the message under the cursor), in words, and how many
+/// messages it holds as read. `None` (with the banner saying why) when there is nothing.
+fn pick(state: &mut State, verb: &str) -> Option<(String, Selection, String, u64)> {
     if state.read_only {
         state.error = Some(state.read_only_reason.clone());
-        return Vec::new();
+        return None;
     }
     // The plan would be for the place the screen is about to leave.
     if let Some(sw) = &state.switching {
-        state.notice = Some(format!("switching to {}…: replay once it is done", sw.to));
-        return Vec::new();
+        state.notice = Some(format!("switching to {}…: {verb} once it is done", sw.to));
+        return None;
     }
     let Some(b) = &state.browse else {
         state.notice = Some("open a dead-letter queue first (Enter on the queue list)".into());
-        return Vec::new();
+        return None;
     };
     let queue = b.queue.clone();
-    let (selection, what) = if state.list_mode == ListMode::Groups && state.focus != Focus::Queues {
-        let Some(g) = state.current_group() else {
-            return Vec::new();
-        };
+    // The archive is a stream: nothing is consumed from it, so nothing may be run from it.
+    if state
+        .discovery
+        .dlq(&queue)
+        .is_some_and(|d| d.kind == crate::domain::discovery::DlqKind::Archive)
+    {
+        state.notice = Some(format!(
+            "{} is the archive: it is read, not worked off; messages go back with `warren restore` (from the command line)",
+            sanitize::one_line(&queue, 80)
+        ));
+        return None;
+    }
+    if state.list_mode == ListMode::Groups && state.focus != Focus::Queues {
+        let g = state.current_group()?;
         let what = format!("group “{}”", sanitize::one_line(&g.summary, 60));
+        let count = g.rows.len() as u64;
         let group = Selection::Group(GroupChoice {
             by: state.group_by,
             name: g.key.clone(),
             waits: state.wait_queues(),
         });
-        match &state.filter {
+        Some(match &state.filter {
             Some(f) => (
+                queue,
                 Selection::AllOf(vec![group, Selection::Filter(f.clone())]),
                 format!("{what}, filtered"),
+                count,
             ),
-            None => (group, what),
-        }
+            None => (queue, group, what, count),
+        })
     } else if !state.selected.is_empty() {
-        // Counted as the replay counts them: every message with a picked key.
+        // Counted as the run counts them: every message with a picked key.
         let n = state.selected_messages();
-        (
+        Some((
+            queue,
             Selection::Keys(state.selected.clone()),
             format!("{n} selected message{}", if n == 1 { "" } else { "s" }),
-        )
+            n as u64,
+        ))
     } else if let Some(row) = state.current_row() {
-        let twins = state.messages_with_key(&row.key).saturating_sub(1);
-        let what = match twins {
+        let all = state.messages_with_key(&row.key);
+        let what = match all.saturating_sub(1) {
             0 => "the message under the cursor".to_string(),
             n => format!("the message under the cursor and {n} more with its id"),
         };
-        (Selection::Keys(HashSet::from([row.key.clone()])), what)
+        Some((
+            queue,
+            Selection::Keys(HashSet::from([row.key.clone()])),
+            what,
+            all as u64,
+        ))
     } else {
-        state.notice = Some("nothing to replay: the list is empty".into());
+        state.notice = Some(format!("nothing to {verb}: the list is empty"));
+        None
+    }
+}
+
+fn start_replay(state: &mut State) -> Vec<Command> {
+    let Some((queue, selection, what, _)) = pick(state, "replay") else {
         return Vec::new();
     };
     state.overlay = Overlay::Replay(Box::new(ReplayModal {
@@ -1011,6 +1044,94 @@ fn start_replay(state: &mut State) -> Vec<Command> {
         selection,
         keep_attempts: false,
     }]
+}
+
+/// `A` or `X`: the archive or discard modal on what `pick` finds.
+fn start_archive(state: &mut State, kind: ArchiveKind) -> Vec<Command> {
+    let verb = match kind {
+        ArchiveKind::Archive => "archive",
+        ArchiveKind::Discard => "discard",
+    };
+    if let Some((queue, selection, what, count)) = pick(state, verb) {
+        state.overlay = Overlay::Archive(Box::new(ArchiveModal {
+            kind,
+            queue,
+            selection,
+            what,
+            count,
+            reason: TextArea::default(),
+            typed: String::new(),
+        }));
+    }
+    Vec::new()
+}
+
+/// Keys in the archive or discard modal: Esc closes it, Enter runs it (once nothing blocks it);
+/// a discard takes typed digits for its count, an archive takes its reason.
+fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let read_only = state.read_only;
+    let Overlay::Archive(modal) = &mut state.overlay else {
+        return Vec::new();
+    };
+    match key.code {
+        KeyCode::Esc => state.overlay = Overlay::None,
+        KeyCode::Enter => {
+            // Read-only cannot open the modal; checked again so nothing leaves the queue.
+            if read_only {
+                state.overlay = Overlay::None;
+                state.error = Some(state.read_only_reason.clone());
+                return Vec::new();
+            }
+            if modal.blocked().is_some() {
+                return Vec::new();
+            }
+            let request = ReplayRequest {
+                queue: modal.queue.clone(),
+                selection: modal.selection.clone(),
+                expected: modal.count,
+                rate: 0,
+                keep_attempts: false,
+                dry_run: false,
+                job: modal.job(),
+            };
+            state.overlay = Overlay::Progress(Box::new(ReplayRun {
+                job: request.job.clone(),
+                queue: request.queue.clone(),
+                dry_run: false,
+                rate: 0,
+                progress: super::event::ReplayProgress {
+                    total: modal.count,
+                    ..Default::default()
+                },
+                cancelling: false,
+                outcome: None,
+            }));
+            return vec![Command::Replay(request)];
+        }
+        KeyCode::Char(c)
+            if modal.kind == ArchiveKind::Discard
+                && c.is_ascii_digit()
+                && !key.modifiers.contains(KeyModifiers::CONTROL)
+                && modal.typed.len() < 12 =>
+        {
+            modal.typed.push(c);
+        }
+        KeyCode::Backspace if modal.kind == ArchiveKind::Discard => {
+            modal.typed.pop();
+        }
+        KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            modal.reason = TextArea::default();
+        }
+        // One line, at most a reason's length.
+        _ if modal.kind == ArchiveKind::Archive
+            && (modal.reason.lines().join(" ").chars().count() < MAX_REASON_CHARS
+                || !matches!(key.code, KeyCode::Char(_))) =>
+        {
+            modal.reason.input(key);
+        }
+        _ => {}
+    }
+    Vec::new()
 }
 
 fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
@@ -1119,8 +1240,10 @@ fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 rate: modal.rate,
                 keep_attempts: modal.keep_attempts,
                 dry_run: modal.dry_run,
+                job: Default::default(),
             };
             state.overlay = Overlay::Progress(Box::new(ReplayRun {
+                job: request.job.clone(),
                 queue: request.queue.clone(),
                 dry_run: request.dry_run,
                 rate: request.rate,

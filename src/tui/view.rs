@@ -11,11 +11,14 @@ use ratatui::widgets::{
 };
 
 use super::detail;
-use super::event::ConnectionState;
+use super::event::{ConnectionState, JobKind};
 use super::format;
 use super::help;
 use super::keys::{self, Scope};
-use super::state::{Focus, ListMode, ModalField, Overlay, QueueRow, ReplayModal, ReplayRun, State};
+use super::state::{
+    ArchiveKind, ArchiveModal, Focus, ListMode, ModalField, Overlay, QueueRow, ReplayModal,
+    ReplayRun, State,
+};
 use crate::domain::discovery::DlqKind;
 use crate::domain::grouping::GroupBy;
 use crate::domain::sanitize;
@@ -72,6 +75,7 @@ pub fn view(state: &State, frame: &mut Frame) {
         Overlay::Log(scroll) => super::oplog::draw(state, *scroll, frame, area),
         Overlay::Replays(scroll) => super::replays::draw(state, *scroll, frame, area),
         Overlay::Replay(modal) => replay_modal(state, modal, frame, area),
+        Overlay::Archive(modal) => archive_modal(state, modal, frame, area),
         Overlay::Progress(run) => progress(state, run, frame, area),
         // Everything but the footer, which says the pager's keys.
         Overlay::Pager(p) => super::pager::draw(
@@ -229,6 +233,7 @@ fn short_kind(kind: DlqKind) -> &'static str {
         DlqKind::Error => "err",
         DlqKind::Skipped => "skip",
         DlqKind::ParkingLot => "park",
+        DlqKind::Archive => "arch",
     }
 }
 
@@ -1086,6 +1091,15 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
             ("Enter".into(), "keep note (empty: remove)".into(), false),
             ("Esc".into(), "cancel".into(), false),
         ]
+    } else if let Overlay::Archive(m) = &state.overlay {
+        let mut hints = vec![
+            ("Enter".into(), m.verb().into(), false),
+            ("Esc".into(), "cancel".into(), false),
+        ];
+        if m.kind == ArchiveKind::Archive {
+            hints.push(("type".into(), "reason".into(), false));
+        }
+        hints
     } else if matches!(state.overlay, Overlay::Help) {
         vec![
             ("Esc/?".into(), "close help".into(), false),
@@ -1458,6 +1472,108 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
     draw_hanging(frame, inner, rows);
 }
 
+/// The archive or discard modal: what goes, how many, where to (or that a snapshot is written
+/// first, and where), the reason, and the typed count a large discard needs.
+fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let width = area.width.saturating_sub(4).min(90);
+    let field = |s: &str| Span::styled(format!(" {s:<9} "), t.muted);
+    let plural = if modal.count == 1 { "" } else { "s" };
+    let title = match modal.kind {
+        ArchiveKind::Archive => format!(
+            " Archive {} message{plural} from {} ",
+            modal.count,
+            sanitize::middle_cut(&modal.queue, 40)
+        ),
+        ArchiveKind::Discard => format!(
+            " Discard {} message{plural} from {} for good ",
+            modal.count,
+            sanitize::middle_cut(&modal.queue, 40)
+        ),
+    };
+    let mut lines: Vec<Line> = vec![Line::from(vec![
+        field("What"),
+        Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
+    ])];
+    match modal.kind {
+        ArchiveKind::Archive => {
+            lines.push(Line::from(vec![
+                field("To"),
+                Span::raw(
+                    "the vhost's archive stream (warren.archive unless the context names another), or the local archive file where there is no stream",
+                ),
+            ]));
+            lines.push(Line::from(vec![
+                field("Adds"),
+                Span::raw(crate::domain::archive::HEADERS.join(", ")),
+            ]));
+            lines.push(Line::from(vec![
+                field("Keeps"),
+                Span::raw("body, properties and every other header (x-death included)"),
+            ]));
+            lines.push(Line::from(vec![
+                field("Reason"),
+                Span::styled(
+                    format!("[{}▏]", sanitize::one_line(&modal.reason_text(), 70)),
+                    t.selected,
+                ),
+            ]));
+            lines.push(Line::from(vec![
+                field("Safe"),
+                Span::styled(
+                    "each leaves the queue only once the archive holds it; restore puts it back",
+                    t.muted,
+                ),
+            ]));
+        }
+        ArchiveKind::Discard => {
+            lines.push(Line::from(vec![
+                field("To"),
+                Span::styled("nowhere: deleted for good", t.danger),
+            ]));
+            lines.push(Line::from(vec![
+                field("Snapshot"),
+                Span::raw(
+                    "written first to discarded/<queue>-<time>.jsonl beside Warren's store (`warren open` reads it); only what it holds is deleted",
+                ),
+            ]));
+            if modal.needs_typed_count() {
+                lines.push(Line::from(vec![
+                    Span::styled(format!(" Type {} to confirm: ", modal.count), t.danger),
+                    Span::styled(format!("[{:<8}]", modal.typed), t.selected),
+                ]));
+            }
+        }
+    }
+    lines.push(Line::raw(""));
+    let enter = format!("Enter  {}", modal.verb());
+    let accept = match modal.blocked() {
+        None => Span::styled(enter, t.danger),
+        Some(why) => Span::styled(format!("{enter} ({why})"), t.muted),
+    };
+    lines.push(Line::from(vec![
+        Span::raw("   "),
+        accept,
+        Span::raw("      "),
+        Span::styled("Esc  cancel", t.accent),
+    ]));
+    let rows = hanging(lines, width.saturating_sub(2));
+    let height = rows
+        .iter()
+        .fold(0u16, |h, r| h.saturating_add(r.height))
+        .saturating_add(2);
+    let rect = centered(area, width, height);
+    frame.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .border_style(t.danger)
+        .title(Span::styled(title, t.danger));
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    draw_hanging(frame, inner, rows);
+}
+
 /// A line wrapped with a hanging indent: what follows its first span (a field's label, a
 /// warning's `!`) wraps under itself, not under the label.
 struct Hanging<'a> {
@@ -1561,6 +1677,10 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
             ),
             t.danger,
         ),
+        None if run.job == JobKind::Discard => Span::styled(
+            " only what the snapshot holds is deleted; Esc stops after what is in flight",
+            t.muted,
+        ),
         None => Span::styled(
             " messages leave the queue only after the broker confirms the publish",
             t.muted,
@@ -1573,7 +1693,12 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
         .clamp(1, 6);
     let rect = centered(area, width, 8 + note_height);
     frame.render_widget(Clear, rect);
-    let verb = if run.dry_run { "Dry run" } else { "Replaying" };
+    let verb = match (&run.job, run.dry_run) {
+        (_, true) => "Dry run",
+        (JobKind::Replay, false) => "Replaying",
+        (JobKind::Archive { .. }, false) => "Archiving",
+        (JobKind::Discard, false) => "Discarding",
+    };
     let title = match (&run.outcome, run.cancelling) {
         (Some(o), _) if o.cancelled => format!(
             " {verb} from {} — stopped ",

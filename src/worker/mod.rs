@@ -14,6 +14,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::broker::archive as keep;
 use crate::broker::config::{self, Overrides};
 use crate::broker::management::PermissionState;
 use crate::broker::replay::StopReason;
@@ -22,6 +23,7 @@ use crate::domain::discovery::{self, Convention, Discovery, DlqInfo, DlqKind, Qu
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::packed::Packed;
+use crate::domain::sanitize;
 use crate::domain::snapshot::SnapshotHeader;
 use crate::domain::urgency;
 use crate::store::Store;
@@ -196,7 +198,10 @@ impl Shell {
                 let (cancel, cancelled) = watch::channel(false);
                 let events = self.events.clone();
                 let task = tokio::spawn(async move {
-                    let end = replay(s, req, cancelled, events, &ops).await;
+                    let end = match req.job {
+                        protocol::JobKind::Replay => replay(s, req, cancelled, events, &ops).await,
+                        _ => archive_or_discard(s, req, cancelled, events, &ops).await,
+                    };
                     let _ = done
                         .send(Done::Finished {
                             ticket,
@@ -411,7 +416,9 @@ fn record_depths(s: &Session, qs: &[discovery::QueueInfo]) {
 
 async fn discover(s: &Session, ticket: Ticket, read_only_flag: bool, ops: &Ops) -> Report {
     match s.discover().await {
-        Ok(discovery) => {
+        Ok(mut discovery) => {
+            // The archive is listed with the DLQs, marked, when the vhost has its stream.
+            discovery.mark_archive(&s.target.archive.stream);
             let d = &discovery;
             ops.report(
                 OperationKind::List,
@@ -700,7 +707,6 @@ async fn replay(
     if let session::WriteCheck::Refused(why) = s.write_refusal(&preview.publish_targets()).await {
         return finish(format!("{why}; nothing moved"));
     }
-    let store = Store::open_default().ok();
     let start = crate::store::AuditStart {
         run_id: run_id.clone(),
         at: jiff::Timestamp::now(),
@@ -720,14 +726,14 @@ async fn replay(
         keep_attempts: req.keep_attempts,
         clear_expiry: false,
     };
-    let audit_id = store.as_ref().and_then(|st| st.begin_replay(&start).ok());
-    if audit_id.is_none() {
-        return finish("Warren's store cannot be opened, so the replay cannot be recorded; nothing moved (use `warren replay --no-audit` from the command line)".into());
-    }
-    // The broker's copy, before the first publish; what could not be written is said at the end.
-    let mut broker = crate::broker::audit::BrokerRecord::open(&s, tui_consent(&s)).await;
-    let mut notes: Vec<String> = Vec::new();
-    notes.extend(broker.append("replay", "start", &run_id, &start).await);
+    let mut record = match Recorded::begin(&s, crate::store::Operation::Replay, &start).await {
+        Ok(r) => r,
+        Err(e) => {
+            return finish(format!(
+                "{e} (use `warren replay --no-audit` from the command line)"
+            ));
+        }
+    };
     let result = s
         .replay(&spec, &preview, HashMap::new(), cancel_rx, |p| {
             let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
@@ -740,9 +746,20 @@ async fn replay(
             }));
         })
         .await;
-    let outcome = match &result {
-        // The engine's own verdict, as the CLI and the audit use it: anything short of
-        // "completed" says why, with the problems behind it.
+    let outcome = outcome_of(&result, total);
+    record
+        .conclude(&req.queue, &result, &outcome, &events, ops)
+        .await;
+    Report::ReplayFinished(outcome)
+}
+
+/// The engine's verdict as the UI shows it, as the CLI and the audit use it: anything short of
+/// "completed" says why, with the problems behind it.
+fn outcome_of(
+    result: &Result<crate::broker::replay::Summary, SessionError>,
+    total: u64,
+) -> ReplayOutcome {
+    match result {
         Ok(sum) => ReplayOutcome {
             progress: ReplayProgress {
                 total,
@@ -781,39 +798,289 @@ async fn replay(
             error: Some(e.to_string()),
             summary: Vec::new(),
         },
-    };
-    ops.report(OperationKind::Replay, replay_text(&req.queue, &outcome))
-        .await;
-    if let (Some(st), Some(id)) = (&store, audit_id) {
-        let (ids, remaining) = result
+    }
+}
+
+/// A run on the record: its row in the local store and its entries on the broker's audit
+/// stream, begun before anything moved.
+struct Recorded {
+    op: crate::store::Operation,
+    store: Option<Store>,
+    audit_id: Option<i64>,
+    broker: crate::broker::audit::BrokerRecord,
+    run_id: String,
+    /// What could not be written to the broker, said at the end.
+    notes: Vec<String>,
+}
+
+impl Recorded {
+    /// Writes the start in both places; a run the local store cannot record does not start.
+    async fn begin(
+        s: &Session,
+        op: crate::store::Operation,
+        start: &crate::store::AuditStart,
+    ) -> Result<Recorded, String> {
+        let store = Store::open_default().ok();
+        let audit_id = store
             .as_ref()
-            .map(|s| (s.counts.moved_ids.clone(), s.progress.remaining))
-            .unwrap_or_default();
-        let text = match &result {
-            Ok(sum) => sum.outcome(),
-            Err(e) => format!("failed: {e}"),
+            .and_then(|st| st.begin_operation(op, start).ok());
+        if audit_id.is_none() {
+            return Err(format!(
+                "Warren's store cannot be opened, so the {} cannot be recorded; nothing moved",
+                op.as_str()
+            ));
+        }
+        let mut broker = crate::broker::audit::BrokerRecord::open(s, tui_consent(s)).await;
+        let notes: Vec<String> = broker
+            .append(op.as_str(), "start", &start.run_id, start)
+            .await
+            .into_iter()
+            .collect();
+        Ok(Recorded {
+            op,
+            store,
+            audit_id,
+            broker,
+            run_id: start.run_id.clone(),
+            notes,
+        })
+    }
+
+    /// The command log's line, the outcome in both places, and what the broker's record missed.
+    async fn conclude(
+        &mut self,
+        queue: &str,
+        result: &Result<crate::broker::replay::Summary, SessionError>,
+        outcome: &ReplayOutcome,
+        events: &mpsc::Sender<Report>,
+        ops: &Ops,
+    ) {
+        let (kind, text) = match self.op {
+            crate::store::Operation::Replay => (OperationKind::Replay, replay_text(queue, outcome)),
+            op => (
+                OperationKind::Replay,
+                ops::job_text(op.as_str(), queue, outcome),
+            ),
         };
-        let out = crate::store::AuditOutcome {
-            at: jiff::Timestamp::now(),
-            moved: outcome.progress.moved,
-            returned: outcome.progress.returned,
-            failed: outcome.progress.failed,
-            remaining,
-            message_ids: ids,
-            duplicated: result.as_ref().map_or(0, |s| s.counts.duplicated),
-            duplicate_ids: result
+        ops.report(kind, text).await;
+        if let (Some(st), Some(id)) = (&self.store, self.audit_id) {
+            let (ids, remaining) = result
                 .as_ref()
-                .map(|s| s.counts.duplicate_ids.clone())
-                .unwrap_or_default(),
-            outcome: text,
-        };
-        let _ = st.finish_replay(id, &out);
-        notes.extend(broker.append("replay", "outcome", &run_id, &out).await);
+                .map(|s| (s.counts.moved_ids.clone(), s.progress.remaining))
+                .unwrap_or_default();
+            let text = match result {
+                Ok(sum) => sum.outcome(),
+                Err(e) => format!("failed: {e}"),
+            };
+            let out = crate::store::AuditOutcome {
+                at: jiff::Timestamp::now(),
+                moved: outcome.progress.moved,
+                returned: outcome.progress.returned,
+                failed: outcome.progress.failed,
+                remaining,
+                message_ids: ids,
+                duplicated: result.as_ref().map_or(0, |s| s.counts.duplicated),
+                duplicate_ids: result
+                    .as_ref()
+                    .map(|s| s.counts.duplicate_ids.clone())
+                    .unwrap_or_default(),
+                outcome: text,
+            };
+            let _ = st.finish_replay(id, &out);
+            self.notes.extend(
+                self.broker
+                    .append(self.op.as_str(), "outcome", &self.run_id, &out)
+                    .await,
+            );
+        }
+        // Said in the notice line: the local record was kept, the broker's was not.
+        if !self.notes.is_empty() {
+            let _ = events.send(Report::Notice(self.notes.join("; "))).await;
+        }
     }
-    // Said in the notice line: the local record was kept, the broker's was not.
-    if !notes.is_empty() {
-        let _ = events.send(Report::Notice(notes.join("; "))).await;
+}
+
+/// Where the TUI's archive goes. It cannot stop to ask: the stream is created only when the
+/// context says so (`archive_create = true`); where a stream cannot be used (chosen local, no
+/// streams, no permission to create it) it is the local file, and the outcome says so.
+async fn archive_place(s: &Session) -> Result<keep::Place, String> {
+    use keep::{DeclareError, StreamState};
+    if s.target.archive.local {
+        return keep::local_place(s, "chosen (archive_local = true)");
     }
+    if !s.streams_supported() {
+        return keep::local_place(s, "this broker has no streams (RabbitMQ before 3.9)");
+    }
+    let name = s.target.archive.stream.clone();
+    match s.archive_state().await.map_err(|e| e.to_string())? {
+        StreamState::Stream => Ok(keep::Place::Stream(name)),
+        StreamState::NotAStream(kind) => Err(format!(
+            "'{}' is a {kind} queue, not a stream: Warren will not archive into it; name another with archive_stream in the context; nothing moved",
+            sanitize::one_line(&name, 100)
+        )),
+        StreamState::Missing if !s.target.archive.create => Err(format!(
+            "the archive stream '{}' does not exist yet: create it once with `warren archive QUEUE --create-archive` (or set archive_create = true in the context); nothing moved",
+            sanitize::one_line(&name, 100)
+        )),
+        StreamState::Missing => match s.create_archive().await {
+            Ok(()) => Ok(keep::Place::Stream(name)),
+            Err(DeclareError::NoPermission(text)) => keep::local_place(
+                s,
+                &format!(
+                    "the broker refused to create the stream: {}",
+                    sanitize::one_line(&text, 200)
+                ),
+            ),
+            Err(e) => Err(format!(
+                "cannot create the archive stream '{}': {e}; nothing moved",
+                sanitize::one_line(&name, 100)
+            )),
+        },
+    }
+}
+
+/// An archive or a discard the operator accepted: the selection read at the start (never more
+/// than `expected`), the archive's place or the discard's snapshot, then the engine's run with
+/// its guarantees (`broker::archive::{archive_work, discard_work}`, as `warren archive` and
+/// `warren discard` use them), on the record in both places.
+async fn archive_or_discard(
+    s: Arc<Session>,
+    req: protocol::ReplayRequest,
+    cancel_rx: watch::Receiver<bool>,
+    events: mpsc::Sender<Report>,
+    ops: &Ops,
+) -> Report {
+    let finish = |error: String| plan::replay_failed(&req, &error);
+    let verb = req.job.verb();
+    if s.target.read_only {
+        return finish(format!(
+            "read-only: {verb} is disabled for this context; the archive stays readable"
+        ));
+    }
+    let discard = req.job == protocol::JobKind::Discard;
+    let place = if discard {
+        None
+    } else {
+        match archive_place(&s).await {
+            Ok(p) => Some(p),
+            Err(e) => return finish(e),
+        }
+    };
+    let mut spec = spec_for(&s, req.queue.clone(), req.selection.clone(), None, false);
+    spec.limit = Some(req.expected);
+    spec.run_id = None;
+    // The stream takes the message from the delivery itself; a file keeps what was read, whole.
+    let cap = match &place {
+        Some(keep::Place::Stream(_)) => identity::HASHED_BODY,
+        _ => usize::MAX,
+    };
+    let sel = match s
+        .select(&spec, cap, |keys| remember(&s, &req.queue, keys))
+        .await
+    {
+        Ok(sel) => sel,
+        Err(e) => return finish(format!("{e}; nothing moved")),
+    };
+    let count = sel.messages.len() as u64;
+    ops.report(
+        OperationKind::Read,
+        format!(
+            "read {} messages of {} for the {verb}, all left in place; {count} selected",
+            sel.examined, req.queue
+        ),
+    )
+    .await;
+    if count == 0 {
+        return finish(
+            "nothing moved: no message matches the selection at the head of the queue".into(),
+        );
+    }
+    let (work, target) = match &place {
+        Some(place) => {
+            if let keep::Place::Stream(name) = place
+                && let session::WriteCheck::Refused(why) =
+                    s.write_refusal(&[(String::new(), name.clone())]).await
+            {
+                return finish(format!("{why}; nothing moved"));
+            }
+            let stamp = crate::domain::archive::Stamp {
+                from: req.queue.clone(),
+                by: format!("{}@{}", crate::store::current_os_user(), s.whoami.name),
+                reason: match &req.job {
+                    protocol::JobKind::Archive { reason } => reason.clone(),
+                    _ => String::new(),
+                },
+            };
+            match keep::archive_work(&s, place, stamp, &sel, count) {
+                Ok(w) => (w, place.label()),
+                Err(e) => return finish(e),
+            }
+        }
+        None => {
+            let path = match keep::discard_path(&req.queue) {
+                Ok(p) => p,
+                Err(e) => return finish(format!("{e}; nothing deleted")),
+            };
+            match keep::discard_work(&s, &req.queue, Some(&path), &sel) {
+                Ok(w) => {
+                    let _ = events
+                        .send(Report::Notice(format!(
+                            "snapshot written: {count} message(s) in {} (`warren open` reads it)",
+                            path.display()
+                        )))
+                        .await;
+                    (w, format!("snapshot {}", path.display()))
+                }
+                Err(e) => return finish(e),
+            }
+        }
+    };
+    let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
+    let start = crate::store::AuditStart {
+        run_id,
+        at: jiff::Timestamp::now(),
+        os_user: crate::store::current_os_user(),
+        broker_user: s.whoami.name.clone(),
+        context: s.target.context.clone(),
+        vhost: s.vhost().to_string(),
+        from_queue: req.queue.clone(),
+        targets: vec![target],
+        filter: Some(req.selection.describe()),
+        group: match &req.selection {
+            crate::domain::selection::Selection::Group(g) => Some(g.audit_label()),
+            _ => None,
+        },
+        requested_limit: Some(req.expected),
+        dry_run: false,
+        keep_attempts: false,
+        clear_expiry: false,
+    };
+    let op = if discard {
+        crate::store::Operation::Discard
+    } else {
+        crate::store::Operation::Archive
+    };
+    let mut record = match Recorded::begin(&s, op, &start).await {
+        Ok(r) => r,
+        Err(e) => return finish(e),
+    };
+    let total = work.limit;
+    let result = s
+        .run_job(&spec, work, cancel_rx, |p| {
+            let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
+                total,
+                moved: p.moved,
+                returned: p.returned,
+                failed: p.failed,
+                rate: p.rate,
+                blocked: p.blocked.clone(),
+            }));
+        })
+        .await;
+    let outcome = outcome_of(&result, total);
+    record
+        .conclude(&req.queue, &result, &outcome, &events, ops)
+        .await;
     Report::ReplayFinished(outcome)
 }
 

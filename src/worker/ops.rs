@@ -62,3 +62,23 @@ pub(super) fn replay_text(queue: &str, o: &ReplayOutcome) -> String {
     }
     text
 }
+
+/// What an archive or a discard did on the broker, for the command log.
+pub(super) fn job_text(verb: &str, queue: &str, o: &ReplayOutcome) -> String {
+    let p = &o.progress;
+    let done = match verb {
+        "discard" => "deleted for good",
+        _ => "archived (confirmed, then acked)",
+    };
+    let mut text = format!(
+        "{verb} from {queue}: {} {done}; {} returned and {} failed, left in {queue}",
+        p.moved, p.returned, p.failed
+    );
+    if o.cancelled {
+        text.push_str("; stopped by the operator");
+    }
+    if let Some(e) = &o.error {
+        text.push_str(&format!("; {e}"));
+    }
+    text
+}

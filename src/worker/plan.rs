@@ -670,6 +670,7 @@ mod tests {
             rate: 10,
             keep_attempts: false,
             dry_run: false,
+            job: Default::default(),
         })
     }
 

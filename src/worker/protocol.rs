@@ -96,6 +96,32 @@ pub struct ReplayRequest {
     /// Keep the retry counters instead of resetting them.
     pub keep_attempts: bool,
     pub dry_run: bool,
+    /// What the run does with the selection: a replay, or the other ways out of a DLQ.
+    pub job: JobKind,
+}
+
+/// What an accepted run does: the engine's actions (`replay::Action`) as the UI asks for them.
+/// Archive and discard take no plan first: the worker reads the selection at the run's start and
+/// never moves more than `expected`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum JobKind {
+    #[default]
+    Replay,
+    /// Into the vhost's archive (the stream, or the local file), with the operator's reason.
+    Archive { reason: String },
+    /// Deleted for good, after a snapshot of exactly what goes is written.
+    Discard,
+}
+
+impl JobKind {
+    /// The verb, as the progress and the outcome say it.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            JobKind::Replay => "replay",
+            JobKind::Archive { .. } => "archive",
+            JobKind::Discard => "discard",
+        }
+    }
 }
 
 /// What the worker tells the UI. It never touches UI state; it only sends these.

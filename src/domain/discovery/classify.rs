@@ -26,6 +26,9 @@ pub enum DlqKind {
     Skipped,
     /// A parking lot: messages set aside for good after retries.
     ParkingLot,
+    /// Warren's archive stream (`warren.archive` or the context's `archive_stream`): read like
+    /// a DLQ, never drained by one.
+    Archive,
 }
 
 impl DlqKind {
@@ -35,6 +38,7 @@ impl DlqKind {
             DlqKind::Error => "error",
             DlqKind::Skipped => "skipped",
             DlqKind::ParkingLot => "parking",
+            DlqKind::Archive => "archive",
         }
     }
 }
@@ -116,6 +120,45 @@ impl Discovery {
         self.retry_loops
             .iter()
             .find(|l| l.work_queue == queue || l.wait_queue == queue)
+    }
+
+    /// Lists the archive stream `name`, when the vhost has it as a stream, with the dead-letter
+    /// queues, marked as the archive (last: it is read, not worked off). Nothing else changes.
+    pub fn mark_archive(&mut self, name: &str) {
+        if let Some(i) = self
+            .dead_letter_queues
+            .iter()
+            .position(|d| d.name == name && d.queue_type == QueueType::Stream)
+        {
+            let mut d = self.dead_letter_queues.remove(i);
+            d.kind = DlqKind::Archive;
+            self.dead_letter_queues.push(d);
+            return;
+        }
+        let Some(i) = self
+            .other_queues
+            .iter()
+            .position(|q| q.name == name && q.queue_type == QueueType::Stream)
+        else {
+            return;
+        };
+        let q = self.other_queues.remove(i);
+        self.dead_letter_queues.push(DlqInfo {
+            name: q.name,
+            kind: DlqKind::Archive,
+            convention: Convention::Broker,
+            depth: q.depth,
+            messages_ready: q.depth,
+            messages_unacknowledged: None,
+            consumers: q.consumers,
+            queue_type: q.queue_type,
+            feeders: Vec::new(),
+            feeders_uncertain: false,
+            by_topology: false,
+            by_name: true,
+            delivery_limit: None,
+            dead_letter_exchange: q.dead_letter_exchange,
+        });
     }
 }
 
