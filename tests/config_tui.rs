@@ -75,7 +75,7 @@ fn commands_parse_with_dangerous_off_by_default() {
         run = "open \"https://logs.example.com/?q=$MESSAGE_ID\""
 
         [[commands]]
-        key = "X"
+        key = "Z"
         name = "delete from outbox"
         run = "outbox delete \"$CORRELATION_ID\""
         dangerous = true
@@ -210,6 +210,6 @@ fn the_example_files_commands_are_valid() {
     let c = Config::parse(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
     let commands = warren::tui::custom::from_config(&c.commands).expect("free keys");
     let keys: Vec<char> = commands.iter().map(|c| c.key).collect();
-    assert_eq!(keys, vec!['L', 'X']);
+    assert_eq!(keys, vec!['L', 'Z']);
     assert!(commands[1].dangerous && !commands[0].dangerous);
 }

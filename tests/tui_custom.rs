@@ -34,7 +34,7 @@ fn logs() -> CustomCommand {
 
 fn purge() -> CustomCommand {
     CustomCommand {
-        key: 'X',
+        key: 'Z',
         name: "delete from the outbox".into(),
         run: "true".into(),
         dangerous: true,
@@ -59,7 +59,7 @@ fn env_of(run: &custom::Run, name: &str) -> String {
 fn config_commands_are_checked_against_the_key_table() {
     let ok = custom::from_config(&[
         cfg("L", "logs", "echo", false),
-        cfg("X", "purge", "true", true),
+        cfg("Z", "purge", "true", true),
     ])
     .expect("free keys");
     assert_eq!(ok.len(), 2);
@@ -149,7 +149,7 @@ fn a_custom_key_on_a_message_hands_the_command_to_the_loop() {
 
     // A key no command has does nothing.
     update(&mut st, key(KeyCode::Tab));
-    update(&mut st, ch('Z'));
+    update(&mut st, ch('Y'));
     assert!(st.handover.is_none());
 }
 
@@ -176,7 +176,7 @@ fn broker_reason_and_ids_are_sanitised_in_the_environment() {
 #[test]
 fn read_only_refuses_dangerous_commands_and_says_why() {
     let mut st = with_commands(true);
-    update(&mut st, ch('X'));
+    update(&mut st, ch('Z'));
     assert!(
         st.handover.is_none(),
         "a dangerous command never runs read-only"
@@ -191,7 +191,7 @@ fn read_only_refuses_dangerous_commands_and_says_why() {
     assert!(st.handover.is_some());
     // Writable: the dangerous one runs.
     let mut st = with_commands(false);
-    update(&mut st, ch('X'));
+    update(&mut st, ch('Z'));
     assert!(st.handover.is_some());
 }
 
