@@ -219,16 +219,22 @@ async fn produce(ch: &Channel, fault: Fault, n: usize) -> Result<(), DemoError> 
 }
 
 /// No static topology sends a rejection sometimes to the wait queue and sometimes to the DLQ
-/// (the attempt count lives only in x-death, which no exchange routes on), so before the last
-/// round the retry exchange is pointed at the DLQ, and afterwards back at the wait queue.
+/// (the attempt count lives only in x-death, which no exchange routes on), so in the last round
+/// the retry exchange is pointed at the DLQ, and afterwards back at the wait queue.
+///
+/// The bindings move only while this holds all `n` messages: a rejection is not confirmed, and a
+/// loaded broker dead-letters the previous round's rejections late. Moved before the take, a late
+/// one met both bindings at once and was copied into the DLQ and the wait queue (the DLQ held 8
+/// of 5 on a loaded 3.10). Once all `n` are taken again, every earlier rejection has made its
+/// way round, and nothing is in flight while the exchange changes.
 async fn retry_ladder(ch: &Channel, ladder: &Ladder, n: usize) -> Result<(), DemoError> {
     for attempt in 1..=ladder.attempts {
         let last = attempt == ladder.attempts;
+        let got = take(ch, ladder.work, n).await?;
         if last {
             bind(ch, &ladder.dlq_binding()).await?;
             unbind(ch, &ladder.wait_binding()).await?;
         }
-        let got = take(ch, ladder.work, n).await?;
         reject_all(got, false, ladder.work).await?;
         if last {
             settle(ch, &[(ladder.dlq, n as u64)], SETTLE_TIMEOUT).await?;
