@@ -195,19 +195,28 @@ async fn run(
     }
     let mgmt_rate = (MGMT_BATCH * MGMT_ROUNDS) as f64 / mgmt_time.as_secs_f64();
 
-    let depth = conn
-        .create_channel()
-        .await?
-        .queue_declare(
-            "bench.dlq".into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await?
-        .message_count();
+    // The management API's get hands its messages back asynchronously: a depth read at once
+    // counted 96,267 of 100,000 on 4.3. Wait (up to 10 s) for it to settle, and say how long.
+    let counter = conn.create_channel().await?;
+    let settling = Instant::now();
+    let depth = loop {
+        let depth = counter
+            .queue_declare(
+                "bench.dlq".into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await?
+            .message_count();
+        if depth as usize == MESSAGES || settling.elapsed() > Duration::from_secs(10) {
+            break depth;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let settled = settling.elapsed();
 
     println!(
         "  time to first 100 messages: {} ms (goal < 300)",
@@ -231,6 +240,9 @@ async fn run(
         }
         None => println!("  peak memory: /proc/self/status unavailable"),
     }
-    println!("  queue depth afterwards: {depth} (expected {MESSAGES})");
+    println!(
+        "  queue depth afterwards: {depth} (expected {MESSAGES}), settled {:.2} s after the last get",
+        settled.as_secs_f64()
+    );
     Ok(())
 }
