@@ -3,6 +3,7 @@
 //! first, then one frame). An idle Warren wakes only for the depth-refresh tick and draws nothing
 //! unless the tick changed what is shown.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, Write};
 use std::time::Duration;
 
@@ -59,7 +60,8 @@ pub async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // The first tick fires at once; the state already has the time.
     tick.tick().await;
-    send(&commands_to_worker, Command::LoadQueues).await?;
+    let mut outbox = Outbox::default();
+    outbox.send(&commands_to_worker, Command::LoadQueues)?;
     // The size a terminal reports only when it changes: the pager's layout and the help's
     // scrolling need it now.
     if let Ok(size) = terminal.size() {
@@ -93,6 +95,16 @@ pub async fn run(
             _ = tick.tick() => Some(Event::Tick(jiff::Timestamp::now())),
             // Restarted by every pass of the loop, so it fires only once typing pauses.
             _ = tokio::time::sleep(super::update::FILTER_SETTLE), if state.filter_pending => Some(Event::FilterSettle),
+            // Commands the worker had no room for go as soon as it has, while the loop goes on
+            // reading its reports (see `Outbox`).
+            permit = commands_to_worker.reserve(), if !outbox.is_empty() => {
+                match (permit, outbox.pop()) {
+                    (Ok(permit), Some(cmd)) => permit.send(cmd),
+                    // The worker is gone (its reports' end says so): nothing will ever fit.
+                    _ => outbox.clear(),
+                }
+                None
+            }
         };
         let mut queue: Vec<Event> = first.into_iter().collect();
         // Drain whatever else is ready before drawing once.
@@ -124,7 +136,7 @@ pub async fn run(
                 }
                 let quit = matches!(cmd, Command::Quit);
                 // A worker that is gone cannot be told anything; quitting must still work.
-                if let Err(e) = send(&commands_to_worker, cmd).await
+                if let Err(e) = outbox.send(&commands_to_worker, cmd)
                     && !quit
                 {
                     state.error = Some(format!("{e:#}"));
@@ -215,10 +227,54 @@ fn unlock_context(
     })
 }
 
-async fn send(tx: &mpsc::Sender<Command>, cmd: Command) -> anyhow::Result<()> {
-    tx.send(cmd)
-        .await
-        .map_err(|_| anyhow::anyhow!("the background worker stopped; see the log file"))
+/// Commands on their way to the worker. The UI never waits for room in the worker's bounded
+/// inbox: the worker waits for room in the UI's, so a UI blocked on a full inbox while the
+/// worker is blocked on a full report channel would be a deadlock (a held-down key with a busy
+/// worker could do it). What does not fit waits here, in order, and the loop sends it when the
+/// worker takes the next command, reading reports meanwhile. Keys come at human speed, so this
+/// stays short; past `OUTBOX_MAX` a key is refused rather than queued without bound.
+#[derive(Default)]
+struct Outbox(VecDeque<Command>);
+
+const OUTBOX_MAX: usize = 1024;
+
+impl Outbox {
+    /// Queues `cmd` and sends what the worker has room for now, in order; never waits.
+    fn send(&mut self, tx: &mpsc::Sender<Command>, cmd: Command) -> anyhow::Result<()> {
+        // A quit always finds its place (the worker also stops when the UI's sender drops).
+        if self.0.len() >= OUTBOX_MAX && !matches!(cmd, Command::Quit) {
+            anyhow::bail!(
+                "the background worker is not keeping up ({OUTBOX_MAX} commands waiting): that key was not acted on"
+            );
+        }
+        self.0.push_back(cmd);
+        while let Some(cmd) = self.0.pop_front() {
+            match tx.try_send(cmd) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(cmd)) => {
+                    self.0.push_front(cmd);
+                    break;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    self.0.clear();
+                    anyhow::bail!("the background worker stopped; see the log file");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn pop(&mut self) -> Option<Command> {
+        self.0.pop_front()
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// Terminal input as UI events: key presses (not releases or repeats, which some terminals
@@ -252,4 +308,57 @@ fn draw(terminal: &mut DefaultTerminal, state: &mut State) -> anyhow::Result<()>
     terminal.backend_mut().flush()?;
     drawn.context("drawing the screen failed")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(rx: &mut mpsc::Receiver<Command>) -> Vec<String> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|c| format!("{c:?}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_full_worker_inbox_never_blocks_the_ui_and_keeps_the_order() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let mut out = Outbox::default();
+        out.send(&tx, Command::LoadQueues).unwrap();
+        // The inbox is full: these wait in the outbox instead of blocking the loop.
+        out.send(&tx, Command::RefreshDepths).unwrap();
+        out.send(&tx, Command::CancelReplay).unwrap();
+        assert!(!out.is_empty());
+        assert_eq!(kinds(&mut rx), ["LoadQueues"]);
+        // The loop's `reserve` arm: one goes each time the worker has room.
+        out.send(&tx, Command::Quit).unwrap();
+        assert_eq!(kinds(&mut rx), ["RefreshDepths"]);
+        tx.try_send(out.pop().unwrap()).unwrap();
+        assert_eq!(kinds(&mut rx), ["CancelReplay"]);
+        assert_eq!(out.pop().map(|c| format!("{c:?}")).as_deref(), Some("Quit"));
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn the_outbox_is_bounded_but_a_quit_always_fits() {
+        let (tx, _rx) = mpsc::channel(1);
+        let mut out = Outbox::default();
+        for _ in 0..=OUTBOX_MAX {
+            out.send(&tx, Command::RefreshDepths).unwrap();
+        }
+        let e = out.send(&tx, Command::RefreshDepths).unwrap_err();
+        assert!(e.to_string().contains("not keeping up"), "{e}");
+        out.send(&tx, Command::Quit).unwrap();
+        assert_eq!(out.0.len(), OUTBOX_MAX + 1);
+    }
+
+    #[test]
+    fn a_stopped_worker_is_said_and_nothing_waits_for_it() {
+        let (tx, rx) = mpsc::channel(1);
+        drop(rx);
+        let mut out = Outbox::default();
+        let e = out.send(&tx, Command::LoadQueues).unwrap_err();
+        assert!(e.to_string().contains("worker stopped"), "{e}");
+        assert!(out.is_empty());
+    }
 }
