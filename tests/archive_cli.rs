@@ -477,9 +477,22 @@ async fn a_local_archive_keeps_and_restores_the_same_way() {
 
 #[tokio::test]
 async fn kill_9_during_an_archive_of_10000_loses_nothing() {
+    for broker in TestBroker::all() {
+        let started = Instant::now();
+        kill_9_during_an_archive_on(&broker).await;
+        eprintln!(
+            "kill -9 during archive on {}: {:.1} s",
+            broker.label,
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+async fn kill_9_during_an_archive_on(broker: &TestBroker) {
     const N: u32 = 10_000;
-    let vhost = TestVhost::new(&TestBroker::default_broker(), "archive-kill").await;
-    let home = Home::new("archive-kill");
+    let label = &broker.label;
+    let vhost = TestVhost::new(broker, "archive-kill").await;
+    let home = Home::new(&format!("archive-kill-{label}"));
     let conn = h::connect(&vhost).await;
     let ch = h::confirm_channel(&conn).await;
     h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
@@ -515,10 +528,10 @@ async fn kill_9_during_an_archive_of_10000_loses_nothing() {
     })
     .await
     .unwrap_or(false);
-    assert!(reached, "the archive never got going");
+    assert!(reached, "{label}: the archive never got going");
     child.start_kill().expect("kill -9");
     let status = child.wait().await.expect("wait");
-    assert_eq!(status.code(), None, "killed by a signal");
+    assert_eq!(status.code(), None, "{label}: killed by a signal");
     // The broker requeues what the dead process held unacknowledged.
     let archived_before = read_stream(&conn, ARCHIVE, 2 * N as usize).await.len();
     assert!(
@@ -526,12 +539,17 @@ async fn kill_9_during_an_archive_of_10000_loses_nothing() {
             amqp_depth(&conn, "dlq").await as usize + archived_before >= N as usize
         })
         .await,
-        "messages missing after kill -9"
+        "{label}: messages missing after kill -9"
     );
     // A second run archives the rest.
     let started = Instant::now();
     let run = replay_util::run(command(&vhost, &home, &args[..5]), &args).await;
-    assert_eq!(run.code, Some(0), "{run} after {:?}", started.elapsed());
+    assert_eq!(
+        run.code,
+        Some(0),
+        "{label}: {run} after {:?}",
+        started.elapsed()
+    );
     assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{run}");
     let all = read_stream(&conn, ARCHIVE, 2 * N as usize).await;
     let ids: std::collections::HashSet<String> = message_ids(&all).into_iter().collect();
@@ -541,21 +559,25 @@ async fn kill_9_during_an_archive_of_10000_loses_nothing() {
         .collect();
     assert!(
         missing.is_empty(),
-        "{} lost, e.g. {:?}",
+        "{label}: {} lost, e.g. {:?}",
         missing.len(),
         &missing[..missing.len().min(5)]
     );
     let duplicates = all.len() - N as usize;
     // Only messages confirmed by the stream and not yet acknowledged when the process died can
     // be there twice: at most what the acknowledgement batching and the pipeline hold.
-    assert!(duplicates <= 2_000, "{duplicates} duplicates");
+    assert!(duplicates <= 2_000, "{label}: {duplicates} duplicates");
     eprintln!(
-        "kill -9 during archive: {} archived before the kill, {} copies of {N} in the archive ({duplicates} duplicates)",
+        "kill -9 during archive on {label}: {} archived before the kill, {} copies of {N} in the archive ({duplicates} duplicates)",
         archived_before,
         all.len()
     );
     let audit = warren(&vhost, &home, &["audit", "--json"]).await;
     let outcomes: Vec<Value> = audit.json().iter().map(|r| r["outcome"].clone()).collect();
-    assert_eq!(outcomes, vec!["completed", "interrupted"], "{audit}");
+    assert_eq!(
+        outcomes,
+        vec!["completed", "interrupted"],
+        "{label}: {audit}"
+    );
     vhost.cleanup().await;
 }

@@ -11,7 +11,8 @@ use warren::domain::grouping::{GroupBy, GroupNote};
 use warren::domain::selection::Selection;
 use warren::tui::detail;
 use warren::tui::event::{
-    Event, Failure, JobKind, ReplayOutcome, ReplayPreview, ReplayProgress, Report, Ticket,
+    Event, Failure, JobKind, ReplayOutcome, ReplayPreview, ReplayProgress, Report, RestoreHow,
+    RestorePreview, Ticket,
 };
 use warren::tui::keys::{self, BINDINGS, Key};
 use warren::tui::state::{ArchiveKind, Focus, ListMode, ModalField, Overlay};
@@ -2440,8 +2441,8 @@ fn read_only_refuses_archive_and_discard_and_says_why() {
     }
 }
 
-#[test]
-fn the_archive_is_listed_with_the_dlqs_read_like_one_and_nothing_runs_from_it() {
+/// The archive stream listed with the DLQs (marked), opened, holding `orders_messages`.
+fn in_the_archive(read_only: bool) -> warren::tui::State {
     use warren::domain::discovery::{DlqKind, QueueSummary, QueueType};
     let mut d = discovery();
     let dlqs = d.dead_letter_queues.len();
@@ -2465,7 +2466,7 @@ fn the_archive_is_listed_with_the_dlqs_read_like_one_and_nothing_runs_from_it() 
     );
     assert!(d.other_queues.iter().all(|q| q.name != "warren.archive"));
 
-    let mut st = warren::tui::State::new(now(), false, warren::tui::Theme::color());
+    let mut st = warren::tui::State::new(now(), read_only, warren::tui::Theme::color());
     update(
         &mut st,
         Report::QueuesLoaded {
@@ -2497,17 +2498,236 @@ fn the_archive_is_listed_with_the_dlqs_read_like_one_and_nothing_runs_from_it() 
             ticket: Default::default(),
         },
     );
-    for k in ['r', 'A', 'X'] {
+    st
+}
+
+#[test]
+fn the_archive_is_listed_with_the_dlqs_read_like_one_and_archive_or_discard_refuse_there() {
+    let mut st = in_the_archive(false);
+    for k in ['A', 'X'] {
         st.notice = None;
         assert!(update(&mut st, ch(k)).is_empty(), "{k}");
         assert!(matches!(st.overlay, Overlay::None), "{k}");
-        assert!(
-            st.notice
-                .as_deref()
-                .unwrap_or("")
-                .contains("is the archive"),
-            "{k}: {:?}",
-            st.notice
-        );
+        let notice = st.notice.as_deref().unwrap_or("");
+        assert!(notice.contains("is the archive"), "{k}: {notice}");
+        assert!(notice.contains("r restores"), "{k}: {notice}");
     }
+}
+
+fn restore_preview(how: RestoreHow, count: u64, before: u64) -> Report {
+    Report::RestorePreview(RestorePreview {
+        queue: "warren.archive".into(),
+        how,
+        count,
+        targets: vec!["orders.dlq × 3".into()],
+        restored_before: before,
+        removes: vec!["warren-archived-from".into()],
+        ..Default::default()
+    })
+}
+
+#[test]
+fn r_in_the_archive_opens_the_restore_modal_and_asks_for_its_plan() {
+    let mut st = in_the_archive(false);
+    update(&mut st, ch(' '));
+    update(&mut st, ch(' '));
+    let cmds = update(&mut st, ch('r'));
+    let how = match cmds.as_slice() {
+        [
+            Command::PreviewRestore {
+                queue,
+                selection: Selection::Keys(k),
+                how,
+            },
+        ] if queue == "warren.archive" && k.len() == 2 => *how,
+        other => panic!("expected the restore plan asked for, got {other:?}"),
+    };
+    assert_eq!(how, RestoreHow::default(), "back into the DLQs, again off");
+    let Overlay::Restore(m) = &st.overlay else {
+        panic!("expected the restore modal, got {:?}", st.overlay);
+    };
+    assert_eq!(
+        m.blocked().as_deref(),
+        Some("waiting for the restore plan…")
+    );
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "Enter waits for the plan"
+    );
+    // A plan for other toggles is stale; the one for these arrives.
+    update(
+        &mut st,
+        restore_preview(
+            RestoreHow {
+                replay: true,
+                again: false,
+            },
+            9,
+            0,
+        ),
+    );
+    assert!(matches!(&st.overlay, Overlay::Restore(m) if m.preview.is_none()));
+    update(&mut st, restore_preview(how, 2, 1));
+    assert!(
+        matches!(&st.overlay, Overlay::Restore(m) if m.count() == Some(2) && m.blocked().is_none())
+    );
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    match cmds.as_slice() {
+        [Command::Replay(r)] => {
+            assert_eq!(r.queue, "warren.archive");
+            assert_eq!(r.expected, 2);
+            assert_eq!(r.job, JobKind::Restore(how));
+            assert!(matches!(&r.selection, Selection::Keys(k) if k.len() == 2));
+        }
+        other => panic!("expected one restore run, got {other:?}"),
+    }
+    match &st.overlay {
+        Overlay::Progress(run) => {
+            assert_eq!(run.job, JobKind::Restore(how));
+            assert_eq!(run.progress.total, 2);
+        }
+        other => panic!("expected the progress window, got {other:?}"),
+    }
+    // Its cancel is the replay's: Esc asks the worker once, to stop between batches.
+    let cmds = update(&mut st, key(KeyCode::Esc));
+    assert!(
+        matches!(cmds.as_slice(), [Command::CancelReplay]),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn the_restore_toggles_ask_for_the_plan_again_and_esc_sends_nothing() {
+    let mut st = in_the_archive(false);
+    update(&mut st, ch('f'));
+    let cmds = update(&mut st, ch('r'));
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::PreviewRestore {
+                selection: Selection::Group(_),
+                ..
+            }]
+        ),
+        "a group in the archive: {cmds:?}"
+    );
+    update(&mut st, restore_preview(RestoreHow::default(), 5, 0));
+    let cmds = update(&mut st, ch('o'));
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::PreviewRestore {
+                how: RestoreHow {
+                    replay: true,
+                    again: false
+                },
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    assert!(
+        matches!(&st.overlay, Overlay::Restore(m) if m.preview.is_none() && m.how.replay),
+        "the old plan is dropped"
+    );
+    let cmds = update(&mut st, ch('a'));
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::PreviewRestore {
+                how: RestoreHow {
+                    replay: true,
+                    again: true
+                },
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    let cmds = update(&mut st, ch('o'));
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::PreviewRestore {
+                how: RestoreHow {
+                    replay: false,
+                    again: true
+                },
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    // Keys of the panes do nothing here ('q' does not quit, 'j' does not move).
+    assert!(update(&mut st, ch('q')).is_empty());
+    assert!(update(&mut st, ch('j')).is_empty());
+    assert!(matches!(st.overlay, Overlay::Restore(_)));
+    assert!(update(&mut st, key(KeyCode::Esc)).is_empty());
+    assert!(matches!(st.overlay, Overlay::None));
+}
+
+#[test]
+fn a_restore_refused_or_empty_does_not_run_and_a_large_one_needs_the_count_typed() {
+    let mut st = in_the_archive(false);
+    update(&mut st, ch('r'));
+    // Every matching one was restored before: the plan says so, Enter does nothing.
+    update(
+        &mut st,
+        Report::RestorePreview(RestorePreview {
+            queue: "warren.archive".into(),
+            count: 0,
+            restored_before: 1,
+            refusals: vec![
+                "every matching message was restored before (1); --again restores them again"
+                    .into(),
+            ],
+            ..Default::default()
+        }),
+    );
+    let Overlay::Restore(m) = &st.overlay else {
+        panic!("{:?}", st.overlay)
+    };
+    assert!(m.blocked().unwrap_or_default().contains("restored before"));
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
+    // Again: the plan for it holds 150, which must be typed.
+    update(&mut st, ch('a'));
+    update(
+        &mut st,
+        restore_preview(
+            RestoreHow {
+                replay: false,
+                again: true,
+            },
+            150,
+            1,
+        ),
+    );
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "nothing typed"
+    );
+    type_text(&mut st, "15");
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "15 is not 150"
+    );
+    type_text(&mut st, "0");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.job == JobKind::Restore(RestoreHow { replay: false, again: true }) && r.expected == 150),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn read_only_refuses_a_restore_and_says_why() {
+    let mut st = in_the_archive(true);
+    st.error = None;
+    assert!(update(&mut st, ch('r')).is_empty());
+    assert!(matches!(st.overlay, Overlay::None), "the modal cannot open");
+    assert!(
+        st.error.as_deref().unwrap_or("").contains("read-only"),
+        "{:?}",
+        st.error
+    );
 }
