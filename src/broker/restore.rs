@@ -105,8 +105,8 @@ pub struct Ask {
     pub again: bool,
 }
 
-/// What a restore takes, and how many matching messages were left out because they were
-/// restored before.
+/// What a restore takes, and how many matching messages were restored before (left out unless
+/// the restore is asked to take them again).
 #[derive(Debug, Default)]
 pub struct Chosen {
     pub messages: Vec<(String, Explained)>,

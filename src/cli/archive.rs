@@ -485,7 +485,7 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
     };
     let chosen = restore::choose(&s, &st, &key, read.messages, &ask).map_err(Failure::failed)?;
     let skipped_again = chosen.restored_before;
-    if skipped_again > 0 {
+    if skipped_again > 0 && !a.again {
         crate::errln!(
             "  {skipped_again} matching message(s) were restored before and are left out: a stream never forgets them (--again restores them again)"
         );

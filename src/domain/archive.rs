@@ -156,9 +156,9 @@ impl ContentSet {
 }
 
 /// Which archived messages a restore takes, in archive order: those `selects` takes that were
-/// not restored before (every one with `again`), at most `limit`; and how many matching ones were
-/// left out because they were restored before (a stream never forgets them). Items are named by
-/// their reference (see `broker::restore`), which is what `restored` holds.
+/// not restored before (every one with `again`), at most `limit`; and how many matching ones
+/// were restored before (left out unless `again`: a stream never forgets them). Items are named
+/// by their reference (see `broker::restore`), which is what `restored` holds.
 pub fn choose_for_restore<T>(
     items: Vec<(String, T)>,
     restored: &HashSet<String>,
@@ -167,19 +167,19 @@ pub fn choose_for_restore<T>(
     selects: impl Fn(&T) -> bool,
 ) -> (Vec<(String, T)>, u64) {
     let limit = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-    let mut left_out = 0u64;
+    let mut before = 0u64;
     let mut chosen = Vec::new();
     for (r, item) in items {
         if !selects(&item) {
             continue;
         }
-        if !again && restored.contains(&r) {
-            left_out += 1;
-        } else if chosen.len() < limit {
+        let was = restored.contains(&r);
+        before += u64::from(was);
+        if (again || !was) && chosen.len() < limit {
             chosen.push((r, item));
         }
     }
-    (chosen, left_out)
+    (chosen, before)
 }
 
 /// The queue a restore puts `msg` back into: the one it was archived from.
@@ -267,7 +267,10 @@ mod tests {
             chosen.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
             [0, 2, 4]
         );
-        assert_eq!(left, 0, "again leaves none out");
+        assert_eq!(
+            left, 2,
+            "again takes them, still counted as restored before"
+        );
         // The limit counts only what is taken, not what was left out.
         let (chosen, left) = choose_for_restore(items, &before, false, Some(2), |_| true);
         assert_eq!(chosen.iter().map(|(_, n)| *n).collect::<Vec<_>>(), [2, 3]);
