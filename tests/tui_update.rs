@@ -2441,69 +2441,37 @@ fn read_only_refuses_archive_and_discard_and_says_why() {
     }
 }
 
-/// The archive stream listed with the DLQs (marked), opened, holding `orders_messages`.
-fn in_the_archive(read_only: bool) -> warren::tui::State {
-    use warren::domain::discovery::{DlqKind, QueueSummary, QueueType};
-    let mut d = discovery();
+#[test]
+fn the_archive_is_listed_with_the_dlqs_read_like_one_and_archive_or_discard_refuse_there() {
+    use warren::domain::discovery::{DlqKind, QueueType};
+    let d = discovery();
     let dlqs = d.dead_letter_queues.len();
-    d.other_queues.push(QueueSummary {
-        name: "warren.archive".into(),
-        queue_type: QueueType::Stream,
-        depth: Some(3),
-        consumers: Some(0),
-        dead_letter_exchange: None,
-    });
     // A classic queue of the same name is not the archive.
-    let mut not_a_stream = d.clone();
-    not_a_stream.other_queues.last_mut().unwrap().queue_type = QueueType::Classic;
-    not_a_stream.mark_archive("warren.archive");
-    assert_eq!(not_a_stream.dead_letter_queues.len(), dlqs);
-    d.mark_archive("warren.archive");
+    let mut classic = d.clone();
+    classic
+        .other_queues
+        .push(warren::domain::discovery::QueueSummary {
+            name: "warren.archive".into(),
+            queue_type: QueueType::Classic,
+            depth: Some(3),
+            consumers: Some(0),
+            dead_letter_exchange: None,
+        });
+    classic.mark_archive("warren.archive");
+    assert_eq!(classic.dead_letter_queues.len(), dlqs);
+    let d = with_archive(d);
     assert_eq!(d.dead_letter_queues.len(), dlqs + 1);
     assert_eq!(
         d.dlq("warren.archive").map(|q| q.kind),
         Some(DlqKind::Archive)
     );
     assert!(d.other_queues.iter().all(|q| q.name != "warren.archive"));
-
-    let mut st = warren::tui::State::new(now(), read_only, warren::tui::Theme::color());
-    update(
-        &mut st,
-        Report::QueuesLoaded {
-            overview: overview(),
-            discovery: d,
-            ticket: Default::default(),
-        },
-    );
-    let idx = st
-        .queue_rows()
-        .iter()
-        .position(|r| r.name() == "warren.archive")
-        .expect("the archive is in the queue list");
-    st.queue_cursor = idx;
-    let cmds = update(&mut st, key(KeyCode::Enter));
-    assert!(
-        matches!(cmds.as_slice(), [Command::Browse { queue, .. }] if queue == "warren.archive"),
-        "opening it browses it: {cmds:?}"
-    );
-    update(
-        &mut st,
-        Report::MessagesLoaded {
-            queue: "warren.archive".into(),
-            messages: packed(orders_messages()),
-            first_seen: vec![],
-            replays: vec![],
-            authors: Default::default(),
-            stop: "end of queue".into(),
-            ticket: Default::default(),
-        },
-    );
-    st
-}
-
-#[test]
-fn the_archive_is_listed_with_the_dlqs_read_like_one_and_archive_or_discard_refuse_there() {
+    // Opening it browses it (`in_the_archive` checks the Enter asks for a browse of it).
     let mut st = in_the_archive(false);
+    assert_eq!(
+        st.browse.as_ref().map(|b| b.queue.as_str()),
+        Some("warren.archive")
+    );
     for k in ['A', 'X'] {
         st.notice = None;
         assert!(update(&mut st, ch(k)).is_empty(), "{k}");

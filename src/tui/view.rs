@@ -1612,9 +1612,9 @@ fn restore_modal(state: &State, modal: &RestoreModal, frame: &mut Frame, area: R
     lines.push(Line::from(vec![
         field("Way"),
         Span::raw(if modal.how.replay {
-            "replayed to where each failed (the replay's plan: retry budget reset)"
+            "replayed to where each failed (the replay's plan, retry budget reset)"
         } else {
-            "back into the dead-letter queue each came from, as it was there"
+            "back into the dead-letter queue each came from, as it was"
         }),
         key(keys::Action::ToggleOrigin),
     ]));
