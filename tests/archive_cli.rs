@@ -476,6 +476,75 @@ async fn a_local_archive_keeps_and_restores_the_same_way() {
 }
 
 #[tokio::test]
+async fn a_local_archive_drops_what_outlived_its_max_age_and_says_so() {
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "archive-retention").await;
+    let home = Home::new("archive-retention");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    let msgs: Vec<_> = (0..5).map(|i| rich(i, "t")).collect();
+    dead_letter(&conn, "work", "dlq", &msgs).await;
+    let run = warren(&vhost, &home, &["archive", "dlq", "--local", "--yes"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+
+    // Two of them were archived 40 days ago (the default max age is 30D), as the file says.
+    let dir = home.dir.join("archive");
+    let file = std::fs::read_dir(&dir)
+        .expect("the archive directory")
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .expect("the local archive");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (header, mut ms) = warren::domain::snapshot::read(&text).unwrap();
+    let old = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24 * 40)).to_string();
+    for m in ms.iter_mut().filter(|m| {
+        matches!(
+            m.properties.message_id.as_deref(),
+            Some("rich-1" | "rich-3")
+        )
+    }) {
+        m.headers.insert(
+            warren::domain::archive::AT,
+            HeaderValue::string(old.clone()),
+        );
+    }
+    let aged = warren::domain::snapshot::write(&header, &ms);
+    std::fs::write(&file, &aged).unwrap();
+
+    let list = warren(&vhost, &home, &["archive", "list", "--local", "--json"]).await;
+    assert_eq!(list.code, Some(0), "{list}");
+    let lines = list.json();
+    let expired: Vec<&Value> = lines.iter().filter(|l| l["event"] == "expired").collect();
+    assert_eq!(expired.len(), 1, "{list}");
+    assert_eq!(expired[0]["dropped"], 2, "{list}");
+    assert_eq!(expired[0]["max_age"], "30D", "{list}");
+    let ids: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.get("event").is_none())
+        .filter_map(|l| l["message_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["rich-0", "rich-2", "rich-4"], "{list}");
+    let text = warren(&vhost, &home, &["archive", "list", "--local"]).await;
+    assert!(!text.stderr.contains("expired"), "dropped once: {text}");
+    // The file keeps its header line and the young entries, byte for byte.
+    let kept = std::fs::read_to_string(&file).unwrap();
+    let want: Vec<&str> = aged
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| ![2, 4].contains(i))
+        .map(|(_, l)| l)
+        .collect();
+    assert_eq!(kept.lines().collect::<Vec<_>>(), want);
+    // What is left restores as before.
+    let run = warren(&vhost, &home, &["restore", "--local", "--yes"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(amqp_depth(&conn, "dlq").await, 3);
+    vhost.cleanup().await;
+}
+
+#[tokio::test]
 async fn kill_9_during_an_archive_of_10000_loses_nothing() {
     for broker in TestBroker::all() {
         let started = Instant::now();
