@@ -31,6 +31,38 @@ fn preview(queue: &str, count: u64) -> Report {
     })
 }
 
+/// The progress window of a run that `job` describes, for `total` messages; Esc there asks the
+/// worker once to stop it (the replay's cancel).
+fn progress_then_cancel(st: &mut warren::tui::State, job: impl Fn(&JobKind) -> bool, total: u64) {
+    match &st.overlay {
+        Overlay::Progress(run) => {
+            assert!(job(&run.job), "{:?}", run.job);
+            assert_eq!(run.progress.total, total);
+        }
+        other => panic!("expected the progress window, got {other:?}"),
+    }
+    let cmds = update(st, key(KeyCode::Esc));
+    assert!(
+        matches!(cmds.as_slice(), [Command::CancelReplay]),
+        "{cmds:?}"
+    );
+}
+
+/// A modal whose Enter needs `count` typed: Enter does nothing with nothing typed, nor with all
+/// but its last digit; the commands of Enter once it is all typed.
+fn confirm_by_typing(st: &mut warren::tui::State, count: u64) -> Vec<Command> {
+    let digits = count.to_string();
+    let (most, last) = digits.split_at(digits.len() - 1);
+    assert!(update(st, key(KeyCode::Enter)).is_empty(), "nothing typed");
+    type_text(st, most);
+    assert!(
+        update(st, key(KeyCode::Enter)).is_empty(),
+        "{most} is not {count}"
+    );
+    type_text(st, last);
+    update(st, key(KeyCode::Enter))
+}
+
 fn type_text(st: &mut warren::tui::State, text: &str) -> Vec<Command> {
     text.chars().flat_map(|c| update(st, ch(c))).collect()
 }
@@ -2354,19 +2386,7 @@ fn a_archives_a_group_with_its_reason_and_shows_the_progress() {
         }
         other => panic!("expected one archive run, got {other:?}"),
     }
-    match &st.overlay {
-        Overlay::Progress(run) => {
-            assert!(matches!(run.job, JobKind::Archive { .. }));
-            assert_eq!(run.progress.total, 5);
-        }
-        other => panic!("expected the progress window, got {other:?}"),
-    }
-    // The run's cancel is the replay's: Esc asks the worker once.
-    let cmds = update(&mut st, key(KeyCode::Esc));
-    assert!(
-        matches!(cmds.as_slice(), [Command::CancelReplay]),
-        "{cmds:?}"
-    );
+    progress_then_cancel(&mut st, |j| matches!(j, JobKind::Archive { .. }), 5);
 }
 
 #[test]
@@ -2395,17 +2415,7 @@ fn a_discard_above_100_needs_the_count_typed_an_archive_takes_digits_as_reason()
     update(&mut st, ch('a'));
     update(&mut st, ch('X'));
     assert!(matches!(&st.overlay, Overlay::Archive(m) if m.count == 120 && m.needs_typed_count()));
-    assert!(
-        update(&mut st, key(KeyCode::Enter)).is_empty(),
-        "nothing typed"
-    );
-    type_text(&mut st, "12");
-    assert!(
-        update(&mut st, key(KeyCode::Enter)).is_empty(),
-        "12 is not 120"
-    );
-    type_text(&mut st, "0");
-    let cmds = update(&mut st, key(KeyCode::Enter));
+    let cmds = confirm_by_typing(&mut st, 120);
     assert!(
         matches!(cmds.as_slice(), [Command::Replay(r)] if r.job == JobKind::Discard && r.expected == 120),
         "{cmds:?}"
@@ -2549,19 +2559,8 @@ fn r_in_the_archive_opens_the_restore_modal_and_asks_for_its_plan() {
         }
         other => panic!("expected one restore run, got {other:?}"),
     }
-    match &st.overlay {
-        Overlay::Progress(run) => {
-            assert_eq!(run.job, JobKind::Restore(how));
-            assert_eq!(run.progress.total, 2);
-        }
-        other => panic!("expected the progress window, got {other:?}"),
-    }
-    // Its cancel is the replay's: Esc asks the worker once, to stop between batches.
-    let cmds = update(&mut st, key(KeyCode::Esc));
-    assert!(
-        matches!(cmds.as_slice(), [Command::CancelReplay]),
-        "{cmds:?}"
-    );
+    // Its cancel is the replay's (the worker stops it between batches).
+    progress_then_cancel(&mut st, |j| *j == JobKind::Restore(how), 2);
 }
 
 #[test]
@@ -2670,17 +2669,7 @@ fn a_restore_refused_or_empty_does_not_run_and_a_large_one_needs_the_count_typed
             1,
         ),
     );
-    assert!(
-        update(&mut st, key(KeyCode::Enter)).is_empty(),
-        "nothing typed"
-    );
-    type_text(&mut st, "15");
-    assert!(
-        update(&mut st, key(KeyCode::Enter)).is_empty(),
-        "15 is not 150"
-    );
-    type_text(&mut st, "0");
-    let cmds = update(&mut st, key(KeyCode::Enter));
+    let cmds = confirm_by_typing(&mut st, 150);
     assert!(
         matches!(cmds.as_slice(), [Command::Replay(r)] if r.job == JobKind::Restore(RestoreHow { replay: false, again: true }) && r.expected == 150),
         "{cmds:?}"

@@ -67,6 +67,30 @@ async fn run_on(
     }
 }
 
+/// A private home whose store the worker uses (set before any thread of the test reads the
+/// environment).
+fn home(prefix: &str) -> Home {
+    let home = Home::new(prefix);
+    // SAFETY: called first in each test, before anything reads the environment.
+    unsafe {
+        std::env::set_var("WARREN_STORE", home.store());
+        std::env::set_var("WARREN_TEST_ARCHIVE_PASSWORD", "guest");
+    }
+    home
+}
+
+/// The operations the local record holds for `vhost`.
+fn recorded(home: &Home, vhost: &TestVhost) -> Vec<String> {
+    warren::store::Store::open(&home.store())
+        .expect("store")
+        .list_audit(50)
+        .expect("audit")
+        .into_iter()
+        .filter(|e| e.vhost == vhost.name)
+        .map(|e| e.operation.as_str().to_string())
+        .collect()
+}
+
 /// The TUI's worker on `vhost`, in a context that may create the archive stream.
 fn worker_on(
     vhost: &TestVhost,
@@ -199,14 +223,7 @@ async fn session(broker: TestBroker, home: &Home) {
     );
 
     // Both are on the local record.
-    let store = warren::store::Store::open(&home.store()).expect("store");
-    let ops: Vec<String> = store
-        .list_audit(50)
-        .expect("audit")
-        .into_iter()
-        .filter(|e| e.vhost == vhost.name)
-        .map(|e| e.operation.as_str().to_string())
-        .collect();
+    let ops = recorded(home, &vhost);
     assert!(ops.contains(&"archive".to_string()), "{label}: {ops:?}");
     assert!(ops.contains(&"discard".to_string()), "{label}: {ops:?}");
 
@@ -215,6 +232,23 @@ async fn session(broker: TestBroker, home: &Home) {
     let _ = ch.close(200, "ok".into()).await;
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
+}
+
+const ARCHIVE: &str = "warren.archive";
+
+/// A restore of `selection` the operator accepted, `how` it goes, with `expected` confirmed.
+async fn restore_run(
+    cmd: &mpsc::Sender<Command>,
+    rx: &mut mpsc::Receiver<Report>,
+    label: &str,
+    selection: &Selection,
+    how: RestoreHow,
+    expected: u64,
+) -> warren::tui::event::ReplayOutcome {
+    let job = JobKind::Restore(how);
+    run_on(cmd, rx, label, ARCHIVE, selection.clone(), job, expected)
+        .await
+        .0
 }
 
 /// The restore modal's plan for `selection` of the archive.
@@ -226,7 +260,7 @@ async fn restore_plan(
     how: RestoreHow,
 ) -> RestorePreview {
     cmd.send(Command::PreviewRestore {
-        queue: "warren.archive".into(),
+        queue: ARCHIVE.into(),
         selection: selection.clone(),
         how,
     })
@@ -285,16 +319,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
         p.removes.iter().any(|h| h == "warren-archived-from"),
         "{label}: {p:?}"
     );
-    let (o, _) = run_on(
-        &cmd_tx,
-        &mut rx,
-        &label,
-        "warren.archive",
-        three.clone(),
-        JobKind::Restore(back),
-        3,
-    )
-    .await;
+    let o = restore_run(&cmd_tx, &mut rx, &label, &three, back, 3).await;
     assert_eq!(
         (o.progress.moved, o.progress.failed),
         (3, 0),
@@ -332,16 +357,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
         p.refusals.iter().any(|r| r.contains("restored before")),
         "{label}: {p:?}"
     );
-    let (o, _) = run_on(
-        &cmd_tx,
-        &mut rx,
-        &label,
-        "warren.archive",
-        three.clone(),
-        JobKind::Restore(back),
-        3,
-    )
-    .await;
+    let o = restore_run(&cmd_tx, &mut rx, &label, &three, back, 3).await;
     assert_eq!(o.progress.moved, 0, "{label}: {o:?}");
     assert!(
         o.error.as_deref().unwrap_or("").contains("restored before"),
@@ -363,14 +379,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
     assert_eq!((p.count, p.restored_before), (2, 3), "{label}: {p:?}");
 
     // On the record as a restore.
-    let store = warren::store::Store::open(&home.store()).expect("store");
-    let ops: Vec<String> = store
-        .list_audit(50)
-        .expect("audit")
-        .into_iter()
-        .filter(|e| e.vhost == vhost.name)
-        .map(|e| e.operation.as_str().to_string())
-        .collect();
+    let ops = recorded(home, &vhost);
     assert!(ops.contains(&"restore".to_string()), "{label}: {ops:?}");
 
     cmd_tx.send(Command::Quit).await.unwrap();
@@ -382,12 +391,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
 
 #[tokio::test]
 async fn the_tui_restores_3_of_5_archived_into_their_dlq_and_not_twice_unless_again() {
-    let home = Home::new("worker-restore");
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe {
-        std::env::set_var("WARREN_STORE", home.store());
-        std::env::set_var("WARREN_TEST_ARCHIVE_PASSWORD", "guest");
-    }
+    let home = home("worker-restore");
     for broker in TestBroker::all() {
         restore_session(broker, &home).await;
     }
@@ -395,12 +399,7 @@ async fn the_tui_restores_3_of_5_archived_into_their_dlq_and_not_twice_unless_ag
 
 #[tokio::test]
 async fn the_tui_archives_3_of_5_and_discards_after_writing_its_snapshot() {
-    let home = Home::new("worker-archive");
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe {
-        std::env::set_var("WARREN_STORE", home.store());
-        std::env::set_var("WARREN_TEST_ARCHIVE_PASSWORD", "guest");
-    }
+    let home = home("worker-archive");
     for broker in TestBroker::all() {
         session(broker, &home).await;
     }

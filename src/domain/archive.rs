@@ -258,7 +258,7 @@ mod tests {
     fn a_restore_takes_what_was_not_restored_and_counts_what_it_left_out() {
         let items: Vec<(String, u32)> = (0..6).map(|i| (format!("r{i}"), i)).collect();
         let before: HashSet<String> = ["r0".to_string(), "r1".to_string(), "r4".to_string()].into();
-        let even = |n: &u32| n % 2 == 0;
+        let even = |n: &u32| n.is_multiple_of(2);
         let (chosen, left) = choose_for_restore(items.clone(), &before, false, None, even);
         assert_eq!(chosen.iter().map(|(_, n)| *n).collect::<Vec<_>>(), [2]);
         assert_eq!(left, 2, "r0 and r4 match and were restored before");

@@ -1443,7 +1443,6 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
             ]));
         }
     }
-    lines.push(Line::raw(""));
     // The same words as the footer's (`ReplayModal::enter_does`).
     let enter = format!("Enter  {}", modal.enter_does());
     let accept = match modal.blocked() {
@@ -1452,13 +1451,7 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
         None => Span::styled(enter, t.danger),
         Some(why) => Span::styled(format!("{enter} ({why})"), t.muted),
     };
-    lines.push(Line::from(vec![
-        Span::raw("   "),
-        accept,
-        Span::raw("      "),
-        Span::styled("Esc  cancel", t.accent),
-    ]));
-    draw_modal(state, title, lines, width, frame, area);
+    draw_modal(state, title, lines, accept, width, frame, area);
 }
 
 /// The archive or discard modal: what goes, how many, where to (or that a snapshot is written
@@ -1534,32 +1527,34 @@ fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Frame, area: R
             }
         }
     }
-    lines.push(Line::raw(""));
     let enter = format!("Enter  {}", modal.verb());
     let accept = match modal.blocked() {
         None => Span::styled(enter, t.danger),
         Some(why) => Span::styled(format!("{enter} ({why})"), t.muted),
     };
+    draw_modal(state, title, lines, accept, width, frame, area);
+}
+
+/// A confirmation modal: `lines` (wrapped with hanging indents, see [`hanging`]) and below
+/// them `accept` (what Enter does) beside "Esc cancel", in a double border titled `title`,
+/// centred, as tall as they need.
+fn draw_modal<'a>(
+    state: &'a State,
+    title: String,
+    mut lines: Vec<Line<'a>>,
+    accept: Span<'a>,
+    width: u16,
+    frame: &mut Frame,
+    area: Rect,
+) {
+    let t = &state.theme;
+    lines.push(Line::raw(""));
     lines.push(Line::from(vec![
         Span::raw("   "),
         accept,
         Span::raw("      "),
         Span::styled("Esc  cancel", t.accent),
     ]));
-    draw_modal(state, title, lines, width, frame, area);
-}
-
-/// A confirmation modal: `lines` (wrapped with hanging indents, see [`hanging`]) in a double
-/// border titled `title`, centred, as tall as they need.
-fn draw_modal(
-    state: &State,
-    title: String,
-    lines: Vec<Line<'_>>,
-    width: u16,
-    frame: &mut Frame,
-    area: Rect,
-) {
-    let t = &state.theme;
     let rows = hanging(lines, width.saturating_sub(2));
     let height = rows
         .iter()
@@ -1673,7 +1668,6 @@ fn restore_modal(state: &State, modal: &RestoreModal, frame: &mut Frame, area: R
             ]));
         }
     }
-    lines.push(Line::raw(""));
     let accept = match modal.blocked() {
         None => Span::styled("Enter  restore", t.danger),
         Some(why) => Span::styled(
@@ -1681,13 +1675,7 @@ fn restore_modal(state: &State, modal: &RestoreModal, frame: &mut Frame, area: R
             t.muted,
         ),
     };
-    lines.push(Line::from(vec![
-        Span::raw("   "),
-        accept,
-        Span::raw("      "),
-        Span::styled("Esc  cancel", t.accent),
-    ]));
-    draw_modal(state, title, lines, width, frame, area);
+    draw_modal(state, title, lines, accept, width, frame, area);
 }
 
 /// A line wrapped with a hanging indent: what follows its first span (a field's label, a
