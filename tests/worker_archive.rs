@@ -2,7 +2,8 @@
 //! 5 leaves 2 in the DLQ and 3 in the archive stream with the reason; a discard writes its
 //! snapshot of exactly what goes before anything is deleted, and both are on the record; a
 //! restore of 3 of 5 archived (the restore modal's plan, then the run) puts exactly those back
-//! into their DLQ as they were, and a second restore of the same is refused unless again.
+//! into their DLQ as they were, and a second restore of the same is refused unless again; a
+//! restore stopped (Esc) publishes nothing after the stop.
 
 mod common;
 mod replay_util;
@@ -12,6 +13,7 @@ use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
 use replay_util::{Home, fill, message_ids, read_all, read_stream};
 use tokio::sync::mpsc;
+use warren::broker::archive::{Publish, Published, STOPPED, publish_confirmed};
 use warren::broker::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
@@ -378,6 +380,45 @@ async fn restore_session(broker: TestBroker, home: &Home) {
     let p = restore_plan(&cmd_tx, &mut rx, &label, &Selection::All, back).await;
     assert_eq!((p.count, p.restored_before), (2, 3), "{label}: {p:?}");
 
+    // A restore stopped at once (Esc before its first batch) publishes nothing; the two are
+    // still there to restore.
+    cmd_tx
+        .send(Command::Replay(ReplayRequest {
+            queue: ARCHIVE.into(),
+            selection: Selection::All,
+            expected: 2,
+            rate: 0,
+            keep_attempts: false,
+            dry_run: false,
+            job: JobKind::Restore(back),
+        }))
+        .await
+        .unwrap();
+    cmd_tx.send(Command::CancelReplay).await.unwrap();
+    let end = common::worker_until(
+        &mut rx,
+        &label,
+        |e| matches!(e, Report::ReplayFinished(_)),
+        |_| {},
+    )
+    .await;
+    let Report::ReplayFinished(o) = end else {
+        unreachable!()
+    };
+    assert!(o.cancelled && o.progress.moved == 0, "{label}: {o:?}");
+    assert_eq!(
+        amqp_depth(&conn, "dlq").await,
+        3,
+        "{label}: nothing published"
+    );
+    let o = restore_run(&cmd_tx, &mut rx, &label, &Selection::All, back, 2).await;
+    assert_eq!(
+        (o.progress.moved, o.error.as_deref()),
+        (2, None),
+        "{label}: {o:?}"
+    );
+    assert_eq!(amqp_depth(&conn, "dlq").await, 5, "{label}");
+
     // On the record as a restore.
     let ops = recorded(home, &vhost);
     assert!(ops.contains(&"restore".to_string()), "{label}: {ops:?}");
@@ -387,6 +428,58 @@ async fn restore_session(broker: TestBroker, home: &Home) {
     let _ = ch.close(200, "ok".into()).await;
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
+}
+
+/// Restore's publishing stopped after its first batch: that batch is confirmed, the rest is not
+/// sent, and nothing is published after the stop (the cancel a restore's Esc sends).
+#[tokio::test]
+async fn a_restore_stopped_after_a_batch_sends_nothing_more() {
+    for broker in TestBroker::all() {
+        let label = broker.label.clone();
+        let vhost = TestVhost::new(&broker, "restore-stop").await;
+        let conn = h::connect(&vhost).await;
+        let ch = h::confirm_channel(&conn).await;
+        h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+        let items: Vec<Publish> = (0..600)
+            .map(|i| Publish {
+                reference: format!("r{i}"),
+                exchange: String::new(),
+                routing_key: "dlq".into(),
+                props: lapin::BasicProperties::default(),
+                body: format!("m-{i}").into_bytes(),
+            })
+            .collect();
+        let batches = std::cell::Cell::new(0u32);
+        let out = publish_confirmed(
+            &conn,
+            items,
+            || batches.get() >= 1,
+            |_, _, _| batches.set(batches.get() + 1),
+        )
+        .await
+        .expect("published");
+        let confirmed = out
+            .iter()
+            .filter(|(_, p)| *p == Published::Confirmed)
+            .count();
+        let stopped = out
+            .iter()
+            .filter(|(_, p)| matches!(p, Published::Failed { why, maybe_arrived: false } if why == STOPPED))
+            .count();
+        assert_eq!(
+            (confirmed, stopped),
+            (256, 344),
+            "{label}: one batch, then stopped"
+        );
+        assert_eq!(
+            amqp_depth(&conn, "dlq").await,
+            256,
+            "{label}: nothing after the stop"
+        );
+        let _ = ch.close(200, "ok".into()).await;
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+    }
 }
 
 #[tokio::test]
