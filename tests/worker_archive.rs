@@ -261,8 +261,20 @@ async fn restore_plan(
     selection: &Selection,
     how: RestoreHow,
 ) -> RestorePreview {
+    plan_of(cmd, rx, label, ARCHIVE, selection, how).await
+}
+
+/// The restore modal's plan for `selection` of `queue` (the archive, or a queue that is not).
+async fn plan_of(
+    cmd: &mpsc::Sender<Command>,
+    rx: &mut mpsc::Receiver<Report>,
+    label: &str,
+    queue: &str,
+    selection: &Selection,
+    how: RestoreHow,
+) -> RestorePreview {
     cmd.send(Command::PreviewRestore {
-        queue: ARCHIVE.into(),
+        queue: queue.into(),
         selection: selection.clone(),
         how,
     })
@@ -418,6 +430,14 @@ async fn restore_session(broker: TestBroker, home: &Home) {
         "{label}: {o:?}"
     );
     assert_eq!(amqp_depth(&conn, "dlq").await, 5, "{label}");
+
+    // A plan that cannot be made says why in the modal: only the archive is restored from.
+    let p = plan_of(&cmd_tx, &mut rx, &label, "dlq", &Selection::All, back).await;
+    assert_eq!(p.count, 0, "{label}: {p:?}");
+    assert!(
+        p.refusals.iter().any(|r| r.contains("is not the archive")),
+        "{label}: {p:?}"
+    );
 
     // On the record as a restore.
     let ops = recorded(home, &vhost);

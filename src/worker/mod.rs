@@ -1187,7 +1187,16 @@ async fn restore_preview(
 ) -> Report {
     let planned = match restore_plan(s, &queue, selection, how, None).await {
         Ok(p) => p,
-        Err(e) => return Report::Error(Failure::in_generation(e, ticket.generation)),
+        // Said in the modal, which would otherwise wait for its plan.
+        Err(e) => {
+            return Report::RestorePreview(protocol::RestorePreview {
+                queue,
+                how,
+                refusals: vec![e],
+                ticket,
+                ..Default::default()
+            });
+        }
     };
     let plan = &planned.plan;
     ops.report(
