@@ -476,10 +476,92 @@ async fn a_local_archive_keeps_and_restores_the_same_way() {
 }
 
 #[tokio::test]
+async fn a_local_archive_drops_what_outlived_its_max_age_and_says_so() {
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "archive-retention").await;
+    let home = Home::new("archive-retention");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    let msgs: Vec<_> = (0..5).map(|i| rich(i, "t")).collect();
+    dead_letter(&conn, "work", "dlq", &msgs).await;
+    let run = warren(&vhost, &home, &["archive", "dlq", "--local", "--yes"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+
+    // Two of them were archived 40 days ago (the default max age is 30D), as the file says.
+    let dir = home.dir.join("archive");
+    let file = std::fs::read_dir(&dir)
+        .expect("the archive directory")
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+        .map(|f| f.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .expect("the local archive");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (header, mut ms) = warren::domain::snapshot::read(&text).unwrap();
+    let old = (jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24 * 40)).to_string();
+    for m in ms.iter_mut().filter(|m| {
+        matches!(
+            m.properties.message_id.as_deref(),
+            Some("rich-1" | "rich-3")
+        )
+    }) {
+        m.headers.insert(
+            warren::domain::archive::AT,
+            HeaderValue::string(old.clone()),
+        );
+    }
+    let aged = warren::domain::snapshot::write(&header, &ms);
+    std::fs::write(&file, &aged).unwrap();
+
+    let list = warren(&vhost, &home, &["archive", "list", "--local", "--json"]).await;
+    assert_eq!(list.code, Some(0), "{list}");
+    let lines = list.json();
+    let expired: Vec<&Value> = lines.iter().filter(|l| l["event"] == "expired").collect();
+    assert_eq!(expired.len(), 1, "{list}");
+    assert_eq!(expired[0]["dropped"], 2, "{list}");
+    assert_eq!(expired[0]["max_age"], "30D", "{list}");
+    let ids: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.get("event").is_none())
+        .filter_map(|l| l["message_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["rich-0", "rich-2", "rich-4"], "{list}");
+    let text = warren(&vhost, &home, &["archive", "list", "--local"]).await;
+    assert!(!text.stderr.contains("expired"), "dropped once: {text}");
+    // The file keeps its header line and the young entries, byte for byte.
+    let kept = std::fs::read_to_string(&file).unwrap();
+    let want: Vec<&str> = aged
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| ![2, 4].contains(i))
+        .map(|(_, l)| l)
+        .collect();
+    assert_eq!(kept.lines().collect::<Vec<_>>(), want);
+    // What is left restores as before.
+    let run = warren(&vhost, &home, &["restore", "--local", "--yes"]).await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(amqp_depth(&conn, "dlq").await, 3);
+    vhost.cleanup().await;
+}
+
+#[tokio::test]
 async fn kill_9_during_an_archive_of_10000_loses_nothing() {
+    for broker in TestBroker::all() {
+        let started = Instant::now();
+        kill_9_during_an_archive_on(&broker).await;
+        eprintln!(
+            "kill -9 during archive on {}: {:.1} s",
+            broker.label,
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+async fn kill_9_during_an_archive_on(broker: &TestBroker) {
     const N: u32 = 10_000;
-    let vhost = TestVhost::new(&TestBroker::default_broker(), "archive-kill").await;
-    let home = Home::new("archive-kill");
+    let label = &broker.label;
+    let vhost = TestVhost::new(broker, "archive-kill").await;
+    let home = Home::new(&format!("archive-kill-{label}"));
     let conn = h::connect(&vhost).await;
     let ch = h::confirm_channel(&conn).await;
     h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
@@ -515,10 +597,10 @@ async fn kill_9_during_an_archive_of_10000_loses_nothing() {
     })
     .await
     .unwrap_or(false);
-    assert!(reached, "the archive never got going");
+    assert!(reached, "{label}: the archive never got going");
     child.start_kill().expect("kill -9");
     let status = child.wait().await.expect("wait");
-    assert_eq!(status.code(), None, "killed by a signal");
+    assert_eq!(status.code(), None, "{label}: killed by a signal");
     // The broker requeues what the dead process held unacknowledged.
     let archived_before = read_stream(&conn, ARCHIVE, 2 * N as usize).await.len();
     assert!(
@@ -526,12 +608,17 @@ async fn kill_9_during_an_archive_of_10000_loses_nothing() {
             amqp_depth(&conn, "dlq").await as usize + archived_before >= N as usize
         })
         .await,
-        "messages missing after kill -9"
+        "{label}: messages missing after kill -9"
     );
     // A second run archives the rest.
     let started = Instant::now();
     let run = replay_util::run(command(&vhost, &home, &args[..5]), &args).await;
-    assert_eq!(run.code, Some(0), "{run} after {:?}", started.elapsed());
+    assert_eq!(
+        run.code,
+        Some(0),
+        "{label}: {run} after {:?}",
+        started.elapsed()
+    );
     assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{run}");
     let all = read_stream(&conn, ARCHIVE, 2 * N as usize).await;
     let ids: std::collections::HashSet<String> = message_ids(&all).into_iter().collect();
@@ -541,21 +628,25 @@ async fn kill_9_during_an_archive_of_10000_loses_nothing() {
         .collect();
     assert!(
         missing.is_empty(),
-        "{} lost, e.g. {:?}",
+        "{label}: {} lost, e.g. {:?}",
         missing.len(),
         &missing[..missing.len().min(5)]
     );
     let duplicates = all.len() - N as usize;
     // Only messages confirmed by the stream and not yet acknowledged when the process died can
     // be there twice: at most what the acknowledgement batching and the pipeline hold.
-    assert!(duplicates <= 2_000, "{duplicates} duplicates");
+    assert!(duplicates <= 2_000, "{label}: {duplicates} duplicates");
     eprintln!(
-        "kill -9 during archive: {} archived before the kill, {} copies of {N} in the archive ({duplicates} duplicates)",
+        "kill -9 during archive on {label}: {} archived before the kill, {} copies of {N} in the archive ({duplicates} duplicates)",
         archived_before,
         all.len()
     );
     let audit = warren(&vhost, &home, &["audit", "--json"]).await;
     let outcomes: Vec<Value> = audit.json().iter().map(|r| r["outcome"].clone()).collect();
-    assert_eq!(outcomes, vec!["completed", "interrupted"], "{audit}");
+    assert_eq!(
+        outcomes,
+        vec!["completed", "interrupted"],
+        "{label}: {audit}"
+    );
     vhost.cleanup().await;
 }

@@ -198,7 +198,16 @@ fn read_only_refuses_dangerous_commands_and_says_why() {
 #[test]
 fn help_lists_the_configured_commands() {
     let mut st = with_commands(true);
+    update(
+        &mut st,
+        warren::tui::Event::Resize {
+            width: 200,
+            height: 50,
+        },
+    );
     update(&mut st, ch('?'));
+    // They come last, under the right column: on the help's last page.
+    update(&mut st, ch('G'));
     let mut term = Terminal::new(TestBackend::new(200, 50)).unwrap();
     term.draw(|f| view(&st, f)).unwrap();
     let text: String = term

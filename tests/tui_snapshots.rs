@@ -881,6 +881,76 @@ fn archive_modal_with_a_reason() {
 }
 
 #[test]
+fn restore_modal_back_into_the_dlq_and_to_origin() {
+    use warren::tui::event::{RestoreHow, RestorePreview};
+    let mut st = in_the_archive(false);
+    update(&mut st, ch('f'));
+    update(&mut st, ch('r'));
+    let plan = |how: RestoreHow, count: u64, targets: &[&str], adds: &[&str], warnings: &[&str]| {
+        Report::RestorePreview(RestorePreview {
+            queue: "warren.archive".into(),
+            how,
+            count,
+            targets: targets.iter().map(|s| s.to_string()).collect(),
+            restored_before: 2,
+            removes: warren::domain::archive::HEADERS
+                .iter()
+                .chain(if how.replay {
+                    &["x-death"][..]
+                } else {
+                    &[][..]
+                })
+                .map(|s| s.to_string())
+                .collect(),
+            adds: adds.iter().map(|s| s.to_string()).collect(),
+            refusals: Vec::new(),
+            warnings: warnings.iter().map(|s| s.to_string()).collect(),
+            ticket: Default::default(),
+        })
+    };
+    update(
+        &mut st,
+        plan(RestoreHow::default(), 3, &["orders.dlq × 3"], &[], &[]),
+    );
+    snap("restore_modal", &st);
+    let buf = render(&st, 80, 24);
+    let title = find(&buf, "Restore 3 messages");
+    assert_eq!(title.len(), 1);
+    assert_eq!(buf[title[0]].fg, Color::Red);
+    let screen = flat(&text(&render(&st, 200, 50)));
+    assert!(
+        screen.contains("back into the dead-letter queue"),
+        "{screen}"
+    );
+    assert!(screen.contains("orders.dlq × 3"), "{screen}");
+    assert!(screen.contains("2 restored before, left out"), "{screen}");
+    // To the origin, again: the replay's plan.
+    update(&mut st, ch('o'));
+    update(&mut st, ch('a'));
+    update(
+        &mut st,
+        plan(
+            RestoreHow {
+                replay: true,
+                again: true,
+            },
+            5,
+            &["queue 'orders.process' × 5"],
+            &["warren-replayed-from", "warren-replay-count"],
+            &["1 × stays in the archive: no origin to replay to"],
+        ),
+    );
+    snap("restore_modal_to_origin", &st);
+    let screen = flat(&text(&render(&st, 200, 50)));
+    assert!(screen.contains("replayed to where each failed"), "{screen}");
+    assert!(
+        screen.contains("2 restored before, restored again"),
+        "{screen}"
+    );
+    assert!(screen.contains("stays in the archive"), "{screen}");
+}
+
+#[test]
 fn discard_modal_with_a_typed_count() {
     let messages: Vec<_> = (0..120).map(broker_ladder).collect();
     let mut st = browsed(false, "orders.dlq", messages);

@@ -11,7 +11,8 @@ use warren::domain::grouping::{GroupBy, GroupNote};
 use warren::domain::selection::Selection;
 use warren::tui::detail;
 use warren::tui::event::{
-    Event, Failure, JobKind, ReplayOutcome, ReplayPreview, ReplayProgress, Report, Ticket,
+    Event, Failure, JobKind, ReplayOutcome, ReplayPreview, ReplayProgress, Report, RestoreHow,
+    RestorePreview, Ticket,
 };
 use warren::tui::keys::{self, BINDINGS, Key};
 use warren::tui::state::{ArchiveKind, Focus, ListMode, ModalField, Overlay};
@@ -28,6 +29,38 @@ fn preview(queue: &str, count: u64) -> Report {
         adds: vec!["warren-replay-count".into()],
         ..Default::default()
     })
+}
+
+/// The progress window of a run that `job` describes, for `total` messages; Esc there asks the
+/// worker once to stop it (the replay's cancel).
+fn progress_then_cancel(st: &mut warren::tui::State, job: impl Fn(&JobKind) -> bool, total: u64) {
+    match &st.overlay {
+        Overlay::Progress(run) => {
+            assert!(job(&run.job), "{:?}", run.job);
+            assert_eq!(run.progress.total, total);
+        }
+        other => panic!("expected the progress window, got {other:?}"),
+    }
+    let cmds = update(st, key(KeyCode::Esc));
+    assert!(
+        matches!(cmds.as_slice(), [Command::CancelReplay]),
+        "{cmds:?}"
+    );
+}
+
+/// A modal whose Enter needs `count` typed: Enter does nothing with nothing typed, nor with all
+/// but its last digit; the commands of Enter once it is all typed.
+fn confirm_by_typing(st: &mut warren::tui::State, count: u64) -> Vec<Command> {
+    let digits = count.to_string();
+    let (most, last) = digits.split_at(digits.len() - 1);
+    assert!(update(st, key(KeyCode::Enter)).is_empty(), "nothing typed");
+    type_text(st, most);
+    assert!(
+        update(st, key(KeyCode::Enter)).is_empty(),
+        "{most} is not {count}"
+    );
+    type_text(st, last);
+    update(st, key(KeyCode::Enter))
 }
 
 fn type_text(st: &mut warren::tui::State, text: &str) -> Vec<Command> {
@@ -2353,19 +2386,7 @@ fn a_archives_a_group_with_its_reason_and_shows_the_progress() {
         }
         other => panic!("expected one archive run, got {other:?}"),
     }
-    match &st.overlay {
-        Overlay::Progress(run) => {
-            assert!(matches!(run.job, JobKind::Archive { .. }));
-            assert_eq!(run.progress.total, 5);
-        }
-        other => panic!("expected the progress window, got {other:?}"),
-    }
-    // The run's cancel is the replay's: Esc asks the worker once.
-    let cmds = update(&mut st, key(KeyCode::Esc));
-    assert!(
-        matches!(cmds.as_slice(), [Command::CancelReplay]),
-        "{cmds:?}"
-    );
+    progress_then_cancel(&mut st, |j| matches!(j, JobKind::Archive { .. }), 5);
 }
 
 #[test]
@@ -2394,17 +2415,7 @@ fn a_discard_above_100_needs_the_count_typed_an_archive_takes_digits_as_reason()
     update(&mut st, ch('a'));
     update(&mut st, ch('X'));
     assert!(matches!(&st.overlay, Overlay::Archive(m) if m.count == 120 && m.needs_typed_count()));
-    assert!(
-        update(&mut st, key(KeyCode::Enter)).is_empty(),
-        "nothing typed"
-    );
-    type_text(&mut st, "12");
-    assert!(
-        update(&mut st, key(KeyCode::Enter)).is_empty(),
-        "12 is not 120"
-    );
-    type_text(&mut st, "0");
-    let cmds = update(&mut st, key(KeyCode::Enter));
+    let cmds = confirm_by_typing(&mut st, 120);
     assert!(
         matches!(cmds.as_slice(), [Command::Replay(r)] if r.job == JobKind::Discard && r.expected == 120),
         "{cmds:?}"
@@ -2441,73 +2452,239 @@ fn read_only_refuses_archive_and_discard_and_says_why() {
 }
 
 #[test]
-fn the_archive_is_listed_with_the_dlqs_read_like_one_and_nothing_runs_from_it() {
-    use warren::domain::discovery::{DlqKind, QueueSummary, QueueType};
-    let mut d = discovery();
+fn the_archive_is_listed_with_the_dlqs_read_like_one_and_archive_or_discard_refuse_there() {
+    use warren::domain::discovery::{DlqKind, QueueType};
+    let d = discovery();
     let dlqs = d.dead_letter_queues.len();
-    d.other_queues.push(QueueSummary {
-        name: "warren.archive".into(),
-        queue_type: QueueType::Stream,
-        depth: Some(3),
-        consumers: Some(0),
-        dead_letter_exchange: None,
-    });
     // A classic queue of the same name is not the archive.
-    let mut not_a_stream = d.clone();
-    not_a_stream.other_queues.last_mut().unwrap().queue_type = QueueType::Classic;
-    not_a_stream.mark_archive("warren.archive");
-    assert_eq!(not_a_stream.dead_letter_queues.len(), dlqs);
-    d.mark_archive("warren.archive");
+    let mut classic = d.clone();
+    classic
+        .other_queues
+        .push(warren::domain::discovery::QueueSummary {
+            name: "warren.archive".into(),
+            queue_type: QueueType::Classic,
+            depth: Some(3),
+            consumers: Some(0),
+            dead_letter_exchange: None,
+        });
+    classic.mark_archive("warren.archive");
+    assert_eq!(classic.dead_letter_queues.len(), dlqs);
+    let d = with_archive(d);
     assert_eq!(d.dead_letter_queues.len(), dlqs + 1);
     assert_eq!(
         d.dlq("warren.archive").map(|q| q.kind),
         Some(DlqKind::Archive)
     );
     assert!(d.other_queues.iter().all(|q| q.name != "warren.archive"));
-
-    let mut st = warren::tui::State::new(now(), false, warren::tui::Theme::color());
-    update(
-        &mut st,
-        Report::QueuesLoaded {
-            overview: overview(),
-            discovery: d,
-            ticket: Default::default(),
-        },
+    // Opening it browses it (`in_the_archive` checks the Enter asks for a browse of it).
+    let mut st = in_the_archive(false);
+    assert_eq!(
+        st.browse.as_ref().map(|b| b.queue.as_str()),
+        Some("warren.archive")
     );
-    let idx = st
-        .queue_rows()
-        .iter()
-        .position(|r| r.name() == "warren.archive")
-        .expect("the archive is in the queue list");
-    st.queue_cursor = idx;
-    let cmds = update(&mut st, key(KeyCode::Enter));
-    assert!(
-        matches!(cmds.as_slice(), [Command::Browse { queue, .. }] if queue == "warren.archive"),
-        "opening it browses it: {cmds:?}"
-    );
-    update(
-        &mut st,
-        Report::MessagesLoaded {
-            queue: "warren.archive".into(),
-            messages: packed(orders_messages()),
-            first_seen: vec![],
-            replays: vec![],
-            authors: Default::default(),
-            stop: "end of queue".into(),
-            ticket: Default::default(),
-        },
-    );
-    for k in ['r', 'A', 'X'] {
+    for k in ['A', 'X'] {
         st.notice = None;
         assert!(update(&mut st, ch(k)).is_empty(), "{k}");
         assert!(matches!(st.overlay, Overlay::None), "{k}");
-        assert!(
-            st.notice
-                .as_deref()
-                .unwrap_or("")
-                .contains("is the archive"),
-            "{k}: {:?}",
-            st.notice
-        );
+        let notice = st.notice.as_deref().unwrap_or("");
+        assert!(notice.contains("is the archive"), "{k}: {notice}");
+        assert!(notice.contains("r restores"), "{k}: {notice}");
     }
+}
+
+fn restore_preview(how: RestoreHow, count: u64, before: u64) -> Report {
+    Report::RestorePreview(RestorePreview {
+        queue: "warren.archive".into(),
+        how,
+        count,
+        targets: vec!["orders.dlq × 3".into()],
+        restored_before: before,
+        removes: vec!["warren-archived-from".into()],
+        ..Default::default()
+    })
+}
+
+#[test]
+fn r_in_the_archive_opens_the_restore_modal_and_asks_for_its_plan() {
+    let mut st = in_the_archive(false);
+    update(&mut st, ch(' '));
+    update(&mut st, ch(' '));
+    let cmds = update(&mut st, ch('r'));
+    let how = match cmds.as_slice() {
+        [
+            Command::PreviewRestore {
+                queue,
+                selection: Selection::Keys(k),
+                how,
+            },
+        ] if queue == "warren.archive" && k.len() == 2 => *how,
+        other => panic!("expected the restore plan asked for, got {other:?}"),
+    };
+    assert_eq!(how, RestoreHow::default(), "back into the DLQs, again off");
+    let Overlay::Restore(m) = &st.overlay else {
+        panic!("expected the restore modal, got {:?}", st.overlay);
+    };
+    assert_eq!(
+        m.blocked().as_deref(),
+        Some("waiting for the restore plan…")
+    );
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "Enter waits for the plan"
+    );
+    // A plan for other toggles is stale; the one for these arrives.
+    update(
+        &mut st,
+        restore_preview(
+            RestoreHow {
+                replay: true,
+                again: false,
+            },
+            9,
+            0,
+        ),
+    );
+    assert!(matches!(&st.overlay, Overlay::Restore(m) if m.preview.is_none()));
+    update(&mut st, restore_preview(how, 2, 1));
+    assert!(
+        matches!(&st.overlay, Overlay::Restore(m) if m.count() == Some(2) && m.blocked().is_none())
+    );
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    match cmds.as_slice() {
+        [Command::Replay(r)] => {
+            assert_eq!(r.queue, "warren.archive");
+            assert_eq!(r.expected, 2);
+            assert_eq!(r.job, JobKind::Restore(how));
+            assert!(matches!(&r.selection, Selection::Keys(k) if k.len() == 2));
+        }
+        other => panic!("expected one restore run, got {other:?}"),
+    }
+    // Its cancel is the replay's (the worker stops it between batches).
+    progress_then_cancel(&mut st, |j| *j == JobKind::Restore(how), 2);
+}
+
+#[test]
+fn the_restore_toggles_ask_for_the_plan_again_and_esc_sends_nothing() {
+    let mut st = in_the_archive(false);
+    update(&mut st, ch('f'));
+    let cmds = update(&mut st, ch('r'));
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::PreviewRestore {
+                selection: Selection::Group(_),
+                ..
+            }]
+        ),
+        "a group in the archive: {cmds:?}"
+    );
+    update(&mut st, restore_preview(RestoreHow::default(), 5, 0));
+    let cmds = update(&mut st, ch('o'));
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::PreviewRestore {
+                how: RestoreHow {
+                    replay: true,
+                    again: false
+                },
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    assert!(
+        matches!(&st.overlay, Overlay::Restore(m) if m.preview.is_none() && m.how.replay),
+        "the old plan is dropped"
+    );
+    let cmds = update(&mut st, ch('a'));
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::PreviewRestore {
+                how: RestoreHow {
+                    replay: true,
+                    again: true
+                },
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    let cmds = update(&mut st, ch('o'));
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::PreviewRestore {
+                how: RestoreHow {
+                    replay: false,
+                    again: true
+                },
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    // Keys of the panes do nothing here ('q' does not quit, 'j' does not move).
+    assert!(update(&mut st, ch('q')).is_empty());
+    assert!(update(&mut st, ch('j')).is_empty());
+    assert!(matches!(st.overlay, Overlay::Restore(_)));
+    assert!(update(&mut st, key(KeyCode::Esc)).is_empty());
+    assert!(matches!(st.overlay, Overlay::None));
+}
+
+#[test]
+fn a_restore_refused_or_empty_does_not_run_and_a_large_one_needs_the_count_typed() {
+    let mut st = in_the_archive(false);
+    update(&mut st, ch('r'));
+    // Every matching one was restored before: the plan says so, Enter does nothing.
+    update(
+        &mut st,
+        Report::RestorePreview(RestorePreview {
+            queue: "warren.archive".into(),
+            count: 0,
+            restored_before: 1,
+            refusals: vec![
+                "every matching message was restored before (1); --again restores them again"
+                    .into(),
+            ],
+            ..Default::default()
+        }),
+    );
+    let Overlay::Restore(m) = &st.overlay else {
+        panic!("{:?}", st.overlay)
+    };
+    assert!(m.blocked().unwrap_or_default().contains("restored before"));
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
+    // Again: the plan for it holds 150, which must be typed.
+    update(&mut st, ch('a'));
+    update(
+        &mut st,
+        restore_preview(
+            RestoreHow {
+                replay: false,
+                again: true,
+            },
+            150,
+            1,
+        ),
+    );
+    let cmds = confirm_by_typing(&mut st, 150);
+    assert!(
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.job == JobKind::Restore(RestoreHow { replay: false, again: true }) && r.expected == 150),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn read_only_refuses_a_restore_and_says_why() {
+    let mut st = in_the_archive(true);
+    st.error = None;
+    assert!(update(&mut st, ch('r')).is_empty());
+    assert!(matches!(st.overlay, Overlay::None), "the modal cannot open");
+    assert!(
+        st.error.as_deref().unwrap_or("").contains("read-only"),
+        "{:?}",
+        st.error
+    );
 }

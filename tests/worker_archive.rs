@@ -1,6 +1,9 @@
 //! Archive and discard from the terminal UI, through its worker on real brokers: archiving 3 of
 //! 5 leaves 2 in the DLQ and 3 in the archive stream with the reason; a discard writes its
-//! snapshot of exactly what goes before anything is deleted, and both are on the record.
+//! snapshot of exactly what goes before anything is deleted, and both are on the record; a
+//! restore of 3 of 5 archived (the restore modal's plan, then the run) puts exactly those back
+//! into their DLQ as they were, and a second restore of the same is refused unless again; a
+//! restore stopped (Esc) publishes nothing after the stop.
 
 mod common;
 mod replay_util;
@@ -8,13 +11,14 @@ mod replay_util;
 use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
-use replay_util::{Home, fill, read_stream};
+use replay_util::{Home, fill, message_ids, read_all, read_stream};
 use tokio::sync::mpsc;
+use warren::broker::archive::{Publish, Published, STOPPED, publish_confirmed};
 use warren::broker::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
 use warren::tui::{Command, ReplayRequest, Report};
-use warren::worker::protocol::JobKind;
+use warren::worker::protocol::{JobKind, RestoreHow, RestorePreview};
 
 async fn run(
     cmd: &mpsc::Sender<Command>,
@@ -23,9 +27,22 @@ async fn run(
     job: JobKind,
     expected: u64,
 ) -> (warren::tui::event::ReplayOutcome, Vec<String>) {
+    run_on(cmd, rx, label, "dlq", Selection::All, job, expected).await
+}
+
+/// One run the operator accepted, on `queue`'s `selection`: its outcome and the notices on the way.
+async fn run_on(
+    cmd: &mpsc::Sender<Command>,
+    rx: &mut mpsc::Receiver<Report>,
+    label: &str,
+    queue: &str,
+    selection: Selection,
+    job: JobKind,
+    expected: u64,
+) -> (warren::tui::event::ReplayOutcome, Vec<String>) {
     cmd.send(Command::Replay(ReplayRequest {
-        queue: "dlq".into(),
-        selection: Selection::All,
+        queue: queue.into(),
+        selection,
         expected,
         rate: 0,
         keep_attempts: false,
@@ -52,13 +69,40 @@ async fn run(
     }
 }
 
-async fn session(broker: TestBroker, home: &Home) {
-    let label = broker.label.clone();
-    let vhost = TestVhost::new(&broker, "worker-archive").await;
-    let conn = h::connect(&vhost).await;
-    let ch = h::confirm_channel(&conn).await;
-    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
-    fill(&conn, "dlq", "m", 5).await;
+/// A private home whose store the worker uses (set before any thread of the test reads the
+/// environment).
+fn home(prefix: &str) -> Home {
+    let home = Home::new(prefix);
+    // SAFETY: called first in each test, before anything reads the environment.
+    unsafe {
+        std::env::set_var("WARREN_STORE", home.store());
+        std::env::set_var("WARREN_TEST_ARCHIVE_PASSWORD", "guest");
+    }
+    home
+}
+
+/// The operations the local record holds for `vhost`.
+fn recorded(home: &Home, vhost: &TestVhost) -> Vec<String> {
+    warren::store::Store::open(&home.store())
+        .expect("store")
+        .list_audit(50)
+        .expect("audit")
+        .into_iter()
+        .filter(|e| e.vhost == vhost.name)
+        .map(|e| e.operation.as_str().to_string())
+        .collect()
+}
+
+/// The TUI's worker on `vhost`, in a context that may create the archive stream.
+fn worker_on(
+    vhost: &TestVhost,
+    home: &Home,
+    label: &str,
+) -> (
+    mpsc::Sender<Command>,
+    mpsc::Receiver<Report>,
+    tokio::task::JoinHandle<()>,
+) {
     let config = format!(
         "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_ARCHIVE_PASSWORD\"\narchive_create = true\n",
         vhost.broker.mgmt_base(),
@@ -66,14 +110,24 @@ async fn session(broker: TestBroker, home: &Home) {
         vhost.broker.amqp_port,
         vhost.name
     );
-    let path = home.dir.join(format!("config-{label}.toml"));
+    let path = home.dir.join(format!("config-{label}-{}.toml", vhost.name));
     std::fs::write(&path, config).expect("config");
     let overrides = Overrides {
         config_path: Some(path),
         context: Some("c".into()),
         ..Default::default()
     };
-    let (cmd_tx, mut rx, worker) = common::spawn_worker(overrides);
+    common::spawn_worker(overrides)
+}
+
+async fn session(broker: TestBroker, home: &Home) {
+    let label = broker.label.clone();
+    let vhost = TestVhost::new(&broker, "worker-archive").await;
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "m", 5).await;
+    let (cmd_tx, mut rx, worker) = worker_on(&vhost, home, &label);
 
     // Archive 3 of 5: the archive stream is created (the context allows it), 2 stay.
     let (o, _) = run(
@@ -171,14 +225,7 @@ async fn session(broker: TestBroker, home: &Home) {
     );
 
     // Both are on the local record.
-    let store = warren::store::Store::open(&home.store()).expect("store");
-    let ops: Vec<String> = store
-        .list_audit(50)
-        .expect("audit")
-        .into_iter()
-        .filter(|e| e.vhost == vhost.name)
-        .map(|e| e.operation.as_str().to_string())
-        .collect();
+    let ops = recorded(home, &vhost);
     assert!(ops.contains(&"archive".to_string()), "{label}: {ops:?}");
     assert!(ops.contains(&"discard".to_string()), "{label}: {ops:?}");
 
@@ -189,14 +236,283 @@ async fn session(broker: TestBroker, home: &Home) {
     vhost.cleanup().await;
 }
 
+const ARCHIVE: &str = "warren.archive";
+
+/// A restore of `selection` the operator accepted, `how` it goes, with `expected` confirmed.
+async fn restore_run(
+    cmd: &mpsc::Sender<Command>,
+    rx: &mut mpsc::Receiver<Report>,
+    label: &str,
+    selection: &Selection,
+    how: RestoreHow,
+    expected: u64,
+) -> warren::tui::event::ReplayOutcome {
+    let job = JobKind::Restore(how);
+    run_on(cmd, rx, label, ARCHIVE, selection.clone(), job, expected)
+        .await
+        .0
+}
+
+/// The restore modal's plan for `selection` of the archive.
+async fn restore_plan(
+    cmd: &mpsc::Sender<Command>,
+    rx: &mut mpsc::Receiver<Report>,
+    label: &str,
+    selection: &Selection,
+    how: RestoreHow,
+) -> RestorePreview {
+    plan_of(cmd, rx, label, ARCHIVE, selection, how).await
+}
+
+/// The restore modal's plan for `selection` of `queue` (the archive, or a queue that is not).
+async fn plan_of(
+    cmd: &mpsc::Sender<Command>,
+    rx: &mut mpsc::Receiver<Report>,
+    label: &str,
+    queue: &str,
+    selection: &Selection,
+    how: RestoreHow,
+) -> RestorePreview {
+    cmd.send(Command::PreviewRestore {
+        queue: queue.into(),
+        selection: selection.clone(),
+        how,
+    })
+    .await
+    .unwrap();
+    match common::worker_until(
+        rx,
+        label,
+        |e| matches!(e, Report::RestorePreview(_)),
+        |_| {},
+    )
+    .await
+    {
+        Report::RestorePreview(p) => p,
+        _ => unreachable!(),
+    }
+}
+
+async fn restore_session(broker: TestBroker, home: &Home) {
+    let label = broker.label.clone();
+    let vhost = TestVhost::new(&broker, "worker-restore").await;
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "r", 5).await;
+    let originals = read_all(&conn, "dlq", 5).await;
+    let (cmd_tx, mut rx, worker) = worker_on(&vhost, home, &label);
+
+    // All 5 into the archive.
+    let (o, _) = run(
+        &cmd_tx,
+        &mut rx,
+        &label,
+        JobKind::Archive {
+            reason: "later".into(),
+        },
+        5,
+    )
+    .await;
+    assert_eq!(
+        (o.progress.moved, o.error.as_deref()),
+        (5, None),
+        "{label}: {o:?}"
+    );
+    assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{label}");
+
+    // Restore 3 of them, picked by key as the TUI picks them: the plan first.
+    let three = Selection::Keys(["id:r-0", "id:r-2", "id:r-4"].map(String::from).into());
+    let back = RestoreHow::default();
+    let p = restore_plan(&cmd_tx, &mut rx, &label, &three, back).await;
+    assert_eq!(p.count, 3, "{label}: {p:?}");
+    assert_eq!(p.targets, vec!["dlq × 3".to_string()], "{label}");
+    assert_eq!(p.restored_before, 0, "{label}");
+    assert!(p.refusals.is_empty(), "{label}: {p:?}");
+    assert!(
+        p.removes.iter().any(|h| h == "warren-archived-from"),
+        "{label}: {p:?}"
+    );
+    let o = restore_run(&cmd_tx, &mut rx, &label, &three, back, 3).await;
+    assert_eq!(
+        (o.progress.moved, o.progress.failed),
+        (3, 0),
+        "{label}: {o:?}"
+    );
+    assert!(o.error.is_none() && !o.cancelled, "{label}: {o:?}");
+
+    // The DLQ holds exactly those 3, as they were before the archive; the archive still all 5.
+    assert_eq!(amqp_depth(&conn, "dlq").await, 3, "{label}");
+    let restored = read_all(&conn, "dlq", 3).await;
+    let mut ids = message_ids(&restored);
+    ids.sort();
+    assert_eq!(ids, ["r-0", "r-2", "r-4"], "{label}");
+    for m in &restored {
+        let was = originals
+            .iter()
+            .find(|x| x.properties.message_id == m.properties.message_id)
+            .expect("an original");
+        assert_eq!(m.body, was.body, "{label}: body byte for byte");
+        assert_eq!(
+            m.headers, was.headers,
+            "{label}: no archive header left, the rest as it was"
+        );
+    }
+    assert_eq!(
+        read_stream(&conn, "warren.archive", 10).await.len(),
+        5,
+        "{label}"
+    );
+
+    // A second restore of the same is refused, in the plan and in the run, unless again.
+    let p = restore_plan(&cmd_tx, &mut rx, &label, &three, back).await;
+    assert_eq!((p.count, p.restored_before), (0, 3), "{label}: {p:?}");
+    assert!(
+        p.refusals.iter().any(|r| r.contains("restored before")),
+        "{label}: {p:?}"
+    );
+    let o = restore_run(&cmd_tx, &mut rx, &label, &three, back, 3).await;
+    assert_eq!(o.progress.moved, 0, "{label}: {o:?}");
+    assert!(
+        o.error.as_deref().unwrap_or("").contains("restored before"),
+        "{label}: {o:?}"
+    );
+    assert_eq!(
+        amqp_depth(&conn, "dlq").await,
+        3,
+        "{label}: nothing restored twice"
+    );
+    let again = RestoreHow {
+        replay: false,
+        again: true,
+    };
+    let p = restore_plan(&cmd_tx, &mut rx, &label, &three, again).await;
+    assert_eq!((p.count, p.restored_before), (3, 3), "{label}: {p:?}");
+    // The other two are still restorable.
+    let p = restore_plan(&cmd_tx, &mut rx, &label, &Selection::All, back).await;
+    assert_eq!((p.count, p.restored_before), (2, 3), "{label}: {p:?}");
+
+    // A restore stopped at once (Esc before its first batch) publishes nothing; the two are
+    // still there to restore.
+    cmd_tx
+        .send(Command::Replay(ReplayRequest {
+            queue: ARCHIVE.into(),
+            selection: Selection::All,
+            expected: 2,
+            rate: 0,
+            keep_attempts: false,
+            dry_run: false,
+            job: JobKind::Restore(back),
+        }))
+        .await
+        .unwrap();
+    cmd_tx.send(Command::CancelReplay).await.unwrap();
+    let end = common::worker_until(
+        &mut rx,
+        &label,
+        |e| matches!(e, Report::ReplayFinished(_)),
+        |_| {},
+    )
+    .await;
+    let Report::ReplayFinished(o) = end else {
+        unreachable!()
+    };
+    assert!(o.cancelled && o.progress.moved == 0, "{label}: {o:?}");
+    assert_eq!(
+        amqp_depth(&conn, "dlq").await,
+        3,
+        "{label}: nothing published"
+    );
+    let o = restore_run(&cmd_tx, &mut rx, &label, &Selection::All, back, 2).await;
+    assert_eq!(
+        (o.progress.moved, o.error.as_deref()),
+        (2, None),
+        "{label}: {o:?}"
+    );
+    assert_eq!(amqp_depth(&conn, "dlq").await, 5, "{label}");
+
+    // A plan that cannot be made says why in the modal: only the archive is restored from.
+    let p = plan_of(&cmd_tx, &mut rx, &label, "dlq", &Selection::All, back).await;
+    assert_eq!(p.count, 0, "{label}: {p:?}");
+    assert!(
+        p.refusals.iter().any(|r| r.contains("is not the archive")),
+        "{label}: {p:?}"
+    );
+
+    // On the record as a restore.
+    let ops = recorded(home, &vhost);
+    assert!(ops.contains(&"restore".to_string()), "{label}: {ops:?}");
+
+    cmd_tx.send(Command::Quit).await.unwrap();
+    let _ = worker.await;
+    let _ = ch.close(200, "ok".into()).await;
+    let _ = conn.close(200, "done".into()).await;
+    vhost.cleanup().await;
+}
+
+/// Restore's publishing stopped after its first batch: that batch is confirmed, the rest is not
+/// sent, and nothing is published after the stop (the cancel a restore's Esc sends).
+#[tokio::test]
+async fn a_restore_stopped_after_a_batch_sends_nothing_more() {
+    for broker in TestBroker::all() {
+        let label = broker.label.clone();
+        let vhost = TestVhost::new(&broker, "restore-stop").await;
+        let conn = h::connect(&vhost).await;
+        let ch = h::confirm_channel(&conn).await;
+        h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+        let items: Vec<Publish> = (0..600)
+            .map(|i| Publish {
+                reference: format!("r{i}"),
+                exchange: String::new(),
+                routing_key: "dlq".into(),
+                props: lapin::BasicProperties::default(),
+                body: format!("m-{i}").into_bytes(),
+            })
+            .collect();
+        let batches = std::cell::Cell::new(0u32);
+        let out = publish_confirmed(
+            &conn,
+            items,
+            || batches.get() >= 1,
+            |_, _, _| batches.set(batches.get() + 1),
+        )
+        .await
+        .expect("published");
+        let confirmed = out
+            .iter()
+            .filter(|(_, p)| *p == Published::Confirmed)
+            .count();
+        let stopped = out
+            .iter()
+            .filter(|(_, p)| matches!(p, Published::Failed { why, maybe_arrived: false } if why == STOPPED))
+            .count();
+        assert_eq!(
+            (confirmed, stopped),
+            (256, 344),
+            "{label}: one batch, then stopped"
+        );
+        assert_eq!(
+            amqp_depth(&conn, "dlq").await,
+            256,
+            "{label}: nothing after the stop"
+        );
+        let _ = ch.close(200, "ok".into()).await;
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+    }
+}
+
+#[tokio::test]
+async fn the_tui_restores_3_of_5_archived_into_their_dlq_and_not_twice_unless_again() {
+    let home = home("worker-restore");
+    for broker in TestBroker::all() {
+        restore_session(broker, &home).await;
+    }
+}
+
 #[tokio::test]
 async fn the_tui_archives_3_of_5_and_discards_after_writing_its_snapshot() {
-    let home = Home::new("worker-archive");
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe {
-        std::env::set_var("WARREN_STORE", home.store());
-        std::env::set_var("WARREN_TEST_ARCHIVE_PASSWORD", "guest");
-    }
+    let home = home("worker-archive");
     for broker in TestBroker::all() {
         session(broker, &home).await;
     }

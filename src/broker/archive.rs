@@ -84,6 +84,101 @@ pub fn append_snapshot(
     Ok(())
 }
 
+/// The local archive's lock, held while it is appended to or rewritten: a rewrite for
+/// retention must not lose an entry another Warren appends meanwhile. A file of its own beside
+/// the archive (`<vhost>.jsonl.lock`), since a rewrite replaces the archive's file.
+fn lock_local(path: &Path) -> Result<std::fs::File, String> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock = Path::new(&name);
+    if let Some(dir) = lock.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock)
+        .map_err(|e| format!("cannot open the archive's lock {}: {e}", lock.display()))?;
+    f.lock()
+        .map_err(|e| format!("cannot lock the archive {}: {e}", path.display()))?;
+    Ok(f)
+}
+
+/// Applies the archive's retention (`archive_max_age`, as the stream's `x-max-age`) to the local
+/// archive at `path`: entries archived longer ago than `max_age` are dropped, the header line and
+/// every younger entry kept byte for byte. The file is rewritten atomically (a temporary file in
+/// the same directory, synced, renamed over it, the directory synced), under the archive's
+/// lock, and only when something expired. Returns how many were dropped.
+pub fn expire_local(path: &Path, max_age: &str) -> Result<u64, String> {
+    let Some(secs) = crate::domain::archive::max_age_secs(max_age) else {
+        return Err(format!(
+            "archive_max_age '{}' is not a retention (e.g. \"30D\"); the local archive was left as it is",
+            crate::domain::sanitize::one_line(max_age, 20)
+        ));
+    };
+    if !path.exists() {
+        return Ok(0);
+    }
+    let _lock = lock_local(path)?;
+    expire_locked(path, secs, jiff::Timestamp::now()).map_err(|e| {
+        format!(
+            "cannot apply retention to the archive {}: {e}",
+            path.display()
+        )
+    })
+}
+
+fn expire_locked(path: &Path, secs: u64, now: jiff::Timestamp) -> Result<u64, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e.to_string()),
+    };
+    if text.trim().is_empty() {
+        return Ok(0);
+    }
+    let (kept, dropped) = crate::domain::archive::retain(&text, now, secs)
+        .map_err(|e| format!("not a readable Warren snapshot ({e}); nothing dropped"))?;
+    if dropped == 0 {
+        return Ok(0);
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(kept.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("{e}; nothing dropped"));
+    }
+    Ok(dropped)
+}
+
+/// The messages of the local archive at `path` (none when it does not exist yet).
+pub fn read_local(path: &Path) -> Result<Vec<DeadLetter>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read the archive {}: {e}", path.display())),
+    };
+    snapshot::read(&text)
+        .map(|(_, m)| m)
+        .map_err(|e| format!("{} is not a readable Warren snapshot: {e}", path.display()))
+}
+
 /// One message to publish with a confirm, and how the caller names it.
 #[derive(Clone, Debug)]
 pub struct Publish {
@@ -112,15 +207,21 @@ const BATCH: usize = 256;
 /// How long a batch's confirms may take.
 const CONFIRM_WAIT: Duration = Duration::from_secs(30);
 
+/// Why the messages of a publishing the operator stopped were not sent.
+pub const STOPPED: &str = "not sent: stopped by the operator";
+
 /// Publishes each message with `mandatory` on a confirm-mode channel of its own, a batch at a
 /// time, and says how each ended, in order: to `on_batch` as each batch is settled (with the
-/// counts so far), so the caller can record what arrived before the next batch goes. A `basic.return` comes with some confirm of its
-/// batch, not necessarily its own (see `replay::Shell::settle_returns`): it is matched to its
-/// publish by content. After a failure of the channel or a missing confirm nothing more is
-/// published; the rest are reported as not sent.
+/// counts so far), so the caller can record what arrived before the next batch goes. A
+/// `basic.return` comes with some confirm of its batch, not necessarily its own (see
+/// `replay::Shell::settle_returns`): it is matched to its publish by content. After a failure of
+/// the channel or a missing confirm nothing more is published; the rest are reported as not
+/// sent. `stop` is asked before each batch: once it says so, the rest are not sent
+/// ([`STOPPED`]); what is in flight is settled first.
 pub async fn publish_confirmed(
     conn: &lapin::Connection,
     messages: Vec<Publish>,
+    stop: impl Fn() -> bool,
     mut on_batch: impl FnMut(&[(String, Published)], u64, u64),
 ) -> Result<Vec<(String, Published)>, String> {
     let ch = conn
@@ -133,16 +234,24 @@ pub async fn publish_confirmed(
     let mut out = Vec::with_capacity(messages.len());
     let (mut done, mut failed) = (0u64, 0u64);
     let mut broken: Option<String> = None;
+    let mut stopped = false;
     let mut rest = messages.into_iter().peekable();
     while rest.peek().is_some() {
         let batch: Vec<Publish> = rest.by_ref().take(BATCH).collect();
         let first = out.len();
-        if let Some(why) = &broken {
+        if broken.is_none() && stop() {
+            stopped = true;
+        }
+        if stopped || broken.is_some() {
             for p in batch {
+                let why = match &broken {
+                    Some(why) if !stopped => format!("not sent: {why}"),
+                    _ => STOPPED.to_string(),
+                };
                 out.push((
                     p.reference,
                     Published::Failed {
-                        why: format!("not sent: {why}"),
+                        why,
                         maybe_arrived: false,
                     },
                 ));
@@ -254,6 +363,69 @@ pub async fn publish_confirmed(
 mod tests {
     use super::*;
 
+    fn entry(body: &str, at: jiff::Timestamp) -> DeadLetter {
+        let mut m = DeadLetter {
+            queue: "warren archive (local)".into(),
+            body: body.as_bytes().to_vec(),
+            body_size: body.len() as u64,
+            ..Default::default()
+        };
+        crate::domain::archive::Stamp {
+            from: "orders.dlq".into(),
+            by: "ana@ops".into(),
+            reason: String::new(),
+        }
+        .apply(&mut m.headers, at);
+        m
+    }
+
+    #[test]
+    fn retention_rewrites_the_local_archive_without_its_old_entries() {
+        let dir = std::env::temp_dir().join(format!(
+            "warren-retention-{}-{}",
+            std::process::id(),
+            jiff::Timestamp::now().as_nanosecond()
+        ));
+        let path = dir.join("archive").join("default_.jsonl");
+        let header = SnapshotHeader {
+            queue: "warren archive (local)".into(),
+            vhost: "/".into(),
+            exported_at: "2026-01-01T00:00:00Z".into(),
+            source: "RabbitMQ 3.10.8".into(),
+        };
+        let now = jiff::Timestamp::now();
+        let days = |n: i64| jiff::SignedDuration::from_hours(24 * n);
+        let old = [
+            entry("old-1", now - days(40)),
+            entry("old-2", now - days(31)),
+        ];
+        let young = [entry("young-1", now - days(29)), entry("young-2", now)];
+        append_snapshot(&path, &header, &[old[0].clone(), young[0].clone()]).unwrap();
+        append_snapshot(&path, &header, &[old[1].clone(), young[1].clone()]).unwrap();
+        let before = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(expire_local(&path, "30D").unwrap(), 2);
+        let after = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = before.lines().collect();
+        // The header and the young entries, byte for byte, in their order.
+        assert_eq!(after, format!("{}\n{}\n{}\n", lines[0], lines[2], lines[4]));
+        let bodies: Vec<Vec<u8>> = read_local(&path)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.body)
+            .collect();
+        assert_eq!(bodies, [b"young-1".to_vec(), b"young-2".to_vec()]);
+        assert_eq!(expire_local(&path, "30D").unwrap(), 0, "nothing older left");
+        let leftovers: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        assert!(expire_local(&path, "a month").is_err());
+        assert_eq!(expire_local(&dir.join("none.jsonl"), "30D").unwrap(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn the_local_archive_lives_beside_the_store_with_safe_names() {
         let p = local_path(Path::new("/d/warren.db"), "prod/eu", "/");
@@ -342,7 +514,23 @@ pub fn archive_work(
             work.allowed_targets.insert((String::new(), name.clone()));
         }
         Place::Local(path, _) => {
+            // The archive is written: its retention first, under the same lock as the append.
+            let _lock = lock_local(path)?;
             let now = jiff::Timestamp::now();
+            if let Some(secs) = crate::domain::archive::max_age_secs(&s.target.archive.max_age) {
+                let dropped = expire_locked(path, secs, now).map_err(|e| {
+                    format!(
+                        "cannot apply retention to the archive {}: {e}; nothing moved",
+                        path.display()
+                    )
+                })?;
+                if dropped > 0 {
+                    tracing::info!(
+                        "local archive {}: {dropped} expired entries dropped",
+                        path.display()
+                    );
+                }
+            }
             let stamped: Vec<DeadLetter> = sel
                 .messages
                 .iter()

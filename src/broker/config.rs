@@ -448,14 +448,7 @@ impl Default for ArchiveSettings {
 
 /// A stream's `x-max-age` as RabbitMQ takes it: a positive number and one unit.
 fn valid_max_age(s: &str) -> bool {
-    let Some(unit) = s.chars().last() else {
-        return false;
-    };
-    let digits = &s[..s.len() - unit.len_utf8()];
-    "YMDhms".contains(unit)
-        && !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && digits.parse::<u64>().is_ok_and(|n| n > 0)
+    crate::domain::archive::max_age_secs(s).is_some()
 }
 
 pub const DEFAULT_BODY_CAP_BYTES: usize = 1024 * 1024;
@@ -601,13 +594,7 @@ fn audit_settings(ctx: Option<&ContextConfig>) -> Result<AuditSettings, ConfigEr
     }
     if let Some(age) = &c.audit_max_age {
         let age = age.trim();
-        let ok = age.len() > 1
-            && age[..age.len() - 1].bytes().all(|b| b.is_ascii_digit())
-            && matches!(
-                age.as_bytes()[age.len() - 1],
-                b'Y' | b'M' | b'D' | b'h' | b'm' | b's'
-            );
-        if !ok {
+        if !valid_max_age(age) {
             return Err(ConfigError::BadAudit {
                 reason: format!(
                     "audit_max_age '{age}' is not a RabbitMQ max-age: a number and one of Y, M, D, h, m, s (e.g. 30D)"

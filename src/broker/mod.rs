@@ -10,4 +10,5 @@ pub mod config;
 pub mod discover;
 pub mod management;
 pub mod replay;
+pub mod restore;
 pub mod session;

@@ -11,17 +11,15 @@ use serde_json::json;
 use super::args::{ArchiveArgs, ArchiveCommand, ConnArgs, DiscardArgs, Pick, RestoreArgs};
 use super::commands::{self, broker_failure, print_line};
 use super::{Failure, exit};
-use crate::broker::archive::{self as keep, DeclareError, Place, Publish, Published, StreamState};
-use crate::broker::replay::{self, Action, Job};
+use crate::broker::archive::{self as keep, DeclareError, Place, StreamState};
+use crate::broker::restore::{self, ArchiveRead};
 use crate::broker::session::{self, Explained, ReadConsent, ReplaySpec, Session, WriteCheck};
 use crate::domain::archive::{self, Stamp};
-use crate::domain::engine::Decision;
 use crate::domain::filter::Filter;
 use crate::domain::identity;
-use crate::domain::message::DeadLetter;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::Selection;
-use crate::store::{self, AuditOutcome, AuditStart, Operation, Store};
+use crate::store::{self, AuditStart, Operation, Store};
 
 fn read_only(s: &Session, what: &str) -> Failure {
     Failure::failed(format!(
@@ -137,41 +135,21 @@ async fn place_for_reading(s: &Session, local: bool) -> Result<Option<Place>, Fa
     }
 }
 
-/// Every message of the archive (up to `window`), each with its reference: the stream offset
-/// or the file's message index, and its content digest (a stream recreated under the same name
-/// starts its offsets again).
-async fn read_archive(
-    s: &Session,
-    place: &Place,
-    window: usize,
-) -> Result<Vec<(String, DeadLetter)>, Failure> {
-    let messages = match place {
-        Place::Stream(name) => {
-            let page = s
-                .browse_archive(name, window)
-                .await
-                .map_err(broker_failure)?;
-            session::into_messages(page)
-        }
-        Place::Local(path, _) => {
-            if !path.exists() {
-                return Ok(Vec::new());
-            }
-            let (_, mut messages) = commands::read_snapshot(path)?;
-            for (i, m) in messages.iter_mut().enumerate() {
-                m.position = i as u64;
-            }
-            messages.truncate(window);
-            messages
-        }
-    };
-    Ok(messages
-        .into_iter()
-        .map(|m| {
-            let at = m.delivery.stream_offset.unwrap_or(m.position);
-            (format!("{at}:{:016x}", archive::content_digest(&m)), m)
-        })
-        .collect())
+/// What the archive holds (see `broker::restore::read_archive`); a local archive's expired
+/// entries are dropped first, and said.
+async fn read_archive(s: &Session, place: &Place, window: usize) -> Result<ArchiveRead, Failure> {
+    let read = restore::read_archive(s, place, window)
+        .await
+        .map_err(Failure::failed)?;
+    if read.expired > 0 {
+        crate::errln!(
+            "{} expired, dropped: archived longer ago than archive_max_age ({}) from {}",
+            read.expired,
+            one_line(&s.target.archive.max_age, 20),
+            one_line(&place.label(), 200)
+        );
+    }
+    Ok(read)
 }
 
 async fn spec_for(
@@ -441,9 +419,23 @@ async fn list(
         return Ok(exit::OK);
     };
     let window = pick.window.unwrap_or(s.target.settings.replay.window);
-    let messages = read_archive(&s, &place, window).await?;
-    let chosen = pick_archived(&s, messages, pick, filter, from).await?;
-    let shown: Vec<Explained> = chosen.into_iter().map(|(_, e)| e).collect();
+    let read = read_archive(&s, &place, window).await?;
+    let selection = commands::selection_of(&s, pick.group.as_deref(), pick.by, filter).await?;
+    let limit = pick
+        .limit
+        .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    let selects = restore::selects(&selection, from);
+    let shown: Vec<Explained> = restore::explain(&s, read.messages)
+        .into_iter()
+        .map(|(_, e)| e)
+        .filter(|e| selects(e))
+        .take(limit)
+        .collect();
+    if json && read.expired > 0 {
+        print_line(
+            &json!({"event": "expired", "dropped": read.expired, "max_age": s.target.archive.max_age, "archive": place.json(&s.target.archive.max_age)}),
+        );
+    }
     if groups {
         commands::print_groups(
             &shown,
@@ -467,45 +459,6 @@ async fn list(
     Ok(exit::OK)
 }
 
-/// Explains archived messages and picks those the selection, `--from` and `--limit` take.
-async fn pick_archived(
-    s: &Session,
-    messages: Vec<(String, DeadLetter)>,
-    pick: &Pick,
-    filter: Option<Filter>,
-    from: Option<&str>,
-) -> Result<Vec<(String, Explained)>, Failure> {
-    let selection = commands::selection_of(s, pick.group.as_deref(), pick.by, filter).await?;
-    let (refs, msgs): (Vec<String>, Vec<DeadLetter>) = messages.into_iter().unzip();
-    let explained = session::explain_all(
-        msgs,
-        &session::Remembered::default(),
-        &s.target.settings.conventions,
-    );
-    let now = jiff::Timestamp::now();
-    Ok(refs
-        .into_iter()
-        .zip(explained)
-        .filter(|(_, e)| {
-            from.is_none_or(|f| {
-                archive::archived(&e.message)
-                    .and_then(|a| a.from)
-                    .as_deref()
-                    == Some(f)
-            }) && selection.selects(
-                &e.message,
-                &e.explanation,
-                &e.key,
-                session::age_secs(e, now),
-            )
-        })
-        .take(
-            pick.limit
-                .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX)),
-        )
-        .collect())
-}
-
 pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
     let filter = commands::parse_filter(a.pick.filter.as_deref())?;
     let s = commands::open(c).await?;
@@ -522,47 +475,23 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
     let st = Store::open_default().map_err(|e| Failure::failed(format!("{e}; nothing moved")))?;
     let key = place.key(&s);
     let window = a.pick.window.unwrap_or(s.target.settings.replay.window);
-    let messages = read_archive(&s, &place, window).await?;
-    // Already restored ones are not chosen (unless --again), so --limit counts the others.
-    let refs: Vec<String> = messages.iter().map(|(r, _)| r.clone()).collect();
-    let before = st
-        .restored_among(&key, &refs)
-        .map_err(|e| Failure::failed(e.to_string()))?;
-    let (again, fresh): (Vec<_>, Vec<_>) =
-        messages.into_iter().partition(|(r, _)| before.contains(r));
-    let mut candidates = fresh;
-    let mut skipped_again = 0u64;
-    if a.again {
-        candidates.extend(again);
-        candidates.sort_by_key(|(_, m)| m.delivery.stream_offset.unwrap_or(m.position));
-    } else {
-        skipped_again = pick_archived(
-            &s,
-            again,
-            &Pick {
-                limit: None,
-                ..a.pick.clone()
-            },
-            filter.clone(),
-            a.from.as_deref(),
-        )
-        .await?
-        .len() as u64;
-    }
-    let chosen = pick_archived(&s, candidates, &a.pick, filter.clone(), a.from.as_deref()).await?;
-    if skipped_again > 0 {
+    let read = read_archive(&s, &place, window).await?;
+    let ask = restore::Ask {
+        selection: commands::selection_of(&s, a.pick.group.as_deref(), a.pick.by, filter.clone())
+            .await?,
+        from: a.from.clone(),
+        limit: a.pick.limit,
+        again: a.again,
+    };
+    let chosen = restore::choose(&s, &st, &key, read.messages, &ask).map_err(Failure::failed)?;
+    let skipped_again = chosen.restored_before;
+    if skipped_again > 0 && !a.again {
         crate::errln!(
             "  {skipped_again} matching message(s) were restored before and are left out: a stream never forgets them (--again restores them again)"
         );
     }
-    if chosen.is_empty() {
-        let why = if skipped_again > 0 {
-            format!(
-                "every matching message was restored before ({skipped_again}); --again restores them again"
-            )
-        } else {
-            format!("no archived message in the {} matches", place.label())
-        };
+    if chosen.messages.is_empty() {
+        let why = restore::nothing_chosen(&place, skipped_again);
         if a.json {
             print_line(
                 &json!({"event": "plan", "operation": "restore", "selected": 0, "restored_before": skipped_again, "refusals": [why]}),
@@ -571,50 +500,23 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
         return Err(Failure::failed(format!("nothing restored: {why}")));
     }
     if a.replay {
-        return restore_replay(c, &s, &st, &place, &key, chosen, a, filter.as_ref()).await;
+        return restore_replay(
+            c,
+            &s,
+            &st,
+            &place,
+            &key,
+            chosen.messages,
+            a,
+            filter.as_ref(),
+        )
+        .await;
     }
 
     // Back into the queue each came from, as archived, without the archive's headers.
-    let mut by_queue: BTreeMap<String, u64> = BTreeMap::new();
-    let mut refused: Vec<String> = Vec::new();
-    let mut items = Vec::new();
-    let mut keys_of = std::collections::HashMap::new();
-    for (r, e) in &chosen {
-        let Some(from) = archive::archived(&e.message).and_then(|x| x.from) else {
-            refused.push(format!(
-                "archive message {} has no {} header: restore it with --replay",
-                one_line(r, 40),
-                archive::FROM
-            ));
-            continue;
-        };
-        match crate::broker::amqp::properties_to_amqp(
-            &e.message.properties,
-            &archive::restored_headers(&e.message.headers),
-        ) {
-            Ok(props) => {
-                *by_queue.entry(from.clone()).or_insert(0) += 1;
-                keys_of.insert(r.clone(), e.key.clone());
-                items.push(Publish {
-                    reference: r.clone(),
-                    exchange: String::new(),
-                    routing_key: from,
-                    props,
-                    body: e.message.body.clone(),
-                });
-            }
-            Err(err) => refused.push(format!("archive message {}: {err}", one_line(r, 40))),
-        }
-    }
-    for q in by_queue.keys() {
-        if !s.queue_exists(q).await.map_err(broker_failure)? {
-            refused.push(format!(
-                "queue '{}' does not exist in vhost '{}' any more: restore its messages with --replay, or create it",
-                one_line(q, 80),
-                one_line(s.vhost(), 80)
-            ));
-        }
-    }
+    let plan = restore::plan_back(&s, &chosen.messages)
+        .await
+        .map_err(Failure::broker)?;
     let verb = if a.dry_run {
         "Would restore"
     } else {
@@ -622,100 +524,83 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
     };
     crate::errln!(
         "{verb} {} message(s) from the archive ({}) into the queues they came from:",
-        items.len(),
+        chosen.messages.len(),
         one_line(&place.label(), 200)
     );
-    for (q, n) in &by_queue {
+    for (q, n) in &plan.targets {
         crate::errln!("  {n:>6} → {}", one_line(q, 120));
     }
     crate::errln!(
         "  removes  {}; body, properties and every other header as archived",
         archive::HEADERS.join(", ")
     );
-    for r in &refused {
+    for r in &plan.refused {
         crate::errln!("  ✗ {}", one_line(r, 400));
     }
     if a.json {
         print_line(&json!({
             "event": "plan",
             "operation": "restore",
-            "selected": items.len(),
-            "targets": by_queue,
+            "selected": chosen.messages.len(),
+            "targets": plan.targets,
             "restored_before": skipped_again,
             "removes": archive::HEADERS,
-            "refusals": refused,
+            "refusals": plan.refused,
         }));
     }
-    if !refused.is_empty() {
+    if !plan.refused.is_empty() {
         return Err(Failure::failed(format!(
             "nothing restored: {}",
-            refused.join("; ")
+            plan.refused.join("; ")
         )));
     }
     if a.dry_run {
         return Ok(exit::OK);
     }
-    let targets: Vec<(String, String)> = by_queue
-        .keys()
-        .map(|q| (String::new(), q.clone()))
-        .collect();
-    if let WriteCheck::Refused(why) = s.write_refusal(&targets).await {
+    let start = audit_start(
+        &s,
+        &place.label(),
+        plan.targets.keys().cloned().collect(),
+        &a.pick,
+        filter.as_ref(),
+    );
+    go_and_publish(c, &s, &st, &key, plan, Operation::Restore, &start, a).await
+}
+
+/// The write check, the go-ahead, the record, then the restore's publishing (the same as the
+/// TUI's, `broker::restore::publish`) with its progress and outcome said. Exit 0 only when every
+/// one was confirmed.
+#[allow(clippy::too_many_arguments)]
+async fn go_and_publish(
+    c: &ConnArgs,
+    s: &Session,
+    st: &Store,
+    key: &str,
+    plan: restore::Plan,
+    op: Operation,
+    start: &AuditStart,
+    a: &RestoreArgs,
+) -> Result<i32, Failure> {
+    if let WriteCheck::Refused(why) = s.write_refusal(&plan.publish_targets).await {
         return Err(Failure::failed(format!("{why}; nothing restored")));
     }
-    let count = items.len() as u64;
-    if !go_ahead(a.yes, count, "restore", count > 100)? {
+    let count = plan.count();
+    let verb = if op == Operation::Replay {
+        "replay"
+    } else {
+        "restore"
+    };
+    if !go_ahead(a.yes, count, verb, count > 100)? {
         crate::errln!("nothing restored");
         return Ok(exit::FAILED);
     }
-    let mut record = commands::OnRecord::begin(
-        c,
-        &s,
-        Some(&st),
-        Operation::Restore,
-        &audit_start(
-            &s,
-            &place.label(),
-            by_queue.keys().cloned().collect(),
-            &a.pick,
-            filter.as_ref(),
-        ),
-        !a.yes,
-        a.json,
-    )
-    .await?;
-    publish_and_record(&s, &st, &mut record, &key, items, &keys_of, a.json).await
-}
-
-/// Publishes restored messages with confirms, remembers each confirmed one, and completes the
-/// audit record. Exit 0 only when every one was confirmed.
-async fn publish_and_record(
-    s: &Session,
-    st: &Store,
-    record: &mut commands::OnRecord,
-    key: &str,
-    items: Vec<Publish>,
-    keys_of: &std::collections::HashMap<String, String>,
-    json: bool,
-) -> Result<i32, Failure> {
-    let total = items.len() as u64;
-    let conn = s
-        .connection("warren-restore")
-        .await
-        .map_err(broker_failure)?;
-    // Each batch's confirmed messages are remembered before the next batch goes: a restore
-    // killed halfway does not forget what it already put back.
-    let mut unrecorded: Option<String> = None;
-    let result = keep::publish_confirmed(&conn, items, |batch, done, failed| {
-        let confirmed: Vec<String> = batch
-            .iter()
-            .filter(|(_, p)| *p == Published::Confirmed)
-            .map(|(r, _)| r.clone())
-            .collect();
-        if let Err(e) =
-            st.record_restored(key, &confirmed, record.audit_id(), jiff::Timestamp::now())
-        {
-            unrecorded.get_or_insert(e.to_string());
-        }
+    let mut record = commands::OnRecord::begin(c, s, Some(st), op, start, !a.yes, a.json).await?;
+    // Nothing stops it between batches here: a signal ends the process where it is, and what
+    // was confirmed is remembered batch by batch.
+    let (_keep, never) = tokio::sync::watch::channel(false);
+    let json = a.json;
+    let remember = restore::remember_in(st, key.to_string(), record.audit_id());
+    let out = restore::publish(s, plan, &never, remember, |done, failed, total| {
         if json {
             print_line(&json!({"event": "progress", "moved": done, "failed": failed, "remaining": total.saturating_sub(done + failed)}));
         } else {
@@ -723,98 +608,44 @@ async fn publish_and_record(
         }
     })
     .await;
-    let _ = conn.close(200, "restore done".into()).await;
     if !json {
         crate::errln!();
     }
-    let results = match result {
-        Ok(r) => r,
-        Err(e) => {
-            let out = AuditOutcome {
-                at: jiff::Timestamp::now(),
-                moved: 0,
-                returned: 0,
-                failed: 0,
-                remaining: total,
-                message_ids: Vec::new(),
-                duplicated: 0,
-                duplicate_ids: Vec::new(),
-                outcome: format!("failed: {e}"),
-            };
-            record.finish(Some(st), out).await;
-            return Err(Failure::broker(format!("{e}; nothing restored")));
-        }
-    };
-    let confirmed: Vec<String> = results
-        .iter()
-        .filter(|(_, p)| *p == Published::Confirmed)
-        .map(|(r, _)| r.clone())
-        .collect();
-    let mut problems: BTreeMap<String, u64> = BTreeMap::new();
-    let mut maybe: Vec<String> = Vec::new();
-    for (r, p) in &results {
-        if let Published::Failed { why, maybe_arrived } = p {
-            *problems.entry(why.clone()).or_insert(0) += 1;
-            if *maybe_arrived {
-                maybe.push(keys_of.get(r).cloned().unwrap_or_else(|| r.clone()));
-            }
-        }
+    record.finish(Some(st), out.audit.clone()).await;
+    if let Some(e) = &out.error {
+        return Err(Failure::broker(e.clone()));
     }
-    let failed = total - confirmed.len() as u64;
-    let outcome = if failed == 0 {
-        "completed".to_string()
-    } else if confirmed.is_empty() {
-        format!(
-            "failed: {}",
-            problems.keys().cloned().collect::<Vec<_>>().join("; ")
-        )
-    } else {
-        format!("partial: {failed} failed")
-    };
-    let out = AuditOutcome {
-        at: jiff::Timestamp::now(),
-        moved: confirmed.len() as u64,
-        returned: 0,
-        failed,
-        remaining: 0,
-        message_ids: confirmed
-            .iter()
-            .map(|r| keys_of.get(r).cloned().unwrap_or_else(|| r.clone()))
-            .collect(),
-        duplicated: maybe.len() as u64,
-        duplicate_ids: maybe.clone(),
-        outcome: outcome.clone(),
-    };
-    record.finish(Some(st), out).await;
-    if let Some(e) = unrecorded {
-        crate::errln!(
-            "warren: the {} restored message(s) could not be remembered ({e}): a second restore would not know them",
-            confirmed.len()
-        );
+    if let Some(e) = &out.unrecorded {
+        crate::errln!("warren: {}", restore::unrecorded_text(out.restored(), e));
     }
     if json {
         print_line(&json!({
             "event": "summary",
-            "moved": confirmed.len(),
-            "failed": failed,
-            "problems": problems,
-            "duplicated": maybe.len(),
-            "outcome": outcome,
+            "moved": out.restored(),
+            "failed": out.failed(),
+            "problems": out.problems,
+            "duplicated": out.audit.duplicated,
+            "outcome": out.audit.outcome,
         }));
     } else {
-        crate::errln!("restored {}, failed {failed}", confirmed.len());
-        for (why, n) in &problems {
+        crate::errln!("restored {}, failed {}", out.restored(), out.failed());
+        for (why, n) in &out.problems {
             crate::errln!("  ! {n} × {}", one_line(why, 300));
         }
-        if outcome != "completed" {
-            crate::errln!("{}", one_line(&outcome, 600));
+        if !out.completed() {
+            crate::errln!("{}", one_line(&out.audit.outcome, 600));
         }
     }
-    Ok(if failed == 0 { exit::OK } else { exit::FAILED })
+    Ok(if out.completed() {
+        exit::OK
+    } else {
+        exit::FAILED
+    })
 }
 
 /// `warren restore --replay`: the archived messages (without the archive's headers) go through
-/// the replay's plan and preview, then are published where they failed.
+/// the replay's plan and preview (`broker::restore::plan_replay`), then are published where they
+/// failed.
 #[allow(clippy::too_many_arguments)]
 async fn restore_replay(
     c: &ConnArgs,
@@ -826,20 +657,25 @@ async fn restore_replay(
     a: &RestoreArgs,
     filter: Option<&Filter>,
 ) -> Result<i32, Failure> {
-    let archive_name = match place {
-        Place::Stream(n) => n.clone(),
-        Place::Local(..) => "warren archive (local)".to_string(),
+    let mut start = audit_start(s, &place.label(), Vec::new(), &a.pick, filter);
+    let way = restore::ReplayWay {
+        to: a.to.clone(),
+        allow_fan_out: a.allow_fan_out,
+        keep_attempts: a.keep_attempts,
+        consent: commands::consent(c),
+        run_id: Some(start.run_id.clone()),
     };
-    let (refs, messages): (Vec<String>, Vec<DeadLetter>) = chosen
-        .into_iter()
-        .map(|(r, e)| {
-            let mut m = e.message;
-            m.headers = archive::restored_headers(&m.headers);
-            (r, m)
-        })
-        .unzip();
+    let plan = restore::plan_replay(s, place, chosen, &way, |name, keys| {
+        s.remember(st, name, keys, jiff::Timestamp::now())
+            .unwrap_or_default()
+    })
+    .await
+    .map_err(Failure::broker)?;
+    let Some(preview) = &plan.preview else {
+        return Err(Failure::failed("nothing restored: the replay has no plan"));
+    };
     let spec = ReplaySpec {
-        queue: archive_name.clone(),
+        queue: preview.queue.clone(),
         selection: Selection::All,
         limit: None,
         rate: None,
@@ -847,20 +683,13 @@ async fn restore_replay(
         allow_fan_out: a.allow_fan_out,
         keep_attempts: a.keep_attempts,
         clear_expiry: false,
-        window: messages.len().max(1),
+        window: usize::try_from(preview.examined)
+            .unwrap_or(usize::MAX)
+            .max(1),
         consent: commands::consent(c),
-        // Shown, not published: the run gets its id when it starts.
         run_id: None,
     };
-    let depth = messages.len() as u64;
-    let preview = s
-        .preview_of(&spec, messages.clone(), depth, |keys| {
-            s.remember(st, &archive_name, keys, jiff::Timestamp::now())
-                .unwrap_or_default()
-        })
-        .await
-        .map_err(broker_failure)?;
-    commands::print_preview(&preview, &spec, a.dry_run);
+    commands::print_preview(preview, &spec, a.dry_run);
     if a.json {
         print_line(&json!({
             "event": "plan",
@@ -871,89 +700,25 @@ async fn restore_replay(
             "refusals": preview.refusals,
         }));
     }
-    if !preview.refusals.is_empty() {
+    if !plan.refused.is_empty() {
         return Err(Failure::failed(format!(
             "nothing restored: {}",
-            preview.refusals.join("; ")
+            plan.refused.join("; ")
         )));
     }
     if a.dry_run {
         return Ok(exit::OK);
     }
-    if let WriteCheck::Refused(why) = s.write_refusal(&preview.publish_targets()).await {
-        return Err(Failure::failed(format!("{why}; nothing restored")));
-    }
-    let start = audit_start(
-        s,
-        &place.label(),
-        preview.targets.keys().cloned().collect(),
-        &a.pick,
-        filter,
-    );
-    let job = Job {
-        run_id: Some(start.run_id.clone()),
-        message_bytes: None,
-        action: Action::Replay,
-        dlq: archive_name.clone(),
-        selection: Selection::All,
-        limit: None,
-        rate: None,
-        window: spec.window,
-        keep_attempts: a.keep_attempts,
-        clear_expiry: false,
-        to: a.to.clone(),
-        allowed_targets: preview.allowed.clone(),
-        redirects: preview.redirects.clone(),
-        replays: preview.replays.clone(),
-        ages: Default::default(),
-        quorum: crate::domain::quorum::BrowsePolicy::unrestricted(),
-        settle_lag: std::time::Duration::ZERO,
-        conventions: s.target.settings.conventions.clone(),
-    };
-    let mut items = Vec::new();
-    let mut kept: BTreeMap<String, u64> = BTreeMap::new();
-    let mut keys_of = std::collections::HashMap::new();
-    for (r, m) in refs.into_iter().zip(messages) {
-        let k = identity::message_key(&m);
-        let exp = crate::domain::explain::explain_with(
-            &m,
-            &s.target.settings.conventions,
-            preview.replays.get(&k).copied().unwrap_or(0),
-        );
-        match replay::plan_publish(&job, &m, &exp) {
-            Ok(p) => {
-                keys_of.insert(r.clone(), k);
-                items.push(Publish {
-                    reference: r,
-                    exchange: p.exchange.as_str().to_string(),
-                    routing_key: p.routing_key.as_str().to_string(),
-                    props: p.props,
-                    body: m.body,
-                });
-            }
-            Err(Decision::Keep(why) | Decision::Refuse(why)) => {
-                *kept.entry(why).or_insert(0) += 1;
-            }
-            Err(_) => {}
-        }
-    }
-    for (why, n) in &kept {
+    for (why, n) in &plan.kept {
         crate::errln!("  stays in the archive: {n} × {}", one_line(why, 300));
     }
-    let count = items.len() as u64;
-    if count == 0 {
+    if plan.count() == 0 {
         return Err(Failure::failed(
             "nothing restored: no message can be replayed",
         ));
     }
-    if !go_ahead(a.yes, count, "replay", count > 100)? {
-        crate::errln!("nothing restored");
-        return Ok(exit::FAILED);
-    }
-    let mut record =
-        commands::OnRecord::begin(c, s, Some(st), Operation::Replay, &start, !a.yes, a.json)
-            .await?;
-    publish_and_record(s, st, &mut record, key, items, &keys_of, a.json).await
+    start.targets = preview.targets.keys().cloned().collect();
+    go_and_publish(c, s, st, key, plan, Operation::Replay, &start, a).await
 }
 
 pub async fn discard(c: &ConnArgs, a: &DiscardArgs) -> Result<i32, Failure> {

@@ -3,7 +3,7 @@
 //! an archived message carries and how they are read back and removed, and which messages a
 //! discard may delete (exactly those in the snapshot it wrote first).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::message::{DeadLetter, Delivery};
 use super::value::{HeaderValue, Table};
@@ -155,9 +155,215 @@ impl ContentSet {
     }
 }
 
+/// Which archived messages a restore takes, in archive order: those `selects` takes that were
+/// not restored before (every one with `again`), at most `limit`; and how many matching ones
+/// were restored before (left out unless `again`: a stream never forgets them). Items are named
+/// by their reference (see `broker::restore`), which is what `restored` holds.
+pub fn choose_for_restore<T>(
+    items: Vec<(String, T)>,
+    restored: &HashSet<String>,
+    again: bool,
+    limit: Option<u64>,
+    selects: impl Fn(&T) -> bool,
+) -> (Vec<(String, T)>, u64) {
+    let limit = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    let mut before = 0u64;
+    let mut chosen = Vec::new();
+    for (r, item) in items {
+        if !selects(&item) {
+            continue;
+        }
+        let was = restored.contains(&r);
+        before += u64::from(was);
+        if (again || !was) && chosen.len() < limit {
+            chosen.push((r, item));
+        }
+    }
+    (chosen, before)
+}
+
+/// The queue a restore puts `msg` back into: the one it was archived from.
+pub fn restore_target(msg: &DeadLetter) -> Option<String> {
+    archived(msg).and_then(|a| a.from).filter(|q| !q.is_empty())
+}
+
+/// A stream's retention as RabbitMQ reads `x-max-age` ("30D", "12h", "1Y"), in seconds: a
+/// positive number and one unit of Y (365 days), M (30 days), D, h, m, s. `None` for anything else.
+pub fn max_age_secs(text: &str) -> Option<u64> {
+    let unit = text.chars().last()?;
+    let digits = &text[..text.len() - unit.len_utf8()];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok().filter(|&n| n > 0)?;
+    let per = match unit {
+        'Y' => 365 * 86_400,
+        'M' => 30 * 86_400,
+        'D' => 86_400,
+        'h' => 3_600,
+        'm' => 60,
+        's' => 1,
+        _ => return None,
+    };
+    n.checked_mul(per)
+}
+
+/// Whether an archived message has outlived the archive's retention: archived (its
+/// `warren-archived-at`) more than `max_age_secs` before `now`. One whose time cannot be read is
+/// never expired: what cannot be dated is kept.
+pub fn expired(msg: &DeadLetter, now: jiff::Timestamp, max_age_secs: u64) -> bool {
+    let Some(at) = msg
+        .headers
+        .get_str(AT)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+    else {
+        return false;
+    };
+    now.as_second().saturating_sub(at.as_second()) > i64::try_from(max_age_secs).unwrap_or(i64::MAX)
+}
+
+/// A local archive's text after its retention: the header line and every message line that has
+/// not expired, byte for byte as they were, and how many were dropped. The text must be a
+/// readable snapshot (nothing is dropped from one that is not).
+pub fn retain(
+    text: &str,
+    now: jiff::Timestamp,
+    max_age_secs: u64,
+) -> Result<(String, u64), super::snapshot::SnapshotError> {
+    let (_, messages) = super::snapshot::read(text)?;
+    // The same lines `snapshot::read` read: the first non-empty is the header.
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let mut out = String::with_capacity(text.len());
+    if let Some(head) = lines.next() {
+        out.push_str(head);
+        out.push('\n');
+    }
+    let mut dropped = 0u64;
+    for (line, m) in lines.zip(&messages) {
+        if expired(m, now, max_age_secs) {
+            dropped += 1;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    Ok((out, dropped))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_restore_takes_what_was_not_restored_and_counts_what_it_left_out() {
+        let items: Vec<(String, u32)> = (0..6).map(|i| (format!("r{i}"), i)).collect();
+        let before: HashSet<String> = ["r0".to_string(), "r1".to_string(), "r4".to_string()].into();
+        let even = |n: &u32| n.is_multiple_of(2);
+        let (chosen, left) = choose_for_restore(items.clone(), &before, false, None, even);
+        assert_eq!(chosen.iter().map(|(_, n)| *n).collect::<Vec<_>>(), [2]);
+        assert_eq!(left, 2, "r0 and r4 match and were restored before");
+        let (chosen, left) = choose_for_restore(items.clone(), &before, true, None, even);
+        assert_eq!(
+            chosen.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
+            [0, 2, 4]
+        );
+        assert_eq!(
+            left, 2,
+            "again takes them, still counted as restored before"
+        );
+        // The limit counts only what is taken, not what was left out.
+        let (chosen, left) = choose_for_restore(items, &before, false, Some(2), |_| true);
+        assert_eq!(chosen.iter().map(|(_, n)| *n).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(left, 3);
+    }
+
+    #[test]
+    fn max_ages_read_as_rabbitmq_reads_them() {
+        assert_eq!(max_age_secs("30D"), Some(30 * 86_400));
+        assert_eq!(max_age_secs("7D"), Some(7 * 86_400));
+        assert_eq!(max_age_secs("12h"), Some(12 * 3_600));
+        assert_eq!(max_age_secs("1Y"), Some(365 * 86_400));
+        assert_eq!(max_age_secs("2M"), Some(60 * 86_400));
+        assert_eq!(max_age_secs("90m"), Some(5_400));
+        assert_eq!(max_age_secs("45s"), Some(45));
+        for bad in [
+            "", "D", "0D", "30", "30d", "-1D", "1.5D", "30 D", "a month", "٣D",
+        ] {
+            assert_eq!(max_age_secs(bad), None, "{bad}");
+        }
+    }
+
+    fn archived_at(body: &str, at: Option<&str>) -> DeadLetter {
+        let mut m = msg(body, None);
+        if let Some(at) = at {
+            m.headers.insert(AT, HeaderValue::string(at));
+        }
+        m
+    }
+
+    #[test]
+    fn only_what_is_older_than_the_max_age_expires() {
+        let now: jiff::Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+        let day = 86_400;
+        assert!(expired(
+            &archived_at("a", Some("2026-11-20T23:59:59Z")),
+            now,
+            10 * day
+        ));
+        assert!(
+            !expired(
+                &archived_at("a", Some("2026-11-21T00:00:00Z")),
+                now,
+                10 * day
+            ),
+            "exactly the max age is kept"
+        );
+        assert!(!expired(
+            &archived_at("a", Some("2026-11-30T00:00:00Z")),
+            now,
+            10 * day
+        ));
+        assert!(!expired(&archived_at("a", None), now, 1), "undated: kept");
+        assert!(
+            !expired(&archived_at("a", Some("last week")), now, 1),
+            "unreadable: kept"
+        );
+        assert!(
+            !expired(&archived_at("a", Some("2027-01-01T00:00:00Z")), now, 1),
+            "from the future: kept"
+        );
+    }
+
+    #[test]
+    fn retention_drops_old_lines_and_keeps_the_header_and_young_ones_byte_for_byte() {
+        let now: jiff::Timestamp = "2026-12-01T00:00:00Z".parse().unwrap();
+        let header = super::super::snapshot::SnapshotHeader {
+            queue: "warren archive (local)".into(),
+            vhost: "/".into(),
+            exported_at: "2026-10-01T00:00:00Z".into(),
+            source: "RabbitMQ 3.10.8".into(),
+        };
+        let ms = [
+            archived_at("old", Some("2026-10-01T00:00:00Z")),
+            archived_at("young", Some("2026-11-30T00:00:00Z")),
+            archived_at("undated", None),
+            archived_at("older", Some("2026-09-01T00:00:00Z")),
+        ];
+        let text = super::super::snapshot::write(&header, &ms);
+        let (kept, dropped) = retain(&text, now, 30 * 86_400).unwrap();
+        assert_eq!(dropped, 2);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(kept, format!("{}\n{}\n{}\n", lines[0], lines[2], lines[3]));
+        let (_, back) = super::super::snapshot::read(&kept).unwrap();
+        assert_eq!(
+            back.iter().map(|m| m.body.clone()).collect::<Vec<_>>(),
+            [b"young".to_vec(), b"undated".to_vec()]
+        );
+        // Nothing old: the same text back.
+        let (same, none) = retain(&kept, now, 30 * 86_400).unwrap();
+        assert_eq!((same.as_str(), none), (kept.as_str(), 0));
+        assert!(retain("not a snapshot", now, 1).is_err());
+    }
 
     fn msg(body: &str, count: Option<i64>) -> DeadLetter {
         let mut headers = Table::new();

@@ -6,7 +6,7 @@ use ratatui::crossterm::event::KeyEvent;
 
 pub use crate::worker::protocol::{
     ConnectionState, Failure, JobKind, Operation, OperationKind, Overview, ReplayOutcome,
-    ReplayPreview, ReplayProgress, Report, Ticket,
+    ReplayPreview, ReplayProgress, Report, RestoreHow, RestorePreview, Ticket,
 };
 
 #[derive(Clone, Debug)]

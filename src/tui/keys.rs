@@ -15,6 +15,8 @@ pub enum Scope {
     Detail,
     /// The replay confirmation.
     Modal,
+    /// The restore confirmation (`r` in the archive).
+    Restore,
     /// A running or finished replay.
     Progress,
     /// The full-screen pager (a body, a stack trace).
@@ -34,6 +36,7 @@ impl Scope {
             Scope::Groups => "Groups",
             Scope::Detail => "Message detail",
             Scope::Modal => "Replay confirmation",
+            Scope::Restore => "Restore confirmation (r in the archive)",
             Scope::Progress => "Replay in progress",
             Scope::Pager => "Pager (v, T)",
             Scope::Log => "Command log",
@@ -100,6 +103,11 @@ pub enum Action {
     RateUp,
     RateDown,
     SwitchField,
+    // Inside the restore modal.
+    /// Replay straight to where they failed, or back into their dead-letter queues.
+    ToggleOrigin,
+    /// Take again what was restored before.
+    ToggleAgain,
 }
 
 /// One key as written in the table.
@@ -395,7 +403,7 @@ pub static BINDINGS: &[Binding] = &[
         keys: &[Char('r')],
         label: "r",
         action: A::Replay,
-        help: "replay selection/message/group",
+        help: "replay selection/message/group; archive: restore",
         footer: Some("replay"),
         scopes: MSGS,
     },
@@ -493,7 +501,7 @@ pub static BINDINGS: &[Binding] = &[
         action: A::ForceQuit,
         help: "quit (stops a replay first)",
         footer: None,
-        scopes: &[S::Global, S::Modal, S::Progress],
+        scopes: &[S::Global, S::Modal, S::Restore, S::Progress],
     },
     Binding {
         keys: &[Code(KeyCode::Enter)],
@@ -552,6 +560,38 @@ pub static BINDINGS: &[Binding] = &[
         help: "type the rate / the count",
         footer: Some("field"),
         scopes: &[S::Modal],
+    },
+    Binding {
+        keys: &[Code(KeyCode::Enter)],
+        label: "Enter",
+        action: A::Accept,
+        help: "restore",
+        footer: Some("restore"),
+        scopes: &[S::Restore],
+    },
+    Binding {
+        keys: &[Code(KeyCode::Esc)],
+        label: "Esc",
+        action: A::Cancel,
+        help: "cancel, nothing is sent",
+        footer: Some("cancel"),
+        scopes: &[S::Restore],
+    },
+    Binding {
+        keys: &[Char('o')],
+        label: "o",
+        action: A::ToggleOrigin,
+        help: "replay to where they failed / back to their DLQ",
+        footer: Some("to origin"),
+        scopes: &[S::Restore],
+    },
+    Binding {
+        keys: &[Char('a')],
+        label: "a",
+        action: A::ToggleAgain,
+        help: "also what was restored before (again)",
+        footer: Some("again"),
+        scopes: &[S::Restore],
     },
     Binding {
         keys: &[Code(KeyCode::Esc)],
@@ -696,8 +736,8 @@ fn footer_rank(a: Action) -> u8 {
     match a {
         A::Replay | A::Accept | A::Search => 0,
         A::Cancel | A::Open | A::NextMatch => 1,
-        A::Filter | A::ToggleKeep | A::PrevMatch => 2,
-        A::ToggleSelect | A::ToggleDryRun | A::ToggleOrdinary => 3,
+        A::Filter | A::ToggleKeep | A::PrevMatch | A::ToggleOrigin => 2,
+        A::ToggleSelect | A::ToggleDryRun | A::ToggleOrdinary | A::ToggleAgain => 3,
         A::ToggleGroups | A::RateUp | A::RateDown | A::CycleGrouping | A::GroupNote => 4,
         A::ToggleTrace | A::SwitchField => 5,
         A::Back => 6,

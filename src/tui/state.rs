@@ -12,7 +12,8 @@ use ratatui_textarea::TextArea;
 use super::custom::{self, CustomCommand};
 use super::detail::{self, DetailKey, Rendered};
 use super::event::{
-    ConnectionState, JobKind, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, Ticket,
+    ConnectionState, JobKind, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, RestoreHow,
+    RestorePreview, Ticket,
 };
 use super::oplog::OpLog;
 use super::pager::Pager;
@@ -330,6 +331,55 @@ impl ArchiveModal {
     }
 }
 
+/// The restore modal (`r` in the archive): how many, where they go (back into the DLQ each came
+/// from, or replayed to where it failed), what was restored before and is left out; the count
+/// typed where it must be. The worker's plan comes for the toggles in force.
+#[derive(Clone, Debug)]
+pub struct RestoreModal {
+    /// The archive stream.
+    pub queue: String,
+    pub selection: selection::Selection,
+    /// What the operator picked, in words ("2 selected messages", "group …").
+    pub what: String,
+    pub how: RestoreHow,
+    /// The worker's plan for `how`; Enter waits for it.
+    pub preview: Option<RestorePreview>,
+    /// The count typed by the operator (required above `TYPED_CONFIRM_ABOVE`).
+    pub typed: String,
+}
+
+impl RestoreModal {
+    pub fn count(&self) -> Option<u64> {
+        self.preview.as_ref().map(|p| p.count)
+    }
+
+    pub fn needs_typed_count(&self) -> bool {
+        self.count().is_some_and(|c| c > TYPED_CONFIRM_ABOVE)
+    }
+
+    /// Why Enter does nothing yet, if it does nothing.
+    pub fn blocked(&self) -> Option<String> {
+        let Some(p) = &self.preview else {
+            return Some("waiting for the restore plan…".into());
+        };
+        if let Some(why) = p.refusals.first() {
+            return Some(format!("refused: {why}"));
+        }
+        if p.count == 0 {
+            return Some("nothing to restore".into());
+        }
+        if self.needs_typed_count() && self.typed != p.count.to_string() {
+            return Some(format!("type {} to confirm", p.count));
+        }
+        None
+    }
+
+    /// What the run is.
+    pub fn job(&self) -> JobKind {
+        JobKind::Restore(self.how)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct ReplayRun {
     /// A replay, an archive or a discard: the progress says which.
@@ -362,6 +412,8 @@ pub enum Overlay {
     Replay(Box<ReplayModal>),
     /// The archive or discard modal (`A`, `X`).
     Archive(Box<ArchiveModal>),
+    /// The restore modal (`r` in the archive).
+    Restore(Box<RestoreModal>),
     Progress(Box<ReplayRun>),
     /// The full-screen pager on a body or a stack trace.
     Pager(Box<Pager>),
@@ -594,6 +646,19 @@ impl State {
 
     pub fn dlq(&self, name: &str) -> Option<&DlqInfo> {
         self.discovery.dlq(name)
+    }
+
+    /// Whether `queue` is the archive stream, as the worker marked it in the listing.
+    pub fn is_archive(&self, queue: &str) -> bool {
+        self.dlq(queue)
+            .is_some_and(|d| d.kind == crate::domain::discovery::DlqKind::Archive)
+    }
+
+    /// Whether the open queue is the archive (where `r` restores).
+    pub fn archive_open(&self) -> bool {
+        self.browse
+            .as_ref()
+            .is_some_and(|b| self.is_archive(&b.queue))
     }
 
     /// The urgency figures of the dead-letter queue `name`.

@@ -13,8 +13,8 @@ use super::help;
 use super::keys::{self, Action, Scope};
 use super::state::{
     ArchiveKind, ArchiveModal, Browse, FilterInput, Focus, ListMode, MAX_REASON_CHARS, ModalField,
-    NoteInput, Overlay, RATE_STEPS, ReplayModal, ReplayRun, Row, STALE_AFTER_SECS, State,
-    Switching,
+    NoteInput, Overlay, RATE_STEPS, ReplayModal, ReplayRun, RestoreModal, Row, STALE_AFTER_SECS,
+    State, Switching,
 };
 use super::{pager, save};
 use crate::domain::brief::Interner;
@@ -290,6 +290,20 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             }
             Vec::new()
         }
+        Report::RestorePreview(preview) => {
+            if !current(state, preview.ticket.generation) {
+                return Vec::new();
+            }
+            // Only the plan for the toggles in force: one for the others is stale.
+            if let Overlay::Restore(modal) = &mut state.overlay
+                && modal.queue == preview.queue
+                && modal.how == preview.how
+            {
+                modal.preview = Some(preview);
+                state.dirty = true;
+            }
+            Vec::new()
+        }
         Report::ReplayProgress(progress) => {
             if let Overlay::Progress(run) = &mut state.overlay {
                 run.progress = progress;
@@ -468,6 +482,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         }
         Overlay::Replay(_) => return on_modal_key(state, key),
         Overlay::Archive(_) => return on_archive_key(state, key),
+        Overlay::Restore(_) => return on_restore_key(state, key),
         Overlay::Progress(_) => return on_progress_key(state, key),
         Overlay::Pager(_) => return pager::on_key(state, key),
         Overlay::None => {}
@@ -751,6 +766,8 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
         | Action::RateUp
         | Action::RateDown
         | Action::SwitchField
+        | Action::ToggleOrigin
+        | Action::ToggleAgain
         | Action::Search
         | Action::NextMatch
         | Action::PrevMatch => {}
@@ -951,7 +968,11 @@ fn protect(state: &mut State) -> Vec<Command> {
 /// What a run out of the DLQ would take: the open queue, the selection (a group under the
 /// cursor, the picked messages, or the message under the cursor), in words, and how many
 /// messages it holds as read. `None` (with the banner saying why) when there is nothing.
-fn pick(state: &mut State, verb: &str) -> Option<(String, Selection, String, u64)> {
+fn pick(
+    state: &mut State,
+    verb: &str,
+    from_archive: bool,
+) -> Option<(String, Selection, String, u64)> {
     if state.read_only {
         state.error = Some(state.read_only_reason.clone());
         return None;
@@ -966,14 +987,11 @@ fn pick(state: &mut State, verb: &str) -> Option<(String, Selection, String, u64
         return None;
     };
     let queue = b.queue.clone();
-    // The archive is a stream: nothing is consumed from it, so nothing may be run from it.
-    if state
-        .discovery
-        .dlq(&queue)
-        .is_some_and(|d| d.kind == crate::domain::discovery::DlqKind::Archive)
-    {
+    // The archive is a stream: nothing is consumed from it, so nothing but a restore (which
+    // publishes copies) may be run from it.
+    if !from_archive && state.is_archive(&queue) {
         state.notice = Some(format!(
-            "{} is the archive: it is read, not worked off; messages go back with `warren restore` (from the command line)",
+            "{} is the archive: it is read, not worked off; r restores from it (back into the DLQ each came from, or to where it failed)",
             sanitize::one_line(&queue, 80)
         ));
         return None;
@@ -1024,7 +1042,11 @@ fn pick(state: &mut State, verb: &str) -> Option<(String, Selection, String, u64
 }
 
 fn start_replay(state: &mut State) -> Vec<Command> {
-    let Some((queue, selection, what, _)) = pick(state, "replay") else {
+    // In the archive, `r` restores: that is what replay means there.
+    if state.archive_open() {
+        return start_restore(state);
+    }
+    let Some((queue, selection, what, _)) = pick(state, "replay", false) else {
         return Vec::new();
     };
     state.overlay = Overlay::Replay(Box::new(ReplayModal {
@@ -1052,7 +1074,7 @@ fn start_archive(state: &mut State, kind: ArchiveKind) -> Vec<Command> {
         ArchiveKind::Archive => "archive",
         ArchiveKind::Discard => "discard",
     };
-    if let Some((queue, selection, what, count)) = pick(state, verb) {
+    if let Some((queue, selection, what, count)) = pick(state, verb, false) {
         state.overlay = Overlay::Archive(Box::new(ArchiveModal {
             kind,
             queue,
@@ -1094,19 +1116,7 @@ fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 dry_run: false,
                 job: modal.job(),
             };
-            state.overlay = Overlay::Progress(Box::new(ReplayRun {
-                job: request.job.clone(),
-                queue: request.queue.clone(),
-                dry_run: false,
-                rate: 0,
-                progress: super::event::ReplayProgress {
-                    total: modal.count,
-                    ..Default::default()
-                },
-                cancelling: false,
-                outcome: None,
-            }));
-            return vec![Command::Replay(request)];
+            return run_job(state, request);
         }
         KeyCode::Char(c)
             if modal.kind == ArchiveKind::Discard
@@ -1132,6 +1142,117 @@ fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         _ => {}
     }
     Vec::new()
+}
+
+/// An accepted archive, discard or restore: the progress window, and the run asked of the
+/// worker (unthrottled; the run never moves more than `request.expected`).
+fn run_job(state: &mut State, request: ReplayRequest) -> Vec<Command> {
+    state.overlay = Overlay::Progress(Box::new(ReplayRun {
+        job: request.job.clone(),
+        queue: request.queue.clone(),
+        dry_run: false,
+        rate: 0,
+        progress: super::event::ReplayProgress {
+            total: request.expected,
+            ..Default::default()
+        },
+        cancelling: false,
+        outcome: None,
+    }));
+    vec![Command::Replay(request)]
+}
+
+/// `r` in the archive: the restore modal on what `pick` finds, and the worker asked for the
+/// plan (back into the DLQs, what was restored before left out).
+fn start_restore(state: &mut State) -> Vec<Command> {
+    let Some((queue, selection, what, _)) = pick(state, "restore", true) else {
+        return Vec::new();
+    };
+    let how = super::event::RestoreHow::default();
+    state.overlay = Overlay::Restore(Box::new(RestoreModal {
+        queue: queue.clone(),
+        selection: selection.clone(),
+        what,
+        how,
+        preview: None,
+        typed: String::new(),
+    }));
+    vec![Command::PreviewRestore {
+        queue,
+        selection,
+        how,
+    }]
+}
+
+/// Keys in the restore modal: the toggles ask for the plan again (Enter waits for it), digits
+/// type the count a large restore needs, Enter runs it once nothing blocks it.
+fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let read_only = state.read_only;
+    let Overlay::Restore(modal) = &mut state.overlay else {
+        return Vec::new();
+    };
+    match key.code {
+        KeyCode::Char(c)
+            if c.is_ascii_digit()
+                && !key.modifiers.contains(KeyModifiers::CONTROL)
+                && modal.typed.len() < 12 =>
+        {
+            modal.typed.push(c);
+            return Vec::new();
+        }
+        KeyCode::Backspace => {
+            modal.typed.pop();
+            return Vec::new();
+        }
+        _ => {}
+    }
+    let toggled = match keys::lookup(Scope::Restore, &key) {
+        Some(Action::Cancel) => {
+            state.overlay = Overlay::None;
+            return Vec::new();
+        }
+        Some(Action::ToggleOrigin) => {
+            modal.how.replay = !modal.how.replay;
+            true
+        }
+        Some(Action::ToggleAgain) => {
+            modal.how.again = !modal.how.again;
+            true
+        }
+        Some(Action::Accept) => {
+            // Read-only cannot open the modal; checked again so nothing is published.
+            if read_only {
+                state.overlay = Overlay::None;
+                state.error = Some(state.read_only_reason.clone());
+                return Vec::new();
+            }
+            if modal.blocked().is_some() {
+                return Vec::new();
+            }
+            let request = ReplayRequest {
+                queue: modal.queue.clone(),
+                selection: modal.selection.clone(),
+                expected: modal.count().unwrap_or(0),
+                rate: 0,
+                keep_attempts: false,
+                dry_run: false,
+                job: modal.job(),
+            };
+            return run_job(state, request);
+        }
+        _ => false,
+    };
+    if !toggled {
+        return Vec::new();
+    }
+    // Another count, other targets: the plan again, and the typed count no longer holds.
+    modal.preview = None;
+    modal.typed.clear();
+    vec![Command::PreviewRestore {
+        queue: modal.queue.clone(),
+        selection: modal.selection.clone(),
+        how: modal.how,
+    }]
 }
 
 fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {

@@ -17,7 +17,7 @@ use super::help;
 use super::keys::{self, Scope};
 use super::state::{
     ArchiveKind, ArchiveModal, Focus, ListMode, ModalField, Overlay, QueueRow, ReplayModal,
-    ReplayRun, State,
+    ReplayRun, RestoreModal, State,
 };
 use crate::domain::discovery::DlqKind;
 use crate::domain::grouping::GroupBy;
@@ -76,6 +76,7 @@ pub fn view(state: &State, frame: &mut Frame) {
         Overlay::Replays(scroll) => super::replays::draw(state, *scroll, frame, area),
         Overlay::Replay(modal) => replay_modal(state, modal, frame, area),
         Overlay::Archive(modal) => archive_modal(state, modal, frame, area),
+        Overlay::Restore(modal) => restore_modal(state, modal, frame, area),
         Overlay::Progress(run) => progress(state, run, frame, area),
         // Everything but the footer, which says the pager's keys.
         Overlay::Pager(p) => super::pager::draw(
@@ -1058,6 +1059,7 @@ fn input_line(state: &State, frame: &mut Frame, area: Rect) {
 fn footer_scope(state: &State) -> Scope {
     match &state.overlay {
         Overlay::Replay(_) => Scope::Modal,
+        Overlay::Restore(_) => Scope::Restore,
         Overlay::Progress(_) => Scope::Progress,
         Overlay::Pager(_) => Scope::Pager,
         Overlay::Log(_) => Scope::Log,
@@ -1111,6 +1113,8 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
             .map(|b| {
                 let word = match (&state.overlay, b.action) {
                     (Overlay::Replay(m), keys::Action::Accept) => m.enter_does(),
+                    // In the archive, `r` restores.
+                    (Overlay::None, keys::Action::Replay) if state.archive_open() => "restore",
                     _ => b.footer.unwrap_or(""),
                 };
                 let disabled = state.read_only && b.action == keys::Action::Replay;
@@ -1439,7 +1443,6 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
             ]));
         }
     }
-    lines.push(Line::raw(""));
     // The same words as the footer's (`ReplayModal::enter_does`).
     let enter = format!("Enter  {}", modal.enter_does());
     let accept = match modal.blocked() {
@@ -1448,28 +1451,7 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
         None => Span::styled(enter, t.danger),
         Some(why) => Span::styled(format!("{enter} ({why})"), t.muted),
     };
-    lines.push(Line::from(vec![
-        Span::raw("   "),
-        accept,
-        Span::raw("      "),
-        Span::styled("Esc  cancel", t.accent),
-    ]));
-
-    let rows = hanging(lines, width.saturating_sub(2));
-    let height = rows
-        .iter()
-        .fold(0u16, |h, r| h.saturating_add(r.height))
-        .saturating_add(2);
-    let rect = centered(area, width, height);
-    frame.render_widget(Clear, rect);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Double)
-        .border_style(t.danger)
-        .title(Span::styled(title, t.danger));
-    let inner = block.inner(rect);
-    frame.render_widget(block, rect);
-    draw_hanging(frame, inner, rows);
+    draw_modal(state, title, lines, accept, width, frame, area);
 }
 
 /// The archive or discard modal: what goes, how many, where to (or that a snapshot is written
@@ -1545,12 +1527,28 @@ fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Frame, area: R
             }
         }
     }
-    lines.push(Line::raw(""));
     let enter = format!("Enter  {}", modal.verb());
     let accept = match modal.blocked() {
         None => Span::styled(enter, t.danger),
         Some(why) => Span::styled(format!("{enter} ({why})"), t.muted),
     };
+    draw_modal(state, title, lines, accept, width, frame, area);
+}
+
+/// A confirmation modal: `lines` (wrapped with hanging indents, see [`hanging`]) and below
+/// them `accept` (what Enter does) beside "Esc cancel", in a double border titled `title`,
+/// centred, as tall as they need.
+fn draw_modal<'a>(
+    state: &'a State,
+    title: String,
+    mut lines: Vec<Line<'a>>,
+    accept: Span<'a>,
+    width: u16,
+    frame: &mut Frame,
+    area: Rect,
+) {
+    let t = &state.theme;
+    lines.push(Line::raw(""));
     lines.push(Line::from(vec![
         Span::raw("   "),
         accept,
@@ -1572,6 +1570,112 @@ fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Frame, area: R
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
     draw_hanging(frame, inner, rows);
+}
+
+/// The restore modal (`r` in the archive): how many, where they go, what was restored before
+/// and is left out, the two toggles, and the typed count a large restore needs.
+fn restore_modal(state: &State, modal: &RestoreModal, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let width = area.width.saturating_sub(4).min(90);
+    let field = |s: &str| Span::styled(format!(" {s:<9} "), t.muted);
+    let key = |a: keys::Action| {
+        Span::styled(
+            format!("  [{}]", keys::label(Scope::Restore, a).unwrap_or("?")),
+            t.accent,
+        )
+    };
+    let list = |items: &[String]| -> String {
+        let v: Vec<String> = items.iter().map(|s| sanitize::one_line(s, 120)).collect();
+        sanitize::one_line(&v.join(", "), MODAL_LIST_CHARS)
+    };
+    let title = match modal.count() {
+        Some(n) => format!(
+            " Restore {n} message{} from {} ",
+            if n == 1 { "" } else { "s" },
+            sanitize::middle_cut(&modal.queue, 40)
+        ),
+        None => format!(
+            " Restore {} from {} ",
+            sanitize::one_line(&modal.what, 40),
+            sanitize::middle_cut(&modal.queue, 40)
+        ),
+    };
+    let mut lines: Vec<Line> = vec![Line::from(vec![
+        field("What"),
+        Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
+    ])];
+    lines.push(Line::from(vec![
+        field("Way"),
+        Span::raw(if modal.how.replay {
+            "replayed to where each failed (the replay's plan, retry budget reset)"
+        } else {
+            "back into the dead-letter queue each came from, as it was"
+        }),
+        key(keys::Action::ToggleOrigin),
+    ]));
+    match &modal.preview {
+        None => lines.push(Line::styled(
+            " reading the archive and working out where each message goes…",
+            t.muted,
+        )),
+        Some(p) => {
+            let to = if p.targets.is_empty() {
+                Span::styled("nowhere", t.danger)
+            } else {
+                Span::raw(list(&p.targets))
+            };
+            lines.push(Line::from(vec![field("To"), to]));
+            lines.push(Line::from(vec![
+                field("Removes"),
+                Span::raw(list(&p.removes)),
+            ]));
+            if !p.adds.is_empty() {
+                lines.push(Line::from(vec![field("Adds"), Span::raw(list(&p.adds))]));
+            }
+        }
+    }
+    let before = match &modal.preview {
+        Some(p) if modal.how.again => {
+            format!("{} restored before, restored again", p.restored_before)
+        }
+        Some(p) => format!("{} restored before, left out", p.restored_before),
+        None if modal.how.again => "restored again".to_string(),
+        None => "left out".to_string(),
+    };
+    lines.push(Line::from(vec![
+        field("Before"),
+        Span::raw(before),
+        key(keys::Action::ToggleAgain),
+    ]));
+    lines.push(Line::from(vec![
+        field("Safe"),
+        Span::styled(
+            "each is published with a confirm; the archive keeps its copy and Warren remembers it was restored",
+            t.muted,
+        ),
+    ]));
+    if let Some(p) = &modal.preview {
+        for w in p.refusals.iter().chain(&p.warnings) {
+            lines.push(Line::from(vec![
+                Span::styled(" ! ", t.warn),
+                Span::styled(sanitize::one_line(w, MODAL_LIST_CHARS), t.warn),
+            ]));
+        }
+        if modal.needs_typed_count() {
+            lines.push(Line::from(vec![
+                Span::styled(format!(" Type {} to confirm: ", p.count), t.danger),
+                Span::styled(format!("[{:<8}]", modal.typed), t.selected),
+            ]));
+        }
+    }
+    let accept = match modal.blocked() {
+        None => Span::styled("Enter  restore", t.danger),
+        Some(why) => Span::styled(
+            format!("Enter  restore ({})", sanitize::one_line(&why, 200)),
+            t.muted,
+        ),
+    };
+    draw_modal(state, title, lines, accept, width, frame, area);
 }
 
 /// A line wrapped with a hanging indent: what follows its first span (a field's label, a
@@ -1677,6 +1781,10 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
             ),
             t.danger,
         ),
+        None if matches!(run.job, JobKind::Restore(_)) => Span::styled(
+            " each is published with a confirm and remembered as restored; Esc stops after the batch in flight",
+            t.muted,
+        ),
         None if run.job == JobKind::Discard => Span::styled(
             " only what the snapshot holds is deleted; Esc stops after what is in flight",
             t.muted,
@@ -1698,6 +1806,7 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
         (JobKind::Replay, false) => "Replaying",
         (JobKind::Archive { .. }, false) => "Archiving",
         (JobKind::Discard, false) => "Discarding",
+        (JobKind::Restore(_), false) => "Restoring",
     };
     let title = match (&run.outcome, run.cancelling) {
         (Some(o), _) if o.cancelled => format!(

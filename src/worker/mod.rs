@@ -18,6 +18,7 @@ use crate::broker::archive as keep;
 use crate::broker::config::{self, Overrides};
 use crate::broker::management::PermissionState;
 use crate::broker::replay::StopReason;
+use crate::broker::restore;
 use crate::broker::session::{self, ReadConsent, ReplaySpec, Session, SessionError};
 use crate::domain::discovery::{self, Convention, Discovery, DlqInfo, DlqKind, QueueType};
 use crate::domain::identity;
@@ -200,6 +201,9 @@ impl Shell {
                 let task = tokio::spawn(async move {
                     let end = match req.job {
                         protocol::JobKind::Replay => replay(s, req, cancelled, events, &ops).await,
+                        protocol::JobKind::Restore(how) => {
+                            restore(s, req, how, cancelled, events, &ops).await
+                        }
                         _ => archive_or_discard(s, req, cancelled, events, &ops).await,
                     };
                     let _ = done
@@ -322,7 +326,20 @@ async fn perform(
             Work::Preview {
                 queue,
                 selection,
+                restore: Some(how),
+                ..
+            },
+            Backend::Broker(s),
+        ) => (
+            vec![restore_preview(&s, queue, selection, how, ticket, ops).await],
+            None,
+        ),
+        (
+            Work::Preview {
+                queue,
+                selection,
                 keep_attempts,
+                restore: None,
             },
             Backend::Broker(s),
         ) => (
@@ -707,25 +724,13 @@ async fn replay(
     if let session::WriteCheck::Refused(why) = s.write_refusal(&preview.publish_targets()).await {
         return finish(format!("{why}; nothing moved"));
     }
-    let start = crate::store::AuditStart {
-        run_id: run_id.clone(),
-        at: jiff::Timestamp::now(),
-        os_user: crate::store::current_os_user(),
-        broker_user: s.whoami.name.clone(),
-        context: s.target.context.clone(),
-        vhost: s.vhost().to_string(),
-        from_queue: req.queue.clone(),
-        targets: preview.targets.keys().cloned().collect(),
-        filter: Some(req.selection.describe()),
-        group: match &req.selection {
-            crate::domain::selection::Selection::Group(g) => Some(g.audit_label()),
-            _ => None,
-        },
-        requested_limit: Some(req.expected),
-        dry_run: false,
-        keep_attempts: req.keep_attempts,
-        clear_expiry: false,
-    };
+    let start = tui_start(
+        &s,
+        &req,
+        run_id.clone(),
+        &req.queue,
+        preview.targets.keys().cloned().collect(),
+    );
     let mut record = match Recorded::begin(&s, crate::store::Operation::Replay, &start).await {
         Ok(r) => r,
         Err(e) => {
@@ -863,29 +868,34 @@ impl Recorded {
             ),
         };
         ops.report(kind, text).await;
-        if let (Some(st), Some(id)) = (&self.store, self.audit_id) {
-            let (ids, remaining) = result
+        let (ids, remaining) = result
+            .as_ref()
+            .map(|s| (s.counts.moved_ids.clone(), s.progress.remaining))
+            .unwrap_or_default();
+        let text = match result {
+            Ok(sum) => sum.outcome(),
+            Err(e) => format!("failed: {e}"),
+        };
+        let out = crate::store::AuditOutcome {
+            at: jiff::Timestamp::now(),
+            moved: outcome.progress.moved,
+            returned: outcome.progress.returned,
+            failed: outcome.progress.failed,
+            remaining,
+            message_ids: ids,
+            duplicated: result.as_ref().map_or(0, |s| s.counts.duplicated),
+            duplicate_ids: result
                 .as_ref()
-                .map(|s| (s.counts.moved_ids.clone(), s.progress.remaining))
-                .unwrap_or_default();
-            let text = match result {
-                Ok(sum) => sum.outcome(),
-                Err(e) => format!("failed: {e}"),
-            };
-            let out = crate::store::AuditOutcome {
-                at: jiff::Timestamp::now(),
-                moved: outcome.progress.moved,
-                returned: outcome.progress.returned,
-                failed: outcome.progress.failed,
-                remaining,
-                message_ids: ids,
-                duplicated: result.as_ref().map_or(0, |s| s.counts.duplicated),
-                duplicate_ids: result
-                    .as_ref()
-                    .map(|s| s.counts.duplicate_ids.clone())
-                    .unwrap_or_default(),
-                outcome: text,
-            };
+                .map(|s| s.counts.duplicate_ids.clone())
+                .unwrap_or_default(),
+            outcome: text,
+        };
+        self.finish(out, events).await;
+    }
+
+    /// The outcome in both places, and what the broker's record missed.
+    async fn finish(&mut self, out: crate::store::AuditOutcome, events: &mpsc::Sender<Report>) {
+        if let (Some(st), Some(id)) = (&self.store, self.audit_id) {
             let _ = st.finish_replay(id, &out);
             self.notes.extend(
                 self.broker
@@ -1036,25 +1046,7 @@ async fn archive_or_discard(
         }
     };
     let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
-    let start = crate::store::AuditStart {
-        run_id,
-        at: jiff::Timestamp::now(),
-        os_user: crate::store::current_os_user(),
-        broker_user: s.whoami.name.clone(),
-        context: s.target.context.clone(),
-        vhost: s.vhost().to_string(),
-        from_queue: req.queue.clone(),
-        targets: vec![target],
-        filter: Some(req.selection.describe()),
-        group: match &req.selection {
-            crate::domain::selection::Selection::Group(g) => Some(g.audit_label()),
-            _ => None,
-        },
-        requested_limit: Some(req.expected),
-        dry_run: false,
-        keep_attempts: false,
-        clear_expiry: false,
-    };
+    let start = tui_start(&s, &req, run_id, &req.queue, vec![target]);
     let op = if discard {
         crate::store::Operation::Discard
     } else {
@@ -1081,6 +1073,288 @@ async fn archive_or_discard(
     record
         .conclude(&req.queue, &result, &outcome, &events, ops)
         .await;
+    Report::ReplayFinished(outcome)
+}
+
+/// The audit start of a run the TUI asked for: its selection in words, its group, the count
+/// the operator confirmed.
+fn tui_start(
+    s: &Session,
+    req: &protocol::ReplayRequest,
+    run_id: String,
+    from: &str,
+    targets: Vec<String>,
+) -> crate::store::AuditStart {
+    crate::store::AuditStart {
+        run_id,
+        at: jiff::Timestamp::now(),
+        os_user: crate::store::current_os_user(),
+        broker_user: s.whoami.name.clone(),
+        context: s.target.context.clone(),
+        vhost: s.vhost().to_string(),
+        from_queue: from.to_string(),
+        targets,
+        filter: Some(req.selection.describe()),
+        group: match &req.selection {
+            crate::domain::selection::Selection::Group(g) => Some(g.audit_label()),
+            _ => None,
+        },
+        requested_limit: Some(req.expected),
+        dry_run: false,
+        keep_attempts: req.keep_attempts,
+        clear_expiry: false,
+    }
+}
+
+/// A restore from the archive stream `queue` worked out, as `warren restore` works it out
+/// (`broker::restore`): the archive read, what was restored before left out unless `again`,
+/// then back into the DLQs (targets checked) or through the replay's plan.
+struct RestorePlan {
+    place: keep::Place,
+    key: String,
+    store: Store,
+    plan: restore::Plan,
+    restored_before: u64,
+}
+
+async fn restore_plan(
+    s: &Session,
+    queue: &str,
+    selection: crate::domain::selection::Selection,
+    how: protocol::RestoreHow,
+    run_id: Option<String>,
+) -> Result<RestorePlan, String> {
+    if queue != s.target.archive.stream {
+        return Err(format!(
+            "{} is not the archive ('{}'): restore takes messages out of the archive; nothing restored",
+            sanitize::one_line(queue, 80),
+            sanitize::one_line(&s.target.archive.stream, 80)
+        ));
+    }
+    let place = keep::Place::Stream(queue.to_string());
+    let store = Store::open_default().map_err(|e| format!("{e}; nothing restored"))?;
+    let key = place.key(s);
+    let read = restore::read_archive(s, &place, s.target.settings.replay.window).await?;
+    let ask = restore::Ask {
+        selection,
+        from: None,
+        limit: None,
+        again: how.again,
+    };
+    let chosen = restore::choose(s, &store, &key, read.messages, &ask)?;
+    let restored_before = chosen.restored_before;
+    let mut plan = if chosen.messages.is_empty() {
+        restore::Plan {
+            refused: vec![restore::nothing_chosen(&place, restored_before)],
+            ..Default::default()
+        }
+    } else if how.replay {
+        let way = restore::ReplayWay {
+            to: None,
+            allow_fan_out: false,
+            keep_attempts: false,
+            consent: ReadConsent::Reuse,
+            run_id,
+        };
+        restore::plan_replay(s, &place, chosen.messages, &way, |name, keys| {
+            remember(s, name, keys)
+        })
+        .await?
+    } else {
+        restore::plan_back(s, &chosen.messages).await?
+    };
+    if plan.refused.is_empty() && plan.count() == 0 {
+        plan.refused
+            .push("no message can be replayed: the replay's plan keeps every one".into());
+    }
+    Ok(RestorePlan {
+        place,
+        key,
+        store,
+        plan,
+        restored_before,
+    })
+}
+
+/// The restore modal's plan: how many, where to, what was restored before, what blocks it.
+async fn restore_preview(
+    s: &Session,
+    queue: String,
+    selection: crate::domain::selection::Selection,
+    how: protocol::RestoreHow,
+    ticket: Ticket,
+    ops: &Ops,
+) -> Report {
+    let planned = match restore_plan(s, &queue, selection, how, None).await {
+        Ok(p) => p,
+        // Said in the modal, which would otherwise wait for its plan.
+        Err(e) => {
+            return Report::RestorePreview(protocol::RestorePreview {
+                queue,
+                how,
+                refusals: vec![e],
+                ticket,
+                ..Default::default()
+            });
+        }
+    };
+    let plan = &planned.plan;
+    ops.report(
+        OperationKind::Read,
+        format!(
+            "read the archive {queue} for a restore plan, nothing taken: {} to restore, {} restored before{}",
+            plan.count(),
+            planned.restored_before,
+            if how.again { " (taken again)" } else { " (left out)" }
+        ),
+    )
+    .await;
+    let mut removes: Vec<String> = crate::domain::archive::HEADERS
+        .iter()
+        .map(|h| h.to_string())
+        .collect();
+    let mut adds = Vec::new();
+    let mut warnings: Vec<String> = plan
+        .kept
+        .iter()
+        .map(|(why, n)| format!("{n} × stays in the archive: {why}"))
+        .collect();
+    if let Some(p) = &plan.preview {
+        removes.extend(p.removed.iter().cloned());
+        adds.extend(p.added.iter().cloned());
+        warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
+        warnings.extend(p.notices.iter().cloned());
+    }
+    Report::RestorePreview(protocol::RestorePreview {
+        queue,
+        how,
+        count: plan.count(),
+        targets: plan.target_lines(),
+        restored_before: planned.restored_before,
+        removes,
+        adds,
+        refusals: plan.refused.clone(),
+        warnings,
+        ticket,
+    })
+}
+
+/// A restore the operator accepted: worked out again at its start (never more than the
+/// `expected` the modal showed), the targets' write check, on the record in both places, then
+/// `broker::restore::publish` (the same as `warren restore`), which Esc stops between batches.
+async fn restore(
+    s: Arc<Session>,
+    req: protocol::ReplayRequest,
+    how: protocol::RestoreHow,
+    cancel_rx: watch::Receiver<bool>,
+    events: mpsc::Sender<Report>,
+    ops: &Ops,
+) -> Report {
+    let finish = |error: String| plan::replay_failed(&req, &error);
+    if s.target.read_only {
+        return finish(
+            "read-only: restore is disabled for this context; the archive stays readable".into(),
+        );
+    }
+    let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
+    let planned = match restore_plan(
+        &s,
+        &req.queue,
+        req.selection.clone(),
+        how,
+        Some(run_id.clone()),
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(e) => return finish(e),
+    };
+    let RestorePlan {
+        place,
+        key,
+        store,
+        plan,
+        ..
+    } = planned;
+    if !plan.refused.is_empty() {
+        return finish(format!("nothing restored: {}", plan.refused.join("; ")));
+    }
+    let total = plan.count();
+    if total > req.expected {
+        return finish(format!(
+            "the selection now holds {total} messages, {} were confirmed: nothing restored; open the restore again",
+            req.expected
+        ));
+    }
+    if let session::WriteCheck::Refused(why) = s.write_refusal(&plan.publish_targets).await {
+        return finish(format!("{why}; nothing restored"));
+    }
+    let start = tui_start(
+        &s,
+        &req,
+        run_id,
+        &place.label(),
+        plan.targets.keys().cloned().collect(),
+    );
+    let op = if how.replay {
+        crate::store::Operation::Replay
+    } else {
+        crate::store::Operation::Restore
+    };
+    let mut record = match Recorded::begin(&s, op, &start).await {
+        Ok(r) => r,
+        Err(e) => return finish(e),
+    };
+    let out = restore::publish(
+        &s,
+        plan,
+        &cancel_rx,
+        restore::remember_in(store, key, record.audit_id),
+        |done, failed, total| {
+            let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
+                total,
+                moved: done,
+                failed,
+                ..Default::default()
+            }));
+        },
+    )
+    .await;
+    let mut error = out.error.clone().or_else(|| {
+        (!out.completed() && !out.cancelled).then(|| {
+            let problems: Vec<String> = out
+                .problems
+                .iter()
+                .map(|(w, n)| format!("{n} × {w}"))
+                .collect();
+            std::iter::once(out.audit.outcome.clone())
+                .chain(problems)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    });
+    if let Some(e) = &out.unrecorded {
+        let text = restore::unrecorded_text(out.restored(), e);
+        error = Some(error.map_or(text.clone(), |was| format!("{was}; {text}")));
+    }
+    let outcome = ReplayOutcome {
+        progress: ReplayProgress {
+            total,
+            moved: out.restored(),
+            failed: out.failed(),
+            ..Default::default()
+        },
+        dry_run: false,
+        cancelled: out.cancelled,
+        error,
+        summary: Vec::new(),
+    };
+    ops.report(
+        OperationKind::Replay,
+        ops::job_text(op.as_str(), &req.queue, &outcome),
+    )
+    .await;
+    record.finish(out.audit, &events).await;
     Report::ReplayFinished(outcome)
 }
 

@@ -68,6 +68,7 @@ pub(super) fn job_text(verb: &str, queue: &str, o: &ReplayOutcome) -> String {
     let p = &o.progress;
     let done = match verb {
         "discard" => "deleted for good",
+        "restore" | "replay" => "restored (published, confirmed)",
         _ => "archived (confirmed, then acked)",
     };
     let mut text = format!(

@@ -78,6 +78,8 @@ pub enum Work {
         queue: String,
         selection: Selection,
         keep_attempts: bool,
+        /// A restore's plan (the queue is the archive), not a replay's.
+        restore: Option<super::protocol::RestoreHow>,
     },
     Protect {
         queue: String,
@@ -243,6 +245,20 @@ impl<S: Clone> Plan<S> {
                 queue,
                 selection,
                 keep_attempts,
+                restore: None,
+            }),
+            Command::PreviewRestore { .. } if self.snapshot => {
+                self.error("restore needs a broker (a snapshot is read-only)")
+            }
+            Command::PreviewRestore {
+                queue,
+                selection,
+                how,
+            } => self.request(Work::Preview {
+                queue,
+                selection,
+                keep_attempts: false,
+                restore: Some(how),
             }),
             Command::Protect(_) if self.snapshot => {
                 self.error("protect needs a broker (a snapshot is read-only)")

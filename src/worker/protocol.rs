@@ -32,6 +32,13 @@ pub enum Command {
         /// The plan differs: with attempts kept nothing is removed.
         keep_attempts: bool,
     },
+    /// Work out what restoring `selection` from the archive stream `queue` would do (answer:
+    /// `Report::RestorePreview`).
+    PreviewRestore {
+        queue: String,
+        selection: Selection,
+        how: RestoreHow,
+    },
     /// Replay, after the operator accepted the confirmation (answer: `Report::ReplayProgress`…,
     /// then `Report::ReplayFinished`). Never emitted in read-only mode.
     Replay(ReplayRequest),
@@ -111,6 +118,18 @@ pub enum JobKind {
     Archive { reason: String },
     /// Deleted for good, after a snapshot of exactly what goes is written.
     Discard,
+    /// Out of the archive (the request's queue is the archive stream): back into the DLQ each
+    /// came from, or replayed to where it failed (`broker::restore`, as `warren restore`).
+    Restore(RestoreHow),
+}
+
+/// How a restore goes: back into the dead-letter queue each message came from (the default) or
+/// replayed straight to where it failed (`replay`: the replay's plan, retry budget reset); and
+/// whether what was restored before is taken again (`again`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RestoreHow {
+    pub replay: bool,
+    pub again: bool,
 }
 
 impl JobKind {
@@ -120,6 +139,7 @@ impl JobKind {
             JobKind::Replay => "replay",
             JobKind::Archive { .. } => "archive",
             JobKind::Discard => "discard",
+            JobKind::Restore(_) => "restore",
         }
     }
 }
@@ -180,6 +200,7 @@ pub enum Report {
         ticket: Ticket,
     },
     ReplayPreview(ReplayPreview),
+    RestorePreview(RestorePreview),
     ReplayProgress(ReplayProgress),
     /// The Replays view's runs, newest first, and what could not be reached, in words.
     ReplaysLoaded {
@@ -337,6 +358,30 @@ pub struct ReplayPreview {
     /// Anything the operator must read before accepting (skipped endpoint, unroutable, …).
     pub warnings: Vec<String>,
     /// The request this plan answers (see [`Ticket`]).
+    pub ticket: Ticket,
+}
+
+/// What a restore would do, computed by the worker with `broker::restore` (the archive read,
+/// what was restored before, the targets checked). All strings are shown sanitised.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RestorePreview {
+    /// The archive stream.
+    pub queue: String,
+    /// The plan is for this way (a plan for another is stale).
+    pub how: RestoreHow,
+    /// How many messages the restore publishes.
+    pub count: u64,
+    /// Where they go, with how many each: "orders.dlq × 3".
+    pub targets: Vec<String>,
+    /// Matching messages restored before and left out (unless `how.again`).
+    pub restored_before: u64,
+    /// Headers removed and added.
+    pub removes: Vec<String>,
+    pub adds: Vec<String>,
+    /// Why nothing may be restored (nothing is while there is one).
+    pub refusals: Vec<String>,
+    /// What the operator should read: messages the replay's plan keeps in the archive, …
+    pub warnings: Vec<String>,
     pub ticket: Ticket,
 }
 

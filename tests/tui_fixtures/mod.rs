@@ -468,3 +468,54 @@ pub fn gzipped_order() -> DeadLetter {
     dl.body = packed;
     dl
 }
+
+/// `d` with the archive stream `warren.archive` among its queues, marked as the archive (as the
+/// worker marks it).
+pub fn with_archive(mut d: Discovery) -> Discovery {
+    use warren::domain::discovery::{QueueSummary, QueueType};
+    d.other_queues.push(QueueSummary {
+        name: "warren.archive".into(),
+        queue_type: QueueType::Stream,
+        depth: Some(3),
+        consumers: Some(0),
+        dead_letter_exchange: None,
+    });
+    d.mark_archive("warren.archive");
+    d
+}
+
+/// The archive listed with the DLQs, opened, holding `orders_messages`.
+pub fn in_the_archive(read_only: bool) -> State {
+    let mut st = State::new(now(), read_only, Theme::color());
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: overview(),
+            discovery: with_archive(discovery()),
+            ticket: Default::default(),
+        },
+    );
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "warren.archive")
+        .expect("the archive is in the queue list");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [warren::tui::Command::Browse { queue, .. }] if queue == "warren.archive"),
+        "opening it browses it: {cmds:?}"
+    );
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            queue: "warren.archive".into(),
+            messages: packed(orders_messages()),
+            first_seen: vec![],
+            replays: vec![],
+            authors: Default::default(),
+            stop: "end of queue".into(),
+            ticket: Default::default(),
+        },
+    );
+    st
+}

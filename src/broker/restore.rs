@@ -1,0 +1,511 @@
+//! Restore: archived messages back into the dead-letter queue each came from, or replayed
+//! straight to where they failed. One implementation for `warren restore` and the TUI's worker:
+//! read the archive, choose what was not restored before (`domain::archive::choose_for_restore`),
+//! strip the archive's headers, group by origin and check the targets exist (or go through the
+//! replay's plan and preview), publish with confirms in batches and remember each batch's
+//! confirmed messages before the next goes. The callers put the run on the record (the CLI's
+//! `OnRecord`, the worker's `Recorded`) and say what happened.
+
+use std::collections::{BTreeMap, HashMap};
+
+use tokio::sync::watch;
+
+use super::archive::{self as keep, Place, Publish, Published};
+use super::replay::{self, Action, Job};
+use super::session::{self, Explained, Preview, ReadConsent, ReplaySpec, Session};
+use crate::domain::archive;
+use crate::domain::engine::Decision;
+use crate::domain::message::DeadLetter;
+use crate::domain::sanitize::one_line;
+use crate::domain::selection::Selection;
+use crate::store::{AuditOutcome, Store};
+
+/// What the archive held as read: each message with its reference (the stream offset or the
+/// file's message index, and its content digest: a stream recreated under the same name starts
+/// its offsets again), and how many entries of a local archive had expired and were dropped.
+#[derive(Debug, Default)]
+pub struct ArchiveRead {
+    pub messages: Vec<(String, DeadLetter)>,
+    pub expired: u64,
+}
+
+/// Every message of the archive at `place` (up to `window`). A local archive's expired entries
+/// (older than the context's `archive_max_age`) are dropped from the file first.
+pub async fn read_archive(
+    s: &Session,
+    place: &Place,
+    window: usize,
+) -> Result<ArchiveRead, String> {
+    let (messages, expired) = match place {
+        Place::Stream(name) => {
+            let page = s
+                .browse_archive(name, window)
+                .await
+                .map_err(|e| e.to_string())?;
+            (session::into_messages(page), 0)
+        }
+        Place::Local(path, _) => {
+            let expired = keep::expire_local(path, &s.target.archive.max_age)?;
+            let mut messages = keep::read_local(path)?;
+            for (i, m) in messages.iter_mut().enumerate() {
+                m.position = i as u64;
+            }
+            messages.truncate(window);
+            (messages, expired)
+        }
+    };
+    Ok(ArchiveRead {
+        messages: messages
+            .into_iter()
+            .map(|m| {
+                let at = m.delivery.stream_offset.unwrap_or(m.position);
+                (format!("{at}:{:016x}", archive::content_digest(&m)), m)
+            })
+            .collect(),
+        expired,
+    })
+}
+
+/// Explains archived messages as `show` explains a DLQ's.
+pub fn explain(s: &Session, messages: Vec<(String, DeadLetter)>) -> Vec<(String, Explained)> {
+    let (refs, msgs): (Vec<String>, Vec<DeadLetter>) = messages.into_iter().unzip();
+    let explained = session::explain_all(
+        msgs,
+        &session::Remembered::default(),
+        &s.target.settings.conventions,
+    );
+    refs.into_iter().zip(explained).collect()
+}
+
+/// Whether `selection` (and `from`, the queue it was archived from) takes an archived message.
+pub fn selects<'a>(
+    selection: &'a Selection,
+    from: Option<&'a str>,
+) -> impl Fn(&Explained) -> bool + 'a {
+    let now = jiff::Timestamp::now();
+    move |e: &Explained| {
+        from.is_none_or(|f| archive::restore_target(&e.message).as_deref() == Some(f))
+            && selection.selects(
+                &e.message,
+                &e.explanation,
+                &e.key,
+                session::age_secs(e, now),
+            )
+    }
+}
+
+/// What a restore is asked to take.
+#[derive(Clone, Debug)]
+pub struct Ask {
+    pub selection: Selection,
+    /// Only what was archived from this queue.
+    pub from: Option<String>,
+    pub limit: Option<u64>,
+    /// Restore again what was restored before.
+    pub again: bool,
+}
+
+/// What a restore takes, and how many matching messages were restored before (left out unless
+/// the restore is asked to take them again).
+#[derive(Debug, Default)]
+pub struct Chosen {
+    pub messages: Vec<(String, Explained)>,
+    pub restored_before: u64,
+}
+
+/// Chooses, among what the archive held, what `ask` takes (see
+/// `domain::archive::choose_for_restore`), by what `store` remembers under `key`.
+pub fn choose(
+    s: &Session,
+    st: &Store,
+    key: &str,
+    messages: Vec<(String, DeadLetter)>,
+    ask: &Ask,
+) -> Result<Chosen, String> {
+    let refs: Vec<String> = messages.iter().map(|(r, _)| r.clone()).collect();
+    let before = st.restored_among(key, &refs).map_err(|e| e.to_string())?;
+    let (messages, restored_before) = archive::choose_for_restore(
+        explain(s, messages),
+        &before,
+        ask.again,
+        ask.limit,
+        selects(&ask.selection, ask.from.as_deref()),
+    );
+    Ok(Chosen {
+        messages,
+        restored_before,
+    })
+}
+
+/// Why nothing is restored when nothing was chosen.
+pub fn nothing_chosen(place: &Place, restored_before: u64) -> String {
+    if restored_before > 0 {
+        format!(
+            "every matching message was restored before ({restored_before}); --again restores them again"
+        )
+    } else {
+        format!("no archived message in the {} matches", place.label())
+    }
+}
+
+/// A restore worked out: what is published where. Nothing is published while `refused` holds
+/// anything.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub items: Vec<Publish>,
+    /// Where they go, with how many each: the DLQs (back), or the replay's targets.
+    pub targets: BTreeMap<String, u64>,
+    /// Why the restore cannot go ahead.
+    pub refused: Vec<String>,
+    /// Messages the replay's plan keeps in the archive, by why.
+    pub kept: BTreeMap<String, u64>,
+    /// The message key of each reference (the audit's message ids).
+    pub keys_of: HashMap<String, String>,
+    /// What the write check looks at: (exchange, routing key) of each target.
+    pub publish_targets: Vec<(String, String)>,
+    /// The replay's preview (`--replay` only), for the caller to show.
+    pub preview: Option<Preview>,
+}
+
+impl Plan {
+    pub fn count(&self) -> u64 {
+        self.items.len() as u64
+    }
+
+    /// The targets as the modal and the log say them: "orders.dlq × 3".
+    pub fn target_lines(&self) -> Vec<String> {
+        self.targets
+            .iter()
+            .map(|(q, n)| format!("{} × {n}", one_line(q, 120)))
+            .collect()
+    }
+}
+
+/// Back into the queue each came from, as archived, without the archive's headers. A message
+/// without `warren-archived-from`, or whose queue is gone, is refused (`--replay` can send it).
+pub async fn plan_back(s: &Session, chosen: &[(String, Explained)]) -> Result<Plan, String> {
+    let mut plan = Plan::default();
+    for (r, e) in chosen {
+        let Some(from) = archive::restore_target(&e.message) else {
+            plan.refused.push(format!(
+                "archive message {} has no {} header: restore it with --replay",
+                one_line(r, 40),
+                archive::FROM
+            ));
+            continue;
+        };
+        match super::amqp::properties_to_amqp(
+            &e.message.properties,
+            &archive::restored_headers(&e.message.headers),
+        ) {
+            Ok(props) => {
+                *plan.targets.entry(from.clone()).or_insert(0) += 1;
+                plan.keys_of.insert(r.clone(), e.key.clone());
+                plan.items.push(Publish {
+                    reference: r.clone(),
+                    exchange: String::new(),
+                    routing_key: from,
+                    props,
+                    body: e.message.body.clone(),
+                });
+            }
+            Err(err) => plan
+                .refused
+                .push(format!("archive message {}: {err}", one_line(r, 40))),
+        }
+    }
+    for q in plan.targets.keys() {
+        if !s.queue_exists(q).await.map_err(|e| e.to_string())? {
+            plan.refused.push(format!(
+                "queue '{}' does not exist in vhost '{}' any more: restore its messages with --replay, or create it",
+                one_line(q, 80),
+                one_line(s.vhost(), 80)
+            ));
+        }
+    }
+    plan.publish_targets = plan
+        .targets
+        .keys()
+        .map(|q| (String::new(), q.clone()))
+        .collect();
+    Ok(plan)
+}
+
+/// How a restore that replays goes (`--replay`): as `warren replay` would.
+#[derive(Clone, Debug)]
+pub struct ReplayWay {
+    pub to: Option<String>,
+    pub allow_fan_out: bool,
+    pub keep_attempts: bool,
+    pub consent: ReadConsent,
+    /// The run's id, written into each message as `warren-replay-id`.
+    pub run_id: Option<String>,
+}
+
+/// Straight to where they failed: the archived messages (without the archive's headers) go
+/// through the replay's plan, preview and checks (retry budget reset, `--to`, fan-out), and each
+/// is planned as `warren replay` plans it.
+/// `remember` is given the archive's name and the messages' keys (first-seen times, earlier
+/// replays: `Session::remember` on the caller's store).
+pub async fn plan_replay(
+    s: &Session,
+    place: &Place,
+    chosen: Vec<(String, Explained)>,
+    way: &ReplayWay,
+    remember: impl FnOnce(&str, &[String]) -> session::Remembered,
+) -> Result<Plan, String> {
+    let archive_name = match place {
+        Place::Stream(n) => n.clone(),
+        Place::Local(..) => "warren archive (local)".to_string(),
+    };
+    let (refs, messages): (Vec<String>, Vec<DeadLetter>) = chosen
+        .into_iter()
+        .map(|(r, e)| {
+            let mut m = e.message;
+            m.headers = archive::restored_headers(&m.headers);
+            (r, m)
+        })
+        .unzip();
+    let spec = ReplaySpec {
+        queue: archive_name.clone(),
+        selection: Selection::All,
+        limit: None,
+        rate: None,
+        to: way.to.clone(),
+        allow_fan_out: way.allow_fan_out,
+        keep_attempts: way.keep_attempts,
+        clear_expiry: false,
+        window: messages.len().max(1),
+        consent: way.consent,
+        // Shown, not published: the id goes into the job's messages.
+        run_id: None,
+    };
+    let depth = messages.len() as u64;
+    let preview = s
+        .preview_of(&spec, messages.clone(), depth, |keys| {
+            remember(&archive_name, keys)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let job = Job {
+        run_id: way.run_id.clone(),
+        message_bytes: None,
+        action: Action::Replay,
+        dlq: archive_name,
+        selection: Selection::All,
+        limit: None,
+        rate: None,
+        window: spec.window,
+        keep_attempts: way.keep_attempts,
+        clear_expiry: false,
+        to: way.to.clone(),
+        allowed_targets: preview.allowed.clone(),
+        redirects: preview.redirects.clone(),
+        replays: preview.replays.clone(),
+        ages: Default::default(),
+        quorum: crate::domain::quorum::BrowsePolicy::unrestricted(),
+        settle_lag: std::time::Duration::ZERO,
+        conventions: s.target.settings.conventions.clone(),
+    };
+    let mut plan = Plan {
+        refused: preview.refusals.clone(),
+        publish_targets: preview.publish_targets(),
+        ..Plan::default()
+    };
+    for (r, m) in refs.into_iter().zip(messages) {
+        let k = crate::domain::identity::message_key(&m);
+        let exp = crate::domain::explain::explain_with(
+            &m,
+            &s.target.settings.conventions,
+            preview.replays.get(&k).copied().unwrap_or(0),
+        );
+        match replay::plan_publish(&job, &m, &exp) {
+            Ok(p) => {
+                let to = if p.exchange.as_str().is_empty() {
+                    format!("queue '{}'", p.routing_key.as_str())
+                } else {
+                    format!(
+                        "exchange '{}' key '{}'",
+                        p.exchange.as_str(),
+                        p.routing_key.as_str()
+                    )
+                };
+                *plan.targets.entry(to).or_insert(0) += 1;
+                plan.keys_of.insert(r.clone(), k);
+                plan.items.push(Publish {
+                    reference: r,
+                    exchange: p.exchange.as_str().to_string(),
+                    routing_key: p.routing_key.as_str().to_string(),
+                    props: p.props,
+                    body: m.body,
+                });
+            }
+            Err(Decision::Keep(why) | Decision::Refuse(why)) => {
+                *plan.kept.entry(why).or_insert(0) += 1;
+            }
+            Err(_) => {}
+        }
+    }
+    plan.preview = Some(preview);
+    Ok(plan)
+}
+
+/// How a restore's publishing ended.
+#[derive(Debug)]
+pub struct Outcome {
+    /// For the record (both places), and the counts the caller says.
+    pub audit: AuditOutcome,
+    /// Why messages failed, with how many each.
+    pub problems: BTreeMap<String, u64>,
+    /// The store could not remember some restored messages (a second restore would not know).
+    pub unrecorded: Option<String>,
+    /// Stopped by the operator between batches: what was confirmed stays restored.
+    pub cancelled: bool,
+    /// Publishing could not start or broke off: why.
+    pub error: Option<String>,
+}
+
+impl Outcome {
+    pub fn restored(&self) -> u64 {
+        self.audit.moved
+    }
+
+    pub fn failed(&self) -> u64 {
+        self.audit.failed
+    }
+
+    pub fn completed(&self) -> bool {
+        self.audit.outcome == "completed"
+    }
+}
+
+/// Remembers restored messages (by their references) in `st` under the archive's `key`, by the
+/// audit record `audit_id`: what [`publish`] calls after each batch. `st` is a store or a
+/// reference to one (the worker's task owns its store).
+pub fn remember_in<S: std::borrow::Borrow<Store>>(
+    st: S,
+    key: String,
+    audit_id: Option<i64>,
+) -> impl FnMut(&[String]) -> Result<(), String> {
+    move |refs: &[String]| {
+        st.borrow()
+            .record_restored(&key, refs, audit_id, jiff::Timestamp::now())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Publishes the plan's messages with confirms, a batch at a time, and has `remember` keep each
+/// batch's confirmed ones (see [`remember_in`]) before the next batch goes: a restore stopped or
+/// killed halfway does not forget what it already put back. `cancel` stops it between batches.
+/// `on_batch` is told (restored, failed, total) as each batch is settled.
+pub async fn publish(
+    s: &Session,
+    plan: Plan,
+    cancel: &watch::Receiver<bool>,
+    mut remember: impl FnMut(&[String]) -> Result<(), String>,
+    mut on_batch: impl FnMut(u64, u64, u64),
+) -> Outcome {
+    let total = plan.count();
+    let keys_of = plan.keys_of;
+    let failed_outcome = |e: String| Outcome {
+        audit: AuditOutcome {
+            at: jiff::Timestamp::now(),
+            moved: 0,
+            returned: 0,
+            failed: 0,
+            remaining: total,
+            message_ids: Vec::new(),
+            duplicated: 0,
+            duplicate_ids: Vec::new(),
+            outcome: format!("failed: {e}"),
+        },
+        problems: BTreeMap::new(),
+        unrecorded: None,
+        cancelled: false,
+        error: Some(format!("{e}; nothing restored")),
+    };
+    let conn = match s.connection("warren-restore").await {
+        Ok(c) => c,
+        Err(e) => return failed_outcome(e.to_string()),
+    };
+    let mut unrecorded: Option<String> = None;
+    let result = keep::publish_confirmed(
+        &conn,
+        plan.items,
+        || *cancel.borrow(),
+        |batch, done, failed| {
+            let confirmed: Vec<String> = batch
+                .iter()
+                .filter(|(_, p)| *p == Published::Confirmed)
+                .map(|(r, _)| r.clone())
+                .collect();
+            if let Err(e) = remember(&confirmed) {
+                unrecorded.get_or_insert(e);
+            }
+            on_batch(done, failed, total);
+        },
+    )
+    .await;
+    let _ = conn.close(200, "restore done".into()).await;
+    let results = match result {
+        Ok(r) => r,
+        Err(e) => return failed_outcome(e),
+    };
+    let name = |r: &String| keys_of.get(r).cloned().unwrap_or_else(|| r.clone());
+    let mut confirmed = Vec::new();
+    let mut problems: BTreeMap<String, u64> = BTreeMap::new();
+    let mut maybe: Vec<String> = Vec::new();
+    let mut not_sent = 0u64;
+    for (r, p) in &results {
+        match p {
+            Published::Confirmed => confirmed.push(name(r)),
+            Published::Failed { why, .. } if why == keep::STOPPED => not_sent += 1,
+            Published::Failed { why, maybe_arrived } => {
+                *problems.entry(why.clone()).or_insert(0) += 1;
+                if *maybe_arrived {
+                    maybe.push(name(r));
+                }
+            }
+        }
+    }
+    let restored = confirmed.len() as u64;
+    let failed = total - restored - not_sent;
+    let cancelled = not_sent > 0;
+    let outcome = if failed == 0 && !cancelled {
+        "completed".to_string()
+    } else if cancelled {
+        format!("cancelled: {restored} restored, {not_sent} not sent")
+    } else if restored == 0 {
+        format!(
+            "failed: {}",
+            problems.keys().cloned().collect::<Vec<_>>().join("; ")
+        )
+    } else {
+        format!("partial: {failed} failed")
+    };
+    Outcome {
+        audit: AuditOutcome {
+            at: jiff::Timestamp::now(),
+            moved: restored,
+            returned: 0,
+            failed,
+            remaining: not_sent,
+            message_ids: confirmed,
+            duplicated: maybe.len() as u64,
+            duplicate_ids: maybe,
+            outcome,
+        },
+        problems,
+        unrecorded,
+        cancelled,
+        error: None,
+    }
+}
+
+/// The message `warren restore` and the TUI give when the store could not remember restored
+/// messages.
+pub fn unrecorded_text(restored: u64, why: &str) -> String {
+    format!(
+        "the {restored} restored message(s) could not be remembered ({why}): a second restore would not know them"
+    )
+}
