@@ -650,3 +650,119 @@ async fn kill_9_during_an_archive_on(broker: &TestBroker) {
     );
     vhost.cleanup().await;
 }
+
+/// Ctrl-C during `warren restore`: the batch in flight is confirmed and remembered, nothing more
+/// is sent, the run is recorded as cancelled, and a second restore puts back exactly the rest —
+/// every message once in the DLQ, none twice.
+#[tokio::test]
+async fn ctrl_c_stops_a_restore_between_batches_and_the_rest_restores_once() {
+    const N: u32 = 20_000;
+    let broker = TestBroker::default_broker();
+    let label = &broker.label;
+    let vhost = TestVhost::new(&broker, "restore-sigint").await;
+    let home = Home::new("restore-sigint");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "c", N).await;
+    let run = warren(
+        &vhost,
+        &home,
+        &["archive", "dlq", "--yes", "--json", "--create-archive"],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{label} archive: {run}");
+    assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{label}");
+
+    // The archive holds more than the default window (10,000, read from the oldest): said.
+    let list = warren(&vhost, &home, &["archive", "list", "--json"]).await;
+    assert!(
+        list.stderr
+            .contains("only the first 10000 archived messages"),
+        "{label}: {list}"
+    );
+    let args = ["restore", "--yes", "--json", "--window", "25000"];
+    let mut cmd = command(&vhost, &home, &args);
+    cmd.stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let out = child.stdout.take().expect("stdout");
+    let (tx, mut lines_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt;
+        let mut lines = tokio::io::BufReader::new(out).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            let _ = tx.send(l);
+        }
+    });
+    let mut seen = Vec::new();
+    let going = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(l) = lines_rx.recv().await {
+            let moved = serde_json::from_str::<Value>(&l)
+                .ok()
+                .filter(|v| v["event"] == "progress")
+                .and_then(|v| v["moved"].as_u64());
+            seen.push(l);
+            if moved.is_some_and(|m| m > 0) {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    assert!(going, "{label}: the restore never got going: {seen:?}");
+    let pid = child.id().expect("running").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill -INT");
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the restore stops after Ctrl-C")
+        .expect("wait");
+    while let Some(l) = lines_rx.recv().await {
+        seen.push(l);
+    }
+    assert_eq!(status.code(), Some(1), "{label}: {seen:?}");
+    let summary: Value = seen
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "summary")
+        .unwrap_or_else(|| panic!("{label}: no summary: {seen:?}"));
+    let moved = summary["moved"].as_u64().expect("moved");
+    assert!(
+        summary["outcome"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("cancelled")),
+        "{label}: {summary}"
+    );
+    assert!(moved > 0 && moved < u64::from(N), "{label}: {summary}");
+    assert_eq!(amqp_depth(&conn, "dlq").await, moved, "{label}: {summary}");
+
+    // What was put back is remembered: the second restore takes exactly the rest.
+    let run = warren(&vhost, &home, &args).await;
+    assert_eq!(run.code, Some(0), "{label} second restore: {run}");
+    assert_eq!(
+        run.summary_u64("moved"),
+        u64::from(N) - moved,
+        "{label}: {run}"
+    );
+    let back = read_all(&conn, "dlq", 2 * N as usize).await;
+    let ids: std::collections::HashSet<String> = message_ids(&back).into_iter().collect();
+    assert_eq!(back.len(), N as usize, "{label}: none twice");
+    assert_eq!(ids.len(), N as usize, "{label}: every one once");
+    eprintln!(
+        "Ctrl-C during a restore of {N} on {label}: {moved} restored before the stop, the rest by the second run"
+    );
+    let audit = warren(&vhost, &home, &["audit", "--json"]).await;
+    let outcomes: Vec<String> = audit
+        .json()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(outcomes.len(), 3, "{label}: {audit}");
+    assert_eq!(outcomes[0], "completed", "{label}: {audit}");
+    assert!(outcomes[1].starts_with("cancelled"), "{label}: {audit}");
+    vhost.cleanup().await;
+}

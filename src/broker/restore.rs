@@ -27,6 +27,8 @@ use crate::store::{AuditOutcome, Store};
 pub struct ArchiveRead {
     pub messages: Vec<(String, DeadLetter)>,
     pub expired: u64,
+    /// The window was filled: later archived messages were not looked at.
+    pub window_full: bool,
 }
 
 /// Every message of the archive at `place` (up to `window`). A local archive's expired entries
@@ -55,6 +57,7 @@ pub async fn read_archive(
         }
     };
     Ok(ArchiveRead {
+        window_full: messages.len() >= window,
         messages: messages
             .into_iter()
             .map(|m| {

@@ -149,6 +149,13 @@ async fn read_archive(s: &Session, place: &Place, window: usize) -> Result<Archi
             one_line(&place.label(), 200)
         );
     }
+    // The archive is read from its oldest message: a busy one holds more than a window, and
+    // what was archived last would silently not be among what is listed or restored.
+    if read.window_full {
+        crate::errln!(
+            "warren: only the first {window} archived messages (the oldest) were looked at: later ones are not listed or chosen here; --window N looks further"
+        );
+    }
     Ok(read)
 }
 
@@ -595,19 +602,36 @@ async fn go_and_publish(
         return Ok(exit::FAILED);
     }
     let mut record = commands::OnRecord::begin(c, s, Some(st), op, start, !a.yes, a.json).await?;
-    // Nothing stops it between batches here: a signal ends the process where it is, and what
-    // was confirmed is remembered batch by batch.
-    let (_keep, never) = tokio::sync::watch::channel(false);
+    // The first signal stops it between batches (the one in flight is settled and remembered,
+    // as the TUI's cancel does); a second stops at once and leaves the record "interrupted".
+    let (stop, cancel) = tokio::sync::watch::channel(false);
+    let mut signals = commands::signals();
     let json = a.json;
     let remember = restore::remember_in(st, key.to_string(), record.audit_id());
-    let out = restore::publish(s, plan, &never, remember, |done, failed, total| {
+    let publishing = restore::publish(s, plan, &cancel, remember, |done, failed, total| {
         if json {
-            print_line(&json!({"event": "progress", "moved": done, "failed": failed, "remaining": total.saturating_sub(done + failed)}));
+            print_line(
+                &json!({"event": "progress", "moved": done, "failed": failed, "remaining": total.saturating_sub(done + failed)}),
+            );
         } else {
             crate::err!("\r  restored {done}  failed {failed}  of {total}   ");
         }
-    })
-    .await;
+    });
+    tokio::pin!(publishing);
+    let out = loop {
+        tokio::select! {
+            out = &mut publishing => break out,
+            Some(name) = signals.recv() => {
+                if !*stop.borrow() {
+                    crate::errln!("\nstopping ({name}): the batch in flight is confirmed and remembered first; {name} again stops at once");
+                    let _ = stop.send(true);
+                } else {
+                    crate::errln!("\nstopped at once ({name}): what the batch in flight put back is not remembered, so a later restore may put it back again; `warren audit` shows this run as interrupted");
+                    return Ok(exit::FAILED);
+                }
+            }
+        }
+    };
     if !json {
         crate::errln!();
     }

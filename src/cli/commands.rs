@@ -1639,7 +1639,7 @@ fn unreported_run(p: crate::broker::replay::Progress) -> crate::broker::replay::
 const FORCE_GRACE: Duration = Duration::from_secs(3);
 
 /// Ctrl-C, SIGTERM and SIGHUP, each as its name, for as long as the receiver lives.
-fn signals() -> tokio::sync::mpsc::UnboundedReceiver<&'static str> {
+pub(crate) fn signals() -> tokio::sync::mpsc::UnboundedReceiver<&'static str> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         #[cfg(unix)]
