@@ -20,10 +20,12 @@ async fn run(
     cmd: &mpsc::Sender<Command>,
     rx: &mut mpsc::Receiver<Report>,
     label: &str,
+    vhost: &str,
     job: JobKind,
     expected: u64,
 ) -> (warren::tui::event::ReplayOutcome, Vec<String>) {
     cmd.send(Command::Replay(ReplayRequest {
+        vhost: vhost.into(),
         queue: "dlq".into(),
         selection: Selection::All,
         expected,
@@ -80,6 +82,7 @@ async fn session(broker: TestBroker, home: &Home) {
         &cmd_tx,
         &mut rx,
         &label,
+        &vhost.name,
         JobKind::Archive {
             reason: "customer gone".into(),
         },
@@ -118,6 +121,7 @@ async fn session(broker: TestBroker, home: &Home) {
     }
     cmd_tx
         .send(Command::Browse {
+            vhost: vhost.name.clone(),
             queue: "warren.archive".into(),
             limit: 100,
             read_again: false,
@@ -152,7 +156,7 @@ async fn session(broker: TestBroker, home: &Home) {
     );
 
     // Discard 1: its snapshot is written first, with exactly that message, and named.
-    let (o, notices) = run(&cmd_tx, &mut rx, &label, JobKind::Discard, 1).await;
+    let (o, notices) = run(&cmd_tx, &mut rx, &label, &vhost.name, JobKind::Discard, 1).await;
     assert_eq!(o.progress.moved, 1, "{label}: {o:?}");
     assert_eq!(amqp_depth(&conn, "dlq").await, 1, "{label}");
     let said = notices

@@ -46,6 +46,8 @@ impl DlqKind {
 /// One dead-letter queue and what is needed to read it safely.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DlqInfo {
+    /// The vhost it lives in (set by the broker layer for the vhost it listed; empty until then).
+    pub vhost: String,
     pub name: String,
     pub kind: DlqKind,
     pub convention: Convention,
@@ -72,11 +74,33 @@ pub struct DlqInfo {
 }
 
 impl DlqInfo {
+    /// Its identity across vhosts.
+    pub fn id(&self) -> QueueRef {
+        QueueRef::new(&self.vhost, &self.name)
+    }
+
     /// Browsing can destroy messages here on a broker of this version: returns cost deliveries
     /// (quorum before 4.3, or an unknown version) and a delivery limit is in force. The queue
     /// list's ⚠ and the TUI's prompts ask this, so on 4.3 they stay quiet where reads are free.
     pub fn limit_applies(&self, version: Option<BrokerVersion>) -> bool {
         features::reads_spend_deliveries(version, &self.queue_type, self.delivery_limit)
+    }
+}
+
+/// A queue's identity across the vhosts of a context: its vhost and its name. Within one vhost
+/// the name is enough; a view of every vhost (`:vhost *`) may hold two queues of one name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueRef {
+    pub vhost: String,
+    pub name: String,
+}
+
+impl QueueRef {
+    pub fn new(vhost: &str, name: &str) -> QueueRef {
+        QueueRef {
+            vhost: vhost.to_string(),
+            name: name.to_string(),
+        }
     }
 }
 
@@ -93,6 +117,8 @@ pub struct RetryLoop {
 /// Any queue that is not a dead-letter queue.
 #[derive(Clone, Debug, PartialEq)]
 pub struct QueueSummary {
+    /// The vhost it lives in (as [`DlqInfo::vhost`]).
+    pub vhost: String,
     pub name: String,
     pub queue_type: QueueType,
     pub depth: Option<u64>,
@@ -113,6 +139,36 @@ pub struct Discovery {
 impl Discovery {
     pub fn dlq(&self, name: &str) -> Option<&DlqInfo> {
         self.dead_letter_queues.iter().find(|d| d.name == name)
+    }
+
+    /// The dead-letter queue `id` (its vhost and name): a discovery of every vhost may list
+    /// two of one name.
+    pub fn dlq_of(&self, id: &QueueRef) -> Option<&DlqInfo> {
+        self.dead_letter_queues
+            .iter()
+            .find(|d| d.name == id.name && d.vhost == id.vhost)
+    }
+
+    /// Names `vhost` as the home of every queue listed (the listing was of that vhost).
+    pub fn set_vhost(&mut self, vhost: &str) {
+        for d in &mut self.dead_letter_queues {
+            d.vhost = vhost.to_string();
+        }
+        for q in &mut self.other_queues {
+            q.vhost = vhost.to_string();
+        }
+    }
+
+    /// One discovery of several vhosts' (each already named with [`Discovery::set_vhost`]),
+    /// in the order given: two queues of one name in two vhosts stay two.
+    pub fn merged(parts: Vec<Discovery>) -> Discovery {
+        let mut all = Discovery::default();
+        for d in parts {
+            all.dead_letter_queues.extend(d.dead_letter_queues);
+            all.retry_loops.extend(d.retry_loops);
+            all.other_queues.extend(d.other_queues);
+        }
+        all
     }
 
     /// The retry loop a queue takes part in, as work or wait queue.
@@ -144,6 +200,7 @@ impl Discovery {
         };
         let q = self.other_queues.remove(i);
         self.dead_letter_queues.push(DlqInfo {
+            vhost: q.vhost,
             name: q.name,
             kind: DlqKind::Archive,
             convention: Convention::Broker,
@@ -430,6 +487,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             || (in_loop.contains(&i) && !by_topology && !named.is_some_and(|n| n.specific))
         {
             others.push(QueueSummary {
+                vhost: String::new(),
                 name: q.name.clone(),
                 queue_type: q.queue_type.clone(),
                 depth: q.messages,
@@ -460,6 +518,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             None => (DlqKind::DeadLetter, Convention::Broker),
         };
         dlqs.push(DlqInfo {
+            vhost: String::new(),
             name: q.name.clone(),
             kind,
             convention,
@@ -856,6 +915,7 @@ mod tests {
 
     fn quorum_dlq(limit: Option<u64>) -> DlqInfo {
         DlqInfo {
+            vhost: String::new(),
             name: "orders.dlq".into(),
             kind: DlqKind::DeadLetter,
             convention: Convention::Broker,
