@@ -265,15 +265,14 @@ pub fn dlq_figures(
     heads: &HashMap<String, ReadHead>,
     now: Timestamp,
 ) -> Vec<Figures> {
-    dlq_figures_by(d, |q| histories.get(&q.name), |q| heads.get(&q.name), now)
+    dlq_figures_by(d, |q| (histories.get(&q.name), heads.get(&q.name)), now)
 }
 
-/// [`dlq_figures`] with the histories and reads found by `history` and `head` (e.g. by
-/// vhost and name, for a discovery of every vhost).
+/// [`dlq_figures`] with each queue's history and last read found by `look` (e.g. by vhost and
+/// name, for a discovery of every vhost).
 pub fn dlq_figures_by<'a>(
     d: &Discovery,
-    history: impl Fn(&DlqInfo) -> Option<&'a History>,
-    head: impl Fn(&DlqInfo) -> Option<&'a ReadHead>,
+    mut look: impl FnMut(&DlqInfo) -> (Option<&'a History>, Option<&'a ReadHead>),
     now: Timestamp,
 ) -> Vec<Figures> {
     let empty = History::default();
@@ -281,10 +280,11 @@ pub fn dlq_figures_by<'a>(
         .iter()
         .zip(origin_consumers(d))
         .map(|(q, consumers)| {
+            let (history, head) = look(q);
             figures(
-                history(q).unwrap_or(&empty),
+                history.unwrap_or(&empty),
                 q.depth,
-                head(q).copied(),
+                head.copied(),
                 consumers,
                 now,
             )

@@ -645,12 +645,15 @@ impl State {
     /// Adds the depths the discovery reports, as of `now`, to each queue's history.
     pub fn sample_depths(&mut self) {
         let now = self.now;
+        let mut key = QueueRef::default();
         for d in &self.discovery.dead_letter_queues {
             if let Some(depth) = d.depth {
-                self.histories
-                    .entry(d.id())
-                    .or_default()
-                    .record(Sample { at: now, depth });
+                let sample = Sample { at: now, depth };
+                // A key is built only for a queue seen the first time.
+                match self.histories.get_mut(key.set(&d.vhost, &d.name)) {
+                    Some(h) => h.record(sample),
+                    None => self.histories.entry(d.id()).or_default().record(sample),
+                }
             }
         }
     }
@@ -668,10 +671,14 @@ impl State {
     /// `keep` (the one under it before) when it is still listed. One pass and one sort.
     pub fn refresh_urgency(&mut self, keep: Option<QueueRef>) {
         let (histories, heads) = (&self.histories, &self.heads);
+        // One key, refilled for each lookup: no allocation per queue.
+        let mut key = QueueRef::default();
         self.figures = urgency::dlq_figures_by(
             &self.discovery,
-            |q| histories.get(&q.id()),
-            |q| heads.get(&q.id()),
+            |q| {
+                let k = key.set(&q.vhost, &q.name);
+                (histories.get(k), heads.get(k))
+            },
             self.now,
         );
         let keyed: Vec<(&str, Figures)> = self
@@ -779,7 +786,12 @@ impl State {
     /// Where a replay goes on to past a wait queue, from the vhost's retry loops (the endpoint
     /// grouping).
     pub fn wait_queues(&self) -> WaitQueues {
-        WaitQueues::from_discovery(&self.discovery)
+        match &self.browse {
+            // The open queue's vhost's loops: with every vhost listed, another vhost's wait
+            // queue of the same name is not this one's.
+            Some(b) => WaitQueues::of_vhost(&self.discovery, &b.vhost),
+            None => WaitQueues::from_discovery(&self.discovery),
+        }
     }
 
     /// Length of the list the message pane shows.

@@ -49,10 +49,12 @@ pub fn view(state: &State, frame: &mut Frame) {
     .areas(area);
 
     status_bar(state, frame, status);
-    let left_width = queue_pane_width(state, area.width);
+    // The longest name, measured once a frame (a list of 10,000 queues).
+    let longest = longest_label(state);
+    let left_width = queue_pane_width(longest, area.width);
     let [left, right] =
         Layout::horizontal([Constraint::Length(left_width), Constraint::Min(20)]).areas(main);
-    queue_pane(state, frame, left);
+    queue_pane(state, frame, left, longest);
     let list_height = (right.height * 2 / 5).max(5);
     let [top, bottom] =
         Layout::vertical([Constraint::Length(list_height), Constraint::Min(3)]).areas(right);
@@ -217,8 +219,7 @@ const TREND_HEIGHT: u16 = 6;
 /// As wide as the longest queue name needs with the richest columns that fit, between 30
 /// columns and two fifths of the screen (the message pane needs the rest), never more than
 /// half.
-fn queue_pane_width(state: &State, width: u16) -> u16 {
-    let longest = longest_label(state);
+fn queue_pane_width(longest: u16, width: u16) -> u16 {
     let max = (width * 2 / 5).max(30);
     let tier = QueueTier::fitting(max, longest.clamp(QUEUE_NAME_MIN, 40));
     let needed = longest.saturating_add(tier.extra());
@@ -275,7 +276,7 @@ fn age_cell(secs: u64, lower_bound: bool) -> String {
     }
 }
 
-fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
+fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
     let t = &state.theme;
     let focused = state.focus == Focus::Queues && matches!(state.overlay, Overlay::None);
     let n_dlq = state.discovery.dead_letter_queues.len();
@@ -303,7 +304,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
     };
     let block = pane_block(state, title, focused);
     // The tier the pane's width was chosen for (see `queue_pane_width`).
-    let tier = QueueTier::fitting(area.width, longest_label(state).clamp(QUEUE_NAME_MIN, 40));
+    let tier = QueueTier::fitting(area.width, longest.clamp(QUEUE_NAME_MIN, 40));
     let name_w = usize::from(area.width.saturating_sub(tier.extra()));
     if !state.queues_loaded {
         let text = match &state.connection {

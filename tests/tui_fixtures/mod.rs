@@ -350,6 +350,7 @@ pub fn discovery() -> Discovery {
             ),
         ],
         retry_loops: vec![RetryLoop {
+            vhost: VHOST.into(),
             work_queue: "orders.process".into(),
             wait_queue: "orders.retry.wait".into(),
             ttl_ms: 60_000,

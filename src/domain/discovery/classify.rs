@@ -102,6 +102,16 @@ impl QueueRef {
             name: name.to_string(),
         }
     }
+
+    /// Makes this key `vhost`/`name` in place, reusing its buffers: a lookup per queue of a
+    /// long list without an allocation per queue.
+    pub fn set(&mut self, vhost: &str, name: &str) -> &QueueRef {
+        self.vhost.clear();
+        self.vhost.push_str(vhost);
+        self.name.clear();
+        self.name.push_str(name);
+        self
+    }
 }
 
 /// A work queue that dead-letters (or whose app republishes) into a wait queue whose TTL sends
@@ -109,6 +119,8 @@ impl QueueRef {
 /// pair, so a timeline needs `ttl_ms` to estimate when the last cycle happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryLoop {
+    /// The vhost of both queues (as [`DlqInfo::vhost`]).
+    pub vhost: String,
     pub work_queue: String,
     pub wait_queue: String,
     pub ttl_ms: u64,
@@ -157,6 +169,9 @@ impl Discovery {
         for q in &mut self.other_queues {
             q.vhost = vhost.to_string();
         }
+        for l in &mut self.retry_loops {
+            l.vhost = vhost.to_string();
+        }
     }
 
     /// One discovery of several vhosts' (each already named with [`Discovery::set_vhost`]),
@@ -175,6 +190,15 @@ impl Discovery {
     pub fn retry_loop_of(&self, queue: &str) -> Option<&RetryLoop> {
         self.retry_loops
             .iter()
+            .find(|l| l.work_queue == queue || l.wait_queue == queue)
+    }
+
+    /// [`Discovery::retry_loop_of`] among the loops of `vhost` (a discovery of every vhost
+    /// holds several).
+    pub fn retry_loop_in(&self, vhost: &str, queue: &str) -> Option<&RetryLoop> {
+        self.retry_loops
+            .iter()
+            .filter(|l| l.vhost == vhost)
             .find(|l| l.work_queue == queue || l.wait_queue == queue)
     }
 
@@ -376,6 +400,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
                 if let (Some(wq), Some(tq)) = (topology.queues.get(work), topology.queues.get(wait))
                 {
                     retry_loops.push(RetryLoop {
+                        vhost: String::new(),
                         work_queue: wq.name.clone(),
                         wait_queue: tq.name.clone(),
                         ttl_ms,
@@ -455,6 +480,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             loop_edges.insert((work, wait));
             loop_edges.insert((wait, work));
             retry_loops.push(RetryLoop {
+                vhost: String::new(),
                 work_queue: wq.name.clone(),
                 wait_queue: tq.name.clone(),
                 ttl_ms,
@@ -730,6 +756,7 @@ mod tests {
         assert_eq!(
             d.retry_loops,
             vec![RetryLoop {
+                vhost: String::new(),
                 work_queue: "orders.process".into(),
                 wait_queue: "orders.retry.wait".into(),
                 ttl_ms: 5000
@@ -875,6 +902,7 @@ mod tests {
             assert_eq!(
                 d.retry_loops,
                 vec![RetryLoop {
+                    vhost: String::new(),
                     work_queue: "orders".into(),
                     wait_queue: wait.into(),
                     ttl_ms: 1000
