@@ -234,7 +234,7 @@ pub fn dlq_depths(d: &Discovery) -> Vec<(String, u64)> {
 /// Feeders are looked up in the dead-letter queue's own vhost (a discovery of every vhost holds
 /// several). One map, so a vhost of 10,000 queues costs a pass, not a search per feeder.
 pub fn origin_consumers(d: &Discovery) -> Vec<Option<u64>> {
-    let mut consumers: HashMap<(&str, &str), Option<u64>> = HashMap::new();
+    let mut consumers: fnv::FnvHashMap<(&str, &str), Option<u64>> = Default::default();
     for q in &d.other_queues {
         consumers.insert((&q.vhost, &q.name), q.consumers);
     }

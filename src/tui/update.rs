@@ -2,7 +2,9 @@
 //! everything it needs arrives in the event, everything it wants done leaves as a command. Only
 //! the replay modal's accept produces `Command::Replay`, and never in read-only mode.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use fnv::FnvHashMap;
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::TextArea;
@@ -434,15 +436,19 @@ fn is_queue(at: Option<&QueueRef>, vhost: &str, queue: &str) -> bool {
 }
 
 /// Depths by vhost, then name: one map per vhost, looked up with borrowed names.
-fn by_vhost(depths: Vec<(QueueRef, Option<u64>)>) -> HashMap<String, HashMap<String, Option<u64>>> {
-    let mut out: HashMap<String, HashMap<String, Option<u64>>> = HashMap::new();
+type Depths = FnvHashMap<String, FnvHashMap<String, Option<u64>>>;
+
+fn by_vhost(depths: Vec<(QueueRef, Option<u64>)>) -> Depths {
+    let mut out = Depths::default();
     for (q, depth) in depths {
         match out.get_mut(&q.vhost) {
             Some(of_vhost) => {
                 of_vhost.insert(q.name, depth);
             }
             None => {
-                out.insert(q.vhost, HashMap::from([(q.name, depth)]));
+                let mut of_vhost = FnvHashMap::default();
+                of_vhost.insert(q.name, depth);
+                out.insert(q.vhost, of_vhost);
             }
         }
     }
