@@ -168,6 +168,7 @@ fn main() {
     update(
         &mut st,
         Report::MessagesLoaded {
+            vhost: String::new(),
             queue: "orders.dlq".into(),
             messages,
             first_seen,

@@ -255,6 +255,7 @@ async fn finds_dead_letter_queues_by_argument_policy_and_name() {
         assert_eq!(
             d.retry_loops,
             vec![RetryLoop {
+                vhost: vh.name.clone(),
                 work_queue: "orders.process".into(),
                 wait_queue: "orders.retry.wait".into(),
                 ttl_ms: 5000

@@ -353,7 +353,11 @@ async fn the_tuis_worker_continues_from_the_stores_samples() {
     })
     .await
     .expect("a depth history after the listing");
-    let kept = samples.get("restart.dlq").expect("the queue's samples");
+    let kept = samples
+        .iter()
+        .find(|(q, _)| q.name == "restart.dlq")
+        .map(|(_, s)| s)
+        .expect("the queue's samples");
     assert_eq!(kept.iter().map(|s| s.depth).collect::<Vec<_>>(), [3]);
     let _ = tx.send(Command::Quit).await;
     let _ = tokio::time::timeout(Duration::from_secs(10), worker).await;

@@ -188,6 +188,7 @@ async fn tui_session(broker: TestBroker) {
     };
     let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
     let browse = Command::Browse {
+        vhost: vhost.name.clone(),
         queue: "orders.dlq".into(),
         limit: 500,
         read_again: false,
@@ -203,6 +204,7 @@ async fn tui_session(broker: TestBroker) {
         for keep_attempts in [false, true] {
             cmd_tx
                 .send(Command::PreviewReplay {
+                    vhost: vhost.name.clone(),
                     queue: "orders.dlq".into(),
                     selection: Selection::All,
                     keep_attempts,

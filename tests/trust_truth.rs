@@ -298,6 +298,7 @@ async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
         let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
         cmd_tx
             .send(Command::Replay(ReplayRequest {
+                vhost: vh.name.clone(),
                 queue: "work.dlq".into(),
                 selection: Default::default(),
                 expected: 3,

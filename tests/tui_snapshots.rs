@@ -48,6 +48,7 @@ fn snap(name: &str, state: &State) {
 
 fn preview(count: u64, reaches: &[&str]) -> Report {
     Report::ReplayPreview(ReplayPreview {
+        vhost: VHOST.into(),
         queue: "orders.dlq".into(),
         count,
         keep_attempts: false,
@@ -97,6 +98,22 @@ fn find(buf: &Buffer, needle: &str) -> Vec<(u16, u16)> {
 fn queue_list() {
     let st = loaded(false, Theme::color());
     snap("queue_list", &st);
+}
+
+/// Every vhost at once (`:vhost *`): each queue after its vhost, the two `orders.dlq` of
+/// `/orders` and `billing` two rows, and the scope in the header.
+#[test]
+fn queue_list_every_vhost() {
+    let st = loaded_every_vhost(Theme::color());
+    snap("queue_list_every_vhost", &st);
+    let screen = text(&render(&st, 200, 50));
+    assert!(screen.contains("billing/orders.dlq") && screen.contains("/orders/orders.dlq"));
+    assert!(
+        screen
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("every vhost"))
+    );
 }
 
 #[test]
@@ -156,6 +173,7 @@ fn groups_by_reason_with_a_note() {
     update(
         &mut st,
         Report::GroupNotes {
+            vhost: VHOST.into(),
             queue: "orders.dlq".into(),
             notes: vec![warren::domain::grouping::GroupNote {
                 queue: "orders.dlq".into(),
@@ -581,6 +599,7 @@ fn the_modal_wraps_long_lists_and_warnings_under_their_field() {
     update(
         &mut st,
         Report::ReplayPreview(ReplayPreview {
+            vhost: VHOST.into(),
             queue: "orders.dlq".into(),
             count: 3,
             targets: vec!["orders.process (default exchange, routing key orders.process)".into()],
@@ -801,8 +820,8 @@ fn queue_list_by_urgency() {
             .collect()
     };
     let stored = std::collections::HashMap::from([
-        ("payments.dlq".to_string(), flat(0)),
-        ("orders.dlq".to_string(), flat(412)),
+        (tui_fixtures::at("payments.dlq"), flat(0)),
+        (tui_fixtures::at("orders.dlq"), flat(412)),
     ]);
     update(
         &mut st,
@@ -829,7 +848,7 @@ fn queue_list_by_urgency() {
                 } else {
                     d.depth
                 };
-                (d.name.clone(), depth)
+                (d.id(), depth)
             })
             .collect();
         update(
@@ -888,6 +907,7 @@ fn restore_modal_back_into_the_dlq_and_to_origin() {
     update(&mut st, ch('r'));
     let plan = |how: RestoreHow, count: u64, targets: &[&str], adds: &[&str], warnings: &[&str]| {
         Report::RestorePreview(RestorePreview {
+            vhost: VHOST.into(),
             queue: "warren.archive".into(),
             how,
             count,

@@ -21,6 +21,7 @@ use warren::tui::{Command, Theme, update};
 
 fn preview(queue: &str, count: u64) -> Report {
     Report::ReplayPreview(ReplayPreview {
+        vhost: VHOST.into(),
         queue: queue.into(),
         count,
         targets: vec!["orders.process (default exchange, routing key orders.process)".into()],
@@ -106,14 +107,18 @@ fn enter_browses_and_tab_moves_between_panes() {
     );
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
-        matches!(cmds.as_slice(), [Command::Browse { queue, limit: 500, read_again: false }] if queue == "orders.dlq"),
+        matches!(cmds.as_slice(), [Command::Browse { queue, limit: 500, read_again: false, .. }] if queue == "orders.dlq"),
         "{cmds:?}"
     );
     assert_eq!(st.focus, Focus::Messages);
-    assert_eq!(st.loading.as_deref(), Some("orders.dlq"));
+    assert_eq!(
+        st.loading.as_ref().map(|q| q.name.as_str()),
+        Some("orders.dlq")
+    );
     update(
         &mut st,
         Report::MessagesLoaded {
+            vhost: VHOST.into(),
             queue: "orders.dlq".into(),
             messages: packed(orders_messages()),
             first_seen: vec![],
@@ -391,6 +396,7 @@ fn read_only_never_emits_a_replay_command() {
                 update(
                     &mut st,
                     Report::MessagesLoaded {
+                        vhost: VHOST.into(),
                         queue: "orders.dlq".into(),
                         messages: packed(orders_messages()),
                         first_seen: vec![],
@@ -659,7 +665,7 @@ fn ticks_redraw_only_when_the_minute_changes_and_refresh_depths() {
     update(
         &mut st,
         Report::DepthsRefreshed {
-            depths: vec![("orders.dlq".into(), Some(412))],
+            depths: vec![(at("orders.dlq"), Some(412))],
             ticket: Ticket::default(),
         },
     );
@@ -667,7 +673,7 @@ fn ticks_redraw_only_when_the_minute_changes_and_refresh_depths() {
     update(
         &mut st,
         Report::DepthsRefreshed {
-            depths: vec![("orders.dlq".into(), Some(413))],
+            depths: vec![(at("orders.dlq"), Some(413))],
             ticket: Ticket::default(),
         },
     );
@@ -844,6 +850,7 @@ fn browsing_invoices() -> warren::tui::State {
     update(
         &mut st,
         Report::MessagesLoaded {
+            vhost: VHOST.into(),
             queue: "invoices.dlq".into(),
             messages: packed(orders_messages()),
             first_seen: vec![],
@@ -896,6 +903,7 @@ fn a_read_the_ledger_prices_is_confirmed_with_the_same_key() {
     update(
         &mut st,
         Report::ReadCost {
+            vhost: VHOST.into(),
             queue: "invoices.dlq".into(),
             text: "Warren has read 'invoices.dlq' 3 times before".into(),
             ticket: Ticket::default(),
@@ -934,7 +942,7 @@ fn protect_asks_then_sets_and_is_refused_read_only() {
     assert!(st.notice.as_deref().unwrap_or("").contains("Press P again"));
     let cmds = update(&mut st, ch('P'));
     assert!(
-        matches!(cmds.as_slice(), [Command::Protect(q)] if q == "invoices.dlq"),
+        matches!(cmds.as_slice(), [Command::Protect { queue: q, .. }] if q == "invoices.dlq"),
         "{cmds:?}"
     );
     // A queue without a limit has nothing to protect.
@@ -950,6 +958,7 @@ fn protect_asks_then_sets_and_is_refused_read_only() {
 fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket: Ticket) -> Report {
     let messages = packed(messages);
     Report::MessagesLoaded {
+        vhost: VHOST.into(),
         queue: queue.into(),
         messages,
         first_seen: vec![],
@@ -1015,13 +1024,14 @@ fn answers_of_the_old_place_are_shown_until_the_switch_succeeds_and_ignored_afte
     update(
         &mut st,
         Report::DepthsRefreshed {
-            depths: vec![("orders.dlq".into(), Some(1))],
+            depths: vec![(at("orders.dlq"), Some(1))],
             ticket: late,
         },
     );
     update(
         &mut st,
         Report::ReadCost {
+            vhost: VHOST.into(),
             queue: "invoices.dlq".into(),
             text: "costs".into(),
             ticket: late,
@@ -1722,7 +1732,7 @@ fn a_failed_switch_changes_nothing_but_a_message() {
     update(
         &mut st,
         Report::DepthsRefreshed {
-            depths: vec![("orders.dlq".into(), Some(411))],
+            depths: vec![(at("orders.dlq"), Some(411))],
             ticket: ticket(0, 20),
         },
     );
@@ -1827,10 +1837,13 @@ fn limit_reads_the_open_queue_again_with_the_new_limit() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     let cmds = run_command_line(&mut st, "limit 5000");
     assert!(
-        matches!(&cmds[..], [Command::Browse { queue, limit: 5000, read_again: false }] if queue == "orders.dlq"),
+        matches!(&cmds[..], [Command::Browse { queue, limit: 5000, read_again: false, .. }] if queue == "orders.dlq"),
         "{cmds:?}"
     );
-    assert_eq!(st.loading.as_deref(), Some("orders.dlq"));
+    assert_eq!(
+        st.loading.as_ref().map(|q| q.name.as_str()),
+        Some("orders.dlq")
+    );
 
     // A quorum queue whose reads cost deliveries: the cost first, then Ctrl-R reads it.
     let mut st = browsing_invoices();
@@ -1845,7 +1858,7 @@ fn limit_reads_the_open_queue_again_with_the_new_limit() {
     );
     let cmds = update(&mut st, ctrl('r'));
     assert!(
-        cmds.iter().any(|c| matches!(c, Command::Browse { queue, limit: 5000, read_again: true } if queue == "invoices.dlq")),
+        cmds.iter().any(|c| matches!(c, Command::Browse { queue, limit: 5000, read_again: true, .. } if queue == "invoices.dlq")),
         "{cmds:?}"
     );
 
@@ -1894,6 +1907,7 @@ fn a_browse_cut_at_the_limit_says_so_on_screen() {
     update(
         &mut st,
         Report::MessagesLoaded {
+            vhost: VHOST.into(),
             queue: "orders.dlq".into(),
             messages: packed(orders_messages()),
             first_seen: vec![],
@@ -1967,6 +1981,7 @@ fn a_row_the_audit_says_was_replayed_says_it_failed_again() {
     update(
         &mut st,
         Report::MessagesLoaded {
+            vhost: VHOST.into(),
             queue: "orders.dlq".into(),
             messages: packed(orders_messages().into_iter().take(2).collect()),
             first_seen: vec![],
@@ -2073,6 +2088,7 @@ fn key_esc() -> Event {
 
 fn notes(notes: Vec<GroupNote>, whole: bool) -> Report {
     Report::GroupNotes {
+        vhost: VHOST.into(),
         queue: "orders.dlq".into(),
         notes,
         whole,
@@ -2101,7 +2117,7 @@ fn n_writes_a_note_on_the_group_and_it_shows_until_the_group_is_gone() {
         .unwrap_or_default();
     let cmds = update(&mut st, key(KeyCode::Enter));
     let note = match cmds.as_slice() {
-        [Command::SetGroupNote(n)] => n.clone(),
+        [Command::SetGroupNote { note: n, .. }] => n.clone(),
         other => panic!("expected the note to be kept, got {other:?}"),
     };
     assert_eq!(note.text, "carrier outage, replay after 10:00 q r");
@@ -2145,7 +2161,7 @@ fn n_writes_a_note_on_the_group_and_it_shows_until_the_group_is_gone() {
     assert_eq!(st.group_notes.len(), 2);
     let cmds = update(&mut st, notes(vec![note.clone(), stale.clone()], true));
     match cmds.as_slice() {
-        [Command::ForgetGroupNotes { queue, notes }] => {
+        [Command::ForgetGroupNotes { queue, notes, .. }] => {
             assert_eq!(queue, "orders.dlq");
             assert_eq!(notes, &vec![stale.clone()]);
         }
@@ -2169,13 +2185,16 @@ fn a_reordering_refresh_keeps_the_cursor_on_its_queue() {
     assert_eq!(names(&st)[0], "orders.dlq");
     update(&mut st, key(KeyCode::Char('j')));
     let on = st.queue_name_at_cursor().unwrap();
-    let depths = |st: &warren::tui::State, grow: &str, by: u64| -> Vec<(String, Option<u64>)> {
+    let depths = |st: &warren::tui::State,
+                  grow: &str,
+                  by: u64|
+     -> Vec<(warren::domain::discovery::QueueRef, Option<u64>)> {
         st.discovery
             .dead_letter_queues
             .iter()
             .map(|d| {
                 let extra = if d.name == grow { by } else { 0 };
-                (d.name.clone(), d.depth.map(|n| n + extra))
+                (d.id(), d.depth.map(|n| n + extra))
             })
             .collect()
     };
@@ -2199,7 +2218,7 @@ fn a_reordering_refresh_keeps_the_cursor_on_its_queue() {
         on,
         "the cursor stayed on its queue"
     );
-    let figures = st.figures_of(&last).copied().unwrap();
+    let figures = st.figures_of(&at(&last)).copied().unwrap();
     assert_eq!(figures.growth_per_min, Some(20.0));
     // The same depths again: nothing changed, nothing to draw.
     st.take_dirty();
@@ -2222,20 +2241,6 @@ fn a_reordering_refresh_keeps_the_cursor_on_its_queue() {
     expected.reverse();
     assert_eq!(names(&st), expected);
     assert_eq!(st.queue_name_at_cursor().unwrap(), on);
-}
-
-#[test]
-fn every_vhost_is_refused_in_the_tui_with_where_to_find_it() {
-    let mut st = loaded(false, Theme::color());
-    let cmds = run_command_line(&mut st, "vhost *");
-    assert!(cmds.is_empty());
-    assert!(st.switching.is_none());
-    assert!(
-        st.error
-            .as_deref()
-            .unwrap_or("")
-            .contains("warren queues --vhost '*'")
-    );
 }
 
 fn text_of(lines: &[ratatui::text::Line]) -> String {
@@ -2331,6 +2336,7 @@ fn a_message_that_came_back_names_its_run_and_who_ran_it() {
     update(
         &mut st,
         Report::MessagesLoaded {
+            vhost: VHOST.into(),
             queue: "orders.dlq".into(),
             messages: vec![m.into()],
             first_seen: vec![],
@@ -2461,6 +2467,7 @@ fn the_archive_is_listed_with_the_dlqs_read_like_one_and_archive_or_discard_refu
     classic
         .other_queues
         .push(warren::domain::discovery::QueueSummary {
+            vhost: VHOST.into(),
             name: "warren.archive".into(),
             queue_type: QueueType::Classic,
             depth: Some(3),
@@ -2494,6 +2501,7 @@ fn the_archive_is_listed_with_the_dlqs_read_like_one_and_archive_or_discard_refu
 
 fn restore_preview(how: RestoreHow, count: u64, before: u64) -> Report {
     Report::RestorePreview(RestorePreview {
+        vhost: VHOST.into(),
         queue: "warren.archive".into(),
         how,
         count,
@@ -2516,6 +2524,7 @@ fn r_in_the_archive_opens_the_restore_modal_and_asks_for_its_plan() {
                 queue,
                 selection: Selection::Keys(k),
                 how,
+                ..
             },
         ] if queue == "warren.archive" && k.len() == 2 => *how,
         other => panic!("expected the restore plan asked for, got {other:?}"),
@@ -2641,6 +2650,7 @@ fn a_restore_refused_or_empty_does_not_run_and_a_large_one_needs_the_count_typed
     update(
         &mut st,
         Report::RestorePreview(RestorePreview {
+            vhost: VHOST.into(),
             queue: "warren.archive".into(),
             count: 0,
             restored_before: 1,
@@ -2687,4 +2697,238 @@ fn read_only_refuses_a_restore_and_says_why() {
         "{:?}",
         st.error
     );
+}
+
+/// The row of the queue `name` in `vhost` (every vhost listed).
+fn row_of(st: &warren::tui::State, vhost: &str, name: &str) -> usize {
+    st.queue_rows()
+        .iter()
+        .position(|r| r.vhost() == vhost && r.name() == name)
+        .unwrap_or_else(|| panic!("{vhost}/{name} listed"))
+}
+
+#[test]
+fn vhost_star_switches_to_every_vhost_and_vhost_name_back_to_one() {
+    let mut st = loaded(false, Theme::color());
+    let cmds = run_command_line(&mut st, "vhost *");
+    assert!(
+        matches!(cmds.as_slice(), [Command::SwitchVhost { name, generation: 1 }] if name == "*"),
+        "{cmds:?}"
+    );
+    assert_eq!(
+        st.switching.as_ref().map(|s| s.to.as_str()),
+        Some("every vhost")
+    );
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: every_vhost_overview(),
+            discovery: every_vhost_discovery(),
+            ticket: ticket(1, 3),
+        },
+    );
+    assert!(st.every_vhost() && st.switching.is_none());
+    assert_eq!(st.notice.as_deref(), Some("switched to every vhost"));
+    let h = header(&st);
+    assert!(h.contains("ops · every vhost"), "{h}");
+    assert_eq!(st.queue_rows().len(), 10, "both vhosts' queues");
+    // Back to one vhost: its name, like any switch.
+    let cmds = run_command_line(&mut st, "vhost /orders");
+    assert!(
+        matches!(cmds.as_slice(), [Command::SwitchVhost { name, generation: 2 }] if name == "/orders"),
+        "{cmds:?}"
+    );
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: overview(),
+            discovery: discovery(),
+            ticket: ticket(2, 4),
+        },
+    );
+    assert!(!st.every_vhost());
+    assert_eq!(st.queue_rows().len(), 8);
+    assert!(header(&st).contains("ops@/orders"));
+    // Every context at once is not here yet: said, and nothing is asked of the worker.
+    let cmds = run_command_line(&mut st, "ctx *");
+    assert!(cmds.is_empty() && st.switching.is_none());
+    assert!(
+        st.error
+            .as_deref()
+            .is_some_and(|e| e.contains("every context") && e.contains("--context '*'")),
+        "{:?}",
+        st.error
+    );
+}
+
+#[test]
+fn two_queues_of_one_name_in_two_vhosts_stay_two() {
+    let mut st = loaded_every_vhost(Theme::color());
+    let here = row_of(&st, VHOST, "orders.dlq");
+    let there = row_of(&st, "billing", "orders.dlq");
+    assert_ne!(here, there);
+    // Urgency with nothing growing: deepest first, so billing's (900) before /orders' (412).
+    assert!(there < here, "{there} {here}");
+    // Enter on billing's: the read names billing.
+    st.queue_cursor = there;
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Browse { vhost, queue, .. }] if vhost == "billing" && queue == "orders.dlq"),
+        "{cmds:?}"
+    );
+    assert_eq!(
+        st.loading,
+        Some(warren::domain::discovery::QueueRef::new(
+            "billing",
+            "orders.dlq"
+        ))
+    );
+    // A page of /orders' queue of that name (an earlier read's) is not billing's: billing's
+    // read is still awaited.
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            vhost: VHOST.into(),
+            queue: "orders.dlq".into(),
+            messages: packed(vec![masstransit()]),
+            first_seen: vec![],
+            replays: vec![],
+            authors: Default::default(),
+            stop: "all 1 messages".into(),
+            ticket: ticket(0, 1),
+        },
+    );
+    assert!(st.loading.is_some(), "billing's read is still under way");
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            vhost: "billing".into(),
+            queue: "orders.dlq".into(),
+            messages: packed(orders_messages()),
+            first_seen: vec![],
+            replays: vec![],
+            authors: Default::default(),
+            stop: "all 3 messages".into(),
+            ticket: ticket(0, 2),
+        },
+    );
+    assert!(st.loading.is_none());
+    let b = st.browse.as_ref().expect("a page");
+    assert_eq!(
+        (b.vhost.as_str(), b.queue.as_str()),
+        ("billing", "orders.dlq")
+    );
+    // What each read found dates its own queue: two reads, two heads.
+    assert!(
+        st.heads
+            .contains_key(&warren::domain::discovery::QueueRef::new(
+                "billing",
+                "orders.dlq"
+            ))
+    );
+    assert!(st.heads.contains_key(&at("orders.dlq")));
+    assert_eq!(st.heads.len(), 2);
+    // The notes of /orders' queue of that name are not billing's.
+    update(&mut st, ch('f'));
+    update(&mut st, notes(vec![], false));
+    let note = GroupNote {
+        queue: "orders.dlq".into(),
+        by: st.group_by,
+        key: st
+            .current_group()
+            .map(|g| g.key.clone())
+            .unwrap_or_default(),
+        text: "another vhost's".into(),
+        author: "x".into(),
+        at: now(),
+    };
+    update(&mut st, notes(vec![note], false));
+    let g = st.current_group().cloned().expect("a group");
+    assert!(
+        st.note_for(&g).is_none(),
+        "/orders' note is not on billing's queue"
+    );
+    // A replay from here plans and runs in billing.
+    update(&mut st, key_esc());
+    st.focus = Focus::Messages;
+    st.list_mode = ListMode::Messages;
+    let cmds = update(&mut st, ch('r'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::PreviewReplay { vhost, queue, .. }] if vhost == "billing" && queue == "orders.dlq"),
+        "{cmds:?}"
+    );
+    let mut plan = preview("orders.dlq", 1);
+    if let Report::ReplayPreview(p) = &mut plan {
+        p.vhost = "billing".into();
+    }
+    update(&mut st, plan);
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.vhost == "billing" && r.queue == "orders.dlq"),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn a_refresh_of_every_vhost_keeps_each_queue_its_own_depth_and_history() {
+    let mut st = loaded_every_vhost(Theme::color());
+    let there = row_of(&st, "billing", "orders.dlq");
+    st.queue_cursor = there;
+    // Thirty seconds later /orders' orders.dlq has grown by 10, billing's has not.
+    update(
+        &mut st,
+        Event::Tick(jiff::Timestamp::from_second(now().as_second() + 30).unwrap()),
+    );
+    let depths: Vec<_> = st
+        .discovery
+        .dead_letter_queues
+        .iter()
+        .map(|d| {
+            let grown = d.vhost == VHOST && d.name == "orders.dlq";
+            (d.id(), d.depth.map(|n| if grown { n + 10 } else { n }))
+        })
+        .collect();
+    update(
+        &mut st,
+        Report::DepthsRefreshed {
+            depths,
+            ticket: Ticket::default(),
+        },
+    );
+    let depth_of = |st: &warren::tui::State, v: &str| {
+        st.dlq_of(&warren::domain::discovery::QueueRef::new(v, "orders.dlq"))
+            .and_then(|d| d.depth)
+    };
+    assert_eq!(depth_of(&st, VHOST), Some(422));
+    assert_eq!(depth_of(&st, "billing"), Some(900));
+    // Urgency across vhosts: the growing one first, whatever its vhost.
+    assert_eq!(row_of(&st, VHOST, "orders.dlq"), 0);
+    let grown = st.figures_of(&at("orders.dlq")).copied().unwrap();
+    assert_eq!(grown.growth_per_min, Some(20.0));
+    let still = st
+        .figures_of(&warren::domain::discovery::QueueRef::new(
+            "billing",
+            "orders.dlq",
+        ))
+        .copied()
+        .unwrap();
+    assert_eq!(still.growth_per_min, Some(0.0));
+    // The cursor stayed on billing's queue, which moved down a row.
+    assert_eq!(
+        st.queue_at_cursor(),
+        Some(warren::domain::discovery::QueueRef::new(
+            "billing",
+            "orders.dlq"
+        ))
+    );
+    // Each its own samples.
+    assert_eq!(
+        st.histories.get(&at("orders.dlq")).map(|h| h.depths()),
+        Some(vec![412, 422])
+    );
+    // By name: the two of one name side by side, each still itself.
+    update(&mut st, key(KeyCode::Char('6')));
+    let a = row_of(&st, VHOST, "orders.dlq");
+    let b = row_of(&st, "billing", "orders.dlq");
+    assert_eq!(a.abs_diff(b), 1, "{a} {b}");
 }

@@ -26,23 +26,27 @@ async fn run(
     cmd: &mpsc::Sender<Command>,
     rx: &mut mpsc::Receiver<Report>,
     label: &str,
+    vhost: &str,
     job: JobKind,
     expected: u64,
 ) -> (warren::tui::event::ReplayOutcome, Vec<String>) {
-    run_on(cmd, rx, label, "dlq", Selection::All, job, expected).await
+    run_on(cmd, rx, label, vhost, "dlq", Selection::All, job, expected).await
 }
 
 /// One run the operator accepted, on `queue`'s `selection`: its outcome and the notices on the way.
+#[allow(clippy::too_many_arguments)]
 async fn run_on(
     cmd: &mpsc::Sender<Command>,
     rx: &mut mpsc::Receiver<Report>,
     label: &str,
+    vhost: &str,
     queue: &str,
     selection: Selection,
     job: JobKind,
     expected: u64,
 ) -> (warren::tui::event::ReplayOutcome, Vec<String>) {
     cmd.send(Command::Replay(ReplayRequest {
+        vhost: vhost.into(),
         queue: queue.into(),
         selection,
         expected,
@@ -136,6 +140,7 @@ async fn session(broker: TestBroker, home: &Home) {
         &cmd_tx,
         &mut rx,
         &label,
+        &vhost.name,
         JobKind::Archive {
             reason: "customer gone".into(),
         },
@@ -175,6 +180,7 @@ async fn session(broker: TestBroker, home: &Home) {
     }
     cmd_tx
         .send(Command::Browse {
+            vhost: vhost.name.clone(),
             queue: "warren.archive".into(),
             limit: 100,
             read_again: false,
@@ -209,7 +215,7 @@ async fn session(broker: TestBroker, home: &Home) {
     );
 
     // Discard 1: its snapshot is written first, with exactly that message, and named.
-    let (o, notices) = run(&cmd_tx, &mut rx, &label, JobKind::Discard, 1).await;
+    let (o, notices) = run(&cmd_tx, &mut rx, &label, &vhost.name, JobKind::Discard, 1).await;
     assert_eq!(o.progress.moved, 1, "{label}: {o:?}");
     h::wait_for_depth(&conn, "dlq", 1, Duration::from_secs(10)).await;
     let said = notices
@@ -246,14 +252,24 @@ async fn restore_run(
     cmd: &mpsc::Sender<Command>,
     rx: &mut mpsc::Receiver<Report>,
     label: &str,
+    vhost: &str,
     selection: &Selection,
     how: RestoreHow,
     expected: u64,
 ) -> warren::tui::event::ReplayOutcome {
     let job = JobKind::Restore(how);
-    run_on(cmd, rx, label, ARCHIVE, selection.clone(), job, expected)
-        .await
-        .0
+    run_on(
+        cmd,
+        rx,
+        label,
+        vhost,
+        ARCHIVE,
+        selection.clone(),
+        job,
+        expected,
+    )
+    .await
+    .0
 }
 
 /// The restore modal's plan for `selection` of the archive.
@@ -261,10 +277,11 @@ async fn restore_plan(
     cmd: &mpsc::Sender<Command>,
     rx: &mut mpsc::Receiver<Report>,
     label: &str,
+    vhost: &str,
     selection: &Selection,
     how: RestoreHow,
 ) -> RestorePreview {
-    plan_of(cmd, rx, label, ARCHIVE, selection, how).await
+    plan_of(cmd, rx, label, vhost, ARCHIVE, selection, how).await
 }
 
 /// The restore modal's plan for `selection` of `queue` (the archive, or a queue that is not).
@@ -272,11 +289,13 @@ async fn plan_of(
     cmd: &mpsc::Sender<Command>,
     rx: &mut mpsc::Receiver<Report>,
     label: &str,
+    vhost: &str,
     queue: &str,
     selection: &Selection,
     how: RestoreHow,
 ) -> RestorePreview {
     cmd.send(Command::PreviewRestore {
+        vhost: vhost.into(),
         queue: queue.into(),
         selection: selection.clone(),
         how,
@@ -311,6 +330,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
         &cmd_tx,
         &mut rx,
         &label,
+        &vhost.name,
         JobKind::Archive {
             reason: "later".into(),
         },
@@ -327,7 +347,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
     // Restore 3 of them, picked by key as the TUI picks them: the plan first.
     let three = Selection::Keys(["id:r-0", "id:r-2", "id:r-4"].map(String::from).into());
     let back = RestoreHow::default();
-    let p = restore_plan(&cmd_tx, &mut rx, &label, &three, back).await;
+    let p = restore_plan(&cmd_tx, &mut rx, &label, &vhost.name, &three, back).await;
     assert_eq!(p.count, 3, "{label}: {p:?}");
     assert_eq!(p.targets, vec!["dlq × 3".to_string()], "{label}");
     assert_eq!(p.restored_before, 0, "{label}");
@@ -336,7 +356,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
         p.removes.iter().any(|h| h == "warren-archived-from"),
         "{label}: {p:?}"
     );
-    let o = restore_run(&cmd_tx, &mut rx, &label, &three, back, 3).await;
+    let o = restore_run(&cmd_tx, &mut rx, &label, &vhost.name, &three, back, 3).await;
     assert_eq!(
         (o.progress.moved, o.progress.failed),
         (3, 0),
@@ -368,13 +388,13 @@ async fn restore_session(broker: TestBroker, home: &Home) {
     );
 
     // A second restore of the same is refused, in the plan and in the run, unless again.
-    let p = restore_plan(&cmd_tx, &mut rx, &label, &three, back).await;
+    let p = restore_plan(&cmd_tx, &mut rx, &label, &vhost.name, &three, back).await;
     assert_eq!((p.count, p.restored_before), (0, 3), "{label}: {p:?}");
     assert!(
         p.refusals.iter().any(|r| r.contains("restored before")),
         "{label}: {p:?}"
     );
-    let o = restore_run(&cmd_tx, &mut rx, &label, &three, back, 3).await;
+    let o = restore_run(&cmd_tx, &mut rx, &label, &vhost.name, &three, back, 3).await;
     assert_eq!(o.progress.moved, 0, "{label}: {o:?}");
     assert!(
         o.error.as_deref().unwrap_or("").contains("restored before"),
@@ -389,16 +409,17 @@ async fn restore_session(broker: TestBroker, home: &Home) {
         replay: false,
         again: true,
     };
-    let p = restore_plan(&cmd_tx, &mut rx, &label, &three, again).await;
+    let p = restore_plan(&cmd_tx, &mut rx, &label, &vhost.name, &three, again).await;
     assert_eq!((p.count, p.restored_before), (3, 3), "{label}: {p:?}");
     // The other two are still restorable.
-    let p = restore_plan(&cmd_tx, &mut rx, &label, &Selection::All, back).await;
+    let p = restore_plan(&cmd_tx, &mut rx, &label, &vhost.name, &Selection::All, back).await;
     assert_eq!((p.count, p.restored_before), (2, 3), "{label}: {p:?}");
 
     // A restore stopped at once (Esc before its first batch) publishes nothing; the two are
     // still there to restore.
     cmd_tx
         .send(Command::Replay(ReplayRequest {
+            vhost: vhost.name.clone(),
             queue: ARCHIVE.into(),
             selection: Selection::All,
             expected: 2,
@@ -426,7 +447,16 @@ async fn restore_session(broker: TestBroker, home: &Home) {
         3,
         "{label}: nothing published"
     );
-    let o = restore_run(&cmd_tx, &mut rx, &label, &Selection::All, back, 2).await;
+    let o = restore_run(
+        &cmd_tx,
+        &mut rx,
+        &label,
+        &vhost.name,
+        &Selection::All,
+        back,
+        2,
+    )
+    .await;
     assert_eq!(
         (o.progress.moved, o.error.as_deref()),
         (2, None),
@@ -435,7 +465,16 @@ async fn restore_session(broker: TestBroker, home: &Home) {
     assert_eq!(amqp_depth(&conn, "dlq").await, 5, "{label}");
 
     // A plan that cannot be made says why in the modal: only the archive is restored from.
-    let p = plan_of(&cmd_tx, &mut rx, &label, "dlq", &Selection::All, back).await;
+    let p = plan_of(
+        &cmd_tx,
+        &mut rx,
+        &label,
+        &vhost.name,
+        "dlq",
+        &Selection::All,
+        back,
+    )
+    .await;
     assert_eq!(p.count, 0, "{label}: {p:?}");
     assert!(
         p.refusals.iter().any(|r| r.contains("is not the archive")),

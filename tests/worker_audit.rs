@@ -80,6 +80,7 @@ async fn session(broker: TestBroker, create: bool) {
     let mut notices = Vec::new();
     cmd_tx
         .send(Command::Replay(ReplayRequest {
+            vhost: vhost.name.clone(),
             queue: "dlq".into(),
             selection: Selection::All,
             expected: 3,
@@ -123,6 +124,7 @@ async fn session(broker: TestBroker, create: bool) {
     assert_eq!(back.top_failure_count, 2, "{label}: {runs:?}");
     cmd_tx
         .send(Command::Browse {
+            vhost: vhost.name.clone(),
             queue: "dlq".into(),
             limit: 500,
             read_again: false,

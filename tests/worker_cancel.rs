@@ -67,6 +67,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
     let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
     cmd_tx
         .send(Command::Replay(ReplayRequest {
+            vhost: "/".into(),
             queue: "orders.dlq".into(),
             selection: Selection::All,
             expected: 4,
@@ -156,6 +157,7 @@ async fn overlapping_browses(broker: TestBroker) {
         }
     }
     let browse = Command::Browse {
+        vhost: vhost.name.clone(),
         queue: "orders.dlq".into(),
         limit: 500,
         read_again: false,

@@ -68,6 +68,7 @@ async fn the_worker_keeps_reads_and_forgets_group_notes() {
             ..Default::default()
         });
         let browse = Command::Browse {
+            vhost: vhost.name.clone(),
             queue: "work.dlq".into(),
             limit: 500,
             read_again: false,
@@ -101,7 +102,10 @@ async fn the_worker_keeps_reads_and_forgets_group_notes() {
             at: jiff::Timestamp::UNIX_EPOCH,
         };
         cmd_tx
-            .send(Command::SetGroupNote(note.clone()))
+            .send(Command::SetGroupNote {
+                vhost: vhost.name.clone(),
+                note: note.clone(),
+            })
             .await
             .unwrap();
         let (kept, whole) = next(&mut rx, &label, notes_of).await;
@@ -134,6 +138,7 @@ async fn the_worker_keeps_reads_and_forgets_group_notes() {
         // Forgotten (as the UI asks once its group is gone): gone from the store too.
         cmd_tx
             .send(Command::ForgetGroupNotes {
+                vhost: vhost.name.clone(),
                 queue: "work.dlq".into(),
                 notes: kept,
             })

@@ -63,6 +63,7 @@ async fn session(broker: TestBroker) {
     })
     .await;
     let browse = |queue: &str| Command::Browse {
+        vhost: vhost.name.clone(),
         queue: queue.into(),
         limit: 500,
         read_again: false,
@@ -75,6 +76,7 @@ async fn session(broker: TestBroker) {
     until(&mut rx, &mut ops, &label, loaded).await;
     cmd_tx
         .send(Command::PreviewReplay {
+            vhost: vhost.name.clone(),
             queue: "orders.dlq".into(),
             selection: Selection::All,
             keep_attempts: false,
@@ -89,6 +91,7 @@ async fn session(broker: TestBroker) {
     until(&mut rx, &mut ops, &label, loaded).await;
     cmd_tx
         .send(Command::Replay(ReplayRequest {
+            vhost: vhost.name.clone(),
             queue: "plain.dlq".into(),
             selection: Selection::All,
             expected: u64::from(MESSAGES),

@@ -139,6 +139,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
     assert!(why.contains("warren-test-no-such-vhost"), "{why}");
     cmd_tx
         .send(Command::Browse {
+            vhost: a.name.clone(),
             queue: "orders.dlq".into(),
             limit: 500,
             read_again: false,
@@ -158,6 +159,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
     // A dry run there answers with the CLI's words, per target.
     cmd_tx
         .send(Command::Replay(ReplayRequest {
+            vhost: a.name.clone(),
             queue: "orders.dlq".into(),
             selection: Selection::All,
             expected: 3,

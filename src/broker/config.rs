@@ -22,6 +22,8 @@ use crate::domain::convention::{
 pub const COMMAND_LINE_CONTEXT: &str = "command-line";
 /// Name of the context used when there is no config file and no URL was given.
 pub const LOCAL_CONTEXT: &str = "local";
+/// `--vhost '*'`, `:vhost *`: every vhost of the context.
+pub const EVERY_VHOST: &str = "*";
 
 /// What the command line (clap) hands over. `WARREN_AMQP_URL` and `WARREN_MANAGEMENT_URL` are
 /// read by clap into the URL fields.

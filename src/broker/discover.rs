@@ -33,7 +33,9 @@ pub async fn discover(
 ) -> Result<Discovery, ManagementError> {
     let (overview, topo) = tokio::join!(mgmt.overview(), topology(mgmt, vhost));
     let features = overview?.features;
-    Ok(discovery::discover(&topo?, &features, patterns))
+    let mut d = discovery::discover(&topo?, &features, patterns);
+    d.set_vhost(vhost);
+    Ok(d)
 }
 
 /// [`discover`] for a broker whose features are already known.
@@ -44,7 +46,9 @@ pub async fn discover_with(
     features: &BrokerFeatures,
 ) -> Result<Discovery, ManagementError> {
     let topo = topology(mgmt, vhost).await?;
-    Ok(discovery::discover(&topo, features, patterns))
+    let mut d = discovery::discover(&topo, features, patterns);
+    d.set_vhost(vhost);
+    Ok(d)
 }
 
 /// Every vhost's discovery from four listings (queues, exchanges, bindings, policies of every
@@ -79,7 +83,8 @@ pub async fn discover_all(
     Ok(by
         .into_iter()
         .map(|(v, topo)| {
-            let d = discovery::discover(&topo, features, patterns);
+            let mut d = discovery::discover(&topo, features, patterns);
+            d.set_vhost(&v);
             (v, d)
         })
         .collect())

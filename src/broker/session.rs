@@ -133,8 +133,9 @@ pub struct Session {
     ledger: std::sync::Mutex<Option<Result<Store, String>>>,
     /// When depths were last written to the store (seconds; see [`Session::depths_due`]).
     depths_written: std::sync::atomic::AtomicI64,
-    /// The dead-letter queues the last discovery found: a depth refresh records only theirs.
-    dlq_names: std::sync::Mutex<HashSet<String>>,
+    /// The dead-letter queues the last discovery found (by vhost and name: a discovery of
+    /// every vhost names several): a depth refresh records only theirs.
+    dlq_names: std::sync::Mutex<HashSet<(String, String)>>,
 }
 
 impl Session {
@@ -212,28 +213,44 @@ impl Session {
         let d =
             discover::discover_with(&self.mgmt, self.vhost(), patterns, &self.overview.features)
                 .await?;
-        let names = d
-            .dead_letter_queues
-            .iter()
-            .map(|q| q.name.clone())
-            .collect();
-        *self.dlq_names.lock().unwrap_or_else(|e| e.into_inner()) = names;
+        self.found_dlqs(std::slice::from_ref(&d));
         Ok(d)
     }
 
-    /// Whether the last discovery found `queue` to be a dead-letter queue.
-    pub fn is_dlq(&self, queue: &str) -> bool {
+    /// Keeps which queues the discoveries found to be dead-letter queues.
+    fn found_dlqs(&self, found: &[Discovery]) {
+        let names = found
+            .iter()
+            .flat_map(|d| &d.dead_letter_queues)
+            .map(|q| (q.vhost.clone(), q.name.clone()))
+            .collect();
+        *self.dlq_names.lock().unwrap_or_else(|e| e.into_inner()) = names;
+    }
+
+    /// Whether the last discovery found `queue` of `vhost` to be a dead-letter queue.
+    pub fn is_dlq(&self, vhost: &str, queue: &str) -> bool {
         self.dlq_names
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .contains(queue)
+            .contains(&(vhost.to_string(), queue.to_string()))
     }
 
     /// The discovery of every vhost the user may see (`--vhost '*'`), from one listing of each
     /// kind (see `discover::discover_all`).
     pub async fn discover_all(&self) -> Result<Vec<(String, Discovery)>, SessionError> {
         let patterns: &[Regex] = &self.target.settings.discovery_patterns;
-        Ok(discover::discover_all(&self.mgmt, patterns, &self.overview.features).await?)
+        let found = discover::discover_all(&self.mgmt, patterns, &self.overview.features).await?;
+        let parts: Vec<Discovery> = found.iter().map(|(_, d)| d.clone()).collect();
+        self.found_dlqs(&parts);
+        Ok(found)
+    }
+
+    /// A session of this context in another vhost: the same URLs and credentials (a password
+    /// command is not run again), its own AMQP connection and read ledger.
+    pub async fn open_in(&self, vhost: &str) -> Result<Session, SessionError> {
+        let mut target = self.target.clone();
+        target.vhost = vhost.to_string();
+        Session::open(target).await
     }
 
     /// Whether a depth refresh at `now` should be written to the store: one per sample gap.
@@ -2029,6 +2046,50 @@ impl Session {
     /// A fresh AMQP connection of its own (a restore's publishing).
     pub async fn connection(&self, name: &str) -> Result<lapin::Connection, SessionError> {
         self.connect_amqp(name).await
+    }
+}
+
+/// The sessions of a scope: the one opened for it, and for a scope of every vhost one per other
+/// vhost, opened on first need ([`Session::open_in`]) and kept, so each vhost has its own AMQP
+/// connection and its own record of what was read (the quorum rules are per session). A
+/// session that fails to open is not kept: the next need tries again.
+pub struct Sessions {
+    main: std::sync::Arc<Session>,
+    /// The scope is every vhost of the context (`--vhost '*'`), listed through `main`.
+    every: bool,
+    others: tokio::sync::Mutex<HashMap<String, std::sync::Arc<Session>>>,
+}
+
+impl Sessions {
+    pub fn new(main: Session, every: bool) -> Sessions {
+        Sessions {
+            main: std::sync::Arc::new(main),
+            every,
+            others: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn every(&self) -> bool {
+        self.every
+    }
+
+    /// The session the scope was opened with (listings go through it).
+    pub fn main(&self) -> &std::sync::Arc<Session> {
+        &self.main
+    }
+
+    /// The session of `vhost`.
+    pub async fn of(&self, vhost: &str) -> Result<std::sync::Arc<Session>, SessionError> {
+        if vhost == self.main.vhost() {
+            return Ok(self.main.clone());
+        }
+        let mut others = self.others.lock().await;
+        if let Some(s) = others.get(vhost) {
+            return Ok(s.clone());
+        }
+        let s = std::sync::Arc::new(self.main.open_in(vhost).await?);
+        others.insert(vhost.to_string(), s.clone());
+        Ok(s)
     }
 }
 

@@ -107,11 +107,12 @@ pub async fn open(c: &ConnArgs) -> Result<Session, Failure> {
     Session::open(target.1).await.map_err(broker_failure)
 }
 
-/// `--vhost '*'` names every vhost: only `queues` and `watch` look at several at once.
+/// `--vhost '*'` names every vhost: only `queues`, `watch` and the terminal UI look at several
+/// at once.
 pub fn refuse_every_vhost(c: &ConnArgs) -> Result<(), Failure> {
     if c.vhost.as_deref() == Some(super::triage::EVERY_VHOST) {
         return Err(Failure::usage(
-            "--vhost '*' (every vhost) works with `warren queues` and `warren watch`; name one vhost for this command",
+            "--vhost '*' (every vhost) works with `warren queues`, `warren watch` and the terminal UI; name one vhost for this command",
         ));
     }
     Ok(())
@@ -737,7 +738,6 @@ pub async fn export(
 pub async fn tui(c: &ConnArgs) -> Result<i32, Failure> {
     // Before any password command runs for a UI that cannot start.
     need_terminal()?;
-    refuse_every_vhost(c)?;
     let prepared = prepare_tui(c)?;
     let unlock = prepared.overrides.clone();
     run_tui(

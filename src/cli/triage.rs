@@ -21,7 +21,7 @@ use crate::domain::watch::{GroupLook, Look, Threshold, Watcher};
 use crate::store::Store;
 
 /// `--vhost '*'`: every vhost of the context.
-pub const EVERY_VHOST: &str = "*";
+pub use crate::broker::config::EVERY_VHOST;
 
 /// `--context '*'`: every context of the config file, each its own listing.
 pub const EVERY_CONTEXT: &str = "*";
@@ -347,8 +347,11 @@ fn print_queues(
     }
 }
 
-/// Sessions for reading, one per vhost other than the main session's, opened on first need.
+/// Sessions for reading, one per vhost other than the main session's, opened on first need
+/// (`Session::open_in`: the main session's connection settings); a failure is kept, so a watch
+/// does not try a vhost it cannot open on every look.
 struct Sessions {
+    /// The scope's command line, for (re)opening its main session.
     c: ConnArgs,
     others: HashMap<String, Result<Session, String>>,
 }
@@ -359,12 +362,7 @@ impl Sessions {
             return Ok(main);
         }
         if !self.others.contains_key(vhost) {
-            let mut o = commands::overrides(&self.c);
-            o.vhost = Some(vhost.to_string());
-            let opened = match config::load(&o) {
-                Ok((_, target)) => Session::open(target).await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
+            let opened = main.open_in(vhost).await.map_err(|e| e.to_string());
             self.others.insert(vhost.to_string(), opened);
         }
         match self.others.get(vhost) {

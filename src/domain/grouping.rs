@@ -131,6 +131,18 @@ impl WaitQueues {
         )
     }
 
+    /// [`WaitQueues::from_discovery`] for the loops of `vhost` only (a discovery of every vhost
+    /// holds several, and a wait queue's name means something in its own vhost).
+    pub fn of_vhost(d: &Discovery, vhost: &str) -> WaitQueues {
+        WaitQueues(
+            d.retry_loops
+                .iter()
+                .filter(|l| l.vhost == vhost)
+                .map(|l| (l.wait_queue.clone(), l.work_queue.clone()))
+                .collect(),
+        )
+    }
+
     pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> WaitQueues {
         WaitQueues(pairs.into_iter().collect())
     }
@@ -407,6 +419,37 @@ pub fn notes_gone<'n>(
 mod tests {
     use super::*;
     use crate::domain::fingerprint::fnv1a64;
+
+    #[test]
+    fn a_wait_queue_means_something_in_its_own_vhost() {
+        let lp = |vhost: &str, work: &str| crate::domain::discovery::RetryLoop {
+            vhost: vhost.into(),
+            work_queue: work.into(),
+            wait_queue: "retry.wait".into(),
+            ttl_ms: 1000,
+        };
+        let d = Discovery {
+            retry_loops: vec![lp("a", "orders"), lp("b", "invoices")],
+            ..Default::default()
+        };
+        assert_eq!(
+            WaitQueues::of_vhost(&d, "a").rests_in("retry.wait"),
+            "orders"
+        );
+        assert_eq!(
+            WaitQueues::of_vhost(&d, "b").rests_in("retry.wait"),
+            "invoices"
+        );
+        assert_eq!(
+            WaitQueues::of_vhost(&d, "c").rests_in("retry.wait"),
+            "retry.wait"
+        );
+        assert_eq!(
+            d.retry_loop_in("b", "retry.wait")
+                .map(|l| l.work_queue.as_str()),
+            Some("invoices")
+        );
+    }
 
     #[test]
     fn modes_parse_and_cycle() {

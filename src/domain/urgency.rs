@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 
 use jiff::Timestamp;
 
-use crate::domain::discovery::Discovery;
+use crate::domain::discovery::{Discovery, DlqInfo};
 
 /// Kept samples are at least this far apart (the newest depth is always kept besides).
 pub const SAMPLE_GAP_SECS: i64 = 20;
@@ -231,32 +231,48 @@ pub fn dlq_depths(d: &Discovery) -> Vec<(String, u64)> {
 
 /// Consumers on the queues that feed each dead-letter queue (summed over the feeders whose
 /// count is known), aligned with `d.dead_letter_queues`; `None` when no feeder is known.
-/// One map, so a vhost of 10,000 queues costs a pass, not a search per feeder.
+/// Feeders are looked up in the dead-letter queue's own vhost (a discovery of every vhost holds
+/// several). One map, so a vhost of 10,000 queues costs a pass, not a search per feeder.
 pub fn origin_consumers(d: &Discovery) -> Vec<Option<u64>> {
-    let mut consumers: HashMap<&str, Option<u64>> = HashMap::new();
+    let mut consumers: fnv::FnvHashMap<(&str, &str), Option<u64>> = Default::default();
     for q in &d.other_queues {
-        consumers.insert(&q.name, q.consumers);
+        consumers.insert((&q.vhost, &q.name), q.consumers);
     }
     for q in &d.dead_letter_queues {
-        consumers.insert(&q.name, q.consumers);
+        consumers.insert((&q.vhost, &q.name), q.consumers);
     }
     d.dead_letter_queues
         .iter()
         .map(|q| {
             q.feeders
                 .iter()
-                .filter_map(|f| consumers.get(f.as_str()).copied().flatten())
+                .filter_map(|f| {
+                    consumers
+                        .get(&(q.vhost.as_str(), f.as_str()))
+                        .copied()
+                        .flatten()
+                })
                 .reduce(|a, b| a + b)
         })
         .collect()
 }
 
 /// The figures of every dead-letter queue of `d` (aligned with `d.dead_letter_queues`), from
-/// the histories and reads by queue name.
+/// the histories and reads by queue name (one vhost).
 pub fn dlq_figures(
     d: &Discovery,
     histories: &HashMap<String, History>,
     heads: &HashMap<String, ReadHead>,
+    now: Timestamp,
+) -> Vec<Figures> {
+    dlq_figures_by(d, |q| (histories.get(&q.name), heads.get(&q.name)), now)
+}
+
+/// [`dlq_figures`] with each queue's history and last read found by `look` (e.g. by vhost and
+/// name, for a discovery of every vhost).
+pub fn dlq_figures_by<'a>(
+    d: &Discovery,
+    mut look: impl FnMut(&DlqInfo) -> (Option<&'a History>, Option<&'a ReadHead>),
     now: Timestamp,
 ) -> Vec<Figures> {
     let empty = History::default();
@@ -264,10 +280,11 @@ pub fn dlq_figures(
         .iter()
         .zip(origin_consumers(d))
         .map(|(q, consumers)| {
+            let (history, head) = look(q);
             figures(
-                histories.get(&q.name).unwrap_or(&empty),
+                history.unwrap_or(&empty),
                 q.depth,
-                heads.get(&q.name).copied(),
+                head.copied(),
                 consumers,
                 now,
             )

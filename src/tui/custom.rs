@@ -127,7 +127,16 @@ pub fn environment(state: &State, row: &Opened) -> Vec<(String, String)> {
         ),
         ("QUEUE", Some(&row.msg.queue)),
         ("ORIGIN_QUEUE", row.exp.source.queue.as_deref()),
-        ("VHOST", Some(&state.overview.vhost)),
+        // The open queue's vhost (with every vhost listed, the overview's is `*`).
+        (
+            "VHOST",
+            Some(
+                state
+                    .browse
+                    .as_ref()
+                    .map_or(state.overview.vhost.as_str(), |b| b.vhost.as_str()),
+            ),
+        ),
         ("CONTEXT", Some(&state.overview.context)),
         ("EXCEPTION", fault.and_then(|f| f.exception_type.as_deref())),
         (

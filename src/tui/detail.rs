@@ -127,7 +127,8 @@ pub fn lines(state: &State, row: &Opened) -> Vec<Line<'static>> {
             // estimated from the wait queue's TTL.
             if d.times() > 1
                 && let (Some(q), Some(time)) = (&d.queue, d.time)
-                && let Some(lp) = state.discovery.retry_loop_of(q)
+                && let Some(b) = &state.browse
+                && let Some(lp) = state.discovery.retry_loop_in(&b.vhost, q)
             {
                 let cycle = i64::try_from(lp.ttl_ms / 1000).unwrap_or(0);
                 let last = time

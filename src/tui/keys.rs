@@ -467,7 +467,7 @@ pub static BINDINGS: &[Binding] = &[
         keys: &[Char(':')],
         label: ":",
         action: A::CommandLine,
-        help: ":ctx N, :vhost N, :limit N, :q",
+        help: ":ctx N, :vhost N (* every vhost), :limit N, :q",
         footer: Some("command"),
         scopes: &[S::Global],
     },

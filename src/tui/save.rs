@@ -83,7 +83,7 @@ pub fn snapshot(state: &mut State) {
     }
     let header = SnapshotHeader {
         queue: b.queue.clone(),
-        vhost: o.vhost.clone(),
+        vhost: b.vhost.clone(),
         exported_at: state.now.to_string(),
         source,
     };

@@ -20,7 +20,7 @@ use super::pager::Pager;
 use super::theme::Theme;
 use crate::domain::brief::{Brief, Interner, Seconds};
 use crate::domain::convention::Conventions;
-use crate::domain::discovery::{Discovery, DlqInfo, QueueSummary};
+use crate::domain::discovery::{Discovery, DlqInfo, QueueRef, QueueSummary};
 use crate::domain::explain::{self, Explanation};
 use crate::domain::filter::Filter;
 use crate::domain::grouping::{self, GroupBy, GroupNote, WaitQueues};
@@ -165,6 +165,8 @@ pub struct Group {
 /// The messages of the open queue.
 #[derive(Clone, Debug)]
 pub struct Browse {
+    /// The queue's vhost and name: with every vhost listed, the name alone is not the queue.
+    pub vhost: String,
     pub queue: String,
     pub rows: Vec<Row>,
     pub stop: String,
@@ -181,10 +183,23 @@ pub struct Browse {
     pub authors: HashMap<String, String>,
 }
 
+impl Browse {
+    /// The open queue's identity.
+    pub fn id(&self) -> QueueRef {
+        QueueRef::new(&self.vhost, &self.queue)
+    }
+
+    /// Whether this is the page of `queue` in `vhost`.
+    pub fn is(&self, vhost: &str, queue: &str) -> bool {
+        self.queue == queue && self.vhost == vhost
+    }
+}
+
 /// The note being written on a group (`n` in the group view).
 #[derive(Clone, Debug)]
 pub struct NoteInput {
     pub input: TextArea<'static>,
+    pub vhost: String,
     pub queue: String,
     pub by: GroupBy,
     pub key: String,
@@ -208,6 +223,7 @@ pub enum ModalField {
 
 #[derive(Clone, Debug)]
 pub struct ReplayModal {
+    pub vhost: String,
     pub queue: String,
     pub selection: selection::Selection,
     /// What the operator picked, in words ("2 selected messages", "group …").
@@ -276,6 +292,7 @@ pub const MAX_REASON_CHARS: usize = 300;
 #[derive(Clone, Debug)]
 pub struct ArchiveModal {
     pub kind: ArchiveKind,
+    pub vhost: String,
     pub queue: String,
     pub selection: selection::Selection,
     /// What the operator picked, in words ("2 selected messages", "group …").
@@ -336,7 +353,8 @@ impl ArchiveModal {
 /// typed where it must be. The worker's plan comes for the toggles in force.
 #[derive(Clone, Debug)]
 pub struct RestoreModal {
-    /// The archive stream.
+    /// The archive stream, and its vhost.
+    pub vhost: String,
     pub queue: String,
     pub selection: selection::Selection,
     /// What the operator picked, in words ("2 selected messages", "group …").
@@ -384,6 +402,7 @@ impl RestoreModal {
 pub struct ReplayRun {
     /// A replay, an archive or a discard: the progress says which.
     pub job: JobKind,
+    pub vhost: String,
     pub queue: String,
     pub dry_run: bool,
     pub rate: u32,
@@ -444,10 +463,12 @@ pub struct State {
     pub queues_loaded: bool,
     pub depths_at: Option<Timestamp>,
     pub show_ordinary: bool,
-    /// Each dead-letter queue's depth over the session (and the store's last hour), by name.
-    pub histories: HashMap<String, History>,
-    /// What the last read of each queue found (its oldest and newest dead letter), by name.
-    pub heads: HashMap<String, ReadHead>,
+    /// Each dead-letter queue's depth over the session (and the store's last hour), by vhost
+    /// and name (FNV: a refresh of 10,000 queues hashes each key twice).
+    pub histories: fnv::FnvHashMap<QueueRef, History>,
+    /// What the last read of each queue found (its oldest and newest dead letter), by vhost
+    /// and name.
+    pub heads: fnv::FnvHashMap<QueueRef, ReadHead>,
     /// The urgency figures of `discovery.dead_letter_queues`, aligned with it (see
     /// [`State::refresh_urgency`]).
     pub figures: Vec<Figures>,
@@ -465,13 +486,13 @@ pub struct State {
     /// The rate the replay modal starts at (`replay.rate`, else [`DEFAULT_RATE`]).
     pub replay_rate: u32,
     /// The queue being browsed right now.
-    pub loading: Option<String>,
+    pub loading: Option<QueueRef>,
     /// A quorum queue whose browse would spend deliveries: a second Enter confirms.
-    pub pending_browse: Option<String>,
+    pub pending_browse: Option<QueueRef>,
     /// A queue whose read would spend deliveries again: the same key again confirms.
-    pub pending_reread: Option<String>,
+    pub pending_reread: Option<QueueRef>,
     /// A queue the operator asked to protect: the same key again confirms.
-    pub pending_protect: Option<String>,
+    pub pending_protect: Option<QueueRef>,
     pub browse: Option<Browse>,
     pub msg_cursor: usize,
     pub group_cursor: usize,
@@ -548,8 +569,8 @@ impl State {
             queues_loaded: false,
             depths_at: None,
             show_ordinary: false,
-            histories: HashMap::new(),
-            heads: HashMap::new(),
+            histories: Default::default(),
+            heads: Default::default(),
             figures: Vec::new(),
             sort: SortBy::default(),
             sort_reverse: false,
@@ -644,13 +665,25 @@ impl State {
             .map(|r| r.name().to_string())
     }
 
+    /// The queue under the cursor: its vhost and name.
+    pub fn queue_at_cursor(&self) -> Option<QueueRef> {
+        self.queue_rows().get(self.queue_cursor).map(QueueRow::id)
+    }
+
+    /// Every vhost of the context is listed (`:vhost *`): each queue shows its vhost.
+    pub fn every_vhost(&self) -> bool {
+        self.overview.vhost == crate::broker::config::EVERY_VHOST
+    }
+
+    /// The dead-letter queue `name` of the place shown (with every vhost listed, the first of
+    /// that name: use [`State::dlq_of`] where the vhost is known).
     pub fn dlq(&self, name: &str) -> Option<&DlqInfo> {
         self.discovery.dlq(name)
     }
 
-    /// Whether `queue` is the archive stream, as the worker marked it in the listing.
-    pub fn is_archive(&self, queue: &str) -> bool {
-        self.dlq(queue)
+    /// Whether `id` is the archive stream, as the worker marked it in the listing.
+    pub fn is_archive(&self, id: &QueueRef) -> bool {
+        self.dlq_of(id)
             .is_some_and(|d| d.kind == crate::domain::discovery::DlqKind::Archive)
     }
 
@@ -658,34 +691,41 @@ impl State {
     pub fn archive_open(&self) -> bool {
         self.browse
             .as_ref()
-            .is_some_and(|b| self.is_archive(&b.queue))
+            .is_some_and(|b| self.is_archive(&b.id()))
     }
 
-    /// The urgency figures of the dead-letter queue `name`.
-    pub fn figures_of(&self, name: &str) -> Option<&Figures> {
+    pub fn dlq_of(&self, id: &QueueRef) -> Option<&DlqInfo> {
+        self.discovery.dlq_of(id)
+    }
+
+    /// The urgency figures of the dead-letter queue `id`.
+    pub fn figures_of(&self, id: &QueueRef) -> Option<&Figures> {
         let i = self
             .discovery
             .dead_letter_queues
             .iter()
-            .position(|d| d.name == name)?;
+            .position(|d| d.name == id.name && d.vhost == id.vhost)?;
         self.figures.get(i)
     }
 
     /// Adds the depths the discovery reports, as of `now`, to each queue's history.
     pub fn sample_depths(&mut self) {
         let now = self.now;
+        let mut key = QueueRef::default();
         for d in &self.discovery.dead_letter_queues {
             if let Some(depth) = d.depth {
-                self.histories
-                    .entry(d.name.clone())
-                    .or_default()
-                    .record(Sample { at: now, depth });
+                let sample = Sample { at: now, depth };
+                // A key is built only for a queue seen the first time.
+                match self.histories.get_mut(key.set(&d.vhost, &d.name)) {
+                    Some(h) => h.record(sample),
+                    None => self.histories.entry(d.id()).or_default().record(sample),
+                }
             }
         }
     }
 
     /// Merges samples kept in the store into the histories.
-    pub fn merge_history(&mut self, stored: HashMap<String, Vec<Sample>>) {
+    pub fn merge_history(&mut self, stored: HashMap<QueueRef, Vec<Sample>>) {
         for (queue, mut samples) in stored {
             let h = self.histories.entry(queue).or_default();
             samples.extend(h.points());
@@ -694,10 +734,19 @@ impl State {
     }
 
     /// Recomputes the figures and the order of the queue list, keeping the cursor on the queue
-    /// named `keep` (the one under it before) when it is still listed. One pass and one sort.
-    pub fn refresh_urgency(&mut self, keep: Option<String>) {
-        self.figures =
-            urgency::dlq_figures(&self.discovery, &self.histories, &self.heads, self.now);
+    /// `keep` (the one under it before) when it is still listed. One pass and one sort.
+    pub fn refresh_urgency(&mut self, keep: Option<QueueRef>) {
+        let (histories, heads) = (&self.histories, &self.heads);
+        // One key, refilled for each lookup: no allocation per queue.
+        let mut key = QueueRef::default();
+        self.figures = urgency::dlq_figures_by(
+            &self.discovery,
+            |q| {
+                let k = key.set(&q.vhost, &q.name);
+                (histories.get(k), heads.get(k))
+            },
+            self.now,
+        );
         let keyed: Vec<(&str, Figures)> = self
             .discovery
             .dead_letter_queues
@@ -706,10 +755,10 @@ impl State {
             .map(|(d, f)| (d.name.as_str(), f))
             .collect();
         self.queue_order = urgency::order(&keyed, self.sort, self.sort_reverse);
-        let found = keep.and_then(|name| {
+        let found = keep.and_then(|id| {
             self.queue_rows()
                 .iter()
-                .position(|r| r.name() == name.as_str())
+                .position(|r| r.name() == id.name && r.vhost() == id.vhost)
         });
         self.queue_cursor = found
             .unwrap_or(self.queue_cursor)
@@ -791,7 +840,8 @@ impl State {
         self.browse.as_ref()?.groups.get(self.group_cursor)
     }
 
-    /// The note on group `g` of the open queue under the grouping shown.
+    /// The note on group `g` of the open queue under the grouping shown (`group_notes` holds
+    /// the open queue's only, of its vhost).
     pub fn note_for(&self, g: &Group) -> Option<&GroupNote> {
         let queue = &self.browse.as_ref()?.queue;
         self.group_notes
@@ -802,7 +852,12 @@ impl State {
     /// Where a replay goes on to past a wait queue, from the vhost's retry loops (the endpoint
     /// grouping).
     pub fn wait_queues(&self) -> WaitQueues {
-        WaitQueues::from_discovery(&self.discovery)
+        match &self.browse {
+            // The open queue's vhost's loops: with every vhost listed, another vhost's wait
+            // queue of the same name is not this one's.
+            Some(b) => WaitQueues::of_vhost(&self.discovery, &b.vhost),
+            None => WaitQueues::from_discovery(&self.discovery),
+        }
     }
 
     /// Length of the list the message pane shows.
@@ -947,6 +1002,17 @@ impl QueueRow<'_> {
             QueueRow::Dlq(d) => &d.name,
             QueueRow::Other(q) => &q.name,
         }
+    }
+
+    pub fn vhost(&self) -> &str {
+        match self {
+            QueueRow::Dlq(d) => &d.vhost,
+            QueueRow::Other(q) => &q.vhost,
+        }
+    }
+
+    pub fn id(&self) -> QueueRef {
+        QueueRef::new(self.vhost(), self.name())
     }
 
     pub fn depth(&self) -> Option<u64> {

@@ -4,6 +4,8 @@
 
 use std::collections::HashSet;
 
+use fnv::FnvHashMap;
+
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::TextArea;
 
@@ -18,6 +20,7 @@ use super::state::{
 };
 use super::{pager, save};
 use crate::domain::brief::Interner;
+use crate::domain::discovery::QueueRef;
 use crate::domain::filter::Filter;
 use crate::domain::grouping::{self, GroupNote};
 use crate::domain::sanitize;
@@ -101,7 +104,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             } else {
                 String::new()
             };
-            let keep = state.queue_name_at_cursor();
+            let keep = state.queue_at_cursor();
             state.overview = overview;
             state.discovery = discovery;
             state.content_serial += 1;
@@ -121,7 +124,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             if !current(state, ticket.generation) {
                 return Vec::new();
             }
-            let keep = state.queue_name_at_cursor();
+            let keep = state.queue_at_cursor();
             state.merge_history(samples);
             for (queue, head) in heads {
                 // A read of this session is newer than the store's.
@@ -141,28 +144,34 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             let stale_before = depths_stale(state);
             state.depths_at = Some(state.now);
             let mut changed = stale_before;
-            // One map and one pass over each list: a refresh of 10,000 queues is linear.
-            let mut depths: std::collections::HashMap<String, Option<u64>> =
-                depths.into_iter().collect();
+            // One map and one pass over each list: a refresh of 10,000 queues is linear. By
+            // vhost, then name: looked up without building a key per queue.
+            let mut depths = by_vhost(depths);
+            let mut take = |vhost: &str, name: &str| {
+                depths
+                    .get_mut(vhost)
+                    .and_then(|of_vhost| of_vhost.remove(name))
+            };
             for d in &mut state.discovery.dead_letter_queues {
-                if let Some(depth) = depths.remove(&d.name) {
+                if let Some(depth) = take(&d.vhost, &d.name) {
                     changed |= d.depth != depth;
                     d.depth = depth;
                 }
             }
             for q in &mut state.discovery.other_queues {
-                if let Some(depth) = depths.remove(&q.name) {
+                if let Some(depth) = take(&q.vhost, &q.name) {
                     changed |= q.depth != depth;
                     q.depth = depth;
                 }
             }
-            let keep = state.queue_name_at_cursor();
+            let keep = state.queue_at_cursor();
             state.sample_depths();
             state.refresh_urgency(keep);
             state.dirty |= changed;
             Vec::new()
         }
         Report::MessagesLoaded {
+            vhost,
             queue,
             messages,
             first_seen,
@@ -180,10 +189,10 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             if !current(state, ticket.generation) || older {
                 return Vec::new();
             }
-            if state.loading.as_deref() == Some(queue.as_str()) {
+            if is_queue(state.loading.as_ref(), &vhost, &queue) {
                 state.loading = None;
             }
-            let same_queue = state.browse.as_ref().is_some_and(|b| b.queue == queue);
+            let same_queue = state.browse.as_ref().is_some_and(|b| b.is(&vhost, &queue));
             // The page stays packed: each message moves into its row as it is, explained from
             // a copy unpacked for the moment, so no second full copy of the page exists.
             let mut strings = Interner::default();
@@ -208,8 +217,11 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
                 state.msg_cursor = 0;
                 state.group_cursor = 0;
                 state.detail_scroll = 0;
+                // Another queue's notes (the same name in another vhost is another queue).
+                state.group_notes.clear();
             }
             state.browse = Some(Browse {
+                vhost,
                 queue,
                 rows,
                 stop,
@@ -230,8 +242,8 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
                     oldest: since.iter().min().copied(),
                     newest: since.iter().max().copied(),
                 };
-                state.heads.insert(b.queue.clone(), head);
-                let keep = state.queue_name_at_cursor();
+                state.heads.insert(b.id(), head);
+                let keep = state.queue_at_cursor();
                 state.refresh_urgency(keep);
             }
             // Keep only picks that are still in the queue.
@@ -243,20 +255,23 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             Vec::new()
         }
         Report::GroupNotes {
+            vhost,
             queue,
             notes,
             whole,
             ticket,
         } => {
-            if !current(state, ticket.generation) {
+            // Only the open queue's notes are kept: another's come again when it is opened.
+            let open = state.browse.as_ref().is_some_and(|b| b.is(&vhost, &queue));
+            if !current(state, ticket.generation) || !open {
                 return Vec::new();
             }
-            state.group_notes.retain(|n| n.queue != queue);
-            state.group_notes.extend(notes);
+            state.group_notes = notes;
             state.dirty = true;
-            forget_gone_notes(state, &queue, whole, ticket)
+            forget_gone_notes(state, whole, ticket)
         }
         Report::ReadCost {
+            vhost,
             queue,
             text,
             ticket,
@@ -264,7 +279,8 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             if !current(state, ticket.generation) {
                 return Vec::new();
             }
-            if state.loading.as_deref() == Some(queue.as_str()) {
+            let queue = QueueRef { vhost, name: queue };
+            if state.loading.as_ref() == Some(&queue) {
                 state.loading = None;
             }
             state.notice = Some(format!(
@@ -283,6 +299,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             }
             if let Overlay::Replay(modal) = &mut state.overlay
                 && modal.queue == preview.queue
+                && modal.vhost == preview.vhost
                 && modal.keep_attempts == preview.keep_attempts
             {
                 modal.preview = Some(preview);
@@ -296,6 +313,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             }
             // Only the plan for the toggles in force: one for the others is stale.
             if let Overlay::Restore(modal) = &mut state.overlay
+                && modal.vhost == preview.vhost
                 && modal.queue == preview.queue
                 && modal.how == preview.how
             {
@@ -386,25 +404,25 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
     }
 }
 
-/// After a browse that read every message of `queue` (`whole`, and the page shown is that
-/// browse's): the notes whose group has no message left are forgotten, here and in the store.
+/// After a browse that read every message of the open queue (`whole`, and the page shown is
+/// that browse's): the notes whose group has no message left are forgotten, here and in the
+/// store.
 fn forget_gone_notes(
     state: &mut State,
-    queue: &str,
     whole: bool,
     ticket: crate::worker::protocol::Ticket,
 ) -> Vec<Command> {
     let Some(b) = state
         .browse
         .as_ref()
-        .filter(|b| whole && b.queue == queue && b.ticket == ticket)
+        .filter(|b| whole && b.ticket == ticket)
     else {
         return Vec::new();
     };
     let of_queue: Vec<GroupNote> = state
         .group_notes
         .iter()
-        .filter(|n| n.queue == queue)
+        .filter(|n| n.queue == b.queue)
         .cloned()
         .collect();
     if of_queue.is_empty() {
@@ -418,11 +436,38 @@ fn forget_gone_notes(
     if gone.is_empty() {
         return Vec::new();
     }
+    let (vhost, queue) = (b.vhost.clone(), b.queue.clone());
     state.group_notes.retain(|n| !gone.contains(n));
     vec![Command::ForgetGroupNotes {
-        queue: queue.to_string(),
+        vhost,
+        queue,
         notes: gone,
     }]
+}
+
+/// Whether `at` is `queue` of `vhost`.
+fn is_queue(at: Option<&QueueRef>, vhost: &str, queue: &str) -> bool {
+    at.is_some_and(|q| q.name == queue && q.vhost == vhost)
+}
+
+/// Depths by vhost, then name: one map per vhost, looked up with borrowed names.
+type Depths = FnvHashMap<String, FnvHashMap<String, Option<u64>>>;
+
+fn by_vhost(depths: Vec<(QueueRef, Option<u64>)>) -> Depths {
+    let mut out = Depths::default();
+    for (q, depth) in depths {
+        match out.get_mut(&q.vhost) {
+            Some(of_vhost) => {
+                of_vhost.insert(q.name, depth);
+            }
+            None => {
+                let mut of_vhost = FnvHashMap::default();
+                of_vhost.insert(q.name, depth);
+                out.insert(q.vhost, of_vhost);
+            }
+        }
+    }
+    out
 }
 
 fn depths_stale(state: &State) -> bool {
@@ -521,22 +566,19 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     if let Some(queue) = reread {
         let on_it = match action {
             Action::Open => {
-                state.focus == Focus::Queues
-                    && state.queue_name_at_cursor().as_deref() == Some(queue.as_str())
+                state.focus == Focus::Queues && state.queue_at_cursor().as_ref() == Some(&queue)
             }
-            Action::Reload => state.browse.as_ref().is_none_or(|b| b.queue == queue),
+            Action::Reload => state
+                .browse
+                .as_ref()
+                .is_none_or(|b| b.is(&queue.vhost, &queue.name)),
             _ => false,
         };
         if on_it {
             state.notice = None;
-            state.loading = Some(queue.clone());
             state.focus = Focus::Messages;
             state.list_mode = ListMode::Messages;
-            return vec![Command::Browse {
-                queue,
-                limit: state.browse_limit,
-                read_again: true,
-            }];
+            return browse(state, queue, true);
         }
     }
     on_action(state, action, pending)
@@ -646,7 +688,7 @@ fn force_quit(state: &mut State) -> Vec<Command> {
     }
 }
 
-fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<Command> {
+fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Vec<Command> {
     match action {
         Action::Quit => {
             state.quit = true;
@@ -703,7 +745,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<String>) -> Vec<
             return cmds;
         }
         Action::Sort(by) => {
-            let keep = state.queue_name_at_cursor();
+            let keep = state.queue_at_cursor();
             if state.sort == by {
                 state.sort_reverse = !state.sort_reverse;
             } else {
@@ -781,26 +823,47 @@ fn read_open_queue_again(state: &mut State) -> Vec<Command> {
     let Some(b) = &state.browse else {
         return Vec::new();
     };
-    let queue = b.queue.clone();
-    if let Some(dlq) = state.dlq(&queue)
+    let queue = b.id();
+    if let Some(dlq) = state.dlq_of(&queue)
         && dlq.limit_applies(crate::domain::features::BrokerVersion::parse(
             &state.overview.broker_version,
         ))
     {
         state.notice = Some(format!(
             "Reading {} again costs each message a delivery of its limit of {} (dropped past it). Press Ctrl-R again to read it; anything else keeps what is on screen.",
-            sanitize::one_line(&queue, 80),
+            shown(state, &queue),
             dlq.delivery_limit.unwrap_or(0)
         ));
         state.pending_reread = Some(queue);
         return Vec::new();
     }
+    browse(state, queue, false)
+}
+
+/// Reads `queue` (of its vhost) up to `browse_limit`; `read_again`: the operator accepted what
+/// reading it again costs.
+fn browse(state: &mut State, queue: QueueRef, read_again: bool) -> Vec<Command> {
     state.loading = Some(queue.clone());
     vec![Command::Browse {
-        queue,
+        vhost: queue.vhost,
+        queue: queue.name,
         limit: state.browse_limit,
-        read_again: false,
+        read_again,
     }]
+}
+
+/// A queue's name for the notice line, sanitised and bounded; with every vhost listed, with its
+/// vhost ("billing/orders.dlq").
+pub fn shown(state: &State, queue: &QueueRef) -> String {
+    if state.every_vhost() {
+        format!(
+            "{}/{}",
+            sanitize::one_line(&queue.vhost, 30),
+            sanitize::one_line(&queue.name, 80)
+        )
+    } else {
+        sanitize::one_line(&queue.name, 80)
+    }
 }
 
 /// Moves the cursor of the focused pane; in the detail pane, scrolls.
@@ -840,36 +903,31 @@ fn move_cursor(state: &mut State, delta: isize) {
     }
 }
 
-fn open(state: &mut State, pending: Option<String>) -> Vec<Command> {
+fn open(state: &mut State, pending: Option<QueueRef>) -> Vec<Command> {
     match state.focus {
         Focus::Queues => {
-            let Some(name) = state.queue_name_at_cursor() else {
+            let Some(name) = state.queue_at_cursor() else {
                 return Vec::new();
             };
-            if let Some(dlq) = state.dlq(&name)
+            if let Some(dlq) = state.dlq_of(&name)
                 && dlq.limit_applies(crate::domain::features::BrokerVersion::parse(
                     &state.overview.broker_version,
                 ))
-                && pending.as_deref() != Some(name.as_str())
+                && pending.as_ref() != Some(&name)
             {
                 let limit = dlq.delivery_limit.unwrap_or(0);
                 state.notice = Some(format!(
                     "{} is a quorum queue with a delivery limit of {limit}: browsing may count a delivery \
                      against each message, and past the limit the broker drops it. Enter again to browse.",
-                    sanitize::one_line(&name, 80)
+                    shown(state, &name)
                 ));
                 state.pending_browse = Some(name);
                 return Vec::new();
             }
             state.notice = None;
-            state.loading = Some(name.clone());
             state.focus = Focus::Messages;
             state.list_mode = ListMode::Messages;
-            vec![Command::Browse {
-                queue: name,
-                limit: state.browse_limit,
-                read_again: false,
-            }]
+            browse(state, name, false)
         }
         Focus::Messages => {
             match state.list_mode {
@@ -937,28 +995,31 @@ fn protect(state: &mut State) -> Vec<Command> {
         state.error = Some(state.read_only_reason.clone());
         return Vec::new();
     }
-    let Some(name) = state.queue_name_at_cursor() else {
+    let Some(name) = state.queue_at_cursor() else {
         return Vec::new();
     };
-    let Some(dlq) = state.dlq(&name).filter(|d| {
+    let Some(dlq) = state.dlq_of(&name).filter(|d| {
         d.limit_applies(crate::domain::features::BrokerVersion::parse(
             &state.overview.broker_version,
         ))
     }) else {
         state.notice = Some(format!(
             "{} has no delivery limit that reads count against: reading it costs nothing",
-            sanitize::one_line(&name, 80)
+            shown(state, &name)
         ));
         return Vec::new();
     };
-    if pending.as_deref() == Some(name.as_str()) {
-        state.notice = Some(format!("protecting {}…", sanitize::one_line(&name, 80)));
-        return vec![Command::Protect(name)];
+    if pending.as_ref() == Some(&name) {
+        state.notice = Some(format!("protecting {}…", shown(state, &name)));
+        return vec![Command::Protect {
+            vhost: name.vhost,
+            queue: name.name,
+        }];
     }
     state.notice = Some(format!(
         "Protect {}: set policy warren-protect-{} (delivery-limit -1, keeping every key of the policy in force; limit now {}). Press P again to set it.",
-        sanitize::one_line(&name, 80),
-        sanitize::one_line(&name, 80),
+        shown(state, &name),
+        sanitize::one_line(&name.name, 80),
         dlq.delivery_limit.unwrap_or(0)
     ));
     state.pending_protect = Some(name);
@@ -972,7 +1033,7 @@ fn pick(
     state: &mut State,
     verb: &str,
     from_archive: bool,
-) -> Option<(String, Selection, String, u64)> {
+) -> Option<(QueueRef, Selection, String, u64)> {
     if state.read_only {
         state.error = Some(state.read_only_reason.clone());
         return None;
@@ -986,13 +1047,13 @@ fn pick(
         state.notice = Some("open a dead-letter queue first (Enter on the queue list)".into());
         return None;
     };
-    let queue = b.queue.clone();
+    let queue = b.id();
     // The archive is a stream: nothing is consumed from it, so nothing but a restore (which
     // publishes copies) may be run from it.
     if !from_archive && state.is_archive(&queue) {
         state.notice = Some(format!(
             "{} is the archive: it is read, not worked off; r restores from it (back into the DLQ each came from, or to where it failed)",
-            sanitize::one_line(&queue, 80)
+            shown(state, &queue)
         ));
         return None;
     }
@@ -1050,7 +1111,8 @@ fn start_replay(state: &mut State) -> Vec<Command> {
         return Vec::new();
     };
     state.overlay = Overlay::Replay(Box::new(ReplayModal {
-        queue: queue.clone(),
+        vhost: queue.vhost.clone(),
+        queue: queue.name.clone(),
         selection: selection.clone(),
         what,
         preview: None,
@@ -1062,7 +1124,8 @@ fn start_replay(state: &mut State) -> Vec<Command> {
         field: ModalField::Count,
     }));
     vec![Command::PreviewReplay {
-        queue,
+        vhost: queue.vhost,
+        queue: queue.name,
         selection,
         keep_attempts: false,
     }]
@@ -1077,7 +1140,8 @@ fn start_archive(state: &mut State, kind: ArchiveKind) -> Vec<Command> {
     if let Some((queue, selection, what, count)) = pick(state, verb, false) {
         state.overlay = Overlay::Archive(Box::new(ArchiveModal {
             kind,
-            queue,
+            vhost: queue.vhost,
+            queue: queue.name,
             selection,
             what,
             count,
@@ -1108,6 +1172,7 @@ fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 return Vec::new();
             }
             let request = ReplayRequest {
+                vhost: modal.vhost.clone(),
                 queue: modal.queue.clone(),
                 selection: modal.selection.clone(),
                 expected: modal.count,
@@ -1149,6 +1214,7 @@ fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
 fn run_job(state: &mut State, request: ReplayRequest) -> Vec<Command> {
     state.overlay = Overlay::Progress(Box::new(ReplayRun {
         job: request.job.clone(),
+        vhost: request.vhost.clone(),
         queue: request.queue.clone(),
         dry_run: false,
         rate: 0,
@@ -1170,7 +1236,8 @@ fn start_restore(state: &mut State) -> Vec<Command> {
     };
     let how = super::event::RestoreHow::default();
     state.overlay = Overlay::Restore(Box::new(RestoreModal {
-        queue: queue.clone(),
+        vhost: queue.vhost.clone(),
+        queue: queue.name.clone(),
         selection: selection.clone(),
         what,
         how,
@@ -1178,7 +1245,8 @@ fn start_restore(state: &mut State) -> Vec<Command> {
         typed: String::new(),
     }));
     vec![Command::PreviewRestore {
-        queue,
+        vhost: queue.vhost,
+        queue: queue.name,
         selection,
         how,
     }]
@@ -1230,6 +1298,7 @@ fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 return Vec::new();
             }
             let request = ReplayRequest {
+                vhost: modal.vhost.clone(),
                 queue: modal.queue.clone(),
                 selection: modal.selection.clone(),
                 expected: modal.count().unwrap_or(0),
@@ -1249,6 +1318,7 @@ fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     modal.preview = None;
     modal.typed.clear();
     vec![Command::PreviewRestore {
+        vhost: modal.vhost.clone(),
         queue: modal.queue.clone(),
         selection: modal.selection.clone(),
         how: modal.how,
@@ -1301,6 +1371,7 @@ fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             modal.keep_attempts = !modal.keep_attempts;
             modal.preview = None;
             return vec![Command::PreviewReplay {
+                vhost: modal.vhost.clone(),
                 queue: modal.queue.clone(),
                 selection: modal.selection.clone(),
                 keep_attempts: modal.keep_attempts,
@@ -1355,6 +1426,7 @@ fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             }
             let expected = modal.count().unwrap_or(0);
             let request = ReplayRequest {
+                vhost: modal.vhost.clone(),
                 queue: modal.queue.clone(),
                 selection: modal.selection.clone(),
                 expected,
@@ -1365,6 +1437,7 @@ fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             };
             state.overlay = Overlay::Progress(Box::new(ReplayRun {
                 job: request.job.clone(),
+                vhost: request.vhost.clone(),
                 queue: request.queue.clone(),
                 dry_run: request.dry_run,
                 rate: request.rate,
@@ -1394,7 +1467,7 @@ fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             vec![Command::CancelReplay]
         }
         Some(Action::Cancel | Action::Accept) if run.outcome.is_some() => {
-            let queue = run.queue.clone();
+            let queue = QueueRef::new(&run.vhost, &run.queue);
             let dry_run = run.dry_run;
             state.overlay = Overlay::None;
             if dry_run {
@@ -1403,15 +1476,9 @@ fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             // What moved is gone from the queue: the worker drops it from what it read (a quorum
             // queue is not read again for this; others are re-read, which is free).
             state.selected.clear();
-            state.loading = Some(queue.clone());
-            vec![
-                Command::RefreshDepths,
-                Command::Browse {
-                    queue,
-                    limit: state.browse_limit,
-                    read_again: false,
-                },
-            ]
+            let mut cmds = vec![Command::RefreshDepths];
+            cmds.extend(browse(state, queue, false));
+            cmds
         }
         _ => Vec::new(),
     }
@@ -1474,7 +1541,11 @@ fn open_note(state: &mut State) {
         state.notice = Some("no group here to write a note on".into());
         return;
     };
-    let Some(queue) = state.browse.as_ref().map(|b| b.queue.clone()) else {
+    let Some((vhost, queue)) = state
+        .browse
+        .as_ref()
+        .map(|b| (b.vhost.clone(), b.queue.clone()))
+    else {
         return;
     };
     let text = state
@@ -1486,6 +1557,7 @@ fn open_note(state: &mut State) {
     input.move_cursor(ratatui_textarea::CursorMove::End);
     state.note_input = Some(NoteInput {
         input,
+        vhost,
         queue,
         by: state.group_by,
         key,
@@ -1508,14 +1580,17 @@ fn on_note_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             let Some(ni) = state.note_input.take() else {
                 return Vec::new();
             };
-            vec![Command::SetGroupNote(GroupNote {
-                queue: ni.queue,
-                by: ni.by,
-                key: ni.key,
-                text,
-                author: String::new(),
-                at: state.now,
-            })]
+            vec![Command::SetGroupNote {
+                vhost: ni.vhost,
+                note: GroupNote {
+                    queue: ni.queue,
+                    by: ni.by,
+                    key: ni.key,
+                    text,
+                    author: String::new(),
+                    at: state.now,
+                },
+            }]
         }
         KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
             ni.input = TextArea::default();
@@ -1596,9 +1671,9 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
     match (verb, arg.is_empty()) {
         ("", _) => Vec::new(),
         ("q" | "q!" | "quit" | "qa", _) => force_quit(state),
-        ("vhost" | "vh", false) if arg == "*" => {
+        ("ctx" | "context", false) if arg == "*" => {
             state.error = Some(
-                "every vhost at once is not in the terminal UI yet: `warren queues --vhost '*'` and `warren watch --vhost '*'` list them all; here, :vhost NAME".into(),
+                "every context at once is not in the terminal UI yet: `warren queues --context '*'` and `warren watch --context '*'` list them all; here, :ctx NAME (and :vhost * for every vhost of it)".into(),
             );
             Vec::new()
         }
@@ -1613,14 +1688,16 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
             let generation = state.last_generation.max(state.generation) + 1;
             state.last_generation = generation;
             let context = matches!(verb, "ctx" | "context");
-            state.switching = Some(Switching {
-                generation,
-                to: format!(
+            let to = if !context && arg == crate::broker::config::EVERY_VHOST {
+                "every vhost".to_string()
+            } else {
+                format!(
                     "{} {}",
                     if context { "context" } else { "vhost" },
                     sanitize::one_line(&arg, 60)
-                ),
-            });
+                )
+            };
+            state.switching = Some(Switching { generation, to });
             state.error = None;
             state.dirty = true;
             if context {
@@ -1678,10 +1755,19 @@ fn place(state: &State) -> String {
         return "the current one".into();
     }
     format!(
-        "context {}, vhost {}",
+        "context {}, {}",
         sanitize::one_line(&o.context, 40),
-        sanitize::one_line(&o.vhost, 40)
+        scope_text(state)
     )
+}
+
+/// The vhost shown, in words: "vhost /orders", or "every vhost".
+pub fn scope_text(state: &State) -> String {
+    if state.every_vhost() {
+        "every vhost".into()
+    } else {
+        format!("vhost {}", sanitize::one_line(&state.overview.vhost, 40))
+    }
 }
 
 /// A switch succeeded: everything shown belongs to the old place, and so does every answer

@@ -49,10 +49,12 @@ pub fn view(state: &State, frame: &mut Frame) {
     .areas(area);
 
     status_bar(state, frame, status);
-    let left_width = queue_pane_width(state, area.width);
+    // The longest name, measured once a frame (a list of 10,000 queues).
+    let longest = longest_label(state);
+    let left_width = queue_pane_width(longest, area.width);
     let [left, right] =
         Layout::horizontal([Constraint::Length(left_width), Constraint::Min(20)]).areas(main);
-    queue_pane(state, frame, left);
+    queue_pane(state, frame, left, longest);
     let list_height = (right.height * 2 / 5).max(5);
     let [top, bottom] =
         Layout::vertical([Constraint::Length(list_height), Constraint::Min(3)]).areas(right);
@@ -147,7 +149,11 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
             t.muted,
         ));
     }
-    if !o.user.is_empty() || !o.vhost.is_empty() {
+    if state.every_vhost() {
+        // The scope: every vhost of the context, one listing.
+        spans.push(Span::raw(format!("  {} · ", s(&o.user, 20))));
+        spans.push(Span::styled("every vhost", t.accent));
+    } else if !o.user.is_empty() || !o.vhost.is_empty() {
         spans.push(Span::raw(format!(
             "  {}@{}",
             s(&o.user, 20),
@@ -214,18 +220,24 @@ const TREND_HEIGHT: u16 = 6;
 /// As wide as the longest queue name needs with the richest columns that fit, between 30
 /// columns and two fifths of the screen (the message pane needs the rest), never more than
 /// half.
-fn queue_pane_width(state: &State, width: u16) -> u16 {
-    let longest = state
-        .queue_rows()
-        .iter()
-        .map(|r| unicode_width::UnicodeWidthStr::width(sanitize::one_line(r.name(), 255).as_str()))
-        .max()
-        .unwrap_or(0);
-    let longest = u16::try_from(longest).unwrap_or(u16::MAX);
+fn queue_pane_width(longest: u16, width: u16) -> u16 {
     let max = (width * 2 / 5).max(30);
     let tier = QueueTier::fitting(max, longest.clamp(QUEUE_NAME_MIN, 40));
     let needed = longest.saturating_add(tier.extra());
     needed.clamp(30, max).min(width / 2)
+}
+
+/// The columns the longest name of the queue list takes (with its vhost, every vhost listed).
+fn longest_label(state: &State) -> u16 {
+    let longest = state
+        .queue_rows()
+        .iter()
+        .map(|r| {
+            unicode_width::UnicodeWidthStr::width(queue_label(state, r.vhost(), r.name()).as_str())
+        })
+        .max()
+        .unwrap_or(0);
+    u16::try_from(longest).unwrap_or(u16::MAX)
 }
 
 fn short_kind(kind: DlqKind) -> &'static str {
@@ -265,7 +277,7 @@ fn age_cell(secs: u64, lower_bound: bool) -> String {
     }
 }
 
-fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
+fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
     let t = &state.theme;
     let focused = state.focus == Focus::Queues && matches!(state.overlay, Overlay::None);
     let n_dlq = state.discovery.dead_letter_queues.len();
@@ -292,7 +304,8 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
         base
     };
     let block = pane_block(state, title, focused);
-    let tier = QueueTier::fitting(area.width, QUEUE_NAME_MIN);
+    // The tier the pane's width was chosen for (see `queue_pane_width`).
+    let tier = QueueTier::fitting(area.width, longest.clamp(QUEUE_NAME_MIN, 40));
     let name_w = usize::from(area.width.saturating_sub(tier.extra()));
     if !state.queues_loaded {
         let text = match &state.connection {
@@ -309,7 +322,11 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
     if rows.is_empty() {
         frame.render_widget(
             Paragraph::new(Span::styled(
-                "no dead-letter queues in this vhost (o: all queues)",
+                if state.every_vhost() {
+                    "no dead-letter queues in any vhost (o: all queues)"
+                } else {
+                    "no dead-letter queues in this vhost (o: all queues)"
+                },
                 t.muted,
             ))
             .wrap(Wrap { trim: true })
@@ -335,7 +352,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
         .iter()
         .zip(figures.get(first..end).unwrap_or(&[]))
         .map(|(r, f)| {
-            let name = sanitize::middle_cut(r.name(), name_w);
+            let name = queue_title(state, r.vhost(), r.name(), name_w);
             let f = f.copied().unwrap_or_default();
             let (style, kind, framework, marker, depth) = match r {
                 QueueRow::Dlq(d) => (
@@ -485,7 +502,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect) {
 /// session's samples, continued from the store's last hour).
 fn trend_panel(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
-    let name = state.queue_name_at_cursor();
+    let name = state.queue_at_cursor();
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(t.muted)
@@ -555,22 +572,60 @@ fn cursor_style(state: &State, focused: bool) -> Style {
     }
 }
 
+/// A queue's name as a title or a row shows it, at most `max` columns: with every vhost
+/// listed, after its vhost ("billing/orders.dlq"), each sanitised. Where both do not fit the
+/// name keeps its room (it says what the queue is) and the vhost, cut in the middle, what is
+/// left, at least 4 columns.
+fn queue_title(state: &State, vhost: &str, name: &str, max: usize) -> String {
+    if !state.every_vhost() {
+        return sanitize::middle_cut(name, max);
+    }
+    let cols = |s: &str| unicode_width::UnicodeWidthStr::width(s);
+    let (v, n) = (sanitize::one_line(vhost, 24), sanitize::one_line(name, 255));
+    let (vw, nw) = (cols(&v), cols(&n));
+    if vw + 1 + nw <= max {
+        return format!("{v}/{n}");
+    }
+    let v_room = max.saturating_sub(nw + 1).max(4).min(vw);
+    let n_room = max.saturating_sub(v_room + 1);
+    format!(
+        "{}/{}",
+        sanitize::middle_cut(&v, v_room),
+        sanitize::middle_cut(&n, n_room)
+    )
+}
+
+/// A queue's name in the list, not yet cut: with every vhost listed, after its vhost (bounded),
+/// so that two queues of one name in two vhosts read as two.
+fn queue_label(state: &State, vhost: &str, name: &str) -> String {
+    if state.every_vhost() {
+        format!(
+            "{}/{}",
+            sanitize::one_line(vhost, 24),
+            sanitize::one_line(name, 255)
+        )
+    } else {
+        sanitize::one_line(name, 255)
+    }
+}
+
 /// The message pane's title; the queues that feed the DLQ only when they fit in `width`
 /// (they are in the detail's timeline too), so that "reading…" is never the part cut off.
 fn message_title(state: &State, width: u16) -> String {
     let Some(b) = &state.browse else {
         return match &state.loading {
-            Some(q) => format!(" {} — reading… ", sanitize::middle_cut(q, 40)),
+            Some(q) => format!(" {} — reading… ", queue_title(state, &q.vhost, &q.name, 40)),
             None => " Messages ".into(),
         };
     };
-    let name = sanitize::middle_cut(&b.queue, 40);
-    let depth = state.dlq(&b.queue).and_then(|d| d.depth);
+    let name = queue_title(state, &b.vhost, &b.queue, 40);
+    let dlq = state.dlq_of(&b.id());
+    let depth = dlq.and_then(|d| d.depth);
     let mut title = match depth {
         Some(d) => format!(" {name} — {d} message{}", if d == 1 { "" } else { "s" }),
         None => format!(" {name}"),
     };
-    if let Some(d) = state.dlq(&b.queue)
+    if let Some(d) = dlq
         && !d.feeders.is_empty()
     {
         let feeders: Vec<String> = d
@@ -809,7 +864,7 @@ fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
     let title = match &state.browse {
         Some(b) => format!(
             " {what} — {} ({} groups) ",
-            sanitize::middle_cut(&b.queue, 40),
+            queue_title(state, &b.vhost, &b.queue, 40),
             b.groups.len()
         ),
         None => format!(" {what} "),
@@ -1148,7 +1203,7 @@ fn dry_run(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let width = area.width.saturating_sub(4).min(100);
     let inner_w = usize::from(width.saturating_sub(2)).max(1);
-    let queue = sanitize::one_line(&run.queue, 40);
+    let queue = queue_title(state, &run.vhost, &run.queue, 40);
     let (title, lines): (String, Vec<Line>) = match &run.outcome {
         None => (
             format!(" Dry run from {queue} "),
@@ -1327,12 +1382,12 @@ fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rec
             " Replay {} message{} from {} ",
             p.count,
             if p.count == 1 { "" } else { "s" },
-            sanitize::middle_cut(&modal.queue, 40)
+            queue_title(state, &modal.vhost, &modal.queue, 40)
         ),
         None => format!(
             " Replay {} from {} ",
             sanitize::one_line(&modal.what, 40),
-            sanitize::middle_cut(&modal.queue, 40)
+            queue_title(state, &modal.vhost, &modal.queue, 40)
         ),
     };
     lines.push(Line::from(vec![
@@ -1465,12 +1520,12 @@ fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Frame, area: R
         ArchiveKind::Archive => format!(
             " Archive {} message{plural} from {} ",
             modal.count,
-            sanitize::middle_cut(&modal.queue, 40)
+            queue_title(state, &modal.vhost, &modal.queue, 40)
         ),
         ArchiveKind::Discard => format!(
             " Discard {} message{plural} from {} for good ",
             modal.count,
-            sanitize::middle_cut(&modal.queue, 40)
+            queue_title(state, &modal.vhost, &modal.queue, 40)
         ),
     };
     let mut lines: Vec<Line> = vec![Line::from(vec![
@@ -1811,21 +1866,24 @@ fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
     let title = match (&run.outcome, run.cancelling) {
         (Some(o), _) if o.cancelled => format!(
             " {verb} from {} — stopped ",
-            sanitize::middle_cut(&run.queue, 40)
+            queue_title(state, &run.vhost, &run.queue, 40)
         ),
         (Some(o), _) if o.error.is_some() => format!(
             " {verb} from {} — failed ",
-            sanitize::middle_cut(&run.queue, 40)
+            queue_title(state, &run.vhost, &run.queue, 40)
         ),
         (Some(_), _) => format!(
             " {verb} from {} — done ",
-            sanitize::middle_cut(&run.queue, 40)
+            queue_title(state, &run.vhost, &run.queue, 40)
         ),
         (None, true) => format!(
             " {verb} from {} — stopping… ",
-            sanitize::middle_cut(&run.queue, 40)
+            queue_title(state, &run.vhost, &run.queue, 40)
         ),
-        (None, false) => format!(" {verb} from {} ", sanitize::middle_cut(&run.queue, 40)),
+        (None, false) => format!(
+            " {verb} from {} ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
     };
     let block = Block::default()
         .borders(Borders::ALL)

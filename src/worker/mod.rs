@@ -19,14 +19,15 @@ use crate::broker::config::{self, Overrides};
 use crate::broker::management::PermissionState;
 use crate::broker::replay::StopReason;
 use crate::broker::restore;
-use crate::broker::session::{self, ReadConsent, ReplaySpec, Session, SessionError};
-use crate::domain::discovery::{self, Convention, Discovery, DlqInfo, DlqKind, QueueType};
+use crate::broker::session::{self, ReadConsent, ReplaySpec, Session, SessionError, Sessions};
+use crate::domain::discovery::{
+    self, Convention, Discovery, DlqInfo, DlqKind, QueueRef, QueueType,
+};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::packed::Packed;
 use crate::domain::sanitize;
 use crate::domain::snapshot::SnapshotHeader;
-use crate::domain::urgency;
 use crate::store::Store;
 use ops::{Ops, replay_text, report_plan};
 use plan::{Action, Job, NoteWork, Plan, Retarget, Work};
@@ -43,10 +44,11 @@ pub enum Source {
     Snapshot(Vec<(SnapshotHeader, Vec<DeadLetter>)>),
 }
 
-/// What work runs on: a broker session, or the snapshot files.
+/// What work runs on: the broker sessions of the scope (one per vhost it uses), or the
+/// snapshot files.
 #[derive(Clone)]
 enum Backend {
-    Broker(Arc<Session>),
+    Broker(Arc<Sessions>),
     Snapshot(Arc<Vec<(SnapshotHeader, Vec<DeadLetter>)>>),
 }
 
@@ -171,15 +173,21 @@ impl Shell {
         let ops = Ops(self.events.clone());
         self.connecting = Some(tokio::spawn(async move {
             let result = open(&overrides).await;
-            if let Ok(s) = &result {
+            if let Ok(ss) = &result {
+                let s = ss.main();
+                let place = if ss.every() {
+                    "every vhost (one listing; a session per vhost opened when first used)"
+                        .to_string()
+                } else {
+                    format!("vhost '{}'", s.vhost())
+                };
                 ops.report(
                     OperationKind::Connect,
                     format!(
-                        "context '{}': RabbitMQ {} at {}, vhost '{}' as {} (management API, then AMQP)",
+                        "context '{}': RabbitMQ {} at {}, {place} as {} (management API, then AMQP)",
                         s.target.context,
                         s.overview.rabbitmq_version,
                         s.mgmt.active_url(),
-                        s.vhost(),
                         s.whoami.name
                     ),
                 )
@@ -195,16 +203,21 @@ impl Shell {
         let ops = Ops(self.events.clone());
         let ticket = job.ticket;
         match (job.work, backend) {
-            (Work::Replay(req), Backend::Broker(s)) => {
+            (Work::Replay(req), Backend::Broker(ss)) => {
                 let (cancel, cancelled) = watch::channel(false);
                 let events = self.events.clone();
                 let task = tokio::spawn(async move {
-                    let end = match req.job {
-                        protocol::JobKind::Replay => replay(s, req, cancelled, events, &ops).await,
-                        protocol::JobKind::Restore(how) => {
-                            restore(s, req, how, cancelled, events, &ops).await
-                        }
-                        _ => archive_or_discard(s, req, cancelled, events, &ops).await,
+                    let end = match session_of(&ss, &req.vhost).await {
+                        Err(e) => plan::replay_failed(&req, &format!("{e}; nothing moved")),
+                        Ok(s) => match req.job {
+                            protocol::JobKind::Replay => {
+                                replay(s, req, cancelled, events, &ops).await
+                            }
+                            protocol::JobKind::Restore(how) => {
+                                restore(s, req, how, cancelled, events, &ops).await
+                            }
+                            _ => archive_or_discard(s, req, cancelled, events, &ops).await,
+                        },
                     };
                     let _ = done
                         .send(Done::Finished {
@@ -247,14 +260,31 @@ fn retarget(o: &mut Overrides, to: Retarget) {
 
 /// Connected means both APIs answered for this vhost: the management API (in `open`, which also
 /// checks both URLs reach one cluster) and AMQP, which is refused when the vhost does not exist
-/// or the user may not use it.
-async fn open(overrides: &Overrides) -> Result<Session, String> {
-    let (_, target) = config::load(overrides).map_err(|e| e.to_string())?;
+/// or the user may not use it. For every vhost (`:vhost *`, `--vhost '*'`) the session is the
+/// context's own vhost's, for the listings, and AMQP waits for the first vhost a read or a run
+/// needs (each vhost's session answers for itself then).
+async fn open(overrides: &Overrides) -> Result<Sessions, String> {
+    let every = overrides.vhost.as_deref() == Some(config::EVERY_VHOST);
+    let mut o = overrides.clone();
+    if every {
+        o.vhost = None;
+    }
+    let (_, target) = config::load(&o).map_err(|e| e.to_string())?;
     let s = Session::open(target).await.map_err(|e| e.to_string())?;
+    if every {
+        return Ok(Sessions::new(s, true));
+    }
     match s.amqp().await {
-        Ok(_) => Ok(s),
+        Ok(_) => Ok(Sessions::new(s, false)),
         Err(e) => Err(format!("no AMQP for vhost '{}': {e}", s.vhost())),
     }
+}
+
+/// The session of `vhost` in the scope, opened on first need; what failed, in words.
+async fn session_of(ss: &Sessions, vhost: &str) -> Result<Arc<Session>, String> {
+    ss.of(vhost)
+        .await
+        .map_err(|e| format!("cannot open vhost '{}': {e}", sanitize::one_line(vhost, 60)))
 }
 
 /// One request's work: its answers, and what to ask next.
@@ -278,11 +308,11 @@ async fn perform(
             }],
             None,
         ),
-        (Work::Discover, Backend::Broker(s)) => {
-            let loaded = discover(&s, ticket, read_only_flag, ops).await;
+        (Work::Discover, Backend::Broker(ss)) => {
+            let loaded = discover(&ss, ticket, read_only_flag, ops).await;
             let mut reports = Vec::new();
             if let Report::QueuesLoaded { discovery, .. } = &loaded {
-                let history = depth_history(&s, discovery, ticket);
+                let history = depth_history(ss.main(), discovery, ticket);
                 reports.push(loaded);
                 reports.extend(history);
             } else {
@@ -292,6 +322,7 @@ async fn perform(
         }
         (
             Work::Browse {
+                vhost,
                 queue,
                 limit,
                 read_again,
@@ -303,16 +334,36 @@ async fn perform(
             } else {
                 ReadConsent::Reuse
             };
+            let at = QueueRef { vhost, name: queue };
             (
-                browse(&backend, queue, limit, consent, ticket, ops).await,
+                browse(&backend, at, limit, consent, ticket, ops).await,
                 None,
             )
         }
-        (Work::Notes(w), Backend::Broker(s)) => (notes(&s, w, ticket).await, None),
-        (Work::Refresh, Backend::Broker(s)) => match s.mgmt.queues(s.vhost()).await {
+        (Work::Notes(w), Backend::Broker(ss)) => {
+            let vhost = match &w {
+                NoteWork::Set { vhost, .. } | NoteWork::Forget { vhost, .. } => vhost.clone(),
+            };
+            match session_of(&ss, &vhost).await {
+                Ok(s) => (notes(&s, w, ticket).await, None),
+                Err(e) => (vec![fail(&e)], None),
+            }
+        }
+        (Work::Refresh, Backend::Broker(ss)) => match listing(&ss).await {
             Ok(qs) => {
-                record_depths(&s, &qs);
-                let depths = qs.into_iter().map(|q| (q.name, q.messages)).collect();
+                record_depths(ss.main(), &qs);
+                let depths = qs
+                    .into_iter()
+                    .map(|(vhost, q)| {
+                        (
+                            QueueRef {
+                                vhost,
+                                name: q.name,
+                            },
+                            q.messages,
+                        )
+                    })
+                    .collect();
                 (vec![Report::DepthsRefreshed { depths, ticket }], None)
             }
             Err(e) => (
@@ -324,60 +375,43 @@ async fn perform(
         },
         (
             Work::Preview {
+                vhost,
                 queue,
                 selection,
                 restore: Some(how),
                 ..
             },
-            Backend::Broker(s),
-        ) => (
-            vec![restore_preview(&s, queue, selection, how, ticket, ops).await],
-            None,
-        ),
+            Backend::Broker(ss),
+        ) => match session_of(&ss, &vhost).await {
+            Ok(s) => (
+                vec![restore_preview(&s, queue, selection, how, ticket, ops).await],
+                None,
+            ),
+            Err(e) => (vec![fail(&e)], None),
+        },
         (
             Work::Preview {
+                vhost,
                 queue,
                 selection,
                 keep_attempts,
                 restore: None,
             },
-            Backend::Broker(s),
-        ) => (
-            vec![preview(&s, queue, selection, keep_attempts, ticket, ops).await],
-            None,
-        ),
-        (Work::Protect { queue }, Backend::Broker(s)) => match s.protect(&queue, true).await {
-            Ok(plan) => (
-                {
-                    ops.report(
-                        OperationKind::Policy,
-                        format!(
-                            "set policy {} in vhost '{}' (lifts the delivery limit of {queue}, keeping the keys of the policy in force)",
-                            plan.policy.name,
-                            s.vhost()
-                        ),
-                    )
-                    .await;
-                    // On the record: locally and, where the config allows, on the broker.
-                    let notes =
-                        crate::broker::audit::record_protect(&s, &queue, &plan, tui_consent(&s))
-                            .await;
-                    let mut text = format!(
-                        "protected {queue}: policy {} set; reading it no longer spends deliveries",
-                        plan.policy.name
-                    );
-                    for n in notes {
-                        text.push_str("; ");
-                        text.push_str(&n);
-                    }
-                    vec![Report::Notice(text)]
-                },
-                // The list again, with the limit lifted.
-                Some(Work::Discover),
+            Backend::Broker(ss),
+        ) => match session_of(&ss, &vhost).await {
+            Ok(s) => (
+                vec![preview(&s, queue, selection, keep_attempts, ticket, ops).await],
+                None,
             ),
             Err(e) => (vec![fail(&e)], None),
         },
-        (Work::Replays, Backend::Broker(s)) => (vec![replays(&s, ticket).await], None),
+        (Work::Protect { vhost, queue }, Backend::Broker(ss)) => {
+            match session_of(&ss, &vhost).await {
+                Ok(s) => protect(&s, &queue, ticket, ops).await,
+                Err(e) => (vec![fail(&e)], None),
+            }
+        }
+        (Work::Replays, Backend::Broker(ss)) => (vec![replays(ss.main(), ticket).await], None),
         // The plan refuses these for a snapshot before they start.
         (
             Work::Refresh
@@ -397,24 +431,114 @@ async fn perform(
     }
 }
 
+/// Sets the policy that lifts `queue`'s delivery limit, on the record; then the list again.
+async fn protect(
+    s: &Session,
+    queue: &str,
+    ticket: Ticket,
+    ops: &Ops,
+) -> (Vec<Report>, Option<Work>) {
+    let fail = |e: &dyn std::fmt::Display| {
+        Report::Error(Failure::in_generation(e.to_string(), ticket.generation))
+    };
+    match s.protect(queue, true).await {
+        Ok(plan) => (
+            {
+                ops.report(
+                        OperationKind::Policy,
+                        format!(
+                            "set policy {} in vhost '{}' (lifts the delivery limit of {queue}, keeping the keys of the policy in force)",
+                            plan.policy.name,
+                            s.vhost()
+                        ),
+                    )
+                    .await;
+                // On the record: locally and, where the config allows, on the broker.
+                let notes =
+                    crate::broker::audit::record_protect(s, queue, &plan, tui_consent(s)).await;
+                let mut text = format!(
+                    "protected {queue}: policy {} set; reading it no longer spends deliveries",
+                    plan.policy.name
+                );
+                for n in notes {
+                    text.push_str("; ");
+                    text.push_str(&n);
+                }
+                vec![Report::Notice(text)]
+            },
+            // The list again, with the limit lifted.
+            Some(Work::Discover),
+        ),
+        Err(e) => (vec![fail(&e)], None),
+    }
+}
+
 /// What the store remembers of the place's dead-letter queues (the last hour of depths, the
-/// last reads), with this listing's depths recorded; nothing without a store.
+/// last reads), with this listing's depths recorded, each vhost under its own key; nothing
+/// without a store.
 fn depth_history(s: &Session, d: &Discovery, ticket: Ticket) -> Option<Report> {
     let st = Store::open_default().ok()?;
     let now = jiff::Timestamp::now();
-    let key = s.memory_key();
-    let samples = st.depth_history(&key, &urgency::dlq_depths(d), now).ok()?;
+    let mut samples = HashMap::new();
+    let mut heads = HashMap::new();
+    for (vhost, depths) in by_vhost(
+        d.dead_letter_queues
+            .iter()
+            .map(|q| (&q.vhost, (q.name.clone(), q.depth))),
+    ) {
+        let depths: Vec<(String, u64)> = depths
+            .into_iter()
+            .filter_map(|(name, depth)| Some((name, depth?)))
+            .collect();
+        let key = s.memory_key_of(vhost);
+        let of_vhost = |name: String| QueueRef {
+            vhost: vhost.to_string(),
+            name,
+        };
+        for (name, kept) in st.depth_history(&key, &depths, now).ok()? {
+            samples.insert(of_vhost(name), kept);
+        }
+        for (name, head) in st.read_heads(&key).unwrap_or_default() {
+            heads.insert(of_vhost(name), head);
+        }
+    }
     s.depths_recorded(now);
     Some(Report::DepthHistory {
         samples,
-        heads: st.read_heads(&key).unwrap_or_default(),
+        heads,
         ticket,
     })
 }
 
+/// Items grouped by their vhost, in the order first seen.
+fn by_vhost<'a, T>(items: impl Iterator<Item = (&'a String, T)>) -> Vec<(&'a str, Vec<T>)> {
+    let mut groups: Vec<(&'a str, Vec<T>)> = Vec::new();
+    let mut at: HashMap<&'a str, usize> = HashMap::new();
+    for (vhost, item) in items {
+        let i = *at.entry(vhost.as_str()).or_insert_with(|| {
+            groups.push((vhost.as_str(), Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(item);
+    }
+    groups
+}
+
+/// The depth refresh's listing: the vhost's queues, or with every vhost one listing of all.
+async fn listing(
+    ss: &Sessions,
+) -> Result<Vec<(String, discovery::QueueInfo)>, crate::broker::management::ManagementError> {
+    let s = ss.main();
+    if ss.every() {
+        return s.mgmt.queues_all().await;
+    }
+    let qs = s.mgmt.queues(s.vhost()).await?;
+    Ok(qs.into_iter().map(|q| (s.vhost().to_string(), q)).collect())
+}
+
 /// Records a refresh's depths in the store, at most once per sample gap (the store keeps one
 /// sample per gap anyway; this spares it the lookups every tick).
-fn record_depths(s: &Session, qs: &[discovery::QueueInfo]) {
+fn record_depths(s: &Session, qs: &[(String, discovery::QueueInfo)]) {
     let now = jiff::Timestamp::now();
     if !s.depths_due(now) {
         return;
@@ -422,33 +546,55 @@ fn record_depths(s: &Session, qs: &[discovery::QueueInfo]) {
     let Ok(st) = Store::open_default() else {
         return;
     };
-    let depths: Vec<(String, u64)> = qs
-        .iter()
-        .filter(|q| s.is_dlq(&q.name))
-        .filter_map(|q| Some((q.name.clone(), q.messages?)))
-        .collect();
-    let _ = st.record_depths(&s.memory_key(), &depths, now);
+    let dlqs = qs.iter().filter(|(v, q)| s.is_dlq(v, &q.name));
+    for (vhost, depths) in by_vhost(dlqs.map(|(v, q)| (v, q))) {
+        let depths: Vec<(String, u64)> = depths
+            .into_iter()
+            .filter_map(|q| Some((q.name.clone(), q.messages?)))
+            .collect();
+        let _ = st.record_depths(&s.memory_key_of(vhost), &depths, now);
+    }
     s.depths_recorded(now);
 }
 
-async fn discover(s: &Session, ticket: Ticket, read_only_flag: bool, ops: &Ops) -> Report {
-    match s.discover().await {
-        Ok(mut discovery) => {
+/// The scope's queues: the vhost's, or every vhost's from one listing of each kind (each queue
+/// named with its vhost), the archive marked in each vhost that has it.
+async fn discover(ss: &Sessions, ticket: Ticket, read_only_flag: bool, ops: &Ops) -> Report {
+    let s = ss.main();
+    let stream = &s.target.archive.stream;
+    let found = if ss.every() {
+        s.discover_all().await.map(|parts| {
+            let n = parts.len();
+            let parts = parts.into_iter().map(|(_, mut d)| {
+                d.mark_archive(stream);
+                d
+            });
+            (
+                Discovery::merged(parts.collect()),
+                format!("every vhost ({n} with queues)"),
+            )
+        })
+    } else {
+        s.discover().await.map(|mut d| {
             // The archive is listed with the DLQs, marked, when the vhost has its stream.
-            discovery.mark_archive(&s.target.archive.stream);
+            d.mark_archive(stream);
+            (d, format!("vhost '{}'", s.vhost()))
+        })
+    };
+    match found {
+        Ok((discovery, place)) => {
             let d = &discovery;
             ops.report(
                 OperationKind::List,
                 format!(
-                    "listed vhost '{}': {} queues ({} dead-letter queues, {} retry loops), with bindings and policies",
-                    s.vhost(),
+                    "listed {place}: {} queues ({} dead-letter queues, {} retry loops), with bindings and policies",
                     d.dead_letter_queues.len() + d.retry_loops.len() + d.other_queues.len(),
                     d.dead_letter_queues.len(),
                     d.retry_loops.len()
                 ),
             )
             .await;
-            let read_only_reason = read_only_reason(s, read_only_flag)
+            let read_only_reason = read_only_reason(s, read_only_flag, !ss.every())
                 .await
                 .unwrap_or_default();
             let overview = Overview {
@@ -456,7 +602,11 @@ async fn discover(s: &Session, ticket: Ticket, read_only_flag: bool, ops: &Ops) 
                 broker_version: s.overview.rabbitmq_version.clone(),
                 user: s.whoami.name.clone(),
                 tags: s.whoami.tags.clone(),
-                vhost: s.vhost().to_string(),
+                vhost: if ss.every() {
+                    config::EVERY_VHOST.to_string()
+                } else {
+                    s.vhost().to_string()
+                },
                 read_only: !read_only_reason.is_empty(),
                 read_only_reason,
                 color: s.target.color,
@@ -474,23 +624,25 @@ async fn discover(s: &Session, ticket: Ticket, read_only_flag: bool, ops: &Ops) 
 
 async fn browse(
     backend: &Backend,
-    queue: String,
+    at: QueueRef,
     limit: usize,
     consent: ReadConsent,
     ticket: Ticket,
     ops: &Ops,
 ) -> Vec<Report> {
+    let QueueRef { vhost, name: queue } = at;
     let s = match backend {
         Backend::Snapshot(snapshots) => {
             let messages: Vec<Packed> = snapshots
                 .iter()
-                .filter(|(h, _)| h.queue == queue)
+                .filter(|(h, _)| h.queue == queue && h.vhost == vhost)
                 .flat_map(|(_, m)| m.iter())
                 .take(limit)
                 .map(|m| Packed::pack(m.clone()))
                 .collect();
             let n = messages.len();
             return vec![Report::MessagesLoaded {
+                vhost,
                 queue,
                 messages,
                 first_seen: vec![None; n],
@@ -500,8 +652,14 @@ async fn browse(
                 ticket,
             }];
         }
-        Backend::Broker(s) => s,
+        Backend::Broker(ss) => match session_of(ss, &vhost).await {
+            Ok(s) => s,
+            Err(e) => {
+                return vec![Report::Error(Failure::in_generation(e, ticket.generation))];
+            }
+        },
     };
+    let s = &s;
     match s.browse(&queue, limit, consent).await {
         Ok(page) => {
             let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
@@ -546,6 +704,7 @@ async fn browse(
             let whole = !page.reused
                 && matches!(page.stopped, crate::broker::browse::StopReason::Exhausted);
             let notes = Report::GroupNotes {
+                vhost: vhost.clone(),
                 queue: queue.clone(),
                 notes: group_notes(s, &queue),
                 whole,
@@ -555,6 +714,7 @@ async fn browse(
             let authors = crate::broker::audit::authors(s, &messages).await;
             vec![
                 Report::MessagesLoaded {
+                    vhost,
                     queue,
                     messages: messages.into_iter().map(Packed::pack).collect(),
                     first_seen,
@@ -566,7 +726,7 @@ async fn browse(
                 notes,
             ]
         }
-        Err(e) => vec![read_failure(queue, e, ticket)],
+        Err(e) => vec![read_failure(QueueRef { vhost, name: queue }, e, ticket)],
     }
 }
 
@@ -586,7 +746,7 @@ async fn notes(s: &Session, work: NoteWork, ticket: Ticket) -> Vec<Report> {
         Report::Error(Failure::in_generation(e.to_string(), ticket.generation))
     };
     let (queue, notice) = match work {
-        NoteWork::Set(mut note) => {
+        NoteWork::Set { mut note, .. } => {
             // Who wrote it and when are the worker's to say, as for a replay's audit.
             note.author = crate::store::current_os_user();
             note.at = jiff::Timestamp::now();
@@ -606,7 +766,7 @@ async fn notes(s: &Session, work: NoteWork, ticket: Ticket) -> Vec<Report> {
                 Err(e) => return vec![fail(&e)],
             }
         }
-        NoteWork::Forget { queue, notes } => {
+        NoteWork::Forget { queue, notes, .. } => {
             let gone: Vec<&crate::domain::grouping::GroupNote> = notes.iter().collect();
             if let Err(e) = Store::open_default().and_then(|st| s.forget_group_notes(&st, &gone)) {
                 return vec![fail(&e)];
@@ -615,6 +775,7 @@ async fn notes(s: &Session, work: NoteWork, ticket: Ticket) -> Vec<Report> {
         }
     };
     let mut out = vec![Report::GroupNotes {
+        vhost: s.vhost().to_string(),
         notes: group_notes(s, &queue),
         queue,
         whole: false,
@@ -641,6 +802,7 @@ async fn preview(
             warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
             warnings.extend(p.notices.iter().cloned());
             Report::ReplayPreview(ReplayPreview {
+                vhost: s.vhost().to_string(),
                 queue,
                 count: p.selected,
                 targets: p
@@ -666,7 +828,7 @@ async fn preview(
                 ticket,
             })
         }
-        Err(e) => read_failure(queue, e, ticket),
+        Err(e) => read_failure(QueueRef::new(s.vhost(), &queue), e, ticket),
     }
 }
 
@@ -1226,6 +1388,7 @@ async fn restore_preview(
         warnings.extend(p.notices.iter().cloned());
     }
     Report::RestorePreview(protocol::RestorePreview {
+        vhost: s.vhost().to_string(),
         queue,
         how,
         count: plan.count(),
@@ -1433,10 +1596,11 @@ fn spec_for(
 }
 
 /// A failed read as the UI event that says what to do: a cost to confirm, or an error.
-fn read_failure(queue: String, e: SessionError, ticket: Ticket) -> Report {
+fn read_failure(at: QueueRef, e: SessionError, ticket: Ticket) -> Report {
     match e {
         SessionError::NeedsConsent { text, .. } => Report::ReadCost {
-            queue,
+            vhost: at.vhost,
+            queue: at.name,
             text,
             ticket,
         },
@@ -1462,9 +1626,10 @@ fn remember(s: &Session, queue: &str, keys: &[String]) -> session::Remembered {
 }
 
 /// Why replay is off in this session's place, if it is: `--read-only`, the context's
-/// `read_only` (the target folds both in), else the broker's word that this user may not write
-/// in the vhost.
-async fn read_only_reason(s: &Session, flag: bool) -> Option<String> {
+/// `read_only` (the target folds both in), else (with `vhost_check`) the broker's word that this
+/// user may not write in the vhost. A scope of every vhost leaves that to each run, whose
+/// write check asks on the targets themselves.
+async fn read_only_reason(s: &Session, flag: bool, vhost_check: bool) -> Option<String> {
     if flag {
         return Some("replay is disabled: Warren was started with --read-only".into());
     }
@@ -1474,7 +1639,7 @@ async fn read_only_reason(s: &Session, flag: bool) -> Option<String> {
             s.target.context
         ));
     }
-    (!may_write(s).await).then(|| {
+    (vhost_check && !may_write(s).await).then(|| {
         format!(
             "replay is disabled: user '{}' has no write permission in vhost '{}'",
             s.whoami.name,
@@ -1531,6 +1696,7 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
         .map(|(h, messages)| {
             let named = discovery::classify_name(&h.queue, &[]);
             DlqInfo {
+                vhost: h.vhost.clone(),
                 name: h.queue.clone(),
                 kind: named.map_or(DlqKind::DeadLetter, |m| m.kind),
                 convention: named.map_or(Convention::Broker, |m| m.convention),

@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use super::protocol::{
     Command, ConnectionState, Failure, ReplayOutcome, ReplayProgress, ReplayRequest, Report, Ticket,
 };
+use crate::domain::discovery::QueueRef;
 use crate::domain::grouping::GroupNote;
 use crate::domain::selection::Selection;
 
@@ -70,11 +71,13 @@ pub enum Work {
     Discover,
     Refresh,
     Browse {
+        vhost: String,
         queue: String,
         limit: usize,
         read_again: bool,
     },
     Preview {
+        vhost: String,
         queue: String,
         selection: Selection,
         keep_attempts: bool,
@@ -82,6 +85,7 @@ pub enum Work {
         restore: Option<super::protocol::RestoreHow>,
     },
     Protect {
+        vhost: String,
         queue: String,
     },
     /// Keep or forget notes on groups (the store, and the broker's audit for a kept one).
@@ -92,8 +96,12 @@ pub enum Work {
 
 #[derive(Clone, Debug)]
 pub enum NoteWork {
-    Set(GroupNote),
+    Set {
+        vhost: String,
+        note: GroupNote,
+    },
     Forget {
+        vhost: String,
         queue: String,
         notes: Vec<GroupNote>,
     },
@@ -125,11 +133,13 @@ impl Work {
         }
     }
 
-    /// The queue this work reads, when it reads one.
-    fn reads(&self) -> Option<&str> {
+    /// The queue this work reads (its vhost and name), when it reads one.
+    fn reads(&self) -> Option<(&str, &str)> {
         match self {
-            Work::Browse { queue, .. } | Work::Preview { queue, .. } => Some(queue),
-            Work::Replay(r) => Some(&r.queue),
+            Work::Browse { vhost, queue, .. } | Work::Preview { vhost, queue, .. } => {
+                Some((vhost, queue))
+            }
+            Work::Replay(r) => Some((&r.vhost, &r.queue)),
             _ => None,
         }
     }
@@ -140,7 +150,7 @@ impl Work {
 struct Running {
     ticket: Ticket,
     kind: Kind,
-    reads: Option<String>,
+    reads: Option<QueueRef>,
 }
 
 #[derive(Debug)]
@@ -226,10 +236,12 @@ impl<S: Clone> Plan<S> {
             Command::RefreshDepths if self.snapshot => Vec::new(),
             Command::RefreshDepths => self.request(Work::Refresh),
             Command::Browse {
+                vhost,
                 queue,
                 limit,
                 read_again,
             } => self.request(Work::Browse {
+                vhost,
                 queue,
                 limit,
                 read_again,
@@ -238,10 +250,12 @@ impl<S: Clone> Plan<S> {
                 self.error("replay needs a broker (a snapshot is read-only)")
             }
             Command::PreviewReplay {
+                vhost,
                 queue,
                 selection,
                 keep_attempts,
             } => self.request(Work::Preview {
+                vhost,
                 queue,
                 selection,
                 keep_attempts,
@@ -251,27 +265,37 @@ impl<S: Clone> Plan<S> {
                 self.error("restore needs a broker (a snapshot is read-only)")
             }
             Command::PreviewRestore {
+                vhost,
                 queue,
                 selection,
                 how,
             } => self.request(Work::Preview {
+                vhost,
                 queue,
                 selection,
                 keep_attempts: false,
                 restore: Some(how),
             }),
-            Command::Protect(_) if self.snapshot => {
+            Command::Protect { .. } if self.snapshot => {
                 self.error("protect needs a broker (a snapshot is read-only)")
             }
-            Command::Protect(queue) => self.request(Work::Protect { queue }),
-            Command::SetGroupNote(_) if self.snapshot => self.error(
+            Command::Protect { vhost, queue } => self.request(Work::Protect { vhost, queue }),
+            Command::SetGroupNote { .. } if self.snapshot => self.error(
                 "a note belongs to a broker's queue: open the broker, not a snapshot, to write one",
             ),
             Command::ForgetGroupNotes { .. } if self.snapshot => Vec::new(),
-            Command::SetGroupNote(note) => self.request(Work::Notes(NoteWork::Set(note))),
-            Command::ForgetGroupNotes { queue, notes } => {
-                self.request(Work::Notes(NoteWork::Forget { queue, notes }))
+            Command::SetGroupNote { vhost, note } => {
+                self.request(Work::Notes(NoteWork::Set { vhost, note }))
             }
+            Command::ForgetGroupNotes {
+                vhost,
+                queue,
+                notes,
+            } => self.request(Work::Notes(NoteWork::Forget {
+                vhost,
+                queue,
+                notes,
+            })),
             Command::LoadReplays if self.snapshot => {
                 self.error("the Replays view needs a broker (`warren audit --local` shows this machine's record)")
             }
@@ -397,7 +421,11 @@ impl<S: Clone> Plan<S> {
             && self.held.iter().any(|j| {
                 j.ticket.generation == done.ticket.generation
                     && j.work.kind() == done.kind
-                    && j.work.reads() == done.reads.as_deref()
+                    && j.work.reads()
+                        == done
+                            .reads
+                            .as_ref()
+                            .map(|r| (r.vhost.as_str(), r.name.as_str()))
             });
         let mut out: Vec<Action<S>> = Vec::new();
         if !superseded {
@@ -481,7 +509,7 @@ impl<S: Clone> Plan<S> {
         };
         let generation = job.ticket.generation;
         let kind = job.work.kind();
-        let reads = job.work.reads().map(str::to_string);
+        let reads = job.work.reads().map(|(v, q)| QueueRef::new(v, q));
         let same_session = |r: &Running| r.ticket.generation == generation;
         let blocked = match kind {
             Kind::Refresh => {
@@ -511,7 +539,8 @@ impl<S: Clone> Plan<S> {
                 self.held.retain(|j| {
                     !(j.ticket.generation == generation
                         && j.work.kind() == kind
-                        && j.work.reads() == reads.as_deref())
+                        && j.work.reads()
+                            == reads.as_ref().map(|r| (r.vhost.as_str(), r.name.as_str())))
                 });
             }
             self.held.push(job);
@@ -664,6 +693,7 @@ mod tests {
 
     fn browse(queue: &str) -> Command {
         Command::Browse {
+            vhost: "/".into(),
             queue: queue.into(),
             limit: 500,
             read_again: false,
@@ -672,6 +702,7 @@ mod tests {
 
     fn preview(queue: &str) -> Command {
         Command::PreviewReplay {
+            vhost: "/".into(),
             queue: queue.into(),
             selection: Selection::All,
             keep_attempts: false,
@@ -680,6 +711,7 @@ mod tests {
 
     fn replay(queue: &str) -> Command {
         Command::Replay(ReplayRequest {
+            vhost: "/".into(),
             queue: queue.into(),
             selection: Selection::All,
             expected: 3,
@@ -719,6 +751,7 @@ mod tests {
 
     fn page(queue: &str, ticket: Ticket) -> Report {
         Report::MessagesLoaded {
+            vhost: "/".into(),
             queue: queue.into(),
             messages: Vec::new(),
             first_seen: Vec::new(),
@@ -862,6 +895,29 @@ mod tests {
     }
 
     #[test]
+    fn queues_of_one_name_in_two_vhosts_are_two_queues() {
+        let mut p = connected();
+        let in_vhost = |vhost: &str| Command::Browse {
+            vhost: vhost.into(),
+            queue: "q".into(),
+            limit: 500,
+            read_again: false,
+        };
+        let a = started(&p.command(in_vhost("/")));
+        let b = started(&p.command(in_vhost("billing")));
+        assert_eq!(
+            (a.len(), b.len()),
+            (1, 1),
+            "read side by side: not one queue"
+        );
+        assert!(
+            matches!(&b[0].1, Work::Browse { vhost, queue, .. } if vhost == "billing" && queue == "q")
+        );
+        // The same queue of the same vhost still waits its turn.
+        assert!(started(&p.command(in_vhost("billing"))).is_empty());
+    }
+
+    #[test]
     fn a_plan_waits_for_a_browse_of_its_queue_and_does_not_replace_it() {
         let mut p = connected();
         let b = started(&p.command(browse("q")));
@@ -902,7 +958,10 @@ mod tests {
     #[test]
     fn a_protect_is_followed_by_a_discovery() {
         let mut p = connected();
-        let s = started(&p.command(Command::Protect("q".into())));
+        let s = started(&p.command(Command::Protect {
+            vhost: "/".into(),
+            queue: "q".into(),
+        }));
         let a = p.finished(
             s[0].0,
             vec![Report::Notice("protected".into())],
@@ -1082,7 +1141,13 @@ mod tests {
         assert!(attempt(&a).is_none());
         assert!(matches!(started(&a)[..], [(_, Work::Discover, "file")]));
         assert!(p.command(Command::RefreshDepths).is_empty());
-        for cmd in [preview("q"), Command::Protect("q".into())] {
+        for cmd in [
+            preview("q"),
+            Command::Protect {
+                vhost: "/".into(),
+                queue: "q".into(),
+            },
+        ] {
             let a = p.command(cmd);
             assert!(matches!(sent(&a)[..], [Report::Error(f)] if f.text.contains("snapshot")));
         }
@@ -1099,9 +1164,13 @@ mod tests {
             author: String::new(),
             at: jiff::Timestamp::UNIX_EPOCH,
         };
-        let a = p.command(Command::SetGroupNote(note.clone()));
+        let a = p.command(Command::SetGroupNote {
+            vhost: "/".into(),
+            note: note.clone(),
+        });
         assert!(matches!(sent(&a)[..], [Report::Error(f)] if f.text.contains("snapshot")));
         let a = p.command(Command::ForgetGroupNotes {
+            vhost: "/".into(),
             queue: "q".into(),
             notes: vec![note],
         });
@@ -1121,10 +1190,13 @@ mod tests {
             author: String::new(),
             at: jiff::Timestamp::UNIX_EPOCH,
         };
-        let a = p.command(Command::SetGroupNote(note));
+        let a = p.command(Command::SetGroupNote {
+            vhost: "/".into(),
+            note,
+        });
         assert!(matches!(
             started(&a)[..],
-            [(_, Work::Notes(NoteWork::Set(_)), _)]
+            [(_, Work::Notes(NoteWork::Set { .. }), _)]
         ));
     }
 }

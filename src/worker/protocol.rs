@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::domain::discovery::Discovery;
+use crate::domain::discovery::{Discovery, QueueRef};
 use crate::domain::grouping::GroupNote;
 use crate::domain::packed::Packed;
 use crate::domain::selection::Selection;
@@ -16,9 +16,11 @@ pub enum Command {
     LoadQueues,
     /// Fetch depths only, without browsing messages (answer: `Report::DepthsRefreshed`).
     RefreshDepths,
-    /// Read up to `limit` messages from the head of `queue` without removing them
-    /// (answer: `Report::MessagesLoaded`).
+    /// Read up to `limit` messages from the head of `queue` of `vhost` without removing them
+    /// (answer: `Report::MessagesLoaded`). Every command on a queue names its vhost: with
+    /// `:vhost *` the list holds every vhost's.
     Browse {
+        vhost: String,
         queue: String,
         limit: usize,
         /// The operator accepted that reading again spends deliveries (a quorum queue with a
@@ -27,6 +29,7 @@ pub enum Command {
     },
     /// Work out what replaying `selection` from `queue` would do (answer: `Report::ReplayPreview`).
     PreviewReplay {
+        vhost: String,
         queue: String,
         selection: Selection,
         /// The plan differs: with attempts kept nothing is removed.
@@ -35,6 +38,7 @@ pub enum Command {
     /// Work out what restoring `selection` from the archive stream `queue` would do (answer:
     /// `Report::RestorePreview`).
     PreviewRestore {
+        vhost: String,
         queue: String,
         selection: Selection,
         how: RestoreHow,
@@ -46,7 +50,10 @@ pub enum Command {
     CancelReplay,
     /// Set the policy that lifts `queue`'s delivery limit (answer: `Report::Notice`, then the
     /// queue list again). Never emitted in read-only mode.
-    Protect(String),
+    Protect {
+        vhost: String,
+        queue: String,
+    },
     /// The recorded replays, local and on the broker, with what came back after each (answer:
     /// `Report::ReplaysLoaded`).
     LoadReplays,
@@ -64,9 +71,13 @@ pub enum Command {
     },
     /// Keep this note on its group (an empty text removes it), in the store and mirrored to the
     /// broker's audit (answer: `Report::GroupNotes` for its queue, and a notice).
-    SetGroupNote(GroupNote),
+    SetGroupNote {
+        vhost: String,
+        note: GroupNote,
+    },
     /// Forget these notes of `queue`: a read of the whole queue found their groups gone.
     ForgetGroupNotes {
+        vhost: String,
         queue: String,
         notes: Vec<GroupNote>,
     },
@@ -94,6 +105,7 @@ pub struct RunSummary {
 /// An accepted replay.
 #[derive(Clone, Debug)]
 pub struct ReplayRequest {
+    pub vhost: String,
     pub queue: String,
     pub selection: Selection,
     /// The count the operator confirmed; the worker stops if the selection grew past it.
@@ -153,17 +165,17 @@ pub enum Report {
         discovery: Discovery,
         ticket: Ticket,
     },
-    /// Fresh depths for known queues, by name (`None`: the broker has no stats yet).
+    /// Fresh depths for known queues, by vhost and name (`None`: the broker has no stats yet).
     DepthsRefreshed {
-        depths: Vec<(String, Option<u64>)>,
+        depths: Vec<(QueueRef, Option<u64>)>,
         ticket: Ticket,
     },
     /// What Warren's store remembers of the place's dead-letter queues, sent after its
     /// `QueuesLoaded`: depth samples of the last hour and what the last read of each found
-    /// (by queue name).
+    /// (by vhost and queue name).
     DepthHistory {
-        samples: std::collections::HashMap<String, Vec<crate::domain::urgency::Sample>>,
-        heads: std::collections::HashMap<String, crate::domain::urgency::ReadHead>,
+        samples: HashMap<QueueRef, Vec<crate::domain::urgency::Sample>>,
+        heads: HashMap<QueueRef, crate::domain::urgency::ReadHead>,
         ticket: Ticket,
     },
     /// A browse finished. `first_seen[i]` is when Warren first saw `messages[i]` (from the store),
@@ -172,6 +184,7 @@ pub enum Report {
     /// likewise; shorter means none known. The messages come packed: a page of 100,000 weighs
     /// about half what it would decoded (see `domain::packed`).
     MessagesLoaded {
+        vhost: String,
         queue: String,
         messages: Vec<Packed>,
         first_seen: Vec<Option<Timestamp>>,
@@ -187,6 +200,7 @@ pub enum Report {
     /// (with its ticket; `whole` when the browse read every message the queue held, so the UI
     /// may tell which groups are gone) and after a note was set (`whole` false).
     GroupNotes {
+        vhost: String,
         queue: String,
         notes: Vec<GroupNote>,
         whole: bool,
@@ -195,6 +209,7 @@ pub enum Report {
     /// Reading `queue` again would spend deliveries Warren spent on it before (from its read
     /// ledger): nothing was read; `text` says what it costs. The operator confirms or not.
     ReadCost {
+        vhost: String,
         queue: String,
         text: String,
         ticket: Ticket,
@@ -340,7 +355,8 @@ pub enum ConnectionState {
 /// fan-out). All strings are shown sanitised.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplayPreview {
-    /// The queue the messages are read from.
+    /// The queue the messages are read from, and its vhost.
+    pub vhost: String,
     pub queue: String,
     /// How many messages the selection holds right now.
     pub count: u64,
@@ -365,7 +381,8 @@ pub struct ReplayPreview {
 /// what was restored before, the targets checked). All strings are shown sanitised.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RestorePreview {
-    /// The archive stream.
+    /// The archive stream, and its vhost.
+    pub vhost: String,
     pub queue: String,
     /// The plan is for this way (a plan for another is stale).
     pub how: RestoreHow,

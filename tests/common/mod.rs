@@ -344,3 +344,18 @@ pub async fn worker_until(
         }
     }
 }
+
+/// The worker's command to replay every message of `queue` in `vhost` (at most `expected`),
+/// as the TUI sends it once the modal is accepted: no rate limit, attempts reset, for real.
+pub fn replay_all(vhost: &str, queue: &str, expected: u64) -> warren::worker::protocol::Command {
+    warren::worker::protocol::Command::Replay(warren::worker::protocol::ReplayRequest {
+        vhost: vhost.into(),
+        queue: queue.into(),
+        selection: warren::domain::selection::Selection::All,
+        expected,
+        rate: 0,
+        keep_attempts: false,
+        dry_run: false,
+        job: Default::default(),
+    })
+}

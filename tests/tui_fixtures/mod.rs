@@ -269,8 +269,12 @@ pub fn hostile() -> DeadLetter {
     }
 }
 
+/// The vhost the fixtures' queues live in (as the worker names it on each queue).
+pub const VHOST: &str = "/orders";
+
 fn dlq(name: &str, kind: DlqKind, convention: Convention, depth: u64, feeders: &[&str]) -> DlqInfo {
     DlqInfo {
+        vhost: VHOST.into(),
         name: name.into(),
         kind,
         convention,
@@ -346,12 +350,14 @@ pub fn discovery() -> Discovery {
             ),
         ],
         retry_loops: vec![RetryLoop {
+            vhost: VHOST.into(),
             work_queue: "orders.process".into(),
             wait_queue: "orders.retry.wait".into(),
             ttl_ms: 60_000,
         }],
         other_queues: vec![
             QueueSummary {
+                vhost: VHOST.into(),
                 name: "orders.process".into(),
                 queue_type: QueueType::Classic,
                 depth: Some(12),
@@ -359,6 +365,7 @@ pub fn discovery() -> Discovery {
                 dead_letter_exchange: Some("orders.retry".into()),
             },
             QueueSummary {
+                vhost: VHOST.into(),
                 name: "orders.retry.wait".into(),
                 queue_type: QueueType::Classic,
                 depth: Some(0),
@@ -375,7 +382,7 @@ pub fn overview() -> Overview {
         broker_version: "4.0.5".into(),
         user: "ops".into(),
         tags: vec!["management".into()],
-        vhost: "/orders".into(),
+        vhost: VHOST.into(),
         read_only: false,
         read_only_reason: String::new(),
         color: None,
@@ -426,6 +433,7 @@ pub fn browsed(read_only: bool, queue: &str, messages: Vec<DeadLetter>) -> State
     update(
         &mut st,
         Report::MessagesLoaded {
+            vhost: VHOST.into(),
             queue: queue.into(),
             messages: packed(messages),
             first_seen,
@@ -474,6 +482,7 @@ pub fn gzipped_order() -> DeadLetter {
 pub fn with_archive(mut d: Discovery) -> Discovery {
     use warren::domain::discovery::{QueueSummary, QueueType};
     d.other_queues.push(QueueSummary {
+        vhost: VHOST.into(),
         name: "warren.archive".into(),
         queue_type: QueueType::Stream,
         depth: Some(3),
@@ -508,6 +517,7 @@ pub fn in_the_archive(read_only: bool) -> State {
     update(
         &mut st,
         Report::MessagesLoaded {
+            vhost: VHOST.into(),
             queue: "warren.archive".into(),
             messages: packed(orders_messages()),
             first_seen: vec![],
@@ -518,4 +528,61 @@ pub fn in_the_archive(read_only: bool) -> State {
         },
     );
     st
+}
+
+/// The fixtures' discovery as the worker sends it for every vhost (`:vhost *`): the `/orders`
+/// queues, and a second vhost `billing` holding an `orders.dlq` of its own (deeper, growing
+/// nowhere) and an `invoices.dlq`.
+pub fn every_vhost_discovery() -> Discovery {
+    let mut d = discovery();
+    let mut billing = Discovery {
+        dead_letter_queues: vec![
+            dlq(
+                "orders.dlq",
+                DlqKind::DeadLetter,
+                Convention::Broker,
+                900,
+                &["orders.process"],
+            ),
+            dlq(
+                "invoices.dlq",
+                DlqKind::DeadLetter,
+                Convention::Broker,
+                4,
+                &["invoices"],
+            ),
+        ],
+        retry_loops: Vec::new(),
+        other_queues: Vec::new(),
+    };
+    billing.set_vhost("billing");
+    d.dead_letter_queues.extend(billing.dead_letter_queues);
+    d
+}
+
+/// The overview of a scope of every vhost.
+pub fn every_vhost_overview() -> Overview {
+    Overview {
+        vhost: "*".into(),
+        ..overview()
+    }
+}
+
+/// A state with every vhost's queues loaded.
+pub fn loaded_every_vhost(theme: Theme) -> State {
+    let mut st = State::new(now(), false, theme);
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: every_vhost_overview(),
+            discovery: every_vhost_discovery(),
+            ticket: Default::default(),
+        },
+    );
+    st
+}
+
+/// The fixtures' queue `name`, by its identity (its vhost and name).
+pub fn at(name: &str) -> warren::domain::discovery::QueueRef {
+    warren::domain::discovery::QueueRef::new(VHOST, name)
 }

@@ -46,6 +46,8 @@ impl DlqKind {
 /// One dead-letter queue and what is needed to read it safely.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DlqInfo {
+    /// The vhost it lives in (set by the broker layer for the vhost it listed; empty until then).
+    pub vhost: String,
     pub name: String,
     pub kind: DlqKind,
     pub convention: Convention,
@@ -72,6 +74,11 @@ pub struct DlqInfo {
 }
 
 impl DlqInfo {
+    /// Its identity across vhosts.
+    pub fn id(&self) -> QueueRef {
+        QueueRef::new(&self.vhost, &self.name)
+    }
+
     /// Browsing can destroy messages here on a broker of this version: returns cost deliveries
     /// (quorum before 4.3, or an unknown version) and a delivery limit is in force. The queue
     /// list's ⚠ and the TUI's prompts ask this, so on 4.3 they stay quiet where reads are free.
@@ -80,11 +87,40 @@ impl DlqInfo {
     }
 }
 
+/// A queue's identity across the vhosts of a context: its vhost and its name. Within one vhost
+/// the name is enough; a view of every vhost (`:vhost *`) may hold two queues of one name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueRef {
+    pub vhost: String,
+    pub name: String,
+}
+
+impl QueueRef {
+    pub fn new(vhost: &str, name: &str) -> QueueRef {
+        QueueRef {
+            vhost: vhost.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    /// Makes this key `vhost`/`name` in place, reusing its buffers: a lookup per queue of a
+    /// long list without an allocation per queue.
+    pub fn set(&mut self, vhost: &str, name: &str) -> &QueueRef {
+        self.vhost.clear();
+        self.vhost.push_str(vhost);
+        self.name.clear();
+        self.name.push_str(name);
+        self
+    }
+}
+
 /// A work queue that dead-letters (or whose app republishes) into a wait queue whose TTL sends
 /// messages back: a retry ladder. x-death only keeps the *first* time of each `{queue, reason}`
 /// pair, so a timeline needs `ttl_ms` to estimate when the last cycle happened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RetryLoop {
+    /// The vhost of both queues (as [`DlqInfo::vhost`]).
+    pub vhost: String,
     pub work_queue: String,
     pub wait_queue: String,
     pub ttl_ms: u64,
@@ -93,6 +129,8 @@ pub struct RetryLoop {
 /// Any queue that is not a dead-letter queue.
 #[derive(Clone, Debug, PartialEq)]
 pub struct QueueSummary {
+    /// The vhost it lives in (as [`DlqInfo::vhost`]).
+    pub vhost: String,
     pub name: String,
     pub queue_type: QueueType,
     pub depth: Option<u64>,
@@ -115,10 +153,52 @@ impl Discovery {
         self.dead_letter_queues.iter().find(|d| d.name == name)
     }
 
+    /// The dead-letter queue `id` (its vhost and name): a discovery of every vhost may list
+    /// two of one name.
+    pub fn dlq_of(&self, id: &QueueRef) -> Option<&DlqInfo> {
+        self.dead_letter_queues
+            .iter()
+            .find(|d| d.name == id.name && d.vhost == id.vhost)
+    }
+
+    /// Names `vhost` as the home of every queue listed (the listing was of that vhost).
+    pub fn set_vhost(&mut self, vhost: &str) {
+        for d in &mut self.dead_letter_queues {
+            d.vhost = vhost.to_string();
+        }
+        for q in &mut self.other_queues {
+            q.vhost = vhost.to_string();
+        }
+        for l in &mut self.retry_loops {
+            l.vhost = vhost.to_string();
+        }
+    }
+
+    /// One discovery of several vhosts' (each already named with [`Discovery::set_vhost`]),
+    /// in the order given: two queues of one name in two vhosts stay two.
+    pub fn merged(parts: Vec<Discovery>) -> Discovery {
+        let mut all = Discovery::default();
+        for d in parts {
+            all.dead_letter_queues.extend(d.dead_letter_queues);
+            all.retry_loops.extend(d.retry_loops);
+            all.other_queues.extend(d.other_queues);
+        }
+        all
+    }
+
     /// The retry loop a queue takes part in, as work or wait queue.
     pub fn retry_loop_of(&self, queue: &str) -> Option<&RetryLoop> {
         self.retry_loops
             .iter()
+            .find(|l| l.work_queue == queue || l.wait_queue == queue)
+    }
+
+    /// [`Discovery::retry_loop_of`] among the loops of `vhost` (a discovery of every vhost
+    /// holds several).
+    pub fn retry_loop_in(&self, vhost: &str, queue: &str) -> Option<&RetryLoop> {
+        self.retry_loops
+            .iter()
+            .filter(|l| l.vhost == vhost)
             .find(|l| l.work_queue == queue || l.wait_queue == queue)
     }
 
@@ -144,6 +224,7 @@ impl Discovery {
         };
         let q = self.other_queues.remove(i);
         self.dead_letter_queues.push(DlqInfo {
+            vhost: q.vhost,
             name: q.name,
             kind: DlqKind::Archive,
             convention: Convention::Broker,
@@ -319,6 +400,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
                 if let (Some(wq), Some(tq)) = (topology.queues.get(work), topology.queues.get(wait))
                 {
                     retry_loops.push(RetryLoop {
+                        vhost: String::new(),
                         work_queue: wq.name.clone(),
                         wait_queue: tq.name.clone(),
                         ttl_ms,
@@ -398,6 +480,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             loop_edges.insert((work, wait));
             loop_edges.insert((wait, work));
             retry_loops.push(RetryLoop {
+                vhost: String::new(),
                 work_queue: wq.name.clone(),
                 wait_queue: tq.name.clone(),
                 ttl_ms,
@@ -430,6 +513,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             || (in_loop.contains(&i) && !by_topology && !named.is_some_and(|n| n.specific))
         {
             others.push(QueueSummary {
+                vhost: String::new(),
                 name: q.name.clone(),
                 queue_type: q.queue_type.clone(),
                 depth: q.messages,
@@ -460,6 +544,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             None => (DlqKind::DeadLetter, Convention::Broker),
         };
         dlqs.push(DlqInfo {
+            vhost: String::new(),
             name: q.name.clone(),
             kind,
             convention,
@@ -671,6 +756,7 @@ mod tests {
         assert_eq!(
             d.retry_loops,
             vec![RetryLoop {
+                vhost: String::new(),
                 work_queue: "orders.process".into(),
                 wait_queue: "orders.retry.wait".into(),
                 ttl_ms: 5000
@@ -816,6 +902,7 @@ mod tests {
             assert_eq!(
                 d.retry_loops,
                 vec![RetryLoop {
+                    vhost: String::new(),
                     work_queue: "orders".into(),
                     wait_queue: wait.into(),
                     ttl_ms: 1000
@@ -856,6 +943,7 @@ mod tests {
 
     fn quorum_dlq(limit: Option<u64>) -> DlqInfo {
         DlqInfo {
+            vhost: String::new(),
             name: "orders.dlq".into(),
             kind: DlqKind::DeadLetter,
             convention: Convention::Broker,

@@ -21,7 +21,8 @@ pub mod topology;
 pub use crate::domain::convention::Convention;
 pub use crate::domain::features::{BrokerFeatures, BrokerVersion, QueueType};
 pub use classify::{
-    Discovery, DlqInfo, DlqKind, NameMatch, QueueSummary, RetryLoop, classify_name, discover,
+    Discovery, DlqInfo, DlqKind, NameMatch, QueueRef, QueueSummary, RetryLoop, classify_name,
+    discover,
 };
 pub use routing::{Routing, RoutingTable, resolve_routing, resolve_routing_detail, topic_matches};
 pub use settings::{
