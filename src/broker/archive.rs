@@ -332,6 +332,8 @@ pub fn archive_work(
         replays: Default::default(),
         ages: sel.ages.clone(),
         planned_unread: false,
+        check_as_met: false,
+        bytes: 0,
     };
     match place {
         Place::Stream(name) => {
@@ -397,6 +399,8 @@ pub fn discard_work(
         replays: Default::default(),
         ages: sel.ages.clone(),
         planned_unread: false,
+        check_as_met: false,
+        bytes: 0,
     })
 }
 

@@ -11,3 +11,4 @@ pub mod discover;
 pub mod management;
 pub mod replay;
 pub mod session;
+pub mod spool;

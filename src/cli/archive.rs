@@ -12,7 +12,7 @@ use super::args::{ArchiveArgs, ArchiveCommand, ConnArgs, DiscardArgs, Pick, Rest
 use super::commands::{self, broker_failure, print_line};
 use super::{Failure, exit};
 use crate::broker::archive::{self as keep, DeclareError, Place, Publish, Published, StreamState};
-use crate::broker::replay::{self, Action, Job};
+use crate::broker::replay::{self, Action, Job, Spool};
 use crate::broker::session::{self, Explained, ReadConsent, ReplaySpec, Session, WriteCheck};
 use crate::domain::archive::{self, Stamp};
 use crate::domain::engine::Decision;
@@ -741,7 +741,7 @@ async fn publish_and_record(
                 duplicate_ids: Vec::new(),
                 outcome: format!("failed: {e}"),
             };
-            record.finish(Some(st), out).await;
+            record.finish(Some(st), out, &Spool::default()).await;
             return Err(Failure::broker(format!("{e}; nothing restored")));
         }
     };
@@ -785,7 +785,7 @@ async fn publish_and_record(
         duplicate_ids: maybe.clone(),
         outcome: outcome.clone(),
     };
-    record.finish(Some(st), out).await;
+    record.finish(Some(st), out, &Spool::default()).await;
     if let Some(e) = unrecorded {
         crate::errln!(
             "warren: the {} restored message(s) could not be remembered ({e}): a second restore would not know them",
@@ -909,6 +909,7 @@ async fn restore_replay(
         quorum: crate::domain::quorum::BrowsePolicy::unrestricted(),
         settle_lag: std::time::Duration::ZERO,
         conventions: s.target.settings.conventions.clone(),
+        checks: None,
     };
     let mut items = Vec::new();
     let mut kept: BTreeMap<String, u64> = BTreeMap::new();

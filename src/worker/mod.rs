@@ -864,9 +864,9 @@ impl Recorded {
         };
         ops.report(kind, text).await;
         if let (Some(st), Some(id)) = (&self.store, self.audit_id) {
-            let (ids, remaining) = result
+            let (moved, remaining) = result
                 .as_ref()
-                .map(|s| (s.counts.moved_ids.clone(), s.progress.remaining))
+                .map(|s| (s.moved_ids.clone(), s.progress.remaining))
                 .unwrap_or_default();
             let text = match result {
                 Ok(sum) => sum.outcome(),
@@ -878,7 +878,7 @@ impl Recorded {
                 returned: outcome.progress.returned,
                 failed: outcome.progress.failed,
                 remaining,
-                message_ids: ids,
+                message_ids: Vec::new(),
                 duplicated: result.as_ref().map_or(0, |s| s.counts.duplicated),
                 duplicate_ids: result
                     .as_ref()
@@ -886,12 +886,13 @@ impl Recorded {
                     .unwrap_or_default(),
                 outcome: text,
             };
-            let _ = st.finish_replay(id, &out);
-            self.notes.extend(
-                self.broker
-                    .append(self.op.as_str(), "outcome", &self.run_id, &out)
-                    .await,
-            );
+            let notes = crate::broker::audit::record_outcome(st, id, &out, &moved);
+            self.notes.extend(notes);
+            let note = self
+                .broker
+                .finish(self.op.as_str(), &self.run_id, out, &moved)
+                .await;
+            self.notes.extend(note);
         }
         // Said in the notice line: the local record was kept, the broker's was not.
         if !self.notes.is_empty() {
