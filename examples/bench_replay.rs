@@ -36,6 +36,29 @@ use warren::broker::session::{ReadConsent, ReplaySpec, Session};
 use warren::domain::selection::Selection;
 use warren::store::{AuditOutcome, AuditStart, Store};
 
+/// The run's outcome in the local audit, its moved ids read from the run's spool.
+fn record_outcome(store: &Store, id: i64, summary: &warren::broker::replay::Summary) -> Result<()> {
+    let out = AuditOutcome {
+        at: jiff::Timestamp::now(),
+        moved: summary.progress.moved,
+        returned: summary.progress.returned,
+        failed: summary.progress.failed,
+        remaining: summary.progress.remaining,
+        message_ids: Vec::new(),
+        duplicated: summary.counts.duplicated,
+        duplicate_ids: summary.counts.duplicate_ids.clone(),
+        outcome: "completed".into(),
+    };
+    let mut unread = None;
+    store.finish_replay_with(id, &out, |put| {
+        unread = summary.moved_ids.for_each(put).err();
+    })?;
+    match unread {
+        Some(why) => bail!("moved ids not recorded: {why}"),
+        None => Ok(()),
+    }
+}
+
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
 }
@@ -265,20 +288,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
     let summary = session
         .replay(&spec, &preview, HashMap::new(), rx, |_| events += 1)
         .await?;
-    store.finish_replay(
-        id,
-        &AuditOutcome {
-            at: jiff::Timestamp::now(),
-            moved: summary.progress.moved,
-            returned: summary.progress.returned,
-            failed: summary.progress.failed,
-            remaining: summary.progress.remaining,
-            message_ids: summary.counts.moved_ids.clone(),
-            duplicated: summary.counts.duplicated,
-            duplicate_ids: summary.counts.duplicate_ids.clone(),
-            outcome: "completed".into(),
-        },
-    )?;
+    record_outcome(store, id, &summary)?;
     let whole = t0.elapsed();
     if summary.progress.moved != u64::from(n) {
         bail!(
@@ -366,23 +376,12 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         replays: Default::default(),
         ages: Default::default(),
         planned_unread: false,
+        check_as_met: false,
+        bytes: 0,
     };
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let summary = session.run_job(&spec, work, rx, |_| {}).await?;
-    store.finish_replay(
-        id,
-        &AuditOutcome {
-            at: jiff::Timestamp::now(),
-            moved: summary.progress.moved,
-            returned: summary.progress.returned,
-            failed: summary.progress.failed,
-            remaining: summary.progress.remaining,
-            message_ids: summary.counts.moved_ids.clone(),
-            duplicated: summary.counts.duplicated,
-            duplicate_ids: summary.counts.duplicate_ids.clone(),
-            outcome: "completed".into(),
-        },
-    )?;
+    record_outcome(store, id, &summary)?;
     let took = t.elapsed();
     if summary.progress.moved != u64::from(n) {
         bail!(

@@ -405,3 +405,103 @@ async fn read_only_refuses_and_moves_nothing() {
     assert!(audit.json().is_empty(), "{audit}");
     vhost.cleanup().await;
 }
+
+/// Several targets, none known without looking (two queues dead-letter into the DLQ, and a third
+/// that did is gone): nothing is read first, the plan says each target is checked as the run
+/// first meets it, and the count confirmed is the queue's. The run checks `orders`, then `gone`
+/// (missing: its messages stay in the DLQ, in order, said why), then `billing`; the others all
+/// move, each once, and the audit names exactly the moved ones.
+#[tokio::test]
+async fn several_targets_are_checked_as_first_met_and_a_missing_one_keeps_only_its_own() {
+    use lapin::options::QueueDeleteOptions;
+    for broker in TestBroker::all() {
+        let label = broker.label.clone();
+        let vhost = TestVhost::new(&broker, "replay-first-met").await;
+        let home = Home::new("replay-first-met");
+        let conn = h::connect(&vhost).await;
+        let ch = h::confirm_channel(&conn).await;
+        h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+        let orders: Vec<_> = (0..6).map(|i| simple("o", i, &[])).collect();
+        let gone: Vec<_> = (0..3).map(|i| simple("g", i, &[])).collect();
+        let billing: Vec<_> = (0..4).map(|i| simple("b", i, &[])).collect();
+        dead_letter(&conn, "orders", "dlq", &orders[..3]).await;
+        dead_letter(&conn, "gone", "dlq", &gone).await;
+        dead_letter(&conn, "billing", "dlq", &billing).await;
+        dead_letter(&conn, "orders", "dlq", &orders[3..]).await;
+        ch.queue_delete("gone".into(), QueueDeleteOptions::default())
+            .await
+            .expect("delete gone");
+
+        let run = warren(&vhost, &home, &["replay", "dlq", "--yes", "--json"]).await;
+        assert_eq!(run.code, Some(1), "{label}: partial, so exit 1: {run}");
+        let plan = run.event("plan");
+        assert_eq!(plan["examined"], 0, "{label}: nothing read first: {plan}");
+        assert_eq!(plan["checked_as_met"], true, "{label}: {plan}");
+        assert_eq!(plan["selected"], 13, "{label}: the queue's count: {plan}");
+        assert!(
+            plan["unread"]
+                .as_str()
+                .is_some_and(|u| u.contains("targets are checked as they are first met")),
+            "{label}: {plan}"
+        );
+        let sum = run.event("summary");
+        assert_eq!(run.summary_u64("moved"), 10, "{label}: {run}");
+        assert_eq!(run.summary_u64("failed"), 3, "{label}: {run}");
+        assert_eq!(sum["targets"]["orders"], 6, "{label}: {sum}");
+        assert_eq!(sum["targets"]["billing"], 4, "{label}: {sum}");
+        let problems = sum["problems"].as_object().cloned().unwrap_or_default();
+        assert_eq!(problems.len(), 1, "{label}: {sum}");
+        let (why, n) = problems.iter().next().expect("one problem");
+        assert_eq!(n, 3, "{label}: {sum}");
+        assert!(
+            why.contains("'gone' does not exist") && why.contains("stay in the DLQ"),
+            "{label}: {why}"
+        );
+
+        // The missing target's messages stay, in order; the others arrived once each.
+        let left = h::peek(&conn, "dlq", 100).await;
+        assert_eq!(message_ids(&left), vec!["g-0", "g-1", "g-2"], "{label}");
+        let o = read_all(&conn, "orders", 6).await;
+        assert_eq!(
+            message_ids(&o),
+            (0..6).map(|i| format!("o-{i}")).collect::<Vec<_>>(),
+            "{label}"
+        );
+        let b = read_all(&conn, "billing", 4).await;
+        assert_eq!(
+            message_ids(&b),
+            (0..4).map(|i| format!("b-{i}")).collect::<Vec<_>>(),
+            "{label}"
+        );
+        assert_eq!(amqp_depth(&conn, "orders").await, 6, "{label}: none twice");
+        assert_eq!(amqp_depth(&conn, "billing").await, 4, "{label}: none twice");
+
+        let audit = warren(&vhost, &home, &["audit", "--json"]).await;
+        let records = audit.json();
+        assert_eq!(records.len(), 1, "{label}: {audit}");
+        let mut ids: Vec<String> = records[0]["message_ids"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort();
+        let mut want: Vec<String> = (0..4)
+            .map(|i| format!("id:b-{i}"))
+            .chain((0..6).map(|i| format!("id:o-{i}")))
+            .collect();
+        want.sort();
+        assert_eq!(ids, want, "{label}: {audit}");
+        assert!(
+            records[0]["outcome"]
+                .as_str()
+                .is_some_and(|o| o.starts_with("partial")),
+            "{label}: {audit}"
+        );
+
+        let _ = conn.close(200, "done".into()).await;
+        vhost.cleanup().await;
+    }
+}

@@ -242,9 +242,25 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
         "fixed-worker",
     ))
     .await;
+    // The app copies its last failure into the DLQ (no queue dead-letters into it), so the run
+    // reads nothing first and checks orders.wait as it meets it; the plan of each message is
+    // the dry run's, which reads the head.
+    let dry = warren(
+        &vhost,
+        &home,
+        &["replay", "orders.dlq", "--dry-run", "--json"],
+    )
+    .await;
+    assert_eq!(dry.code, Some(0), "{dry}");
     let run = warren(&vhost, &home, &["replay", "orders.dlq", "--yes", "--json"]).await;
     assert_eq!(run.code, Some(0), "{run}");
-    let plan = run.event("plan");
+    assert_eq!(run.event("plan")["checked_as_met"], true, "{run}");
+    assert_eq!(
+        run.event("summary")["targets"],
+        serde_json::json!({"orders": 5}),
+        "{run}: past the wait queue"
+    );
+    let plan = dry.event("plan");
     let has = |field: &str, v: &str| {
         plan[field]
             .as_array()
@@ -258,8 +274,8 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
         .as_object()
         .map(|t| t.values().filter_map(|t| t["rests_in"].as_str()).collect())
         .unwrap_or_default();
-    assert_eq!(rests, vec!["orders"], "{run}");
-    assert!(run.stderr.contains("attempts reset"), "{run}");
+    assert_eq!(rests, vec!["orders"], "{dry}");
+    assert!(dry.stderr.contains("attempts reset"), "{dry}");
     assert_eq!(run.summary_u64("moved"), 5, "{run}");
 
     let ran = wait_for(Duration::from_secs(30), || async {

@@ -240,9 +240,15 @@ async fn dramatiq_end_to_end(python: &Path, broker: &TestBroker) {
         dramatiq_worker(python, &dir, &url, true, "fixed-worker"),
     )
     .await;
+    // The run reads nothing first (no queue dead-letters into work.XQ: its targets are checked
+    // as the run meets them), so what dramatiq gives each message is in the dry run's plan,
+    // which reads the head.
+    let dry = warren(&vhost, &home, &["replay", "work.XQ", "--dry-run", "--json"]).await;
+    assert_eq!(dry.code, Some(0), "{dry}");
     let first = warren(&vhost, &home, &["replay", "work.XQ", "--yes", "--json"]).await;
     assert_eq!(first.code, Some(0), "{first}");
-    let plan = first.event("plan");
+    assert_eq!(first.event("plan")["checked_as_met"], true, "{first}");
+    let plan = dry.event("plan");
     assert_eq!(plan["selected"], 5, "{first}");
     assert_eq!(plan["attempts_not_reset"], 5, "{first}");
     assert_eq!(
@@ -267,14 +273,13 @@ async fn dramatiq_end_to_end(python: &Path, broker: &TestBroker) {
         "{first}"
     );
     assert!(
-        !first.stderr.contains("attempts reset"),
-        "a body counter is never reset: {first}"
+        !dry.stderr.contains("attempts reset") && !first.stderr.contains("attempts reset"),
+        "a body counter is never reset: {dry} {first}"
     );
     assert!(
-        first
-            .stderr
+        dry.stderr
             .contains("attempts not reset for 5 of them: options.retries in the body survives"),
-        "{first}"
+        "{dry}"
     );
     assert_eq!(first.summary_u64("moved"), 5, "{first}");
     assert_eq!(first.summary_u64("failed"), 0, "{first}");
@@ -332,17 +337,20 @@ async fn dramatiq_end_to_end(python: &Path, broker: &TestBroker) {
 
     // The second replay is linked to the first by that id.
     std::fs::write(dir.join("fixed-all"), "").expect("fixed-all");
+    // Linked by its id in the audit (dramatiq's retry dropped Warren's headers): the dry run's
+    // plan reads the head and says so; the run itself reads nothing first.
+    let dry = warren(&vhost, &home, &["replay", "work.XQ", "--dry-run", "--json"]).await;
+    let plan = dry.event("plan");
+    assert_eq!(plan["selected"], 1, "{dry}");
+    assert_eq!(plan["replayed_before"], 1, "{dry}");
+    assert!(
+        dry.stderr
+            .contains("1 of them were replayed before and failed again"),
+        "{dry}"
+    );
     let second = warren(&vhost, &home, &["replay", "work.XQ", "--yes", "--json"]).await;
     assert_eq!(second.code, Some(0), "{second}");
-    let plan = second.event("plan");
-    assert_eq!(plan["selected"], 1, "{second}");
-    assert_eq!(plan["replayed_before"], 1, "{second}");
-    assert!(
-        second
-            .stderr
-            .contains("1 of them were replayed before and failed again"),
-        "{second}"
-    );
+    assert_eq!(second.event("plan")["selected"], 1, "{second}");
     assert_eq!(second.summary_u64("moved"), 1, "{second}");
     let ran = wait_for(Duration::from_secs(30), || async {
         let r = runs(&dir);

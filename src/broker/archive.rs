@@ -504,6 +504,8 @@ pub fn archive_work(
         replays: Default::default(),
         ages: sel.ages.clone(),
         planned_unread: false,
+        check_as_met: false,
+        bytes: 0,
     };
     match place {
         Place::Stream(name) => {
@@ -585,6 +587,8 @@ pub fn discard_work(
         replays: Default::default(),
         ages: sel.ages.clone(),
         planned_unread: false,
+        check_as_met: false,
+        bytes: 0,
     })
 }
 

@@ -237,6 +237,24 @@ impl BrokerRecord {
         }
     }
 
+    /// Writes how a run ended on the broker: its outcome entry, with every key of `moved`
+    /// after `out.message_ids`. The local record comes first ([`record_outcome`]). Returns
+    /// what to tell the operator the first time the broker record could not be written.
+    pub async fn finish(
+        &mut self,
+        op: &str,
+        run_id: &str,
+        mut out: crate::store::AuditOutcome,
+        moved: &crate::broker::spool::Spool,
+    ) -> Option<String> {
+        if self.is_written() {
+            // The stream's entry lists the ids in one message, as every Warren reading the
+            // stream expects: only here are they held in memory all at once.
+            let _ = moved.for_each(|k| out.message_ids.push(k));
+        }
+        self.append(op, "outcome", run_id, &out).await
+    }
+
     /// True while entries reach the broker.
     pub fn is_written(&self) -> bool {
         self.stream.is_ok()
@@ -505,6 +523,31 @@ pub async fn authors(
         }
     }
     out
+}
+
+/// Writes how a run ended in the local audit (`store`'s record `id`), with every key of
+/// `moved` after `out.message_ids`, read from the spool one at a time. Returns what to tell
+/// the operator: a record not completed, ids that could not be read back.
+pub fn record_outcome(
+    store: &crate::store::Store,
+    id: i64,
+    out: &crate::store::AuditOutcome,
+    moved: &crate::broker::spool::Spool,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut unread = None;
+    let written = store.finish_replay_with(id, out, |put| {
+        unread = moved.for_each(put).err();
+    });
+    if let Err(e) = written {
+        notes.push(format!("could not complete the audit record #{id}: {e}"));
+    }
+    if let Some(why) = unread {
+        notes.push(format!(
+            "the audit record #{id} may lack some moved ids: {why}"
+        ));
+    }
+    notes
 }
 
 #[cfg(test)]

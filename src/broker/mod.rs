@@ -12,3 +12,4 @@ pub mod management;
 pub mod replay;
 pub mod restore;
 pub mod session;
+pub mod spool;

@@ -99,6 +99,32 @@ pub struct Job {
     /// The DLQ's average message size as the broker reports it (`None`: unknown): the prefetch
     /// is bounded by bytes as well as by count (see [`PREFETCH_BYTES`]).
     pub message_bytes: Option<u64>,
+    /// Set when the plan read nothing first and the run has several targets: a target not in
+    /// `allowed_targets` is checked the first time a message for it is met, by asking here
+    /// ([`CheckRequest`]); its messages wait for the answer (never published unchecked).
+    /// `None`: such a message stays in the DLQ, reported.
+    pub checks: Option<tokio::sync::mpsc::Sender<CheckRequest>>,
+}
+
+/// A target met for the first time during a run (see [`Job::checks`]): check it and answer
+/// on `reply` — `Ok` with the queue it leads to instead when it is a wait queue, `Err` with why
+/// its messages must stay in the DLQ.
+#[derive(Debug)]
+pub struct CheckRequest {
+    pub target: TargetKey,
+    /// The routing key the first message met had when it died in the target queue: where a
+    /// wait queue without a dead-letter routing key sends it on.
+    pub death_key: Option<String>,
+    pub reply: tokio::sync::oneshot::Sender<Result<Option<plan::ReplayTarget>, String>>,
+}
+
+/// The name a target's check goes by, in the engine and in what the run reports.
+pub fn check_name(target: &TargetKey) -> String {
+    if target.0.is_empty() {
+        format!("queue '{}'", target.1)
+    } else {
+        format!("exchange '{}' key '{}'", target.0, target.1)
+    }
 }
 
 /// What the deliveries a run may have unacknowledged at once may weigh, about: the prefetch
@@ -125,7 +151,11 @@ pub fn prefetch_for(job: &Job) -> u16 {
     }
 }
 
+pub use crate::broker::spool::Spool;
 pub use crate::domain::engine::{AckOp, AckTracker, StopReason};
+
+/// Moved keys the engine may gather before the shell writes them to the run's [`Spool`].
+const SPOOL_BATCH: usize = 4096;
 
 /// Progress while running; also the final tally.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -149,8 +179,12 @@ pub struct Summary {
     pub progress: Progress,
     pub depth_at_start: u64,
     /// What the engine counted: held back, per target, moved and duplicate keys, problems, and
-    /// whether the run ended without settling (`forced`). Summed over reconnects.
+    /// whether the run ended without settling (`forced`). Summed over reconnects. Its
+    /// `moved_ids` is empty: the moved keys are in [`moved_ids`](Self::moved_ids).
     pub counts: Tally,
+    /// Keys of the moved messages, in the order they were confirmed, kept out of memory as the
+    /// run goes (see [`Spool`]).
+    pub moved_ids: Spool,
     pub stop: StopReason,
     /// Why the run reconnected to another node and carried on, once per reconnect. Deliveries
     /// of a lost connection go back to the DLQ only when the broker notices, so such a run is
@@ -294,6 +328,8 @@ struct Outgoing {
     body: Vec<u8>,
     /// Warren replayed it before.
     replayed_before: bool,
+    /// For a target not checked yet: the routing key it had when it died there.
+    death_key: Option<String>,
 }
 
 /// What identifies a publish's content: exchange, routing key, properties (headers included)
@@ -467,6 +503,7 @@ pub async fn run_with(
         },
         depth_at_start,
         counts: Tally::default(),
+        moved_ids: Spool::default(),
         stop: StopReason::ReachedStartDepth,
         reconnected: Vec::new(),
         replayed_before: 0,
@@ -526,6 +563,9 @@ pub async fn run_with(
         };
         let e = drv.engine.on(Instant::now(), ev);
         drv.fx.extend(e);
+        if drv.engine.tally().moved_ids.len() >= SPOOL_BATCH {
+            summary.moved_ids.append(drv.engine.take_moved());
+        }
 
         let blocked = drv.engine.tally().blocked.clone();
         if blocked != blocked_shown || last_progress.elapsed() >= Duration::from_millis(200) {
@@ -546,6 +586,7 @@ pub async fn run_with(
         .close_publisher(drv.engine.tally().forced.is_some())
         .await;
 
+    summary.moved_ids.append(drv.engine.take_moved());
     let t = drv.engine.tally();
     fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
     summary.progress.eta = None;
@@ -708,6 +749,8 @@ impl<'a> Opened<'a> {
             sent: HashMap::new(),
             returned: HashMap::new(),
             outgoing: None,
+            check_keys: HashMap::new(),
+            checked_redirects: HashMap::new(),
             depth_ch: None,
             unresponsive: false,
         })
@@ -749,6 +792,12 @@ struct Shell<'a> {
     returned: HashMap<u64, String>,
     /// The message read last, published when the engine says so.
     outgoing: Option<Outgoing>,
+    /// The targets the engine may ask to check ([`Decision::Unchecked`]), by check name, with
+    /// the death routing key of the first message met (see [`CheckRequest::death_key`]).
+    check_keys: HashMap<String, (TargetKey, Option<String>)>,
+    /// Targets checked during the run that are wait queues, and where their messages go
+    /// instead.
+    checked_redirects: HashMap<TargetKey, (ShortString, ShortString)>,
     /// The channel depth questions are asked on (a failed passive declare closes its channel).
     depth_ch: Option<lapin::Channel>,
     /// Set when a request went unanswered: closing then only starts, without waiting for a
@@ -823,6 +872,13 @@ impl Shell<'_> {
         let step = self.step;
         let ev = match effect {
             Effect::Finish => return None,
+            Effect::CheckTarget(name) => {
+                let result = self.check_target(&name, drv).await;
+                Event::TargetChecked {
+                    check: name,
+                    result,
+                }
+            }
             Effect::Publish(t) => {
                 let out = self.outgoing.take().filter(|o| o.tag == t)?;
                 self.sent.insert(
@@ -1057,7 +1113,17 @@ impl Shell<'_> {
                 ),
                 Some(Err(e)) => Event::ConsumeLost(e.to_string()),
                 Some(Ok(d)) => {
-                    let (ev, out) = classify(self.job, drv.engine.tally().seen, d);
+                    let (ev, mut out) = classify(self.job, drv.engine.tally().seen, d);
+                    if let Event::Delivery { decision: Decision::Unchecked { check, .. }, .. } = &ev
+                        && let Some(o) = out.as_mut()
+                    {
+                        let key = (o.target.0.to_string(), o.target.1.to_string());
+                        if let Some(to) = self.checked_redirects.get(&key) {
+                            o.target = to.clone();
+                        }
+                        let death_key = o.death_key.take();
+                        self.check_keys.entry(check.clone()).or_insert((key, death_key));
+                    }
                     if out.as_ref().is_some_and(|o| o.replayed_before) {
                         self.replayed_before += 1;
                     }
@@ -1068,6 +1134,61 @@ impl Shell<'_> {
             () = sleep_until_opt(deadline) => Event::Tick,
         };
         Some(ev)
+    }
+
+    /// Asks for the check of the target named `name` ([`Job::checks`]), bounded: `Ok` with the
+    /// name its messages are counted under when a wait queue sends them on, `Err` with why its
+    /// messages stay. A wait queue's messages are published to where it leads, this one too.
+    async fn check_target(
+        &mut self,
+        name: &str,
+        drv: &mut Driver,
+    ) -> Result<Option<String>, String> {
+        let (Some(tx), Some((key, death_key))) =
+            (self.job.checks.clone(), self.check_keys.get(name).cloned())
+        else {
+            return Err(format!(
+                "{name} was not checked before the run; its messages stay in the DLQ"
+            ));
+        };
+        let ask = async {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            tx.send(CheckRequest {
+                target: key.clone(),
+                death_key,
+                reply,
+            })
+            .await
+            .map_err(|_| "nothing answers target checks".to_string())?;
+            answer
+                .await
+                .map_err(|_| "the check ended without an answer".to_string())?
+        };
+        let redirect = match drv.guarded(self.step * 4, ask).await {
+            Ok(r) => r,
+            Err(Cut::Failed(why)) => return Err(why),
+            Err(e) => {
+                self.unresponsive |= matches!(e, Cut::Timeout(_));
+                return Err(format!(
+                    "{}; its messages stay in the DLQ",
+                    e.text(&format!("checking {name}"))
+                ));
+            }
+        };
+        let Some(r) = redirect else {
+            return Ok(None);
+        };
+        let to = amqp::short("the exchange name", &r.exchange)
+            .and_then(|e| amqp::short("the routing key", &r.routing_key).map(|k| (e, k)))
+            .map_err(|e| format!("{name} leads to a queue that cannot be published to: {e}"))?;
+        if let Some(o) = self.outgoing.as_mut()
+            && o.target.0.as_str() == key.0
+            && o.target.1.as_str() == key.1
+        {
+            o.target = to.clone();
+        }
+        self.checked_redirects.insert(key, to);
+        Ok(Some(r.expected_queue.unwrap_or(r.routing_key)))
     }
 
     /// Closes the publishing connection when the run has its own. A forced end sends nothing
@@ -1241,6 +1362,7 @@ fn add_progress(base: &Progress, p: &Progress) -> Progress {
 fn merge(mut t: Summary, s: Summary) -> Summary {
     t.progress = add_progress(&t.progress, &s.progress);
     t.counts.merge(s.counts);
+    t.moved_ids.extend_from(&s.moved_ids);
     t.stop = s.stop;
     t.reconnected.extend(s.reconnected);
     t.replayed_before += s.replayed_before;
@@ -1306,6 +1428,7 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
                     props,
                     body: msg.body,
                     replayed_before: false,
+                    death_key: None,
                 });
                 Decision::Publish {
                     key,
@@ -1317,17 +1440,36 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
         match plan_publish(job, &msg, &exp) {
             Err(keeps) => keeps,
             Ok(planned) => {
+                let target = (
+                    planned.exchange.to_string(),
+                    planned.routing_key.to_string(),
+                );
+                let mut death_key = None;
+                let decision = if job.allowed_targets.contains(&target) {
+                    Decision::Publish {
+                        key,
+                        target: planned.target,
+                    }
+                } else {
+                    if target.0.is_empty() {
+                        death_key = exp.deaths.routing_key_in(&target.1).map(String::from);
+                    }
+                    // Only with `job.checks` (see `refusal`): checked when first met.
+                    Decision::Unchecked {
+                        key,
+                        target: planned.target,
+                        check: check_name(&target),
+                    }
+                };
                 out = Some(Outgoing {
                     tag: t,
                     target: (planned.exchange, planned.routing_key),
                     props: planned.props,
                     body: msg.body,
                     replayed_before: planned.replayed_before,
+                    death_key,
                 });
-                Decision::Publish {
-                    key,
-                    target: planned.target,
-                }
+                decision
             }
         }
     };
@@ -1496,9 +1638,10 @@ fn refusal(job: &Job, p: &plan::ReplayPlan) -> Option<String> {
     if target.expected_queue.as_deref() == Some(job.dlq.as_str()) {
         return Some("its target is the dead-letter queue itself".into());
     }
-    if !job
-        .allowed_targets
-        .contains(&(target.exchange.clone(), target.routing_key.clone()))
+    if job.checks.is_none()
+        && !job
+            .allowed_targets
+            .contains(&(target.exchange.clone(), target.routing_key.clone()))
     {
         return Some(format!(
             "target exchange '{}' key '{}' was not checked before the run (not in the preview)",
@@ -1640,6 +1783,7 @@ mod tests {
             },
             depth_at_start: 10,
             counts: Tally::default(),
+            moved_ids: Spool::default(),
             stop,
             reconnected: Vec::new(),
             replayed_before: 0,

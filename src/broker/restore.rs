@@ -309,6 +309,7 @@ pub async fn plan_replay(
         quorum: crate::domain::quorum::BrowsePolicy::unrestricted(),
         settle_lag: std::time::Duration::ZERO,
         conventions: s.target.settings.conventions.clone(),
+        checks: None,
     };
     let mut plan = Plan {
         refused: preview.refusals.clone(),

@@ -490,17 +490,23 @@ impl Session {
 
     /// Messages that left the queue (replayed) are dropped from what this session read, so the
     /// list after a replay is computed from the read already made rather than by reading again.
-    pub fn forget_moved(&self, queue: &str, moved_keys: &[String]) {
+    pub fn forget_moved(&self, queue: &str, moved_keys: &crate::broker::spool::Spool) {
         let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = reads.get_mut(queue) {
-            // Only where a read is kept: a set of a million moved ids is tens of MiB.
-            let moved: HashSet<&str> = moved_keys.iter().map(String::as_str).collect();
+            // Only where a read is kept, and the set is of the page's keys, read against the
+            // moved ones one at a time: a set of a million moved ids is tens of MiB.
+            let on_page: HashSet<String> =
+                k.page.messages.iter().map(identity::message_key).collect();
+            let mut moved: HashSet<String> = HashSet::new();
+            let _ = moved_keys.for_each(|key| {
+                if on_page.contains(&key) {
+                    moved.insert(key);
+                }
+            });
             let mut page = (*k.page).clone();
             page.messages
-                .retain(|m| !moved.contains(identity::message_key(m).as_str()));
-            page.queue_depth_at_start = page
-                .queue_depth_at_start
-                .saturating_sub(moved_keys.len() as u64);
+                .retain(|m| !moved.contains(&identity::message_key(m)));
+            page.queue_depth_at_start = page.queue_depth_at_start.saturating_sub(moved_keys.len());
             k.page = std::sync::Arc::new(page);
         }
     }
@@ -952,6 +958,10 @@ pub struct Preview {
     /// looking: `--to`, or the one queue that dead-letters into the DLQ). Each message is then
     /// planned as the run takes it, and one whose plan points elsewhere stays, reported.
     pub unread: Option<String>,
+    /// Nothing was read and the run has several targets, none known without looking: each
+    /// target is checked the first time the run meets a message for it (see
+    /// [`Session::preview_to_run`]).
+    pub checked_as_met: bool,
     /// What the read spent of a delivery limit, in words (`None`: nothing, or reused).
     pub cost: Option<String>,
     pub depth: Option<u64>,
@@ -1165,6 +1175,19 @@ struct Looked {
     skipped: usize,
 }
 
+/// What the plan says when several targets are checked as the run meets them.
+pub const CHECKED_AS_MET: &str = "targets are checked as they are first met";
+
+/// Whether a plan that cannot know its one target without looking may still read nothing
+/// first, checking each target as the run first meets it: all of the queue is replayed (the
+/// count then comes from the queue; a filter or group is counted among messages looked at),
+/// and it is not a MassTransit `_skipped` queue (refused by what its messages say).
+fn checks_as_met(spec: &ReplaySpec) -> bool {
+    matches!(spec.selection, Selection::All)
+        && spec.to.is_none()
+        && !spec.queue.ends_with("_skipped")
+}
+
 impl Session {
     /// Looks at the head of the DLQ (as a browse: nothing moves; on a queue whose reads cost
     /// deliveries, what this session already read), plans each selected message, follows every
@@ -1190,10 +1213,58 @@ impl Session {
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
         let looked = match self.known_target(spec).await? {
-            Some((target, why)) => self.unread(spec, target, why).await?,
+            Some((target, why)) => self.unread(spec, Some(target), why).await?,
+            None if checks_as_met(spec) => {
+                let mut looked = self.unread(spec, None, CHECKED_AS_MET.to_string()).await?;
+                looked.p.checked_as_met = true;
+                looked
+            }
             None => self.look(spec, remember).await?,
         };
         self.check_targets(spec, looked).await
+    }
+
+    /// The check of one target a run met first (see [`Preview::checked_as_met`]): the plan's
+    /// checks, as if every message of the run (`count`, `bytes`) went there. `Ok`: where a
+    /// wait queue sends them instead, if it is one; `Err`: why its messages stay in the DLQ.
+    async fn check_met(
+        &self,
+        spec: &ReplaySpec,
+        req: &replay::CheckRequest,
+        count: u64,
+        bytes: u64,
+    ) -> Result<Option<plan::ReplayTarget>, String> {
+        let target = &req.target;
+        let label = replay::check_name(target);
+        let failed =
+            |e: SessionError| format!("checking {label} failed: {e}; its messages stay in the DLQ");
+        let (exchanges, bindings) = tokio::join!(
+            self.mgmt.exchanges(self.vhost()),
+            self.mgmt.bindings(self.vhost())
+        );
+        let exchanges: Vec<ExchangeInfo> = exchanges.map_err(|e| failed(e.into()))?;
+        let bindings = bindings.map_err(|e| failed(e.into()))?;
+        let table = RoutingTable::new(&exchanges, &bindings);
+        let conn = self.amqp().await.map_err(failed)?;
+        let mut t = TargetPreview {
+            exchange: target.0.clone(),
+            routing_key: target.1.clone(),
+            count,
+            bytes,
+            death_keys: req.death_key.iter().cloned().collect(),
+            ..Default::default()
+        };
+        let mut p = Preview::default();
+        self.check_target(spec, &label, &mut t, &table, conn, &mut p)
+            .await
+            .map_err(failed)?;
+        if p.allowed.is_empty() {
+            return Err(format!(
+                "{}; its messages stay in the DLQ",
+                p.refusals.join("; ")
+            ));
+        }
+        Ok(p.redirects.get(target).cloned())
     }
 
     /// Where every message of the replay goes, when that is known without reading the queue,
@@ -1243,7 +1314,7 @@ impl Session {
     async fn unread(
         &self,
         spec: &ReplaySpec,
-        target: plan::ReplayTarget,
+        target: Option<plan::ReplayTarget>,
         why: String,
     ) -> Result<Looked, SessionError> {
         // The queue's own figure, over AMQP (the management one is a sample).
@@ -1263,12 +1334,6 @@ impl Session {
             (Some(b), _) => b,
             _ => 0,
         };
-        let label = target.expected_queue.clone().unwrap_or_else(|| {
-            format!(
-                "exchange '{}' key '{}'",
-                target.exchange, target.routing_key
-            )
-        });
         let mut p = Preview {
             queue: spec.queue.clone(),
             selected,
@@ -1277,16 +1342,24 @@ impl Session {
             added: plan::ADDED_HEADERS.iter().map(|h| h.to_string()).collect(),
             ..Default::default()
         };
-        p.targets.insert(
-            label,
-            TargetPreview {
-                exchange: target.exchange,
-                routing_key: target.routing_key,
-                count: selected,
-                bytes,
-                ..Default::default()
-            },
-        );
+        if let Some(target) = target {
+            let label = target.expected_queue.clone().unwrap_or_else(|| {
+                format!(
+                    "exchange '{}' key '{}'",
+                    target.exchange, target.routing_key
+                )
+            });
+            p.targets.insert(
+                label,
+                TargetPreview {
+                    exchange: target.exchange,
+                    routing_key: target.routing_key,
+                    count: selected,
+                    bytes,
+                    ..Default::default()
+                },
+            );
+        }
         Ok(Looked {
             p,
             depth,
@@ -1407,16 +1480,10 @@ impl Session {
                     });
                     entry.count += 1;
                     entry.bytes += e.message.body_size;
-                    if let Some(k) = e
-                        .explanation
-                        .deaths
-                        .entries
-                        .iter()
-                        .find(|d| d.queue.as_deref() == Some(t.routing_key.as_str()))
-                        .and_then(|d| d.routing_keys.first())
+                    if let Some(k) = e.explanation.deaths.routing_key_in(&t.routing_key)
                         && t.exchange.is_empty()
                     {
-                        entry.death_keys.insert(k.clone());
+                        entry.death_keys.insert(k.to_string());
                     }
                 }
                 None => {
@@ -1507,155 +1574,8 @@ impl Session {
         let conn = self.amqp().await?;
         let mut targets = std::mem::take(&mut p.targets);
         for (label, t) in targets.iter_mut() {
-            let routing = table.route(&t.exchange, &t.routing_key);
-            t.reaches = routing.queues;
-            t.exact = routing.exact;
-            let mut ok = true;
-            // Targets come from headers and bodies (a Spring routing key, a Sneakers queue):
-            // a name AMQP cannot carry holds that target's messages, with the reason.
-            let too_long = amqp::short("the exchange name", &t.exchange)
-                .and(amqp::short("the routing key", &t.routing_key))
-                .err();
-            if let Some(e) = too_long {
-                let mut shown: String = label.chars().take(60).collect();
-                if shown.len() < label.len() {
-                    shown.push('…');
-                }
-                p.refusals.push(format!(
-                    "{shown} cannot be published to: {e}; its messages stay in the DLQ"
-                ));
-                ok = false;
-            } else if t.exchange.is_empty() {
-                if !queue_exists(conn, &t.routing_key).await? {
-                    p.refusals.push(format!(
-                        "target queue '{}' does not exist in vhost '{}'",
-                        t.routing_key,
-                        self.vhost()
-                    ));
-                    ok = false;
-                }
-            } else if !exchange_exists(conn, &t.exchange).await? {
-                p.refusals.push(format!(
-                    "target exchange '{}' does not exist in vhost '{}'",
-                    t.exchange,
-                    self.vhost()
-                ));
-                ok = false;
-            }
-            if ok && t.reaches.len() == 1 {
-                let first = t.reaches[0].clone();
-                // A wait queue without a dead-letter routing key sends each message on with the
-                // key it had when it entered: follow every such key; they must agree.
-                let keys: Vec<String> = if t.death_keys.is_empty() {
-                    vec![t.routing_key.clone()]
-                } else {
-                    t.death_keys.iter().cloned().collect()
-                };
-                let mut rests: BTreeMap<String, Vec<String>> = BTreeMap::new();
-                let mut lost = None;
-                for k in &keys {
-                    match self.rest_of(&first, k, &table).await? {
-                        Rest::Queue { queue, via } => {
-                            rests.insert(queue, via);
-                        }
-                        Rest::Lost(why) => lost = Some(why),
-                    }
-                }
-                let rest = match (lost, rests.len()) {
-                    (Some(why), _) => Rest::Lost(why),
-                    (None, 1) => rests
-                        .into_iter()
-                        .next()
-                        .map_or(Rest::Lost("no resting place".into()), |(queue, via)| {
-                            Rest::Queue { queue, via }
-                        }),
-                    (None, _) => Rest::Lost(format!(
-                        "the wait queue '{first}' sends these back to {} different queues ({}); replay each group with --to",
-                        rests.len(),
-                        rests.keys().cloned().collect::<Vec<_>>().join(", ")
-                    )),
-                };
-                match rest {
-                    Rest::Queue { queue, via } => {
-                        if !via.is_empty() {
-                            // A wait queue is never the target: the consuming queue is, through
-                            // the default exchange (which reaches exactly that queue).
-                            p.redirects.insert(
-                                (t.exchange.clone(), t.routing_key.clone()),
-                                plan::ReplayTarget {
-                                    exchange: String::new(),
-                                    routing_key: queue.clone(),
-                                    expected_queue: Some(queue.clone()),
-                                },
-                            );
-                            *p.warnings
-                                .entry(format!(
-                                    "{label} is a wait queue ({}): these go straight to '{queue}', where it sends them back",
-                                    via.join(" → ")
-                                ))
-                                .or_insert(0) += t.count;
-                            t.reaches = vec![queue.clone()];
-                            t.rests_in = Some(queue.clone());
-                            t.via = via;
-                        }
-                        let mut info = self.mgmt.queue(self.vhost(), &queue).await?;
-                        let settings = self.settings_of(&info).await?;
-                        // The room check counts on the broker's own figure, over AMQP: the
-                        // management one is a sample up to a stats interval old (3.10 said 67 in
-                        // a queue capped at 30), and a stale low figure would let drop-head
-                        // discard messages. The passive count is the ready messages, which is
-                        // what max-length limits. Bytes have no live source; they stay sampled.
-                        if let Some(depth) = queue_depth(conn, &queue).await? {
-                            info.messages = Some(depth);
-                        }
-                        let room =
-                            destination::check_room(&info, &settings, t.count.max(1), t.bytes);
-                        match destination::room_verdict(&queue, t.count, &room) {
-                            Some(Err(why)) => {
-                                p.refusals.push(why);
-                                ok = false;
-                            }
-                            Some(Ok(warning)) => {
-                                *p.warnings.entry(warning).or_insert(0) += t.count;
-                            }
-                            None => {}
-                        }
-                    }
-                    Rest::Lost(why) => {
-                        p.refusals.push(format!("{label}: {why}"));
-                        ok = false;
-                    }
-                }
-            }
-            if t.reaches.contains(&spec.queue) {
-                p.refusals.push(format!(
-                    "{label} leads back into '{}' itself: replaying a DLQ into itself is refused",
-                    spec.queue
-                ));
-                ok = false;
-            }
-            if t.reaches.is_empty() && ok {
-                p.refusals.push(format!(
-                    "{label} reaches no queue: the broker would return every message"
-                ));
-                ok = false;
-            }
-            if t.reaches.len() > 1 && !spec.allow_fan_out && spec.to.is_none() {
-                p.refusals.push(format!(
-                    "{label} would reach {} queues ({}): name one with --to, or allow it with --allow-fan-out",
-                    t.reaches.len(),
-                    t.reaches.join(", ")
-                ));
-                ok = false;
-            }
-            if ok {
-                let key = (t.exchange.clone(), t.routing_key.clone());
-                let key = p
-                    .redirects
-                    .get(&key)
-                    .map_or(key, |r| (r.exchange.clone(), r.routing_key.clone()));
-                p.allowed.insert(key);
-            }
+            self.check_target(spec, label, t, &table, conn, &mut p)
+                .await?;
         }
         p.targets = targets;
         for (_, rp) in p.plans.iter_mut() {
@@ -1695,6 +1615,171 @@ impl Session {
                 .push("no message matches the selection at the head of the queue".into());
         }
         Ok(p)
+    }
+
+    /// Checks one target of a plan: it can be published to, exists, reaches exactly one queue
+    /// (or fan-out is allowed), is not the DLQ itself; a wait queue is followed to where it
+    /// leads (a redirect), and the queue where the messages rest must have room for `t.count`.
+    /// What is wrong goes into `p.refusals`, what to know into `p.warnings`; a target that
+    /// passes goes into `p.allowed` (after its redirect).
+    async fn check_target(
+        &self,
+        spec: &ReplaySpec,
+        label: &str,
+        t: &mut TargetPreview,
+        table: &RoutingTable<'_>,
+        conn: &lapin::Connection,
+        p: &mut Preview,
+    ) -> Result<(), SessionError> {
+        let routing = table.route(&t.exchange, &t.routing_key);
+        t.reaches = routing.queues;
+        t.exact = routing.exact;
+        let mut ok = true;
+        // Targets come from headers and bodies (a Spring routing key, a Sneakers queue):
+        // a name AMQP cannot carry holds that target's messages, with the reason.
+        let too_long = amqp::short("the exchange name", &t.exchange)
+            .and(amqp::short("the routing key", &t.routing_key))
+            .err();
+        if let Some(e) = too_long {
+            let mut shown: String = label.chars().take(60).collect();
+            if shown.len() < label.len() {
+                shown.push('…');
+            }
+            p.refusals.push(format!(
+                "{shown} cannot be published to: {e}; its messages stay in the DLQ"
+            ));
+            ok = false;
+        } else if t.exchange.is_empty() {
+            if !queue_exists(conn, &t.routing_key).await? {
+                p.refusals.push(format!(
+                    "target queue '{}' does not exist in vhost '{}'",
+                    t.routing_key,
+                    self.vhost()
+                ));
+                ok = false;
+            }
+        } else if !exchange_exists(conn, &t.exchange).await? {
+            p.refusals.push(format!(
+                "target exchange '{}' does not exist in vhost '{}'",
+                t.exchange,
+                self.vhost()
+            ));
+            ok = false;
+        }
+        if ok && t.reaches.len() == 1 {
+            let first = t.reaches[0].clone();
+            // A wait queue without a dead-letter routing key sends each message on with the
+            // key it had when it entered: follow every such key; they must agree.
+            let keys: Vec<String> = if t.death_keys.is_empty() {
+                vec![t.routing_key.clone()]
+            } else {
+                t.death_keys.iter().cloned().collect()
+            };
+            let mut rests: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            let mut lost = None;
+            for k in &keys {
+                match self.rest_of(&first, k, table).await? {
+                    Rest::Queue { queue, via } => {
+                        rests.insert(queue, via);
+                    }
+                    Rest::Lost(why) => lost = Some(why),
+                }
+            }
+            let rest = match (lost, rests.len()) {
+                (Some(why), _) => Rest::Lost(why),
+                (None, 1) => rests
+                    .into_iter()
+                    .next()
+                    .map_or(Rest::Lost("no resting place".into()), |(queue, via)| {
+                        Rest::Queue { queue, via }
+                    }),
+                (None, _) => Rest::Lost(format!(
+                    "the wait queue '{first}' sends these back to {} different queues ({}); replay each group with --to",
+                    rests.len(),
+                    rests.keys().cloned().collect::<Vec<_>>().join(", ")
+                )),
+            };
+            match rest {
+                Rest::Queue { queue, via } => {
+                    if !via.is_empty() {
+                        // A wait queue is never the target: the consuming queue is, through
+                        // the default exchange (which reaches exactly that queue).
+                        p.redirects.insert(
+                            (t.exchange.clone(), t.routing_key.clone()),
+                            plan::ReplayTarget {
+                                exchange: String::new(),
+                                routing_key: queue.clone(),
+                                expected_queue: Some(queue.clone()),
+                            },
+                        );
+                        *p.warnings
+                            .entry(format!(
+                                "{label} is a wait queue ({}): these go straight to '{queue}', where it sends them back",
+                                via.join(" → ")
+                            ))
+                            .or_insert(0) += t.count;
+                        t.reaches = vec![queue.clone()];
+                        t.rests_in = Some(queue.clone());
+                        t.via = via;
+                    }
+                    let mut info = self.mgmt.queue(self.vhost(), &queue).await?;
+                    let settings = self.settings_of(&info).await?;
+                    // The room check counts on the broker's own figure, over AMQP: the
+                    // management one is a sample up to a stats interval old (3.10 said 67 in
+                    // a queue capped at 30), and a stale low figure would let drop-head
+                    // discard messages. The passive count is the ready messages, which is
+                    // what max-length limits. Bytes have no live source; they stay sampled.
+                    if let Some(depth) = queue_depth(conn, &queue).await? {
+                        info.messages = Some(depth);
+                    }
+                    let room = destination::check_room(&info, &settings, t.count.max(1), t.bytes);
+                    match destination::room_verdict(&queue, t.count, &room) {
+                        Some(Err(why)) => {
+                            p.refusals.push(why);
+                            ok = false;
+                        }
+                        Some(Ok(warning)) => {
+                            *p.warnings.entry(warning).or_insert(0) += t.count;
+                        }
+                        None => {}
+                    }
+                }
+                Rest::Lost(why) => {
+                    p.refusals.push(format!("{label}: {why}"));
+                    ok = false;
+                }
+            }
+        }
+        if t.reaches.contains(&spec.queue) {
+            p.refusals.push(format!(
+                "{label} leads back into '{}' itself: replaying a DLQ into itself is refused",
+                spec.queue
+            ));
+            ok = false;
+        }
+        if t.reaches.is_empty() && ok {
+            p.refusals.push(format!(
+                "{label} reaches no queue: the broker would return every message"
+            ));
+            ok = false;
+        }
+        if t.reaches.len() > 1 && !spec.allow_fan_out && spec.to.is_none() {
+            p.refusals.push(format!(
+                "{label} would reach {} queues ({}): name one with --to, or allow it with --allow-fan-out",
+                t.reaches.len(),
+                t.reaches.join(", ")
+            ));
+            ok = false;
+        }
+        if ok {
+            let key = (t.exchange.clone(), t.routing_key.clone());
+            let key = p
+                .redirects
+                .get(&key)
+                .map_or(key, |r| (r.exchange.clone(), r.routing_key.clone()));
+            p.allowed.insert(key);
+        }
+        Ok(())
     }
 
     /// Follows a publish into `queue` with `routing_key` through wait queues to the queue where
@@ -1777,6 +1862,8 @@ impl Session {
             replays: preview.replays.clone(),
             ages,
             planned_unread: preview.unread.is_some(),
+            check_as_met: preview.checked_as_met,
+            bytes: preview.targets.values().map(|t| t.bytes).sum(),
         };
         self.run_job(spec, work, cancel, on_progress).await
     }
@@ -1825,7 +1912,15 @@ impl Session {
                 (Some(b), Some(m)) if m > 0 => Some(b / m),
                 _ => None,
             },
+            checks: None,
         };
+        let (checks_tx, mut checks_rx) = tokio::sync::mpsc::channel::<replay::CheckRequest>(1);
+        let mut job = job;
+        if work.check_as_met {
+            job.checks = Some(checks_tx);
+        } else {
+            drop(checks_tx);
+        }
         // The engine hands back what it does not move: on a queue whose reads cost deliveries
         // that is a read too, recorded in the ledger like one (the worst case first).
         let costly = quorum.cost_per_browse > 0 && quorum.limit.is_some();
@@ -1856,23 +1951,37 @@ impl Session {
             }
             self.replay_connections()
         };
-        let result = replay::run_failover(
-            connect,
-            &job,
-            crate::domain::engine::Limits::default(),
-            cancel,
-            on_progress,
+        let reconnects = if self.target.amqp_urls.len() > 1 {
             // Carrying on needs another node to carry on with.
-            if self.target.amqp_urls.len() > 1 {
-                MAX_RECONNECTS
-            } else {
-                0
-            },
-        )
-        .await;
+            MAX_RECONNECTS
+        } else {
+            0
+        };
+        let run = async move {
+            let r = replay::run_failover(
+                connect,
+                &job,
+                crate::domain::engine::Limits::default(),
+                cancel,
+                on_progress,
+                reconnects,
+            )
+            .await;
+            // The job holds the sender of target checks: gone with it, the checks end too.
+            drop(job);
+            r
+        };
+        // Targets met first during the run are checked here, beside it (see `check_met`).
+        let serve = async {
+            while let Some(req) = checks_rx.recv().await {
+                let r = self.check_met(spec, &req, work.limit, work.bytes).await;
+                let _ = req.reply.send(r);
+            }
+        };
+        let (result, ()) = tokio::join!(run, serve);
         let mut summary = result?;
         summary.planned_unread = planned_unread;
-        self.forget_moved(&spec.queue, &summary.counts.moved_ids);
+        self.forget_moved(&spec.queue, &summary.moved_ids);
         if let Some(b) = &begun {
             let handed_back =
                 summary.counts.held_back + summary.progress.failed + summary.progress.returned;
@@ -1906,6 +2015,10 @@ pub struct Work {
     pub ages: HashMap<String, u64>,
     /// The plan read nothing first (see [`Session::preview_to_run`]): its summary says so.
     pub planned_unread: bool,
+    /// Targets not checked by the plan are checked as the run first meets them
+    /// ([`Preview::checked_as_met`]), each as if `limit` messages of `bytes` went there.
+    pub check_as_met: bool,
+    pub bytes: u64,
 }
 
 /// The selected messages at the head of a queue, for an archive, a discard or a restore.

@@ -635,7 +635,13 @@ async fn go_and_publish(
     if !json {
         crate::errln!();
     }
-    record.finish(Some(st), out.audit.clone()).await;
+    record
+        .finish(
+            Some(st),
+            out.audit.clone(),
+            &crate::broker::spool::Spool::default(),
+        )
+        .await;
     if let Some(e) = &out.error {
         return Err(Failure::broker(e.clone()));
     }

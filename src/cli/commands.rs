@@ -12,7 +12,7 @@ use super::args::{ConnArgs, ReplayArgs};
 use super::{Failure, exit};
 use crate::broker::audit;
 use crate::broker::config::{self, Overrides};
-use crate::broker::replay::{Progress, Summary};
+use crate::broker::replay::{Progress, Spool, Summary};
 use crate::broker::session::{
     self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
 };
@@ -1452,31 +1452,20 @@ impl OnRecord {
         self.audit_id
     }
 
-    /// Writes how the run ended in both places.
-    pub(crate) async fn finish(&mut self, store: Option<&Store>, out: AuditOutcome) {
+    /// Writes how the run ended in both places, with the moved ids of `moved`.
+    pub(crate) async fn finish(&mut self, store: Option<&Store>, out: AuditOutcome, moved: &Spool) {
         let (Some(st), Some(id)) = (store, self.audit_id) else {
             return;
         };
-        let written = if self.broker.is_written() {
-            st.finish_replay(id, &out)
-        } else {
-            // Nothing else needs the ids: a million of them are freed before the row is stored.
-            return report_unfinished(id, st.finish_replay_taking(id, out));
-        };
-        report_unfinished(id, written);
-        if let Some(note) = self
-            .broker
-            .append(self.op.as_str(), "outcome", &self.run_id, &out)
-            .await
-        {
+        let mut notes = audit::record_outcome(st, id, &out, moved);
+        notes.extend(
+            self.broker
+                .finish(self.op.as_str(), &self.run_id, out, moved)
+                .await,
+        );
+        for note in notes {
             crate::errln!("warren: {}", one_line(&note, 600));
         }
-    }
-}
-
-fn report_unfinished(id: i64, written: store::Result<()>) {
-    if let Err(e) = written {
-        crate::errln!("warren: could not complete the audit record #{id}: {e}");
     }
 }
 
@@ -1567,36 +1556,37 @@ pub(crate) async fn finish_run(
         Ok(sum) => replay_outcome(sum),
         Err(e) => (format!("failed: {e}"), exit::BROKER),
     };
-    let mut result = result;
-    {
-        let out = match &mut result {
-            Ok(sum) => AuditOutcome {
-                at: jiff::Timestamp::now(),
-                moved: sum.progress.moved,
-                returned: sum.progress.returned,
-                failed: sum.progress.failed,
-                remaining: sum.progress.remaining,
-                // Moved, not copied: a million ids are tens of MiB (the summary does not
-                // print them).
-                message_ids: std::mem::take(&mut sum.counts.moved_ids),
-                duplicated: sum.counts.duplicated,
-                duplicate_ids: sum.counts.duplicate_ids.clone(),
-                outcome: outcome.clone(),
-            },
-            Err(_) => AuditOutcome {
-                at: jiff::Timestamp::now(),
-                moved: 0,
-                returned: 0,
-                failed: 0,
-                remaining: 0,
-                message_ids: Vec::new(),
-                duplicated: 0,
-                duplicate_ids: Vec::new(),
-                outcome: outcome.clone(),
-            },
-        };
-        record.finish(store, out).await;
-    }
+    let out = match &result {
+        Ok(sum) => AuditOutcome {
+            at: jiff::Timestamp::now(),
+            moved: sum.progress.moved,
+            returned: sum.progress.returned,
+            failed: sum.progress.failed,
+            remaining: sum.progress.remaining,
+            // Read from the run's spool as the record is written (a million ids are tens of
+            // MiB).
+            message_ids: Vec::new(),
+            duplicated: sum.counts.duplicated,
+            duplicate_ids: sum.counts.duplicate_ids.clone(),
+            outcome: outcome.clone(),
+        },
+        Err(_) => AuditOutcome {
+            at: jiff::Timestamp::now(),
+            moved: 0,
+            returned: 0,
+            failed: 0,
+            remaining: 0,
+            message_ids: Vec::new(),
+            duplicated: 0,
+            duplicate_ids: Vec::new(),
+            outcome: outcome.clone(),
+        },
+    };
+    let moved = result
+        .as_ref()
+        .map(|s| s.moved_ids.clone())
+        .unwrap_or_default();
+    record.finish(store, out, &moved).await;
     match result {
         Ok(sum) => {
             print_summary(&sum, json, &outcome);
@@ -1626,6 +1616,7 @@ fn unreported_run(p: crate::broker::replay::Progress) -> crate::broker::replay::
             ),
             ..Default::default()
         },
+        moved_ids: Default::default(),
         progress: p,
         depth_at_start: 0,
         replayed_before: 0,
@@ -1702,6 +1693,8 @@ fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
         "selected": p.selected,
         "matched": p.matched,
         "examined": p.examined,
+        "unread": p.unread,
+        "checked_as_met": p.checked_as_met,
         "depth": p.depth,
         "targets": targets,
         "removes": p.removed,

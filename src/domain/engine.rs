@@ -267,6 +267,17 @@ pub enum Decision {
     Refuse(String),
     /// Publish it; `key` names it in the audit, `target` counts it per target.
     Publish { key: String, target: String },
+    /// Publish it once its target, which no check has passed yet, passes one: the plan read
+    /// nothing first and the run has several targets, so each is checked the first time a
+    /// message for it is met ([`Effect::CheckTarget`] with `check`, which names the target;
+    /// the answer is [`Event::TargetChecked`]). Until then the message waits and nothing more
+    /// is taken; a target that fails its check holds each of its messages back, counted as
+    /// failed with why; the others go on.
+    Unchecked {
+        key: String,
+        target: String,
+        check: String,
+    },
     /// Delete it for good: acknowledged without a publish (`warren discard`, whose snapshot
     /// the caller wrote before the run, or a local archive). Counted as moved and as discarded;
     /// like a confirmed publish, its ack is proven before the run calls it settled.
@@ -324,6 +335,13 @@ pub enum Event {
     HandedBack(Result<(), String>),
     /// The DLQ's channel closed (`Ok`: with close-ok, proving every earlier frame was processed).
     Closed(Result<(), String>),
+    /// The answer to [`Effect::CheckTarget`]: `Ok` with the name its messages are counted
+    /// under when that changed (a wait queue's messages go to the queue it leads back to),
+    /// `Err` with why its messages must stay in the DLQ.
+    TargetChecked {
+        check: String,
+        result: Result<Option<String>, String>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -346,6 +364,9 @@ pub enum Effect {
     Nack { top: u64 },
     /// Close the channels, then [`Event::Closed`].
     Close,
+    /// Check the target named (it exists, its route delivers, it has room; see
+    /// [`Decision::Unchecked`]), then [`Event::TargetChecked`].
+    CheckTarget(String),
     /// The run is over: read [`Engine::tally`].
     Finish,
 }
@@ -365,6 +386,8 @@ pub struct Tally {
     /// Of those, the ones their plan kept in the DLQ, by why.
     pub kept: BTreeMap<String, u64>,
     pub targets: BTreeMap<String, u64>,
+    /// Keys of the moved messages, in the order they were confirmed, until the shell takes
+    /// them ([`Engine::take_moved`]).
     pub moved_ids: Vec<String>,
     pub problems: BTreeMap<String, u64>,
     /// Messages that may now be in both the target and the DLQ: confirmed by the target without
@@ -444,6 +467,21 @@ struct InFlight {
     target: String,
 }
 
+/// A message whose target is being checked ([`Decision::Unchecked`]).
+struct Unchecked {
+    tag: u64,
+    key: String,
+    target: String,
+    check: String,
+}
+
+/// What a target's check said, or that it has not answered yet.
+enum Check {
+    Pending,
+    Passed(Option<String>),
+    Failed(String),
+}
+
 /// The replay state machine. See the module documentation.
 pub struct Engine {
     cfg: Config,
@@ -453,6 +491,10 @@ pub struct Engine {
     stop: Option<StopReason>,
     taking: bool,
     waiting: Option<Waiting>,
+    /// Taken, waiting for its target's check: nothing more is taken meanwhile.
+    unchecked: Option<Unchecked>,
+    /// Each target checked during the run, by the name its check goes by.
+    checks: HashMap<String, Check>,
     inflight: HashMap<u64, InFlight>,
     /// Oldest publish first, for the confirm deadline (tags whose confirm came are skipped).
     sent_order: VecDeque<(u64, Instant)>,
@@ -478,28 +520,18 @@ pub struct Engine {
     close_sent: bool,
 }
 
-/// The most moved ids reserved room for when a run starts (see [`Engine::new`]).
-const MOVED_IDS_RESERVE: u64 = 1 << 20;
-
 impl Engine {
     pub fn new(cfg: Config, now: Instant) -> Engine {
-        // Room for the ids the run is expected to move, at once: a list that doubles as it
-        // grows holds both copies for a moment (tens of MiB at a million ids).
-        let expected = cfg
-            .limit
-            .map_or(cfg.depth_at_start, |l| l.min(cfg.depth_at_start));
-        let reserve = usize::try_from(expected.min(MOVED_IDS_RESERVE)).unwrap_or(0);
         Engine {
             cfg,
             phase: Phase::Running,
             acks: AckTracker::default(),
-            tally: Tally {
-                moved_ids: Vec::with_capacity(reserve),
-                ..Tally::default()
-            },
+            tally: Tally::default(),
             stop: None,
             taking: true,
             waiting: None,
+            unchecked: None,
+            checks: HashMap::new(),
             inflight: HashMap::new(),
             sent_order: VecDeque::new(),
             confirmed_keys: HashMap::new(),
@@ -523,6 +555,11 @@ impl Engine {
     pub fn tally(&self) -> &Tally {
         &self.tally
     }
+    /// The keys moved since the last call, oldest first, taken out of the tally: the shell
+    /// keeps them out of memory (`broker::spool`), so a run's memory does not grow with it.
+    pub fn take_moved(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.tally.moved_ids)
+    }
     /// Why the run stopped (or is stopping); `None` while it runs.
     pub fn stop_reason(&self) -> Option<&StopReason> {
         self.stop.as_ref()
@@ -540,7 +577,7 @@ impl Engine {
     pub fn wants(&self) -> Wants {
         let running = self.phase == Phase::Running;
         Wants {
-            take: running && self.taking && self.waiting.is_none(),
+            take: running && self.taking && self.waiting.is_none() && self.unchecked.is_none(),
             slot: running && self.waiting.is_some() && self.blocked_since.is_none(),
             confirms: running && !self.inflight.is_empty(),
         }
@@ -589,7 +626,12 @@ impl Engine {
                 tag,
                 decision,
                 near_limit,
-            } => self.delivery(now, tag, decision, near_limit),
+            } => {
+                if let Some(check) = self.delivery(now, tag, decision, near_limit) {
+                    fx.push(Effect::CheckTarget(check));
+                }
+            }
+            Event::TargetChecked { check, result } => self.target_checked(check, result),
             Event::Slot => {
                 if let Some(w) = self.waiting.take() {
                     if self.phase == Phase::Running {
@@ -741,15 +783,23 @@ impl Engine {
         fx
     }
 
-    fn delivery(&mut self, now: Instant, tag: u64, decision: Decision, near_limit: Option<String>) {
+    /// Takes one delivery; returns the target to check when it is the first met of its target.
+    fn delivery(
+        &mut self,
+        now: Instant,
+        tag: u64,
+        decision: Decision,
+        near_limit: Option<String>,
+    ) -> Option<String> {
         self.acks.received(tag);
         self.last_delivery = now;
         self.last_depth_check = None;
         if self.phase != Phase::Running || !self.taking {
             // Arrived after the stop: handed back untouched.
             self.acks.hold(tag);
-            return;
+            return None;
         }
+        let mut to_check = None;
         self.tally.seen += 1;
         if self.tally.seen >= self.cfg.depth_at_start {
             // "All" is what the queue held at the start: what arrives now waits for the next run.
@@ -774,6 +824,26 @@ impl Engine {
             Decision::Publish { key, target } => {
                 publishing = true;
                 self.waiting = Some(Waiting { tag, key, target });
+            }
+            Decision::Unchecked { key, target, check } => {
+                // Counted as a publish for the quorum rule: it is not handed back unless its
+                // target fails the check.
+                publishing = true;
+                let m = Unchecked {
+                    tag,
+                    key,
+                    target,
+                    check,
+                };
+                match self.checks.get(&m.check) {
+                    Some(Check::Passed(_)) | Some(Check::Failed(_)) => self.release(m),
+                    Some(Check::Pending) => self.unchecked = Some(m),
+                    None => {
+                        self.checks.insert(m.check.clone(), Check::Pending);
+                        to_check = Some(m.check.clone());
+                        self.unchecked = Some(m);
+                    }
+                }
             }
             Decision::Discard { key } => {
                 // Nothing to confirm: ready to acknowledge at once, and settled like a
@@ -808,6 +878,53 @@ impl Engine {
             );
         }
         self.prefetch_full(now);
+        to_check
+    }
+
+    /// A target's check answered: the message waiting for it goes on (or is held back), and so
+    /// will every later one of that target.
+    fn target_checked(&mut self, check: String, result: Result<Option<String>, String>) {
+        let state = match result {
+            Ok(label) => Check::Passed(label),
+            Err(why) => Check::Failed(why),
+        };
+        self.checks.insert(check.clone(), state);
+        if self.unchecked.as_ref().is_some_and(|m| m.check == check)
+            && let Some(m) = self.unchecked.take()
+        {
+            if self.phase == Phase::Running
+                && !self
+                    .stop
+                    .as_ref()
+                    .is_some_and(|s| *s == StopReason::Cancelled || s.is_fault())
+            {
+                self.release(m);
+            } else {
+                // Cancelled or failed meanwhile: handed back untouched.
+                self.acks.hold(m.tag);
+            }
+        }
+    }
+
+    /// A message whose target's check has answered: waits for its publish slot, or is held
+    /// back as failed with why.
+    fn release(&mut self, m: Unchecked) {
+        match self.checks.get(&m.check) {
+            Some(Check::Passed(label)) => {
+                self.waiting = Some(Waiting {
+                    tag: m.tag,
+                    key: m.key,
+                    target: label.clone().unwrap_or(m.target),
+                });
+            }
+            Some(Check::Failed(why)) => {
+                let why = why.clone();
+                self.acks.hold(m.tag);
+                self.tally.failed += 1;
+                *self.tally.problems.entry(why).or_insert(0) += 1;
+            }
+            Some(Check::Pending) | None => self.unchecked = Some(m),
+        }
     }
 
     /// Held messages fill the prefetch: the broker sends nothing more, so the run cannot go on
@@ -950,7 +1067,11 @@ impl Engine {
             self.sync_mark = Some(self.unproven.len());
             fx.push(Effect::Sync);
         }
-        if self.stop.is_some() && self.inflight.is_empty() && self.waiting.is_none() {
+        if self.stop.is_some()
+            && self.inflight.is_empty()
+            && self.waiting.is_none()
+            && self.unchecked.is_none()
+        {
             if !self.consume_alive {
                 self.phase = Phase::Closing;
                 self.close_sent = true;
@@ -988,13 +1109,21 @@ impl Engine {
         self.taking = false;
         // A publish waiting for its slot still goes when the run stopped by its own measure
         // (it was selected before the stop); not after a cancel or a fault.
-        if (reason == StopReason::Cancelled || reason.is_fault())
-            && let Some(w) = self.waiting.take()
-        {
-            self.acks.hold(w.tag);
+        if reason == StopReason::Cancelled || reason.is_fault() {
+            self.hold_waiting();
         }
         self.stop.get_or_insert(reason);
         self.settle_by.get_or_insert(now + self.cfg.limits.settle);
+    }
+
+    /// The message waiting for its slot or for its target's check is handed back untouched.
+    fn hold_waiting(&mut self) {
+        if let Some(w) = self.waiting.take() {
+            self.acks.hold(w.tag);
+        }
+        if let Some(m) = self.unchecked.take() {
+            self.acks.hold(m.tag);
+        }
     }
 
     /// Publishes still unanswered are given up: held (handed back), counted as failed and as
@@ -1027,9 +1156,7 @@ impl Engine {
         // Nothing can be acknowledged any more: what is in flight is settled by the connection
         // closing (the broker requeues every unacknowledged delivery).
         self.abandon_inflight("the dead-letter queue's channel failed");
-        if let Some(w) = self.waiting.take() {
-            self.acks.hold(w.tag);
-        }
+        self.hold_waiting();
         if matches!(
             self.phase,
             Phase::Cancelling | Phase::Draining | Phase::HandingBack
@@ -1047,9 +1174,7 @@ impl Engine {
         }
         self.tally.forced = Some(why.to_string());
         self.abandon_inflight("the run was ended before its confirm");
-        if let Some(w) = self.waiting.take() {
-            self.acks.hold(w.tag);
-        }
+        self.hold_waiting();
         self.consume_alive = false;
         self.finish_counts();
         self.phase = Phase::Done;
@@ -1795,5 +1920,110 @@ mod tests {
         let t = e.tally();
         assert_eq!((t.discarded, t.duplicated, t.duplicated_certain), (1, 1, 0));
         assert_eq!(t.duplicate_ids, vec!["k1"]);
+    }
+
+    fn unchecked(tag: u64, target: &str) -> Event {
+        Event::Delivery {
+            tag,
+            decision: Decision::Unchecked {
+                key: format!("k{tag}"),
+                target: target.into(),
+                check: format!("check {target}"),
+            },
+            near_limit: None,
+        }
+    }
+
+    fn checked(target: &str, result: Result<Option<String>, String>) -> Event {
+        Event::TargetChecked {
+            check: format!("check {target}"),
+            result,
+        }
+    }
+
+    #[test]
+    fn a_message_whose_target_is_not_checked_waits_for_the_check_and_nothing_more_is_taken() {
+        let t0 = Instant::now();
+        let mut e = engine(3, t0);
+        assert_eq!(
+            e.on(t0, unchecked(1, "a")),
+            vec![Effect::CheckTarget("check a".into())]
+        );
+        let w = e.wants();
+        assert!(!w.take, "nothing more is taken while the check runs");
+        assert!(!w.slot, "and the message is not published before it");
+        // A stop by its own measure does not settle before the check answered.
+        assert!(e.on(t0, Event::Tick).is_empty());
+        assert!(e.on(t0, checked("a", Ok(None))).is_empty());
+        assert!(e.wants().slot, "checked: it goes to its slot");
+        assert_eq!(e.on(t0, Event::Slot), vec![Effect::Publish(1)]);
+        // The next message of that target is not checked again.
+        assert!(e.wants().take);
+        assert!(e.on(t0, unchecked(2, "a")).is_empty());
+        assert_eq!(e.on(t0, Event::Slot), vec![Effect::Publish(2)]);
+        e.on(t0, confirm(1, ConfirmOutcome::Ack));
+        e.on(t0, confirm(2, ConfirmOutcome::Ack));
+        assert_eq!(e.tally().targets.get("a"), Some(&2));
+    }
+
+    #[test]
+    fn a_failed_check_holds_its_messages_back_with_why_and_the_others_go_on() {
+        let t0 = Instant::now();
+        let mut e = engine(5, t0);
+        assert_eq!(
+            e.on(t0, unchecked(1, "gone")),
+            vec![Effect::CheckTarget("check gone".into())]
+        );
+        let why = "target queue 'gone' does not exist; its messages stay in the DLQ";
+        assert!(e.on(t0, checked("gone", Err(why.into()))).is_empty());
+        assert!(!e.wants().slot, "never published");
+        assert!(e.wants().take, "the run goes on");
+        assert_eq!(
+            e.on(t0, unchecked(2, "work")),
+            vec![Effect::CheckTarget("check work".into())]
+        );
+        // A wait queue passes its check with the queue its messages are counted under.
+        e.on(
+            t0,
+            checked("work", Ok(Some("work (after work.wait)".into()))),
+        );
+        assert_eq!(e.on(t0, Event::Slot), vec![Effect::Publish(2)]);
+        // Later messages of the failed target are held at once, without another check.
+        assert!(e.on(t0, unchecked(3, "gone")).is_empty());
+        assert!(!e.wants().slot);
+        e.on(t0, unchecked(4, "work"));
+        assert_eq!(e.on(t0, Event::Slot), vec![Effect::Publish(4)]);
+        e.on(t0, confirm(2, ConfirmOutcome::Ack));
+        e.on(t0, confirm(4, ConfirmOutcome::Ack));
+        let fx = e.on(t0, publish(5));
+        assert!(fx.is_empty());
+        e.on(t0, Event::Slot);
+        let fx = e.on(t0, confirm(5, ConfirmOutcome::Ack));
+        let steps = settle_ok(&mut e, t0, fx);
+        assert!(
+            steps.contains(&Effect::Nack { top: 5 }),
+            "the failed target's messages are handed back: {steps:?}"
+        );
+        let t = e.tally();
+        assert_eq!((t.moved, t.failed), (3, 2));
+        assert_eq!(t.problems.get(why), Some(&2));
+        assert_eq!(t.targets.get("work (after work.wait)"), Some(&2));
+        assert_eq!(t.moved_ids, vec!["k2", "k4", "k5"]);
+        assert!(e.is_done());
+    }
+
+    #[test]
+    fn a_cancel_while_a_target_is_checked_hands_its_message_back_untouched() {
+        let t0 = Instant::now();
+        let mut e = engine(5, t0);
+        e.on(t0, unchecked(1, "a"));
+        let fx = e.on(t0, Event::Cancel);
+        // The check's answer after the cancel publishes nothing.
+        let mut fx2 = e.on(t0, checked("a", Ok(None)));
+        assert!(!fx2.contains(&Effect::Publish(1)));
+        fx2.splice(0..0, fx);
+        let steps = settle_ok(&mut e, t0, fx2);
+        assert!(steps.contains(&Effect::Nack { top: 1 }), "{steps:?}");
+        assert_eq!((e.tally().moved, e.tally().failed), (0, 0));
     }
 }

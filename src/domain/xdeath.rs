@@ -105,6 +105,16 @@ pub struct DeathHistory {
 }
 
 impl DeathHistory {
+    /// The routing key the message had when it died in `queue` (the first the broker recorded
+    /// there): a wait queue without a dead-letter routing key sends it on with that key.
+    pub fn routing_key_in(&self, queue: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|d| d.queue.as_deref() == Some(queue))
+            .and_then(|d| d.routing_keys.first())
+            .map(String::as_str)
+    }
+
     /// True when the broker dead-lettered the message at least once.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty() && self.first.is_none() && self.last.is_none()

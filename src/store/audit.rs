@@ -196,24 +196,21 @@ impl Store {
         Ok(id)
     }
 
-    /// Records how replay `id` ended. Exactly once: a second call is refused with
-    /// [`StoreError::AlreadyFinished`].
+    /// Records how replay `id` ended, with `out.message_ids` as its moved ids. Exactly once: a
+    /// second call is refused with [`StoreError::AlreadyFinished`].
     pub fn finish_replay(&self, id: i64, out: &AuditOutcome) -> Result<()> {
-        let ids = serde_json::to_string(&out.message_ids)
-            .map_err(|e| self.corrupt(format!("message ids: {e}")))?;
-        self.finish_with(id, out, &ids)
+        self.finish_replay_with(id, out, |_| {})
     }
 
-    /// [`Store::finish_replay`] that frees the moved ids once they are written out as JSON,
-    /// before the row is stored: a replay of a million messages holds its ids once, not twice.
-    pub fn finish_replay_taking(&self, id: i64, mut out: AuditOutcome) -> Result<()> {
-        let ids = serde_json::to_string(&out.message_ids)
-            .map_err(|e| self.corrupt(format!("message ids: {e}")))?;
-        out.message_ids = Vec::new();
-        self.finish_with(id, &out, &ids)
-    }
-
-    fn finish_with(&self, id: i64, out: &AuditOutcome, ids: &str) -> Result<()> {
+    /// [`Store::finish_replay`] with more moved ids after `out.message_ids`: `more` is given a
+    /// function to call with each, in order, and they are written one row at a time in the
+    /// outcome's transaction (a run's spool, `broker::spool`), never held as one list.
+    pub fn finish_replay_with(
+        &self,
+        id: i64,
+        out: &AuditOutcome,
+        more: impl FnOnce(&mut dyn FnMut(String)),
+    ) -> Result<()> {
         let dup_ids = serde_json::to_string(&out.duplicate_ids)
             .map_err(|e| self.corrupt(format!("duplicate ids: {e}")))?;
         let tx = self.write_tx()?;
@@ -240,7 +237,7 @@ impl Store {
         tx.execute(
             "INSERT INTO replay_outcomes (replay_id, finished_ms, moved, returned, failed,
                  remaining, message_ids_json, outcome, duplicated, duplicate_ids_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, '[]', ?7, ?8, ?9)",
             rusqlite::params![
                 id,
                 out.at.as_millisecond(),
@@ -248,13 +245,36 @@ impl Store {
                 to_sql_count(out.returned),
                 to_sql_count(out.failed),
                 to_sql_count(out.remaining),
-                ids,
                 out.outcome,
                 to_sql_count(out.duplicated),
                 dup_ids,
             ],
         )
         .map_err(|e| self.sqlite(e))?;
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO replay_moved (replay_id, seq, message_key) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(|e| self.sqlite(e))?;
+            let mut seq = 0i64;
+            let mut failed: Option<rusqlite::Error> = None;
+            let mut put = |key: String| {
+                if failed.is_none() {
+                    match insert.execute(rusqlite::params![id, seq, key]) {
+                        Ok(_) => seq += 1,
+                        Err(e) => failed = Some(e),
+                    }
+                }
+            };
+            for key in &out.message_ids {
+                put(key.clone());
+            }
+            more(&mut put);
+            if let Some(e) = failed {
+                return Err(self.sqlite(e));
+            }
+        }
         tx.commit().map_err(|e| self.sqlite(e))
     }
 
@@ -276,7 +296,7 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT o.message_ids_json
+                "SELECT r.id, o.message_ids_json
                  FROM replays r JOIN replay_outcomes o ON o.replay_id = r.id
                  WHERE r.context = ?1 AND r.vhost = ?2 AND r.dry_run = 0
                    AND r.operation = 'replay'
@@ -285,11 +305,13 @@ impl Store {
             .map_err(|e| self.sqlite(e))?;
         let rows = stmt
             .query_map((context, vhost, AUDIT_LINK_WINDOW), |r| {
-                r.get::<_, String>(0)
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
             })
             .map_err(|e| self.sqlite(e))?;
+        let mut oldest: Option<i64> = None;
         for row in rows {
-            let json = row.map_err(|e| self.sqlite(e))?;
+            let (id, json) = row.map_err(|e| self.sqlite(e))?;
+            oldest = Some(id);
             let ids: Vec<String> = serde_json::from_str(&json)
                 .map_err(|e| self.corrupt(format!("message ids: {e}")))?;
             // A key once per replay, however often that replay lists it.
@@ -300,7 +322,44 @@ impl Store {
                 }
             }
         }
+        // Runs recorded since migration 9 list their ids one row each: the same window (the
+        // finished replays from the oldest of the newest ones on), looked up by key.
+        let Some(oldest) = oldest else {
+            return Ok(out);
+        };
+        let mut by_key = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(DISTINCT m.replay_id) FROM replay_moved m
+                 JOIN replays r ON r.id = m.replay_id
+                 WHERE m.message_key = ?1 AND m.replay_id >= ?2 AND r.context = ?3
+                   AND r.vhost = ?4 AND r.dry_run = 0 AND r.operation = 'replay'",
+            )
+            .map_err(|e| self.sqlite(e))?;
+        for k in wanted {
+            let n: i64 = by_key
+                .query_row(rusqlite::params![k, oldest, context, vhost], |r| r.get(0))
+                .map_err(|e| self.sqlite(e))?;
+            if n > 0 {
+                *out.entry(k.to_string()).or_insert(0) += n;
+            }
+        }
         Ok(out)
+    }
+
+    /// The moved ids of replay `id` recorded one row each (see migration 9), in order.
+    fn moved_rows(&self, id: i64) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT message_key FROM replay_moved WHERE replay_id = ?1 ORDER BY seq",
+            )
+            .map_err(|e| self.sqlite(e))?;
+        let rows = stmt
+            .query_map([id], |r| r.get::<_, String>(0))
+            .map_err(|e| self.sqlite(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.sqlite(e))
     }
 
     /// The most recent `limit` replays, newest first.
@@ -399,7 +458,11 @@ impl Store {
             failed: count(raw.failed)?,
             remaining: count(raw.remaining)?,
             message_ids: match raw.message_ids_json.as_deref() {
-                Some(json) => list(json)?,
+                Some(json) => {
+                    let mut ids = list(json)?;
+                    ids.extend(self.moved_rows(id)?);
+                    ids
+                }
                 None => Vec::new(),
             },
             duplicated: count(raw.duplicated)?,

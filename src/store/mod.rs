@@ -211,6 +211,22 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER protects_no_delete BEFORE DELETE ON protects
         BEGIN SELECT RAISE(ABORT, 'the audit is append-only'); END;
     "#,
+    // 9: a run's moved ids one row each, written from the run's spool with its outcome, not as
+    // one JSON text held in memory (a million ids are tens of MiB). `message_ids_json` stays
+    // for the runs recorded before; a new outcome writes `[]` there.
+    r#"
+    CREATE TABLE replay_moved (
+        replay_id   INTEGER NOT NULL REFERENCES replays(id),
+        seq         INTEGER NOT NULL,
+        message_key TEXT NOT NULL,
+        PRIMARY KEY (replay_id, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX replay_moved_by_key ON replay_moved (message_key);
+    CREATE TRIGGER replay_moved_no_update BEFORE UPDATE ON replay_moved
+        BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
+    CREATE TRIGGER replay_moved_no_delete BEFORE DELETE ON replay_moved
+        BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
+    "#,
 ];
 
 impl Store {

@@ -1030,9 +1030,9 @@ impl Recorded {
             ),
         };
         ops.report(kind, text).await;
-        let (ids, remaining) = result
+        let (moved, remaining) = result
             .as_ref()
-            .map(|s| (s.counts.moved_ids.clone(), s.progress.remaining))
+            .map(|s| (s.moved_ids.clone(), s.progress.remaining))
             .unwrap_or_default();
         let text = match result {
             Ok(sum) => sum.outcome(),
@@ -1044,7 +1044,8 @@ impl Recorded {
             returned: outcome.progress.returned,
             failed: outcome.progress.failed,
             remaining,
-            message_ids: ids,
+            // Read from the run's spool as the record is written.
+            message_ids: Vec::new(),
             duplicated: result.as_ref().map_or(0, |s| s.counts.duplicated),
             duplicate_ids: result
                 .as_ref()
@@ -1052,18 +1053,25 @@ impl Recorded {
                 .unwrap_or_default(),
             outcome: text,
         };
-        self.finish(out, events).await;
+        self.finish(out, &moved, events).await;
     }
 
-    /// The outcome in both places, and what the broker's record missed.
-    async fn finish(&mut self, out: crate::store::AuditOutcome, events: &mpsc::Sender<Report>) {
+    /// The outcome in both places (the moved ids of `out` and of `moved`), and what the
+    /// broker's record missed.
+    async fn finish(
+        &mut self,
+        out: crate::store::AuditOutcome,
+        moved: &crate::broker::spool::Spool,
+        events: &mpsc::Sender<Report>,
+    ) {
         if let (Some(st), Some(id)) = (&self.store, self.audit_id) {
-            let _ = st.finish_replay(id, &out);
-            self.notes.extend(
-                self.broker
-                    .append(self.op.as_str(), "outcome", &self.run_id, &out)
-                    .await,
-            );
+            let notes = crate::broker::audit::record_outcome(st, id, &out, moved);
+            self.notes.extend(notes);
+            let note = self
+                .broker
+                .finish(self.op.as_str(), &self.run_id, out, moved)
+                .await;
+            self.notes.extend(note);
         }
         // Said in the notice line: the local record was kept, the broker's was not.
         if !self.notes.is_empty() {
@@ -1517,7 +1525,9 @@ async fn restore(
         ops::job_text(op.as_str(), &req.queue, &outcome),
     )
     .await;
-    record.finish(out.audit, &events).await;
+    record
+        .finish(out.audit, &crate::broker::spool::Spool::default(), &events)
+        .await;
     Report::ReplayFinished(outcome)
 }
 
