@@ -29,6 +29,8 @@ pub struct ArchiveRead {
     pub expired: u64,
     /// The window was filled: later archived messages were not looked at.
     pub window_full: bool,
+    /// The broker stopped delivering before the archive's end: what follows was not looked at.
+    pub cut_short: bool,
 }
 
 /// Every message of the archive at `place` (up to `window`). A local archive's expired entries
@@ -38,12 +40,14 @@ pub async fn read_archive(
     place: &Place,
     window: usize,
 ) -> Result<ArchiveRead, String> {
+    let mut cut_short = false;
     let (messages, expired) = match place {
         Place::Stream(name) => {
             let page = s
                 .browse_archive(name, window)
                 .await
                 .map_err(|e| e.to_string())?;
+            cut_short = page.stopped == crate::broker::browse::StopReason::Idle;
             (session::into_messages(page), 0)
         }
         Place::Local(path, _) => {
@@ -58,6 +62,7 @@ pub async fn read_archive(
     };
     Ok(ArchiveRead {
         window_full: messages.len() >= window,
+        cut_short,
         messages: messages
             .into_iter()
             .map(|m| {

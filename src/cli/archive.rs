@@ -151,6 +151,12 @@ async fn read_archive(s: &Session, place: &Place, window: usize) -> Result<Archi
     }
     // The archive is read from its oldest message: a busy one holds more than a window, and
     // what was archived last would silently not be among what is listed or restored.
+    if read.cut_short {
+        crate::errln!(
+            "warren: the broker stopped delivering the archive before its end ({} read): later ones are not listed or chosen here; try again when it is less busy",
+            read.messages.len()
+        );
+    }
     if read.window_full {
         crate::errln!(
             "warren: only the first {window} archived messages (the oldest) were looked at: later ones are not listed or chosen here; --window N looks further"

@@ -274,6 +274,12 @@ pub async fn show(
             .browse_archive(queue, limit)
             .await
             .map_err(broker_failure)?;
+        if page.stopped == crate::broker::browse::StopReason::Idle {
+            crate::errln!(
+                "warren: the broker stopped delivering the archive before its end ({} read); run it again to read the rest",
+                page.messages.len()
+            );
+        }
         session::explain_all(
             session::into_messages(page),
             &session::Remembered::default(),
