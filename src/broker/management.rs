@@ -662,41 +662,50 @@ impl Management {
             };
             let shown = base.as_str().trim_end_matches('/').to_string();
             let url = api_url(base, segments);
-            let mut req = self
-                .client
-                .request(method.clone(), url)
-                .basic_auth(
-                    &self.credentials.username,
-                    Some(self.credentials.password.expose()),
-                )
-                .timeout(timeout);
-            if !query.is_empty() {
-                req = req.query(query);
-            }
-            if let Some(r) = x_reason {
-                req = req.header("X-Reason", r);
-            }
-            if let Some(b) = body {
-                req = req.json(b);
-            }
-            match req.send().await {
-                Ok(resp) => {
-                    let status = resp.status();
-                    match resp.text().await {
-                        Ok(body) => {
-                            self.active.store(i, Ordering::Relaxed);
-                            return Ok((status, body, shown));
-                        }
-                        Err(e) => attempts.push(Attempt {
-                            url: shown,
-                            failure: describe_reqwest(&e),
-                        }),
-                    }
+            // A loaded management listener sometimes closes a connection before it answers
+            // (seen on 4.0 in CI: "connection closed before message completed"): a read is
+            // asked once more of the same node before the next one, or before giving up.
+            let tries = if method == Method::GET { 2 } else { 1 };
+            for attempt in 1..=tries {
+                let mut req = self
+                    .client
+                    .request(method.clone(), url.clone())
+                    .basic_auth(
+                        &self.credentials.username,
+                        Some(self.credentials.password.expose()),
+                    )
+                    .timeout(timeout);
+                if !query.is_empty() {
+                    req = req.query(query);
                 }
-                Err(e) => attempts.push(Attempt {
-                    url: shown,
-                    failure: describe_reqwest(&e),
-                }),
+                if let Some(r) = x_reason {
+                    req = req.header("X-Reason", r);
+                }
+                if let Some(b) = body {
+                    req = req.json(b);
+                }
+                let failure = match req.send().await {
+                    Ok(resp) => {
+                        let status = resp.status();
+                        match resp.text().await {
+                            Ok(body) => {
+                                self.active.store(i, Ordering::Relaxed);
+                                return Ok((status, body, shown));
+                            }
+                            Err(e) => e,
+                        }
+                    }
+                    Err(e) => e,
+                };
+                // Nothing listening, or no answer in time: asking again would only wait.
+                if attempt == tries || failure.is_connect() || failure.is_timeout() {
+                    attempts.push(Attempt {
+                        url: shown.clone(),
+                        failure: describe_reqwest(&failure),
+                    });
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
         Err(ManagementError::Unreachable { attempts })
