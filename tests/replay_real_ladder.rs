@@ -163,6 +163,19 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
         failing.log_text()
     );
     failing.stop(Duration::from_secs(10)).await;
+    // The app acknowledges a delivery after it copied it into the DLQ: stopped the moment the
+    // DLQ holds 5, it can die before its last acks reach the broker, which then hands those
+    // deliveries (one retry short) back to `orders` — the fixed worker ran two of them in a CI
+    // rehearsal. That is the app's at-least-once, not the replay: the incident's leftovers are
+    // cleared once the broker has taken them back, so the fixed worker sees only what Warren
+    // replays.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let ch = conn.create_channel().await.expect("channel");
+    for q in ["orders", "orders.wait"] {
+        ch.queue_purge(q.into(), lapin::options::QueuePurgeOptions::default())
+            .await
+            .expect("purge the ladder's leftovers");
+    }
 
     // queues: the work queue its wait queue feeds back is not a DLQ; the app's DLQ is.
     let queues = warren(&vhost, &home, &["queues", "--all", "--json"]).await;
