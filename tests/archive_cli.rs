@@ -766,3 +766,53 @@ async fn ctrl_c_stops_a_restore_between_batches_and_the_rest_restores_once() {
     assert!(outcomes[1].starts_with("cancelled"), "{label}: {audit}");
     vhost.cleanup().await;
 }
+
+/// A restore looks through the whole archive, a page at a time, not only its oldest window: one
+/// run takes at most `--window` and says more match; the next run takes the next ones.
+#[tokio::test]
+async fn a_restore_reaches_past_the_first_window_and_the_next_run_takes_the_rest() {
+    const N: u32 = 2_500;
+    let broker = TestBroker::default_broker();
+    let label = &broker.label;
+    let vhost = TestVhost::new(&broker, "restore-pages").await;
+    let home = Home::new("restore-pages");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "p", N).await;
+    let run = warren(
+        &vhost,
+        &home,
+        &["archive", "dlq", "--yes", "--json", "--create-archive"],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{label} archive: {run}");
+    assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{label}");
+
+    let args = ["restore", "--yes", "--json", "--window", "2000"];
+    let run = warren(&vhost, &home, &args).await;
+    assert_eq!(run.code, Some(0), "{label} first restore: {run}");
+    assert_eq!(run.summary_u64("moved"), 2_000, "{label}: {run}");
+    assert_eq!(run.event("plan")["more_match"], true, "{label}: {run}");
+    assert!(
+        run.stderr.contains("one restore takes at most 2000"),
+        "{label}: {run}"
+    );
+    // Past the first 2,000 (and past the first page of the read): the last 500.
+    let run = warren(&vhost, &home, &args).await;
+    assert_eq!(run.code, Some(0), "{label} second restore: {run}");
+    assert_eq!(run.summary_u64("moved"), 500, "{label}: {run}");
+    assert_eq!(run.event("plan")["more_match"], false, "{label}: {run}");
+    assert_eq!(run.event("plan")["restored_before"], 2_000, "{label}: {run}");
+    let run = warren(&vhost, &home, &args).await;
+    assert_eq!(run.code, Some(1), "{label} third restore: {run}");
+    assert!(
+        run.stderr.contains("every matching message was restored before (2500)"),
+        "{label}: {run}"
+    );
+    let back = read_all(&conn, "dlq", 2 * N as usize).await;
+    let ids: std::collections::HashSet<String> = message_ids(&back).into_iter().collect();
+    assert_eq!(back.len(), N as usize, "{label}: none twice");
+    assert_eq!(ids.len(), N as usize, "{label}: every one once");
+    vhost.cleanup().await;
+}

@@ -2499,6 +2499,59 @@ fn the_archive_is_listed_with_the_dlqs_read_like_one_and_archive_or_discard_refu
     }
 }
 
+#[test]
+fn the_local_archive_file_is_listed_as_the_archive_and_r_restores_from_it() {
+    use warren::domain::archive::LOCAL_QUEUE;
+    let mut d = discovery();
+    d.add_local_archive(VHOST, 7);
+    let mut st = warren::tui::State::new(now(), false, Theme::color());
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: overview(),
+            discovery: d,
+            ticket: Default::default(),
+        },
+    );
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == LOCAL_QUEUE)
+        .expect("the local archive is in the queue list");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [Command::Browse { queue, .. }] if queue == LOCAL_QUEUE),
+        "opening it reads it: {cmds:?}"
+    );
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            vhost: VHOST.into(),
+            queue: LOCAL_QUEUE.into(),
+            messages: packed(orders_messages()),
+            first_seen: vec![],
+            replays: vec![],
+            authors: Default::default(),
+            stop: "3 of 3 messages from the local archive".into(),
+            ticket: Default::default(),
+        },
+    );
+    assert!(st.archive_open());
+    // Nothing is worked off it; it is named as a person reads it, not by its internal name.
+    assert!(update(&mut st, ch('A')).is_empty());
+    let notice = st.notice.clone().unwrap_or_default();
+    assert!(
+        notice.starts_with("archive (local file) is the archive"),
+        "{notice}"
+    );
+    let cmds = update(&mut st, ch('r'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::PreviewRestore { queue, .. }] if queue == LOCAL_QUEUE),
+        "r asks for the restore plan of the local archive: {cmds:?}"
+    );
+    assert!(matches!(st.overlay, Overlay::Restore(_)));
+}
+
 fn restore_preview(how: RestoreHow, count: u64, before: u64) -> Report {
     Report::RestorePreview(RestorePreview {
         vhost: VHOST.into(),

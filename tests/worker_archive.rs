@@ -109,8 +109,23 @@ fn worker_on(
     mpsc::Receiver<Report>,
     tokio::task::JoinHandle<()>,
 ) {
+    worker_in(vhost, home, label, "")
+}
+
+/// The TUI's worker on `vhost`, in a context that may create the archive stream, with `more`
+/// lines of context settings.
+fn worker_in(
+    vhost: &TestVhost,
+    home: &Home,
+    label: &str,
+    more: &str,
+) -> (
+    mpsc::Sender<Command>,
+    mpsc::Receiver<Report>,
+    tokio::task::JoinHandle<()>,
+) {
     let config = format!(
-        "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_ARCHIVE_PASSWORD\"\narchive_create = true\n",
+        "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_ARCHIVE_PASSWORD\"\narchive_create = true\n{more}",
         vhost.broker.mgmt_base(),
         vhost.broker.host,
         vhost.broker.amqp_port,
@@ -124,6 +139,107 @@ fn worker_on(
         ..Default::default()
     };
     common::spawn_worker(overrides)
+}
+
+/// The local archive file in the terminal UI: archived there (the context chose local), listed
+/// with the DLQs as the archive with its count, read like a queue, restored from back into the
+/// DLQ, and not twice.
+async fn local_session(broker: TestBroker, home: &Home) {
+    use warren::domain::archive::LOCAL_QUEUE;
+    let label = broker.label.clone();
+    let vhost = TestVhost::new(&broker, "worker-local-archive").await;
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "l", 4).await;
+    let (cmd_tx, mut rx, worker) = worker_in(&vhost, home, &label, "archive_local = true\n");
+
+    let job = JobKind::Archive {
+        reason: "keep locally".into(),
+    };
+    let (o, _) = run(&cmd_tx, &mut rx, &label, &vhost.name, job, 4).await;
+    assert_eq!((o.progress.moved, o.error.as_deref()), (4, None), "{label}: {o:?}");
+    assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{label}");
+
+    cmd_tx.send(Command::LoadQueues).await.unwrap();
+    let listed = common::worker_until(
+        &mut rx,
+        &label,
+        |e| matches!(e, Report::QueuesLoaded { .. }),
+        |_| {},
+    )
+    .await;
+    let Report::QueuesLoaded { discovery, .. } = &listed else {
+        unreachable!()
+    };
+    let local = discovery
+        .dlq(LOCAL_QUEUE)
+        .unwrap_or_else(|| panic!("{label}: the local archive is listed: {discovery:?}"));
+    assert_eq!(
+        (local.kind, local.depth),
+        (warren::domain::discovery::DlqKind::Archive, Some(4)),
+        "{label}"
+    );
+    assert!(discovery.dlq("warren.archive").is_none(), "{label}: no stream");
+
+    cmd_tx
+        .send(Command::Browse {
+            vhost: vhost.name.clone(),
+            queue: LOCAL_QUEUE.into(),
+            limit: 100,
+            read_again: false,
+        })
+        .await
+        .unwrap();
+    let page = common::worker_until(
+        &mut rx,
+        &label,
+        |e| matches!(e, Report::MessagesLoaded { .. }),
+        |_| {},
+    )
+    .await;
+    let Report::MessagesLoaded { messages, stop, .. } = &page else {
+        unreachable!()
+    };
+    assert_eq!(messages.len(), 4, "{label}: {stop}");
+    assert!(stop.contains("4 of 4 messages from the local archive"), "{stop}");
+    for m in messages {
+        assert_eq!(
+            m.headers().get_str("warren-archive-reason"),
+            Some("keep locally"),
+            "{label}"
+        );
+    }
+
+    let back = RestoreHow::default();
+    let all = Selection::All;
+    let p = plan_of(&cmd_tx, &mut rx, &label, &vhost.name, LOCAL_QUEUE, &all, back).await;
+    assert_eq!((p.count, p.restored_before), (4, 0), "{label}: {p:?}");
+    assert_eq!(p.targets, vec!["dlq × 4".to_string()], "{label}: {p:?}");
+    let (o, _) = run_on(
+        &cmd_tx,
+        &mut rx,
+        &label,
+        &vhost.name,
+        LOCAL_QUEUE,
+        all.clone(),
+        JobKind::Restore(back),
+        4,
+    )
+    .await;
+    assert_eq!((o.progress.moved, o.progress.failed), (4, 0), "{label}: {o:?}");
+    assert_eq!(amqp_depth(&conn, "dlq").await, 4, "{label}");
+    let mut ids = message_ids(&read_all(&conn, "dlq", 4).await);
+    ids.sort();
+    assert_eq!(ids, ["l-0", "l-1", "l-2", "l-3"], "{label}");
+    let p = plan_of(&cmd_tx, &mut rx, &label, &vhost.name, LOCAL_QUEUE, &all, back).await;
+    assert_eq!((p.count, p.restored_before), (0, 4), "{label}: {p:?}");
+
+    cmd_tx.send(Command::Quit).await.unwrap();
+    let _ = worker.await;
+    let _ = ch.close(200, "ok".into()).await;
+    let _ = conn.close(200, "done".into()).await;
+    vhost.cleanup().await;
 }
 
 async fn session(broker: TestBroker, home: &Home) {
@@ -557,5 +673,13 @@ async fn the_tui_archives_3_of_5_and_discards_after_writing_its_snapshot() {
     let home = home("worker-archive");
     for broker in TestBroker::all() {
         session(broker, &home).await;
+    }
+}
+
+#[tokio::test]
+async fn the_tui_lists_reads_and_restores_a_local_archive() {
+    let home = home("worker-local-archive");
+    for broker in TestBroker::all() {
+        local_session(broker, &home).await;
     }
 }

@@ -3,6 +3,7 @@
 //! directory where a stream cannot be used. Moving messages *into* the archive is the replay
 //! engine's job (`replay::Action::Archive`); this module declares, appends, reads and publishes.
 
+use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -177,6 +178,33 @@ pub fn read_local(path: &Path) -> Result<Vec<DeadLetter>, String> {
     snapshot::read(&text)
         .map(|(_, m)| m)
         .map_err(|e| format!("{} is not a readable Warren snapshot: {e}", path.display()))
+}
+
+/// How many messages the local archive at `path` holds (`None`: no file, or none in it), for
+/// the queue list. Counted once per change of the file (its length and time), as the list is
+/// refreshed every few seconds and the file can hold tens of MiB.
+pub fn local_entries(path: &Path) -> Option<u64> {
+    type Seen = HashMap<PathBuf, (u64, std::time::SystemTime, u64)>;
+    static SEEN: std::sync::OnceLock<std::sync::Mutex<Seen>> = std::sync::OnceLock::new();
+    let meta = std::fs::metadata(path).ok()?;
+    let stamp = (meta.len(), meta.modified().ok()?);
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some((len, at, n)) = seen.lock().ok()?.get(path)
+        && (*len, *at) == stamp
+    {
+        return (*n > 0).then_some(*n);
+    }
+    let bytes = std::fs::read(path).ok()?;
+    // The first line is the snapshot's header; each line after it one message.
+    let lines = bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .count() as u64;
+    let n = lines.saturating_sub(1);
+    seen.lock()
+        .ok()?
+        .insert(path.to_path_buf(), (stamp.0, stamp.1, n));
+    (n > 0).then_some(n)
 }
 
 /// One message to publish with a confirm, and how the caller names it.

@@ -63,13 +63,7 @@ pub async fn read_archive(
     Ok(ArchiveRead {
         window_full: messages.len() >= window,
         cut_short,
-        messages: messages
-            .into_iter()
-            .map(|m| {
-                let at = m.delivery.stream_offset.unwrap_or(m.position);
-                (format!("{at}:{:016x}", archive::content_digest(&m)), m)
-            })
-            .collect(),
+        messages: references(messages),
         expired,
     })
 }
@@ -143,6 +137,143 @@ pub fn choose(
         messages,
         restored_before,
     })
+}
+
+/// What a restore's read of the archive found: what it takes, and what the read saw.
+#[derive(Debug, Default)]
+pub struct ChosenRead {
+    pub chosen: Chosen,
+    /// Entries of a local archive that had expired and were dropped first.
+    pub expired: u64,
+    /// The broker stopped delivering before the archive's end: what follows was not looked at.
+    pub cut_short: bool,
+    /// The restore took as many as one run takes (`cap`) and more match: a second restore takes
+    /// the next ones (those restored are remembered and left out).
+    pub capped: bool,
+    /// Archived messages looked at.
+    pub scanned: u64,
+}
+
+/// How many archived messages are held at once while a restore looks through the archive.
+const RESTORE_PAGE: usize = 1_000;
+
+/// Looks through the whole archive at `place`, a page at a time from its oldest message to where
+/// it ends now, and chooses what `ask` takes (as [`choose`] does), at most `cap` in one run: a
+/// busy archive holds more than a window, and what was archived last must be reachable too. Only
+/// the chosen messages and one page are held.
+pub async fn read_and_choose(
+    s: &Session,
+    // `&mut`: a store is not `Sync`, and this future must be `Send` (the worker spawns it).
+    st: &mut Store,
+    key: &str,
+    place: &Place,
+    ask: &Ask,
+    cap: usize,
+) -> Result<ChosenRead, String> {
+    let cap = cap.max(1) as u64;
+    let mut out = ChosenRead::default();
+    let take = |st: &Store, out: &mut ChosenRead, page| take_page(s, st, key, ask, cap, out, page);
+    match place {
+        Place::Stream(name) => {
+            let tail = s.archive_tail(name).await.map_err(|e| e.to_string())?;
+            let mut from = None;
+            loop {
+                let page = s
+                    .browse_archive_range(name, from, tail, RESTORE_PAGE)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let idle = page.stopped == crate::broker::browse::StopReason::Idle;
+                let last = page
+                    .messages
+                    .iter()
+                    .filter_map(|m| m.delivery.stream_offset)
+                    .max();
+                let messages = references(session::into_messages(page));
+                if messages.is_empty() {
+                    out.cut_short = idle;
+                    break;
+                }
+                if take(st, &mut out, messages)? {
+                    break;
+                }
+                if idle {
+                    out.cut_short = true;
+                    break;
+                }
+                match (last, tail) {
+                    (Some(l), Some(t)) if l < t => from = Some(l + 1),
+                    _ => break,
+                }
+            }
+        }
+        Place::Local(path, _) => {
+            out.expired = keep::expire_local(path, &s.target.archive.max_age)?;
+            let messages = keep::read_local(path)?;
+            for page in local_pages(messages) {
+                if take(st, &mut out, page)? {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Chooses among one page of the archive (one more than is taken, so a full run knows whether
+/// more match); true once the restore has what it takes.
+fn take_page(
+    s: &Session,
+    st: &Store,
+    key: &str,
+    ask: &Ask,
+    cap: u64,
+    out: &mut ChosenRead,
+    page: Vec<(String, DeadLetter)>,
+) -> Result<bool, String> {
+    let wanted = ask.limit.unwrap_or(u64::MAX);
+    out.scanned += page.len() as u64;
+    let taken = out.chosen.messages.len() as u64;
+    let room = wanted.min(cap).saturating_sub(taken);
+    let probe = if wanted > cap { room + 1 } else { room };
+    let ask = Ask {
+        limit: Some(probe),
+        ..ask.clone()
+    };
+    let part = choose(s, st, key, page, &ask)?;
+    out.chosen.restored_before += part.restored_before;
+    out.chosen.messages.extend(part.messages);
+    if out.chosen.messages.len() as u64 > cap {
+        out.chosen.messages.truncate(cap as usize);
+        out.capped = true;
+    }
+    Ok(out.capped || out.chosen.messages.len() as u64 >= wanted)
+}
+
+/// A local archive's messages, numbered by their place in the file, a page at a time.
+fn local_pages(messages: Vec<DeadLetter>) -> Vec<Vec<(String, DeadLetter)>> {
+    let mut all = messages;
+    for (i, m) in all.iter_mut().enumerate() {
+        m.position = i as u64;
+    }
+    let mut pages = Vec::new();
+    let mut it = all.into_iter().peekable();
+    while it.peek().is_some() {
+        pages.push(references(it.by_ref().take(RESTORE_PAGE).collect()));
+    }
+    pages
+}
+
+/// Each archived message with its reference: the stream offset (or the file's message index)
+/// and its content digest, since a stream recreated under the same name starts its offsets
+/// again.
+fn references(messages: Vec<DeadLetter>) -> Vec<(String, DeadLetter)> {
+    messages
+        .into_iter()
+        .map(|m| {
+            let at = m.delivery.stream_offset.unwrap_or(m.position);
+            (format!("{at}:{:016x}", archive::content_digest(&m)), m)
+        })
+        .collect()
 }
 
 /// Why nothing is restored when nothing was chosen.

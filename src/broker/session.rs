@@ -2139,15 +2139,35 @@ impl Session {
         name: &str,
         limit: usize,
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
+        let tail = self.archive_tail(name).await?;
+        self.browse_archive_range(name, None, tail, limit).await
+    }
+
+    /// The offset of the archive stream's last message now (`None`: it is empty). Without it, half
+    /// a second's pause of a loaded broker passed for the end (an archive of 20,000 listed 6,505
+    /// and said nothing).
+    pub async fn archive_tail(&self, name: &str) -> Result<Option<u64>, SessionError> {
+        Ok(browse::stream_tail(self.amqp().await?, name, ARCHIVE_TAIL_IDLE).await?)
+    }
+
+    /// Up to `limit` messages of the archive stream from offset `from` (its first message when
+    /// `None`) to `tail` (as [`Session::archive_tail`] found it; `None`: nothing to read), whole
+    /// bodies: one page of a read that goes through the whole archive a page at a time.
+    pub async fn browse_archive_range(
+        &self,
+        name: &str,
+        from: Option<u64>,
+        tail: Option<u64>,
+        limit: usize,
+    ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
         let conn = self.amqp().await?;
         let mut req = BrowseRequest::new(name, QueueType::Stream, BrowsePolicy::unrestricted());
         req.limit = limit;
         req.body_cap = usize::MAX;
-        // Read to where the stream ends now: without it, half a second's pause of a loaded
-        // broker passed for the end (an archive of 20,000 listed 6,505 and said nothing).
-        match browse::stream_tail(conn, name, ARCHIVE_TAIL_IDLE).await? {
-            Some(tail) => req.end_offset = Some(tail),
-            None => req.known_depth = Some(0),
+        req.stream_offset = from;
+        match tail {
+            Some(tail) if from.is_none_or(|f| f <= tail) => req.end_offset = Some(tail),
+            _ => return Ok(std::sync::Arc::new(BrowsePage::default())),
         }
         Ok(std::sync::Arc::new(browse::browse(conn, &req).await?))
     }

@@ -135,20 +135,24 @@ async fn place_for_reading(s: &Session, local: bool) -> Result<Option<Place>, Fa
     }
 }
 
+/// Says how many entries of a local archive expired and were dropped, if any.
+fn say_expired(s: &Session, place: &Place, expired: u64) {
+    if expired > 0 {
+        crate::errln!(
+            "{expired} expired, dropped: archived longer ago than archive_max_age ({}) from {}",
+            one_line(&s.target.archive.max_age, 20),
+            one_line(&place.label(), 200)
+        );
+    }
+}
+
 /// What the archive holds (see `broker::restore::read_archive`); a local archive's expired
 /// entries are dropped first, and said.
 async fn read_archive(s: &Session, place: &Place, window: usize) -> Result<ArchiveRead, Failure> {
     let read = restore::read_archive(s, place, window)
         .await
         .map_err(Failure::failed)?;
-    if read.expired > 0 {
-        crate::errln!(
-            "{} expired, dropped: archived longer ago than archive_max_age ({}) from {}",
-            read.expired,
-            one_line(&s.target.archive.max_age, 20),
-            one_line(&place.label(), 200)
-        );
-    }
+    say_expired(s, place, read.expired);
     // The archive is read from its oldest message: a busy one holds more than a window, and
     // what was archived last would silently not be among what is listed or restored.
     if read.cut_short {
@@ -485,10 +489,11 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
             one_line(&s.target.archive.stream, 80)
         )));
     };
-    let st = Store::open_default().map_err(|e| Failure::failed(format!("{e}; nothing moved")))?;
+    let mut st = Store::open_default().map_err(|e| Failure::failed(format!("{e}; nothing moved")))?;
     let key = place.key(&s);
+    // The whole archive is looked through, a page at a time; one restore takes at most a
+    // window's worth, and a second one the next (what was restored is remembered).
     let window = a.pick.window.unwrap_or(s.target.settings.replay.window);
-    let read = read_archive(&s, &place, window).await?;
     let ask = restore::Ask {
         selection: commands::selection_of(&s, a.pick.group.as_deref(), a.pick.by, filter.clone())
             .await?,
@@ -496,7 +501,23 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
         limit: a.pick.limit,
         again: a.again,
     };
-    let chosen = restore::choose(&s, &st, &key, read.messages, &ask).map_err(Failure::failed)?;
+    let read = restore::read_and_choose(&s, &mut st, &key, &place, &ask, window)
+        .await
+        .map_err(Failure::failed)?;
+    say_expired(&s, &place, read.expired);
+    if read.cut_short {
+        crate::errln!(
+            "warren: the broker stopped delivering the archive after {} messages, before its end: later ones are not chosen here; try again when it is less busy",
+            read.scanned
+        );
+    }
+    if read.capped {
+        crate::errln!(
+            "warren: one restore takes at most {window} (--window N): more match; run it again after this one for the next ones"
+        );
+    }
+    let more_match = read.capped;
+    let chosen = read.chosen;
     let skipped_again = chosen.restored_before;
     if skipped_again > 0 && !a.again {
         crate::errln!(
@@ -557,6 +578,7 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
             "selected": chosen.messages.len(),
             "targets": plan.targets,
             "restored_before": skipped_again,
+            "more_match": more_match,
             "removes": archive::HEADERS,
             "refusals": plan.refused,
         }));

@@ -35,6 +35,20 @@ pub const DELIVERY_HEADERS: [&str; 3] = ["x-delivery-count", "x-acquired-count",
 /// The default archive stream's name and retention.
 pub const DEFAULT_STREAM: &str = "warren.archive";
 pub const DEFAULT_MAX_AGE: &str = "30D";
+/// How a vhost's local archive file is named in the queue list: RabbitMQ refuses to let a client
+/// declare a queue whose name begins with `amq.`, so no queue of the broker can be taken for it.
+pub const LOCAL_QUEUE: &str = "amq.warren.local-archive";
+/// The type shown for the local archive in the queue list.
+pub const LOCAL_TYPE: &str = "local file";
+
+/// How a queue is named on screen: the local archive file has no queue name of its own.
+pub fn shown_name(name: &str) -> &str {
+    if name == LOCAL_QUEUE {
+        "archive (local file)"
+    } else {
+        name
+    }
+}
 
 /// Who archives what from where, and why: the same for every message of a run.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -855,14 +855,15 @@ fn browse(state: &mut State, queue: QueueRef, read_again: bool) -> Vec<Command> 
 /// A queue's name for the notice line, sanitised and bounded; with every vhost listed, with its
 /// vhost ("billing/orders.dlq").
 pub fn shown(state: &State, queue: &QueueRef) -> String {
+    let name = crate::domain::archive::shown_name(&queue.name);
     if state.every_vhost() {
         format!(
             "{}/{}",
             sanitize::one_line(&queue.vhost, 30),
-            sanitize::one_line(&queue.name, 80)
+            sanitize::one_line(name, 80)
         )
     } else {
-        sanitize::one_line(&queue.name, 80)
+        sanitize::one_line(name, 80)
     }
 }
 

@@ -577,6 +577,7 @@ fn cursor_style(state: &State, focused: bool) -> Style {
 /// name keeps its room (it says what the queue is) and the vhost, cut in the middle, what is
 /// left, at least 4 columns.
 fn queue_title(state: &State, vhost: &str, name: &str, max: usize) -> String {
+    let name = crate::domain::archive::shown_name(name);
     if !state.every_vhost() {
         return sanitize::middle_cut(name, max);
     }
@@ -598,6 +599,7 @@ fn queue_title(state: &State, vhost: &str, name: &str, max: usize) -> String {
 /// A queue's name in the list, not yet cut: with every vhost listed, after its vhost (bounded),
 /// so that two queues of one name in two vhosts read as two.
 fn queue_label(state: &State, vhost: &str, name: &str) -> String {
+    let name = crate::domain::archive::shown_name(name);
     if state.every_vhost() {
         format!(
             "{}/{}",

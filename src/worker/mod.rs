@@ -565,8 +565,9 @@ async fn discover(ss: &Sessions, ticket: Ticket, read_only_flag: bool, ops: &Ops
     let found = if ss.every() {
         s.discover_all().await.map(|parts| {
             let n = parts.len();
-            let parts = parts.into_iter().map(|(_, mut d)| {
+            let parts = parts.into_iter().map(|(vhost, mut d)| {
                 d.mark_archive(stream);
+                list_local_archive(s, &vhost, &mut d);
                 d
             });
             (
@@ -576,8 +577,10 @@ async fn discover(ss: &Sessions, ticket: Ticket, read_only_flag: bool, ops: &Ops
         })
     } else {
         s.discover().await.map(|mut d| {
-            // The archive is listed with the DLQs, marked, when the vhost has its stream.
+            // The archive is listed with the DLQs, marked, when the vhost has its stream, and
+            // so is its local file when something was archived there.
             d.mark_archive(stream);
+            list_local_archive(s, s.vhost(), &mut d);
             (d, format!("vhost '{}'", s.vhost()))
         })
     };
@@ -622,6 +625,25 @@ async fn discover(ss: &Sessions, ticket: Ticket, read_only_flag: bool, ops: &Ops
     }
 }
 
+/// Lists `vhost`'s local archive file with its DLQs when it holds anything.
+fn list_local_archive(s: &Session, vhost: &str, d: &mut Discovery) {
+    let Some(store) = Store::default_path() else {
+        return;
+    };
+    let path = keep::local_path(&store, &s.target.context, vhost);
+    if let Some(n) = keep::local_entries(&path) {
+        d.add_local_archive(vhost, n);
+    }
+}
+
+/// The session's vhost's local archive file.
+fn local_archive_path(s: &Session) -> Result<std::path::PathBuf, String> {
+    match keep::local_place(s, "the vhost's local archive")? {
+        keep::Place::Local(path, _) => Ok(path),
+        keep::Place::Stream(name) => Err(format!("'{name}' is a stream, not a local archive")),
+    }
+}
+
 async fn browse(
     backend: &Backend,
     at: QueueRef,
@@ -660,6 +682,9 @@ async fn browse(
         },
     };
     let s = &s;
+    if queue == crate::domain::archive::LOCAL_QUEUE {
+        return vec![browse_local_archive(s, vhost, limit, ticket)];
+    }
     match s.browse(&queue, limit, consent).await {
         Ok(page) => {
             let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
@@ -727,6 +752,48 @@ async fn browse(
             ]
         }
         Err(e) => vec![read_failure(QueueRef { vhost, name: queue }, e, ticket)],
+    }
+}
+
+/// The vhost's local archive file read as a queue: its expired entries dropped first (the
+/// context's `archive_max_age`), then up to `limit` messages, oldest first.
+fn browse_local_archive(s: &Session, vhost: String, limit: usize, ticket: Ticket) -> Report {
+    let queue = crate::domain::archive::LOCAL_QUEUE.to_string();
+    let read = (|| {
+        let path = local_archive_path(s)?;
+        let expired = keep::expire_local(&path, &s.target.archive.max_age)?;
+        let messages = keep::read_local(&path)?;
+        Ok::<_, String>((path, expired, messages))
+    })();
+    let (path, expired, mut messages) = match read {
+        Ok(r) => r,
+        Err(e) => return Report::Error(Failure::in_generation(e, ticket.generation)),
+    };
+    let held = messages.len();
+    messages.truncate(limit);
+    for (i, m) in messages.iter_mut().enumerate() {
+        m.position = i as u64;
+        m.queue = queue.clone();
+    }
+    let n = messages.len();
+    let mut stop = format!(
+        "{n} of {held} messages from the local archive {}",
+        sanitize::one_line(&path.display().to_string(), 200)
+    );
+    if expired > 0 {
+        stop.push_str(&format!(
+            "; {expired} expired, dropped (archived longer ago than archive_max_age)"
+        ));
+    }
+    Report::MessagesLoaded {
+        vhost,
+        queue,
+        messages: messages.into_iter().map(Packed::pack).collect(),
+        first_seen: vec![None; n],
+        replays: Vec::new(),
+        authors: HashMap::new(),
+        stop,
+        ticket,
     }
 }
 
@@ -1285,6 +1352,8 @@ struct RestorePlan {
     store: Store,
     plan: restore::Plan,
     restored_before: u64,
+    /// What the read of the archive leaves out, for the modal.
+    notes: Vec<String>,
 }
 
 async fn restore_plan(
@@ -1294,24 +1363,19 @@ async fn restore_plan(
     how: protocol::RestoreHow,
     run_id: Option<String>,
 ) -> Result<RestorePlan, String> {
-    if queue != s.target.archive.stream {
-        return Err(format!(
-            "{} is not the archive ('{}'): restore takes messages out of the archive; nothing restored",
-            sanitize::one_line(queue, 80),
-            sanitize::one_line(&s.target.archive.stream, 80)
-        ));
-    }
-    let place = keep::Place::Stream(queue.to_string());
-    let store = Store::open_default().map_err(|e| format!("{e}; nothing restored"))?;
+    let place = archive_of(s, queue)?;
+    let mut store = Store::open_default().map_err(|e| format!("{e}; nothing restored"))?;
     let key = place.key(s);
-    let read = restore::read_archive(s, &place, s.target.settings.replay.window).await?;
     let ask = restore::Ask {
         selection,
         from: None,
         limit: None,
         again: how.again,
     };
-    let chosen = restore::choose(s, &store, &key, read.messages, &ask)?;
+    let window = s.target.settings.replay.window;
+    let read = restore::read_and_choose(s, &mut store, &key, &place, &ask, window).await?;
+    let notes = restore_read_notes(s, &place, &read, window);
+    let chosen = read.chosen;
     let restored_before = chosen.restored_before;
     let mut plan = if chosen.messages.is_empty() {
         restore::Plan {
@@ -1343,7 +1407,55 @@ async fn restore_plan(
         store,
         plan,
         restored_before,
+        notes,
     })
+}
+
+/// The archive `queue` names in the queue list: the vhost's stream, or its local file (listed
+/// as [`crate::domain::archive::LOCAL_QUEUE`]).
+fn archive_of(s: &Session, queue: &str) -> Result<keep::Place, String> {
+    if queue == crate::domain::archive::LOCAL_QUEUE {
+        return keep::local_place(s, "the vhost's local archive");
+    }
+    if queue != s.target.archive.stream {
+        return Err(format!(
+            "{} is not the archive ('{}'): restore takes messages out of the archive; nothing restored",
+            sanitize::one_line(queue, 80),
+            sanitize::one_line(&s.target.archive.stream, 80)
+        ));
+    }
+    Ok(keep::Place::Stream(queue.to_string()))
+}
+
+/// What the restore modal says about the archive's read: entries expired, a read the broker cut
+/// short, a restore that takes one run's worth and leaves more for the next.
+fn restore_read_notes(
+    s: &Session,
+    place: &keep::Place,
+    read: &restore::ChosenRead,
+    window: usize,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if read.expired > 0 {
+        notes.push(format!(
+            "{} expired, dropped from {}: archived longer ago than archive_max_age ({})",
+            read.expired,
+            place.label(),
+            sanitize::one_line(&s.target.archive.max_age, 20)
+        ));
+    }
+    if read.cut_short {
+        notes.push(format!(
+            "the broker stopped delivering the archive after {} messages, before its end: later ones are not among these; try again when it is less busy",
+            read.scanned
+        ));
+    }
+    if read.capped {
+        notes.push(format!(
+            "one restore takes at most {window} (the context's window): more match; restore again after this one for the next ones"
+        ));
+    }
+    notes
 }
 
 /// The restore modal's plan: how many, where to, what was restored before, what blocks it.
@@ -1389,6 +1501,7 @@ async fn restore_preview(
         .iter()
         .map(|(why, n)| format!("{n} × stays in the archive: {why}"))
         .collect();
+    warnings.extend(planned.notes.iter().cloned());
     if let Some(p) = &plan.preview {
         removes.extend(p.removed.iter().cloned());
         adds.extend(p.added.iter().cloned());

@@ -241,6 +241,29 @@ impl Discovery {
             dead_letter_exchange: q.dead_letter_exchange,
         });
     }
+
+    /// Lists `vhost`'s local archive file (holding `entries` messages) with the DLQs, as the
+    /// archive, under [`crate::domain::archive::LOCAL_QUEUE`]: read and restored from like the
+    /// stream, never drained by a replay.
+    pub fn add_local_archive(&mut self, vhost: &str, entries: u64) {
+        self.dead_letter_queues.push(DlqInfo {
+            vhost: vhost.to_string(),
+            name: crate::domain::archive::LOCAL_QUEUE.to_string(),
+            kind: DlqKind::Archive,
+            convention: Convention::Broker,
+            depth: Some(entries),
+            messages_ready: Some(entries),
+            messages_unacknowledged: None,
+            consumers: Some(0),
+            queue_type: QueueType::Other(crate::domain::archive::LOCAL_TYPE.to_string()),
+            feeders: Vec::new(),
+            feeders_uncertain: false,
+            by_topology: false,
+            by_name: false,
+            delivery_limit: None,
+            dead_letter_exchange: None,
+        });
+    }
 }
 
 /// What a queue's name alone says about it.
