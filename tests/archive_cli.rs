@@ -803,11 +803,16 @@ async fn a_restore_reaches_past_the_first_window_and_the_next_run_takes_the_rest
     assert_eq!(run.code, Some(0), "{label} second restore: {run}");
     assert_eq!(run.summary_u64("moved"), 500, "{label}: {run}");
     assert_eq!(run.event("plan")["more_match"], false, "{label}: {run}");
-    assert_eq!(run.event("plan")["restored_before"], 2_000, "{label}: {run}");
+    assert_eq!(
+        run.event("plan")["restored_before"],
+        2_000,
+        "{label}: {run}"
+    );
     let run = warren(&vhost, &home, &args).await;
     assert_eq!(run.code, Some(1), "{label} third restore: {run}");
     assert!(
-        run.stderr.contains("every matching message was restored before (2500)"),
+        run.stderr
+            .contains("every matching message was restored before (2500)"),
         "{label}: {run}"
     );
     let back = read_all(&conn, "dlq", 2 * N as usize).await;

@@ -75,6 +75,55 @@ async fn run_on(
     }
 }
 
+/// The worker's queue listing.
+async fn listing(
+    cmd: &mpsc::Sender<Command>,
+    rx: &mut mpsc::Receiver<Report>,
+    label: &str,
+) -> warren::domain::discovery::Discovery {
+    cmd.send(Command::LoadQueues).await.unwrap();
+    match common::worker_until(
+        rx,
+        label,
+        |e| matches!(e, Report::QueuesLoaded { .. }),
+        |_| {},
+    )
+    .await
+    {
+        Report::QueuesLoaded { discovery, .. } => discovery,
+        _ => unreachable!(),
+    }
+}
+
+/// The worker's read of `queue` (up to 100): its messages and how the read ended.
+async fn browsed(
+    cmd: &mpsc::Sender<Command>,
+    rx: &mut mpsc::Receiver<Report>,
+    label: &str,
+    vhost: &str,
+    queue: &str,
+) -> (Vec<warren::domain::packed::Packed>, String) {
+    cmd.send(Command::Browse {
+        vhost: vhost.into(),
+        queue: queue.into(),
+        limit: 100,
+        read_again: false,
+    })
+    .await
+    .unwrap();
+    match common::worker_until(
+        rx,
+        label,
+        |e| matches!(e, Report::MessagesLoaded { .. }),
+        |_| {},
+    )
+    .await
+    {
+        Report::MessagesLoaded { messages, stop, .. } => (messages, stop),
+        _ => unreachable!(),
+    }
+}
+
 /// A private home whose store the worker uses (set before any thread of the test reads the
 /// environment).
 fn home(prefix: &str) -> Home {
@@ -158,20 +207,14 @@ async fn local_session(broker: TestBroker, home: &Home) {
         reason: "keep locally".into(),
     };
     let (o, _) = run(&cmd_tx, &mut rx, &label, &vhost.name, job, 4).await;
-    assert_eq!((o.progress.moved, o.error.as_deref()), (4, None), "{label}: {o:?}");
+    assert_eq!(
+        (o.progress.moved, o.error.as_deref()),
+        (4, None),
+        "{label}: {o:?}"
+    );
     assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{label}");
 
-    cmd_tx.send(Command::LoadQueues).await.unwrap();
-    let listed = common::worker_until(
-        &mut rx,
-        &label,
-        |e| matches!(e, Report::QueuesLoaded { .. }),
-        |_| {},
-    )
-    .await;
-    let Report::QueuesLoaded { discovery, .. } = &listed else {
-        unreachable!()
-    };
+    let discovery = listing(&cmd_tx, &mut rx, &label).await;
     let local = discovery
         .dlq(LOCAL_QUEUE)
         .unwrap_or_else(|| panic!("{label}: the local archive is listed: {discovery:?}"));
@@ -180,30 +223,18 @@ async fn local_session(broker: TestBroker, home: &Home) {
         (warren::domain::discovery::DlqKind::Archive, Some(4)),
         "{label}"
     );
-    assert!(discovery.dlq("warren.archive").is_none(), "{label}: no stream");
+    assert!(
+        discovery.dlq("warren.archive").is_none(),
+        "{label}: no stream"
+    );
 
-    cmd_tx
-        .send(Command::Browse {
-            vhost: vhost.name.clone(),
-            queue: LOCAL_QUEUE.into(),
-            limit: 100,
-            read_again: false,
-        })
-        .await
-        .unwrap();
-    let page = common::worker_until(
-        &mut rx,
-        &label,
-        |e| matches!(e, Report::MessagesLoaded { .. }),
-        |_| {},
-    )
-    .await;
-    let Report::MessagesLoaded { messages, stop, .. } = &page else {
-        unreachable!()
-    };
+    let (messages, stop) = browsed(&cmd_tx, &mut rx, &label, &vhost.name, LOCAL_QUEUE).await;
     assert_eq!(messages.len(), 4, "{label}: {stop}");
-    assert!(stop.contains("4 of 4 messages from the local archive"), "{stop}");
-    for m in messages {
+    assert!(
+        stop.contains("4 of 4 messages from the local archive"),
+        "{stop}"
+    );
+    for m in &messages {
         assert_eq!(
             m.headers().get_str("warren-archive-reason"),
             Some("keep locally"),
@@ -213,7 +244,16 @@ async fn local_session(broker: TestBroker, home: &Home) {
 
     let back = RestoreHow::default();
     let all = Selection::All;
-    let p = plan_of(&cmd_tx, &mut rx, &label, &vhost.name, LOCAL_QUEUE, &all, back).await;
+    let p = plan_of(
+        &cmd_tx,
+        &mut rx,
+        &label,
+        &vhost.name,
+        LOCAL_QUEUE,
+        &all,
+        back,
+    )
+    .await;
     assert_eq!((p.count, p.restored_before), (4, 0), "{label}: {p:?}");
     assert_eq!(p.targets, vec!["dlq × 4".to_string()], "{label}: {p:?}");
     let (o, _) = run_on(
@@ -227,12 +267,25 @@ async fn local_session(broker: TestBroker, home: &Home) {
         4,
     )
     .await;
-    assert_eq!((o.progress.moved, o.progress.failed), (4, 0), "{label}: {o:?}");
+    assert_eq!(
+        (o.progress.moved, o.progress.failed),
+        (4, 0),
+        "{label}: {o:?}"
+    );
     assert_eq!(amqp_depth(&conn, "dlq").await, 4, "{label}");
     let mut ids = message_ids(&read_all(&conn, "dlq", 4).await);
     ids.sort();
     assert_eq!(ids, ["l-0", "l-1", "l-2", "l-3"], "{label}");
-    let p = plan_of(&cmd_tx, &mut rx, &label, &vhost.name, LOCAL_QUEUE, &all, back).await;
+    let p = plan_of(
+        &cmd_tx,
+        &mut rx,
+        &label,
+        &vhost.name,
+        LOCAL_QUEUE,
+        &all,
+        back,
+    )
+    .await;
     assert_eq!((p.count, p.restored_before), (0, 4), "{label}: {p:?}");
 
     cmd_tx.send(Command::Quit).await.unwrap();
@@ -279,50 +332,24 @@ async fn session(broker: TestBroker, home: &Home) {
     }
 
     // The archive is listed with the DLQs, marked; browsing it shows who, when and why.
-    cmd_tx.send(Command::LoadQueues).await.unwrap();
-    let listed = common::worker_until(
-        &mut rx,
-        &label,
-        |e| matches!(e, Report::QueuesLoaded { .. }),
-        |_| {},
-    )
-    .await;
-    if let Report::QueuesLoaded { discovery, .. } = &listed {
+    let discovery = listing(&cmd_tx, &mut rx, &label).await;
+    assert_eq!(
+        discovery.dlq("warren.archive").map(|d| d.kind),
+        Some(warren::domain::discovery::DlqKind::Archive),
+        "{label}: {discovery:?}"
+    );
+    let (messages, _) = browsed(&cmd_tx, &mut rx, &label, &vhost.name, "warren.archive").await;
+    assert_eq!(messages.len(), 3, "{label}");
+    for m in &messages {
         assert_eq!(
-            discovery.dlq("warren.archive").map(|d| d.kind),
-            Some(warren::domain::discovery::DlqKind::Archive),
-            "{label}: {discovery:?}"
+            m.headers().get_str("warren-archive-reason"),
+            Some("customer gone"),
+            "{label}"
         );
-    }
-    cmd_tx
-        .send(Command::Browse {
-            vhost: vhost.name.clone(),
-            queue: "warren.archive".into(),
-            limit: 100,
-            read_again: false,
-        })
-        .await
-        .unwrap();
-    let page = common::worker_until(
-        &mut rx,
-        &label,
-        |e| matches!(e, Report::MessagesLoaded { .. }),
-        |_| {},
-    )
-    .await;
-    if let Report::MessagesLoaded { messages, .. } = &page {
-        assert_eq!(messages.len(), 3, "{label}");
-        for m in messages {
-            assert_eq!(
-                m.headers().get_str("warren-archive-reason"),
-                Some("customer gone"),
-                "{label}"
-            );
-            assert!(
-                m.headers().get_str("warren-archived-by").is_some(),
-                "{label}"
-            );
-        }
+        assert!(
+            m.headers().get_str("warren-archived-by").is_some(),
+            "{label}"
+        );
     }
     assert_eq!(
         read_stream(&conn, "warren.archive", 10).await.len(),

@@ -489,7 +489,8 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
             one_line(&s.target.archive.stream, 80)
         )));
     };
-    let mut st = Store::open_default().map_err(|e| Failure::failed(format!("{e}; nothing moved")))?;
+    let mut st =
+        Store::open_default().map_err(|e| Failure::failed(format!("{e}; nothing moved")))?;
     let key = place.key(&s);
     // The whole archive is looked through, a page at a time; one restore takes at most a
     // window's worth, and a second one the next (what was restored is remembered).
