@@ -2,7 +2,8 @@
 //! broker: one listing shows the dead-letter queues of two vhosts, each named with its vhost
 //! (the same queue name in both stays two queues); a browse of the second vhost's DLQ returns
 //! its own messages, read through a session of that vhost; a replay there moves its messages
-//! back in that vhost and leaves the first vhost's alone.
+//! back in that vhost and leaves the first vhost's alone; what fails again there is counted for
+//! that run in the Replays view.
 
 mod common;
 mod replay_util;
@@ -158,6 +159,31 @@ async fn every_vhost_lists_both_and_reads_and_replays_in_the_second() {
             "{label}: a's untouched"
         );
         assert_eq!(amqp_h::amqp_depth(&conn_a, "orders.process").await, 0);
+
+        // Two of b's fail again: the Replays view, scoped to every vhost, counts them for b's
+        // run (through b's session; the scope was listed through a's).
+        replay_util::reject_all(&conn_b, "orders.process", 2).await;
+        amqp_h::wait_for_depth(&conn_b, "orders.dlq", 2, std::time::Duration::from_secs(20)).await;
+        send(Command::LoadReplays).await;
+        let Report::ReplaysLoaded {
+            runs, unreached, ..
+        } = next(&mut rx, &label, |e| {
+            matches!(e, Report::ReplaysLoaded { .. })
+        })
+        .await
+        else {
+            unreachable!()
+        };
+        let run = runs
+            .iter()
+            .find(|r| r.vhost == b.name)
+            .unwrap_or_else(|| panic!("{label}: b's run listed: {runs:?}"));
+        assert_eq!(run.moved, Some(3), "{label}: {run:?}");
+        assert_eq!(
+            run.came_back.as_ref().map(|c| c.came_back),
+            Some(2),
+            "{label}: {run:?}; unreached {unreached:?}"
+        );
         cmd_tx.send(Command::Quit).await.ok();
         worker.await.ok();
         conn_a.close(200, "done".into()).await.ok();

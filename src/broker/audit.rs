@@ -366,6 +366,21 @@ pub async fn load(
     s: Result<&Session, String>,
     limit: usize,
 ) -> (crate::store::Merged, Vec<String>) {
+    match s {
+        Ok(s) => load_all(&[s], limit).await,
+        Err(why) => {
+            let (merged, mut unreached) = load_all(&[], limit).await;
+            unreached.push(format!(
+                "broker audit stream unreachable: {why}; showing local records only"
+            ));
+            (merged, unreached)
+        }
+    }
+}
+
+/// As [`load`], with the broker audit stream of each of `sessions` (one per vhost of a scope
+/// of every vhost): run ids are unique across vhosts, so their entries merge as one stream's.
+pub async fn load_all(sessions: &[&Session], limit: usize) -> (crate::store::Merged, Vec<String>) {
     let mut unreached = Vec::new();
     // The store is not `Sync`: read and dropped before the first await.
     let local = crate::store::Store::open_default()
@@ -379,20 +394,19 @@ pub async fn load(
             (Vec::new(), Vec::new())
         }
     };
-    let entries = match s {
-        Ok(s) => read(s).await.unwrap_or_else(|e| {
-            unreached.push(format!(
+    let mut entries = Vec::new();
+    for s in sessions {
+        match read(s).await {
+            Ok(mut e) => entries.append(&mut e),
+            Err(e) if sessions.len() == 1 => unreached.push(format!(
                 "broker audit stream unreachable: {e}; showing local records only"
-            ));
-            Vec::new()
-        }),
-        Err(why) => {
-            unreached.push(format!(
-                "broker audit stream unreachable: {why}; showing local records only"
-            ));
-            Vec::new()
+            )),
+            Err(e) => unreached.push(format!(
+                "broker audit stream of vhost '{}' unreachable: {e}",
+                crate::domain::sanitize::one_line(s.vhost(), 80)
+            )),
         }
-    };
+    }
     let mut merged = crate::store::merge(local, protects, &entries);
     merged.replays.truncate(limit);
     merged.protects.truncate(limit);

@@ -411,7 +411,7 @@ async fn perform(
                 Err(e) => (vec![fail(&e)], None),
             }
         }
-        (Work::Replays, Backend::Broker(ss)) => (vec![replays(ss.main(), ticket).await], None),
+        (Work::Replays, Backend::Broker(ss)) => (vec![replays(&ss, ticket).await], None),
         // The plan refuses these for a snapshot before they start.
         (
             Work::Refresh
@@ -1648,16 +1648,59 @@ async fn restore(
 const REPLAYS_SHOWN: usize = 100;
 
 /// The Replays view: the merged audit (local and the broker's stream) with what came back
-/// after each run of this vhost. Reads that would spend quorum deliveries are not made.
-async fn replays(s: &Session, ticket: Ticket) -> Report {
-    let (merged, mut unreached) = crate::broker::audit::load(Ok(s), REPLAYS_SHOWN).await;
-    let (back, why) = crate::broker::audit::came_back(s, &merged.replays, ReadConsent::Reuse).await;
+/// after each run of the scope's vhost, or, for every vhost, of each vhost: every vhost's audit
+/// stream is read (found in one listing) and each vhost's DLQs through its own session. Reads
+/// that would spend quorum deliveries are not made.
+async fn replays(ss: &Sessions, ticket: Ticket) -> Report {
+    let main = ss.main();
+    let mut sessions: Vec<Arc<Session>> = vec![main.clone()];
+    let mut unreached = Vec::new();
+    if ss.every() {
+        for vhost in audit_vhosts(main, &mut unreached).await {
+            match session_of(ss, &vhost).await {
+                Ok(s) if s.vhost() != main.vhost() => sessions.push(s),
+                Ok(_) => {}
+                Err(e) => unreached.push(e),
+            }
+        }
+    }
+    let refs: Vec<&Session> = sessions.iter().map(|s| s.as_ref()).collect();
+    let (merged, why) = crate::broker::audit::load_all(&refs, REPLAYS_SHOWN).await;
     unreached.extend(why);
+    if ss.every() {
+        // Runs recorded on this machine in a vhost without an audit stream.
+        let mut more: Vec<String> = merged
+            .replays
+            .iter()
+            .map(|(r, _)| r)
+            .filter(|r| r.context == main.target.context)
+            .filter(|r| !sessions.iter().any(|s| s.vhost() == r.vhost))
+            .map(|r| r.vhost.clone())
+            .collect();
+        more.sort();
+        more.dedup();
+        for vhost in more {
+            match session_of(ss, &vhost).await {
+                Ok(s) => sessions.push(s),
+                Err(e) => unreached.push(e),
+            }
+        }
+    }
+    let mut back = HashMap::new();
+    for s in &sessions {
+        let (b, why) =
+            crate::broker::audit::came_back(s, &merged.replays, ReadConsent::Reuse).await;
+        back.extend(b);
+        unreached.extend(why);
+    }
     let runs = merged
         .replays
         .into_iter()
         .map(|(r, seen)| {
-            let came_back = (crate::broker::audit::is_here(s, &r))
+            let here = sessions
+                .iter()
+                .any(|s| crate::broker::audit::is_here(s, &r));
+            let came_back = here
                 .then(|| {
                     r.run_id
                         .as_ref()
@@ -1683,6 +1726,26 @@ async fn replays(s: &Session, ticket: Ticket) -> Report {
         runs,
         unreached,
         ticket,
+    }
+}
+
+/// The vhosts holding the context's audit stream, from one listing of every vhost's queues.
+async fn audit_vhosts(s: &Session, unreached: &mut Vec<String>) -> Vec<String> {
+    let Some(name) = s.target.audit.stream.as_deref() else {
+        return Vec::new();
+    };
+    match s.mgmt.queues_all().await {
+        Ok(qs) => qs
+            .into_iter()
+            .filter(|(_, q)| q.name == name && q.queue_type == QueueType::Stream)
+            .map(|(v, _)| v)
+            .collect(),
+        Err(e) => {
+            unreached.push(format!(
+                "could not list the vhosts' audit streams: {e}; this vhost's only"
+            ));
+            Vec::new()
+        }
     }
 }
 
