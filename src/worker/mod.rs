@@ -969,22 +969,35 @@ async fn replay(
         }
     };
     let result = s
-        .replay(&spec, &preview, HashMap::new(), cancel_rx, |p| {
-            let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
-                total,
-                moved: p.moved,
-                returned: p.returned,
-                failed: p.failed,
-                rate: p.rate,
-                blocked: p.blocked.clone(),
-            }));
-        })
+        .replay(
+            &spec,
+            &preview,
+            HashMap::new(),
+            cancel_rx,
+            progress_to(&events, total),
+        )
         .await;
-    let outcome = outcome_of(&result, total);
     record
-        .conclude(&req.queue, &result, &outcome, &events, ops)
-        .await;
-    Report::ReplayFinished(outcome)
+        .finish_run(&req.queue, &result, total, &events, ops)
+        .await
+}
+
+/// An engine run's progress, sent to the UI as it goes (dropped when the UI is behind: the
+/// next one says more).
+fn progress_to(
+    events: &mpsc::Sender<Report>,
+    total: u64,
+) -> impl FnMut(&crate::broker::replay::Progress) + '_ {
+    move |p| {
+        let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
+            total,
+            moved: p.moved,
+            returned: p.returned,
+            failed: p.failed,
+            rate: p.rate,
+            blocked: p.blocked.clone(),
+        }));
+    }
 }
 
 /// The engine's verdict as the UI shows it, as the CLI and the audit use it: anything short of
@@ -1078,6 +1091,21 @@ impl Recorded {
             run_id: start.run_id.clone(),
             notes,
         })
+    }
+
+    /// The end of an engine run (replay, archive, discard): its outcome as the UI shows it,
+    /// concluded on the record.
+    async fn finish_run(
+        &mut self,
+        queue: &str,
+        result: &Result<crate::broker::replay::Summary, SessionError>,
+        total: u64,
+        events: &mpsc::Sender<Report>,
+        ops: &Ops,
+    ) -> Report {
+        let outcome = outcome_of(result, total);
+        self.conclude(queue, result, &outcome, events, ops).await;
+        Report::ReplayFinished(outcome)
     }
 
     /// The command log's line, the outcome in both places, and what the broker's record missed.
@@ -1295,22 +1323,11 @@ async fn archive_or_discard(
     };
     let total = work.limit;
     let result = s
-        .run_job(&spec, work, cancel_rx, |p| {
-            let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
-                total,
-                moved: p.moved,
-                returned: p.returned,
-                failed: p.failed,
-                rate: p.rate,
-                blocked: p.blocked.clone(),
-            }));
-        })
+        .run_job(&spec, work, cancel_rx, progress_to(&events, total))
         .await;
-    let outcome = outcome_of(&result, total);
     record
-        .conclude(&req.queue, &result, &outcome, &events, ops)
-        .await;
-    Report::ReplayFinished(outcome)
+        .finish_run(&req.queue, &result, total, &events, ops)
+        .await
 }
 
 /// The audit start of a run the TUI asked for: its selection in words, its group, the count
