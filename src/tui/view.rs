@@ -746,11 +746,15 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     let Some(b) = &state.browse else {
         let hint = if state.loading.is_some() {
             "reading messages (they stay in the queue)…"
+        } else if state.every_context() {
+            "Enter on a queue opens it in its own context, with that context's rights (* there comes back here)"
         } else {
             "Enter on a queue to browse it"
         };
         frame.render_widget(
-            Paragraph::new(Span::styled(hint, t.muted)).block(block),
+            Paragraph::new(Span::styled(hint, t.muted))
+                .wrap(Wrap { trim: true })
+                .block(block),
             area,
         );
         return;
@@ -1222,6 +1226,8 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
     } else {
         keys::footer(footer_scope(state))
             .into_iter()
+            // Every context at once lists dead-letter queues only.
+            .filter(|b| !(state.every_context() && b.action == keys::Action::ToggleOrdinary))
             .map(|b| {
                 let word = match (&state.overlay, b.action) {
                     (Overlay::Replay(m), keys::Action::Accept) => m.enter_does(),

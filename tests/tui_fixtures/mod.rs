@@ -657,6 +657,20 @@ pub fn every_context_overview() -> Overview {
     }
 }
 
+/// A state with every context's queues loaded.
+pub fn loaded_every_context(theme: Theme) -> State {
+    let mut st = State::new(now(), false, theme);
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: every_context_overview(),
+            discovery: every_context_discovery(),
+            ticket: Default::default(),
+        },
+    );
+    st
+}
+
 /// The fixtures' queue `name`, by its identity (its vhost and name).
 pub fn at(name: &str) -> warren::domain::discovery::QueueRef {
     warren::domain::discovery::QueueRef::new(VHOST, name)
