@@ -27,6 +27,25 @@ async fn next(
     common::worker_until(rx, label, done, |_| {}).await
 }
 
+/// The next queue list: its overview, discovery and ticket.
+async fn listed(
+    rx: &mut mpsc::Receiver<Report>,
+    label: &str,
+) -> (
+    warren::tui::event::Overview,
+    warren::domain::discovery::Discovery,
+    warren::tui::event::Ticket,
+) {
+    match next(rx, label, |e| matches!(e, Report::QueuesLoaded { .. })).await {
+        Report::QueuesLoaded {
+            overview,
+            discovery,
+            ticket,
+        } => (overview, discovery, ticket),
+        _ => unreachable!(),
+    }
+}
+
 /// A context of the config file for `v` (its broker's URLs, its vhost).
 fn context(name: &str, v: &TestVhost, read_only: bool) -> String {
     format!(
@@ -78,17 +97,7 @@ async fn every_context_lists_each_context_s_dlqs_reports_the_unreached_and_opens
     };
     let started = std::time::Instant::now();
     send(Command::LoadQueues).await;
-    let Report::QueuesLoaded {
-        overview,
-        discovery,
-        ticket,
-    } = next(&mut rx, &label, |e| {
-        matches!(e, Report::QueuesLoaded { .. })
-    })
-    .await
-    else {
-        unreachable!()
-    };
+    let (overview, discovery, ticket) = listed(&mut rx, &label).await;
     assert!(
         started.elapsed() < std::time::Duration::from_secs(20),
         "{label}: nothing waited on the locked context ({:?})",
@@ -188,15 +197,7 @@ async fn every_context_lists_each_context_s_dlqs_reports_the_unreached_and_opens
         generation: 1,
     })
     .await;
-    let Report::QueuesLoaded {
-        overview, ticket, ..
-    } = next(&mut rx, &label, |e| {
-        matches!(e, Report::QueuesLoaded { .. })
-    })
-    .await
-    else {
-        unreachable!()
-    };
+    let (overview, _, ticket) = listed(&mut rx, &label).await;
     assert_eq!(ticket.generation, 1);
     assert_eq!(
         (overview.context.as_str(), overview.vhost.as_str()),
@@ -230,15 +231,7 @@ async fn every_context_lists_each_context_s_dlqs_reports_the_unreached_and_opens
         generation: 2,
     })
     .await;
-    let Report::QueuesLoaded {
-        overview, ticket, ..
-    } = next(&mut rx, &label, |e| {
-        matches!(e, Report::QueuesLoaded { .. })
-    })
-    .await
-    else {
-        unreachable!()
-    };
+    let (overview, _, ticket) = listed(&mut rx, &label).await;
     assert_eq!((overview.context.as_str(), ticket.generation), ("*", 2));
     send(Command::Quit).await;
     worker.await.expect("worker ends");

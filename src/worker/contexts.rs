@@ -19,6 +19,11 @@ use crate::broker::session::Sessions;
 use crate::domain::discovery::{Discovery, QueueRef};
 use crate::domain::sanitize;
 
+/// One context's listing: what it is, its dead-letter queues, what the store remembers of them.
+type Listed = (Reach, Discovery, Option<Report>);
+/// One context's depths, by queue.
+type Depths = Vec<(QueueRef, Option<u64>)>;
+
 /// Contexts reached (or listed) at the same time.
 const AT_ONCE: usize = 8;
 /// How long one context may take to answer before it is said unreached (the others do not wait
@@ -104,21 +109,20 @@ pub async fn discover(
     read_only_flag: bool,
     ops: &Ops,
 ) -> Vec<Report> {
-    let listed: Vec<(String, Result<(Reach, Discovery, Option<Report>), String>)> =
-        stream::iter(cs.each.clone())
-            .map(|(name, r)| {
-                let ops = ops.clone();
-                async move {
-                    let out = match r {
-                        Ok(ss) => list_one(&name, &ss, ticket, read_only_flag, &ops).await,
-                        Err(why) => Err(why),
-                    };
-                    (name, out)
-                }
-            })
-            .buffered(AT_ONCE)
-            .collect()
-            .await;
+    let listed: Vec<(String, Result<Listed, String>)> = stream::iter(cs.each.clone())
+        .map(|(name, r)| {
+            let ops = ops.clone();
+            async move {
+                let out = match r {
+                    Ok(ss) => list_one(&name, &ss, ticket, read_only_flag, &ops).await,
+                    Err(why) => Err(why),
+                };
+                (name, out)
+            }
+        })
+        .buffered(AT_ONCE)
+        .collect()
+        .await;
     if listed.iter().all(|(_, r)| r.is_err()) {
         let why = none_reached(
             listed
@@ -180,7 +184,7 @@ async fn list_one(
     ticket: Ticket,
     read_only_flag: bool,
     ops: &Ops,
-) -> Result<(Reach, Discovery, Option<Report>), String> {
+) -> Result<Listed, String> {
     let looked = tokio::time::timeout(
         CONTEXT_WAIT,
         super::discover(ss, ticket, read_only_flag, ops),
@@ -267,7 +271,7 @@ pub async fn refresh(cs: &Contexts, ticket: Ticket) -> Report {
         .reached()
         .map(|(n, ss)| (n.to_string(), Arc::clone(ss)))
         .collect();
-    let listed: Vec<Result<Vec<(QueueRef, Option<u64>)>, String>> = stream::iter(reached)
+    let listed: Vec<Result<Depths, String>> = stream::iter(reached)
         .map(|(name, ss)| async move {
             let looked = tokio::time::timeout(CONTEXT_WAIT, super::listing(&ss)).await;
             match looked {

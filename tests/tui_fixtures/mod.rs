@@ -572,16 +572,7 @@ pub fn every_vhost_overview() -> Overview {
 
 /// A state with every vhost's queues loaded.
 pub fn loaded_every_vhost(theme: Theme) -> State {
-    let mut st = State::new(now(), false, theme);
-    update(
-        &mut st,
-        Report::QueuesLoaded {
-            overview: every_vhost_overview(),
-            discovery: every_vhost_discovery(),
-            ticket: Default::default(),
-        },
-    );
-    st
+    loaded_with(theme, every_vhost_overview(), every_vhost_discovery())
 }
 
 /// What the worker sends for every context at once (`:ctx *`): `prod-eu` (the fixtures'
@@ -659,12 +650,17 @@ pub fn every_context_overview() -> Overview {
 
 /// A state with every context's queues loaded.
 pub fn loaded_every_context(theme: Theme) -> State {
+    loaded_with(theme, every_context_overview(), every_context_discovery())
+}
+
+/// A state with this listing loaded.
+fn loaded_with(theme: Theme, overview: Overview, discovery: Discovery) -> State {
     let mut st = State::new(now(), false, theme);
     update(
         &mut st,
         Report::QueuesLoaded {
-            overview: every_context_overview(),
-            discovery: every_context_discovery(),
+            overview,
+            discovery,
             ticket: Default::default(),
         },
     );
