@@ -1777,7 +1777,7 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
         ("vhost" | "vh", false) => {
             if state.every_context() {
                 state.error = Some(
-                    "every context at once lists each context's own vhost: open a context (:ctx NAME, or Enter on a queue) to choose another; `warren tui --context '*' --vhost '*'` lists every vhost of each".into(),
+                    "every context at once lists each context's own vhost: open a context (:ctx NAME, or Enter on a queue) to choose another; `warren --context '*' --vhost '*'` lists every vhost of each".into(),
                 );
                 return Vec::new();
             }
