@@ -213,3 +213,35 @@ fn the_example_files_commands_are_valid() {
     assert_eq!(keys, vec!['L', 'Z']);
     assert!(commands[1].dangerous && !commands[0].dangerous);
 }
+
+#[test]
+fn every_context_on_the_command_line_unlocks_each_context_before_the_terminal_is_taken() {
+    let dir = Dir::new("cfg-every");
+    let path = dir.config("");
+    // `warren --context '*'` asked for every context: each one's command runs up front, once,
+    // in the file's order (the worker never runs one).
+    let p = prepare_tui(&ConnArgs {
+        context: Some(config::EVERY_CONTEXT.into()),
+        ..args(&path)
+    })
+    .expect("prepares");
+    assert_eq!((dir.runs("a"), dir.runs("b"), dir.runs("c")), (1, 1, 1));
+    let unlocked = p.overrides.unlocked.as_ref().expect("a cache");
+    for (name, pw) in [("a", "pw-a"), ("b", "pw-b")] {
+        let one = Overrides {
+            context: Some(name.into()),
+            ..p.overrides.clone()
+        };
+        assert_eq!(unlocked.needs(&one), None, "{name} answered");
+        let (_, t) = config::load(&one).expect("resolves from the cache");
+        assert_eq!(t.credentials.password.expose(), pw);
+    }
+    // The one that failed keeps its reason for the every-context list to show.
+    let c = Overrides {
+        context: Some("c".into()),
+        ..p.overrides.clone()
+    };
+    let e = config::load(&c).unwrap_err().to_string();
+    assert!(e.contains("vault sealed"), "{e}");
+    assert_eq!((dir.runs("a"), dir.runs("b"), dir.runs("c")), (1, 1, 1));
+}

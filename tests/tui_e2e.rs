@@ -177,41 +177,14 @@ fn pager_search_and_saves_at_80x24() {
 /// read-only and the writable one is not afterwards.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dry_run_and_context_switches_tell_the_truth() {
-    let broker = TestBroker::default_broker();
-    let alpha = TestVhost::new(&broker, "e2e-alpha").await;
-    let beta = TestVhost::new(&broker, "e2e-beta").await;
-    let conn = connect(&alpha).await;
-    let ch = confirm_channel(&conn).await;
-    declare(&ch, "e2e.dlq", QueueType::Classic, FieldTable::default()).await;
-    dead_letter_by_reject(&conn, "e2e.work", "e2e.dlq", 3).await;
-    let conn_b = connect(&beta).await;
-    let ch_b = confirm_channel(&conn_b).await;
-    declare(&ch_b, "beta.dlq", QueueType::Classic, FieldTable::default()).await;
-    dead_letter_by_reject(&conn_b, "beta.work", "beta.dlq", 1).await;
-
-    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e-switch"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let context = |name: &str, v: &TestVhost, read_only: bool| {
-        format!(
-            "[contexts.{name}]\namqp_urls = [\"{}\"]\nmanagement_urls = [\"{}\"]\nvhost = \"{}\"\nread_only = {read_only}\n\n",
-            broker.amqp_url(&v.name),
-            broker.mgmt_url_with_creds(),
-            v.name
-        )
-    };
-    let cfg = dir.join("config.toml");
-    std::fs::write(
-        &cfg,
-        context("alpha", &alpha, false) + &context("beta", &beta, true),
-    )
-    .expect("config");
-    let cmd = format!(
-        "WARREN_STORE={store} WARREN_LOG_DIR={dir} {bin} --config '{cfg}' --context alpha; sleep 30",
-        store = dir.join("warren.db").display(),
-        dir = dir.display(),
-        bin = env!("CARGO_BIN_EXE_warren"),
-        cfg = cfg.display(),
-    );
+    let TwoContexts {
+        alpha,
+        beta,
+        conn,
+        conn_b,
+        dir,
+        cmd,
+    } = two_contexts("e2e", "e2e", "").await;
     let t = Tmux::open(&cmd, None, 120, 36);
 
     // The dry run.
@@ -264,4 +237,133 @@ async fn a_dry_run_and_context_switches_tell_the_truth() {
     drop((conn, conn_b));
     alpha.cleanup().await;
     beta.cleanup().await;
+}
+
+/// `:ctx *` in the real terminal: both contexts' DLQs in one list after their context, the
+/// unreachable one in the header with why; a replay key is refused with why; Enter opens the
+/// read-only context's queue there (read-only, its message read), and `*` comes back.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_context_at_once_looks_and_enter_opens_in_context() {
+    let TwoContexts {
+        alpha,
+        beta,
+        conn,
+        conn_b,
+        dir,
+        cmd,
+    } = two_contexts(
+        "e2e-all",
+        "alpha",
+        "[contexts.gone]\nmanagement_urls = [\"http://guest:guest@127.0.0.1:9\"]\namqp_urls = [\"amqp://guest:guest@127.0.0.1:9/%2f\"]\n",
+    )
+    .await;
+    let t = Tmux::open(&cmd, None, 140, 36);
+    t.wait_for("alpha.dlq", Duration::from_secs(20));
+
+    t.keys(&[":", "ctx *", "Enter"]);
+    let s = t.wait_for("every context (2)", Duration::from_secs(30));
+    let s = if s.contains("beta/beta.dlq") {
+        s
+    } else {
+        t.wait_for("beta/beta.dlq", Duration::from_secs(10))
+    };
+    assert!(s.contains("alpha/alpha.dlq"), "{s}");
+    assert!(s.contains("✕ gone:"), "the unreachable one, with why: {s}");
+    assert!(s.contains("open in its context"), "{s}");
+    // Protect is refused here, with why.
+    t.keys(&["P"]);
+    let s = t.wait_for("is for looking", Duration::from_secs(5));
+    assert!(s.contains("protect"), "{s}");
+    t.keys(&["Escape"]);
+
+    // Enter on beta's queue: beta, read-only, its message read.
+    let at = s
+        .lines()
+        .filter(|l| l.contains("/alpha.dlq") || l.contains("/beta.dlq"))
+        .position(|l| l.contains("beta/beta.dlq"))
+        .expect("beta's row");
+    t.keys(&["g"]);
+    for _ in 0..at {
+        t.keys(&["j"]);
+    }
+    t.keys(&["Enter"]);
+    let s = t.wait_for("Rejected", Duration::from_secs(30));
+    assert!(s.contains("READ-ONLY") && s.contains("beta"), "{s}");
+    assert!(!s.contains("every context ("), "{s}");
+    t.keys(&["Escape", "Escape"]);
+    let s = t.wait_for("* every context", Duration::from_secs(5));
+    assert!(!s.contains("alpha.dlq"), "nothing of alpha is left: {s}");
+
+    // And back.
+    t.keys(&["*"]);
+    let s = t.wait_for("every context (2)", Duration::from_secs(30));
+    assert!(
+        s.contains("alpha/alpha.dlq") || s.contains("beta/beta.dlq"),
+        "{s}"
+    );
+    t.keys(&["q"]);
+
+    let _ = std::fs::remove_dir_all(&dir);
+    drop((conn, conn_b));
+    alpha.cleanup().await;
+    beta.cleanup().await;
+}
+
+/// Two contexts of one broker in a config file: `alpha` (writable; `{queue}.dlq` holding 3
+/// dead letters from `{queue}.work`) and `beta` (read-only; `beta.dlq` holding 1), each in a
+/// vhost of its own, then `more` (more contexts); the command that runs Warren on alpha.
+struct TwoContexts {
+    alpha: TestVhost,
+    beta: TestVhost,
+    conn: lapin::Connection,
+    conn_b: lapin::Connection,
+    dir: PathBuf,
+    cmd: String,
+}
+
+async fn two_contexts(prefix: &str, queue: &str, more: &str) -> TwoContexts {
+    let broker = TestBroker::default_broker();
+    let alpha = TestVhost::new(&broker, &format!("{prefix}-alpha")).await;
+    let beta = TestVhost::new(&broker, &format!("{prefix}-beta")).await;
+    let conn = connect(&alpha).await;
+    let ch = confirm_channel(&conn).await;
+    let (dlq, work) = (format!("{queue}.dlq"), format!("{queue}.work"));
+    declare(&ch, &dlq, QueueType::Classic, FieldTable::default()).await;
+    dead_letter_by_reject(&conn, &work, &dlq, 3).await;
+    let conn_b = connect(&beta).await;
+    let ch_b = confirm_channel(&conn_b).await;
+    declare(&ch_b, "beta.dlq", QueueType::Classic, FieldTable::default()).await;
+    dead_letter_by_reject(&conn_b, "beta.work", "beta.dlq", 1).await;
+
+    let dir: PathBuf = std::env::temp_dir().join(unique(&format!("warren-{prefix}")));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let context = |name: &str, v: &TestVhost, read_only: bool| {
+        format!(
+            "[contexts.{name}]\namqp_urls = [\"{}\"]\nmanagement_urls = [\"{}\"]\nvhost = \"{}\"\nread_only = {read_only}\n\n",
+            broker.amqp_url(&v.name),
+            broker.mgmt_url_with_creds(),
+            v.name
+        )
+    };
+    let cfg = dir.join("config.toml");
+    std::fs::write(
+        &cfg,
+        context("alpha", &alpha, false) + &context("beta", &beta, true) + more,
+    )
+    .expect("config");
+    let cmd = format!(
+        "WARREN_STORE={store} WARREN_LOG_DIR={dir} {bin} --config '{cfg}' --context alpha; sleep 30",
+        store = dir.join("warren.db").display(),
+        dir = dir.display(),
+        bin = env!("CARGO_BIN_EXE_warren"),
+        cfg = cfg.display(),
+    );
+    TwoContexts {
+        alpha,
+        beta,
+        conn,
+        conn_b,
+        dir,
+        cmd,
+    }
 }

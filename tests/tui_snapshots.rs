@@ -116,6 +116,23 @@ fn queue_list_every_vhost() {
     );
 }
 
+/// Every context at once: each row after its context (and its vhost where not the context's
+/// own), the scope and the unreached context in the header, Enter's word in the footer.
+#[test]
+fn queue_list_every_context() {
+    let st = loaded_every_context(Theme::color());
+    snap("queue_list_every_context", &st);
+    let screen = text(&render(&st, 200, 50));
+    assert!(screen.contains("staging/orders.dlq") && screen.contains("prod-eu/orders.dlq"));
+    assert!(screen.contains("staging/billing/invoices.dlq"));
+    let header = screen.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("every context (2)") && header.contains("gone:"),
+        "{header}"
+    );
+    assert!(screen.contains("open in its context"));
+}
+
 #[test]
 fn queue_list_with_ordinary_queues() {
     let mut st = loaded(false, Theme::color());

@@ -693,7 +693,7 @@ fn command_line() {
     type_text(&mut st, "ctx staging");
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
-        matches!(cmds.as_slice(), [Command::SwitchContext { name, generation: 1 }] if name == "staging"),
+        matches!(cmds.as_slice(), [Command::SwitchContext { name, vhost: None, generation: 1 }] if name == "staging"),
         "{cmds:?}"
     );
     assert!(
@@ -2802,15 +2802,11 @@ fn vhost_star_switches_to_every_vhost_and_vhost_name_back_to_one() {
     assert!(!st.every_vhost());
     assert_eq!(st.queue_rows().len(), 8);
     assert!(header(&st).contains("ops@/orders"));
-    // Every context at once is not here yet: said, and nothing is asked of the worker.
+    // Every context at once is a switch like the others (see the tests of `:ctx *` below).
     let cmds = run_command_line(&mut st, "ctx *");
-    assert!(cmds.is_empty() && st.switching.is_none());
     assert!(
-        st.error
-            .as_deref()
-            .is_some_and(|e| e.contains("every context") && e.contains("--context '*'")),
-        "{:?}",
-        st.error
+        matches!(cmds.as_slice(), [Command::SwitchContext { name, vhost: None, generation: 3 }] if name == "*"),
+        "{cmds:?}"
     );
 }
 
@@ -2984,4 +2980,287 @@ fn a_refresh_of_every_vhost_keeps_each_queue_its_own_depth_and_history() {
     let a = row_of(&st, VHOST, "orders.dlq");
     let b = row_of(&st, "billing", "orders.dlq");
     assert_eq!(a.abs_diff(b), 1, "{a} {b}");
+}
+
+/// A state switched to every context at once (`:ctx *`) from the fixtures' place.
+fn every_context() -> warren::tui::State {
+    let mut st = loaded(false, Theme::color());
+    let cmds = run_command_line(&mut st, "ctx *");
+    assert!(
+        matches!(cmds.as_slice(), [Command::SwitchContext { name, vhost: None, generation: 1 }] if name == "*"),
+        "{cmds:?}"
+    );
+    assert_eq!(
+        st.switching.as_ref().map(|s| s.to.as_str()),
+        Some("every context")
+    );
+    let cmds = update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: every_context_overview(),
+            discovery: every_context_discovery(),
+            ticket: ticket(1, 5),
+        },
+    );
+    assert!(cmds.is_empty(), "{cmds:?}");
+    assert!(st.every_context() && st.switching.is_none());
+    st
+}
+
+/// The row of `name` in `vhost` of `context` (every context listed).
+fn row_in(st: &warren::tui::State, context: &str, vhost: &str, name: &str) -> usize {
+    let id = warren::domain::discovery::QueueRef::in_context(context, vhost, name);
+    st.queue_rows()
+        .iter()
+        .position(|r| r.is(&id))
+        .unwrap_or_else(|| panic!("{context}/{vhost}/{name} listed"))
+}
+
+/// The whole screen's text, one string a line.
+fn screen(st: &warren::tui::State, width: u16, height: u16) -> Vec<String> {
+    let mut term = Terminal::new(TestBackend::new(width, height)).unwrap();
+    term.draw(|f| warren::tui::view(st, f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    (0..buf.area.height)
+        .map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect())
+        .collect()
+}
+
+#[test]
+fn ctx_star_lists_every_context_in_one_list_by_urgency_and_says_what_is_unreached() {
+    let st = every_context();
+    // The scope in the header: two contexts listed, the read-only one counted, and the one
+    // that could not be reached, with why.
+    let h = header(&st);
+    assert!(h.contains("every context (2)"), "{h}");
+    assert!(h.contains("1 read-only"), "{h}");
+    assert!(h.contains(&format!("gone: {GONE_WHY}")), "{h}");
+    // One list: prod-eu's eight DLQs and staging's two. Two queues of one vhost and name in two
+    // contexts stay two.
+    assert_eq!(st.queue_rows().len(), 10);
+    let prod = row_in(&st, "prod-eu", VHOST, "orders.dlq");
+    let staging = row_in(&st, "staging", VHOST, "orders.dlq");
+    assert_ne!(prod, staging);
+    // By urgency across contexts: nothing grows yet, so the deepest first (staging's 900).
+    assert_eq!(staging, 0);
+    // Each row says its context, and its vhost where that is not the context's own.
+    let text = screen(&st, 160, 30).join("\n");
+    assert!(text.contains("staging/orders.dlq"), "{text}");
+    assert!(text.contains("prod-eu/orders.dlq"), "{text}");
+    assert!(text.contains("staging/billing/invoices.dlq"), "{text}");
+    assert!(!text.contains("staging//orders"), "{text}");
+    // Enter's word says where it goes.
+    assert!(text.contains("open in its context"), "{text}");
+    // The sort keys work here as anywhere: by name, then back.
+    let mut st = st;
+    update(&mut st, ch('2'));
+    assert_ne!(st.sort, warren::domain::urgency::SortBy::Urgency);
+    update(&mut st, ch('1'));
+    assert_eq!(row_in(&st, "staging", VHOST, "orders.dlq"), 0);
+}
+
+#[test]
+fn every_context_refuses_work_and_says_each_context_keeps_its_rights() {
+    let mut st = every_context();
+    // On the queue list: protect, the Replays view, ordinary queues.
+    for c in ['P', 'R', 'o'] {
+        st.error = None;
+        let cmds = update(&mut st, ch(c));
+        assert!(cmds.is_empty(), "{c}: {cmds:?}");
+        let e = st.error.clone().unwrap_or_default();
+        assert!(
+            e.contains("every context at once is for looking") && e.contains("own rights"),
+            "{c}: {e}"
+        );
+    }
+    assert!(!st.show_ordinary);
+    // The keys of a message pane are refused the same way, whatever reached them.
+    st.focus = Focus::Messages;
+    for c in ['r', 'A', 'X', 'S'] {
+        st.error = None;
+        let cmds = update(&mut st, ch(c));
+        assert!(cmds.is_empty(), "{c}: {cmds:?}");
+        assert!(
+            st.error
+                .as_deref()
+                .is_some_and(|e| e.contains("is for looking")),
+            "{c}: {:?}",
+            st.error
+        );
+        assert!(matches!(st.overlay, Overlay::None), "{c}");
+    }
+    st.focus = Focus::Queues;
+    // Another vhost is chosen in a context, not across them.
+    let cmds = run_command_line(&mut st, "vhost billing");
+    assert!(cmds.is_empty() && st.switching.is_none(), "{cmds:?}");
+    assert!(
+        st.error
+            .as_deref()
+            .is_some_and(|e| e.contains("open a context"))
+    );
+    // Looking still works: moving and sorting ask nothing of the worker.
+    assert!(update(&mut st, ch('j')).is_empty());
+    assert_eq!(st.queue_cursor, 1);
+}
+
+#[test]
+fn enter_in_every_context_switches_to_the_queue_s_context_and_vhost_and_opens_it_there() {
+    let mut st = every_context();
+    st.queue_cursor = row_in(&st, "staging", "billing", "invoices.dlq");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    // No read here: a switch to the queue's context and vhost.
+    assert!(
+        matches!(cmds.as_slice(), [Command::SwitchContext { name, vhost: Some(v), generation: 2 }] if name == "staging" && v == "billing"),
+        "{cmds:?}"
+    );
+    assert!(st.loading.is_none());
+    assert!(
+        st.switching
+            .as_ref()
+            .is_some_and(|s| s.to.contains("staging") && s.to.contains("invoices.dlq"))
+    );
+    // The context lists itself (its own rights: writable here): the queue is opened.
+    let mut billing = every_vhost_discovery();
+    billing.dead_letter_queues.retain(|d| d.vhost == "billing");
+    let cmds = update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: warren::tui::event::Overview {
+                context: "staging".into(),
+                vhost: "billing".into(),
+                ..overview()
+            },
+            discovery: billing,
+            ticket: ticket(2, 1),
+        },
+    );
+    assert!(
+        matches!(cmds.as_slice(), [Command::Browse { vhost, queue, .. }] if vhost == "billing" && queue == "invoices.dlq"),
+        "{cmds:?}"
+    );
+    assert!(!st.every_context() && !st.read_only);
+    assert_eq!(st.focus, Focus::Messages);
+    assert!(st.from_every_context);
+    // The way back is in the footer, and `*` takes it.
+    st.focus = Focus::Queues;
+    let text = screen(&st, 160, 30).join("\n");
+    assert!(text.contains("* every context"), "{text}");
+    let cmds = update(&mut st, ch('*'));
+    assert!(
+        matches!(cmds.as_slice(), [Command::SwitchContext { name, vhost: None, generation: 3 }] if name == "*"),
+        "{cmds:?}"
+    );
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: every_context_overview(),
+            discovery: every_context_discovery(),
+            ticket: ticket(3, 1),
+        },
+    );
+    assert!(st.every_context() && !st.from_every_context);
+}
+
+#[test]
+fn a_queue_opened_from_every_context_keeps_that_context_s_read_only() {
+    let mut st = every_context();
+    st.queue_cursor = row_in(&st, "staging", VHOST, "orders.dlq");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    let [Command::SwitchContext { generation, .. }] = cmds[..] else {
+        panic!("{cmds:?}")
+    };
+    let cmds = update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: warren::tui::event::Overview {
+                context: "staging".into(),
+                read_only: true,
+                read_only_reason: "replay is disabled: context 'staging' is read_only".into(),
+                ..overview()
+            },
+            discovery: discovery(),
+            ticket: ticket(generation, 1),
+        },
+    );
+    assert!(matches!(cmds.as_slice(), [Command::Browse { queue, .. }] if queue == "orders.dlq"));
+    assert!(st.read_only);
+    assert!(st.read_only_reason.contains("staging"));
+}
+
+#[test]
+fn a_failed_switch_from_every_context_opens_nothing_later() {
+    let mut st = every_context();
+    st.queue_cursor = row_in(&st, "prod-eu", VHOST, "orders.dlq");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    let [Command::SwitchContext { generation, .. }] = cmds[..] else {
+        panic!("{cmds:?}")
+    };
+    update(
+        &mut st,
+        Report::SwitchFailed {
+            generation,
+            text: "connection refused".into(),
+        },
+    );
+    assert!(st.every_context(), "still every context");
+    assert!(
+        st.error
+            .as_deref()
+            .is_some_and(|e| e.contains("still on every context"))
+    );
+    assert!(st.open_after_switch.is_none());
+    // A switch typed later lands without opening the queue of the one that failed.
+    let cmds = run_command_line(&mut st, "ctx prod-eu");
+    let [Command::SwitchContext { generation, .. }] = cmds[..] else {
+        panic!("{cmds:?}")
+    };
+    let cmds = update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: overview(),
+            discovery: discovery(),
+            ticket: ticket(generation, 1),
+        },
+    );
+    assert!(cmds.is_empty(), "{cmds:?}");
+    assert!(!st.from_every_context);
+}
+
+#[test]
+fn a_refresh_of_every_context_keeps_two_queues_of_one_vhost_and_name_apart() {
+    let mut st = every_context();
+    update(
+        &mut st,
+        Event::Tick(jiff::Timestamp::from_second(now().as_second() + 30).unwrap()),
+    );
+    // prod-eu's orders.dlq grew by 10 in 30 s; staging's, of the same vhost and name, did not.
+    let depths: Vec<_> = st
+        .discovery
+        .dead_letter_queues
+        .iter()
+        .map(|d| {
+            let grown = d.context == "prod-eu" && d.name == "orders.dlq";
+            (d.id(), d.depth.map(|n| if grown { n + 10 } else { n }))
+        })
+        .collect();
+    update(
+        &mut st,
+        Report::DepthsRefreshed {
+            depths,
+            ticket: ticket(1, 9),
+        },
+    );
+    let q = |c: &str| warren::domain::discovery::QueueRef::in_context(c, VHOST, "orders.dlq");
+    assert_eq!(st.dlq_of(&q("prod-eu")).and_then(|d| d.depth), Some(422));
+    assert_eq!(st.dlq_of(&q("staging")).and_then(|d| d.depth), Some(900));
+    assert_eq!(
+        st.figures_of(&q("prod-eu")).and_then(|f| f.growth_per_min),
+        Some(20.0)
+    );
+    assert_eq!(
+        st.figures_of(&q("staging")).and_then(|f| f.growth_per_min),
+        Some(0.0)
+    );
+    // Growing first, whichever context.
+    assert_eq!(row_in(&st, "prod-eu", VHOST, "orders.dlq"), 0);
 }

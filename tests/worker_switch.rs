@@ -194,6 +194,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
     cmd_tx
         .send(Command::SwitchContext {
             name: "locked".into(),
+            vhost: None,
             generation: 2,
         })
         .await
@@ -213,6 +214,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
     cmd_tx
         .send(Command::SwitchContext {
             name: "open".into(),
+            vhost: None,
             generation: 3,
         })
         .await
@@ -226,6 +228,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
     cmd_tx
         .send(Command::SwitchContext {
             name: "nope".into(),
+            vhost: None,
             generation: 4,
         })
         .await
@@ -265,6 +268,7 @@ async fn with_read_only_on_the_command_line_every_place_is_read_only_and_says_wh
     cmd_tx
         .send(Command::SwitchContext {
             name: "locked".into(),
+            vhost: None,
             generation: 1,
         })
         .await

@@ -24,6 +24,9 @@ pub const COMMAND_LINE_CONTEXT: &str = "command-line";
 pub const LOCAL_CONTEXT: &str = "local";
 /// `--vhost '*'`, `:vhost *`: every vhost of the context.
 pub const EVERY_VHOST: &str = "*";
+/// `--context '*'`, `:ctx *`: every context of the config file, each reached as itself (its
+/// own URLs, credentials and read-only setting), one listing each.
+pub const EVERY_CONTEXT: &str = "*";
 
 /// What the command line (clap) hands over. `WARREN_AMQP_URL` and `WARREN_MANAGEMENT_URL` are
 /// read by clap into the URL fields.
@@ -542,6 +545,10 @@ pub enum ConfigError {
         .path.display(), .known.join(", ")
     )]
     NoDefaultContext { path: PathBuf, known: Vec<String> },
+    #[error(
+        "every context at once (--context '*', :ctx *) looks at each context of the config file, and {where_} defines none: add [contexts.NAME] sections"
+    )]
+    NoContexts { where_: String },
     #[error("context '{context}' has no {what} URL: add {what}_urls to it, or pass --{what}-url")]
     NoUrls { context: String, what: &'static str },
     #[error(
@@ -652,6 +659,20 @@ pub fn default_config_path() -> Option<PathBuf> {
 }
 
 impl Config {
+    /// The contexts that every context at once ([`EVERY_CONTEXT`]) looks at: each of the
+    /// file's, by name. A file that defines none (or no file) says how to define them.
+    pub fn every_context(&self) -> Result<Vec<String>, ConfigError> {
+        if self.contexts.is_empty() {
+            return Err(ConfigError::NoContexts {
+                where_: self.path.as_ref().map_or_else(
+                    || "no config file was found, so Warren".to_string(),
+                    |p| p.display().to_string(),
+                ),
+            });
+        }
+        Ok(self.contexts.keys().cloned().collect())
+    }
+
     /// Parses config text. Errors give the line and column but never quote the file, so a
     /// mistake near a secret does not print it.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {

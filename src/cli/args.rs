@@ -31,7 +31,8 @@ pub struct ConnArgs {
     #[arg(long, global = true, value_name = "PATH", env = "WARREN_CONFIG")]
     pub config: Option<PathBuf>,
 
-    /// Named context (broker or cluster) from the configuration file.
+    /// Named context (broker or cluster) from the configuration file; `*` for every context at
+    /// once (`queues`, `watch`, the terminal UI).
     #[arg(long, global = true, value_name = "NAME", env = "WARREN_CONTEXT")]
     pub context: Option<String>,
 

@@ -771,7 +771,8 @@ pub struct Prepared {
 /// the UI's raw mode and alternate screen would swallow its prompt and its keys. A context
 /// first opened later with `:ctx` runs its command then, with the terminal handed back for it
 /// (`tui::run`), rather than every context's at startup: an operator expects one prompt for the
-/// context he opens, and a vault records each read of a production secret he did not ask for.
+/// context he opens, and a vault records each read of a production secret he did not ask for
+/// (`--context '*'` asks for every one: each runs here, one after the other).
 /// A configuration that does not load, or a password command that fails, is the worker's to
 /// report on screen; a custom command's key that Warren already uses is refused here.
 pub fn prepare_tui(c: &ConnArgs) -> Result<Prepared, Failure> {
@@ -779,7 +780,23 @@ pub fn prepare_tui(c: &ConnArgs) -> Result<Prepared, Failure> {
     let cfg = config::Config::read(o.config_path.as_deref()).ok();
     let commands = custom_commands(cfg.as_ref())?;
     let unlocked = config::Unlocked::default();
-    let _ = unlocked.unlock(&o);
+    match (o.context.as_deref(), &cfg) {
+        // Every context at once, asked for on the command line: each context's command runs
+        // here, in the file's order (the worker never runs one: a context left locked is shown
+        // unreached, with how to open it).
+        (Some(config::EVERY_CONTEXT), Some(cfg)) => {
+            for name in cfg.every_context().unwrap_or_default() {
+                let one = Overrides {
+                    context: Some(name),
+                    ..o.clone()
+                };
+                let _ = unlocked.unlock(&one);
+            }
+        }
+        _ => {
+            let _ = unlocked.unlock(&o);
+        }
+    }
     o.unlocked = Some(unlocked);
     Ok(Prepared {
         overrides: o,

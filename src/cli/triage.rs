@@ -24,7 +24,7 @@ use crate::store::Store;
 pub use crate::broker::config::EVERY_VHOST;
 
 /// `--context '*'`: every context of the config file, each its own listing.
-pub const EVERY_CONTEXT: &str = "*";
+pub use crate::broker::config::EVERY_CONTEXT;
 
 /// One vhost's dead-letter queues with their figures.
 struct Place {
@@ -50,20 +50,15 @@ fn scopes_of(c: &ConnArgs) -> Result<Vec<(Option<String>, ConnArgs)>, Failure> {
     if !every_context(c) {
         return Ok(vec![(None, c.clone())]);
     }
-    let cfg =
-        config::Config::read(c.config.as_deref()).map_err(|e| Failure::usage(e.to_string()))?;
-    if cfg.contexts.is_empty() {
-        return Err(Failure::usage(
-            "--context '*' looks at every context of the config file, and it defines none: add [contexts.NAME] sections",
-        ));
-    }
-    Ok(cfg
-        .contexts
-        .keys()
+    let names = config::Config::read(c.config.as_deref())
+        .and_then(|cfg| cfg.every_context())
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    Ok(names
+        .into_iter()
         .map(|name| {
             let mut one = c.clone();
             one.context = Some(name.clone());
-            (Some(name.clone()), one)
+            (Some(name), one)
         })
         .collect())
 }

@@ -5,7 +5,7 @@ use jiff::Timestamp;
 use ratatui::crossterm::event::KeyEvent;
 
 pub use crate::worker::protocol::{
-    ConnectionState, Failure, JobKind, Operation, OperationKind, Overview, ReplayOutcome,
+    ConnectionState, Failure, JobKind, Operation, OperationKind, Overview, Reach, ReplayOutcome,
     ReplayPreview, ReplayProgress, Report, RestoreHow, RestorePreview, Ticket,
 };
 

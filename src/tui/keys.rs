@@ -64,6 +64,8 @@ pub enum Action {
     PageDown,
     Open,
     Back,
+    /// Every context of the config file at once (`:ctx *`); from a queue opened there, back.
+    EveryContext,
     Reload,
     ToggleOrdinary,
     /// Order the queue list (the same order again: reversed).
@@ -236,6 +238,14 @@ pub static BINDINGS: &[Binding] = &[
         label: "P",
         action: A::Protect,
         help: "protect: lift delivery limit",
+        footer: None,
+        scopes: &[S::Queues],
+    },
+    Binding {
+        keys: &[Char('*')],
+        label: "*",
+        action: A::EveryContext,
+        help: "every context at once, one list (:ctx *)",
         footer: None,
         scopes: &[S::Queues],
     },
@@ -467,7 +477,7 @@ pub static BINDINGS: &[Binding] = &[
         keys: &[Char(':')],
         label: ":",
         action: A::CommandLine,
-        help: ":ctx N, :vhost N (* every vhost), :limit N, :q",
+        help: ":ctx/:vhost N (* every one), :limit N, :q",
         footer: Some("command"),
         scopes: &[S::Global],
     },

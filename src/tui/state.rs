@@ -493,6 +493,12 @@ pub struct State {
     pub pending_reread: Option<QueueRef>,
     /// A queue the operator asked to protect: the same key again confirms.
     pub pending_protect: Option<QueueRef>,
+    /// A queue opened from every context at once (Enter): once the switch to its context has
+    /// landed, it is opened there (its vhost and name, in that context's terms).
+    pub open_after_switch: Option<QueueRef>,
+    /// The place shown was reached from every context at once: `*` goes back, and the footer
+    /// says so.
+    pub from_every_context: bool,
     pub browse: Option<Browse>,
     pub msg_cursor: usize,
     pub group_cursor: usize,
@@ -585,6 +591,8 @@ impl State {
             pending_browse: None,
             pending_reread: None,
             pending_protect: None,
+            open_after_switch: None,
+            from_every_context: false,
             browse: None,
             msg_cursor: 0,
             group_cursor: 0,
@@ -670,9 +678,51 @@ impl State {
         self.queue_rows().get(self.queue_cursor).map(QueueRow::id)
     }
 
-    /// Every vhost of the context is listed (`:vhost *`): each queue shows its vhost.
+    /// The version of the broker a queue of `context` lives on: with every context listed,
+    /// that context's (each is its own broker); else the session's.
+    pub fn version_of(&self, context: &str) -> Option<crate::domain::features::BrokerVersion> {
+        let text = if self.every_context() {
+            self.overview
+                .contexts
+                .iter()
+                .find(|r| r.context == context)
+                .map_or("", |r| r.broker_version.as_str())
+        } else {
+            self.overview.broker_version.as_str()
+        };
+        crate::domain::features::BrokerVersion::parse(text)
+    }
+
+    /// Every vhost of the context is listed (`:vhost *`): each queue shows its vhost. (Every
+    /// context at once labels its queues its own way: see [`State::place_of`].)
     pub fn every_vhost(&self) -> bool {
-        self.overview.vhost == crate::broker::config::EVERY_VHOST
+        self.overview.vhost == crate::broker::config::EVERY_VHOST && !self.every_context()
+    }
+
+    /// Every context of the config file is listed at once (`:ctx *`): each queue shows its
+    /// context, and the scope is for looking (Enter opens a queue in its own context).
+    pub fn every_context(&self) -> bool {
+        self.overview.context == crate::broker::config::EVERY_CONTEXT
+    }
+
+    /// With every context listed: where a queue lives, as its row shows it before its name —
+    /// its context, and its vhost too where that is not the context's own ("staging/billing").
+    /// Empty in any other scope (or for a queue of no context).
+    pub fn place_of(&self, context: &str, vhost: &str) -> String {
+        if !self.every_context() || context.is_empty() {
+            return String::new();
+        }
+        let own = self
+            .overview
+            .contexts
+            .iter()
+            .find(|r| r.context == context)
+            .map(|r| r.vhost.as_str());
+        if own == Some(vhost) {
+            context.to_string()
+        } else {
+            format!("{context}/{vhost}")
+        }
     }
 
     /// The dead-letter queue `name` of the place shown (with every vhost listed, the first of
@@ -704,7 +754,7 @@ impl State {
             .discovery
             .dead_letter_queues
             .iter()
-            .position(|d| d.name == id.name && d.vhost == id.vhost)?;
+            .position(|d| d.is(id))?;
         self.figures.get(i)
     }
 
@@ -716,7 +766,7 @@ impl State {
             if let Some(depth) = d.depth {
                 let sample = Sample { at: now, depth };
                 // A key is built only for a queue seen the first time.
-                match self.histories.get_mut(key.set(&d.vhost, &d.name)) {
+                match self.histories.get_mut(key.set_to(d)) {
                     Some(h) => h.record(sample),
                     None => self.histories.entry(d.id()).or_default().record(sample),
                 }
@@ -742,7 +792,7 @@ impl State {
         self.figures = urgency::dlq_figures_by(
             &self.discovery,
             |q| {
-                let k = key.set(&q.vhost, &q.name);
+                let k = key.set_to(q);
                 (histories.get(k), heads.get(k))
             },
             self.now,
@@ -755,11 +805,7 @@ impl State {
             .map(|(d, f)| (d.name.as_str(), f))
             .collect();
         self.queue_order = urgency::order(&keyed, self.sort, self.sort_reverse);
-        let found = keep.and_then(|id| {
-            self.queue_rows()
-                .iter()
-                .position(|r| r.name() == id.name && r.vhost() == id.vhost)
-        });
+        let found = keep.and_then(|id| self.queue_rows().iter().position(|r| r.is(&id)));
         self.queue_cursor = found
             .unwrap_or(self.queue_cursor)
             .min(self.queue_rows().len().saturating_sub(1));
@@ -1012,7 +1058,23 @@ impl QueueRow<'_> {
     }
 
     pub fn id(&self) -> QueueRef {
-        QueueRef::new(self.vhost(), self.name())
+        match self {
+            QueueRow::Dlq(d) => d.id(),
+            QueueRow::Other(q) => QueueRef::new(&q.vhost, &q.name),
+        }
+    }
+
+    /// Whether it is the queue `id`, without building its key.
+    pub fn is(&self, id: &QueueRef) -> bool {
+        self.name() == id.name && self.vhost() == id.vhost && self.context() == id.context
+    }
+
+    /// The context it was listed in (every context at once), else empty.
+    pub fn context(&self) -> &str {
+        match self {
+            QueueRow::Dlq(d) => &d.context,
+            QueueRow::Other(_) => "",
+        }
     }
 
     pub fn depth(&self) -> Option<u64> {

@@ -87,10 +87,13 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
                 .switching
                 .as_ref()
                 .is_some_and(|s| s.generation == ticket.generation);
+            let mut open_now = None;
             if switched {
                 let to = state.switching.take().map(|s| s.to).unwrap_or_default();
                 enter_new_place(state, ticket.generation);
                 state.notice = Some(format!("switched to {to}"));
+                open_now = state.open_after_switch.take();
+                state.from_every_context = open_now.is_some();
             } else if !current(state, ticket.generation) {
                 return Vec::new();
             }
@@ -114,7 +117,10 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             state.sample_depths();
             state.refresh_urgency(keep);
             state.dirty = true;
-            Vec::new()
+            match open_now {
+                Some(queue) => open_listed(state, &queue),
+                None => Vec::new(),
+            }
         }
         Report::DepthHistory {
             samples,
@@ -145,21 +151,22 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             state.depths_at = Some(state.now);
             let mut changed = stale_before;
             // One map and one pass over each list: a refresh of 10,000 queues is linear. By
-            // vhost, then name: looked up without building a key per queue.
-            let mut depths = by_vhost(depths);
-            let mut take = |vhost: &str, name: &str| {
+            // context, vhost, then name: looked up without building a key per queue.
+            let mut depths = by_place(depths);
+            let mut take = |context: &str, vhost: &str, name: &str| {
                 depths
-                    .get_mut(vhost)
+                    .get_mut(context)
+                    .and_then(|of_context| of_context.get_mut(vhost))
                     .and_then(|of_vhost| of_vhost.remove(name))
             };
             for d in &mut state.discovery.dead_letter_queues {
-                if let Some(depth) = take(&d.vhost, &d.name) {
+                if let Some(depth) = take(&d.context, &d.vhost, &d.name) {
                     changed |= d.depth != depth;
                     d.depth = depth;
                 }
             }
             for q in &mut state.discovery.other_queues {
-                if let Some(depth) = take(&q.vhost, &q.name) {
+                if let Some(depth) = take("", &q.vhost, &q.name) {
                     changed |= q.depth != depth;
                     q.depth = depth;
                 }
@@ -279,7 +286,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             if !current(state, ticket.generation) {
                 return Vec::new();
             }
-            let queue = QueueRef { vhost, name: queue };
+            let queue = QueueRef::new(&vhost, &queue);
             if state.loading.as_ref() == Some(&queue) {
                 state.loading = None;
             }
@@ -347,6 +354,7 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
                 return Vec::new();
             }
             let to = state.switching.take().map(|s| s.to).unwrap_or_default();
+            state.open_after_switch = None;
             state.error = Some(format!(
                 "could not switch to {to}: {}; still on {}",
                 sanitize::one_line(&text, 400),
@@ -450,20 +458,30 @@ fn is_queue(at: Option<&QueueRef>, vhost: &str, queue: &str) -> bool {
     at.is_some_and(|q| q.name == queue && q.vhost == vhost)
 }
 
-/// Depths by vhost, then name: one map per vhost, looked up with borrowed names.
-type Depths = FnvHashMap<String, FnvHashMap<String, Option<u64>>>;
+/// Depths by context (empty but with every context listed), vhost, then name: one map per
+/// vhost, looked up with borrowed names.
+type Depths = FnvHashMap<String, FnvHashMap<String, FnvHashMap<String, Option<u64>>>>;
 
-fn by_vhost(depths: Vec<(QueueRef, Option<u64>)>) -> Depths {
+fn by_place(depths: Vec<(QueueRef, Option<u64>)>) -> Depths {
     let mut out = Depths::default();
     for (q, depth) in depths {
-        match out.get_mut(&q.vhost) {
+        let QueueRef {
+            context,
+            vhost,
+            name,
+        } = q;
+        let of_context = match out.get_mut(&context) {
+            Some(c) => c,
+            None => out.entry(context).or_default(),
+        };
+        match of_context.get_mut(&vhost) {
             Some(of_vhost) => {
-                of_vhost.insert(q.name, depth);
+                of_vhost.insert(name, depth);
             }
             None => {
                 let mut of_vhost = FnvHashMap::default();
-                of_vhost.insert(q.name, depth);
-                out.insert(q.vhost, of_vhost);
+                of_vhost.insert(name, depth);
+                of_context.insert(vhost, of_vhost);
             }
         }
     }
@@ -689,6 +707,12 @@ fn force_quit(state: &mut State) -> Vec<Command> {
 }
 
 fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Vec<Command> {
+    if state.every_context()
+        && let Some(what) = not_in_every_context(action)
+    {
+        state.error = Some(format!("{what}: {EVERY_CONTEXT_LOOKS}"));
+        return Vec::new();
+    }
     match action {
         Action::Quit => {
             state.quit = true;
@@ -728,7 +752,11 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::PageDown => move_cursor(state, PAGE as isize),
         Action::Top => move_cursor(state, isize::MIN),
         Action::Bottom => move_cursor(state, isize::MAX),
+        Action::Open if state.every_context() && state.focus == Focus::Queues => {
+            return open_in_its_context(state);
+        }
         Action::Open => return open(state, pending),
+        Action::EveryContext => return run_command_line(state, "ctx *"),
         Action::Back => {
             state.banner_whole = false;
             if state.error.take().is_none() && state.notice.take().is_none() {
@@ -817,6 +845,66 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
     Vec::new()
 }
 
+/// Why work is not done from every context at once: each context has its own rights.
+pub const EVERY_CONTEXT_LOOKS: &str = "every context at once is for looking, and each context keeps its own rights: Enter opens the queue in its own context (read-only there only if that context is), * comes back here";
+
+/// What `action` would do that every context at once does not, in words; `None` for what it
+/// does (look, sort, move, open, switch).
+fn not_in_every_context(action: Action) -> Option<&'static str> {
+    Some(match action {
+        Action::Replay => "replay",
+        Action::Archive => "archive",
+        Action::Discard => "discard",
+        Action::Protect => "protect",
+        Action::GroupNote => "a note on a group",
+        Action::ReplaysView => "the Replays view",
+        Action::SaveSnapshot => "a snapshot",
+        Action::ToggleOrdinary => "ordinary queues are listed in their context",
+        _ => return None,
+    })
+}
+
+/// Enter on every context's queue list: to the queue's context (and vhost), where it is
+/// opened once the switch has landed (see `open_listed`), with that context's own rights.
+fn open_in_its_context(state: &mut State) -> Vec<Command> {
+    let Some(QueueRef {
+        context,
+        vhost,
+        name,
+    }) = state.queue_at_cursor()
+    else {
+        return Vec::new();
+    };
+    if context.is_empty() {
+        return Vec::new();
+    }
+    let to = format!(
+        "context {} to open {}",
+        sanitize::one_line(&context, 40),
+        sanitize::one_line(&name, 60)
+    );
+    let cmds = switch(state, context, Some(vhost.clone()), true, to);
+    if !cmds.is_empty() {
+        state.open_after_switch = Some(QueueRef::new(&vhost, &name));
+    }
+    cmds
+}
+
+/// After a switch from every context: `queue` opened, as Enter opens it (asking first where a
+/// read costs deliveries), when the new place lists it.
+fn open_listed(state: &mut State, queue: &QueueRef) -> Vec<Command> {
+    let Some(at) = state.queue_rows().iter().position(|r| r.is(queue)) else {
+        state.notice = Some(format!(
+            "{} is not listed here any more",
+            shown(state, queue)
+        ));
+        return Vec::new();
+    };
+    state.queue_cursor = at;
+    state.focus = Focus::Queues;
+    open(state, None)
+}
+
 /// Reads the open queue again, up to `browse_limit` (Ctrl-R, `:limit`). Reading a quorum queue
 /// with a limit again spends deliveries: that says so and waits for Ctrl-R again.
 fn read_open_queue_again(state: &mut State) -> Vec<Command> {
@@ -856,7 +944,14 @@ fn browse(state: &mut State, queue: QueueRef, read_again: bool) -> Vec<Command> 
 /// vhost ("billing/orders.dlq").
 pub fn shown(state: &State, queue: &QueueRef) -> String {
     let name = crate::domain::archive::shown_name(&queue.name);
-    if state.every_vhost() {
+    let place = state.place_of(&queue.context, &queue.vhost);
+    if !place.is_empty() {
+        format!(
+            "{}/{}",
+            sanitize::one_line(&place, 60),
+            sanitize::one_line(name, 80)
+        )
+    } else if state.every_vhost() {
         format!(
             "{}/{}",
             sanitize::one_line(&queue.vhost, 30),
@@ -1672,46 +1767,27 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
     match (verb, arg.is_empty()) {
         ("", _) => Vec::new(),
         ("q" | "q!" | "quit" | "qa", _) => force_quit(state),
-        ("ctx" | "context", false) if arg == "*" => {
-            state.error = Some(
-                "every context at once is not in the terminal UI yet: `warren queues --context '*'` and `warren watch --context '*'` list them all; here, :ctx NAME (and :vhost * for every vhost of it)".into(),
-            );
-            Vec::new()
+        ("ctx" | "context", false) => {
+            let to = if arg == crate::broker::config::EVERY_CONTEXT {
+                "every context".to_string()
+            } else {
+                format!("context {}", sanitize::one_line(&arg, 60))
+            };
+            switch(state, arg, None, true, to)
         }
-        ("ctx" | "context" | "vhost" | "vh", false) => {
-            if state.replay_running() {
+        ("vhost" | "vh", false) => {
+            if state.every_context() {
                 state.error = Some(
-                    "a replay is running: wait for it or cancel it (Esc) before switching".into(),
+                    "every context at once lists each context's own vhost: open a context (:ctx NAME, or Enter on a queue) to choose another; `warren --context '*' --vhost '*'` lists every vhost of each".into(),
                 );
                 return Vec::new();
             }
-            // Nothing changes on screen until the worker reached the new place and listed it.
-            let generation = state.last_generation.max(state.generation) + 1;
-            state.last_generation = generation;
-            let context = matches!(verb, "ctx" | "context");
-            let to = if !context && arg == crate::broker::config::EVERY_VHOST {
+            let to = if arg == crate::broker::config::EVERY_VHOST {
                 "every vhost".to_string()
             } else {
-                format!(
-                    "{} {}",
-                    if context { "context" } else { "vhost" },
-                    sanitize::one_line(&arg, 60)
-                )
+                format!("vhost {}", sanitize::one_line(&arg, 60))
             };
-            state.switching = Some(Switching { generation, to });
-            state.error = None;
-            state.dirty = true;
-            if context {
-                vec![Command::SwitchContext {
-                    name: arg,
-                    generation,
-                }]
-            } else {
-                vec![Command::SwitchVhost {
-                    name: arg,
-                    generation,
-                }]
-            }
+            switch(state, arg, None, false, to)
         }
         ("limit", false) => {
             match arg.parse::<usize>() {
@@ -1749,11 +1825,47 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
     }
 }
 
+/// `:ctx`, `:vhost`, Enter in every context, `*`: nothing changes on screen until the worker
+/// reached the new place and listed it. `name` is the context (with `vhost`, that vhost of it)
+/// when `context`, else the vhost.
+fn switch(
+    state: &mut State,
+    name: String,
+    vhost: Option<String>,
+    context: bool,
+    to: String,
+) -> Vec<Command> {
+    if state.replay_running() {
+        state.error =
+            Some("a replay is running: wait for it or cancel it (Esc) before switching".into());
+        return Vec::new();
+    }
+    let generation = state.last_generation.max(state.generation) + 1;
+    state.last_generation = generation;
+    state.switching = Some(Switching { generation, to });
+    // A queue to open belongs to the switch that asked for it.
+    state.open_after_switch = None;
+    state.error = None;
+    state.dirty = true;
+    if context {
+        vec![Command::SwitchContext {
+            name,
+            vhost,
+            generation,
+        }]
+    } else {
+        vec![Command::SwitchVhost { name, generation }]
+    }
+}
+
 /// Where the screen is, in words: "context prod-eu, vhost /orders".
 fn place(state: &State) -> String {
     let o = &state.overview;
     if o.context.is_empty() {
         return "the current one".into();
+    }
+    if state.every_context() {
+        return "every context".into();
     }
     format!(
         "context {}, {}",

@@ -140,6 +140,11 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
     if let Some(sw) = &state.switching {
         spans.push(Span::styled(format!(" switching to {}… ", sw.to), t.warn));
     }
+    if state.every_context() {
+        every_context_spans(state, &mut spans);
+        frame.render_widget(Paragraph::new(Line::from(spans)), area);
+        return;
+    }
     if !o.context.is_empty() && !context_shown {
         spans.push(Span::raw(format!(" {}", s(&o.context, 24))));
     }
@@ -179,6 +184,40 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
         ));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// The scope of every context at once: how many contexts are listed, and each that is not,
+/// with why (cut to fit; the command log and `w` have it whole).
+fn every_context_spans(state: &State, spans: &mut Vec<Span<'static>>) {
+    let t = &state.theme;
+    let o = &state.overview;
+    let listed = o.contexts.iter().filter(|r| r.unreached.is_none()).count();
+    let scope = if o.vhost == crate::broker::config::EVERY_VHOST {
+        format!(" every context ({listed}), every vhost ")
+    } else {
+        format!(" every context ({listed}) ")
+    };
+    spans.push(Span::styled(scope, t.accent));
+    let read_only = o
+        .contexts
+        .iter()
+        .filter(|r| r.unreached.is_none() && r.read_only)
+        .count();
+    if read_only > 0 {
+        spans.push(Span::styled(format!(" {read_only} read-only "), t.muted));
+    }
+    for r in o.contexts.iter() {
+        if let Some(why) = &r.unreached {
+            spans.push(Span::styled(
+                format!(
+                    " ✕ {}: {} ",
+                    sanitize::one_line(&r.context, 24),
+                    sanitize::one_line(why, 60)
+                ),
+                t.danger,
+            ));
+        }
+    }
 }
 
 /// How much the queue pane shows besides the name, by its width.
@@ -233,7 +272,9 @@ fn longest_label(state: &State) -> u16 {
         .queue_rows()
         .iter()
         .map(|r| {
-            unicode_width::UnicodeWidthStr::width(queue_label(state, r.vhost(), r.name()).as_str())
+            unicode_width::UnicodeWidthStr::width(
+                queue_label(state, r.context(), r.vhost(), r.name()).as_str(),
+            )
         })
         .max()
         .unwrap_or(0);
@@ -322,7 +363,9 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
     if rows.is_empty() {
         frame.render_widget(
             Paragraph::new(Span::styled(
-                if state.every_vhost() {
+                if state.every_context() {
+                    "no dead-letter queues in any context reached"
+                } else if state.every_vhost() {
                     "no dead-letter queues in any vhost (o: all queues)"
                 } else {
                     "no dead-letter queues in this vhost (o: all queues)"
@@ -343,7 +386,6 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
         (area, None)
     };
     // Whether a read spends deliveries depends on the broker's version (free on 4.3+).
-    let version = crate::domain::features::BrokerVersion::parse(&state.overview.broker_version);
     let figures = state.row_figures();
     let right = |text: String| Cell::from(Line::from(text).right_aligned());
     // Only the rows in view are built: a vhost of 10,000 queues draws a screenful.
@@ -352,7 +394,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
         .iter()
         .zip(figures.get(first..end).unwrap_or(&[]))
         .map(|(r, f)| {
-            let name = queue_title(state, r.vhost(), r.name(), name_w);
+            let name = queue_title_in(state, r.context(), r.vhost(), r.name(), name_w);
             let f = f.copied().unwrap_or_default();
             let (style, kind, framework, marker, depth) = match r {
                 QueueRow::Dlq(d) => (
@@ -363,7 +405,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
                         short_kind(d.kind)
                     },
                     d.convention.as_str().to_string(),
-                    d.limit_applies(version),
+                    d.limit_applies(state.version_of(&d.context)),
                     d.depth,
                 ),
                 QueueRow::Other(q) => (
@@ -572,17 +614,35 @@ fn cursor_style(state: &State, focused: bool) -> Style {
     }
 }
 
+/// What a row shows before a queue's name: with every context listed, its context (and its
+/// vhost where not the context's own); with every vhost listed, its vhost; else nothing.
+fn row_prefix(state: &State, context: &str, vhost: &str) -> String {
+    if state.every_context() {
+        sanitize::one_line(&state.place_of(context, vhost), 40)
+    } else if state.every_vhost() {
+        sanitize::one_line(vhost, 24)
+    } else {
+        String::new()
+    }
+}
+
 /// A queue's name as a title or a row shows it, at most `max` columns: with every vhost
 /// listed, after its vhost ("billing/orders.dlq"), each sanitised. Where both do not fit the
 /// name keeps its room (it says what the queue is) and the vhost, cut in the middle, what is
 /// left, at least 4 columns.
 fn queue_title(state: &State, vhost: &str, name: &str, max: usize) -> String {
+    queue_title_in(state, "", vhost, name, max)
+}
+
+/// [`queue_title`] of a queue of `context` (every context listed: after its context).
+fn queue_title_in(state: &State, context: &str, vhost: &str, name: &str, max: usize) -> String {
     let name = crate::domain::archive::shown_name(name);
-    if !state.every_vhost() {
+    let v = row_prefix(state, context, vhost);
+    if v.is_empty() {
         return sanitize::middle_cut(name, max);
     }
     let cols = |s: &str| unicode_width::UnicodeWidthStr::width(s);
-    let (v, n) = (sanitize::one_line(vhost, 24), sanitize::one_line(name, 255));
+    let n = sanitize::one_line(name, 255);
     let (vw, nw) = (cols(&v), cols(&n));
     if vw + 1 + nw <= max {
         return format!("{v}/{n}");
@@ -596,18 +656,15 @@ fn queue_title(state: &State, vhost: &str, name: &str, max: usize) -> String {
     )
 }
 
-/// A queue's name in the list, not yet cut: with every vhost listed, after its vhost (bounded),
-/// so that two queues of one name in two vhosts read as two.
-fn queue_label(state: &State, vhost: &str, name: &str) -> String {
+/// A queue's name in the list, not yet cut: after its context or vhost where the scope holds
+/// several (bounded), so that two queues of one name in two places read as two.
+fn queue_label(state: &State, context: &str, vhost: &str, name: &str) -> String {
     let name = crate::domain::archive::shown_name(name);
-    if state.every_vhost() {
-        format!(
-            "{}/{}",
-            sanitize::one_line(vhost, 24),
-            sanitize::one_line(name, 255)
-        )
-    } else {
+    let v = row_prefix(state, context, vhost);
+    if v.is_empty() {
         sanitize::one_line(name, 255)
+    } else {
+        format!("{v}/{}", sanitize::one_line(name, 255))
     }
 }
 
@@ -691,11 +748,15 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     let Some(b) = &state.browse else {
         let hint = if state.loading.is_some() {
             "reading messages (they stay in the queue)…"
+        } else if state.every_context() {
+            "Enter on a queue opens it in its own context, with that context's rights (* there comes back here)"
         } else {
             "Enter on a queue to browse it"
         };
         frame.render_widget(
-            Paragraph::new(Span::styled(hint, t.muted)).block(block),
+            Paragraph::new(Span::styled(hint, t.muted))
+                .wrap(Wrap { trim: true })
+                .block(block),
             area,
         );
         return;
@@ -1167,9 +1228,16 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
     } else {
         keys::footer(footer_scope(state))
             .into_iter()
+            // Every context at once lists dead-letter queues only.
+            .filter(|b| !(state.every_context() && b.action == keys::Action::ToggleOrdinary))
             .map(|b| {
                 let word = match (&state.overlay, b.action) {
                     (Overlay::Replay(m), keys::Action::Accept) => m.enter_does(),
+                    (Overlay::None, keys::Action::Open)
+                        if state.every_context() && state.focus == Focus::Queues =>
+                    {
+                        "open in its context"
+                    }
                     // In the archive, `r` restores.
                     (Overlay::None, keys::Action::Replay) if state.archive_open() => "restore",
                     _ => b.footer.unwrap_or(""),
@@ -1183,6 +1251,19 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
                 (b.label.to_string(), word, disabled)
             })
             .collect()
+    };
+    // Opened from every context at once: the way back comes first.
+    let hints = if state.from_every_context
+        && state.focus == Focus::Queues
+        && matches!(state.overlay, Overlay::None)
+        && state.command_input.is_none()
+        && state.filter_input.is_none()
+    {
+        let mut back = vec![("*".to_string(), "every context".to_string(), false)];
+        back.extend(hints);
+        back
+    } else {
+        hints
     };
     for (key, word, disabled) in hints {
         let len = key.chars().count() + word.chars().count() + 3;

@@ -3,6 +3,7 @@
 //! on the network, and neither does the worker's command loop: `plan` decides, and every connect,
 //! discovery, refresh, read, protect and replay runs in a task that reports back to the loop.
 
+mod contexts;
 mod ops;
 mod plan;
 pub mod protocol;
@@ -49,6 +50,8 @@ pub enum Source {
 #[derive(Clone)]
 enum Backend {
     Broker(Arc<Sessions>),
+    /// Every context at once: each context's sessions (see `contexts`), for looking only.
+    Contexts(Arc<contexts::Contexts>),
     Snapshot(Arc<Vec<(SnapshotHeader, Vec<DeadLetter>)>>),
 }
 
@@ -172,28 +175,17 @@ impl Shell {
         let done = self.done.clone();
         let ops = Ops(self.events.clone());
         self.connecting = Some(tokio::spawn(async move {
-            let result = open(&overrides).await;
-            if let Ok(ss) = &result {
-                let s = ss.main();
-                let place = if ss.every() {
-                    "every vhost (one listing; a session per vhost opened when first used)"
-                        .to_string()
-                } else {
-                    format!("vhost '{}'", s.vhost())
-                };
-                ops.report(
-                    OperationKind::Connect,
-                    format!(
-                        "context '{}': RabbitMQ {} at {}, {place} as {} (management API, then AMQP)",
-                        s.target.context,
-                        s.overview.rabbitmq_version,
-                        s.mgmt.active_url(),
-                        s.whoami.name
-                    ),
-                )
-                .await;
-            }
-            let result = result.map(|s| Backend::Broker(Arc::new(s)));
+            let result = if contexts::every(&overrides) {
+                contexts::open(&overrides, &ops)
+                    .await
+                    .map(|cs| Backend::Contexts(Arc::new(cs)))
+            } else {
+                let result = open(&overrides).await;
+                if let Ok(ss) = &result {
+                    report_connected(&ops, ss).await;
+                }
+                result.map(|s| Backend::Broker(Arc::new(s)))
+            };
             let _ = done.send(Done::Connected { attempt, result }).await;
         }));
     }
@@ -250,12 +242,33 @@ impl Shell {
 /// `:vhost` (or one that failed) belongs to the context it was chosen in.
 fn retarget(o: &mut Overrides, to: Retarget) {
     match to {
-        Retarget::Context(name) => {
+        Retarget::Context(name, vhost) => {
             o.context = Some(name);
-            o.vhost = None;
+            o.vhost = vhost;
         }
         Retarget::Vhost(name) => o.vhost = Some(name),
     }
+}
+
+/// Says in the command log where a session went.
+async fn report_connected(ops: &Ops, ss: &Sessions) {
+    let s = ss.main();
+    let place = if ss.every() {
+        "every vhost (one listing; a session per vhost opened when first used)".to_string()
+    } else {
+        format!("vhost '{}'", s.vhost())
+    };
+    ops.report(
+        OperationKind::Connect,
+        format!(
+            "context '{}': RabbitMQ {} at {}, {place} as {} (management API, then AMQP)",
+            s.target.context,
+            s.overview.rabbitmq_version,
+            s.mgmt.active_url(),
+            s.whoami.name
+        ),
+    )
+    .await;
 }
 
 /// Connected means both APIs answered for this vhost: the management API (in `open`, which also
@@ -334,7 +347,7 @@ async fn perform(
             } else {
                 ReadConsent::Reuse
             };
-            let at = QueueRef { vhost, name: queue };
+            let at = QueueRef::new(&vhost, &queue);
             (
                 browse(&backend, at, limit, consent, ticket, ops).await,
                 None,
@@ -354,15 +367,7 @@ async fn perform(
                 record_depths(ss.main(), &qs);
                 let depths = qs
                     .into_iter()
-                    .map(|(vhost, q)| {
-                        (
-                            QueueRef {
-                                vhost,
-                                name: q.name,
-                            },
-                            q.messages,
-                        )
-                    })
+                    .map(|(vhost, q)| (QueueRef::new(&vhost, &q.name), q.messages))
                     .collect();
                 (vec![Report::DepthsRefreshed { depths, ticket }], None)
             }
@@ -412,6 +417,18 @@ async fn perform(
             }
         }
         (Work::Replays, Backend::Broker(ss)) => (vec![replays(&ss, ticket).await], None),
+        (Work::Discover, Backend::Contexts(cs)) => (
+            contexts::discover(&cs, ticket, read_only_flag, ops).await,
+            None,
+        ),
+        (Work::Refresh, Backend::Contexts(cs)) => {
+            (vec![contexts::refresh(&cs, ticket).await], None)
+        }
+        // Every context at once is for looking (the UI refuses these before they are asked).
+        (
+            Work::Preview { .. } | Work::Protect { .. } | Work::Notes(_) | Work::Replays,
+            Backend::Contexts(_),
+        ) => (vec![fail(&contexts::LOOK_ONLY)], None),
         // The plan refuses these for a snapshot before they start.
         (
             Work::Refresh
@@ -421,6 +438,9 @@ async fn perform(
             | Work::Replays,
             Backend::Snapshot(_),
         ) => (Vec::new(), None),
+        (Work::Replay(req), Backend::Contexts(_)) => {
+            (vec![plan::replay_failed(&req, contexts::LOOK_ONLY)], None)
+        }
         (Work::Replay(req), _) => (
             vec![plan::replay_failed(
                 &req,
@@ -491,10 +511,7 @@ fn depth_history(s: &Session, d: &Discovery, ticket: Ticket) -> Option<Report> {
             .filter_map(|(name, depth)| Some((name, depth?)))
             .collect();
         let key = s.memory_key_of(vhost);
-        let of_vhost = |name: String| QueueRef {
-            vhost: vhost.to_string(),
-            name,
-        };
+        let of_vhost = |name: String| QueueRef::new(vhost, &name);
         for (name, kept) in st.depth_history(&key, &depths, now).ok()? {
             samples.insert(of_vhost(name), kept);
         }
@@ -614,6 +631,7 @@ async fn discover(ss: &Sessions, ticket: Ticket, read_only_flag: bool, ops: &Ops
                 read_only_reason,
                 color: s.target.color,
                 label: s.target.label.clone(),
+                contexts: Vec::new(),
             };
             Report::QueuesLoaded {
                 overview,
@@ -652,7 +670,9 @@ async fn browse(
     ticket: Ticket,
     ops: &Ops,
 ) -> Vec<Report> {
-    let QueueRef { vhost, name: queue } = at;
+    let QueueRef {
+        vhost, name: queue, ..
+    } = at;
     let s = match backend {
         Backend::Snapshot(snapshots) => {
             let messages: Vec<Packed> = snapshots
@@ -673,6 +693,12 @@ async fn browse(
                 stop: format!("{n} messages from the snapshot"),
                 ticket,
             }];
+        }
+        Backend::Contexts(_) => {
+            return vec![Report::Error(Failure::in_generation(
+                contexts::LOOK_ONLY,
+                ticket.generation,
+            ))];
         }
         Backend::Broker(ss) => match session_of(ss, &vhost).await {
             Ok(s) => s,
@@ -751,7 +777,7 @@ async fn browse(
                 notes,
             ]
         }
-        Err(e) => vec![read_failure(QueueRef { vhost, name: queue }, e, ticket)],
+        Err(e) => vec![read_failure(QueueRef::new(&vhost, &queue), e, ticket)],
     }
 }
 
@@ -1889,6 +1915,7 @@ fn snapshot_overview(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Overvie
         read_only_reason: "replay is disabled: a snapshot is read-only (no broker)".into(),
         color: None,
         label: None,
+        contexts: Vec::new(),
     }
 }
 
@@ -1899,6 +1926,7 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
         .map(|(h, messages)| {
             let named = discovery::classify_name(&h.queue, &[]);
             DlqInfo {
+                context: String::new(),
                 vhost: h.vhost.clone(),
                 name: h.queue.clone(),
                 kind: named.map_or(DlqKind::DeadLetter, |m| m.kind),

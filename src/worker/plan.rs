@@ -55,7 +55,8 @@ pub enum Action<S> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Retarget {
-    Context(String),
+    /// A context (`*`: every context at once), and a vhost of it (else its own).
+    Context(String, Option<String>),
     Vhost(String),
 }
 
@@ -226,9 +227,11 @@ impl<S: Clone> Plan<S> {
         match cmd {
             Command::Quit => vec![Action::Quit],
             Command::CancelReplay => self.cancel_replay(),
-            Command::SwitchContext { name, generation } => {
-                self.switch(Retarget::Context(name), generation)
-            }
+            Command::SwitchContext {
+                name,
+                vhost,
+                generation,
+            } => self.switch(Retarget::Context(name, vhost), generation),
             Command::SwitchVhost { name, generation } => {
                 self.switch(Retarget::Vhost(name), generation)
             }
@@ -1109,6 +1112,7 @@ mod tests {
         started(&p.command(replay("q")));
         let a = p.command(Command::SwitchContext {
             name: "staging".into(),
+            vhost: None,
             generation: 1,
         });
         assert!(

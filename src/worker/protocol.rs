@@ -61,8 +61,12 @@ pub enum Command {
     /// is the new place's `Report::QueuesLoaded` tagged with `generation`, or
     /// `Report::SwitchFailed`. Once it succeeded, answers tagged with an older generation are
     /// dropped (see [`Ticket`]).
+    /// `name` may be `*` (`config::EVERY_CONTEXT`): every context of the config file at once,
+    /// each reached as itself, listed together and read-only. `vhost`: that vhost of the context
+    /// (opening a queue from every context), else the context's own.
     SwitchContext {
         name: String,
+        vhost: Option<String>,
         generation: u64,
     },
     SwitchVhost {
@@ -340,6 +344,23 @@ pub struct Overview {
     /// The context's colour and label from the config: the header bar shows them.
     pub color: Option<crate::broker::config::ContextColor>,
     pub label: Option<String>,
+    /// Every context at once (`context` is `*`): each context of the config file, as it was
+    /// reached, in the file's order. Empty in any other scope.
+    pub contexts: Vec<Reach>,
+}
+
+/// One context of every context at once: what it is, or why it is not listed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reach {
+    pub context: String,
+    /// The vhost listed in it: its own, or `*` (every vhost of it).
+    pub vhost: String,
+    pub broker_version: String,
+    /// Replay would be disabled in it (the context's `read_only`, `--read-only`, or no write
+    /// permission): what opening one of its queues leads to.
+    pub read_only: bool,
+    /// Why it is not listed, when it could not be reached or listed; the others are shown.
+    pub unreached: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -9,7 +9,7 @@ use warren::domain::discovery::{
 };
 use warren::domain::message::{DeadLetter, Delivery, Properties};
 use warren::domain::value::{HeaderValue, Table};
-use warren::tui::event::{Event, Overview, Report};
+use warren::tui::event::{Event, Overview, Reach, Report};
 use warren::tui::{State, Theme, update};
 
 /// 2025-09-28 12:24:15 UTC: 2h 14m after the orders ladder's first rejection.
@@ -274,6 +274,7 @@ pub const VHOST: &str = "/orders";
 
 fn dlq(name: &str, kind: DlqKind, convention: Convention, depth: u64, feeders: &[&str]) -> DlqInfo {
     DlqInfo {
+        context: String::new(),
         vhost: VHOST.into(),
         name: name.into(),
         kind,
@@ -387,6 +388,7 @@ pub fn overview() -> Overview {
         read_only_reason: String::new(),
         color: None,
         label: None,
+        contexts: Vec::new(),
     }
 }
 
@@ -570,12 +572,95 @@ pub fn every_vhost_overview() -> Overview {
 
 /// A state with every vhost's queues loaded.
 pub fn loaded_every_vhost(theme: Theme) -> State {
+    loaded_with(theme, every_vhost_overview(), every_vhost_discovery())
+}
+
+/// What the worker sends for every context at once (`:ctx *`): `prod-eu` (the fixtures'
+/// `/orders` queues), `staging` (read-only, on 4.3, an `orders.dlq` of its own in `/orders` too,
+/// and `invoices.dlq` in `billing`, which is not its own vhost), and `gone`, unreached.
+pub fn every_context_discovery() -> Discovery {
+    let mut prod = discovery();
+    prod.other_queues.clear();
+    prod.retry_loops.clear();
+    prod.set_context("prod-eu");
+    let mut staging = Discovery {
+        dead_letter_queues: vec![dlq(
+            "orders.dlq",
+            DlqKind::DeadLetter,
+            Convention::Broker,
+            900,
+            &["orders.process"],
+        )],
+        retry_loops: Vec::new(),
+        other_queues: Vec::new(),
+    };
+    let mut billing = Discovery {
+        dead_letter_queues: vec![dlq(
+            "invoices.dlq",
+            DlqKind::DeadLetter,
+            Convention::Broker,
+            4,
+            &["invoices"],
+        )],
+        retry_loops: Vec::new(),
+        other_queues: Vec::new(),
+    };
+    billing.set_vhost("billing");
+    staging
+        .dead_letter_queues
+        .extend(billing.dead_letter_queues);
+    staging.set_context("staging");
+    Discovery::merged(vec![prod, staging])
+}
+
+/// The reason the fixtures' `gone` context is not listed.
+pub const GONE_WHY: &str = "connection refused (127.0.0.1:9)";
+
+/// The overview of every context at once, as the worker sends it.
+pub fn every_context_overview() -> Overview {
+    Overview {
+        context: "*".into(),
+        vhost: String::new(),
+        read_only: true,
+        read_only_reason: "every context at once is for looking".into(),
+        contexts: vec![
+            Reach {
+                context: "gone".into(),
+                unreached: Some(GONE_WHY.into()),
+                ..Reach::default()
+            },
+            Reach {
+                context: "prod-eu".into(),
+                vhost: VHOST.into(),
+                broker_version: "4.0.5".into(),
+                read_only: false,
+                unreached: None,
+            },
+            Reach {
+                context: "staging".into(),
+                vhost: VHOST.into(),
+                broker_version: "4.3.0".into(),
+                read_only: true,
+                unreached: None,
+            },
+        ],
+        ..Overview::default()
+    }
+}
+
+/// A state with every context's queues loaded.
+pub fn loaded_every_context(theme: Theme) -> State {
+    loaded_with(theme, every_context_overview(), every_context_discovery())
+}
+
+/// A state with this listing loaded.
+fn loaded_with(theme: Theme, overview: Overview, discovery: Discovery) -> State {
     let mut st = State::new(now(), false, theme);
     update(
         &mut st,
         Report::QueuesLoaded {
-            overview: every_vhost_overview(),
-            discovery: every_vhost_discovery(),
+            overview,
+            discovery,
             ticket: Default::default(),
         },
     );

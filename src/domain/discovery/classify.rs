@@ -46,6 +46,9 @@ impl DlqKind {
 /// One dead-letter queue and what is needed to read it safely.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DlqInfo {
+    /// The context it was listed in, when every context of the config is listed at once
+    /// (`:ctx *`); empty otherwise (the context is the session's).
+    pub context: String,
     /// The vhost it lives in (set by the broker layer for the vhost it listed; empty until then).
     pub vhost: String,
     pub name: String,
@@ -74,9 +77,14 @@ pub struct DlqInfo {
 }
 
 impl DlqInfo {
-    /// Its identity across vhosts.
+    /// Its identity across vhosts (and contexts, when every context is listed).
     pub fn id(&self) -> QueueRef {
-        QueueRef::new(&self.vhost, &self.name)
+        QueueRef::in_context(&self.context, &self.vhost, &self.name)
+    }
+
+    /// Whether it is the queue `id`, without building its key.
+    pub fn is(&self, id: &QueueRef) -> bool {
+        self.name == id.name && self.vhost == id.vhost && self.context == id.context
     }
 
     /// Browsing can destroy messages here on a broker of this version: returns cost deliveries
@@ -88,28 +96,45 @@ impl DlqInfo {
 }
 
 /// A queue's identity across the vhosts of a context: its vhost and its name. Within one vhost
-/// the name is enough; a view of every vhost (`:vhost *`) may hold two queues of one name.
+/// the name is enough; a view of every vhost (`:vhost *`) may hold two queues of one name, and
+/// a view of every context (`:ctx *`) two of one vhost and name: there the context is part of
+/// it too (empty everywhere else, where the context is the session's).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QueueRef {
+    pub context: String,
     pub vhost: String,
     pub name: String,
 }
 
 impl QueueRef {
     pub fn new(vhost: &str, name: &str) -> QueueRef {
+        QueueRef::in_context("", vhost, name)
+    }
+
+    /// A queue of the context `context`, in a view of every context.
+    pub fn in_context(context: &str, vhost: &str, name: &str) -> QueueRef {
         QueueRef {
+            context: context.to_string(),
             vhost: vhost.to_string(),
             name: name.to_string(),
         }
     }
 
-    /// Makes this key `vhost`/`name` in place, reusing its buffers: a lookup per queue of a
-    /// long list without an allocation per queue.
+    /// Makes this key `vhost`/`name` (of the session's context) in place, reusing its buffers:
+    /// a lookup per queue of a long list without an allocation per queue.
     pub fn set(&mut self, vhost: &str, name: &str) -> &QueueRef {
+        self.context.clear();
         self.vhost.clear();
         self.vhost.push_str(vhost);
         self.name.clear();
         self.name.push_str(name);
+        self
+    }
+
+    /// [`QueueRef::set`] to the identity of `d`, its context included.
+    pub fn set_to(&mut self, d: &DlqInfo) -> &QueueRef {
+        self.set(&d.vhost, &d.name);
+        self.context.push_str(&d.context);
         self
     }
 }
@@ -156,9 +181,15 @@ impl Discovery {
     /// The dead-letter queue `id` (its vhost and name): a discovery of every vhost may list
     /// two of one name.
     pub fn dlq_of(&self, id: &QueueRef) -> Option<&DlqInfo> {
-        self.dead_letter_queues
-            .iter()
-            .find(|d| d.name == id.name && d.vhost == id.vhost)
+        self.dead_letter_queues.iter().find(|d| d.is(id))
+    }
+
+    /// Names `context` as where every dead-letter queue listed was found (a listing of every
+    /// context at once).
+    pub fn set_context(&mut self, context: &str) {
+        for d in &mut self.dead_letter_queues {
+            d.context = context.to_string();
+        }
     }
 
     /// Names `vhost` as the home of every queue listed (the listing was of that vhost).
@@ -224,6 +255,7 @@ impl Discovery {
         };
         let q = self.other_queues.remove(i);
         self.dead_letter_queues.push(DlqInfo {
+            context: String::new(),
             vhost: q.vhost,
             name: q.name,
             kind: DlqKind::Archive,
@@ -247,6 +279,7 @@ impl Discovery {
     /// stream, never drained by a replay.
     pub fn add_local_archive(&mut self, vhost: &str, entries: u64) {
         self.dead_letter_queues.push(DlqInfo {
+            context: String::new(),
             vhost: vhost.to_string(),
             name: crate::domain::archive::LOCAL_QUEUE.to_string(),
             kind: DlqKind::Archive,
@@ -567,6 +600,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             None => (DlqKind::DeadLetter, Convention::Broker),
         };
         dlqs.push(DlqInfo {
+            context: String::new(),
             vhost: String::new(),
             name: q.name.clone(),
             kind,
@@ -966,6 +1000,7 @@ mod tests {
 
     fn quorum_dlq(limit: Option<u64>) -> DlqInfo {
         DlqInfo {
+            context: String::new(),
             vhost: String::new(),
             name: "orders.dlq".into(),
             kind: DlqKind::DeadLetter,
