@@ -402,7 +402,8 @@ pub async fn read(s: &Session) -> Result<Vec<Vec<u8>>, String> {
     let mut req = BrowseRequest::new(name, QueueType::Stream, BrowsePolicy::unrestricted());
     req.limit = MAX_READ;
     req.end_offset = Some(tail);
-    // An outcome lists every moved id: whole bodies, not the browse cap.
+    // An entry holds up to about 1 MiB of moved ids (older outcomes hold all of a run's): whole
+    // bodies, not the browse cap.
     req.body_cap = 16 * 1024 * 1024;
     let page = browse::browse(conn, &req)
         .await
