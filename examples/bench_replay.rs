@@ -19,7 +19,8 @@
 //! Env: `BENCH_AMQP` (default `amqp://guest:guest@127.0.0.1:5672`), `BENCH_MGMT` (default
 //! `http://guest:guest@127.0.0.1:15672`), `BENCH_N` (20000), `BENCH_ROUNDS` (3), `BENCH_BODY`
 //! (bytes per message, 1024), `BENCH_NAIVE_N` (5000), `BENCH_WARREN` (the binary for
-//! `--million`; default `target/release/warren` beside this example).
+//! `--million`; default `target/release/warren` beside this example), `BENCH_AUDIT=1` (with
+//! `--million`: the run writes the broker's audit stream too).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -826,6 +827,22 @@ async fn declare(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+/// A management API GET, as JSON.
+async fn mgmt_get(b: &Bench, path: &str) -> Result<serde_json::Value> {
+    let mut u = b.mgmt.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    let url = format!("{}{path}", u.as_str().trim_end_matches('/'));
+    Ok(b.http
+        .get(&url)
+        .basic_auth(&b.user, Some(&b.pass))
+        .send()
+        .await
+        .with_context(|| format!("management API {url}"))?
+        .json()
+        .await?)
+}
+
 async fn version(b: &Bench) -> Result<String> {
     let mut u = b.mgmt.clone();
     let _ = u.set_username("");
@@ -1092,19 +1109,27 @@ async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
     );
     let dir = std::env::temp_dir().join(format!("warren-bench-million-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    // `BENCH_AUDIT=1`: the run writes the broker's audit stream too (created for it), so its
+    // outcome — every moved id — is part of what is measured.
+    let audit = std::env::var("BENCH_AUDIT").is_ok_and(|v| v == "1");
+    let mut args = vec![
+        "--amqp-url".to_string(),
+        b.amqp_url(),
+        "--management-url".to_string(),
+        b.mgmt.to_string(),
+        "--vhost".to_string(),
+        b.vhost.clone(),
+        "replay".to_string(),
+        "dlq".to_string(),
+        "--yes".to_string(),
+    ];
+    if audit {
+        args.push("--create-audit-stream".to_string());
+        println!("with the broker audit stream");
+    }
     let t = Instant::now();
     let mut child = std::process::Command::new(&bin)
-        .args([
-            "--amqp-url",
-            &b.amqp_url(),
-            "--management-url",
-            b.mgmt.as_str(),
-            "--vhost",
-            &b.vhost,
-            "replay",
-            "dlq",
-            "--yes",
-        ])
+        .args(&args)
         .env("WARREN_STORE", dir.join("warren.db"))
         .env("WARREN_LOG_DIR", &dir)
         .stdin(std::process::Stdio::null())
@@ -1160,6 +1185,21 @@ async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
         maxrss_kib as f64 / 1024.0,
         load()
     );
+    if audit {
+        // The management figures lag a few seconds behind.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let q = mgmt_get(b, &format!("/api/queues/{}/warren.audit", enc(&b.vhost))).await?;
+        println!(
+            "audit stream: {} entries, {:.1} MiB{}",
+            q["messages"],
+            q["message_bytes"].as_f64().unwrap_or(0.0) / 1048576.0,
+            if err.contains("audit record was not written") {
+                " — the broker record was NOT written"
+            } else {
+                ""
+            }
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
     purge(&conn).await?;
     let _ = conn.close(200, "bench done".into()).await;

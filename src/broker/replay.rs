@@ -700,8 +700,10 @@ impl<'a> Opened<'a> {
         // prefetch is fixed when it starts (RabbitMQ applies a per-consumer `basic.qos` to
         // consumers started after it): what is learnt from its deliveries comes too late. The
         // message stays unacknowledged on this channel, its tag the first of the run's, and is
-        // the engine's first delivery like any other.
-        let first = if depth_at_start > 0 {
+        // the engine's first delivery like any other. Not while the queue has a consumer: a
+        // `basic.get` passes by a single active consumer, so the run would take a message
+        // that queue gives to one consumer only (the broker's average bounds it then).
+        let first = if depth_at_start > 0 && declared.consumer_count() == 0 {
             bounded(
                 step,
                 cancel,
