@@ -19,7 +19,8 @@
 //! Env: `BENCH_AMQP` (default `amqp://guest:guest@127.0.0.1:5672`), `BENCH_MGMT` (default
 //! `http://guest:guest@127.0.0.1:15672`), `BENCH_N` (20000), `BENCH_ROUNDS` (3), `BENCH_BODY`
 //! (bytes per message, 1024), `BENCH_NAIVE_N` (5000), `BENCH_WARREN` (the binary for
-//! `--million`; default `target/release/warren` beside this example).
+//! `--million`; default `target/release/warren` beside this example), `BENCH_AUDIT=1` (with
+//! `--million`: the run writes the broker's audit stream too).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -1092,19 +1093,27 @@ async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
     );
     let dir = std::env::temp_dir().join(format!("warren-bench-million-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    // `BENCH_AUDIT=1`: the run writes the broker's audit stream too (created for it), so its
+    // outcome — every moved id — is part of what is measured.
+    let audit = std::env::var("BENCH_AUDIT").is_ok_and(|v| v == "1");
+    let mut args = vec![
+        "--amqp-url".to_string(),
+        b.amqp_url(),
+        "--management-url".to_string(),
+        b.mgmt.to_string(),
+        "--vhost".to_string(),
+        b.vhost.clone(),
+        "replay".to_string(),
+        "dlq".to_string(),
+        "--yes".to_string(),
+    ];
+    if audit {
+        args.push("--create-audit-stream".to_string());
+        println!("with the broker audit stream");
+    }
     let t = Instant::now();
     let mut child = std::process::Command::new(&bin)
-        .args([
-            "--amqp-url",
-            &b.amqp_url(),
-            "--management-url",
-            b.mgmt.as_str(),
-            "--vhost",
-            &b.vhost,
-            "replay",
-            "dlq",
-            "--yes",
-        ])
+        .args(&args)
         .env("WARREN_STORE", dir.join("warren.db"))
         .env("WARREN_LOG_DIR", &dir)
         .stdin(std::process::Stdio::null())
@@ -1160,6 +1169,47 @@ async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
         maxrss_kib as f64 / 1024.0,
         load()
     );
+    if audit {
+        // What another machine reads: `warren audit --json` with a store of its own, so only
+        // the broker's record of the run is seen, its moved ids joined from the stream.
+        let t = Instant::now();
+        let out = std::process::Command::new(&bin)
+            .args([
+                "--amqp-url",
+                &b.amqp_url(),
+                "--management-url",
+                b.mgmt.as_str(),
+                "--vhost",
+                &b.vhost,
+                "audit",
+                "--json",
+            ])
+            .env("WARREN_STORE", dir.join("other.db"))
+            .env("WARREN_LOG_DIR", &dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .context("warren audit")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let ids = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["kind"] == "replay" && v["seen"]["broker"] == true)
+            .map(|v| v["message_ids"].as_array().map_or(0, Vec::len))
+            .sum::<usize>();
+        println!(
+            "warren audit on another store read the run back from the stream in {:.1} s: {ids} moved ids{}",
+            t.elapsed().as_secs_f64(),
+            if err.contains("audit record was not written") {
+                " — the run said its broker record was NOT written"
+            } else {
+                ""
+            }
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !stderr.trim().is_empty() {
+            println!("warren audit said: {}", stderr.trim());
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
     purge(&conn).await?;
     let _ = conn.close(200, "bench done".into()).await;

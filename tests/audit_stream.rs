@@ -448,3 +448,187 @@ async fn on_a_terminal_warren_asks_before_it_creates_the_audit_stream() {
         vhost.cleanup().await;
     }
 }
+
+/// A session on `vhost` as the CLI opens one (the context from the URLs).
+async fn session_on(vhost: &TestVhost) -> warren::broker::session::Session {
+    use warren::broker::config::{self, Config, Overrides};
+    let overrides = Overrides {
+        amqp_url: Some(vhost.amqp_url()),
+        management_url: Some(vhost.broker.mgmt_url_with_creds()),
+        vhost: Some(vhost.name.clone()),
+        ..Default::default()
+    };
+    let target = config::resolve(&Config::default(), &overrides, &|_| None).expect("target");
+    warren::broker::session::Session::open(target)
+        .await
+        .expect("session")
+}
+
+fn start_record(run_id: &str, vhost: &str) -> warren::store::AuditStart {
+    warren::store::AuditStart {
+        run_id: run_id.to_string(),
+        at: jiff::Timestamp::now(),
+        os_user: "alice".into(),
+        broker_user: "guest".into(),
+        context: "default".into(),
+        vhost: vhost.to_string(),
+        from_queue: "dlq".into(),
+        targets: vec!["work".into()],
+        filter: None,
+        group: None,
+        requested_limit: None,
+        dry_run: false,
+        keep_attempts: false,
+        clear_expiry: false,
+    }
+}
+
+fn outcome_record(moved: u64, ids: Vec<String>) -> warren::store::AuditOutcome {
+    warren::store::AuditOutcome {
+        at: jiff::Timestamp::now(),
+        moved,
+        returned: 0,
+        failed: 0,
+        remaining: 0,
+        message_ids: ids,
+        duplicated: 0,
+        duplicate_ids: Vec::new(),
+        outcome: "completed".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_run_of_many_ids_is_written_in_bounded_entries_and_warren_audit_reads_it_whole() {
+    use warren::broker::audit::{self, AuditStream, BrokerRecord, Consent};
+    for broker in TestBroker::all() {
+        let label = broker.label.clone();
+        let vhost = TestVhost::new(&broker, "audit-split").await;
+        let s = session_on(&vhost).await;
+
+        // A run of 25,003 moved ids: three given in the outcome, the rest in the run's spool
+        // (a thousand of them long, so one entry is cut by bytes before it reaches its count).
+        let big = audit::new_run_id(jiff::Timestamp::now());
+        let mut record = BrokerRecord::open(&s, Consent::Create).await;
+        assert!(record.is_written(), "{label}");
+        let note = record
+            .append("replay", "start", &big, &start_record(&big, &vhost.name))
+            .await;
+        assert_eq!(note, None, "{label}");
+        let first: Vec<String> = (0..3).map(|i| format!("id:first-{i}")).collect();
+        let spooled: Vec<String> = (0..25_000)
+            .map(|i| {
+                if (5_000..6_000).contains(&i) {
+                    format!("id:long-{i}-{}", "x".repeat(1100))
+                } else {
+                    format!("id:m-{i}")
+                }
+            })
+            .collect();
+        let spool = warren::broker::spool::Spool::default();
+        spool.append(spooled.clone());
+        let note = record
+            .finish(
+                "replay",
+                &big,
+                outcome_record(25_003, first.clone()),
+                &spool,
+            )
+            .await;
+        assert_eq!(note, None, "{label}");
+
+        // Written before ids were split: one outcome entry with every id, as it still reads.
+        let old = audit::new_run_id(jiff::Timestamp::now());
+        let stream = AuditStream::open(&s, Consent::Refuse).await.expect("open");
+        let old_ids: Vec<String> = (0..50).map(|i| format!("id:old-{i}")).collect();
+        stream
+            .append("replay", "start", &old, &start_record(&old, &vhost.name))
+            .await
+            .expect("start");
+        stream
+            .append(
+                "replay",
+                "outcome",
+                &old,
+                &outcome_record(50, old_ids.clone()),
+            )
+            .await
+            .expect("outcome");
+
+        // On the stream: bounded entries, the outcome last with how many came before it.
+        let entries = audit::read(&s).await.expect("read");
+        let parsed: Vec<Value> = entries
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap())
+            .collect();
+        let of_big: Vec<&Value> = parsed.iter().filter(|v| v["run_id"] == big).collect();
+        let parts: Vec<&Value> = of_big
+            .iter()
+            .copied()
+            .filter(|v| v["event"] == "outcome-ids")
+            .collect();
+        // 25,003 ids: the first part ends by bytes (about 880 long ids fill its 1 MiB), the
+        // second by count (10,000), the last 9,118 stay in the outcome.
+        assert_eq!(parts.len(), 2, "{label}: {} parts", parts.len());
+        for (body, v) in entries.iter().zip(&parsed) {
+            if v["run_id"] == big {
+                assert!(
+                    body.len() < audit::ID_BYTES_PER_ENTRY + 64 * 1024,
+                    "{label}: an entry of {} bytes",
+                    body.len()
+                );
+                let ids = v["record"]["message_ids"].as_array().map_or(0, Vec::len);
+                assert!(ids <= audit::IDS_PER_ENTRY, "{label}: {ids} ids in one");
+            }
+        }
+        // One part was cut by bytes, not by count.
+        assert!(
+            parts.iter().any(
+                |p| p["record"]["message_ids"].as_array().unwrap().len() < audit::IDS_PER_ENTRY
+            ),
+            "{label}"
+        );
+        let last = of_big.last().unwrap();
+        assert_eq!(
+            last["event"], "outcome",
+            "{label}: the outcome closes the run"
+        );
+        assert_eq!(last["record"]["id_parts"], parts.len(), "{label}");
+        for (n, p) in parts.iter().enumerate() {
+            assert_eq!(p["record"]["part"], n + 1, "{label}");
+        }
+
+        // `warren audit` on another machine: both runs whole, in order, nothing skipped.
+        let bob = Home::new("audit-split-bob");
+        let audit = warren(&vhost, &bob, &["audit", "--json"]).await;
+        assert_eq!(audit.code, Some(0), "{label}: {}", audit.stderr);
+        assert!(
+            !audit.stderr.contains("skipped"),
+            "{label}: {}",
+            audit.stderr
+        );
+        let records = audit.json();
+        let ids_of = |run: &str| -> Vec<String> {
+            let r = replay_of(&records, run);
+            assert_eq!(r.len(), 1, "{label}: {run}");
+            assert_eq!(r[0]["outcome"], "completed", "{label}");
+            r[0]["message_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
+        let mut want = first.clone();
+        want.extend(spooled);
+        assert_eq!(ids_of(&big), want, "{label}");
+        assert_eq!(ids_of(&old), old_ids, "{label}");
+        assert!(
+            records
+                .iter()
+                .all(|r| r["kind"] != "outcome-ids" && r["event"] != "outcome-ids"),
+            "{label}: no part listed as an unknown operation"
+        );
+
+        vhost.cleanup().await;
+    }
+}

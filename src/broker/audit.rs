@@ -29,6 +29,11 @@ const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
 /// Finding the audit stream's end: how long to wait for its last chunk (an empty stream sends
 /// nothing).
 const READ_IDLE: Duration = Duration::from_millis(1500);
+/// The most moved ids one `outcome-ids` entry (or the outcome entry) of the stream holds.
+pub const IDS_PER_ENTRY: usize = 10_000;
+/// About the most bytes of ids one such entry holds (ids are up to ~260 bytes): well under
+/// the 16 MiB `max_message_size` of RabbitMQ 4.
+pub const ID_BYTES_PER_ENTRY: usize = 1024 * 1024;
 /// The most entries `warren audit` reads from the stream (retention bounds it too).
 pub const MAX_READ: usize = 100_000;
 
@@ -142,6 +147,19 @@ impl AuditStream {
         run_id: &str,
         record: &T,
     ) -> Result<(), String> {
+        self.append_as(kind, event, &format!("{run_id}/{event}"), run_id, record)
+            .await
+    }
+
+    /// [`append`](Self::append) with the entry's `message_id` given.
+    async fn append_as<T: Serialize>(
+        &self,
+        kind: &str,
+        event: &str,
+        message_id: &str,
+        run_id: &str,
+        record: &T,
+    ) -> Result<(), String> {
         let at = Timestamp::now();
         let entry = AuditEnvelope::new(kind, event, run_id, at, record);
         let body = serde_json::to_vec(&entry).map_err(|e| format!("cannot encode: {e}"))?;
@@ -150,7 +168,7 @@ impl AuditStream {
             .with_content_type(prop("application/json".into()))
             .with_delivery_mode(2)
             .with_app_id(prop("warren".into()))
-            .with_message_id(prop(format!("{run_id}/{event}")))
+            .with_message_id(prop(message_id.to_string()))
             .with_type(prop(format!("warren.audit.{kind}.{event}")))
             .with_timestamp(u64::try_from(at.as_second()).unwrap_or(0));
         let queue = short("the audit stream name", &self.name).map_err(|e| e.to_string())?;
@@ -237,9 +255,14 @@ impl BrokerRecord {
         }
     }
 
-    /// Writes how a run ended on the broker: its outcome entry, with every key of `moved`
-    /// after `out.message_ids`. The local record comes first ([`record_outcome`]). Returns
-    /// what to tell the operator the first time the broker record could not be written.
+    /// Writes how a run ended on the broker: its moved ids — `out.message_ids`, then every key
+    /// of `moved` — in `outcome-ids` entries of at most [`IDS_PER_ENTRY`] ids and about
+    /// [`ID_BYTES_PER_ENTRY`] bytes each, read from the spool a chunk at a time (never all in
+    /// memory, never one message over the broker's `max_message_size`), then the outcome entry
+    /// with the last ids and how many `outcome-ids` entries came before it (`id_parts`). A run
+    /// whose ids fit one entry writes only the outcome, as before. The local record comes first
+    /// ([`record_outcome`]). Returns what to tell the operator the first time the broker record
+    /// could not be written.
     pub async fn finish(
         &mut self,
         op: &str,
@@ -247,12 +270,52 @@ impl BrokerRecord {
         mut out: crate::store::AuditOutcome,
         moved: &crate::broker::spool::Spool,
     ) -> Option<String> {
-        if self.is_written() {
-            // The stream's entry lists the ids in one message, as every Warren reading the
-            // stream expects: only here are they held in memory all at once.
-            let _ = moved.for_each(|k| out.message_ids.push(k));
+        if !self.is_written() {
+            return self.append(op, "outcome", run_id, &out).await;
         }
-        self.append(op, "outcome", run_id, &out).await
+        let mut reader = moved.reader();
+        let mut pending: std::collections::VecDeque<String> =
+            std::mem::take(&mut out.message_ids).into();
+        let mut parts: u32 = 0;
+        loop {
+            // Fill the chunk from what is pending, then from the spool.
+            let mut chunk = Vec::new();
+            let mut bytes = 0usize;
+            while chunk.len() < IDS_PER_ENTRY && bytes < ID_BYTES_PER_ENTRY {
+                let next = match pending.pop_front() {
+                    Some(k) => k,
+                    None => match reader.next_key() {
+                        Some(k) => k,
+                        None => break,
+                    },
+                };
+                bytes = bytes.saturating_add(next.len() + 3);
+                chunk.push(next);
+            }
+            if pending.is_empty() && reader.is_done() {
+                out.message_ids = chunk;
+                break;
+            }
+            parts += 1;
+            let part = crate::store::IdsPart {
+                part: parts,
+                message_ids: chunk,
+            };
+            let stream = self.stream.as_ref().ok()?;
+            let message_id = format!("{run_id}/outcome-ids/{parts}");
+            if let Err(why) = stream
+                .append_as(op, crate::store::IDS_EVENT, &message_id, run_id, &part)
+                .await
+            {
+                self.stream = Err(why);
+                return self.append(op, "outcome", run_id, &out).await;
+            }
+        }
+        let entry = crate::store::OutcomeEntry {
+            outcome: &out,
+            id_parts: parts,
+        };
+        self.append(op, "outcome", run_id, &entry).await
     }
 
     /// True while entries reach the broker.
@@ -339,7 +402,8 @@ pub async fn read(s: &Session) -> Result<Vec<Vec<u8>>, String> {
     let mut req = BrowseRequest::new(name, QueueType::Stream, BrowsePolicy::unrestricted());
     req.limit = MAX_READ;
     req.end_offset = Some(tail);
-    // An outcome lists every moved id: whole bodies, not the browse cap.
+    // An entry holds up to about 1 MiB of moved ids (older outcomes hold all of a run's): whole
+    // bodies, not the browse cap.
     req.body_cap = 16 * 1024 * 1024;
     let page = browse::browse(conn, &req)
         .await

@@ -20,7 +20,7 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use lapin::Confirmation;
 use lapin::options::{
-    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
     BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, QueueDeclareOptions,
 };
 use lapin::types::{FieldTable, ShortString};
@@ -133,15 +133,18 @@ pub fn check_name(target: &TargetKey) -> String {
 pub const PREFETCH_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The prefetch count for a run: room for the held messages (or a pipeline deep enough for
-/// batched confirms), cut to [`PREFETCH_BYTES`] by the average message size.
-pub fn prefetch_for(job: &Job) -> u16 {
+/// batched confirms), cut to [`PREFETCH_BYTES`] by a message's size — the larger of the
+/// broker's average ([`Job::message_bytes`], which lags behind a queue filled a moment ago) and
+/// `first`, the size of the first message, read before the consumer starts.
+pub fn prefetch_for(job: &Job, first: Option<u64>) -> u16 {
     let by_count: u16 = match job.selection {
         // Confirms for persistent messages come back in batches (the broker syncs to disk
         // periodically), so the pipeline needs room for more than a batch in flight.
         Selection::All if job.allowed_targets.len() <= 1 => 2000,
         _ => u16::try_from(job.window.saturating_add(1000)).unwrap_or(u16::MAX),
     };
-    match job.message_bytes.filter(|&b| b > 0) {
+    let size = job.message_bytes.max(first).filter(|&b| b > 0);
+    match size {
         // A frame's overhead (properties, headers) is counted too, as about 512 bytes.
         Some(size) => {
             let fits = PREFETCH_BYTES / (size + 512);
@@ -523,7 +526,9 @@ pub async fn run_with(
                 depth_at_start,
                 limit: job.limit,
                 window: job.window,
-                prefetch: usize::from(shell.prefetch),
+                // The first message, read before the consumer, is not counted in its
+                // prefetch: the broker sends one more than the prefetch then.
+                prefetch: usize::from(shell.prefetch) + usize::from(shell.first.is_some()),
                 limits: limits.clone(),
                 settle_lag: job.settle_lag,
             },
@@ -633,6 +638,9 @@ struct Opened<'a> {
     events: Events,
     dlq_name: ShortString,
     prefetch: u16,
+    /// The first message, read with `basic.get` before the consumer started (see
+    /// [`prefetch_for`]).
+    first: Option<lapin::message::Delivery>,
     step: Duration,
     depth_at_start: u64,
 }
@@ -687,8 +695,31 @@ impl<'a> Opened<'a> {
         .map_err(queue_err)?;
         let depth_at_start = u64::from(declared.message_count());
 
+        // The first message is read before the consumer starts, so its size bounds the
+        // prefetch even where the broker's average lags behind a fresh fill. A consumer's
+        // prefetch is fixed when it starts (RabbitMQ applies a per-consumer `basic.qos` to
+        // consumers started after it): what is learnt from its deliveries comes too late. The
+        // message stays unacknowledged on this channel, its tag the first of the run's, and is
+        // the engine's first delivery like any other. Not while the queue has a consumer: a
+        // `basic.get` passes by a single active consumer, so the run would take a message
+        // that queue gives to one consumer only (the broker's average bounds it then).
+        let first = if depth_at_start > 0 && declared.consumer_count() == 0 {
+            bounded(
+                step,
+                cancel,
+                consume.basic_get(dlq_name.clone(), BasicGetOptions { no_ack: false }),
+            )
+            .await
+            .map_err(|e| ReplayError::Queue {
+                queue: job.dlq.clone(),
+                reason: e.text("reading the first message"),
+            })?
+            .map(|m| m.delivery)
+        } else {
+            None
+        };
         // Held messages stay unacknowledged, so the prefetch must leave room for them.
-        let prefetch = prefetch_for(job);
+        let prefetch = prefetch_for(job, first.as_ref().map(|d| d.data.len() as u64));
         bounded(
             step,
             cancel,
@@ -705,6 +736,7 @@ impl<'a> Opened<'a> {
             events,
             dlq_name,
             prefetch,
+            first,
             step,
             depth_at_start,
         })
@@ -740,6 +772,7 @@ impl<'a> Opened<'a> {
             dlq_name: self.dlq_name,
             tag,
             prefetch: self.prefetch,
+            first: self.first,
             step: self.step,
             pacer: Pacer::new(self.job.rate),
             inflight: FuturesUnordered::new(),
@@ -774,6 +807,8 @@ struct Shell<'a> {
     dlq_name: ShortString,
     tag: String,
     prefetch: u16,
+    /// The first message, read before the consumer started: the engine's first delivery.
+    first: Option<lapin::message::Delivery>,
     step: Duration,
     pacer: Pacer,
     inflight: FuturesUnordered<InFlightFuture>,
@@ -994,6 +1029,14 @@ impl Shell<'_> {
                 // rest, so no delivery is left for a channel close to return (which would
                 // count a delivery on quorum queues).
                 let drain_until = Instant::now() + step;
+                // The first message, read before the consumer started and not taken yet, is
+                // handed back with the rest.
+                if let Some(d) = self.first.take() {
+                    let e = drv
+                        .engine
+                        .on(Instant::now(), Event::Drained(d.delivery_tag));
+                    drv.fx.extend(e);
+                }
                 while !drv.engine.is_done() {
                     let left = drain_until.saturating_duration_since(Instant::now());
                     let wait = left.min(Duration::from_millis(500));
@@ -1069,6 +1112,11 @@ impl Shell<'_> {
         // Confirmed publishes off the front first: the deadline looks for the oldest one
         // still unconfirmed.
         drv.engine.compact();
+        if wants.take
+            && let Some(d) = self.first.take()
+        {
+            return Some(self.delivered(d, drv));
+        }
         let deadline = drv.engine.deadline();
         let slot = self.pacer.next_slot();
         let ev = tokio::select! {
@@ -1112,28 +1160,36 @@ impl Shell<'_> {
                     "the broker cancelled the consumer (was the queue deleted?) or closed the channel".into(),
                 ),
                 Some(Err(e)) => Event::ConsumeLost(e.to_string()),
-                Some(Ok(d)) => {
-                    let (ev, mut out) = classify(self.job, drv.engine.tally().seen, d);
-                    if let Event::Delivery { decision: Decision::Unchecked { check, .. }, .. } = &ev
-                        && let Some(o) = out.as_mut()
-                    {
-                        let key = (o.target.0.to_string(), o.target.1.to_string());
-                        if let Some(to) = self.checked_redirects.get(&key) {
-                            o.target = to.clone();
-                        }
-                        let death_key = o.death_key.take();
-                        self.check_keys.entry(check.clone()).or_insert((key, death_key));
-                    }
-                    if out.as_ref().is_some_and(|o| o.replayed_before) {
-                        self.replayed_before += 1;
-                    }
-                    self.outgoing = out;
-                    ev
-                }
+                Some(Ok(d)) => self.delivered(d, drv),
             },
             () = sleep_until_opt(deadline) => Event::Tick,
         };
         Some(ev)
+    }
+
+    /// A delivery, classified for the engine; what it would publish waits in `outgoing`.
+    fn delivered(&mut self, d: lapin::message::Delivery, drv: &Driver) -> Event {
+        let (ev, mut out) = classify(self.job, drv.engine.tally().seen, d);
+        if let Event::Delivery {
+            decision: Decision::Unchecked { check, .. },
+            ..
+        } = &ev
+            && let Some(o) = out.as_mut()
+        {
+            let key = (o.target.0.to_string(), o.target.1.to_string());
+            if let Some(to) = self.checked_redirects.get(&key) {
+                o.target = to.clone();
+            }
+            let death_key = o.death_key.take();
+            self.check_keys
+                .entry(check.clone())
+                .or_insert((key, death_key));
+        }
+        if out.as_ref().is_some_and(|o| o.replayed_before) {
+            self.replayed_before += 1;
+        }
+        self.outgoing = out;
+        ev
     }
 
     /// Asks for the check of the target named `name` ([`Job::checks`]), bounded: `Ok` with the

@@ -172,11 +172,82 @@ impl Spool {
         }
     }
 
+    /// A reader of the keys, in order, one at a time ([`Reader::next_key`]): for
+    /// a writer that must await between chunks (the broker audit's `outcome-ids` entries),
+    /// which [`for_each`](Self::for_each) cannot. Keys appended after it was made are not read.
+    pub fn reader(&self) -> Reader {
+        let mut i = self.lock();
+        let mut problem = i.broken.clone();
+        let mut file = None;
+        let mut left = 0;
+        if let Some((path, w)) = i.file.as_mut() {
+            match w.flush().and_then(|()| File::open(&*path)) {
+                Ok(f) => {
+                    file = Some(BufReader::with_capacity(64 * 1024, f));
+                    left = i.in_file;
+                }
+                Err(e) => problem = Some(format!("reading back the moved ids failed: {e}")),
+            }
+        }
+        Reader {
+            file,
+            left,
+            // Only where the file failed (rare): those keys are in memory already.
+            memory: i.memory.clone().into_iter(),
+            problem,
+        }
+    }
+
     /// Every key in memory: only for lists known to be short (tests, a TUI page's worth).
     pub fn to_vec(&self) -> Vec<String> {
         let mut out = Vec::new();
         let _ = self.for_each(|k| out.push(k));
         out
+    }
+}
+
+/// Reads a spool's keys in order, one at a time (see [`Spool::reader`]). It holds the file
+/// open, not the spool's lock.
+pub struct Reader {
+    file: Option<BufReader<File>>,
+    /// Keys still to read from the file.
+    left: u64,
+    memory: std::vec::IntoIter<String>,
+    problem: Option<String>,
+}
+
+impl Reader {
+    /// True when every key was read (or the rest could not be).
+    pub fn is_done(&self) -> bool {
+        (self.left == 0 || self.file.is_none()) && self.memory.as_slice().is_empty()
+    }
+
+    /// Why some keys could not be read back, if so (the file was damaged or removed).
+    pub fn problem(&self) -> Option<&str> {
+        self.problem.as_deref()
+    }
+
+    /// The next key, in order; `None` at the end.
+    pub fn next_key(&mut self) -> Option<String> {
+        if self.left > 0
+            && let Some(r) = self.file.as_mut()
+        {
+            match read_key(r) {
+                Ok(k) => {
+                    self.left -= 1;
+                    return Some(k);
+                }
+                Err(e) => {
+                    self.problem.get_or_insert(format!(
+                        "reading back the moved ids failed: {e}; {} not read",
+                        self.left
+                    ));
+                    self.left = 0;
+                    self.file = None;
+                }
+            }
+        }
+        self.memory.next()
     }
 }
 
@@ -245,6 +316,26 @@ mod tests {
         a.extend_from(&a.clone());
         assert_eq!(a.to_vec(), vec!["1", "2", "3"]);
         assert_eq!(a.len(), 3);
+    }
+
+    #[test]
+    fn a_reader_gives_the_keys_in_order_and_says_when_it_is_done() {
+        let s = Spool::default();
+        s.append((0..3).map(|n| format!("k{n}")).collect());
+        s.lock().broken = Some("disk full".into());
+        s.append(vec!["memory".into()]);
+        let mut r = s.reader();
+        // Appended after the reader was made: not read by it.
+        s.append(vec!["later".into()]);
+        let mut got = Vec::new();
+        while !r.is_done() {
+            got.extend(r.next_key());
+        }
+        assert_eq!(got, vec!["k0", "k1", "k2", "memory"]);
+        assert_eq!(r.next_key(), None);
+        assert_eq!(r.problem(), Some("disk full"));
+        let empty = Spool::default().reader();
+        assert!(empty.is_done());
     }
 
     #[test]

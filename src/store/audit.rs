@@ -3,7 +3,7 @@
 //! and nothing is ever updated or deleted (triggers in the schema refuse it). A replay that never
 //! got an outcome (killed, crashed, lost power) reads as "interrupted".
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use jiff::Timestamp;
 use rusqlite::OptionalExtension;
@@ -102,6 +102,34 @@ pub struct AuditOutcome {
     /// (stopped early by its own rules, or some failed), "failed: …" (a broker or connection
     /// fault), "cancelled" (a signal; settled) or "interrupted: …" (ended without settling).
     pub outcome: String,
+}
+
+/// The event of a broker audit stream entry that holds some of a run's moved ids: written
+/// before the run's `outcome` entry when its ids do not fit one entry (see [`IdsPart`]).
+pub const IDS_EVENT: &str = "outcome-ids";
+
+/// The `record` of an [`IDS_EVENT`] entry: the `part`-th chunk (from 1) of a run's moved ids.
+/// The outcome entry after them says how many there are (`id_parts`); the run's ids are the
+/// parts' in order, then the outcome's own `message_ids`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IdsPart {
+    pub part: u32,
+    pub message_ids: Vec<String>,
+}
+
+/// The `record` of a stream's `outcome` entry: the outcome, and how many [`IDS_EVENT`] entries
+/// before it hold the moved ids that come before its own (absent when none: the shape of
+/// every outcome written before ids were split).
+#[derive(Serialize)]
+pub struct OutcomeEntry<'a> {
+    #[serde(flatten)]
+    pub outcome: &'a AuditOutcome,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub id_parts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One replay as the audit shows it (`warren audit`, `warren audit --json`).
@@ -614,7 +642,9 @@ pub fn merge(
     let mut m = Merged::default();
     // Broker-side replays by run id, in first-start order.
     let mut starts: Vec<(String, Operation, AuditStart)> = Vec::new();
-    let mut outcomes: HashMap<String, AuditOutcome> = HashMap::new();
+    let mut outcomes: HashMap<String, (AuditOutcome, u32)> = HashMap::new();
+    // `outcome-ids` entries by run id and part number: the first of each part counts.
+    let mut id_parts: HashMap<String, BTreeMap<u32, Vec<String>>> = HashMap::new();
     let mut protects: Vec<ProtectRecord> = Vec::new();
     for (n, body) in stream.iter().enumerate() {
         let v: serde_json::Value = match serde_json::from_slice(body) {
@@ -653,9 +683,27 @@ pub fn merge(
                 }
             }
             (kind, "outcome") if Operation::parse(kind).is_some() => {
+                let parts = head
+                    .record
+                    .get("id_parts")
+                    .and_then(serde_json::Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0);
                 match serde_json::from_value::<AuditOutcome>(head.record) {
                     Ok(o) => {
-                        outcomes.entry(head.run_id).or_insert(o);
+                        outcomes.entry(head.run_id).or_insert((o, parts));
+                    }
+                    Err(e) => m.skipped.push(bad(e)),
+                }
+            }
+            (kind, IDS_EVENT) if Operation::parse(kind).is_some() => {
+                match serde_json::from_value::<IdsPart>(head.record) {
+                    Ok(p) => {
+                        id_parts
+                            .entry(head.run_id)
+                            .or_default()
+                            .entry(p.part)
+                            .or_insert(p.message_ids);
                     }
                     Err(e) => m.skipped.push(bad(e)),
                 }
@@ -693,7 +741,27 @@ pub fn merge(
         if known.contains(&run_id) {
             continue;
         }
-        let out = outcomes.remove(&run_id);
+        let out = outcomes.remove(&run_id).map(|(mut o, parts)| {
+            if parts > 0 {
+                let mut found = id_parts.remove(&run_id).unwrap_or_default();
+                let mut ids = Vec::new();
+                let mut missing = 0u32;
+                for n in 1..=parts {
+                    match found.remove(&n) {
+                        Some(chunk) => ids.extend(chunk),
+                        None => missing += 1,
+                    }
+                }
+                if missing > 0 {
+                    m.skipped.push(format!(
+                        "run {run_id}: {missing} of the {parts} entries holding its moved ids were not found (past the stream's retention?): its ids are incomplete"
+                    ));
+                }
+                ids.append(&mut o.message_ids);
+                o.message_ids = ids;
+            }
+            o
+        });
         m.replays.push((
             record_of(run_id, op, s, out),
             Seen {
@@ -959,6 +1027,89 @@ mod tests {
         // An event this warren does not know is shown raw, not lost.
         assert_eq!(m.other.len(), 1);
         assert!(m.replays.is_empty() && m.protects.is_empty());
+    }
+
+    fn outcome(ids: &[&str]) -> AuditOutcome {
+        AuditOutcome {
+            at: Timestamp::from_second(200).unwrap(),
+            moved: 5,
+            returned: 0,
+            failed: 0,
+            remaining: 0,
+            message_ids: ids.iter().map(|s| s.to_string()).collect(),
+            duplicated: 0,
+            duplicate_ids: vec![],
+            outcome: "completed".into(),
+        }
+    }
+
+    #[test]
+    fn moved_ids_split_over_entries_are_merged_back_in_order_and_a_lost_part_is_said() {
+        let part = |run: &str, n: u32, ids: &[&str]| {
+            entry(
+                "replay",
+                IDS_EVENT,
+                run,
+                IdsPart {
+                    part: n,
+                    message_ids: ids.iter().map(|s| s.to_string()).collect(),
+                },
+            )
+        };
+        let whole = outcome(&["e"]);
+        let split = |parts| OutcomeEntry {
+            outcome: &whole,
+            id_parts: parts,
+        };
+        let stream = vec![
+            entry("replay", "start", "r1", start("r1", 100)),
+            // Parts out of order, one repeated (the first counts), the outcome last.
+            part("r1", 2, &["c", "d"]),
+            part("r1", 1, &["a", "b"]),
+            part("r1", 1, &["x"]),
+            entry("replay", "outcome", "r1", split(2)),
+            // One part lost (past retention): what is there is shown, and the loss said.
+            entry("replay", "start", "r2", start("r2", 200)),
+            part("r2", 2, &["c", "d"]),
+            entry("replay", "outcome", "r2", split(2)),
+            // Written before ids were split: the outcome alone, read as before.
+            entry("replay", "start", "r3", start("r3", 300)),
+            entry("replay", "outcome", "r3", outcome(&["a", "b"])),
+            // Parts of a run that never wrote its outcome: interrupted, the parts not shown.
+            entry("replay", "start", "r4", start("r4", 400)),
+            part("r4", 1, &["a"]),
+        ];
+        let m = merge(vec![], vec![], &stream);
+        let ids = |run: &str| {
+            let r = m
+                .replays
+                .iter()
+                .find(|(r, _)| r.run_id.as_deref() == Some(run))
+                .unwrap();
+            (r.0.message_ids.clone(), r.0.outcome.clone())
+        };
+        assert_eq!(ids("r1").0, vec!["a", "b", "c", "d", "e"]);
+        assert_eq!(ids("r2").0, vec!["c", "d", "e"]);
+        assert_eq!(ids("r3").0, vec!["a", "b"]);
+        assert_eq!(ids("r4"), (vec![], INTERRUPTED.to_string()));
+        assert_eq!(m.skipped.len(), 1, "{:?}", m.skipped);
+        assert!(
+            m.skipped[0].contains("run r2: 1 of the 2 entries"),
+            "{:?}",
+            m.skipped
+        );
+        // Nothing is listed as an unknown operation.
+        assert!(m.other.is_empty(), "{:?}", m.other);
+        // A split outcome's record is the old shape plus `id_parts`; one not split has none.
+        let v = serde_json::to_value(split(2)).unwrap();
+        assert_eq!(v["id_parts"], 2);
+        assert_eq!(v["moved"], 5);
+        assert!(
+            serde_json::to_value(split(0))
+                .unwrap()
+                .get("id_parts")
+                .is_none()
+        );
     }
 
     #[test]

@@ -16,8 +16,9 @@ use std::time::Duration;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use audit::{
-    AUDIT_SCHEMA, AuditEnvelope, AuditOutcome, AuditRecord, AuditStart, INTERRUPTED, Merged,
-    NoteEntry, NoteRecord, Operation, ProtectRecord, Seen, current_os_user, merge,
+    AUDIT_SCHEMA, AuditEnvelope, AuditOutcome, AuditRecord, AuditStart, IDS_EVENT, INTERRUPTED,
+    IdsPart, Merged, NoteEntry, NoteRecord, Operation, OutcomeEntry, ProtectRecord, Seen,
+    current_os_user, merge,
 };
 
 /// Environment variable naming the store file instead of the default location (tests and
