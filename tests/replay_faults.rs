@@ -288,7 +288,30 @@ async fn returned_mid_run(n: u32, rate: Option<&str>) {
         args.extend(["--rate", r]);
     }
     let started = Instant::now();
-    let child = start_until(&vhost, &home, &conn, &args, "orders", 20).await;
+    // The unbind follows the first arrival at once (a consumer is told; a poll every 25 ms on a
+    // loaded machine saw 2,000 all moved before it looked). The consumer takes nothing: its one
+    // unacknowledged message goes back when its channel closes after the unbind.
+    let watch = conn.create_channel().await.expect("channel");
+    watch.basic_qos(1, Default::default()).await.expect("qos");
+    let mut arrivals = watch
+        .basic_consume(
+            "orders".into(),
+            "first-arrival".into(),
+            Default::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("consume");
+    let child = command(&vhost, &home, &args).spawn().expect("spawn warren");
+    let first = tokio::time::timeout(
+        Duration::from_secs(60),
+        futures_util::StreamExt::next(&mut arrivals),
+    )
+    .await;
+    assert!(
+        matches!(first, Ok(Some(Ok(_)))),
+        "nothing reached orders: {first:?}"
+    );
     ch.queue_unbind(
         "orders".into(),
         "orders".into(),
@@ -297,6 +320,7 @@ async fn returned_mid_run(n: u32, rate: Option<&str>) {
     )
     .await
     .expect("unbind");
+    watch.close(200, "seen".into()).await.expect("close");
     let run = finish(child, started).await;
     assert_eq!(run.code, Some(1), "{run}");
     let moved = run.summary_u64("moved");
