@@ -526,9 +526,11 @@ pub async fn run_with(
                 depth_at_start,
                 limit: job.limit,
                 window: job.window,
-                // The first message, read before the consumer, is not counted in its
-                // prefetch: the broker sends one more than the prefetch then.
-                prefetch: usize::from(shell.prefetch) + usize::from(shell.first.is_some()),
+                // The consumer's own: the first message, read before it, is outside its
+                // prefetch, but once that one is settled the broker stops at the prefetch, so
+                // the engine counts it in (while it is unsettled, one early: a stop, never a
+                // wait for deliveries that cannot come).
+                prefetch: usize::from(shell.prefetch),
                 limits: limits.clone(),
                 settle_lag: job.settle_lag,
             },

@@ -120,6 +120,13 @@ pub enum StopReason {
     WindowFull {
         window: usize,
     },
+    /// Messages the broker returned or refused, held to go back to the DLQ in order, filled the
+    /// consumer's prefetch: the broker sends no more, so the run stops (a target that stopped
+    /// routing mid-run).
+    RefusedFillPrefetch {
+        held: usize,
+        refused: u64,
+    },
     /// A quorum message came close to its delivery limit; returning more would risk losing it.
     QuorumSafety(String),
     /// The connection or a channel failed.
@@ -178,6 +185,10 @@ impl std::fmt::Display for StopReason {
             StopReason::WindowFull { window } => write!(
                 f,
                 "held back {window} unselected messages (the window); more matching messages may lie further down — raise --window or replay again"
+            ),
+            StopReason::RefusedFillPrefetch { held, refused } => write!(
+                f,
+                "{refused} published message(s) came back returned or refused by the broker (see problems); with the others held to go back to the DLQ in order they fill the consumer's prefetch ({held}), so the broker sends no more: stopped — fix the target's routing and replay again"
             ),
             StopReason::QuorumSafety(why) => write!(f, "stopped for quorum safety: {why}"),
             StopReason::ConnectionLost(why) => write!(f, "the connection was lost: {why}"),
@@ -931,12 +942,14 @@ impl Engine {
     /// (the window is larger than the prefetch). A stop like a full window, never a wait.
     fn prefetch_full(&mut self, now: Instant) {
         if self.taking && self.acks.held() >= self.cfg.prefetch {
-            self.stop_with(
-                now,
-                StopReason::WindowFull {
-                    window: self.acks.held(),
-                },
-            );
+            let held = self.acks.held();
+            let refused = self.tally.returned + self.tally.failed;
+            let why = if refused > 0 {
+                StopReason::RefusedFillPrefetch { held, refused }
+            } else {
+                StopReason::WindowFull { window: held }
+            };
+            self.stop_with(now, why);
         }
     }
 
@@ -1803,8 +1816,47 @@ mod tests {
         e.on(t0, confirm(2, ConfirmOutcome::Nack));
         assert_eq!(e.stop_reason(), None);
         let fx = e.on(t0, confirm(3, ConfirmOutcome::Nack));
-        assert_eq!(e.stop_reason(), Some(&StopReason::WindowFull { window: 3 }));
+        assert_eq!(
+            e.stop_reason(),
+            Some(&StopReason::RefusedFillPrefetch {
+                held: 3,
+                refused: 3
+            })
+        );
         assert_eq!(fx, vec![Effect::CancelConsumer]);
+    }
+
+    #[test]
+    fn returns_filling_the_prefetch_stop_the_run_and_say_why() {
+        let t0 = Instant::now();
+        let mut e = Engine::new(
+            Config {
+                depth_at_start: 100,
+                limit: None,
+                window: 5000,
+                prefetch: 2,
+                limits: Limits::default(),
+                settle_lag: Duration::ZERO,
+            },
+            t0,
+        );
+        send(&mut e, t0, 1..=2);
+        e.on(
+            t0,
+            confirm(1, ConfirmOutcome::Returned("312 NO_ROUTE".into())),
+        );
+        assert_eq!(e.stop_reason(), None);
+        e.on(
+            t0,
+            confirm(2, ConfirmOutcome::Returned("312 NO_ROUTE".into())),
+        );
+        let why = e.stop_reason().expect("stopped").to_string();
+        assert!(
+            why.starts_with("2 published message(s) came back returned"),
+            "{why}"
+        );
+        assert!(why.contains("prefetch (2)"), "{why}");
+        assert!(!why.contains("no delivery"), "{why}");
     }
 
     #[test]
