@@ -265,3 +265,93 @@ async fn every_context_lists_each_context_s_dlqs_reports_the_unreached_and_opens
     a.cleanup().await;
     b.cleanup().await;
 }
+
+/// A context unreached at first is tried again with the next listing (Ctrl-R): once its broker
+/// lets its user in, its dead-letter queues join the list without leaving the scope.
+#[tokio::test]
+async fn an_unreached_context_is_tried_again_with_the_next_listing() {
+    let store = Home::new("worker-every-context-retry-store");
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe { std::env::set_var("WARREN_STORE", store.store()) };
+    let broker = TestBroker::default_broker();
+    let label = broker.label.clone();
+    let a = TestVhost::new(&broker, "every-ctx-retry").await;
+    let conn = amqp_h::connect(&a).await;
+    let ch = conn.create_channel().await.expect("channel");
+    amqp_h::declare(&ch, "orders.dlq", QueueType::Classic, FieldTable::default()).await;
+    amqp_h::dead_letter_by_reject(&conn, "orders.process", "orders.dlq", 2).await;
+    conn.close(200, "set up".into()).await.ok();
+    // A user that does not exist yet: "late" cannot be reached until it does.
+    let user = format!("warren-late-{}", std::process::id());
+    let home = Home::new("worker-every-context-retry");
+    let late = format!(
+        "[contexts.late]\namqp_urls = [\"amqp://{user}:late@127.0.0.1:{}/{}\"]\nmanagement_urls = [\"http://{user}:late@127.0.0.1:{}\"]\nvhost = \"{}\"\n",
+        broker.amqp_port,
+        common::enc(&a.name),
+        broker.mgmt_port,
+        a.name
+    );
+    std::fs::write(
+        home.dir.join("config.toml"),
+        context("alpha", &a, false) + &late,
+    )
+    .expect("config");
+    let (cmd_tx, mut rx, worker) = common::spawn_worker(Overrides {
+        config_path: Some(home.dir.join("config.toml")),
+        context: Some("*".into()),
+        unlocked: Some(Unlocked::default()),
+        ..Default::default()
+    });
+    let contexts_of = |d: &warren::domain::discovery::Discovery| -> Vec<String> {
+        let mut c: Vec<String> = d
+            .dead_letter_queues
+            .iter()
+            .filter(|q| q.name == "orders.dlq")
+            .map(|q| q.context.clone())
+            .collect();
+        c.sort();
+        c
+    };
+    cmd_tx.send(Command::LoadQueues).await.expect("send");
+    let (overview, discovery, _) = listed(&mut rx, &label).await;
+    let late_reach = overview.contexts.iter().find(|r| r.context == "late");
+    assert!(
+        late_reach.is_some_and(|r| r.unreached.is_some()),
+        "{label}: {:?}",
+        overview.contexts
+    );
+    assert_eq!(contexts_of(&discovery), ["alpha"], "{label}");
+
+    let put = a
+        .api(
+            reqwest::Method::PUT,
+            &format!("/api/users/{user}"),
+            Some(serde_json::json!({"password": "late", "tags": "monitoring"})),
+        )
+        .await;
+    assert!(put.status().is_success(), "{label}: {put:?}");
+    let perm = a
+        .api(
+            reqwest::Method::PUT,
+            &format!("/api/permissions/{}/{user}", common::enc(&a.name)),
+            Some(serde_json::json!({"configure": ".*", "write": ".*", "read": ".*"})),
+        )
+        .await;
+    assert!(perm.status().is_success(), "{label}: {perm:?}");
+
+    cmd_tx.send(Command::LoadQueues).await.expect("send");
+    let (overview, discovery, _) = listed(&mut rx, &label).await;
+    let late_reach = overview.contexts.iter().find(|r| r.context == "late");
+    assert!(
+        late_reach.is_some_and(|r| r.unreached.is_none()),
+        "{label}: tried again and reached: {:?}",
+        overview.contexts
+    );
+    assert_eq!(contexts_of(&discovery), ["alpha", "late"], "{label}");
+
+    cmd_tx.send(Command::Quit).await.expect("send");
+    worker.await.expect("worker ends");
+    a.api(reqwest::Method::DELETE, &format!("/api/users/{user}"), None)
+        .await;
+    a.cleanup().await;
+}

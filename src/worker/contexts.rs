@@ -33,17 +33,53 @@ pub const CONTEXT_WAIT: Duration = Duration::from_secs(20);
 /// Why work is refused in this scope.
 pub const LOOK_ONLY: &str = "every context at once is for looking: open the queue (Enter) to work in its own context, where its own rights apply";
 
-/// Each context of the config file, in its order: its sessions, or why it could not be reached.
+/// One context: its sessions, or why it could not be reached.
+type Reached = (String, Result<Arc<Sessions>, String>);
+
+/// Each context of the config file, in its order: its sessions, or why it could not be reached
+/// (tried again with each listing: Ctrl-R, `*`).
 pub struct Contexts {
-    pub each: Vec<(String, Result<Arc<Sessions>, String>)>,
+    overrides: Overrides,
+    each: std::sync::Mutex<Vec<Reached>>,
 }
 
 impl Contexts {
-    fn reached(&self) -> impl Iterator<Item = (&str, &Arc<Sessions>)> {
-        self.each
-            .iter()
-            .filter_map(|(name, r)| r.as_ref().ok().map(|ss| (name.as_str(), ss)))
+    /// Each context as it stands now (the lock is never held across an await).
+    fn each(&self) -> Vec<Reached> {
+        self.each.lock().map(|e| e.clone()).unwrap_or_default()
     }
+
+    fn reached(&self) -> Vec<(String, Arc<Sessions>)> {
+        self.each()
+            .into_iter()
+            .filter_map(|(name, r)| r.ok().map(|ss| (name, ss)))
+            .collect()
+    }
+
+    /// Keeps the sessions of contexts reached since they were last tried.
+    fn now_reached(&self, opened: Vec<(String, Arc<Sessions>)>) {
+        if let Ok(mut each) = self.each.lock() {
+            for (name, ss) in opened {
+                if let Some(slot) = each.iter_mut().find(|(n, _)| *n == name) {
+                    slot.1 = Ok(ss);
+                }
+            }
+        }
+    }
+}
+
+/// Reaches the context `name` within [`CONTEXT_WAIT`].
+async fn open_one(name: &str, overrides: &Overrides, ops: &Ops) -> Result<Arc<Sessions>, String> {
+    let mut one = overrides.clone();
+    one.context = Some(name.to_string());
+    let opened = match tokio::time::timeout(CONTEXT_WAIT, super::open(&one)).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("no answer in {} s", CONTEXT_WAIT.as_secs())),
+    };
+    if let Ok(ss) = &opened {
+        super::report_connected(ops, ss).await;
+    }
+    opened.map(Arc::new)
 }
 
 /// `overrides` names every context: is it?
@@ -59,21 +95,10 @@ pub async fn open(overrides: &Overrides, ops: &Ops) -> Result<Contexts, String> 
     let names = config::Config::read(overrides.config_path.as_deref())
         .and_then(|c| c.every_context())
         .map_err(|e| e.to_string())?;
-    let each: Vec<(String, Result<Arc<Sessions>, String>)> = stream::iter(names)
-        .map(|name| {
-            let mut one = overrides.clone();
-            one.context = Some(name.clone());
-            let ops = ops.clone();
-            async move {
-                let opened = match tokio::time::timeout(CONTEXT_WAIT, super::open(&one)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(format!("no answer in {} s", CONTEXT_WAIT.as_secs())),
-                };
-                if let Ok(ss) = &opened {
-                    super::report_connected(&ops, ss).await;
-                }
-                (name, opened.map(Arc::new))
-            }
+    let each: Vec<Reached> = stream::iter(names)
+        .map(|name| async move {
+            let opened = open_one(&name, overrides, ops).await;
+            (name, opened)
         })
         .buffered(AT_ONCE)
         .collect()
@@ -83,7 +108,10 @@ pub async fn open(overrides: &Overrides, ops: &Ops) -> Result<Contexts, String> 
             r.as_ref().err().map(|e| (n.as_str(), e.as_str()))
         })));
     }
-    Ok(Contexts { each })
+    Ok(Contexts {
+        overrides: overrides.clone(),
+        each: std::sync::Mutex::new(each),
+    })
 }
 
 fn none_reached<'a>(why: impl Iterator<Item = (&'a str, &'a str)>) -> String {
@@ -109,20 +137,34 @@ pub async fn discover(
     read_only_flag: bool,
     ops: &Ops,
 ) -> Vec<Report> {
-    let listed: Vec<(String, Result<Listed, String>)> = stream::iter(cs.each.clone())
-        .map(|(name, r)| {
-            let ops = ops.clone();
-            async move {
-                let out = match r {
-                    Ok(ss) => list_one(&name, &ss, ticket, read_only_flag, &ops).await,
-                    Err(why) => Err(why),
-                };
-                (name, out)
-            }
+    // A context unreached so far is tried again first, beside the others' listings.
+    let each = cs.each();
+    let listed: Vec<(String, Result<Listed, String>, Option<Arc<Sessions>>)> = stream::iter(each)
+        .map(|(name, r)| async move {
+            let (ss, new) = match r {
+                Ok(ss) => (Ok(ss), None),
+                Err(_) => match open_one(&name, &cs.overrides, ops).await {
+                    Ok(ss) => (Ok(ss.clone()), Some(ss)),
+                    Err(why) => (Err(why), None),
+                },
+            };
+            let out = match ss {
+                Ok(ss) => list_one(&name, &ss, ticket, read_only_flag, ops).await,
+                Err(why) => Err(why),
+            };
+            (name, out, new)
         })
         .buffered(AT_ONCE)
         .collect()
         .await;
+    cs.now_reached(
+        listed
+            .iter()
+            .filter_map(|(n, _, new)| new.clone().map(|ss| (n.clone(), ss)))
+            .collect(),
+    );
+    let listed: Vec<(String, Result<Listed, String>)> =
+        listed.into_iter().map(|(n, r, _)| (n, r)).collect();
     if listed.iter().all(|(_, r)| r.is_err()) {
         let why = none_reached(
             listed
@@ -152,7 +194,7 @@ pub async fn discover(
         }
     }
     let every_vhost = cs
-        .each
+        .each()
         .iter()
         .any(|(_, r)| r.as_ref().is_ok_and(|ss| ss.every()));
     let overview = Overview {
@@ -267,10 +309,7 @@ fn merge_history(into: Option<Report>, more: Option<Report>) -> Option<Report> {
 /// store under its own context). A context that does not answer keeps the depths shown (it is
 /// logged); only when none answers is the scope disconnected.
 pub async fn refresh(cs: &Contexts, ticket: Ticket) -> Report {
-    let reached: Vec<(String, Arc<Sessions>)> = cs
-        .reached()
-        .map(|(n, ss)| (n.to_string(), Arc::clone(ss)))
-        .collect();
+    let reached = cs.reached();
     let listed: Vec<Result<Depths, String>> = stream::iter(reached)
         .map(|(name, ss)| async move {
             let looked = tokio::time::timeout(CONTEXT_WAIT, super::listing(&ss)).await;
