@@ -139,7 +139,9 @@ pub async fn discover(
 ) -> Vec<Report> {
     // A context unreached so far is tried again first, beside the others' listings.
     let each = cs.each();
-    let listed: Vec<(String, Result<Listed, String>, Option<Arc<Sessions>>)> = stream::iter(each)
+    // Each context's listing, and its sessions when it was reached just now.
+    type Tried = (String, Result<Listed, String>, Option<Arc<Sessions>>);
+    let listed: Vec<Tried> = stream::iter(each)
         .map(|(name, r)| async move {
             let (ss, new) = match r {
                 Ok(ss) => (Ok(ss), None),
