@@ -150,23 +150,19 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             let stale_before = depths_stale(state);
             state.depths_at = Some(state.now);
             let mut changed = stale_before;
-            // One map and one pass over each list: a refresh of 10,000 queues is linear. By
-            // context, vhost, then name: looked up without building a key per queue.
-            let mut depths = by_place(depths);
-            let mut take = |context: &str, vhost: &str, name: &str| {
-                depths
-                    .get_mut(context)
-                    .and_then(|of_context| of_context.get_mut(vhost))
-                    .and_then(|of_vhost| of_vhost.remove(name))
-            };
+            // One map and one pass over each list: a refresh of 10,000 queues is linear. Keyed
+            // by the reported queues themselves (moved in, not copied), looked up with one key
+            // refilled for each queue.
+            let mut depths: FnvHashMap<QueueRef, Option<u64>> = depths.into_iter().collect();
+            let mut key = QueueRef::default();
             for d in &mut state.discovery.dead_letter_queues {
-                if let Some(depth) = take(&d.context, &d.vhost, &d.name) {
+                if let Some(depth) = depths.remove(key.set_to(d)) {
                     changed |= d.depth != depth;
                     d.depth = depth;
                 }
             }
             for q in &mut state.discovery.other_queues {
-                if let Some(depth) = take("", &q.vhost, &q.name) {
+                if let Some(depth) = depths.remove(key.set(&q.vhost, &q.name)) {
                     changed |= q.depth != depth;
                     q.depth = depth;
                 }
@@ -456,36 +452,6 @@ fn forget_gone_notes(
 /// Whether `at` is `queue` of `vhost`.
 fn is_queue(at: Option<&QueueRef>, vhost: &str, queue: &str) -> bool {
     at.is_some_and(|q| q.name == queue && q.vhost == vhost)
-}
-
-/// Depths by context (empty but with every context listed), vhost, then name: one map per
-/// vhost, looked up with borrowed names.
-type Depths = FnvHashMap<String, FnvHashMap<String, FnvHashMap<String, Option<u64>>>>;
-
-fn by_place(depths: Vec<(QueueRef, Option<u64>)>) -> Depths {
-    let mut out = Depths::default();
-    for (q, depth) in depths {
-        let QueueRef {
-            context,
-            vhost,
-            name,
-        } = q;
-        let of_context = match out.get_mut(&context) {
-            Some(c) => c,
-            None => out.entry(context).or_default(),
-        };
-        match of_context.get_mut(&vhost) {
-            Some(of_vhost) => {
-                of_vhost.insert(name, depth);
-            }
-            None => {
-                let mut of_vhost = FnvHashMap::default();
-                of_vhost.insert(name, depth);
-                of_context.insert(vhost, of_vhost);
-            }
-        }
-    }
-    out
 }
 
 fn depths_stale(state: &State) -> bool {
