@@ -168,6 +168,18 @@ fn expire_locked(path: &Path, secs: u64, now: jiff::Timestamp) -> Result<u64, St
     Ok(dropped)
 }
 
+/// The local archive at `path` as its readers see it: its retention applied first (how many
+/// entries expired and were dropped), then its messages in file order, each numbered by its
+/// place in the file.
+pub fn read_local_kept(path: &Path, max_age: &str) -> Result<(u64, Vec<DeadLetter>), String> {
+    let expired = expire_local(path, max_age)?;
+    let mut messages = read_local(path)?;
+    for (i, m) in messages.iter_mut().enumerate() {
+        m.position = i as u64;
+    }
+    Ok((expired, messages))
+}
+
 /// The messages of the local archive at `path` (none when it does not exist yet).
 pub fn read_local(path: &Path) -> Result<Vec<DeadLetter>, String> {
     let text = match std::fs::read_to_string(path) {

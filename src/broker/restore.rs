@@ -51,11 +51,7 @@ pub async fn read_archive(
             (session::into_messages(page), 0)
         }
         Place::Local(path, _) => {
-            let expired = keep::expire_local(path, &s.target.archive.max_age)?;
-            let mut messages = keep::read_local(path)?;
-            for (i, m) in messages.iter_mut().enumerate() {
-                m.position = i as u64;
-            }
+            let (expired, mut messages) = keep::read_local_kept(path, &s.target.archive.max_age)?;
             messages.truncate(window);
             (messages, expired)
         }
@@ -207,8 +203,8 @@ pub async fn read_and_choose(
             }
         }
         Place::Local(path, _) => {
-            out.expired = keep::expire_local(path, &s.target.archive.max_age)?;
-            let messages = keep::read_local(path)?;
+            let (expired, messages) = keep::read_local_kept(path, &s.target.archive.max_age)?;
+            out.expired = expired;
             for page in local_pages(messages) {
                 if take(st, &mut out, page)? {
                     break;
@@ -249,14 +245,10 @@ fn take_page(
     Ok(out.capped || out.chosen.messages.len() as u64 >= wanted)
 }
 
-/// A local archive's messages, numbered by their place in the file, a page at a time.
+/// A local archive's messages (numbered by their place in the file), a page at a time.
 fn local_pages(messages: Vec<DeadLetter>) -> Vec<Vec<(String, DeadLetter)>> {
-    let mut all = messages;
-    for (i, m) in all.iter_mut().enumerate() {
-        m.position = i as u64;
-    }
     let mut pages = Vec::new();
-    let mut it = all.into_iter().peekable();
+    let mut it = messages.into_iter().peekable();
     while it.peek().is_some() {
         pages.push(references(it.by_ref().take(RESTORE_PAGE).collect()));
     }

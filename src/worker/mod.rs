@@ -787,8 +787,7 @@ fn browse_local_archive(s: &Session, vhost: String, limit: usize, ticket: Ticket
     let queue = crate::domain::archive::LOCAL_QUEUE.to_string();
     let read = (|| {
         let path = local_archive_path(s)?;
-        let expired = keep::expire_local(&path, &s.target.archive.max_age)?;
-        let messages = keep::read_local(&path)?;
+        let (expired, messages) = keep::read_local_kept(&path, &s.target.archive.max_age)?;
         Ok::<_, String>((path, expired, messages))
     })();
     let (path, expired, mut messages) = match read {
@@ -797,8 +796,7 @@ fn browse_local_archive(s: &Session, vhost: String, limit: usize, ticket: Ticket
     };
     let held = messages.len();
     messages.truncate(limit);
-    for (i, m) in messages.iter_mut().enumerate() {
-        m.position = i as u64;
+    for m in &mut messages {
         m.queue = queue.clone();
     }
     let n = messages.len();
