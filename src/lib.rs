@@ -16,6 +16,7 @@ pub mod broker;
 pub mod cli;
 pub mod demo;
 pub mod domain;
+pub mod ops;
 pub mod store;
 pub mod tui;
 pub mod worker;

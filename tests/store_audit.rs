@@ -28,6 +28,7 @@ fn start(at: Timestamp, from: &str) -> AuditStart {
 
 fn outcome(at: Timestamp) -> AuditOutcome {
     AuditOutcome {
+        targets: Vec::new(),
         at,
         moved: 2,
         returned: 1,
@@ -196,6 +197,7 @@ fn replay_counts_link_keys_to_the_replays_that_moved_them_in_this_vhost() {
             .finish_replay(
                 id,
                 &AuditOutcome {
+                    targets: Vec::new(),
                     message_ids: ids.iter().map(|s| s.to_string()).collect(),
                     ..outcome(t)
                 },

@@ -471,7 +471,11 @@ pub struct Target {
     pub amqp_urls: Vec<Url>,
     /// Default `/`.
     pub vhost: String,
+    /// Nothing may leave a queue: `--read-only` or the context's `read_only` (see
+    /// `read_only_flag` for which).
     pub read_only: bool,
+    /// `--read-only` was given (for saying why).
+    pub read_only_flag: bool,
     pub credentials: Credentials,
     pub ca_file: Option<PathBuf>,
     /// The context's colour and label in the terminal UI (see [`ContextConfig`]).
@@ -982,6 +986,7 @@ fn resolve_with(
         amqp_urls,
         vhost,
         read_only: overrides.read_only || ctx.is_some_and(|c| c.read_only),
+        read_only_flag: overrides.read_only,
         credentials,
         ca_file: ctx.and_then(|c| c.ca_file.clone()),
         color: ctx.and_then(|c| c.color),

@@ -11,5 +11,6 @@ pub mod discover;
 pub mod management;
 pub mod replay;
 pub mod restore;
+pub mod rights;
 pub mod session;
 pub mod spool;

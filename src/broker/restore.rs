@@ -483,7 +483,7 @@ pub async fn plan_replay(
 }
 
 /// How a restore's publishing ended.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Outcome {
     /// For the record (both places), and the counts the caller says.
     pub audit: AuditOutcome,
@@ -541,6 +541,7 @@ pub async fn publish(
     let keys_of = plan.keys_of;
     let failed_outcome = |e: String| Outcome {
         audit: AuditOutcome {
+            targets: Vec::new(),
             at: jiff::Timestamp::now(),
             moved: 0,
             returned: 0,
@@ -617,6 +618,7 @@ pub async fn publish(
     };
     Outcome {
         audit: AuditOutcome {
+            targets: Vec::new(),
             at: jiff::Timestamp::now(),
             moved: restored,
             returned: 0,

@@ -121,6 +121,9 @@ pub struct Session {
     pub overview: Overview,
     pub whoami: WhoAmI,
     amqp: OnceCell<lapin::Connection>,
+    /// Whether the broker lets this user publish at all in the vhost: asked once per session
+    /// (see `broker::rights`).
+    pub(crate) publishing: OnceCell<crate::broker::rights::Publishing>,
     /// Where in the context's AMQP URLs the next connection starts: a reconnect after a node
     /// loss starts one further, so it does not wait out the lost node's timeout first.
     amqp_start: std::sync::atomic::AtomicUsize,
@@ -159,6 +162,7 @@ impl Session {
             mgmt,
             target,
             amqp: OnceCell::new(),
+            publishing: OnceCell::new(),
             amqp_start: std::sync::atomic::AtomicUsize::new(0),
             reads: std::sync::Mutex::new(HashMap::new()),
             read_locks: std::sync::Mutex::new(HashMap::new()),
@@ -190,7 +194,7 @@ impl Session {
     }
 
     /// A new AMQP connection (cluster URLs tried in order).
-    async fn connect_amqp(&self, name: &str) -> Result<lapin::Connection, SessionError> {
+    pub(crate) async fn connect_amqp(&self, name: &str) -> Result<lapin::Connection, SessionError> {
         if self.target.amqp_urls.is_empty() {
             return Err(SessionError::Broker(self.target.no_amqp_url()));
         }
@@ -825,7 +829,7 @@ pub fn into_messages(page: std::sync::Arc<BrowsePage>) -> Vec<DeadLetter> {
 }
 
 /// What the broker did with one trial publish.
-enum Trial {
+pub(crate) enum Trial {
     /// Accepted (and dropped by the rollback).
     Accepted,
     /// Refused: the broker closed the channel over it. The broker's words when Warren saw them.
@@ -841,7 +845,11 @@ enum Trial {
 /// publish was accepted. When the broker's close arrives before the rollback is sent, lapin
 /// fails the rollback locally, without the reason: that is tried again, and if it keeps
 /// happening on a live connection, the publish was refused all the same.
-async fn trial_publish(conn: &lapin::Connection, exchange: &str, routing_key: &str) -> Trial {
+pub(crate) async fn trial_publish(
+    conn: &lapin::Connection,
+    exchange: &str,
+    routing_key: &str,
+) -> Trial {
     for _ in 0..3 {
         let ch = match conn.create_channel().await {
             Ok(ch) => ch,
@@ -1726,18 +1734,7 @@ impl Session {
                         t.rests_in = Some(queue.clone());
                         t.via = via;
                     }
-                    let mut info = self.mgmt.queue(self.vhost(), &queue).await?;
-                    let settings = self.settings_of(&info).await?;
-                    // The room check counts on the broker's own figure, over AMQP: the
-                    // management one is a sample up to a stats interval old (3.10 said 67 in
-                    // a queue capped at 30), and a stale low figure would let drop-head
-                    // discard messages. The passive count is the ready messages, which is
-                    // what max-length limits. Bytes have no live source; they stay sampled.
-                    if let Some(depth) = queue_depth(conn, &queue).await? {
-                        info.messages = Some(depth);
-                    }
-                    let room = destination::check_room(&info, &settings, t.count.max(1), t.bytes);
-                    match destination::room_verdict(&queue, t.count, &room) {
+                    match self.room_in(conn, &queue, t.count, t.bytes).await? {
                         Some(Err(why)) => {
                             p.refusals.push(why);
                             ok = false;
@@ -1784,6 +1781,31 @@ impl Session {
             p.allowed.insert(key);
         }
         Ok(())
+    }
+
+    /// Whether `queue` has room for `count` more messages of `bytes` in all (see
+    /// `domain::destination::room_verdict`): `Some(Err)` refuses (the broker would drop or
+    /// dead-letter others), `Some(Ok)` warns, `None` fits. Every operation that publishes into a
+    /// queue asks this before it starts.
+    pub async fn room_in(
+        &self,
+        conn: &lapin::Connection,
+        queue: &str,
+        count: u64,
+        bytes: u64,
+    ) -> Result<Option<Result<String, String>>, SessionError> {
+        let mut info = self.mgmt.queue(self.vhost(), queue).await?;
+        let settings = self.settings_of(&info).await?;
+        // The room check counts on the broker's own figure, over AMQP: the management one is a
+        // sample up to a stats interval old (3.10 said 67 in a queue capped at 30), and a stale
+        // low figure would let drop-head discard messages. The passive count is the ready
+        // messages, which is what max-length limits. Bytes have no live source; they stay
+        // sampled.
+        if let Some(depth) = queue_depth(conn, queue).await? {
+            info.messages = Some(depth);
+        }
+        let room = destination::check_room(&info, &settings, count.max(1), bytes);
+        Ok(destination::room_verdict(queue, count, &room))
     }
 
     /// Follows a publish into `queue` with `routing_key` through wait queues to the queue where
@@ -1887,6 +1909,13 @@ impl Session {
             return Err(SessionError::Refused(format!(
                 "read-only: context '{}' is opened read-only (--read-only or read_only = true); nothing may leave a queue",
                 self.target.context
+            )));
+        }
+        // The last line behind `ops::rights`: a user the broker lets read but not publish takes
+        // nothing off a queue, whoever calls.
+        if let crate::broker::rights::Publishing::Refused(why) = self.publishing().await {
+            return Err(SessionError::Refused(format!(
+                "read-only: {why}; nothing may leave a queue"
             )));
         }
         let lock = self.read_lock(&spec.queue);

@@ -9,12 +9,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::args::{ConnArgs, ReplayArgs};
+use super::front::CliFront;
 use super::{Failure, exit};
 use crate::broker::audit;
 use crate::broker::config::{self, Overrides};
-use crate::broker::replay::{Progress, Spool, Summary};
+use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::{
-    self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError, WriteCheck,
+    self, Explained, Preview, ReadConsent, ReplaySpec, Session, SessionError,
 };
 use crate::domain::comeback;
 use crate::domain::convention::Conventions;
@@ -25,7 +26,8 @@ use crate::domain::message::DeadLetter;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::{GroupChoice, Selection};
 use crate::domain::snapshot::{self, SnapshotHeader};
-use crate::store::{self, AuditOutcome, AuditStart, Operation, Store};
+use crate::ops;
+use crate::store::{self, Store};
 use crate::worker::Source;
 
 /// Widest cell Warren prints for a broker string in text output.
@@ -643,7 +645,7 @@ async fn groups_live(
 /// `warren protect QUEUE`: shows the policy that lifts the queue's delivery limit, asks, sets it.
 pub async fn protect(c: &ConnArgs, queue: &str, dry_run: bool, yes: bool) -> Result<i32, Failure> {
     let s = open(c).await?;
-    let plan = s.protect(queue, false).await.map_err(broker_failure)?;
+    let plan = ops::protect::look(&s, queue).await.or_else(stopped_err)?;
     let def = serde_json::to_string(&plan.policy.definition).unwrap_or_default();
     crate::errln!(
         "{} policy '{}' on vhost '{}': pattern {} priority {} definition {}",
@@ -665,12 +667,7 @@ pub async fn protect(c: &ConnArgs, queue: &str, dry_run: bool, yes: bool) -> Res
     if dry_run {
         return Ok(exit::OK);
     }
-    if s.target.read_only {
-        return Err(Failure::failed(format!(
-            "read-only: context '{}' is opened read-only; protect changes a policy and is disabled",
-            s.target.context
-        )));
-    }
+    ops::protect::admit(&s).await.or_else(stopped_err)?;
     if !yes {
         if !std::io::stdin().is_terminal() {
             return Err(Failure::usage(
@@ -687,17 +684,29 @@ pub async fn protect(c: &ConnArgs, queue: &str, dry_run: bool, yes: bool) -> Res
             return Ok(exit::FAILED);
         }
     }
-    s.protect(queue, true).await.map_err(broker_failure)?;
+    let mut front = CliFront::new(c, yes, false);
+    let (_, notes) = ops::protect::apply(&s, queue, &mut front)
+        .await
+        .or_else(stopped_err)?;
     crate::errln!(
         "protected: reading '{}' no longer spends deliveries",
         one_line(queue, 80)
     );
-    let mut ask = ask_to_create;
-    let consent = broker_consent(c, &s, !yes, &mut ask);
-    for note in audit::record_protect(&s, queue, &plan, consent).await {
+    for note in notes {
         crate::errln!("warren: {}", one_line(&note, 600));
     }
     Ok(exit::OK)
+}
+
+/// A stop as the command's failure (for steps that return a value when they go on).
+fn stopped_err<T>(stop: ops::Stop) -> Result<T, Failure> {
+    match stopped(stop) {
+        Ok(code) => Err(Failure {
+            code,
+            message: "nothing changed".into(),
+        }),
+        Err(f) => Err(f),
+    }
 }
 
 /// `warren export QUEUE -o FILE`: every message of the head of the queue, whole bodies.
@@ -986,37 +995,6 @@ pub fn print_groups(
     }
 }
 
-/// Whether Warren may create the broker's audit stream: the flag or the config decide; else it
-/// asks when someone can answer (`interactive`: a terminal, and no `--yes`), and does not
-/// otherwise.
-fn broker_consent<'a>(
-    c: &ConnArgs,
-    s: &Session,
-    interactive: bool,
-    ask: &'a mut (dyn FnMut(&str) -> bool + Send),
-) -> audit::Consent<'a> {
-    match audit::configured_consent(s, c.create_audit_stream) {
-        Some(true) => audit::Consent::Create,
-        Some(false) => audit::Consent::Refuse,
-        None if interactive
-            && std::io::stdin().is_terminal()
-            && std::io::stderr().is_terminal() =>
-        {
-            audit::Consent::Ask(ask)
-        }
-        None => audit::Consent::Refuse,
-    }
-}
-
-/// The terminal question before Warren creates the audit stream.
-fn ask_to_create(what: &str) -> bool {
-    crate::errln!("{what}");
-    crate::err!("Create it? [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).is_ok() && matches!(line.trim(), "y" | "Y" | "yes")
-}
-
 /// `warren audit`: this machine's records and the broker stream's, merged (one line per run),
 /// with what came back after each replay; says which records it could not reach.
 pub async fn audit(
@@ -1230,11 +1208,6 @@ pub(crate) async fn selection_of(
     })
 }
 
-/// Asks on the terminal; above 100 messages the operator types the count.
-fn confirm(count: u64) -> bool {
-    confirm_to(count, "replay", count > 100)
-}
-
 /// Asks on the terminal whether to `verb` them: typing the count when `typed`, else y/N.
 pub(crate) fn confirm_to(count: u64, verb: &str, typed: bool) -> bool {
     let prompt = if typed {
@@ -1270,7 +1243,6 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         ));
     }
     let s = open(c).await?;
-    let read_consent = consent(c);
     let selection = selection_of(&s, a.pick.group.as_deref(), a.pick.by, filter.clone()).await?;
     let spec = ReplaySpec {
         queue: a.queue.clone(),
@@ -1282,90 +1254,14 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         keep_attempts: a.keep_attempts,
         clear_expiry: a.clear_expiry,
         window: a.pick.window.unwrap_or(s.target.settings.replay.window),
-        consent: read_consent,
-        run_id: Some(audit::new_run_id(jiff::Timestamp::now())),
+        consent: consent(c),
+        run_id: None,
     };
-    let run_id = spec.run_id.clone().unwrap_or_default();
-
-    // Read-only is decided before anything is read for a replay: in read-only mode no channel is
-    // ever put in confirm mode or published on.
-    if !a.dry_run && s.target.read_only {
-        return Err(Failure::failed(format!(
-            "read-only: context '{}' is opened read-only (--read-only or read_only = true); replay is disabled",
-            s.target.context
-        )));
-    }
-    // One store for the audit and for first-seen times. The audit needs it (unless --no-audit);
-    // a dry run looks and records first-seen times when it can.
-    let audited = !(a.no_audit || a.dry_run);
-    let store = match Store::open_default() {
-        Ok(st) => Some(st),
-        Err(e) if audited => return Err(Failure::failed(e.to_string())),
-        Err(_) => None,
-    };
-    // First-seen times feed `age:` filters and are remembered for "dead since"; earlier
-    // replays say which messages failed again.
-    let mut first_seen = HashMap::new();
-    let remember = |keys: &[String]| {
-        let memory: session::Remembered = store
-            .as_ref()
-            .and_then(|st| s.remember(st, &a.queue, keys, jiff::Timestamp::now()).ok())
-            .unwrap_or_default();
-        first_seen = memory.first_seen.clone();
-        memory
-    };
-    // A dry run looks at the head and shows each plan; a run reads nothing first where the
-    // target is known without looking (`Session::preview_to_run`).
-    let preview = if a.dry_run {
-        s.preview(&spec, remember).await
-    } else {
-        s.preview_to_run(&spec, remember).await
-    }
-    .map_err(broker_failure)?;
-    print_preview(&preview, &spec, a.dry_run);
-    if a.json {
-        print_line(&preview_json(&preview, &spec));
-    }
-    if !preview.refusals.is_empty() {
-        return Err(Failure::failed(format!(
-            "nothing moved: {}",
-            preview.refusals.join("; ")
-        )));
-    }
-    if a.dry_run {
-        return Ok(exit::OK);
-    }
-    // Publishing needs write permission on the exchange, not on the queues it reaches.
-    match s.write_refusal(&preview.publish_targets()).await {
-        WriteCheck::Allowed => {}
-        WriteCheck::Refused(why) => return Err(Failure::failed(format!("{why}; nothing moved"))),
-        // The engine stops at the first publish the broker refuses.
-        WriteCheck::Unknown(why) => crate::errln!(
-            "warren: write permission unknown ({}); the replay stops at the first refused publish",
-            one_line(&why, 600)
-        ),
-    }
-    if !a.yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(Failure::usage(
-                "not a terminal: pass --yes to replay without confirmation (or --dry-run to look)",
-            ));
-        }
-        if !confirm(preview.selected) {
-            crate::errln!("nothing moved");
-            return Ok(exit::FAILED);
-        }
-    }
-
-    let start = AuditStart {
-        run_id: run_id.clone(),
-        at: jiff::Timestamp::now(),
-        os_user: store::current_os_user(),
-        broker_user: s.whoami.name.clone(),
-        context: s.target.context.clone(),
-        vhost: s.vhost().to_string(),
-        from_queue: a.queue.clone(),
-        targets: preview.targets.keys().cloned().collect(),
+    let req = ops::replay::ReplayRequest {
+        spec,
+        dry_run: a.dry_run,
+        look_first: false,
+        unaudited: a.no_audit.then(|| "--no-audit".to_string()),
         filter: filter.as_ref().map(|f| f.to_string()),
         group: a.pick.group.as_ref().map(|g| {
             GroupChoice {
@@ -1375,119 +1271,31 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
             }
             .audit_label()
         }),
-        requested_limit: a.pick.limit,
-        dry_run: false,
-        keep_attempts: a.keep_attempts,
-        clear_expiry: a.clear_expiry,
     };
-    let mut record = if audited {
-        OnRecord::begin(
-            c,
-            &s,
-            store.as_ref(),
-            Operation::Replay,
-            &start,
-            !a.yes,
-            a.json,
-        )
-        .await?
-    } else {
-        OnRecord::off(Operation::Replay, &run_id, "--no-audit", a.json)
+    let mut front = CliFront::new(c, a.yes, a.json).of(&s);
+    let mut ready = match ops::replay::prepare(&s, req, &mut front).await {
+        Ok(r) => r,
+        Err(stop) => return stopped(stop),
     };
-
-    let now = jiff::Timestamp::now();
-    let ages: HashMap<String, u64> = first_seen
-        .iter()
-        .filter_map(|(k, t)| {
-            u64::try_from(now.as_second() - t.as_second())
-                .ok()
-                .map(|a| (k.clone(), a))
-        })
-        .collect();
     let result = drive(a.json, |cancel_rx, on_progress| {
-        s.replay(&spec, &preview, ages, cancel_rx, on_progress)
+        ready.run(cancel_rx, on_progress)
     })
     .await;
-    finish_run(store.as_ref(), &mut record, result, a.json).await
+    let notes = ready.finish(&result).await;
+    report_run(result, notes, a.json)
 }
 
-/// A run on the record: its row in the local store and its entries on the broker's audit
-/// stream (replay, archive, restore and discard alike).
-pub(crate) struct OnRecord {
-    audit_id: Option<i64>,
-    broker: audit::BrokerRecord,
-    op: Operation,
-    run_id: String,
-}
-
-impl OnRecord {
-    /// Writes the start in both places before anything moves: a run the local store cannot
-    /// record does not start; one the broker cannot record starts and says so.
-    pub(crate) async fn begin(
-        c: &ConnArgs,
-        s: &Session,
-        store: Option<&Store>,
-        op: Operation,
-        start: &AuditStart,
-        interactive: bool,
-        json: bool,
-    ) -> Result<OnRecord, Failure> {
-        let mut ask = ask_to_create;
-        let mut broker =
-            audit::BrokerRecord::open(s, broker_consent(c, s, interactive, &mut ask)).await;
-        let audit_id = match store {
-            Some(st) => Some(
-                st.begin_operation(op, start)
-                    .map_err(|e| Failure::failed(format!("{e}; nothing moved")))?,
-            ),
-            None => None,
-        };
-        // The broker's copy of the start, before the first publish, so a crash reads
-        // "interrupted" there too.
-        if let Some(note) = broker
-            .append(op.as_str(), "start", &start.run_id, start)
-            .await
-        {
-            crate::errln!("warren: {}", one_line(&note, 600));
-        }
-        announce_run(json, &start.run_id, broker.is_written());
-        Ok(OnRecord {
-            audit_id,
-            broker,
-            op,
-            run_id: start.run_id.clone(),
-        })
-    }
-
-    /// A run kept off the record (`--no-audit`).
-    pub(crate) fn off(op: Operation, run_id: &str, why: &str, json: bool) -> OnRecord {
-        announce_run(json, run_id, false);
-        OnRecord {
-            audit_id: None,
-            broker: audit::BrokerRecord::off(why),
-            op,
-            run_id: run_id.to_string(),
-        }
-    }
-
-    /// The local store's number for the run, when it has one.
-    pub(crate) fn audit_id(&self) -> Option<i64> {
-        self.audit_id
-    }
-
-    /// Writes how the run ended in both places, with the moved ids of `moved`.
-    pub(crate) async fn finish(&mut self, store: Option<&Store>, out: AuditOutcome, moved: &Spool) {
-        let (Some(st), Some(id)) = (store, self.audit_id) else {
-            return;
-        };
-        let mut notes = audit::record_outcome(st, id, &out, moved);
-        notes.extend(
-            self.broker
-                .finish(self.op.as_str(), &self.run_id, out, moved)
-                .await,
-        );
-        for note in notes {
-            crate::errln!("warren: {}", one_line(&note, 600));
+/// An operation that stopped before anything moved, as the command's exit.
+pub(crate) fn stopped(stop: ops::Stop) -> Result<i32, Failure> {
+    match stop {
+        ops::Stop::DryRun => Ok(exit::OK),
+        // The front end said "nothing moved" when the operator said no.
+        ops::Stop::Declined => Ok(exit::FAILED),
+        ops::Stop::Refused(why) => Err(Failure::failed(why)),
+        ops::Stop::Usage(why) => Err(Failure::usage(why)),
+        ops::Stop::Broker(why) => Err(Failure::broker(why)),
+        ops::Stop::ReadCost { queue, text } => {
+            Err(broker_failure(SessionError::NeedsConsent { queue, text }))
         }
     }
 }
@@ -1568,50 +1376,19 @@ where
     })
 }
 
-/// Records how a run ended in its audit record, prints the summary and gives the exit code.
-pub(crate) async fn finish_run(
-    store: Option<&Store>,
-    record: &mut OnRecord,
+/// Says what the record could not keep, prints the summary and gives the exit code of an
+/// engine run (replay, archive, discard).
+pub(crate) fn report_run(
     result: Result<Summary, SessionError>,
+    notes: Vec<String>,
     json: bool,
 ) -> Result<i32, Failure> {
-    let (outcome, code) = match &result {
-        Ok(sum) => replay_outcome(sum),
-        Err(e) => (format!("failed: {e}"), exit::BROKER),
-    };
-    let out = match &result {
-        Ok(sum) => AuditOutcome {
-            at: jiff::Timestamp::now(),
-            moved: sum.progress.moved,
-            returned: sum.progress.returned,
-            failed: sum.progress.failed,
-            remaining: sum.progress.remaining,
-            // Read from the run's spool as the record is written (a million ids are tens of
-            // MiB).
-            message_ids: Vec::new(),
-            duplicated: sum.counts.duplicated,
-            duplicate_ids: sum.counts.duplicate_ids.clone(),
-            outcome: outcome.clone(),
-        },
-        Err(_) => AuditOutcome {
-            at: jiff::Timestamp::now(),
-            moved: 0,
-            returned: 0,
-            failed: 0,
-            remaining: 0,
-            message_ids: Vec::new(),
-            duplicated: 0,
-            duplicate_ids: Vec::new(),
-            outcome: outcome.clone(),
-        },
-    };
-    let moved = result
-        .as_ref()
-        .map(|s| s.moved_ids.clone())
-        .unwrap_or_default();
-    record.finish(store, out, &moved).await;
+    for note in notes {
+        crate::errln!("warren: {}", one_line(&note, 600));
+    }
     match result {
         Ok(sum) => {
+            let (outcome, code) = replay_outcome(&sum);
             print_summary(&sum, json, &outcome);
             if sum.counts.forced.is_some() {
                 // Nothing waits on a broker that may not answer: the connections drop here and
@@ -1704,7 +1481,7 @@ pub fn replay_outcome(sum: &crate::broker::replay::Summary) -> (String, i32) {
     (text, code)
 }
 
-fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
+pub(crate) fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
     let targets: BTreeMap<&String, Value> = p
         .targets
         .iter()
@@ -1733,17 +1510,6 @@ fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
         "warnings": p.warnings,
         "refusals": p.refusals,
     })
-}
-
-/// The run's id as the replay starts: a `started` event with `--json`, else a line on stderr.
-fn announce_run(json: bool, run_id: &str, on_broker: bool) {
-    if json {
-        print_line(&json!({"event": "started", "run_id": run_id, "broker_record": on_broker}));
-    } else if on_broker {
-        crate::errln!("run {run_id} (recorded here and on the broker)");
-    } else {
-        crate::errln!("run {run_id}");
-    }
 }
 
 fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str) {

@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod args;
 pub mod commands;
+pub(crate) mod front;
 pub mod logging;
 pub mod triage;
 

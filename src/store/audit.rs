@@ -80,7 +80,7 @@ pub struct AuditStart {
 }
 
 /// How a replay ended. Also the `record` of a stream's `replay`/`outcome` entry.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AuditOutcome {
     pub at: Timestamp,
     /// Published, confirmed and removed from the source queue.
@@ -102,6 +102,10 @@ pub struct AuditOutcome {
     /// (stopped early by its own rules, or some failed), "failed: …" (a broker or connection
     /// fault), "cancelled" (a signal; settled) or "interrupted: …" (ended without settling).
     pub outcome: String,
+    /// Where the run's messages went, as the run found its targets: a run whose targets are
+    /// checked as they are first met starts with none known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
 }
 
 /// The event of a broker audit stream entry that holds some of a run's moved ids: written
@@ -302,6 +306,24 @@ impl Store {
             if let Some(e) = failed {
                 return Err(self.sqlite(e));
             }
+        }
+        if !out.targets.is_empty() {
+            // A run whose targets were checked as first met started with none known.
+            let was: String = tx
+                .query_row(
+                    "SELECT targets_json FROM replays WHERE id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )
+                .map_err(|e| self.sqlite(e))?;
+            let start: Vec<String> = serde_json::from_str(&was).unwrap_or_default();
+            let joined = serde_json::to_string(&joined_targets(start, Some(out)))
+                .map_err(|e| self.corrupt(format!("targets: {e}")))?;
+            tx.execute(
+                "UPDATE replays SET targets_json = ?1 WHERE id = ?2",
+                rusqlite::params![joined, id],
+            )
+            .map_err(|e| self.sqlite(e))?;
         }
         tx.commit().map_err(|e| self.sqlite(e))
     }
@@ -801,6 +823,16 @@ pub fn merge(
     m
 }
 
+/// The targets a run named at its start and those its outcome says it reached, once each.
+fn joined_targets(mut start: Vec<String>, out: Option<&AuditOutcome>) -> Vec<String> {
+    for t in out.map(|o| o.targets.iter()).into_iter().flatten() {
+        if !start.contains(t) {
+            start.push(t.clone());
+        }
+    }
+    start
+}
+
 /// A run known from the broker's stream, as the local store would show it.
 fn record_of(
     run_id: String,
@@ -818,7 +850,7 @@ fn record_of(
         context: s.context,
         vhost: s.vhost,
         from_queue: s.from_queue,
-        targets: s.targets,
+        targets: joined_targets(s.targets, out.as_ref()),
         filter: s.filter,
         group: s.group,
         requested_limit: s.requested_limit,
@@ -1031,6 +1063,7 @@ mod tests {
 
     fn outcome(ids: &[&str]) -> AuditOutcome {
         AuditOutcome {
+            targets: Vec::new(),
             at: Timestamp::from_second(200).unwrap(),
             moved: 5,
             returned: 0,
@@ -1120,6 +1153,7 @@ mod tests {
             ..local
         };
         let out = AuditOutcome {
+            targets: Vec::new(),
             at: Timestamp::from_second(200).unwrap(),
             moved: 3,
             returned: 0,

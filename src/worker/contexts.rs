@@ -131,12 +131,7 @@ fn none_reached<'a>(why: impl Iterator<Item = (&'a str, &'a str)>) -> String {
 /// context, each named with its context (ordinary queues and retry loops stay with their
 /// context, seen when it is opened), with what the store remembers of them; and the overview
 /// that says which contexts are listed and which not, and why.
-pub async fn discover(
-    cs: &Contexts,
-    ticket: Ticket,
-    read_only_flag: bool,
-    ops: &Ops,
-) -> Vec<Report> {
+pub async fn discover(cs: &Contexts, ticket: Ticket, ops: &Ops) -> Vec<Report> {
     // A context unreached so far is tried again first, beside the others' listings.
     let each = cs.each();
     // Each context's listing, and its sessions when it was reached just now.
@@ -151,7 +146,7 @@ pub async fn discover(
                 },
             };
             let out = match ss {
-                Ok(ss) => list_one(&name, &ss, ticket, read_only_flag, ops).await,
+                Ok(ss) => list_one(&name, &ss, ticket, ops).await,
                 Err(why) => Err(why),
             };
             (name, out, new)
@@ -222,18 +217,8 @@ pub async fn discover(
 
 /// One context's listing, named with it: what it is, its dead-letter queues, what the store
 /// remembers of them.
-async fn list_one(
-    name: &str,
-    ss: &Sessions,
-    ticket: Ticket,
-    read_only_flag: bool,
-    ops: &Ops,
-) -> Result<Listed, String> {
-    let looked = tokio::time::timeout(
-        CONTEXT_WAIT,
-        super::discover(ss, ticket, read_only_flag, ops),
-    )
-    .await;
+async fn list_one(name: &str, ss: &Sessions, ticket: Ticket, ops: &Ops) -> Result<Listed, String> {
+    let looked = tokio::time::timeout(CONTEXT_WAIT, super::discover(ss, ticket, ops)).await;
     match looked {
         Ok(Report::QueuesLoaded {
             overview,

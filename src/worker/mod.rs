@@ -4,9 +4,11 @@
 //! discovery, refresh, read, protect and replay runs in a task that reports back to the loop.
 
 mod contexts;
+mod front;
 mod ops;
 mod plan;
 pub mod protocol;
+mod runs;
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -17,9 +19,6 @@ use tokio::task::JoinHandle;
 
 use crate::broker::archive as keep;
 use crate::broker::config::{self, Overrides};
-use crate::broker::management::PermissionState;
-use crate::broker::replay::StopReason;
-use crate::broker::restore;
 use crate::broker::session::{self, ReadConsent, ReplaySpec, Session, SessionError, Sessions};
 use crate::domain::discovery::{
     self, Convention, Discovery, DlqInfo, DlqKind, QueueRef, QueueType,
@@ -30,12 +29,9 @@ use crate::domain::packed::Packed;
 use crate::domain::sanitize;
 use crate::domain::snapshot::SnapshotHeader;
 use crate::store::Store;
-use ops::{Ops, replay_text, report_plan};
+use ops::Ops;
 use plan::{Action, Job, NoteWork, Plan, Retarget, Work};
-use protocol::{
-    Command, ConnectionState, Failure, OperationKind, Overview, ReplayOutcome, ReplayPreview,
-    ReplayProgress, Report, Ticket,
-};
+use protocol::{Command, ConnectionState, Failure, OperationKind, Overview, Report, Ticket};
 
 /// Where the messages come from.
 pub enum Source {
@@ -203,12 +199,12 @@ impl Shell {
                         Err(e) => plan::replay_failed(&req, &format!("{e}; nothing moved")),
                         Ok(s) => match req.job {
                             protocol::JobKind::Replay => {
-                                replay(s, req, cancelled, events, &ops).await
+                                runs::replay(s, req, cancelled, events, &ops).await
                             }
                             protocol::JobKind::Restore(how) => {
-                                restore(s, req, how, cancelled, events, &ops).await
+                                runs::restore(s, req, how, cancelled, events, &ops).await
                             }
-                            _ => archive_or_discard(s, req, cancelled, events, &ops).await,
+                            _ => runs::archive_or_discard(s, req, cancelled, events, &ops).await,
                         },
                     };
                     let _ = done
@@ -222,9 +218,8 @@ impl Shell {
                 self.replay = Some((task, cancel));
             }
             (work, backend) => {
-                let flag = self.overrides.as_ref().is_some_and(|o| o.read_only);
                 tokio::spawn(async move {
-                    let (events, then) = perform(ticket, work, backend, flag, &ops).await;
+                    let (events, then) = perform(ticket, work, backend, &ops).await;
                     let _ = done
                         .send(Done::Finished {
                             ticket,
@@ -301,12 +296,10 @@ async fn session_of(ss: &Sessions, vhost: &str) -> Result<Arc<Session>, String> 
 }
 
 /// One request's work: its answers, and what to ask next.
-/// `read_only_flag`: Warren was started with `--read-only` (for saying why replay is off).
 async fn perform(
     ticket: Ticket,
     work: Work,
     backend: Backend,
-    read_only_flag: bool,
     ops: &Ops,
 ) -> (Vec<Report>, Option<Work>) {
     let fail = |e: &dyn std::fmt::Display| {
@@ -322,7 +315,7 @@ async fn perform(
             None,
         ),
         (Work::Discover, Backend::Broker(ss)) => {
-            let loaded = discover(&ss, ticket, read_only_flag, ops).await;
+            let loaded = discover(&ss, ticket, ops).await;
             let mut reports = Vec::new();
             if let Report::QueuesLoaded { discovery, .. } = &loaded {
                 let history = depth_history(ss.main(), discovery, ticket);
@@ -389,7 +382,7 @@ async fn perform(
             Backend::Broker(ss),
         ) => match session_of(&ss, &vhost).await {
             Ok(s) => (
-                vec![restore_preview(&s, queue, selection, how, ticket, ops).await],
+                vec![runs::restore_preview(&s, queue, selection, how, ticket, ops).await],
                 None,
             ),
             Err(e) => (vec![fail(&e)], None),
@@ -405,22 +398,21 @@ async fn perform(
             Backend::Broker(ss),
         ) => match session_of(&ss, &vhost).await {
             Ok(s) => (
-                vec![preview(&s, queue, selection, keep_attempts, ticket, ops).await],
+                vec![runs::preview(&s, queue, selection, keep_attempts, ticket, ops).await],
                 None,
             ),
             Err(e) => (vec![fail(&e)], None),
         },
         (Work::Protect { vhost, queue }, Backend::Broker(ss)) => {
             match session_of(&ss, &vhost).await {
-                Ok(s) => protect(&s, &queue, ticket, ops).await,
+                Ok(s) => runs::protect(&s, &queue, ticket, ops).await,
                 Err(e) => (vec![fail(&e)], None),
             }
         }
         (Work::Replays, Backend::Broker(ss)) => (vec![replays(&ss, ticket).await], None),
-        (Work::Discover, Backend::Contexts(cs)) => (
-            contexts::discover(&cs, ticket, read_only_flag, ops).await,
-            None,
-        ),
+        (Work::Discover, Backend::Contexts(cs)) => {
+            (contexts::discover(&cs, ticket, ops).await, None)
+        }
         (Work::Refresh, Backend::Contexts(cs)) => {
             (vec![contexts::refresh(&cs, ticket).await], None)
         }
@@ -448,48 +440,6 @@ async fn perform(
             )],
             None,
         ),
-    }
-}
-
-/// Sets the policy that lifts `queue`'s delivery limit, on the record; then the list again.
-async fn protect(
-    s: &Session,
-    queue: &str,
-    ticket: Ticket,
-    ops: &Ops,
-) -> (Vec<Report>, Option<Work>) {
-    let fail = |e: &dyn std::fmt::Display| {
-        Report::Error(Failure::in_generation(e.to_string(), ticket.generation))
-    };
-    match s.protect(queue, true).await {
-        Ok(plan) => (
-            {
-                ops.report(
-                        OperationKind::Policy,
-                        format!(
-                            "set policy {} in vhost '{}' (lifts the delivery limit of {queue}, keeping the keys of the policy in force)",
-                            plan.policy.name,
-                            s.vhost()
-                        ),
-                    )
-                    .await;
-                // On the record: locally and, where the config allows, on the broker.
-                let notes =
-                    crate::broker::audit::record_protect(s, queue, &plan, tui_consent(s)).await;
-                let mut text = format!(
-                    "protected {queue}: policy {} set; reading it no longer spends deliveries",
-                    plan.policy.name
-                );
-                for n in notes {
-                    text.push_str("; ");
-                    text.push_str(&n);
-                }
-                vec![Report::Notice(text)]
-            },
-            // The list again, with the limit lifted.
-            Some(Work::Discover),
-        ),
-        Err(e) => (vec![fail(&e)], None),
     }
 }
 
@@ -576,7 +526,7 @@ fn record_depths(s: &Session, qs: &[(String, discovery::QueueInfo)]) {
 
 /// The scope's queues: the vhost's, or every vhost's from one listing of each kind (each queue
 /// named with its vhost), the archive marked in each vhost that has it.
-async fn discover(ss: &Sessions, ticket: Ticket, read_only_flag: bool, ops: &Ops) -> Report {
+async fn discover(ss: &Sessions, ticket: Ticket, ops: &Ops) -> Report {
     let s = ss.main();
     let stream = &s.target.archive.stream;
     let found = if ss.every() {
@@ -614,9 +564,7 @@ async fn discover(ss: &Sessions, ticket: Ticket, read_only_flag: bool, ops: &Ops
                 ),
             )
             .await;
-            let read_only_reason = read_only_reason(s, read_only_flag, !ss.every())
-                .await
-                .unwrap_or_default();
+            let read_only_reason = read_only_reason(s, !ss.every()).await.unwrap_or_default();
             let overview = Overview {
                 context: s.target.context.clone(),
                 broker_version: s.overview.rabbitmq_version.clone(),
@@ -876,815 +824,6 @@ async fn notes(s: &Session, work: NoteWork, ticket: Ticket) -> Vec<Report> {
     out
 }
 
-async fn preview(
-    s: &Session,
-    queue: String,
-    selection: crate::domain::selection::Selection,
-    keep_attempts: bool,
-    ticket: Ticket,
-    ops: &Ops,
-) -> Report {
-    let spec = spec_for(s, queue.clone(), selection, None, keep_attempts);
-    match s.preview(&spec, |keys| remember(s, &queue, keys)).await {
-        Ok(p) => {
-            report_plan(ops, &queue, &p).await;
-            let mut warnings: Vec<String> =
-                p.refusals.iter().map(|r| format!("refused: {r}")).collect();
-            warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
-            warnings.extend(p.notices.iter().cloned());
-            Report::ReplayPreview(ReplayPreview {
-                vhost: s.vhost().to_string(),
-                queue,
-                count: p.selected,
-                targets: p
-                    .targets
-                    .iter()
-                    .map(|(label, t)| {
-                        format!(
-                            "{label} (exchange '{}', routing key '{}') × {}",
-                            t.exchange, t.routing_key, t.count
-                        )
-                    })
-                    .collect(),
-                reaches: p
-                    .targets
-                    .values()
-                    .flat_map(|t| t.reaches.iter().cloned())
-                    .collect(),
-                removes: p.removed.into_iter().collect(),
-                adds: p.added.into_iter().collect(),
-                replayed_before: p.replayed_before,
-                keep_attempts,
-                warnings,
-                ticket,
-            })
-        }
-        Err(e) => read_failure(QueueRef::new(s.vhost(), &queue), e, ticket),
-    }
-}
-
-/// A replay from its plan to its end: the event that ends the progress window. Progress goes to
-/// the UI as it happens (dropped when the UI is behind: the next one says more).
-async fn replay(
-    s: Arc<Session>,
-    req: protocol::ReplayRequest,
-    cancel_rx: watch::Receiver<bool>,
-    events: mpsc::Sender<Report>,
-    ops: &Ops,
-) -> Report {
-    let finish = |error: String| plan::replay_failed(&req, &error);
-    // The UI never sends a replay in read-only mode; the worker refuses anyway.
-    if s.target.read_only {
-        return finish("read-only: replay is disabled for this context".into());
-    }
-    let rate = (req.rate > 0).then_some(f64::from(req.rate));
-    let mut spec = spec_for(
-        &s,
-        req.queue.clone(),
-        req.selection.clone(),
-        rate,
-        req.keep_attempts,
-    );
-    spec.limit = Some(req.expected);
-    let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
-    spec.run_id = Some(run_id.clone());
-    let preview = match s
-        .preview(&spec, |keys| remember(&s, &req.queue, keys))
-        .await
-    {
-        Ok(p) => p,
-        Err(e) => return finish(e.to_string()),
-    };
-    report_plan(ops, &req.queue, &preview).await;
-    if !preview.refusals.is_empty() {
-        return finish(format!("nothing moved: {}", preview.refusals.join("; ")));
-    }
-    let total = preview.selected;
-    if req.dry_run {
-        let progress = ReplayProgress {
-            total,
-            ..Default::default()
-        };
-        return Report::ReplayFinished(ReplayOutcome {
-            progress,
-            dry_run: true,
-            cancelled: false,
-            error: None,
-            summary: preview.describe(&spec, true),
-        });
-    }
-    // The same check as `warren replay`, on the same targets.
-    if let session::WriteCheck::Refused(why) = s.write_refusal(&preview.publish_targets()).await {
-        return finish(format!("{why}; nothing moved"));
-    }
-    let start = tui_start(
-        &s,
-        &req,
-        run_id.clone(),
-        &req.queue,
-        preview.targets.keys().cloned().collect(),
-    );
-    let mut record = match Recorded::begin(&s, crate::store::Operation::Replay, &start).await {
-        Ok(r) => r,
-        Err(e) => {
-            return finish(format!(
-                "{e} (use `warren replay --no-audit` from the command line)"
-            ));
-        }
-    };
-    let result = s
-        .replay(
-            &spec,
-            &preview,
-            HashMap::new(),
-            cancel_rx,
-            progress_to(&events, total),
-        )
-        .await;
-    record
-        .finish_run(&req.queue, &result, total, &events, ops)
-        .await
-}
-
-/// An engine run's progress, sent to the UI as it goes (dropped when the UI is behind: the
-/// next one says more).
-fn progress_to(
-    events: &mpsc::Sender<Report>,
-    total: u64,
-) -> impl FnMut(&crate::broker::replay::Progress) + '_ {
-    move |p| {
-        let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
-            total,
-            moved: p.moved,
-            returned: p.returned,
-            failed: p.failed,
-            rate: p.rate,
-            blocked: p.blocked.clone(),
-        }));
-    }
-}
-
-/// The engine's verdict as the UI shows it, as the CLI and the audit use it: anything short of
-/// "completed" says why, with the problems behind it.
-fn outcome_of(
-    result: &Result<crate::broker::replay::Summary, SessionError>,
-    total: u64,
-) -> ReplayOutcome {
-    match result {
-        Ok(sum) => ReplayOutcome {
-            progress: ReplayProgress {
-                total,
-                moved: sum.progress.moved,
-                returned: sum.progress.returned,
-                failed: sum.progress.failed,
-                rate: sum.progress.rate,
-                blocked: None,
-            },
-            dry_run: false,
-            cancelled: sum.stop == StopReason::Cancelled && sum.counts.forced.is_none(),
-            error: (!sum.completed() && sum.stop != StopReason::Cancelled
-                || sum.counts.forced.is_some())
-            .then(|| {
-                let problems: Vec<String> = sum
-                    .counts
-                    .problems
-                    .iter()
-                    .map(|(w, n)| format!("{n} × {w}"))
-                    .collect();
-                if problems.is_empty() {
-                    sum.outcome()
-                } else {
-                    format!("{}; {}", sum.outcome(), problems.join("; "))
-                }
-            }),
-            summary: Vec::new(),
-        },
-        Err(e) => ReplayOutcome {
-            progress: ReplayProgress {
-                total,
-                ..Default::default()
-            },
-            dry_run: false,
-            cancelled: false,
-            error: Some(e.to_string()),
-            summary: Vec::new(),
-        },
-    }
-}
-
-/// A run on the record: its row in the local store and its entries on the broker's audit
-/// stream, begun before anything moved.
-struct Recorded {
-    op: crate::store::Operation,
-    store: Option<Store>,
-    audit_id: Option<i64>,
-    broker: crate::broker::audit::BrokerRecord,
-    run_id: String,
-    /// What could not be written to the broker, said at the end.
-    notes: Vec<String>,
-}
-
-impl Recorded {
-    /// Writes the start in both places; a run the local store cannot record does not start.
-    async fn begin(
-        s: &Session,
-        op: crate::store::Operation,
-        start: &crate::store::AuditStart,
-    ) -> Result<Recorded, String> {
-        let store = Store::open_default().ok();
-        let audit_id = store
-            .as_ref()
-            .and_then(|st| st.begin_operation(op, start).ok());
-        if audit_id.is_none() {
-            return Err(format!(
-                "Warren's store cannot be opened, so the {} cannot be recorded; nothing moved",
-                op.as_str()
-            ));
-        }
-        let mut broker = crate::broker::audit::BrokerRecord::open(s, tui_consent(s)).await;
-        let notes: Vec<String> = broker
-            .append(op.as_str(), "start", &start.run_id, start)
-            .await
-            .into_iter()
-            .collect();
-        Ok(Recorded {
-            op,
-            store,
-            audit_id,
-            broker,
-            run_id: start.run_id.clone(),
-            notes,
-        })
-    }
-
-    /// The end of an engine run (replay, archive, discard): its outcome as the UI shows it,
-    /// concluded on the record.
-    async fn finish_run(
-        &mut self,
-        queue: &str,
-        result: &Result<crate::broker::replay::Summary, SessionError>,
-        total: u64,
-        events: &mpsc::Sender<Report>,
-        ops: &Ops,
-    ) -> Report {
-        let outcome = outcome_of(result, total);
-        self.conclude(queue, result, &outcome, events, ops).await;
-        Report::ReplayFinished(outcome)
-    }
-
-    /// The command log's line, the outcome in both places, and what the broker's record missed.
-    async fn conclude(
-        &mut self,
-        queue: &str,
-        result: &Result<crate::broker::replay::Summary, SessionError>,
-        outcome: &ReplayOutcome,
-        events: &mpsc::Sender<Report>,
-        ops: &Ops,
-    ) {
-        let (kind, text) = match self.op {
-            crate::store::Operation::Replay => (OperationKind::Replay, replay_text(queue, outcome)),
-            op => (
-                OperationKind::Replay,
-                ops::job_text(op.as_str(), queue, outcome),
-            ),
-        };
-        ops.report(kind, text).await;
-        let (moved, remaining) = result
-            .as_ref()
-            .map(|s| (s.moved_ids.clone(), s.progress.remaining))
-            .unwrap_or_default();
-        let text = match result {
-            Ok(sum) => sum.outcome(),
-            Err(e) => format!("failed: {e}"),
-        };
-        let out = crate::store::AuditOutcome {
-            at: jiff::Timestamp::now(),
-            moved: outcome.progress.moved,
-            returned: outcome.progress.returned,
-            failed: outcome.progress.failed,
-            remaining,
-            // Read from the run's spool as the record is written.
-            message_ids: Vec::new(),
-            duplicated: result.as_ref().map_or(0, |s| s.counts.duplicated),
-            duplicate_ids: result
-                .as_ref()
-                .map(|s| s.counts.duplicate_ids.clone())
-                .unwrap_or_default(),
-            outcome: text,
-        };
-        self.finish(out, &moved, events).await;
-    }
-
-    /// The outcome in both places (the moved ids of `out` and of `moved`), and what the
-    /// broker's record missed.
-    async fn finish(
-        &mut self,
-        out: crate::store::AuditOutcome,
-        moved: &crate::broker::spool::Spool,
-        events: &mpsc::Sender<Report>,
-    ) {
-        if let (Some(st), Some(id)) = (&self.store, self.audit_id) {
-            let notes = crate::broker::audit::record_outcome(st, id, &out, moved);
-            self.notes.extend(notes);
-            let note = self
-                .broker
-                .finish(self.op.as_str(), &self.run_id, out, moved)
-                .await;
-            self.notes.extend(note);
-        }
-        // Said in the notice line: the local record was kept, the broker's was not.
-        if !self.notes.is_empty() {
-            let _ = events.send(Report::Notice(self.notes.join("; "))).await;
-        }
-    }
-}
-
-/// Where the TUI's archive goes. It cannot stop to ask: the stream is created only when the
-/// context says so (`archive_create = true`); where a stream cannot be used (chosen local, no
-/// streams, no permission to create it) it is the local file, and the outcome says so.
-async fn archive_place(s: &Session) -> Result<keep::Place, String> {
-    use keep::{DeclareError, StreamState};
-    if s.target.archive.local {
-        return keep::local_place(s, "chosen (archive_local = true)");
-    }
-    if !s.streams_supported() {
-        return keep::local_place(s, "this broker has no streams (RabbitMQ before 3.9)");
-    }
-    let name = s.target.archive.stream.clone();
-    match s.archive_state().await.map_err(|e| e.to_string())? {
-        StreamState::Stream => Ok(keep::Place::Stream(name)),
-        StreamState::NotAStream(kind) => Err(format!(
-            "'{}' is a {kind} queue, not a stream: Warren will not archive into it; name another with archive_stream in the context; nothing moved",
-            sanitize::one_line(&name, 100)
-        )),
-        StreamState::Missing if !s.target.archive.create => Err(format!(
-            "the archive stream '{}' does not exist yet: create it once with `warren archive QUEUE --create-archive` (or set archive_create = true in the context); nothing moved",
-            sanitize::one_line(&name, 100)
-        )),
-        StreamState::Missing => match s.create_archive().await {
-            Ok(()) => Ok(keep::Place::Stream(name)),
-            Err(DeclareError::NoPermission(text)) => keep::local_place(
-                s,
-                &format!(
-                    "the broker refused to create the stream: {}",
-                    sanitize::one_line(&text, 200)
-                ),
-            ),
-            Err(e) => Err(format!(
-                "cannot create the archive stream '{}': {e}; nothing moved",
-                sanitize::one_line(&name, 100)
-            )),
-        },
-    }
-}
-
-/// An archive or a discard the operator accepted: the selection read at the start (never more
-/// than `expected`), the archive's place or the discard's snapshot, then the engine's run with
-/// its guarantees (`broker::archive::{archive_work, discard_work}`, as `warren archive` and
-/// `warren discard` use them), on the record in both places.
-async fn archive_or_discard(
-    s: Arc<Session>,
-    req: protocol::ReplayRequest,
-    cancel_rx: watch::Receiver<bool>,
-    events: mpsc::Sender<Report>,
-    ops: &Ops,
-) -> Report {
-    let finish = |error: String| plan::replay_failed(&req, &error);
-    let verb = req.job.verb();
-    if s.target.read_only {
-        return finish(format!(
-            "read-only: {verb} is disabled for this context; the archive stays readable"
-        ));
-    }
-    let discard = req.job == protocol::JobKind::Discard;
-    let place = if discard {
-        None
-    } else {
-        match archive_place(&s).await {
-            Ok(p) => Some(p),
-            Err(e) => return finish(e),
-        }
-    };
-    let mut spec = spec_for(&s, req.queue.clone(), req.selection.clone(), None, false);
-    spec.limit = Some(req.expected);
-    spec.run_id = None;
-    // The stream takes the message from the delivery itself; a file keeps what was read, whole.
-    let cap = match &place {
-        Some(keep::Place::Stream(_)) => identity::HASHED_BODY,
-        _ => usize::MAX,
-    };
-    let sel = match s
-        .select(&spec, cap, |keys| remember(&s, &req.queue, keys))
-        .await
-    {
-        Ok(sel) => sel,
-        Err(e) => return finish(format!("{e}; nothing moved")),
-    };
-    let count = sel.messages.len() as u64;
-    ops.report(
-        OperationKind::Read,
-        format!(
-            "read {} messages of {} for the {verb}, all left in place; {count} selected",
-            sel.examined, req.queue
-        ),
-    )
-    .await;
-    if count == 0 {
-        return finish(
-            "nothing moved: no message matches the selection at the head of the queue".into(),
-        );
-    }
-    let (work, target) = match &place {
-        Some(place) => {
-            if let keep::Place::Stream(name) = place
-                && let session::WriteCheck::Refused(why) =
-                    s.write_refusal(&[(String::new(), name.clone())]).await
-            {
-                return finish(format!("{why}; nothing moved"));
-            }
-            let stamp = crate::domain::archive::Stamp {
-                from: req.queue.clone(),
-                by: format!("{}@{}", crate::store::current_os_user(), s.whoami.name),
-                reason: match &req.job {
-                    protocol::JobKind::Archive { reason } => reason.clone(),
-                    _ => String::new(),
-                },
-            };
-            match keep::archive_work(&s, place, stamp, &sel, count) {
-                Ok(w) => (w, place.label()),
-                Err(e) => return finish(e),
-            }
-        }
-        None => {
-            let path = match keep::discard_path(&req.queue) {
-                Ok(p) => p,
-                Err(e) => return finish(format!("{e}; nothing deleted")),
-            };
-            match keep::discard_work(&s, &req.queue, Some(&path), &sel) {
-                Ok(w) => {
-                    let _ = events
-                        .send(Report::Notice(format!(
-                            "snapshot written: {count} message(s) in {} (`warren open` reads it)",
-                            path.display()
-                        )))
-                        .await;
-                    (w, format!("snapshot {}", path.display()))
-                }
-                Err(e) => return finish(e),
-            }
-        }
-    };
-    let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
-    let start = tui_start(&s, &req, run_id, &req.queue, vec![target]);
-    let op = if discard {
-        crate::store::Operation::Discard
-    } else {
-        crate::store::Operation::Archive
-    };
-    let mut record = match Recorded::begin(&s, op, &start).await {
-        Ok(r) => r,
-        Err(e) => return finish(e),
-    };
-    let total = work.limit;
-    let result = s
-        .run_job(&spec, work, cancel_rx, progress_to(&events, total))
-        .await;
-    record
-        .finish_run(&req.queue, &result, total, &events, ops)
-        .await
-}
-
-/// The audit start of a run the TUI asked for: its selection in words, its group, the count
-/// the operator confirmed.
-fn tui_start(
-    s: &Session,
-    req: &protocol::ReplayRequest,
-    run_id: String,
-    from: &str,
-    targets: Vec<String>,
-) -> crate::store::AuditStart {
-    crate::store::AuditStart {
-        run_id,
-        at: jiff::Timestamp::now(),
-        os_user: crate::store::current_os_user(),
-        broker_user: s.whoami.name.clone(),
-        context: s.target.context.clone(),
-        vhost: s.vhost().to_string(),
-        from_queue: from.to_string(),
-        targets,
-        filter: Some(req.selection.describe()),
-        group: match &req.selection {
-            crate::domain::selection::Selection::Group(g) => Some(g.audit_label()),
-            _ => None,
-        },
-        requested_limit: Some(req.expected),
-        dry_run: false,
-        keep_attempts: req.keep_attempts,
-        clear_expiry: false,
-    }
-}
-
-/// A restore from the archive stream `queue` worked out, as `warren restore` works it out
-/// (`broker::restore`): the archive read, what was restored before left out unless `again`,
-/// then back into the DLQs (targets checked) or through the replay's plan.
-struct RestorePlan {
-    place: keep::Place,
-    key: String,
-    store: Store,
-    plan: restore::Plan,
-    restored_before: u64,
-    /// What the read of the archive leaves out, for the modal.
-    notes: Vec<String>,
-}
-
-async fn restore_plan(
-    s: &Session,
-    queue: &str,
-    selection: crate::domain::selection::Selection,
-    how: protocol::RestoreHow,
-    run_id: Option<String>,
-) -> Result<RestorePlan, String> {
-    let place = archive_of(s, queue)?;
-    let mut store = Store::open_default().map_err(|e| format!("{e}; nothing restored"))?;
-    let key = place.key(s);
-    let ask = restore::Ask {
-        selection,
-        from: None,
-        limit: None,
-        again: how.again,
-    };
-    let window = s.target.settings.replay.window;
-    let read = restore::read_and_choose(s, &mut store, &key, &place, &ask, window).await?;
-    let notes = restore_read_notes(s, &place, &read, window);
-    let chosen = read.chosen;
-    let restored_before = chosen.restored_before;
-    let mut plan = if chosen.messages.is_empty() {
-        restore::Plan {
-            refused: vec![restore::nothing_chosen(&place, restored_before)],
-            ..Default::default()
-        }
-    } else if how.replay {
-        let way = restore::ReplayWay {
-            to: None,
-            allow_fan_out: false,
-            keep_attempts: false,
-            consent: ReadConsent::Reuse,
-            run_id,
-        };
-        restore::plan_replay(s, &place, chosen.messages, &way, |name, keys| {
-            remember(s, name, keys)
-        })
-        .await?
-    } else {
-        restore::plan_back(s, &chosen.messages).await?
-    };
-    if plan.refused.is_empty() && plan.count() == 0 {
-        plan.refused
-            .push("no message can be replayed: the replay's plan keeps every one".into());
-    }
-    Ok(RestorePlan {
-        place,
-        key,
-        store,
-        plan,
-        restored_before,
-        notes,
-    })
-}
-
-/// The archive `queue` names in the queue list: the vhost's stream, or its local file (listed
-/// as [`crate::domain::archive::LOCAL_QUEUE`]).
-fn archive_of(s: &Session, queue: &str) -> Result<keep::Place, String> {
-    if queue == crate::domain::archive::LOCAL_QUEUE {
-        return keep::local_place(s, "the vhost's local archive");
-    }
-    if queue != s.target.archive.stream {
-        return Err(format!(
-            "{} is not the archive ('{}'): restore takes messages out of the archive; nothing restored",
-            sanitize::one_line(queue, 80),
-            sanitize::one_line(&s.target.archive.stream, 80)
-        ));
-    }
-    Ok(keep::Place::Stream(queue.to_string()))
-}
-
-/// What the restore modal says about the archive's read: entries expired, a read the broker cut
-/// short, a restore that takes one run's worth and leaves more for the next.
-fn restore_read_notes(
-    s: &Session,
-    place: &keep::Place,
-    read: &restore::ChosenRead,
-    window: usize,
-) -> Vec<String> {
-    let mut notes = Vec::new();
-    if read.expired > 0 {
-        notes.push(format!(
-            "{} expired, dropped from {}: archived longer ago than archive_max_age ({})",
-            read.expired,
-            place.label(),
-            sanitize::one_line(&s.target.archive.max_age, 20)
-        ));
-    }
-    if read.cut_short {
-        notes.push(format!(
-            "the broker stopped delivering the archive after {} messages, before its end: later ones are not among these; try again when it is less busy",
-            read.scanned
-        ));
-    }
-    if read.capped {
-        notes.push(format!(
-            "one restore takes at most {window} (the context's window): more match; restore again after this one for the next ones"
-        ));
-    }
-    notes
-}
-
-/// The restore modal's plan: how many, where to, what was restored before, what blocks it.
-async fn restore_preview(
-    s: &Session,
-    queue: String,
-    selection: crate::domain::selection::Selection,
-    how: protocol::RestoreHow,
-    ticket: Ticket,
-    ops: &Ops,
-) -> Report {
-    let planned = match restore_plan(s, &queue, selection, how, None).await {
-        Ok(p) => p,
-        // Said in the modal, which would otherwise wait for its plan.
-        Err(e) => {
-            return Report::RestorePreview(protocol::RestorePreview {
-                queue,
-                how,
-                refusals: vec![e],
-                ticket,
-                ..Default::default()
-            });
-        }
-    };
-    let plan = &planned.plan;
-    ops.report(
-        OperationKind::Read,
-        format!(
-            "read the archive {queue} for a restore plan, nothing taken: {} to restore, {} restored before{}",
-            plan.count(),
-            planned.restored_before,
-            if how.again { " (taken again)" } else { " (left out)" }
-        ),
-    )
-    .await;
-    let mut removes: Vec<String> = crate::domain::archive::HEADERS
-        .iter()
-        .map(|h| h.to_string())
-        .collect();
-    let mut adds = Vec::new();
-    let mut warnings: Vec<String> = plan
-        .kept
-        .iter()
-        .map(|(why, n)| format!("{n} × stays in the archive: {why}"))
-        .collect();
-    warnings.extend(planned.notes.iter().cloned());
-    if let Some(p) = &plan.preview {
-        removes.extend(p.removed.iter().cloned());
-        adds.extend(p.added.iter().cloned());
-        warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
-        warnings.extend(p.notices.iter().cloned());
-    }
-    Report::RestorePreview(protocol::RestorePreview {
-        vhost: s.vhost().to_string(),
-        queue,
-        how,
-        count: plan.count(),
-        targets: plan.target_lines(),
-        restored_before: planned.restored_before,
-        removes,
-        adds,
-        refusals: plan.refused.clone(),
-        warnings,
-        ticket,
-    })
-}
-
-/// A restore the operator accepted: worked out again at its start (never more than the
-/// `expected` the modal showed), the targets' write check, on the record in both places, then
-/// `broker::restore::publish` (the same as `warren restore`), which Esc stops between batches.
-async fn restore(
-    s: Arc<Session>,
-    req: protocol::ReplayRequest,
-    how: protocol::RestoreHow,
-    cancel_rx: watch::Receiver<bool>,
-    events: mpsc::Sender<Report>,
-    ops: &Ops,
-) -> Report {
-    let finish = |error: String| plan::replay_failed(&req, &error);
-    if s.target.read_only {
-        return finish(
-            "read-only: restore is disabled for this context; the archive stays readable".into(),
-        );
-    }
-    let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
-    let planned = match restore_plan(
-        &s,
-        &req.queue,
-        req.selection.clone(),
-        how,
-        Some(run_id.clone()),
-    )
-    .await
-    {
-        Ok(p) => p,
-        Err(e) => return finish(e),
-    };
-    let RestorePlan {
-        place,
-        key,
-        store,
-        plan,
-        ..
-    } = planned;
-    if !plan.refused.is_empty() {
-        return finish(format!("nothing restored: {}", plan.refused.join("; ")));
-    }
-    let total = plan.count();
-    if total > req.expected {
-        return finish(format!(
-            "the selection now holds {total} messages, {} were confirmed: nothing restored; open the restore again",
-            req.expected
-        ));
-    }
-    if let session::WriteCheck::Refused(why) = s.write_refusal(&plan.publish_targets).await {
-        return finish(format!("{why}; nothing restored"));
-    }
-    let start = tui_start(
-        &s,
-        &req,
-        run_id,
-        &place.label(),
-        plan.targets.keys().cloned().collect(),
-    );
-    let op = if how.replay {
-        crate::store::Operation::Replay
-    } else {
-        crate::store::Operation::Restore
-    };
-    let mut record = match Recorded::begin(&s, op, &start).await {
-        Ok(r) => r,
-        Err(e) => return finish(e),
-    };
-    let out = restore::publish(
-        &s,
-        plan,
-        &cancel_rx,
-        restore::remember_in(store, key, record.audit_id),
-        |done, failed, total| {
-            let _ = events.try_send(Report::ReplayProgress(ReplayProgress {
-                total,
-                moved: done,
-                failed,
-                ..Default::default()
-            }));
-        },
-    )
-    .await;
-    let mut error = out.error.clone().or_else(|| {
-        (!out.completed() && !out.cancelled).then(|| {
-            let problems: Vec<String> = out
-                .problems
-                .iter()
-                .map(|(w, n)| format!("{n} × {w}"))
-                .collect();
-            std::iter::once(out.audit.outcome.clone())
-                .chain(problems)
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
-    });
-    if let Some(e) = &out.unrecorded {
-        let text = restore::unrecorded_text(out.restored(), e);
-        error = Some(error.map_or(text.clone(), |was| format!("{was}; {text}")));
-    }
-    let outcome = ReplayOutcome {
-        progress: ReplayProgress {
-            total,
-            moved: out.restored(),
-            failed: out.failed(),
-            ..Default::default()
-        },
-        dry_run: false,
-        cancelled: out.cancelled,
-        error,
-        summary: Vec::new(),
-    };
-    ops.report(
-        OperationKind::Replay,
-        ops::job_text(op.as_str(), &req.queue, &outcome),
-    )
-    .await;
-    record
-        .finish(out.audit, &crate::broker::spool::Spool::default(), &events)
-        .await;
-    Report::ReplayFinished(outcome)
-}
-
 /// How many runs the Replays view lists.
 const REPLAYS_SHOWN: usize = 100;
 
@@ -1790,15 +929,6 @@ async fn audit_vhosts(s: &Session, unreached: &mut Vec<String>) -> Vec<String> {
     }
 }
 
-/// The terminal UI cannot stop to ask: it creates the broker's audit stream only when the
-/// context says so (`create_audit_stream = true`); an existing one is always written to.
-fn tui_consent(s: &Session) -> crate::broker::audit::Consent<'static> {
-    match crate::broker::audit::configured_consent(s, false) {
-        Some(true) => crate::broker::audit::Consent::Create,
-        _ => crate::broker::audit::Consent::Refuse,
-    }
-}
-
 fn spec_for(
     s: &Session,
     queue: String,
@@ -1835,54 +965,22 @@ fn read_failure(at: QueueRef, e: SessionError, ticket: Ticket) -> Report {
     }
 }
 
-/// Records first-seen times and reads earlier replays (best effort: without the store, "dead
-/// since" is unknown and only Warren's headers say a message was replayed before).
+/// Records first-seen times and reads earlier replays (see `ops::remember`).
 fn remember(s: &Session, queue: &str, keys: &[String]) -> session::Remembered {
-    match Store::open_default() {
-        Ok(st) => s
-            .remember(&st, queue, keys, jiff::Timestamp::now())
-            .unwrap_or_else(|e| {
-                tracing::warn!("recording first-seen times failed: {e}");
-                session::Remembered::default()
-            }),
-        Err(e) => {
-            tracing::warn!("{e}");
-            session::Remembered::default()
-        }
-    }
+    crate::ops::remember(s, queue, keys)
 }
 
-/// Why replay is off in this session's place, if it is: `--read-only`, the context's
-/// `read_only` (the target folds both in), else (with `vhost_check`) the broker's word that this
-/// user may not write in the vhost. A scope of every vhost leaves that to each run, whose
-/// write check asks on the targets themselves.
-async fn read_only_reason(s: &Session, flag: bool, vhost_check: bool) -> Option<String> {
-    if flag {
-        return Some("replay is disabled: Warren was started with --read-only".into());
-    }
-    if s.target.read_only {
-        return Some(format!(
-            "replay is disabled: context '{}' is configured read_only = true",
-            s.target.context
-        ));
-    }
-    (vhost_check && !may_write(s).await).then(|| {
-        format!(
-            "replay is disabled: user '{}' has no write permission in vhost '{}'",
-            s.whoami.name,
-            s.vhost()
-        )
-    })
-}
-
-/// False when the broker says this user cannot write in the vhost at all.
-async fn may_write(s: &Session) -> bool {
-    match s.mgmt.permissions(s.vhost()).await {
-        Ok(PermissionState::NoneGranted) => false,
-        // An empty write pattern and `^$` both match no exchange name.
-        Ok(PermissionState::Known(p)) => !p.write.is_empty() && p.write != "^$",
-        _ => true,
-    }
+/// Why nothing may leave a queue in this session's place, if so: the one decision of
+/// `ops::rights` (the flag, the context, the broker's word that this user may read but not
+/// publish). A scope of every vhost asks only the flag and the context; each run there is
+/// admitted by its own vhost's session.
+async fn read_only_reason(s: &Session, vhost_check: bool) -> Option<String> {
+    let r = if vhost_check {
+        crate::ops::rights::read_only(s).await
+    } else {
+        crate::ops::rights::configured(s)
+    };
+    r.map(|r| r.reason())
 }
 
 /// Why a browse stopped, for the message list's status line. `depth` is the queue's count when

@@ -4,7 +4,6 @@
 use tokio::sync::mpsc;
 
 use super::protocol::{Operation, OperationKind, ReplayOutcome, Report};
-use crate::broker::session;
 
 /// Reports broker operations to the UI as they happen (its command log). Sent on their own, not
 /// with a task's answers, which the plan drops when a newer request replaced them: the
@@ -21,30 +20,6 @@ impl Ops {
         };
         let _ = self.0.send(Report::Operation(op)).await;
     }
-}
-
-/// A replay plan's read, for the command log.
-pub(super) async fn report_plan(ops: &Ops, queue: &str, p: &session::Preview) {
-    let read = if p.reused {
-        format!(
-            "looked at the {} messages read earlier this session (no read: reading this queue again costs deliveries)",
-            p.examined
-        )
-    } else {
-        format!(
-            "read {} messages, all left in place; {}",
-            p.examined,
-            p.cost.as_deref().unwrap_or("cost no deliveries")
-        )
-    };
-    ops.report(
-        OperationKind::Read,
-        format!(
-            "planned a replay from {queue}: {read}; {} selected",
-            p.selected
-        ),
-    )
-    .await;
 }
 
 /// What a replay did on the broker: publishes, acks, what stayed.

@@ -1,0 +1,439 @@
+//! Archive and discard: the other ways out of a DLQ. Both run the replay engine
+//! (`broker::replay::Action`) with its guarantees; the one home of `warren archive`,
+//! `warren discard` and the TUI's `A` and `X`.
+
+use std::path::PathBuf;
+
+use tokio::sync::watch;
+
+use super::record::{self, Record};
+use super::rights::{self, Act};
+use super::{Front, Plan, Stop};
+use crate::broker::archive::{self as keep, DeclareError, Place, StreamState};
+use crate::broker::replay::{Progress, Summary};
+use crate::broker::session::WriteCheck;
+use crate::broker::session::{ReadConsent, ReplaySpec, Selected, Session, SessionError, Work};
+use crate::domain::archive::Stamp;
+use crate::domain::identity;
+use crate::domain::sanitize::one_line;
+use crate::domain::selection::Selection;
+use crate::store::{AuditStart, Operation, Store};
+
+/// Where the messages go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// Into the archive: the context's stream, or the local file (`local`, or where a stream
+    /// cannot be used). `create`: the operator allowed creating the stream up front.
+    Archive {
+        local: bool,
+        create: bool,
+        reason: String,
+    },
+    /// Deleted, after a snapshot of exactly them is written to `snapshot` (`None`: no
+    /// snapshot, `--no-snapshot`).
+    Discard { snapshot: Option<PathBuf> },
+}
+
+/// An archive or a discard as the operator asked for it.
+pub struct ArchiveRequest {
+    /// The queue, selection, limit, window, rate and read consent (no replay header: its
+    /// `run_id` stays `None`).
+    pub spec: ReplaySpec,
+    pub way: Way,
+    pub dry_run: bool,
+    /// The selection's words for the audit.
+    pub filter: Option<String>,
+    pub group: Option<String>,
+}
+
+/// The plan, as the front end shows it.
+pub struct Planned {
+    pub op: Operation,
+    pub dry_run: bool,
+    pub spec: ReplaySpec,
+    pub sel: Selected,
+    /// How many the run may take.
+    pub count: u64,
+    /// The archive's place (an archive).
+    pub place: Option<Place>,
+    /// The snapshot file (a discard that keeps one).
+    pub snapshot: Option<PathBuf>,
+    pub reason: String,
+}
+
+/// A run on the record, ready to take its first message.
+pub struct Ready<'s> {
+    s: &'s Session,
+    spec: ReplaySpec,
+    work: Option<Work>,
+    count: u64,
+    store: Store,
+    record: Record,
+}
+
+impl Way {
+    fn op(&self) -> Operation {
+        match self {
+            Way::Archive { .. } => Operation::Archive,
+            Way::Discard { .. } => Operation::Discard,
+        }
+    }
+    fn act(&self) -> Act {
+        match self {
+            Way::Archive { .. } => Act::Archive,
+            Way::Discard { .. } => Act::Discard,
+        }
+    }
+    fn undone(&self) -> &'static str {
+        match self {
+            Way::Archive { .. } => "nothing moved",
+            Way::Discard { .. } => "nothing deleted",
+        }
+    }
+}
+
+/// Rights, the archive's place, the selection, the plan, the go-ahead, the snapshot or the
+/// local file, and the audit's start: everything before the first message leaves the queue.
+pub async fn prepare<'s>(
+    s: &'s Session,
+    req: ArchiveRequest,
+    front: &mut dyn Front,
+) -> Result<Ready<'s>, Stop> {
+    let op = req.way.op();
+    let undone = req.way.undone();
+    if !req.dry_run {
+        rights::admit(s, req.way.act())
+            .await
+            .map_err(Stop::Refused)?;
+    }
+    if req.spec.queue == s.target.archive.stream {
+        return Err(Stop::Usage(format!(
+            "'{}' is the archive itself",
+            one_line(&req.spec.queue, 80)
+        )));
+    }
+    let place = match &req.way {
+        Way::Archive { local, create, .. } => {
+            Some(place(s, *local, *create, req.dry_run, front).await?)
+        }
+        Way::Discard { .. } => None,
+    };
+    let store = match Store::open_default() {
+        Ok(st) => Some(st),
+        Err(e) if !req.dry_run => return Err(Stop::Refused(format!("{e}; {undone}"))),
+        Err(_) => None,
+    };
+    // The stream takes the message from the delivery itself: the look needs no whole bodies.
+    // A local archive and a discard's snapshot write what was read, so they read them whole.
+    let cap = match place {
+        Some(Place::Stream(_)) => identity::HASHED_BODY,
+        _ => usize::MAX,
+    };
+    let sel = select(s, &req.spec, cap, front).await?;
+    let count = match place {
+        Some(Place::Stream(_)) => confirmed_count(&req.spec, &sel),
+        // Only what is in the file (or the snapshot) leaves the queue.
+        _ => sel.messages.len() as u64,
+    };
+    let (snapshot, reason) = match &req.way {
+        Way::Archive { reason, .. } => (None, reason.clone()),
+        Way::Discard { snapshot } => (snapshot.clone(), String::new()),
+    };
+    let planned = Planned {
+        op,
+        dry_run: req.dry_run,
+        spec: req.spec,
+        sel,
+        count,
+        place,
+        snapshot,
+        reason,
+    };
+    front.plan(Plan::Archive(&planned));
+    if count == 0 {
+        return Err(Stop::Refused(format!(
+            "{undone}: no message matches the selection at the head of the queue"
+        )));
+    }
+    if req.dry_run {
+        return Err(Stop::DryRun);
+    }
+    go(s, planned, store, req.filter, req.group, front).await
+}
+
+/// From an accepted plan to a run on the record.
+async fn go<'s>(
+    s: &'s Session,
+    planned: Planned,
+    store: Option<Store>,
+    filter: Option<String>,
+    group: Option<String>,
+    front: &mut dyn Front,
+) -> Result<Ready<'s>, Stop> {
+    let Planned {
+        op,
+        spec,
+        sel,
+        count,
+        place,
+        snapshot,
+        reason,
+        ..
+    } = planned;
+    if let Some(Place::Stream(name)) = &place
+        && let WriteCheck::Refused(why) = s.write_refusal(&[(String::new(), name.clone())]).await
+    {
+        return Err(Stop::Refused(format!("{why}; nothing moved")));
+    }
+    if let Some(p) = snapshot.as_ref().filter(|p| p.exists()) {
+        return Err(Stop::Usage(format!(
+            "{} exists: Warren never overwrites a snapshot; choose another with -o; nothing deleted",
+            p.display()
+        )));
+    }
+    // Deleting needs the count typed, whatever it is; archiving above 100.
+    let (verb, typed) = match op {
+        Operation::Discard => ("delete", true),
+        _ => ("archive", count > 100),
+    };
+    match front.go_ahead(count, verb, typed) {
+        Ok(true) => {}
+        Ok(false) => return Err(Stop::Declined),
+        Err(why) => return Err(Stop::Usage(why)),
+    }
+    let store = store.ok_or_else(|| {
+        Stop::Refused(format!(
+            "Warren's store is not open; {}",
+            if op == Operation::Discard {
+                "nothing deleted"
+            } else {
+                "nothing moved"
+            }
+        ))
+    })?;
+    let (work, target) = match &place {
+        Some(place) => {
+            let stamp = Stamp {
+                from: spec.queue.clone(),
+                by: format!("{}@{}", crate::store::current_os_user(), s.whoami.name),
+                reason,
+            };
+            let work = keep::archive_work(s, place, stamp, &sel, count).map_err(Stop::Refused)?;
+            (work, place.label())
+        }
+        None => {
+            let work = keep::discard_work(s, &spec.queue, snapshot.as_deref(), &sel)
+                .map_err(Stop::Refused)?;
+            match &snapshot {
+                Some(p) => {
+                    front.say(&format!(
+                        "snapshot written: {} message(s) in {} (`warren open` reads it)",
+                        sel.messages.len(),
+                        p.display()
+                    ));
+                    (work, format!("snapshot {}", p.display()))
+                }
+                None => (work, "nowhere (--no-snapshot)".to_string()),
+            }
+        }
+    };
+    let start = start_of(s, &spec, vec![target], filter, group);
+    let id = Record::start_local(&store, op, &start).map_err(Stop::Refused)?;
+    let consent = front.audit_consent(s.target.audit.create);
+    let record = Record::begin(s, id, op, &start, consent).await;
+    front.started(record.run_id(), record.on_broker());
+    Ok(Ready {
+        s,
+        spec,
+        work: Some(work),
+        count,
+        store,
+        record,
+    })
+}
+
+/// The audit's start of an archive or a discard.
+fn start_of(
+    s: &Session,
+    spec: &ReplaySpec,
+    targets: Vec<String>,
+    filter: Option<String>,
+    group: Option<String>,
+) -> AuditStart {
+    let at = jiff::Timestamp::now();
+    AuditStart {
+        run_id: crate::broker::audit::new_run_id(at),
+        at,
+        os_user: crate::store::current_os_user(),
+        broker_user: s.whoami.name.clone(),
+        context: s.target.context.clone(),
+        vhost: s.vhost().to_string(),
+        from_queue: spec.queue.clone(),
+        targets,
+        filter,
+        group,
+        requested_limit: spec.limit,
+        dry_run: false,
+        keep_attempts: false,
+        clear_expiry: false,
+    }
+}
+
+/// Reads the head of the queue and picks the selection, remembering first-seen times; a read
+/// that would spend quorum deliveries again is asked for.
+async fn select(
+    s: &Session,
+    spec: &ReplaySpec,
+    cap: usize,
+    front: &mut dyn Front,
+) -> Result<Selected, Stop> {
+    let read = |consent: ReadConsent| {
+        let mut spec = spec.clone();
+        spec.consent = consent;
+        async move {
+            s.select(&spec, cap, |keys| super::remember(s, &spec.queue, keys))
+                .await
+        }
+    };
+    match read(spec.consent).await {
+        Err(SessionError::NeedsConsent { queue, text }) => match front.read_again(&queue, &text) {
+            Ok(true) => read(ReadConsent::ReadAgain)
+                .await
+                .map_err(super::replay::stop_of),
+            Ok(false) => Err(Stop::Refused(format!(
+                "nothing was read from '{}'",
+                one_line(&queue, 80)
+            ))),
+            Err(why) => Err(Stop::Refused(why)),
+        },
+        other => other.map_err(super::replay::stop_of),
+    }
+}
+
+/// The count a run may move: for "all", what the queue holds (capped by the limit), since the
+/// run stops at the depth it started with; for a selection, what matched here.
+fn confirmed_count(spec: &ReplaySpec, sel: &Selected) -> u64 {
+    if matches!(spec.selection, Selection::All) && sel.examined < sel.depth {
+        spec.limit.map_or(sel.depth, |l| l.min(sel.depth))
+    } else {
+        sel.messages.len() as u64
+    }
+}
+
+/// Where an archive goes. The stream is created only with consent (the request's `create`,
+/// the context's `archive_create`, or the front end's answer); where a stream cannot be used
+/// (chosen local, no streams, no permission to create it) it is the local file, and the front
+/// end is told.
+async fn place(
+    s: &Session,
+    local: bool,
+    create: bool,
+    dry_run: bool,
+    front: &mut dyn Front,
+) -> Result<Place, Stop> {
+    if local || s.target.archive.local {
+        return keep::local_place(s, "chosen (--local or archive_local = true)")
+            .map_err(Stop::Refused);
+    }
+    if !s.streams_supported() {
+        return keep::local_place(s, "this broker has no streams (RabbitMQ before 3.9)")
+            .map_err(Stop::Refused);
+    }
+    let name = s.target.archive.stream.clone();
+    let what = format!(
+        "a stream '{}' in vhost '{}' (durable, x-queue-type = stream, x-max-age = {}: the broker drops archived messages older than that)",
+        one_line(&name, 100),
+        one_line(s.vhost(), 100),
+        one_line(&s.target.archive.max_age, 20)
+    );
+    match s.archive_state().await.map_err(super::replay::stop_of)? {
+        StreamState::Stream => Ok(Place::Stream(name)),
+        StreamState::NotAStream(kind) => Err(Stop::Refused(format!(
+            "'{}' in vhost '{}' is a {kind} queue, not a stream: Warren will not archive into it. Name another stream with archive_stream in the context, or keep the archive in a file with --local; nothing moved",
+            one_line(&name, 100),
+            one_line(s.vhost(), 100)
+        ))),
+        StreamState::Missing if dry_run => {
+            front.say(&format!(
+                "the archive does not exist yet: Warren would create {what}"
+            ));
+            Ok(Place::Stream(name))
+        }
+        StreamState::Missing => {
+            if !(create || s.target.archive.create) {
+                match front.create_archive(&what) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Err(Stop::Refused(
+                            "nothing moved: the archive stream was not created (--local keeps the archive in a file instead)".into(),
+                        ));
+                    }
+                    Err(why) => return Err(Stop::Usage(why)),
+                }
+            }
+            create_stream(s, &name, &what, front).await
+        }
+    }
+}
+
+async fn create_stream(
+    s: &Session,
+    name: &str,
+    what: &str,
+    front: &mut dyn Front,
+) -> Result<Place, Stop> {
+    match s.create_archive().await {
+        Ok(()) => {
+            front.say(&format!("created {what}"));
+            Ok(Place::Stream(name.to_string()))
+        }
+        Err(DeclareError::NoPermission(text)) => {
+            let why = format!(
+                "the broker refused to create the stream: {}",
+                one_line(&text, 200)
+            );
+            let place = keep::local_place(s, &why).map_err(Stop::Refused)?;
+            front.say(&format!(
+                "cannot create the archive stream (configure permission is needed: {}); the archive is {} instead",
+                one_line(&text, 200),
+                place.label()
+            ));
+            Ok(place)
+        }
+        Err(e) => Err(Stop::Broker(format!(
+            "cannot create the archive stream '{}': {e}; nothing moved",
+            one_line(name, 100)
+        ))),
+    }
+}
+
+impl Ready<'_> {
+    /// How many messages the run may take.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The run itself: the engine, stopped by `cancel`, its progress to `on_progress`.
+    pub async fn run(
+        &mut self,
+        cancel: watch::Receiver<bool>,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<Summary, SessionError> {
+        let Some(work) = self.work.take() else {
+            return Err(SessionError::Broker("the run was started twice".into()));
+        };
+        self.s.run_job(&self.spec, work, cancel, on_progress).await
+    }
+
+    /// The audit's finish in both places; returns what could not be written, said once.
+    pub async fn finish(mut self, result: &Result<Summary, SessionError>) -> Vec<String> {
+        let moved = result
+            .as_ref()
+            .map(|s| s.moved_ids.clone())
+            .unwrap_or_default();
+        let out = record::outcome_of(result);
+        self.record.finish_local(Some(&self.store), &out, &moved);
+        self.record.finish_broker(out, &moved).await;
+        self.record.take_notes()
+    }
+}

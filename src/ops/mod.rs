@@ -1,0 +1,90 @@
+//! One home for each operation, below both front ends. The CLI (`crate::cli`) and the TUI's
+//! worker (`crate::worker`) only ask the user and render: each operation here takes a typed
+//! request and owns, in this order, the rights (`rights`), the consent, the plan, the
+//! go-ahead, the audit's start before the first message moves (`record`), the run, and the
+//! audit's finish. A guarantee built here holds on every path.
+//!
+//! An operation is prepared (`prepare`: everything up to the audit's start), then run by the
+//! front end (which owns the signals and the progress display), then finished (the record).
+
+pub mod archive;
+pub mod protect;
+pub mod record;
+pub mod replay;
+pub mod restore;
+pub mod rights;
+
+use crate::broker::audit::Consent;
+
+/// Why an operation stopped before anything moved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Refused (read-only, a refused target, nothing selected, the store): nothing moved.
+    Refused(String),
+    /// The command cannot go on as asked (no terminal to ask on, a snapshot file exists).
+    Usage(String),
+    /// The broker could not be reached or answered with an error.
+    Broker(String),
+    /// Reading `queue` again would spend quorum deliveries and nobody accepted the cost.
+    ReadCost { queue: String, text: String },
+    /// The operator said no.
+    Declined,
+    /// A dry run: the plan was shown, nothing moved.
+    DryRun,
+}
+
+/// What an operation asks of its front end: the CLI asks on the terminal and prints; the TUI's
+/// worker answers from what the operator already confirmed in a modal and sends reports.
+pub trait Front: Send {
+    /// The plan is known: show it (the CLI prints it; the TUI's modal showed it already).
+    fn plan(&mut self, plan: Plan<'_>);
+    /// The go-ahead for `count` messages (`typed`: the operator types the count). `Err`: it
+    /// cannot be asked (no terminal), with what to do instead.
+    fn go_ahead(&mut self, count: u64, verb: &str, typed: bool) -> Result<bool, String>;
+    /// May Warren create the broker's audit stream? `configured`: the context's
+    /// `create_audit_stream`, when set.
+    fn audit_consent(&mut self, configured: Option<bool>) -> Consent<'_>;
+    /// Reading `queue` again would spend quorum deliveries (`cost` says how many): may it?
+    /// `Err`: it cannot be asked, with what to do instead.
+    fn read_again(&mut self, queue: &str, cost: &str) -> Result<bool, String>;
+    /// May Warren create the archive stream `what` describes? `Err`: it cannot be asked.
+    fn create_archive(&mut self, what: &str) -> Result<bool, String>;
+    /// A line the operator should read (a warning, what a step did).
+    fn say(&mut self, text: &str);
+    /// The run is on the record and about to move its first message.
+    fn started(&mut self, run_id: &str, on_broker: bool);
+}
+
+/// A plan as a front end shows it.
+pub enum Plan<'a> {
+    Replay {
+        preview: &'a crate::broker::session::Preview,
+        spec: &'a crate::broker::session::ReplaySpec,
+        dry_run: bool,
+    },
+    Archive(&'a archive::Planned),
+    Restore(&'a restore::Planned),
+}
+
+/// Records first-seen times and reads earlier replays for a look at `queue` (best effort:
+/// without the store, "dead since" is unknown and only Warren's headers say a message was
+/// replayed before). It opens the store itself: a look runs across awaits, and a store is not
+/// shared between threads.
+pub(crate) fn remember(
+    s: &crate::broker::session::Session,
+    queue: &str,
+    keys: &[String],
+) -> crate::broker::session::Remembered {
+    match crate::store::Store::open_default() {
+        Ok(st) => s
+            .remember(&st, queue, keys, jiff::Timestamp::now())
+            .unwrap_or_else(|e| {
+                tracing::warn!("recording first-seen times failed: {e}");
+                Default::default()
+            }),
+        Err(e) => {
+            tracing::warn!("{e}");
+            Default::default()
+        }
+    }
+}

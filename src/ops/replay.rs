@@ -1,0 +1,213 @@
+//! Replay: dead letters back to where they will really be consumed. The one home of
+//! `warren replay` and the TUI's replay modal.
+
+use std::collections::HashMap;
+
+use tokio::sync::watch;
+
+use super::record::{self, Record};
+use super::rights::{self, Act};
+use super::{Front, Plan, Stop};
+use crate::broker::replay::{Progress, Summary};
+use crate::broker::session::{Preview, ReplaySpec, Session, SessionError, WriteCheck};
+use crate::domain::sanitize::one_line;
+use crate::store::{AuditStart, Operation, Store};
+
+/// A replay as the operator asked for it.
+pub struct ReplayRequest {
+    /// What to replay and how; its `run_id` is given here.
+    pub spec: ReplaySpec,
+    /// Look and show the plan; move nothing.
+    pub dry_run: bool,
+    /// Read the head first even where the target is known without it (the TUI's plan, a
+    /// dry run); else a run reads nothing first where it can (`Session::preview_to_run`).
+    pub look_first: bool,
+    /// Keep the run off the record (`--no-audit`), with why.
+    pub unaudited: Option<String>,
+    /// The selection's words for the audit: the filter and the group.
+    pub filter: Option<String>,
+    pub group: Option<String>,
+}
+
+/// A replay on the record, ready to move its first message.
+pub struct Ready<'s> {
+    s: &'s Session,
+    spec: ReplaySpec,
+    preview: Preview,
+    ages: HashMap<String, u64>,
+    store: Option<Store>,
+    record: Record,
+}
+
+/// Rights, plan, go-ahead and the audit's start: everything before the first message moves.
+pub async fn prepare<'s>(
+    s: &'s Session,
+    mut req: ReplayRequest,
+    front: &mut dyn Front,
+) -> Result<Ready<'s>, Stop> {
+    // Read-only is decided before anything is read for a run: no channel is ever put in
+    // confirm mode or published on.
+    if !req.dry_run {
+        rights::admit(s, Act::Replay).await.map_err(Stop::Refused)?;
+    }
+    let audited = req.unaudited.is_none() && !req.dry_run;
+    // One store for the audit and for first-seen times. The audit needs it; a dry run looks
+    // and records first-seen times when it can.
+    let store = match Store::open_default() {
+        Ok(st) => Some(st),
+        Err(e) if audited => return Err(Stop::Refused(format!("{e}; nothing moved"))),
+        Err(_) => None,
+    };
+    let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
+    req.spec.run_id = Some(run_id.clone());
+    let (preview, first_seen) = plan(s, &req).await?;
+    front.plan(Plan::Replay {
+        preview: &preview,
+        spec: &req.spec,
+        dry_run: req.dry_run,
+    });
+    if !preview.refusals.is_empty() {
+        return Err(Stop::Refused(format!(
+            "nothing moved: {}",
+            preview.refusals.join("; ")
+        )));
+    }
+    if req.dry_run {
+        return Err(Stop::DryRun);
+    }
+    // Publishing needs write permission on the exchange, not on the queues it reaches.
+    match s.write_refusal(&preview.publish_targets()).await {
+        WriteCheck::Allowed => {}
+        WriteCheck::Refused(why) => return Err(Stop::Refused(format!("{why}; nothing moved"))),
+        // The engine stops at the first publish the broker refuses.
+        WriteCheck::Unknown(why) => front.say(&format!(
+            "write permission unknown ({}); the replay stops at the first refused publish",
+            one_line(&why, 600)
+        )),
+    }
+    let count = preview.selected;
+    match front.go_ahead(count, "replay", count > 100) {
+        Ok(true) => {}
+        Ok(false) => return Err(Stop::Declined),
+        Err(why) => return Err(Stop::Usage(why)),
+    }
+    let start = AuditStart {
+        run_id: run_id.clone(),
+        at: jiff::Timestamp::now(),
+        os_user: crate::store::current_os_user(),
+        broker_user: s.whoami.name.clone(),
+        context: s.target.context.clone(),
+        vhost: s.vhost().to_string(),
+        from_queue: req.spec.queue.clone(),
+        targets: preview.targets.keys().cloned().collect(),
+        filter: req.filter.clone(),
+        group: req.group.clone(),
+        requested_limit: req.spec.limit,
+        dry_run: false,
+        keep_attempts: req.spec.keep_attempts,
+        clear_expiry: req.spec.clear_expiry,
+    };
+    let record = match (&store, &req.unaudited) {
+        (Some(st), None) => {
+            let id = Record::start_local(st, Operation::Replay, &start).map_err(Stop::Refused)?;
+            let consent = front.audit_consent(s.target.audit.create);
+            Record::begin(s, id, Operation::Replay, &start, consent).await
+        }
+        (_, why) => Record::off(
+            Operation::Replay,
+            &run_id,
+            why.as_deref().unwrap_or("no store"),
+        ),
+    };
+    front.started(&run_id, record.on_broker());
+    let now = jiff::Timestamp::now();
+    let ages = first_seen
+        .into_iter()
+        .filter_map(|(k, t)| {
+            u64::try_from(now.as_second() - t.as_second())
+                .ok()
+                .map(|a| (k, a))
+        })
+        .collect();
+    Ok(Ready {
+        s,
+        spec: req.spec,
+        preview,
+        ages,
+        store,
+        record,
+    })
+}
+
+/// The plan: a look at the head (a dry run, the TUI), else as little reading as the run needs;
+/// first-seen times are remembered on the way.
+async fn plan(
+    s: &Session,
+    req: &ReplayRequest,
+) -> Result<(Preview, HashMap<String, jiff::Timestamp>), Stop> {
+    let mut first_seen = HashMap::new();
+    let remember = |keys: &[String]| {
+        let memory = super::remember(s, &req.spec.queue, keys);
+        first_seen = memory.first_seen.clone();
+        memory
+    };
+    let preview = if req.dry_run || req.look_first {
+        s.preview(&req.spec, remember).await
+    } else {
+        s.preview_to_run(&req.spec, remember).await
+    };
+    let preview = preview.map_err(stop_of)?;
+    Ok((preview, first_seen))
+}
+
+/// A session error as the stop it is.
+pub(crate) fn stop_of(e: SessionError) -> Stop {
+    if let SessionError::NeedsConsent { queue, text } = e {
+        return Stop::ReadCost { queue, text };
+    }
+    if e.is_broker() {
+        Stop::Broker(e.to_string())
+    } else {
+        Stop::Refused(e.to_string())
+    }
+}
+
+impl Ready<'_> {
+    /// How many messages the run may move (never more than the operator confirmed).
+    pub fn count(&self) -> u64 {
+        self.preview.selected
+    }
+
+    pub fn run_id(&self) -> &str {
+        self.record.run_id()
+    }
+
+    /// The run itself: the engine, stopped by `cancel`, its progress to `on_progress`.
+    pub async fn run(
+        &mut self,
+        cancel: watch::Receiver<bool>,
+        on_progress: impl FnMut(&Progress),
+    ) -> Result<Summary, SessionError> {
+        self.s
+            .replay(
+                &self.spec,
+                &self.preview,
+                self.ages.clone(),
+                cancel,
+                on_progress,
+            )
+            .await
+    }
+
+    /// The audit's finish in both places; returns what could not be written, to be said once.
+    pub async fn finish(mut self, result: &Result<Summary, SessionError>) -> Vec<String> {
+        let moved = result
+            .as_ref()
+            .map(|s| s.moved_ids.clone())
+            .unwrap_or_default();
+        let out = record::outcome_of(result);
+        self.record.finish_local(self.store.as_ref(), &out, &moved);
+        self.record.finish_broker(out, &moved).await;
+        self.record.take_notes()
+    }
+}

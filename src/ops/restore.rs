@@ -1,0 +1,369 @@
+//! Restore: archived messages back into the queues they came from, or through the replay's plan
+//! (`--replay`). The one home of `warren restore` and the TUI's `r` on the archive.
+
+use std::collections::BTreeMap;
+
+use tokio::sync::watch;
+
+use super::record::Record;
+use super::rights::{self, Act};
+use super::{Front, Plan, Stop};
+use crate::broker::archive::{self as keep, Place, StreamState};
+use crate::broker::restore::{self, Ask};
+use crate::broker::session::{ReadConsent, Session, WriteCheck};
+use crate::domain::sanitize::one_line;
+use crate::domain::selection::Selection;
+use crate::store::{AuditStart, Operation, Store};
+
+/// Which archive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArchiveOf {
+    /// The context's: its stream, or the local file (`local`, or where streams cannot be used).
+    Configured { local: bool },
+    /// The queue the TUI lists: the vhost's stream, or its local file
+    /// (`domain::archive::LOCAL_QUEUE`).
+    Named(String),
+}
+
+/// How the restored messages go.
+#[derive(Clone, Debug, Default)]
+pub struct Replaying {
+    pub to: Option<String>,
+    pub allow_fan_out: bool,
+    pub keep_attempts: bool,
+    pub consent: Option<ReadConsent>,
+}
+
+/// A restore as the operator asked for it.
+pub struct RestoreRequest {
+    pub archive: ArchiveOf,
+    pub selection: Selection,
+    /// Only messages archived from this queue.
+    pub from: Option<String>,
+    pub limit: Option<u64>,
+    /// At most this many in one run (the context's window when `None`).
+    pub window: Option<usize>,
+    /// Take again what was restored before.
+    pub again: bool,
+    /// Through the replay's plan (`--replay`), else back where each came from.
+    pub replay: Option<Replaying>,
+    pub dry_run: bool,
+    /// The selection's words for the audit.
+    pub filter: Option<String>,
+    pub group: Option<String>,
+}
+
+/// The plan, as the front end shows it.
+pub struct Planned {
+    pub place: Place,
+    pub plan: restore::Plan,
+    pub restored_before: u64,
+    /// More match than one run takes.
+    pub more_match: bool,
+    pub again: bool,
+    pub replay: bool,
+    pub dry_run: bool,
+}
+
+/// A restore on the record, ready to publish its first message.
+pub struct Ready<'s> {
+    s: &'s Session,
+    plan: Option<restore::Plan>,
+    key: String,
+    /// The record's store, and the one the run remembers restored messages in (it goes into
+    /// the run: a store is not shared between threads).
+    store: Store,
+    remember: Option<Store>,
+    record: Record,
+}
+
+/// Rights, the archive's read, the plan (targets checked, room included), the go-ahead and the
+/// audit's start.
+pub async fn prepare<'s>(
+    s: &'s Session,
+    req: RestoreRequest,
+    front: &mut dyn Front,
+) -> Result<Ready<'s>, Stop> {
+    if !req.dry_run {
+        rights::admit(s, Act::Restore)
+            .await
+            .map_err(Stop::Refused)?;
+    }
+    let place = archive_place(s, &req.archive).await?;
+    let mut store =
+        Store::open_default().map_err(|e| Stop::Refused(format!("{e}; nothing restored")))?;
+    let key = place.key(s);
+    let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
+    let planned = plan(s, &req, place, &mut store, &key, &run_id, front).await?;
+    front.plan(Plan::Restore(&planned));
+    if !planned.plan.refused.is_empty() {
+        return Err(Stop::Refused(format!(
+            "nothing restored: {}",
+            planned.plan.refused.join("; ")
+        )));
+    }
+    if req.dry_run {
+        return Err(Stop::DryRun);
+    }
+    let plan = planned.plan;
+    if plan.count() == 0 {
+        return Err(Stop::Refused(
+            "nothing restored: no message can be replayed".into(),
+        ));
+    }
+    if let WriteCheck::Refused(why) = s.write_refusal(&plan.publish_targets).await {
+        return Err(Stop::Refused(format!("{why}; nothing restored")));
+    }
+    let (op, verb) = if planned.replay {
+        (Operation::Replay, "replay")
+    } else {
+        (Operation::Restore, "restore")
+    };
+    let count = plan.count();
+    match front.go_ahead(count, verb, count > 100) {
+        Ok(true) => {}
+        Ok(false) => return Err(Stop::Declined),
+        Err(why) => return Err(Stop::Usage(why)),
+    }
+    let start = start_of(s, &req, run_id, &planned.place, &plan);
+    let id = Record::start_local(&store, op, &start).map_err(Stop::Refused)?;
+    let consent = front.audit_consent(s.target.audit.create);
+    let record = Record::begin(s, id, op, &start, consent).await;
+    front.started(record.run_id(), record.on_broker());
+    let remember =
+        Store::open_default().map_err(|e| Stop::Refused(format!("{e}; nothing restored")))?;
+    Ok(Ready {
+        s,
+        plan: Some(plan),
+        key,
+        store,
+        remember: Some(remember),
+        record,
+    })
+}
+
+fn start_of(
+    s: &Session,
+    req: &RestoreRequest,
+    run_id: String,
+    place: &Place,
+    plan: &restore::Plan,
+) -> AuditStart {
+    AuditStart {
+        run_id,
+        at: jiff::Timestamp::now(),
+        os_user: crate::store::current_os_user(),
+        broker_user: s.whoami.name.clone(),
+        context: s.target.context.clone(),
+        vhost: s.vhost().to_string(),
+        from_queue: place.label(),
+        targets: plan.targets.keys().cloned().collect(),
+        filter: req.filter.clone(),
+        group: req.group.clone(),
+        requested_limit: req.limit,
+        dry_run: false,
+        keep_attempts: req.replay.as_ref().is_some_and(|r| r.keep_attempts),
+        clear_expiry: false,
+    }
+}
+
+/// The archive the request names.
+async fn archive_place(s: &Session, of: &ArchiveOf) -> Result<Place, Stop> {
+    match of {
+        ArchiveOf::Named(queue) if queue == crate::domain::archive::LOCAL_QUEUE => {
+            keep::local_place(s, "the vhost's local archive").map_err(Stop::Refused)
+        }
+        ArchiveOf::Named(queue) if queue != &s.target.archive.stream => {
+            Err(Stop::Refused(format!(
+                "{} is not the archive ('{}'): restore takes messages out of the archive; nothing restored",
+                one_line(queue, 80),
+                one_line(&s.target.archive.stream, 80)
+            )))
+        }
+        ArchiveOf::Named(queue) => Ok(Place::Stream(queue.clone())),
+        ArchiveOf::Configured { local } => {
+            if *local || s.target.archive.local || !s.streams_supported() {
+                return keep::local_place(s, "local archive").map_err(Stop::Refused);
+            }
+            let name = s.target.archive.stream.clone();
+            match s.archive_state().await.map_err(super::replay::stop_of)? {
+                StreamState::Stream => Ok(Place::Stream(name)),
+                StreamState::Missing => Err(Stop::Refused(format!(
+                    "no archive in vhost '{}' (stream '{}' does not exist): nothing to restore",
+                    one_line(s.vhost(), 80),
+                    one_line(&name, 80)
+                ))),
+                StreamState::NotAStream(kind) => Err(Stop::Refused(format!(
+                    "'{}' is a {kind} queue, not Warren's archive stream",
+                    one_line(&name, 100)
+                ))),
+            }
+        }
+    }
+}
+
+/// The archive read (a page at a time, at most a window's worth chosen), then the plan: back
+/// where each came from, or through the replay's plan; every queue it publishes into checked
+/// for room.
+#[allow(clippy::too_many_arguments)]
+async fn plan(
+    s: &Session,
+    req: &RestoreRequest,
+    place: Place,
+    store: &mut Store,
+    key: &str,
+    run_id: &str,
+    front: &mut dyn Front,
+) -> Result<Planned, Stop> {
+    let window = req.window.unwrap_or(s.target.settings.replay.window);
+    let ask = Ask {
+        selection: req.selection.clone(),
+        from: req.from.clone(),
+        limit: req.limit,
+        again: req.again,
+    };
+    let read = restore::read_and_choose(s, store, key, &place, &ask, window)
+        .await
+        .map_err(Stop::Refused)?;
+    say_read(s, &place, &read, window, front);
+    let chosen = read.chosen;
+    let restored_before = chosen.restored_before;
+    if restored_before > 0 && !req.again {
+        front.say(&format!(
+            "{restored_before} matching message(s) were restored before and are left out: a stream never forgets them (--again restores them again)"
+        ));
+    }
+    let mut plan = if chosen.messages.is_empty() {
+        restore::Plan {
+            refused: vec![restore::nothing_chosen(&place, restored_before)],
+            ..Default::default()
+        }
+    } else if let Some(r) = &req.replay {
+        let way = restore::ReplayWay {
+            to: r.to.clone(),
+            allow_fan_out: r.allow_fan_out,
+            keep_attempts: r.keep_attempts,
+            consent: r.consent.unwrap_or(ReadConsent::Reuse),
+            run_id: Some(run_id.to_string()),
+        };
+        restore::plan_replay(s, &place, chosen.messages, &way, |name, keys| {
+            super::remember(s, name, keys)
+        })
+        .await
+        .map_err(Stop::Broker)?
+    } else {
+        let mut plan = restore::plan_back(s, &chosen.messages)
+            .await
+            .map_err(Stop::Broker)?;
+        if plan.refused.is_empty() {
+            check_room(s, &mut plan).await?;
+        }
+        plan
+    };
+    if plan.refused.is_empty() && plan.count() == 0 && req.replay.is_some() {
+        plan.refused
+            .push("no message can be replayed: the replay's plan keeps every one".into());
+    }
+    Ok(Planned {
+        place,
+        plan,
+        restored_before,
+        more_match: read.capped,
+        again: req.again,
+        replay: req.replay.is_some(),
+        dry_run: req.dry_run,
+    })
+}
+
+/// Each queue the restore publishes into must take what it is given without the broker
+/// dropping (drop-head) or dead-lettering (reject-publish-dlx) what is already there: the
+/// same room check a replay makes on its targets.
+async fn check_room(s: &Session, plan: &mut restore::Plan) -> Result<(), Stop> {
+    let mut bytes: BTreeMap<&str, u64> = BTreeMap::new();
+    for p in &plan.items {
+        *bytes.entry(p.routing_key.as_str()).or_insert(0) += p.body.len() as u64;
+    }
+    let conn = s.amqp().await.map_err(super::replay::stop_of)?;
+    let mut refused = Vec::new();
+    let mut warned = Vec::new();
+    for (queue, n) in &plan.targets {
+        let b = bytes.get(queue.as_str()).copied().unwrap_or(0);
+        match s
+            .room_in(conn, queue, *n, b)
+            .await
+            .map_err(super::replay::stop_of)?
+        {
+            Some(Err(why)) => refused.push(why),
+            Some(Ok(warning)) => warned.push((warning, *n)),
+            None => {}
+        }
+    }
+    plan.refused.extend(refused);
+    for (w, n) in warned {
+        *plan.kept.entry(w).or_insert(0) += n;
+    }
+    Ok(())
+}
+
+/// What the archive's read leaves out, said: entries expired, a read the broker cut short, a
+/// restore that takes one run's worth and leaves more for the next.
+fn say_read(
+    s: &Session,
+    place: &Place,
+    read: &restore::ChosenRead,
+    window: usize,
+    front: &mut dyn Front,
+) {
+    if read.expired > 0 {
+        front.say(&format!(
+            "{} expired, dropped from {}: archived longer ago than archive_max_age ({})",
+            read.expired,
+            one_line(&place.label(), 200),
+            one_line(&s.target.archive.max_age, 20)
+        ));
+    }
+    if read.cut_short {
+        front.say(&format!(
+            "the broker stopped delivering the archive after {} messages, before its end: later ones are not chosen here; try again when it is less busy",
+            read.scanned
+        ));
+    }
+    if read.capped {
+        front.say(&format!(
+            "one restore takes at most {window} (--window N, or the context's window): more match; restore again after this one for the next ones"
+        ));
+    }
+}
+
+impl Ready<'_> {
+    pub fn count(&self) -> u64 {
+        self.plan.as_ref().map_or(0, restore::Plan::count)
+    }
+
+    /// Publishes with confirms a batch at a time, remembering each batch's restored messages
+    /// before the next; `cancel` stops it between batches; `on_batch` is told (restored, failed,
+    /// total).
+    pub async fn run(
+        &mut self,
+        cancel: &watch::Receiver<bool>,
+        on_batch: impl FnMut(u64, u64, u64),
+    ) -> restore::Outcome {
+        let (Some(plan), Some(st)) = (self.plan.take(), self.remember.take()) else {
+            return restore::Outcome {
+                error: Some("the restore was started twice".into()),
+                ..Default::default()
+            };
+        };
+        let remember = restore::remember_in(st, self.key.clone(), self.record.audit_id());
+        restore::publish(self.s, plan, cancel, remember, on_batch).await
+    }
+
+    /// The audit's finish in both places; returns what could not be written, said once.
+    pub async fn finish(mut self, out: &restore::Outcome) -> Vec<String> {
+        let none = crate::broker::spool::Spool::default();
+        self.record
+            .finish_local(Some(&self.store), &out.audit, &none);
+        self.record.finish_broker(out.audit.clone(), &none).await;
+        self.record.take_notes()
+    }
+}

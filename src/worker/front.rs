@@ -1,0 +1,229 @@
+//! The TUI's worker as the operations' front end (`crate::ops::Front`): the operator already
+//! answered in a modal, so it asks nothing new. The go-ahead holds a run to the count the
+//! operator confirmed; what a step says, and the plans, are kept for the reports the worker
+//! sends.
+
+use super::protocol::{OperationKind, ReplayPreview, RestoreHow, RestorePreview, Ticket};
+use crate::broker::audit::Consent;
+use crate::domain::sanitize;
+use crate::ops::{self, Plan};
+use crate::store::Operation;
+
+#[derive(Default)]
+pub(super) struct TuiFront {
+    /// The count the operator confirmed (`None`: a plan, nothing runs).
+    pub(super) expected: Option<u64>,
+    /// The request a plan answers, for its report.
+    pub(super) ticket: Ticket,
+    pub(super) how: RestoreHow,
+    /// Lines for the command log, in order.
+    pub(super) oplog: Vec<(OperationKind, String)>,
+    /// What a step said, for the notice line.
+    pub(super) notices: Vec<String>,
+    /// The replay's plan for the modal, and a dry run's words.
+    pub(super) replay_preview: Option<ReplayPreview>,
+    pub(super) dry_summary: Vec<String>,
+    /// The restore's plan for the modal.
+    pub(super) restore_preview: Option<RestorePreview>,
+}
+
+impl TuiFront {
+    /// For a run the operator confirmed for `expected` messages.
+    pub(super) fn run(expected: u64) -> TuiFront {
+        TuiFront {
+            expected: Some(expected),
+            ..TuiFront::default()
+        }
+    }
+
+    /// For a plan that answers `ticket`.
+    pub(super) fn plan(ticket: Ticket, how: RestoreHow) -> TuiFront {
+        TuiFront {
+            ticket,
+            how,
+            ..TuiFront::default()
+        }
+    }
+}
+
+impl ops::Front for TuiFront {
+    fn plan(&mut self, plan: Plan<'_>) {
+        match plan {
+            Plan::Replay {
+                preview,
+                spec,
+                dry_run,
+            } => {
+                self.oplog
+                    .push((OperationKind::Read, replay_read_text(preview)));
+                if dry_run {
+                    self.dry_summary = preview.describe(spec, true);
+                }
+                self.replay_preview = Some(replay_preview(preview, spec, self.ticket));
+            }
+            Plan::Archive(p) => {
+                let verb = if p.op == Operation::Discard {
+                    "discard"
+                } else {
+                    "archive"
+                };
+                self.oplog.push((
+                    OperationKind::Read,
+                    format!(
+                        "read {} messages of {} for the {verb}, all left in place; {} selected",
+                        p.sel.examined,
+                        p.spec.queue,
+                        p.sel.messages.len()
+                    ),
+                ));
+            }
+            Plan::Restore(p) => {
+                self.oplog.push((
+                    OperationKind::Read,
+                    format!(
+                        "read the archive {} for a restore plan, nothing taken: {} to restore, {} restored before{}",
+                        p.place.label(),
+                        p.plan.count(),
+                        p.restored_before,
+                        if p.again { " (taken again)" } else { " (left out)" }
+                    ),
+                ));
+                self.restore_preview =
+                    Some(restore_preview(p, self.ticket, self.how, &self.notices));
+            }
+        }
+    }
+
+    /// The modal confirmed `expected`: a selection that grew since is refused, never moved.
+    fn go_ahead(&mut self, count: u64, verb: &str, _typed: bool) -> Result<bool, String> {
+        match self.expected {
+            Some(e) if count > e => Err(format!(
+                "the selection now holds {count} messages, {e} were confirmed: nothing moved; open the {verb} again"
+            )),
+            Some(_) => Ok(true),
+            None => Err("a plan moves nothing".into()),
+        }
+    }
+
+    /// The TUI cannot stop to ask: the stream is created only where the context says so.
+    fn audit_consent(&mut self, configured: Option<bool>) -> Consent<'_> {
+        match configured {
+            Some(true) => Consent::Create,
+            _ => Consent::Refuse,
+        }
+    }
+
+    fn create_archive(&mut self, _what: &str) -> Result<bool, String> {
+        Err(
+            "the archive stream does not exist yet: create it once with `warren archive QUEUE --create-archive --limit 1`, or set archive_create = true (or archive_local = true) in the context; nothing moved"
+                .into(),
+        )
+    }
+
+    fn read_again(&mut self, _queue: &str, cost: &str) -> Result<bool, String> {
+        Err(format!(
+            "{cost}; nothing moved (open the queue and accept the read first)"
+        ))
+    }
+
+    fn say(&mut self, text: &str) {
+        self.notices.push(sanitize::one_line(text, 600));
+    }
+
+    fn started(&mut self, _run_id: &str, _on_broker: bool) {}
+}
+
+/// A replay plan's read, for the command log.
+fn replay_read_text(p: &crate::broker::session::Preview) -> String {
+    let read = if p.reused {
+        format!(
+            "looked at the {} messages read earlier this session (no read: reading this queue again costs deliveries)",
+            p.examined
+        )
+    } else {
+        format!(
+            "read {} messages, all left in place; {}",
+            p.examined,
+            p.cost.as_deref().unwrap_or("cost no deliveries")
+        )
+    };
+    format!(
+        "planned a replay from {}: {read}; {} selected",
+        p.queue, p.selected
+    )
+}
+
+fn replay_preview(
+    p: &crate::broker::session::Preview,
+    spec: &crate::broker::session::ReplaySpec,
+    ticket: Ticket,
+) -> ReplayPreview {
+    let mut warnings: Vec<String> = p.refusals.iter().map(|r| format!("refused: {r}")).collect();
+    warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
+    warnings.extend(p.notices.iter().cloned());
+    ReplayPreview {
+        vhost: String::new(),
+        queue: spec.queue.clone(),
+        count: p.selected,
+        targets: p
+            .targets
+            .iter()
+            .map(|(label, t)| {
+                format!(
+                    "{label} (exchange '{}', routing key '{}') × {}",
+                    t.exchange, t.routing_key, t.count
+                )
+            })
+            .collect(),
+        reaches: p
+            .targets
+            .values()
+            .flat_map(|t| t.reaches.iter().cloned())
+            .collect(),
+        removes: p.removed.iter().cloned().collect(),
+        adds: p.added.iter().cloned().collect(),
+        replayed_before: p.replayed_before,
+        keep_attempts: spec.keep_attempts,
+        warnings,
+        ticket,
+    }
+}
+
+fn restore_preview(
+    p: &ops::restore::Planned,
+    ticket: Ticket,
+    how: RestoreHow,
+    notes: &[String],
+) -> RestorePreview {
+    let plan = &p.plan;
+    let mut removes: Vec<String> = crate::domain::archive::HEADERS
+        .iter()
+        .map(|h| h.to_string())
+        .collect();
+    let mut adds = Vec::new();
+    let mut warnings: Vec<String> = plan
+        .kept
+        .iter()
+        .map(|(why, n)| format!("{n} × stays in the archive: {why}"))
+        .collect();
+    warnings.extend(notes.iter().cloned());
+    if let Some(pv) = &plan.preview {
+        removes.extend(pv.removed.iter().cloned());
+        adds.extend(pv.added.iter().cloned());
+        warnings.extend(pv.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
+        warnings.extend(pv.notices.iter().cloned());
+    }
+    RestorePreview {
+        vhost: String::new(),
+        queue: String::new(),
+        how,
+        count: plan.count(),
+        targets: plan.target_lines(),
+        restored_before: p.restored_before,
+        removes,
+        adds,
+        refusals: plan.refused.clone(),
+        warnings,
+        ticket,
+    }
+}
