@@ -43,7 +43,7 @@ async fn probe(s: &Session) -> Publishing {
         // An empty write pattern and `^$` both match no exchange name.
         Ok(PermissionState::Known(p)) if p.write.is_empty() || p.write == "^$" => {
             return Publishing::Refused(format!(
-                "the broker lets user '{user}' read but not publish in vhost '{vhost}' (write permission '{}')",
+                "broker user '{user}' may read but may not publish in vhost '{vhost}' (write permission '{}')",
                 one_line(&p.write, 100)
             ));
         }
@@ -68,7 +68,7 @@ async fn probe(s: &Session) -> Publishing {
     match trial {
         Trial::Accepted => Publishing::Allowed,
         Trial::Refused(text) => Publishing::Refused(format!(
-            "the broker lets user '{user}' read but not publish in vhost '{vhost}' (it refused a trial publish to the default exchange: {})",
+            "broker user '{user}' may read but may not publish in vhost '{vhost}' (it refused a trial publish to the default exchange: {})",
             one_line(&text, 300)
         )),
         Trial::Failed(why) => Publishing::Unknown(format!(

@@ -245,6 +245,8 @@ impl Store {
     ) -> Result<()> {
         let dup_ids = serde_json::to_string(&out.duplicate_ids)
             .map_err(|e| self.corrupt(format!("duplicate ids: {e}")))?;
+        let targets = serde_json::to_string(&out.targets)
+            .map_err(|e| self.corrupt(format!("targets: {e}")))?;
         let tx = self.write_tx()?;
         let exists = tx
             .query_row("SELECT 1 FROM replays WHERE id = ?1", [id], |_| Ok(()))
@@ -268,8 +270,9 @@ impl Store {
         }
         tx.execute(
             "INSERT INTO replay_outcomes (replay_id, finished_ms, moved, returned, failed,
-                 remaining, message_ids_json, outcome, duplicated, duplicate_ids_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, '[]', ?7, ?8, ?9)",
+                 remaining, message_ids_json, outcome, duplicated, duplicate_ids_json,
+                 targets_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, '[]', ?7, ?8, ?9, ?10)",
             rusqlite::params![
                 id,
                 out.at.as_millisecond(),
@@ -280,6 +283,7 @@ impl Store {
                 out.outcome,
                 to_sql_count(out.duplicated),
                 dup_ids,
+                targets,
             ],
         )
         .map_err(|e| self.sqlite(e))?;
@@ -306,24 +310,6 @@ impl Store {
             if let Some(e) = failed {
                 return Err(self.sqlite(e));
             }
-        }
-        if !out.targets.is_empty() {
-            // A run whose targets were checked as first met started with none known.
-            let was: String = tx
-                .query_row(
-                    "SELECT targets_json FROM replays WHERE id = ?1",
-                    [id],
-                    |r| r.get(0),
-                )
-                .map_err(|e| self.sqlite(e))?;
-            let start: Vec<String> = serde_json::from_str(&was).unwrap_or_default();
-            let joined = serde_json::to_string(&joined_targets(start, Some(out)))
-                .map_err(|e| self.corrupt(format!("targets: {e}")))?;
-            tx.execute(
-                "UPDATE replays SET targets_json = ?1 WHERE id = ?2",
-                rusqlite::params![joined, id],
-            )
-            .map_err(|e| self.sqlite(e))?;
         }
         tx.commit().map_err(|e| self.sqlite(e))
     }
@@ -422,7 +408,7 @@ impl Store {
                         r.dry_run, r.keep_attempts,
                         o.finished_ms, o.moved, o.returned, o.failed, o.remaining,
                         o.message_ids_json, o.outcome, o.duplicated, o.duplicate_ids_json,
-                        r.clear_expiry, r.operation, r.run_id
+                        r.clear_expiry, r.operation, r.run_id, o.targets_json
                  FROM replays r LEFT JOIN replay_outcomes o ON o.replay_id = r.id
                  ORDER BY r.id DESC LIMIT ?1",
             )
@@ -456,6 +442,7 @@ impl Store {
                     clear_expiry: r.get(22)?,
                     operation: r.get(23)?,
                     run_id: r.get(24)?,
+                    reached_json: r.get(25)?,
                 })
             })
             .map_err(|e| self.sqlite(e))?;
@@ -495,7 +482,14 @@ impl Store {
             context: raw.context,
             vhost: raw.vhost,
             from_queue: raw.from_queue,
-            targets: list(&raw.targets_json)?,
+            targets: joined_targets(
+                list(&raw.targets_json)?,
+                &raw.reached_json
+                    .as_deref()
+                    .map(list)
+                    .transpose()?
+                    .unwrap_or_default(),
+            ),
             filter: raw.filter,
             group: raw.group,
             requested_limit: count(raw.requested_limit)?,
@@ -552,6 +546,8 @@ struct RawRecord {
     duplicate_ids_json: Option<String>,
     operation: String,
     run_id: Option<String>,
+    /// The targets the run's outcome says it reached (migration 10).
+    reached_json: Option<String>,
 }
 
 /// A `warren protect` that set its policy: who lifted which queue's delivery limit, and how.
@@ -824,8 +820,8 @@ pub fn merge(
 }
 
 /// The targets a run named at its start and those its outcome says it reached, once each.
-fn joined_targets(mut start: Vec<String>, out: Option<&AuditOutcome>) -> Vec<String> {
-    for t in out.map(|o| o.targets.iter()).into_iter().flatten() {
+fn joined_targets(mut start: Vec<String>, reached: &[String]) -> Vec<String> {
+    for t in reached {
         if !start.contains(t) {
             start.push(t.clone());
         }
@@ -850,7 +846,7 @@ fn record_of(
         context: s.context,
         vhost: s.vhost,
         from_queue: s.from_queue,
-        targets: joined_targets(s.targets, out.as_ref()),
+        targets: joined_targets(s.targets, out.as_ref().map_or(&[][..], |o| &o.targets)),
         filter: s.filter,
         group: s.group,
         requested_limit: s.requested_limit,

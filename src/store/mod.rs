@@ -228,6 +228,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER replay_moved_no_delete BEFORE DELETE ON replay_moved
         BEGIN SELECT RAISE(ABORT, 'the replay audit is append-only'); END;
     "#,
+    // 10: the targets a run reached, as its outcome says: a run whose targets are checked as
+    // they are first met starts with none known.
+    r#"
+    ALTER TABLE replay_outcomes ADD COLUMN targets_json TEXT;
+    "#,
 ];
 
 impl Store {

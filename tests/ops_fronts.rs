@@ -1,0 +1,282 @@
+//! Read-only holds on every path, through the operations' one home (`warren::ops`): a broker
+//! user with a viewer's rights (`monitoring` tag; configure `^$`, write `^$`, read `.*`) moves
+//! nothing with `discard`, `archive` (stream and `--local`), `restore` and `replay` from the CLI,
+//! nor with the TUI worker's discard, archive and replay; the TUI's header is told it is
+//! read-only and why. Every message id is counted before and after.
+
+mod common;
+mod replay_util;
+
+use std::time::Duration;
+
+use common::amqp::{self as h, amqp_depth};
+use common::{TestBroker, TestVhost, enc, unique};
+use replay_util::{Home, dead_letter, message_ids, read_all, read_stream, simple, warren};
+use warren::domain::features::QueueType;
+use warren::worker::protocol::{Command, JobKind, ReplayRequest, Report};
+
+/// A viewer: reads everything, may configure and publish nothing.
+async fn make_viewer(vh: &TestVhost) -> String {
+    let user = unique("warren-viewer");
+    let http = reqwest::Client::new();
+    let base = vh.broker.mgmt_base();
+    let r = http
+        .put(format!("{base}/api/users/{}", enc(&user)))
+        .basic_auth("guest", Some("guest"))
+        .json(&serde_json::json!({"password": "pw", "tags": "monitoring"}))
+        .send()
+        .await
+        .expect("create user");
+    assert!(r.status().is_success(), "create user: {}", r.status());
+    let r = http
+        .put(format!(
+            "{base}/api/permissions/{}/{}",
+            enc(&vh.name),
+            enc(&user)
+        ))
+        .basic_auth("guest", Some("guest"))
+        .json(&serde_json::json!({"configure": "^$", "write": "^$", "read": ".*"}))
+        .send()
+        .await
+        .expect("set permissions");
+    assert!(r.status().is_success(), "permissions: {}", r.status());
+    user
+}
+
+async fn drop_user(vh: &TestVhost, user: &str) {
+    let _ = reqwest::Client::new()
+        .delete(format!("{}/api/users/{}", vh.broker.mgmt_base(), enc(user)))
+        .basic_auth("guest", Some("guest"))
+        .send()
+        .await;
+}
+
+fn urls_as(vh: &TestVhost, user: &str) -> (String, String) {
+    let b = &vh.broker;
+    (
+        format!(
+            "amqp://{}:pw@{}:{}/{}",
+            enc(user),
+            b.host,
+            b.amqp_port,
+            enc(&vh.name)
+        ),
+        format!("http://{}:pw@{}:{}", enc(user), b.host, b.mgmt_port),
+    )
+}
+
+/// `orders.dlq` with five broker deaths from `orders` (ids v-0 … v-4), then two of them
+/// archived by guest into the stream (so a restore has something to take).
+async fn setup(vh: &TestVhost, home: &Home) {
+    let conn = h::connect(vh).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "orders.dlq", QueueType::Classic, Default::default()).await;
+    let msgs: Vec<_> = (0..5).map(|i| simple("v", i, &[])).collect();
+    dead_letter(&conn, "orders", "orders.dlq", &msgs).await;
+    let _ = conn.close(200, "ok".into()).await;
+    let r = warren(
+        vh,
+        home,
+        &[
+            "archive",
+            "orders.dlq",
+            "--limit",
+            "2",
+            "--create-archive",
+            "--yes",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(0), "guest archives 2: {r}");
+}
+
+/// Where every message is: the DLQ's ids, the work queue's depth, the stream's ids.
+async fn where_they_are(vh: &TestVhost) -> (Vec<String>, u64, Vec<String>) {
+    let conn = h::connect(vh).await;
+    let depth = amqp_depth(&conn, "orders.dlq").await as usize;
+    let mut dlq = message_ids(&read_all(&conn, "orders.dlq", depth).await);
+    dlq.sort();
+    let work = amqp_depth(&conn, "orders").await;
+    let mut archived = message_ids(&read_stream(&conn, "warren.archive", 10).await);
+    archived.sort();
+    let _ = conn.close(200, "ok".into()).await;
+    (dlq, work, archived)
+}
+
+fn expected() -> (Vec<String>, u64, Vec<String>) {
+    (
+        vec!["v-2".into(), "v-3".into(), "v-4".into()],
+        0,
+        vec!["v-0".into(), "v-1".into()],
+    )
+}
+
+#[tokio::test]
+async fn a_viewer_moves_nothing_from_the_command_line() {
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "ops-viewer-cli").await;
+        let home = Home::new("ops-viewer-cli");
+        setup(&vh, &home).await;
+        let viewer = make_viewer(&vh).await;
+        let (amqp, mgmt) = urls_as(&vh, &viewer);
+        let as_viewer = |cmd: &'static [&'static str]| {
+            let mut args: Vec<String> = vec![
+                "--amqp-url".into(),
+                amqp.clone(),
+                "--management-url".into(),
+                mgmt.clone(),
+                "--vhost".into(),
+                vh.name.clone(),
+            ];
+            args.extend(cmd.iter().map(|a| a.to_string()));
+            let home = &home;
+            async move {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                replay_util::run(replay_util::bare_command(home, &args), &args).await
+            }
+        };
+        let cmds: [&'static [&'static str]; 5] = [
+            &[
+                "discard",
+                "orders.dlq",
+                "--limit",
+                "1",
+                "--no-snapshot",
+                "--yes",
+            ],
+            &["archive", "orders.dlq", "--limit", "1", "--local", "--yes"],
+            &["archive", "orders.dlq", "--limit", "1", "--yes"],
+            &["restore", "--yes"],
+            &["replay", "orders.dlq", "--yes"],
+        ];
+        for cmd in cmds {
+            let r = as_viewer(cmd).await;
+            assert_eq!(r.code, Some(1), "{} {cmd:?}: {r}", b.label);
+            assert!(r.stderr.contains("read-only"), "{} {cmd:?}: {r}", b.label);
+            assert!(
+                r.stderr.contains("may not publish"),
+                "{} {cmd:?}: {r}",
+                b.label
+            );
+            assert!(
+                r.stderr.contains("nothing moved")
+                    || r.stderr.contains("nothing deleted")
+                    || r.stderr.contains("nothing restored"),
+                "{} {cmd:?}: {r}",
+                b.label
+            );
+            assert!(!r.stderr.contains("run 2"), "no run started: {r}");
+        }
+        // Looking stays open.
+        let r = as_viewer(&["show", "orders.dlq", "--json"]).await;
+        assert_eq!(r.code, Some(0), "{}: {r}", b.label);
+        drop_user(&vh, &viewer).await;
+        assert_eq!(where_they_are(&vh).await, expected(), "{}", b.label);
+        // No local archive was written for the viewer, and the audit holds only guest's run.
+        let local = home.dir.join("archive");
+        assert!(
+            !local.exists() || std::fs::read_dir(&local).map(|d| d.count()).unwrap_or(0) == 0,
+            "{}: a local archive was written",
+            b.label
+        );
+        let audit = warren(&vh, &home, &["audit", "--json"]).await;
+        let runs: Vec<_> = audit
+            .json()
+            .into_iter()
+            .filter(|v| v.get("operation").is_some())
+            .collect();
+        assert_eq!(
+            runs.len(),
+            1,
+            "{}: only guest's archive is on record: {audit}",
+            b.label
+        );
+        vh.cleanup().await;
+    }
+}
+
+#[tokio::test]
+async fn a_viewer_moves_nothing_from_the_terminal_ui_and_its_header_says_read_only() {
+    use warren::broker::config::Overrides;
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "ops-viewer-tui").await;
+        let home = Home::new("ops-viewer-tui");
+        setup(&vh, &home).await;
+        let viewer = make_viewer(&vh).await;
+        let (amqp, mgmt) = urls_as(&vh, &viewer);
+        let overrides = Overrides {
+            config_path: Some(home.dir.join("config.toml")),
+            amqp_url: Some(amqp),
+            management_url: Some(mgmt),
+            vhost: Some(vh.name.clone()),
+            ..Overrides::default()
+        };
+        let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
+        cmd_tx
+            .send(Command::LoadQueues)
+            .await
+            .expect("worker takes commands");
+        // The header: the listing's overview says read-only, and why.
+        let overview = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                match ev_rx.recv().await {
+                    Some(Report::QueuesLoaded { overview, .. }) => return overview,
+                    Some(_) => {}
+                    None => panic!("the worker stopped before listing"),
+                }
+            }
+        })
+        .await
+        .expect("a listing within a minute");
+        assert!(overview.read_only, "{}: {overview:?}", b.label);
+        assert!(
+            overview.read_only_reason.contains("may not publish"),
+            "{}: {}",
+            b.label,
+            overview.read_only_reason
+        );
+        for job in [
+            JobKind::Discard,
+            JobKind::Archive { reason: "x".into() },
+            JobKind::Replay,
+        ] {
+            cmd_tx
+                .send(Command::Replay(ReplayRequest {
+                    vhost: vh.name.clone(),
+                    queue: "orders.dlq".into(),
+                    selection: Default::default(),
+                    expected: 3,
+                    rate: 0,
+                    keep_attempts: false,
+                    dry_run: false,
+                    job: job.clone(),
+                }))
+                .await
+                .expect("worker takes commands");
+            let outcome = tokio::time::timeout(Duration::from_secs(60), async {
+                loop {
+                    match ev_rx.recv().await {
+                        Some(Report::ReplayFinished(o)) => return o,
+                        Some(_) => {}
+                        None => panic!("the worker stopped without finishing"),
+                    }
+                }
+            })
+            .await
+            .expect("the worker answers within a minute");
+            let error = outcome.error.unwrap_or_default();
+            assert!(error.contains("read-only"), "{} {job:?}: {error}", b.label);
+            assert!(
+                error.contains("may not publish"),
+                "{} {job:?}: {error}",
+                b.label
+            );
+            assert_eq!(outcome.progress.moved, 0, "{} {job:?}", b.label);
+        }
+        let _ = cmd_tx.send(Command::Quit).await;
+        let _ = worker.await;
+        drop_user(&vh, &viewer).await;
+        assert_eq!(where_they_are(&vh).await, expected(), "{}", b.label);
+        vh.cleanup().await;
+    }
+}

@@ -1,0 +1,338 @@
+//! The operations' one home (`warren::ops`), tested where the guarantees live, against real
+//! brokers: rights come first (a viewer is refused before anything is read or planned), the
+//! consent to create a stream is asked of the front end and a "no" creates nothing, the audit's
+//! start is on record before the first message moves, and the finish records what happened,
+//! with the targets the run reached. One test per binary: the store is found through
+//! `WARREN_STORE`, set once here.
+
+mod common;
+mod replay_util;
+
+use common::amqp::{self as h, amqp_depth};
+use common::{TestBroker, TestVhost, enc, unique};
+use replay_util::{Home, dead_letter, simple};
+use warren::broker::audit::Consent;
+use warren::broker::config::{self, Overrides};
+use warren::broker::session::{ReadConsent, ReplaySpec, Session};
+use warren::domain::features::QueueType;
+use warren::domain::selection::Selection;
+use warren::ops::{self, Front, Plan, Stop};
+use warren::store::Store;
+
+/// A front end that answers yes to the go-ahead, no to every creation, and writes down what it
+/// was shown and asked.
+#[derive(Default)]
+struct Recording {
+    plans: Vec<&'static str>,
+    asked: Vec<String>,
+    said: Vec<String>,
+    started: Vec<String>,
+}
+
+impl Front for Recording {
+    fn plan(&mut self, plan: Plan<'_>) {
+        self.plans.push(match plan {
+            Plan::Replay { .. } => "replay",
+            Plan::Archive(_) => "archive",
+            Plan::Restore(_) => "restore",
+        });
+    }
+    fn go_ahead(&mut self, count: u64, verb: &str, _typed: bool) -> Result<bool, String> {
+        self.asked.push(format!("{verb} {count}"));
+        Ok(true)
+    }
+    fn audit_consent(&mut self, _configured: Option<bool>) -> Consent<'_> {
+        self.asked.push("audit stream".into());
+        Consent::Refuse
+    }
+    fn create_archive(&mut self, _what: &str) -> Result<bool, String> {
+        self.asked.push("archive stream".into());
+        Ok(false)
+    }
+    fn read_again(&mut self, _queue: &str, _cost: &str) -> Result<bool, String> {
+        Ok(false)
+    }
+    fn say(&mut self, text: &str) {
+        self.said.push(text.to_string());
+    }
+    fn started(&mut self, run_id: &str, _on_broker: bool) {
+        self.started.push(run_id.to_string());
+    }
+}
+
+async fn session(vh: &TestVhost, home: &Home, user: Option<&str>) -> Session {
+    let (amqp, mgmt) = match user {
+        Some(u) => (
+            format!(
+                "amqp://{}:pw@{}:{}/{}",
+                enc(u),
+                vh.broker.host,
+                vh.broker.amqp_port,
+                enc(&vh.name)
+            ),
+            format!(
+                "http://{}:pw@{}:{}",
+                enc(u),
+                vh.broker.host,
+                vh.broker.mgmt_port
+            ),
+        ),
+        None => (vh.amqp_url(), vh.broker.mgmt_url_with_creds()),
+    };
+    let o = Overrides {
+        config_path: Some(home.dir.join("config.toml")),
+        amqp_url: Some(amqp),
+        management_url: Some(mgmt),
+        vhost: Some(vh.name.clone()),
+        ..Overrides::default()
+    };
+    let (_, target) = config::load(&o).expect("config");
+    Session::open(target).await.expect("session")
+}
+
+async fn viewer(vh: &TestVhost) -> String {
+    let user = unique("warren-home-viewer");
+    let http = reqwest::Client::new();
+    let base = vh.broker.mgmt_base();
+    http.put(format!("{base}/api/users/{}", enc(&user)))
+        .basic_auth("guest", Some("guest"))
+        .json(&serde_json::json!({"password": "pw", "tags": "monitoring"}))
+        .send()
+        .await
+        .expect("create user");
+    http.put(format!(
+        "{base}/api/permissions/{}/{}",
+        enc(&vh.name),
+        enc(&user)
+    ))
+    .basic_auth("guest", Some("guest"))
+    .json(&serde_json::json!({"configure": "^$", "write": "^$", "read": ".*"}))
+    .send()
+    .await
+    .expect("set permissions");
+    user
+}
+
+fn spec(queue: &str) -> ReplaySpec {
+    ReplaySpec {
+        queue: queue.into(),
+        selection: Selection::All,
+        limit: None,
+        rate: None,
+        to: None,
+        allow_fan_out: false,
+        keep_attempts: false,
+        clear_expiry: false,
+        window: 1000,
+        consent: ReadConsent::Reuse,
+        run_id: None,
+    }
+}
+
+fn replay_request(queue: &str) -> ops::replay::ReplayRequest {
+    ops::replay::ReplayRequest {
+        spec: spec(queue),
+        dry_run: false,
+        look_first: false,
+        unaudited: None,
+        filter: None,
+        group: None,
+    }
+}
+
+fn archive_request(queue: &str, way: ops::archive::Way) -> ops::archive::ArchiveRequest {
+    ops::archive::ArchiveRequest {
+        spec: spec(queue),
+        way,
+        dry_run: false,
+        filter: None,
+        group: None,
+    }
+}
+
+fn restore_request() -> ops::restore::RestoreRequest {
+    ops::restore::RestoreRequest {
+        archive: ops::restore::ArchiveOf::Configured { local: true },
+        selection: Selection::All,
+        from: None,
+        limit: None,
+        window: None,
+        again: false,
+        replay: None,
+        dry_run: false,
+        filter: None,
+        group: None,
+    }
+}
+
+/// `orders.dlq` with four broker deaths from `orders` (ids h-0 … h-3).
+async fn setup(vh: &TestVhost) {
+    let conn = h::connect(vh).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "orders.dlq", QueueType::Classic, Default::default()).await;
+    let msgs: Vec<_> = (0..4).map(|i| simple("h", i, &[])).collect();
+    dead_letter(&conn, "orders", "orders.dlq", &msgs).await;
+    let _ = conn.close(200, "ok".into()).await;
+}
+
+async fn depths(vh: &TestVhost) -> (u64, u64) {
+    let conn = h::connect(vh).await;
+    let d = (
+        amqp_depth(&conn, "orders.dlq").await,
+        amqp_depth(&conn, "orders").await,
+    );
+    let _ = conn.close(200, "ok".into()).await;
+    d
+}
+
+/// Rights first: a viewer's every operation is refused before the front end is shown a plan or
+/// asked anything, and nothing is on the record.
+async fn rights_come_first(vh: &TestVhost, home: &Home) {
+    let user = viewer(vh).await;
+    let s = session(vh, home, Some(&user)).await;
+    let mut f = Recording::default();
+    let refusals = [
+        ops::replay::prepare(&s, replay_request("orders.dlq"), &mut f)
+            .await
+            .err(),
+        ops::archive::prepare(
+            &s,
+            archive_request("orders.dlq", ops::archive::Way::Discard { snapshot: None }),
+            &mut f,
+        )
+        .await
+        .err(),
+        ops::archive::prepare(
+            &s,
+            archive_request(
+                "orders.dlq",
+                ops::archive::Way::Archive {
+                    local: true,
+                    create: false,
+                    reason: String::new(),
+                },
+            ),
+            &mut f,
+        )
+        .await
+        .err(),
+        ops::restore::prepare(&s, restore_request(), &mut f)
+            .await
+            .err(),
+        ops::protect::admit(&s).await.err(),
+    ];
+    for r in refusals {
+        match r {
+            Some(Stop::Refused(why)) => {
+                assert!(why.starts_with("read-only:"), "{why}");
+                assert!(why.contains("may not publish"), "{why}");
+            }
+            other => panic!("{}: not refused: {other:?}", vh.broker.label),
+        }
+    }
+    assert!(
+        f.plans.is_empty() && f.asked.is_empty(),
+        "{:?} {:?}",
+        f.plans,
+        f.asked
+    );
+    let _ = reqwest::Client::new()
+        .delete(format!(
+            "{}/api/users/{}",
+            vh.broker.mgmt_base(),
+            enc(&user)
+        ))
+        .basic_auth("guest", Some("guest"))
+        .send()
+        .await;
+}
+
+#[tokio::test]
+async fn each_operation_keeps_its_guarantees_at_its_home() {
+    let home = Home::new("ops-home");
+    // SAFETY: set once, before any thread of this test binary reads the environment.
+    unsafe { std::env::set_var("WARREN_STORE", home.store()) };
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "ops-home").await;
+        setup(&vh).await;
+        rights_come_first(&vh, &home).await;
+        assert_eq!(
+            depths(&vh).await,
+            (4, 0),
+            "{}: the viewer moved nothing",
+            b.label
+        );
+
+        let s = session(&vh, &home, None).await;
+        // Consent: the archive stream does not exist; the front end says no: nothing is
+        // created, nothing moves.
+        let mut f = Recording::default();
+        let no = ops::archive::prepare(
+            &s,
+            archive_request(
+                "orders.dlq",
+                ops::archive::Way::Archive {
+                    local: false,
+                    create: false,
+                    reason: String::new(),
+                },
+            ),
+            &mut f,
+        )
+        .await;
+        assert!(
+            matches!(no, Err(Stop::Refused(ref w)) if w.contains("not created")),
+            "{}",
+            b.label
+        );
+        assert!(
+            f.asked.contains(&"archive stream".to_string()),
+            "{:?}",
+            f.asked
+        );
+        assert_eq!(
+            s.queue_exists("warren.archive").await.ok(),
+            Some(false),
+            "{}: no stream without consent",
+            b.label
+        );
+
+        // The audit's start is on record before the first message moves; the finish says
+        // what happened, with the target it reached.
+        let mut f = Recording::default();
+        let mut ready = ops::replay::prepare(&s, replay_request("orders.dlq"), &mut f)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:?}", b.label));
+        assert_eq!(f.started.len(), 1, "{}", b.label);
+        assert!(
+            f.asked.contains(&"audit stream".to_string()),
+            "{:?}",
+            f.asked
+        );
+        let st = Store::open(&home.store()).expect("store");
+        let before = st.list_audit(1).expect("audit");
+        assert_eq!(before[0].run_id.as_deref(), Some(f.started[0].as_str()));
+        assert_eq!(
+            before[0].outcome, "interrupted",
+            "{}: started, not finished",
+            b.label
+        );
+        assert_eq!(depths(&vh).await, (4, 0), "{}: nothing moved yet", b.label);
+        let (_tx, cancel) = tokio::sync::watch::channel(false);
+        let result = ready.run(cancel, |_| {}).await;
+        let notes = ready.finish(&result).await;
+        let sum = result.expect("the run");
+        assert_eq!(sum.progress.moved, 4, "{}: {notes:?}", b.label);
+        let after = st.list_audit(1).expect("audit");
+        assert_eq!(after[0].outcome, "completed", "{}", b.label);
+        assert_eq!(after[0].moved, Some(4));
+        assert_eq!(after[0].message_ids.len(), 4);
+        assert!(
+            after[0].targets.contains(&"orders".to_string()) || !after[0].targets.is_empty(),
+            "{:?}",
+            after[0].targets
+        );
+        assert_eq!(depths(&vh).await, (0, 4), "{}", b.label);
+        vh.cleanup().await;
+    }
+}
