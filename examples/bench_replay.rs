@@ -376,7 +376,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         allowed_targets: [(String::new(), stream.clone())].into_iter().collect(),
         redirects: Default::default(),
         replays: Default::default(),
-        ages: Default::default(),
+        first_seen: Default::default(),
         planned_unread: false,
         check_as_met: false,
         bytes: 0,

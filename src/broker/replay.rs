@@ -85,8 +85,9 @@ pub struct Job {
     pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
     /// Audited replays per message key (see `session::Remembered::replays_of`).
     pub replays: HashMap<String, i64>,
-    /// How long ago each message died as far as Warren knows, by message key (for `age:`).
-    pub ages: HashMap<String, u64>,
+    /// When Warren first saw each message, by key: with its `x-death`, its age for `age:`
+    /// (`domain::arrival`).
+    pub first_seen: HashMap<String, jiff::Timestamp>,
     /// Quorum delivery-limit safety, as for browsing.
     pub quorum: BrowsePolicy,
     /// How long an ack the DLQ's channel processed may still be undone
@@ -1449,7 +1450,12 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
     } else {
         explain::explain_for_replay(&msg, &job.conventions, audited)
     };
-    let age = job.ages.get(&key).copied();
+    let age = crate::domain::arrival::Arrival::of(
+        &exp.deaths,
+        exp.failed_at,
+        job.first_seen.get(&key).copied(),
+    )
+    .age_secs(jiff::Timestamp::now());
     let delivery_count = msg.delivery.delivery_count;
     let near_limit = delivery_count
         .filter(|&c| !job.quorum.message_safe(c))

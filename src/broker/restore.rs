@@ -433,7 +433,7 @@ pub async fn plan_replay(
         allowed_targets: preview.allowed.clone(),
         redirects: preview.redirects.clone(),
         replays: preview.replays.clone(),
-        ages: Default::default(),
+        first_seen: Default::default(),
         quorum: crate::domain::quorum::BrowsePolicy::unrestricted(),
         settle_lag: std::time::Duration::ZERO,
         conventions: s.target.settings.conventions.clone(),

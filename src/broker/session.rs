@@ -933,22 +933,23 @@ impl Remembered {
     }
 }
 
-/// Age for the filter language: since Warren first saw it, else since its first death.
-pub fn age_secs(e: &Explained, now: jiff::Timestamp) -> Option<u64> {
-    let since = dead_since(e)?;
-    u64::try_from(now.as_second() - since.as_second()).ok()
+/// When the message reached its DLQ, by the one rule (`domain::arrival`).
+pub fn arrival(e: &Explained) -> crate::domain::arrival::Arrival {
+    crate::domain::arrival::Arrival::of(
+        &e.explanation.deaths,
+        e.explanation.failed_at,
+        e.first_seen,
+    )
 }
 
-/// Since when a message has been dead as far as Warren knows: first seen, else its first death.
+/// Age for the filter language and the sort (see [`arrival`]).
+pub fn age_secs(e: &Explained, now: jiff::Timestamp) -> Option<u64> {
+    arrival(e).age_secs(now)
+}
+
+/// The time a message is dated by (see [`arrival`]).
 pub fn dead_since(e: &Explained) -> Option<jiff::Timestamp> {
-    e.first_seen.or_else(|| {
-        e.explanation
-            .deaths
-            .entries
-            .iter()
-            .filter_map(|d| d.time)
-            .min()
-    })
+    arrival(e).since()
 }
 
 /// What a replay would do, decided before anything moves.
@@ -1873,7 +1874,7 @@ impl Session {
         &self,
         spec: &ReplaySpec,
         preview: &Preview,
-        ages: HashMap<String, u64>,
+        first_seen: HashMap<String, jiff::Timestamp>,
         cancel: watch::Receiver<bool>,
         on_progress: impl FnMut(&Progress),
     ) -> Result<Summary, SessionError> {
@@ -1886,7 +1887,7 @@ impl Session {
             allowed_targets: preview.allowed.clone(),
             redirects: preview.redirects.clone(),
             replays: preview.replays.clone(),
-            ages,
+            first_seen,
             planned_unread: preview.unread.is_some(),
             check_as_met: preview.checked_as_met,
             bytes: preview.targets.values().map(|t| t.bytes).sum(),
@@ -1936,7 +1937,7 @@ impl Session {
             allowed_targets: work.allowed_targets,
             redirects: work.redirects,
             replays: work.replays,
-            ages: work.ages,
+            first_seen: work.first_seen,
             quorum: quorum.clone(),
             settle_lag: crate::domain::features::settle_lag(&queue_type),
             conventions: self.target.settings.conventions.clone(),
@@ -2045,7 +2046,8 @@ pub struct Work {
     pub allowed_targets: HashSet<TargetKey>,
     pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
     pub replays: HashMap<String, i64>,
-    pub ages: HashMap<String, u64>,
+    /// When Warren first saw each message, by key (for `age:`).
+    pub first_seen: HashMap<String, jiff::Timestamp>,
     /// The plan read nothing first (see [`Session::preview_to_run`]): its summary says so.
     pub planned_unread: bool,
     /// Targets not checked by the plan are checked as the run first meets them
@@ -2064,8 +2066,8 @@ pub struct Selected {
     pub depth: u64,
     /// Messages that matched the selection (before `--limit`).
     pub matched: u64,
-    /// How long ago each message looked at died as far as Warren knows, by key (for `age:`).
-    pub ages: HashMap<String, u64>,
+    /// When Warren first saw each message looked at, by key (for `age:`).
+    pub first_seen: HashMap<String, jiff::Timestamp>,
 }
 
 impl Session {
@@ -2098,8 +2100,8 @@ impl Session {
         };
         for e in explained {
             let age = age_secs(&e, now);
-            if let Some(a) = age {
-                out.ages.insert(e.key.clone(), a);
+            if let Some(t) = e.first_seen {
+                out.first_seen.insert(e.key.clone(), t);
             }
             if !spec
                 .selection

@@ -447,8 +447,8 @@ pub fn print_messages(
         if let Some(why) = plan.held_back() {
             crate::outln!("  ! {}", one_line(&why, 300));
         }
-        if let Some(fs) = e.first_seen {
-            crate::outln!("  dead since (first seen by Warren) {fs}");
+        if let Some(line) = arrival_line(e, now) {
+            crate::outln!("  {line}");
         }
         crate::outln!(
             "  body {} bytes{}",
@@ -522,7 +522,10 @@ fn show_json(
         "delivery_count": e.message.delivery.delivery_count,
         "redelivered": e.message.delivery.redelivered,
         "body_bytes": e.message.body_size,
-        "dead_since": e.first_seen.map(|t| t.to_string()),
+        "dead_since": session::arrival(e).since().map(|t| t.to_string()),
+        "dead_since_exact": session::arrival(e).is_exact(),
+        "arrived_after": session::arrival(e).earliest().map(|t| t.to_string()),
+        "first_seen": e.first_seen.map(|t| t.to_string()),
         "stream_offset": e.message.delivery.stream_offset,
         "archived": crate::domain::archive::archived(&e.message)
             .map(|a| json!({"from": a.from, "at": a.at, "by": a.by, "reason": a.reason})),
@@ -1173,6 +1176,27 @@ pub(crate) fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
     for line in p.describe(spec, dry_run) {
         crate::errln!("{line}");
     }
+}
+
+/// When the message reached its DLQ, in words, by the one rule (`domain::arrival`): exact
+/// where its history makes it so, else a bound with the range's other end.
+fn arrival_line(e: &Explained, now: jiff::Timestamp) -> Option<String> {
+    use crate::domain::arrival::Arrival;
+    let a = session::arrival(e);
+    let age = a.age(now)?;
+    let ago = crate::tui::format::age(age.secs);
+    Some(match a {
+        Arrival::At(t) => format!("in the DLQ since {t} ({ago} ago; it died once, then)"),
+        Arrival::Between { from, to: Some(t) } => format!(
+            "in the DLQ since {t} at the latest (≥ {ago}: Warren first saw it then){}",
+            from.map(|f| format!("; it first died there at or after {f}"))
+                .unwrap_or_default()
+        ),
+        Arrival::Between { from: Some(f), .. } => {
+            format!("in the DLQ since {f} at the earliest (≤ {ago})")
+        }
+        Arrival::Between { .. } => return None,
+    })
 }
 
 /// `--group` and `--filter` as a selection (both must hold); neither: all.

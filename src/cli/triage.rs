@@ -439,12 +439,7 @@ async fn read_groups(
 
 /// What a read found: its oldest and newest dead letter as Warren dates them.
 fn head_of(explained: &[session::Explained], now: Timestamp) -> ReadHead {
-    let since: Vec<Timestamp> = explained.iter().filter_map(session::dead_since).collect();
-    ReadHead {
-        at: now,
-        oldest: since.iter().min().copied(),
-        newest: since.iter().max().copied(),
-    }
+    ReadHead::of(now, explained.iter().map(session::arrival))
 }
 
 /// Remembers what a read of `queue` found (best effort), so `warren queues` can date the

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
+use super::arrival::{self, Arrival};
 use super::convention::Convention;
 use super::explain::Explanation;
 use super::filter::Subject;
@@ -29,6 +30,10 @@ pub struct Brief {
     /// The convention's retry counter, else the number of deaths recorded (at least 1).
     pub attempts: i64,
     failed_at: Seconds,
+    /// When it reached its DLQ, exactly, where its history makes that so; else the earliest it
+    /// can have (`domain::arrival`).
+    arrived: Seconds,
+    earliest: Seconds,
     /// Its place in the queue when it was browsed, 0-based.
     pub position: u64,
 }
@@ -93,6 +98,8 @@ impl Brief {
             common: strings.common(common),
             attempts: attempts(exp),
             failed_at: Seconds::new(failed_at(exp)),
+            arrived: Seconds::new(arrival::exact_death(&exp.deaths)),
+            earliest: Seconds::new(arrival::newest_death(&exp.deaths).or(exp.failed_at)),
             position: msg.position,
         }
     }
@@ -127,6 +134,11 @@ impl Brief {
             convention: c.convention,
             fingerprint: &c.fingerprint,
         }
+    }
+
+    /// When it reached its DLQ, by the one rule, given when Warren first saw it.
+    pub fn arrival(&self, first_seen: Option<Timestamp>) -> Arrival {
+        Arrival::from_parts(self.arrived.get(), self.earliest.get(), first_seen)
     }
 
     /// When it first failed: the earliest death, else the framework's failure time (whole

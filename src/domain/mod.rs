@@ -2,6 +2,7 @@
 //! TUI, the broker layer and the tests all share one explanation of a message.
 
 pub mod archive;
+pub mod arrival;
 pub mod body;
 pub mod brief;
 pub mod comeback;

@@ -3,6 +3,7 @@
 //! samples come from the listings the TUI and the command line already make (and from the
 //! store, so a restart does not forget the last hour); nothing here reads a queue.
 
+use super::arrival::Arrival;
 use std::cmp::Ordering;
 use std::collections::{HashMap, VecDeque};
 
@@ -93,20 +94,45 @@ impl History {
 }
 
 /// What was read from a queue, when it was read: its oldest and newest dead letter as Warren
-/// dates them (first seen, else the oldest `x-death` time).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// dates them (`domain::arrival`), and whether the oldest is exact or a bound.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadHead {
     pub at: Timestamp,
+    /// Whether `oldest` is when that message arrived, exactly: else it arrived at or before.
+    pub oldest_exact: bool,
     pub oldest: Option<Timestamp>,
     pub newest: Option<Timestamp>,
+}
+
+impl ReadHead {
+    /// The head of a read at `at`, from each message's arrival: the CLI's reads and the TUI's
+    /// date a queue alike.
+    pub fn of(at: Timestamp, arrivals: impl IntoIterator<Item = Arrival>) -> ReadHead {
+        let mut head = ReadHead {
+            at,
+            ..ReadHead::default()
+        };
+        for a in arrivals {
+            let Some(t) = a.since() else { continue };
+            if head.oldest.is_none_or(|o| t < o) {
+                head.oldest = Some(t);
+                head.oldest_exact = a.is_exact();
+            }
+            if head.newest.is_none_or(|n| t > n) {
+                head.newest = Some(t);
+            }
+        }
+        head
+    }
 }
 
 /// How old the oldest dead letter is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Oldest {
-    /// From the messages read: this old.
+    /// From the messages read: this old, exactly.
     Read(Timestamp),
-    /// Not read; the queue has held dead letters at least since Warren's first sample of them.
+    /// At least this old: the oldest read was first seen then (its arrival is a range), or the
+    /// queue was not read and has held dead letters at least since Warren's first sample.
     AtLeast(Timestamp),
 }
 
@@ -199,7 +225,11 @@ fn oldest(points: &[Sample], depth: Option<u64>, read: Option<ReadHead>) -> Opti
         && let Some(t) = r.oldest
         && !points.iter().any(|p| p.at >= r.at && p.depth == 0)
     {
-        return Some(Oldest::Read(t));
+        return Some(if r.oldest_exact {
+            Oldest::Read(t)
+        } else {
+            Oldest::AtLeast(t)
+        });
     }
     // Else: the start of the newest unbroken run of non-empty samples.
     let mut since = None;
@@ -494,6 +524,7 @@ mod tests {
         let h = history(&[(0, 3), (30, 4), (60, 4)]);
         let read = ReadHead {
             at: at(10),
+            oldest_exact: true,
             oldest: Some(at(-500)),
             newest: Some(at(25)),
         };

@@ -34,7 +34,7 @@ pub struct Ready<'s> {
     s: &'s Session,
     spec: ReplaySpec,
     preview: Preview,
-    ages: HashMap<String, u64>,
+    first_seen: HashMap<String, jiff::Timestamp>,
     store: Option<Store>,
     record: Record,
 }
@@ -120,20 +120,11 @@ pub async fn prepare<'s>(
         ),
     };
     front.started(&run_id, record.on_broker());
-    let now = jiff::Timestamp::now();
-    let ages = first_seen
-        .into_iter()
-        .filter_map(|(k, t)| {
-            u64::try_from(now.as_second() - t.as_second())
-                .ok()
-                .map(|a| (k, a))
-        })
-        .collect();
     Ok(Ready {
         s,
         spec: req.spec,
         preview,
-        ages,
+        first_seen,
         store,
         record,
     })
@@ -192,7 +183,7 @@ impl Ready<'_> {
             .replay(
                 &self.spec,
                 &self.preview,
-                self.ages.clone(),
+                self.first_seen.clone(),
                 cancel,
                 on_progress,
             )

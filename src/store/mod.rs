@@ -233,6 +233,10 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE replay_outcomes ADD COLUMN targets_json TEXT;
     "#,
+    // 11: whether a read's oldest dead letter is dated exactly (`domain::arrival`).
+    r#"
+    ALTER TABLE read_heads ADD COLUMN oldest_exact INTEGER;
+    "#,
 ];
 
 impl Store {

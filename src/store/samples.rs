@@ -104,14 +104,16 @@ impl Store {
     pub fn record_read_head(&self, vhost_key: &str, queue: &str, head: &ReadHead) -> Result<()> {
         self.conn
             .execute(
-                "INSERT OR REPLACE INTO read_heads (vhost_key, queue, read_ms, oldest_ms, newest_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT OR REPLACE INTO read_heads (vhost_key, queue, read_ms, oldest_ms, newest_ms,
+                     oldest_exact)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 (
                     vhost_key,
                     queue,
                     head.at.as_millisecond(),
                     head.oldest.map(|t| t.as_millisecond()),
                     head.newest.map(|t| t.as_millisecond()),
+                    head.oldest_exact,
                 ),
             )
             .map_err(|e| self.sqlite(e))?;
@@ -123,7 +125,8 @@ impl Store {
         let mut st = self
             .conn
             .prepare(
-                "SELECT queue, read_ms, oldest_ms, newest_ms FROM read_heads WHERE vhost_key = ?1",
+                "SELECT queue, read_ms, oldest_ms, newest_ms, oldest_exact FROM read_heads
+                 WHERE vhost_key = ?1",
             )
             .map_err(|e| self.sqlite(e))?;
         let rows = st
@@ -133,6 +136,8 @@ impl Store {
                     r.get::<_, i64>(1)?,
                     r.get::<_, Option<i64>>(2)?,
                     r.get::<_, Option<i64>>(3)?,
+                    // Heads recorded before migration 11 dated by first seen: a bound.
+                    r.get::<_, Option<bool>>(4)?.unwrap_or(false),
                 ))
             })
             .map_err(|e| self.sqlite(e))?;
@@ -142,11 +147,12 @@ impl Store {
         };
         let mut out = HashMap::new();
         for row in rows {
-            let (queue, read_ms, oldest, newest) = row.map_err(|e| self.sqlite(e))?;
+            let (queue, read_ms, oldest, newest, oldest_exact) = row.map_err(|e| self.sqlite(e))?;
             out.insert(
                 queue,
                 ReadHead {
                     at: time(read_ms)?,
+                    oldest_exact,
                     oldest: oldest.map(time).transpose()?,
                     newest: newest.map(time).transpose()?,
                 },
@@ -185,6 +191,7 @@ mod tests {
         assert_eq!(got["dlq"].len(), 1);
         let head = ReadHead {
             at: at(40),
+            oldest_exact: false,
             oldest: Some(at(-100)),
             newest: None,
         };

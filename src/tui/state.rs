@@ -131,10 +131,14 @@ impl Row {
         self.brief.failed_at()
     }
 
-    /// Since when it has been dead as far as Warren knows: first seen, else first failure
-    /// (the filter language's `age`).
+    /// When it reached its DLQ, by the one rule (`domain::arrival`).
+    pub fn arrival(&self) -> crate::domain::arrival::Arrival {
+        self.brief.arrival(self.first_seen())
+    }
+
+    /// The time it is dated by: the list's age, the sort and the filter language's `age`.
     pub fn dead_since(&self) -> Option<Timestamp> {
-        self.first_seen().or_else(|| self.failed_at())
+        self.arrival().since()
     }
 
     /// Attempts: the convention's retry counter, else the number of deaths recorded.

@@ -238,13 +238,10 @@ fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             state.refresh_view();
             // What this read found dates the queue's oldest dead letter.
             if let Some(b) = &state.browse {
-                let since: Vec<jiff::Timestamp> =
-                    b.rows.iter().filter_map(|r| r.dead_since()).collect();
-                let head = crate::domain::urgency::ReadHead {
-                    at: state.now,
-                    oldest: since.iter().min().copied(),
-                    newest: since.iter().max().copied(),
-                };
+                let head = crate::domain::urgency::ReadHead::of(
+                    state.now,
+                    b.rows.iter().map(|r| r.arrival()),
+                );
                 state.heads.insert(b.id(), head);
                 let keep = state.queue_at_cursor();
                 state.refresh_urgency(keep);

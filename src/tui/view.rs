@@ -809,11 +809,10 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
             } else {
                 Span::raw(" ")
             };
-            // Since the first failure; a framework that records no time falls back to first seen.
-            let age = r
-                .failed_at()
-                .or(r.first_seen())
-                .map_or("—".into(), |x| format::age(state.secs_since(x)));
+            // How long it has been in the DLQ, by the one rule: exact, or said as a bound.
+            let age = r.arrival().age(state.now).map_or("—".into(), |a| {
+                format!("{}{}", a.prefix(), format::age(a.secs))
+            });
             let position = (r.brief.position + 1).to_string();
             // Without an id, the narrow list names the message by its place in the queue.
             let id = match (id, wide) {
@@ -832,10 +831,11 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
             ));
             cells.push(Cell::from(Line::from(age).right_aligned()));
             if wide {
-                let since = r
-                    .first_seen()
+                // Since its first failure: how long it has been failing, not how long in the DLQ.
+                let died = r
+                    .failed_at()
                     .map_or("—".into(), |x| format::age(state.secs_since(x)));
-                cells.push(Cell::from(Line::from(since).right_aligned()));
+                cells.push(Cell::from(Line::from(died).right_aligned()));
             }
             let row = TRow::new(cells);
             if picked {
@@ -863,8 +863,8 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
                 (MESSAGE_ID_TITLE, false),
                 ("Reason", false),
                 ("Attempts", true),
-                ("Died", true),
                 ("In DLQ", true),
+                ("Died", true),
             ],
         )
     } else {
@@ -881,7 +881,7 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
                 (MESSAGE_ID_TITLE, false),
                 ("Reason", false),
                 ("Tries", true),
-                ("Died", true),
+                ("In DLQ", true),
             ],
         )
     };
