@@ -60,6 +60,17 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The action as a verb, for what Warren says.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Action::Replay => "replay",
+            Action::Archive { .. } => "archive",
+            Action::Discard { .. } => "discard",
+        }
+    }
+}
+
 /// One replay run, fully decided before anything moves.
 #[derive(Clone, Debug)]
 pub struct Job {

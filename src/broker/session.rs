@@ -358,7 +358,8 @@ impl Session {
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
         let lock = self.read_lock(queue);
         let _reading = wait_for_turn(&lock, queue).await?;
-        let (qt, policy, depth) = self.browse_policy(queue).await?;
+        let (info, policy) = self.queue_policy(queue).await?;
+        let (qt, depth) = (info.queue_type.clone(), info.messages);
         let costly = policy.cost_per_browse > 0 && policy.limit.is_some();
         if costly && consent == ReadConsent::Reuse {
             let kept = self.kept(queue);
@@ -371,9 +372,8 @@ impl Session {
             }
         }
         let record = if costly {
-            let r = self.read_record(queue);
-            match r {
-                Ok(r) => ledger::forget_when_empty(r, depth),
+            match self.remembered(queue, &info).await {
+                Ok(r) => r,
                 // Without the ledger nothing remembers earlier reads: treat the queue as read
                 // before, so reading asks first.
                 Err(_) => Some(ReadRecord {
@@ -401,6 +401,7 @@ impl Session {
         req.limit = limit;
         req.body_cap = body_cap;
         req.known_depth = depth;
+        req.auto_delete = info.auto_delete;
         let version = self.overview.rabbitmq_version.clone();
         let now_ms = || jiff::Timestamp::now().as_millisecond();
         let begun = costly.then(|| ledger::begin(&policy, &version, record.as_ref(), now_ms()));
@@ -481,14 +482,11 @@ impl Session {
 
     /// What reading `queue` would cost now, decided without touching it.
     pub async fn read_decision(&self, queue: &str) -> Result<ReadDecision, SessionError> {
-        let (_, policy, depth) = self.browse_policy(queue).await?;
+        let (info, policy) = self.queue_policy(queue).await?;
         if policy.cost_per_browse == 0 || policy.limit.is_none() {
             return Ok(ledger::decide(&policy, None));
         }
-        let record = self
-            .read_record(queue)
-            .unwrap_or(None)
-            .and_then(|r| ledger::forget_when_empty(Some(r), depth));
+        let record = self.remembered(queue, &info).await.unwrap_or(None);
         Ok(ledger::decide(&policy, record.as_ref()))
     }
 
@@ -658,6 +656,34 @@ impl Session {
                 "{why}; the note is kept on this machine only"
             ))),
         }
+    }
+
+    /// The queue's ledger record, unless the queue is seen empty by both the management API
+    /// and a declare now (see `ledger::forget_when_empty`).
+    async fn remembered(
+        &self,
+        queue: &str,
+        info: &discovery::QueueInfo,
+    ) -> Result<Option<ReadRecord>, String> {
+        let record = self.read_record(queue)?;
+        let reported = ledger::Emptiness::reported(
+            info.messages,
+            info.messages_unacknowledged,
+            info.consumers,
+        );
+        let looked = reported && record.as_ref().is_some_and(|r| !r.unfinished);
+        let declared = if looked {
+            match self.amqp().await {
+                Ok(conn) => browse::declared_empty(conn, queue).await,
+                Err(_) => false,
+            }
+        } else {
+            false
+        };
+        Ok(ledger::forget_when_empty(
+            record,
+            ledger::Emptiness { reported, declared },
+        ))
     }
 
     fn read_record(&self, queue: &str) -> Result<Option<ReadRecord>, String> {
@@ -1892,7 +1918,14 @@ impl Session {
         let lock = self.read_lock(&spec.queue);
         let _reading = wait_for_turn(&lock, &spec.queue).await?;
         let (info, quorum) = self.queue_policy(&spec.queue).await?;
-        let (queue_type, depth) = (info.queue_type.clone(), info.messages);
+        if info.auto_delete {
+            let verb = work.action.verb();
+            return Err(SessionError::Refused(browse::auto_delete_refusal(
+                &spec.queue,
+                verb,
+            )));
+        }
+        let queue_type = info.queue_type.clone();
         let planned_unread = work.planned_unread;
         let job = Job {
             action: work.action,
@@ -1931,10 +1964,7 @@ impl Session {
         let version = self.overview.rabbitmq_version.clone();
         let now_ms = || jiff::Timestamp::now().as_millisecond();
         let prior = if costly {
-            self.read_record(&spec.queue)
-                .ok()
-                .flatten()
-                .and_then(|r| ledger::forget_when_empty(Some(r), depth))
+            self.remembered(&spec.queue, &info).await.ok().flatten()
         } else {
             None
         };
@@ -1992,7 +2022,7 @@ impl Session {
             let outcome = ReadOutcome {
                 delivered: handed_back,
                 // What the engine handed back had at most the count the ledger knew of.
-                max_delivery_count: b.next_count,
+                max_delivery_count: b.before_read,
                 max_acquired_count: None,
                 returned_explicitly: !matches!(summary.stop, replay::StopReason::ConnectionLost(_)),
                 stopped: None,
