@@ -42,7 +42,7 @@ pub(crate) fn auto_delete_refusal(queue: &str, verb: &str) -> String {
     format!(
         "refused to {verb} '{queue}': it is an auto-delete queue, which RabbitMQ deletes with every \
          message in it when its last consumer cancels, and this run consumes: when it ended, the \
-         queue and what it handed back or did not take would be gone. Nothing was read. \
+         queue and what it handed back or did not take would be gone. Nothing moved. \
          `warren show`, `groups` and `export` read it without consuming. To {verb} its messages, \
          first move them to a queue that is not auto-delete (for example a shovel with \
          src-delete-after = queue-length), and declare the dead-letter queue without auto-delete \

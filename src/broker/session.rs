@@ -361,6 +361,9 @@ impl Session {
         let (info, policy) = self.queue_policy(queue).await?;
         let (qt, depth) = (info.queue_type.clone(), info.messages);
         let costly = policy.cost_per_browse > 0 && policy.limit.is_some();
+        // Where returns are free (4.3+) a lost connection's close still counts: the ledger keeps
+        // every quorum queue with a limit, so failed reads are charged there too.
+        let ledgered = policy.limit.is_some();
         if costly && consent == ReadConsent::Reuse {
             let kept = self.kept(queue);
             if let Some(k) = kept.filter(|k| k.body_cap >= body_cap) {
@@ -371,7 +374,7 @@ impl Session {
                 }));
             }
         }
-        let record = if costly {
+        let record = if ledgered {
             match self.remembered(queue, &info).await {
                 Ok(r) => r,
                 // Without the ledger nothing remembers earlier reads: treat the queue as read
@@ -404,9 +407,12 @@ impl Session {
         req.auto_delete = info.auto_delete;
         let version = self.overview.rabbitmq_version.clone();
         let now_ms = || jiff::Timestamp::now().as_millisecond();
-        let begun = costly.then(|| ledger::begin(&policy, &version, record.as_ref(), now_ms()));
-        if let Some(b) = &begun {
-            self.write_record(queue, Some(b))?;
+        let begun = ledgered.then(|| ledger::begin(&policy, &version, record.as_ref(), now_ms()));
+        if let Some(b) = &begun
+            && let Err(e) = self.write_record(queue, Some(b))
+            && costly
+        {
+            return Err(e);
         }
         let page = browse::browse(conn, &req).await.map_err(SessionError::from);
         // A failed read leaves the begun record: the worst case, which is what it may have cost.
@@ -422,14 +428,18 @@ impl Session {
                     _ => None,
                 },
             };
-            self.write_record(queue, Some(&ledger::finish(&policy, b, &outcome, now_ms())))?;
-            self.keep(
-                queue,
-                KeptRead {
-                    page: page.clone(),
-                    body_cap,
-                },
-            );
+            let settled =
+                self.write_record(queue, Some(&ledger::finish(&policy, b, &outcome, now_ms())));
+            if costly {
+                settled?;
+                self.keep(
+                    queue,
+                    KeptRead {
+                        page: page.clone(),
+                        body_cap,
+                    },
+                );
+            }
         }
         Ok(page)
     }
@@ -483,7 +493,7 @@ impl Session {
     /// What reading `queue` would cost now, decided without touching it.
     pub async fn read_decision(&self, queue: &str) -> Result<ReadDecision, SessionError> {
         let (info, policy) = self.queue_policy(queue).await?;
-        if policy.cost_per_browse == 0 || policy.limit.is_none() {
+        if policy.limit.is_none() {
             return Ok(ledger::decide(&policy, None));
         }
         let record = self.remembered(queue, &info).await.unwrap_or(None);
@@ -1229,7 +1239,23 @@ impl Session {
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
         let looked = self.look(spec, remember).await?;
-        self.check_targets(spec, looked).await
+        self.checked_targets(spec, looked).await
+    }
+
+    /// [`Session::check_targets`], refused up front on an auto-delete DLQ (see
+    /// [`browse::auto_delete_refusal`]), so the plan says so before anything is confirmed.
+    async fn checked_targets(
+        &self,
+        spec: &ReplaySpec,
+        looked: Looked,
+    ) -> Result<Preview, SessionError> {
+        let info = self.mgmt.queue(self.vhost(), &spec.queue).await?;
+        let mut p = self.check_targets(spec, looked).await?;
+        if info.auto_delete {
+            p.refusals
+                .push(browse::auto_delete_refusal(&spec.queue, "replay"));
+        }
+        Ok(p)
     }
 
     /// The plan for a run about to start: as [`Session::preview`], but nothing is read first
@@ -1251,7 +1277,7 @@ impl Session {
             }
             None => self.look(spec, remember).await?,
         };
-        self.check_targets(spec, looked).await
+        self.checked_targets(spec, looked).await
     }
 
     /// The check of one target a run met first (see [`Preview::checked_as_met`]): the plan's

@@ -181,28 +181,40 @@ pub fn decide(policy: &BrowsePolicy, record: Option<&ReadRecord>) -> ReadDecisio
                 .unwrap_or_else(|| "browsing this queue is not safe".to_string()),
         );
     }
-    let Some(limit) = policy.limit.filter(|_| policy.cost_per_browse > 0) else {
+    let Some(limit) = policy.limit else {
         return ReadDecision::Free;
     };
-    let Some(r) = record else {
-        return ReadDecision::First {
-            cost: policy.cost_per_browse,
-            limit,
-        };
-    };
-    // An unsettled read is already charged its worst case in `next_count`.
-    let worst = r.next_count;
-    if let Some(c) = worst
-        && !policy.message_safe(c)
+    // An unsettled read is already charged its worst case in `next_count`. Where an explicit
+    // return is free (4.3+), only reads that never settled are charged (their page went back
+    // by a close, which counts): the queue is refused once one more such read could bring a
+    // message within the margin.
+    let worst = record.and_then(|r| r.next_count);
+    if let (Some(r), Some(c)) = (record, worst)
+        && !survives_a_lost_read(policy, c)
     {
+        let unsettled = if r.unfinished {
+            " Its last read did not finish (the connection was lost or Warren stopped), so it \
+             is counted as spent."
+        } else {
+            ""
+        };
         return ReadDecision::Refuse(format!(
-            "{} Warren remembers this from its last read{}, and refuses before touching the queue.",
+            "{} Warren remembers this from its last read{}, and refuses before touching the queue.{unsettled}",
             policy.explain(Some(c)),
             r.stopped
                 .as_deref()
                 .map_or(String::new(), |s| format!(" ({s})"))
         ));
     }
+    if policy.cost_per_browse == 0 {
+        return ReadDecision::Free;
+    }
+    let Some(r) = record else {
+        return ReadDecision::First {
+            cost: policy.cost_per_browse,
+            limit,
+        };
+    };
     ReadDecision::Again {
         cost: policy.cost_per_browse,
         limit,
@@ -211,6 +223,17 @@ pub fn decide(policy: &BrowsePolicy, record: Option<&ReadRecord>) -> ReadDecisio
         reads: r.reads,
         unfinished: r.unfinished,
     }
+}
+
+/// True when a message with this count stays outside the margin even if the next read is lost
+/// (a close counts on every version, at least one delivery).
+fn survives_a_lost_read(policy: &BrowsePolicy, count: u64) -> bool {
+    policy.limit.is_none_or(|limit| {
+        count
+            .saturating_add(u64::from(policy.cost_per_browse.max(1)))
+            .saturating_add(policy.margin)
+            <= limit
+    })
 }
 
 /// The record to write before a read starts, charged the worst case: Warren stops or the
@@ -397,6 +420,43 @@ mod tests {
         let begun = begin(&p, "4.0.5", record.as_ref(), 99);
         let done = finish(&p, &begun, &ReadOutcome::default(), 100);
         assert_eq!(done.next_count, Some(15));
+    }
+
+    /// 4.3 returns a page for free, but a lost connection's close still counts: failed reads
+    /// are charged there too, and only they.
+    #[test]
+    fn on_4_3_only_failed_reads_are_charged() {
+        let p = BrowsePolicy::decide(BrokerVersion::new(4, 3, 6), &QueueType::Quorum, Some(20));
+        let read = |r: Option<&ReadRecord>| {
+            finish(
+                &p,
+                &begin(&p, "4.3.6", r, 0),
+                &ReadOutcome {
+                    delivered: 6,
+                    max_delivery_count: Some(0),
+                    returned_explicitly: true,
+                    ..Default::default()
+                },
+                1,
+            )
+        };
+        let mut record = Some(read(None));
+        for _ in 0..30 {
+            assert_eq!(decide(&p, record.as_ref()), ReadDecision::Free);
+            record = Some(read(record.as_ref()));
+        }
+        assert_eq!(record.as_ref().and_then(|r| r.next_count), Some(0));
+        let mut failed = 0;
+        while decide(&p, record.as_ref()) == ReadDecision::Free {
+            record = Some(begin(&p, "4.3.6", record.as_ref(), 2));
+            failed += 1;
+            assert!(failed <= 20, "never refused");
+        }
+        assert_eq!(failed, 15);
+        assert!(matches!(
+            decide(&p, record.as_ref()),
+            ReadDecision::Refuse(_)
+        ));
     }
 
     #[test]
