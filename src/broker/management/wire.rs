@@ -361,7 +361,20 @@ mod tests {
         assert!(queue(json!(["q", "quorum"])).is_none());
         assert!(queue(json!("q")).is_none());
         let q = queue(json!({"name": "bare"})).unwrap();
-        assert_eq!(q, QueueInfo::named("bare"));
+        // Not said: read as auto-delete, without a consumer, which is safe either way.
+        assert!(q.auto_delete);
+        assert_eq!(
+            QueueInfo {
+                auto_delete: false,
+                ..q
+            },
+            QueueInfo::named("bare")
+        );
+        assert!(
+            !queue(json!({"name": "d", "auto_delete": false}))
+                .unwrap()
+                .auto_delete
+        );
     }
 
     #[test]
