@@ -268,10 +268,14 @@ fn with_frame(conn: &Connection, e: BrowseError) -> BrowseError {
 }
 
 async fn depth(channel: &Channel, queue: &str) -> Result<u64, BrowseError> {
-    let name = short(queue)?;
-    let q = channel
+    Ok(u64::from(declared(channel, queue).await?.message_count()))
+}
+
+/// A passive declare: the queue's ready count and consumers, now.
+async fn declared(channel: &Channel, queue: &str) -> Result<lapin::Queue, BrowseError> {
+    channel
         .queue_declare(
-            name,
+            short(queue)?,
             QueueDeclareOptions {
                 passive: true,
                 ..QueueDeclareOptions::default()
@@ -279,8 +283,7 @@ async fn depth(channel: &Channel, queue: &str) -> Result<u64, BrowseError> {
             FieldTable::default(),
         )
         .await
-        .map_err(|e| classify(queue, e))?;
-    Ok(u64::from(q.message_count()))
+        .map_err(|e| classify(queue, e))
 }
 
 /// True when a passive declare over AMQP finds the queue with no ready message and no
@@ -289,20 +292,9 @@ pub(crate) async fn declared_empty(conn: &Connection, queue: &str) -> bool {
     let Ok(channel) = conn.create_channel().await else {
         return false;
     };
-    let empty = match short(queue) {
-        Ok(name) => channel
-            .queue_declare(
-                name,
-                QueueDeclareOptions {
-                    passive: true,
-                    ..QueueDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .is_ok_and(|q| q.message_count() == 0 && q.consumer_count() == 0),
-        Err(_) => false,
-    };
+    let empty = declared(&channel, queue)
+        .await
+        .is_ok_and(|q| q.message_count() == 0 && q.consumer_count() == 0);
     let _ = channel.close(200, "looked".into()).await;
     empty
 }
