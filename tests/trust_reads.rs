@@ -354,8 +354,44 @@ async fn frame_quorum(broker: TestBroker) {
         "RabbitMQ {}: 25 shows of a quorum DLQ headed by a too-large header: {failed} failed, {refused} refused before touching it; 6 of 6 ids kept, highest x-delivery-count {count}",
         broker.label
     );
+    emptied_then_refilled(&vhost, &home, &conn).await;
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
+}
+
+/// Purged, the queue is seen empty: the first look still refuses (the failed read is settled
+/// at its worst case, not forgotten), the second forgets, and a refilled queue is read afresh.
+async fn emptied_then_refilled(vhost: &TestVhost, home: &Home, conn: &lapin::Connection) {
+    let label = &vhost.broker.label;
+    let path = format!("/api/queues/{}/big.qdlq/contents", enc(&vhost.name));
+    let r = vhost.api(reqwest::Method::DELETE, &path, None).await;
+    assert!(r.status().is_success(), "purge: {}", r.status());
+    assert_eq!(amqp_h::mgmt_depth(vhost, "big.qdlq", 0).await, Some(0));
+    let show = ["show", "big.qdlq", "--json", "--read-again"];
+    let first = warren(vhost, home, &show).await;
+    assert_eq!(first.code, Some(1), "{label}: {first}");
+    assert!(
+        first.stderr.contains("before touching the queue"),
+        "{first}"
+    );
+    let second = warren(vhost, home, &show).await;
+    assert_eq!(
+        second.code,
+        Some(0),
+        "{label}: forgotten at the second look: {second}"
+    );
+    let ch = amqp_h::confirm_channel(conn).await;
+    for i in 10..13 {
+        let mut h = Table::new();
+        h.insert("seq", HeaderValue::I32(i));
+        amqp_h::publish(&ch, "big.work", &Properties::default(), &h, b"again").await;
+    }
+    amqp_h::wait_for_depth(conn, "big.qdlq", 3, Duration::from_secs(10)).await;
+    // The second look read the empty queue: a read Warren knows of, so it is --read-again.
+    let fresh = warren(vhost, home, &show).await;
+    assert_eq!(fresh.code, Some(0), "{label}: read afresh: {fresh}");
+    assert_eq!(fresh.json().len(), 3, "{fresh}");
+    println!("RabbitMQ {label}: purged, the first look refused, the second forgot, 3 new read");
 }
 
 #[tokio::test]

@@ -681,7 +681,7 @@ impl Session {
             info.messages_unacknowledged,
             info.consumers,
         );
-        let looked = reported && record.as_ref().is_some_and(|r| !r.unfinished);
+        let looked = reported && record.is_some();
         let declared = if looked {
             match self.amqp().await {
                 Ok(conn) => browse::declared_empty(conn, queue).await,
@@ -690,10 +690,13 @@ impl Session {
         } else {
             false
         };
-        Ok(ledger::forget_when_empty(
-            record,
-            ledger::Emptiness { reported, declared },
-        ))
+        let kept =
+            ledger::forget_when_empty(record.clone(), ledger::Emptiness { reported, declared });
+        if kept != record {
+            // Written back, so that the next look sees the change (a refusal writes nothing).
+            let _ = self.write_record(queue, kept.as_ref());
+        }
+        Ok(kept)
     }
 
     fn read_record(&self, queue: &str) -> Result<Option<ReadRecord>, String> {

@@ -315,10 +315,18 @@ impl Emptiness {
 /// Every message the ledger counted is gone only when the queue is empty with nothing held by
 /// anyone (both views agree) and no read of Warren's is unsettled: a dying connection's
 /// messages are unacknowledged, not gone, until the broker takes them back. Then a queue
-/// refilled later starts from a clean record.
+/// refilled later starts from a clean record. An unsettled read seen so is settled at its worst
+/// case instead (the caller writes it back): the record goes at the next such look, never at
+/// the first.
 pub fn forget_when_empty(record: Option<ReadRecord>, seen: Emptiness) -> Option<ReadRecord> {
+    let empty = seen.reported && seen.declared;
     match record {
-        Some(r) if !r.unfinished && seen.reported && seen.declared => None,
+        Some(r) if empty && !r.unfinished => None,
+        Some(mut r) if empty => {
+            r.unfinished = false;
+            r.before_read = None;
+            Some(r)
+        }
         other => other,
     }
 }
@@ -460,7 +468,7 @@ mod tests {
     }
 
     #[test]
-    fn forgotten_only_when_both_views_are_empty_and_no_read_is_unsettled() {
+    fn forgotten_only_when_both_views_are_empty_and_never_at_the_first_look_after_a_failed_read() {
         let p = policy_4_0();
         let settled = finish(
             &p,
@@ -487,9 +495,16 @@ mod tests {
             Some(settled.clone())
         );
         let crashed = begin(&p, "4.0.5", Some(&settled), 2);
+        let once = forget_when_empty(Some(crashed.clone()), both);
+        assert!(
+            once.as_ref()
+                .is_some_and(|r| !r.unfinished && r.next_count == crashed.next_count),
+            "settled at its worst case, kept: {once:?}"
+        );
         assert_eq!(
-            forget_when_empty(Some(crashed.clone()), both),
-            Some(crashed)
+            forget_when_empty(once, both),
+            None,
+            "gone at the second look"
         );
         assert!(Emptiness::reported(Some(0), Some(0), Some(0)));
         assert!(!Emptiness::reported(Some(0), Some(2), Some(0)), "held");
