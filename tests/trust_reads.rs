@@ -298,8 +298,27 @@ async fn frame_classic(broker: TestBroker) {
             run.stderr.trim()
         );
     }
+    // A replay to a known target reads nothing first: its consumer meets the message.
+    amqp_h::declare(&ch, "out", QueueType::Classic, FieldTable::default()).await;
+    let run = warren(
+        &vhost,
+        &home,
+        &["replay", "big.dlq", "--to", "out", "--yes", "--json"],
+    )
+    .await;
+    assert_ne!(run.code, Some(0), "{run}");
+    assert!(run.stderr.contains("closed under it"), "{run}");
+    println!(
+        "RabbitMQ {}: the replay stopped at it in {:?}",
+        broker.label, run.elapsed
+    );
     let (ids, _) = mgmt_ids(&vhost, "big.dlq").await;
     assert_eq!(ids, every_id(), "{}", broker.label);
+    assert_eq!(
+        amqp_h::amqp_depth(&conn, "out").await,
+        0,
+        "nothing moved past it"
+    );
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
 }
