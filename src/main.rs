@@ -4,8 +4,8 @@ fn main() {
     // about 5 KiB a level unoptimised, so a legal 10 KB header 5,000 levels deep overflowed
     // 2 MiB and aborted Warren before any of its own code saw the message. lapin offers no
     // setting for that thread's stack; the standard library gives threads started without a
-    // size `RUST_MIN_STACK`. A header frame is at most 128 KiB (≈ 26,000 levels), which needs
-    // < 256 MiB; the space is reserved, not used, until a deep header arrives. Warren's own
+    // size `RUST_MIN_STACK`. A header frame is at most `MAX_FRAME`, 256 KiB (≈ 52,000 levels),
+    // which needs < 512 MiB; the space is reserved, not used, until a deep header arrives. Warren's own
     // threads ask for their size explicitly (`cli::main`).
     if std::env::var_os("RUST_MIN_STACK").is_none() {
         // SAFETY: nothing else runs yet: this is the first statement of `main`, before any

@@ -214,17 +214,33 @@ fn build_uri(raw: &str, vhost: &str, username: &str, password: &str) -> Result<A
         }),
     };
     uri.vhost = vhost.to_string();
-    // The frame size bounds how deep a header can be nested, and so the stack lapin's parser
-    // needs (see `DEEP_STACK`). RabbitMQ's default is this; a broker configured larger is asked
-    // for this much, unless the URL says otherwise (`?frame_max=`).
+    // lapin refuses any frame above the negotiated size, and RabbitMQ sends a message's
+    // properties in one frame however large the `x-death` it adds makes them: a header just
+    // under the frame when published is over it when dead-lettered. So Warren takes the largest
+    // frame the broker offers (lapin keeps the lower of the two), up to `MAX_FRAME`, which bounds
+    // how deep a header can be nested and so the stack lapin's parser needs (`DEEP_STACK`).
+    // `?frame_max=` in the URL asks for less.
     if uri.query.frame_max.is_none() {
         uri.query.frame_max = Some(MAX_FRAME);
     }
     Ok(uri)
 }
 
-/// The largest frame Warren asks for: RabbitMQ's default `frame_max`, 128 KiB.
-pub const MAX_FRAME: u32 = 131_072;
+/// The largest frame Warren accepts: twice RabbitMQ's default `frame_max` (128 KiB), so a
+/// broker configured with `frame_max = 262144` lets Warren read a message whose properties
+/// filled a default frame before the broker added `x-death`.
+pub const MAX_FRAME: u32 = 262_144;
+
+/// True when lapin closed the connection over a frame larger than the negotiated size: a
+/// message whose properties do not fit one frame (RabbitMQ never splits them).
+pub fn frame_too_large(e: &lapin::Error) -> bool {
+    match e.kind() {
+        ErrorKind::ProtocolError(amqp) => {
+            amqp.get_id() == 501 || amqp.get_message().as_str().contains("frame too large")
+        }
+        _ => e.to_string().contains("frame too large"),
+    }
+}
 
 fn describe_connect_error(shown: &str, user: &str, vhost: &str, e: &lapin::Error) -> String {
     match e.kind() {
@@ -332,7 +348,7 @@ impl ConvertError {
 }
 
 /// How many levels of tables and arrays a lapin value has, counted without recursion (a
-/// header can be nested as deep as a frame allows: about 26,000 levels in 128 KiB).
+/// header can be nested as deep as a frame allows: about 52,000 levels in a `MAX_FRAME` frame).
 pub fn amqp_depth(v: &AMQPValue) -> usize {
     let mut deepest = 0;
     let mut stack = vec![(v, 0usize)];
@@ -734,10 +750,11 @@ pub fn drop_deep(v: BasicProperties) {
 /// Stack for work over values nested as deep as a frame allows. lapin (amq-protocol) parses a
 /// frame recursively on its IO thread, measured at about 5 KiB a level with dependencies at
 /// `opt-level = 1`: a 5,000-deep header overflowed the default 2 MiB and 26,200 levels (the
-/// most a [`MAX_FRAME`] frame can hold, 5 bytes a level) needed between 128 and 256 MiB.
-/// `main` gives every thread that does not ask for its own size (lapin's IO thread) this much;
-/// it is address space, used only as deep as a header actually goes.
-pub const DEEP_STACK: usize = 512 << 20;
+/// most a 128 KiB frame can hold, 5 bytes a level) needed between 128 and 256 MiB; a
+/// [`MAX_FRAME`] frame holds twice that. `main` gives every thread that does not ask for its
+/// own size (lapin's IO thread) this much; it is address space, used only as deep as a header
+/// actually goes.
+pub const DEEP_STACK: usize = 1 << 30;
 
 /// lapin basic properties as the domain's properties and headers.
 pub fn properties_from_amqp(p: &BasicProperties) -> (Properties, Table) {
@@ -1379,7 +1396,7 @@ mod tests {
         h.insert("x", huge);
         let e = table_to_amqp(&h).expect_err("too big");
         assert!(
-            e.to_string().contains("more than a 131072-byte frame"),
+            e.to_string().contains("more than a 262144-byte frame"),
             "{e}"
         );
         let mut h = Table::new();

@@ -7,6 +7,10 @@
 //! every version (RabbitMQ 4.3 only makes an explicit nack free), so it is never relied on.
 //! Cancelling before the nack keeps the broker from re-delivering the returned messages to us.
 //!
+//! Auto-delete queues: the broker deletes one, with every message in it, when its last consumer
+//! cancels, so such a queue is read with `basic.get` (no consumer at all) and the same one nack:
+//! a classic queue puts requeued messages back in their places, so the order is kept.
+//!
 //! Quorum queues count deliveries: each message's `x-delivery-count` is checked against
 //! [`BrowsePolicy`] and browsing stops before any message gets near its delivery limit.
 //!
@@ -19,16 +23,32 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use lapin::options::{
-    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
-    QueueDeclareOptions,
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
+    BasicQosOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{Channel, Connection};
 
-use super::amqp::{dead_letter_from_delivery, soft_error_code};
+use super::amqp::{dead_letter_from_delivery, frame_too_large, soft_error_code};
 use crate::domain::features::QueueType;
 use crate::domain::message::DeadLetter;
 use crate::domain::quorum::BrowsePolicy;
+
+/// Why a run that consumes (replay, archive, discard) refuses an auto-delete queue: its
+/// consumer would be the queue's last, and its cancel would delete the queue with whatever the
+/// run handed back, did not select or was still arriving.
+pub(crate) fn auto_delete_refusal(queue: &str, verb: &str) -> String {
+    let queue = crate::domain::sanitize::one_line(queue, 100);
+    format!(
+        "refused to {verb} '{queue}': it is an auto-delete queue, which RabbitMQ deletes with every \
+         message in it when its last consumer cancels, and this run consumes: when it ended, the \
+         queue and what it handed back or did not take would be gone. Nothing moved. \
+         `warren show`, `groups` and `export` read it without consuming. To {verb} its messages, \
+         first move them to a queue that is not auto-delete (for example a shovel with \
+         src-delete-after = queue-length), and declare the dead-letter queue without auto-delete \
+         for the dead letters to come"
+    )
+}
 
 /// Messages per page unless asked otherwise.
 pub const DEFAULT_LIMIT: usize = 200;
@@ -74,6 +94,8 @@ pub struct BrowseRequest {
     /// waiting out pauses up to `idle_timeout` instead of taking a short silence for the end,
     /// so a loaded broker cannot cut the read short.
     pub end_offset: Option<u64>,
+    /// The queue is deleted when its last consumer cancels: read it without consuming.
+    pub auto_delete: bool,
 }
 
 impl BrowseRequest {
@@ -89,6 +111,7 @@ impl BrowseRequest {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             known_depth: None,
             end_offset: None,
+            auto_delete: false,
         }
     }
 }
@@ -164,6 +187,17 @@ pub enum BrowseError {
         text: String,
     },
     #[error(
+        "a message in '{queue}' has properties larger than one {frame_max}-byte AMQP frame, the \
+         largest this broker allows (its frame_max), and RabbitMQ sends them in one frame: the \
+         x-death header the broker adds when it dead-letters can push a header over. No AMQP \
+         client can read that message until the broker's frame_max is raised (rabbitmq.conf: \
+         frame_max = 262144, then restart the node; Warren accepts up to 262144). Nothing was \
+         removed: what was delivered went back to the queue when the connection closed (on a \
+         quorum queue with a delivery limit that return cost each message a delivery, which \
+         Warren's read ledger counts)"
+    )]
+    FrameTooLarge { queue: String, frame_max: u32 },
+    #[error(
         "lost the AMQP connection while browsing '{queue}': {source}. Unacknowledged messages go back to the queue when the channel closes; browse again when the broker is reachable"
     )]
     Connection {
@@ -175,6 +209,12 @@ pub enum BrowseError {
 
 fn classify(queue: &str, e: lapin::Error) -> BrowseError {
     let queue = queue.to_string();
+    if frame_too_large(&e) {
+        return BrowseError::FrameTooLarge {
+            queue,
+            frame_max: 0,
+        };
+    }
     match soft_error_code(&e) {
         Some((404, _)) => BrowseError::QueueNotFound { queue },
         Some((403, text)) => BrowseError::AccessRefused { queue, text },
@@ -211,14 +251,31 @@ pub async fn browse(conn: &Connection, req: &BrowseRequest) -> Result<BrowsePage
     // Everything was handed back explicitly; closing only releases the channel. A failure here
     // (the channel already closed by an error) changes nothing for the messages.
     let _ = channel.close(200, "browse done".into()).await;
-    result
+    result.map_err(|e| with_frame(conn, e))
+}
+
+/// A connection lost over a frame too large, said as such, with the negotiated frame size (the
+/// error a consumer sees may only say that the connection closed).
+fn with_frame(conn: &Connection, e: BrowseError) -> BrowseError {
+    let frame_max = conn.configuration().frame_max();
+    match e {
+        BrowseError::FrameTooLarge { queue, .. } => BrowseError::FrameTooLarge { queue, frame_max },
+        BrowseError::Connection { queue, source } if frame_too_large(&source) => {
+            BrowseError::FrameTooLarge { queue, frame_max }
+        }
+        other => other,
+    }
 }
 
 async fn depth(channel: &Channel, queue: &str) -> Result<u64, BrowseError> {
-    let name = short(queue)?;
-    let q = channel
+    Ok(u64::from(declared(channel, queue).await?.message_count()))
+}
+
+/// A passive declare: the queue's ready count and consumers, now.
+async fn declared(channel: &Channel, queue: &str) -> Result<lapin::Queue, BrowseError> {
+    channel
         .queue_declare(
-            name,
+            short(queue)?,
             QueueDeclareOptions {
                 passive: true,
                 ..QueueDeclareOptions::default()
@@ -226,8 +283,20 @@ async fn depth(channel: &Channel, queue: &str) -> Result<u64, BrowseError> {
             FieldTable::default(),
         )
         .await
-        .map_err(|e| classify(queue, e))?;
-    Ok(u64::from(q.message_count()))
+        .map_err(|e| classify(queue, e))
+}
+
+/// True when a passive declare over AMQP finds the queue with no ready message and no
+/// consumer, now (the management API's figures are a sample seconds old). Any failure: false.
+pub(crate) async fn declared_empty(conn: &Connection, queue: &str) -> bool {
+    let Ok(channel) = conn.create_channel().await else {
+        return false;
+    };
+    let empty = declared(&channel, queue)
+        .await
+        .is_ok_and(|q| q.message_count() == 0 && q.consumer_count() == 0);
+    let _ = channel.close(200, "looked".into()).await;
+    empty
 }
 
 fn short(queue: &str) -> Result<ShortString, BrowseError> {
@@ -286,13 +355,17 @@ async fn browse_queue(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePa
     // at most one small chunk was delivered, not after the whole page. Elsewhere one consumer
     // with a prefetch of exactly `target` reads the page and nothing past it (above 65,535, on
     // classic queues only, the prefetch is unbounded and the surplus is handed back too).
-    let mut chunk = if quorum_limited { FIRST_CHUNK } else { target };
-    loop {
-        let want = chunk.min(target - read.messages.len());
-        if !read_chunk(channel, req, want, target, limit, &mut read).await {
-            break;
+    if req.auto_delete {
+        read_by_get(channel, req, target, limit, &mut read).await;
+    } else {
+        let mut chunk = if quorum_limited { FIRST_CHUNK } else { target };
+        loop {
+            let want = chunk.min(target - read.messages.len());
+            if !read_chunk(channel, req, want, target, limit, &mut read).await {
+                break;
+            }
+            chunk = (chunk * 4).min(MAX_CHUNK);
         }
-        chunk = (chunk * 4).min(MAX_CHUNK);
     }
 
     // Cancel first so nothing handed back is delivered to us again, then drain what the broker
@@ -427,10 +500,23 @@ async fn read_chunk(
             return false;
         }
     };
+    let mut consumer = consumer;
+    let more = fill(&mut consumer, req, want, target, limit, read).await;
+    // Kept for the cancel and the drain, whatever happened.
     read.tags.push((tag, consumer));
-    let Some((_, consumer)) = read.tags.last_mut() else {
-        return false;
-    };
+    more
+}
+
+/// Takes up to `want` deliveries from the chunk's consumer. Returns true when the page wants
+/// another chunk.
+async fn fill(
+    consumer: &mut lapin::Consumer,
+    req: &BrowseRequest,
+    want: usize,
+    target: usize,
+    limit: usize,
+    read: &mut PageRead,
+) -> bool {
     let mut got = 0;
     while got < want {
         match tokio::time::timeout(req.idle_timeout, consumer.next()).await {
@@ -452,38 +538,89 @@ async fn read_chunk(
             }
             Ok(Some(Ok(delivery))) => {
                 got += 1;
-                read.last_tag = read.last_tag.max(delivery.delivery_tag);
-                read.delivered += 1;
-                let (count, acquired) = counts_of(&delivery);
-                read.max_count = read.max_count.max(count);
-                read.max_acquired = read.max_acquired.max(acquired);
-                let c = count.unwrap_or(0);
-                if !req.policy.message_safe(c) {
-                    read.stopped = StopReason::QuorumSafety {
-                        delivery_count: c,
-                        reason: req.policy.explain(Some(c)),
-                    };
-                    return false;
-                }
-                let position = read.messages.len() as u64;
-                read.messages.push(dead_letter_from_delivery(
-                    &req.queue,
-                    position,
-                    delivery,
-                    req.body_cap,
-                ));
-                if read.messages.len() >= target {
-                    read.stopped = if read.messages.len() >= limit {
-                        StopReason::Limit
-                    } else {
-                        StopReason::Exhausted
-                    };
+                if !take(req, delivery, target, limit, read) {
                     return false;
                 }
             }
         }
     }
     true
+}
+
+/// Keeps one delivered message. Returns true when the page wants more.
+fn take(
+    req: &BrowseRequest,
+    delivery: lapin::message::Delivery,
+    target: usize,
+    limit: usize,
+    read: &mut PageRead,
+) -> bool {
+    read.last_tag = read.last_tag.max(delivery.delivery_tag);
+    read.delivered += 1;
+    let (count, acquired) = counts_of(&delivery);
+    read.max_count = read.max_count.max(count);
+    read.max_acquired = read.max_acquired.max(acquired);
+    let c = count.unwrap_or(0);
+    if !req.policy.message_safe(c) {
+        read.stopped = StopReason::QuorumSafety {
+            delivery_count: c,
+            reason: req.policy.explain(Some(c)),
+        };
+        return false;
+    }
+    let position = read.messages.len() as u64;
+    read.messages.push(dead_letter_from_delivery(
+        &req.queue,
+        position,
+        delivery,
+        req.body_cap,
+    ));
+    if read.messages.len() >= target {
+        read.stopped = if read.messages.len() >= limit {
+            StopReason::Limit
+        } else {
+            StopReason::Exhausted
+        };
+        return false;
+    }
+    true
+}
+
+/// Reads the page one `basic.get` at a time, keeping every message unacknowledged: no consumer
+/// is ever registered, so an auto-delete queue is never left by its last one. An empty answer
+/// before `target` means another client took messages since the depth was read.
+async fn read_by_get(
+    channel: &Channel,
+    req: &BrowseRequest,
+    target: usize,
+    limit: usize,
+    read: &mut PageRead,
+) {
+    let name = match short(&req.queue) {
+        Ok(n) => n,
+        Err(e) => {
+            read.failure = Some(e);
+            return;
+        }
+    };
+    loop {
+        let got = channel.basic_get(name.clone(), BasicGetOptions { no_ack: false });
+        match tokio::time::timeout(req.idle_timeout, got).await {
+            Err(_) | Ok(Ok(None)) => {
+                read.stopped = StopReason::Idle;
+                return;
+            }
+            Ok(Err(e)) => {
+                read.failure = Some(classify(&req.queue, e));
+                return;
+            }
+            Ok(Ok(Some(m))) => {
+                if !take(req, m.delivery, target, limit, read) {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// `x-delivery-count` and `x-acquired-count` (4.3+) as the broker delivered them.

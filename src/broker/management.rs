@@ -20,7 +20,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// For the calls that list all of a vhost's queues, exchanges, bindings or policies.
 pub const LISTING_TIMEOUT: Duration = Duration::from_secs(120);
-const QUEUE_COLUMNS: &str = "name,type,arguments,durable,messages,messages_ready,\
+const QUEUE_COLUMNS: &str = "name,type,arguments,durable,auto_delete,messages,messages_ready,\
 messages_unacknowledged,consumers,policy,effective_policy_definition,delivery_limit,message_bytes";
 
 #[derive(Debug, thiserror::Error)]

@@ -60,6 +60,17 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The action as a verb, for what Warren says.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Action::Replay => "replay",
+            Action::Archive { .. } => "archive",
+            Action::Discard { .. } => "discard",
+        }
+    }
+}
+
 /// One replay run, fully decided before anything moves.
 #[derive(Clone, Debug)]
 pub struct Job {
@@ -715,7 +726,7 @@ impl<'a> Opened<'a> {
             .await
             .map_err(|e| ReplayError::Queue {
                 queue: job.dlq.clone(),
-                reason: e.text("reading the first message"),
+                reason: first_read_failure(consume_conn, &e),
             })?
             .map(|m| m.delivery)
         } else {
@@ -791,6 +802,21 @@ impl<'a> Opened<'a> {
             unresponsive: false,
         })
     }
+}
+
+/// Why the first message could not be read. lapin drops the connection over a frame above the
+/// negotiated size (a header that `x-death` pushed past it) and the read then never answers:
+/// said as the likely cause, since nothing else names it.
+fn first_read_failure(conn: &lapin::Connection, e: &Cut) -> String {
+    let text = e.text("reading the first message");
+    if conn.status().connected() {
+        return text;
+    }
+    format!(
+        "{text}; the connection was closed under it, which a message whose properties exceed the \
+         broker's {}-byte frame does (`warren show` says so). Nothing moved",
+        conn.configuration().frame_max()
+    )
 }
 
 fn tag_name(tag: &str) -> ShortString {

@@ -362,8 +362,12 @@ impl Session {
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
         let lock = self.read_lock(queue);
         let _reading = wait_for_turn(&lock, queue).await?;
-        let (qt, policy, depth) = self.browse_policy(queue).await?;
+        let (info, policy) = self.queue_policy(queue).await?;
+        let (qt, depth) = (info.queue_type.clone(), info.messages);
         let costly = policy.cost_per_browse > 0 && policy.limit.is_some();
+        // Where returns are free (4.3+) a lost connection's close still counts: the ledger keeps
+        // every quorum queue with a limit, so failed reads are charged there too.
+        let ledgered = policy.limit.is_some();
         if costly && consent == ReadConsent::Reuse {
             let kept = self.kept(queue);
             if let Some(k) = kept.filter(|k| k.body_cap >= body_cap) {
@@ -374,10 +378,9 @@ impl Session {
                 }));
             }
         }
-        let record = if costly {
-            let r = self.read_record(queue);
-            match r {
-                Ok(r) => ledger::forget_when_empty(r, depth),
+        let record = if ledgered {
+            match self.remembered(queue, &info).await {
+                Ok(r) => r,
                 // Without the ledger nothing remembers earlier reads: treat the queue as read
                 // before, so reading asks first.
                 Err(_) => Some(ReadRecord {
@@ -405,11 +408,15 @@ impl Session {
         req.limit = limit;
         req.body_cap = body_cap;
         req.known_depth = depth;
+        req.auto_delete = info.auto_delete;
         let version = self.overview.rabbitmq_version.clone();
         let now_ms = || jiff::Timestamp::now().as_millisecond();
-        let begun = costly.then(|| ledger::begin(&policy, &version, record.as_ref(), now_ms()));
-        if let Some(b) = &begun {
-            self.write_record(queue, Some(b))?;
+        let begun = ledgered.then(|| ledger::begin(&policy, &version, record.as_ref(), now_ms()));
+        if let Some(b) = &begun
+            && let Err(e) = self.write_record(queue, Some(b))
+            && costly
+        {
+            return Err(e);
         }
         let page = browse::browse(conn, &req).await.map_err(SessionError::from);
         // A failed read leaves the begun record: the worst case, which is what it may have cost.
@@ -425,14 +432,18 @@ impl Session {
                     _ => None,
                 },
             };
-            self.write_record(queue, Some(&ledger::finish(&policy, b, &outcome, now_ms())))?;
-            self.keep(
-                queue,
-                KeptRead {
-                    page: page.clone(),
-                    body_cap,
-                },
-            );
+            let settled =
+                self.write_record(queue, Some(&ledger::finish(&policy, b, &outcome, now_ms())));
+            if costly {
+                settled?;
+                self.keep(
+                    queue,
+                    KeptRead {
+                        page: page.clone(),
+                        body_cap,
+                    },
+                );
+            }
         }
         Ok(page)
     }
@@ -485,14 +496,11 @@ impl Session {
 
     /// What reading `queue` would cost now, decided without touching it.
     pub async fn read_decision(&self, queue: &str) -> Result<ReadDecision, SessionError> {
-        let (_, policy, depth) = self.browse_policy(queue).await?;
-        if policy.cost_per_browse == 0 || policy.limit.is_none() {
+        let (info, policy) = self.queue_policy(queue).await?;
+        if policy.limit.is_none() {
             return Ok(ledger::decide(&policy, None));
         }
-        let record = self
-            .read_record(queue)
-            .unwrap_or(None)
-            .and_then(|r| ledger::forget_when_empty(Some(r), depth));
+        let record = self.remembered(queue, &info).await.unwrap_or(None);
         Ok(ledger::decide(&policy, record.as_ref()))
     }
 
@@ -662,6 +670,37 @@ impl Session {
                 "{why}; the note is kept on this machine only"
             ))),
         }
+    }
+
+    /// The queue's ledger record, unless the queue is seen empty by both the management API
+    /// and a declare now (see `ledger::forget_when_empty`).
+    async fn remembered(
+        &self,
+        queue: &str,
+        info: &discovery::QueueInfo,
+    ) -> Result<Option<ReadRecord>, String> {
+        let record = self.read_record(queue)?;
+        let reported = ledger::Emptiness::reported(
+            info.messages,
+            info.messages_unacknowledged,
+            info.consumers,
+        );
+        let looked = reported && record.is_some();
+        let declared = if looked {
+            match self.amqp().await {
+                Ok(conn) => browse::declared_empty(conn, queue).await,
+                Err(_) => false,
+            }
+        } else {
+            false
+        };
+        let kept =
+            ledger::forget_when_empty(record.clone(), ledger::Emptiness { reported, declared });
+        if kept != record {
+            // Written back, so that the next look sees the change (a refusal writes nothing).
+            let _ = self.write_record(queue, kept.as_ref());
+        }
+        Ok(kept)
     }
 
     fn read_record(&self, queue: &str) -> Result<Option<ReadRecord>, String> {
@@ -1212,7 +1251,23 @@ impl Session {
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
         let looked = self.look(spec, remember).await?;
-        self.check_targets(spec, looked).await
+        self.checked_targets(spec, looked).await
+    }
+
+    /// [`Session::check_targets`], refused up front on an auto-delete DLQ (see
+    /// [`browse::auto_delete_refusal`]), so the plan says so before anything is confirmed.
+    async fn checked_targets(
+        &self,
+        spec: &ReplaySpec,
+        looked: Looked,
+    ) -> Result<Preview, SessionError> {
+        let info = self.mgmt.queue(self.vhost(), &spec.queue).await?;
+        let mut p = self.check_targets(spec, looked).await?;
+        if info.auto_delete {
+            p.refusals
+                .push(browse::auto_delete_refusal(&spec.queue, "replay"));
+        }
+        Ok(p)
     }
 
     /// The plan for a run about to start: as [`Session::preview`], but nothing is read first
@@ -1234,7 +1289,7 @@ impl Session {
             }
             None => self.look(spec, remember).await?,
         };
-        self.check_targets(spec, looked).await
+        self.checked_targets(spec, looked).await
     }
 
     /// The check of one target a run met first (see [`Preview::checked_as_met`]): the plan's
@@ -1922,7 +1977,14 @@ impl Session {
         let lock = self.read_lock(&spec.queue);
         let _reading = wait_for_turn(&lock, &spec.queue).await?;
         let (info, quorum) = self.queue_policy(&spec.queue).await?;
-        let (queue_type, depth) = (info.queue_type.clone(), info.messages);
+        if info.auto_delete {
+            let verb = work.action.verb();
+            return Err(SessionError::Refused(browse::auto_delete_refusal(
+                &spec.queue,
+                verb,
+            )));
+        }
+        let queue_type = info.queue_type.clone();
         let planned_unread = work.planned_unread;
         let job = Job {
             action: work.action,
@@ -1961,10 +2023,7 @@ impl Session {
         let version = self.overview.rabbitmq_version.clone();
         let now_ms = || jiff::Timestamp::now().as_millisecond();
         let prior = if costly {
-            self.read_record(&spec.queue)
-                .ok()
-                .flatten()
-                .and_then(|r| ledger::forget_when_empty(Some(r), depth))
+            self.remembered(&spec.queue, &info).await.ok().flatten()
         } else {
             None
         };
@@ -2022,7 +2081,7 @@ impl Session {
             let outcome = ReadOutcome {
                 delivered: handed_back,
                 // What the engine handed back had at most the count the ledger knew of.
-                max_delivery_count: b.next_count,
+                max_delivery_count: b.before_read,
                 max_acquired_count: None,
                 returned_explicitly: !matches!(summary.stop, replay::StopReason::ConnectionLost(_)),
                 stopped: None,

@@ -6,8 +6,13 @@
 //! is only visible once it has been delivered, which is too late: by then the return is owed.
 //! The ledger keeps, per queue, the highest count a message will carry at its next delivery, so
 //! a second `warren show` (or `Ctrl-R`) can refuse without touching the queue. A read is written
-//! to the ledger *before* it starts, with the worst case (the page returned by a channel close,
-//! which counts even on 4.3), and corrected when it ends; a crash leaves the worst case behind.
+//! to the ledger *before* it starts, charged the worst case (the page returned by a channel close,
+//! which counts even on 4.3), and settled when it ends; a read that fails or crashes (a message
+//! too large for a frame kills the connection) stays charged, so repeated failures reach the
+//! safety margin like repeated reads. The record is forgotten only when the queue is seen empty
+//! with nothing unacknowledged and no consumer, by the management API and over AMQP, and no read
+//! is unsettled: messages held by a dying connection are not yet back, and a queue that looked
+//! empty once must not lose what the ledger knows of them.
 //!
 //! Pure: the store persists [`ReadRecord`]s, the session decides with [`decide`].
 
@@ -29,8 +34,12 @@ pub struct ReadRecord {
     pub acquired: Option<u64>,
     /// Reads finished.
     pub reads: u64,
-    /// A read was begun and never finished (Warren stopped mid-read): its cost is unknown.
+    /// A read was begun and never finished (Warren stopped mid-read, or the read failed): it is
+    /// charged its worst case in `next_count`.
     pub unfinished: bool,
+    /// While `unfinished`: `next_count` as it stood before that read, what a settled read
+    /// starts from.
+    pub before_read: Option<u64>,
     /// When the last read began or ended, milliseconds since the epoch.
     pub at_ms: i64,
     /// Why the last read stopped early for safety, if it did.
@@ -172,30 +181,40 @@ pub fn decide(policy: &BrowsePolicy, record: Option<&ReadRecord>) -> ReadDecisio
                 .unwrap_or_else(|| "browsing this queue is not safe".to_string()),
         );
     }
-    let Some(limit) = policy.limit.filter(|_| policy.cost_per_browse > 0) else {
+    let Some(limit) = policy.limit else {
         return ReadDecision::Free;
     };
-    let Some(r) = record else {
-        return ReadDecision::First {
-            cost: policy.cost_per_browse,
-            limit,
-        };
-    };
-    // A crashed read may have charged one more delivery than the ledger knows of.
-    let worst = r
-        .next_count
-        .map(|c| c.saturating_add(u64::from(r.unfinished)));
-    if let Some(c) = worst
-        && !policy.message_safe(c)
+    // An unsettled read is already charged its worst case in `next_count`. Where an explicit
+    // return is free (4.3+), only reads that never settled are charged (their page went back
+    // by a close, which counts): the queue is refused once one more such read could bring a
+    // message within the margin.
+    let worst = record.and_then(|r| r.next_count);
+    if let (Some(r), Some(c)) = (record, worst)
+        && !survives_a_lost_read(policy, c)
     {
+        let unsettled = if r.unfinished {
+            " Its last read did not finish (the connection was lost or Warren stopped), so it \
+             is counted as spent."
+        } else {
+            ""
+        };
         return ReadDecision::Refuse(format!(
-            "{} Warren remembers this from its last read{}, and refuses before touching the queue.",
+            "{} Warren remembers this from its last read{}, and refuses before touching the queue.{unsettled}",
             policy.explain(Some(c)),
             r.stopped
                 .as_deref()
                 .map_or(String::new(), |s| format!(" ({s})"))
         ));
     }
+    if policy.cost_per_browse == 0 {
+        return ReadDecision::Free;
+    }
+    let Some(r) = record else {
+        return ReadDecision::First {
+            cost: policy.cost_per_browse,
+            limit,
+        };
+    };
     ReadDecision::Again {
         cost: policy.cost_per_browse,
         limit,
@@ -206,8 +225,20 @@ pub fn decide(policy: &BrowsePolicy, record: Option<&ReadRecord>) -> ReadDecisio
     }
 }
 
-/// The record to write before a read starts: the worst case, should Warren stop mid-read and
-/// the broker return the page by closing the channel (one delivery each, on every version).
+/// True when a message with this count stays outside the margin even if the next read is lost
+/// (a close counts on every version, at least one delivery).
+fn survives_a_lost_read(policy: &BrowsePolicy, count: u64) -> bool {
+    policy.limit.is_none_or(|limit| {
+        count
+            .saturating_add(u64::from(policy.cost_per_browse.max(1)))
+            .saturating_add(policy.margin)
+            <= limit
+    })
+}
+
+/// The record to write before a read starts, charged the worst case: Warren stops or the
+/// connection dies mid-read and the broker returns the page by closing the channel (one
+/// delivery each, on every version). [`finish`] settles it.
 pub fn begin(
     policy: &BrowsePolicy,
     version: &str,
@@ -218,6 +249,9 @@ pub fn begin(
     r.version = version.to_string();
     r.limit = policy.limit;
     r.cost = policy.cost_per_browse;
+    r.before_read = r.next_count;
+    let worst = u64::from(policy.cost_per_browse.max(1));
+    r.next_count = Some(r.next_count.unwrap_or(0).saturating_add(worst));
     r.unfinished = true;
     r.at_ms = now_ms;
     r
@@ -232,7 +266,12 @@ pub fn finish(
 ) -> ReadRecord {
     let mut r = begun.clone();
     r.at_ms = now_ms;
+    if r.unfinished {
+        // Settled: from what was known before this read, not from its worst case.
+        r.next_count = r.before_read;
+    }
     r.unfinished = false;
+    r.before_read = None;
     r.reads = r.reads.saturating_add(1);
     r.stopped = outcome.stopped.clone();
     if outcome.delivered > 0 {
@@ -257,12 +296,38 @@ pub fn finish(
     r
 }
 
-/// After the broker reported the queue empty, every message the ledger counted is gone: a
-/// queue refilled later starts from a clean record.
-pub fn forget_when_empty(record: Option<ReadRecord>, depth: Option<u64>) -> Option<ReadRecord> {
-    match depth {
-        Some(0) => None,
-        _ => record,
+/// What the broker says of a queue's emptiness, as [`forget_when_empty`] needs it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Emptiness {
+    /// The management API reports no message (ready or unacknowledged) and no consumer.
+    pub reported: bool,
+    /// A passive declare over AMQP, now: no ready message and no consumer.
+    pub declared: bool,
+}
+
+impl Emptiness {
+    /// The management API's part: every figure present and zero.
+    pub fn reported(messages: Option<u64>, unacked: Option<u64>, consumers: Option<u64>) -> bool {
+        messages == Some(0) && unacked.unwrap_or(0) == 0 && consumers.unwrap_or(0) == 0
+    }
+}
+
+/// Every message the ledger counted is gone only when the queue is empty with nothing held by
+/// anyone (both views agree) and no read of Warren's is unsettled: a dying connection's
+/// messages are unacknowledged, not gone, until the broker takes them back. Then a queue
+/// refilled later starts from a clean record. An unsettled read seen so is settled at its worst
+/// case instead (the caller writes it back): the record goes at the next such look, never at
+/// the first.
+pub fn forget_when_empty(record: Option<ReadRecord>, seen: Emptiness) -> Option<ReadRecord> {
+    let empty = seen.reported && seen.declared;
+    match record {
+        Some(r) if empty && !r.unfinished => None,
+        Some(mut r) if empty => {
+            r.unfinished = false;
+            r.before_read = None;
+            Some(r)
+        }
+        other => other,
     }
 }
 
@@ -327,6 +392,7 @@ mod tests {
             1,
         );
         assert_eq!(done.next_count, Some(14));
+        assert!(!done.unfinished && done.before_read.is_none());
         assert!(matches!(
             decide(&p, Some(&done)),
             ReadDecision::Again {
@@ -338,10 +404,112 @@ mod tests {
         // Begun again and never finished: one more delivery may have been charged.
         let crashed = begin(&p, "4.0.5", Some(&done), 2);
         assert!(crashed.unfinished);
+        assert_eq!(crashed.next_count, Some(15));
         assert!(matches!(
             decide(&p, Some(&crashed)),
             ReadDecision::Refuse(_)
         ));
+    }
+
+    /// Reads that fail before they settle (a message too large for a frame kills the connection
+    /// and the broker returns the page, one delivery each) reach the margin like reads do.
+    #[test]
+    fn failed_reads_are_charged_until_refused() {
+        let p = policy_4_0();
+        let mut record: Option<ReadRecord> = None;
+        let mut failed = 0;
+        while !matches!(decide(&p, record.as_ref()), ReadDecision::Refuse(_)) {
+            record = Some(begin(&p, "4.0.5", record.as_ref(), failed));
+            failed += 1;
+            assert!(failed <= 20, "never refused");
+        }
+        assert_eq!(failed, 15, "20 - margin 5");
+        // A read that then settles starts from what the failures were charged, not from zero.
+        let begun = begin(&p, "4.0.5", record.as_ref(), 99);
+        let done = finish(&p, &begun, &ReadOutcome::default(), 100);
+        assert_eq!(done.next_count, Some(15));
+    }
+
+    /// 4.3 returns a page for free, but a lost connection's close still counts: failed reads
+    /// are charged there too, and only they.
+    #[test]
+    fn on_4_3_only_failed_reads_are_charged() {
+        let p = BrowsePolicy::decide(BrokerVersion::new(4, 3, 6), &QueueType::Quorum, Some(20));
+        let read = |r: Option<&ReadRecord>| {
+            finish(
+                &p,
+                &begin(&p, "4.3.6", r, 0),
+                &ReadOutcome {
+                    delivered: 6,
+                    max_delivery_count: Some(0),
+                    returned_explicitly: true,
+                    ..Default::default()
+                },
+                1,
+            )
+        };
+        let mut record = Some(read(None));
+        for _ in 0..30 {
+            assert_eq!(decide(&p, record.as_ref()), ReadDecision::Free);
+            record = Some(read(record.as_ref()));
+        }
+        assert_eq!(record.as_ref().and_then(|r| r.next_count), Some(0));
+        let mut failed = 0;
+        while decide(&p, record.as_ref()) == ReadDecision::Free {
+            record = Some(begin(&p, "4.3.6", record.as_ref(), 2));
+            failed += 1;
+            assert!(failed <= 20, "never refused");
+        }
+        assert_eq!(failed, 15);
+        assert!(matches!(
+            decide(&p, record.as_ref()),
+            ReadDecision::Refuse(_)
+        ));
+    }
+
+    #[test]
+    fn forgotten_only_when_both_views_are_empty_and_never_at_the_first_look_after_a_failed_read() {
+        let p = policy_4_0();
+        let settled = finish(
+            &p,
+            &begin(&p, "4.0.5", None, 0),
+            &ReadOutcome {
+                delivered: 1,
+                max_delivery_count: Some(3),
+                returned_explicitly: true,
+                ..Default::default()
+            },
+            1,
+        );
+        let both = Emptiness {
+            reported: true,
+            declared: true,
+        };
+        let once = Emptiness {
+            reported: true,
+            declared: false,
+        };
+        assert_eq!(forget_when_empty(Some(settled.clone()), both), None);
+        assert_eq!(
+            forget_when_empty(Some(settled.clone()), once),
+            Some(settled.clone())
+        );
+        let crashed = begin(&p, "4.0.5", Some(&settled), 2);
+        let once = forget_when_empty(Some(crashed.clone()), both);
+        assert!(
+            once.as_ref()
+                .is_some_and(|r| !r.unfinished && r.next_count == crashed.next_count),
+            "settled at its worst case, kept: {once:?}"
+        );
+        assert_eq!(
+            forget_when_empty(once, both),
+            None,
+            "gone at the second look"
+        );
+        assert!(Emptiness::reported(Some(0), Some(0), Some(0)));
+        assert!(!Emptiness::reported(Some(0), Some(2), Some(0)), "held");
+        assert!(!Emptiness::reported(Some(0), None, Some(1)), "a consumer");
+        assert!(!Emptiness::reported(None, None, None), "not reported");
     }
 
     #[test]
@@ -392,8 +560,12 @@ mod tests {
             1,
         );
         assert_eq!(r.next_count, Some(5));
-        assert_eq!(forget_when_empty(Some(r.clone()), Some(3)), Some(r));
-        assert_eq!(forget_when_empty(None, Some(0)), None);
+        let empty = Emptiness {
+            reported: true,
+            declared: true,
+        };
+        assert_eq!(forget_when_empty(Some(r.clone()), empty), None);
+        assert_eq!(forget_when_empty(None, empty), None);
     }
 
     #[test]

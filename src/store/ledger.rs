@@ -57,6 +57,7 @@ fn to_json(r: &ReadRecord) -> Value {
         "acquired": r.acquired,
         "reads": r.reads,
         "unfinished": r.unfinished,
+        "before_read": r.before_read,
         "at_ms": r.at_ms,
         "stopped": r.stopped,
     })
@@ -66,6 +67,14 @@ fn to_json(r: &ReadRecord) -> Value {
 /// (an unreadable count is treated as an unfinished read, so the next read asks first).
 fn from_json(v: &Value) -> ReadRecord {
     let u = |k: &str| v.get(k).and_then(Value::as_u64);
+    let unfinished = v.get("unfinished").and_then(Value::as_bool).unwrap_or(true);
+    let mut next_count = u("next_count");
+    let mut before_read = u("before_read");
+    // Written before unsettled reads were charged up front: charge the one delivery now.
+    if unfinished && v.get("before_read").is_none() {
+        before_read = next_count;
+        next_count = Some(next_count.unwrap_or(0).saturating_add(1));
+    }
     ReadRecord {
         version: v
             .get("version")
@@ -74,10 +83,11 @@ fn from_json(v: &Value) -> ReadRecord {
             .to_string(),
         limit: u("limit"),
         cost: u("cost").and_then(|c| u32::try_from(c).ok()).unwrap_or(1),
-        next_count: u("next_count"),
+        next_count,
         acquired: u("acquired"),
         reads: u("reads").unwrap_or(1),
-        unfinished: v.get("unfinished").and_then(Value::as_bool).unwrap_or(true),
+        unfinished,
+        before_read,
         at_ms: v.get("at_ms").and_then(Value::as_i64).unwrap_or(0),
         stopped: v.get("stopped").and_then(Value::as_str).map(str::to_string),
     }
@@ -101,6 +111,7 @@ mod tests {
             acquired: None,
             reads: 7,
             unfinished: false,
+            before_read: None,
             at_ms: 12,
             stopped: Some("near".into()),
         };

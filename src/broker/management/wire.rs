@@ -184,6 +184,7 @@ pub(super) struct Queue {
     kind: Lenient<String>,
     arguments: Lenient<JsonMap>,
     durable: Lenient<bool>,
+    auto_delete: Lenient<bool>,
     policy: Lenient<String>,
     effective_policy_definition: Lenient<JsonMap>,
     delivery_limit: Lenient<i64>,
@@ -211,6 +212,7 @@ impl Queue {
             name,
             queue_type: type_text.map_or(QueueType::Classic, |t| QueueType::parse(&t)),
             durable: self.durable.get().unwrap_or(true),
+            auto_delete: self.auto_delete.get().unwrap_or(true),
             arguments,
             policy: self.policy.non_empty(),
             effective_policy: (!effective.is_empty()).then_some(effective),
@@ -359,7 +361,20 @@ mod tests {
         assert!(queue(json!(["q", "quorum"])).is_none());
         assert!(queue(json!("q")).is_none());
         let q = queue(json!({"name": "bare"})).unwrap();
-        assert_eq!(q, QueueInfo::named("bare"));
+        // Not said: read as auto-delete, without a consumer, which is safe either way.
+        assert!(q.auto_delete);
+        assert_eq!(
+            QueueInfo {
+                auto_delete: false,
+                ..q
+            },
+            QueueInfo::named("bare")
+        );
+        assert!(
+            !queue(json!({"name": "d", "auto_delete": false}))
+                .unwrap()
+                .auto_delete
+        );
     }
 
     #[test]

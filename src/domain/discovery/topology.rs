@@ -15,6 +15,9 @@ pub struct QueueInfo {
     pub name: String,
     pub queue_type: QueueType,
     pub durable: bool,
+    /// Deleted by the broker, with every message in it, when its last consumer cancels; true
+    /// when the broker did not say (reading it then never becomes a consumer).
+    pub auto_delete: bool,
     pub arguments: JsonMap,
     /// Name of the policy applied to the queue, when reported.
     pub policy: Option<String>,
@@ -38,6 +41,7 @@ impl QueueInfo {
             name: name.into(),
             queue_type: QueueType::Classic,
             durable: true,
+            auto_delete: false,
             arguments: JsonMap::new(),
             policy: None,
             effective_policy: None,
