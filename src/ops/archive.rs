@@ -112,6 +112,24 @@ pub async fn prepare<'s>(
             one_line(&req.spec.queue, 80)
         )));
     }
+    // A run consumes, and an auto-delete queue dies when its last consumer cancels: refused
+    // before anything is read, created or put on the record.
+    let info = s
+        .mgmt
+        .queue(s.vhost(), &req.spec.queue)
+        .await
+        .map_err(|e| super::replay::stop_of(e.into()))?;
+    if info.auto_delete && !req.dry_run {
+        let verb = if op == Operation::Discard {
+            "discard"
+        } else {
+            "archive"
+        };
+        return Err(Stop::Refused(crate::broker::browse::auto_delete_refusal(
+            &req.spec.queue,
+            verb,
+        )));
+    }
     let place = match &req.way {
         Way::Archive { local, create, .. } => {
             Some(place(s, *local, *create, req.dry_run, front).await?)
