@@ -31,6 +31,8 @@ pub struct ArchiveRead {
     pub window_full: bool,
     /// The broker stopped delivering before the archive's end: what follows was not looked at.
     pub cut_short: bool,
+    /// What the read found that the caller must say (a torn line read past), in words.
+    pub notes: Vec<String>,
 }
 
 /// Every message of the archive at `place` (up to `window`). A local archive's expired entries
@@ -41,6 +43,7 @@ pub async fn read_archive(
     window: usize,
 ) -> Result<ArchiveRead, String> {
     let mut cut_short = false;
+    let mut notes = Vec::new();
     let (messages, expired) = match place {
         Place::Stream(name) => {
             let page = s
@@ -51,9 +54,11 @@ pub async fn read_archive(
             (session::into_messages(page), 0)
         }
         Place::Local(path, _) => {
-            let (expired, mut messages) = keep::read_local_kept(path, &s.target.archive.max_age)?;
+            let read = keep::read_local_all(path, &s.target.archive.max_age)?;
+            notes.extend(read.torn);
+            let mut messages = read.messages;
             messages.truncate(window);
-            (messages, expired)
+            (messages, read.expired)
         }
     };
     Ok(ArchiveRead {
@@ -61,6 +66,7 @@ pub async fn read_archive(
         cut_short,
         messages: references(messages),
         expired,
+        notes,
     })
 }
 
@@ -148,6 +154,8 @@ pub struct ChosenRead {
     pub capped: bool,
     /// Archived messages looked at.
     pub scanned: u64,
+    /// What the read found that the caller must say (a torn line read past), in words.
+    pub notes: Vec<String>,
 }
 
 /// How many archived messages are held at once while a restore looks through the archive.
@@ -203,9 +211,10 @@ pub async fn read_and_choose(
             }
         }
         Place::Local(path, _) => {
-            let (expired, messages) = keep::read_local_kept(path, &s.target.archive.max_age)?;
-            out.expired = expired;
-            for page in local_pages(messages) {
+            let read = keep::read_local_all(path, &s.target.archive.max_age)?;
+            out.expired = read.expired;
+            out.notes.extend(read.torn);
+            for page in local_pages(read.messages) {
                 if take(st, &mut out, page)? {
                     break;
                 }

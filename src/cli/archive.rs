@@ -153,6 +153,7 @@ async fn read_archive(s: &Session, place: &Place, window: usize) -> Result<Archi
         .await
         .map_err(Failure::failed)?;
     say_expired(s, place, read.expired);
+    read.notes.iter().for_each(|n| crate::errln!("warren: {n}"));
     // The archive is read from its oldest message: a busy one holds more than a window, and
     // what was archived last would silently not be among what is listed or restored.
     if read.cut_short {
@@ -506,6 +507,7 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
         .await
         .map_err(Failure::failed)?;
     say_expired(&s, &place, read.expired);
+    read.notes.iter().for_each(|n| crate::errln!("warren: {n}"));
     if read.cut_short {
         crate::errln!(
             "warren: the broker stopped delivering the archive after {} messages, before its end: later ones are not chosen here; try again when it is less busy",

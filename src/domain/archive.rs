@@ -236,14 +236,44 @@ pub fn expired(msg: &DeadLetter, now: jiff::Timestamp, max_age_secs: u64) -> boo
     now.as_second().saturating_sub(at.as_second()) > i64::try_from(max_age_secs).unwrap_or(i64::MAX)
 }
 
+/// A last line a write did not finish (a full disk, a crash): where it is and how long.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Torn {
+    /// Its line number, from 1.
+    pub line: usize,
+    /// Where it starts in the text, and its length in bytes.
+    pub at: usize,
+    pub bytes: usize,
+}
+
+/// The text of a local archive up to a torn last line, and that line (`None`: there is none).
+/// Warren writes whole lines, each ending with a newline: what follows the last newline and is
+/// not JSON is a write that did not finish. Nothing else is taken for torn.
+pub fn torn_tail(text: &str) -> (&str, Option<Torn>) {
+    let at = text.rfind('\n').map_or(0, |i| i + 1);
+    let tail = &text[at..];
+    if tail.trim().is_empty() || serde_json::from_str::<serde_json::Value>(tail).is_ok() {
+        return (text, None);
+    }
+    let torn = Torn {
+        line: text[..at].lines().count() + 1,
+        at,
+        bytes: tail.len(),
+    };
+    (&text[..at], Some(torn))
+}
+
 /// A local archive's text after its retention: the header line and every message line that has
 /// not expired, byte for byte as they were, and how many were dropped. The text must be a
 /// readable snapshot (nothing is dropped from one that is not).
 pub fn retain(
-    text: &str,
+    whole: &str,
     now: jiff::Timestamp,
     max_age_secs: u64,
 ) -> Result<(String, u64), super::snapshot::SnapshotError> {
+    // A torn last line is kept as it is, after the kept ones: the next append moves it aside.
+    let (text, torn) = torn_tail(whole);
+    let tail = torn.map_or("", |_| &whole[text.len()..]);
     let (_, messages) = super::snapshot::read(text)?;
     // The same lines `snapshot::read` read: the first non-empty is the header.
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
@@ -261,6 +291,7 @@ pub fn retain(
             out.push('\n');
         }
     }
+    out.push_str(tail);
     Ok((out, dropped))
 }
 
@@ -377,6 +408,27 @@ mod tests {
         let (same, none) = retain(&kept, now, 30 * 86_400).unwrap();
         assert_eq!((same.as_str(), none), (kept.as_str(), 0));
         assert!(retain("not a snapshot", now, 1).is_err());
+    }
+
+    #[test]
+    fn only_an_unfinished_last_line_is_torn() {
+        let whole = "{\"warren_snapshot\":1}\n{\"a\":1}\n";
+        assert_eq!(torn_tail(whole), (whole, None));
+        assert_eq!(torn_tail(""), ("", None));
+        let t = format!("{whole}{{\"a\":2,\"bo");
+        let (kept, torn) = torn_tail(&t);
+        assert_eq!(kept, whole);
+        assert_eq!(
+            torn,
+            Some(Torn {
+                line: 3,
+                at: whole.len(),
+                bytes: 10
+            })
+        );
+        // A whole last line without its newline is not torn.
+        let t = format!("{whole}{{\"a\":2}}");
+        assert_eq!(torn_tail(&t), (t.as_str(), None));
     }
 
     fn msg(body: &str, count: Option<i64>) -> DeadLetter {

@@ -787,10 +787,10 @@ fn browse_local_archive(s: &Session, vhost: String, limit: usize, ticket: Ticket
     let queue = crate::domain::archive::LOCAL_QUEUE.to_string();
     let read = (|| {
         let path = local_archive_path(s)?;
-        let (expired, messages) = keep::read_local_kept(&path, &s.target.archive.max_age)?;
-        Ok::<_, String>((path, expired, messages))
+        let r = keep::read_local_all(&path, &s.target.archive.max_age)?;
+        Ok::<_, String>((path, r.expired, r.messages, r.torn))
     })();
-    let (path, expired, mut messages) = match read {
+    let (path, expired, mut messages, torn) = match read {
         Ok(r) => r,
         Err(e) => return Report::Error(Failure::in_generation(e, ticket.generation)),
     };
@@ -809,6 +809,7 @@ fn browse_local_archive(s: &Session, vhost: String, limit: usize, ticket: Ticket
             "; {expired} expired, dropped (archived longer ago than archive_max_age)"
         ));
     }
+    stop.extend(torn.map(|t| format!("; {t}")));
     Report::MessagesLoaded {
         vhost,
         queue,
@@ -1476,7 +1477,7 @@ fn restore_read_notes(
     read: &restore::ChosenRead,
     window: usize,
 ) -> Vec<String> {
-    let mut notes = Vec::new();
+    let mut notes = read.notes.clone();
     if read.expired > 0 {
         notes.push(format!(
             "{} expired, dropped from {}: archived longer ago than archive_max_age ({})",
