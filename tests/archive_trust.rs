@@ -15,6 +15,8 @@ use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
 use replay_util::{Home, Run, command, fill, message_ids, read_all, run, warren};
 use warren::domain::features::QueueType;
+use warren::domain::message::Properties;
+use warren::domain::value::{HeaderValue, Table};
 
 /// A small tmpfs mounted on `dir`, unmounted when dropped.
 struct Tmpfs(PathBuf);
@@ -198,5 +200,259 @@ async fn full_disk_on(broker: &TestBroker) {
         "{label}"
     );
     drop(disk);
+    vhost.cleanup().await;
+}
+
+/// A message as anyone with write access could put it into the archive stream: Warren's
+/// headers, naming a live queue, and `user_id` as given (`None`: none).
+fn forged(i: u32, by: &str, user_id: Option<&str>) -> (Properties, Table, Vec<u8>) {
+    let mut headers = Table::new();
+    headers.insert("warren-archived-from", HeaderValue::string("payments"));
+    headers.insert(
+        "warren-archived-at",
+        HeaderValue::string(jiff::Timestamp::now().to_string()),
+    );
+    headers.insert("warren-archived-by", HeaderValue::string(by));
+    headers.insert("warren-archive-reason", HeaderValue::string(""));
+    let props = Properties {
+        message_id: Some(format!("forged-{i}")),
+        user_id: user_id.map(str::to_string),
+        ..Properties::default()
+    };
+    (props, headers, format!("{{\"refund\": {i}}}").into_bytes())
+}
+
+#[tokio::test]
+async fn a_restore_refuses_what_the_broker_does_not_vouch_for_unless_trusted() {
+    for broker in TestBroker::all() {
+        vouched_restore_on(&broker).await;
+    }
+}
+
+async fn vouched_restore_on(broker: &TestBroker) {
+    let label = &broker.label;
+    let vhost = TestVhost::new(broker, "archive-vouch").await;
+    let home = Home::new("archive-vouch");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    h::declare(&ch, "payments", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "own", 5).await;
+    let ran = warren(
+        &vhost,
+        &home,
+        &["archive", "dlq", "--create-archive", "--yes", "--json"],
+    )
+    .await;
+    assert_eq!(ran.code, Some(0), "{label}: {ran}");
+    assert_eq!(ran.summary_u64("moved"), 5, "{label}: {ran}");
+    // What Warren archived carries the archiver as its user id, its own (none) kept beside.
+    let archived = replay_util::read_stream(&conn, "warren.archive", 5).await;
+    assert_eq!(archived.len(), 5, "{label}");
+    for m in &archived {
+        assert_eq!(m.properties.user_id.as_deref(), Some("guest"), "{label}");
+        assert_eq!(
+            m.headers.get_str("warren-archived-user-id"),
+            Some(""),
+            "{label}"
+        );
+    }
+    // The broker refuses a user id that is not the connection's user.
+    let (p, hd, body) = forged(9, "eve@admin", Some("admin"));
+    let refused = ch
+        .basic_publish(
+            "".into(),
+            "warren.archive".into(),
+            Default::default(),
+            &body,
+            warren::broker::amqp::properties_to_amqp(&p, &hd).unwrap(),
+        )
+        .await;
+    let refused = match refused {
+        Ok(c) => c.await.map(|c| c.is_ack()).unwrap_or(false),
+        Err(_) => false,
+    };
+    assert!(
+        !refused,
+        "{label}: a publish as 'admin' by guest was confirmed"
+    );
+    // Two forged ones: no user id, and the publisher's own user id under another's name.
+    let ch = h::confirm_channel(&conn).await;
+    for (i, by, user) in [(0, "eve@guest", None), (1, "eve@admin", Some("guest"))] {
+        let (p, hd, body) = forged(i, by, user);
+        h::publish(&ch, "warren.archive", &p, &hd, &body).await;
+    }
+
+    let list = warren(&vhost, &home, &["archive", "list", "--json"]).await;
+    assert_eq!(list.code, Some(0), "{label}: {list}");
+    let lines = list.json();
+    let vouched = lines
+        .iter()
+        .filter(|l| l["archived"]["vouched_by"] == "guest")
+        .count();
+    let unvouched: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["archived"]["unvouched"].is_string())
+        .filter_map(|l| l["message_id"].as_str())
+        .collect();
+    assert_eq!(vouched, 5, "{label}: {list}");
+    assert_eq!(unvouched, ["forged-0", "forged-1"], "{label}: {list}");
+
+    // A plain restore takes nothing, and says how many and why.
+    let ran = warren(&vhost, &home, &["restore", "--yes"]).await;
+    assert_eq!(ran.code, Some(1), "{label}: {ran}");
+    assert!(
+        ran.stderr.contains("nothing restored")
+            && ran.stderr.contains("2 of the chosen archived message(s)")
+            && ran.stderr.contains("--trust-unsigned"),
+        "{label}: {ran}"
+    );
+    assert_eq!(amqp_depth(&conn, "payments").await, 0, "{label}");
+    assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{label}");
+    // Without the forged ones (a filter on where they claim to come from), the five go back.
+    let ran = warren(&vhost, &home, &["restore", "--from", "dlq", "--yes"]).await;
+    assert_eq!(ran.code, Some(0), "{label}: {ran}");
+    let back = read_all(&conn, "dlq", 5).await;
+    assert_eq!(
+        message_ids(&back).into_iter().collect::<HashSet<_>>(),
+        ids("own", 5),
+        "{label}"
+    );
+    for m in &back {
+        assert_eq!(
+            m.properties.user_id, None,
+            "{label}: its own user id (none)"
+        );
+        assert!(
+            !m.headers.contains_key("warren-archived-user-id"),
+            "{label}"
+        );
+    }
+    assert_eq!(amqp_depth(&conn, "payments").await, 0, "{label}");
+    // Trusted explicitly, the forged ones go where they claim, and it is said.
+    let ran = warren(&vhost, &home, &["restore", "--trust-unsigned", "--yes"]).await;
+    assert_eq!(ran.code, Some(0), "{label}: {ran}");
+    assert!(
+        ran.stderr.contains("as --trust-unsigned asks"),
+        "{label}: {ran}"
+    );
+    let pay = read_all(&conn, "payments", 2).await;
+    assert_eq!(
+        message_ids(&pay),
+        ["forged-0", "forged-1"],
+        "{label}: {ran}"
+    );
+    assert_eq!(amqp_depth(&conn, "dlq").await, 5, "{label}");
+    vhost.cleanup().await;
+}
+
+#[tokio::test]
+async fn forged_audit_entries_are_marked_unvouched_and_warrens_own_are_not() {
+    for broker in TestBroker::all() {
+        forged_audit_on(&broker).await;
+    }
+}
+
+async fn forged_audit_on(broker: &TestBroker) {
+    let label = &broker.label;
+    let vhost = TestVhost::new(broker, "audit-vouch").await;
+    let alice = Home::new("audit-vouch-a");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "m", 3).await;
+    let ran = warren(
+        &vhost,
+        &alice,
+        &[
+            "archive",
+            "dlq",
+            "--create-archive",
+            "--create-audit-stream",
+            "--yes",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(ran.code, Some(0), "{label}: {ran}");
+    let real = ran.event("started")["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{label}: no run id: {ran}"))
+        .to_string();
+    // A forged run: a start and an outcome as Warren writes them, without a user id.
+    let at = jiff::Timestamp::now();
+    let start = warren::store::AuditStart {
+        run_id: "forged-run".into(),
+        at,
+        os_user: "ana".into(),
+        broker_user: "guest".into(),
+        context: "default".into(),
+        vhost: vhost.name.clone(),
+        from_queue: "payments".into(),
+        targets: vec!["payments.refunds".into()],
+        filter: None,
+        group: None,
+        requested_limit: None,
+        dry_run: false,
+        keep_attempts: false,
+        clear_expiry: false,
+    };
+    let outcome = warren::store::AuditOutcome {
+        at,
+        moved: 900,
+        returned: 0,
+        failed: 0,
+        remaining: 0,
+        message_ids: Vec::new(),
+        duplicated: 0,
+        duplicate_ids: Vec::new(),
+        outcome: "completed".into(),
+    };
+    let start = warren::store::AuditEnvelope::new("replay", "start", "forged-run", at, start);
+    let outcome = warren::store::AuditEnvelope::new("replay", "outcome", "forged-run", at, outcome);
+    for body in [
+        serde_json::to_vec(&start).unwrap(),
+        serde_json::to_vec(&outcome).unwrap(),
+    ] {
+        h::publish(
+            &ch,
+            "warren.audit",
+            &Properties::default(),
+            &Table::new(),
+            &body,
+        )
+        .await;
+    }
+
+    // A second Warren with a store of its own sees both runs only on the broker.
+    let bob = Home::new("audit-vouch-b");
+    let audit = warren(&vhost, &bob, &["audit", "--json"]).await;
+    assert_eq!(audit.code, Some(0), "{label}: {audit}");
+    let seen = |run: &str| {
+        audit
+            .json()
+            .into_iter()
+            .find(|r| r["run_id"] == run)
+            .unwrap_or_else(|| panic!("{label}: no run {run}: {audit}"))["seen"]
+            .clone()
+    };
+    assert_eq!(
+        seen(&real)["unvouched"],
+        serde_json::Value::Null,
+        "{label}: {audit}"
+    );
+    assert_eq!(seen("forged-run")["unvouched"], true, "{label}: {audit}");
+    let text = warren(&vhost, &bob, &["audit"]).await;
+    let forged_line = text
+        .stdout
+        .lines()
+        .find(|l| l.contains("payments"))
+        .unwrap_or_else(|| panic!("{label}: {text}"));
+    assert!(forged_line.contains("UNVOUCHED"), "{label}: {text}");
+    assert_eq!(
+        text.stdout.matches("UNVOUCHED").count(),
+        1,
+        "{label}: only the forged run: {text}"
+    );
     vhost.cleanup().await;
 }

@@ -2280,6 +2280,7 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
         came_back: back,
         local: false,
         broker: true,
+        unvouched: false,
     };
     let runs = vec![
         run(

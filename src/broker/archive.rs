@@ -657,6 +657,7 @@ pub fn archive_work(
             work.action = Action::Archive {
                 stream: name.clone(),
                 stamp,
+                user_id: s.target.credentials.username.clone(),
             };
             work.allowed_targets.insert((String::new(), name.clone()));
         }

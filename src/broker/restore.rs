@@ -156,6 +156,47 @@ pub struct ChosenRead {
     pub scanned: u64,
     /// What the read found that the caller must say (a torn line read past), in words.
     pub notes: Vec<String>,
+    /// Chosen messages of the archive stream the broker does not vouch for, by why (see
+    /// `domain::archive::vouched_by`): refused unless the operator trusts them
+    /// ([`unvouched_refusal`]).
+    pub unvouched: BTreeMap<String, u64>,
+}
+
+/// Why a restore does not go ahead with archived messages the broker does not vouch for
+/// (`Err`), or what it says when told to trust them anyway (`trust`, `--trust-unsigned`).
+/// Anyone with write access to the archive stream can publish into it a message that names a
+/// live queue in `warren-archived-from`; what Warren archives carries, as its `user_id`, the
+/// broker user who archived it, which the broker refuses from anyone else.
+pub fn unvouched_refusal(
+    unvouched: &BTreeMap<String, u64>,
+    trust: bool,
+) -> Result<Option<String>, String> {
+    let n: u64 = unvouched.values().sum();
+    if n == 0 {
+        return Ok(None);
+    }
+    let why = unvouched
+        .iter()
+        .map(|(why, k)| format!("{k} × {why}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if trust {
+        return Ok(Some(format!(
+            "{n} archived message(s) the broker does not vouch for ({why}) are restored as --trust-unsigned asks"
+        )));
+    }
+    Err(format!(
+        "{n} of the chosen archived message(s) carry no user id the broker vouched for as their archiver ({why}): anyone with write access to the archive stream could have put them there, or they were archived before Warren signed its archive. Look at them with `warren archive list`; leave them out with --filter, or pass --trust-unsigned to restore them anyway"
+    ))
+}
+
+/// Counts the chosen messages of the archive stream the broker does not vouch for.
+fn count_unvouched(out: &mut ChosenRead) {
+    for (_, e) in &out.chosen.messages {
+        if let Err(why) = archive::vouched_by(&e.message) {
+            *out.unvouched.entry(why.to_string()).or_insert(0) += 1;
+        }
+    }
 }
 
 /// How many archived messages are held at once while a restore looks through the archive.
@@ -209,6 +250,9 @@ pub async fn read_and_choose(
                     _ => break,
                 }
             }
+            // A local archive is Warren's own file; a stream takes publishes from anyone
+            // allowed to write to it.
+            count_unvouched(&mut out);
         }
         Place::Local(path, _) => {
             let read = keep::read_local_all(path, &s.target.archive.max_age)?;
@@ -335,7 +379,7 @@ pub async fn plan_back(s: &Session, chosen: &[(String, Explained)]) -> Result<Pl
             continue;
         };
         match super::amqp::properties_to_amqp(
-            &e.message.properties,
+            &archive::restored_properties(&e.message),
             &archive::restored_headers(&e.message.headers),
         ) {
             Ok(props) => {
@@ -402,6 +446,7 @@ pub async fn plan_replay(
         .into_iter()
         .map(|(r, e)| {
             let mut m = e.message;
+            m.properties = archive::restored_properties(&m);
             m.headers = archive::restored_headers(&m.headers);
             (r, m)
         })

@@ -508,6 +508,10 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
         .map_err(Failure::failed)?;
     say_expired(&s, &place, read.expired);
     read.notes.iter().for_each(|n| crate::errln!("warren: {n}"));
+    match restore::unvouched_refusal(&read.unvouched, a.trust_unsigned) {
+        Ok(note) => note.iter().for_each(|n| crate::errln!("warren: {n}")),
+        Err(why) => return Err(Failure::failed(format!("nothing restored: {why}"))),
+    }
     if read.cut_short {
         crate::errln!(
             "warren: the broker stopped delivering the archive after {} messages, before its end: later ones are not chosen here; try again when it is less busy",

@@ -24,6 +24,12 @@ pub const REASON: &str = "warren-archive-reason";
 /// the archive puts them back as they were.
 pub const ORIGINAL_HEADERS: &str = "warren-archived-headers";
 
+/// The message's own `user_id` property ("" when it had none): the archive stream's copy
+/// carries, as its `user_id`, the broker user who archived it, which the broker checks against
+/// the connection's user (so it vouches for who wrote the archive), and a restore puts this
+/// one back.
+pub const ORIGINAL_USER_ID: &str = "warren-archived-user-id";
+
 /// The headers Warren adds when it archives, in the order it adds them.
 pub const HEADERS: [&str; 4] = [FROM, AT, BY, REASON];
 
@@ -103,8 +109,40 @@ pub fn archived(msg: &DeadLetter) -> Option<Archived> {
 /// archive's own delivery added (the stream offset). Everything else stays exactly as it was.
 pub fn restored_headers(headers: &Table) -> Table {
     let mut h = headers.clone();
-    h.retain(|k, _| !HEADERS.contains(&k) && k != "x-stream-offset" && k != ORIGINAL_HEADERS);
+    h.retain(|k, _| {
+        !HEADERS.contains(&k)
+            && k != "x-stream-offset"
+            && k != ORIGINAL_HEADERS
+            && k != ORIGINAL_USER_ID
+    });
     h
+}
+
+/// The properties a restored message goes back with: as archived, with its own `user_id` in
+/// place of the archiver's (an archive written before Warren signed it, or a local one, keeps
+/// what it holds).
+pub fn restored_properties(msg: &DeadLetter) -> super::message::Properties {
+    let mut p = msg.properties.clone();
+    if let Some(own) = msg.headers.get_str(ORIGINAL_USER_ID) {
+        p.user_id = (!own.is_empty()).then(|| own.to_string());
+    }
+    p
+}
+
+/// Who the broker says archived `msg`: its `user_id`, which the broker refuses on a publish by
+/// any other user, when it is the broker user `warren-archived-by` names (`os@broker`). `Err`
+/// says why it is not vouched for: no user id (archived before Warren signed what it archives,
+/// or written by someone else), or one that is not who it claims archived it.
+pub fn vouched_by(msg: &DeadLetter) -> Result<String, &'static str> {
+    let Some(user) = msg.properties.user_id.as_deref().filter(|u| !u.is_empty()) else {
+        return Err("no user id the broker vouched for");
+    };
+    let claimed = msg.headers.get_str(BY).unwrap_or_default();
+    if claimed.split_once('@').is_some_and(|(_, b)| b == user) {
+        Ok(user.to_string())
+    } else {
+        Err("its user id is not the broker user it says archived it")
+    }
 }
 
 /// A digest of what a message *is*: every property, every header but those a delivery adds
@@ -408,6 +446,30 @@ mod tests {
         let (same, none) = retain(&kept, now, 30 * 86_400).unwrap();
         assert_eq!((same.as_str(), none), (kept.as_str(), 0));
         assert!(retain("not a snapshot", now, 1).is_err());
+    }
+
+    #[test]
+    fn only_a_user_id_that_is_the_archiver_is_vouched_for_and_a_restore_puts_the_own_back() {
+        let stamp = Stamp {
+            from: "payments".into(),
+            by: "ana@ops".into(),
+            reason: String::new(),
+        };
+        let mut m = msg("a", None);
+        stamp.apply(&mut m.headers, jiff::Timestamp::now());
+        assert!(vouched_by(&m).is_err(), "unsigned");
+        m.properties.user_id = Some("mallory".into());
+        assert!(vouched_by(&m).is_err(), "not who it claims");
+        m.properties.user_id = Some("ops".into());
+        assert_eq!(vouched_by(&m), Ok("ops".to_string()));
+        // Its own user id goes back; none when it had none; untouched when not recorded.
+        assert_eq!(restored_properties(&m).user_id.as_deref(), Some("ops"));
+        m.headers.insert(ORIGINAL_USER_ID, HeaderValue::string(""));
+        assert_eq!(restored_properties(&m).user_id, None);
+        m.headers
+            .insert(ORIGINAL_USER_ID, HeaderValue::string("shop"));
+        assert_eq!(restored_properties(&m).user_id.as_deref(), Some("shop"));
+        assert!(!restored_headers(&m.headers).contains_key(ORIGINAL_USER_ID));
     }
 
     #[test]

@@ -1443,6 +1443,10 @@ async fn restore_plan(
         plan.refused
             .push("no message can be replayed: the replay's plan keeps every one".into());
     }
+    // The TUI never restores what the broker does not vouch for (`warren restore
+    // --trust-unsigned` does).
+    plan.refused
+        .extend(restore::unvouched_refusal(&read.unvouched, false).err());
     Ok(RestorePlan {
         place,
         key,
@@ -1761,6 +1765,7 @@ async fn replays(ss: &Sessions, ticket: Ticket) -> Report {
                 came_back,
                 local: seen.local,
                 broker: seen.broker,
+                unvouched: seen.unvouched,
             }
         })
         .collect();
