@@ -456,3 +456,135 @@ async fn forged_audit_on(broker: &TestBroker) {
     );
     vhost.cleanup().await;
 }
+
+/// Declares the archive stream as someone else might have, with `args` beside its type.
+async fn declare_archive(ch: &lapin::Channel, args: &[(&str, lapin::types::AMQPValue)]) {
+    let mut t = FieldTable::default();
+    for (k, v) in args {
+        t.insert((*k).into(), v.clone());
+    }
+    h::declare(ch, "warren.archive", QueueType::Stream, t).await;
+}
+
+async fn delete_archive(ch: &lapin::Channel) {
+    ch.queue_delete("warren.archive".into(), Default::default())
+        .await
+        .expect("delete the archive stream");
+}
+
+/// `warren archive dlq` is refused for `why`, and the 50 are all still in the DLQ.
+async fn refused(
+    vhost: &TestVhost,
+    home: &Home,
+    conn: &lapin::Connection,
+    extra: &[&str],
+    why: &str,
+) {
+    let label = &vhost.broker.label;
+    let mut args = vec!["archive", "dlq", "--yes"];
+    args.extend_from_slice(extra);
+    let ran = warren(vhost, home, &args).await;
+    assert_eq!(ran.code, Some(1), "{label}: {ran}");
+    assert!(
+        ran.stderr.contains(why) && ran.stderr.contains("nothing moved"),
+        "{label}: {ran}"
+    );
+    let held = read_all(conn, "dlq", 50).await;
+    assert_eq!(
+        message_ids(&held).into_iter().collect::<HashSet<_>>(),
+        ids("r", 50),
+        "{label}: every one still in the DLQ"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_that_would_not_keep_the_archive_is_refused_and_a_lost_archive_is_said() {
+    for broker in TestBroker::all() {
+        retention_on(&broker).await;
+    }
+}
+
+async fn retention_on(broker: &TestBroker) {
+    use lapin::types::{AMQPValue, LongString};
+    let label = &broker.label;
+    let vhost = TestVhost::new(broker, "archive-retention-real").await;
+    let home = Home::new("archive-retention-real");
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "r", 50).await;
+
+    // A byte limit (the 4.3 report), then a max age of 5 s (4.0), each by argument.
+    declare_archive(
+        &ch,
+        &[("x-max-length-bytes", AMQPValue::LongLongInt(300_000))],
+    )
+    .await;
+    refused(&vhost, &home, &conn, &[], "holds at most 300000 bytes").await;
+    delete_archive(&ch).await;
+    let five = AMQPValue::LongString(LongString::from("5s"));
+    declare_archive(&ch, &[("x-max-age", five)]).await;
+    refused(
+        &vhost,
+        &home,
+        &conn,
+        &[],
+        "keeps messages only 5s (x-max-age argument)",
+    )
+    .await;
+    delete_archive(&ch).await;
+    // A policy's byte limit (3.10), on the stream Warren creates itself.
+    vhost
+        .policy(
+            "cap",
+            "^warren\\.archive$",
+            "queues",
+            serde_json::json!({"max-length-bytes": 1_000_000}),
+        )
+        .await;
+    refused(
+        &vhost,
+        &home,
+        &conn,
+        &["--create-archive"],
+        "holds at most 1000000 bytes",
+    )
+    .await;
+    let path = format!("/api/policies/{}/cap", common::enc(&vhost.name));
+    let r = vhost.api(reqwest::Method::DELETE, &path, None).await;
+    assert!(r.status().is_success(), "{label}: {}", r.status());
+    // Without it, the archive goes ahead.
+    let ran = warren(&vhost, &home, &["archive", "dlq", "--yes", "--json"]).await;
+    assert_eq!(ran.code, Some(0), "{label}: {ran}");
+    assert_eq!(ran.summary_u64("moved"), 50, "{label}: {ran}");
+    assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{label}");
+
+    // The stream is lost (deleted and declared again): what the record says it archived and
+    // it no longer holds is said by the list and by the restore.
+    delete_archive(&ch).await;
+    fill(&conn, "dlq", "late", 3).await;
+    let ran = warren(
+        &vhost,
+        &home,
+        &["archive", "dlq", "--create-archive", "--yes", "--json"],
+    )
+    .await;
+    assert_eq!(ran.code, Some(0), "{label}: {ran}");
+    let said = "the record says 53 message(s) were archived into stream 'warren.archive'";
+    let list = warren(&vhost, &home, &["archive", "list", "--json"]).await;
+    assert_eq!(list.code, Some(0), "{label}: {list}");
+    assert!(
+        list.stderr.contains(said) && list.stderr.contains("50 of them are no longer in it"),
+        "{label}: {list}"
+    );
+    let ran = warren(&vhost, &home, &["restore", "--yes", "--json"]).await;
+    assert_eq!(ran.code, Some(0), "{label}: {ran}");
+    assert!(ran.stderr.contains(said), "{label}: {ran}");
+    let back = read_all(&conn, "dlq", 3).await;
+    assert_eq!(
+        message_ids(&back).into_iter().collect::<HashSet<_>>(),
+        ids("late", 3),
+        "{label}"
+    );
+    vhost.cleanup().await;
+}

@@ -616,6 +616,42 @@ impl Place {
     }
 }
 
+/// Whether the archive at `place` keeps what is archived into it as long as the plan says
+/// (the context's `archive_max_age`): for the stream, its retention as the broker applies it
+/// (arguments and the policy in force, read again each time: a policy can change any day), see
+/// `domain::archive::retention_refusal`. `Err` is the refusal in words. A local file keeps
+/// what Warren's own retention keeps.
+pub async fn retention_refusal(
+    s: &crate::broker::session::Session,
+    place: &Place,
+) -> Result<(), String> {
+    let Place::Stream(name) = place else {
+        return Ok(());
+    };
+    let unread = |e: crate::broker::management::ManagementError| {
+        format!(
+            "cannot read the retention of the archive stream '{}': {e}; nothing moved",
+            crate::domain::sanitize::one_line(name, 100)
+        )
+    };
+    let q = match s.mgmt.queue(s.vhost(), name).await {
+        Ok(q) => q,
+        // A dry run's stream that is not created yet: Warren would declare it as promised.
+        Err(crate::broker::management::ManagementError::NotFound { .. }) => return Ok(()),
+        Err(e) => return Err(unread(e)),
+    };
+    let policies = match q.effective_policy {
+        Some(_) => Vec::new(),
+        // Not reported yet (a stream just declared): matched by pattern, as the broker does.
+        None => s.mgmt.policies(s.vhost()).await.map_err(unread)?,
+    };
+    let policy = crate::domain::discovery::policy_definition(&q, &policies);
+    match crate::domain::archive::retention_refusal(name, &q, policy, &s.target.archive.max_age) {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
+}
+
 /// The local archive file of the session's context and vhost, and why it is used.
 pub fn local_place(s: &crate::broker::session::Session, why: &str) -> Result<Place, String> {
     let store = crate::store::Store::default_path().ok_or_else(|| {

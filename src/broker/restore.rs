@@ -61,13 +61,76 @@ pub async fn read_archive(
             (messages, read.expired)
         }
     };
+    let messages = references(messages);
+    let window_full = messages.len() >= window;
+    if !window_full && !cut_short {
+        let held = held_keys(&messages).collect();
+        notes.extend(missing_from_record(s, place, &held));
+    }
     Ok(ArchiveRead {
-        window_full: messages.len() >= window,
+        window_full,
         cut_short,
-        messages: references(messages),
+        messages,
         expired,
         notes,
     })
+}
+
+/// How many runs of this machine's record are looked at for what they archived.
+const RECORD_RUNS: usize = 1_000;
+
+/// What this machine's record says was archived into the stream at `place` within the
+/// archive's retention (`archive_max_age`) and the stream no longer holds (`held`: the
+/// [`archive::archived_key`] of every message in it, read to its end), in words; `None` when
+/// it holds all of it. A stream drops only what its retention drops, so what is missing was
+/// dropped by a retention other than the one promised, or the stream was deleted.
+pub fn missing_from_record(
+    s: &Session,
+    place: &Place,
+    held: &std::collections::HashSet<String>,
+) -> Option<String> {
+    let Place::Stream(name) = place else {
+        return None;
+    };
+    let secs = archive::max_age_secs(&s.target.archive.max_age)?;
+    let since = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_secs(i64::try_from(secs).ok()?))
+        .ok()?;
+    let records = Store::open_default()
+        .and_then(|st| st.list_audit(RECORD_RUNS))
+        .ok()?;
+    let label = place.label();
+    let runs: Vec<_> = records
+        .into_iter()
+        .filter(|r| {
+            r.operation == crate::store::Operation::Archive
+                && r.context == s.target.context
+                && r.vhost == s.vhost()
+                && r.targets.contains(&label)
+                && r.started_at >= since
+        })
+        .collect();
+    let recorded: std::collections::HashSet<&String> =
+        runs.iter().flat_map(|r| &r.message_ids).collect();
+    let missing = recorded.iter().filter(|k| !held.contains(**k)).count();
+    if missing == 0 {
+        return None;
+    }
+    let latest = runs.iter().map(|r| r.started_at).max()?;
+    Some(format!(
+        "the record says {} message(s) were archived into stream '{}' from this machine within archive_max_age ({}; {} run(s), the latest at {latest}); {missing} of them are no longer in it: something other than that retention dropped them (a byte limit or a shorter max-age on the stream, by argument or policy, or the stream deleted). They cannot be restored from it",
+        recorded.len(),
+        one_line(name, 100),
+        one_line(&s.target.archive.max_age, 20),
+        runs.len()
+    ))
+}
+
+/// The keys of the archived messages of `messages`, for [`missing_from_record`].
+fn held_keys<'a>(
+    messages: impl IntoIterator<Item = &'a (String, DeadLetter)>,
+) -> impl Iterator<Item = String> {
+    messages.into_iter().map(|(_, m)| archive::archived_key(m))
 }
 
 /// Explains archived messages as `show` explains a DLQ's.
@@ -222,6 +285,8 @@ pub async fn read_and_choose(
         Place::Stream(name) => {
             let tail = s.archive_tail(name).await.map_err(|e| e.to_string())?;
             let mut from = None;
+            // Every message's key, while the read goes through the whole stream.
+            let mut held = Some(std::collections::HashSet::new());
             loop {
                 let page = s
                     .browse_archive_range(name, from, tail, RESTORE_PAGE)
@@ -238,7 +303,11 @@ pub async fn read_and_choose(
                     out.cut_short = idle;
                     break;
                 }
+                if let Some(h) = held.as_mut() {
+                    h.extend(held_keys(&messages));
+                }
                 if take(st, &mut out, messages)? {
+                    held = None;
                     break;
                 }
                 if idle {
@@ -249,6 +318,9 @@ pub async fn read_and_choose(
                     (Some(l), Some(t)) if l < t => from = Some(l + 1),
                     _ => break,
                 }
+            }
+            if let Some(held) = held.filter(|_| !out.cut_short) {
+                out.notes.extend(missing_from_record(s, place, &held));
             }
             // A local archive is Warren's own file; a stream takes publishes from anyone
             // allowed to write to it.

@@ -309,6 +309,9 @@ pub async fn archive(c: &ConnArgs, a: &ArchiveArgs) -> Result<i32, Failure> {
         )));
     }
     let place = place_for_archive(&s, a.local, a.create_archive, a.dry_run).await?;
+    keep::retention_refusal(&s, &place)
+        .await
+        .map_err(Failure::failed)?;
     let store = match Store::open_default() {
         Ok(st) => Some(st),
         Err(e) if !a.dry_run => return Err(Failure::failed(format!("{e}; nothing moved"))),

@@ -145,6 +145,18 @@ pub fn vouched_by(msg: &DeadLetter) -> Result<String, &'static str> {
     }
 }
 
+/// The key (`identity::message_key`) an archived message had in the queue it was archived
+/// from, as the record of its archive names it: that of the message a restore puts back.
+pub fn archived_key(msg: &DeadLetter) -> String {
+    let mut m = DeadLetter {
+        properties: restored_properties(msg),
+        headers: restored_headers(&msg.headers),
+        ..msg.clone()
+    };
+    m.delivery = Delivery::default();
+    super::identity::message_key(&m)
+}
+
 /// A digest of what a message *is*: every property, every header but those a delivery adds
 /// ([`DELIVERY_HEADERS`]), and the body — not where or how it was read. Two reads of one message
 /// give the same digest; two messages that differ in any byte give different ones.
@@ -258,6 +270,63 @@ pub fn max_age_secs(text: &str) -> Option<u64> {
         _ => return None,
     };
     n.checked_mul(per)
+}
+
+/// Why the archive stream `name` (`q`, with `policy` the definition in force) would not keep
+/// what is archived into it for `wanted` (the context's `archive_max_age`, which the plan
+/// promises), in words; `None` when it would. RabbitMQ takes one of argument and policy; which
+/// one wins has changed between versions, so the shorter of the two is taken. A byte or count
+/// limit refuses outright: past it the broker drops the oldest archived messages whatever their
+/// age, and confirms every publish all the same.
+pub fn retention_refusal(
+    name: &str,
+    q: &super::discovery::QueueInfo,
+    policy: Option<&super::discovery::JsonMap>,
+    wanted: &str,
+) -> Option<String> {
+    let name = super::sanitize::one_line(name, 100);
+    let text = |v: Option<&serde_json::Value>| -> Option<String> {
+        match v? {
+            serde_json::Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        }
+    };
+    let ages = [
+        (text(q.arguments.get("x-max-age")), "x-max-age argument"),
+        (
+            text(policy.and_then(|p| p.get("max-age"))),
+            "max-age policy key",
+        ),
+    ];
+    let want = max_age_secs(wanted);
+    for (age, source) in ages {
+        let Some(age) = age else { continue };
+        let shown = super::sanitize::one_line(&age, 20);
+        let shorter = match (max_age_secs(&age), want) {
+            (Some(a), Some(w)) => a < w,
+            // What cannot be read cannot be promised.
+            _ => true,
+        };
+        if shorter {
+            return Some(format!(
+                "the archive stream '{name}' keeps messages only {shown} ({source}), less than archive_max_age ({}) that the archive promises: the broker would drop them sooner; nothing moved. Set archive_max_age to {shown} to accept that, remove the shorter retention, name another stream with archive_stream, or keep the archive in a file with --local",
+                super::sanitize::one_line(wanted, 20)
+            ));
+        }
+    }
+    let settings = super::discovery::effective_settings(q, policy);
+    let limits = [
+        (settings.max_length_bytes, "bytes", "max-length-bytes"),
+        (settings.max_length, "messages", "max-length"),
+    ];
+    for (limit, unit, key) in limits {
+        if let Some(n) = limit {
+            return Some(format!(
+                "the archive stream '{name}' holds at most {n} {unit} (x-{key} argument or {key} policy key): past that the broker drops the oldest archived messages whatever their age, and confirms every publish all the same; nothing moved. Remove the limit (a policy of higher priority without {key} for this stream), name another stream with archive_stream, or keep the archive in a file with --local"
+            ));
+        }
+    }
+    None
 }
 
 /// Whether an archived message has outlived the archive's retention: archived (its
@@ -470,6 +539,37 @@ mod tests {
             .insert(ORIGINAL_USER_ID, HeaderValue::string("shop"));
         assert_eq!(restored_properties(&m).user_id.as_deref(), Some("shop"));
         assert!(!restored_headers(&m.headers).contains_key(ORIGINAL_USER_ID));
+    }
+
+    #[test]
+    fn a_stream_that_keeps_less_than_promised_is_refused_with_its_source() {
+        use super::super::discovery::{JsonMap, QueueInfo};
+        let stream = |args: serde_json::Value| {
+            let mut q = QueueInfo::named("warren.archive");
+            q.arguments = serde_json::from_value(args).unwrap();
+            q
+        };
+        let policy = |v: serde_json::Value| -> JsonMap { serde_json::from_value(v).unwrap() };
+        let ok = stream(serde_json::json!({"x-queue-type": "stream", "x-max-age": "30D"}));
+        assert_eq!(retention_refusal("warren.archive", &ok, None, "30D"), None);
+        assert_eq!(retention_refusal("warren.archive", &ok, None, "7D"), None);
+        let why = retention_refusal("warren.archive", &ok, None, "1Y").unwrap();
+        assert!(why.contains("only 30D (x-max-age argument)"), "{why}");
+        let short = stream(serde_json::json!({"x-max-age": "5s"}));
+        let why = retention_refusal("warren.archive", &short, None, "30D").unwrap();
+        assert!(
+            why.contains("only 5s") && why.contains("nothing moved"),
+            "{why}"
+        );
+        let p = policy(serde_json::json!({"max-age": "1h"}));
+        let why = retention_refusal("warren.archive", &ok, Some(&p), "30D").unwrap();
+        assert!(why.contains("only 1h (max-age policy key)"), "{why}");
+        let bytes = stream(serde_json::json!({"x-max-length-bytes": 300000}));
+        let why = retention_refusal("warren.archive", &bytes, None, "30D").unwrap();
+        assert!(why.contains("at most 300000 bytes"), "{why}");
+        let p = policy(serde_json::json!({"max-length-bytes": 1000000}));
+        let why = retention_refusal("warren.archive", &ok, Some(&p), "30D").unwrap();
+        assert!(why.contains("at most 1000000 bytes"), "{why}");
     }
 
     #[test]

@@ -1262,7 +1262,10 @@ async fn archive_or_discard(
         None
     } else {
         match archive_place(&s).await {
-            Ok(p) => Some(p),
+            Ok(p) => match keep::retention_refusal(&s, &p).await {
+                Ok(()) => Some(p),
+                Err(e) => return finish(e),
+            },
             Err(e) => return finish(e),
         }
     };
