@@ -89,6 +89,23 @@ async fn listed(vhost: &TestVhost, home: &Home) -> (Run, Vec<String>) {
     (list, ids)
 }
 
+/// A vhost of its own with a classic `dlq` holding `n` messages (`{prefix}-i`), a home, a
+/// connection and a confirm channel.
+async fn setup(
+    broker: &TestBroker,
+    name: &str,
+    prefix: &str,
+    n: u32,
+) -> (TestVhost, Home, lapin::Connection, lapin::Channel) {
+    let vhost = TestVhost::new(broker, name).await;
+    let home = Home::new(name);
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", prefix, n).await;
+    (vhost, home, conn, ch)
+}
+
 fn ids(prefix: &str, n: u32) -> HashSet<String> {
     (0..n).map(|i| format!("{prefix}-{i}")).collect()
 }
@@ -102,14 +119,9 @@ async fn a_full_disk_leaves_the_local_archive_as_it_was_and_a_torn_line_is_read_
 
 async fn full_disk_on(broker: &TestBroker) {
     let label = &broker.label;
-    let vhost = TestVhost::new(broker, "archive-disk").await;
-    let home = Home::new("archive-disk");
+    let (vhost, home, conn, _ch) = setup(broker, "archive-disk", "first", 500).await;
     // The local archive lives in `archive/` beside the store: only it is on the small disk.
     let disk = Tmpfs::mount(&home.dir.join("archive"), "2m");
-    let conn = h::connect(&vhost).await;
-    let ch = h::confirm_channel(&conn).await;
-    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
-    fill(&conn, "dlq", "first", 500).await;
     let archive = |extra: &'static [&'static str]| {
         let mut args = vec!["archive", "dlq", "--local", "--yes", "--json"];
         args.extend_from_slice(extra);
@@ -231,13 +243,8 @@ async fn a_restore_refuses_what_the_broker_does_not_vouch_for_unless_trusted() {
 
 async fn vouched_restore_on(broker: &TestBroker) {
     let label = &broker.label;
-    let vhost = TestVhost::new(broker, "archive-vouch").await;
-    let home = Home::new("archive-vouch");
-    let conn = h::connect(&vhost).await;
-    let ch = h::confirm_channel(&conn).await;
-    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    let (vhost, home, conn, ch) = setup(broker, "archive-vouch", "own", 5).await;
     h::declare(&ch, "payments", QueueType::Classic, FieldTable::default()).await;
-    fill(&conn, "dlq", "own", 5).await;
     let ran = warren(
         &vhost,
         &home,
@@ -355,12 +362,7 @@ async fn forged_audit_entries_are_marked_unvouched_and_warrens_own_are_not() {
 
 async fn forged_audit_on(broker: &TestBroker) {
     let label = &broker.label;
-    let vhost = TestVhost::new(broker, "audit-vouch").await;
-    let alice = Home::new("audit-vouch-a");
-    let conn = h::connect(&vhost).await;
-    let ch = h::confirm_channel(&conn).await;
-    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
-    fill(&conn, "dlq", "m", 3).await;
+    let (vhost, alice, _conn, ch) = setup(broker, "audit-vouch", "m", 3).await;
     let ran = warren(
         &vhost,
         &alice,
@@ -507,12 +509,7 @@ async fn a_stream_that_would_not_keep_the_archive_is_refused_and_a_lost_archive_
 async fn retention_on(broker: &TestBroker) {
     use lapin::types::{AMQPValue, LongString};
     let label = &broker.label;
-    let vhost = TestVhost::new(broker, "archive-retention-real").await;
-    let home = Home::new("archive-retention-real");
-    let conn = h::connect(&vhost).await;
-    let ch = h::confirm_channel(&conn).await;
-    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
-    fill(&conn, "dlq", "r", 50).await;
+    let (vhost, home, conn, ch) = setup(broker, "archive-retention-real", "r", 50).await;
 
     // A byte limit (the 4.3 report), then a max age of 5 s (4.0), each by argument.
     declare_archive(
