@@ -312,8 +312,13 @@ pub fn local_entries(path: &Path) -> Option<u64> {
         return (*n > 0).then_some(*n);
     }
     let bytes = std::fs::read(path).ok()?;
-    // The first line is the snapshot's header; each line after it one message.
-    let lines = bytes
+    // The first line is the snapshot's header; each line after it one message. Warren ends
+    // every line it writes with a newline: what follows the last one is a torn write.
+    let whole = bytes
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(&bytes[..0], |i| &bytes[..i]);
+    let lines = whole
         .split(|b| *b == b'\n')
         .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
         .count() as u64;

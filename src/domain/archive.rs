@@ -573,6 +573,27 @@ mod tests {
     }
 
     #[test]
+    fn an_archived_copy_has_the_key_its_original_had_in_the_queue() {
+        let original = msg("no id: keyed by content", None);
+        let mut copy = original.clone();
+        Stamp {
+            from: "orders.dlq".into(),
+            by: "ana@ops".into(),
+            reason: "gone".into(),
+        }
+        .apply(&mut copy.headers, jiff::Timestamp::now());
+        copy.headers
+            .insert(ORIGINAL_USER_ID, HeaderValue::string(""));
+        copy.headers.insert("x-stream-offset", HeaderValue::I64(7));
+        copy.properties.user_id = Some("ops".into());
+        copy.delivery.stream_offset = Some(7);
+        let key = crate::domain::identity::message_key(&original);
+        assert!(key.starts_with("hash:"), "{key}");
+        assert_ne!(crate::domain::identity::message_key(&copy), key);
+        assert_eq!(archived_key(&copy), key);
+    }
+
+    #[test]
     fn only_an_unfinished_last_line_is_torn() {
         let whole = "{\"warren_snapshot\":1}\n{\"a\":1}\n";
         assert_eq!(torn_tail(whole), (whole, None));
