@@ -138,7 +138,8 @@ pub fn vouched_by(msg: &DeadLetter) -> Result<String, &'static str> {
         return Err("no user id the broker vouched for");
     };
     let claimed = msg.headers.get_str(BY).unwrap_or_default();
-    if claimed.split_once('@').is_some_and(|(_, b)| b == user) {
+    // `ends_with`: an OS user or a broker user (an e-mail address) may hold an '@' itself.
+    if claimed.ends_with(&format!("@{user}")) {
         Ok(user.to_string())
     } else {
         Err("its user id is not the broker user it says archived it")
@@ -531,6 +532,17 @@ mod tests {
         assert!(vouched_by(&m).is_err(), "not who it claims");
         m.properties.user_id = Some("ops".into());
         assert_eq!(vouched_by(&m), Ok("ops".to_string()));
+        m.properties.user_id = Some("p".into());
+        assert!(
+            vouched_by(&m).is_err(),
+            "a suffix of the name is not the name"
+        );
+        let mut mail = m.clone();
+        mail.headers
+            .insert(BY, HeaderValue::string("ana@laptop@ana@corp.example"));
+        mail.properties.user_id = Some("ana@corp.example".into());
+        assert_eq!(vouched_by(&mail), Ok("ana@corp.example".to_string()));
+        m.properties.user_id = Some("ops".into());
         // Its own user id goes back; none when it had none; untouched when not recorded.
         assert_eq!(restored_properties(&m).user_id.as_deref(), Some("ops"));
         m.headers.insert(ORIGINAL_USER_ID, HeaderValue::string(""));
