@@ -371,6 +371,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
                 by: "bench@guest".into(),
                 reason: "benchmark".into(),
             },
+            user_id: session.target.credentials.username.clone(),
         },
         limit: u64::from(n),
         allowed_targets: [(String::new(), stream.clone())].into_iter().collect(),

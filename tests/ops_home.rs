@@ -158,6 +158,7 @@ fn restore_request() -> ops::restore::RestoreRequest {
         limit: None,
         window: None,
         again: false,
+        trust_unsigned: false,
         replay: None,
         dry_run: false,
         filter: None,

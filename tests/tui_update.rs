@@ -2280,6 +2280,7 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
         came_back: back,
         local: false,
         broker: true,
+        unvouched: false,
     };
     let runs = vec![
         run(
@@ -2291,6 +2292,12 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
             }),
         ),
         run("r-old", None),
+        // Only on the broker, not signed by the user it names: never shown as a plain run.
+        RunSummary {
+            unvouched: true,
+            from_queue: "payments".into(),
+            ..run("r-forged", None)
+        },
     ];
     update(
         &mut st,
@@ -2309,11 +2316,17 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
     );
     assert!(text.contains("not looked at"), "{text}");
     assert!(text.contains("could not look in 'x.dlq'"), "{text}");
+    let forged = text
+        .lines()
+        .find(|l| l.contains("payments"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(forged.contains("[broker, UNVOUCHED"), "{text}");
+    assert_eq!(text.matches("UNVOUCHED").count(), 1, "{text}");
     // Scrolled by runs, never past the last.
     update(&mut st, ch('G'));
-    assert!(matches!(st.overlay, Overlay::Replays(1)));
+    assert!(matches!(st.overlay, Overlay::Replays(2)));
     update(&mut st, ch('j'));
-    assert!(matches!(st.overlay, Overlay::Replays(1)));
+    assert!(matches!(st.overlay, Overlay::Replays(2)));
     update(&mut st, key(KeyCode::Esc));
     assert!(matches!(st.overlay, Overlay::None));
 }

@@ -3,7 +3,8 @@
 //! snapshot of exactly what goes before anything is deleted, and both are on the record; a
 //! restore of 3 of 5 archived (the restore modal's plan, then the run) puts exactly those back
 //! into their DLQ as they were, and a second restore of the same is refused unless again; a
-//! restore stopped (Esc) publishes nothing after the stop.
+//! restore stopped (Esc) publishes nothing after the stop; one the broker does not vouch for is
+//! refused.
 
 mod common;
 mod replay_util;
@@ -622,6 +623,37 @@ async fn restore_session(broker: TestBroker, home: &Home) {
     assert!(
         p.refusals.iter().any(|r| r.contains("is not the archive")),
         "{label}: {p:?}"
+    );
+
+    // A message put into the archive stream by hand, without a user id the broker vouched
+    // for, naming a live queue: the TUI refuses to restore it, saying why, and nothing moves.
+    let mut forged = warren::domain::value::Table::new();
+    for (k, v) in [
+        ("warren-archived-from", "dlq"),
+        ("warren-archived-by", "eve@guest"),
+        ("warren-archived-at", "2026-01-01T00:00:00Z"),
+    ] {
+        forged.insert(k, warren::domain::value::HeaderValue::string(v));
+    }
+    let props = warren::domain::message::Properties {
+        message_id: Some("forged-0".into()),
+        ..Default::default()
+    };
+    h::publish(&ch, ARCHIVE, &props, &forged, b"{}").await;
+    let one = Selection::Keys(["id:forged-0".to_string()].into());
+    let p = restore_plan(&cmd_tx, &mut rx, &label, &vhost.name, &one, back).await;
+    assert!(
+        p.refusals
+            .iter()
+            .any(|r| r.contains("1 of the chosen archived message(s) carry no user id")),
+        "{label}: {p:?}"
+    );
+    let o = restore_run(&cmd_tx, &mut rx, &label, &vhost.name, &one, back, 1).await;
+    assert_eq!(o.progress.moved, 0, "{label}: {o:?}");
+    assert_eq!(
+        amqp_depth(&conn, "dlq").await,
+        5,
+        "{label}: nothing restored"
     );
 
     // On the record as a restore.

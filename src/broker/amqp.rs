@@ -1048,7 +1048,8 @@ fn unwrap_archived(headers: &mut Table) {
         return;
     };
     let mut back = table_from_amqp(&own);
-    for k in HEADERS.iter().copied().chain(["x-stream-offset"]) {
+    let signed = [crate::domain::archive::ORIGINAL_USER_ID, "x-stream-offset"];
+    for k in HEADERS.iter().copied().chain(signed) {
         if let Some(v) = headers.get(k) {
             back.insert(k, v.clone());
         }

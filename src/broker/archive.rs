@@ -51,7 +51,10 @@ pub fn local_path(store_path: &Path, context: &str, vhost: &str) -> PathBuf {
 
 /// Appends `messages` to the snapshot file at `path` (creating it, with its header line, when
 /// it is new) and syncs it to disk before returning: a message is deleted from the DLQ only
-/// after this returned.
+/// after this returned. A write that fails (a full disk) is undone: the file is cut back to the
+/// length it had, so it stays as it was. A torn last line left by an earlier write that did not
+/// finish (a crash) is first moved aside into `<file>.torn`: its messages were never taken off
+/// their queue, and an append after it would bury it mid-file.
 pub fn append_snapshot(
     path: &Path,
     header: &SnapshotHeader,
@@ -60,10 +63,18 @@ pub fn append_snapshot(
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    let fresh = std::fs::metadata(path)
-        .map(|m| m.len() == 0)
-        .unwrap_or(true);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let (len, newline) = mend_tail(path, &mut f)?;
+    let fresh = len == 0;
     let mut text = String::new();
+    if newline {
+        text.push('\n');
+    }
     if fresh {
         text.push_str(&snapshot::header_line(header));
         text.push('\n');
@@ -72,17 +83,68 @@ pub fn append_snapshot(
         text.push_str(&snapshot::message_line(m));
         text.push('\n');
     }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
+    let written = (|| {
+        use std::io::Seek as _;
+        f.seek(std::io::SeekFrom::Start(len))?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()
+    })();
+    if let Err(e) = written {
+        // Undone: what was written of this append goes, whatever the disk said.
+        let _ = f.set_len(len).and_then(|()| f.sync_all());
+        return Err(e);
+    }
     // The directory entry of a new file is durable only once the directory is synced.
     if fresh && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
     }
     Ok(())
+}
+
+/// Where an append to the open archive `f` starts, and whether it must begin with a newline (a
+/// whole last line without one). A torn last line is copied into `<file>.torn` (synced) and cut
+/// off the archive first; if that copy cannot be written, nothing is cut and the append fails.
+fn mend_tail(path: &Path, f: &mut std::fs::File) -> std::io::Result<(u64, bool)> {
+    use std::io::{Read as _, Seek as _};
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok((0, false));
+    }
+    let mut last = [0u8; 1];
+    f.seek(std::io::SeekFrom::Start(len - 1))?;
+    f.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok((len, false));
+    }
+    let mut bytes = Vec::new();
+    f.seek(std::io::SeekFrom::Start(0))?;
+    f.read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let (_, torn) = crate::domain::archive::torn_tail(&text);
+    let Some(torn) = torn else {
+        return Ok((len, true));
+    };
+    // The byte offset in the file: the text is lossy only where the file is not UTF-8.
+    let at = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(".torn");
+    let mut t = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(Path::new(&aside))?;
+    t.write_all(&bytes[at..])?;
+    t.write_all(b"\n")?;
+    t.sync_all()?;
+    f.set_len(at as u64)?;
+    f.sync_all()?;
+    tracing::warn!(
+        "local archive {}: its torn last line {} ({} bytes, a write that did not finish) was moved aside into {}",
+        path.display(),
+        torn.line,
+        torn.bytes,
+        Path::new(&aside).display()
+    );
+    Ok((at as u64, false))
 }
 
 /// The local archive's lock, held while it is appended to or rewritten: a rewrite for
@@ -131,8 +193,18 @@ pub fn expire_local(path: &Path, max_age: &str) -> Result<u64, String> {
     })
 }
 
+/// The text of a local archive: UTF-8 up to its last newline; after it, a torn write may have
+/// cut a character in two, so that part is read as best it can be (it is read past anyway).
+fn read_text(path: &Path) -> std::io::Result<String> {
+    let bytes = std::fs::read(path)?;
+    let at = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let head = std::str::from_utf8(&bytes[..at])
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    Ok(format!("{head}{}", String::from_utf8_lossy(&bytes[at..])))
+}
+
 fn expire_locked(path: &Path, secs: u64, now: jiff::Timestamp) -> Result<u64, String> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_text(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e.to_string()),
@@ -168,27 +240,60 @@ fn expire_locked(path: &Path, secs: u64, now: jiff::Timestamp) -> Result<u64, St
     Ok(dropped)
 }
 
+/// The local archive as its readers see it.
+#[derive(Debug, Default)]
+pub struct LocalRead {
+    /// Entries that had expired and were dropped first.
+    pub expired: u64,
+    /// Its messages in file order, each numbered by its place in the file.
+    pub messages: Vec<DeadLetter>,
+    /// A torn last line read past, in words (see [`read_local`]).
+    pub torn: Option<String>,
+}
+
 /// The local archive at `path` as its readers see it: its retention applied first (how many
 /// entries expired and were dropped), then its messages in file order, each numbered by its
-/// place in the file.
-pub fn read_local_kept(path: &Path, max_age: &str) -> Result<(u64, Vec<DeadLetter>), String> {
+/// place in the file, and a torn last line said.
+pub fn read_local_all(path: &Path, max_age: &str) -> Result<LocalRead, String> {
     let expired = expire_local(path, max_age)?;
-    let mut messages = read_local(path)?;
+    let (mut messages, torn) = read_local_torn(path)?;
     for (i, m) in messages.iter_mut().enumerate() {
         m.position = i as u64;
     }
-    Ok((expired, messages))
+    Ok(LocalRead {
+        expired,
+        messages,
+        torn,
+    })
 }
 
-/// The messages of the local archive at `path` (none when it does not exist yet).
+/// The messages of the local archive at `path` (none when it does not exist yet). A torn last
+/// line (a write that did not finish) is read past.
 pub fn read_local(path: &Path) -> Result<Vec<DeadLetter>, String> {
-    let text = match std::fs::read_to_string(path) {
+    read_local_torn(path).map(|(m, _)| m)
+}
+
+fn read_local_torn(path: &Path) -> Result<(Vec<DeadLetter>, Option<String>), String> {
+    let text = match read_text(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), None)),
         Err(e) => return Err(format!("cannot read the archive {}: {e}", path.display())),
     };
-    snapshot::read(&text)
-        .map(|(_, m)| m)
+    let (whole, torn) = crate::domain::archive::torn_tail(&text);
+    let torn = torn.map(|t| {
+        format!(
+            "line {} of the local archive {} is torn ({} bytes: a write that did not finish, a full disk or a crash) and was read past: what it held was never taken off its queue; the next archive moves it aside into {}.torn",
+            t.line,
+            path.display(),
+            t.bytes,
+            path.display()
+        )
+    });
+    if whole.trim().is_empty() {
+        return Ok((Vec::new(), torn));
+    }
+    snapshot::read(whole)
+        .map(|(_, m)| (m, torn))
         .map_err(|e| format!("{} is not a readable Warren snapshot: {e}", path.display()))
 }
 
@@ -207,8 +312,13 @@ pub fn local_entries(path: &Path) -> Option<u64> {
         return (*n > 0).then_some(*n);
     }
     let bytes = std::fs::read(path).ok()?;
-    // The first line is the snapshot's header; each line after it one message.
-    let lines = bytes
+    // The first line is the snapshot's header; each line after it one message. Warren ends
+    // every line it writes with a newline: what follows the last one is a torn write.
+    let whole = bytes
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(&bytes[..0], |i| &bytes[..i]);
+    let lines = whole
         .split(|b| *b == b'\n')
         .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
         .count() as u64;
@@ -511,6 +621,42 @@ impl Place {
     }
 }
 
+/// Whether the archive at `place` keeps what is archived into it as long as the plan says
+/// (the context's `archive_max_age`): for the stream, its retention as the broker applies it
+/// (arguments and the policy in force, read again each time: a policy can change any day), see
+/// `domain::archive::retention_refusal`. `Err` is the refusal in words. A local file keeps
+/// what Warren's own retention keeps.
+pub async fn retention_refusal(
+    s: &crate::broker::session::Session,
+    place: &Place,
+) -> Result<(), String> {
+    let Place::Stream(name) = place else {
+        return Ok(());
+    };
+    let unread = |e: crate::broker::management::ManagementError| {
+        format!(
+            "cannot read the retention of the archive stream '{}': {e}; nothing moved",
+            crate::domain::sanitize::one_line(name, 100)
+        )
+    };
+    let q = match s.mgmt.queue(s.vhost(), name).await {
+        Ok(q) => q,
+        // A dry run's stream that is not created yet: Warren would declare it as promised.
+        Err(crate::broker::management::ManagementError::NotFound { .. }) => return Ok(()),
+        Err(e) => return Err(unread(e)),
+    };
+    let policies = match q.effective_policy {
+        Some(_) => Vec::new(),
+        // Not reported yet (a stream just declared): matched by pattern, as the broker does.
+        None => s.mgmt.policies(s.vhost()).await.map_err(unread)?,
+    };
+    let policy = crate::domain::discovery::policy_definition(&q, &policies);
+    match crate::domain::archive::retention_refusal(name, &q, policy, &s.target.archive.max_age) {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
+}
+
 /// The local archive file of the session's context and vhost, and why it is used.
 pub fn local_place(s: &crate::broker::session::Session, why: &str) -> Result<Place, String> {
     let store = crate::store::Store::default_path().ok_or_else(|| {
@@ -552,6 +698,7 @@ pub fn archive_work(
             work.action = Action::Archive {
                 stream: name.clone(),
                 stamp,
+                user_id: s.target.credentials.username.clone(),
             };
             work.allowed_targets.insert((String::new(), name.clone()));
         }

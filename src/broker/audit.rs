@@ -74,6 +74,9 @@ pub fn configured_consent(s: &Session, flag: bool) -> Option<bool> {
 pub struct AuditStream {
     name: String,
     channel: Channel,
+    /// The connection's broker user: each entry's `user_id`, which the broker refuses from
+    /// any other user, so a reader can tell Warren's entries from forged ones.
+    user: String,
 }
 
 /// What Warren says when it will create the stream, for the consent question.
@@ -131,7 +134,11 @@ impl AuditStream {
             .confirm_select(ConfirmSelectOptions::default())
             .await
             .map_err(|e| format!("cannot put the audit channel in confirm mode: {e}"))?;
-        Ok(AuditStream { name, channel })
+        Ok(AuditStream {
+            name,
+            channel,
+            user: s.target.credentials.username.clone(),
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -168,6 +175,7 @@ impl AuditStream {
             .with_content_type(prop("application/json".into()))
             .with_delivery_mode(2)
             .with_app_id(prop("warren".into()))
+            .with_user_id(prop(self.user.clone()))
             .with_message_id(prop(message_id.to_string()))
             .with_type(prop(format!("warren.audit.{kind}.{event}")))
             .with_timestamp(u64::try_from(at.as_second()).unwrap_or(0));
@@ -374,6 +382,13 @@ async fn declare(s: &Session, name: &str) -> Result<(), String> {
 /// nothing is consumed. `Err` says why it could not be read; a stream that does not exist yet
 /// holds no entries.
 pub async fn read(s: &Session) -> Result<Vec<Vec<u8>>, String> {
+    read_signed(s)
+        .await
+        .map(|e| e.into_iter().map(|(body, _)| body).collect())
+}
+
+/// As [`read`], each entry with its `user_id` (the broker user the broker vouches wrote it).
+pub async fn read_signed(s: &Session) -> Result<Vec<(Vec<u8>, Option<String>)>, String> {
     let Some(name) = s.target.audit.stream.clone() else {
         return Err(format!(
             "the broker audit stream is turned off for context '{}'",
@@ -415,7 +430,11 @@ pub async fn read(s: &Session) -> Result<Vec<Vec<u8>>, String> {
             page.messages.len()
         ));
     }
-    Ok(page.messages.into_iter().map(|m| m.body).collect())
+    Ok(page
+        .messages
+        .into_iter()
+        .map(|m| (m.body, m.properties.user_id))
+        .collect())
 }
 
 /// Messages of a DLQ that the audit looks through for what came back, at most.
@@ -459,9 +478,14 @@ pub async fn load_all(sessions: &[&Session], limit: usize) -> (crate::store::Mer
         }
     };
     let mut entries = Vec::new();
+    let mut signed = Vec::new();
     for s in sessions {
-        match read(s).await {
-            Ok(mut e) => entries.append(&mut e),
+        match read_signed(s).await {
+            Ok(e) => {
+                let unvouched = crate::store::unvouched_runs(&e);
+                signed.push(unvouched);
+                entries.extend(e.into_iter().map(|(body, _)| body));
+            }
             Err(e) if sessions.len() == 1 => unreached.push(format!(
                 "broker audit stream unreachable: {e}; showing local records only"
             )),
@@ -472,6 +496,11 @@ pub async fn load_all(sessions: &[&Session], limit: usize) -> (crate::store::Mer
         }
     }
     let mut merged = crate::store::merge(local, protects, &entries);
+    // A run only the broker's stream holds is marked when an entry of it is not vouched for.
+    let unvouched: std::collections::HashSet<String> = signed.into_iter().flatten().collect();
+    for (r, seen) in &mut merged.replays {
+        seen.unvouched = !seen.local && r.run_id.as_ref().is_some_and(|id| unvouched.contains(id));
+    }
     merged.replays.truncate(limit);
     merged.protects.truncate(limit);
     for why in &merged.skipped {

@@ -51,7 +51,13 @@ pub enum Action {
     /// Publish it to the archive stream exactly as it was delivered — body, every property and
     /// header, `x-death` included — plus the four archive headers; acknowledged after the
     /// stream confirmed it.
-    Archive { stream: String, stamp: Stamp },
+    /// `user_id`: the connection's broker user, set as each copy's `user_id` (the broker
+    /// refuses it from anyone else), the message's own kept in a header.
+    Archive {
+        stream: String,
+        stamp: Stamp,
+        user_id: String,
+    },
     /// Acknowledge it without publishing. `only`: the messages of the snapshot written before
     /// the run (`warren discard`, a local archive), each taken once, and nothing else; `None`
     /// (`--no-snapshot`): every selected message.
@@ -1505,9 +1511,17 @@ fn classify(job: &Job, seen: u64, delivery: lapin::message::Delivery) -> (Event,
             // Not in the snapshot (it came later, or changed): never deleted.
             Decision::Skip
         }
-    } else if let (Action::Archive { stream, stamp }, Some(props)) = (&job.action, archived) {
+    } else if let (
+        Action::Archive {
+            stream,
+            stamp,
+            user_id,
+        },
+        Some(props),
+    ) = (&job.action, archived)
+    {
         match (
-            archive_properties(props, stamp),
+            archive_properties(props, stamp, user_id),
             amqp::short("the archive stream's name", stream),
         ) {
             (_, Err(e)) => Decision::Refuse(format!("cannot be archived: {e}")),
@@ -1643,10 +1657,15 @@ pub fn plan_publish(
 }
 
 /// The delivery's own properties for the archive stream: every property as the broker
-/// delivered it; the headers as their exact encoding in one header (a stream would drop
+/// delivered it but `user_id`, which is the archiver's (the message's own kept in
+/// [`ORIGINAL_USER_ID`](crate::domain::archive::ORIGINAL_USER_ID)); the headers as their exact encoding in one header (a stream would drop
 /// `x-death`, see [`ORIGINAL_HEADERS`](crate::domain::archive::ORIGINAL_HEADERS)) beside the
 /// archive's four. Reading the archive puts them back (`amqp::dead_letter_from_delivery`).
-fn archive_properties(props: lapin::BasicProperties, stamp: &Stamp) -> lapin::BasicProperties {
+fn archive_properties(
+    props: lapin::BasicProperties,
+    stamp: &Stamp,
+    user_id: &str,
+) -> lapin::BasicProperties {
     use lapin::types::{AMQPValue, LongString};
     let mut headers = FieldTable::default();
     if let Some(own) = props.headers() {
@@ -1663,7 +1682,14 @@ fn archive_properties(props: lapin::BasicProperties, stamp: &Stamp) -> lapin::Ba
             AMQPValue::LongString(LongString::from(v.into_bytes())),
         );
     }
-    props.with_headers(headers)
+    let own = props.user_id().as_ref().map(|u| u.to_string());
+    headers.insert(
+        ShortString::from(crate::domain::archive::ORIGINAL_USER_ID),
+        AMQPValue::LongString(LongString::from(own.unwrap_or_default().into_bytes())),
+    );
+    props
+        .with_headers(headers)
+        .with_user_id(ShortString::from(user_id.to_string()))
 }
 
 /// Closes what is still open, each close bounded; errors change nothing at this point.

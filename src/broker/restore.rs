@@ -31,6 +31,8 @@ pub struct ArchiveRead {
     pub window_full: bool,
     /// The broker stopped delivering before the archive's end: what follows was not looked at.
     pub cut_short: bool,
+    /// What the read found that the caller must say (a torn line read past), in words.
+    pub notes: Vec<String>,
 }
 
 /// Every message of the archive at `place` (up to `window`). A local archive's expired entries
@@ -41,6 +43,7 @@ pub async fn read_archive(
     window: usize,
 ) -> Result<ArchiveRead, String> {
     let mut cut_short = false;
+    let mut notes = Vec::new();
     let (messages, expired) = match place {
         Place::Stream(name) => {
             let page = s
@@ -51,17 +54,83 @@ pub async fn read_archive(
             (session::into_messages(page), 0)
         }
         Place::Local(path, _) => {
-            let (expired, mut messages) = keep::read_local_kept(path, &s.target.archive.max_age)?;
+            let read = keep::read_local_all(path, &s.target.archive.max_age)?;
+            notes.extend(read.torn);
+            let mut messages = read.messages;
             messages.truncate(window);
-            (messages, expired)
+            (messages, read.expired)
         }
     };
+    let messages = references(messages);
+    let window_full = messages.len() >= window;
+    if !window_full && !cut_short {
+        let held = held_keys(&messages).collect();
+        notes.extend(missing_from_record(s, place, &held));
+    }
     Ok(ArchiveRead {
-        window_full: messages.len() >= window,
+        window_full,
         cut_short,
-        messages: references(messages),
+        messages,
         expired,
+        notes,
     })
+}
+
+/// How many runs of this machine's record are looked at for what they archived.
+const RECORD_RUNS: usize = 1_000;
+
+/// What this machine's record says was archived into the stream at `place` within the
+/// archive's retention (`archive_max_age`) and the stream no longer holds (`held`: the
+/// [`archive::archived_key`] of every message in it, read to its end), in words; `None` when
+/// it holds all of it. A stream drops only what its retention drops, so what is missing was
+/// dropped by a retention other than the one promised, or the stream was deleted.
+pub fn missing_from_record(
+    s: &Session,
+    place: &Place,
+    held: &std::collections::HashSet<String>,
+) -> Option<String> {
+    let Place::Stream(name) = place else {
+        return None;
+    };
+    let secs = archive::max_age_secs(&s.target.archive.max_age)?;
+    let since = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_secs(i64::try_from(secs).ok()?))
+        .ok()?;
+    let records = Store::open_default()
+        .and_then(|st| st.list_audit(RECORD_RUNS))
+        .ok()?;
+    let label = place.label();
+    let runs: Vec<_> = records
+        .into_iter()
+        .filter(|r| {
+            r.operation == crate::store::Operation::Archive
+                && r.context == s.target.context
+                && r.vhost == s.vhost()
+                && r.targets.contains(&label)
+                && r.started_at >= since
+        })
+        .collect();
+    let recorded: std::collections::HashSet<&String> =
+        runs.iter().flat_map(|r| &r.message_ids).collect();
+    let missing = recorded.iter().filter(|k| !held.contains(**k)).count();
+    if missing == 0 {
+        return None;
+    }
+    let latest = runs.iter().map(|r| r.started_at).max()?;
+    Some(format!(
+        "the record says {} message(s) were archived into stream '{}' from this machine within archive_max_age ({}; {} run(s), the latest at {latest}); {missing} of them are no longer in it: something other than that retention dropped them (a byte limit or a shorter max-age on the stream, by argument or policy, or the stream deleted). They cannot be restored from it",
+        recorded.len(),
+        one_line(name, 100),
+        one_line(&s.target.archive.max_age, 20),
+        runs.len()
+    ))
+}
+
+/// The keys of the archived messages of `messages`, for [`missing_from_record`].
+fn held_keys<'a>(
+    messages: impl IntoIterator<Item = &'a (String, DeadLetter)>,
+) -> impl Iterator<Item = String> {
+    messages.into_iter().map(|(_, m)| archive::archived_key(m))
 }
 
 /// Explains archived messages as `show` explains a DLQ's.
@@ -148,6 +217,49 @@ pub struct ChosenRead {
     pub capped: bool,
     /// Archived messages looked at.
     pub scanned: u64,
+    /// What the read found that the caller must say (a torn line read past), in words.
+    pub notes: Vec<String>,
+    /// Chosen messages of the archive stream the broker does not vouch for, by why (see
+    /// `domain::archive::vouched_by`): refused unless the operator trusts them
+    /// ([`unvouched_refusal`]).
+    pub unvouched: BTreeMap<String, u64>,
+}
+
+/// Why a restore does not go ahead with archived messages the broker does not vouch for
+/// (`Err`), or what it says when told to trust them anyway (`trust`, `--trust-unsigned`).
+/// Anyone with write access to the archive stream can publish into it a message that names a
+/// live queue in `warren-archived-from`; what Warren archives carries, as its `user_id`, the
+/// broker user who archived it, which the broker refuses from anyone else.
+pub fn unvouched_refusal(
+    unvouched: &BTreeMap<String, u64>,
+    trust: bool,
+) -> Result<Option<String>, String> {
+    let n: u64 = unvouched.values().sum();
+    if n == 0 {
+        return Ok(None);
+    }
+    let why = unvouched
+        .iter()
+        .map(|(why, k)| format!("{k} × {why}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if trust {
+        return Ok(Some(format!(
+            "{n} archived message(s) the broker does not vouch for ({why}) are restored as --trust-unsigned asks"
+        )));
+    }
+    Err(format!(
+        "{n} of the chosen archived message(s) carry no user id the broker vouched for as their archiver ({why}): anyone with write access to the archive stream could have put them there, or they were archived before Warren signed its archive. Look at them with `warren archive list`; leave them out with --filter, or pass --trust-unsigned to restore them anyway"
+    ))
+}
+
+/// Counts the chosen messages of the archive stream the broker does not vouch for.
+fn count_unvouched(out: &mut ChosenRead) {
+    for (_, e) in &out.chosen.messages {
+        if let Err(why) = archive::vouched_by(&e.message) {
+            *out.unvouched.entry(why.to_string()).or_insert(0) += 1;
+        }
+    }
 }
 
 /// How many archived messages are held at once while a restore looks through the archive.
@@ -173,6 +285,8 @@ pub async fn read_and_choose(
         Place::Stream(name) => {
             let tail = s.archive_tail(name).await.map_err(|e| e.to_string())?;
             let mut from = None;
+            // Every message's key, while the read goes through the whole stream.
+            let mut held = Some(std::collections::HashSet::new());
             loop {
                 let page = s
                     .browse_archive_range(name, from, tail, RESTORE_PAGE)
@@ -189,7 +303,11 @@ pub async fn read_and_choose(
                     out.cut_short = idle;
                     break;
                 }
+                if let Some(h) = held.as_mut() {
+                    h.extend(held_keys(&messages));
+                }
                 if take(st, &mut out, messages)? {
+                    held = None;
                     break;
                 }
                 if idle {
@@ -201,11 +319,18 @@ pub async fn read_and_choose(
                     _ => break,
                 }
             }
+            if let Some(held) = held.filter(|_| !out.cut_short) {
+                out.notes.extend(missing_from_record(s, place, &held));
+            }
+            // A local archive is Warren's own file; a stream takes publishes from anyone
+            // allowed to write to it.
+            count_unvouched(&mut out);
         }
         Place::Local(path, _) => {
-            let (expired, messages) = keep::read_local_kept(path, &s.target.archive.max_age)?;
-            out.expired = expired;
-            for page in local_pages(messages) {
+            let read = keep::read_local_all(path, &s.target.archive.max_age)?;
+            out.expired = read.expired;
+            out.notes.extend(read.torn);
+            for page in local_pages(read.messages) {
                 if take(st, &mut out, page)? {
                     break;
                 }
@@ -326,7 +451,7 @@ pub async fn plan_back(s: &Session, chosen: &[(String, Explained)]) -> Result<Pl
             continue;
         };
         match super::amqp::properties_to_amqp(
-            &e.message.properties,
+            &archive::restored_properties(&e.message),
             &archive::restored_headers(&e.message.headers),
         ) {
             Ok(props) => {
@@ -393,6 +518,7 @@ pub async fn plan_replay(
         .into_iter()
         .map(|(r, e)| {
             let mut m = e.message;
+            m.properties = archive::restored_properties(&m);
             m.headers = archive::restored_headers(&m.headers);
             (r, m)
         })

@@ -60,6 +60,7 @@ async fn read_archive(s: &Session, place: &Place, window: usize) -> Result<Archi
         .await
         .map_err(Failure::failed)?;
     say_expired(s, place, read.expired);
+    read.notes.iter().for_each(|n| crate::errln!("warren: {n}"));
     // The archive is read from its oldest message: a busy one holds more than a window, and
     // what was archived last would silently not be among what is listed or restored.
     if read.cut_short {
@@ -224,6 +225,7 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
         limit: a.pick.limit,
         window: a.pick.window,
         again: a.again,
+        trust_unsigned: a.trust_unsigned,
         replay: a.replay.then(|| Replaying {
             to: a.to.clone(),
             allow_fan_out: a.allow_fan_out,

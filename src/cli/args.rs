@@ -373,6 +373,10 @@ pub struct RestoreArgs {
     /// Read the local archive file, not the stream.
     #[arg(long)]
     pub local: bool,
+    /// Restore archived messages that carry no user id the broker vouched for as their
+    /// archiver (archived before Warren signed its archive, or put there by someone else).
+    #[arg(long)]
+    pub trust_unsigned: bool,
     #[arg(long)]
     pub dry_run: bool,
     #[arg(long)]

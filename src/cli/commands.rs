@@ -393,14 +393,18 @@ pub fn print_messages(
         if let Some(a) = crate::domain::archive::archived(&e.message) {
             let or_q = |v: &Option<String>| one_line(v.as_deref().unwrap_or("?"), 80);
             crate::outln!(
-                "  archived from {} at {} by {}{}",
+                "  archived from {} at {} by {}{}{}",
                 or_q(&a.from),
                 or_q(&a.at),
                 or_q(&a.by),
                 a.reason
                     .as_deref()
                     .filter(|r| !r.is_empty())
-                    .map_or(String::new(), |r| format!(": {}", one_line(r, 200)))
+                    .map_or(String::new(), |r| format!(": {}", one_line(r, 200))),
+                match archive_vouch(&e.message) {
+                    Some(Err(why)) => format!("  [UNVOUCHED: {why}]"),
+                    _ => String::new(),
+                }
             );
         }
         if let Some(f) = &again {
@@ -527,9 +531,21 @@ fn show_json(
         "arrived_after": session::arrival(e).earliest().map(|t| t.to_string()),
         "first_seen": e.first_seen.map(|t| t.to_string()),
         "stream_offset": e.message.delivery.stream_offset,
-        "archived": crate::domain::archive::archived(&e.message)
-            .map(|a| json!({"from": a.from, "at": a.at, "by": a.by, "reason": a.reason})),
+        "archived": crate::domain::archive::archived(&e.message).map(|a| {
+            let vouch = archive_vouch(&e.message);
+            json!({"from": a.from, "at": a.at, "by": a.by, "reason": a.reason,
+                "vouched_by": vouch.as_ref().and_then(|v| v.clone().ok()),
+                "unvouched": vouch.and_then(Result::err)})
+        }),
     })
+}
+
+/// Who the broker vouches archived a message of the archive stream (one read with its offset):
+/// `None` for a local archive's, which is Warren's own file.
+fn archive_vouch(m: &crate::domain::message::DeadLetter) -> Option<Result<String, &'static str>> {
+    m.delivery
+        .stream_offset
+        .map(|_| crate::domain::archive::vouched_by(m))
 }
 
 /// How `warren groups` prints.
@@ -1164,11 +1180,12 @@ pub async fn audit(
 }
 
 fn seen_text(seen: store::Seen) -> &'static str {
-    match (seen.local, seen.broker) {
-        (true, true) => "local+broker",
-        (true, false) => "local",
-        (false, true) => "broker",
-        (false, false) => "?",
+    match (seen.local, seen.broker, seen.unvouched) {
+        (false, _, true) => "broker, UNVOUCHED: not signed by the broker user it names",
+        (true, true, _) => "local+broker",
+        (true, false, _) => "local",
+        (false, true, _) => "broker",
+        (false, false, _) => "?",
     }
 }
 

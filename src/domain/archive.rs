@@ -24,6 +24,12 @@ pub const REASON: &str = "warren-archive-reason";
 /// the archive puts them back as they were.
 pub const ORIGINAL_HEADERS: &str = "warren-archived-headers";
 
+/// The message's own `user_id` property ("" when it had none): the archive stream's copy
+/// carries, as its `user_id`, the broker user who archived it, which the broker checks against
+/// the connection's user (so it vouches for who wrote the archive), and a restore puts this
+/// one back.
+pub const ORIGINAL_USER_ID: &str = "warren-archived-user-id";
+
 /// The headers Warren adds when it archives, in the order it adds them.
 pub const HEADERS: [&str; 4] = [FROM, AT, BY, REASON];
 
@@ -103,8 +109,53 @@ pub fn archived(msg: &DeadLetter) -> Option<Archived> {
 /// archive's own delivery added (the stream offset). Everything else stays exactly as it was.
 pub fn restored_headers(headers: &Table) -> Table {
     let mut h = headers.clone();
-    h.retain(|k, _| !HEADERS.contains(&k) && k != "x-stream-offset" && k != ORIGINAL_HEADERS);
+    h.retain(|k, _| {
+        !HEADERS.contains(&k)
+            && k != "x-stream-offset"
+            && k != ORIGINAL_HEADERS
+            && k != ORIGINAL_USER_ID
+    });
     h
+}
+
+/// The properties a restored message goes back with: as archived, with its own `user_id` in
+/// place of the archiver's (an archive written before Warren signed it, or a local one, keeps
+/// what it holds).
+pub fn restored_properties(msg: &DeadLetter) -> super::message::Properties {
+    let mut p = msg.properties.clone();
+    if let Some(own) = msg.headers.get_str(ORIGINAL_USER_ID) {
+        p.user_id = (!own.is_empty()).then(|| own.to_string());
+    }
+    p
+}
+
+/// Who the broker says archived `msg`: its `user_id`, which the broker refuses on a publish by
+/// any other user, when it is the broker user `warren-archived-by` names (`os@broker`). `Err`
+/// says why it is not vouched for: no user id (archived before Warren signed what it archives,
+/// or written by someone else), or one that is not who it claims archived it.
+pub fn vouched_by(msg: &DeadLetter) -> Result<String, &'static str> {
+    let Some(user) = msg.properties.user_id.as_deref().filter(|u| !u.is_empty()) else {
+        return Err("no user id the broker vouched for");
+    };
+    let claimed = msg.headers.get_str(BY).unwrap_or_default();
+    // `ends_with`: an OS user or a broker user (an e-mail address) may hold an '@' itself.
+    if claimed.ends_with(&format!("@{user}")) {
+        Ok(user.to_string())
+    } else {
+        Err("its user id is not the broker user it says archived it")
+    }
+}
+
+/// The key (`identity::message_key`) an archived message had in the queue it was archived
+/// from, as the record of its archive names it: that of the message a restore puts back.
+pub fn archived_key(msg: &DeadLetter) -> String {
+    let mut m = DeadLetter {
+        properties: restored_properties(msg),
+        headers: restored_headers(&msg.headers),
+        ..msg.clone()
+    };
+    m.delivery = Delivery::default();
+    super::identity::message_key(&m)
 }
 
 /// A digest of what a message *is*: every property, every header but those a delivery adds
@@ -222,6 +273,63 @@ pub fn max_age_secs(text: &str) -> Option<u64> {
     n.checked_mul(per)
 }
 
+/// Why the archive stream `name` (`q`, with `policy` the definition in force) would not keep
+/// what is archived into it for `wanted` (the context's `archive_max_age`, which the plan
+/// promises), in words; `None` when it would. RabbitMQ takes one of argument and policy; which
+/// one wins has changed between versions, so the shorter of the two is taken. A byte or count
+/// limit refuses outright: past it the broker drops the oldest archived messages whatever their
+/// age, and confirms every publish all the same.
+pub fn retention_refusal(
+    name: &str,
+    q: &super::discovery::QueueInfo,
+    policy: Option<&super::discovery::JsonMap>,
+    wanted: &str,
+) -> Option<String> {
+    let name = super::sanitize::one_line(name, 100);
+    let text = |v: Option<&serde_json::Value>| -> Option<String> {
+        match v? {
+            serde_json::Value::String(s) => Some(s.clone()),
+            other => Some(other.to_string()),
+        }
+    };
+    let ages = [
+        (text(q.arguments.get("x-max-age")), "x-max-age argument"),
+        (
+            text(policy.and_then(|p| p.get("max-age"))),
+            "max-age policy key",
+        ),
+    ];
+    let want = max_age_secs(wanted);
+    for (age, source) in ages {
+        let Some(age) = age else { continue };
+        let shown = super::sanitize::one_line(&age, 20);
+        let shorter = match (max_age_secs(&age), want) {
+            (Some(a), Some(w)) => a < w,
+            // What cannot be read cannot be promised.
+            _ => true,
+        };
+        if shorter {
+            return Some(format!(
+                "the archive stream '{name}' keeps messages only {shown} ({source}), less than archive_max_age ({}) that the archive promises: the broker would drop them sooner; nothing moved. Set archive_max_age to {shown} to accept that, remove the shorter retention, name another stream with archive_stream, or keep the archive in a file with --local",
+                super::sanitize::one_line(wanted, 20)
+            ));
+        }
+    }
+    let settings = super::discovery::effective_settings(q, policy);
+    let limits = [
+        (settings.max_length_bytes, "bytes", "max-length-bytes"),
+        (settings.max_length, "messages", "max-length"),
+    ];
+    for (limit, unit, key) in limits {
+        if let Some(n) = limit {
+            return Some(format!(
+                "the archive stream '{name}' holds at most {n} {unit} (x-{key} argument or {key} policy key): past that the broker drops the oldest archived messages whatever their age, and confirms every publish all the same; nothing moved. Remove the limit (a policy of higher priority without {key} for this stream), name another stream with archive_stream, or keep the archive in a file with --local"
+            ));
+        }
+    }
+    None
+}
+
 /// Whether an archived message has outlived the archive's retention: archived (its
 /// `warren-archived-at`) more than `max_age_secs` before `now`. One whose time cannot be read is
 /// never expired: what cannot be dated is kept.
@@ -236,14 +344,44 @@ pub fn expired(msg: &DeadLetter, now: jiff::Timestamp, max_age_secs: u64) -> boo
     now.as_second().saturating_sub(at.as_second()) > i64::try_from(max_age_secs).unwrap_or(i64::MAX)
 }
 
+/// A last line a write did not finish (a full disk, a crash): where it is and how long.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Torn {
+    /// Its line number, from 1.
+    pub line: usize,
+    /// Where it starts in the text, and its length in bytes.
+    pub at: usize,
+    pub bytes: usize,
+}
+
+/// The text of a local archive up to a torn last line, and that line (`None`: there is none).
+/// Warren writes whole lines, each ending with a newline: what follows the last newline and is
+/// not JSON is a write that did not finish. Nothing else is taken for torn.
+pub fn torn_tail(text: &str) -> (&str, Option<Torn>) {
+    let at = text.rfind('\n').map_or(0, |i| i + 1);
+    let tail = &text[at..];
+    if tail.trim().is_empty() || serde_json::from_str::<serde_json::Value>(tail).is_ok() {
+        return (text, None);
+    }
+    let torn = Torn {
+        line: text[..at].lines().count() + 1,
+        at,
+        bytes: tail.len(),
+    };
+    (&text[..at], Some(torn))
+}
+
 /// A local archive's text after its retention: the header line and every message line that has
 /// not expired, byte for byte as they were, and how many were dropped. The text must be a
 /// readable snapshot (nothing is dropped from one that is not).
 pub fn retain(
-    text: &str,
+    whole: &str,
     now: jiff::Timestamp,
     max_age_secs: u64,
 ) -> Result<(String, u64), super::snapshot::SnapshotError> {
+    // A torn last line is kept as it is, after the kept ones: the next append moves it aside.
+    let (text, torn) = torn_tail(whole);
+    let tail = torn.map_or("", |_| &whole[text.len()..]);
     let (_, messages) = super::snapshot::read(text)?;
     // The same lines `snapshot::read` read: the first non-empty is the header.
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
@@ -261,6 +399,7 @@ pub fn retain(
             out.push('\n');
         }
     }
+    out.push_str(tail);
     Ok((out, dropped))
 }
 
@@ -377,6 +516,114 @@ mod tests {
         let (same, none) = retain(&kept, now, 30 * 86_400).unwrap();
         assert_eq!((same.as_str(), none), (kept.as_str(), 0));
         assert!(retain("not a snapshot", now, 1).is_err());
+    }
+
+    #[test]
+    fn only_a_user_id_that_is_the_archiver_is_vouched_for_and_a_restore_puts_the_own_back() {
+        let stamp = Stamp {
+            from: "payments".into(),
+            by: "ana@ops".into(),
+            reason: String::new(),
+        };
+        let mut m = msg("a", None);
+        stamp.apply(&mut m.headers, jiff::Timestamp::now());
+        assert!(vouched_by(&m).is_err(), "unsigned");
+        m.properties.user_id = Some("mallory".into());
+        assert!(vouched_by(&m).is_err(), "not who it claims");
+        m.properties.user_id = Some("ops".into());
+        assert_eq!(vouched_by(&m), Ok("ops".to_string()));
+        m.properties.user_id = Some("p".into());
+        assert!(
+            vouched_by(&m).is_err(),
+            "a suffix of the name is not the name"
+        );
+        let mut mail = m.clone();
+        mail.headers
+            .insert(BY, HeaderValue::string("ana@laptop@ana@corp.example"));
+        mail.properties.user_id = Some("ana@corp.example".into());
+        assert_eq!(vouched_by(&mail), Ok("ana@corp.example".to_string()));
+        m.properties.user_id = Some("ops".into());
+        // Its own user id goes back; none when it had none; untouched when not recorded.
+        assert_eq!(restored_properties(&m).user_id.as_deref(), Some("ops"));
+        m.headers.insert(ORIGINAL_USER_ID, HeaderValue::string(""));
+        assert_eq!(restored_properties(&m).user_id, None);
+        m.headers
+            .insert(ORIGINAL_USER_ID, HeaderValue::string("shop"));
+        assert_eq!(restored_properties(&m).user_id.as_deref(), Some("shop"));
+        assert!(!restored_headers(&m.headers).contains_key(ORIGINAL_USER_ID));
+    }
+
+    #[test]
+    fn a_stream_that_keeps_less_than_promised_is_refused_with_its_source() {
+        use super::super::discovery::{JsonMap, QueueInfo};
+        let stream = |args: serde_json::Value| {
+            let mut q = QueueInfo::named("warren.archive");
+            q.arguments = serde_json::from_value(args).unwrap();
+            q
+        };
+        let policy = |v: serde_json::Value| -> JsonMap { serde_json::from_value(v).unwrap() };
+        let ok = stream(serde_json::json!({"x-queue-type": "stream", "x-max-age": "30D"}));
+        assert_eq!(retention_refusal("warren.archive", &ok, None, "30D"), None);
+        assert_eq!(retention_refusal("warren.archive", &ok, None, "7D"), None);
+        let why = retention_refusal("warren.archive", &ok, None, "1Y").unwrap();
+        assert!(why.contains("only 30D (x-max-age argument)"), "{why}");
+        let short = stream(serde_json::json!({"x-max-age": "5s"}));
+        let why = retention_refusal("warren.archive", &short, None, "30D").unwrap();
+        assert!(
+            why.contains("only 5s") && why.contains("nothing moved"),
+            "{why}"
+        );
+        let p = policy(serde_json::json!({"max-age": "1h"}));
+        let why = retention_refusal("warren.archive", &ok, Some(&p), "30D").unwrap();
+        assert!(why.contains("only 1h (max-age policy key)"), "{why}");
+        let bytes = stream(serde_json::json!({"x-max-length-bytes": 300000}));
+        let why = retention_refusal("warren.archive", &bytes, None, "30D").unwrap();
+        assert!(why.contains("at most 300000 bytes"), "{why}");
+        let p = policy(serde_json::json!({"max-length-bytes": 1000000}));
+        let why = retention_refusal("warren.archive", &ok, Some(&p), "30D").unwrap();
+        assert!(why.contains("at most 1000000 bytes"), "{why}");
+    }
+
+    #[test]
+    fn an_archived_copy_has_the_key_its_original_had_in_the_queue() {
+        let original = msg("no id: keyed by content", None);
+        let mut copy = original.clone();
+        Stamp {
+            from: "orders.dlq".into(),
+            by: "ana@ops".into(),
+            reason: "gone".into(),
+        }
+        .apply(&mut copy.headers, jiff::Timestamp::now());
+        copy.headers
+            .insert(ORIGINAL_USER_ID, HeaderValue::string(""));
+        copy.headers.insert("x-stream-offset", HeaderValue::I64(7));
+        copy.properties.user_id = Some("ops".into());
+        copy.delivery.stream_offset = Some(7);
+        let key = crate::domain::identity::message_key(&original);
+        assert!(key.starts_with("hash:"), "{key}");
+        assert_ne!(crate::domain::identity::message_key(&copy), key);
+        assert_eq!(archived_key(&copy), key);
+    }
+
+    #[test]
+    fn only_an_unfinished_last_line_is_torn() {
+        let whole = "{\"warren_snapshot\":1}\n{\"a\":1}\n";
+        assert_eq!(torn_tail(whole), (whole, None));
+        assert_eq!(torn_tail(""), ("", None));
+        let t = format!("{whole}{{\"a\":2,\"bo");
+        let (kept, torn) = torn_tail(&t);
+        assert_eq!(kept, whole);
+        assert_eq!(
+            torn,
+            Some(Torn {
+                line: 3,
+                at: whole.len(),
+                bytes: 10
+            })
+        );
+        // A whole last line without its newline is not torn.
+        let t = format!("{whole}{{\"a\":2}}");
+        assert_eq!(torn_tail(&t), (t.as_str(), None));
     }
 
     fn msg(body: &str, count: Option<i64>) -> DeadLetter {

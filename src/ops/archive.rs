@@ -132,7 +132,12 @@ pub async fn prepare<'s>(
     }
     let place = match &req.way {
         Way::Archive { local, create, .. } => {
-            Some(place(s, *local, *create, req.dry_run, front).await?)
+            let p = place(s, *local, *create, req.dry_run, front).await?;
+            // A stream that would not keep what is archived is refused before anything moves.
+            keep::retention_refusal(s, &p)
+                .await
+                .map_err(Stop::Refused)?;
+            Some(p)
         }
         Way::Discard { .. } => None,
     };

@@ -45,6 +45,9 @@ pub struct RestoreRequest {
     pub window: Option<usize>,
     /// Take again what was restored before.
     pub again: bool,
+    /// Restore archived messages the broker did not vouch for (no `user_id` of the user who
+    /// archived them): `--trust-unsigned`. The TUI never does.
+    pub trust_unsigned: bool,
     /// Through the replay's plan (`--replay`), else back where each came from.
     pub replay: Option<Replaying>,
     pub dry_run: bool,
@@ -226,6 +229,13 @@ async fn plan(
         .await
         .map_err(Stop::Refused)?;
     say_read(s, &place, &read, window, front);
+    let unvouched = match restore::unvouched_refusal(&read.unvouched, req.trust_unsigned) {
+        Ok(note) => {
+            note.iter().for_each(|n| front.say(n));
+            None
+        }
+        Err(why) => Some(why),
+    };
     let chosen = read.chosen;
     let restored_before = chosen.restored_before;
     if restored_before > 0 && !req.again {
@@ -260,6 +270,7 @@ async fn plan(
         }
         plan
     };
+    plan.refused.extend(unvouched);
     if plan.refused.is_empty() && plan.count() == 0 && req.replay.is_some() {
         plan.refused
             .push("no message can be replayed: the replay's plan keeps every one".into());
@@ -314,6 +325,7 @@ fn say_read(
     window: usize,
     front: &mut dyn Front,
 ) {
+    read.notes.iter().for_each(|n| front.say(n));
     if read.expired > 0 {
         front.say(&format!(
             "{} expired, dropped from {}: archived longer ago than archive_max_age ({})",

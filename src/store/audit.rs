@@ -631,6 +631,36 @@ impl<T> AuditEnvelope<T> {
 pub struct Seen {
     pub local: bool,
     pub broker: bool,
+    /// Only the broker's stream holds it, and some entry of it does not carry, as its
+    /// `user_id`, the broker user it names (see [`unvouched_runs`]): forged, or written before
+    /// Warren signed its entries. Shown as such, never as a real run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unvouched: bool,
+}
+
+/// The run ids of the stream's entries (body, `user_id`) that the broker does not vouch for:
+/// a run is vouched for when every entry of it carries, as its `user_id` (which the broker
+/// refuses from any other user), the broker user its start names. Entries that do not read are
+/// left to [`merge`], which skips them. Pure.
+pub fn unvouched_runs(stream: &[(Vec<u8>, Option<String>)]) -> HashSet<String> {
+    let mut starter: HashMap<String, String> = HashMap::new();
+    let mut signers: Vec<(String, Option<String>)> = Vec::new();
+    for (body, user) in stream {
+        let Ok(head) = serde_json::from_slice::<AuditEnvelope<serde_json::Value>>(body) else {
+            continue;
+        };
+        if head.event == "start"
+            && let Some(u) = head.record.get("broker_user").and_then(|v| v.as_str())
+        {
+            starter.entry(head.run_id.clone()).or_insert(u.to_string());
+        }
+        signers.push((head.run_id, user.clone()));
+    }
+    signers
+        .into_iter()
+        .filter(|(run, user)| user.is_none() || starter.get(run) != user.as_ref())
+        .map(|(run, _)| run)
+        .collect()
 }
 
 /// The audit as `warren audit` shows it: the local store's records and the broker stream's,
@@ -749,6 +779,7 @@ pub fn merge(
         let seen = Seen {
             local: true,
             broker: r.run_id.as_ref().is_some_and(|id| on_broker.contains(id)),
+            unvouched: false,
         };
         if let Some(id) = &r.run_id {
             known.insert(id.clone());
@@ -785,6 +816,7 @@ pub fn merge(
             Seen {
                 local: false,
                 broker: true,
+                unvouched: false,
             },
         ));
     }
@@ -800,6 +832,7 @@ pub fn merge(
             Seen {
                 local: true,
                 broker,
+                unvouched: false,
             },
         ));
     }
@@ -810,6 +843,7 @@ pub fn merge(
                 Seen {
                     local: false,
                     broker: true,
+                    unvouched: false,
                 },
             ));
         }
@@ -1022,6 +1056,37 @@ mod tests {
     fn entry<T: Serialize>(kind: &str, event: &str, run: &str, rec: T) -> Vec<u8> {
         let e = AuditEnvelope::new(kind, event, run, Timestamp::UNIX_EPOCH, rec);
         serde_json::to_vec(&e).unwrap()
+    }
+
+    #[test]
+    fn a_run_is_vouched_for_only_when_each_entry_is_signed_by_the_user_its_start_names() {
+        let signed = |b: Vec<u8>, u: Option<&str>| (b, u.map(str::to_string));
+        let stream = vec![
+            signed(
+                entry("replay", "start", "real", start("real", 1)),
+                Some("guest"),
+            ),
+            signed(
+                entry("replay", "outcome", "real", outcome(&["a"])),
+                Some("guest"),
+            ),
+            signed(entry("replay", "start", "forged", start("forged", 2)), None),
+            signed(entry("replay", "outcome", "forged", outcome(&["b"])), None),
+            // Signed, but by another user than the one its start names.
+            signed(
+                entry("archive", "start", "other", start("other", 3)),
+                Some("mallory"),
+            ),
+            // A real start, a forged outcome.
+            signed(
+                entry("replay", "start", "half", start("half", 4)),
+                Some("guest"),
+            ),
+            signed(entry("replay", "outcome", "half", outcome(&["c"])), None),
+        ];
+        let mut got: Vec<String> = unvouched_runs(&stream).into_iter().collect();
+        got.sort();
+        assert_eq!(got, ["forged", "half", "other"]);
     }
 
     fn note(text: &str, secs: i64) -> NoteRecord {

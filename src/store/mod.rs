@@ -18,7 +18,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 pub use audit::{
     AUDIT_SCHEMA, AuditEnvelope, AuditOutcome, AuditRecord, AuditStart, IDS_EVENT, INTERRUPTED,
     IdsPart, Merged, NoteEntry, NoteRecord, Operation, OutcomeEntry, ProtectRecord, Seen,
-    current_os_user, merge,
+    current_os_user, merge, unvouched_runs,
 };
 
 /// Environment variable naming the store file instead of the default location (tests and

@@ -26,9 +26,10 @@ pub fn lines(state: &State, skip: usize) -> Vec<Line<'static>> {
         out.push(Line::styled("No replay recorded.", t.muted));
     }
     for r in runs.iter().skip(skip) {
-        let seen = match (r.local, r.broker) {
-            (true, true) => "local+broker",
-            (true, false) => "local",
+        let seen = match (r.local, r.broker, r.unvouched) {
+            (false, _, true) => "broker, UNVOUCHED: not signed by the user it names",
+            (true, true, _) => "local+broker",
+            (true, false, _) => "local",
             _ => "broker",
         };
         out.push(Line::from(vec![
@@ -51,7 +52,10 @@ pub fn lines(state: &State, skip: usize) -> Vec<Line<'static>> {
                 r.moved.map_or("-".into(), |n| n.to_string()),
                 sanitize::one_line(&r.outcome, 60),
             )),
-            Span::styled(format!("  [{seen}]"), t.muted),
+            Span::styled(
+                format!("  [{seen}]"),
+                if r.unvouched { t.warn } else { t.muted },
+            ),
         ]));
         let back = match &r.came_back {
             None => Span::styled("    came back: not looked at (another vhost)", t.muted),

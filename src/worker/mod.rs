@@ -735,10 +735,10 @@ fn browse_local_archive(s: &Session, vhost: String, limit: usize, ticket: Ticket
     let queue = crate::domain::archive::LOCAL_QUEUE.to_string();
     let read = (|| {
         let path = local_archive_path(s)?;
-        let (expired, messages) = keep::read_local_kept(&path, &s.target.archive.max_age)?;
-        Ok::<_, String>((path, expired, messages))
+        let r = keep::read_local_all(&path, &s.target.archive.max_age)?;
+        Ok::<_, String>((path, r.expired, r.messages, r.torn))
     })();
-    let (path, expired, mut messages) = match read {
+    let (path, expired, mut messages, torn) = match read {
         Ok(r) => r,
         Err(e) => return Report::Error(Failure::in_generation(e, ticket.generation)),
     };
@@ -757,6 +757,7 @@ fn browse_local_archive(s: &Session, vhost: String, limit: usize, ticket: Ticket
             "; {expired} expired, dropped (archived longer ago than archive_max_age)"
         ));
     }
+    stop.extend(torn.map(|t| format!("; {t}")));
     Report::MessagesLoaded {
         vhost,
         queue,
@@ -899,6 +900,7 @@ async fn replays(ss: &Sessions, ticket: Ticket) -> Report {
                 came_back,
                 local: seen.local,
                 broker: seen.broker,
+                unvouched: seen.unvouched,
             }
         })
         .collect();

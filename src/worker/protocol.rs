@@ -104,6 +104,9 @@ pub struct RunSummary {
     /// Found in the local store / on the broker's audit stream.
     pub local: bool,
     pub broker: bool,
+    /// Only on the broker's stream, and not signed by the broker user it names
+    /// (`store::Seen::unvouched`): not to be shown as a real run.
+    pub unvouched: bool,
 }
 
 /// An accepted replay.

@@ -296,6 +296,7 @@ fn restore_request(
         limit: None,
         window: None,
         again: how.again,
+        trust_unsigned: false,
         replay: how.replay.then(Replaying::default),
         dry_run,
     }
