@@ -280,3 +280,63 @@ async fn a_viewer_moves_nothing_from_the_terminal_ui_and_its_header_says_read_on
         vh.cleanup().await;
     }
 }
+
+/// A `management`-tagged user may use its vhost though the API answers 401 when it asks about
+/// the vhost itself: a queue that does not exist yet (the audit stream) is missing, not "no
+/// access", so Warren creates the stream it was allowed to, and the run is on the shared record.
+#[tokio::test]
+async fn a_management_user_gets_the_audit_stream_it_was_allowed_to_create() {
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "ops-mgmt-audit").await;
+        let home = Home::new("ops-mgmt-audit");
+        let conn = h::connect(&vh).await;
+        let ch = h::confirm_channel(&conn).await;
+        h::declare(&ch, "orders.dlq", QueueType::Classic, Default::default()).await;
+        let msgs: Vec<_> = (0..3).map(|i| simple("m", i, &[])).collect();
+        dead_letter(&conn, "orders", "orders.dlq", &msgs).await;
+        let user = unique("warren-mgmt");
+        let http = reqwest::Client::new();
+        let base = vh.broker.mgmt_base();
+        http.put(format!("{base}/api/users/{}", enc(&user)))
+            .basic_auth("guest", Some("guest"))
+            .json(&serde_json::json!({"password": "pw", "tags": "management"}))
+            .send()
+            .await
+            .expect("create user");
+        http.put(format!(
+            "{base}/api/permissions/{}/{}",
+            enc(&vh.name),
+            enc(&user)
+        ))
+        .basic_auth("guest", Some("guest"))
+        .json(&serde_json::json!({"configure": ".*", "write": ".*", "read": ".*"}))
+        .send()
+        .await
+        .expect("set permissions");
+        let (amqp, mgmt) = urls_as(&vh, &user);
+        let args = [
+            "--amqp-url",
+            amqp.as_str(),
+            "--management-url",
+            mgmt.as_str(),
+            "--vhost",
+            vh.name.as_str(),
+            "--create-audit-stream",
+            "replay",
+            "orders.dlq",
+            "--yes",
+        ];
+        let r = replay_util::run(replay_util::bare_command(&home, &args), &args).await;
+        drop_user(&vh, &user).await;
+        assert_eq!(r.code, Some(0), "{}: {r}", b.label);
+        assert!(!r.stderr.contains("no access"), "{}: {r}", b.label);
+        assert!(
+            r.stderr.contains("recorded here and on the broker"),
+            "{}: {r}",
+            b.label
+        );
+        assert_eq!(amqp_depth(&conn, "orders").await, 3, "{}", b.label);
+        let _ = conn.close(200, "ok".into()).await;
+        vh.cleanup().await;
+    }
+}
