@@ -633,7 +633,7 @@ impl Outcome {
     }
 
     pub fn completed(&self) -> bool {
-        self.audit.outcome == "completed"
+        crate::domain::outcome::RunOutcome::parse(&self.audit.outcome).is_completed()
     }
 }
 
@@ -730,18 +730,17 @@ pub async fn publish(
     let restored = confirmed.len() as u64;
     let failed = total - restored - not_sent;
     let cancelled = not_sent > 0;
+    use crate::domain::outcome::RunOutcome;
     let outcome = if failed == 0 && !cancelled {
-        "completed".to_string()
+        RunOutcome::Completed
     } else if cancelled {
-        format!("cancelled: {restored} restored, {not_sent} not sent")
+        RunOutcome::Cancelled(Some(format!("{restored} restored, {not_sent} not sent")))
     } else if restored == 0 {
-        format!(
-            "failed: {}",
-            problems.keys().cloned().collect::<Vec<_>>().join("; ")
-        )
+        RunOutcome::Failed(problems.keys().cloned().collect::<Vec<_>>().join("; "))
     } else {
-        format!("partial: {failed} failed")
-    };
+        RunOutcome::Partial(format!("{failed} failed"))
+    }
+    .to_string();
     Outcome {
         audit: AuditOutcome {
             targets: Vec::new(),

@@ -1626,7 +1626,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
         );
     }
     crate::errln!("{}", one_line(&sum.stop.to_string(), 600));
-    if outcome != "completed" {
+    if !crate::domain::outcome::RunOutcome::parse(outcome).is_completed() {
         crate::errln!("{}", one_line(outcome, 600));
     }
 }

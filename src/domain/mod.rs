@@ -19,6 +19,7 @@ pub mod identity;
 pub mod json;
 pub mod ledger;
 pub mod message;
+pub mod outcome;
 pub mod packed;
 pub mod protect;
 pub mod quorum;
