@@ -334,6 +334,68 @@ async fn each_operation_keeps_its_guarantees_at_its_home() {
             after[0].targets
         );
         assert_eq!(depths(&vh).await, (0, 4), "{}", b.label);
+        the_other_ways_out_keep_theirs(&vh, &s, &st).await;
         vh.cleanup().await;
     }
+}
+
+/// The record's newest run: its operation and outcome.
+fn newest(st: &Store) -> (String, String, Option<u64>) {
+    let r = st.list_audit(1).expect("audit").remove(0);
+    (r.operation.as_str().to_string(), r.outcome, r.moved)
+}
+
+/// Archive (to the local file), restore and discard: each on record before its first move,
+/// finished with what happened.
+async fn the_other_ways_out_keep_theirs(vh: &TestVhost, s: &Session, st: &Store) {
+    let label = &vh.broker.label;
+    let conn = h::connect(vh).await;
+    let msgs: Vec<_> = (10..13).map(|i| simple("h", i, &[])).collect();
+    dead_letter(&conn, "orders", "orders.dlq", &msgs).await;
+    let _ = conn.close(200, "ok".into()).await;
+    let mut f = Recording::default();
+    let way = ops::archive::Way::Archive {
+        local: true,
+        create: false,
+        reason: "home".into(),
+    };
+    let mut ready = ops::archive::prepare(s, archive_request("orders.dlq", way), &mut f)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e:?}"));
+    assert_eq!(newest(st), ("archive".into(), "interrupted".into(), None));
+    assert_eq!(
+        depths(vh).await.0,
+        3,
+        "{label}: nothing moved before the run"
+    );
+    let (_tx, cancel) = tokio::sync::watch::channel(false);
+    let result = ready.run(cancel.clone(), |_| {}).await;
+    ready.finish(&result).await;
+    assert_eq!(newest(st), ("archive".into(), "completed".into(), Some(3)));
+    assert_eq!(depths(vh).await.0, 0, "{label}");
+
+    let mut ready = ops::restore::prepare(s, restore_request(), &mut f)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e:?}"));
+    assert_eq!(newest(st), ("restore".into(), "interrupted".into(), None));
+    let out = ready.run(&cancel, |_, _, _| {}).await;
+    ready.finish(&out).await;
+    assert_eq!(newest(st), ("restore".into(), "completed".into(), Some(3)));
+    assert_eq!(depths(vh).await.0, 3, "{label}: back in the DLQ");
+
+    let way = ops::archive::Way::Discard { snapshot: None };
+    let mut ready = ops::archive::prepare(s, archive_request("orders.dlq", way), &mut f)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: {e:?}"));
+    assert_eq!(newest(st), ("discard".into(), "interrupted".into(), None));
+    assert_eq!(
+        depths(vh).await.0,
+        3,
+        "{label}: nothing deleted before the run"
+    );
+    let result = ready.run(cancel, |_| {}).await;
+    ready.finish(&result).await;
+    assert_eq!(newest(st), ("discard".into(), "completed".into(), Some(3)));
+    assert_eq!(depths(vh).await, (0, 4), "{label}");
+    assert!(f.asked.contains(&"delete 3".to_string()), "{:?}", f.asked);
 }
