@@ -10,59 +10,14 @@ mod replay_util;
 use std::time::Duration;
 
 use common::amqp::{self as h, amqp_depth};
-use common::{TestBroker, TestVhost, enc, unique};
+use common::{TestBroker, TestVhost, drop_user, urls_as};
 use replay_util::{Home, dead_letter, message_ids, read_all, read_stream, simple, warren};
 use warren::domain::features::QueueType;
 use warren::worker::protocol::{Command, JobKind, ReplayRequest, Report};
 
 /// A viewer: reads everything, may configure and publish nothing.
 async fn make_viewer(vh: &TestVhost) -> String {
-    let user = unique("warren-viewer");
-    let http = reqwest::Client::new();
-    let base = vh.broker.mgmt_base();
-    let r = http
-        .put(format!("{base}/api/users/{}", enc(&user)))
-        .basic_auth("guest", Some("guest"))
-        .json(&serde_json::json!({"password": "pw", "tags": "monitoring"}))
-        .send()
-        .await
-        .expect("create user");
-    assert!(r.status().is_success(), "create user: {}", r.status());
-    let r = http
-        .put(format!(
-            "{base}/api/permissions/{}/{}",
-            enc(&vh.name),
-            enc(&user)
-        ))
-        .basic_auth("guest", Some("guest"))
-        .json(&serde_json::json!({"configure": "^$", "write": "^$", "read": ".*"}))
-        .send()
-        .await
-        .expect("set permissions");
-    assert!(r.status().is_success(), "permissions: {}", r.status());
-    user
-}
-
-async fn drop_user(vh: &TestVhost, user: &str) {
-    let _ = reqwest::Client::new()
-        .delete(format!("{}/api/users/{}", vh.broker.mgmt_base(), enc(user)))
-        .basic_auth("guest", Some("guest"))
-        .send()
-        .await;
-}
-
-fn urls_as(vh: &TestVhost, user: &str) -> (String, String) {
-    let b = &vh.broker;
-    (
-        format!(
-            "amqp://{}:pw@{}:{}/{}",
-            enc(user),
-            b.host,
-            b.amqp_port,
-            enc(&vh.name)
-        ),
-        format!("http://{}:pw@{}:{}", enc(user), b.host, b.mgmt_port),
-    )
+    common::make_user(vh, "monitoring", "^$", "^$").await
 }
 
 /// `orders.dlq` with five broker deaths from `orders` (ids v-0 … v-4), then two of them
@@ -294,25 +249,7 @@ async fn a_management_user_gets_the_audit_stream_it_was_allowed_to_create() {
         h::declare(&ch, "orders.dlq", QueueType::Classic, Default::default()).await;
         let msgs: Vec<_> = (0..3).map(|i| simple("m", i, &[])).collect();
         dead_letter(&conn, "orders", "orders.dlq", &msgs).await;
-        let user = unique("warren-mgmt");
-        let http = reqwest::Client::new();
-        let base = vh.broker.mgmt_base();
-        http.put(format!("{base}/api/users/{}", enc(&user)))
-            .basic_auth("guest", Some("guest"))
-            .json(&serde_json::json!({"password": "pw", "tags": "management"}))
-            .send()
-            .await
-            .expect("create user");
-        http.put(format!(
-            "{base}/api/permissions/{}/{}",
-            enc(&vh.name),
-            enc(&user)
-        ))
-        .basic_auth("guest", Some("guest"))
-        .json(&serde_json::json!({"configure": ".*", "write": ".*", "read": ".*"}))
-        .send()
-        .await
-        .expect("set permissions");
+        let user = common::make_user(&vh, "management", ".*", ".*").await;
         let (amqp, mgmt) = urls_as(&vh, &user);
         let args = [
             "--amqp-url",

@@ -9,7 +9,7 @@ mod common;
 mod replay_util;
 
 use common::amqp::{self as h, amqp_depth};
-use common::{TestBroker, TestVhost, enc, unique};
+use common::{TestBroker, TestVhost};
 use replay_util::{Home, dead_letter, simple};
 use warren::broker::audit::Consent;
 use warren::broker::config::{self, Overrides};
@@ -62,21 +62,7 @@ impl Front for Recording {
 
 async fn session(vh: &TestVhost, home: &Home, user: Option<&str>) -> Session {
     let (amqp, mgmt) = match user {
-        Some(u) => (
-            format!(
-                "amqp://{}:pw@{}:{}/{}",
-                enc(u),
-                vh.broker.host,
-                vh.broker.amqp_port,
-                enc(&vh.name)
-            ),
-            format!(
-                "http://{}:pw@{}:{}",
-                enc(u),
-                vh.broker.host,
-                vh.broker.mgmt_port
-            ),
-        ),
+        Some(u) => common::urls_as(vh, u),
         None => (vh.amqp_url(), vh.broker.mgmt_url_with_creds()),
     };
     let o = Overrides {
@@ -91,26 +77,7 @@ async fn session(vh: &TestVhost, home: &Home, user: Option<&str>) -> Session {
 }
 
 async fn viewer(vh: &TestVhost) -> String {
-    let user = unique("warren-home-viewer");
-    let http = reqwest::Client::new();
-    let base = vh.broker.mgmt_base();
-    http.put(format!("{base}/api/users/{}", enc(&user)))
-        .basic_auth("guest", Some("guest"))
-        .json(&serde_json::json!({"password": "pw", "tags": "monitoring"}))
-        .send()
-        .await
-        .expect("create user");
-    http.put(format!(
-        "{base}/api/permissions/{}/{}",
-        enc(&vh.name),
-        enc(&user)
-    ))
-    .basic_auth("guest", Some("guest"))
-    .json(&serde_json::json!({"configure": "^$", "write": "^$", "read": ".*"}))
-    .send()
-    .await
-    .expect("set permissions");
-    user
+    common::make_user(vh, "monitoring", "^$", "^$").await
 }
 
 fn spec(queue: &str) -> ReplaySpec {
@@ -237,15 +204,7 @@ async fn rights_come_first(vh: &TestVhost, home: &Home) {
         f.plans,
         f.asked
     );
-    let _ = reqwest::Client::new()
-        .delete(format!(
-            "{}/api/users/{}",
-            vh.broker.mgmt_base(),
-            enc(&user)
-        ))
-        .basic_auth("guest", Some("guest"))
-        .send()
-        .await;
+    common::drop_user(vh, &user).await;
 }
 
 #[tokio::test]

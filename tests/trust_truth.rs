@@ -123,53 +123,10 @@ async fn urls_reaching_two_brokers_are_refused() {
 
 /// A user of the test vhost, deleted by `drop_user`.
 async fn make_user(vh: &TestVhost, tags: &str, write: &str) -> String {
-    let user = unique("warren-truth-user");
-    let http = reqwest::Client::new();
-    let base = vh.broker.mgmt_base();
-    let r = http
-        .put(format!("{base}/api/users/{}", enc(&user)))
-        .basic_auth("guest", Some("guest"))
-        .json(&serde_json::json!({"password": "pw", "tags": tags}))
-        .send()
-        .await
-        .expect("create user");
-    assert!(r.status().is_success(), "create user: {}", r.status());
-    let r = http
-        .put(format!(
-            "{base}/api/permissions/{}/{}",
-            enc(&vh.name),
-            enc(&user)
-        ))
-        .basic_auth("guest", Some("guest"))
-        .json(&serde_json::json!({"configure": ".*", "write": write, "read": ".*"}))
-        .send()
-        .await
-        .expect("set permissions");
-    assert!(r.status().is_success(), "permissions: {}", r.status());
-    user
+    common::make_user(vh, tags, ".*", write).await
 }
 
-async fn drop_user(vh: &TestVhost, user: &str) {
-    let _ = reqwest::Client::new()
-        .delete(format!("{}/api/users/{}", vh.broker.mgmt_base(), enc(user)))
-        .basic_auth("guest", Some("guest"))
-        .send()
-        .await;
-}
-
-fn urls_as(vh: &TestVhost, user: &str) -> (String, String) {
-    let b = &vh.broker;
-    (
-        format!(
-            "amqp://{}:pw@{}:{}/{}",
-            enc(user),
-            b.host,
-            b.amqp_port,
-            enc(&vh.name)
-        ),
-        format!("http://{}:pw@{}:{}", enc(user), b.host, b.mgmt_port),
-    )
-}
+use common::{drop_user, urls_as};
 
 /// A DLQ with three broker deaths from `work`.
 async fn dlq_with_three(vh: &TestVhost, work: &str, dlq: &str) {

@@ -359,3 +359,55 @@ pub fn replay_all(vhost: &str, queue: &str, expected: u64) -> warren::worker::pr
         job: Default::default(),
     })
 }
+
+/// A broker user of the test's vhost (password `pw`) with these tags and permissions (read
+/// `.*`); remove it with [`drop_user`].
+pub async fn make_user(vh: &TestVhost, tags: &str, configure: &str, write: &str) -> String {
+    let user = unique("warren-user");
+    let http = reqwest::Client::new();
+    let base = vh.broker.mgmt_base();
+    let r = http
+        .put(format!("{base}/api/users/{}", enc(&user)))
+        .basic_auth("guest", Some("guest"))
+        .json(&serde_json::json!({"password": "pw", "tags": tags}))
+        .send()
+        .await
+        .expect("create user");
+    assert!(r.status().is_success(), "create user: {}", r.status());
+    let r = http
+        .put(format!(
+            "{base}/api/permissions/{}/{}",
+            enc(&vh.name),
+            enc(&user)
+        ))
+        .basic_auth("guest", Some("guest"))
+        .json(&serde_json::json!({"configure": configure, "write": write, "read": ".*"}))
+        .send()
+        .await
+        .expect("set permissions");
+    assert!(r.status().is_success(), "permissions: {}", r.status());
+    user
+}
+
+pub async fn drop_user(vh: &TestVhost, user: &str) {
+    let _ = reqwest::Client::new()
+        .delete(format!("{}/api/users/{}", vh.broker.mgmt_base(), enc(user)))
+        .basic_auth("guest", Some("guest"))
+        .send()
+        .await;
+}
+
+/// The AMQP and management URLs of the vhost as `user` (password `pw`).
+pub fn urls_as(vh: &TestVhost, user: &str) -> (String, String) {
+    let b = &vh.broker;
+    (
+        format!(
+            "amqp://{}:pw@{}:{}/{}",
+            enc(user),
+            b.host,
+            b.amqp_port,
+            enc(&vh.name)
+        ),
+        format!("http://{}:pw@{}:{}", enc(user), b.host, b.mgmt_port),
+    )
+}
