@@ -26,6 +26,11 @@ impl Tmux {
         Tmux { session }
     }
 
+    /// The session's name, for tmux commands of the test's own (`kill-session`, `display`).
+    pub fn name(&self) -> &str {
+        &self.session
+    }
+
     pub fn screen(&self) -> String {
         let out = Command::new("tmux")
             .args(["capture-pane", "-p", "-t", &self.session])
