@@ -735,8 +735,13 @@ impl Management {
                     }
                     Err(e) => e,
                 };
-                // Nothing listening, or no answer in time: asking again would only wait.
-                if attempt == tries || failure.is_connect() || failure.is_timeout() {
+                // Nothing listening, or no answer in time: asking again would only wait. A
+                // redirect refused (`redirect_refusal`) would be refused again.
+                if attempt == tries
+                    || failure.is_connect()
+                    || failure.is_timeout()
+                    || failure.is_redirect()
+                {
                     attempts.push(Attempt {
                         url: shown.clone(),
                         failure: describe_reqwest(&failure),
@@ -896,7 +901,14 @@ fn describe_reqwest(e: &reqwest::Error) -> String {
     }
     let chain = error_chain(e);
     let lc = chain.to_ascii_lowercase();
-    if lc.contains("connection refused") {
+    if e.is_redirect() {
+        // The innermost cause is `redirect_refusal`'s sentence.
+        let mut inner: &dyn std::error::Error = e;
+        while let Some(s) = inner.source() {
+            inner = s;
+        }
+        clean(&inner.to_string())
+    } else if lc.contains("connection refused") {
         "connection refused".to_string()
     } else if e.is_dns() || lc.contains("dns error") || lc.contains("failed to lookup") {
         "host not found".to_string()
