@@ -231,7 +231,9 @@ async fn a_store_locked_past_the_end_keeps_the_outcome_pending_and_the_next_open
         assert_eq!(r["moved"], N, "{label}");
         assert_eq!(r["message_ids"].as_array().map(Vec::len), Some(N as usize));
         assert!(!files[0].exists(), "{label}: the pending file is gone");
-        eprintln!("{label}: {N} moved; the outcome kept pending and completed by the next open");
+        eprintln!(
+            "{label}: {N} moved; the outcome kept pending and completed by the next open; stderr:\n{stderr}"
+        );
         vhost.cleanup().await;
     }
 }
