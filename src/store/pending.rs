@@ -142,11 +142,10 @@ impl Store {
             Ok(()) | Err(StoreError::AlreadyFinished(_)) => Ok(id),
             Err(e) => Err(e.to_string()),
         }
-        .map(|id| {
-            if let Some(e) = unreadable {
+        .inspect(|id| {
+            if let Some(e) = &unreadable {
                 tracing::warn!("record #{id}: some moved ids of its pending file unreadable: {e}");
             }
-            id
         })
     }
 

@@ -27,6 +27,8 @@ impl Tmux {
     }
 
     /// The session's name, for tmux commands of the test's own (`kill-session`, `display`).
+    // Not every test binary that includes this module uses it.
+    #[allow(dead_code)]
     pub fn name(&self) -> &str {
         &self.session
     }
