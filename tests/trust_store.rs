@@ -17,8 +17,6 @@ use std::time::{Duration, Instant};
 
 use common::amqp::{amqp_depth, confirm_channel, connect, dead_letter_to, declare, wait_for_depth};
 use common::{TestBroker, TestVhost};
-use futures_util::StreamExt;
-use lapin::options::{BasicConsumeOptions, BasicQosOptions, BasicRejectOptions};
 use lapin::types::FieldTable;
 use replay_util::{Home, Run, assert_all_present, command, eventually, fill, run, warren};
 use serde_json::Value;
@@ -44,33 +42,30 @@ async fn dead_letters(conn: &lapin::Connection, prefix: &str, n: u32, body: usiz
             common::amqp::publish(&ch, "work", p, h, b).await;
         }
     }
-    let rejector = conn.create_channel().await.expect("channel");
-    rejector
-        .basic_qos(1000, BasicQosOptions::default())
-        .await
-        .expect("qos");
-    let mut consumer = rejector
-        .basic_consume(
-            "work".into(),
-            "rejector".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .expect("consume");
-    for _ in 0..n {
-        let d = tokio::time::timeout(Duration::from_secs(20), consumer.next())
-            .await
-            .expect("delivery in time")
-            .expect("consumer open")
-            .expect("delivery");
-        d.reject(BasicRejectOptions { requeue: false })
-            .await
-            .expect("reject");
-    }
-    let _ = rejector.close(200, "ok".into()).await;
+    common::amqp::reject_consumed(conn, "work", n, 1000).await;
     wait_for_depth(conn, "dlq", u64::from(n), Duration::from_secs(60)).await;
     let _ = ch.close(200, "ok".into()).await;
+}
+
+/// `replay dlq --yes --json` and `more`, spawned, once the first 1,000 reached the target.
+async fn replay_started(
+    vhost: &TestVhost,
+    home: &Home,
+    conn: &lapin::Connection,
+    more: &[&str],
+) -> tokio::process::Child {
+    let mut args = vec!["replay", "dlq", "--yes", "--json"];
+    args.extend_from_slice(more);
+    let child = command(vhost, home, &args).spawn().expect("spawn");
+    assert!(
+        eventually(Duration::from_secs(60), || async {
+            amqp_depth(conn, "work").await >= 1000
+        })
+        .await,
+        "{}: the replay started",
+        vhost.broker.label
+    );
+    child
 }
 
 /// The store at `path` held with `BEGIN EXCLUSIVE`, as another process would, until dropped.
@@ -125,16 +120,7 @@ async fn a_store_locked_for_seconds_at_the_end_of_a_replay_still_gets_its_outcom
         let conn = connect(&vhost).await;
         dead_letters(&conn, "s", N, 0).await;
         let home = Home::new("store-lock");
-        let child = command(&vhost, &home, &["replay", "dlq", "--yes", "--json"])
-            .spawn()
-            .expect("spawn");
-        assert!(
-            eventually(Duration::from_secs(60), || async {
-                amqp_depth(&conn, "work").await >= 1000
-            })
-            .await,
-            "{label}: the replay started"
-        );
+        let child = replay_started(&vhost, &home, &conn, &[]).await;
         let lock = lock_store(&home.store());
         let held = Instant::now();
         assert!(
@@ -177,20 +163,7 @@ async fn a_store_locked_past_the_end_keeps_the_outcome_pending_and_the_next_open
         let conn = connect(&vhost).await;
         dead_letters(&conn, "s", N, 0).await;
         let home = Home::new("store-pending");
-        let child = command(
-            &vhost,
-            &home,
-            &["replay", "dlq", "--yes", "--json", "--create-audit-stream"],
-        )
-        .spawn()
-        .expect("spawn");
-        assert!(
-            eventually(Duration::from_secs(60), || async {
-                amqp_depth(&conn, "work").await >= 1000
-            })
-            .await,
-            "{label}: the replay started"
-        );
+        let child = replay_started(&vhost, &home, &conn, &["--create-audit-stream"]).await;
         let lock = lock_store(&home.store());
         let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
             .await

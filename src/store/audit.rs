@@ -1072,10 +1072,11 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn start(run: &str, secs: i64) -> AuditStart {
+    /// A run's start, for tests (also `store::pending`'s).
+    pub(crate) fn start(run: &str, secs: i64) -> AuditStart {
         AuditStart {
             run_id: run.into(),
             at: Timestamp::from_second(secs).unwrap(),
@@ -1091,6 +1092,22 @@ mod tests {
             dry_run: false,
             keep_attempts: false,
             clear_expiry: false,
+        }
+    }
+
+    /// A "completed" outcome at second 200 that moved `moved`, with these ids.
+    pub(crate) fn completed(moved: u64, ids: &[&str]) -> AuditOutcome {
+        AuditOutcome {
+            at: Timestamp::from_second(200).unwrap(),
+            moved,
+            returned: 0,
+            failed: 0,
+            remaining: 0,
+            message_ids: ids.iter().map(|s| s.to_string()).collect(),
+            duplicated: 0,
+            duplicate_ids: vec![],
+            outcome: "completed".into(),
+            targets: Vec::new(),
         }
     }
 
@@ -1164,18 +1181,7 @@ mod tests {
     }
 
     fn outcome(ids: &[&str]) -> AuditOutcome {
-        AuditOutcome {
-            targets: Vec::new(),
-            at: Timestamp::from_second(200).unwrap(),
-            moved: 5,
-            returned: 0,
-            failed: 0,
-            remaining: 0,
-            message_ids: ids.iter().map(|s| s.to_string()).collect(),
-            duplicated: 0,
-            duplicate_ids: vec![],
-            outcome: "completed".into(),
-        }
+        completed(5, ids)
     }
 
     #[test]
@@ -1308,18 +1314,7 @@ mod tests {
             ..record_of("r1".into(), Operation::Replay, start("r1", 100), None)
         };
         assert_eq!(local.outcome, INTERRUPTED);
-        let out = AuditOutcome {
-            at: Timestamp::from_second(200).unwrap(),
-            moved: 2,
-            returned: 0,
-            failed: 0,
-            remaining: 0,
-            message_ids: vec!["id:b".into()],
-            duplicated: 0,
-            duplicate_ids: vec![],
-            outcome: "completed".into(),
-            targets: Vec::new(),
-        };
+        let out = completed(2, &["id:b"]);
         let stream = vec![
             entry("replay", "start", "r1", start("r1", 100)),
             entry(

@@ -165,18 +165,7 @@ mod tests {
     use super::*;
 
     fn outcome() -> AuditOutcome {
-        AuditOutcome {
-            at: jiff::Timestamp::from_second(200).unwrap(),
-            moved: 3,
-            returned: 0,
-            failed: 0,
-            remaining: 0,
-            message_ids: vec!["id:a".into()],
-            duplicated: 0,
-            duplicate_ids: vec![],
-            outcome: "completed".into(),
-            targets: Vec::new(),
-        }
+        crate::store::audit::tests::completed(3, &["id:a"])
     }
 
     #[test]
@@ -188,22 +177,7 @@ mod tests {
         ));
         let path = dir.join("warren.db");
         let store = Store::open(&path).unwrap();
-        let start = crate::store::AuditStart {
-            run_id: "r1".into(),
-            at: jiff::Timestamp::from_second(100).unwrap(),
-            os_user: "ana".into(),
-            broker_user: "guest".into(),
-            context: "c".into(),
-            vhost: "/".into(),
-            from_queue: "dlq".into(),
-            targets: vec![],
-            filter: None,
-            group: None,
-            requested_limit: None,
-            dry_run: false,
-            keep_attempts: false,
-            clear_expiry: false,
-        };
+        let start = crate::store::audit::tests::start("r1", 100);
         let id = store.begin_replay(&start).unwrap();
         let kept = keep_pending(&path, id, store.run_id_of(id), &outcome(), |put| {
             put("id:b".into());
