@@ -169,6 +169,24 @@ mod tests {
     }
 
     #[test]
+    fn locked_and_full_may_pass_the_rest_does_not() {
+        let sqlite = |code| StoreError::Sqlite {
+            path: PathBuf::from("w.db"),
+            source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None),
+        };
+        for code in [
+            rusqlite::ffi::SQLITE_BUSY,
+            rusqlite::ffi::SQLITE_LOCKED,
+            rusqlite::ffi::SQLITE_FULL,
+            rusqlite::ffi::SQLITE_IOERR,
+        ] {
+            assert!(sqlite(code).may_pass(), "{code}");
+        }
+        assert!(!sqlite(rusqlite::ffi::SQLITE_CONSTRAINT).may_pass());
+        assert!(!StoreError::AlreadyFinished(1).may_pass());
+    }
+
+    #[test]
     fn a_pending_outcome_is_written_when_the_store_opens_next() {
         let dir = std::env::temp_dir().join(format!(
             "warren-pending-{}-{}",
