@@ -19,9 +19,10 @@ pub(crate) const RESTORE_LIMIT: Duration = Duration::from_secs(1);
 pub(crate) const HANGUP_GRACE: Duration = Duration::from_millis(500);
 
 /// How long the worker gets to settle the run in flight once a signal stopped the UI: a settle
-/// takes a few seconds at most (the commands wait as long for a first Ctrl-C); a second signal
-/// stops waiting at once.
-pub(crate) const SETTLE_LIMIT: Duration = Duration::from_secs(20);
+/// takes a few seconds at most (the commands wait as long for a first Ctrl-C), and recording
+/// the outcome in a locked store up to about 20 more (`broker::audit::record_outcome`, which
+/// then keeps it pending); a SIGTERM stops waiting at once.
+pub(crate) const SETTLE_LIMIT: Duration = Duration::from_secs(30);
 
 /// A signal that stops the UI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
