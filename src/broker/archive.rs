@@ -71,18 +71,12 @@ pub fn append_snapshot(
         .open(path)?;
     let (len, newline) = mend_tail(path, &mut f)?;
     let fresh = len == 0;
-    let mut text = String::new();
-    if newline {
-        text.push('\n');
-    }
-    if fresh {
-        text.push_str(&snapshot::header_line(header));
-        text.push('\n');
-    }
-    for m in messages {
-        text.push_str(&snapshot::message_line(m));
-        text.push('\n');
-    }
+    let mut text = if newline {
+        "\n".to_string()
+    } else {
+        String::new()
+    };
+    text.push_str(&snapshot_text(fresh.then_some(header), messages));
     let written = (|| {
         use std::io::Seek as _;
         f.seek(std::io::SeekFrom::Start(len))?;
@@ -145,6 +139,69 @@ fn mend_tail(path: &Path, f: &mut std::fs::File) -> std::io::Result<(u64, bool)>
         Path::new(&aside).display()
     );
     Ok((at as u64, false))
+}
+
+/// A snapshot's lines: the header line first when `header` is given, then one per message.
+fn snapshot_text(header: Option<&SnapshotHeader>, messages: &[DeadLetter]) -> String {
+    let mut text = String::new();
+    if let Some(header) = header {
+        text.push_str(&snapshot::header_line(header));
+        text.push('\n');
+    }
+    for m in messages {
+        text.push_str(&snapshot::message_line(m));
+        text.push('\n');
+    }
+    text
+}
+
+/// Writes a new snapshot file at `path` whole or not at all: into a temporary file beside it,
+/// synced, then put in place without ever replacing an existing file. The temporary file is
+/// removed whatever happens, so a full disk leaves no partial snapshot behind (and the caller,
+/// told so, deletes nothing).
+pub fn write_snapshot_whole(
+    path: &Path,
+    header: &SnapshotHeader,
+    messages: &[DeadLetter],
+) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.partial", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(snapshot_text(Some(header), messages).as_bytes())?;
+        f.sync_all()?;
+        put_in_place(&tmp, path)
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    written?;
+    // The new directory entry is durable only once the directory is synced.
+    let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+    Ok(())
+}
+
+/// Gives the finished `tmp` the name `path`, failing if `path` exists: a hard link does that
+/// atomically; where links are not supported, a rename after a check.
+fn put_in_place(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(tmp, path) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            if path.exists() {
+                return Err(std::io::ErrorKind::AlreadyExists.into());
+            }
+            std::fs::rename(tmp, path)
+        }
+        done => done,
+    }
 }
 
 /// The local archive's lock, held while it is appended to or rewritten: a rewrite for
@@ -530,6 +587,35 @@ mod tests {
     }
 
     #[test]
+    fn a_discard_snapshot_is_written_whole_and_never_over_another() {
+        let dir = std::env::temp_dir().join(format!(
+            "warren-whole-{}-{}",
+            std::process::id(),
+            jiff::Timestamp::now().as_nanosecond()
+        ));
+        let path = dir.join("discarded").join("q-1.jsonl");
+        let header = SnapshotHeader {
+            queue: "q".into(),
+            vhost: "/".into(),
+            exported_at: "2026-01-01T00:00:00Z".into(),
+            source: "RabbitMQ 3.10.8".into(),
+        };
+        let now = jiff::Timestamp::now();
+        write_snapshot_whole(&path, &header, &[entry("a", now), entry("b", now)]).unwrap();
+        let first = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(first.lines().count(), 3, "the header and two messages");
+        let again = write_snapshot_whole(&path, &header, &[entry("c", now)]).unwrap_err();
+        assert_eq!(again.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), first, "untouched");
+        let names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["q-1.jsonl"], "no temporary file left");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn retention_rewrites_the_local_archive_without_its_old_entries() {
         let dir = std::env::temp_dir().join(format!(
             "warren-retention-{}-{}",
@@ -759,7 +845,7 @@ pub fn discard_work(
                 p.display()
             ));
         }
-        append_snapshot(p, &s.snapshot_header(queue), &originals).map_err(|e| {
+        write_snapshot_whole(p, &s.snapshot_header(queue), &originals).map_err(|e| {
             format!(
                 "cannot write the snapshot {}: {e}; nothing deleted",
                 p.display()

@@ -629,9 +629,15 @@ fn list_or_none(known: &[String]) -> String {
 }
 
 /// A URL with any `user:password@` removed, for messages. Text that does not parse as a URL
-/// still has everything between `://` and the last `@` of the authority cut out.
+/// still has everything between `://` and the last `@` of the authority cut out; without a
+/// `://` (`amqp//user:PASS@host`, a typo) everything from the last `/` before the last `@` to
+/// it is replaced by `***`: what cannot be parsed cannot be trusted to hold no password.
 pub fn redact_url(text: &str) -> String {
-    if let Ok(mut url) = Url::parse(text) {
+    // A text that parses without a host (`user:PASS@host` reads as scheme `user`) is redacted
+    // as text below.
+    if let Ok(mut url) = Url::parse(text)
+        && url.has_host()
+    {
         if url.password().is_some() || !url.username().is_empty() {
             let _ = url.set_password(None);
             let _ = url.set_username("");
@@ -639,7 +645,20 @@ pub fn redact_url(text: &str) -> String {
         return url.to_string();
     }
     let Some(start) = text.find("://").map(|i| i + 3) else {
-        return text.to_string();
+        return match text.rfind('@') {
+            Some(at) => {
+                let from = text
+                    .get(..at)
+                    .and_then(|t| t.rfind('/'))
+                    .map_or(0, |i| i + 1);
+                format!(
+                    "{}***@{}",
+                    text.get(..from).unwrap_or(""),
+                    text.get(at + 1..).unwrap_or("")
+                )
+            }
+            None => text.to_string(),
+        };
     };
     let rest = text.get(start..).unwrap_or("");
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -1252,6 +1271,10 @@ mod tests {
             "amqp://bad host/x"
         );
         assert_eq!(redact_url("no scheme at all"), "no scheme at all");
+        // A typo'd separator: nothing parses, and the password still must not show.
+        assert_eq!(redact_url("amqp//user:PASS@host"), "amqp//***@host");
+        assert_eq!(redact_url("http:/ops:PASS@h:15672/x"), "http://h:15672/x");
+        assert_eq!(redact_url("user:PASS@host"), "***@host");
         assert_eq!(format!("{:?}", Secret::new("pw")), "***");
     }
 

@@ -159,6 +159,38 @@ impl std::fmt::Debug for Management {
     }
 }
 
+/// How many redirects one request follows (reqwest's default).
+const MAX_REDIRECTS: usize = 10;
+
+/// Why a redirect to `next` is not followed, if it is not. Every request carries the broker
+/// credentials: a redirect from https to http would send them in clear, and one to another host
+/// would hand them (or the operator's trust) to it. Same host, same or stronger scheme only.
+fn redirect_refusal(previous: &[Url], next: &Url) -> Option<String> {
+    let from = previous.last()?;
+    let shown = |u: &Url| crate::broker::config::redact_url(u.as_str());
+    if previous.len() > MAX_REDIRECTS {
+        return Some(format!(
+            "more than {MAX_REDIRECTS} redirects from {}: not followed",
+            shown(&previous[0])
+        ));
+    }
+    if from.scheme() == "https" && next.scheme() != "https" {
+        return Some(format!(
+            "the management API at {} redirected to {}, which is not https: not followed, so the credentials are not sent unencrypted; use the https URL the API is served at",
+            shown(from),
+            shown(next)
+        ));
+    }
+    if from.host_str() != next.host_str() {
+        return Some(format!(
+            "the management API at {} redirected to another host ({}): not followed, so the credentials stay with the broker they are for; use the URL the API is served at",
+            shown(from),
+            shown(next)
+        ));
+    }
+    None
+}
+
 impl Management {
     /// A client for the target's management URLs, with its credentials and CA file.
     pub fn new(target: &Target) -> Result<Management, ManagementError> {
@@ -168,6 +200,12 @@ impl Management {
             });
         };
         let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::custom(
+                |a| match redirect_refusal(a.previous(), a.url()) {
+                    Some(why) => a.error(why),
+                    None => a.follow(),
+                },
+            ))
             .connect_timeout(CONNECT_TIMEOUT)
             .user_agent(concat!("warren/", env!("CARGO_PKG_VERSION")));
         if let Some(path) = &target.ca_file {
@@ -697,8 +735,13 @@ impl Management {
                     }
                     Err(e) => e,
                 };
-                // Nothing listening, or no answer in time: asking again would only wait.
-                if attempt == tries || failure.is_connect() || failure.is_timeout() {
+                // Nothing listening, or no answer in time: asking again would only wait. A
+                // redirect refused (`redirect_refusal`) would be refused again.
+                if attempt == tries
+                    || failure.is_connect()
+                    || failure.is_timeout()
+                    || failure.is_redirect()
+                {
                     attempts.push(Attempt {
                         url: shown.clone(),
                         failure: describe_reqwest(&failure),
@@ -858,7 +901,14 @@ fn describe_reqwest(e: &reqwest::Error) -> String {
     }
     let chain = error_chain(e);
     let lc = chain.to_ascii_lowercase();
-    if lc.contains("connection refused") {
+    if e.is_redirect() {
+        // The innermost cause is `redirect_refusal`'s sentence.
+        let mut inner: &dyn std::error::Error = e;
+        while let Some(s) = inner.source() {
+            inner = s;
+        }
+        clean(&inner.to_string())
+    } else if lc.contains("connection refused") {
         "connection refused".to_string()
     } else if e.is_dns() || lc.contains("dns error") || lc.contains("failed to lookup") {
         "host not found".to_string()
@@ -887,6 +937,37 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redirects_never_downgrade_or_leave_the_host() {
+        let u = |s: &str| Url::parse(s).unwrap();
+        let https = [u("https://rabbit.example:15671/api/overview")];
+        let down = redirect_refusal(&https, &u("http://rabbit.example:15672/api/overview"));
+        assert!(
+            down.as_deref().is_some_and(|w| w.contains("not https")),
+            "{down:?}"
+        );
+        let away = redirect_refusal(&https, &u("https://elsewhere.example/api/overview"));
+        assert!(
+            away.as_deref().is_some_and(|w| w.contains("another host")),
+            "{away:?}"
+        );
+        // http to https on the same host is an upgrade; a path change on it is harmless.
+        let http = [u("http://rabbit.example:15672/api/overview")];
+        assert_eq!(
+            redirect_refusal(&http, &u("https://rabbit.example:15671/api/overview")),
+            None
+        );
+        assert_eq!(
+            redirect_refusal(
+                &https,
+                &u("https://rabbit.example:15671/rabbit/api/overview")
+            ),
+            None
+        );
+        let many = vec![u("http://rabbit.example/"); MAX_REDIRECTS + 1];
+        assert!(redirect_refusal(&many, &u("http://rabbit.example/")).is_some());
+    }
 
     #[test]
     fn api_urls_encode_vhosts() {

@@ -111,7 +111,7 @@ pub enum Command {
         json: bool,
         /// Only messages that match this filter query (see `warren help filter`).
         // A query may start with '-' (a negation: `--filter '-exception:x'`).
-        #[arg(long, value_name = "QUERY", allow_hyphen_values = true)]
+        #[arg(long, value_name = "QUERY", allow_hyphen_values = true, value_parser = filter_query)]
         filter: Option<String>,
     },
     /// Group a dead-letter queue's messages: by failure fingerprint, or by what matters now
@@ -276,7 +276,7 @@ pub struct ReplayArgs {
 pub struct Pick {
     /// Only messages that match this filter query.
     // A query may start with '-' (a negation: `--filter '-exception:x'`).
-    #[arg(long, value_name = "QUERY", allow_hyphen_values = true)]
+    #[arg(long, value_name = "QUERY", allow_hyphen_values = true, value_parser = filter_query)]
     pub filter: Option<String>,
     /// Only messages of this group, as `warren groups` lists it: its key (by default a
     /// failure fingerprint) or its value (`--by reason --group rejected`).
@@ -289,7 +289,7 @@ pub struct Pick {
     #[arg(long)]
     pub limit: Option<u64>,
     /// Messages looked at from the head, at most (default: replay.window, 10,000).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = window)]
     pub window: Option<usize>,
 }
 
@@ -429,6 +429,28 @@ pub fn queue_name(s: &str) -> Result<String, String> {
     short_name("the queue name", s)
 }
 
+/// `--filter`: a query that is not empty. An empty or blank one (`--filter "$UNSET"`) would
+/// select every message, which is never what was meant: `discard q --filter "$UNSET" --yes`
+/// would empty the queue.
+pub fn filter_query(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err(
+            "the filter is empty, which would select every message: give a query (see `warren help filter`), or leave --filter out to mean every message"
+                .into(),
+        );
+    }
+    Ok(s.to_string())
+}
+
+/// `--window`: at least one message (0 would look at nothing and say nothing matched).
+pub fn window(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("a window of 0 looks at no message: give at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{s}' is not a number of messages")),
+    }
+}
+
 /// A vhost name as given on the command line: at most 255 bytes.
 pub fn vhost_name(s: &str) -> Result<String, String> {
     short_name("the vhost name", s)
@@ -479,6 +501,21 @@ mod tests {
         assert_eq!(e, "the queue name is 300 bytes; AMQP allows 255");
         // Bytes, not characters: 128 two-byte characters are 256 bytes.
         assert!(vhost_name(&"é".repeat(128)).is_err());
+    }
+
+    #[test]
+    fn an_empty_filter_or_window_is_a_usage_error() {
+        for args in [
+            &["warren", "discard", "dlq", "--filter", "", "--yes"][..],
+            &["warren", "replay", "dlq", "--filter", "  "],
+            &["warren", "archive", "dlq", "--filter="],
+            &["warren", "show", "dlq", "--filter", "\t"],
+            &["warren", "replay", "dlq", "--window", "0"],
+        ] {
+            let e = Cli::try_parse_from(args).expect_err("refused");
+            assert!(e.use_stderr(), "{args:?}: a usage error (exit 2): {e}");
+        }
+        assert!(Cli::try_parse_from(["warren", "replay", "dlq", "--window", "1"]).is_ok());
     }
 
     #[test]

@@ -896,9 +896,10 @@ async fn run_tui(
     }
     let result = crate::tui::run::run(ev_rx, cmd_tx, state, unlock).await;
     // The UI dropped its sender: the worker settles any replay in flight and ends.
-    let _ = worker.await;
+    let code =
+        crate::tui::stop::settle(worker, crate::tui::run::stopped_by(&result), exit::OK).await;
     result
-        .map(|_| exit::OK)
+        .map(|_| code)
         .map_err(|e| Failure::failed(format!("{e:#}")))
 }
 

@@ -775,7 +775,12 @@ pub fn merge(
 
     let on_broker: HashSet<String> = starts.iter().map(|(id, _, _)| id.clone()).collect();
     let mut known: HashSet<String> = HashSet::new();
-    for r in local {
+    let mut outcome_of = |run_id: &str, skipped: &mut Vec<String>| {
+        outcomes
+            .remove(run_id)
+            .map(|(o, parts)| with_id_parts(run_id, o, parts, &mut id_parts, skipped))
+    };
+    for mut r in local {
         let seen = Seen {
             local: true,
             broker: r.run_id.as_ref().is_some_and(|id| on_broker.contains(id)),
@@ -783,6 +788,14 @@ pub fn merge(
         };
         if let Some(id) = &r.run_id {
             known.insert(id.clone());
+            // Merged by what is known, not by which copy is worse: a local record that never
+            // got its outcome (the store was locked or full when the run ended) takes the
+            // broker's.
+            if r.finished_at.is_none()
+                && let Some(o) = outcome_of(id, &mut m.skipped)
+            {
+                r = with_outcome(r, o);
+            }
         }
         m.replays.push((r, seen));
     }
@@ -790,27 +803,7 @@ pub fn merge(
         if known.contains(&run_id) {
             continue;
         }
-        let out = outcomes.remove(&run_id).map(|(mut o, parts)| {
-            if parts > 0 {
-                let mut found = id_parts.remove(&run_id).unwrap_or_default();
-                let mut ids = Vec::new();
-                let mut missing = 0u32;
-                for n in 1..=parts {
-                    match found.remove(&n) {
-                        Some(chunk) => ids.extend(chunk),
-                        None => missing += 1,
-                    }
-                }
-                if missing > 0 {
-                    m.skipped.push(format!(
-                        "run {run_id}: {missing} of the {parts} entries holding its moved ids were not found (past the stream's retention?): its ids are incomplete"
-                    ));
-                }
-                ids.append(&mut o.message_ids);
-                o.message_ids = ids;
-            }
-            o
-        });
+        let out = outcome_of(&run_id, &mut m.skipped);
         m.replays.push((
             record_of(run_id, op, s, out),
             Seen {
@@ -861,6 +854,54 @@ fn joined_targets(mut start: Vec<String>, reached: &[String]) -> Vec<String> {
         }
     }
     start
+}
+
+/// A broker outcome with the moved ids of its `parts` [`IDS_EVENT`] entries before its own;
+/// parts not found are said in `skipped`.
+fn with_id_parts(
+    run_id: &str,
+    mut o: AuditOutcome,
+    parts: u32,
+    id_parts: &mut HashMap<String, BTreeMap<u32, Vec<String>>>,
+    skipped: &mut Vec<String>,
+) -> AuditOutcome {
+    if parts == 0 {
+        return o;
+    }
+    let mut found = id_parts.remove(run_id).unwrap_or_default();
+    let mut ids = Vec::new();
+    let mut missing = 0u32;
+    for n in 1..=parts {
+        match found.remove(&n) {
+            Some(chunk) => ids.extend(chunk),
+            None => missing += 1,
+        }
+    }
+    if missing > 0 {
+        skipped.push(format!(
+            "run {run_id}: {missing} of the {parts} entries holding its moved ids were not found (past the stream's retention?): its ids are incomplete"
+        ));
+    }
+    ids.append(&mut o.message_ids);
+    o.message_ids = ids;
+    o
+}
+
+/// `r` with the outcome `o` (found elsewhere: on the broker's stream).
+fn with_outcome(r: AuditRecord, o: AuditOutcome) -> AuditRecord {
+    AuditRecord {
+        finished_at: Some(o.at),
+        moved: Some(o.moved),
+        returned: Some(o.returned),
+        failed: Some(o.failed),
+        remaining: Some(o.remaining),
+        message_ids: o.message_ids,
+        duplicated: Some(o.duplicated),
+        duplicate_ids: o.duplicate_ids,
+        targets: joined_targets(r.targets, &o.targets),
+        outcome: o.outcome,
+        ..r
+    }
 }
 
 /// A run known from the broker's stream, as the local store would show it.
@@ -1031,10 +1072,11 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn start(run: &str, secs: i64) -> AuditStart {
+    /// A run's start, for tests (also `store::pending`'s).
+    pub(crate) fn start(run: &str, secs: i64) -> AuditStart {
         AuditStart {
             run_id: run.into(),
             at: Timestamp::from_second(secs).unwrap(),
@@ -1050,6 +1092,22 @@ mod tests {
             dry_run: false,
             keep_attempts: false,
             clear_expiry: false,
+        }
+    }
+
+    /// A "completed" outcome at second 200 that moved `moved`, with these ids.
+    pub(crate) fn completed(moved: u64, ids: &[&str]) -> AuditOutcome {
+        AuditOutcome {
+            at: Timestamp::from_second(200).unwrap(),
+            moved,
+            returned: 0,
+            failed: 0,
+            remaining: 0,
+            message_ids: ids.iter().map(|s| s.to_string()).collect(),
+            duplicated: 0,
+            duplicate_ids: vec![],
+            outcome: "completed".into(),
+            targets: Vec::new(),
         }
     }
 
@@ -1123,18 +1181,7 @@ mod tests {
     }
 
     fn outcome(ids: &[&str]) -> AuditOutcome {
-        AuditOutcome {
-            targets: Vec::new(),
-            at: Timestamp::from_second(200).unwrap(),
-            moved: 5,
-            returned: 0,
-            failed: 0,
-            remaining: 0,
-            message_ids: ids.iter().map(|s| s.to_string()).collect(),
-            duplicated: 0,
-            duplicate_ids: vec![],
-            outcome: "completed".into(),
-        }
+        completed(5, ids)
     }
 
     #[test]
@@ -1258,6 +1305,58 @@ mod tests {
         assert_eq!(m.replays[2].0.moved, Some(3));
         assert_eq!(m.skipped.len(), 1);
         assert_eq!(m.other.len(), 1);
+    }
+
+    #[test]
+    fn a_local_record_without_its_outcome_takes_the_brokers() {
+        let local = AuditRecord {
+            id: Some(7),
+            ..record_of("r1".into(), Operation::Replay, start("r1", 100), None)
+        };
+        assert_eq!(local.outcome, INTERRUPTED);
+        let out = completed(2, &["id:b"]);
+        let stream = vec![
+            entry("replay", "start", "r1", start("r1", 100)),
+            entry(
+                "replay",
+                IDS_EVENT,
+                "r1",
+                IdsPart {
+                    part: 1,
+                    message_ids: vec!["id:a".into()],
+                },
+            ),
+            entry(
+                "replay",
+                "outcome",
+                "r1",
+                OutcomeEntry {
+                    outcome: &out,
+                    id_parts: 1,
+                },
+            ),
+        ];
+        let m = merge(vec![local], vec![], &stream);
+        assert_eq!(m.replays.len(), 1);
+        let (r, seen) = &m.replays[0];
+        assert_eq!((r.id, seen.local, seen.broker), (Some(7), true, true));
+        assert_eq!(r.outcome, "completed");
+        assert_eq!(r.moved, Some(2));
+        assert_eq!(r.message_ids, ["id:a", "id:b"]);
+        // A local outcome is kept as it is, whatever the broker's says.
+        let finished = with_outcome(
+            record_of("r2".into(), Operation::Replay, start("r2", 100), None),
+            AuditOutcome {
+                outcome: "cancelled".into(),
+                ..out.clone()
+            },
+        );
+        let stream = vec![
+            entry("replay", "start", "r2", start("r2", 100)),
+            entry("replay", "outcome", "r2", out),
+        ];
+        let m = merge(vec![finished], vec![], &stream);
+        assert_eq!(m.replays[0].0.outcome, "cancelled");
     }
 
     #[test]

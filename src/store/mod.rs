@@ -6,6 +6,7 @@
 mod audit;
 mod ledger;
 mod notes;
+mod pending;
 mod restored;
 mod samples;
 mod seen;
@@ -20,6 +21,7 @@ pub use audit::{
     IdsPart, Merged, NoteEntry, NoteRecord, Operation, OutcomeEntry, ProtectRecord, Seen,
     current_os_user, merge, unvouched_runs,
 };
+pub use pending::{keep_pending, pending_dir};
 
 /// Environment variable naming the store file instead of the default location (tests and
 /// scripted runs use it to keep their history apart).
@@ -286,6 +288,10 @@ impl Store {
             StoreError::Sqlite { source, .. } => open_err(source.to_string()),
             other => other,
         })?;
+        // Outcomes a locked or full store could not take when their run ended.
+        for note in store.complete_pending() {
+            tracing::warn!("{note}");
+        }
         Ok(store)
     }
 

@@ -15,6 +15,7 @@ pub mod replays;
 pub mod run;
 pub mod save;
 pub mod state;
+pub mod stop;
 pub mod theme;
 pub mod update;
 pub mod view;

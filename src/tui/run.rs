@@ -31,12 +31,13 @@ use crate::worker::protocol::Command;
 pub const TICK: Duration = Duration::from_secs(5);
 
 /// Restores the terminal when dropped, so every return path (errors included) leaves a usable
-/// shell; `ratatui::init` already chains a panic hook that does the same on panic.
+/// shell; `ratatui::init` already chains a panic hook that does the same on panic. Bounded: after
+/// a hangup the terminal may be gone, and a write to it must not keep Warren from settling.
 struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        ratatui::restore();
+        super::stop::restore_within(super::stop::RESTORE_LIMIT);
     }
 }
 
@@ -46,15 +47,47 @@ impl Drop for Restore {
 /// `unlock`: the overrides the worker connects with, for a broker. A `:ctx` to a context whose
 /// `password_command` has not answered yet runs it first, with the terminal handed back (see
 /// `cli::commands::prepare_tui` for why then and not at startup).
+///
+/// SIGHUP, SIGTERM and SIGINT end it too (`Ending::Signal`): the caller then waits, bounded,
+/// for the worker to settle what is running (see `stop::settle`). A failure of the terminal
+/// that a signal follows (a hangup: reads and writes fail first) counts as that signal.
 pub async fn run(
+    events_from_worker: mpsc::Receiver<Report>,
+    commands_to_worker: mpsc::Sender<Command>,
+    state: State,
+    unlock: Option<Overrides>,
+) -> anyhow::Result<Ending> {
+    let mut stops = super::stop::signals();
+    let terminal = ratatui::try_init().context("cannot set up the terminal (is this a TTY?)")?;
+    let _restore = Restore;
+    let ran = run_loop(
+        terminal,
+        events_from_worker,
+        commands_to_worker,
+        state,
+        unlock,
+        &mut stops,
+    )
+    .await;
+    match ran {
+        Err(e) => {
+            match super::stop::signalled_within(&mut stops, super::stop::HANGUP_GRACE).await {
+                Some(stop) => Ok(Ending::Signal(stop)),
+                None => Err(e),
+            }
+        }
+        ok => ok,
+    }
+}
+
+async fn run_loop(
+    mut terminal: DefaultTerminal,
     mut events_from_worker: mpsc::Receiver<Report>,
     commands_to_worker: mpsc::Sender<Command>,
     mut state: State,
     unlock: Option<Overrides>,
-) -> anyhow::Result<()> {
-    let mut terminal =
-        ratatui::try_init().context("cannot set up the terminal (is this a TTY?)")?;
-    let _restore = Restore;
+    stops: &mut mpsc::UnboundedReceiver<super::stop::Stop>,
+) -> anyhow::Result<Ending> {
     let mut input = EventStream::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -77,10 +110,11 @@ pub async fn run(
 
     loop {
         let first = tokio::select! {
+            Some(stop) = stops.recv() => return Ok(Ending::Signal(stop)),
             term = input.next() => match term {
                 Some(Ok(ev)) => from_terminal(ev),
                 Some(Err(e)) => return Err(e).context("reading the terminal failed"),
-                None => return Ok(()),
+                None => return Ok(Ending::Quit),
             },
             worker = events_from_worker.recv() => match worker {
                 Some(report) => Some(Event::from(report)),
@@ -144,13 +178,30 @@ pub async fn run(
                 }
             }
             if state.quit {
-                return Ok(());
+                return Ok(Ending::Quit);
             }
         }
         if events_from_worker.is_closed() && state.quit {
-            return Ok(());
+            return Ok(Ending::Quit);
         }
         draw(&mut terminal, &mut state)?;
+    }
+}
+
+/// How the terminal loop ended.
+#[derive(Debug)]
+pub enum Ending {
+    /// The operator quit (or the terminal's input ended).
+    Quit,
+    /// A signal asked Warren to stop.
+    Signal(super::stop::Stop),
+}
+
+/// The signal that ended the UI, if one did.
+pub fn stopped_by(ended: &anyhow::Result<Ending>) -> Option<super::stop::Stop> {
+    match ended {
+        Ok(Ending::Signal(stop)) => Some(*stop),
+        _ => None,
     }
 }
 

@@ -227,14 +227,21 @@ pub async fn dead_letter_by_reject(conn: &Connection, work_queue: &str, dlq: &st
         )
         .await;
     }
+    reject_consumed(conn, work_queue, n, 100).await;
+    wait_for_depth(conn, dlq, before + u64::from(n), Duration::from_secs(10)).await;
+}
+
+/// Consumes `n` messages of `queue` (`prefetch` at a time) and rejects each without requeue,
+/// so a queue with a dead-letter exchange dead-letters them for real.
+pub async fn reject_consumed(conn: &Connection, queue: &str, n: u32, prefetch: u16) {
     let consumer_ch = conn.create_channel().await.expect("channel");
     consumer_ch
-        .basic_qos(100, BasicQosOptions::default())
+        .basic_qos(prefetch, BasicQosOptions::default())
         .await
         .expect("qos");
     let mut consumer = consumer_ch
         .basic_consume(
-            key(work_queue),
+            key(queue),
             key("test-rejector"),
             BasicConsumeOptions::default(),
             FieldTable::default(),
@@ -252,7 +259,6 @@ pub async fn dead_letter_by_reject(conn: &Connection, work_queue: &str, dlq: &st
             .expect("reject");
     }
     let _ = consumer_ch.close(200, "ok".into()).await;
-    wait_for_depth(conn, dlq, before + u64::from(n), Duration::from_secs(10)).await;
 }
 
 /// The `count` of the x-death entry for (queue, reason), 0 when absent.

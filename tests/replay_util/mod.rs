@@ -59,10 +59,18 @@ pub fn command(vhost: &TestVhost, home: &Home, args: &[&str]) -> tokio::process:
     bare_command(home, &full)
 }
 
+/// The binary under test: `WARREN_TEST_BIN` when set (a copy of a build, which another build
+/// into a shared target directory cannot replace while the tests run), else Cargo's.
+pub fn bin() -> PathBuf {
+    std::env::var_os("WARREN_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_warren")))
+}
+
 /// The binary with exactly these arguments (no URLs added), the private store/config/logs and
 /// stdin closed.
 pub fn bare_command(home: &Home, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_warren"));
+    let mut cmd = tokio::process::Command::new(bin());
     cmd.arg("--config")
         .arg(home.dir.join("config.toml"))
         .args(args)

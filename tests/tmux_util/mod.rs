@@ -26,6 +26,13 @@ impl Tmux {
         Tmux { session }
     }
 
+    /// The session's name, for tmux commands of the test's own (`kill-session`, `display`).
+    // Not every test binary that includes this module uses it.
+    #[allow(dead_code)]
+    pub fn name(&self) -> &str {
+        &self.session
+    }
+
     pub fn screen(&self) -> String {
         let out = Command::new("tmux")
             .args(["capture-pane", "-p", "-t", &self.session])
