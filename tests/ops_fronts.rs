@@ -277,3 +277,103 @@ async fn a_management_user_gets_the_audit_stream_it_was_allowed_to_create() {
         vh.cleanup().await;
     }
 }
+
+/// A publish the broker refuses (403: this user may publish to the default exchange but not to
+/// the target's) is a refusal, not a possible duplicate: the record says nothing moved and why.
+/// The DLQ holds MassTransit faults of an endpoint and nothing dead-letters into it, so its
+/// targets are checked as they are first met and the refusal comes from the publish itself.
+#[tokio::test]
+async fn a_publish_the_broker_refuses_is_a_refusal_not_a_duplicate() {
+    use lapin::options::{ExchangeDeclareOptions, QueueBindOptions};
+    use warren::domain::value::{HeaderValue as V, Table};
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "ops-refused").await;
+        let home = Home::new("ops-refused");
+        let conn = h::connect(&vh).await;
+        let ch = h::confirm_channel(&conn).await;
+        // MassTransit's endpoint: an exchange of the queue's name, bound to it.
+        ch.exchange_declare(
+            "orders".into(),
+            lapin::ExchangeKind::Fanout,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+        .expect("exchange");
+        h::declare(&ch, "orders", QueueType::Classic, Default::default()).await;
+        ch.queue_bind(
+            "orders".into(),
+            "orders".into(),
+            "".into(),
+            QueueBindOptions::default(),
+            Default::default(),
+        )
+        .await
+        .expect("bind");
+        h::declare(&ch, "mixed.dlq", QueueType::Classic, Default::default()).await;
+        for i in 0..3 {
+            let mut hd = Table::new();
+            hd.insert("MT-Reason", V::string("fault"));
+            hd.insert("MT-Fault-ExceptionType", V::string("Shop.CardDeclined"));
+            hd.insert("MT-Fault-Message", V::string("card declined"));
+            hd.insert(
+                "MT-Fault-InputAddress",
+                V::string("rabbitmq://localhost/orders"),
+            );
+            let p = warren::domain::message::Properties {
+                message_id: Some(format!("r-{i}")),
+                content_type: Some("application/vnd.masstransit+json".into()),
+                ..Default::default()
+            };
+            h::publish(&ch, "mixed.dlq", &p, &hd, b"{}").await;
+        }
+        let user = common::make_user(&vh, "management", ".*", "^amq\\.default$").await;
+        let (amqp, mgmt) = urls_as(&vh, &user);
+        for limit in [None, Some("1")] {
+            let mut args = vec![
+                "--amqp-url",
+                amqp.as_str(),
+                "--management-url",
+                mgmt.as_str(),
+                "--vhost",
+                vh.name.as_str(),
+                "replay",
+                "mixed.dlq",
+                "--yes",
+                "--json",
+            ];
+            if let Some(l) = limit {
+                args.extend(["--limit", l]);
+            }
+            let r = replay_util::run(replay_util::bare_command(&home, &args), &args).await;
+            assert_eq!(r.code, Some(1), "{} {limit:?}: {r}", b.label);
+            let sum = r.event("summary");
+            assert_eq!(sum["moved"], 0, "{} {limit:?}: {sum}", b.label);
+            assert_eq!(sum["duplicated"], 0, "{} {limit:?}: {sum}", b.label);
+            assert_eq!(sum["left_in_dlq"], 3, "{} {limit:?}: {sum}", b.label);
+            let outcome = sum["outcome"].as_str().unwrap_or_default();
+            assert!(
+                outcome.contains("refused the publish"),
+                "{} {limit:?}: {outcome}",
+                b.label
+            );
+            assert_eq!(amqp_depth(&conn, "mixed.dlq").await, 3, "{}", b.label);
+            assert_eq!(amqp_depth(&conn, "orders").await, 0, "{}", b.label);
+        }
+        drop_user(&vh, &user).await;
+        // The record keeps it: no duplicates claimed.
+        let audit = warren(&vh, &home, &["audit", "--json"]).await;
+        for run in audit
+            .json()
+            .into_iter()
+            .filter(|v| v.get("operation").is_some())
+        {
+            assert_eq!(run["duplicated"], 0, "{}: {run}", b.label);
+        }
+        let _ = conn.close(200, "ok".into()).await;
+        vh.cleanup().await;
+    }
+}

@@ -217,6 +217,9 @@ pub struct Summary {
     /// The plan read nothing first (see `session::Preview::unread`), so the count confirmed
     /// included messages that their own plan keeps in the DLQ: such a run is not "completed".
     pub planned_unread: bool,
+    /// What the DLQ held when the run ended, as the broker counts it (returned, refused and
+    /// untouched messages, and any that arrived since), when it answered.
+    pub left_in_dlq: Option<u64>,
 }
 
 impl Summary {
@@ -264,8 +267,16 @@ impl Summary {
             "completed".to_string()
         } else if self.stop == StopReason::Cancelled {
             "cancelled".to_string()
-        } else if self.stop.is_fault() || (p.moved == 0 && p.failed + p.returned > 0) {
+        } else if self.stop.is_fault() {
             format!("failed: {}", self.stop)
+        } else if p.moved == 0 && p.failed + p.returned > 0 {
+            // Nothing moved: the real reason is what happened to the messages, not where the
+            // run stopped (a limit reached says nothing of a publish the broker refused).
+            let top = self.counts.problems.iter().max_by_key(|(_, n)| **n);
+            match top {
+                Some((why, n)) => format!("failed: {n} × {why}; {}", self.stop),
+                None => format!("failed: {}", self.stop),
+            }
         } else if p.failed + p.returned > 0 {
             format!(
                 "partial: {} failed, {} returned; {}",
@@ -529,6 +540,7 @@ pub async fn run_with(
         reconnected: Vec::new(),
         replayed_before: 0,
         planned_unread: false,
+        left_in_dlq: None,
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
@@ -615,6 +627,13 @@ pub async fn run_with(
     let t = drv.engine.tally();
     fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
     summary.progress.eta = None;
+    // What is still in the DLQ, as the broker counts it once everything held went back. The
+    // messages the run did not look at are never more than that (another consumer took some,
+    // or the queue was emptied meanwhile).
+    summary.left_in_dlq = left_in(shell.consume_conn, &job.dlq).await;
+    if let Some(left) = summary.left_in_dlq {
+        summary.progress.remaining = summary.progress.remaining.min(left);
+    }
     summary.counts = t.clone();
     summary.replayed_before = shell.replayed_before;
     summary.stop = drv
@@ -800,6 +819,8 @@ impl<'a> Opened<'a> {
             early_unstripped: 0,
             replayed_before: 0,
             sent: HashMap::new(),
+            exchanges: HashMap::new(),
+            refused_from: None,
             returned: HashMap::new(),
             outgoing: None,
             check_keys: HashMap::new(),
@@ -857,6 +878,12 @@ struct Shell<'a> {
     /// Content hash of each publish not yet confirmed, by DLQ tag: a returned message names
     /// its publish by content, not by the confirm lapin attached it to.
     sent: HashMap<u64, u64>,
+    /// The exchange of each publish not yet confirmed, by DLQ tag: a publish the broker refused
+    /// (403, which closes the channel) names its exchange.
+    exchanges: HashMap<u64, String>,
+    /// The first tag the broker refused to publish, and why: it and every later publish on that
+    /// channel certainly did not arrive.
+    refused_from: Option<(u64, String)>,
     /// Publishes a returned message was matched to, with the broker's reason, until their
     /// own confirm is handled.
     returned: HashMap<u64, String>,
@@ -955,6 +982,7 @@ impl Shell<'_> {
                     t,
                     content_hash(&out.target.0, &out.target.1, &out.props, &out.body),
                 );
+                self.exchanges.insert(t, out.target.0.to_string());
                 // Publishes are not awaited one by one: lapin resolves a publish only once
                 // the IO loop has written it, a thread hop per message. The first poll hands
                 // the frames to lapin, so messages still go out in the order they were read;
@@ -1170,6 +1198,8 @@ impl Shell<'_> {
                 let (t, result) = confirm?;
                 let result = self.settle_returns(t, result);
                 self.sent.remove(&t);
+                let refused = result.as_ref().err().and_then(|e| self.refused(t, e));
+                self.exchanges.remove(&t);
                 let returned = self.returned.remove(&t);
                 let outcome = match result {
                     Ok(Confirmation::Ack(_)) => match returned {
@@ -1182,6 +1212,9 @@ impl Shell<'_> {
                     // No answer, only an error (the channel or the connection closed): the
                     // broker may have routed it before (confirms come in batches), so it counts
                     // as a possible duplicate.
+                    // Refused by the broker's permissions: the channel closed over this publish
+                    // or an earlier one, before it was routed — certainly not delivered.
+                    Err(_) if refused.is_some() => ConfirmOutcome::Failed(refused.unwrap_or_default()),
                     Err(e) => ConfirmOutcome::Unknown(e.to_string()),
                 };
                 drv.engine.compact();
@@ -1200,6 +1233,35 @@ impl Shell<'_> {
             () = sleep_until_opt(deadline) => Event::Tick,
         };
         Some(ev)
+    }
+
+    /// Why the publish with DLQ tag `tag` certainly did not arrive, when the channel closed over
+    /// a publish the broker refused (403 ACCESS_REFUSED names the exchange): the first in-flight
+    /// publish to that exchange was refused, and nothing sent after it was processed. A publish
+    /// sent before it may have been routed, and stays a possible duplicate.
+    fn refused(&mut self, tag: u64, e: &lapin::Error) -> Option<String> {
+        if self.refused_from.is_none()
+            && let Some((403, text)) = amqp::soft_error_code(e)
+        {
+            let named = |x: &str| {
+                let resource = if x.is_empty() { "amq.default" } else { x };
+                text.contains(&format!("exchange '{resource}'"))
+            };
+            let first = self
+                .exchanges
+                .iter()
+                .filter(|(_, x)| named(x))
+                .map(|(t, _)| *t)
+                .min();
+            if let Some(first) = first {
+                self.refused_from =
+                    Some((first, format!("the broker refused the publish: {text}")));
+            }
+        }
+        match &self.refused_from {
+            Some((first, why)) if tag >= *first => Some(why.clone()),
+            _ => None,
+        }
     }
 
     /// A delivery, classified for the engine; what it would publish waits in `outgoing`.
@@ -1441,6 +1503,31 @@ async fn settle_in(conn: &lapin::Connection, queue: &str, limits: &Limits) {
     }
 }
 
+/// The messages ready in `queue` now (a passive declare on a channel of its own), when the
+/// broker answers within a few seconds.
+async fn left_in(conn: &lapin::Connection, queue: &str) -> Option<u64> {
+    let name = amqp::short("the queue name", queue).ok()?;
+    let limit = Duration::from_secs(5);
+    let ch = tokio::time::timeout(limit, conn.create_channel())
+        .await
+        .ok()?
+        .ok()?;
+    let declared = tokio::time::timeout(
+        limit,
+        ch.queue_declare(
+            name,
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        ),
+    )
+    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), ch.close(200, "counted".into())).await;
+    declared.ok()?.ok().map(|d| u64::from(d.message_count()))
+}
+
 fn add_progress(base: &Progress, p: &Progress) -> Progress {
     Progress {
         moved: base.moved + p.moved,
@@ -1458,6 +1545,7 @@ fn merge(mut t: Summary, s: Summary) -> Summary {
     t.reconnected.extend(s.reconnected);
     t.replayed_before += s.replayed_before;
     t.planned_unread |= s.planned_unread;
+    t.left_in_dlq = s.left_in_dlq;
     t
 }
 
@@ -1904,6 +1992,7 @@ mod tests {
             reconnected: Vec::new(),
             replayed_before: 0,
             planned_unread: false,
+            left_in_dlq: None,
         }
     }
 

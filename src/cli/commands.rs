@@ -1463,6 +1463,7 @@ fn unreported_run(p: crate::broker::replay::Progress) -> crate::broker::replay::
         depth_at_start: 0,
         replayed_before: 0,
         planned_unread: false,
+        left_in_dlq: None,
         stop: crate::broker::replay::StopReason::Cancelled,
         reconnected: Vec::new(),
     }
@@ -1563,6 +1564,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
             "returned": p.returned,
             "failed": p.failed,
             "remaining": p.remaining,
+            "left_in_dlq": sum.left_in_dlq,
             "held_back": sum.counts.held_back,
             "kept": sum.counts.kept,
             "targets": sum.counts.targets,
