@@ -377,3 +377,82 @@ async fn a_publish_the_broker_refuses_is_a_refusal_not_a_duplicate() {
         vh.cleanup().await;
     }
 }
+
+/// Another consumer holding messages of the DLQ unacknowledged when a replay starts: the run
+/// never sees them, so it does not say it went through everything the queue held; it says how
+/// many were out of its reach, and exits 1. Every id is accounted for once that consumer lets
+/// them go.
+#[tokio::test]
+async fn messages_another_consumer_holds_are_said_not_passed_over() {
+    use futures_util::StreamExt;
+    use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "ops-held").await;
+        let home = Home::new("ops-held");
+        let conn = h::connect(&vh).await;
+        let ch = h::confirm_channel(&conn).await;
+        h::declare(&ch, "held.dlq", QueueType::Classic, Default::default()).await;
+        h::declare(&ch, "work", QueueType::Classic, Default::default()).await;
+        replay_util::fill(&conn, "held.dlq", "hd", 300).await;
+        // The other consumer takes 100 and sits on them.
+        let other = conn.create_channel().await.expect("channel");
+        other
+            .basic_qos(100, BasicQosOptions::default())
+            .await
+            .expect("qos");
+        let mut consumer = other
+            .basic_consume(
+                "held.dlq".into(),
+                "someone-else".into(),
+                BasicConsumeOptions::default(),
+                Default::default(),
+            )
+            .await
+            .expect("consume");
+        for _ in 0..100 {
+            tokio::time::timeout(Duration::from_secs(10), consumer.next())
+                .await
+                .expect("a delivery")
+                .expect("stream open")
+                .expect("delivery");
+        }
+        // The management API counts them before the run asks.
+        assert!(
+            replay_util::eventually(Duration::from_secs(15), || async {
+                let q = vh
+                    .api(
+                        reqwest::Method::GET,
+                        &format!("/api/queues/{}/held.dlq", common::enc(&vh.name)),
+                        None,
+                    )
+                    .await;
+                let v: serde_json::Value = q.json().await.unwrap_or_default();
+                v["messages_unacknowledged"].as_u64() == Some(100)
+            })
+            .await,
+            "{}: the management API saw the 100 held",
+            b.label
+        );
+        let r = warren(
+            &vh,
+            &home,
+            &["replay", "held.dlq", "--to", "work", "--yes", "--json"],
+        )
+        .await;
+        assert_eq!(r.code, Some(1), "{}: {r}", b.label);
+        let sum = r.event("summary");
+        assert_eq!(sum["moved"], 200, "{}: {sum}", b.label);
+        assert_eq!(sum["held_elsewhere"], 100, "{}: {sum}", b.label);
+        let outcome = sum["outcome"].as_str().unwrap_or_default();
+        assert!(
+            outcome.contains("held unacknowledged by another consumer"),
+            "{}: {outcome}",
+            b.label
+        );
+        other.close(200, "let go".into()).await.expect("close");
+        replay_util::assert_all_present(&conn, &["held.dlq", "work"], "hd", 300).await;
+        assert_eq!(amqp_depth(&conn, "work").await, 200, "{}", b.label);
+        let _ = conn.close(200, "ok".into()).await;
+        vh.cleanup().await;
+    }
+}

@@ -220,6 +220,9 @@ pub struct Summary {
     /// What the DLQ held when the run ended, as the broker counts it (returned, refused and
     /// untouched messages, and any that arrived since), when it answered.
     pub left_in_dlq: Option<u64>,
+    /// Messages another consumer held unacknowledged when the run started: the run never saw
+    /// them, so it did not go through everything the queue held.
+    pub held_elsewhere: u64,
 }
 
 impl Summary {
@@ -233,6 +236,7 @@ impl Summary {
             && self.progress.returned == 0
             && self.counts.duplicated == 0
             && !(self.planned_unread && self.kept() > 0)
+            && self.held_elsewhere == 0
     }
 
     /// Messages their plan kept in the DLQ (a framework deadline passed, …).
@@ -281,6 +285,11 @@ impl Summary {
             format!(
                 "partial: {} failed, {} returned; {}",
                 p.failed, p.returned, self.stop
+            )
+        } else if self.held_elsewhere > 0 {
+            format!(
+                "partial: {} messages were held unacknowledged by another consumer when the run started and were not reached; {}",
+                self.held_elsewhere, self.stop
             )
         } else if self.planned_unread && self.kept() > 0 {
             format!(
@@ -541,6 +550,7 @@ pub async fn run_with(
         replayed_before: 0,
         planned_unread: false,
         left_in_dlq: None,
+        held_elsewhere: 0,
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
@@ -1546,6 +1556,7 @@ fn merge(mut t: Summary, s: Summary) -> Summary {
     t.replayed_before += s.replayed_before;
     t.planned_unread |= s.planned_unread;
     t.left_in_dlq = s.left_in_dlq;
+    t.held_elsewhere = t.held_elsewhere.max(s.held_elsewhere);
     t
 }
 
@@ -1993,6 +2004,7 @@ mod tests {
             replayed_before: 0,
             planned_unread: false,
             left_in_dlq: None,
+            held_elsewhere: 0,
         }
     }
 

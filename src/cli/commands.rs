@@ -1464,6 +1464,7 @@ fn unreported_run(p: crate::broker::replay::Progress) -> crate::broker::replay::
         replayed_before: 0,
         planned_unread: false,
         left_in_dlq: None,
+        held_elsewhere: 0,
         stop: crate::broker::replay::StopReason::Cancelled,
         reconnected: Vec::new(),
     }
@@ -1565,6 +1566,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
             "failed": p.failed,
             "remaining": p.remaining,
             "left_in_dlq": sum.left_in_dlq,
+            "held_elsewhere": sum.held_elsewhere,
             "held_back": sum.counts.held_back,
             "kept": sum.counts.kept,
             "targets": sum.counts.targets,

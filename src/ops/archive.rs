@@ -445,7 +445,12 @@ impl Ready<'_> {
         let Some(work) = self.work.take() else {
             return Err(SessionError::Broker("the run was started twice".into()));
         };
-        self.s.run_job(&self.spec, work, cancel, on_progress).await
+        let held = super::held_elsewhere(self.s, &self.spec.queue).await;
+        let mut result = self.s.run_job(&self.spec, work, cancel, on_progress).await;
+        if let Ok(sum) = &mut result {
+            sum.held_elsewhere = held;
+        }
+        result
     }
 
     /// The audit's finish in both places; returns what could not be written, said once.

@@ -179,7 +179,9 @@ impl Ready<'_> {
         cancel: watch::Receiver<bool>,
         on_progress: impl FnMut(&Progress),
     ) -> Result<Summary, SessionError> {
-        self.s
+        let held = super::held_elsewhere(self.s, &self.spec.queue).await;
+        let mut result = self
+            .s
             .replay(
                 &self.spec,
                 &self.preview,
@@ -187,7 +189,11 @@ impl Ready<'_> {
                 cancel,
                 on_progress,
             )
-            .await
+            .await;
+        if let Ok(sum) = &mut result {
+            sum.held_elsewhere = held;
+        }
+        result
     }
 
     /// The audit's finish in both places; returns what could not be written, to be said once.
