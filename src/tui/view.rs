@@ -22,6 +22,7 @@ use super::state::{
 use crate::domain::discovery::DlqKind;
 use crate::domain::grouping::GroupBy;
 use crate::domain::sanitize;
+use crate::domain::urgency::Figures;
 
 pub fn view(state: &State, frame: &mut Frame) {
     let area = frame.area();
@@ -321,30 +322,7 @@ fn age_cell(secs: u64, lower_bound: bool) -> String {
 fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
     let t = &state.theme;
     let focused = state.focus == Focus::Queues && matches!(state.overlay, Overlay::None);
-    let n_dlq = state.discovery.dead_letter_queues.len();
-    let order = format!(
-        "by {}{}",
-        state.sort.label(),
-        if state.sort_reverse { " ▲" } else { "" }
-    );
-    let base = if state.show_ordinary {
-        format!(
-            " Queues ({n_dlq} DLQ + {} other) ",
-            state.discovery.other_queues.len()
-        )
-    } else {
-        format!(" Dead-letter queues ({n_dlq}) ")
-    };
-    // The order in words where it fits (the column titles carry its arrow anyway).
-    let with_order = format!("{base}{order} ");
-    let title = if unicode_width::UnicodeWidthStr::width(with_order.as_str()) + 2
-        <= usize::from(area.width)
-    {
-        with_order
-    } else {
-        base
-    };
-    let block = pane_block(state, title, focused);
+    let block = pane_block(state, queue_pane_title(state, area.width), focused);
     // The tier the pane's width was chosen for (see `queue_pane_width`).
     let tier = QueueTier::fitting(area.width, longest.clamp(QUEUE_NAME_MIN, 40));
     let name_w = usize::from(area.width.saturating_sub(tier.extra()));
@@ -387,81 +365,131 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
     };
     // Whether a read spends deliveries depends on the broker's version (free on 4.3+).
     let figures = state.row_figures();
-    let right = |text: String| Cell::from(Line::from(text).right_aligned());
     // Only the rows in view are built: a vhost of 10,000 queues draws a screenful.
     let (first, end) = window(state.queue_cursor, rows.len(), list_area.height);
     let table_rows: Vec<TRow> = rows[first..end]
         .iter()
         .zip(figures.get(first..end).unwrap_or(&[]))
-        .map(|(r, f)| {
-            let name = queue_title_in(state, r.context(), r.vhost(), r.name(), name_w);
-            let f = f.copied().unwrap_or_default();
-            let (style, kind, framework, marker, depth) = match r {
-                QueueRow::Dlq(d) => (
-                    t.base,
-                    if tier == QueueTier::Widest {
-                        d.kind.label()
-                    } else {
-                        short_kind(d.kind)
-                    },
-                    d.convention.as_str().to_string(),
-                    d.limit_applies(state.version_of(&d.context)),
-                    d.depth,
-                ),
-                QueueRow::Other(q) => (
-                    t.muted,
-                    if tier == QueueTier::Widest {
-                        "queue"
-                    } else {
-                        "q"
-                    },
-                    q.queue_type.as_str().to_string(),
-                    false,
-                    q.depth,
-                ),
-            };
-            let growth = Cell::from(
-                Line::styled(
-                    growth_cell(f.growth_per_min, tier == QueueTier::Narrow),
-                    if f.growing() { t.warn } else { t.muted },
-                )
-                .right_aligned(),
-            );
-            let mut cells = vec![Cell::from(Span::styled(name, style))];
-            if tier >= QueueTier::Wide {
-                cells.push(Cell::from(Span::styled(kind, t.muted)));
-            }
-            if tier == QueueTier::Widest {
-                cells.push(Cell::from(Span::styled(framework, t.muted)));
-            }
-            let warn = Span::styled("⚠", t.warn);
-            if tier == QueueTier::Narrow {
-                let mut depth_line = vec![Span::raw(depth_text(depth))];
-                if marker {
-                    depth_line.insert(0, warn);
-                }
-                cells.push(Cell::from(Line::from(depth_line).right_aligned()));
-            } else {
-                cells.push(if marker {
-                    Cell::from(warn)
-                } else {
-                    Cell::from(" ")
-                });
-                cells.push(right(depth_text(depth)));
-            }
-            cells.push(growth);
-            if tier >= QueueTier::Wide {
-                cells.push(right(f.oldest.map_or(String::new(), |o| {
-                    age_cell(o.age_secs(state.now), o.is_lower_bound())
-                })));
-                cells
-                    .push(right(f.last_arrival.map_or(String::new(), |l| {
-                        age_cell(state.secs_since(l), false)
-                    })));
-            }
-            TRow::new(cells)
-        })
+        .map(|(r, f)| queue_row(state, r, f.copied().unwrap_or_default(), tier, name_w))
         .collect();
+    let table = Table::new(table_rows, queue_widths(tier))
+        .header(queue_header(state, tier))
+        .block(block)
+        .column_spacing(1)
+        .highlight_symbol("▶ ")
+        .highlight_spacing(HighlightSpacing::Always)
+        .row_highlight_style(cursor_style(state, focused));
+    let mut ts = TableState::default().with_selected(Some(state.queue_cursor - first));
+    frame.render_stateful_widget(table, list_area, &mut ts);
+    if let Some(area) = trend_area {
+        trend_panel(state, frame, area);
+    }
+}
+
+/// The queue pane's title: what it lists, and the order in words where it fits (the column
+/// titles carry its arrow anyway).
+fn queue_pane_title(state: &State, width: u16) -> String {
+    let n_dlq = state.discovery.dead_letter_queues.len();
+    let order = format!(
+        "by {}{}",
+        state.sort.label(),
+        if state.sort_reverse { " ▲" } else { "" }
+    );
+    let base = if state.show_ordinary {
+        format!(
+            " Queues ({n_dlq} DLQ + {} other) ",
+            state.discovery.other_queues.len()
+        )
+    } else {
+        format!(" Dead-letter queues ({n_dlq}) ")
+    };
+    let with_order = format!("{base}{order} ");
+    if unicode_width::UnicodeWidthStr::width(with_order.as_str()) + 2 <= usize::from(width) {
+        with_order
+    } else {
+        base
+    }
+}
+
+/// One queue's row, with the columns `tier` has room for.
+fn queue_row(
+    state: &State,
+    r: &QueueRow,
+    f: Figures,
+    tier: QueueTier,
+    name_w: usize,
+) -> TRow<'static> {
+    let t = &state.theme;
+    let right = |text: String| Cell::from(Line::from(text).right_aligned());
+    let name = queue_title_in(state, r.context(), r.vhost(), r.name(), name_w);
+    let (style, kind, framework, marker, depth) = match r {
+        QueueRow::Dlq(d) => (
+            t.base,
+            if tier == QueueTier::Widest {
+                d.kind.label()
+            } else {
+                short_kind(d.kind)
+            },
+            d.convention.as_str().to_string(),
+            d.limit_applies(state.version_of(&d.context)),
+            d.depth,
+        ),
+        QueueRow::Other(q) => (
+            t.muted,
+            if tier == QueueTier::Widest {
+                "queue"
+            } else {
+                "q"
+            },
+            q.queue_type.as_str().to_string(),
+            false,
+            q.depth,
+        ),
+    };
+    let growth = Cell::from(
+        Line::styled(
+            growth_cell(f.growth_per_min, tier == QueueTier::Narrow),
+            if f.growing() { t.warn } else { t.muted },
+        )
+        .right_aligned(),
+    );
+    let mut cells = vec![Cell::from(Span::styled(name, style))];
+    if tier >= QueueTier::Wide {
+        cells.push(Cell::from(Span::styled(kind, t.muted)));
+    }
+    if tier == QueueTier::Widest {
+        cells.push(Cell::from(Span::styled(framework, t.muted)));
+    }
+    let warn = Span::styled("⚠", t.warn);
+    if tier == QueueTier::Narrow {
+        let mut depth_line = vec![Span::raw(depth_text(depth))];
+        if marker {
+            depth_line.insert(0, warn);
+        }
+        cells.push(Cell::from(Line::from(depth_line).right_aligned()));
+    } else {
+        cells.push(if marker {
+            Cell::from(warn)
+        } else {
+            Cell::from(" ")
+        });
+        cells.push(right(depth_text(depth)));
+    }
+    cells.push(growth);
+    if tier >= QueueTier::Wide {
+        cells.push(right(f.oldest.map_or(String::new(), |o| {
+            age_cell(o.age_secs(state.now), o.is_lower_bound())
+        })));
+        cells
+            .push(right(f.last_arrival.map_or(String::new(), |l| {
+                age_cell(state.secs_since(l), false)
+            })));
+    }
+    TRow::new(cells)
+}
+
+/// The queue table's column widths for `tier`, in the order [`queue_row`] fills them.
+fn queue_widths(tier: QueueTier) -> Vec<Constraint> {
     let mut widths = vec![Constraint::Fill(1)];
     if tier >= QueueTier::Wide {
         widths.push(Constraint::Length(if tier == QueueTier::Widest {
@@ -487,7 +515,12 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
         widths.push(Constraint::Length(5));
         widths.push(Constraint::Length(5));
     }
-    // The sorted column's title carries the arrow (urgency sorts by growth, then depth).
+    widths
+}
+
+/// The queue table's column titles for `tier`; the sorted column's carries the arrow (urgency
+/// sorts by growth, then depth).
+fn queue_header(state: &State, tier: QueueTier) -> TRow<'static> {
     let arrow = if state.sort_reverse { "▲" } else { "▼" };
     let titled = |name: &str, by: &[crate::domain::urgency::SortBy]| {
         if by.contains(&state.sort) {
@@ -525,19 +558,7 @@ fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
         titles.push((age_t.as_str(), true));
         titles.push((last_t.as_str(), true));
     }
-    let header = column_titles(state, &titles);
-    let table = Table::new(table_rows, widths)
-        .header(header)
-        .block(block)
-        .column_spacing(1)
-        .highlight_symbol("▶ ")
-        .highlight_spacing(HighlightSpacing::Always)
-        .row_highlight_style(cursor_style(state, focused));
-    let mut ts = TableState::default().with_selected(Some(state.queue_cursor - first));
-    frame.render_stateful_widget(table, list_area, &mut ts);
-    if let Some(area) = trend_area {
-        trend_panel(state, frame, area);
-    }
+    column_titles(state, &titles)
 }
 
 /// The queue under the cursor over time: its figures in words and a depth sparkline (the
@@ -802,51 +823,74 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     let rows: Vec<TRow> = shown
         .iter()
         .zip(ids)
-        .map(|(r, id)| {
-            let picked = state.selected.contains(&r.key);
-            let mark = if picked {
-                Span::styled("●", t.marked)
-            } else {
-                Span::raw(" ")
-            };
-            // How long it has been in the DLQ, by the one rule: exact, or said as a bound.
-            let age = r.arrival().age(state.now).map_or("—".into(), |a| {
-                format!("{}{}", a.prefix(), format::age(a.secs))
-            });
-            let position = (r.brief.position + 1).to_string();
-            // Without an id, the narrow list names the message by its place in the queue.
-            let id = match (id, wide) {
-                (Some(id), _) => Span::raw(id),
-                (None, true) => Span::styled("—", t.muted),
-                (None, false) => Span::styled(format!("#{position}"), t.muted),
-            };
-            let mut cells = vec![Cell::from(mark)];
-            if wide {
-                cells.push(Cell::from(Span::styled(position, t.muted)));
-            }
-            cells.push(Cell::from(id));
-            cells.push(Cell::from(sanitize::one_line(&detail::headline(r), 300)));
-            cells.push(Cell::from(
-                Line::from(format!("×{}", r.attempts())).right_aligned(),
-            ));
-            cells.push(Cell::from(Line::from(age).right_aligned()));
-            if wide {
-                // Since its first failure: how long it has been failing, not how long in the DLQ.
-                let died = r
-                    .failed_at()
-                    .map_or("—".into(), |x| format::age(state.secs_since(x)));
-                cells.push(Cell::from(Line::from(died).right_aligned()));
-            }
-            let row = TRow::new(cells);
-            if picked {
-                row.style(Style::default().add_modifier(Modifier::BOLD))
-            } else {
-                row
-            }
-        })
+        .map(|(r, id)| message_row(state, r, id, wide))
         .collect();
-    let id_w = u16::try_from(id_w).unwrap_or(u16::MAX);
-    let (widths, header): (Vec<Constraint>, &[(&str, bool)]) = if wide {
+    let (widths, header) = message_columns(wide, u16::try_from(id_w).unwrap_or(u16::MAX));
+    let header = column_titles(state, header);
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(block)
+        .column_spacing(1)
+        .highlight_symbol("▶ ")
+        .highlight_spacing(HighlightSpacing::Always)
+        .row_highlight_style(cursor_style(state, focused));
+    let mut ts = TableState::default().with_selected(Some(state.msg_cursor - start));
+    frame.render_stateful_widget(table, area, &mut ts);
+}
+
+/// One message's row: its mark, place, id (cut to fit), reason, attempts and ages.
+fn message_row(
+    state: &State,
+    r: &super::state::Row,
+    id: Option<String>,
+    wide: bool,
+) -> TRow<'static> {
+    let t = &state.theme;
+    let picked = state.selected.contains(&r.key);
+    let mark = if picked {
+        Span::styled("●", t.marked)
+    } else {
+        Span::raw(" ")
+    };
+    // How long it has been in the DLQ, by the one rule: exact, or said as a bound.
+    let age = r.arrival().age(state.now).map_or("—".into(), |a| {
+        format!("{}{}", a.prefix(), format::age(a.secs))
+    });
+    let position = (r.brief.position + 1).to_string();
+    // Without an id, the narrow list names the message by its place in the queue.
+    let id = match (id, wide) {
+        (Some(id), _) => Span::raw(id),
+        (None, true) => Span::styled("—", t.muted),
+        (None, false) => Span::styled(format!("#{position}"), t.muted),
+    };
+    let mut cells = vec![Cell::from(mark)];
+    if wide {
+        cells.push(Cell::from(Span::styled(position, t.muted)));
+    }
+    cells.push(Cell::from(id));
+    cells.push(Cell::from(sanitize::one_line(&detail::headline(r), 300)));
+    cells.push(Cell::from(
+        Line::from(format!("×{}", r.attempts())).right_aligned(),
+    ));
+    cells.push(Cell::from(Line::from(age).right_aligned()));
+    if wide {
+        // Since its first failure: how long it has been failing, not how long in the DLQ.
+        let died = r
+            .failed_at()
+            .map_or("—".into(), |x| format::age(state.secs_since(x)));
+        cells.push(Cell::from(Line::from(died).right_aligned()));
+    }
+    let row = TRow::new(cells);
+    if picked {
+        row.style(Style::default().add_modifier(Modifier::BOLD))
+    } else {
+        row
+    }
+}
+
+/// The message table's column widths and titles, wide or narrow, the id column `id_w` wide.
+fn message_columns(wide: bool, id_w: u16) -> (Vec<Constraint>, &'static [(&'static str, bool)]) {
+    if wide {
         (
             vec![
                 Constraint::Length(1),
@@ -884,17 +928,7 @@ fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
                 ("In DLQ", true),
             ],
         )
-    };
-    let header = column_titles(state, header);
-    let table = Table::new(rows, widths)
-        .header(header)
-        .block(block)
-        .column_spacing(1)
-        .highlight_symbol("▶ ")
-        .highlight_spacing(HighlightSpacing::Always)
-        .row_highlight_style(cursor_style(state, focused));
-    let mut ts = TableState::default().with_selected(Some(state.msg_cursor - start));
-    frame.render_stateful_widget(table, area, &mut ts);
+    }
 }
 
 /// The message list's id column title (its narrowest width).
