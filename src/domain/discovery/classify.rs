@@ -8,11 +8,10 @@ use regex::Regex;
 
 use super::routing::{Routing, RoutingTable};
 use super::settings::{
-    EffectiveSettings, PolicyIndex, effective_delivery_limit, effective_settings,
+    EffectiveSettings, PolicyIndex, effective_delivery_limit, effective_settings, is_wait_queue,
 };
 use super::topology::Topology;
 use crate::domain::convention::Convention;
-use crate::domain::destination::is_wait_queue;
 use crate::domain::features::{self, BrokerFeatures, BrokerVersion, QueueType};
 
 /// What kind of dead end a queue is.
