@@ -13,8 +13,8 @@
 //! each queue's settings) to the queue that will really be consumed, and then checks the room
 //! there ([`check_room`]). A wait queue is never a replay target: the consuming queue is.
 
-/// Lives with the settings it reads, so that discovery (which finds ladders by it) does not
-/// import this module, which imports discovery.
+// Lives with the settings it reads, so that discovery (which finds ladders by it) does not
+// import this module, which imports discovery.
 pub use super::discovery::is_wait_queue;
 use super::discovery::{EffectiveSettings, QueueInfo, RoutingTable};
 

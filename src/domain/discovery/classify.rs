@@ -14,6 +14,12 @@ use super::topology::Topology;
 use crate::domain::convention::Convention;
 use crate::domain::features::{self, BrokerFeatures, BrokerVersion, QueueType};
 
+/// How a vhost's local archive file is named in the queue list: RabbitMQ refuses to let a client
+/// declare a queue whose name begins with `amq.`, so no queue of the broker can be taken for it.
+pub const LOCAL_QUEUE: &str = "amq.warren.local-archive";
+/// The type shown for the local archive in the queue list.
+pub const LOCAL_TYPE: &str = "local file";
+
 /// What kind of dead end a queue is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DlqKind {
@@ -274,20 +280,20 @@ impl Discovery {
     }
 
     /// Lists `vhost`'s local archive file (holding `entries` messages) with the DLQs, as the
-    /// archive, under [`crate::domain::archive::LOCAL_QUEUE`]: read and restored from like the
-    /// stream, never drained by a replay.
+    /// archive, under [`LOCAL_QUEUE`]: read and restored from like the stream, never drained by a
+    /// replay.
     pub fn add_local_archive(&mut self, vhost: &str, entries: u64) {
         self.dead_letter_queues.push(DlqInfo {
             context: String::new(),
             vhost: vhost.to_string(),
-            name: crate::domain::archive::LOCAL_QUEUE.to_string(),
+            name: LOCAL_QUEUE.to_string(),
             kind: DlqKind::Archive,
             convention: Convention::Broker,
             depth: Some(entries),
             messages_ready: Some(entries),
             messages_unacknowledged: None,
             consumers: Some(0),
-            queue_type: QueueType::Other(crate::domain::archive::LOCAL_TYPE.to_string()),
+            queue_type: QueueType::Other(LOCAL_TYPE.to_string()),
             feeders: Vec::new(),
             feeders_uncertain: false,
             by_topology: false,
