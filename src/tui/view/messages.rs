@@ -4,9 +4,9 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, HighlightSpacing, Paragraph, Row as TRow, Table, TableState, Wrap};
+use ratatui::widgets::{Cell, Paragraph, Row as TRow, TableState, Wrap};
 
-use super::{column_titles, cursor_style, pane_block, queue_title, window};
+use super::{column_titles, list_table, pane_block, queue_title, window};
 use crate::domain::grouping::GroupBy;
 use crate::domain::sanitize;
 use crate::tui::detail;
@@ -151,13 +151,7 @@ pub(super) fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
         .collect();
     let (widths, header) = message_columns(wide, u16::try_from(id_w).unwrap_or(u16::MAX));
     let header = column_titles(state, header);
-    let table = Table::new(rows, widths)
-        .header(header)
-        .block(block)
-        .column_spacing(1)
-        .highlight_symbol("▶ ")
-        .highlight_spacing(HighlightSpacing::Always)
-        .row_highlight_style(cursor_style(state, focused));
+    let table = list_table(state, rows, widths, header, block, focused);
     let mut ts = TableState::default().with_selected(Some(state.msg_cursor - start));
     frame.render_stateful_widget(table, area, &mut ts);
 }
@@ -352,13 +346,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
         )
     };
     let header = column_titles(state, &header);
-    let table = Table::new(rows, widths)
-        .header(header)
-        .block(block)
-        .column_spacing(1)
-        .highlight_symbol("▶ ")
-        .highlight_spacing(HighlightSpacing::Always)
-        .row_highlight_style(cursor_style(state, focused));
+    let table = list_table(state, rows, widths, header, block, focused);
     let mut ts = TableState::default().with_selected(Some(state.group_cursor));
     frame.render_stateful_widget(table, area, &mut ts);
 }

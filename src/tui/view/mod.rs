@@ -9,7 +9,9 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Borders, Cell, Clear, Paragraph, Row as TRow, Wrap};
+use ratatui::widgets::{
+    Block, BorderType, Borders, Cell, Clear, HighlightSpacing, Paragraph, Row as TRow, Table, Wrap,
+};
 
 use super::event::ConnectionState;
 use super::format;
@@ -216,6 +218,24 @@ fn every_context_spans(state: &State, spans: &mut Vec<Span<'static>>) {
             ));
         }
     }
+}
+
+/// A list pane's table: its rows under column titles, the cursor row marked and highlighted.
+fn list_table<'a>(
+    state: &State,
+    rows: Vec<TRow<'a>>,
+    widths: Vec<Constraint>,
+    header: TRow<'a>,
+    block: Block<'a>,
+    focused: bool,
+) -> Table<'a> {
+    Table::new(rows, widths)
+        .header(header)
+        .block(block)
+        .column_spacing(1)
+        .highlight_symbol("▶ ")
+        .highlight_spacing(HighlightSpacing::Always)
+        .row_highlight_style(cursor_style(state, focused))
 }
 
 /// The cursor row: reversed when the pane has focus (visible without colour), bold otherwise.

@@ -3,6 +3,7 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Gauge, Paragraph, Wrap};
 
@@ -71,11 +72,7 @@ fn dry_run(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
     let height = u16::try_from(rows + 4).unwrap_or(u16::MAX);
     let rect = centered(area, width, height);
     frame.render_widget(Clear, rect);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Double)
-        .border_style(t.accent)
-        .title(Span::styled(title, t.accent));
+    let block = modal_block(title, t.accent);
     let mut lines = lines;
     lines.push(Line::raw(""));
     lines.push(Line::styled(keys_text, t.accent));
@@ -338,11 +335,7 @@ fn draw_modal<'a>(
         .saturating_add(2);
     let rect = centered(area, width, height);
     frame.render_widget(Clear, rect);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Double)
-        .border_style(t.danger)
-        .title(Span::styled(title, t.danger));
+    let block = modal_block(title, t.danger);
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
     draw_hanging(frame, inner, rows);
@@ -606,11 +599,7 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
             queue_title(state, &run.vhost, &run.queue, 40)
         ),
     };
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Double)
-        .border_style(t.danger)
-        .title(Span::styled(title, t.danger));
+    let block = modal_block(title, t.danger);
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
     let [gauge_area, counts, rate, msg, _, keys_area] = Layout::vertical([
@@ -662,4 +651,13 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
         " Esc  stop safely"
     };
     frame.render_widget(Paragraph::new(Span::styled(keys_text, t.accent)), keys_area);
+}
+
+/// The frame of a modal: a double border and its title, in the modal's colour.
+fn modal_block<'a>(title: impl Into<std::borrow::Cow<'a, str>>, style: Style) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .border_style(style)
+        .title(Span::styled(title, style))
 }

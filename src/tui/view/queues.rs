@@ -4,11 +4,9 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{
-    Block, Borders, Cell, HighlightSpacing, Paragraph, Row as TRow, Table, TableState, Wrap,
-};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TRow, TableState, Wrap};
 
-use super::{column_titles, cursor_style, pane_block, queue_label, queue_title_in, window};
+use super::{column_titles, list_table, pane_block, queue_label, queue_title_in, window};
 use crate::domain::discovery::DlqKind;
 use crate::domain::urgency::Figures;
 use crate::tui::event::ConnectionState;
@@ -166,13 +164,14 @@ pub(super) fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: 
         .zip(figures.get(first..end).unwrap_or(&[]))
         .map(|(r, f)| queue_row(state, r, f.copied().unwrap_or_default(), tier, name_w))
         .collect();
-    let table = Table::new(table_rows, queue_widths(tier))
-        .header(queue_header(state, tier))
-        .block(block)
-        .column_spacing(1)
-        .highlight_symbol("▶ ")
-        .highlight_spacing(HighlightSpacing::Always)
-        .row_highlight_style(cursor_style(state, focused));
+    let table = list_table(
+        state,
+        table_rows,
+        queue_widths(tier),
+        queue_header(state, tier),
+        block,
+        focused,
+    );
     let mut ts = TableState::default().with_selected(Some(state.queue_cursor - first));
     frame.render_stateful_widget(table, list_area, &mut ts);
     if let Some(area) = trend_area {
