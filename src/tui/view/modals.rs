@@ -9,12 +9,13 @@ use ratatui::widgets::{Block, BorderType, Borders, Clear, Gauge, Paragraph, Wrap
 
 use super::{BANNER_CHARS, centered, queue_title};
 use crate::domain::sanitize;
-use crate::tui::event::JobKind;
+use crate::tui::event::{JobKind, ReplayPreview};
 use crate::tui::format;
 use crate::tui::keys::{self, Scope};
 use crate::tui::state::{
     ArchiveKind, ArchiveModal, ModalField, ReplayModal, ReplayRun, RestoreModal, State,
 };
+use crate::tui::theme::Theme;
 
 /// A dry run moves nothing, so it has no progress to show: its answer is what the replay would
 /// do, in the words `warren replay --dry-run` uses, wrapped rather than cut.
@@ -87,13 +88,6 @@ fn dry_run(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
 pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let width = area.width.saturating_sub(4).min(90);
-    let field = |s: &str| Span::styled(format!(" {s:<9} "), t.muted);
-    // Lists wrap (the modal grows to fit them), within a bound that keeps Enter and Esc on an
-    // 80×24 screen; `replay --dry-run` prints them whole.
-    let list = |items: &[String]| -> String {
-        let v: Vec<String> = items.iter().map(|s| sanitize::one_line(s, 120)).collect();
-        sanitize::one_line(&v.join(", "), MODAL_LIST_CHARS)
-    };
     let mut lines: Vec<Line> = Vec::new();
     let title = match &modal.preview {
         Some(p) => format!(
@@ -109,7 +103,7 @@ pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame
         ),
     };
     lines.push(Line::from(vec![
-        field("What"),
+        field(t, "What"),
         Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
     ]));
     match &modal.preview {
@@ -117,77 +111,9 @@ pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame
             " working out where each message goes…",
             t.muted,
         )),
-        Some(p) => {
-            lines.push(Line::from(vec![field("To"), Span::raw(list(&p.targets))]));
-            let fan_out = p.reaches.len() > 1;
-            let reaches = if p.reaches.is_empty() {
-                Span::styled("no queue (unroutable: messages stay in the DLQ)", t.danger)
-            } else if fan_out {
-                Span::styled(
-                    format!("{} queues: {}", p.reaches.len(), list(&p.reaches)),
-                    t.danger,
-                )
-            } else {
-                Span::raw(format!("{} only", list(&p.reaches)))
-            };
-            lines.push(Line::from(vec![field("Reaches"), reaches]));
-            lines.push(Line::from(vec![
-                field("Removes"),
-                Span::raw(list(&p.removes)),
-            ]));
-            lines.push(Line::from(vec![field("Adds"), Span::raw(list(&p.adds))]));
-        }
+        Some(p) => lines.extend(replay_destination(t, p)),
     }
-    lines.push(Line::from(vec![
-        field("Body"),
-        Span::raw(format!("{:<14}", "untouched")),
-        Span::styled("Attempts ", t.muted),
-        Span::raw(if modal.keep_attempts {
-            "kept "
-        } else {
-            "reset"
-        }),
-        Span::styled(
-            format!(
-                "  [{}]",
-                keys::label(Scope::Modal, keys::Action::ToggleKeep).unwrap_or("?")
-            ),
-            t.accent,
-        ),
-    ]));
-    let rate_style = if modal.field == ModalField::Rate {
-        t.selected
-    } else {
-        t.base
-    };
-    lines.push(Line::from(vec![
-        field("Rate"),
-        Span::styled(
-            format!(
-                "[{:>5}]",
-                if modal.field == ModalField::Rate {
-                    modal.rate_text.clone()
-                } else {
-                    modal.rate.to_string()
-                }
-            ),
-            rate_style,
-        ),
-        Span::raw(" msg/s   "),
-        Span::styled("Dry run  ", t.muted),
-        Span::styled(
-            if modal.dry_run { "ON " } else { "off" },
-            if modal.dry_run { t.accent } else { t.base },
-        ),
-        Span::styled(
-            format!(
-                "  [{}]",
-                keys::label(Scope::Modal, keys::Action::ToggleDryRun).unwrap_or("?")
-            ),
-            t.accent,
-        ),
-        Span::styled("  +/- Tab", t.muted),
-    ]));
+    lines.extend(replay_settings(t, modal));
     if let Some(p) = &modal.preview {
         if p.replayed_before > 0 {
             lines.push(Line::styled(
@@ -227,12 +153,90 @@ pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame
     draw_modal(state, title, lines, accept, width, frame, area);
 }
 
+/// The replay modal's settings: the body (untouched), attempts kept or reset, the rate and
+/// whether it is a dry run, each with the key that changes it.
+fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    out.push(Line::from(vec![
+        field(t, "Body"),
+        Span::raw(format!("{:<14}", "untouched")),
+        Span::styled("Attempts ", t.muted),
+        Span::raw(if modal.keep_attempts {
+            "kept "
+        } else {
+            "reset"
+        }),
+        Span::styled(
+            format!(
+                "  [{}]",
+                keys::label(Scope::Modal, keys::Action::ToggleKeep).unwrap_or("?")
+            ),
+            t.accent,
+        ),
+    ]));
+    let rate_style = if modal.field == ModalField::Rate {
+        t.selected
+    } else {
+        t.base
+    };
+    out.push(Line::from(vec![
+        field(t, "Rate"),
+        Span::styled(
+            format!(
+                "[{:>5}]",
+                if modal.field == ModalField::Rate {
+                    modal.rate_text.clone()
+                } else {
+                    modal.rate.to_string()
+                }
+            ),
+            rate_style,
+        ),
+        Span::raw(" msg/s   "),
+        Span::styled("Dry run  ", t.muted),
+        Span::styled(
+            if modal.dry_run { "ON " } else { "off" },
+            if modal.dry_run { t.accent } else { t.base },
+        ),
+        Span::styled(
+            format!(
+                "  [{}]",
+                keys::label(Scope::Modal, keys::Action::ToggleDryRun).unwrap_or("?")
+            ),
+            t.accent,
+        ),
+        Span::styled("  +/- Tab", t.muted),
+    ]));
+    out
+}
+
+/// Where a replay goes: its targets, the queues they reach (a fan-out or none in the danger
+/// colour), and the headers it removes and adds.
+fn replay_destination(t: &Theme, p: &ReplayPreview) -> Vec<Line<'static>> {
+    let fan_out = p.reaches.len() > 1;
+    let reaches = if p.reaches.is_empty() {
+        Span::styled("no queue (unroutable: messages stay in the DLQ)", t.danger)
+    } else if fan_out {
+        Span::styled(
+            format!("{} queues: {}", p.reaches.len(), list(&p.reaches)),
+            t.danger,
+        )
+    } else {
+        Span::raw(format!("{} only", list(&p.reaches)))
+    };
+    vec![
+        Line::from(vec![field(t, "To"), Span::raw(list(&p.targets))]),
+        Line::from(vec![field(t, "Reaches"), reaches]),
+        Line::from(vec![field(t, "Removes"), Span::raw(list(&p.removes))]),
+        Line::from(vec![field(t, "Adds"), Span::raw(list(&p.adds))]),
+    ]
+}
+
 /// The archive or discard modal: what goes, how many, where to (or that a snapshot is written
 /// first, and where), the reason, and the typed count a large discard needs.
 pub(super) fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let width = area.width.saturating_sub(4).min(90);
-    let field = |s: &str| Span::styled(format!(" {s:<9} "), t.muted);
     let plural = if modal.count == 1 { "" } else { "s" };
     let title = match modal.kind {
         ArchiveKind::Archive => format!(
@@ -247,34 +251,34 @@ pub(super) fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Fra
         ),
     };
     let mut lines: Vec<Line> = vec![Line::from(vec![
-        field("What"),
+        field(t, "What"),
         Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
     ])];
     match modal.kind {
         ArchiveKind::Archive => {
             lines.push(Line::from(vec![
-                field("To"),
+                field(t, "To"),
                 Span::raw(
                     "the vhost's archive stream (warren.archive unless the context names another), or the local archive file where there is no stream",
                 ),
             ]));
             lines.push(Line::from(vec![
-                field("Adds"),
+                field(t, "Adds"),
                 Span::raw(crate::domain::archive::HEADERS.join(", ")),
             ]));
             lines.push(Line::from(vec![
-                field("Keeps"),
+                field(t, "Keeps"),
                 Span::raw("body, properties and every other header (x-death included)"),
             ]));
             lines.push(Line::from(vec![
-                field("Reason"),
+                field(t, "Reason"),
                 Span::styled(
                     format!("[{}▏]", sanitize::one_line(&modal.reason_text(), 70)),
                     t.selected,
                 ),
             ]));
             lines.push(Line::from(vec![
-                field("Safe"),
+                field(t, "Safe"),
                 Span::styled(
                     "each leaves the queue only once the archive holds it; restore puts it back",
                     t.muted,
@@ -283,11 +287,11 @@ pub(super) fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Fra
         }
         ArchiveKind::Discard => {
             lines.push(Line::from(vec![
-                field("To"),
+                field(t, "To"),
                 Span::styled("nowhere: deleted for good", t.danger),
             ]));
             lines.push(Line::from(vec![
-                field("Snapshot"),
+                field(t, "Snapshot"),
                 Span::raw(
                     "written first to discarded/<queue>-<time>.jsonl beside Warren's store (`warren open` reads it); only what it holds is deleted",
                 ),
@@ -346,16 +350,11 @@ fn draw_modal<'a>(
 pub(super) fn restore_modal(state: &State, modal: &RestoreModal, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let width = area.width.saturating_sub(4).min(90);
-    let field = |s: &str| Span::styled(format!(" {s:<9} "), t.muted);
     let key = |a: keys::Action| {
         Span::styled(
             format!("  [{}]", keys::label(Scope::Restore, a).unwrap_or("?")),
             t.accent,
         )
-    };
-    let list = |items: &[String]| -> String {
-        let v: Vec<String> = items.iter().map(|s| sanitize::one_line(s, 120)).collect();
-        sanitize::one_line(&v.join(", "), MODAL_LIST_CHARS)
     };
     let title = match modal.count() {
         Some(n) => format!(
@@ -370,11 +369,11 @@ pub(super) fn restore_modal(state: &State, modal: &RestoreModal, frame: &mut Fra
         ),
     };
     let mut lines: Vec<Line> = vec![Line::from(vec![
-        field("What"),
+        field(t, "What"),
         Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
     ])];
     lines.push(Line::from(vec![
-        field("Way"),
+        field(t, "Way"),
         Span::raw(if modal.how.replay {
             "replayed to where each failed (the replay's plan, retry budget reset)"
         } else {
@@ -393,13 +392,13 @@ pub(super) fn restore_modal(state: &State, modal: &RestoreModal, frame: &mut Fra
             } else {
                 Span::raw(list(&p.targets))
             };
-            lines.push(Line::from(vec![field("To"), to]));
+            lines.push(Line::from(vec![field(t, "To"), to]));
             lines.push(Line::from(vec![
-                field("Removes"),
+                field(t, "Removes"),
                 Span::raw(list(&p.removes)),
             ]));
             if !p.adds.is_empty() {
-                lines.push(Line::from(vec![field("Adds"), Span::raw(list(&p.adds))]));
+                lines.push(Line::from(vec![field(t, "Adds"), Span::raw(list(&p.adds))]));
             }
         }
     }
@@ -412,12 +411,12 @@ pub(super) fn restore_modal(state: &State, modal: &RestoreModal, frame: &mut Fra
         None => "left out".to_string(),
     };
     lines.push(Line::from(vec![
-        field("Before"),
+        field(t, "Before"),
         Span::raw(before),
         key(keys::Action::ToggleAgain),
     ]));
     lines.push(Line::from(vec![
-        field("Safe"),
+        field(t, "Safe"),
         Span::styled(
             "each is published with a confirm; the archive keeps its copy and Warren remembers it was restored",
             t.muted,
@@ -527,42 +526,7 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
     let t = &state.theme;
     let p = &run.progress;
     let width = area.width.saturating_sub(4).min(90);
-    let note = match &run.outcome {
-        Some(o) => match &o.error {
-            Some(e) => Span::styled(
-                format!(" {}", sanitize::one_line(e, BANNER_CHARS)),
-                t.danger,
-            ),
-            None if o.cancelled => Span::styled(
-                " stopped: what moved stays moved, the rest is still in the queue",
-                t.warn,
-            ),
-            None => Span::styled(" finished", t.ok),
-        },
-        None if run.cancelling => Span::styled(
-            " stopping: settling what is in flight (Esc again stops at once)",
-            t.warn,
-        ),
-        None if p.blocked.is_some() => Span::styled(
-            format!(
-                " broker blocked publishing ({}): waiting; Esc to stop",
-                sanitize::one_line(p.blocked.as_deref().unwrap_or(""), 60)
-            ),
-            t.danger,
-        ),
-        None if matches!(run.job, JobKind::Restore(_)) => Span::styled(
-            " each is published with a confirm and remembered as restored; Esc stops after the batch in flight",
-            t.muted,
-        ),
-        None if run.job == JobKind::Discard => Span::styled(
-            " only what the snapshot holds is deleted; Esc stops after what is in flight",
-            t.muted,
-        ),
-        None => Span::styled(
-            " messages leave the queue only after the broker confirms the publish",
-            t.muted,
-        ),
-    };
+    let note = progress_note(state, run);
     // A failure's cause wraps (up to six lines) rather than being cut at the border.
     let note = Paragraph::new(note).wrap(Wrap { trim: false });
     let note_height = u16::try_from(note.line_count(width.saturating_sub(2)))
@@ -570,35 +534,7 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
         .clamp(1, 6);
     let rect = centered(area, width, 8 + note_height);
     frame.render_widget(Clear, rect);
-    let verb = match (&run.job, run.dry_run) {
-        (_, true) => "Dry run",
-        (JobKind::Replay, false) => "Replaying",
-        (JobKind::Archive { .. }, false) => "Archiving",
-        (JobKind::Discard, false) => "Discarding",
-        (JobKind::Restore(_), false) => "Restoring",
-    };
-    let title = match (&run.outcome, run.cancelling) {
-        (Some(o), _) if o.cancelled => format!(
-            " {verb} from {} — stopped ",
-            queue_title(state, &run.vhost, &run.queue, 40)
-        ),
-        (Some(o), _) if o.error.is_some() => format!(
-            " {verb} from {} — failed ",
-            queue_title(state, &run.vhost, &run.queue, 40)
-        ),
-        (Some(_), _) => format!(
-            " {verb} from {} — done ",
-            queue_title(state, &run.vhost, &run.queue, 40)
-        ),
-        (None, true) => format!(
-            " {verb} from {} — stopping… ",
-            queue_title(state, &run.vhost, &run.queue, 40)
-        ),
-        (None, false) => format!(
-            " {verb} from {} ",
-            queue_title(state, &run.vhost, &run.queue, 40)
-        ),
-    };
+    let title = progress_title(state, run);
     let block = modal_block(title, t.danger);
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
@@ -653,6 +589,81 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
     frame.render_widget(Paragraph::new(Span::styled(keys_text, t.accent)), keys_area);
 }
 
+/// The line under a run's figures: how it ended, or what it is doing and what Esc does now.
+fn progress_note(state: &State, run: &ReplayRun) -> Span<'static> {
+    let t = &state.theme;
+    let p = &run.progress;
+    match &run.outcome {
+        Some(o) => match &o.error {
+            Some(e) => Span::styled(
+                format!(" {}", sanitize::one_line(e, BANNER_CHARS)),
+                t.danger,
+            ),
+            None if o.cancelled => Span::styled(
+                " stopped: what moved stays moved, the rest is still in the queue",
+                t.warn,
+            ),
+            None => Span::styled(" finished", t.ok),
+        },
+        None if run.cancelling => Span::styled(
+            " stopping: settling what is in flight (Esc again stops at once)",
+            t.warn,
+        ),
+        None if p.blocked.is_some() => Span::styled(
+            format!(
+                " broker blocked publishing ({}): waiting; Esc to stop",
+                sanitize::one_line(p.blocked.as_deref().unwrap_or(""), 60)
+            ),
+            t.danger,
+        ),
+        None if matches!(run.job, JobKind::Restore(_)) => Span::styled(
+            " each is published with a confirm and remembered as restored; Esc stops after the batch in flight",
+            t.muted,
+        ),
+        None if run.job == JobKind::Discard => Span::styled(
+            " only what the snapshot holds is deleted; Esc stops after what is in flight",
+            t.muted,
+        ),
+        None => Span::styled(
+            " messages leave the queue only after the broker confirms the publish",
+            t.muted,
+        ),
+    }
+}
+
+/// A run's title: what it does, from where, and whether it stopped, failed or is done.
+fn progress_title(state: &State, run: &ReplayRun) -> String {
+    let verb = match (&run.job, run.dry_run) {
+        (_, true) => "Dry run",
+        (JobKind::Replay, false) => "Replaying",
+        (JobKind::Archive { .. }, false) => "Archiving",
+        (JobKind::Discard, false) => "Discarding",
+        (JobKind::Restore(_), false) => "Restoring",
+    };
+    match (&run.outcome, run.cancelling) {
+        (Some(o), _) if o.cancelled => format!(
+            " {verb} from {} — stopped ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
+        (Some(o), _) if o.error.is_some() => format!(
+            " {verb} from {} — failed ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
+        (Some(_), _) => format!(
+            " {verb} from {} — done ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
+        (None, true) => format!(
+            " {verb} from {} — stopping… ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
+        (None, false) => format!(
+            " {verb} from {} ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
+    }
+}
+
 /// The frame of a modal: a double border and its title, in the modal's colour.
 fn modal_block<'a>(title: impl Into<std::borrow::Cow<'a, str>>, style: Style) -> Block<'a> {
     Block::default()
@@ -660,4 +671,16 @@ fn modal_block<'a>(title: impl Into<std::borrow::Cow<'a, str>>, style: Style) ->
         .border_type(BorderType::Double)
         .border_style(style)
         .title(Span::styled(title, style))
+}
+
+/// A modal's field label, padded so that the values line up.
+fn field(t: &Theme, s: &str) -> Span<'static> {
+    Span::styled(format!(" {s:<9} "), t.muted)
+}
+
+/// A modal's list, one line that wraps (the modal grows to fit it), within a bound that keeps
+/// Enter and Esc on an 80×24 screen; `replay --dry-run` prints lists whole.
+fn list(items: &[String]) -> String {
+    let v: Vec<String> = items.iter().map(|s| sanitize::one_line(s, 120)).collect();
+    sanitize::one_line(&v.join(", "), MODAL_LIST_CHARS)
 }
