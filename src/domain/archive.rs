@@ -41,11 +41,10 @@ pub const DELIVERY_HEADERS: [&str; 3] = ["x-delivery-count", "x-acquired-count",
 /// The default archive stream's name and retention.
 pub const DEFAULT_STREAM: &str = "warren.archive";
 pub const DEFAULT_MAX_AGE: &str = "30D";
-/// How a vhost's local archive file is named in the queue list: RabbitMQ refuses to let a client
-/// declare a queue whose name begins with `amq.`, so no queue of the broker can be taken for it.
-pub const LOCAL_QUEUE: &str = "amq.warren.local-archive";
-/// The type shown for the local archive in the queue list.
-pub const LOCAL_TYPE: &str = "local file";
+
+// Named where the queue list adds the local archive, so that discovery does not import this
+// module, which imports discovery.
+pub use super::discovery::classify::{LOCAL_QUEUE, LOCAL_TYPE};
 
 /// How a queue is named on screen: the local archive file has no queue name of its own.
 pub fn shown_name(name: &str) -> &str {

@@ -16,6 +16,9 @@ use super::explain::Explanation;
 use super::filter::Subject;
 use super::fingerprint::Fingerprint;
 use super::grouping::{self, Facets};
+// Lives with the grouping that reads it, so that grouping does not import this module, which
+// imports grouping.
+pub use super::grouping::message_type;
 use super::message::DeadLetter;
 use super::replay::{self, ReplayTarget};
 use super::value::Table;
@@ -187,13 +190,6 @@ impl Seconds {
             .then(|| Timestamp::from_second(self.0).ok())
             .flatten()
     }
-}
-
-/// The message type as the filter's `type:` sees it: the convention's, else the `type` property.
-pub fn message_type<'a>(msg: &'a DeadLetter, exp: &'a Explanation) -> Option<&'a str> {
-    exp.message_type
-        .as_deref()
-        .or(msg.properties.kind.as_deref())
 }
 
 /// Attempts: the convention's retry counter, else the number of deaths recorded (at least 1).

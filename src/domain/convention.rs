@@ -768,9 +768,12 @@ pub fn dramatiq_message_id(body: &[u8]) -> Option<String> {
     (!id.trim().is_empty() && id.len() <= MAX_ID).then(|| id.to_string())
 }
 
+/// Body bytes that go into a content key; every browse keeps at least this many.
+pub const HASHED_BODY: usize = 64 * 1024;
+
 /// The head of a body as dramatiq's JSON encoder writes it: one object with the keys
 /// `queue_name`, `actor_name`, `args`, `kwargs`, `options`, `message_id`, `message_timestamp`,
-/// in that order. Only the first `identity::HASHED_BODY` bytes are read, so the result is the
+/// in that order. Only the first [`HASHED_BODY`] bytes are read, so the result is the
 /// same whether the body was read whole or cut at any browse cap; the fields up to
 /// `message_id` are kept (`args` and `kwargs` are skipped, whatever their size), and a field
 /// cut off is absent. `None` at the first key dramatiq does not write (so another JSON body
@@ -819,7 +822,7 @@ pub fn dramatiq_head(body: &[u8]) -> Option<serde_json::Map<String, Value>> {
         }
     }
 
-    let prefix = body.get(..super::identity::HASHED_BODY).unwrap_or(body);
+    let prefix = body.get(..HASHED_BODY).unwrap_or(body);
     if prefix.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return None;
     }

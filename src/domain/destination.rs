@@ -13,6 +13,9 @@
 //! each queue's settings) to the queue that will really be consumed, and then checks the room
 //! there ([`check_room`]). A wait queue is never a replay target: the consuming queue is.
 
+// Lives with the settings it reads, so that discovery (which finds ladders by it) does not
+// import this module, which imports discovery.
+pub use super::discovery::is_wait_queue;
 use super::discovery::{EffectiveSettings, QueueInfo, RoutingTable};
 
 /// At most this many wait queues between a target and its resting place (a real ladder has one
@@ -35,12 +38,6 @@ pub enum Step {
     Dropped { why: String },
     /// A wait queue whose dead-letter route reaches several queues (a fan-out).
     Ambiguous { queues: Vec<String> },
-}
-
-/// Is `q` a wait queue — does a message published into it leave by expiry? A TTL and a
-/// dead-letter exchange, and no consumer to take messages before they expire.
-pub fn is_wait_queue(q: &QueueInfo, s: &EffectiveSettings) -> bool {
-    s.message_ttl_ms.is_some() && s.dead_letter_exchange.is_some() && q.consumers.unwrap_or(0) == 0
 }
 
 /// The next hop of a message published into `q` with `routing_key`.

@@ -171,6 +171,13 @@ pub fn death_reason(ex: &Explanation) -> Option<&str> {
         .map(|r| r.as_str())
 }
 
+/// The message type as the filter's `type:` sees it: the convention's, else the `type` property.
+pub fn message_type<'a>(msg: &'a DeadLetter, exp: &'a Explanation) -> Option<&'a str> {
+    exp.message_type
+        .as_deref()
+        .or(msg.properties.kind.as_deref())
+}
+
 /// What grouping reads of one message, in every mode: taken from the message and its
 /// explanation ([`Facets::of`]), or from what a long list keeps of each message instead of the
 /// message (`brief::Brief::facets`), so both group alike.
@@ -191,7 +198,7 @@ impl<'a> Facets<'a> {
     pub fn of(dl: &'a DeadLetter, ex: &'a Explanation) -> Facets<'a> {
         Facets {
             exception_type: ex.fault.as_ref().and_then(|f| f.exception_type.as_deref()),
-            message_type: super::brief::message_type(dl, ex),
+            message_type: message_type(dl, ex),
             origin: ex.source.queue.as_deref(),
             death_reason: death_reason(ex),
             endpoint: replay::default_target(dl, ex).map(Cow::Owned),

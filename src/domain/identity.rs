@@ -18,8 +18,9 @@ use super::convention::{self, IdPlace};
 use super::message::DeadLetter;
 use super::value::{HeaderValue, MAX_DEPTH, Table};
 
-/// Body bytes that go into a content key; every browse keeps at least this many.
-pub const HASHED_BODY: usize = 64 * 1024;
+// Defined with the body readers that also stop there, so that convention does not import this
+// module, which imports convention.
+pub use super::convention::HASHED_BODY;
 
 /// Framework id headers that stay with a message through retries and error queues, in order of
 /// preference. (`MT-OriginalMessageId` is left out: it names another message.)

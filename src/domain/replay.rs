@@ -516,12 +516,87 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
         Some(q) => Some(ReplayTarget::queue(q)),
         None => convention_target(dl, ex, &mut warnings),
     };
+    message_warnings(dl, ex, target.as_ref(), &mut warnings);
+
+    let mut headers = dl.headers.clone();
+    let mut removed = Vec::new();
+    let mut reset = Vec::new();
+    let mut removed_properties = Vec::new();
+    if opts.keep_attempts {
+        if dl.headers.keys().any(|k| is_stripped(ex.convention, k))
+            || !ex.counter_headers.is_empty()
+        {
+            warnings.push(ReplayWarning::AttemptsKept);
+        }
+    } else {
+        removed = dl
+            .headers
+            .keys()
+            .filter(|k| is_stripped(ex.convention, k))
+            .map(str::to_string)
+            .collect();
+        headers.retain(|k, _| !is_stripped(ex.convention, k));
+        reset_attempts(ex, &mut headers, &mut removed, &mut reset);
+    }
+    let attempts = if opts.keep_attempts {
+        Attempts::Kept
+    } else {
+        attempts_after(ex, &headers)
+    };
+
+    // The framework's deadline, against the replay time passed in.
+    let expired = match (ex.deadline, deadline_header(ex.convention)) {
+        (Some(deadline), Some(header)) if deadline <= opts.now => Some(Expired {
+            framework: ex.convention.label(),
+            header,
+            deadline,
+            cleared: opts.clear_expiry,
+        }),
+        _ => None,
+    };
+    if let Some(e) = expired.as_ref().filter(|e| e.cleared) {
+        if headers.remove(e.header).is_some() {
+            removed.push(e.header.to_string());
+        }
+        if dl.properties.expiration.is_some() {
+            removed_properties.push("expiration");
+        }
+    }
+
+    let replay_count = ex.replay_count.max(0).saturating_add(1);
+    let added = warren_headers(dl, opts, replay_count);
+    for (k, v) in &added {
+        debug_assert!(!k.starts_with("x-"), "x- headers belong to the broker");
+        headers.insert(k.clone(), v.clone());
+    }
+    ReplayPlan {
+        target,
+        removed,
+        reset,
+        removed_properties,
+        attempts,
+        expired,
+        added,
+        headers,
+        warnings,
+        replay_count,
+    }
+}
+
+/// What the operator should know about this message before it goes to `target`: a skipped
+/// message sent back to the endpoint that skipped it, a body's retry budget, an earlier replay,
+/// a TTL that is not restored.
+fn message_warnings(
+    dl: &DeadLetter,
+    ex: &Explanation,
+    target: Option<&ReplayTarget>,
+    warnings: &mut Vec<ReplayWarning>,
+) {
     if ex.skipped {
         let endpoint = ex.source.queue.clone();
         // Replaying a skipped message to another endpoint is the fix; to the same one, it skips again.
-        let same = target
-            .as_ref()
-            .is_none_or(|t| t.expected_queue.is_none() || t.expected_queue == endpoint);
+        let same =
+            target.is_none_or(|t| t.expected_queue.is_none() || t.expected_queue == endpoint);
         if same {
             warnings.insert(0, ReplayWarning::Skipped { endpoint });
         }
@@ -561,122 +636,99 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
     {
         warnings.push(ReplayWarning::ExpirationNotRestored { ms });
     }
+}
 
-    let mut headers = dl.headers.clone();
-    let mut removed = Vec::new();
-    let mut reset = Vec::new();
-    let mut removed_properties = Vec::new();
-    if opts.keep_attempts {
-        if dl.headers.keys().any(|k| is_stripped(ex.convention, k))
-            || !ex.counter_headers.is_empty()
-        {
-            warnings.push(ReplayWarning::AttemptsKept);
-        }
-    } else {
-        removed = dl
-            .headers
-            .keys()
-            .filter(|k| is_stripped(ex.convention, k))
-            .map(str::to_string)
-            .collect();
-        headers.retain(|k, _| !is_stripped(ex.convention, k));
-        if ex.convention == Convention::Rascal
-            && let Some(HeaderValue::Table(mut t)) = headers.get("rascal").cloned()
-        {
-            for key in RASCAL_TRIMMED {
-                if t.remove(key).is_some() {
-                    removed.push(format!("rascal.{key}"));
-                }
+/// Gives the message a fresh retry budget beyond the stripped headers: rascal's nested
+/// counters, the headers a framework needs set to zero, a ladder's error and counter headers.
+fn reset_attempts(
+    ex: &Explanation,
+    headers: &mut Table,
+    removed: &mut Vec<String>,
+    reset: &mut Vec<String>,
+) {
+    if ex.convention == Convention::Rascal
+        && let Some(HeaderValue::Table(mut t)) = headers.get("rascal").cloned()
+    {
+        for key in RASCAL_TRIMMED {
+            if t.remove(key).is_some() {
+                removed.push(format!("rascal.{key}"));
             }
-            headers.insert("rascal", HeaderValue::Table(t));
         }
-        for name in zeroed(ex.convention) {
-            if let Some(v) = headers.get(name).filter(|v| v.as_i64() != Some(0)) {
+        headers.insert("rascal", HeaderValue::Table(t));
+    }
+    for name in zeroed(ex.convention) {
+        if let Some(v) = headers.get(name).filter(|v| v.as_i64() != Some(0)) {
+            let zero = zero_like(v);
+            headers.insert(*name, zero);
+            reset.push((*name).to_string());
+        }
+    }
+    // A ladder's error text describes the failure before the replay, so it goes, as a
+    // framework's fault headers do. Its counter is set to 0 in its own type rather than
+    // removed: apps read `headers['x-retry-count'] || 0` (then both would do), but some read
+    // it without a default (`parseInt(h['x-retry-count']) + 1` is NaN for a missing one), and
+    // 0 serves both. A counter that is not a number Warren can zero goes.
+    for name in &ex.error_headers {
+        if headers.remove(name).is_some() {
+            removed.push(name.clone());
+        }
+    }
+    for name in &ex.counter_headers {
+        match headers.get(name) {
+            Some(v) if v.as_i64() == Some(0) => {}
+            Some(v) if v.as_i64().is_some() => {
                 let zero = zero_like(v);
-                headers.insert(*name, zero);
-                reset.push((*name).to_string());
+                headers.insert(name.as_str(), zero);
+                reset.push(name.clone());
             }
-        }
-        // A ladder's error text describes the failure before the replay, so it goes, as a
-        // framework's fault headers do. Its counter is set to 0 in its own type rather than
-        // removed: apps read `headers['x-retry-count'] || 0` (then both would do), but some read
-        // it without a default (`parseInt(h['x-retry-count']) + 1` is NaN for a missing one), and
-        // 0 serves both. A counter that is not a number Warren can zero goes.
-        for name in &ex.error_headers {
-            if headers.remove(name).is_some() {
+            Some(_) => {
+                headers.remove(name);
                 removed.push(name.clone());
             }
-        }
-        for name in &ex.counter_headers {
-            match headers.get(name) {
-                Some(v) if v.as_i64() == Some(0) => {}
-                Some(v) if v.as_i64().is_some() => {
-                    let zero = zero_like(v);
-                    headers.insert(name.as_str(), zero);
-                    reset.push(name.clone());
-                }
-                Some(_) => {
-                    headers.remove(name);
-                    removed.push(name.clone());
-                }
-                None => {}
-            }
+            None => {}
         }
     }
-    let attempts = if opts.keep_attempts {
-        Attempts::Kept
+}
+
+/// Whether every counter Warren knows of was reset in `headers`, or which survive.
+fn attempts_after(ex: &Explanation, headers: &Table) -> Attempts {
+    let surviving: Vec<String> = BROKER_COUNTERS
+        .iter()
+        .chain(counters(ex.convention))
+        .filter_map(|c| match c {
+            Counter::Header(n) => headers
+                .get(n)
+                .filter(|v| v.as_i64() != Some(0))
+                .map(|_| format!("header {n}")),
+            Counter::Nested(n, key) => headers
+                .get(n)
+                .and_then(HeaderValue::as_table)
+                .and_then(|t| t.get(key))
+                .filter(|v| v.as_i64() != Some(0))
+                .map(|_| format!("{n}.{key}")),
+            // Never reset, whatever it holds: the plan's `RetryBudget` says what is left.
+            Counter::Body(path) => Some(format!("{path} in the body")),
+        })
+        .chain(ex.counter_headers.iter().filter_map(|n| {
+            headers
+                .get(n)
+                .filter(|v| v.as_i64() != Some(0))
+                .map(|_| format!("header {n}"))
+        }))
+        .collect();
+    if surviving.is_empty() {
+        Attempts::Reset
     } else {
-        let surviving: Vec<String> = BROKER_COUNTERS
-            .iter()
-            .chain(counters(ex.convention))
-            .filter_map(|c| match c {
-                Counter::Header(n) => headers
-                    .get(n)
-                    .filter(|v| v.as_i64() != Some(0))
-                    .map(|_| format!("header {n}")),
-                Counter::Nested(n, key) => headers
-                    .get(n)
-                    .and_then(HeaderValue::as_table)
-                    .and_then(|t| t.get(key))
-                    .filter(|v| v.as_i64() != Some(0))
-                    .map(|_| format!("{n}.{key}")),
-                // Never reset, whatever it holds: the plan's `RetryBudget` says what is left.
-                Counter::Body(path) => Some(format!("{path} in the body")),
-            })
-            .chain(ex.counter_headers.iter().filter_map(|n| {
-                headers
-                    .get(n)
-                    .filter(|v| v.as_i64() != Some(0))
-                    .map(|_| format!("header {n}"))
-            }))
-            .collect();
-        if surviving.is_empty() {
-            Attempts::Reset
-        } else {
-            Attempts::NotReset(surviving)
-        }
-    };
-
-    // The framework's deadline, against the replay time passed in.
-    let expired = match (ex.deadline, deadline_header(ex.convention)) {
-        (Some(deadline), Some(header)) if deadline <= opts.now => Some(Expired {
-            framework: ex.convention.label(),
-            header,
-            deadline,
-            cleared: opts.clear_expiry,
-        }),
-        _ => None,
-    };
-    if let Some(e) = expired.as_ref().filter(|e| e.cleared) {
-        if headers.remove(e.header).is_some() {
-            removed.push(e.header.to_string());
-        }
-        if dl.properties.expiration.is_some() {
-            removed_properties.push("expiration");
-        }
+        Attempts::NotReset(surviving)
     }
+}
 
-    let replay_count = ex.replay_count.max(0).saturating_add(1);
+/// The headers Warren adds to every replayed message (see [`ReplayPlan::added`]).
+fn warren_headers(
+    dl: &DeadLetter,
+    opts: &ReplayOptions,
+    replay_count: i64,
+) -> Vec<(String, HeaderValue)> {
     let mut added = vec![
         (
             REPLAYED_FROM_HEADER.to_string(),
@@ -694,22 +746,7 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
             HeaderValue::string(id.clone()),
         ));
     }
-    for (k, v) in &added {
-        debug_assert!(!k.starts_with("x-"), "x- headers belong to the broker");
-        headers.insert(k.clone(), v.clone());
-    }
-    ReplayPlan {
-        target,
-        removed,
-        reset,
-        removed_properties,
-        attempts,
-        expired,
-        added,
-        headers,
-        warnings,
-        replay_count,
-    }
+    added
 }
 
 /// Where the convention says the message goes, or `None` with the warning that says why not.

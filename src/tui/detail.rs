@@ -11,11 +11,13 @@ use super::state::{Opened, Row, State};
 use super::theme::Theme;
 use crate::domain::body;
 use crate::domain::comeback;
-use crate::domain::convention::short_type;
+use crate::domain::convention::{Fault, short_type};
+use crate::domain::explain::Explanation;
 use crate::domain::message::DeadLetter;
 use crate::domain::replay::{self, ReplayOptions, ReplayTarget};
 use crate::domain::sanitize;
 use crate::domain::value::HeaderValue;
+use crate::domain::xdeath::Death;
 
 /// Longest header value shown (chars); the rest is cut with a marker saying how much.
 const HEADER_CHARS: usize = 400;
@@ -50,110 +52,8 @@ pub fn lines(state: &State, row: &Opened) -> Vec<Line<'static>> {
     let mut out: Vec<Line<'static>> = Vec::new();
     let exp = &row.exp;
 
-    out.push(Line::styled(
-        sanitize::multi_line(&exp.verdict, 2000).replace('\n', " "),
-        t.accent,
-    ));
-    // A replayed message that died again names its run ("failed again 14 minutes after replay
-    // R by alice (3rd replay)").
-    if let Some(f) = comeback::failed_again(&row.msg, exp) {
-        let by = state
-            .browse
-            .as_ref()
-            .and_then(|b| b.authors.get(&f.run_id))
-            .map(|a| sanitize::one_line(a, 60));
-        out.push(Line::styled(
-            sanitize::one_line(&f.describe(by.as_deref()), 300),
-            t.warn,
-        ));
-    }
-
-    // Timeline: oldest first (the header is newest first, and not always sorted).
-    if !exp.deaths.entries.is_empty() {
-        out.push(heading("timeline (UTC)", t.muted));
-        let mut deaths: Vec<_> = exp.deaths.entries.iter().collect();
-        deaths.sort_by_key(|d| d.time.map_or(i64::MAX, |t| t.as_second()));
-        if let Some(first) = deaths.first() {
-            let exchange = first
-                .exchange
-                .as_deref()
-                .map_or("?".to_string(), exchange_name);
-            let keys = keys_text(&first.routing_keys);
-            out.push(Line::from(vec![
-                Span::styled(
-                    format!(
-                        "  {:<9} ",
-                        first
-                            .time
-                            .map_or("?".into(), |x| format::time(x, state.now))
-                    ),
-                    t.muted,
-                ),
-                Span::raw(format!("published → {exchange}{keys}")),
-            ]));
-        }
-        for d in &deaths {
-            let when = d.time.map_or("?".into(), |x| format::time(x, state.now));
-            let reason = d.reason.as_ref().map_or("?", |r| r.as_str()).to_string();
-            let queue = d
-                .queue
-                .as_deref()
-                .map_or("?".into(), |q| sanitize::one_line(q, 80));
-            let mut spans = vec![
-                Span::styled(format!("  {when:<9} "), t.muted),
-                Span::styled(
-                    format!("{:<9} ", sanitize::one_line(&reason, 20)),
-                    reason_style(state, &reason),
-                ),
-                Span::raw(format!("{queue}  ×{}", d.times())),
-            ];
-            if let Some(exp) = &d.original_expiration {
-                spans.push(Span::styled(
-                    format!("  (message TTL {} ms)", sanitize::one_line(exp, 20)),
-                    t.muted,
-                ));
-            }
-            out.push(Line::from(spans));
-            let mut via = Vec::new();
-            let exchange = d.exchange.as_deref().map(exchange_name);
-            if exchange.is_some() || !d.routing_keys.is_empty() {
-                via.push(format!(
-                    "via {}{}",
-                    exchange.unwrap_or_else(|| "?".into()),
-                    keys_text(&d.routing_keys)
-                ));
-            }
-            // x-death keeps the first time of each pair; in a retry loop the last one can be
-            // estimated from the wait queue's TTL.
-            if d.times() > 1
-                && let (Some(q), Some(time)) = (&d.queue, d.time)
-                && let Some(b) = &state.browse
-                && let Some(lp) = state.discovery.retry_loop_in(&b.vhost, q)
-            {
-                let cycle = i64::try_from(lp.ttl_ms / 1000).unwrap_or(0);
-                let last = time
-                    .as_second()
-                    .saturating_add(cycle.saturating_mul(d.times() - 1));
-                if let Ok(last) = jiff::Timestamp::from_second(last) {
-                    via.push(format!("last ≈{}", format::time(last, state.now)));
-                }
-            }
-            if !via.is_empty() {
-                out.push(Line::styled(format!("    {}", via.join(" · ")), t.muted));
-            }
-        }
-        let seen = row
-            .first_seen
-            .map(|s| format!(", seen by Warren since {}", format::time(s, state.now)))
-            .unwrap_or_default();
-        out.push(Line::styled(
-            format!(
-                "    now in {}{seen}",
-                sanitize::one_line(&row.msg.queue, 80)
-            ),
-            t.muted,
-        ));
-    }
+    verdict(state, row, &mut out);
+    timeline(state, row, &mut out);
     for p in &exp.deaths.problems {
         out.push(Line::styled(
             format!("  ! {}", sanitize::one_line(p, 200)),
@@ -162,59 +62,7 @@ pub fn lines(state: &State, row: &Opened) -> Vec<Line<'static>> {
     }
 
     if let Some(f) = &exp.fault {
-        out.push(heading(
-            &format!("fault ({})", exp.convention.label()),
-            t.muted,
-        ));
-        if let Some(ty) = &f.exception_type {
-            out.push(Line::styled(
-                format!("  {}", sanitize::one_line(ty, 200)),
-                t.danger,
-            ));
-        }
-        if let Some(m) = &f.message {
-            for l in sanitize::multi_line(m, 2000).lines() {
-                out.push(Line::raw(format!("  {l}")));
-            }
-        }
-        let mut facts = Vec::new();
-        for (label, v) in [
-            ("consumer", &f.consumer),
-            ("message type", &f.message_type),
-            ("inner", &f.inner_exception_type),
-            ("host", &f.host),
-        ] {
-            if let Some(v) = v {
-                facts.push(format!("{label}: {}", sanitize::one_line(v, 120)));
-            }
-        }
-        if let Some(at) = exp.failed_at {
-            facts.push(format!("failed at {}", format::time(at, state.now)));
-        }
-        if let Some(r) = exp.retries {
-            facts.push(format!("retries: {r}"));
-        }
-        for fact in facts {
-            out.push(Line::styled(format!("  {fact}"), t.muted));
-        }
-        if let Some(trace) = &f.stack_trace {
-            let text = sanitize::multi_line(trace, TRACE_CHARS);
-            let n = text.lines().count();
-            if state.trace_open {
-                out.push(Line::styled(
-                    format!("  stack trace ({n} lines) — e fold · T pager"),
-                    t.muted,
-                ));
-                for l in text.lines() {
-                    out.push(Line::raw(format!("    {l}")));
-                }
-            } else {
-                out.push(Line::styled(
-                    format!("  stack trace ({n} lines) — e unfold · T pager"),
-                    t.muted,
-                ));
-            }
-        }
+        fault(state, exp, f, &mut out);
     } else if exp.skipped {
         out.push(Line::styled(
             "  skipped: no consumer on the endpoint handles this message type",
@@ -250,6 +98,188 @@ pub fn lines(state: &State, row: &Opened) -> Vec<Line<'static>> {
 
     body(state, &row.msg, &mut out);
     out
+}
+
+/// The verdict first, and for a replayed message that died again, the run it came back from.
+fn verdict(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
+    let t = &state.theme;
+    let exp = &row.exp;
+    out.push(Line::styled(
+        sanitize::multi_line(&exp.verdict, 2000).replace('\n', " "),
+        t.accent,
+    ));
+    // A replayed message that died again names its run ("failed again 14 minutes after replay
+    // R by alice (3rd replay)").
+    if let Some(f) = comeback::failed_again(&row.msg, exp) {
+        let by = state
+            .browse
+            .as_ref()
+            .and_then(|b| b.authors.get(&f.run_id))
+            .map(|a| sanitize::one_line(a, 60));
+        out.push(Line::styled(
+            sanitize::one_line(&f.describe(by.as_deref()), 300),
+            t.warn,
+        ));
+    }
+}
+
+/// The message's deaths as a timeline, oldest first (the header is newest first, and not
+/// always sorted), from its first publish to the queue it is in now.
+fn timeline(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
+    let t = &state.theme;
+    let exp = &row.exp;
+    if exp.deaths.entries.is_empty() {
+        return;
+    }
+    out.push(heading("timeline (UTC)", t.muted));
+    let mut deaths: Vec<_> = exp.deaths.entries.iter().collect();
+    deaths.sort_by_key(|d| d.time.map_or(i64::MAX, |t| t.as_second()));
+    if let Some(first) = deaths.first() {
+        let exchange = first
+            .exchange
+            .as_deref()
+            .map_or("?".to_string(), exchange_name);
+        let keys = keys_text(&first.routing_keys);
+        out.push(Line::from(vec![
+            Span::styled(
+                format!(
+                    "  {:<9} ",
+                    first
+                        .time
+                        .map_or("?".into(), |x| format::time(x, state.now))
+                ),
+                t.muted,
+            ),
+            Span::raw(format!("published → {exchange}{keys}")),
+        ]));
+    }
+    for d in &deaths {
+        death(state, d, out);
+    }
+    let seen = row
+        .first_seen
+        .map(|s| format!(", seen by Warren since {}", format::time(s, state.now)))
+        .unwrap_or_default();
+    out.push(Line::styled(
+        format!(
+            "    now in {}{seen}",
+            sanitize::one_line(&row.msg.queue, 80)
+        ),
+        t.muted,
+    ));
+}
+
+/// One death of the timeline: when, why, where and how often, then the exchange it came
+/// through and, in a retry loop, roughly when it last died.
+fn death(state: &State, d: &Death, out: &mut Vec<Line<'static>>) {
+    let t = &state.theme;
+    let when = d.time.map_or("?".into(), |x| format::time(x, state.now));
+    let reason = d.reason.as_ref().map_or("?", |r| r.as_str()).to_string();
+    let queue = d
+        .queue
+        .as_deref()
+        .map_or("?".into(), |q| sanitize::one_line(q, 80));
+    let mut spans = vec![
+        Span::styled(format!("  {when:<9} "), t.muted),
+        Span::styled(
+            format!("{:<9} ", sanitize::one_line(&reason, 20)),
+            reason_style(state, &reason),
+        ),
+        Span::raw(format!("{queue}  ×{}", d.times())),
+    ];
+    if let Some(exp) = &d.original_expiration {
+        spans.push(Span::styled(
+            format!("  (message TTL {} ms)", sanitize::one_line(exp, 20)),
+            t.muted,
+        ));
+    }
+    out.push(Line::from(spans));
+    let mut via = Vec::new();
+    let exchange = d.exchange.as_deref().map(exchange_name);
+    if exchange.is_some() || !d.routing_keys.is_empty() {
+        via.push(format!(
+            "via {}{}",
+            exchange.unwrap_or_else(|| "?".into()),
+            keys_text(&d.routing_keys)
+        ));
+    }
+    // x-death keeps the first time of each pair; in a retry loop the last one can be
+    // estimated from the wait queue's TTL.
+    if d.times() > 1
+        && let (Some(q), Some(time)) = (&d.queue, d.time)
+        && let Some(b) = &state.browse
+        && let Some(lp) = state.discovery.retry_loop_in(&b.vhost, q)
+    {
+        let cycle = i64::try_from(lp.ttl_ms / 1000).unwrap_or(0);
+        let last = time
+            .as_second()
+            .saturating_add(cycle.saturating_mul(d.times() - 1));
+        if let Ok(last) = jiff::Timestamp::from_second(last) {
+            via.push(format!("last ≈{}", format::time(last, state.now)));
+        }
+    }
+    if !via.is_empty() {
+        out.push(Line::styled(format!("    {}", via.join(" · ")), t.muted));
+    }
+}
+
+/// The framework's fault: the exception, its message, the facts around it and the stack
+/// trace, folded unless opened.
+fn fault(state: &State, exp: &Explanation, f: &Fault, out: &mut Vec<Line<'static>>) {
+    let t = &state.theme;
+    out.push(heading(
+        &format!("fault ({})", exp.convention.label()),
+        t.muted,
+    ));
+    if let Some(ty) = &f.exception_type {
+        out.push(Line::styled(
+            format!("  {}", sanitize::one_line(ty, 200)),
+            t.danger,
+        ));
+    }
+    if let Some(m) = &f.message {
+        for l in sanitize::multi_line(m, 2000).lines() {
+            out.push(Line::raw(format!("  {l}")));
+        }
+    }
+    let mut facts = Vec::new();
+    for (label, v) in [
+        ("consumer", &f.consumer),
+        ("message type", &f.message_type),
+        ("inner", &f.inner_exception_type),
+        ("host", &f.host),
+    ] {
+        if let Some(v) = v {
+            facts.push(format!("{label}: {}", sanitize::one_line(v, 120)));
+        }
+    }
+    if let Some(at) = exp.failed_at {
+        facts.push(format!("failed at {}", format::time(at, state.now)));
+    }
+    if let Some(r) = exp.retries {
+        facts.push(format!("retries: {r}"));
+    }
+    for fact in facts {
+        out.push(Line::styled(format!("  {fact}"), t.muted));
+    }
+    if let Some(trace) = &f.stack_trace {
+        let text = sanitize::multi_line(trace, TRACE_CHARS);
+        let n = text.lines().count();
+        if state.trace_open {
+            out.push(Line::styled(
+                format!("  stack trace ({n} lines) — e fold · T pager"),
+                t.muted,
+            ));
+            for l in text.lines() {
+                out.push(Line::raw(format!("    {l}")));
+            }
+        } else {
+            out.push(Line::styled(
+                format!("  stack trace ({n} lines) — e unfold · T pager"),
+                t.muted,
+            ));
+        }
+    }
 }
 
 /// Where a replay of this message would go and what it would strip and add: the domain's own

@@ -8,12 +8,17 @@ use regex::Regex;
 
 use super::routing::{Routing, RoutingTable};
 use super::settings::{
-    EffectiveSettings, PolicyIndex, effective_delivery_limit, effective_settings,
+    EffectiveSettings, PolicyIndex, effective_delivery_limit, effective_settings, is_wait_queue,
 };
 use super::topology::Topology;
 use crate::domain::convention::Convention;
-use crate::domain::destination::is_wait_queue;
 use crate::domain::features::{self, BrokerFeatures, BrokerVersion, QueueType};
+
+/// How a vhost's local archive file is named in the queue list: RabbitMQ refuses to let a client
+/// declare a queue whose name begins with `amq.`, so no queue of the broker can be taken for it.
+pub const LOCAL_QUEUE: &str = "amq.warren.local-archive";
+/// The type shown for the local archive in the queue list.
+pub const LOCAL_TYPE: &str = "local file";
 
 /// What kind of dead end a queue is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -275,20 +280,20 @@ impl Discovery {
     }
 
     /// Lists `vhost`'s local archive file (holding `entries` messages) with the DLQs, as the
-    /// archive, under [`crate::domain::archive::LOCAL_QUEUE`]: read and restored from like the
-    /// stream, never drained by a replay.
+    /// archive, under [`LOCAL_QUEUE`]: read and restored from like the stream, never drained by a
+    /// replay.
     pub fn add_local_archive(&mut self, vhost: &str, entries: u64) {
         self.dead_letter_queues.push(DlqInfo {
             context: String::new(),
             vhost: vhost.to_string(),
-            name: crate::domain::archive::LOCAL_QUEUE.to_string(),
+            name: LOCAL_QUEUE.to_string(),
             kind: DlqKind::Archive,
             convention: Convention::Broker,
             depth: Some(entries),
             messages_ready: Some(entries),
             messages_unacknowledged: None,
             consumers: Some(0),
-            queue_type: QueueType::Other(crate::domain::archive::LOCAL_TYPE.to_string()),
+            queue_type: QueueType::Other(LOCAL_TYPE.to_string()),
             feeders: Vec::new(),
             feeders_uncertain: false,
             by_topology: false,
@@ -402,25 +407,69 @@ fn named_like_wait_queue(name: &str) -> bool {
         })
 }
 
+/// Dead-letter edges: feeder index → (target index, certain).
+type Edges = Vec<Vec<(usize, bool)>>;
+
+/// What each step of [`discover`] reads about the vhost's queues, by queue index.
+struct Vhost<'a> {
+    topology: &'a Topology,
+    settings: Vec<EffectiveSettings>,
+    index: HashMap<&'a str, usize>,
+    named_dlq: Vec<bool>,
+}
+
 /// Classifies every queue of a vhost. Linear in queues + bindings, so 10,000 queues are cheap.
 pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Regex]) -> Discovery {
     let policies = PolicyIndex::new(&topology.policies);
     let table = RoutingTable::new(&topology.exchanges, &topology.bindings);
-    let settings: Vec<EffectiveSettings> = topology
-        .queues
-        .iter()
-        .map(|q| effective_settings(q, policies.definition_for(q)))
-        .collect();
-    let index: HashMap<&str, usize> = topology
-        .queues
-        .iter()
-        .enumerate()
-        .map(|(i, q)| (q.name.as_str(), i))
-        .collect();
+    let v = Vhost {
+        topology,
+        settings: topology
+            .queues
+            .iter()
+            .map(|q| effective_settings(q, policies.definition_for(q)))
+            .collect(),
+        index: topology
+            .queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.name.as_str(), i))
+            .collect(),
+        named_dlq: topology
+            .queues
+            .iter()
+            .map(|q| classify_name(&q.name, patterns).is_some())
+            .collect(),
+    };
+    let edges = dead_letter_edges(&v, &table);
+    let (mut loop_edges, mut retry_loops) = ttl_loops(&v, &edges);
+    let (feeders, ladder_returns) = feeders(&v, &edges, &loop_edges, &retry_loops);
+    add_ladder_loops(&v, ladder_returns, &mut loop_edges, &mut retry_loops);
+    retry_loops.sort_by(|a, b| {
+        a.work_queue
+            .cmp(&b.work_queue)
+            .then(a.wait_queue.cmp(&b.wait_queue))
+    });
+    retry_loops.dedup();
 
-    // Dead-letter edges: feeder index → (target index, certain).
-    let mut edges: Vec<Vec<(usize, bool)>> = vec![Vec::new(); topology.queues.len()];
-    for (i, s) in settings.iter().enumerate() {
+    let in_loop: HashSet<usize> = loop_edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+    let (mut dlqs, mut others) = sort_queues(&v, features, patterns, &feeders, &in_loop);
+    dlqs.sort_by(|a, b| {
+        let has = |d: &DlqInfo| d.depth.unwrap_or(0) > 0;
+        has(b).cmp(&has(a)).then_with(|| a.name.cmp(&b.name))
+    });
+    others.sort_by(|a, b| a.name.cmp(&b.name));
+    Discovery {
+        dead_letter_queues: dlqs,
+        retry_loops,
+        other_queues: others,
+    }
+}
+
+/// Where each queue's dead letters go, through its dead-letter exchange and routing key.
+fn dead_letter_edges(v: &Vhost, table: &RoutingTable) -> Edges {
+    let mut edges: Edges = vec![Vec::new(); v.topology.queues.len()];
+    for (i, s) in v.settings.iter().enumerate() {
         let Some(dlx) = &s.dead_letter_exchange else {
             continue;
         };
@@ -432,7 +481,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             (None, false) => table.reachable(dlx),
         };
         for target in &routing.queues {
-            if let Some(&t) = index.get(target.as_str())
+            if let Some(&t) = v.index.get(target.as_str())
                 && t != i
                 && let Some(list) = edges.get_mut(i)
             {
@@ -440,20 +489,25 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             }
         }
     }
+    edges
+}
 
-    // Retry loops: work → wait (wait has a TTL) and wait → work.
+/// Retry loops: work → wait (wait has a TTL) and wait → work. Returns both directions of each
+/// loop's edges and the loops.
+fn ttl_loops(v: &Vhost, edges: &Edges) -> (HashSet<(usize, usize)>, Vec<RetryLoop>) {
     let mut loop_edges: HashSet<(usize, usize)> = HashSet::new();
     let mut retry_loops = Vec::new();
     for (work, targets) in edges.iter().enumerate() {
         for &(wait, _) in targets {
-            let ttl = settings.get(wait).and_then(|s| s.message_ttl_ms);
+            let ttl = v.settings.get(wait).and_then(|s| s.message_ttl_ms);
             let back = edges
                 .get(wait)
                 .is_some_and(|t| t.iter().any(|&(w, _)| w == work));
             if let (Some(ttl_ms), true) = (ttl, back) {
                 loop_edges.insert((work, wait));
                 loop_edges.insert((wait, work));
-                if let (Some(wq), Some(tq)) = (topology.queues.get(work), topology.queues.get(wait))
+                if let (Some(wq), Some(tq)) =
+                    (v.topology.queues.get(work), v.topology.queues.get(wait))
                 {
                     retry_loops.push(RetryLoop {
                         vhost: String::new(),
@@ -465,50 +519,51 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             }
         }
     }
+    (loop_edges, retry_loops)
+}
 
-    // Incoming dead-letter edges per queue, without retry returns: the edges of a loop, every
-    // edge out of a loop's wait queue (it may return through the main exchange to every queue
-    // bound there), and an edge from any queue with a TTL (a delay queue) into a queue that has
-    // its own dead-letter exchange (a work queue: DLQs rarely dead-letter onwards). A target
-    // named like a DLQ is always fed.
+/// Incoming dead-letter edges per queue, without retry returns: the edges of a loop, every
+/// edge out of a loop's wait queue (it may return through the main exchange to every queue
+/// bound there), and an edge from any queue with a TTL (a delay queue) into a queue that has
+/// its own dead-letter exchange (a work queue: DLQs rarely dead-letter onwards). A target
+/// named like a DLQ is always fed. Also returns the (wait, work) pairs of hand-rolled ladders.
+fn feeders(
+    v: &Vhost,
+    edges: &Edges,
+    loop_edges: &HashSet<(usize, usize)>,
+    retry_loops: &[RetryLoop],
+) -> (Edges, Vec<(usize, usize)>) {
+    let queues = &v.topology.queues;
     let wait_queues: HashSet<usize> = retry_loops
         .iter()
-        .filter_map(|l| index.get(l.wait_queue.as_str()).copied())
-        .collect();
-    let named_dlq: Vec<bool> = topology
-        .queues
-        .iter()
-        .map(|q| classify_name(&q.name, patterns).is_some())
+        .filter_map(|l| v.index.get(l.wait_queue.as_str()).copied())
         .collect();
     // A wait queue of a hand-rolled ladder is fed by the app's republish, not by dead-lettering,
     // so no loop edge shows it: its return into a live (consumed) queue, or out of a queue named
     // like a wait queue, is a retry return too, and the pair a retry loop.
-    let is_wait: Vec<bool> = topology
-        .queues
+    let is_wait: Vec<bool> = queues
         .iter()
-        .zip(&settings)
+        .zip(&v.settings)
         .map(|(q, s)| is_wait_queue(q, s))
         .collect();
     let mut ladder_returns = Vec::new();
-    let mut feeders: Vec<Vec<(usize, bool)>> = vec![Vec::new(); topology.queues.len()];
+    let mut feeders: Edges = vec![Vec::new(); queues.len()];
     for (from, targets) in edges.iter().enumerate() {
-        let from_delay = settings
+        let from_delay = v
+            .settings
             .get(from)
             .is_some_and(|s| s.message_ttl_ms.is_some());
         let from_wait = is_wait.get(from).copied().unwrap_or(false);
-        let from_wait_named = topology
-            .queues
+        let from_wait_named = queues
             .get(from)
             .is_some_and(|q| named_like_wait_queue(&q.name));
         for &(to, certain) in targets {
-            let to_named = named_dlq.get(to).copied().unwrap_or(false);
-            let to_work = settings
+            let to_named = v.named_dlq.get(to).copied().unwrap_or(false);
+            let to_work = v
+                .settings
                 .get(to)
                 .is_some_and(|s| s.dead_letter_exchange.is_some());
-            let to_live = topology
-                .queues
-                .get(to)
-                .is_some_and(|q| q.consumers.unwrap_or(0) > 0);
+            let to_live = queues.get(to).is_some_and(|q| q.consumers.unwrap_or(0) > 0);
             let ladder = from_wait && (to_live || from_wait_named);
             let retry_return = loop_edges.contains(&(from, to))
                 || (!to_named
@@ -526,12 +581,21 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             }
         }
     }
+    (feeders, ladder_returns)
+}
 
+/// Adds each hand-rolled ladder's (wait, work) pair as a retry loop.
+fn add_ladder_loops(
+    v: &Vhost,
+    ladder_returns: Vec<(usize, usize)>,
+    loop_edges: &mut HashSet<(usize, usize)>,
+    retry_loops: &mut Vec<RetryLoop>,
+) {
     for (wait, work) in ladder_returns {
         if let (Some(tq), Some(wq), Some(ttl_ms)) = (
-            topology.queues.get(wait),
-            topology.queues.get(work),
-            settings.get(wait).and_then(|s| s.message_ttl_ms),
+            v.topology.queues.get(wait),
+            v.topology.queues.get(work),
+            v.settings.get(wait).and_then(|s| s.message_ttl_ms),
         ) {
             loop_edges.insert((work, wait));
             loop_edges.insert((wait, work));
@@ -543,21 +607,23 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             });
         }
     }
-    retry_loops.sort_by(|a, b| {
-        a.work_queue
-            .cmp(&b.work_queue)
-            .then(a.wait_queue.cmp(&b.wait_queue))
-    });
-    retry_loops.dedup();
+}
 
-    let in_loop: HashSet<usize> = loop_edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+/// Sorts each queue into a dead end (with its kind, convention and feeders) or another queue.
+fn sort_queues(
+    v: &Vhost,
+    features: &BrokerFeatures,
+    patterns: &[Regex],
+    feeders: &Edges,
+    in_loop: &HashSet<usize>,
+) -> (Vec<DlqInfo>, Vec<QueueSummary>) {
     let mut dlqs = Vec::new();
     let mut others = Vec::new();
-    for (i, q) in topology.queues.iter().enumerate() {
+    for (i, q) in v.topology.queues.iter().enumerate() {
         let default_settings = EffectiveSettings::default();
-        let s = settings.get(i).unwrap_or(&default_settings);
+        let s = v.settings.get(i).unwrap_or(&default_settings);
         let fed = feeders.get(i).map(Vec::as_slice).unwrap_or(&[]);
-        let named = if named_dlq.get(i).copied().unwrap_or(false) {
+        let named = if v.named_dlq.get(i).copied().unwrap_or(false) {
             classify_name(&q.name, patterns)
         } else {
             None
@@ -580,12 +646,12 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
         }
         let mut feeder_names: Vec<String> = fed
             .iter()
-            .filter_map(|&(f, _)| topology.queues.get(f).map(|fq| fq.name.clone()))
+            .filter_map(|&(f, _)| v.topology.queues.get(f).map(|fq| fq.name.clone()))
             .collect();
         feeder_names.sort();
         feeder_names.dedup();
         let via_spring_dlx = fed.iter().any(|&(f, _)| {
-            settings
+            v.settings
                 .get(f)
                 .and_then(|fs| fs.dead_letter_exchange.as_deref())
                 == Some("DLX")
@@ -618,16 +684,7 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
             dead_letter_exchange: s.dead_letter_exchange.clone(),
         });
     }
-    dlqs.sort_by(|a, b| {
-        let has = |d: &DlqInfo| d.depth.unwrap_or(0) > 0;
-        has(b).cmp(&has(a)).then_with(|| a.name.cmp(&b.name))
-    });
-    others.sort_by(|a, b| a.name.cmp(&b.name));
-    Discovery {
-        dead_letter_queues: dlqs,
-        retry_loops,
-        other_queues: others,
-    }
+    (dlqs, others)
 }
 
 #[cfg(test)]

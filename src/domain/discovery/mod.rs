@@ -26,8 +26,8 @@ pub use classify::{
 };
 pub use routing::{Routing, RoutingTable, resolve_routing, resolve_routing_detail, topic_matches};
 pub use settings::{
-    EffectiveSettings, effective_delivery_limit, effective_settings, policy_definition,
-    policy_in_force,
+    EffectiveSettings, effective_delivery_limit, effective_settings, is_wait_queue,
+    policy_definition, policy_in_force,
 };
 pub use topology::{
     Binding, DestinationType, ExchangeInfo, ExchangeKind, JsonMap, Policy, QueueInfo, Topology,

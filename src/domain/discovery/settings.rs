@@ -173,6 +173,12 @@ pub fn effective_delivery_limit(
     )
 }
 
+/// Is `q` a wait queue — does a message published into it leave by expiry? A TTL and a
+/// dead-letter exchange, and no consumer to take messages before they expire.
+pub fn is_wait_queue(q: &QueueInfo, s: &EffectiveSettings) -> bool {
+    s.message_ttl_ms.is_some() && s.dead_letter_exchange.is_some() && q.consumers.unwrap_or(0) == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,686 @@
+//! The modals and overlays of a replay, archive or restore: the form, its dry run and the
+//! progress of a run.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Gauge, Paragraph, Wrap};
+
+use super::{BANNER_CHARS, centered, queue_title};
+use crate::domain::sanitize;
+use crate::tui::event::{JobKind, ReplayPreview};
+use crate::tui::format;
+use crate::tui::keys::{self, Scope};
+use crate::tui::state::{
+    ArchiveKind, ArchiveModal, ModalField, ReplayModal, ReplayRun, RestoreModal, State,
+};
+use crate::tui::theme::Theme;
+
+/// A dry run moves nothing, so it has no progress to show: its answer is what the replay would
+/// do, in the words `warren replay --dry-run` uses, wrapped rather than cut.
+fn dry_run(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let width = area.width.saturating_sub(4).min(100);
+    let inner_w = usize::from(width.saturating_sub(2)).max(1);
+    let queue = queue_title(state, &run.vhost, &run.queue, 40);
+    let (title, lines): (String, Vec<Line>) = match &run.outcome {
+        None => (
+            format!(" Dry run from {queue} "),
+            vec![Line::styled(" working out what would move…", t.muted)],
+        ),
+        Some(o) => match &o.error {
+            Some(e) => (
+                format!(" Dry run from {queue} — failed "),
+                vec![Line::styled(
+                    format!(" {}", sanitize::one_line(e, 600)),
+                    t.danger,
+                )],
+            ),
+            None if o.cancelled => (
+                format!(" Dry run from {queue} — stopped "),
+                vec![Line::styled(" stopped: nothing was published", t.warn)],
+            ),
+            None => (
+                format!(" Dry run from {queue} — nothing was published "),
+                o.summary
+                    .iter()
+                    .map(|l| {
+                        let style = if l.trim_start().starts_with(['!', '✗']) {
+                            t.warn
+                        } else {
+                            t.base
+                        };
+                        // The CLI's indentation is ours; the rest is sanitised again.
+                        let text = l.trim_start_matches(' ');
+                        let indent = " ".repeat((l.len() - text.len()).min(8));
+                        Line::styled(format!("{indent}{}", sanitize::one_line(text, 600)), style)
+                    })
+                    .collect(),
+            ),
+        },
+    };
+    let keys_text = if run.outcome.is_some() {
+        " Enter/Esc  close"
+    } else {
+        " Esc  stop"
+    };
+    // Rows the wrapped lines take, plus a blank, the keys and the border.
+    let rows: usize = lines
+        .iter()
+        .map(|l| l.width().div_ceil(inner_w).max(1))
+        .sum();
+    let height = u16::try_from(rows + 4).unwrap_or(u16::MAX);
+    let rect = centered(area, width, height);
+    frame.render_widget(Clear, rect);
+    let block = modal_block(title, t.accent);
+    let mut lines = lines;
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(keys_text, t.accent));
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(block),
+        rect,
+    );
+}
+
+pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let width = area.width.saturating_sub(4).min(90);
+    let mut lines: Vec<Line> = Vec::new();
+    let title = match &modal.preview {
+        Some(p) => format!(
+            " Replay {} message{} from {} ",
+            p.count,
+            if p.count == 1 { "" } else { "s" },
+            queue_title(state, &modal.vhost, &modal.queue, 40)
+        ),
+        None => format!(
+            " Replay {} from {} ",
+            sanitize::one_line(&modal.what, 40),
+            queue_title(state, &modal.vhost, &modal.queue, 40)
+        ),
+    };
+    lines.push(Line::from(vec![
+        field(t, "What"),
+        Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
+    ]));
+    match &modal.preview {
+        None => lines.push(Line::styled(
+            " working out where each message goes…",
+            t.muted,
+        )),
+        Some(p) => lines.extend(replay_destination(t, p)),
+    }
+    lines.extend(replay_settings(t, modal));
+    if let Some(p) = &modal.preview {
+        if p.replayed_before > 0 {
+            lines.push(Line::styled(
+                format!(
+                    " ! {} of them were replayed before and failed again",
+                    p.replayed_before
+                ),
+                t.warn,
+            ));
+        }
+        for w in &p.warnings {
+            lines.push(Line::from(vec![
+                Span::styled(" ! ", t.warn),
+                Span::styled(sanitize::one_line(w, MODAL_LIST_CHARS), t.warn),
+            ]));
+        }
+        if modal.needs_typed_count() {
+            let style = if modal.field == ModalField::Count {
+                t.selected
+            } else {
+                t.base
+            };
+            lines.push(Line::from(vec![
+                Span::styled(format!(" Type {} to confirm: ", p.count), t.danger),
+                Span::styled(format!("[{:<8}]", modal.typed), style),
+            ]));
+        }
+    }
+    // The same words as the footer's (`ReplayModal::enter_does`).
+    let enter = format!("Enter  {}", modal.enter_does());
+    let accept = match modal.blocked() {
+        _ if modal.field == ModalField::Rate => Span::styled(enter, t.accent),
+        None if modal.dry_run => Span::styled(enter, t.accent),
+        None => Span::styled(enter, t.danger),
+        Some(why) => Span::styled(format!("{enter} ({why})"), t.muted),
+    };
+    draw_modal(state, title, lines, accept, width, frame, area);
+}
+
+/// The replay modal's settings: the body (untouched), attempts kept or reset, the rate and
+/// whether it is a dry run, each with the key that changes it.
+fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    out.push(Line::from(vec![
+        field(t, "Body"),
+        Span::raw(format!("{:<14}", "untouched")),
+        Span::styled("Attempts ", t.muted),
+        Span::raw(if modal.keep_attempts {
+            "kept "
+        } else {
+            "reset"
+        }),
+        Span::styled(
+            format!(
+                "  [{}]",
+                keys::label(Scope::Modal, keys::Action::ToggleKeep).unwrap_or("?")
+            ),
+            t.accent,
+        ),
+    ]));
+    let rate_style = if modal.field == ModalField::Rate {
+        t.selected
+    } else {
+        t.base
+    };
+    out.push(Line::from(vec![
+        field(t, "Rate"),
+        Span::styled(
+            format!(
+                "[{:>5}]",
+                if modal.field == ModalField::Rate {
+                    modal.rate_text.clone()
+                } else {
+                    modal.rate.to_string()
+                }
+            ),
+            rate_style,
+        ),
+        Span::raw(" msg/s   "),
+        Span::styled("Dry run  ", t.muted),
+        Span::styled(
+            if modal.dry_run { "ON " } else { "off" },
+            if modal.dry_run { t.accent } else { t.base },
+        ),
+        Span::styled(
+            format!(
+                "  [{}]",
+                keys::label(Scope::Modal, keys::Action::ToggleDryRun).unwrap_or("?")
+            ),
+            t.accent,
+        ),
+        Span::styled("  +/- Tab", t.muted),
+    ]));
+    out
+}
+
+/// Where a replay goes: its targets, the queues they reach (a fan-out or none in the danger
+/// colour), and the headers it removes and adds.
+fn replay_destination(t: &Theme, p: &ReplayPreview) -> Vec<Line<'static>> {
+    let fan_out = p.reaches.len() > 1;
+    let reaches = if p.reaches.is_empty() {
+        Span::styled("no queue (unroutable: messages stay in the DLQ)", t.danger)
+    } else if fan_out {
+        Span::styled(
+            format!("{} queues: {}", p.reaches.len(), list(&p.reaches)),
+            t.danger,
+        )
+    } else {
+        Span::raw(format!("{} only", list(&p.reaches)))
+    };
+    vec![
+        Line::from(vec![field(t, "To"), Span::raw(list(&p.targets))]),
+        Line::from(vec![field(t, "Reaches"), reaches]),
+        Line::from(vec![field(t, "Removes"), Span::raw(list(&p.removes))]),
+        Line::from(vec![field(t, "Adds"), Span::raw(list(&p.adds))]),
+    ]
+}
+
+/// The archive or discard modal: what goes, how many, where to (or that a snapshot is written
+/// first, and where), the reason, and the typed count a large discard needs.
+pub(super) fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let width = area.width.saturating_sub(4).min(90);
+    let plural = if modal.count == 1 { "" } else { "s" };
+    let title = match modal.kind {
+        ArchiveKind::Archive => format!(
+            " Archive {} message{plural} from {} ",
+            modal.count,
+            queue_title(state, &modal.vhost, &modal.queue, 40)
+        ),
+        ArchiveKind::Discard => format!(
+            " Discard {} message{plural} from {} for good ",
+            modal.count,
+            queue_title(state, &modal.vhost, &modal.queue, 40)
+        ),
+    };
+    let mut lines: Vec<Line> = vec![Line::from(vec![
+        field(t, "What"),
+        Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
+    ])];
+    match modal.kind {
+        ArchiveKind::Archive => {
+            lines.push(Line::from(vec![
+                field(t, "To"),
+                Span::raw(
+                    "the vhost's archive stream (warren.archive unless the context names another), or the local archive file where there is no stream",
+                ),
+            ]));
+            lines.push(Line::from(vec![
+                field(t, "Adds"),
+                Span::raw(crate::domain::archive::HEADERS.join(", ")),
+            ]));
+            lines.push(Line::from(vec![
+                field(t, "Keeps"),
+                Span::raw("body, properties and every other header (x-death included)"),
+            ]));
+            lines.push(Line::from(vec![
+                field(t, "Reason"),
+                Span::styled(
+                    format!("[{}▏]", sanitize::one_line(&modal.reason_text(), 70)),
+                    t.selected,
+                ),
+            ]));
+            lines.push(Line::from(vec![
+                field(t, "Safe"),
+                Span::styled(
+                    "each leaves the queue only once the archive holds it; restore puts it back",
+                    t.muted,
+                ),
+            ]));
+        }
+        ArchiveKind::Discard => {
+            lines.push(Line::from(vec![
+                field(t, "To"),
+                Span::styled("nowhere: deleted for good", t.danger),
+            ]));
+            lines.push(Line::from(vec![
+                field(t, "Snapshot"),
+                Span::raw(
+                    "written first to discarded/<queue>-<time>.jsonl beside Warren's store (`warren open` reads it); only what it holds is deleted",
+                ),
+            ]));
+            if modal.needs_typed_count() {
+                lines.push(Line::from(vec![
+                    Span::styled(format!(" Type {} to confirm: ", modal.count), t.danger),
+                    Span::styled(format!("[{:<8}]", modal.typed), t.selected),
+                ]));
+            }
+        }
+    }
+    let enter = format!("Enter  {}", modal.verb());
+    let accept = match modal.blocked() {
+        None => Span::styled(enter, t.danger),
+        Some(why) => Span::styled(format!("{enter} ({why})"), t.muted),
+    };
+    draw_modal(state, title, lines, accept, width, frame, area);
+}
+
+/// A confirmation modal: `lines` (wrapped with hanging indents, see [`hanging`]) and below
+/// them `accept` (what Enter does) beside "Esc cancel", in a double border titled `title`,
+/// centred, as tall as they need.
+fn draw_modal<'a>(
+    state: &'a State,
+    title: String,
+    mut lines: Vec<Line<'a>>,
+    accept: Span<'a>,
+    width: u16,
+    frame: &mut Frame,
+    area: Rect,
+) {
+    let t = &state.theme;
+    lines.push(Line::raw(""));
+    lines.push(Line::from(vec![
+        Span::raw("   "),
+        accept,
+        Span::raw("      "),
+        Span::styled("Esc  cancel", t.accent),
+    ]));
+    let rows = hanging(lines, width.saturating_sub(2));
+    let height = rows
+        .iter()
+        .fold(0u16, |h, r| h.saturating_add(r.height))
+        .saturating_add(2);
+    let rect = centered(area, width, height);
+    frame.render_widget(Clear, rect);
+    let block = modal_block(title, t.danger);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    draw_hanging(frame, inner, rows);
+}
+
+/// The restore modal (`r` in the archive): how many, where they go, what was restored before
+/// and is left out, the two toggles, and the typed count a large restore needs.
+pub(super) fn restore_modal(state: &State, modal: &RestoreModal, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let width = area.width.saturating_sub(4).min(90);
+    let key = |a: keys::Action| {
+        Span::styled(
+            format!("  [{}]", keys::label(Scope::Restore, a).unwrap_or("?")),
+            t.accent,
+        )
+    };
+    let title = match modal.count() {
+        Some(n) => format!(
+            " Restore {n} message{} from {} ",
+            if n == 1 { "" } else { "s" },
+            sanitize::middle_cut(&modal.queue, 40)
+        ),
+        None => format!(
+            " Restore {} from {} ",
+            sanitize::one_line(&modal.what, 40),
+            sanitize::middle_cut(&modal.queue, 40)
+        ),
+    };
+    let mut lines: Vec<Line> = vec![Line::from(vec![
+        field(t, "What"),
+        Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
+    ])];
+    lines.push(Line::from(vec![
+        field(t, "Way"),
+        Span::raw(if modal.how.replay {
+            "replayed to where each failed (the replay's plan, retry budget reset)"
+        } else {
+            "back into the dead-letter queue each came from, as it was"
+        }),
+        key(keys::Action::ToggleOrigin),
+    ]));
+    match &modal.preview {
+        None => lines.push(Line::styled(
+            " reading the archive and working out where each message goes…",
+            t.muted,
+        )),
+        Some(p) => {
+            let to = if p.targets.is_empty() {
+                Span::styled("nowhere", t.danger)
+            } else {
+                Span::raw(list(&p.targets))
+            };
+            lines.push(Line::from(vec![field(t, "To"), to]));
+            lines.push(Line::from(vec![
+                field(t, "Removes"),
+                Span::raw(list(&p.removes)),
+            ]));
+            if !p.adds.is_empty() {
+                lines.push(Line::from(vec![field(t, "Adds"), Span::raw(list(&p.adds))]));
+            }
+        }
+    }
+    let before = match &modal.preview {
+        Some(p) if modal.how.again => {
+            format!("{} restored before, restored again", p.restored_before)
+        }
+        Some(p) => format!("{} restored before, left out", p.restored_before),
+        None if modal.how.again => "restored again".to_string(),
+        None => "left out".to_string(),
+    };
+    lines.push(Line::from(vec![
+        field(t, "Before"),
+        Span::raw(before),
+        key(keys::Action::ToggleAgain),
+    ]));
+    lines.push(Line::from(vec![
+        field(t, "Safe"),
+        Span::styled(
+            "each is published with a confirm; the archive keeps its copy and Warren remembers it was restored",
+            t.muted,
+        ),
+    ]));
+    if let Some(p) = &modal.preview {
+        for w in p.refusals.iter().chain(&p.warnings) {
+            lines.push(Line::from(vec![
+                Span::styled(" ! ", t.warn),
+                Span::styled(sanitize::one_line(w, MODAL_LIST_CHARS), t.warn),
+            ]));
+        }
+        if modal.needs_typed_count() {
+            lines.push(Line::from(vec![
+                Span::styled(format!(" Type {} to confirm: ", p.count), t.danger),
+                Span::styled(format!("[{:<8}]", modal.typed), t.selected),
+            ]));
+        }
+    }
+    let accept = match modal.blocked() {
+        None => Span::styled("Enter  restore", t.danger),
+        Some(why) => Span::styled(
+            format!("Enter  restore ({})", sanitize::one_line(&why, 200)),
+            t.muted,
+        ),
+    };
+    draw_modal(state, title, lines, accept, width, frame, area);
+}
+
+/// A line wrapped with a hanging indent: what follows its first span (a field's label, a
+/// warning's `!`) wraps under itself, not under the label.
+struct Hanging<'a> {
+    label: Option<Line<'a>>,
+    indent: u16,
+    text: Paragraph<'a>,
+    height: u16,
+}
+
+fn hanging(lines: Vec<Line<'_>>, width: u16) -> Vec<Hanging<'_>> {
+    lines
+        .into_iter()
+        .map(|mut line| {
+            let indent = match line.spans.first() {
+                Some(first) if line.spans.len() > 1 => {
+                    u16::try_from(first.width()).unwrap_or(u16::MAX)
+                }
+                _ => 0,
+            };
+            let (label, indent) = if indent > 0 && indent < width {
+                let first = line.spans.remove(0);
+                (Some(Line::from(first)), indent)
+            } else {
+                (None, 0)
+            };
+            let text = Paragraph::new(line).wrap(Wrap { trim: false });
+            let height = u16::try_from(text.line_count(width - indent).max(1)).unwrap_or(u16::MAX);
+            Hanging {
+                label,
+                indent,
+                text,
+                height,
+            }
+        })
+        .collect()
+}
+
+fn draw_hanging(frame: &mut Frame, area: Rect, rows: Vec<Hanging<'_>>) {
+    let mut y = area.y;
+    let bottom = area.y.saturating_add(area.height);
+    for row in rows {
+        if y >= bottom {
+            break;
+        }
+        let height = row.height.min(bottom - y);
+        if let Some(label) = row.label {
+            frame.render_widget(
+                label,
+                Rect {
+                    x: area.x,
+                    y,
+                    width: row.indent,
+                    height: 1,
+                },
+            );
+        }
+        frame.render_widget(
+            row.text,
+            Rect {
+                x: area.x + row.indent,
+                y,
+                width: area.width.saturating_sub(row.indent),
+                height,
+            },
+        );
+        y += height;
+    }
+}
+
+/// The most of a list or a warning the replay modal shows (characters; about four lines at 80
+/// columns).
+const MODAL_LIST_CHARS: usize = 300;
+
+pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
+    if run.dry_run {
+        return dry_run(state, run, frame, area);
+    }
+    let t = &state.theme;
+    let p = &run.progress;
+    let width = area.width.saturating_sub(4).min(90);
+    let note = progress_note(state, run);
+    // A failure's cause wraps (up to six lines) rather than being cut at the border.
+    let note = Paragraph::new(note).wrap(Wrap { trim: false });
+    let note_height = u16::try_from(note.line_count(width.saturating_sub(2)))
+        .unwrap_or(u16::MAX)
+        .clamp(1, 6);
+    let rect = centered(area, width, 8 + note_height);
+    frame.render_widget(Clear, rect);
+    let title = progress_title(state, run);
+    let block = modal_block(title, t.danger);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    let [gauge_area, counts, rate, msg, _, keys_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(note_height),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(inner);
+    let ratio = if p.total == 0 {
+        0.0
+    } else {
+        (p.done() as f64 / p.total as f64).clamp(0.0, 1.0)
+    };
+    frame.render_widget(
+        Gauge::default()
+            .gauge_style(t.accent)
+            .ratio(ratio)
+            .label(format!("{}/{}", p.done(), p.total)),
+        gauge_area,
+    );
+    let moved_word = if run.dry_run { "would move" } else { "moved" };
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(format!(" {moved_word} {}", p.moved), t.ok),
+            Span::raw(format!("   returned {}", p.returned)),
+            Span::styled(
+                format!("   failed {}", p.failed),
+                if p.failed > 0 { t.danger } else { t.base },
+            ),
+            Span::raw(format!("   remaining {}", p.remaining())),
+        ])),
+        counts,
+    );
+    let eta = p.eta_secs().map_or("—".into(), format::duration);
+    frame.render_widget(
+        Paragraph::new(Span::styled(
+            format!(" {:.0} msg/s (limit {})   ETA {eta}", p.rate, run.rate),
+            t.muted,
+        )),
+        rate,
+    );
+    frame.render_widget(note, msg);
+    let keys_text = if run.outcome.is_some() {
+        " Enter/Esc  close"
+    } else {
+        " Esc  stop safely"
+    };
+    frame.render_widget(Paragraph::new(Span::styled(keys_text, t.accent)), keys_area);
+}
+
+/// The line under a run's figures: how it ended, or what it is doing and what Esc does now.
+fn progress_note(state: &State, run: &ReplayRun) -> Span<'static> {
+    let t = &state.theme;
+    let p = &run.progress;
+    match &run.outcome {
+        Some(o) => match &o.error {
+            Some(e) => Span::styled(
+                format!(" {}", sanitize::one_line(e, BANNER_CHARS)),
+                t.danger,
+            ),
+            None if o.cancelled => Span::styled(
+                " stopped: what moved stays moved, the rest is still in the queue",
+                t.warn,
+            ),
+            None => Span::styled(" finished", t.ok),
+        },
+        None if run.cancelling => Span::styled(
+            " stopping: settling what is in flight (Esc again stops at once)",
+            t.warn,
+        ),
+        None if p.blocked.is_some() => Span::styled(
+            format!(
+                " broker blocked publishing ({}): waiting; Esc to stop",
+                sanitize::one_line(p.blocked.as_deref().unwrap_or(""), 60)
+            ),
+            t.danger,
+        ),
+        None if matches!(run.job, JobKind::Restore(_)) => Span::styled(
+            " each is published with a confirm and remembered as restored; Esc stops after the batch in flight",
+            t.muted,
+        ),
+        None if run.job == JobKind::Discard => Span::styled(
+            " only what the snapshot holds is deleted; Esc stops after what is in flight",
+            t.muted,
+        ),
+        None => Span::styled(
+            " messages leave the queue only after the broker confirms the publish",
+            t.muted,
+        ),
+    }
+}
+
+/// A run's title: what it does, from where, and whether it stopped, failed or is done.
+fn progress_title(state: &State, run: &ReplayRun) -> String {
+    let verb = match (&run.job, run.dry_run) {
+        (_, true) => "Dry run",
+        (JobKind::Replay, false) => "Replaying",
+        (JobKind::Archive { .. }, false) => "Archiving",
+        (JobKind::Discard, false) => "Discarding",
+        (JobKind::Restore(_), false) => "Restoring",
+    };
+    match (&run.outcome, run.cancelling) {
+        (Some(o), _) if o.cancelled => format!(
+            " {verb} from {} — stopped ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
+        (Some(o), _) if o.error.is_some() => format!(
+            " {verb} from {} — failed ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
+        (Some(_), _) => format!(
+            " {verb} from {} — done ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
+        (None, true) => format!(
+            " {verb} from {} — stopping… ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
+        (None, false) => format!(
+            " {verb} from {} ",
+            queue_title(state, &run.vhost, &run.queue, 40)
+        ),
+    }
+}
+
+/// The frame of a modal: a double border and its title, in the modal's colour.
+fn modal_block<'a>(title: impl Into<std::borrow::Cow<'a, str>>, style: Style) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .border_style(style)
+        .title(Span::styled(title, style))
+}
+
+/// A modal's field label, padded so that the values line up.
+fn field(t: &Theme, s: &str) -> Span<'static> {
+    Span::styled(format!(" {s:<9} "), t.muted)
+}
+
+/// A modal's list, one line that wraps (the modal grows to fit it), within a bound that keeps
+/// Enter and Esc on an 80×24 screen; `replay --dry-run` prints lists whole.
+fn list(items: &[String]) -> String {
+    let v: Vec<String> = items.iter().map(|s| sanitize::one_line(s, 120)).collect();
+    sanitize::one_line(&v.join(", "), MODAL_LIST_CHARS)
+}
