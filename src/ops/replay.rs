@@ -60,7 +60,23 @@ pub async fn prepare<'s>(
     };
     let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
     req.spec.run_id = Some(run_id.clone());
-    let (preview, first_seen) = plan(s, &req).await?;
+    let (preview, first_seen) = match plan(s, &req).await {
+        // A look that would spend quorum deliveries again is the operator's to allow.
+        Err(Stop::ReadCost { queue, text }) => match front.read_again(&queue, &text) {
+            Ok(true) => {
+                req.spec.consent = crate::broker::session::ReadConsent::ReadAgain;
+                plan(s, &req).await?
+            }
+            Ok(false) => {
+                return Err(Stop::Refused(format!(
+                    "nothing was read from '{}'",
+                    one_line(&queue, 80)
+                )));
+            }
+            Err(_) => return Err(Stop::ReadCost { queue, text }),
+        },
+        other => other?,
+    };
     front.plan(Plan::Replay {
         preview: &preview,
         spec: &req.spec,
