@@ -166,7 +166,6 @@ impl Shell<'_> {
 
     /// Carries out one effect; the event it ends in, if any, is for the engine.
     pub(super) async fn perform(&mut self, effect: Effect, drv: &mut Driver) -> Option<Event> {
-        let step = self.step;
         let ev = match effect {
             Effect::Finish => return None,
             Effect::CheckTarget(name) => {
@@ -177,193 +176,224 @@ impl Shell<'_> {
                 }
             }
             Effect::Publish(t) => {
-                let out = self.outgoing.take().filter(|o| o.tag == t)?;
-                self.sent.insert(
-                    t,
-                    content_hash(&out.target.0, &out.target.1, &out.props, &out.body),
-                );
-                // Publishes are not awaited one by one: lapin resolves a publish only once
-                // the IO loop has written it, a thread hop per message. The first poll hands
-                // the frames to lapin, so messages still go out in the order they were read;
-                // the rest (the write, then the confirm) completes in `inflight`, bounded by
-                // the engine's confirm deadline. A publish that fails (closed channel)
-                // completes with the error and is handled with the confirms.
-                let ch = self.publish.clone();
-                let mut fut: InFlightFuture = Box::pin(async move {
-                    let Outgoing {
-                        tag,
-                        target,
-                        props,
-                        body,
-                        ..
-                    } = out;
-                    let published = ch
-                        .basic_publish(
-                            target.0,
-                            target.1,
-                            BasicPublishOptions {
-                                mandatory: true,
-                                ..Default::default()
-                            },
-                            &body,
-                            props,
-                        )
-                        .await;
-                    // lapin has its own copy in the frames: the body is not kept while the
-                    // confirm is awaited, so memory in flight is one copy per message.
-                    drop(body);
-                    let r = match published {
-                        Ok(confirm) => confirm.await,
-                        Err(e) => Err(e),
-                    };
-                    (tag, r)
-                });
-                match futures_util::poll!(fut.as_mut()) {
-                    Poll::Ready(done) => {
-                        self.early.push_back(done);
-                        self.early_unstripped += 1;
-                    }
-                    Poll::Pending => self.inflight.push(fut),
-                }
-                self.pacer.published();
+                self.send(t).await;
                 return None;
             }
-            Effect::Ack(ops) => {
-                let r = drv.guarded(step, send_acks(&self.consume, ops)).await;
-                self.unresponsive |= timed_out(&r);
-                Event::AcksWritten(
-                    r.map_err(|e| e.text("acknowledging in the dead-letter queue failed")),
-                )
-            }
-            Effect::Sync => {
-                // basic.qos is answered after every frame sent before it on this channel was
-                // processed: it proves the acks written so far.
-                let qos = self
-                    .consume
-                    .basic_qos(self.prefetch, BasicQosOptions::default());
-                let r = drv.guarded(step, qos).await;
-                self.unresponsive |= timed_out(&r);
-                Event::Synced(
-                    r.map_err(|e| e.text("the dead-letter queue's node (frozen, or cut off?)")),
-                )
-            }
-            Effect::AskDepth => {
-                // A passive declare on a channel of its own: a failed declare closes the
-                // channel it was asked on, never the consumer's.
-                let ch = match self.depth_ch.take().filter(|c| c.status().connected()) {
-                    Some(c) => Ok(c),
-                    None => drv.guarded(step, self.consume_conn.create_channel()).await,
-                };
-                let r = match ch {
-                    Ok(ch) => {
-                        let declare = ch.queue_declare(
-                            self.dlq_name.clone(),
-                            QueueDeclareOptions {
-                                passive: true,
-                                ..Default::default()
-                            },
-                            FieldTable::default(),
-                        );
-                        let r = drv.guarded(step, declare).await;
-                        self.depth_ch = Some(ch);
-                        r.map(|d| u64::from(d.message_count()))
-                    }
-                    Err(e) => Err(e),
-                };
-                self.unresponsive |= timed_out(&r);
-                Event::Depth(r.map_err(|e| e.text("passive declare")))
-            }
-            Effect::CancelConsumer => {
-                let r = if self.consume.status().connected() {
-                    let cancel = self
-                        .consume
-                        .basic_cancel(tag_name(&self.tag), BasicCancelOptions::default());
-                    let r = drv.guarded(step, cancel).await;
-                    self.unresponsive |= timed_out(&r);
-                    r.map_err(|e| e.text("cancelling the consumer"))
-                } else {
-                    Err("the dead-letter queue's channel is closed".to_string())
-                };
-                Event::ConsumerCancelled(r)
-            }
-            Effect::Drain => {
-                // What the broker had sent before cancel-ok is held and handed back with the
-                // rest, so no delivery is left for a channel close to return (which would
-                // count a delivery on quorum queues).
-                let drain_until = Instant::now() + step;
-                // The first message, read before the consumer started and not taken yet, is
-                // handed back with the rest.
-                if let Some(d) = self.first.take() {
-                    let e = drv
-                        .engine
-                        .on(Instant::now(), Event::Drained(d.delivery_tag));
-                    drv.fx.extend(e);
-                }
-                while !drv.engine.is_done() {
-                    let left = drain_until.saturating_duration_since(Instant::now());
-                    let wait = left.min(Duration::from_millis(500));
-                    let consumer = &mut self.consumer;
-                    let next = drv
-                        .guarded(wait, async {
-                            match consumer.next().await {
-                                Some(Ok(d)) => Ok(d.delivery_tag),
-                                Some(Err(e)) => Err(e.to_string()),
-                                None => Err("consumer ended".to_string()),
-                            }
-                        })
-                        .await;
-                    match next {
-                        Ok(t) => {
-                            let e = drv.engine.on(Instant::now(), Event::Drained(t));
-                            drv.fx.extend(e);
-                        }
-                        Err(_) => break,
-                    }
-                }
-                Event::DrainDone
-            }
-            Effect::Nack { top } => {
-                let nack = self.consume.basic_nack(
-                    top,
-                    BasicNackOptions {
-                        multiple: true,
-                        requeue: true,
-                    },
-                );
-                let r = drv.guarded(step, nack).await;
-                self.unresponsive |= timed_out(&r);
-                Event::HandedBack(r.map_err(|e| e.text("nack")))
-            }
-            Effect::Close => {
-                let close_limit = if self.unresponsive {
-                    Duration::from_millis(1)
-                } else {
-                    step
-                };
-                let r = if self.consume.status().connected() {
-                    drv.guarded(close_limit, self.consume.close(200, "replay done".into()))
-                        .await
-                        .map_err(|e| e.text("closing the dead-letter queue's channel"))
-                } else {
-                    Err("the dead-letter queue's channel was already closed".to_string())
-                };
-                // A blocked connection writes nothing (not even a close): do not wait on it.
-                let publish_limit = if self.publish_conn.status().blocked() {
-                    Duration::from_millis(1)
-                } else {
-                    close_limit
-                };
-                let depth_ch = self.depth_ch.take();
-                let (consume, publish) = (&self.consume, &self.publish);
-                let closing = async {
-                    close_quietly(consume, publish, depth_ch, publish_limit, close_limit).await;
-                    Ok::<(), String>(())
-                };
-                let _ = drv.guarded(Duration::from_secs(4), closing).await;
-                Event::Closed(r)
-            }
+            Effect::Ack(ops) => self.ack(ops, drv).await,
+            Effect::Sync => self.sync(drv).await,
+            Effect::AskDepth => self.ask_depth(drv).await,
+            Effect::CancelConsumer => self.cancel_consumer(drv).await,
+            Effect::Drain => self.drain(drv).await,
+            Effect::Nack { top } => self.nack(top, drv).await,
+            Effect::Close => self.close(drv).await,
         };
         Some(ev)
+    }
+
+    /// Hands the message read last to lapin, when it is the one the engine says to publish.
+    async fn send(&mut self, t: u64) {
+        let Some(out) = self.outgoing.take().filter(|o| o.tag == t) else {
+            return;
+        };
+        self.sent.insert(
+            t,
+            content_hash(&out.target.0, &out.target.1, &out.props, &out.body),
+        );
+        // Publishes are not awaited one by one: lapin resolves a publish only once
+        // the IO loop has written it, a thread hop per message. The first poll hands
+        // the frames to lapin, so messages still go out in the order they were read;
+        // the rest (the write, then the confirm) completes in `inflight`, bounded by
+        // the engine's confirm deadline. A publish that fails (closed channel)
+        // completes with the error and is handled with the confirms.
+        let ch = self.publish.clone();
+        let mut fut: InFlightFuture = Box::pin(async move {
+            let Outgoing {
+                tag,
+                target,
+                props,
+                body,
+                ..
+            } = out;
+            let published = ch
+                .basic_publish(
+                    target.0,
+                    target.1,
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..Default::default()
+                    },
+                    &body,
+                    props,
+                )
+                .await;
+            // lapin has its own copy in the frames: the body is not kept while the
+            // confirm is awaited, so memory in flight is one copy per message.
+            drop(body);
+            let r = match published {
+                Ok(confirm) => confirm.await,
+                Err(e) => Err(e),
+            };
+            (tag, r)
+        });
+        match futures_util::poll!(fut.as_mut()) {
+            Poll::Ready(done) => {
+                self.early.push_back(done);
+                self.early_unstripped += 1;
+            }
+            Poll::Pending => self.inflight.push(fut),
+        }
+        self.pacer.published();
+    }
+
+    /// Writes the engine's acks to the DLQ's channel, bounded.
+    async fn ack(&mut self, ops: Vec<AckOp>, drv: &mut Driver) -> Event {
+        let step = self.step;
+        let r = drv.guarded(step, send_acks(&self.consume, ops)).await;
+        self.unresponsive |= timed_out(&r);
+        Event::AcksWritten(r.map_err(|e| e.text("acknowledging in the dead-letter queue failed")))
+    }
+
+    /// Proves the acks written so far with a `basic.qos` round trip.
+    async fn sync(&mut self, drv: &mut Driver) -> Event {
+        let step = self.step;
+        // basic.qos is answered after every frame sent before it on this channel was
+        // processed: it proves the acks written so far.
+        let qos = self
+            .consume
+            .basic_qos(self.prefetch, BasicQosOptions::default());
+        let r = drv.guarded(step, qos).await;
+        self.unresponsive |= timed_out(&r);
+        Event::Synced(r.map_err(|e| e.text("the dead-letter queue's node (frozen, or cut off?)")))
+    }
+
+    /// Asks the DLQ's depth with a passive declare on a channel of its own.
+    async fn ask_depth(&mut self, drv: &mut Driver) -> Event {
+        let step = self.step;
+        // A passive declare on a channel of its own: a failed declare closes the
+        // channel it was asked on, never the consumer's.
+        let ch = match self.depth_ch.take().filter(|c| c.status().connected()) {
+            Some(c) => Ok(c),
+            None => drv.guarded(step, self.consume_conn.create_channel()).await,
+        };
+        let r = match ch {
+            Ok(ch) => {
+                let declare = ch.queue_declare(
+                    self.dlq_name.clone(),
+                    QueueDeclareOptions {
+                        passive: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                );
+                let r = drv.guarded(step, declare).await;
+                self.depth_ch = Some(ch);
+                r.map(|d| u64::from(d.message_count()))
+            }
+            Err(e) => Err(e),
+        };
+        self.unresponsive |= timed_out(&r);
+        Event::Depth(r.map_err(|e| e.text("passive declare")))
+    }
+
+    /// Cancels the run's consumer on the DLQ, bounded.
+    async fn cancel_consumer(&mut self, drv: &mut Driver) -> Event {
+        let step = self.step;
+        let r = if self.consume.status().connected() {
+            let cancel = self
+                .consume
+                .basic_cancel(tag_name(&self.tag), BasicCancelOptions::default());
+            let r = drv.guarded(step, cancel).await;
+            self.unresponsive |= timed_out(&r);
+            r.map_err(|e| e.text("cancelling the consumer"))
+        } else {
+            Err("the dead-letter queue's channel is closed".to_string())
+        };
+        Event::ConsumerCancelled(r)
+    }
+
+    /// Takes what the broker sent before cancel-ok, to be handed back with the rest.
+    async fn drain(&mut self, drv: &mut Driver) -> Event {
+        let step = self.step;
+        // What the broker had sent before cancel-ok is held and handed back with the
+        // rest, so no delivery is left for a channel close to return (which would
+        // count a delivery on quorum queues).
+        let drain_until = Instant::now() + step;
+        // The first message, read before the consumer started and not taken yet, is
+        // handed back with the rest.
+        if let Some(d) = self.first.take() {
+            let e = drv
+                .engine
+                .on(Instant::now(), Event::Drained(d.delivery_tag));
+            drv.fx.extend(e);
+        }
+        while !drv.engine.is_done() {
+            let left = drain_until.saturating_duration_since(Instant::now());
+            let wait = left.min(Duration::from_millis(500));
+            let consumer = &mut self.consumer;
+            let next = drv
+                .guarded(wait, async {
+                    match consumer.next().await {
+                        Some(Ok(d)) => Ok(d.delivery_tag),
+                        Some(Err(e)) => Err(e.to_string()),
+                        None => Err("consumer ended".to_string()),
+                    }
+                })
+                .await;
+            match next {
+                Ok(t) => {
+                    let e = drv.engine.on(Instant::now(), Event::Drained(t));
+                    drv.fx.extend(e);
+                }
+                Err(_) => break,
+            }
+        }
+        Event::DrainDone
+    }
+
+    /// Hands back every held delivery up to `top` with one multiple nack.
+    async fn nack(&mut self, top: u64, drv: &mut Driver) -> Event {
+        let step = self.step;
+        let nack = self.consume.basic_nack(
+            top,
+            BasicNackOptions {
+                multiple: true,
+                requeue: true,
+            },
+        );
+        let r = drv.guarded(step, nack).await;
+        self.unresponsive |= timed_out(&r);
+        Event::HandedBack(r.map_err(|e| e.text("nack")))
+    }
+
+    /// Closes the run's channels, waiting on none that cannot answer.
+    async fn close(&mut self, drv: &mut Driver) -> Event {
+        let step = self.step;
+        let close_limit = if self.unresponsive {
+            Duration::from_millis(1)
+        } else {
+            step
+        };
+        let r = if self.consume.status().connected() {
+            drv.guarded(close_limit, self.consume.close(200, "replay done".into()))
+                .await
+                .map_err(|e| e.text("closing the dead-letter queue's channel"))
+        } else {
+            Err("the dead-letter queue's channel was already closed".to_string())
+        };
+        // A blocked connection writes nothing (not even a close): do not wait on it.
+        let publish_limit = if self.publish_conn.status().blocked() {
+            Duration::from_millis(1)
+        } else {
+            close_limit
+        };
+        let depth_ch = self.depth_ch.take();
+        let (consume, publish) = (&self.consume, &self.publish);
+        let closing = async {
+            close_quietly(consume, publish, depth_ch, publish_limit, close_limit).await;
+            Ok::<(), String>(())
+        };
+        let _ = drv.guarded(Duration::from_secs(4), closing).await;
+        Event::Closed(r)
     }
 
     /// Waits for what happens next: a cancel, the broker blocking or unblocking, a confirm, the
