@@ -172,77 +172,7 @@ impl Session {
             ok = false;
         }
         if ok && t.reaches.len() == 1 {
-            let first = t.reaches[0].clone();
-            // A wait queue without a dead-letter routing key sends each message on with the
-            // key it had when it entered: follow every such key; they must agree.
-            let keys: Vec<String> = if t.death_keys.is_empty() {
-                vec![t.routing_key.clone()]
-            } else {
-                t.death_keys.iter().cloned().collect()
-            };
-            let mut rests: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            let mut lost = None;
-            for k in &keys {
-                match self.rest_of(&first, k, table).await? {
-                    Rest::Queue { queue, via } => {
-                        rests.insert(queue, via);
-                    }
-                    Rest::Lost(why) => lost = Some(why),
-                }
-            }
-            let rest = match (lost, rests.len()) {
-                (Some(why), _) => Rest::Lost(why),
-                (None, 1) => rests
-                    .into_iter()
-                    .next()
-                    .map_or(Rest::Lost("no resting place".into()), |(queue, via)| {
-                        Rest::Queue { queue, via }
-                    }),
-                (None, _) => Rest::Lost(format!(
-                    "the wait queue '{first}' sends these back to {} different queues ({}); replay each group with --to",
-                    rests.len(),
-                    rests.keys().cloned().collect::<Vec<_>>().join(", ")
-                )),
-            };
-            match rest {
-                Rest::Queue { queue, via } => {
-                    if !via.is_empty() {
-                        // A wait queue is never the target: the consuming queue is, through
-                        // the default exchange (which reaches exactly that queue).
-                        p.redirects.insert(
-                            (t.exchange.clone(), t.routing_key.clone()),
-                            plan::ReplayTarget {
-                                exchange: String::new(),
-                                routing_key: queue.clone(),
-                                expected_queue: Some(queue.clone()),
-                            },
-                        );
-                        *p.warnings
-                            .entry(format!(
-                                "{label} is a wait queue ({}): these go straight to '{queue}', where it sends them back",
-                                via.join(" → ")
-                            ))
-                            .or_insert(0) += t.count;
-                        t.reaches = vec![queue.clone()];
-                        t.rests_in = Some(queue.clone());
-                        t.via = via;
-                    }
-                    match self.room_in(conn, &queue, t.count, t.bytes).await? {
-                        Some(Err(why)) => {
-                            p.refusals.push(why);
-                            ok = false;
-                        }
-                        Some(Ok(warning)) => {
-                            *p.warnings.entry(warning).or_insert(0) += t.count;
-                        }
-                        None => {}
-                    }
-                }
-                Rest::Lost(why) => {
-                    p.refusals.push(format!("{label}: {why}"));
-                    ok = false;
-                }
-            }
+            ok = self.follow_to_rest(label, t, table, conn, p).await?;
         }
         if t.reaches.contains(&spec.queue) {
             p.refusals.push(format!(
@@ -274,6 +204,92 @@ impl Session {
             p.allowed.insert(key);
         }
         Ok(())
+    }
+
+    /// Follows a target that reaches one queue through wait queues to where its messages rest
+    /// (a redirect when that is elsewhere) and checks that queue has room: `false` when the
+    /// target must not be used (the reason is in `p.refusals`).
+    async fn follow_to_rest(
+        &self,
+        label: &str,
+        t: &mut TargetPreview,
+        table: &RoutingTable<'_>,
+        conn: &lapin::Connection,
+        p: &mut Preview,
+    ) -> Result<bool, SessionError> {
+        let mut ok = true;
+        let first = t.reaches[0].clone();
+        // A wait queue without a dead-letter routing key sends each message on with the
+        // key it had when it entered: follow every such key; they must agree.
+        let keys: Vec<String> = if t.death_keys.is_empty() {
+            vec![t.routing_key.clone()]
+        } else {
+            t.death_keys.iter().cloned().collect()
+        };
+        let mut rests: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut lost = None;
+        for k in &keys {
+            match self.rest_of(&first, k, table).await? {
+                Rest::Queue { queue, via } => {
+                    rests.insert(queue, via);
+                }
+                Rest::Lost(why) => lost = Some(why),
+            }
+        }
+        let rest = match (lost, rests.len()) {
+            (Some(why), _) => Rest::Lost(why),
+            (None, 1) => rests
+                .into_iter()
+                .next()
+                .map_or(Rest::Lost("no resting place".into()), |(queue, via)| {
+                    Rest::Queue { queue, via }
+                }),
+            (None, _) => Rest::Lost(format!(
+                "the wait queue '{first}' sends these back to {} different queues ({}); replay each group with --to",
+                rests.len(),
+                rests.keys().cloned().collect::<Vec<_>>().join(", ")
+            )),
+        };
+        match rest {
+            Rest::Queue { queue, via } => {
+                if !via.is_empty() {
+                    // A wait queue is never the target: the consuming queue is, through
+                    // the default exchange (which reaches exactly that queue).
+                    p.redirects.insert(
+                        (t.exchange.clone(), t.routing_key.clone()),
+                        plan::ReplayTarget {
+                            exchange: String::new(),
+                            routing_key: queue.clone(),
+                            expected_queue: Some(queue.clone()),
+                        },
+                    );
+                    *p.warnings
+                        .entry(format!(
+                            "{label} is a wait queue ({}): these go straight to '{queue}', where it sends them back",
+                            via.join(" → ")
+                        ))
+                        .or_insert(0) += t.count;
+                    t.reaches = vec![queue.clone()];
+                    t.rests_in = Some(queue.clone());
+                    t.via = via;
+                }
+                match self.room_in(conn, &queue, t.count, t.bytes).await? {
+                    Some(Err(why)) => {
+                        p.refusals.push(why);
+                        ok = false;
+                    }
+                    Some(Ok(warning)) => {
+                        *p.warnings.entry(warning).or_insert(0) += t.count;
+                    }
+                    None => {}
+                }
+            }
+            Rest::Lost(why) => {
+                p.refusals.push(format!("{label}: {why}"));
+                ok = false;
+            }
+        }
+        Ok(ok)
     }
 
     /// Whether `queue` has room for `count` more messages of `bytes` in all (see
