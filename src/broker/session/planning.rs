@@ -4,13 +4,13 @@
 use crate::broker::browse;
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
-use crate::domain::replay::{self as plan, ReplayOptions};
+use crate::domain::replay::{self as plan, ReplayOptions, ReplayPlan};
 use crate::domain::sanitize;
 use crate::domain::selection::Selection;
 
 use super::{
-    Preview, Remembered, ReplaySpec, Session, SessionError, TargetPreview, age_secs, explain_all,
-    into_messages, targets::queue_depth,
+    Explained, Preview, Remembered, ReplaySpec, Session, SessionError, TargetPreview, age_secs,
+    explain_all, into_messages, targets::queue_depth,
 };
 
 /// A plan before its targets are checked (see [`Session::check_targets`]).
@@ -272,56 +272,7 @@ impl Session {
                     continue;
                 }
             }
-            p.removed.extend(rp.removed.iter().cloned());
-            p.reset.extend(rp.reset.iter().cloned());
-            p.removed.extend(
-                rp.removed_properties
-                    .iter()
-                    .map(|n| format!("property {n}")),
-            );
-            if let plan::Attempts::NotReset(c) = &rp.attempts {
-                p.attempts_not_reset += 1;
-                p.surviving_counters.extend(c.iter().cloned());
-            }
-            p.added.extend(rp.added.iter().map(|(k, _)| k.clone()));
-            if rp.replay_count > 1 {
-                p.replayed_before += 1;
-            }
-            for w in &rp.warnings {
-                *p.warnings.entry(w.to_string()).or_insert(0) += 1;
-            }
-            match &rp.target {
-                Some(t) => {
-                    let label = t.expected_queue.clone().unwrap_or_else(|| {
-                        format!("exchange '{}' key '{}'", t.exchange, t.routing_key)
-                    });
-                    let entry = p.targets.entry(label).or_insert_with(|| TargetPreview {
-                        exchange: t.exchange.clone(),
-                        routing_key: t.routing_key.clone(),
-                        ..Default::default()
-                    });
-                    entry.count += 1;
-                    entry.bytes += e.message.body_size;
-                    if let Some(k) = e.explanation.deaths.routing_key_in(&t.routing_key)
-                        && t.exchange.is_empty()
-                    {
-                        entry.death_keys.insert(k.to_string());
-                    }
-                }
-                None => {
-                    *p.warnings
-                        .entry("no known origin: these stay unless --to names a queue".into())
-                        .or_insert(0) += 1;
-                }
-            }
-            p.plans.push((
-                e.message
-                    .properties
-                    .message_id
-                    .clone()
-                    .unwrap_or_else(|| e.key.clone()),
-                rp,
-            ));
+            add_plan(&mut p, e, rp);
         }
         // The count confirmed is the count that moves: "all" is the queue as it stands (the run
         // stops at the depth it started with), a selection is what matched here. Messages whose
@@ -371,4 +322,60 @@ impl Session {
             skipped,
         }
     }
+}
+
+/// Adds one selected message's plan to the preview: what it removes, resets and adds, its
+/// warnings, and its target's count and bytes.
+fn add_plan(p: &mut Preview, e: &Explained, rp: ReplayPlan) {
+    p.removed.extend(rp.removed.iter().cloned());
+    p.reset.extend(rp.reset.iter().cloned());
+    p.removed.extend(
+        rp.removed_properties
+            .iter()
+            .map(|n| format!("property {n}")),
+    );
+    if let plan::Attempts::NotReset(c) = &rp.attempts {
+        p.attempts_not_reset += 1;
+        p.surviving_counters.extend(c.iter().cloned());
+    }
+    p.added.extend(rp.added.iter().map(|(k, _)| k.clone()));
+    if rp.replay_count > 1 {
+        p.replayed_before += 1;
+    }
+    for w in &rp.warnings {
+        *p.warnings.entry(w.to_string()).or_insert(0) += 1;
+    }
+    match &rp.target {
+        Some(t) => {
+            let label = t
+                .expected_queue
+                .clone()
+                .unwrap_or_else(|| format!("exchange '{}' key '{}'", t.exchange, t.routing_key));
+            let entry = p.targets.entry(label).or_insert_with(|| TargetPreview {
+                exchange: t.exchange.clone(),
+                routing_key: t.routing_key.clone(),
+                ..Default::default()
+            });
+            entry.count += 1;
+            entry.bytes += e.message.body_size;
+            if let Some(k) = e.explanation.deaths.routing_key_in(&t.routing_key)
+                && t.exchange.is_empty()
+            {
+                entry.death_keys.insert(k.to_string());
+            }
+        }
+        None => {
+            *p.warnings
+                .entry("no known origin: these stay unless --to names a queue".into())
+                .or_insert(0) += 1;
+        }
+    }
+    p.plans.push((
+        e.message
+            .properties
+            .message_id
+            .clone()
+            .unwrap_or_else(|| e.key.clone()),
+        rp,
+    ));
 }
