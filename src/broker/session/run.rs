@@ -7,7 +7,9 @@ use tokio::sync::watch;
 
 use crate::broker::browse;
 use crate::broker::replay::{self, Job, Progress, Summary, TargetKey};
+use crate::domain::discovery;
 use crate::domain::ledger::{self, ReadOutcome};
+use crate::domain::quorum::BrowsePolicy;
 use crate::domain::replay as plan;
 
 use super::{Preview, ReplaySpec, Session, SessionError, reads::wait_for_turn};
@@ -65,19 +67,7 @@ impl Session {
         cancel: watch::Receiver<bool>,
         on_progress: impl FnMut(&Progress),
     ) -> Result<Summary, SessionError> {
-        if self.target.read_only {
-            return Err(SessionError::Refused(format!(
-                "read-only: context '{}' is opened read-only (--read-only or read_only = true); nothing may leave a queue",
-                self.target.context
-            )));
-        }
-        // The last line behind `ops::rights`: a user the broker lets read but not publish takes
-        // nothing off a queue, whoever calls.
-        if let crate::broker::rights::Publishing::Refused(why) = self.publishing().await {
-            return Err(SessionError::Refused(format!(
-                "read-only: {why}; nothing may leave a queue"
-            )));
-        }
+        self.may_take().await?;
         let lock = self.read_lock(&spec.queue);
         let _reading = wait_for_turn(&lock, &spec.queue).await?;
         let (info, quorum) = self.queue_policy(&spec.queue).await?;
@@ -88,35 +78,12 @@ impl Session {
                 verb,
             )));
         }
-        let queue_type = info.queue_type.clone();
-        let planned_unread = work.planned_unread;
-        let job = Job {
-            action: work.action,
-            dlq: spec.queue.clone(),
-            selection: spec.selection.clone(),
-            limit: Some(work.limit),
-            rate: spec.rate,
-            window: spec.window,
-            keep_attempts: spec.keep_attempts,
-            clear_expiry: spec.clear_expiry,
-            to: spec.to.clone(),
-            allowed_targets: work.allowed_targets,
-            redirects: work.redirects,
-            replays: work.replays,
-            first_seen: work.first_seen,
-            quorum: quorum.clone(),
-            settle_lag: crate::domain::features::settle_lag(&queue_type),
-            conventions: self.target.settings.conventions.clone(),
-            run_id: spec.run_id.clone(),
-            message_bytes: match (info.message_bytes, info.messages) {
-                (Some(b), Some(m)) if m > 0 => Some(b / m),
-                _ => None,
-            },
-            checks: None,
-        };
+        let (limit, bytes) = (work.limit, work.bytes);
+        let (check_as_met, planned_unread) = (work.check_as_met, work.planned_unread);
+        let job = self.job_of(spec, work, &info, &quorum);
         let (checks_tx, mut checks_rx) = tokio::sync::mpsc::channel::<replay::CheckRequest>(1);
         let mut job = job;
-        if work.check_as_met {
+        if check_as_met {
             job.checks = Some(checks_tx);
         } else {
             drop(checks_tx);
@@ -171,7 +138,7 @@ impl Session {
         // Targets met first during the run are checked here, beside it (see `check_met`).
         let serve = async {
             while let Some(req) = checks_rx.recv().await {
-                let r = self.check_met(spec, &req, work.limit, work.bytes).await;
+                let r = self.check_met(spec, &req, limit, bytes).await;
                 let _ = req.reply.send(r);
             }
         };
@@ -196,6 +163,60 @@ impl Session {
             );
         }
         Ok(summary)
+    }
+
+    /// Refuses to take anything off a queue in read-only mode, or for a user the broker lets
+    /// read but not publish.
+    async fn may_take(&self) -> Result<(), SessionError> {
+        if self.target.read_only {
+            return Err(SessionError::Refused(format!(
+                "read-only: context '{}' is opened read-only (--read-only or read_only = true); nothing may leave a queue",
+                self.target.context
+            )));
+        }
+        // The last line behind `ops::rights`: a user the broker lets read but not publish takes
+        // nothing off a queue, whoever calls.
+        if let crate::broker::rights::Publishing::Refused(why) = self.publishing().await {
+            return Err(SessionError::Refused(format!(
+                "read-only: {why}; nothing may leave a queue"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The engine's job for `work` on `spec.queue`, as the queue (`info`, `quorum`) is now.
+    fn job_of(
+        &self,
+        spec: &ReplaySpec,
+        work: Work,
+        info: &discovery::QueueInfo,
+        quorum: &BrowsePolicy,
+    ) -> Job {
+        let queue_type = info.queue_type.clone();
+        Job {
+            action: work.action,
+            dlq: spec.queue.clone(),
+            selection: spec.selection.clone(),
+            limit: Some(work.limit),
+            rate: spec.rate,
+            window: spec.window,
+            keep_attempts: spec.keep_attempts,
+            clear_expiry: spec.clear_expiry,
+            to: spec.to.clone(),
+            allowed_targets: work.allowed_targets,
+            redirects: work.redirects,
+            replays: work.replays,
+            first_seen: work.first_seen,
+            quorum: quorum.clone(),
+            settle_lag: crate::domain::features::settle_lag(&queue_type),
+            conventions: self.target.settings.conventions.clone(),
+            run_id: spec.run_id.clone(),
+            message_bytes: match (info.message_bytes, info.messages) {
+                (Some(b), Some(m)) if m > 0 => Some(b / m),
+                _ => None,
+            },
+            checks: None,
+        }
     }
 }
 
