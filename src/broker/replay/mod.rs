@@ -1,0 +1,734 @@
+//! The replay engine: moves selected dead letters back to where they failed, at least once.
+//!
+//! For each delivery from the DLQ: explain it, plan it (pure, `domain::replay`), publish it with
+//! `mandatory` on a confirm-mode channel, and acknowledge it in the DLQ only after the broker
+//! confirmed it and did not return it. Unselected, returned and failed messages are held
+//! unacknowledged and handed back at the end with one explicit `basic.nack(multiple, requeue)`,
+//! so they keep their place. If the process dies between publish and ack the broker requeues the
+//! delivery: a message may be replayed twice, never lost.
+//!
+//! Consuming and publishing use two channels, so a publish that closes its channel (an exchange
+//! that vanished) cannot take the DLQ's delivery tags with it.
+//!
+//! The shell is split: opening a run (`open`), carrying out effects (`shell`), bounded waits
+//! (`wait`), one delivery's decision (`classify`) and carrying on after node loss (`failover`).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::domain::archive::{ContentSet, Stamp};
+use crate::domain::convention::Conventions;
+use crate::domain::engine::{Config, Effect, Engine, Event, Limits, Tally};
+use crate::domain::quorum::BrowsePolicy;
+use crate::domain::replay as plan;
+use crate::domain::selection::Selection;
+
+mod classify;
+mod failover;
+mod open;
+mod shell;
+mod wait;
+
+pub use crate::broker::spool::Spool;
+pub use crate::domain::engine::{AckOp, AckTracker, StopReason};
+pub use classify::{Planned, plan_publish};
+pub use failover::run_failover;
+pub(crate) use shell::content_hash;
+
+use open::Opened;
+use shell::close_quietly;
+use wait::{CancelWatch, Cut, guarded};
+
+/// Where a planned publish goes: exchange and routing key.
+pub type TargetKey = (String, String);
+
+/// What a run does with each selected message: one engine and its guarantees for every way out
+/// of a dead-letter queue.
+#[derive(Clone, Debug, Default)]
+pub enum Action {
+    /// Publish it where it failed, per its plan (`domain::replay`).
+    #[default]
+    Replay,
+    /// Publish it to the archive stream exactly as it was delivered — body, every property and
+    /// header, `x-death` included — plus the four archive headers; acknowledged after the
+    /// stream confirmed it.
+    /// `user_id`: the connection's broker user, set as each copy's `user_id` (the broker
+    /// refuses it from anyone else), the message's own kept in a header.
+    Archive {
+        stream: String,
+        stamp: Stamp,
+        user_id: String,
+    },
+    /// Acknowledge it without publishing. `only`: the messages of the snapshot written before
+    /// the run (`warren discard`, a local archive), each taken once, and nothing else; `None`
+    /// (`--no-snapshot`): every selected message.
+    Discard {
+        only: Option<std::sync::Arc<std::sync::Mutex<ContentSet>>>,
+    },
+}
+
+impl Action {
+    /// The action as a verb, for what Warren says.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Action::Replay => "replay",
+            Action::Archive { .. } => "archive",
+            Action::Discard { .. } => "discard",
+        }
+    }
+}
+
+/// One replay run, fully decided before anything moves.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// Replay, archive or discard.
+    pub action: Action,
+    pub dlq: String,
+    pub selection: Selection,
+    /// Move at most this many.
+    pub limit: Option<u64>,
+    /// Messages per second; `None` = as fast as confirms allow.
+    pub rate: Option<f64>,
+    /// Unselected (or returned, or failed) messages held back at most before stopping.
+    pub window: usize,
+    pub keep_attempts: bool,
+    /// `--clear-expiry`: replay a message whose framework deadline has passed, without it.
+    pub clear_expiry: bool,
+    /// `--to QUEUE`.
+    pub to: Option<String>,
+    /// Targets checked by the preflight (they exist, and fan-out was allowed or absent). A
+    /// message whose plan points elsewhere is not published.
+    pub allowed_targets: HashSet<TargetKey>,
+    /// Wait-queue targets and the consuming queue each is replaced with (from the preflight).
+    pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
+    /// Audited replays per message key (see `session::Remembered::replays_of`).
+    pub replays: HashMap<String, i64>,
+    /// When Warren first saw each message, by key: with its `x-death`, its age for `age:`
+    /// (`domain::arrival`).
+    pub first_seen: HashMap<String, jiff::Timestamp>,
+    /// Quorum delivery-limit safety, as for browsing.
+    pub quorum: BrowsePolicy,
+    /// How long an ack the DLQ's channel processed may still be undone
+    /// ([`settle_lag`](crate::domain::features::settle_lag)).
+    pub settle_lag: Duration,
+    /// `[conventions]`: how messages are read, as the plan read them.
+    pub conventions: Conventions,
+    /// The run's globally unique id, written into each message as `warren-replay-id`.
+    pub run_id: Option<String>,
+    /// The DLQ's average message size as the broker reports it (`None`: unknown): the prefetch
+    /// is bounded by bytes as well as by count (see [`PREFETCH_BYTES`]).
+    pub message_bytes: Option<u64>,
+    /// Set when the plan read nothing first and the run has several targets: a target not in
+    /// `allowed_targets` is checked the first time a message for it is met, by asking here
+    /// ([`CheckRequest`]); its messages wait for the answer (never published unchecked).
+    /// `None`: such a message stays in the DLQ, reported.
+    pub checks: Option<tokio::sync::mpsc::Sender<CheckRequest>>,
+}
+
+/// A target met for the first time during a run (see [`Job::checks`]): check it and answer
+/// on `reply` — `Ok` with the queue it leads to instead when it is a wait queue, `Err` with why
+/// its messages must stay in the DLQ.
+#[derive(Debug)]
+pub struct CheckRequest {
+    pub target: TargetKey,
+    /// The routing key the first message met had when it died in the target queue: where a
+    /// wait queue without a dead-letter routing key sends it on.
+    pub death_key: Option<String>,
+    pub reply: tokio::sync::oneshot::Sender<Result<Option<plan::ReplayTarget>, String>>,
+}
+
+/// The name a target's check goes by, in the engine and in what the run reports.
+pub fn check_name(target: &TargetKey) -> String {
+    if target.0.is_empty() {
+        format!("queue '{}'", target.1)
+    } else {
+        format!("exchange '{}' key '{}'", target.0, target.1)
+    }
+}
+
+/// What the deliveries a run may have unacknowledged at once may weigh, about: the prefetch
+/// count is cut to fit it (at least 1), so a queue of large messages does not multiply
+/// Warren's memory (RabbitMQ ignores AMQP's own prefetch-size).
+pub const PREFETCH_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The prefetch count for a run: room for the held messages (or a pipeline deep enough for
+/// batched confirms), cut to [`PREFETCH_BYTES`] by a message's size — the larger of the
+/// broker's average ([`Job::message_bytes`], which lags behind a queue filled a moment ago) and
+/// `first`, the size of the first message, read before the consumer starts.
+pub fn prefetch_for(job: &Job, first: Option<u64>) -> u16 {
+    let by_count: u16 = match job.selection {
+        // Confirms for persistent messages come back in batches (the broker syncs to disk
+        // periodically), so the pipeline needs room for more than a batch in flight.
+        Selection::All if job.allowed_targets.len() <= 1 => 2000,
+        _ => u16::try_from(job.window.saturating_add(1000)).unwrap_or(u16::MAX),
+    };
+    let size = job.message_bytes.max(first).filter(|&b| b > 0);
+    match size {
+        // A frame's overhead (properties, headers) is counted too, as about 512 bytes.
+        Some(size) => {
+            let fits = PREFETCH_BYTES / (size + 512);
+            u16::try_from(fits.max(1)).unwrap_or(u16::MAX).min(by_count)
+        }
+        None => by_count,
+    }
+}
+
+/// Moved keys the engine may gather before the shell writes them to the run's [`Spool`].
+const SPOOL_BATCH: usize = 4096;
+
+/// Progress while running; also the final tally.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Progress {
+    pub moved: u64,
+    pub returned: u64,
+    pub failed: u64,
+    /// Selected messages the run has not reached yet (an estimate from the start depth).
+    pub remaining: u64,
+    /// Messages per second over the run so far.
+    pub rate: f64,
+    pub eta: Option<Duration>,
+    /// Set while the broker blocks publishing (`connection.blocked`), with its reason (e.g.
+    /// "low on memory"): the run waits, up to a deadline.
+    pub blocked: Option<String>,
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub progress: Progress,
+    pub depth_at_start: u64,
+    /// What the engine counted: held back, per target, moved and duplicate keys, problems, and
+    /// whether the run ended without settling (`forced`). Summed over reconnects. Its
+    /// `moved_ids` is empty: the moved keys are in [`moved_ids`](Self::moved_ids).
+    pub counts: Tally,
+    /// Keys of the moved messages, in the order they were confirmed, kept out of memory as the
+    /// run goes (see [`Spool`]).
+    pub moved_ids: Spool,
+    pub stop: StopReason,
+    /// Why the run reconnected to another node and carried on, once per reconnect. Deliveries
+    /// of a lost connection go back to the DLQ only when the broker notices, so such a run is
+    /// never "completed".
+    pub reconnected: Vec<String>,
+    /// Messages the run published that Warren had replayed before (`warren-replay-count`, or
+    /// the audit): they failed again. What a plan made without reading says after the run.
+    pub replayed_before: u64,
+    /// The plan read nothing first (see `session::Preview::unread`), so the count confirmed
+    /// included messages that their own plan keeps in the DLQ: such a run is not "completed".
+    pub planned_unread: bool,
+    /// What the DLQ held when the run ended, as the broker counts it (returned, refused and
+    /// untouched messages, and any that arrived since), when it answered.
+    pub left_in_dlq: Option<u64>,
+    /// Messages another consumer held unacknowledged when the run started: the run never saw
+    /// them, so it did not go through everything the queue held.
+    pub held_elsewhere: u64,
+}
+
+impl Summary {
+    /// Every selected message the run reached was moved, nothing failed, nothing was returned,
+    /// nothing may be duplicated, and it stopped because it was done.
+    pub fn completed(&self) -> bool {
+        self.stop.is_finished()
+            && self.counts.forced.is_none()
+            && self.reconnected.is_empty()
+            && self.progress.failed == 0
+            && self.progress.returned == 0
+            && self.counts.duplicated == 0
+            && !(self.planned_unread && self.kept() > 0)
+            && self.held_elsewhere == 0
+    }
+
+    /// Messages their plan kept in the DLQ (a framework deadline passed, …).
+    pub fn kept(&self) -> u64 {
+        self.counts.kept.values().sum()
+    }
+
+    /// The audit's outcome: "completed" (see [`completed`](Self::completed)), "cancelled" (a
+    /// signal, settled), "interrupted: …" (ended without settling), "failed: …" (a broker or
+    /// connection fault, or nothing moved and some failed or came back), else "partial: …".
+    pub fn outcome(&self) -> String {
+        let text = self.outcome_alone();
+        if self.reconnected.is_empty() || self.counts.forced.is_some() {
+            return text;
+        }
+        let text = if text == "completed" {
+            format!("partial: {}", self.stop)
+        } else {
+            text
+        };
+        format!(
+            "{text}; reconnected {} time(s) after node loss: messages delivered on a lost connection return to the DLQ when the broker notices — replay again for them",
+            self.reconnected.len()
+        )
+    }
+
+    fn outcome_alone(&self) -> String {
+        let p = &self.progress;
+        if let Some(why) = &self.counts.forced {
+            format!("interrupted: {why}; {}", self.stop)
+        } else if self.completed() {
+            "completed".to_string()
+        } else if self.stop == StopReason::Cancelled {
+            "cancelled".to_string()
+        } else if self.stop.is_fault() {
+            format!("failed: {}", self.stop)
+        } else if p.moved == 0 && p.failed + p.returned > 0 {
+            // Nothing moved: the real reason is what happened to the messages, not where the
+            // run stopped (a limit reached says nothing of a publish the broker refused).
+            let top = self.counts.problems.iter().max_by_key(|(_, n)| **n);
+            match top {
+                Some((why, n)) => format!("failed: {n} × {why}; {}", self.stop),
+                None => format!("failed: {}", self.stop),
+            }
+        } else if p.failed + p.returned > 0 {
+            format!(
+                "partial: {} failed, {} returned; {}",
+                p.failed, p.returned, self.stop
+            )
+        } else if self.held_elsewhere > 0 {
+            format!(
+                "partial: {} messages were held unacknowledged by another consumer when the run started and were not reached; {}",
+                self.held_elsewhere, self.stop
+            )
+        } else if self.planned_unread && self.kept() > 0 {
+            format!(
+                "partial: {} of those confirmed stayed in the DLQ by their own plan (see kept); {}",
+                self.kept(),
+                self.stop
+            )
+        } else {
+            format!("partial: {}", self.stop)
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("cannot open a channel to RabbitMQ: {0}")]
+    Channel(String),
+    #[error("queue '{queue}' cannot be read: {reason}")]
+    Queue { queue: String, reason: String },
+}
+
+/// Runs a replay. `cancel` flips to `true` to stop: in-flight messages are settled correctly and
+/// the rest is left untouched; sending `true` again ends the run at once. `on_progress` is called
+/// a few times a second, and at once when the broker blocks or unblocks publishing.
+pub async fn run(
+    conn: &lapin::Connection,
+    job: &Job,
+    cancel: watch::Receiver<bool>,
+    on_progress: impl FnMut(&Progress),
+) -> Result<Summary, ReplayError> {
+    run_split(conn, conn, job, cancel, on_progress).await
+}
+
+/// [`run`] with the DLQ consumed on `consume_conn` and the target published on `publish_conn`.
+/// Two connections let the broker parse publishes and encode deliveries in parallel (each
+/// connection has its own reader and writer), which is most of its cost per replayed message.
+///
+/// The decisions are `domain::engine`'s; this function only performs its effects and turns what
+/// the broker does into its events. Every await is bounded by a deadline.
+pub async fn run_split(
+    consume_conn: &lapin::Connection,
+    publish_conn: &lapin::Connection,
+    job: &Job,
+    cancel: watch::Receiver<bool>,
+    on_progress: impl FnMut(&Progress),
+) -> Result<Summary, ReplayError> {
+    run_with(
+        consume_conn,
+        publish_conn,
+        job,
+        Limits::default(),
+        cancel,
+        on_progress,
+    )
+    .await
+}
+
+/// [`run_split`] with the deadlines given. The engine decides every step; this shell opens the
+/// channels, carries out each effect the engine asks for ([`Shell::perform`]) and turns what the
+/// broker says into the engine's events ([`Shell::next_event`]).
+pub async fn run_with(
+    consume_conn: &lapin::Connection,
+    publish_conn: &lapin::Connection,
+    job: &Job,
+    limits: Limits,
+    cancel: watch::Receiver<bool>,
+    mut on_progress: impl FnMut(&Progress),
+) -> Result<Summary, ReplayError> {
+    let step = limits.step;
+    let mut cancel = CancelWatch {
+        rx: cancel,
+        open: true,
+    };
+    let opened = Opened::open(consume_conn, publish_conn, job, step, &mut cancel).await?;
+    let depth_at_start = opened.depth_at_start;
+    let mut summary = Summary {
+        progress: Progress {
+            // Of the selection, like every later count: the run stops at its limit.
+            remaining: job.limit.map_or(depth_at_start, |l| l.min(depth_at_start)),
+            ..Default::default()
+        },
+        depth_at_start,
+        counts: Tally::default(),
+        moved_ids: Spool::default(),
+        stop: StopReason::ReachedStartDepth,
+        reconnected: Vec::new(),
+        replayed_before: 0,
+        planned_unread: false,
+        left_in_dlq: None,
+        held_elsewhere: 0,
+    };
+    if depth_at_start == 0 {
+        summary.stop = StopReason::QueueEmpty;
+        close_quietly(&opened.consume, &opened.publish, None, step, step).await;
+        return Ok(summary);
+    }
+    let mut shell = opened.start(&mut cancel).await?;
+
+    let started = Instant::now();
+    let mut drv = Driver {
+        engine: Engine::new(
+            Config {
+                depth_at_start,
+                limit: job.limit,
+                window: job.window,
+                // The consumer's own: the first message, read before it, is outside its
+                // prefetch, but once that one is settled the broker stops at the prefetch, so
+                // the engine counts it in (while it is unsettled, one early: a stop, never a
+                // wait for deliveries that cannot come).
+                prefetch: usize::from(shell.prefetch),
+                limits: limits.clone(),
+                settle_lag: job.settle_lag,
+            },
+            started,
+        ),
+        fx: VecDeque::new(),
+        cancel,
+    };
+    if publish_conn.status().blocked() {
+        let e = drv.engine.on(
+            Instant::now(),
+            Event::Blocked("blocked before the run started".into()),
+        );
+        drv.fx.extend(e);
+    }
+    let mut last_progress = Instant::now();
+    let mut blocked_shown: Option<String> = None;
+
+    'run: loop {
+        while let Some(effect) = drv.fx.pop_front() {
+            if matches!(effect, Effect::Finish) {
+                break 'run;
+            }
+            let Some(ev) = shell.perform(effect, &mut drv).await else {
+                continue;
+            };
+            if drv.engine.is_done() {
+                // A second cancel came while waiting: the run ends now.
+                break 'run;
+            }
+            let e = drv.engine.on(Instant::now(), ev);
+            drv.fx.extend(e);
+        }
+
+        let Some(ev) = shell.next_event(&mut drv).await else {
+            continue;
+        };
+        let e = drv.engine.on(Instant::now(), ev);
+        drv.fx.extend(e);
+        if drv.engine.tally().moved_ids.len() >= SPOOL_BATCH {
+            summary.moved_ids.append(drv.engine.take_moved());
+        }
+
+        let blocked = drv.engine.tally().blocked.clone();
+        if blocked != blocked_shown || last_progress.elapsed() >= Duration::from_millis(200) {
+            blocked_shown = blocked;
+            last_progress = Instant::now();
+            fill_progress(
+                &mut summary.progress,
+                drv.engine.tally(),
+                started,
+                depth_at_start,
+                job.limit,
+            );
+            on_progress(&summary.progress);
+        }
+    }
+
+    shell
+        .close_publisher(drv.engine.tally().forced.is_some())
+        .await;
+
+    summary.moved_ids.append(drv.engine.take_moved());
+    let t = drv.engine.tally();
+    fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
+    summary.progress.eta = None;
+    // What is still in the DLQ, as the broker counts it once everything held went back. The
+    // messages the run did not look at are never more than that (another consumer took some,
+    // or the queue was emptied meanwhile).
+    summary.left_in_dlq = left_in(shell.consume_conn, &job.dlq).await;
+    if let Some(left) = summary.left_in_dlq {
+        summary.progress.remaining = summary.progress.remaining.min(left);
+    }
+    summary.counts = t.clone();
+    summary.replayed_before = shell.replayed_before;
+    summary.stop = drv
+        .engine
+        .stop_reason()
+        .cloned()
+        .unwrap_or(StopReason::ReachedStartDepth);
+    on_progress(&summary.progress);
+    Ok(summary)
+}
+
+/// The engine, the effects it asked for and not yet carried out, and the cancel signal: what
+/// every wait on the broker must keep serving.
+struct Driver {
+    engine: Engine,
+    fx: VecDeque<Effect>,
+    cancel: CancelWatch,
+}
+
+impl Driver {
+    /// Awaits `fut` for at most `limit`, feeding cancels to the engine meanwhile.
+    async fn guarded<T, E: std::fmt::Display>(
+        &mut self,
+        limit: Duration,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, Cut> {
+        guarded(limit, &mut self.cancel, &mut self.engine, &mut self.fx, fut).await
+    }
+}
+
+fn fill_progress(
+    p: &mut Progress,
+    t: &Tally,
+    started: Instant,
+    depth_at_start: u64,
+    limit: Option<u64>,
+) {
+    p.moved = t.moved;
+    p.returned = t.returned;
+    p.failed = t.failed;
+    p.blocked = t.blocked.clone();
+    update_rate(p, started, depth_at_start, t.seen, limit);
+}
+
+fn update_rate(
+    p: &mut Progress,
+    started: Instant,
+    depth_at_start: u64,
+    seen: u64,
+    limit: Option<u64>,
+) {
+    let secs = started.elapsed().as_secs_f64();
+    let done = p.moved + p.returned + p.failed;
+    p.rate = if secs > 0.0 {
+        p.moved as f64 / secs
+    } else {
+        0.0
+    };
+    let mut remaining = depth_at_start.saturating_sub(seen);
+    if let Some(l) = limit {
+        remaining = remaining.min(l.saturating_sub(done));
+    }
+    p.remaining = remaining;
+    p.eta = (p.rate > 0.0).then(|| Duration::from_secs_f64(remaining as f64 / p.rate));
+}
+
+/// The messages ready in `queue` now (a passive declare on a channel of its own), when the
+/// broker answers within a few seconds.
+async fn left_in(conn: &lapin::Connection, queue: &str) -> Option<u64> {
+    use lapin::options::QueueDeclareOptions;
+    let name = crate::broker::amqp::short("the queue name", queue).ok()?;
+    let limit = Duration::from_secs(5);
+    let ch = tokio::time::timeout(limit, conn.create_channel())
+        .await
+        .ok()?
+        .ok()?;
+    let declared = tokio::time::timeout(
+        limit,
+        ch.queue_declare(
+            name,
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        ),
+    )
+    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), ch.close(200, "counted".into())).await;
+    declared.ok()?.ok().map(|d| u64::from(d.message_count()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wait::Pacer;
+    use super::*;
+
+    #[test]
+    fn contiguous_ready_tags_settle_with_one_multiple_ack() {
+        let mut a = AckTracker::default();
+        for t in 1..=5 {
+            a.received(t);
+        }
+        for t in 1..=5 {
+            a.ready(t);
+        }
+        assert_eq!(
+            a.flush(),
+            vec![AckOp {
+                tag: 5,
+                multiple: true
+            }]
+        );
+        assert!(a.flush().is_empty(), "nothing is acked twice");
+    }
+
+    #[test]
+    fn held_tags_are_never_covered_by_a_multiple_ack() {
+        let mut a = AckTracker::default();
+        for t in 1..=6 {
+            a.received(t);
+        }
+        a.ready(1);
+        a.ready(2);
+        a.hold(3);
+        a.ready(4);
+        a.ready(6);
+        // 5 still in flight: 6 waits for it.
+        assert_eq!(
+            a.flush(),
+            vec![
+                AckOp {
+                    tag: 2,
+                    multiple: true
+                },
+                AckOp {
+                    tag: 4,
+                    multiple: false
+                },
+            ]
+        );
+        a.ready(5);
+        assert_eq!(
+            a.flush(),
+            vec![
+                AckOp {
+                    tag: 5,
+                    multiple: false
+                },
+                AckOp {
+                    tag: 6,
+                    multiple: false
+                }
+            ]
+        );
+        assert_eq!(a.held(), 1);
+        assert_eq!(a.unsettled(), 1, "only the held tag is left");
+    }
+
+    #[test]
+    fn pending_tags_block_multiple_acks_above_them() {
+        let mut a = AckTracker::default();
+        for t in 1..=3 {
+            a.received(t);
+        }
+        a.ready(2);
+        a.ready(3);
+        assert!(a.flush().is_empty(), "2 and 3 wait for 1");
+        a.ready(1);
+        assert_eq!(
+            a.flush(),
+            vec![AckOp {
+                tag: 3,
+                multiple: true
+            }],
+            "then one frame settles all three"
+        );
+    }
+
+    fn summary(stop: StopReason, moved: u64, failed: u64, returned: u64) -> Summary {
+        Summary {
+            progress: Progress {
+                moved,
+                failed,
+                returned,
+                ..Default::default()
+            },
+            depth_at_start: 10,
+            counts: Tally::default(),
+            moved_ids: Spool::default(),
+            stop,
+            reconnected: Vec::new(),
+            replayed_before: 0,
+            planned_unread: false,
+            left_in_dlq: None,
+            held_elsewhere: 0,
+        }
+    }
+
+    #[test]
+    fn the_outcome_is_completed_only_when_everything_selected_moved() {
+        let ok = summary(StopReason::ReachedStartDepth, 10, 0, 0);
+        assert!(ok.completed());
+        assert_eq!(ok.outcome(), "completed");
+        assert_eq!(
+            summary(StopReason::QueueEmpty, 3, 0, 0).outcome(),
+            "completed"
+        );
+        assert_eq!(
+            summary(StopReason::LimitReached, 3, 0, 0).outcome(),
+            "completed"
+        );
+
+        let none_moved = summary(StopReason::ReachedStartDepth, 0, 0, 50);
+        assert!(!none_moved.completed());
+        assert!(none_moved.outcome().starts_with("failed"), "0 of 50 moved");
+        let some = summary(StopReason::ReachedStartDepth, 8, 1, 1);
+        assert!(some.outcome().starts_with("partial: 1 failed, 1 returned"));
+        let window = summary(StopReason::WindowFull { window: 5 }, 8, 0, 0);
+        assert!(window.outcome().starts_with("partial"));
+        let stalled = summary(
+            StopReason::Stalled {
+                idle_secs: 10,
+                ready: 4,
+            },
+            8,
+            0,
+            0,
+        );
+        assert!(stalled.outcome().starts_with("failed: no delivery for 10s"));
+        assert_eq!(
+            summary(StopReason::Cancelled, 8, 0, 0).outcome(),
+            "cancelled"
+        );
+
+        let mut dup = summary(StopReason::ReachedStartDepth, 10, 0, 0);
+        dup.counts.duplicated = 2;
+        assert!(!dup.completed(), "possible duplicates are not a clean run");
+        let mut forced = summary(StopReason::Cancelled, 3, 0, 0);
+        forced.counts.forced = Some("stopped at once by a second signal".into());
+        assert!(forced.outcome().starts_with("interrupted: stopped at once"));
+    }
+
+    #[test]
+    fn pacer_spaces_messages_by_the_rate() {
+        let mut p = Pacer::new(Some(100.0));
+        p.published();
+        let Some(first) = p.start else {
+            panic!("the first publish starts the clock")
+        };
+        p.sent = 50;
+        let later = p.next_slot();
+        let gap = later.duration_since(first).as_secs_f64();
+        assert!((gap - 0.5).abs() < 1e-6, "{gap}");
+        assert_eq!(Pacer::new(None).per_msg, None);
+        assert_eq!(Pacer::new(Some(0.0)).per_msg, None);
+    }
+}

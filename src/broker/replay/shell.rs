@@ -1,0 +1,643 @@
+//! The broker side of a running replay ([`Shell`]): carries out the engine's effects and turns
+//! what the broker says into the engine's events.
+
+use std::collections::{HashMap, VecDeque};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
+use lapin::Confirmation;
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::{FieldTable, ShortString};
+
+use crate::broker::amqp;
+use crate::domain::engine::{ConfirmOutcome, Decision, Effect, Event};
+
+use super::{
+    AckOp, CheckRequest, Driver, Job, TargetKey, classify::classify, open::Events, open::tag_name,
+    wait::Cut, wait::InFlightFuture, wait::Pacer, wait::next_confirm, wait::sleep_until_opt,
+    wait::timed_out, wait::until,
+};
+
+/// A message read from the DLQ and waiting for its rate slot, ready to publish.
+pub(super) struct Outgoing {
+    pub(super) tag: u64,
+    /// Exchange and routing key, checked to fit AMQP's short strings when planned.
+    pub(super) target: (ShortString, ShortString),
+    pub(super) props: lapin::BasicProperties,
+    pub(super) body: Vec<u8>,
+    /// Warren replayed it before.
+    pub(super) replayed_before: bool,
+    /// For a target not checked yet: the routing key it had when it died there.
+    pub(super) death_key: Option<String>,
+}
+
+/// What identifies a publish's content: exchange, routing key, properties (headers included)
+/// and body, as the broker returns them in a `basic.return`.
+pub(crate) fn content_hash(
+    exchange: &ShortString,
+    routing_key: &ShortString,
+    props: &lapin::BasicProperties,
+    body: &[u8],
+) -> u64 {
+    use std::hash::Hasher;
+    let mut h = fnv::FnvHasher::default();
+    h.write(exchange.as_str().as_bytes());
+    h.write_u8(0);
+    h.write(routing_key.as_str().as_bytes());
+    h.write_u8(0);
+    amqp::hash_properties(&mut h, props);
+    h.write_u8(0);
+    h.write(body);
+    h.finish()
+}
+
+/// A running replay's broker side: its channels, its consumer, and what is in flight.
+pub(super) struct Shell<'a> {
+    pub(super) job: &'a Job,
+    pub(super) consume_conn: &'a lapin::Connection,
+    pub(super) publish_conn: &'a lapin::Connection,
+    pub(super) consume: lapin::Channel,
+    pub(super) publish: lapin::Channel,
+    pub(super) consumer: lapin::Consumer,
+    pub(super) events: Events,
+    pub(super) events_open: bool,
+    pub(super) dlq_name: ShortString,
+    pub(super) tag: String,
+    pub(super) prefetch: u16,
+    /// The first message, read before the consumer started: the engine's first delivery.
+    pub(super) first: Option<lapin::message::Delivery>,
+    pub(super) step: Duration,
+    pub(super) pacer: Pacer,
+    pub(super) inflight: FuturesUnordered<InFlightFuture>,
+    /// Publishes that completed on their first poll (a closed channel fails at once), and
+    /// confirms taken ready with the one being handled (see [`Shell::settle_returns`]).
+    pub(super) early: VecDeque<(u64, lapin::Result<Confirmation>)>,
+    /// How many at the back of `early` [`Shell::settle_returns`] has not looked at yet.
+    pub(super) early_unstripped: usize,
+    /// Taken for publishing and replayed before (see [`Summary::replayed_before`]).
+    pub(super) replayed_before: u64,
+    /// Content hash of each publish not yet confirmed, by DLQ tag: a returned message names
+    /// its publish by content, not by the confirm lapin attached it to.
+    pub(super) sent: HashMap<u64, u64>,
+    /// The exchange of each publish not yet confirmed, by DLQ tag: a publish the broker refused
+    /// (403, which closes the channel) names its exchange.
+    pub(super) exchanges: HashMap<u64, String>,
+    /// The first tag the broker refused to publish, and why: it and every later publish on that
+    /// channel certainly did not arrive.
+    pub(super) refused_from: Option<(u64, String)>,
+    /// Publishes a returned message was matched to, with the broker's reason, until their
+    /// own confirm is handled.
+    pub(super) returned: HashMap<u64, String>,
+    /// The message read last, published when the engine says so.
+    pub(super) outgoing: Option<Outgoing>,
+    /// The targets the engine may ask to check ([`Decision::Unchecked`]), by check name, with
+    /// the death routing key of the first message met (see [`CheckRequest::death_key`]).
+    pub(super) check_keys: HashMap<String, (TargetKey, Option<String>)>,
+    /// Targets checked during the run that are wait queues, and where their messages go
+    /// instead.
+    pub(super) checked_redirects: HashMap<TargetKey, (ShortString, ShortString)>,
+    /// The channel depth questions are asked on (a failed passive declare closes its channel).
+    pub(super) depth_ch: Option<lapin::Channel>,
+    /// Set when a request went unanswered: closing then only starts, without waiting for a
+    /// broker that does not answer.
+    pub(super) unresponsive: bool,
+}
+
+impl Shell<'_> {
+    /// Moves every returned message to the publish it belongs to. lapin hands a `basic.return`
+    /// to the next confirm it resolves, and resolves a multiple ack's tags in no set order, so
+    /// the confirm carrying a return is often another publish's: trusted as it came, a routed
+    /// message went back to the DLQ and the unroutable one was acknowledged off it, lost (seen
+    /// with a binding removed mid-run: r-72 gone, r-56 in both queues). A return reaches lapin
+    /// before the ack of its own publish, so by the time that publish's confirm is ready, the one
+    /// carrying its return is ready too: all ready confirms are taken now, and each return is
+    /// matched to its publish by content (routing, properties and body).
+    fn settle_returns(
+        &mut self,
+        tag: u64,
+        result: lapin::Result<Confirmation>,
+    ) -> lapin::Result<Confirmation> {
+        while let Some(Some(done)) = self.inflight.next().now_or_never() {
+            self.early.push_back(done);
+            self.early_unstripped += 1;
+        }
+        let mut claim = |carrier: u64, ret: lapin::message::BasicReturnMessage| {
+            let d = &ret.delivery;
+            let hash = content_hash(&d.exchange, &d.routing_key, &d.properties, &d.data);
+            // The lowest unconfirmed publish with this content; identical messages are
+            // interchangeable. None found (it should not happen): the carrier, as lapin said.
+            let owner = self
+                .sent
+                .iter()
+                .filter(|(t, h)| **h == hash && !self.returned.contains_key(t))
+                .map(|(t, _)| *t)
+                .min()
+                .unwrap_or(carrier);
+            self.returned
+                .insert(owner, format!("{} {}", ret.reply_code, ret.reply_text));
+        };
+        let strip =
+            |r: lapin::Result<Confirmation>,
+             carrier: u64,
+             claim: &mut dyn FnMut(u64, lapin::message::BasicReturnMessage)| {
+                match r {
+                    Ok(Confirmation::Ack(Some(ret))) => {
+                        claim(carrier, ret);
+                        Ok(Confirmation::Ack(None))
+                    }
+                    Ok(Confirmation::Nack(Some(ret))) => {
+                        claim(carrier, ret);
+                        Ok(Confirmation::Nack(None))
+                    }
+                    other => other,
+                }
+            };
+        let result = strip(result, tag, &mut claim);
+        // Only the ready confirms not looked at before: the rest carry no return any more
+        // (going over every one each time cost a seventh of a replay's CPU, measured).
+        let fresh = self.early_unstripped.min(self.early.len());
+        let from = self.early.len() - fresh;
+        for entry in self.early.range_mut(from..) {
+            let r = std::mem::replace(&mut entry.1, Ok(Confirmation::NotRequested));
+            entry.1 = strip(r, entry.0, &mut claim);
+        }
+        self.early_unstripped = 0;
+        result
+    }
+
+    /// Carries out one effect; the event it ends in, if any, is for the engine.
+    pub(super) async fn perform(&mut self, effect: Effect, drv: &mut Driver) -> Option<Event> {
+        let ev = match effect {
+            Effect::Finish => return None,
+            Effect::CheckTarget(name) => {
+                let result = self.check_target(&name, drv).await;
+                Event::TargetChecked {
+                    check: name,
+                    result,
+                }
+            }
+            Effect::Publish(t) => {
+                self.send(t).await;
+                return None;
+            }
+            Effect::Ack(ops) => self.ack(ops, drv).await,
+            Effect::Sync => self.sync(drv).await,
+            Effect::AskDepth => self.ask_depth(drv).await,
+            Effect::CancelConsumer => self.cancel_consumer(drv).await,
+            Effect::Drain => self.drain(drv).await,
+            Effect::Nack { top } => self.nack(top, drv).await,
+            Effect::Close => self.close(drv).await,
+        };
+        Some(ev)
+    }
+
+    /// Hands the message read last to lapin, when it is the one the engine says to publish.
+    async fn send(&mut self, t: u64) {
+        let Some(out) = self.outgoing.take().filter(|o| o.tag == t) else {
+            return;
+        };
+        self.sent.insert(
+            t,
+            content_hash(&out.target.0, &out.target.1, &out.props, &out.body),
+        );
+        self.exchanges.insert(t, out.target.0.to_string());
+        // Publishes are not awaited one by one: lapin resolves a publish only once
+        // the IO loop has written it, a thread hop per message. The first poll hands
+        // the frames to lapin, so messages still go out in the order they were read;
+        // the rest (the write, then the confirm) completes in `inflight`, bounded by
+        // the engine's confirm deadline. A publish that fails (closed channel)
+        // completes with the error and is handled with the confirms.
+        let ch = self.publish.clone();
+        let mut fut: InFlightFuture = Box::pin(async move {
+            let Outgoing {
+                tag,
+                target,
+                props,
+                body,
+                ..
+            } = out;
+            let published = ch
+                .basic_publish(
+                    target.0,
+                    target.1,
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..Default::default()
+                    },
+                    &body,
+                    props,
+                )
+                .await;
+            // lapin has its own copy in the frames: the body is not kept while the
+            // confirm is awaited, so memory in flight is one copy per message.
+            drop(body);
+            let r = match published {
+                Ok(confirm) => confirm.await,
+                Err(e) => Err(e),
+            };
+            (tag, r)
+        });
+        match futures_util::poll!(fut.as_mut()) {
+            Poll::Ready(done) => {
+                self.early.push_back(done);
+                self.early_unstripped += 1;
+            }
+            Poll::Pending => self.inflight.push(fut),
+        }
+        self.pacer.published();
+    }
+
+    /// Writes the engine's acks to the DLQ's channel, bounded.
+    async fn ack(&mut self, ops: Vec<AckOp>, drv: &mut Driver) -> Event {
+        let step = self.step;
+        let r = drv.guarded(step, send_acks(&self.consume, ops)).await;
+        self.unresponsive |= timed_out(&r);
+        Event::AcksWritten(r.map_err(|e| e.text("acknowledging in the dead-letter queue failed")))
+    }
+
+    /// Proves the acks written so far with a `basic.qos` round trip.
+    async fn sync(&mut self, drv: &mut Driver) -> Event {
+        let step = self.step;
+        // basic.qos is answered after every frame sent before it on this channel was
+        // processed: it proves the acks written so far.
+        let qos = self
+            .consume
+            .basic_qos(self.prefetch, BasicQosOptions::default());
+        let r = drv.guarded(step, qos).await;
+        self.unresponsive |= timed_out(&r);
+        Event::Synced(r.map_err(|e| e.text("the dead-letter queue's node (frozen, or cut off?)")))
+    }
+
+    /// Asks the DLQ's depth with a passive declare on a channel of its own.
+    async fn ask_depth(&mut self, drv: &mut Driver) -> Event {
+        let step = self.step;
+        // A passive declare on a channel of its own: a failed declare closes the
+        // channel it was asked on, never the consumer's.
+        let ch = match self.depth_ch.take().filter(|c| c.status().connected()) {
+            Some(c) => Ok(c),
+            None => drv.guarded(step, self.consume_conn.create_channel()).await,
+        };
+        let r = match ch {
+            Ok(ch) => {
+                let declare = ch.queue_declare(
+                    self.dlq_name.clone(),
+                    QueueDeclareOptions {
+                        passive: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                );
+                let r = drv.guarded(step, declare).await;
+                self.depth_ch = Some(ch);
+                r.map(|d| u64::from(d.message_count()))
+            }
+            Err(e) => Err(e),
+        };
+        self.unresponsive |= timed_out(&r);
+        Event::Depth(r.map_err(|e| e.text("passive declare")))
+    }
+
+    /// Cancels the run's consumer on the DLQ, bounded.
+    async fn cancel_consumer(&mut self, drv: &mut Driver) -> Event {
+        let step = self.step;
+        let r = if self.consume.status().connected() {
+            let cancel = self
+                .consume
+                .basic_cancel(tag_name(&self.tag), BasicCancelOptions::default());
+            let r = drv.guarded(step, cancel).await;
+            self.unresponsive |= timed_out(&r);
+            r.map_err(|e| e.text("cancelling the consumer"))
+        } else {
+            Err("the dead-letter queue's channel is closed".to_string())
+        };
+        Event::ConsumerCancelled(r)
+    }
+
+    /// Takes what the broker sent before cancel-ok, to be handed back with the rest.
+    async fn drain(&mut self, drv: &mut Driver) -> Event {
+        let step = self.step;
+        // What the broker had sent before cancel-ok is held and handed back with the
+        // rest, so no delivery is left for a channel close to return (which would
+        // count a delivery on quorum queues).
+        let drain_until = Instant::now() + step;
+        // The first message, read before the consumer started and not taken yet, is
+        // handed back with the rest.
+        if let Some(d) = self.first.take() {
+            let e = drv
+                .engine
+                .on(Instant::now(), Event::Drained(d.delivery_tag));
+            drv.fx.extend(e);
+        }
+        while !drv.engine.is_done() {
+            let left = drain_until.saturating_duration_since(Instant::now());
+            let wait = left.min(Duration::from_millis(500));
+            let consumer = &mut self.consumer;
+            let next = drv
+                .guarded(wait, async {
+                    match consumer.next().await {
+                        Some(Ok(d)) => Ok(d.delivery_tag),
+                        Some(Err(e)) => Err(e.to_string()),
+                        None => Err("consumer ended".to_string()),
+                    }
+                })
+                .await;
+            match next {
+                Ok(t) => {
+                    let e = drv.engine.on(Instant::now(), Event::Drained(t));
+                    drv.fx.extend(e);
+                }
+                Err(_) => break,
+            }
+        }
+        Event::DrainDone
+    }
+
+    /// Hands back every held delivery up to `top` with one multiple nack.
+    async fn nack(&mut self, top: u64, drv: &mut Driver) -> Event {
+        let step = self.step;
+        let nack = self.consume.basic_nack(
+            top,
+            BasicNackOptions {
+                multiple: true,
+                requeue: true,
+            },
+        );
+        let r = drv.guarded(step, nack).await;
+        self.unresponsive |= timed_out(&r);
+        Event::HandedBack(r.map_err(|e| e.text("nack")))
+    }
+
+    /// Closes the run's channels, waiting on none that cannot answer.
+    async fn close(&mut self, drv: &mut Driver) -> Event {
+        let step = self.step;
+        let close_limit = if self.unresponsive {
+            Duration::from_millis(1)
+        } else {
+            step
+        };
+        let r = if self.consume.status().connected() {
+            drv.guarded(close_limit, self.consume.close(200, "replay done".into()))
+                .await
+                .map_err(|e| e.text("closing the dead-letter queue's channel"))
+        } else {
+            Err("the dead-letter queue's channel was already closed".to_string())
+        };
+        // A blocked connection writes nothing (not even a close): do not wait on it.
+        let publish_limit = if self.publish_conn.status().blocked() {
+            Duration::from_millis(1)
+        } else {
+            close_limit
+        };
+        let depth_ch = self.depth_ch.take();
+        let (consume, publish) = (&self.consume, &self.publish);
+        let closing = async {
+            close_quietly(consume, publish, depth_ch, publish_limit, close_limit).await;
+            Ok::<(), String>(())
+        };
+        let _ = drv.guarded(Duration::from_secs(4), closing).await;
+        Event::Closed(r)
+    }
+
+    /// Waits for what happens next: a cancel, the broker blocking or unblocking, a confirm, the
+    /// pacer's next slot, a delivery, or the engine's next deadline. `None`: nothing for the
+    /// engine (an event it does not need), ask again.
+    pub(super) async fn next_event(&mut self, drv: &mut Driver) -> Option<Event> {
+        let wants = drv.engine.wants();
+        // Confirmed publishes off the front first: the deadline looks for the oldest one
+        // still unconfirmed.
+        drv.engine.compact();
+        if wants.take
+            && let Some(d) = self.first.take()
+        {
+            return Some(self.delivered(d, drv));
+        }
+        let deadline = drv.engine.deadline();
+        let slot = self.pacer.next_slot();
+        let ev = tokio::select! {
+            biased;
+            () = drv.cancel.next() => Event::Cancel,
+            e = self.events.next(), if self.events_open => match e {
+                Some(lapin::Event::ConnectionBlocked(why)) => Event::Blocked(why),
+                Some(lapin::Event::ConnectionUnblocked) => Event::Unblocked,
+                Some(_) => return None,
+                None => {
+                    self.events_open = false;
+                    return None;
+                }
+            },
+            confirm = next_confirm(&mut self.early, &mut self.inflight), if wants.confirms && (!self.inflight.is_empty() || !self.early.is_empty()) => {
+                let (t, result) = confirm?;
+                let result = self.settle_returns(t, result);
+                self.sent.remove(&t);
+                let refused = result.as_ref().err().and_then(|e| self.refused(t, e));
+                self.exchanges.remove(&t);
+                let returned = self.returned.remove(&t);
+                let outcome = match result {
+                    Ok(Confirmation::Ack(_)) => match returned {
+                        Some(why) => ConfirmOutcome::Returned(why),
+                        None => ConfirmOutcome::Ack,
+                    },
+                    Ok(Confirmation::Nack(_)) => ConfirmOutcome::Nack,
+                    // Cannot happen on a confirm channel; never ack what was not confirmed.
+                    Ok(Confirmation::NotRequested) => ConfirmOutcome::Failed("no publisher confirm".into()),
+                    // No answer, only an error (the channel or the connection closed): the
+                    // broker may have routed it before (confirms come in batches), so it counts
+                    // as a possible duplicate.
+                    // Refused by the broker's permissions: the channel closed over this publish
+                    // or an earlier one, before it was routed — certainly not delivered.
+                    Err(_) if refused.is_some() => {
+                        ConfirmOutcome::Failed(refused.unwrap_or_default())
+                    }
+                    Err(e) => ConfirmOutcome::Unknown(e.to_string()),
+                };
+                drv.engine.compact();
+                Event::Confirm { tag: t, outcome }
+            }
+            () = until(slot), if wants.slot => Event::Slot,
+            next = self.consumer.next(), if wants.take => match next {
+                // The stream ends only when the broker cancelled the consumer or the channel
+                // closed: not an empty queue, and not a success.
+                None => Event::ConsumeLost(
+                    "the broker cancelled the consumer (was the queue deleted?) or closed the channel".into(),
+                ),
+                Some(Err(e)) => Event::ConsumeLost(e.to_string()),
+                Some(Ok(d)) => self.delivered(d, drv),
+            },
+            () = sleep_until_opt(deadline) => Event::Tick,
+        };
+        Some(ev)
+    }
+
+    /// A delivery, classified for the engine; what it would publish waits in `outgoing`.
+    /// Why the publish with DLQ tag `tag` certainly did not arrive, when the channel closed over
+    /// a publish the broker refused (403 ACCESS_REFUSED names the exchange): the first in-flight
+    /// publish to that exchange was refused, and nothing sent after it was processed. A publish
+    /// sent before it may have been routed, and stays a possible duplicate.
+    fn refused(&mut self, tag: u64, e: &lapin::Error) -> Option<String> {
+        if self.refused_from.is_none()
+            && let Some((403, text)) = amqp::soft_error_code(e)
+        {
+            let named = |x: &str| {
+                let resource = if x.is_empty() { "amq.default" } else { x };
+                text.contains(&format!("exchange '{resource}'"))
+            };
+            let first = self
+                .exchanges
+                .iter()
+                .filter(|(_, x)| named(x))
+                .map(|(t, _)| *t)
+                .min();
+            if let Some(first) = first {
+                self.refused_from =
+                    Some((first, format!("the broker refused the publish: {text}")));
+            }
+        }
+        match &self.refused_from {
+            Some((first, why)) if tag >= *first => Some(why.clone()),
+            _ => None,
+        }
+    }
+
+    fn delivered(&mut self, d: lapin::message::Delivery, drv: &Driver) -> Event {
+        let (ev, mut out) = classify(self.job, drv.engine.tally().seen, d);
+        if let Event::Delivery {
+            decision: Decision::Unchecked { check, .. },
+            ..
+        } = &ev
+            && let Some(o) = out.as_mut()
+        {
+            let key = (o.target.0.to_string(), o.target.1.to_string());
+            if let Some(to) = self.checked_redirects.get(&key) {
+                o.target = to.clone();
+            }
+            let death_key = o.death_key.take();
+            self.check_keys
+                .entry(check.clone())
+                .or_insert((key, death_key));
+        }
+        if out.as_ref().is_some_and(|o| o.replayed_before) {
+            self.replayed_before += 1;
+        }
+        self.outgoing = out;
+        ev
+    }
+
+    /// Asks for the check of the target named `name` ([`Job::checks`]), bounded: `Ok` with the
+    /// name its messages are counted under when a wait queue sends them on, `Err` with why its
+    /// messages stay. A wait queue's messages are published to where it leads, this one too.
+    async fn check_target(
+        &mut self,
+        name: &str,
+        drv: &mut Driver,
+    ) -> Result<Option<String>, String> {
+        let (Some(tx), Some((key, death_key))) =
+            (self.job.checks.clone(), self.check_keys.get(name).cloned())
+        else {
+            return Err(format!(
+                "{name} was not checked before the run; its messages stay in the DLQ"
+            ));
+        };
+        let ask = async {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            tx.send(CheckRequest {
+                target: key.clone(),
+                death_key,
+                reply,
+            })
+            .await
+            .map_err(|_| "nothing answers target checks".to_string())?;
+            answer
+                .await
+                .map_err(|_| "the check ended without an answer".to_string())?
+        };
+        let redirect = match drv.guarded(self.step * 4, ask).await {
+            Ok(r) => r,
+            Err(Cut::Failed(why)) => return Err(why),
+            Err(e) => {
+                self.unresponsive |= matches!(e, Cut::Timeout(_));
+                return Err(format!(
+                    "{}; its messages stay in the DLQ",
+                    e.text(&format!("checking {name}"))
+                ));
+            }
+        };
+        let Some(r) = redirect else {
+            return Ok(None);
+        };
+        let to = amqp::short("the exchange name", &r.exchange)
+            .and_then(|e| amqp::short("the routing key", &r.routing_key).map(|k| (e, k)))
+            .map_err(|e| format!("{name} leads to a queue that cannot be published to: {e}"))?;
+        if let Some(o) = self.outgoing.as_mut()
+            && o.target.0.as_str() == key.0
+            && o.target.1.as_str() == key.1
+        {
+            o.target = to.clone();
+        }
+        self.checked_redirects.insert(key, to);
+        Ok(Some(r.expected_queue.unwrap_or(r.routing_key)))
+    }
+
+    /// Closes the publishing connection when the run has its own. A forced end sends nothing
+    /// more: closing starts without waiting for the broker, so a later close of it (the
+    /// caller's) returns at once instead of hanging on a frozen node; deliveries go back to the
+    /// DLQ when the connections drop.
+    pub(super) async fn close_publisher(&mut self, forced: bool) {
+        if std::ptr::eq(self.consume_conn, self.publish_conn) {
+            return;
+        }
+        if forced {
+            let _ = tokio::time::timeout(
+                Duration::from_millis(1),
+                self.publish_conn.close(200, "replay interrupted".into()),
+            )
+            .await;
+        } else if self.publish_conn.status().connected() {
+            let limit = if self.publish_conn.status().blocked() || self.unresponsive {
+                Duration::from_millis(1)
+            } else {
+                self.step
+            };
+            let _ = tokio::time::timeout(limit, self.publish_conn.close(200, "replay done".into()))
+                .await;
+        }
+    }
+}
+
+/// Closes what is still open, each close bounded; errors change nothing at this point.
+pub(super) async fn close_quietly(
+    consume: &lapin::Channel,
+    publish: &lapin::Channel,
+    depth: Option<lapin::Channel>,
+    publish_limit: Duration,
+    limit: Duration,
+) {
+    let limit = limit.min(Duration::from_secs(2));
+    for (ch, limit) in [
+        (Some(consume), limit),
+        (Some(publish), publish_limit.min(limit)),
+        (depth.as_ref(), limit),
+    ] {
+        if let Some(ch) = ch.filter(|c| c.status().connected()) {
+            let _ = tokio::time::timeout(limit, ch.close(200, "replay done".into())).await;
+        }
+    }
+}
+
+async fn send_acks(ch: &lapin::Channel, ops: Vec<AckOp>) -> Result<(), String> {
+    for op in ops {
+        ch.basic_ack(
+            op.tag,
+            BasicAckOptions {
+                multiple: op.multiple,
+            },
+        )
+        .await
+        .map_err(|e| format!("acknowledging in the dead-letter queue failed: {e}"))?;
+    }
+    Ok(())
+}

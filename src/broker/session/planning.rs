@@ -1,0 +1,381 @@
+//! Making a replay's plan: looking at the head of the DLQ (or knowing the target without
+//! looking) and planning each selected message.
+
+use crate::broker::browse;
+use crate::domain::identity;
+use crate::domain::message::DeadLetter;
+use crate::domain::replay::{self as plan, ReplayOptions, ReplayPlan};
+use crate::domain::sanitize;
+use crate::domain::selection::Selection;
+
+use super::{
+    Explained, Preview, Remembered, ReplaySpec, Session, SessionError, TargetPreview, age_secs,
+    explain_all, into_messages, targets::queue_depth,
+};
+
+/// A plan before its targets are checked (see [`Session::check_targets`]).
+pub(super) struct Looked {
+    pub(super) p: Preview,
+    /// The DLQ's depth when the plan was made.
+    pub(super) depth: u64,
+    /// Selected messages that stay because their framework would discard them.
+    pub(super) staying: u64,
+    /// Selected messages from a MassTransit `_skipped` queue.
+    pub(super) skipped: usize,
+}
+
+/// What the plan says when several targets are checked as the run meets them.
+pub const CHECKED_AS_MET: &str = "targets are checked as they are first met";
+
+/// Whether a plan that cannot know its one target without looking may still read nothing
+/// first, checking each target as the run first meets it: all of the queue is replayed (the
+/// count then comes from the queue; a filter or group is counted among messages looked at),
+/// and it is not a MassTransit `_skipped` queue (refused by what its messages say).
+fn checks_as_met(spec: &ReplaySpec) -> bool {
+    matches!(spec.selection, Selection::All)
+        && spec.to.is_none()
+        && !spec.queue.ends_with("_skipped")
+}
+
+impl Session {
+    /// Looks at the head of the DLQ (as a browse: nothing moves; on a queue whose reads cost
+    /// deliveries, what this session already read), plans each selected message, follows every
+    /// target to where it comes to rest and checks it can take the messages, and says what would
+    /// happen and whether it is allowed.
+    pub async fn preview(
+        &self,
+        spec: &ReplaySpec,
+        remember: impl FnOnce(&[String]) -> Remembered,
+    ) -> Result<Preview, SessionError> {
+        let looked = self.look(spec, remember).await?;
+        self.checked_targets(spec, looked).await
+    }
+
+    /// [`Session::check_targets`], refused up front on an auto-delete DLQ (see
+    /// [`browse::auto_delete_refusal`]), so the plan says so before anything is confirmed.
+    async fn checked_targets(
+        &self,
+        spec: &ReplaySpec,
+        looked: Looked,
+    ) -> Result<Preview, SessionError> {
+        let info = self.mgmt.queue(self.vhost(), &spec.queue).await?;
+        let mut p = self.check_targets(spec, looked).await?;
+        if info.auto_delete {
+            p.refusals
+                .push(browse::auto_delete_refusal(&spec.queue, "replay"));
+        }
+        Ok(p)
+    }
+
+    /// The plan for a run about to start: as [`Session::preview`], but nothing is read first
+    /// when where every message goes is known without looking (see [`Session::known_target`]).
+    /// The count confirmed is then the queue's depth (a passive declare), each message is
+    /// planned as the run takes it, and a message whose own plan points somewhere that was not
+    /// checked here stays in the DLQ and is reported — never published unchecked.
+    pub async fn preview_to_run(
+        &self,
+        spec: &ReplaySpec,
+        remember: impl FnOnce(&[String]) -> Remembered,
+    ) -> Result<Preview, SessionError> {
+        let looked = match self.known_target(spec).await? {
+            Some((target, why)) => self.unread(spec, Some(target), why).await?,
+            None if checks_as_met(spec) => {
+                let mut looked = self.unread(spec, None, CHECKED_AS_MET.to_string()).await?;
+                looked.p.checked_as_met = true;
+                looked
+            }
+            None => self.look(spec, remember).await?,
+        };
+        self.checked_targets(spec, looked).await
+    }
+
+    /// Where every message of the replay goes, when that is known without reading the queue,
+    /// and how it is known: all of the queue is replayed and `--to` names the target, or the
+    /// DLQ is fed by the dead-lettering of exactly one queue (discovery), where broker
+    /// dead-lettered messages go back. `None`: the plan must look at the messages.
+    async fn known_target(
+        &self,
+        spec: &ReplaySpec,
+    ) -> Result<Option<(plan::ReplayTarget, String)>, SessionError> {
+        if !matches!(spec.selection, Selection::All) {
+            return Ok(None);
+        }
+        let direct = |q: &str| plan::ReplayTarget {
+            exchange: String::new(),
+            routing_key: q.to_string(),
+            expected_queue: Some(q.to_string()),
+        };
+        if let Some(to) = &spec.to {
+            return Ok(Some((
+                direct(to),
+                format!("--to names '{}'", sanitize::one_line(to, 100)),
+            )));
+        }
+        // A MassTransit _skipped queue is refused by what its messages say: look at them.
+        if spec.queue.ends_with("_skipped") {
+            return Ok(None);
+        }
+        let d = self.discover().await?;
+        let Some(dlq) = d.dlq(&spec.queue) else {
+            return Ok(None);
+        };
+        match dlq.feeders.as_slice() {
+            [one] if !dlq.feeders_uncertain => Ok(Some((
+                direct(one),
+                format!(
+                    "only '{}' dead-letters into it",
+                    sanitize::one_line(one, 100)
+                ),
+            ))),
+            _ => Ok(None),
+        }
+    }
+
+    /// A plan made without reading the queue: every message to `target`, the count from the
+    /// queue itself.
+    async fn unread(
+        &self,
+        spec: &ReplaySpec,
+        target: Option<plan::ReplayTarget>,
+        why: String,
+    ) -> Result<Looked, SessionError> {
+        // The queue's own figure, over AMQP (the management one is a sample).
+        let info = self.mgmt.queue(self.vhost(), &spec.queue).await?;
+        let conn = self.amqp().await?;
+        let depth = queue_depth(conn, &spec.queue).await?.ok_or_else(|| {
+            SessionError::Refused(format!(
+                "queue '{}' does not exist in vhost '{}'",
+                sanitize::one_line(&spec.queue, 100),
+                sanitize::one_line(self.vhost(), 100)
+            ))
+        })?;
+        let selected = spec.limit.map_or(depth, |l| l.min(depth));
+        // Bytes for a byte limit at the target: the sampled average, scaled to the count.
+        let bytes = match (info.message_bytes, info.messages) {
+            (Some(b), Some(m)) if m > 0 => b.saturating_mul(selected) / m,
+            (Some(b), _) => b,
+            _ => 0,
+        };
+        let mut p = Preview {
+            queue: spec.queue.clone(),
+            selected,
+            depth: Some(depth),
+            unread: Some(why),
+            added: plan::ADDED_HEADERS.iter().map(|h| h.to_string()).collect(),
+            ..Default::default()
+        };
+        if let Some(target) = target {
+            let label = target.expected_queue.clone().unwrap_or_else(|| {
+                format!(
+                    "exchange '{}' key '{}'",
+                    target.exchange, target.routing_key
+                )
+            });
+            p.targets.insert(
+                label,
+                TargetPreview {
+                    exchange: target.exchange,
+                    routing_key: target.routing_key,
+                    count: selected,
+                    bytes,
+                    ..Default::default()
+                },
+            );
+        }
+        Ok(Looked {
+            p,
+            depth,
+            staying: 0,
+            skipped: 0,
+        })
+    }
+
+    /// The first half of a plan: reads the head of the queue and plans each selected message.
+    async fn look(
+        &self,
+        spec: &ReplaySpec,
+        remember: impl FnOnce(&[String]) -> Remembered,
+    ) -> Result<Looked, SessionError> {
+        let window = spec.window.max(1);
+        // Up to 10,000 messages are looked at: keep bodies short (the engine re-reads each
+        // message whole and decides on the whole body).
+        let page = self
+            .browse_with_cap(&spec.queue, window, identity::HASHED_BODY, spec.consent)
+            .await?;
+        let cost = self.cost_note(&spec.queue, &page).await;
+        let (reused, depth) = (page.reused, page.queue_depth_at_start);
+        let mut looked = self.look_at(spec, into_messages(page), depth, remember);
+        looked.p.reused = reused;
+        looked.p.cost = cost;
+        Ok(looked)
+    }
+
+    /// [`preview`](Self::preview) of messages already read: the head of `spec.queue`, which held
+    /// `depth` (or messages taken from the archive, for `warren restore --replay`).
+    pub async fn preview_of(
+        &self,
+        spec: &ReplaySpec,
+        messages: Vec<DeadLetter>,
+        depth: u64,
+        remember: impl FnOnce(&[String]) -> Remembered,
+    ) -> Result<Preview, SessionError> {
+        let looked = self.look_at(spec, messages, depth, remember);
+        self.check_targets(spec, looked).await
+    }
+
+    /// Plans each selected message of `messages`, the head of a queue that held `depth`.
+    fn look_at(
+        &self,
+        spec: &ReplaySpec,
+        messages: Vec<DeadLetter>,
+        depth: u64,
+        remember: impl FnOnce(&[String]) -> Remembered,
+    ) -> Looked {
+        let keys: Vec<String> = messages.iter().map(identity::message_key).collect();
+        let memory = remember(&keys);
+        let now = jiff::Timestamp::now();
+        let mut p = Preview {
+            queue: spec.queue.clone(),
+            examined: messages.len() as u64,
+            depth: Some(depth),
+            ..Default::default()
+        };
+        let explained = explain_all(messages, &memory, &self.target.settings.conventions);
+        p.replays = memory.replays.clone();
+        let opts = ReplayOptions {
+            keep_attempts: spec.keep_attempts,
+            clear_expiry: spec.clear_expiry,
+            target_queue: spec.to.clone(),
+            now,
+            run_id: None,
+        };
+        // Selected messages that stay in the DLQ because their framework would discard them.
+        let mut staying = 0u64;
+        for e in &explained {
+            if spec.limit.is_some_and(|l| p.matched - staying >= l) {
+                break;
+            }
+            if !spec
+                .selection
+                .selects(&e.message, &e.explanation, &e.key, age_secs(e, now))
+            {
+                continue;
+            }
+            p.matched += 1;
+            p.keys.push(e.key.clone());
+            let rp = plan::plan(&e.message, &e.explanation, &opts);
+            if let Some(x) = &rp.expired {
+                *p.expired.entry((x.framework, x.header)).or_insert(0) += 1;
+                if !x.cleared {
+                    // It stays in the DLQ: nothing of its plan happens.
+                    staying += 1;
+                    continue;
+                }
+            }
+            add_plan(&mut p, e, rp);
+        }
+        // The count confirmed is the count that moves: "all" is the queue as it stands (the run
+        // stops at the depth it started with), a selection is what matched here. Messages whose
+        // framework would discard them stay (unless their deadline is cleared).
+        let all = matches!(spec.selection, Selection::All);
+        p.selected = if all && p.examined < depth {
+            spec.limit.map_or(depth, |l| l.min(depth))
+        } else {
+            p.matched
+        };
+        p.selected = p.selected.saturating_sub(staying);
+        p.notices = p
+            .expired
+            .iter()
+            .map(|((framework, header), n)| {
+                plan::expiry_notice(framework, header, *n, p.matched, spec.clear_expiry)
+            })
+            .collect();
+        if p.selected > p.matched {
+            *p.warnings
+                .entry(format!(
+                    "only the first {} of {} were looked at: the rest go where their own plan says, and one whose target was not checked here stays in the DLQ and is reported",
+                    p.examined, depth
+                ))
+                .or_insert(0) += 1;
+        } else if !all && p.examined < depth {
+            *p.warnings
+                .entry(format!(
+                    "the selection was matched against the first {} of {} messages: the run moves these {} and leaves later matches for another replay",
+                    p.examined, depth, p.matched
+                ))
+                .or_insert(0) += 1;
+        }
+        let skipped = explained
+            .iter()
+            .filter(|e| {
+                e.explanation.skipped
+                    && spec
+                        .selection
+                        .selects(&e.message, &e.explanation, &e.key, age_secs(e, now))
+            })
+            .count();
+        Looked {
+            p,
+            depth,
+            staying,
+            skipped,
+        }
+    }
+}
+
+/// Adds one selected message's plan to the preview: what it removes, resets and adds, its
+/// warnings, and its target's count and bytes.
+fn add_plan(p: &mut Preview, e: &Explained, rp: ReplayPlan) {
+    p.removed.extend(rp.removed.iter().cloned());
+    p.reset.extend(rp.reset.iter().cloned());
+    p.removed.extend(
+        rp.removed_properties
+            .iter()
+            .map(|n| format!("property {n}")),
+    );
+    if let plan::Attempts::NotReset(c) = &rp.attempts {
+        p.attempts_not_reset += 1;
+        p.surviving_counters.extend(c.iter().cloned());
+    }
+    p.added.extend(rp.added.iter().map(|(k, _)| k.clone()));
+    if rp.replay_count > 1 {
+        p.replayed_before += 1;
+    }
+    for w in &rp.warnings {
+        *p.warnings.entry(w.to_string()).or_insert(0) += 1;
+    }
+    match &rp.target {
+        Some(t) => {
+            let label = t
+                .expected_queue
+                .clone()
+                .unwrap_or_else(|| format!("exchange '{}' key '{}'", t.exchange, t.routing_key));
+            let entry = p.targets.entry(label).or_insert_with(|| TargetPreview {
+                exchange: t.exchange.clone(),
+                routing_key: t.routing_key.clone(),
+                ..Default::default()
+            });
+            entry.count += 1;
+            entry.bytes += e.message.body_size;
+            if let Some(k) = e.explanation.deaths.routing_key_in(&t.routing_key)
+                && t.exchange.is_empty()
+            {
+                entry.death_keys.insert(k.to_string());
+            }
+        }
+        None => {
+            *p.warnings
+                .entry("no known origin: these stay unless --to names a queue".into())
+                .or_insert(0) += 1;
+        }
+    }
+    p.plans.push((
+        e.message
+            .properties
+            .message_id
+            .clone()
+            .unwrap_or_else(|| e.key.clone()),
+        rp,
+    ));
+}

@@ -1,0 +1,372 @@
+//! Reading queues safely: browse policies, the per-queue read lock, what this session kept of
+//! costly reads, and the read ledger in Warren's store.
+
+use std::collections::HashSet;
+
+use crate::broker::browse::{self, BrowsePage, BrowseRequest};
+use crate::domain::discovery;
+use crate::domain::features::QueueType;
+use crate::domain::identity;
+use crate::domain::ledger::{self, ReadDecision, ReadOutcome, ReadRecord};
+use crate::domain::message::DeadLetter;
+use crate::domain::quorum::BrowsePolicy;
+use crate::store::Store;
+
+use super::{KeptRead, ReadConsent, Session, SessionError};
+
+impl Session {
+    /// How browsing `queue` must behave: its type and effective delivery limit decide what one
+    /// browse costs on this broker version.
+    pub async fn browse_policy(
+        &self,
+        queue: &str,
+    ) -> Result<(QueueType, BrowsePolicy, Option<u64>), SessionError> {
+        let (info, policy) = self.queue_policy(queue).await?;
+        Ok((info.queue_type, policy, info.messages))
+    }
+
+    /// [`Session::browse_policy`] with the queue as the management API reports it.
+    pub(super) async fn queue_policy(
+        &self,
+        queue: &str,
+    ) -> Result<(discovery::QueueInfo, BrowsePolicy), SessionError> {
+        let info = self.mgmt.queue(self.vhost(), queue).await?;
+        let settings = self.settings_of(&info).await?;
+        let limit = discovery::effective_delivery_limit(&info, &settings, &self.overview.features);
+        let policy = BrowsePolicy::decide_with_margin(
+            self.version(),
+            &info.queue_type,
+            limit,
+            self.target.settings.browse.quorum_safety_margin,
+        );
+        Ok((info, policy))
+    }
+
+    /// A queue's effective settings. Where the broker did not report the queue's policy (its
+    /// stats lag a few seconds behind a declare or a policy change, measured on 4.3), the
+    /// vhost's policies are matched by pattern, as the broker does: a limit must never be
+    /// missed because a column was late.
+    pub(super) async fn settings_of(
+        &self,
+        info: &discovery::QueueInfo,
+    ) -> Result<discovery::EffectiveSettings, SessionError> {
+        if info.effective_policy.is_some() {
+            return Ok(discovery::effective_settings(
+                info,
+                info.effective_policy.as_ref(),
+            ));
+        }
+        let policies = self.mgmt.policies(self.vhost()).await?;
+        Ok(discovery::effective_settings(
+            info,
+            discovery::policy_definition(info, &policies),
+        ))
+    }
+
+    /// Reads up to `limit` messages from the head of `queue` and leaves every one of them where
+    /// it was (see `broker::browse`).
+    pub async fn browse(
+        &self,
+        queue: &str,
+        limit: usize,
+        consent: ReadConsent,
+    ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
+        // Never below what message keys hash, so a key means the same message everywhere.
+        let cap = self
+            .target
+            .settings
+            .browse
+            .body_cap_bytes
+            .max(identity::HASHED_BODY);
+        self.browse_with_cap(queue, limit, cap, consent).await
+    }
+
+    /// [`Session::browse`] keeping up to `body_cap` bytes of each body (`usize::MAX` for an
+    /// export, which must be lossless).
+    ///
+    /// On a queue whose reads cost deliveries the decision is made before anything is consumed:
+    /// from what this session already read (reused, never read twice without consent) and from
+    /// the read ledger in Warren's store (refused when the next read would bring a message
+    /// within the safety margin of its limit; [`SessionError::NeedsConsent`] when Warren has
+    /// read the queue before and the caller has not said yes to reading again).
+    pub async fn browse_with_cap(
+        &self,
+        queue: &str,
+        limit: usize,
+        body_cap: usize,
+        consent: ReadConsent,
+    ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
+        let lock = self.read_lock(queue);
+        let _reading = wait_for_turn(&lock, queue).await?;
+        let (info, policy) = self.queue_policy(queue).await?;
+        let (qt, depth) = (info.queue_type.clone(), info.messages);
+        let costly = policy.cost_per_browse > 0 && policy.limit.is_some();
+        // Where returns are free (4.3+) a lost connection's close still counts: the ledger keeps
+        // every quorum queue with a limit, so failed reads are charged there too.
+        let ledgered = policy.limit.is_some();
+        if costly && consent == ReadConsent::Reuse {
+            let kept = self.kept(queue);
+            if let Some(k) = kept.filter(|k| k.body_cap >= body_cap) {
+                // One copy, which the caller would make anyway to own the messages.
+                return Ok(std::sync::Arc::new(BrowsePage {
+                    reused: true,
+                    ..(*k.page).clone()
+                }));
+            }
+        }
+        let record = if ledgered {
+            match self.remembered(queue, &info).await {
+                Ok(r) => r,
+                // Without the ledger nothing remembers earlier reads: treat the queue as read
+                // before, so reading asks first.
+                Err(_) => Some(ReadRecord {
+                    unfinished: true,
+                    reads: 1,
+                    ..ReadRecord::default()
+                }),
+            }
+        } else {
+            None
+        };
+        let decision = ledger::decide(&policy, record.as_ref());
+        match &decision {
+            ReadDecision::Refuse(why) => return Err(SessionError::Refused(why.clone())),
+            ReadDecision::Again { .. } if consent == ReadConsent::Reuse => {
+                return Err(SessionError::NeedsConsent {
+                    queue: queue.to_string(),
+                    text: decision.cost_text(queue).unwrap_or_default(),
+                });
+            }
+            _ => {}
+        }
+        let conn = self.amqp().await?;
+        let mut req = BrowseRequest::new(queue, qt, policy.clone());
+        req.limit = limit;
+        req.body_cap = body_cap;
+        req.known_depth = depth;
+        req.auto_delete = info.auto_delete;
+        let version = self.overview.rabbitmq_version.clone();
+        let now_ms = || jiff::Timestamp::now().as_millisecond();
+        let begun = ledgered.then(|| ledger::begin(&policy, &version, record.as_ref(), now_ms()));
+        if let Some(b) = &begun
+            && let Err(e) = self.write_record(queue, Some(b))
+            && costly
+        {
+            return Err(e);
+        }
+        let page = browse::browse(conn, &req).await.map_err(SessionError::from);
+        // A failed read leaves the begun record: the worst case, which is what it may have cost.
+        let page = std::sync::Arc::new(page?);
+        if let Some(b) = &begun {
+            let outcome = ReadOutcome {
+                delivered: page.delivered,
+                max_delivery_count: page.max_delivery_count,
+                max_acquired_count: page.max_acquired_count,
+                returned_explicitly: page.returned_explicitly,
+                stopped: match &page.stopped {
+                    browse::StopReason::QuorumSafety { reason, .. } => Some(reason.clone()),
+                    _ => None,
+                },
+            };
+            let settled =
+                self.write_record(queue, Some(&ledger::finish(&policy, b, &outcome, now_ms())));
+            if costly {
+                settled?;
+                self.keep(
+                    queue,
+                    KeptRead {
+                        page: page.clone(),
+                        body_cap,
+                    },
+                );
+            }
+        }
+        Ok(page)
+    }
+
+    /// The policy that makes `queue` free to read (see `domain::protect`); applied unless
+    /// `apply` is false. Refused in read-only mode.
+    pub async fn protect(
+        &self,
+        queue: &str,
+        apply: bool,
+    ) -> Result<crate::domain::protect::ProtectPlan, SessionError> {
+        let (info, policies) = tokio::join!(
+            self.mgmt.queue(self.vhost(), queue),
+            self.mgmt.policies(self.vhost())
+        );
+        let (info, policies) = (info?, policies?);
+        // By name when the broker reported it, else by pattern (the column lags on 4.3).
+        let in_force = discovery::policy_in_force(&info, &policies);
+        let plan = crate::domain::protect::plan(self.version(), &info, in_force)
+            .map_err(SessionError::Refused)?;
+        if apply {
+            if self.target.read_only {
+                return Err(SessionError::Refused(format!(
+                    "read-only: context '{}' is opened read-only; protect changes a policy and is disabled",
+                    self.target.context
+                )));
+            }
+            self.mgmt.put_policy(self.vhost(), &plan.policy).await?;
+        }
+        Ok(plan)
+    }
+
+    /// What the read that made `page` spent on this broker, in its own terms (`None` where
+    /// nothing counts, or the page was reused rather than read). Decided by the queue's policy,
+    /// not by the counters seen: 3.x adds `x-delivery-count` only on a redelivery, so a first
+    /// read sees none and still spends one delivery of each message.
+    pub async fn cost_note(&self, queue: &str, page: &BrowsePage) -> Option<String> {
+        if page.reused || page.delivered == 0 {
+            return None;
+        }
+        let (_, policy, _) = self.browse_policy(queue).await.ok()?;
+        ledger::cost_note(
+            &policy,
+            &self.overview.rabbitmq_version,
+            page.delivered,
+            page.max_delivery_count,
+            page.max_acquired_count,
+        )
+    }
+
+    /// What reading `queue` would cost now, decided without touching it.
+    pub async fn read_decision(&self, queue: &str) -> Result<ReadDecision, SessionError> {
+        let (info, policy) = self.queue_policy(queue).await?;
+        if policy.limit.is_none() {
+            return Ok(ledger::decide(&policy, None));
+        }
+        let record = self.remembered(queue, &info).await.unwrap_or(None);
+        Ok(ledger::decide(&policy, record.as_ref()))
+    }
+
+    /// Messages that left the queue (replayed) are dropped from what this session read, so the
+    /// list after a replay is computed from the read already made rather than by reading again.
+    pub fn forget_moved(&self, queue: &str, moved_keys: &crate::broker::spool::Spool) {
+        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = reads.get_mut(queue) {
+            // Only where a read is kept, and the set is of the page's keys, read against the
+            // moved ones one at a time: a set of a million moved ids is tens of MiB.
+            let on_page: HashSet<String> =
+                k.page.messages.iter().map(identity::message_key).collect();
+            let mut moved: HashSet<String> = HashSet::new();
+            let _ = moved_keys.for_each(|key| {
+                if on_page.contains(&key) {
+                    moved.insert(key);
+                }
+            });
+            let mut page = (*k.page).clone();
+            page.messages
+                .retain(|m| !moved.contains(&identity::message_key(m)));
+            page.queue_depth_at_start = page.queue_depth_at_start.saturating_sub(moved_keys.len());
+            k.page = std::sync::Arc::new(page);
+        }
+    }
+
+    pub(super) fn read_lock(&self, queue: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.read_locks.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(queue.to_string()).or_default().clone()
+    }
+
+    fn kept(&self, queue: &str) -> Option<KeptRead> {
+        let reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        reads.get(queue).cloned()
+    }
+
+    fn keep(&self, queue: &str, read: KeptRead) {
+        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
+        reads.insert(queue.to_string(), read);
+    }
+
+    /// Runs `f` on the ledger's store, opening it on first use.
+    fn with_ledger<T>(
+        &self,
+        f: impl FnOnce(&Store) -> crate::store::Result<T>,
+    ) -> Result<T, String> {
+        let mut slot = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(Store::open_default().map_err(|e| e.to_string()));
+        }
+        match slot.as_ref() {
+            Some(Ok(store)) => f(store).map_err(|e| e.to_string()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("Warren's store is not open".to_string()),
+        }
+    }
+
+    /// The queue's ledger record, unless the queue is seen empty by both the management API
+    /// and a declare now (see `ledger::forget_when_empty`).
+    pub(super) async fn remembered(
+        &self,
+        queue: &str,
+        info: &discovery::QueueInfo,
+    ) -> Result<Option<ReadRecord>, String> {
+        let record = self.read_record(queue)?;
+        let reported = ledger::Emptiness::reported(
+            info.messages,
+            info.messages_unacknowledged,
+            info.consumers,
+        );
+        let looked = reported && record.is_some();
+        let declared = if looked {
+            match self.amqp().await {
+                Ok(conn) => browse::declared_empty(conn, queue).await,
+                Err(_) => false,
+            }
+        } else {
+            false
+        };
+        let kept =
+            ledger::forget_when_empty(record.clone(), ledger::Emptiness { reported, declared });
+        if kept != record {
+            // Written back, so that the next look sees the change (a refusal writes nothing).
+            let _ = self.write_record(queue, kept.as_ref());
+        }
+        Ok(kept)
+    }
+
+    fn read_record(&self, queue: &str) -> Result<Option<ReadRecord>, String> {
+        let key = self.memory_key();
+        self.with_ledger(|st| st.read_record(&key, queue))
+    }
+
+    /// Writes the ledger. A costly read that cannot be recorded does not happen: nothing would
+    /// remember what it cost.
+    pub(super) fn write_record(
+        &self,
+        queue: &str,
+        r: Option<&ReadRecord>,
+    ) -> Result<(), SessionError> {
+        let key = self.memory_key();
+        self.with_ledger(|st| st.put_read_record(&key, queue, r))
+            .map_err(|e| {
+                SessionError::Refused(format!(
+                    "reading '{queue}' costs deliveries and Warren cannot record what it spends: {e}. \
+                     Set {} to a writable file, or make the queue free to read with `warren protect {queue}`",
+                    crate::store::STORE_ENV
+                ))
+            })
+    }
+}
+
+/// The messages of a page, without a copy unless the session keeps the page too.
+pub fn into_messages(page: std::sync::Arc<BrowsePage>) -> Vec<DeadLetter> {
+    std::sync::Arc::try_unwrap(page).map_or_else(|shared| shared.messages.clone(), |p| p.messages)
+}
+
+/// How long a read waits for another read or a replay of the same queue to finish.
+const TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The queue's read lock, or a clear refusal when another read or a replay holds it too long.
+pub(super) async fn wait_for_turn<'a>(
+    lock: &'a tokio::sync::Mutex<()>,
+    queue: &str,
+) -> Result<tokio::sync::MutexGuard<'a, ()>, SessionError> {
+    tokio::time::timeout(TURN_WAIT, lock.lock())
+        .await
+        .map_err(|_| {
+            SessionError::Refused(format!(
+                "another read or a replay of '{queue}' is still running in this session; try again when it has finished"
+            ))
+        })
+}
