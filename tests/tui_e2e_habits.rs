@@ -147,8 +147,11 @@ password_command = "echo b >> '{runs}'; printf 'vault passphrase for b: ' > /dev
     let prompt = t.wait_for("vault passphrase for b:", Duration::from_secs(10));
     assert!(prompt.contains("running its password_command"), "{prompt}");
     t.keys(&["open-sesame", "Enter"]);
-    // Back in Warren, connected to b.
-    let back = t.wait_for("habits.dlq", Duration::from_secs(20));
+    // Back in Warren, connected to b: the switch is over when the header names b (the old
+    // list stays on screen while it connects).
+    let back = t.wait_until("context b listed", Duration::from_secs(20), |s| {
+        s.contains("habits.dlq") && !s.contains("switching to") && s.contains(" b ")
+    });
     assert!(back.contains(" b "), "the header names context b: {back}");
     // Reconnects reuse the answer; each command ran once.
     t.keys(&["C-r"]);

@@ -54,14 +54,19 @@ impl Tmux {
 
     /// Waits until the screen shows `text`; panics with the screen when it does not.
     pub fn wait_for(&self, text: &str, within: Duration) -> String {
+        self.wait_until(text, within, |s| s.contains(text))
+    }
+
+    /// The screen once `done` holds for it (`what` says what is awaited), within `within`.
+    pub fn wait_until(&self, what: &str, within: Duration, done: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
         loop {
             let s = self.screen();
-            if s.contains(text) {
+            if done(&s) {
                 return s;
             }
             if start.elapsed() > within {
-                panic!("waited {within:?} for {text:?}; the screen shows:\n{s}");
+                panic!("waited {within:?} for {what:?}; the screen shows:\n{s}");
             }
             std::thread::sleep(Duration::from_millis(200));
         }
