@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::args::{ConnArgs, WatchArgs, WatchFormat};
 use super::commands::{self, open};
+use super::groups;
 use super::{Failure, exit};
 use crate::broker::config;
 use crate::broker::session::{self, ReadConsent, Session};
@@ -417,7 +418,7 @@ async fn read_groups(
         let _ = st.record_read_head(&s.memory_key(), &q.name, &head);
     }
     // Watch's new-group alert is about failures: the fingerprint, whatever `--by` a view uses.
-    let groups = commands::group(
+    let groups = groups::group(
         &explained,
         crate::domain::grouping::GroupBy::Fingerprint,
         &crate::domain::grouping::WaitQueues::default(),
