@@ -6,6 +6,7 @@ use super::args::ConnArgs;
 use super::commands::{consent, open, print_line};
 use super::{Failure, exit};
 use crate::broker::audit;
+use crate::domain::comeback::CameBack;
 use crate::domain::sanitize::one_line;
 use crate::store::{self, Store};
 
@@ -47,55 +48,82 @@ pub(crate) async fn audit(
                 .map(|id| m.get(id).cloned().unwrap_or_default()),
             _ => None,
         };
+        print_run(r, *seen, back.as_ref(), json);
+    }
+    print_protects(&merged.protects, json);
+    print_notes(&merged.notes, json);
+    print_others(&merged.other, json);
+    if merged.replays.is_empty()
+        && merged.protects.is_empty()
+        && merged.notes.is_empty()
+        && merged.other.is_empty()
+        && !json
+    {
+        crate::outln!("nothing recorded");
+    }
+    for why in &unreached {
+        crate::errln!("warren: {}", one_line(why, 600));
         if json {
-            let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
-            v["kind"] = json!(r.operation.as_str());
-            v["seen"] = json!(seen);
-            v["came_back"] = json!(back.as_ref().map(|b| b.came_back));
-            v["top_failure"] = json!(back.as_ref().and_then(|b| b.top_failure.clone()));
-            v["top_failure_count"] = json!(back.as_ref().map(|b| b.top_failure_count));
-            print_line(&v);
-        } else {
-            crate::outln!(
-                "{} {} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}{}{}  [{}]",
-                r.id.map_or("-".to_string(), |n| format!("#{n}")),
-                r.operation.as_str(),
-                r.started_at,
-                one_line(&r.os_user, 30),
-                one_line(&r.broker_user, 30),
-                one_line(&r.vhost, 30),
-                one_line(&r.from_queue, 60),
-                one_line(&r.targets.join(", "), 80),
-                r.moved.map_or("-".into(), |n| n.to_string()),
-                r.returned.map_or("-".into(), |n| n.to_string()),
-                r.failed.map_or("-".into(), |n| n.to_string()),
-                one_line(&r.outcome, 80),
-                if r.clear_expiry {
-                    "  (--clear-expiry: passed deadlines removed)"
-                } else {
-                    ""
-                },
-                match &back {
-                    Some(b) if b.came_back > 0 => format!(
-                        "  came back {}{}",
-                        b.came_back,
-                        b.top_failure.as_ref().map_or(String::new(), |t| format!(
-                            " (most: {} ×{})",
-                            one_line(t, 80),
-                            b.top_failure_count
-                        ))
-                    ),
-                    Some(_) => "  came back 0".to_string(),
-                    None => String::new(),
-                },
-                seen_text(*seen),
-            );
-            if let Some(id) = &r.run_id {
-                crate::outln!("    run {}", one_line(id, 64));
-            }
+            print_line(&json!({"kind": "unreached", "text": why}));
         }
     }
-    for (p, seen) in &merged.protects {
+    Ok(exit::OK)
+}
+
+/// One run of `warren audit`, with what came back after it where that was counted.
+fn print_run(r: &store::AuditRecord, seen: store::Seen, back: Option<&CameBack>, json: bool) {
+    if json {
+        let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+        v["kind"] = json!(r.operation.as_str());
+        v["seen"] = json!(seen);
+        v["came_back"] = json!(back.as_ref().map(|b| b.came_back));
+        v["top_failure"] = json!(back.as_ref().and_then(|b| b.top_failure.clone()));
+        v["top_failure_count"] = json!(back.as_ref().map(|b| b.top_failure_count));
+        print_line(&v);
+    } else {
+        crate::outln!(
+            "{} {} {} {}@{} {} {} → {}  moved {} returned {} failed {}  {}{}{}  [{}]",
+            r.id.map_or("-".to_string(), |n| format!("#{n}")),
+            r.operation.as_str(),
+            r.started_at,
+            one_line(&r.os_user, 30),
+            one_line(&r.broker_user, 30),
+            one_line(&r.vhost, 30),
+            one_line(&r.from_queue, 60),
+            one_line(&r.targets.join(", "), 80),
+            r.moved.map_or("-".into(), |n| n.to_string()),
+            r.returned.map_or("-".into(), |n| n.to_string()),
+            r.failed.map_or("-".into(), |n| n.to_string()),
+            one_line(&r.outcome, 80),
+            if r.clear_expiry {
+                "  (--clear-expiry: passed deadlines removed)"
+            } else {
+                ""
+            },
+            match back {
+                Some(b) if b.came_back > 0 => format!(
+                    "  came back {}{}",
+                    b.came_back,
+                    b.top_failure.as_ref().map_or(String::new(), |t| format!(
+                        " (most: {} ×{})",
+                        one_line(t, 80),
+                        b.top_failure_count
+                    ))
+                ),
+                Some(_) => "  came back 0".to_string(),
+                None => String::new(),
+            },
+            seen_text(seen),
+        );
+        if let Some(id) = &r.run_id {
+            crate::outln!("    run {}", one_line(id, 64));
+        }
+    }
+}
+
+/// The delivery-limit policies `warren protect` set.
+fn print_protects(protects: &[(store::ProtectRecord, store::Seen)], json: bool) {
+    for (p, seen) in protects {
         if json {
             let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
             v["kind"] = json!("protect");
@@ -116,7 +144,11 @@ pub(crate) async fn audit(
             );
         }
     }
-    for n in &merged.notes {
+}
+
+/// The group notes the broker's audit stream holds.
+fn print_notes(notes: &[store::NoteEntry], json: bool) {
+    for n in notes {
         let note = &n.note;
         if json {
             let mut v = serde_json::to_value(note).unwrap_or(Value::Null);
@@ -143,7 +175,11 @@ pub(crate) async fn audit(
             );
         }
     }
-    for v in &merged.other {
+}
+
+/// Records of operations this warren does not know, as they are.
+fn print_others(other: &[Value], json: bool) {
+    for v in other {
         if json {
             let mut v = v.clone();
             v["seen"] = json!({"local": false, "broker": true});
@@ -157,21 +193,6 @@ pub(crate) async fn audit(
             );
         }
     }
-    if merged.replays.is_empty()
-        && merged.protects.is_empty()
-        && merged.notes.is_empty()
-        && merged.other.is_empty()
-        && !json
-    {
-        crate::outln!("nothing recorded");
-    }
-    for why in &unreached {
-        crate::errln!("warren: {}", one_line(why, 600));
-        if json {
-            print_line(&json!({"kind": "unreached", "text": why}));
-        }
-    }
-    Ok(exit::OK)
 }
 
 fn seen_text(seen: store::Seen) -> &'static str {
