@@ -55,12 +55,34 @@ pub fn merge(
     stream: &[Vec<u8>],
 ) -> Merged {
     let mut m = Merged::default();
-    // Broker-side replays by run id, in first-start order.
-    let mut starts: Vec<(String, Operation, AuditStart)> = Vec::new();
-    let mut outcomes: HashMap<String, (AuditOutcome, u32)> = HashMap::new();
-    // `outcome-ids` entries by run id and part number: the first of each part counts.
-    let mut id_parts: HashMap<String, BTreeMap<u32, Vec<String>>> = HashMap::new();
-    let mut protects: Vec<ProtectRecord> = Vec::new();
+    let read = read_stream(stream, &mut m);
+    merge_runs(&mut m, local, read.starts, read.outcomes, read.id_parts);
+    merge_protects(&mut m, local_protects, read.protects);
+    m.notes.sort_by_key(|n| std::cmp::Reverse(n.note.at));
+    m
+}
+
+/// What the broker stream holds of runs and protects, by run id, before it is merged.
+#[derive(Default)]
+struct StreamRead {
+    /// Broker-side replays by run id, in first-start order.
+    starts: Vec<(String, Operation, AuditStart)>,
+    outcomes: HashMap<String, (AuditOutcome, u32)>,
+    /// `outcome-ids` entries by run id and part number: the first of each part counts.
+    id_parts: HashMap<String, BTreeMap<u32, Vec<String>>>,
+    protects: Vec<ProtectRecord>,
+}
+
+/// Reads the stream's entries: runs and protects are returned for merging, notes and unknown
+/// kinds go straight into `m`, and what does not read is said in `m.skipped`.
+fn read_stream(stream: &[Vec<u8>], m: &mut Merged) -> StreamRead {
+    let mut read = StreamRead::default();
+    let StreamRead {
+        starts,
+        outcomes,
+        id_parts,
+        protects,
+    } = &mut read;
     for (n, body) in stream.iter().enumerate() {
         let v: serde_json::Value = match serde_json::from_slice(body) {
             Ok(v) => v,
@@ -139,7 +161,18 @@ pub fn merge(
             _ => m.other.push(v),
         }
     }
+    read
+}
 
+/// The local runs and the broker's, one record per run id (the local one wins, taking the
+/// broker's outcome when it has none), newest first.
+fn merge_runs(
+    m: &mut Merged,
+    local: Vec<AuditRecord>,
+    starts: Vec<(String, Operation, AuditStart)>,
+    mut outcomes: HashMap<String, (AuditOutcome, u32)>,
+    mut id_parts: HashMap<String, BTreeMap<u32, Vec<String>>>,
+) {
     let on_broker: HashSet<String> = starts.iter().map(|(id, _, _)| id.clone()).collect();
     let mut known: HashSet<String> = HashSet::new();
     let mut outcome_of = |run_id: &str, skipped: &mut Vec<String>| {
@@ -181,7 +214,14 @@ pub fn merge(
         ));
     }
     m.replays.sort_by_key(|b| std::cmp::Reverse(b.0.started_at));
+}
 
+/// The local protects and the broker's, one per run id, newest first.
+fn merge_protects(
+    m: &mut Merged,
+    local_protects: Vec<ProtectRecord>,
+    protects: Vec<ProtectRecord>,
+) {
     let broker_protects: HashSet<String> = protects.iter().map(|p| p.run_id.clone()).collect();
     let mut known: HashSet<String> = HashSet::new();
     for p in local_protects {
@@ -209,8 +249,6 @@ pub fn merge(
         }
     }
     m.protects.sort_by_key(|b| std::cmp::Reverse(b.0.at));
-    m.notes.sort_by_key(|n| std::cmp::Reverse(n.note.at));
-    m
 }
 
 /// A broker outcome with the moved ids of its `parts` [`IDS_EVENT`] entries before its own;
