@@ -10,6 +10,7 @@ use super::args::{ArchiveArgs, ArchiveCommand, ConnArgs, DiscardArgs, Pick, Rest
 use super::commands::{self, broker_failure, print_line};
 use super::front::CliFront;
 use super::{Failure, exit};
+use super::{groups, run_print, show};
 use crate::broker::archive::{self as keep, Place, StreamState};
 use crate::broker::restore::{self, ArchiveRead};
 use crate::broker::session::{Explained, ReplaySpec, Session};
@@ -118,7 +119,7 @@ async fn archive_or_discard(
     };
     let result = commands::drive(json, |cancel, progress| ready.run(cancel, progress)).await;
     let notes = ready.finish(&result).await;
-    commands::report_run(result, notes, json)
+    run_print::report_run(result, notes, json)
 }
 
 pub async fn archive(c: &ConnArgs, a: &ArchiveArgs) -> Result<i32, Failure> {
@@ -192,14 +193,14 @@ async fn list(
         );
     }
     if groups {
-        commands::print_groups(
+        groups::print_groups(
             &shown,
-            commands::GroupsOutput { json, by: pick.by },
+            groups::GroupsOutput { json, by: pick.by },
             &crate::domain::grouping::WaitQueues::default(),
             &[],
         );
     } else {
-        commands::print_messages(
+        show::print_messages(
             &shown,
             json,
             None,

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::args::ConnArgs;
 use super::commands::{self, print_line};
+use super::run_print;
 use crate::broker::audit::Consent;
 use crate::broker::session::{ReadConsent, ReplaySpec};
 use crate::domain::archive;
@@ -78,9 +79,9 @@ impl ops::Front for CliFront {
                 spec,
                 dry_run,
             } => {
-                commands::print_preview(preview, spec, dry_run);
+                run_print::print_preview(preview, spec, dry_run);
                 if self.json {
-                    print_line(&commands::preview_json(preview, spec));
+                    print_line(&run_print::preview_json(preview, spec));
                 }
             }
             Plan::Archive(p) => print_archive_plan(p, self.json, &self.vhost, &self.max_age),
@@ -256,7 +257,7 @@ fn print_restore_plan(p: &ops::restore::Planned, json: bool) {
             consent: ReadConsent::Reuse,
             run_id: None,
         };
-        commands::print_preview(preview, &spec, p.dry_run);
+        run_print::print_preview(preview, &spec, p.dry_run);
         for (why, n) in &plan.kept {
             crate::errln!("  stays in the archive: {n} × {}", one_line(why, 300));
         }

@@ -4,9 +4,13 @@
 
 pub mod archive;
 pub mod args;
+mod audit;
 pub mod commands;
 pub(crate) mod front;
+mod groups;
 pub mod logging;
+mod run_print;
+mod show;
 pub mod triage;
 
 use std::fmt;
@@ -204,7 +208,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             json,
             filter,
         }) => {
-            commands::show(
+            show::show(
                 c,
                 queue.as_deref(),
                 snapshot.as_deref(),
@@ -226,12 +230,12 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
                 [group, text] => Some((group.as_str(), text.as_str())),
                 _ => None,
             });
-            commands::groups(
+            groups::groups(
                 c,
                 queue.as_deref(),
                 snapshot.as_deref(),
                 *limit,
-                commands::GroupsOutput {
+                groups::GroupsOutput {
                     json: *json,
                     by: *by,
                 },
@@ -243,9 +247,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
         Some(Command::Archive(a)) => archive::archive(c, a).await,
         Some(Command::Restore(a)) => archive::restore(c, a).await,
         Some(Command::Discard(a)) => archive::discard(c, a).await,
-        Some(Command::Audit { json, local, limit }) => {
-            commands::audit(c, *json, *local, *limit).await
-        }
+        Some(Command::Audit { json, local, limit }) => audit::audit(c, *json, *local, *limit).await,
         Some(Command::Protect {
             queue,
             dry_run,

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::args::{ConnArgs, WatchArgs, WatchFormat};
 use super::commands::{self, open};
+use super::groups;
 use super::{Failure, exit};
 use crate::broker::config;
 use crate::broker::session::{self, ReadConsent, Session};
@@ -246,81 +247,14 @@ fn print_queues(
         .collect();
     let order = urgency::order(&keyed, sort, false);
     if !json && !rows.is_empty() {
-        let mark = |s: SortBy| if s == sort { "▼" } else { "" };
-        crate::outln!(
-            "{}{:<40} {:<8} {:<12} {:>7} {:>10} {:>6} {:>6} {:>9}  from",
-            vhost_cell("context", "vhost"),
-            format!("name{}", mark(SortBy::Name)),
-            "kind",
-            "convention",
-            format!("depth{}", mark(SortBy::Depth)),
-            // Urgency is growth first.
-            format!(
-                "growth{}",
-                if sort == SortBy::Urgency {
-                    "▼"
-                } else {
-                    mark(SortBy::Growth)
-                }
-            ),
-            format!("age{}", mark(SortBy::Age)),
-            format!("last{}", mark(SortBy::LastArrival)),
-            "consumers",
-        );
+        print_queues_header(&vhost_cell("context", "vhost"), sort);
     }
     for i in order {
         let (p, q, f) = &rows[i];
-        let version = p.version;
         if json {
-            let mut v = json!({
-                "vhost": p.vhost,
-                "name": q.name,
-                "kind": q.kind.label(),
-                "convention": q.convention.as_str(),
-                "depth": q.depth,
-                "queue_type": q.queue_type.as_str(),
-                "feeders": q.feeders,
-                "delivery_limit": q.delivery_limit,
-                "browsing_spends_deliveries": q.limit_applies(version),
-                "growth_per_min": f.growth_per_min,
-                "oldest_age_secs": f.oldest.map(|o| o.age_secs(now)),
-                "oldest_is_lower_bound": f.oldest.map(|o| o.is_lower_bound()),
-                "last_arrival": f.last_arrival.map(|t| t.to_string()),
-                "origin_consumers": f.origin_consumers,
-            });
-            if contexts {
-                v["context"] = json!(p.context);
-            }
-            commands::print_line(&v);
+            print_queue_json(p, q, f, contexts, now);
         } else {
-            let from = if q.feeders.is_empty() {
-                String::new()
-            } else {
-                format!("from {}", q.feeders.join(", "))
-            };
-            let marker = if q.limit_applies(version) {
-                format!(
-                    "  [quorum, delivery limit {}]",
-                    q.delivery_limit.unwrap_or(0)
-                )
-            } else {
-                String::new()
-            };
-            crate::outln!(
-                "{}{:<40} {:<8} {:<12} {:>7} {:>10} {:>6} {:>6} {:>9}  {}{}",
-                vhost_cell(&p.context, &p.vhost),
-                one_line(&q.name, 40),
-                q.kind.label(),
-                q.convention.as_str(),
-                q.depth.map_or("?".to_string(), |d| d.to_string()),
-                urgency::growth_text(f.growth_per_min),
-                urgency::age_text(f.oldest, now),
-                urgency::last_text(f.last_arrival, now),
-                f.origin_consumers
-                    .map_or("?".to_string(), |n| n.to_string()),
-                one_line(&from, 120),
-                marker
-            );
+            print_queue_line(&vhost_cell(&p.context, &p.vhost), p, q, f, now);
         }
     }
     if all {
@@ -340,6 +274,89 @@ fn print_queues(
             }
         );
     }
+}
+
+/// The header of `warren queues`, the column it is sorted by marked.
+fn print_queues_header(cell: &str, sort: SortBy) {
+    let mark = |s: SortBy| if s == sort { "▼" } else { "" };
+    crate::outln!(
+        "{}{:<40} {:<8} {:<12} {:>7} {:>10} {:>6} {:>6} {:>9}  from",
+        cell,
+        format!("name{}", mark(SortBy::Name)),
+        "kind",
+        "convention",
+        format!("depth{}", mark(SortBy::Depth)),
+        // Urgency is growth first.
+        format!(
+            "growth{}",
+            if sort == SortBy::Urgency {
+                "▼"
+            } else {
+                mark(SortBy::Growth)
+            }
+        ),
+        format!("age{}", mark(SortBy::Age)),
+        format!("last{}", mark(SortBy::LastArrival)),
+        "consumers",
+    );
+}
+
+/// One dead-letter queue of `warren queues --json`.
+fn print_queue_json(p: &Place, q: &DlqInfo, f: &Figures, contexts: bool, now: Timestamp) {
+    let version = p.version;
+    let mut v = json!({
+        "vhost": p.vhost,
+        "name": q.name,
+        "kind": q.kind.label(),
+        "convention": q.convention.as_str(),
+        "depth": q.depth,
+        "queue_type": q.queue_type.as_str(),
+        "feeders": q.feeders,
+        "delivery_limit": q.delivery_limit,
+        "browsing_spends_deliveries": q.limit_applies(version),
+        "growth_per_min": f.growth_per_min,
+        "oldest_age_secs": f.oldest.map(|o| o.age_secs(now)),
+        "oldest_is_lower_bound": f.oldest.map(|o| o.is_lower_bound()),
+        "last_arrival": f.last_arrival.map(|t| t.to_string()),
+        "origin_consumers": f.origin_consumers,
+    });
+    if contexts {
+        v["context"] = json!(p.context);
+    }
+    commands::print_line(&v);
+}
+
+/// One dead-letter queue of `warren queues` as a line; `cell` is its context and vhost columns.
+fn print_queue_line(cell: &str, p: &Place, q: &DlqInfo, f: &Figures, now: Timestamp) {
+    let version = p.version;
+    let from = if q.feeders.is_empty() {
+        String::new()
+    } else {
+        format!("from {}", q.feeders.join(", "))
+    };
+    let marker = if q.limit_applies(version) {
+        format!(
+            "  [quorum, delivery limit {}]",
+            q.delivery_limit.unwrap_or(0)
+        )
+    } else {
+        String::new()
+    };
+    crate::outln!(
+        "{}{:<40} {:<8} {:<12} {:>7} {:>10} {:>6} {:>6} {:>9}  {}{}",
+        cell,
+        one_line(&q.name, 40),
+        q.kind.label(),
+        q.convention.as_str(),
+        q.depth.map_or("?".to_string(), |d| d.to_string()),
+        urgency::growth_text(f.growth_per_min),
+        urgency::age_text(f.oldest, now),
+        urgency::last_text(f.last_arrival, now),
+        f.origin_consumers
+            .map_or("?".to_string(), |n| n.to_string()),
+        one_line(&from, 120),
+        marker
+    );
 }
 
 /// Sessions for reading, one per vhost other than the main session's, opened on first need
@@ -417,7 +434,7 @@ async fn read_groups(
         let _ = st.record_read_head(&s.memory_key(), &q.name, &head);
     }
     // Watch's new-group alert is about failures: the fingerprint, whatever `--by` a view uses.
-    let groups = commands::group(
+    let groups = groups::group(
         &explained,
         crate::domain::grouping::GroupBy::Fingerprint,
         &crate::domain::grouping::WaitQueues::default(),
@@ -487,101 +504,8 @@ pub async fn watch(c: &ConnArgs, a: &WatchArgs) -> Result<i32, Failure> {
         let mut looks = Vec::new();
         let mut failures: Vec<(Option<String>, Failure)> = Vec::new();
         for w in &mut scopes {
-            if w.session.is_none() {
-                match open_scope(&w.sessions.c).await {
-                    Ok(s) => w.session = Some(s),
-                    Err(f) => {
-                        failures.push((w.context.clone(), f));
-                        continue;
-                    }
-                }
-            }
-            let Some(s) = w.session.as_ref() else {
-                continue;
-            };
-            let places = match discover(s, every).await {
-                Ok(p) => p,
-                Err(f) => {
-                    failures.push((w.context.clone(), f));
-                    continue;
-                }
-            };
-            w.told_unreached = false;
-            let context = w.context.clone().unwrap_or_default();
-            let first = looks.len();
-            for (vhost, d) in &places {
-                let key = s.memory_key_of(vhost);
-                let k = w.kept.entry(vhost.clone()).or_default();
-                histories(st.as_ref(), &key, d, k, now);
-                let heads_now = heads(st.as_ref(), &key);
-                let figures = urgency::dlq_figures(d, k, &heads_now, now);
-                for (q, mut f) in d.dead_letter_queues.iter().zip(figures) {
-                    let id = (vhost.clone(), q.name.clone());
-                    let depth = q.depth.unwrap_or(0);
-                    // Read again only when something arrived: what was read is still there.
-                    let arrived = w
-                        .last_depth
-                        .insert(id.clone(), depth)
-                        .is_none_or(|b| depth > b);
-                    let mut not_read = None;
-                    if depth > 0 && arrived {
-                        let read = match w.sessions.of(s, vhost).await {
-                            Ok(rs) => read_groups(rs, st.as_ref(), q, a.limit, now).await,
-                            Err(e) => Err(format!("not read: {e}")),
-                        };
-                        match read {
-                            Ok((g, head)) => {
-                                w.groups_of.insert(id.clone(), g);
-                                f = urgency::figures(
-                                    k.get(&q.name).unwrap_or(&History::default()),
-                                    q.depth,
-                                    Some(head),
-                                    f.origin_consumers,
-                                    now,
-                                );
-                            }
-                            Err(why) => {
-                                w.groups_of.remove(&id);
-                                not_read = Some(why);
-                            }
-                        }
-                    } else if depth == 0 {
-                        w.groups_of.remove(&id);
-                    } else if let Some(g) = w.groups_of.get_mut(&id) {
-                        // Unchanged since the last read: nothing in it is new any more.
-                        g.iter_mut().for_each(|g| g.new = false);
-                    }
-                    looks.push(Look {
-                        context: context.clone(),
-                        vhost: vhost.clone(),
-                        queue: q.name.clone(),
-                        figures: f,
-                        age_secs: f.oldest.map(|o| o.age_secs(now)),
-                        groups: w.groups_of.get(&id).cloned(),
-                        not_read,
-                    });
-                }
-            }
-            for l in &looks[first..] {
-                if let Some(why) = &l.not_read
-                    && w.told_not_read.insert((l.vhost.clone(), l.queue.clone()))
-                {
-                    if a.json {
-                        let mut v = json!({
-                            "event": "not-read", "vhost": l.vhost, "queue": l.queue, "reason": why,
-                        });
-                        if !l.context.is_empty() {
-                            v["context"] = json!(l.context);
-                        }
-                        commands::print_line(&v);
-                    } else if a.format != WatchFormat::Prometheus {
-                        crate::errln!(
-                            "warren: {}: failure groups {}",
-                            one_line(&l.queue, 120),
-                            one_line(why, 400)
-                        );
-                    }
-                }
+            if let Err(f) = look_at_scope(w, st.as_ref(), a, every, now, &mut looks).await {
+                failures.push((w.context.clone(), f));
             }
         }
         if failures.len() == scopes.len() {
@@ -641,6 +565,108 @@ pub async fn watch(c: &ConnArgs, a: &WatchArgs) -> Result<i32, Failure> {
             return Ok(if alerted { exit::FAILED } else { exit::OK });
         }
         tokio::time::sleep(Duration::from_secs(a.interval)).await;
+    }
+}
+
+/// One look at a scope (a context, or the one configured): reached again if it was not, its
+/// dead-letter queues' figures and failure groups added to `looks`. `Err`: not reached.
+async fn look_at_scope(
+    w: &mut Watched,
+    st: Option<&Store>,
+    a: &WatchArgs,
+    every: bool,
+    now: Timestamp,
+    looks: &mut Vec<Look>,
+) -> Result<(), Failure> {
+    if w.session.is_none() {
+        w.session = Some(open_scope(&w.sessions.c).await?);
+    }
+    let Some(s) = w.session.as_ref() else {
+        return Ok(());
+    };
+    let places = discover(s, every).await?;
+    w.told_unreached = false;
+    let context = w.context.clone().unwrap_or_default();
+    let first = looks.len();
+    for (vhost, d) in &places {
+        let key = s.memory_key_of(vhost);
+        let k = w.kept.entry(vhost.clone()).or_default();
+        histories(st, &key, d, k, now);
+        let heads_now = heads(st, &key);
+        let figures = urgency::dlq_figures(d, k, &heads_now, now);
+        for (q, mut f) in d.dead_letter_queues.iter().zip(figures) {
+            let id = (vhost.clone(), q.name.clone());
+            let depth = q.depth.unwrap_or(0);
+            // Read again only when something arrived: what was read is still there.
+            let arrived = w
+                .last_depth
+                .insert(id.clone(), depth)
+                .is_none_or(|b| depth > b);
+            let mut not_read = None;
+            if depth > 0 && arrived {
+                let read = match w.sessions.of(s, vhost).await {
+                    Ok(rs) => read_groups(rs, st, q, a.limit, now).await,
+                    Err(e) => Err(format!("not read: {e}")),
+                };
+                match read {
+                    Ok((g, head)) => {
+                        w.groups_of.insert(id.clone(), g);
+                        f = urgency::figures(
+                            k.get(&q.name).unwrap_or(&History::default()),
+                            q.depth,
+                            Some(head),
+                            f.origin_consumers,
+                            now,
+                        );
+                    }
+                    Err(why) => {
+                        w.groups_of.remove(&id);
+                        not_read = Some(why);
+                    }
+                }
+            } else if depth == 0 {
+                w.groups_of.remove(&id);
+            } else if let Some(g) = w.groups_of.get_mut(&id) {
+                // Unchanged since the last read: nothing in it is new any more.
+                g.iter_mut().for_each(|g| g.new = false);
+            }
+            looks.push(Look {
+                context: context.clone(),
+                vhost: vhost.clone(),
+                queue: q.name.clone(),
+                figures: f,
+                age_secs: f.oldest.map(|o| o.age_secs(now)),
+                groups: w.groups_of.get(&id).cloned(),
+                not_read,
+            });
+        }
+    }
+    say_not_read(w, &looks[first..], a);
+    Ok(())
+}
+
+/// Says once for each queue that its failure groups could not be read, and why.
+fn say_not_read(w: &mut Watched, looks: &[Look], a: &WatchArgs) {
+    for l in looks {
+        if let Some(why) = &l.not_read
+            && w.told_not_read.insert((l.vhost.clone(), l.queue.clone()))
+        {
+            if a.json {
+                let mut v = json!({
+                    "event": "not-read", "vhost": l.vhost, "queue": l.queue, "reason": why,
+                });
+                if !l.context.is_empty() {
+                    v["context"] = json!(l.context);
+                }
+                commands::print_line(&v);
+            } else if a.format != WatchFormat::Prometheus {
+                crate::errln!(
+                    "warren: {}: failure groups {}",
+                    one_line(&l.queue, 120),
+                    one_line(why, 400)
+                );
+            }
+        }
     }
 }
 

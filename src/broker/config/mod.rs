@@ -18,6 +18,11 @@ use crate::domain::convention::{
     Conventions, DEFAULT_ERROR_TEXT_HEADERS, DEFAULT_RETRY_COUNTER_HEADERS,
 };
 
+mod urls;
+
+use urls::{UrlCredentials, Urls, urls_of, vhost_of_amqp_url};
+pub use urls::{amqp_url_for, management_url_for};
+
 /// Name of the one-off context built from `--amqp-url` / `--management-url` alone.
 pub const COMMAND_LINE_CONTEXT: &str = "command-line";
 /// Name of the context used when there is no config file and no URL was given.
@@ -863,9 +868,68 @@ fn resolve_with(
     env: &dyn Fn(&str) -> Option<String>,
     password: &PasswordRunner<'_>,
 ) -> Result<Target, ConfigError> {
-    let known: Vec<String> = config.contexts.keys().cloned().collect();
     let has_url_override = overrides.amqp_url.is_some() || overrides.management_url.is_some();
-    let chosen: Option<(String, &ContextConfig)> = match &overrides.context {
+    let chosen = chosen_context(config, overrides, has_url_override)?;
+    let context_name = match (&chosen, has_url_override) {
+        (Some((n, _)), _) => n.clone(),
+        (None, true) => COMMAND_LINE_CONTEXT.to_string(),
+        (None, false) => LOCAL_CONTEXT.to_string(),
+    };
+    let ctx = chosen.as_ref().map(|(_, c)| *c);
+
+    let Urls {
+        management: management_urls,
+        amqp: amqp_urls,
+        credentials: url_creds,
+    } = urls_of(overrides, ctx, has_url_override, &context_name)?;
+
+    // The vhost: --vhost, else the AMQP URL's path (only when given on the command line, since a
+    // context has its own `vhost` key), else the context's, else "/".
+    let url_vhost = overrides
+        .amqp_url
+        .as_ref()
+        .and(amqp_urls.first())
+        .and_then(vhost_of_amqp_url);
+    let vhost = overrides
+        .vhost
+        .clone()
+        .or(url_vhost)
+        .or_else(|| ctx.and_then(|c| c.vhost.clone()))
+        .unwrap_or_else(|| "/".to_string());
+
+    let credentials = credentials_of(url_creds, ctx, &context_name, env, password)?;
+
+    let archive = archive_settings(&context_name, ctx)?;
+    Ok(Target {
+        context: context_name,
+        management_urls,
+        amqp_urls,
+        vhost,
+        read_only: overrides.read_only || ctx.is_some_and(|c| c.read_only),
+        read_only_flag: overrides.read_only,
+        credentials,
+        ca_file: ctx.and_then(|c| c.ca_file.clone()),
+        color: ctx.and_then(|c| c.color),
+        label: ctx
+            .and_then(|c| c.label.as_deref())
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string),
+        settings: config.settings()?,
+        archive,
+        audit: audit_settings(ctx)?,
+    })
+}
+
+/// The context `--context` names, else the default one, else the only one; `None` for a
+/// one-off (URLs on the command line) or without any context configured.
+fn chosen_context<'c>(
+    config: &'c Config,
+    overrides: &Overrides,
+    has_url_override: bool,
+) -> Result<Option<(String, &'c ContextConfig)>, ConfigError> {
+    let known: Vec<String> = config.contexts.keys().cloned().collect();
+    let chosen = match &overrides.context {
         Some(name) => match config.contexts.get(name) {
             Some(c) => Some((name.clone(), c)),
             None => {
@@ -901,88 +965,26 @@ fn resolve_with(
             }
         },
     };
-    let context_name = match (&chosen, has_url_override) {
-        (Some((n, _)), _) => n.clone(),
-        (None, true) => COMMAND_LINE_CONTEXT.to_string(),
-        (None, false) => LOCAL_CONTEXT.to_string(),
-    };
-    let ctx = chosen.as_ref().map(|(_, c)| *c);
+    Ok(chosen)
+}
 
-    // URLs, with any credentials pulled out.
-    let mut url_creds: Option<UrlCredentials> = None;
-    let mut take = |text: &str, what: &'static str| -> Result<Url, ConfigError> {
-        let (url, creds) = parse_url(text, what)?;
-        if url_creds.is_none() {
-            url_creds = creds;
-        }
-        Ok(url)
-    };
-    let (mut management_urls, mut amqp_urls) = (Vec::new(), Vec::new());
-    if has_url_override {
-        if let Some(m) = &overrides.management_url {
-            management_urls.push(take(m, "management")?);
-        }
-        if let Some(a) = &overrides.amqp_url {
-            amqp_urls.push(take(a, "AMQP")?);
-        }
-    } else if let Some(c) = ctx {
-        for m in c.management_urls.to_vec() {
-            management_urls.push(take(&m, "management")?);
-        }
-        for a in c.amqp_urls.to_vec() {
-            amqp_urls.push(take(&a, "AMQP")?);
-        }
-    } else {
-        management_urls.push(take("http://127.0.0.1:15672", "management")?);
-        amqp_urls.push(take("amqp://127.0.0.1:5672", "AMQP")?);
-    }
-    // One URL is derived from the other only on RabbitMQ's default ports: a broker on another
-    // port says nothing about where its other API listens, and guessing reaches another broker.
-    if management_urls.is_empty() {
-        management_urls = amqp_urls
-            .iter()
-            .map(|u| {
-                management_url_for(u).ok_or_else(|| ConfigError::CannotDerive {
-                    context: context_name.clone(),
-                    url: u.to_string(),
-                })
-            })
-            .collect::<Result<_, _>>()?;
-    }
-    // Without a derivable AMQP URL the list stays empty: commands that need only the management
-    // API work, and the first AMQP use says what to pass (`Session::amqp`).
-    if amqp_urls.is_empty() {
-        amqp_urls = management_urls.iter().filter_map(amqp_url_for).collect();
-    }
-    if management_urls.is_empty() {
-        return Err(ConfigError::NoUrls {
-            context: context_name,
-            what: "management",
-        });
-    }
-
-    // The vhost: --vhost, else the AMQP URL's path (only when given on the command line, since a
-    // context has its own `vhost` key), else the context's, else "/".
-    let url_vhost = overrides
-        .amqp_url
-        .as_ref()
-        .and(amqp_urls.first())
-        .and_then(vhost_of_amqp_url);
-    let vhost = overrides
-        .vhost
-        .clone()
-        .or(url_vhost)
-        .or_else(|| ctx.and_then(|c| c.vhost.clone()))
-        .unwrap_or_else(|| "/".to_string());
-
-    let credentials = match (url_creds, ctx) {
+/// The user and password: from the URL, else the context (its `password_command` runs
+/// here), else `WARREN_USERNAME`/`WARREN_PASSWORD`, else guest.
+fn credentials_of(
+    url_creds: Option<UrlCredentials>,
+    ctx: Option<&ContextConfig>,
+    context_name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    password: &PasswordRunner<'_>,
+) -> Result<Credentials, ConfigError> {
+    Ok(match (url_creds, ctx) {
         (Some((user, Some(pass))), _) => Credentials {
             username: user,
             password: Secret(pass),
         },
         (Some((user, None)), Some(c)) => Credentials {
             username: user,
-            password: context_password(&context_name, c, env, password)?,
+            password: context_password(context_name, c, env, password)?,
         },
         (Some((user, None)), None) => Credentials {
             username: user,
@@ -990,33 +992,12 @@ fn resolve_with(
         },
         (None, Some(c)) => Credentials {
             username: c.username.clone().unwrap_or_else(|| "guest".to_string()),
-            password: context_password(&context_name, c, env, password)?,
+            password: context_password(context_name, c, env, password)?,
         },
         (None, None) => Credentials {
             username: env("WARREN_USERNAME").unwrap_or_else(|| "guest".to_string()),
             password: Secret(env("WARREN_PASSWORD").unwrap_or_else(|| "guest".to_string())),
         },
-    };
-
-    let archive = archive_settings(&context_name, ctx)?;
-    Ok(Target {
-        context: context_name,
-        management_urls,
-        amqp_urls,
-        vhost,
-        read_only: overrides.read_only || ctx.is_some_and(|c| c.read_only),
-        read_only_flag: overrides.read_only,
-        credentials,
-        ca_file: ctx.and_then(|c| c.ca_file.clone()),
-        color: ctx.and_then(|c| c.color),
-        label: ctx
-            .and_then(|c| c.label.as_deref())
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(str::to_string),
-        settings: config.settings()?,
-        archive,
-        audit: audit_settings(ctx)?,
     })
 }
 
@@ -1050,91 +1031,6 @@ fn archive_settings(
     a.local = c.archive_local;
     a.create = c.archive_create;
     Ok(a)
-}
-
-/// `user` and maybe `password` from a URL's userinfo.
-type UrlCredentials = (String, Option<String>);
-
-/// Parses a URL, checks its scheme, and splits off `user:password@` (percent-decoded).
-fn parse_url(text: &str, what: &'static str) -> Result<(Url, Option<UrlCredentials>), ConfigError> {
-    let bad = |reason: String| ConfigError::BadUrl {
-        what,
-        url: redact_url(text),
-        reason,
-    };
-    let mut url = Url::parse(text.trim()).map_err(|e| bad(e.to_string()))?;
-    let allowed: &[&str] = if what == "AMQP" {
-        &["amqp", "amqps"]
-    } else {
-        &["http", "https"]
-    };
-    if !allowed.contains(&url.scheme()) {
-        return Err(bad(format!("the scheme must be {}", allowed.join(" or "))));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(bad("it names no host".to_string()));
-    }
-    let decode = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
-    let creds = if url.username().is_empty() {
-        None
-    } else {
-        Some((decode(url.username()), url.password().map(decode)))
-    };
-    let _ = url.set_password(None);
-    let _ = url.set_username("");
-    Ok((url, creds))
-}
-
-/// The management URL of the node an AMQP URL points at, on RabbitMQ's default ports only:
-/// `amqp://h:5672` (or no port) → `http://h:15672/`, `amqps://h:5671` → `https://h:15671/`. Any
-/// other port gives `None`: the management port of such a broker cannot be guessed.
-pub fn management_url_for(amqp: &Url) -> Option<Url> {
-    let (scheme, default, port) = if amqp.scheme() == "amqps" {
-        ("https", 5671, 15671)
-    } else {
-        ("http", 5672, 15672)
-    };
-    if amqp.port().is_some_and(|p| p != default) {
-        return None;
-    }
-    Url::parse(&format!("{scheme}://{}:{port}/", bracket(amqp.host_str()?))).ok()
-}
-
-/// The AMQP URL of the node a management URL points at, on the default ports only:
-/// `http://h:15672` → `amqp://h:5672`, `https://h:15671` → `amqps://h:5671`. Another port, no
-/// port, or a path prefix (a proxy) gives `None`.
-pub fn amqp_url_for(management: &Url) -> Option<Url> {
-    let (scheme, default, port) = if management.scheme() == "https" {
-        ("amqps", 15671, 5671)
-    } else {
-        ("amqp", 15672, 5672)
-    };
-    if management.port() != Some(default) || !management.path().trim_end_matches('/').is_empty() {
-        return None;
-    }
-    Url::parse(&format!(
-        "{scheme}://{}:{port}",
-        bracket(management.host_str()?)
-    ))
-    .ok()
-}
-
-fn bracket(host: &str) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]")
-    } else {
-        host.to_string()
-    }
-}
-
-/// The vhost named by an AMQP URL's path: `/orders` → `orders`, `/%2F` → `/`; none or empty →
-/// `None` (the default vhost).
-fn vhost_of_amqp_url(url: &Url) -> Option<String> {
-    let path = url.path().strip_prefix('/').unwrap_or(url.path());
-    if path.is_empty() {
-        return None;
-    }
-    Some(percent_decode_str(path).decode_utf8_lossy().into_owned())
 }
 
 fn context_password(

@@ -1,0 +1,166 @@
+//! The printing of a replay, archive or discard: the plan before it and the summary after it.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::commands::{broker_failure, print_line};
+use super::{Failure, exit};
+use crate::broker::replay::Summary;
+use crate::broker::session::{Preview, ReplaySpec, SessionError};
+use crate::domain::sanitize::one_line;
+
+pub(crate) fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
+    for line in p.describe(spec, dry_run) {
+        crate::errln!("{line}");
+    }
+}
+
+/// Says what the record could not keep, prints the summary and gives the exit code of an
+/// engine run (replay, archive, discard).
+pub(crate) fn report_run(
+    result: Result<Summary, SessionError>,
+    notes: Vec<String>,
+    json: bool,
+) -> Result<i32, Failure> {
+    for note in notes {
+        crate::errln!("warren: {}", one_line(&note, 600));
+    }
+    match result {
+        Ok(sum) => {
+            let (outcome, code) = replay_outcome(&sum);
+            print_summary(&sum, json, &outcome);
+            if sum.counts.forced.is_some() {
+                // Nothing waits on a broker that may not answer: the connections drop here and
+                // the broker returns their unacknowledged deliveries to the queue.
+                std::process::exit(code);
+            }
+            Ok(code)
+        }
+        Err(e) => Err(broker_failure(e)),
+    }
+}
+
+/// The audit outcome and the exit code of a finished run: 0 only for "completed" (see
+/// [`Summary::outcome`](crate::broker::replay::Summary::outcome)); every other ending left
+/// selected messages behind and exits 1.
+pub(crate) fn replay_outcome(sum: &crate::broker::replay::Summary) -> (String, i32) {
+    let text = sum.outcome();
+    let code = if sum.completed() {
+        exit::OK
+    } else {
+        exit::FAILED
+    };
+    (text, code)
+}
+
+pub(crate) fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
+    let targets: BTreeMap<&String, Value> = p
+        .targets
+        .iter()
+        .map(|(k, t)| (k, json!({"exchange": t.exchange, "routing_key": t.routing_key, "count": t.count, "queues": t.reaches, "exact": t.exact, "rests_in": t.rests_in, "via_wait_queues": t.via})))
+        .collect();
+    json!({
+        "event": "plan",
+        "queue": p.queue,
+        "selected": p.selected,
+        "matched": p.matched,
+        "examined": p.examined,
+        "unread": p.unread,
+        "checked_as_met": p.checked_as_met,
+        "depth": p.depth,
+        "targets": targets,
+        "removes": p.removed,
+        "resets": p.reset,
+        "adds": p.added,
+        "attempts_not_reset": p.attempts_not_reset,
+        "surviving_counters": p.surviving_counters,
+        "expired": p.expired.values().sum::<u64>(),
+        "expired_stay": if spec.clear_expiry { 0 } else { p.expired.values().sum::<u64>() },
+        "clear_expiry": spec.clear_expiry,
+        "notices": p.notices,
+        "replayed_before": p.replayed_before,
+        "warnings": p.warnings,
+        "refusals": p.refusals,
+    })
+}
+
+fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str) {
+    let p = &sum.progress;
+    if json {
+        print_line(&json!({
+            "event": "summary",
+            "moved": p.moved,
+            "returned": p.returned,
+            "failed": p.failed,
+            "remaining": p.remaining,
+            "left_in_dlq": sum.left_in_dlq,
+            "held_elsewhere": sum.held_elsewhere,
+            "held_back": sum.counts.held_back,
+            "kept": sum.counts.kept,
+            "targets": sum.counts.targets,
+            "problems": sum.counts.problems,
+            "duplicated": sum.counts.duplicated,
+            "duplicated_certain": sum.counts.duplicated_certain,
+            "duplicate_ids": sum.counts.duplicate_ids,
+            "stop": sum.stop.to_string(),
+            "forced": sum.counts.forced,
+            "reconnected": sum.reconnected,
+            "replayed_before": sum.replayed_before,
+            "outcome": outcome,
+        }));
+        return;
+    }
+    crate::errln!(
+        "moved {}, returned {}, failed {}, remaining {}",
+        p.moved,
+        p.returned,
+        p.failed,
+        p.remaining
+    );
+    for (t, n) in &sum.counts.targets {
+        crate::errln!("  {n:>6} → {}", one_line(t, 120));
+    }
+    for (why, n) in &sum.counts.problems {
+        crate::errln!("  ! {n} × {}", one_line(why, 300));
+    }
+    for (why, n) in &sum.counts.kept {
+        crate::errln!("  kept {n} × {}", one_line(why, 300));
+    }
+    if sum.replayed_before > 0 {
+        crate::errln!(
+            "  ! {} of them were replayed before and failed again",
+            sum.replayed_before
+        );
+    }
+    if sum.counts.duplicated > 0 {
+        if sum.counts.duplicated == sum.counts.duplicated_certain {
+            crate::errln!(
+                "  ! {} message(s) reached their target but were not acknowledged in the DLQ: they are in both places now",
+                sum.counts.duplicated
+            );
+        } else {
+            crate::errln!(
+                "  ! up to {} message(s) may be in both the target and the DLQ ({} certainly): they reached the target or may have, and their removal from the DLQ was not confirmed",
+                sum.counts.duplicated,
+                sum.counts.duplicated_certain
+            );
+        }
+    }
+    for why in &sum.reconnected {
+        crate::errln!(
+            "  ! reconnected to the next node after: {}",
+            one_line(why, 300)
+        );
+    }
+    if let Some(why) = &sum.counts.forced {
+        crate::errln!(
+            "  ! {}: unacknowledged messages go back to the dead-letter queue when the connection closes",
+            one_line(why, 300)
+        );
+    }
+    crate::errln!("{}", one_line(&sum.stop.to_string(), 600));
+    if !crate::domain::outcome::RunOutcome::parse(outcome).is_completed() {
+        crate::errln!("{}", one_line(outcome, 600));
+    }
+}

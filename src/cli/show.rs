@@ -1,0 +1,347 @@
+//! `warren show`: the messages of a queue or a snapshot, explained, as text or JSON lines.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::args::ConnArgs;
+use super::commands::{
+    broker_failure, file_conventions, open, parse_filter, print_line, read_explained, read_snapshot,
+};
+use super::{Failure, exit};
+use crate::broker::audit;
+use crate::broker::session::{self, Explained, Session};
+use crate::domain::comeback;
+use crate::domain::filter::Filter;
+use crate::domain::message::DeadLetter;
+use crate::domain::sanitize::one_line;
+
+/// The routing of each plan's target per the broker's bindings, for `replay_target.queues`.
+async fn routes(
+    s: &Session,
+) -> Result<
+    (
+        Vec<crate::domain::discovery::ExchangeInfo>,
+        Vec<crate::domain::discovery::Binding>,
+    ),
+    Failure,
+> {
+    let (x, b) = tokio::join!(s.mgmt.exchanges(s.vhost()), s.mgmt.bindings(s.vhost()));
+    Ok((
+        x.map_err(|e| Failure::broker(e.to_string()))?,
+        b.map_err(|e| Failure::broker(e.to_string()))?,
+    ))
+}
+
+pub(crate) async fn show(
+    c: &ConnArgs,
+    queue: Option<&str>,
+    snapshot: Option<&Path>,
+    limit: usize,
+    json: bool,
+    filter: Option<&str>,
+) -> Result<i32, Failure> {
+    let filter = parse_filter(filter)?;
+    if let Some(file) = snapshot {
+        let (_, messages) = read_snapshot(file)?;
+        let messages = session::explain_all(
+            messages.into_iter().take(limit).collect(),
+            &session::Remembered::default(),
+            &file_conventions(c)?,
+        );
+        // A snapshot has no bindings: the target's queues are what the plan expects.
+        print_messages(
+            &messages,
+            json,
+            filter.as_ref(),
+            |_, _| Vec::new(),
+            &BTreeMap::new(),
+            &HashMap::new(),
+        );
+        return Ok(exit::OK);
+    }
+    let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
+    let s = open(c).await?;
+    let messages = if queue == s.target.archive.stream {
+        // The archive is read to its end, not to the management API's count, which lags behind
+        // a stream just written; its messages carry their own headers back (see `archive`).
+        let page = s
+            .browse_archive(queue, limit)
+            .await
+            .map_err(broker_failure)?;
+        if page.stopped == crate::broker::browse::StopReason::Idle {
+            crate::errln!(
+                "warren: the broker stopped delivering the archive before its end ({} read); run it again to read the rest",
+                page.messages.len()
+            );
+        }
+        session::explain_all(
+            session::into_messages(page),
+            &session::Remembered::default(),
+            &s.target.settings.conventions,
+        )
+    } else {
+        read_explained(c, &s, queue, limit).await?.0
+    };
+    let (exchanges, bindings) = routes(&s).await?;
+    let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
+    // Wait queues and the queue each returns messages to: a replay goes on there (the replay's
+    // preflight decides per message; this is the preview).
+    let waits: BTreeMap<String, String> = s
+        .discover()
+        .await
+        .map_err(broker_failure)?
+        .retry_loops
+        .into_iter()
+        .map(|l| (l.wait_queue, l.work_queue))
+        .collect();
+    // Who ran the replays that messages came back from.
+    let dls: Vec<DeadLetter> = messages.iter().map(|e| e.message.clone()).collect();
+    let authors = audit::authors(&s, &dls).await;
+    print_messages(
+        &messages,
+        json,
+        filter.as_ref(),
+        |ex, rk| table.route(ex, rk).queues,
+        &waits,
+        &authors,
+    );
+    Ok(exit::OK)
+}
+
+/// Prints messages as `show` does; `route` says which queues a publish reaches.
+pub(crate) fn print_messages(
+    messages: &[Explained],
+    json: bool,
+    filter: Option<&Filter>,
+    route: impl Fn(&str, &str) -> Vec<String>,
+    waits: &BTreeMap<String, String>,
+    authors: &HashMap<String, String>,
+) {
+    let now = jiff::Timestamp::now();
+    let opts = crate::domain::replay::ReplayOptions {
+        keep_attempts: false,
+        clear_expiry: false,
+        target_queue: None,
+        now,
+        run_id: None,
+    };
+    for e in messages {
+        if let Some(f) = filter
+            && !f.matches(&crate::domain::selection::subject(
+                &e.message,
+                &e.explanation,
+                session::age_secs(e, now),
+            ))
+        {
+            continue;
+        }
+        let x = &e.explanation;
+        let plan = crate::domain::replay::plan(&e.message, x, &opts);
+        let again = comeback::failed_again(&e.message, x);
+        if json {
+            let mut v = show_json(e, &plan, &route, waits);
+            v["failed_again"] = again.as_ref().map_or(Value::Null, |f| {
+                let by = authors.get(&f.run_id);
+                json!({
+                    "run_id": f.run_id,
+                    "replayed_at": f.replayed_at.map(|t| t.to_string()),
+                    "died_at": f.died_at.map(|t| t.to_string()),
+                    "nth_replay": f.nth,
+                    "by": by,
+                    "text": f.describe(by.map(String::as_str)),
+                })
+            });
+            print_line(&v);
+            continue;
+        }
+        // The id a person knows it by (the producer's, else the framework's), else the key.
+        let id = crate::domain::identity::shown_id(&e.message).unwrap_or_else(|| e.key.clone());
+        let id = id.as_str();
+        crate::outln!(
+            "#{} {}  [{}] {}",
+            e.message.position + 1,
+            one_line(id, 60),
+            x.convention.as_str(),
+            one_line(&x.fingerprint.key, 40)
+        );
+        crate::outln!("  {}", one_line(&x.verdict, 240));
+        if let Some(a) = crate::domain::archive::archived(&e.message) {
+            let or_q = |v: &Option<String>| one_line(v.as_deref().unwrap_or("?"), 80);
+            crate::outln!(
+                "  archived from {} at {} by {}{}{}",
+                or_q(&a.from),
+                or_q(&a.at),
+                or_q(&a.by),
+                a.reason
+                    .as_deref()
+                    .filter(|r| !r.is_empty())
+                    .map_or(String::new(), |r| format!(": {}", one_line(r, 200))),
+                match archive_vouch(&e.message) {
+                    Some(Err(why)) => format!("  [UNVOUCHED: {why}]"),
+                    _ => String::new(),
+                }
+            );
+        }
+        if let Some(f) = &again {
+            let by = authors.get(&f.run_id).map(String::as_str);
+            crate::outln!("  {}", one_line(&f.describe(by), 240));
+        }
+        for d in &x.deaths.entries {
+            crate::outln!(
+                "    {:<10} {:<30} x{:<4} {}  via {} {}",
+                one_line(d.reason.as_ref().map_or("?", |r| r.as_str()), 30),
+                one_line(d.queue.as_deref().unwrap_or("?"), 30),
+                d.count.unwrap_or(0),
+                d.time.map(|t| t.to_string()).unwrap_or_default(),
+                one_line(d.exchange.as_deref().unwrap_or(""), 40),
+                one_line(&d.routing_keys.join(","), 60),
+            );
+        }
+        if let Some(f) = &x.fault {
+            crate::outln!(
+                "  exception: {}: {}",
+                one_line(f.exception_type.as_deref().unwrap_or("?"), 100),
+                one_line(f.message.as_deref().unwrap_or(""), 200)
+            );
+        }
+        if let Some(n) = x.retries {
+            crate::outln!("  retries: {n}");
+        }
+        match &plan.target {
+            Some(t) => {
+                let back = t.expected_queue.as_ref().and_then(|q| waits.get(q));
+                crate::outln!(
+                    "  replay → {} (exchange '{}', key '{}'){}",
+                    one_line(t.expected_queue.as_deref().unwrap_or("?"), 80),
+                    one_line(&t.exchange, 60),
+                    one_line(&t.routing_key, 60),
+                    back.map_or(String::new(), |b| format!(
+                        ", a wait queue: the replay goes on to {}, where it returns messages",
+                        one_line(b, 80)
+                    ))
+                )
+            }
+            None => crate::outln!("  replay → no known origin"),
+        }
+        if let Some(why) = plan.held_back() {
+            crate::outln!("  ! {}", one_line(&why, 300));
+        }
+        if let Some(line) = arrival_line(e, now) {
+            crate::outln!("  {line}");
+        }
+        crate::outln!(
+            "  body {} bytes{}",
+            e.message.body_size,
+            if e.message.delivery.redelivered {
+                ", redelivered"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+fn show_json(
+    e: &Explained,
+    plan: &crate::domain::replay::ReplayPlan,
+    route: &impl Fn(&str, &str) -> Vec<String>,
+    waits: &BTreeMap<String, String>,
+) -> Value {
+    let x = &e.explanation;
+    let deaths: Vec<Value> = x
+        .deaths
+        .entries
+        .iter()
+        .map(|d| {
+            json!({
+                "queue": d.queue,
+                "reason": d.reason.as_ref().map(|r| r.as_str()),
+                "count": d.count,
+                "time": d.time.map(|t| t.to_string()),
+                "exchange": d.exchange,
+                "routing_keys": d.routing_keys,
+            })
+        })
+        .collect();
+    let exception = x
+        .fault
+        .as_ref()
+        .filter(|f| f.exception_type.is_some() || f.message.is_some())
+        .map(|f| json!({"type": f.exception_type, "message": f.message}));
+    let target = plan.target.as_ref().map(|t| {
+        json!({
+            "exchange": t.exchange,
+            "routing_key": t.routing_key,
+            "expected_queue": t.expected_queue,
+            "queues": route(&t.exchange, &t.routing_key),
+            // Past a wait queue: where the message would come to rest.
+            "rests_in": t.expected_queue.as_ref().map(|q| waits.get(q).unwrap_or(q)),
+        })
+    });
+    json!({
+        "position": e.message.position,
+        "message_id": e.message.properties.message_id,
+        // The producer's id, else the framework's own (Celery's task id, dramatiq's body
+        // `message_id`, …); null when the key is a content hash.
+        "id": crate::domain::identity::shown_id(&e.message),
+        "key": e.key,
+        "fingerprint": x.fingerprint.key,
+        "group": x.fingerprint.summary,
+        "convention": x.convention.as_str(),
+        "verdict": x.verdict,
+        "deaths": deaths,
+        "exception": exception,
+        "source_queue": x.source.queue,
+        "replay_target": target,
+        "message_type": x.message_type,
+        "retries": x.retries,
+        "deadline": x.deadline.map(|t| t.to_string()),
+        "deadline_passed": plan.expired.is_some(),
+        "replay_count": x.replay_count,
+        "delivery_count": e.message.delivery.delivery_count,
+        "redelivered": e.message.delivery.redelivered,
+        "body_bytes": e.message.body_size,
+        "dead_since": session::arrival(e).since().map(|t| t.to_string()),
+        "dead_since_exact": session::arrival(e).is_exact(),
+        "arrived_after": session::arrival(e).earliest().map(|t| t.to_string()),
+        "first_seen": e.first_seen.map(|t| t.to_string()),
+        "stream_offset": e.message.delivery.stream_offset,
+        "archived": crate::domain::archive::archived(&e.message).map(|a| {
+            let vouch = archive_vouch(&e.message);
+            json!({"from": a.from, "at": a.at, "by": a.by, "reason": a.reason,
+                "vouched_by": vouch.as_ref().and_then(|v| v.clone().ok()),
+                "unvouched": vouch.and_then(Result::err)})
+        }),
+    })
+}
+
+/// Who the broker vouches archived a message of the archive stream (one read with its offset):
+/// `None` for a local archive's, which is Warren's own file.
+fn archive_vouch(m: &crate::domain::message::DeadLetter) -> Option<Result<String, &'static str>> {
+    m.delivery
+        .stream_offset
+        .map(|_| crate::domain::archive::vouched_by(m))
+}
+
+/// When the message reached its DLQ, in words, by the one rule (`domain::arrival`): exact
+/// where its history makes it so, else a bound with the range's other end.
+fn arrival_line(e: &Explained, now: jiff::Timestamp) -> Option<String> {
+    use crate::domain::arrival::Arrival;
+    let a = session::arrival(e);
+    let age = a.age(now)?;
+    let ago = crate::tui::format::age(age.secs);
+    Some(match a {
+        Arrival::At(t) => format!("in the DLQ since {t} ({ago} ago; it died once, then)"),
+        Arrival::Between { from, to: Some(t) } => format!(
+            "in the DLQ since {t} at the latest (≥ {ago}: Warren first saw it then){}",
+            from.map(|f| format!("; it first died there at or after {f}"))
+                .unwrap_or_default()
+        ),
+        Arrival::Between { from: Some(f), .. } => {
+            format!("in the DLQ since {f} at the earliest (≤ {ago})")
+        }
+        Arrival::Between { .. } => return None,
+    })
+}

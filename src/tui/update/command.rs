@@ -1,0 +1,182 @@
+//! The command line `:` and the switches of context and vhost it starts.
+
+use super::*;
+
+pub(super) fn on_command_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let Some(input) = &mut state.command_input else {
+        return Vec::new();
+    };
+    match key.code {
+        KeyCode::Esc => {
+            state.command_input = None;
+            Vec::new()
+        }
+        KeyCode::Enter => {
+            let line = input.lines().join(" ");
+            state.command_input = None;
+            run_command_line(state, &line)
+        }
+        _ => {
+            input.input(key);
+            Vec::new()
+        }
+    }
+}
+
+/// `:` commands.
+pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
+    let mut words = line.split_whitespace();
+    let verb = words.next().unwrap_or("");
+    let arg: Vec<&str> = words.collect();
+    let arg = arg.join(" ");
+    match (verb, arg.is_empty()) {
+        ("", _) => Vec::new(),
+        ("q" | "q!" | "quit" | "qa", _) => force_quit(state),
+        ("ctx" | "context", false) => {
+            let to = if arg == crate::broker::config::EVERY_CONTEXT {
+                "every context".to_string()
+            } else {
+                format!("context {}", sanitize::one_line(&arg, 60))
+            };
+            switch(state, arg, None, true, to)
+        }
+        ("vhost" | "vh", false) => {
+            if state.every_context() {
+                state.error = Some(
+                    "every context at once lists each context's own vhost: open a context (:ctx NAME, or Enter on a queue) to choose another; `warren --context '*' --vhost '*'` lists every vhost of each".into(),
+                );
+                return Vec::new();
+            }
+            let to = if arg == crate::broker::config::EVERY_VHOST {
+                "every vhost".to_string()
+            } else {
+                format!("vhost {}", sanitize::one_line(&arg, 60))
+            };
+            switch(state, arg, None, false, to)
+        }
+        ("limit", false) => {
+            match arg.parse::<usize>() {
+                Ok(n) if n > 0 => {
+                    state.browse_limit = n;
+                    state.notice = Some(format!("browsing reads up to {n} messages"));
+                    // The open queue is read again with the new limit (after the usual
+                    // confirmation where reading again costs deliveries).
+                    read_open_queue_again(state)
+                }
+                _ => {
+                    state.error = Some(format!(
+                        "limit needs a positive number, not “{}”",
+                        sanitize::one_line(&arg, 20)
+                    ));
+                    Vec::new()
+                }
+            }
+        }
+        ("help" | "h", _) => {
+            state.overlay = Overlay::Help;
+            Vec::new()
+        }
+        ("ctx" | "context" | "vhost" | "vh" | "limit", true) => {
+            state.error = Some(format!(":{verb} needs an argument, e.g. :{verb} NAME"));
+            Vec::new()
+        }
+        _ => {
+            state.error = Some(format!(
+                "unknown command :{} — try :ctx NAME, :vhost NAME, :limit N, :help, :q",
+                sanitize::one_line(verb, 30)
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// `:ctx`, `:vhost`, Enter in every context, `*`: nothing changes on screen until the worker
+/// reached the new place and listed it. `name` is the context (with `vhost`, that vhost of it)
+/// when `context`, else the vhost.
+pub(super) fn switch(
+    state: &mut State,
+    name: String,
+    vhost: Option<String>,
+    context: bool,
+    to: String,
+) -> Vec<Command> {
+    if state.replay_running() {
+        state.error =
+            Some("a replay is running: wait for it or cancel it (Esc) before switching".into());
+        return Vec::new();
+    }
+    let generation = state.last_generation.max(state.generation) + 1;
+    state.last_generation = generation;
+    state.switching = Some(Switching { generation, to });
+    // A queue to open belongs to the switch that asked for it.
+    state.open_after_switch = None;
+    state.error = None;
+    state.dirty = true;
+    if context {
+        vec![Command::SwitchContext {
+            name,
+            vhost,
+            generation,
+        }]
+    } else {
+        vec![Command::SwitchVhost { name, generation }]
+    }
+}
+
+/// Where the screen is, in words: "context prod-eu, vhost /orders".
+pub(super) fn place(state: &State) -> String {
+    let o = &state.overview;
+    if o.context.is_empty() {
+        return "the current one".into();
+    }
+    if state.every_context() {
+        return "every context".into();
+    }
+    format!(
+        "context {}, {}",
+        sanitize::one_line(&o.context, 40),
+        scope_text(state)
+    )
+}
+
+/// The vhost shown, in words: "vhost /orders", or "every vhost".
+pub fn scope_text(state: &State) -> String {
+    if state.every_vhost() {
+        "every vhost".into()
+    } else {
+        format!("vhost {}", sanitize::one_line(&state.overview.vhost, 40))
+    }
+}
+
+/// A switch succeeded: everything shown belongs to the old place, and so does every answer
+/// still on its way (tagged with an older generation, dropped from now on).
+pub(super) fn enter_new_place(state: &mut State, generation: u64) {
+    state.generation = generation;
+    state.content_serial += 1;
+    state.connection = ConnectionState::Connecting;
+    state.discovery = Default::default();
+    state.histories.clear();
+    state.heads.clear();
+    state.figures.clear();
+    state.queue_order.clear();
+    state.queues_loaded = false;
+    state.browse = None;
+    state.loading = None;
+    state.selected.clear();
+    state.anchor = None;
+    state.queue_cursor = 0;
+    state.msg_cursor = 0;
+    state.group_cursor = 0;
+    state.group_notes.clear();
+    state.note_input = None;
+    state.focus = Focus::Queues;
+    state.error = None;
+    state.notice = None;
+    state.pending_browse = None;
+    state.pending_reread = None;
+    state.pending_protect = None;
+    // A modal planned on the old place would replay there.
+    if matches!(state.overlay, Overlay::Replay(_)) {
+        state.overlay = Overlay::None;
+    }
+}

@@ -1,0 +1,160 @@
+//! The filter line and the group note input.
+
+use super::*;
+
+pub(super) fn open_filter(state: &mut State) {
+    let mut input = TextArea::new(vec![state.filter_text.clone()]);
+    input.move_cursor(ratatui_textarea::CursorMove::End);
+    let before = state.filter.clone().map(|f| (state.filter_text.clone(), f));
+    state.filter_input = Some(FilterInput { input, before });
+}
+
+/// Keys in the filter line: the list narrows as the query parses; Enter keeps, Esc restores.
+pub(super) fn on_filter_key(state: &mut State, key: KeyEvent) {
+    let Some(fi) = &mut state.filter_input else {
+        return;
+    };
+    match key.code {
+        KeyCode::Enter => {
+            state.filter_input = None;
+            state.filter_error = None;
+            if state.filter_pending {
+                state.refresh_view();
+            }
+        }
+        KeyCode::Esc => {
+            let before = fi.before.take();
+            state.filter_input = None;
+            state.filter_error = None;
+            match before {
+                Some((text, f)) => {
+                    state.filter_text = text;
+                    state.filter = Some(f);
+                }
+                None => {
+                    state.filter_text.clear();
+                    state.filter = None;
+                }
+            }
+            state.refresh_view();
+        }
+        // Ctrl-U clears the line, as in a shell (tui-textarea's default would undo).
+        KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            fi.input = TextArea::default();
+            apply_filter_text(state, String::new());
+        }
+        _ => {
+            // One line only: Enter is handled above, so the text area never gets a newline.
+            fi.input.input(key);
+            let text = fi.input.lines().join(" ");
+            apply_filter_text(state, text);
+        }
+    }
+}
+
+/// `n` on a group: the note input, holding the group's note when it has one (the worker
+/// refuses a note on a snapshot, which has no broker to keep it for).
+pub(super) fn open_note(state: &mut State) {
+    let Some(g) = state.current_group() else {
+        state.notice = Some("no group here to write a note on".into());
+        return;
+    };
+    let Some((vhost, queue)) = state
+        .browse
+        .as_ref()
+        .map(|b| (b.vhost.clone(), b.queue.clone()))
+    else {
+        return;
+    };
+    let text = state
+        .note_for(g)
+        .map(|n| n.text.clone())
+        .unwrap_or_default();
+    let (key, summary) = (g.key.clone(), g.summary.clone());
+    let mut input = TextArea::new(vec![text]);
+    input.move_cursor(ratatui_textarea::CursorMove::End);
+    state.note_input = Some(NoteInput {
+        input,
+        vhost,
+        queue,
+        by: state.group_by,
+        key,
+        summary,
+    });
+}
+
+/// Keys in the note input: Enter keeps the note (an empty one removes it), Esc drops the edit.
+pub(super) fn on_note_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let Some(ni) = &mut state.note_input else {
+        return Vec::new();
+    };
+    match key.code {
+        KeyCode::Esc => {
+            state.note_input = None;
+            Vec::new()
+        }
+        KeyCode::Enter => {
+            let text = grouping::note_text(&ni.input.lines().join(" "));
+            let Some(ni) = state.note_input.take() else {
+                return Vec::new();
+            };
+            vec![Command::SetGroupNote {
+                vhost: ni.vhost,
+                note: GroupNote {
+                    queue: ni.queue,
+                    by: ni.by,
+                    key: ni.key,
+                    text,
+                    author: String::new(),
+                    at: state.now,
+                },
+            }]
+        }
+        KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            ni.input = TextArea::default();
+            Vec::new()
+        }
+        _ => {
+            // One line, at most a note's length.
+            if ni.input.lines().join(" ").chars().count() < grouping::MAX_NOTE_CHARS
+                || !matches!(key.code, KeyCode::Char(_))
+            {
+                ni.input.input(key);
+            }
+            Vec::new()
+        }
+    }
+}
+
+/// Parses `text`; a query that does not parse yet (mid-typing) keeps the last good filter and
+/// says why.
+pub fn apply_filter_text(state: &mut State, text: String) {
+    if text.trim().is_empty() {
+        state.filter = None;
+        state.filter_error = None;
+    } else {
+        match Filter::parse(&text) {
+            Ok(f) => {
+                state.filter = Some(f);
+                state.filter_error = None;
+            }
+            Err(e) => state.filter_error = Some(e.to_string()),
+        }
+    }
+    state.filter_text = text;
+    let rows = state.browse.as_ref().map_or(0, |b| b.rows.len());
+    if rows > FILTER_DEBOUNCE_ROWS {
+        // Filtering 100,000 messages takes tens of milliseconds: echo the keystroke now and
+        // narrow the list when typing pauses (`Event::FilterSettle`).
+        state.filter_pending = true;
+        state.dirty = true;
+    } else {
+        state.refresh_view();
+    }
+}
+
+/// Above this many browsed messages, the filter narrows the list when typing pauses rather than
+/// on every keystroke.
+pub const FILTER_DEBOUNCE_ROWS: usize = 10_000;
+/// How long typing must pause before a large list is narrowed.
+pub const FILTER_SETTLE: std::time::Duration = std::time::Duration::from_millis(150);

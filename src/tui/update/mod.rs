@@ -1,0 +1,714 @@
+//! The pure update: `update(&mut State, Event) -> Vec<Command>`. No IO, no terminal, no clock:
+//! everything it needs arrives in the event, everything it wants done leaves as a command. Only
+//! the replay modal's accept produces `Command::Replay`, and never in read-only mode.
+
+use std::collections::HashSet;
+
+use fnv::FnvHashMap;
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui_textarea::TextArea;
+
+use super::custom;
+use super::event::{ConnectionState, Event, Report};
+use super::help;
+use super::keys::{self, Action, Scope};
+use super::state::{
+    ArchiveKind, ArchiveModal, Browse, FilterInput, Focus, ListMode, MAX_REASON_CHARS, ModalField,
+    NoteInput, Overlay, RATE_STEPS, ReplayModal, ReplayRun, RestoreModal, Row, STALE_AFTER_SECS,
+    State, Switching,
+};
+use super::{pager, save};
+use crate::domain::brief::Interner;
+use crate::domain::discovery::QueueRef;
+use crate::domain::filter::Filter;
+use crate::domain::grouping::{self, GroupNote};
+use crate::domain::sanitize;
+use crate::domain::selection::{GroupChoice, Selection};
+use crate::worker::protocol::{Command, ReplayRequest};
+
+mod command;
+mod inputs;
+mod modals;
+mod reports;
+
+use command::*;
+pub use command::{run_command_line, scope_text};
+use inputs::*;
+pub use inputs::{FILTER_DEBOUNCE_ROWS, FILTER_SETTLE, apply_filter_text};
+use modals::*;
+use reports::*;
+
+/// Rows a page key moves.
+const PAGE: usize = 10;
+
+pub fn update(state: &mut State, event: impl Into<Event>) -> Vec<Command> {
+    let commands = on_event(state, event.into());
+    // After any event: the message under the cursor, or what its detail depends on, may have
+    // changed (a key, a new page, the day turning). Renders only when it did.
+    state.refresh_detail();
+    commands
+}
+
+/// Whether an answer was asked for in the session shown. This is the one place stale answers
+/// are dropped: only here is it known what is already queued when a `:ctx` or `:vhost` lands
+/// (the worker tags answers with the generation they were asked under, see `event::Ticket`).
+fn current(state: &State, generation: u64) -> bool {
+    generation == state.generation
+}
+
+fn on_event(state: &mut State, event: Event) -> Vec<Command> {
+    match event {
+        Event::Key(key) => {
+            state.dirty = true;
+            on_key(state, key)
+        }
+        Event::Resize { width, height } => {
+            state.screen = (width, height);
+            if let Overlay::Pager(p) = &mut state.overlay {
+                p.layout(state.screen);
+            }
+            state.help_scroll = state
+                .help_scroll
+                .min(help::max_scroll(state.screen, custom::help_lines(state)));
+            state.dirty = true;
+            Vec::new()
+        }
+        Event::Tick(now) => on_tick(state, now),
+        Event::FilterSettle => {
+            if state.filter_pending {
+                state.refresh_view();
+                state.dirty = true;
+            }
+            Vec::new()
+        }
+        Event::Worker(report) => on_report(state, *report),
+    }
+}
+
+/// The clock: redraw only when something shown changes (ages are shown to the minute, and the
+/// stale marker), and ask for fresh depths.
+fn on_tick(state: &mut State, now: jiff::Timestamp) -> Vec<Command> {
+    let stale_before = depths_stale(state);
+    let minute_before = state.now.as_second().div_euclid(60);
+    state.now = now;
+    if now.as_second().div_euclid(60) != minute_before || depths_stale(state) != stale_before {
+        state.dirty = true;
+    }
+    if state.queues_loaded && state.connection == ConnectionState::Connected {
+        vec![Command::RefreshDepths]
+    } else {
+        Vec::new()
+    }
+}
+
+fn scope(state: &State) -> Scope {
+    match state.focus {
+        Focus::Queues => Scope::Queues,
+        Focus::Messages if state.list_mode == ListMode::Groups => Scope::Groups,
+        Focus::Messages => Scope::Messages,
+        Focus::Detail => Scope::Detail,
+    }
+}
+
+fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let is_ctrl_c = key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
+    if is_ctrl_c {
+        return force_quit(state);
+    }
+    // Saving the screen works on every screen (a modal, the pager, help) and changes nothing.
+    if keys::lookup(Scope::Global, &key) == Some(Action::SaveScreen) {
+        save::screen(state);
+        return Vec::new();
+    }
+    match &state.overlay {
+        Overlay::Help => {
+            on_help_key(state, key);
+            return Vec::new();
+        }
+        Overlay::Log(_) => {
+            on_log_key(state, key);
+            return Vec::new();
+        }
+        Overlay::Replays(_) => {
+            on_replays_key(state, key);
+            return Vec::new();
+        }
+        Overlay::Replay(_) => return on_modal_key(state, key),
+        Overlay::Archive(_) => return on_archive_key(state, key),
+        Overlay::Restore(_) => return on_restore_key(state, key),
+        Overlay::Progress(_) => return on_progress_key(state, key),
+        Overlay::Pager(_) => return pager::on_key(state, key),
+        Overlay::None => {}
+    }
+    if state.command_input.is_some() {
+        return on_command_key(state, key);
+    }
+    if state.filter_input.is_some() {
+        on_filter_key(state, key);
+        return Vec::new();
+    }
+    if state.note_input.is_some() {
+        return on_note_key(state, key);
+    }
+    let action = keys::lookup(scope(state), &key);
+    // A pending quorum browse is confirmed only by the same Enter, anything else drops it.
+    let pending = state.pending_browse.take();
+    let reread = state.pending_reread.take();
+    let protecting = state.pending_protect.take();
+    // Reading the whole of a prompt does not answer it.
+    if action == Some(Action::WholeText) {
+        state.banner_whole = !state.banner_whole;
+        state.pending_browse = pending;
+        state.pending_reread = reread;
+        state.pending_protect = protecting;
+        return Vec::new();
+    }
+    if action == Some(Action::Protect) {
+        state.pending_protect = protecting;
+    }
+    let Some(action) = action else {
+        run_custom(state, &key);
+        return Vec::new();
+    };
+    // A confirmed read of a queue whose reads cost deliveries: the same key, on the same queue.
+    if let Some(queue) = reread {
+        let on_it = match action {
+            Action::Open => {
+                state.focus == Focus::Queues && state.queue_at_cursor().as_ref() == Some(&queue)
+            }
+            Action::Reload => state
+                .browse
+                .as_ref()
+                .is_none_or(|b| b.is(&queue.vhost, &queue.name)),
+            _ => false,
+        };
+        if on_it {
+            state.notice = None;
+            state.focus = Focus::Messages;
+            state.list_mode = ListMode::Messages;
+            return browse(state, queue, true);
+        }
+    }
+    on_action(state, action, pending)
+}
+
+/// Keys in the command log: close, or scroll with the keys that scroll a pane.
+fn on_log_key(state: &mut State, key: KeyEvent) {
+    if keys::lookup(Scope::Log, &key) == Some(Action::Cancel) {
+        state.overlay = Overlay::None;
+        return;
+    }
+    // Scrolled by entries: the last one (or the line that counts the dropped ones) stays
+    // reachable however each wraps.
+    let entries = state.oplog.len() + usize::from(state.oplog.dropped() > 0);
+    let last = u16::try_from(entries.saturating_sub(1)).unwrap_or(u16::MAX);
+    if let Overlay::Log(scroll) = &mut state.overlay {
+        *scroll = scrolled(*scroll, last, &key);
+    }
+}
+
+/// Where a list overlay scrolled by entries is after `key`, with the keys that scroll a pane:
+/// between the newest (0) and `last`.
+fn scrolled(scroll: u16, last: u16, key: &KeyEvent) -> u16 {
+    let by = |n: i32| {
+        let moved = i32::from(scroll)
+            .saturating_add(n)
+            .clamp(0, i32::from(last));
+        u16::try_from(moved).unwrap_or(0)
+    };
+    match keys::lookup(Scope::Detail, key) {
+        Some(Action::Up) => by(-1),
+        Some(Action::Down) => by(1),
+        Some(Action::PageUp) => by(-(PAGE as i32)),
+        Some(Action::PageDown) => by(PAGE as i32),
+        Some(Action::Top) => 0,
+        Some(Action::Bottom) => last,
+        _ => scroll,
+    }
+}
+
+/// Keys in the Replays view: close, or scroll by runs.
+fn on_replays_key(state: &mut State, key: KeyEvent) {
+    if keys::lookup(Scope::Replays, &key) == Some(Action::Cancel) {
+        state.overlay = Overlay::None;
+        return;
+    }
+    let runs = state.replay_runs.as_ref().map_or(0, |(r, _)| r.len());
+    let last = u16::try_from(runs.saturating_sub(1)).unwrap_or(u16::MAX);
+    if let Overlay::Replays(scroll) = &mut state.overlay {
+        *scroll = scrolled(*scroll, last, &key);
+    }
+}
+
+/// A configured command's key on a message: hand it to the loop to run (see `custom`).
+fn run_custom(state: &mut State, key: &KeyEvent) {
+    if !custom::SCOPES.contains(&scope(state)) {
+        return;
+    }
+    let Some(cmd) = custom::find(&state.custom_commands, key).cloned() else {
+        return;
+    };
+    if let Some(why) = custom::refusal(state, &cmd) {
+        state.error = Some(why);
+        return;
+    }
+    let Some(row) = state.current_opened() else {
+        state.notice = Some(format!(
+            "{} ({}) runs on a message: open a queue and move to one",
+            cmd.key, cmd.name
+        ));
+        return;
+    };
+    state.handover = Some(custom::Run {
+        name: cmd.name,
+        command: cmd.run,
+        env: custom::environment(state, &row),
+    });
+}
+
+/// Inside the help overlay: scroll it (the keys of the detail pane), or close it.
+fn on_help_key(state: &mut State, key: KeyEvent) {
+    let last = help::max_scroll(state.screen, custom::help_lines(state));
+    let page = PAGE as u16;
+    let s = state.help_scroll;
+    state.help_scroll = match key.code {
+        KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter => {
+            state.overlay = Overlay::None;
+            0
+        }
+        KeyCode::Char('j') | KeyCode::Down => s.saturating_add(1),
+        KeyCode::Char('k') | KeyCode::Up => s.saturating_sub(1),
+        KeyCode::PageDown => s.saturating_add(page),
+        KeyCode::PageUp => s.saturating_sub(page),
+        KeyCode::Char('g') | KeyCode::Home => 0,
+        KeyCode::Char('G') | KeyCode::End => last,
+        _ => s,
+    }
+    .min(last);
+}
+
+fn force_quit(state: &mut State) -> Vec<Command> {
+    state.quit = true;
+    if state.replay_running() {
+        vec![Command::CancelReplay, Command::Quit]
+    } else {
+        vec![Command::Quit]
+    }
+}
+
+fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Vec<Command> {
+    if state.every_context()
+        && let Some(what) = not_in_every_context(action)
+    {
+        state.error = Some(format!("{what}: {EVERY_CONTEXT_LOOKS}"));
+        return Vec::new();
+    }
+    match action {
+        Action::Quit => {
+            state.quit = true;
+            return vec![Command::Quit];
+        }
+        Action::ForceQuit => return force_quit(state),
+        Action::Help => state.overlay = Overlay::Help,
+        Action::CommandLog => state.overlay = Overlay::Log(0),
+        Action::ReplaysView => {
+            state.overlay = Overlay::Replays(0);
+            state.replay_runs = None;
+            return vec![Command::LoadReplays];
+        }
+        // Handled in `on_key`, which keeps a pending prompt for it.
+        Action::WholeText => {}
+        Action::CommandLine => state.command_input = Some(TextArea::default()),
+        Action::Filter => open_filter(state),
+        Action::NextPane => {
+            state.focus = match state.focus {
+                Focus::Queues if state.browse.is_some() => Focus::Messages,
+                Focus::Queues => Focus::Queues,
+                Focus::Messages => Focus::Detail,
+                Focus::Detail => Focus::Queues,
+            }
+        }
+        Action::PrevPane => {
+            state.focus = match state.focus {
+                Focus::Queues if state.browse.is_some() => Focus::Detail,
+                Focus::Queues => Focus::Queues,
+                Focus::Messages => Focus::Queues,
+                Focus::Detail => Focus::Messages,
+            }
+        }
+        Action::Up => move_cursor(state, -1),
+        Action::Down => move_cursor(state, 1),
+        Action::PageUp => move_cursor(state, -(PAGE as isize)),
+        Action::PageDown => move_cursor(state, PAGE as isize),
+        Action::Top => move_cursor(state, isize::MIN),
+        Action::Bottom => move_cursor(state, isize::MAX),
+        Action::Open if state.every_context() && state.focus == Focus::Queues => {
+            return open_in_its_context(state);
+        }
+        Action::Open => return open(state, pending),
+        Action::EveryContext => return run_command_line(state, "ctx *"),
+        Action::Back => {
+            state.banner_whole = false;
+            if state.error.take().is_none() && state.notice.take().is_none() {
+                state.focus = match state.focus {
+                    Focus::Detail => Focus::Messages,
+                    _ => Focus::Queues,
+                };
+            }
+        }
+        Action::Reload => {
+            // The list is refreshed either way.
+            let mut cmds = vec![Command::LoadQueues];
+            cmds.extend(read_open_queue_again(state));
+            return cmds;
+        }
+        Action::Sort(by) => {
+            let keep = state.queue_at_cursor();
+            if state.sort == by {
+                state.sort_reverse = !state.sort_reverse;
+            } else {
+                state.sort = by;
+                state.sort_reverse = false;
+            }
+            state.refresh_urgency(keep);
+        }
+        Action::ToggleOrdinary => {
+            state.show_ordinary = !state.show_ordinary;
+            state.queue_cursor = state
+                .queue_cursor
+                .min(state.queue_rows().len().saturating_sub(1));
+        }
+        Action::ToggleGroups => {
+            state.list_mode = match state.list_mode {
+                ListMode::Messages => ListMode::Groups,
+                ListMode::Groups => ListMode::Messages,
+            };
+            state.detail_scroll = 0;
+            if state.focus == Focus::Detail {
+                state.focus = Focus::Messages;
+            }
+        }
+        Action::CycleGrouping => {
+            state.group_by = state.group_by.next();
+            state.group_cursor = 0;
+            // The pane title says which.
+            state.refresh_view();
+        }
+        Action::GroupNote => open_note(state),
+        Action::ToggleSelect => toggle_select(state),
+        Action::SelectRange => select_range(state),
+        Action::SelectAll => {
+            let keys: Vec<String> = state.visible_rows().iter().map(|r| r.key.clone()).collect();
+            state.selected.extend(keys);
+        }
+        Action::InvertSelection => {
+            let keys: Vec<String> = state.visible_rows().iter().map(|r| r.key.clone()).collect();
+            for k in keys {
+                if !state.selected.remove(&k) {
+                    state.selected.insert(k);
+                }
+            }
+        }
+        Action::ToggleTrace => state.trace_open = !state.trace_open,
+        Action::PageBody => pager::open_body(state),
+        Action::PageTrace => pager::open_trace(state),
+        Action::SaveScreen => save::screen(state),
+        Action::SaveSnapshot => save::snapshot(state),
+        Action::Replay => return start_replay(state),
+        Action::Archive => return start_archive(state, ArchiveKind::Archive),
+        Action::Discard => return start_archive(state, ArchiveKind::Discard),
+        Action::Protect => return protect(state),
+        // Modal, progress and pager actions never reach here (their scopes are not pane scopes).
+        Action::Accept
+        | Action::Cancel
+        | Action::ToggleKeep
+        | Action::ToggleDryRun
+        | Action::RateUp
+        | Action::RateDown
+        | Action::SwitchField
+        | Action::ToggleOrigin
+        | Action::ToggleAgain
+        | Action::Search
+        | Action::NextMatch
+        | Action::PrevMatch => {}
+    }
+    Vec::new()
+}
+
+/// Why work is not done from every context at once: each context has its own rights.
+pub const EVERY_CONTEXT_LOOKS: &str = "every context at once is for looking, and each context keeps its own rights: Enter opens the queue in its own context (read-only there only if that context is), * comes back here";
+
+/// What `action` would do that every context at once does not, in words; `None` for what it
+/// does (look, sort, move, open, switch).
+fn not_in_every_context(action: Action) -> Option<&'static str> {
+    Some(match action {
+        Action::Replay => "replay",
+        Action::Archive => "archive",
+        Action::Discard => "discard",
+        Action::Protect => "protect",
+        Action::GroupNote => "a note on a group",
+        Action::ReplaysView => "the Replays view",
+        Action::SaveSnapshot => "a snapshot",
+        Action::ToggleOrdinary => "ordinary queues are listed in their context",
+        _ => return None,
+    })
+}
+
+/// Enter on every context's queue list: to the queue's context (and vhost), where it is
+/// opened once the switch has landed (see `open_listed`), with that context's own rights.
+fn open_in_its_context(state: &mut State) -> Vec<Command> {
+    let Some(QueueRef {
+        context,
+        vhost,
+        name,
+    }) = state.queue_at_cursor()
+    else {
+        return Vec::new();
+    };
+    if context.is_empty() {
+        return Vec::new();
+    }
+    let to = format!(
+        "context {} to open {}",
+        sanitize::one_line(&context, 40),
+        sanitize::one_line(&name, 60)
+    );
+    let cmds = switch(state, context, Some(vhost.clone()), true, to);
+    if !cmds.is_empty() {
+        state.open_after_switch = Some(QueueRef::new(&vhost, &name));
+    }
+    cmds
+}
+
+/// After a switch from every context: `queue` opened, as Enter opens it (asking first where a
+/// read costs deliveries), when the new place lists it.
+fn open_listed(state: &mut State, queue: &QueueRef) -> Vec<Command> {
+    let Some(at) = state.queue_rows().iter().position(|r| r.is(queue)) else {
+        state.notice = Some(format!(
+            "{} is not listed here any more",
+            shown(state, queue)
+        ));
+        return Vec::new();
+    };
+    state.queue_cursor = at;
+    state.focus = Focus::Queues;
+    open(state, None)
+}
+
+/// Reads the open queue again, up to `browse_limit` (Ctrl-R, `:limit`). Reading a quorum queue
+/// with a limit again spends deliveries: that says so and waits for Ctrl-R again.
+fn read_open_queue_again(state: &mut State) -> Vec<Command> {
+    let Some(b) = &state.browse else {
+        return Vec::new();
+    };
+    let queue = b.id();
+    if let Some(dlq) = state.dlq_of(&queue)
+        && dlq.limit_applies(crate::domain::features::BrokerVersion::parse(
+            &state.overview.broker_version,
+        ))
+    {
+        state.notice = Some(format!(
+            "Reading {} again costs each message a delivery of its limit of {} (dropped past it). Press Ctrl-R again to read it; anything else keeps what is on screen.",
+            shown(state, &queue),
+            dlq.delivery_limit.unwrap_or(0)
+        ));
+        state.pending_reread = Some(queue);
+        return Vec::new();
+    }
+    browse(state, queue, false)
+}
+
+/// Reads `queue` (of its vhost) up to `browse_limit`; `read_again`: the operator accepted what
+/// reading it again costs.
+fn browse(state: &mut State, queue: QueueRef, read_again: bool) -> Vec<Command> {
+    state.loading = Some(queue.clone());
+    vec![Command::Browse {
+        vhost: queue.vhost,
+        queue: queue.name,
+        limit: state.browse_limit,
+        read_again,
+    }]
+}
+
+/// A queue's name for the notice line, sanitised and bounded; with every vhost listed, with its
+/// vhost ("billing/orders.dlq").
+pub fn shown(state: &State, queue: &QueueRef) -> String {
+    let name = crate::domain::archive::shown_name(&queue.name);
+    let place = state.place_of(&queue.context, &queue.vhost);
+    if !place.is_empty() {
+        format!(
+            "{}/{}",
+            sanitize::one_line(&place, 60),
+            sanitize::one_line(name, 80)
+        )
+    } else if state.every_vhost() {
+        format!(
+            "{}/{}",
+            sanitize::one_line(&queue.vhost, 30),
+            sanitize::one_line(name, 80)
+        )
+    } else {
+        sanitize::one_line(name, 80)
+    }
+}
+
+/// Moves the cursor of the focused pane; in the detail pane, scrolls.
+fn move_cursor(state: &mut State, delta: isize) {
+    let step = |cur: usize, len: usize| -> usize {
+        if len == 0 {
+            return 0;
+        }
+        if delta == isize::MIN {
+            0
+        } else if delta == isize::MAX {
+            len - 1
+        } else {
+            cur.saturating_add_signed(delta).min(len - 1)
+        }
+    };
+    match state.focus {
+        Focus::Queues => state.queue_cursor = step(state.queue_cursor, state.queue_rows().len()),
+        Focus::Messages => {
+            let len = state.list_len();
+            let before = (state.msg_cursor, state.group_cursor);
+            match state.list_mode {
+                ListMode::Messages => state.msg_cursor = step(state.msg_cursor, len),
+                ListMode::Groups => state.group_cursor = step(state.group_cursor, len),
+            }
+            if before != (state.msg_cursor, state.group_cursor) {
+                state.detail_scroll = 0;
+            }
+        }
+        Focus::Detail => {
+            // The lines the pane draws, rendered once for this message (not again per key).
+            state.refresh_detail();
+            let lines = state.detail.as_ref().map_or(0, |d| d.lines.len());
+            let cur = usize::from(state.detail_scroll);
+            state.detail_scroll = u16::try_from(step(cur, lines)).unwrap_or(u16::MAX);
+        }
+    }
+}
+
+fn open(state: &mut State, pending: Option<QueueRef>) -> Vec<Command> {
+    match state.focus {
+        Focus::Queues => {
+            let Some(name) = state.queue_at_cursor() else {
+                return Vec::new();
+            };
+            if let Some(dlq) = state.dlq_of(&name)
+                && dlq.limit_applies(crate::domain::features::BrokerVersion::parse(
+                    &state.overview.broker_version,
+                ))
+                && pending.as_ref() != Some(&name)
+            {
+                let limit = dlq.delivery_limit.unwrap_or(0);
+                state.notice = Some(format!(
+                    "{} is a quorum queue with a delivery limit of {limit}: browsing may count a delivery \
+                     against each message, and past the limit the broker drops it. Enter again to browse.",
+                    shown(state, &name)
+                ));
+                state.pending_browse = Some(name);
+                return Vec::new();
+            }
+            state.notice = None;
+            state.focus = Focus::Messages;
+            state.list_mode = ListMode::Messages;
+            browse(state, name, false)
+        }
+        Focus::Messages => {
+            match state.list_mode {
+                ListMode::Messages => {
+                    state.focus = Focus::Detail;
+                    state.detail_scroll = 0;
+                }
+                // A group opens as the message list narrowed to that group.
+                ListMode::Groups => {
+                    if let Some(g) = state.current_group() {
+                        let first = g.rows.first().copied();
+                        state.list_mode = ListMode::Messages;
+                        if let Some(b) = &state.browse
+                            && let Some(first) = first
+                        {
+                            state.msg_cursor =
+                                b.visible.iter().position(|&i| i == first).unwrap_or(0);
+                        }
+                    }
+                }
+            }
+            Vec::new()
+        }
+        Focus::Detail => Vec::new(),
+    }
+}
+
+fn toggle_select(state: &mut State) {
+    let Some(key) = state.current_row().map(|r| r.key.clone()) else {
+        return;
+    };
+    if !state.selected.remove(&key) {
+        state.selected.insert(key);
+    }
+    state.anchor = Some(state.msg_cursor);
+    // Like a file manager: space moves on, so a run of spaces picks a run of messages.
+    move_cursor(state, 1);
+}
+
+/// Selects from the anchor (last toggle) to the cursor, both included.
+fn select_range(state: &mut State) {
+    let anchor = state.anchor.unwrap_or(state.msg_cursor);
+    let (lo, hi) = if anchor <= state.msg_cursor {
+        (anchor, state.msg_cursor)
+    } else {
+        (state.msg_cursor, anchor)
+    };
+    let keys: Vec<String> = state
+        .visible_rows()
+        .iter()
+        .skip(lo)
+        .take(hi - lo + 1)
+        .map(|r| r.key.clone())
+        .collect();
+    state.selected.extend(keys);
+    state.anchor = Some(state.msg_cursor);
+}
+
+/// `r`: what to replay depends on where the operator is. Opens the modal and asks the worker for
+/// the plan; nothing is published until the modal is accepted.
+/// `P` on a quorum DLQ whose reads cost deliveries: says what it will set, then `P` again sets it.
+fn protect(state: &mut State) -> Vec<Command> {
+    let pending = state.pending_protect.take();
+    if state.read_only {
+        state.error = Some(state.read_only_reason.clone());
+        return Vec::new();
+    }
+    let Some(name) = state.queue_at_cursor() else {
+        return Vec::new();
+    };
+    let Some(dlq) = state.dlq_of(&name).filter(|d| {
+        d.limit_applies(crate::domain::features::BrokerVersion::parse(
+            &state.overview.broker_version,
+        ))
+    }) else {
+        state.notice = Some(format!(
+            "{} has no delivery limit that reads count against: reading it costs nothing",
+            shown(state, &name)
+        ));
+        return Vec::new();
+    };
+    if pending.as_ref() == Some(&name) {
+        state.notice = Some(format!("protecting {}…", shown(state, &name)));
+        return vec![Command::Protect {
+            vhost: name.vhost,
+            queue: name.name,
+        }];
+    }
+    state.notice = Some(format!(
+        "Protect {}: set policy warren-protect-{} (delivery-limit -1, keeping every key of the policy in force; limit now {}). Press P again to set it.",
+        shown(state, &name),
+        sanitize::one_line(&name.name, 80),
+        dlq.delivery_limit.unwrap_or(0)
+    ));
+    state.pending_protect = Some(name);
+    Vec::new()
+}

@@ -1,0 +1,461 @@
+//! The run modals: replay, archive and restore, their keys, and the progress of a run.
+
+use super::*;
+
+/// What a run out of the DLQ would take: the open queue, the selection (a group under the
+/// cursor, the picked messages, or the message under the cursor), in words, and how many
+/// messages it holds as read. `None` (with the banner saying why) when there is nothing.
+pub(super) fn pick(
+    state: &mut State,
+    verb: &str,
+    from_archive: bool,
+) -> Option<(QueueRef, Selection, String, u64)> {
+    if state.read_only {
+        state.error = Some(state.read_only_reason.clone());
+        return None;
+    }
+    // The plan would be for the place the screen is about to leave.
+    if let Some(sw) = &state.switching {
+        state.notice = Some(format!("switching to {}…: {verb} once it is done", sw.to));
+        return None;
+    }
+    let Some(b) = &state.browse else {
+        state.notice = Some("open a dead-letter queue first (Enter on the queue list)".into());
+        return None;
+    };
+    let queue = b.id();
+    // The archive is a stream: nothing is consumed from it, so nothing but a restore (which
+    // publishes copies) may be run from it.
+    if !from_archive && state.is_archive(&queue) {
+        state.notice = Some(format!(
+            "{} is the archive: it is read, not worked off; r restores from it (back into the DLQ each came from, or to where it failed)",
+            shown(state, &queue)
+        ));
+        return None;
+    }
+    if state.list_mode == ListMode::Groups && state.focus != Focus::Queues {
+        let g = state.current_group()?;
+        let what = format!("group “{}”", sanitize::one_line(&g.summary, 60));
+        let count = g.rows.len() as u64;
+        let group = Selection::Group(GroupChoice {
+            by: state.group_by,
+            name: g.key.clone(),
+            waits: state.wait_queues(),
+        });
+        Some(match &state.filter {
+            Some(f) => (
+                queue,
+                Selection::AllOf(vec![group, Selection::Filter(f.clone())]),
+                format!("{what}, filtered"),
+                count,
+            ),
+            None => (queue, group, what, count),
+        })
+    } else if !state.selected.is_empty() {
+        // Counted as the run counts them: every message with a picked key.
+        let n = state.selected_messages();
+        Some((
+            queue,
+            Selection::Keys(state.selected.clone()),
+            format!("{n} selected message{}", if n == 1 { "" } else { "s" }),
+            n as u64,
+        ))
+    } else if let Some(row) = state.current_row() {
+        let all = state.messages_with_key(&row.key);
+        let what = match all.saturating_sub(1) {
+            0 => "the message under the cursor".to_string(),
+            n => format!("the message under the cursor and {n} more with its id"),
+        };
+        Some((
+            queue,
+            Selection::Keys(HashSet::from([row.key.clone()])),
+            what,
+            all as u64,
+        ))
+    } else {
+        state.notice = Some(format!("nothing to {verb}: the list is empty"));
+        None
+    }
+}
+
+pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
+    // In the archive, `r` restores: that is what replay means there.
+    if state.archive_open() {
+        return start_restore(state);
+    }
+    let Some((queue, selection, what, _)) = pick(state, "replay", false) else {
+        return Vec::new();
+    };
+    state.overlay = Overlay::Replay(Box::new(ReplayModal {
+        vhost: queue.vhost.clone(),
+        queue: queue.name.clone(),
+        selection: selection.clone(),
+        what,
+        preview: None,
+        rate: state.replay_rate,
+        rate_text: state.replay_rate.to_string(),
+        keep_attempts: false,
+        dry_run: false,
+        typed: String::new(),
+        field: ModalField::Count,
+    }));
+    vec![Command::PreviewReplay {
+        vhost: queue.vhost,
+        queue: queue.name,
+        selection,
+        keep_attempts: false,
+    }]
+}
+
+/// `A` or `X`: the archive or discard modal on what `pick` finds.
+pub(super) fn start_archive(state: &mut State, kind: ArchiveKind) -> Vec<Command> {
+    let verb = match kind {
+        ArchiveKind::Archive => "archive",
+        ArchiveKind::Discard => "discard",
+    };
+    if let Some((queue, selection, what, count)) = pick(state, verb, false) {
+        state.overlay = Overlay::Archive(Box::new(ArchiveModal {
+            kind,
+            vhost: queue.vhost,
+            queue: queue.name,
+            selection,
+            what,
+            count,
+            reason: TextArea::default(),
+            typed: String::new(),
+        }));
+    }
+    Vec::new()
+}
+
+/// Keys in the archive or discard modal: Esc closes it, Enter runs it (once nothing blocks it);
+/// a discard takes typed digits for its count, an archive takes its reason.
+pub(super) fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let read_only = state.read_only;
+    let Overlay::Archive(modal) = &mut state.overlay else {
+        return Vec::new();
+    };
+    match key.code {
+        KeyCode::Esc => state.overlay = Overlay::None,
+        KeyCode::Enter => {
+            // Read-only cannot open the modal; checked again so nothing leaves the queue.
+            if read_only {
+                state.overlay = Overlay::None;
+                state.error = Some(state.read_only_reason.clone());
+                return Vec::new();
+            }
+            if modal.blocked().is_some() {
+                return Vec::new();
+            }
+            let request = ReplayRequest {
+                vhost: modal.vhost.clone(),
+                queue: modal.queue.clone(),
+                selection: modal.selection.clone(),
+                expected: modal.count,
+                rate: 0,
+                keep_attempts: false,
+                dry_run: false,
+                job: modal.job(),
+            };
+            return run_job(state, request);
+        }
+        KeyCode::Char(c)
+            if modal.kind == ArchiveKind::Discard
+                && c.is_ascii_digit()
+                && !key.modifiers.contains(KeyModifiers::CONTROL)
+                && modal.typed.len() < 12 =>
+        {
+            modal.typed.push(c);
+        }
+        KeyCode::Backspace if modal.kind == ArchiveKind::Discard => {
+            modal.typed.pop();
+        }
+        KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            modal.reason = TextArea::default();
+        }
+        // One line, at most a reason's length.
+        _ if modal.kind == ArchiveKind::Archive
+            && (modal.reason.lines().join(" ").chars().count() < MAX_REASON_CHARS
+                || !matches!(key.code, KeyCode::Char(_))) =>
+        {
+            modal.reason.input(key);
+        }
+        _ => {}
+    }
+    Vec::new()
+}
+
+/// An accepted archive, discard or restore: the progress window, and the run asked of the
+/// worker (unthrottled; the run never moves more than `request.expected`).
+pub(super) fn run_job(state: &mut State, request: ReplayRequest) -> Vec<Command> {
+    state.overlay = Overlay::Progress(Box::new(ReplayRun {
+        job: request.job.clone(),
+        vhost: request.vhost.clone(),
+        queue: request.queue.clone(),
+        dry_run: false,
+        rate: 0,
+        progress: crate::tui::event::ReplayProgress {
+            total: request.expected,
+            ..Default::default()
+        },
+        cancelling: false,
+        outcome: None,
+    }));
+    vec![Command::Replay(request)]
+}
+
+/// `r` in the archive: the restore modal on what `pick` finds, and the worker asked for the
+/// plan (back into the DLQs, what was restored before left out).
+pub(super) fn start_restore(state: &mut State) -> Vec<Command> {
+    let Some((queue, selection, what, _)) = pick(state, "restore", true) else {
+        return Vec::new();
+    };
+    let how = crate::tui::event::RestoreHow::default();
+    state.overlay = Overlay::Restore(Box::new(RestoreModal {
+        vhost: queue.vhost.clone(),
+        queue: queue.name.clone(),
+        selection: selection.clone(),
+        what,
+        how,
+        preview: None,
+        typed: String::new(),
+    }));
+    vec![Command::PreviewRestore {
+        vhost: queue.vhost,
+        queue: queue.name,
+        selection,
+        how,
+    }]
+}
+
+/// Keys in the restore modal: the toggles ask for the plan again (Enter waits for it), digits
+/// type the count a large restore needs, Enter runs it once nothing blocks it.
+pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let read_only = state.read_only;
+    let Overlay::Restore(modal) = &mut state.overlay else {
+        return Vec::new();
+    };
+    match key.code {
+        KeyCode::Char(c)
+            if c.is_ascii_digit()
+                && !key.modifiers.contains(KeyModifiers::CONTROL)
+                && modal.typed.len() < 12 =>
+        {
+            modal.typed.push(c);
+            return Vec::new();
+        }
+        KeyCode::Backspace => {
+            modal.typed.pop();
+            return Vec::new();
+        }
+        _ => {}
+    }
+    let toggled = match keys::lookup(Scope::Restore, &key) {
+        Some(Action::Cancel) => {
+            state.overlay = Overlay::None;
+            return Vec::new();
+        }
+        Some(Action::ToggleOrigin) => {
+            modal.how.replay = !modal.how.replay;
+            true
+        }
+        Some(Action::ToggleAgain) => {
+            modal.how.again = !modal.how.again;
+            true
+        }
+        Some(Action::Accept) => {
+            // Read-only cannot open the modal; checked again so nothing is published.
+            if read_only {
+                state.overlay = Overlay::None;
+                state.error = Some(state.read_only_reason.clone());
+                return Vec::new();
+            }
+            if modal.blocked().is_some() {
+                return Vec::new();
+            }
+            let request = ReplayRequest {
+                vhost: modal.vhost.clone(),
+                queue: modal.queue.clone(),
+                selection: modal.selection.clone(),
+                expected: modal.count().unwrap_or(0),
+                rate: 0,
+                keep_attempts: false,
+                dry_run: false,
+                job: modal.job(),
+            };
+            return run_job(state, request);
+        }
+        _ => false,
+    };
+    if !toggled {
+        return Vec::new();
+    }
+    // Another count, other targets: the plan again, and the typed count no longer holds.
+    modal.preview = None;
+    modal.typed.clear();
+    vec![Command::PreviewRestore {
+        vhost: modal.vhost.clone(),
+        queue: modal.queue.clone(),
+        selection: modal.selection.clone(),
+        how: modal.how,
+    }]
+}
+
+pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let read_only = state.read_only;
+    let Overlay::Replay(modal) = &mut state.overlay else {
+        return Vec::new();
+    };
+    // Digits and Backspace edit the focused field; everything else goes through the table.
+    match key.code {
+        KeyCode::Char(c)
+            if c.is_ascii_digit() && !key.modifiers.contains(KeyModifiers::CONTROL) =>
+        {
+            match modal.field {
+                ModalField::Count => {
+                    if modal.typed.len() < 12 {
+                        modal.typed.push(c);
+                    }
+                }
+                ModalField::Rate => {
+                    if modal.rate_text.len() < 5 {
+                        modal.rate_text.push(c);
+                    }
+                    modal.rate = modal.rate_text.parse().unwrap_or(0);
+                }
+            }
+            return Vec::new();
+        }
+        KeyCode::Backspace => {
+            match modal.field {
+                ModalField::Count => {
+                    modal.typed.pop();
+                }
+                ModalField::Rate => {
+                    modal.rate_text.pop();
+                    modal.rate = modal.rate_text.parse().unwrap_or(0);
+                }
+            }
+            return Vec::new();
+        }
+        _ => {}
+    }
+    match keys::lookup(Scope::Modal, &key) {
+        Some(Action::Cancel) => state.overlay = Overlay::None,
+        Some(Action::ToggleKeep) => {
+            // The header changes differ: ask for the plan again; Enter waits for it.
+            modal.keep_attempts = !modal.keep_attempts;
+            modal.preview = None;
+            return vec![Command::PreviewReplay {
+                vhost: modal.vhost.clone(),
+                queue: modal.queue.clone(),
+                selection: modal.selection.clone(),
+                keep_attempts: modal.keep_attempts,
+            }];
+        }
+        Some(Action::ToggleDryRun) => modal.dry_run = !modal.dry_run,
+        Some(Action::RateUp) => {
+            modal.rate = RATE_STEPS
+                .iter()
+                .copied()
+                .find(|&r| r > modal.rate)
+                .unwrap_or(modal.rate);
+            modal.rate_text = modal.rate.to_string();
+        }
+        Some(Action::RateDown) => {
+            modal.rate = RATE_STEPS
+                .iter()
+                .rev()
+                .copied()
+                .find(|&r| r < modal.rate)
+                .unwrap_or(modal.rate.min(1));
+            modal.rate_text = modal.rate.to_string();
+        }
+        Some(Action::SwitchField) => {
+            modal.field = match modal.field {
+                ModalField::Count => ModalField::Rate,
+                ModalField::Rate => ModalField::Count,
+            };
+            if modal.field == ModalField::Rate {
+                // Typing replaces the rate rather than appending to it.
+                modal.rate_text.clear();
+            } else if modal.rate_text.is_empty() {
+                modal.rate_text = modal.rate.to_string();
+            }
+        }
+        // Enter after typing a rate sets it and leaves the field; it never starts the run.
+        Some(Action::Accept) if modal.field == ModalField::Rate => {
+            modal.field = ModalField::Count;
+            if modal.rate_text.is_empty() {
+                modal.rate_text = modal.rate.to_string();
+            }
+        }
+        Some(Action::Accept) => {
+            // Read-only cannot open the modal; checked again so no path publishes.
+            if read_only {
+                state.overlay = Overlay::None;
+                state.error = Some(state.read_only_reason.clone());
+                return Vec::new();
+            }
+            if modal.blocked().is_some() {
+                return Vec::new();
+            }
+            let expected = modal.count().unwrap_or(0);
+            let request = ReplayRequest {
+                vhost: modal.vhost.clone(),
+                queue: modal.queue.clone(),
+                selection: modal.selection.clone(),
+                expected,
+                rate: modal.rate,
+                keep_attempts: modal.keep_attempts,
+                dry_run: modal.dry_run,
+                job: Default::default(),
+            };
+            state.overlay = Overlay::Progress(Box::new(ReplayRun {
+                job: request.job.clone(),
+                vhost: request.vhost.clone(),
+                queue: request.queue.clone(),
+                dry_run: request.dry_run,
+                rate: request.rate,
+                progress: crate::tui::event::ReplayProgress {
+                    total: expected,
+                    ..Default::default()
+                },
+                cancelling: false,
+                outcome: None,
+            }));
+            return vec![Command::Replay(request)];
+        }
+        _ => {}
+    }
+    Vec::new()
+}
+
+pub(super) fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let Overlay::Progress(run) = &mut state.overlay else {
+        return Vec::new();
+    };
+    match keys::lookup(Scope::Progress, &key) {
+        // A second Esc while settling stops at once (the engine's forcing cancel):
+        // unacknowledged deliveries go back to the DLQ, possible duplicates are counted.
+        Some(Action::Cancel) if run.outcome.is_none() => {
+            run.cancelling = true;
+            vec![Command::CancelReplay]
+        }
+        Some(Action::Cancel | Action::Accept) if run.outcome.is_some() => {
+            let queue = QueueRef::new(&run.vhost, &run.queue);
+            let dry_run = run.dry_run;
+            state.overlay = Overlay::None;
+            if dry_run {
+                return Vec::new();
+            }
+            // What moved is gone from the queue: the worker drops it from what it read (a quorum
+            // queue is not read again for this; others are re-read, which is free).
+            state.selected.clear();
+            let mut cmds = vec![Command::RefreshDepths];
+            cmds.extend(browse(state, queue, false));
+            cmds
+        }
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,498 @@
+//! The worker's reports: one handler for each kind, each dropping answers to a session no
+//! longer shown.
+
+use std::collections::HashMap;
+
+use super::*;
+use crate::domain::discovery::Discovery;
+use crate::domain::packed::Packed;
+use crate::domain::urgency::{ReadHead, Sample};
+use crate::worker::protocol::{
+    Failure, Operation, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, RestorePreview,
+    RunSummary, Ticket,
+};
+
+pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
+    match report {
+        Report::QueuesLoaded {
+            overview,
+            discovery,
+            ticket,
+        } => on_queues_loaded(state, overview, discovery, ticket),
+        Report::DepthHistory {
+            samples,
+            heads,
+            ticket,
+        } => on_depth_history(state, samples, heads, ticket),
+        Report::DepthsRefreshed { depths, ticket } => on_depths_refreshed(state, depths, ticket),
+        Report::MessagesLoaded {
+            vhost,
+            queue,
+            messages,
+            first_seen,
+            replays,
+            authors,
+            stop,
+            ticket,
+        } => {
+            if page_is_stale(state, ticket) {
+                return Vec::new();
+            }
+            if is_queue(state.loading.as_ref(), &vhost, &queue) {
+                state.loading = None;
+            }
+            let rows = page_rows(state, messages, &first_seen, &replays);
+            on_messages_loaded(state, vhost, queue, rows, stop, authors, ticket)
+        }
+        Report::GroupNotes {
+            vhost,
+            queue,
+            notes,
+            whole,
+            ticket,
+        } => on_group_notes(state, &vhost, &queue, notes, whole, ticket),
+        Report::ReadCost {
+            vhost,
+            queue,
+            text,
+            ticket,
+        } => on_read_cost(state, &vhost, &queue, &text, ticket),
+        Report::ReplayPreview(preview) => on_replay_preview(state, preview),
+        Report::RestorePreview(preview) => on_restore_preview(state, preview),
+        Report::ReplayProgress(progress) => on_replay_progress(state, progress),
+        Report::ReplayFinished(outcome) => on_replay_finished(state, outcome),
+        Report::SwitchFailed { generation, text } => on_switch_failed(state, generation, &text),
+        Report::Notice(message) => on_notice(state, message),
+        Report::Error(failure) => on_error(state, failure),
+        Report::ReplaysLoaded {
+            runs,
+            unreached,
+            ticket,
+        } => on_replays_loaded(state, runs, unreached, ticket),
+        Report::Operation(op) => on_operation(state, op),
+        Report::Connection(conn) => on_connection(state, conn),
+    }
+}
+
+/// A queue listing: the end of a switch under way (then the queue asked for from every context
+/// is opened), or fresh depths and rights for the place shown.
+fn on_queues_loaded(
+    state: &mut State,
+    overview: Overview,
+    discovery: Discovery,
+    ticket: Ticket,
+) -> Vec<Command> {
+    // The first listing of the place a switch went to: the switch is done, and
+    // everything shown from here on belongs to the new place.
+    let switched = state
+        .switching
+        .as_ref()
+        .is_some_and(|s| s.generation == ticket.generation);
+    let mut open_now = None;
+    if switched {
+        let to = state.switching.take().map(|s| s.to).unwrap_or_default();
+        enter_new_place(state, ticket.generation);
+        state.notice = Some(format!("switched to {to}"));
+        open_now = state.open_after_switch.take();
+        state.from_every_context = open_now.is_some();
+    } else if !current(state, ticket.generation) {
+        return Vec::new();
+    }
+    // Read-only is this place's: the flag, or what the worker found here.
+    state.read_only = state.read_only_flag || overview.read_only;
+    state.read_only_reason = if overview.read_only && !overview.read_only_reason.is_empty() {
+        sanitize::one_line(&overview.read_only_reason, 300)
+    } else if state.read_only {
+        crate::tui::state::FLAG_READ_ONLY_REASON.into()
+    } else {
+        String::new()
+    };
+    let keep = state.queue_at_cursor();
+    state.overview = overview;
+    state.discovery = discovery;
+    state.content_serial += 1;
+    state.queues_loaded = true;
+    state.depths_at = Some(state.now);
+    state.connection = ConnectionState::Connected;
+    state.sample_depths();
+    state.refresh_urgency(keep);
+    state.dirty = true;
+    match open_now {
+        Some(queue) => open_listed(state, &queue),
+        None => Vec::new(),
+    }
+}
+
+/// The store's depth samples and oldest dead letters, merged under what this session read.
+fn on_depth_history(
+    state: &mut State,
+    samples: HashMap<QueueRef, Vec<Sample>>,
+    heads: HashMap<QueueRef, ReadHead>,
+    ticket: Ticket,
+) -> Vec<Command> {
+    if !current(state, ticket.generation) {
+        return Vec::new();
+    }
+    let keep = state.queue_at_cursor();
+    state.merge_history(samples);
+    for (queue, head) in heads {
+        // A read of this session is newer than the store's.
+        let newer = state.heads.get(&queue).is_some_and(|h| h.at >= head.at);
+        if !newer {
+            state.heads.insert(queue, head);
+        }
+    }
+    state.refresh_urgency(keep);
+    state.dirty = true;
+    Vec::new()
+}
+
+/// Fresh depths for the listed queues; redraws only when one changed or they were stale.
+fn on_depths_refreshed(
+    state: &mut State,
+    depths: Vec<(QueueRef, Option<u64>)>,
+    ticket: Ticket,
+) -> Vec<Command> {
+    if !current(state, ticket.generation) {
+        return Vec::new();
+    }
+    let stale_before = depths_stale(state);
+    state.depths_at = Some(state.now);
+    let mut changed = stale_before;
+    // One map and one pass over each list: a refresh of 10,000 queues is linear. Keyed
+    // by the reported queues themselves (moved in, not copied), looked up with one key
+    // refilled for each queue.
+    let mut depths: FnvHashMap<QueueRef, Option<u64>> = depths.into_iter().collect();
+    let mut key = QueueRef::default();
+    for d in &mut state.discovery.dead_letter_queues {
+        if let Some(depth) = depths.remove(key.set_to(d)) {
+            changed |= d.depth != depth;
+            d.depth = depth;
+        }
+    }
+    for q in &mut state.discovery.other_queues {
+        if let Some(depth) = depths.remove(key.set(&q.vhost, &q.name)) {
+            changed |= q.depth != depth;
+            q.depth = depth;
+        }
+    }
+    let keep = state.queue_at_cursor();
+    state.sample_depths();
+    state.refresh_urgency(keep);
+    state.dirty |= changed;
+    Vec::new()
+}
+
+/// Whether a page of messages is not for the screen: asked in another session, or older than
+/// the page shown.
+fn page_is_stale(state: &State, ticket: Ticket) -> bool {
+    // Of two pages the later request wins, whichever lands last (the worker numbers
+    // requests as it receives them).
+    let older = state
+        .browse
+        .as_ref()
+        .is_some_and(|b| b.ticket.request > ticket.request);
+    !current(state, ticket.generation) || older
+}
+
+/// The rows of a page, each message moved in as it is with when it was first seen and how
+/// often it was replayed.
+fn page_rows(
+    state: &State,
+    messages: Vec<Packed>,
+    first_seen: &[Option<jiff::Timestamp>],
+    replays: &[i64],
+) -> Vec<Row> {
+    // The page stays packed: each message moves into its row as it is, explained from
+    // a copy unpacked for the moment, so no second full copy of the page exists.
+    let mut strings = Interner::default();
+    messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let seen = first_seen.get(i).copied().flatten();
+            let n = replays.get(i).copied().unwrap_or(0);
+            Row::with_replays(m, seen, &state.conventions, n, &mut strings)
+        })
+        .collect::<Vec<Row>>()
+}
+
+/// A page of the open queue (or of another, which resets the cursors and picks): shown, and
+/// what it found dates the queue's oldest dead letter.
+fn on_messages_loaded(
+    state: &mut State,
+    vhost: String,
+    queue: String,
+    rows: Vec<Row>,
+    stop: String,
+    authors: HashMap<String, String>,
+    ticket: Ticket,
+) -> Vec<Command> {
+    let same_queue = state.browse.as_ref().is_some_and(|b| b.is(&vhost, &queue));
+    let shared_keys = rows
+        .iter()
+        .map(|r| r.key.as_str())
+        .collect::<HashSet<_>>()
+        .len()
+        < rows.len();
+    if !same_queue {
+        state.selected.clear();
+        state.anchor = None;
+        state.msg_cursor = 0;
+        state.group_cursor = 0;
+        state.detail_scroll = 0;
+        // Another queue's notes (the same name in another vhost is another queue).
+        state.group_notes.clear();
+    }
+    state.browse = Some(Browse {
+        vhost,
+        queue,
+        rows,
+        stop,
+        visible: Vec::new(),
+        groups: Vec::new(),
+        ticket,
+        shared_keys,
+        authors,
+    });
+    state.content_serial += 1;
+    state.refresh_view();
+    // What this read found dates the queue's oldest dead letter.
+    if let Some(b) = &state.browse {
+        let head = ReadHead::of(state.now, b.rows.iter().map(|r| r.arrival()));
+        state.heads.insert(b.id(), head);
+        let keep = state.queue_at_cursor();
+        state.refresh_urgency(keep);
+    }
+    // Keep only picks that are still in the queue.
+    if let Some(b) = &state.browse {
+        let present: HashSet<&str> = b.rows.iter().map(|r| r.key.as_str()).collect();
+        state.selected.retain(|k| present.contains(k.as_str()));
+    }
+    state.dirty = true;
+    Vec::new()
+}
+
+/// The open queue's group notes; after a whole read, the notes of groups gone are forgotten.
+fn on_group_notes(
+    state: &mut State,
+    vhost: &str,
+    queue: &str,
+    notes: Vec<GroupNote>,
+    whole: bool,
+    ticket: Ticket,
+) -> Vec<Command> {
+    // Only the open queue's notes are kept: another's come again when it is opened.
+    let open = state.browse.as_ref().is_some_and(|b| b.is(vhost, queue));
+    if !current(state, ticket.generation) || !open {
+        return Vec::new();
+    }
+    state.group_notes = notes;
+    state.dirty = true;
+    forget_gone_notes(state, whole, ticket)
+}
+
+/// A read that would cost deliveries was not made: says so, and Enter again confirms.
+fn on_read_cost(
+    state: &mut State,
+    vhost: &str,
+    queue: &str,
+    text: &str,
+    ticket: Ticket,
+) -> Vec<Command> {
+    if !current(state, ticket.generation) {
+        return Vec::new();
+    }
+    let queue = QueueRef::new(vhost, queue);
+    if state.loading.as_ref() == Some(&queue) {
+        state.loading = None;
+    }
+    state.notice = Some(format!(
+        "{} Press Enter (or Ctrl-R) again to read it anyway; Esc keeps what is on screen.",
+        sanitize::one_line(text, 600)
+    ));
+    state.pending_reread = Some(queue);
+    // Nothing was read: back on the queue list, where Enter again confirms.
+    state.focus = Focus::Queues;
+    state.dirty = true;
+    Vec::new()
+}
+
+/// A replay plan, kept only by the modal it was asked for.
+fn on_replay_preview(state: &mut State, preview: ReplayPreview) -> Vec<Command> {
+    if !current(state, preview.ticket.generation) {
+        return Vec::new();
+    }
+    if let Overlay::Replay(modal) = &mut state.overlay
+        && modal.queue == preview.queue
+        && modal.vhost == preview.vhost
+        && modal.keep_attempts == preview.keep_attempts
+    {
+        modal.preview = Some(preview);
+        state.dirty = true;
+    }
+    Vec::new()
+}
+
+/// A restore plan, kept only by the modal with the same toggles.
+fn on_restore_preview(state: &mut State, preview: RestorePreview) -> Vec<Command> {
+    if !current(state, preview.ticket.generation) {
+        return Vec::new();
+    }
+    // Only the plan for the toggles in force: one for the others is stale.
+    if let Overlay::Restore(modal) = &mut state.overlay
+        && modal.vhost == preview.vhost
+        && modal.queue == preview.queue
+        && modal.how == preview.how
+    {
+        modal.preview = Some(preview);
+        state.dirty = true;
+    }
+    Vec::new()
+}
+
+/// A run's counts so far, shown in the progress overlay.
+fn on_replay_progress(state: &mut State, progress: ReplayProgress) -> Vec<Command> {
+    if let Overlay::Progress(run) = &mut state.overlay {
+        run.progress = progress;
+        state.dirty = true;
+    }
+    Vec::new()
+}
+
+/// A run's outcome, shown in the progress overlay.
+fn on_replay_finished(state: &mut State, outcome: ReplayOutcome) -> Vec<Command> {
+    if let Overlay::Progress(run) = &mut state.overlay {
+        run.progress = outcome.progress.clone();
+        run.outcome = Some(outcome);
+        state.dirty = true;
+    }
+    Vec::new()
+}
+
+/// The switch under way failed: says where the operator still is.
+fn on_switch_failed(state: &mut State, generation: u64, text: &str) -> Vec<Command> {
+    // Only the switch under way: an older one was replaced and is not news.
+    if state
+        .switching
+        .as_ref()
+        .is_none_or(|s| s.generation != generation)
+    {
+        return Vec::new();
+    }
+    let to = state.switching.take().map(|s| s.to).unwrap_or_default();
+    state.open_after_switch = None;
+    state.error = Some(format!(
+        "could not switch to {to}: {}; still on {}",
+        sanitize::one_line(text, 400),
+        place(state)
+    ));
+    state.dirty = true;
+    Vec::new()
+}
+
+/// A notice from the worker, on the notice line.
+fn on_notice(state: &mut State, message: String) -> Vec<Command> {
+    pager::news(state);
+    state.notice = Some(message);
+    state.dirty = true;
+    Vec::new()
+}
+
+/// A failure from the worker, on the error line unless it belongs to a session no longer shown.
+fn on_error(state: &mut State, failure: Failure) -> Vec<Command> {
+    if failure.generation.is_some_and(|g| !current(state, g)) {
+        return Vec::new();
+    }
+    if state.loading.is_some() {
+        state.loading = None;
+    }
+    pager::news(state);
+    state.error = Some(failure.text);
+    state.dirty = true;
+    Vec::new()
+}
+
+/// The past runs for the Replays view.
+fn on_replays_loaded(
+    state: &mut State,
+    runs: Vec<RunSummary>,
+    unreached: Vec<String>,
+    ticket: Ticket,
+) -> Vec<Command> {
+    if !current(state, ticket.generation) {
+        return Vec::new();
+    }
+    state.replay_runs = Some((runs, unreached));
+    state.dirty = true;
+    Vec::new()
+}
+
+/// A line for the command log.
+fn on_operation(state: &mut State, op: Operation) -> Vec<Command> {
+    state.oplog.push(op);
+    if let Overlay::Log(scroll) = &mut state.overlay {
+        // Scrolled down: the lines in view stay in view as the new one lands on top.
+        if *scroll > 0 {
+            *scroll = scroll.saturating_add(1);
+        }
+        state.dirty = true;
+    }
+    Vec::new()
+}
+
+/// The connection's state, redrawn when it changed.
+fn on_connection(state: &mut State, conn: ConnectionState) -> Vec<Command> {
+    state.dirty |= state.connection != conn;
+    state.connection = conn;
+    Vec::new()
+}
+
+/// After a browse that read every message of the open queue (`whole`, and the page shown is
+/// that browse's): the notes whose group has no message left are forgotten, here and in the
+/// store.
+pub(super) fn forget_gone_notes(state: &mut State, whole: bool, ticket: Ticket) -> Vec<Command> {
+    let Some(b) = state
+        .browse
+        .as_ref()
+        .filter(|b| whole && b.ticket == ticket)
+    else {
+        return Vec::new();
+    };
+    let of_queue: Vec<GroupNote> = state
+        .group_notes
+        .iter()
+        .filter(|n| n.queue == b.queue)
+        .cloned()
+        .collect();
+    if of_queue.is_empty() {
+        return Vec::new();
+    }
+    let messages: Vec<_> = b.rows.iter().map(|r| r.brief.facets()).collect();
+    let gone: Vec<GroupNote> = grouping::notes_gone(&of_queue, &messages, &state.wait_queues())
+        .into_iter()
+        .cloned()
+        .collect();
+    if gone.is_empty() {
+        return Vec::new();
+    }
+    let (vhost, queue) = (b.vhost.clone(), b.queue.clone());
+    state.group_notes.retain(|n| !gone.contains(n));
+    vec![Command::ForgetGroupNotes {
+        vhost,
+        queue,
+        notes: gone,
+    }]
+}
+
+/// Whether `at` is `queue` of `vhost`.
+pub(super) fn is_queue(at: Option<&QueueRef>, vhost: &str, queue: &str) -> bool {
+    at.is_some_and(|q| q.name == queue && q.vhost == vhost)
+}
+
+pub(super) fn depths_stale(state: &State) -> bool {
+    state.queues_loaded
+        && state
+            .depths_at
+            .is_some_and(|t| state.now.as_second().saturating_sub(t.as_second()) > STALE_AFTER_SECS)
+}
