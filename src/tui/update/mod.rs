@@ -673,8 +673,6 @@ fn select_range(state: &mut State) {
     state.anchor = Some(state.msg_cursor);
 }
 
-/// `r`: what to replay depends on where the operator is. Opens the modal and asks the worker for
-/// the plan; nothing is published until the modal is accepted.
 /// `P` on a quorum DLQ whose reads cost deliveries: says what it will set, then `P` again sets it.
 fn protect(state: &mut State) -> Vec<Command> {
     let pending = state.pending_protect.take();
