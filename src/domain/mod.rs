@@ -5,6 +5,7 @@ pub mod archive;
 pub mod arrival;
 pub mod body;
 pub mod brief;
+pub mod canary;
 pub mod comeback;
 pub mod convention;
 pub mod destination;
