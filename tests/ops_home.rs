@@ -104,6 +104,7 @@ fn replay_request(queue: &str) -> ops::replay::ReplayRequest {
         unaudited: None,
         filter: None,
         group: None,
+        canary: None,
     }
 }
 

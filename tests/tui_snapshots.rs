@@ -294,9 +294,29 @@ fn progress() {
             failed: 1,
             rate: 50.0,
             blocked: None,
+            canary: None,
         }),
     );
     snap("progress", &st);
+    // A canary waits: nothing else moves, and the window says why.
+    update(
+        &mut st,
+        Report::ReplayProgress(ReplayProgress {
+            total: 412,
+            moved: 10,
+            rate: 50.0,
+            canary: Some(warren::domain::canary::CanaryWait {
+                moved: 10,
+                came_back: 0,
+                exact: true,
+                taken: true,
+                waited: std::time::Duration::from_secs(4),
+                wait: std::time::Duration::from_secs(30),
+            }),
+            ..Default::default()
+        }),
+    );
+    snap("progress_canary", &st);
     // The broker blocks publishing (a memory alarm): the modal says so as it happens.
     let at = |blocked: Option<&str>| {
         Report::ReplayProgress(ReplayProgress {
@@ -306,6 +326,7 @@ fn progress() {
             failed: 1,
             rate: 50.0,
             blocked: blocked.map(str::to_string),
+            canary: None,
         })
     };
     update(&mut st, at(Some("low on memory")));
@@ -702,6 +723,7 @@ fn a_replay_that_failed_shows_its_whole_cause() {
         failed: 0,
         rate: 1.0,
         blocked: None,
+        canary: None,
     };
     update(
         &mut st,

@@ -449,6 +449,18 @@ impl Management {
         .await
     }
 
+    /// The bindings whose destination is one queue: what routes to it.
+    pub async fn queue_bindings(
+        &self,
+        vhost: &str,
+        queue: &str,
+    ) -> Result<Vec<Binding>, ManagementError> {
+        let what = format!("list the bindings of queue '{queue}' in vhost '{vhost}'");
+        let path = ["queues", vhost, queue, "bindings"];
+        self.list(vhost, &path, &[], &what, wire::Binding::into_domain)
+            .await
+    }
+
     /// The bindings whose source is one exchange: where it routes.
     pub async fn exchange_bindings(
         &self,

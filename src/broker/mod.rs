@@ -5,6 +5,7 @@ pub mod amqp;
 pub mod archive;
 pub mod audit;
 pub mod browse;
+pub mod canary;
 pub mod cluster;
 pub mod config;
 pub mod discover;

@@ -246,6 +246,17 @@ pub struct ReplayArgs {
     /// Send every selected message to this queue (through the default exchange).
     #[arg(long, value_name = "QUEUE", value_parser = queue_name)]
     pub to: Option<String>,
+    /// Replay the first N selected messages first and wait until they were consumed or came
+    /// back dead; more than --canary-tolerance back stops the replay (exit 1), the rest
+    /// untouched.
+    #[arg(long, value_name = "N")]
+    pub canary: Option<u64>,
+    /// How long the canary waits for its messages: `30s`, `2m` (default 30s).
+    #[arg(long, value_name = "DURATION", value_parser = canary_wait, requires = "canary")]
+    pub canary_wait: Option<std::time::Duration>,
+    /// Canary messages that may come back dead without stopping the replay.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "canary")]
+    pub canary_tolerance: u64,
     /// Allow a publish through an exchange that reaches more than one queue.
     #[arg(long)]
     pub allow_fan_out: bool,
@@ -462,6 +473,16 @@ pub fn group_by(s: &str) -> Result<GroupBy, String> {
         let modes: Vec<&str> = GroupBy::ALL.iter().map(|b| b.as_str()).collect();
         format!("'{s}' is not a grouping: use one of {}", modes.join(", "))
     })
+}
+
+/// `--canary-wait`: `90s`, `2m`, or plain seconds; at least a second, at most a day.
+pub fn canary_wait(s: &str) -> Result<std::time::Duration, String> {
+    match crate::domain::watch::parse_duration(s.trim()) {
+        Some(n) if (1..=86_400).contains(&n) => Ok(std::time::Duration::from_secs(n)),
+        _ => Err(format!(
+            "'{s}' is not a wait from 1s to 1d: write e.g. 30s, 2m or 1h"
+        )),
+    }
 }
 
 /// `--rate`: a finite number of messages per second within [`RATE_RANGE`].

@@ -14,6 +14,7 @@ use super::{Failure, exit};
 use crate::broker::config::{self, Overrides};
 use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::{self, Explained, ReadConsent, ReplaySpec, Session, SessionError};
+use crate::domain::canary::CanaryRule;
 use crate::domain::convention::Conventions;
 use crate::domain::discovery::Discovery;
 use crate::domain::filter::Filter;
@@ -468,6 +469,9 @@ async fn run_tui(
         if let Some(rate) = settings.replay.rate {
             state.replay_rate = rate;
         }
+        state.canary_above = settings.replay.canary_above;
+        state.canary_size = settings.replay.canary_size;
+        state.canary_wait = settings.replay.canary_wait;
     }
     let result = crate::tui::run::run(ev_rx, cmd_tx, state, unlock).await;
     // The UI dropped its sender: the worker settles any replay in flight and ends.
@@ -599,6 +603,13 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
             }
             .audit_label()
         }),
+        canary: a.canary.map(|size| CanaryRule {
+            size,
+            wait: a
+                .canary_wait
+                .unwrap_or(s.target.settings.replay.canary_wait),
+            tolerance: a.canary_tolerance,
+        }),
     };
     let mut front = CliFront::new(c, a.yes, a.json).of(&s);
     let mut ready = match ops::replay::prepare(&s, req, &mut front).await {
@@ -661,8 +672,10 @@ where
             }
             if json {
                 print_line(
-                    &json!({"event": "progress", "moved": p.moved, "returned": p.returned, "failed": p.failed, "remaining": p.remaining, "rate": p.rate, "eta_secs": p.eta.map(|d| d.as_secs()), "blocked": p.blocked}),
+                    &json!({"event": "progress", "moved": p.moved, "returned": p.returned, "failed": p.failed, "remaining": p.remaining, "rate": p.rate, "eta_secs": p.eta.map(|d| d.as_secs()), "blocked": p.blocked, "canary": p.canary.as_ref().map(|c| c.to_string())}),
                 );
+            } else if let Some(c) = &p.canary {
+                crate::err!("\r  {c}   ");
             } else {
                 crate::err!(
                     "\r  moved {}  returned {}  failed {}  remaining {}  {:.0}/s  ETA {}   ",
@@ -726,6 +739,7 @@ fn unreported_run(p: crate::broker::replay::Progress) -> crate::broker::replay::
         planned_unread: false,
         left_in_dlq: None,
         held_elsewhere: 0,
+        canary: None,
         stop: crate::broker::replay::StopReason::Cancelled,
         reconnected: Vec::new(),
     }

@@ -78,10 +78,18 @@ impl ops::Front for CliFront {
                 preview,
                 spec,
                 dry_run,
+                canary,
             } => {
                 run_print::print_preview(preview, spec, dry_run);
+                if let Some(c) = canary {
+                    crate::errln!("{}", c.describe());
+                }
                 if self.json {
-                    print_line(&run_print::preview_json(preview, spec));
+                    let mut plan = run_print::preview_json(preview, spec);
+                    if let Some(c) = canary {
+                        plan["canary"] = run_print::canary_plan_json(c);
+                    }
+                    print_line(&plan);
                 }
             }
             Plan::Archive(p) => print_archive_plan(p, self.json, &self.vhost, &self.max_age),

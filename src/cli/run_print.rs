@@ -85,6 +85,23 @@ pub(crate) fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
     })
 }
 
+/// A canary's plan for `--json`.
+pub(crate) fn canary_plan_json(c: &crate::domain::canary::CanaryPlan) -> Value {
+    let (exact, why) = match &c.sight {
+        crate::domain::canary::Sight::Exact { .. } => (true, None),
+        crate::domain::canary::Sight::Estimate { why } => (false, Some(why)),
+    };
+    json!({
+        "size": c.rule.size,
+        "wait_secs": c.rule.wait.as_secs(),
+        "tolerance": c.rule.tolerance,
+        "exact": exact,
+        "estimate_because": why,
+        "targets": c.targets,
+        "through_wait_queues": c.through_wait_queues,
+    })
+}
+
 fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str) {
     let p = &sum.progress;
     if json {
@@ -107,6 +124,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
             "forced": sum.counts.forced,
             "reconnected": sum.reconnected,
             "replayed_before": sum.replayed_before,
+            "canary": sum.canary,
             "outcome": outcome,
         }));
         return;
@@ -158,6 +176,9 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
             "  ! {}: unacknowledged messages go back to the dead-letter queue when the connection closes",
             one_line(why, 300)
         );
+    }
+    if let Some(c) = &sum.canary {
+        crate::errln!("{}", one_line(&c.words(), 600));
     }
     crate::errln!("{}", one_line(&sum.stop.to_string(), 600));
     if !crate::domain::outcome::RunOutcome::parse(outcome).is_completed() {

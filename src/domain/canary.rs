@@ -13,6 +13,15 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::sanitize::one_line;
+
+/// The TUI's replay modal starts with a canary above this many messages, unless configured.
+pub const DEFAULT_ABOVE: u64 = 100;
+/// The canary's size when the modal starts with one, unless configured.
+pub const DEFAULT_SIZE: u64 = 10;
+/// The sizes `c` in the replay modal steps through (then off).
+pub const SIZES: [u64; 5] = [5, 10, 25, 50, 100];
+
 /// How long the canary waits for its messages, unless told otherwise.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
@@ -128,6 +137,8 @@ impl CanaryDecision {
 /// What the canary did, for the audit, the JSON summary and the Replays view.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CanaryRecord {
+    /// The dead-letter queue replayed from.
+    pub dlq: String,
     /// The canary's size as asked.
     pub size: u64,
     /// Of those, how many were replayed.
@@ -146,7 +157,8 @@ pub struct CanaryRecord {
 impl CanaryRecord {
     /// In words: "canary: 9 of 10 came back within 12 s, 9 × CardDeclined: … — the consumer
     /// still fails; 190 left in orders.dlq untouched".
-    pub fn words(&self, dlq: &str) -> String {
+    pub fn words(&self) -> String {
+        let dlq = one_line(&self.dlq, 80);
         let secs = self.waited_ms.div_ceil(1000);
         let back = if self.exact { "" } else { "about " };
         let top = match &self.top_failure {
@@ -219,7 +231,8 @@ impl Watch {
         if self.exact {
             self.back
         } else {
-            self.dlq_now.saturating_sub(self.dlq_base.unwrap_or(self.dlq_now))
+            self.dlq_now
+                .saturating_sub(self.dlq_base.unwrap_or(self.dlq_now))
         }
     }
 
@@ -290,13 +303,20 @@ impl Watch {
     }
 
     /// The record of the canary, decided `decision` at `now`; `left` stayed untouched.
-    pub fn record(&self, now: Instant, decision: CanaryDecision, left: u64) -> CanaryRecord {
+    pub fn record(
+        &self,
+        dlq: &str,
+        now: Instant,
+        decision: CanaryDecision,
+        left: u64,
+    ) -> CanaryRecord {
         let top = self
             .failures
             .iter()
             .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
             .map(|(k, n)| (k.clone(), *n));
         CanaryRecord {
+            dlq: dlq.to_string(),
             size: self.rule.size,
             moved: self.moved,
             came_back: self.came_back(),
@@ -309,20 +329,46 @@ impl Watch {
         }
     }
 
-    /// Progress while waiting, in words.
-    pub fn progress(&self, now: Instant) -> String {
-        let secs = now.saturating_duration_since(self.started).as_secs();
-        let state = if self.delivered_at.is_some() {
+    /// Where the wait stands, for the progress line.
+    pub fn progress(&self, now: Instant) -> CanaryWait {
+        CanaryWait {
+            moved: self.moved,
+            came_back: self.came_back(),
+            exact: self.exact,
+            taken: self.delivered_at.is_some(),
+            waited: now.saturating_duration_since(self.started),
+            wait: self.rule.wait,
+        }
+    }
+}
+
+/// Where a canary's wait stands: shown while nothing else moves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CanaryWait {
+    pub moved: u64,
+    pub came_back: u64,
+    pub exact: bool,
+    /// The consumer has taken every canary message from the target.
+    pub taken: bool,
+    pub waited: Duration,
+    pub wait: Duration,
+}
+
+impl std::fmt::Display for CanaryWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = if self.taken {
             "taken by the consumer"
         } else {
             "waiting in the target"
         };
-        format!(
-            "canary: {} replayed, {}{} came back, {state}; {secs}/{} s",
+        write!(
+            f,
+            "canary: {} replayed, {}{} came back, {state}; {}/{} s",
             self.moved,
             if self.exact { "" } else { "about " },
-            self.came_back(),
-            self.rule.wait.as_secs()
+            self.came_back,
+            self.waited.as_secs(),
+            self.wait.as_secs()
         )
     }
 }

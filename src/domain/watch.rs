@@ -74,7 +74,7 @@ impl Threshold {
 }
 
 /// `90s`, `30m`, `1h`, `2d`, or plain seconds.
-fn parse_duration(v: &str) -> Option<u64> {
+pub(crate) fn parse_duration(v: &str) -> Option<u64> {
     let (digits, unit) = match v.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         Some((i, _)) => v.split_at(i),
         None => (v, "s"),

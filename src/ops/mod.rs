@@ -8,6 +8,7 @@
 //! front end (which owns the signals and the progress display), then finished (the record).
 
 pub mod archive;
+mod canary;
 pub mod protect;
 pub mod record;
 pub mod replay;
@@ -61,6 +62,8 @@ pub enum Plan<'a> {
         preview: &'a crate::broker::session::Preview,
         spec: &'a crate::broker::session::ReplaySpec,
         dry_run: bool,
+        /// The canary, when the replay has one.
+        canary: Option<&'a crate::domain::canary::CanaryPlan>,
     },
     Archive(&'a archive::Planned),
     Restore(&'a restore::Planned),

@@ -8,8 +8,10 @@ use tokio::sync::watch;
 use super::record::{self, Record};
 use super::rights::{self, Act};
 use super::{Front, Plan, Stop};
+use crate::broker::canary::Tap;
 use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::{Preview, ReplaySpec, Session, SessionError, WriteCheck};
+use crate::domain::canary::{CanaryPlan, CanaryRule, Sight};
 use crate::domain::sanitize::one_line;
 use crate::store::{AuditStart, Operation, Store};
 
@@ -27,6 +29,9 @@ pub struct ReplayRequest {
     /// The selection's words for the audit: the filter and the group.
     pub filter: Option<String>,
     pub group: Option<String>,
+    /// Replay the first few, and the rest only once those were consumed and did not come back
+    /// (`domain::canary`).
+    pub canary: Option<CanaryRule>,
 }
 
 /// A replay on the record, ready to move its first message.
@@ -37,6 +42,7 @@ pub struct Ready<'s> {
     first_seen: HashMap<String, jiff::Timestamp>,
     store: Option<Store>,
     record: Record,
+    canary: Option<(CanaryPlan, Option<Tap>)>,
 }
 
 /// Rights, plan, go-ahead and the audit's start: everything before the first message moves.
@@ -77,10 +83,12 @@ pub async fn prepare<'s>(
         },
         other => other?,
     };
+    let mut canary = canary_plan(s, &req, &preview, front).await;
     front.plan(Plan::Replay {
         preview: &preview,
         spec: &req.spec,
         dry_run: req.dry_run,
+        canary: canary.as_ref(),
     });
     if !preview.refusals.is_empty() {
         return Err(Stop::Refused(format!(
@@ -135,6 +143,10 @@ pub async fn prepare<'s>(
             why.as_deref().unwrap_or("no store"),
         ),
     };
+    let canary = match canary.take() {
+        Some(plan) => Some(open_tap(s, &req.spec.queue, plan, front).await),
+        None => None,
+    };
     front.started(&run_id, record.on_broker());
     Ok(Ready {
         s,
@@ -143,6 +155,7 @@ pub async fn prepare<'s>(
         first_seen,
         store,
         record,
+        canary,
     })
 }
 
@@ -158,7 +171,8 @@ async fn plan(
         first_seen = memory.first_seen.clone();
         memory
     };
-    let preview = if req.dry_run || req.look_first {
+    // A canary needs to know where its messages rest (to see them taken and come back).
+    let preview = if req.dry_run || req.look_first || req.canary.is_some() {
         s.preview(&req.spec, remember).await
     } else {
         s.preview_to_run(&req.spec, remember).await
@@ -189,23 +203,36 @@ impl Ready<'_> {
         self.record.run_id()
     }
 
-    /// The run itself: the engine, stopped by `cancel`, its progress to `on_progress`.
+    /// The run itself: the engine, stopped by `cancel`, its progress to `on_progress`; with a
+    /// canary, in two stretches and a wait between them (`canary::run`).
     pub async fn run(
         &mut self,
         cancel: watch::Receiver<bool>,
-        on_progress: impl FnMut(&Progress),
+        mut on_progress: impl FnMut(&Progress),
     ) -> Result<Summary, SessionError> {
         let held = super::held_elsewhere(self.s, &self.spec.queue).await;
-        let mut result = self
-            .s
-            .replay(
-                &self.spec,
-                &self.preview,
-                self.first_seen.clone(),
-                cancel,
-                on_progress,
-            )
-            .await;
+        let mut result = match self.canary.take() {
+            Some((plan, tap)) => {
+                let run = super::canary::Stretches {
+                    s: self.s,
+                    spec: &self.spec,
+                    preview: &self.preview,
+                    first_seen: &self.first_seen,
+                };
+                run.run(plan, tap, cancel, &mut on_progress).await
+            }
+            None => {
+                self.s
+                    .replay(
+                        &self.spec,
+                        &self.preview,
+                        self.first_seen.clone(),
+                        cancel,
+                        on_progress,
+                    )
+                    .await
+            }
+        };
         if let Ok(sum) = &mut result {
             sum.held_elsewhere = held;
         }
@@ -222,5 +249,53 @@ impl Ready<'_> {
         self.record.finish_local(self.store.as_ref(), &out, &moved);
         self.record.finish_broker(out, &moved).await;
         self.record.take_notes()
+    }
+}
+
+/// The canary's plan, when one was asked for and means something here (a canary as large as
+/// the selection is said and dropped).
+async fn canary_plan(
+    s: &Session,
+    req: &ReplayRequest,
+    preview: &Preview,
+    front: &mut dyn Front,
+) -> Option<CanaryPlan> {
+    let rule = req.canary.clone()?;
+    if !rule.applies(preview.selected) {
+        if rule.size > 0 {
+            front.say(&format!(
+                "canary: not needed, the selection ({}) is no larger than the canary ({})",
+                preview.selected, rule.size
+            ));
+        }
+        return None;
+    }
+    Some(s.canary_plan(&req.spec.queue, preview, rule).await)
+}
+
+/// The canary's watch queue, set up before its first message moves; where it cannot be, the
+/// canary estimates instead, and says so.
+async fn open_tap(
+    s: &Session,
+    dlq: &str,
+    mut plan: CanaryPlan,
+    front: &mut dyn Front,
+) -> (CanaryPlan, Option<Tap>) {
+    if !matches!(plan.sight, Sight::Exact { .. }) {
+        return (plan, None);
+    }
+    match s.open_tap(dlq, &plan).await {
+        Ok(tap) => (plan, Some(tap)),
+        Err(why) => {
+            let why = format!(
+                "its watch queue could not be set up: {}",
+                one_line(&why, 300)
+            );
+            front.say(&format!(
+                "canary: {why}; it estimates from the DLQ's growth instead"
+            ));
+            plan.sight = Sight::Estimate { why };
+            (plan, None)
+        }
     }
 }

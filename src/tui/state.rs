@@ -241,6 +241,9 @@ pub struct ReplayModal {
     /// The count typed by the operator (required above `TYPED_CONFIRM_ABOVE`).
     pub typed: String,
     pub field: ModalField,
+    /// The canary's size, or off; set from the plan's count until the operator changes it.
+    pub canary: Option<u64>,
+    pub canary_touched: bool,
 }
 
 impl ReplayModal {
@@ -489,6 +492,11 @@ pub struct State {
     pub conventions: Conventions,
     /// The rate the replay modal starts at (`replay.rate`, else [`DEFAULT_RATE`]).
     pub replay_rate: u32,
+    /// The replay modal starts with a canary of `canary_size` above `canary_above` messages
+    /// (0: never), waiting `canary_wait` (`[replay]`).
+    pub canary_above: u64,
+    pub canary_size: u64,
+    pub canary_wait: std::time::Duration,
     /// The queue being browsed right now.
     pub loading: Option<QueueRef>,
     /// A quorum queue whose browse would spend deliveries: a second Enter confirms.
@@ -591,6 +599,9 @@ impl State {
             browse_limit: DEFAULT_BROWSE_LIMIT,
             conventions: Conventions::default(),
             replay_rate: DEFAULT_RATE,
+            canary_above: crate::domain::canary::DEFAULT_ABOVE,
+            canary_size: crate::domain::canary::DEFAULT_SIZE,
+            canary_wait: crate::domain::canary::DEFAULT_WAIT,
             loading: None,
             pending_browse: None,
             pending_reread: None,

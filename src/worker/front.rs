@@ -53,7 +53,11 @@ impl ops::Front for TuiFront {
                 preview,
                 spec,
                 dry_run,
+                canary,
             } => {
+                if let Some(c) = canary {
+                    self.notices.push(c.describe());
+                }
                 self.oplog
                     .push((OperationKind::Read, replay_read_text(preview)));
                 if dry_run {

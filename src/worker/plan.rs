@@ -722,6 +722,7 @@ mod tests {
             keep_attempts: false,
             dry_run: false,
             job: Default::default(),
+            canary: None,
         })
     }
 

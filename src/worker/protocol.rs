@@ -124,6 +124,8 @@ pub struct ReplayRequest {
     pub dry_run: bool,
     /// What the run does with the selection: a replay, or the other ways out of a DLQ.
     pub job: JobKind,
+    /// A replay's canary, when the operator kept it on (see `domain::canary`).
+    pub canary: Option<crate::domain::canary::CanaryRule>,
 }
 
 /// What an accepted run does: the engine's actions (`replay::Action`) as the UI asks for them.
@@ -440,6 +442,8 @@ pub struct ReplayProgress {
     pub rate: f64,
     /// Set while the broker blocks publishing (a memory or disk alarm), with its reason.
     pub blocked: Option<String>,
+    /// Set while a canary waits for its messages.
+    pub canary: Option<crate::domain::canary::CanaryWait>,
 }
 
 impl ReplayProgress {

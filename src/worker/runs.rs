@@ -69,6 +69,7 @@ pub(super) async fn preview(
         unaudited: None,
         filter: None,
         group: None,
+        canary: None,
     };
     let mut front = TuiFront::plan(ticket, RestoreHow::default());
     let stop = match home::replay::prepare(s, req, &mut front).await {
@@ -116,6 +117,7 @@ pub(super) async fn replay(
         unaudited: None,
         filter: Some(req.selection.describe()),
         group: group_label(&req.selection),
+        canary: req.canary.clone(),
     };
     let mut front = TuiFront::run(req.expected);
     let prepared = home::replay::prepare(&s, oreq, &mut front).await;
@@ -232,6 +234,7 @@ fn progress_to(
             failed: p.failed,
             rate: p.rate,
             blocked: p.blocked.clone(),
+            canary: p.canary.clone(),
         }));
     }
 }
@@ -248,6 +251,7 @@ fn outcome_of(result: &Result<Summary, SessionError>, total: u64) -> ReplayOutco
                 failed: sum.progress.failed,
                 rate: sum.progress.rate,
                 blocked: None,
+                canary: None,
             },
             dry_run: false,
             cancelled: sum.stop == StopReason::Cancelled && sum.counts.forced.is_none(),
@@ -266,7 +270,7 @@ fn outcome_of(result: &Result<Summary, SessionError>, total: u64) -> ReplayOutco
                     format!("{}; {}", sum.outcome(), problems.join("; "))
                 }
             }),
-            summary: Vec::new(),
+            summary: sum.canary.iter().map(|c| c.words()).collect(),
         },
         Err(e) => ReplayOutcome {
             progress: ReplayProgress {

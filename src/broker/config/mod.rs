@@ -371,6 +371,12 @@ pub struct ReplayConfig {
     pub window: Option<usize>,
     /// Messages per second; none means as fast as confirms allow.
     pub rate: Option<u32>,
+    /// The TUI's replay modal starts with a canary above this many messages (0: never).
+    pub canary_above: Option<u64>,
+    /// The canary's size when the modal starts with one.
+    pub canary_size: Option<u64>,
+    /// How long a canary waits for its messages (`30s`, `2m`).
+    pub canary_wait: Option<String>,
 }
 
 /// `[conventions]`: the header names a team's own retry ladder writes, so its messages are read
@@ -421,6 +427,11 @@ pub struct ReplaySettings {
     pub window: usize,
     /// Messages per second; `None` = unthrottled.
     pub rate: Option<u32>,
+    /// The TUI's replay modal starts with a canary of `canary_size` above `canary_above`
+    /// messages (0: never); every canary waits `canary_wait` unless told otherwise.
+    pub canary_above: u64,
+    pub canary_size: u64,
+    pub canary_wait: std::time::Duration,
 }
 
 #[derive(Clone, Debug)]
@@ -772,6 +783,17 @@ impl Config {
                 setting: "replay.rate",
             });
         }
+        let canary_wait = match self.replay.canary_wait.as_deref() {
+            None => crate::domain::canary::DEFAULT_WAIT,
+            Some(w) => match crate::domain::watch::parse_duration(w.trim()) {
+                Some(n) if (1..=86_400).contains(&n) => std::time::Duration::from_secs(n),
+                _ => {
+                    return Err(ConfigError::BadSetting {
+                        setting: "replay.canary_wait",
+                    });
+                }
+            },
+        };
         let names = |v: &Option<Vec<String>>, default: &[&str], setting: &'static str| match v {
             None => Ok(default.iter().map(|n| n.to_string()).collect()),
             Some(list) if list.iter().any(|n| n.trim().is_empty()) => {
@@ -809,6 +831,18 @@ impl Config {
             replay: ReplaySettings {
                 window: positive(self.replay.window, DEFAULT_REPLAY_WINDOW, "replay.window")?,
                 rate: self.replay.rate,
+                canary_above: self
+                    .replay
+                    .canary_above
+                    .unwrap_or(crate::domain::canary::DEFAULT_ABOVE),
+                canary_size: positive(
+                    self.replay
+                        .canary_size
+                        .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+                    crate::domain::canary::DEFAULT_SIZE as usize,
+                    "replay.canary_size",
+                )? as u64,
+                canary_wait,
             },
         })
     }

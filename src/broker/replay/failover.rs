@@ -145,7 +145,7 @@ async fn settle_in(conn: &lapin::Connection, queue: &str, limits: &Limits) {
     }
 }
 
-fn add_progress(base: &Progress, p: &Progress) -> Progress {
+pub(crate) fn add_progress(base: &Progress, p: &Progress) -> Progress {
     Progress {
         moved: base.moved + p.moved,
         returned: base.returned + p.returned,
@@ -154,7 +154,7 @@ fn add_progress(base: &Progress, p: &Progress) -> Progress {
     }
 }
 
-fn merge(mut t: Summary, s: Summary) -> Summary {
+pub(crate) fn merge(mut t: Summary, s: Summary) -> Summary {
     t.progress = add_progress(&t.progress, &s.progress);
     t.counts.merge(s.counts);
     t.moved_ids.extend_from(&s.moved_ids);
@@ -164,5 +164,6 @@ fn merge(mut t: Summary, s: Summary) -> Summary {
     t.planned_unread |= s.planned_unread;
     t.left_in_dlq = s.left_in_dlq;
     t.held_elsewhere = t.held_elsewhere.max(s.held_elsewhere);
+    t.canary = t.canary.or(s.canary);
     t
 }

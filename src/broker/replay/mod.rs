@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::domain::archive::{ContentSet, Stamp};
+use crate::domain::canary::CanaryDecision;
 use crate::domain::convention::Conventions;
 use crate::domain::engine::{Config, Effect, Engine, Event, Limits, Tally};
 use crate::domain::quorum::BrowsePolicy;
@@ -36,6 +37,7 @@ pub use crate::broker::spool::Spool;
 pub use crate::domain::engine::{AckOp, AckTracker, StopReason};
 pub use classify::{Planned, plan_publish};
 pub use failover::run_failover;
+pub(crate) use failover::{add_progress, merge};
 pub(crate) use shell::content_hash;
 
 use open::Opened;
@@ -193,6 +195,8 @@ pub struct Progress {
     /// Set while the broker blocks publishing (`connection.blocked`), with its reason (e.g.
     /// "low on memory"): the run waits, up to a deadline.
     pub blocked: Option<String>,
+    /// Set while a canary waits for its messages (nothing else moves meanwhile).
+    pub canary: Option<crate::domain::canary::CanaryWait>,
 }
 
 /// The outcome of a run.
@@ -224,6 +228,8 @@ pub struct Summary {
     /// Messages another consumer held unacknowledged when the run started: the run never saw
     /// them, so it did not go through everything the queue held.
     pub held_elsewhere: u64,
+    /// What the run's canary did, when it had one (`ops::replay`).
+    pub canary: Option<crate::domain::canary::CanaryRecord>,
 }
 
 impl Summary {
@@ -238,6 +244,7 @@ impl Summary {
             && self.counts.duplicated == 0
             && !(self.planned_unread && self.kept() > 0)
             && self.held_elsewhere == 0
+            && self.canary.as_ref().is_none_or(|c| c.decision.went_ahead())
     }
 
     /// Messages their plan kept in the DLQ (a framework deadline passed, …).
@@ -270,6 +277,11 @@ impl Summary {
             format!("interrupted: {why}; {}", self.stop)
         } else if self.completed() {
             "completed".to_string()
+        } else if let Some(c) = self.canary.as_ref().filter(|c| !c.decision.went_ahead()) {
+            match c.decision {
+                CanaryDecision::Cancelled => format!("cancelled: {}", c.words()),
+                _ => format!("partial: {}", c.words()),
+            }
         } else if self.stop == StopReason::Cancelled {
             "cancelled".to_string()
         } else if self.stop.is_fault() {
@@ -381,6 +393,7 @@ pub async fn run_with(
         planned_unread: false,
         left_in_dlq: None,
         held_elsewhere: 0,
+        canary: None,
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
@@ -670,7 +683,46 @@ mod tests {
             planned_unread: false,
             left_in_dlq: None,
             held_elsewhere: 0,
+            canary: None,
         }
+    }
+
+    #[test]
+    fn a_canary_that_stopped_the_run_is_its_outcome_and_never_completed() {
+        use crate::domain::canary::{CanaryDecision, CanaryRecord};
+        let record = |decision| CanaryRecord {
+            dlq: "orders.dlq".into(),
+            size: 10,
+            moved: 10,
+            came_back: 9,
+            exact: true,
+            top_failure: Some(("CardDeclined: card declined".into(), 9)),
+            waited_ms: 1_200,
+            decision,
+            left_untouched: 190,
+        };
+        let mut s = summary(StopReason::LimitReached, 10, 0, 0);
+        s.canary = Some(record(CanaryDecision::CameBack));
+        assert!(!s.completed());
+        let out = s.outcome();
+        assert!(
+            out.starts_with("partial: canary: 9 of 10 came back within 2 s"),
+            "{out}"
+        );
+        assert!(out.contains("190 left in orders.dlq untouched"), "{out}");
+        s.canary = Some(record(CanaryDecision::Cancelled));
+        assert!(
+            s.outcome().starts_with("cancelled: canary: cancelled"),
+            "{}",
+            s.outcome()
+        );
+        s.canary = Some(CanaryRecord {
+            came_back: 0,
+            top_failure: None,
+            left_untouched: 0,
+            ..record(CanaryDecision::WentAhead)
+        });
+        assert_eq!(s.outcome(), "completed");
     }
 
     #[test]

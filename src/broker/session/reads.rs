@@ -46,7 +46,7 @@ impl Session {
     /// stats lag a few seconds behind a declare or a policy change, measured on 4.3), the
     /// vhost's policies are matched by pattern, as the broker does: a limit must never be
     /// missed because a column was late.
-    pub(super) async fn settings_of(
+    pub(crate) async fn settings_of(
         &self,
         info: &discovery::QueueInfo,
     ) -> Result<discovery::EffectiveSettings, SessionError> {

@@ -424,6 +424,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         | Action::Cancel
         | Action::ToggleKeep
         | Action::ToggleDryRun
+        | Action::CycleCanary
         | Action::RateUp
         | Action::RateDown
         | Action::SwitchField

@@ -1,6 +1,7 @@
 //! The run modals: replay, archive and restore, their keys, and the progress of a run.
 
 use super::*;
+use crate::domain::canary::CanaryRule;
 
 /// What a run out of the DLQ would take: the open queue, the selection (a group under the
 /// cursor, the picked messages, or the message under the cursor), in words, and how many
@@ -98,6 +99,8 @@ pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
         dry_run: false,
         typed: String::new(),
         field: ModalField::Count,
+        canary: None,
+        canary_touched: false,
     }));
     vec![Command::PreviewReplay {
         vhost: queue.vhost,
@@ -156,6 +159,7 @@ pub(super) fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 keep_attempts: false,
                 dry_run: false,
                 job: modal.job(),
+                canary: None,
             };
             return run_job(state, request);
         }
@@ -282,6 +286,7 @@ pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 keep_attempts: false,
                 dry_run: false,
                 job: modal.job(),
+                canary: None,
             };
             return run_job(state, request);
         }
@@ -303,6 +308,7 @@ pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
 
 pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     let read_only = state.read_only;
+    let canary_wait = state.canary_wait;
     let Overlay::Replay(modal) = &mut state.overlay else {
         return Vec::new();
     };
@@ -354,6 +360,10 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             }];
         }
         Some(Action::ToggleDryRun) => modal.dry_run = !modal.dry_run,
+        Some(Action::CycleCanary) => {
+            modal.canary = next_canary(modal.canary);
+            modal.canary_touched = true;
+        }
         Some(Action::RateUp) => {
             modal.rate = RATE_STEPS
                 .iter()
@@ -410,6 +420,15 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 keep_attempts: modal.keep_attempts,
                 dry_run: modal.dry_run,
                 job: Default::default(),
+                // A dry run publishes nothing: there is nothing for a canary to try.
+                canary: modal
+                    .canary
+                    .filter(|_| !modal.dry_run)
+                    .map(|size| CanaryRule {
+                        size,
+                        wait: canary_wait,
+                        tolerance: 0,
+                    }),
             };
             state.overlay = Overlay::Progress(Box::new(ReplayRun {
                 job: request.job.clone(),
@@ -457,5 +476,14 @@ pub(super) fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> 
             cmds
         }
         _ => Vec::new(),
+    }
+}
+
+/// The canary sizes `c` steps through, then off.
+fn next_canary(now: Option<u64>) -> Option<u64> {
+    use crate::domain::canary::SIZES;
+    match now {
+        None => Some(SIZES[0]),
+        Some(n) => SIZES.iter().copied().find(|&s| s > n),
     }
 }

@@ -323,11 +323,16 @@ fn on_replay_preview(state: &mut State, preview: ReplayPreview) -> Vec<Command> 
     if !current(state, preview.ticket.generation) {
         return Vec::new();
     }
+    let (above, size) = (state.canary_above, state.canary_size);
     if let Overlay::Replay(modal) = &mut state.overlay
         && modal.queue == preview.queue
         && modal.vhost == preview.vhost
         && modal.keep_attempts == preview.keep_attempts
     {
+        // A large replay starts with a canary, until the operator says otherwise.
+        if !modal.canary_touched {
+            modal.canary = (above > 0 && preview.count > above).then_some(size);
+        }
         modal.preview = Some(preview);
         state.dirty = true;
     }

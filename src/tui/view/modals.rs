@@ -207,6 +207,24 @@ fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
         ),
         Span::styled("  +/- Tab", t.muted),
     ]));
+    let canary = match modal.canary {
+        Some(n) if !modal.dry_run => Span::raw(format!(
+            "the first {n} first; the rest only if none come back"
+        )),
+        Some(_) => Span::styled("none in a dry run", t.muted),
+        None => Span::raw("off"),
+    };
+    out.push(Line::from(vec![
+        field(t, "Canary"),
+        canary,
+        Span::styled(
+            format!(
+                "  [{}]",
+                keys::label(Scope::Modal, keys::Action::CycleCanary).unwrap_or("?")
+            ),
+            t.accent,
+        ),
+    ]));
     out
 }
 
@@ -607,6 +625,13 @@ fn progress_note(state: &State, run: &ReplayRun) -> Span<'static> {
         },
         None if run.cancelling => Span::styled(
             " stopping: settling what is in flight (Esc again stops at once)",
+            t.warn,
+        ),
+        None if p.canary.is_some() => Span::styled(
+            format!(
+                " {}; nothing else moves meanwhile, Esc to stop",
+                p.canary.as_ref().map(|c| c.to_string()).unwrap_or_default()
+            ),
             t.warn,
         ),
         None if p.blocked.is_some() => Span::styled(
