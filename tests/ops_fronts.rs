@@ -205,6 +205,7 @@ async fn a_viewer_moves_nothing_from_the_terminal_ui_and_its_header_says_read_on
                     keep_attempts: false,
                     dry_run: false,
                     job: job.clone(),
+                    max_backlog: None,
                 }))
                 .await
                 .expect("worker takes commands");

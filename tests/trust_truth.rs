@@ -263,6 +263,7 @@ async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
                 keep_attempts: false,
                 dry_run: false,
                 job: Default::default(),
+                max_backlog: None,
             }))
             .await
             .expect("worker takes commands");

@@ -55,6 +55,7 @@ async fn run_on(
         keep_attempts: false,
         dry_run: false,
         job,
+        max_backlog: None,
     }))
     .await
     .unwrap();
@@ -571,6 +572,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
             keep_attempts: false,
             dry_run: false,
             job: JobKind::Restore(back),
+            max_backlog: None,
         }))
         .await
         .unwrap();

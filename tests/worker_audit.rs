@@ -88,6 +88,7 @@ async fn session(broker: TestBroker, create: bool) {
             keep_attempts: false,
             dry_run: false,
             job: Default::default(),
+            max_backlog: None,
         }))
         .await
         .unwrap();

@@ -75,6 +75,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
             keep_attempts: false,
             dry_run: false,
             job: Default::default(),
+            max_backlog: None,
         }))
         .await
         .expect("send");

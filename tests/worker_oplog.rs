@@ -99,6 +99,7 @@ async fn session(broker: TestBroker) {
             keep_attempts: false,
             dry_run: false,
             job: Default::default(),
+            max_backlog: None,
         }))
         .await
         .unwrap();

@@ -167,6 +167,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
             keep_attempts: false,
             dry_run: true,
             job: Default::default(),
+            max_backlog: None,
         }))
         .await
         .expect("send");

@@ -721,7 +721,7 @@ mod tests {
             rate: 10,
             keep_attempts: false,
             dry_run: false,
-            job: Default::default(),
+            ..Default::default()
         })
     }
 

@@ -110,7 +110,7 @@ pub struct RunSummary {
 }
 
 /// An accepted replay.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ReplayRequest {
     pub vhost: String,
     pub queue: String,
@@ -124,6 +124,9 @@ pub struct ReplayRequest {
     pub dry_run: bool,
     /// What the run does with the selection: a replay, or the other ways out of a DLQ.
     pub job: JobKind,
+    /// A replay's backlog cap (`--max-backlog`): publishing waits while the target holds this
+    /// many ready messages; `None`: no cap.
+    pub max_backlog: Option<u64>,
 }
 
 /// What an accepted run does: the engine's actions (`replay::Action`) as the UI asks for them.
@@ -440,6 +443,9 @@ pub struct ReplayProgress {
     pub rate: f64,
     /// Set while the broker blocks publishing (a memory or disk alarm), with its reason.
     pub blocked: Option<String>,
+    /// Set while publishing waits for the target's backlog (the replay's cap): which queue
+    /// holds how many ready messages, and the cap.
+    pub backlog: Option<crate::domain::engine::BacklogWait>,
 }
 
 impl ReplayProgress {

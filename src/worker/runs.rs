@@ -109,6 +109,7 @@ pub(super) async fn replay(
         req.keep_attempts,
     );
     spec.limit = Some(req.expected);
+    spec.max_backlog = req.max_backlog;
     let oreq = ReplayRequest {
         spec,
         dry_run: req.dry_run,
@@ -232,6 +233,7 @@ fn progress_to(
             failed: p.failed,
             rate: p.rate,
             blocked: p.blocked.clone(),
+            backlog: p.backlog.clone(),
         }));
     }
 }
@@ -248,6 +250,7 @@ fn outcome_of(result: &Result<Summary, SessionError>, total: u64) -> ReplayOutco
                 failed: sum.progress.failed,
                 rate: sum.progress.rate,
                 blocked: None,
+                backlog: None,
             },
             dry_run: false,
             cancelled: sum.stop == StopReason::Cancelled && sum.counts.forced.is_none(),

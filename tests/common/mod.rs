@@ -357,6 +357,7 @@ pub fn replay_all(vhost: &str, queue: &str, expected: u64) -> warren::worker::pr
         keep_attempts: false,
         dry_run: false,
         job: Default::default(),
+        max_backlog: None,
     })
 }
 
