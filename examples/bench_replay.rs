@@ -260,6 +260,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
         window: session.target.settings.replay.window,
         consent: ReadConsent::Reuse,
         run_id: None,
+        max_backlog: None,
     };
     let tp = Instant::now();
     let preview = session
@@ -342,6 +343,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         window: session.target.settings.replay.window,
         consent: ReadConsent::Reuse,
         run_id: None,
+        max_backlog: None,
     };
     let t = Instant::now();
     let id = store.begin_operation(
@@ -381,6 +383,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         planned_unread: false,
         check_as_met: false,
         bytes: 0,
+        rest_queues: Vec::new(),
     };
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let summary = session.run_job(&spec, work, rx, |_| {}).await?;

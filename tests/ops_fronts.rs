@@ -206,6 +206,7 @@ async fn a_viewer_moves_nothing_from_the_terminal_ui_and_its_header_says_read_on
                     dry_run: false,
                     job: job.clone(),
                     canary: None,
+                    max_backlog: None,
                 }))
                 .await
                 .expect("worker takes commands");

@@ -93,6 +93,7 @@ fn spec(queue: &str) -> ReplaySpec {
         window: 1000,
         consent: ReadConsent::Reuse,
         run_id: None,
+        max_backlog: None,
     }
 }
 

@@ -264,6 +264,7 @@ async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
                 dry_run: false,
                 job: Default::default(),
                 canary: None,
+                max_backlog: None,
             }))
             .await
             .expect("worker takes commands");

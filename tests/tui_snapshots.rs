@@ -281,10 +281,25 @@ fn progress() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('r'));
     update(&mut st, preview(412, &["orders.process"]));
+    // The backlog cap: Tab past the rate to its field, type it, Enter leaves the field.
+    update(&mut st, key(KeyCode::Tab));
+    update(&mut st, key(KeyCode::Tab));
+    for c in "20".chars() {
+        update(&mut st, ch(c));
+    }
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "sets the cap, starts nothing"
+    );
     for c in "412".chars() {
         update(&mut st, ch(c));
     }
-    update(&mut st, key(KeyCode::Enter));
+    snap("modal_backlog", &st);
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(cmds.as_slice(), [warren::worker::protocol::Command::Replay(r)] if r.max_backlog == Some(20)),
+        "{cmds:?}"
+    );
     update(
         &mut st,
         Report::ReplayProgress(ReplayProgress {
@@ -295,6 +310,7 @@ fn progress() {
             rate: 50.0,
             blocked: None,
             canary: None,
+            backlog: None,
         }),
     );
     snap("progress", &st);
@@ -327,10 +343,29 @@ fn progress() {
             rate: 50.0,
             blocked: blocked.map(str::to_string),
             canary: None,
+            backlog: None,
         })
     };
     update(&mut st, at(Some("low on memory")));
     snap("progress_blocked", &st);
+    // Paced by the target's consumer (the modal's backlog cap): the modal says why it waits.
+    let Report::ReplayProgress(mut paced) = at(None) else {
+        unreachable!()
+    };
+    paced.backlog = Some(warren::domain::engine::BacklogWait {
+        queue: "orders.process".into(),
+        ready: 340,
+        max: 20,
+    });
+    update(&mut st, Report::ReplayProgress(paced));
+    snap("progress_backlog", &st);
+    assert!(
+        !find(
+            &render(&st, 200, 50),
+            "waiting: orders.process holds 340 ready, max 20"
+        )
+        .is_empty()
+    );
     update(&mut st, at(None));
     update(&mut st, key(KeyCode::Esc));
     snap("progress_stopping", &st);
@@ -724,6 +759,7 @@ fn a_replay_that_failed_shows_its_whole_cause() {
         rate: 1.0,
         blocked: None,
         canary: None,
+        backlog: None,
     };
     update(
         &mut st,
@@ -817,6 +853,7 @@ fn dry_run_result() {
         window: 500,
         consent: ReadConsent::Reuse,
         run_id: None,
+        max_backlog: None,
     };
     let summary = p.describe(&spec, true);
     assert!(summary[0].starts_with("Would replay 412 message(s) from orders.dlq"));

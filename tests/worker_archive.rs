@@ -56,6 +56,7 @@ async fn run_on(
         dry_run: false,
         job,
         canary: None,
+        max_backlog: None,
     }))
     .await
     .unwrap();
@@ -573,6 +574,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
             dry_run: false,
             job: JobKind::Restore(back),
             canary: None,
+            max_backlog: None,
         }))
         .await
         .unwrap();

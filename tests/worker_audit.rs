@@ -89,6 +89,7 @@ async fn session(broker: TestBroker, create: bool) {
             dry_run: false,
             job: Default::default(),
             canary: None,
+            max_backlog: None,
         }))
         .await
         .unwrap();

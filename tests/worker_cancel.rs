@@ -76,6 +76,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
             dry_run: false,
             job: Default::default(),
             canary: None,
+            max_backlog: None,
         }))
         .await
         .expect("send");

@@ -100,6 +100,7 @@ async fn session(broker: TestBroker) {
             dry_run: false,
             job: Default::default(),
             canary: None,
+            max_backlog: None,
         }))
         .await
         .unwrap();

@@ -168,6 +168,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
             dry_run: true,
             job: Default::default(),
             canary: None,
+            max_backlog: None,
         }))
         .await
         .expect("send");

@@ -778,6 +778,7 @@ pub fn archive_work(
         planned_unread: false,
         check_as_met: false,
         bytes: 0,
+        rest_queues: Vec::new(),
     };
     match place {
         Place::Stream(name) => {
@@ -862,6 +863,7 @@ pub fn discard_work(
         planned_unread: false,
         check_as_met: false,
         bytes: 0,
+        rest_queues: Vec::new(),
     })
 }
 

@@ -536,6 +536,7 @@ pub async fn plan_replay(
         consent: way.consent,
         // Shown, not published: the id goes into the job's messages.
         run_id: None,
+        max_backlog: None,
     };
     let depth = messages.len() as u64;
     let preview = s
@@ -564,6 +565,7 @@ pub async fn plan_replay(
         settle_lag: std::time::Duration::ZERO,
         conventions: s.target.settings.conventions.clone(),
         checks: None,
+        backlog: None,
     };
     let mut plan = Plan {
         refused: preview.refusals.clone(),

@@ -100,6 +100,7 @@ async fn spec_for(
         consent: commands::consent(c),
         // Archive and discard write no replay header.
         run_id: None,
+        max_backlog: None,
     })
 }
 

@@ -243,6 +243,10 @@ pub struct ReplayArgs {
     /// Messages per second, from 0.01 to 1000000 (default: as fast as confirms allow).
     #[arg(long, value_name = "PER_SEC", value_parser = rate)]
     pub rate: Option<f64>,
+    /// Pause publishing while the queue the messages come to rest in holds N ready messages
+    /// or more; go on as its consumer drains it (with --rate, the slower wins).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_backlog: Option<u64>,
     /// Send every selected message to this queue (through the default exchange).
     #[arg(long, value_name = "QUEUE", value_parser = queue_name)]
     pub to: Option<String>,

@@ -588,6 +588,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         window: a.pick.window.unwrap_or(s.target.settings.replay.window),
         consent: consent(c),
         run_id: None,
+        max_backlog: a.max_backlog,
     };
     let req = ops::replay::ReplayRequest {
         spec,
@@ -652,6 +653,7 @@ where
     let mut signals = signals();
     let last = std::sync::Arc::new(std::sync::Mutex::new(Progress::default()));
     let seen = last.clone();
+    let mut shown = 0usize;
     let run = start(
         cancel_rx,
         Box::new(move |p: &Progress| {
@@ -671,14 +673,26 @@ where
                 }
             }
             if json {
+                let backlog = p
+                    .backlog
+                    .as_ref()
+                    .map(|w| json!({"queue": w.queue, "ready": w.ready, "max": w.max}));
                 print_line(
-                    &json!({"event": "progress", "moved": p.moved, "returned": p.returned, "failed": p.failed, "remaining": p.remaining, "rate": p.rate, "eta_secs": p.eta.map(|d| d.as_secs()), "blocked": p.blocked, "canary": p.canary.as_ref().map(|c| c.to_string())}),
+                    &json!({"event": "progress", "moved": p.moved, "returned": p.returned, "failed": p.failed, "remaining": p.remaining, "rate": p.rate, "eta_secs": p.eta.map(|d| d.as_secs()), "blocked": p.blocked, "waiting_for_backlog": backlog, "canary": p.canary.as_ref().map(|c| c.to_string())}),
                 );
             } else if let Some(c) = &p.canary {
                 crate::err!("\r  {c}   ");
             } else {
-                crate::err!(
-                    "\r  moved {}  returned {}  failed {}  remaining {}  {:.0}/s  ETA {}   ",
+                let waiting = p.backlog.as_ref().map_or(String::new(), |w| {
+                    format!(
+                        "  waiting: {} holds {} ready, max {}",
+                        one_line(&w.queue, 60),
+                        w.ready,
+                        w.max
+                    )
+                });
+                let line = format!(
+                    "  moved {}  returned {}  failed {}  remaining {}  {:.0}/s  ETA {}{waiting}   ",
                     p.moved,
                     p.returned,
                     p.failed,
@@ -686,6 +700,11 @@ where
                     p.rate,
                     p.eta.map_or("-".into(), |d| format!("{}s", d.as_secs()))
                 );
+                // The line is rewritten in place: padded to the last one's width, so the end of
+                // a wait leaves nothing of it behind.
+                let width = line.chars().count();
+                crate::err!("\r{line:<shown$}");
+                shown = width;
             }
         }),
     );

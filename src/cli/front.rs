@@ -264,6 +264,7 @@ fn print_restore_plan(p: &ops::restore::Planned, json: bool) {
                 .max(1),
             consent: ReadConsent::Reuse,
             run_id: None,
+            max_backlog: None,
         };
         run_print::print_preview(preview, &spec, p.dry_run);
         for (why, n) in &plan.kept {

@@ -576,7 +576,7 @@ pub static BINDINGS: &[Binding] = &[
         keys: &[Code(KeyCode::Tab)],
         label: "Tab",
         action: A::SwitchField,
-        help: "type the rate / the count",
+        help: "type the rate / the backlog cap / the count",
         footer: Some("field"),
         scopes: &[S::Modal],
     },

@@ -223,6 +223,8 @@ pub struct FilterInput {
 pub enum ModalField {
     Count,
     Rate,
+    /// The backlog cap: publishing waits while the target holds this many ready messages.
+    Backlog,
 }
 
 #[derive(Clone, Debug)]
@@ -236,6 +238,9 @@ pub struct ReplayModal {
     pub preview: Option<ReplayPreview>,
     pub rate: u32,
     pub rate_text: String,
+    /// The backlog cap (`--max-backlog`); 0: none.
+    pub max_backlog: u64,
+    pub backlog_text: String,
     pub keep_attempts: bool,
     pub dry_run: bool,
     /// The count typed by the operator (required above `TYPED_CONFIRM_ABOVE`).
@@ -260,6 +265,7 @@ impl ReplayModal {
     pub fn enter_does(&self) -> &'static str {
         match (self.field, self.dry_run) {
             (ModalField::Rate, _) => "set rate",
+            (ModalField::Backlog, _) => "set backlog cap",
             (ModalField::Count, true) => "dry run",
             (ModalField::Count, false) => "replay",
         }

@@ -951,6 +951,7 @@ fn spec_for(
         // The TUI plans from what it already read: a quorum queue is not read again for a plan.
         consent: ReadConsent::Reuse,
         run_id: None,
+        max_backlog: None,
     }
 }
 

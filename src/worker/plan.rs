@@ -723,6 +723,7 @@ mod tests {
             dry_run: false,
             job: Default::default(),
             canary: None,
+            ..Default::default()
         })
     }
 

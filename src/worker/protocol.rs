@@ -110,7 +110,7 @@ pub struct RunSummary {
 }
 
 /// An accepted replay.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ReplayRequest {
     pub vhost: String,
     pub queue: String,
@@ -126,6 +126,9 @@ pub struct ReplayRequest {
     pub job: JobKind,
     /// A replay's canary, when the operator kept it on (see `domain::canary`).
     pub canary: Option<crate::domain::canary::CanaryRule>,
+    /// A replay's backlog cap (`--max-backlog`): publishing waits while the target holds this
+    /// many ready messages; `None`: no cap.
+    pub max_backlog: Option<u64>,
 }
 
 /// What an accepted run does: the engine's actions (`replay::Action`) as the UI asks for them.
@@ -444,6 +447,9 @@ pub struct ReplayProgress {
     pub blocked: Option<String>,
     /// Set while a canary waits for its messages.
     pub canary: Option<crate::domain::canary::CanaryWait>,
+    /// Set while publishing waits for the target's backlog (the replay's cap): which queue
+    /// holds how many ready messages, and the cap.
+    pub backlog: Option<crate::domain::engine::BacklogWait>,
 }
 
 impl ReplayProgress {

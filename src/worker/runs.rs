@@ -110,6 +110,7 @@ pub(super) async fn replay(
         req.keep_attempts,
     );
     spec.limit = Some(req.expected);
+    spec.max_backlog = req.max_backlog;
     let oreq = ReplayRequest {
         spec,
         dry_run: req.dry_run,
@@ -235,6 +236,7 @@ fn progress_to(
             rate: p.rate,
             blocked: p.blocked.clone(),
             canary: p.canary.clone(),
+            backlog: p.backlog.clone(),
         }));
     }
 }
@@ -252,6 +254,7 @@ fn outcome_of(result: &Result<Summary, SessionError>, total: u64) -> ReplayOutco
                 rate: sum.progress.rate,
                 blocked: None,
                 canary: None,
+                backlog: None,
             },
             dry_run: false,
             cancelled: sum.stop == StopReason::Cancelled && sum.counts.forced.is_none(),

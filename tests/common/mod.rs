@@ -358,6 +358,7 @@ pub fn replay_all(vhost: &str, queue: &str, expected: u64) -> warren::worker::pr
         dry_run: false,
         job: Default::default(),
         canary: None,
+        max_backlog: None,
     })
 }
 

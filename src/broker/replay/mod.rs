@@ -34,7 +34,7 @@ mod shell;
 mod wait;
 
 pub use crate::broker::spool::Spool;
-pub use crate::domain::engine::{AckOp, AckTracker, StopReason};
+pub use crate::domain::engine::{AckOp, AckTracker, BacklogWait, StopReason};
 pub use classify::{Planned, plan_publish};
 pub use failover::run_failover;
 pub(crate) use failover::{add_progress, merge};
@@ -128,6 +128,42 @@ pub struct Job {
     /// ([`CheckRequest`]); its messages wait for the answer (never published unchecked).
     /// `None`: such a message stays in the DLQ, reported.
     pub checks: Option<tokio::sync::mpsc::Sender<CheckRequest>>,
+    /// `--max-backlog`: publishing waits while a queue the targets rest in holds this many ready
+    /// messages (`None`: no cap).
+    pub backlog: Option<BacklogCap>,
+}
+
+/// A replay's backlog cap: at most `max` ready messages in each queue of `queues`, where the
+/// run's targets come to rest. Targets checked as the run meets them add their queues as they
+/// pass their check, hence the lock.
+#[derive(Clone, Debug)]
+pub struct BacklogCap {
+    pub(crate) max: u64,
+    queues: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+}
+
+impl BacklogCap {
+    pub(crate) fn new(max: u64, queues: impl IntoIterator<Item = String>) -> BacklogCap {
+        BacklogCap {
+            max,
+            queues: std::sync::Arc::new(std::sync::Mutex::new(queues.into_iter().collect())),
+        }
+    }
+
+    /// The queues watched now.
+    pub(crate) fn queues(&self) -> Vec<String> {
+        self.queues
+            .lock()
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Adds the queues of a target checked during the run.
+    pub(crate) fn watch(&self, more: impl IntoIterator<Item = String>) {
+        if let Ok(mut q) = self.queues.lock() {
+            q.extend(more);
+        }
+    }
 }
 
 /// A target met for the first time during a run (see [`Job::checks`]): check it and answer
@@ -197,6 +233,9 @@ pub struct Progress {
     pub blocked: Option<String>,
     /// Set while a canary waits for its messages (nothing else moves meanwhile).
     pub canary: Option<crate::domain::canary::CanaryWait>,
+    /// Set while publishing waits for the target's backlog (`--max-backlog`): which queue holds
+    /// how many ready messages, and the cap.
+    pub backlog: Option<BacklogWait>,
 }
 
 /// The outcome of a run.
@@ -416,6 +455,7 @@ pub async fn run_with(
                 prefetch: usize::from(shell.prefetch),
                 limits: limits.clone(),
                 settle_lag: job.settle_lag,
+                backlog: job.backlog.as_ref().map(|b| b.max),
             },
             started,
         ),
@@ -431,6 +471,10 @@ pub async fn run_with(
     }
     let mut last_progress = Instant::now();
     let mut blocked_shown: Option<String> = None;
+    // A run paced by its target's backlog waits and goes in turns many times a second: what
+    // the progress says of it holds for the whole interval between reports.
+    let mut backlog_shown = false;
+    let mut backlog_seen: Option<BacklogWait> = None;
 
     'run: loop {
         while let Some(effect) = drv.fx.pop_front() {
@@ -458,8 +502,16 @@ pub async fn run_with(
         }
 
         let blocked = drv.engine.tally().blocked.clone();
-        if blocked != blocked_shown || last_progress.elapsed() >= Duration::from_millis(200) {
+        if let Some(w) = drv.engine.backlog_wait() {
+            backlog_seen = Some(w);
+        }
+        if blocked != blocked_shown
+            || (backlog_seen.is_some() && !backlog_shown)
+            || last_progress.elapsed() >= Duration::from_millis(200)
+        {
             blocked_shown = blocked;
+            let backlog = backlog_seen.take();
+            backlog_shown = backlog.is_some();
             last_progress = Instant::now();
             fill_progress(
                 &mut summary.progress,
@@ -468,6 +520,7 @@ pub async fn run_with(
                 depth_at_start,
                 job.limit,
             );
+            summary.progress.backlog = backlog;
             on_progress(&summary.progress);
         }
     }
@@ -480,6 +533,7 @@ pub async fn run_with(
     let t = drv.engine.tally();
     fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
     summary.progress.eta = None;
+    summary.progress.backlog = None;
     // What is still in the DLQ, as the broker counts it once everything held went back. The
     // messages the run did not look at are never more than that (another consumer took some,
     // or the queue was emptied meanwhile).
@@ -782,5 +836,25 @@ mod tests {
         assert!((gap - 0.5).abs() < 1e-6, "{gap}");
         assert_eq!(Pacer::new(None).per_msg, None);
         assert_eq!(Pacer::new(Some(0.0)).per_msg, None);
+    }
+
+    /// After a wait for the target's backlog the rate counts from the next publish: the slots
+    /// that passed meanwhile are not caught up in a burst (with `--rate`, the slower wins).
+    #[test]
+    fn pacer_restarted_after_a_backlog_wait_does_not_burst() {
+        let mut p = Pacer::new(Some(10.0));
+        p.published();
+        p.start = p.start.and_then(|s| s.checked_sub(Duration::from_secs(5)));
+        assert!(
+            p.next_slot() + Duration::from_secs(4) < Instant::now(),
+            "40 slots behind"
+        );
+        p.restart();
+        p.published();
+        let gap = p.next_slot().saturating_duration_since(Instant::now());
+        assert!(
+            gap > Duration::from_millis(50),
+            "the next one waits its turn: {gap:?}"
+        );
     }
 }

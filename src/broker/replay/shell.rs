@@ -188,6 +188,7 @@ impl Shell<'_> {
             Effect::Ack(ops) => self.ack(ops, drv).await,
             Effect::Sync => self.sync(drv).await,
             Effect::AskDepth => self.ask_depth(drv).await,
+            Effect::AskBacklog => self.ask_backlog(drv).await,
             Effect::CancelConsumer => self.cancel_consumer(drv).await,
             Effect::Drain => self.drain(drv).await,
             Effect::Nack { top } => self.nack(top, drv).await,
@@ -275,9 +276,40 @@ impl Shell<'_> {
 
     /// Asks the DLQ's depth with a passive declare on a channel of its own.
     async fn ask_depth(&mut self, drv: &mut Driver) -> Event {
+        let r = self.ready_in(self.dlq_name.clone(), drv).await;
+        Event::Depth(r.map_err(|e| e.text("passive declare")))
+    }
+
+    /// Counts the ready messages of each queue the targets rest in (`--max-backlog`), each
+    /// with a passive declare, which the queue answers exactly and at once.
+    async fn ask_backlog(&mut self, drv: &mut Driver) -> Event {
+        let queues = self
+            .job
+            .backlog
+            .as_ref()
+            .map(|b| b.queues())
+            .unwrap_or_default();
+        let mut counts = Vec::with_capacity(queues.len());
+        for q in queues {
+            let r = match amqp::short("the queue name", &q) {
+                Ok(name) => self
+                    .ready_in(name, drv)
+                    .await
+                    .map_err(|e| e.text(&format!("passive declare of '{q}'"))),
+                Err(e) => Err(e.to_string()),
+            };
+            match r {
+                Ok(n) => counts.push((q, n)),
+                Err(e) => return Event::Backlog(Err(e)),
+            }
+        }
+        Event::Backlog(Ok(counts))
+    }
+
+    /// The ready messages of `queue`: a passive declare on a channel of its own, bounded (a
+    /// failed declare closes the channel it was asked on, never the consumer's).
+    async fn ready_in(&mut self, queue: ShortString, drv: &mut Driver) -> Result<u64, Cut> {
         let step = self.step;
-        // A passive declare on a channel of its own: a failed declare closes the
-        // channel it was asked on, never the consumer's.
         let ch = match self.depth_ch.take().filter(|c| c.status().connected()) {
             Some(c) => Ok(c),
             None => drv.guarded(step, self.consume_conn.create_channel()).await,
@@ -285,7 +317,7 @@ impl Shell<'_> {
         let r = match ch {
             Ok(ch) => {
                 let declare = ch.queue_declare(
-                    self.dlq_name.clone(),
+                    queue,
                     QueueDeclareOptions {
                         passive: true,
                         ..Default::default()
@@ -299,7 +331,7 @@ impl Shell<'_> {
             Err(e) => Err(e),
         };
         self.unresponsive |= timed_out(&r);
-        Event::Depth(r.map_err(|e| e.text("passive declare")))
+        r
     }
 
     /// Cancels the run's consumer on the DLQ, bounded.
@@ -417,6 +449,11 @@ impl Shell<'_> {
             return Some(self.delivered(d, drv));
         }
         let deadline = drv.engine.deadline();
+        if wants.backlog {
+            // Waiting for the target's backlog: once it goes, the rate counts from then (no
+            // burst to catch up), so the slower of the two wins.
+            self.pacer.restart();
+        }
         let slot = self.pacer.next_slot();
         let ev = tokio::select! {
             biased;

@@ -39,6 +39,11 @@ impl Pacer {
             _ => Instant::now(),
         }
     }
+    /// The rate counts again from the next publish (after a wait for the target's backlog).
+    pub(super) fn restart(&mut self) {
+        self.start = None;
+        self.sent = 0;
+    }
     pub(super) fn published(&mut self) {
         if self.start.is_none() {
             self.start = Some(Instant::now());

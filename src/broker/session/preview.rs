@@ -110,6 +110,18 @@ impl Preview {
                 if t.exact { "" } else { " (possibly)" }
             ));
         }
+        if let Some(max) = spec.max_backlog {
+            let queues: Vec<String> = self.rest_queues().into_iter().collect();
+            out.push(format!(
+                "  paces    publishing waits while {} hold{} {max} ready message(s) or more",
+                if queues.is_empty() {
+                    "the queues the targets lead to (as each is checked)".to_string()
+                } else {
+                    one_line(&queues.join(", "), CELL)
+                },
+                if queues.len() == 1 { "s" } else { "" }
+            ));
+        }
         if self.unread.is_some() && !spec.keep_attempts {
             out.push(
                 "  removes  the death records and retry counters each message carries".to_string(),
@@ -193,6 +205,14 @@ impl Preview {
         t.sort();
         t
     }
+
+    /// The queues the run's messages come to rest in: the ones `--max-backlog` watches.
+    pub(crate) fn rest_queues(&self) -> BTreeSet<String> {
+        self.targets
+            .values()
+            .flat_map(TargetPreview::rests)
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -214,6 +234,17 @@ pub struct TargetPreview {
     pub death_keys: BTreeSet<String>,
 }
 
+impl TargetPreview {
+    /// Where its messages come to rest: the queue past the wait queues, else each queue the
+    /// publish reaches.
+    pub(crate) fn rests(&self) -> Vec<String> {
+        match &self.rests_in {
+            Some(q) => vec![q.clone()],
+            None => self.reaches.clone(),
+        }
+    }
+}
+
 /// How to replay, as the user asked.
 #[derive(Clone, Debug)]
 pub struct ReplaySpec {
@@ -232,4 +263,7 @@ pub struct ReplaySpec {
     /// The run's globally unique id (see `broker::audit::new_run_id`), written into each
     /// replayed message as `warren-replay-id` and recorded in the audit.
     pub run_id: Option<String>,
+    /// `--max-backlog`: publishing waits while a queue the messages come to rest in holds this
+    /// many ready messages, and goes on as its consumer drains it (`None`: no cap).
+    pub max_backlog: Option<u64>,
 }

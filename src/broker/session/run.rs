@@ -52,6 +52,7 @@ impl Session {
             planned_unread: preview.unread.is_some(),
             check_as_met: preview.checked_as_met,
             bytes: preview.targets.values().map(|t| t.bytes).sum(),
+            rest_queues: preview.rest_queues().into_iter().collect(),
         };
         self.run_job(spec, work, cancel, on_progress).await
     }
@@ -81,6 +82,7 @@ impl Session {
         let (limit, bytes) = (work.limit, work.bytes);
         let (check_as_met, planned_unread) = (work.check_as_met, work.planned_unread);
         let job = self.job_of(spec, work, &info, &quorum);
+        let backlog = job.backlog.clone();
         let (checks_tx, mut checks_rx) = tokio::sync::mpsc::channel::<replay::CheckRequest>(1);
         let mut job = job;
         if check_as_met {
@@ -139,6 +141,14 @@ impl Session {
         let serve = async {
             while let Some(req) = checks_rx.recv().await {
                 let r = self.check_met(spec, &req, limit, bytes).await;
+                // The backlog cap watches where a target that passed comes to rest, before
+                // its first message is published.
+                let r = r.map(|(redirect, rests)| {
+                    if let Some(b) = &backlog {
+                        b.watch(rests);
+                    }
+                    redirect
+                });
                 let _ = req.reply.send(r);
             }
         };
@@ -193,6 +203,9 @@ impl Session {
         quorum: &BrowsePolicy,
     ) -> Job {
         let queue_type = info.queue_type.clone();
+        let backlog = spec
+            .max_backlog
+            .map(|max| replay::BacklogCap::new(max, work.rest_queues.clone()));
         Job {
             action: work.action,
             dlq: spec.queue.clone(),
@@ -216,6 +229,7 @@ impl Session {
                 _ => None,
             },
             checks: None,
+            backlog,
         }
     }
 }
@@ -238,6 +252,9 @@ pub struct Work {
     /// ([`Preview::checked_as_met`]), each as if `limit` messages of `bytes` went there.
     pub check_as_met: bool,
     pub bytes: u64,
+    /// The queues the messages come to rest in ([`Preview::rest_queues`]): the ones
+    /// `--max-backlog` watches. Empty for an archive or a discard.
+    pub rest_queues: Vec<String>,
 }
 
 /// Node losses a replay carries on after, when the context has several AMQP URLs (each time it

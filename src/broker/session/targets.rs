@@ -14,14 +14,15 @@ use super::{Preview, ReplaySpec, Session, SessionError, TargetPreview, planning:
 impl Session {
     /// The check of one target a run met first (see [`Preview::checked_as_met`]): the plan's
     /// checks, as if every message of the run (`count`, `bytes`) went there. `Ok`: where a
-    /// wait queue sends them instead, if it is one; `Err`: why its messages stay in the DLQ.
+    /// wait queue sends them instead, if it is one, and the queues they come to rest in;
+    /// `Err`: why its messages stay in the DLQ.
     pub(super) async fn check_met(
         &self,
         spec: &ReplaySpec,
         req: &replay::CheckRequest,
         count: u64,
         bytes: u64,
-    ) -> Result<Option<plan::ReplayTarget>, String> {
+    ) -> Result<(Option<plan::ReplayTarget>, Vec<String>), String> {
         let target = &req.target;
         let label = replay::check_name(target);
         let failed =
@@ -52,7 +53,7 @@ impl Session {
                 p.refusals.join("; ")
             ));
         }
-        Ok(p.redirects.get(target).cloned())
+        Ok((p.redirects.get(target).cloned(), t.rests()))
     }
 
     /// The second half of a plan: follows every target to where it comes to rest and checks it

@@ -12,9 +12,11 @@
 //! by the target, its ack not provably processed by the DLQ) is counted as a duplicate.
 
 mod ack;
+mod backlog;
 mod stop;
 
 pub use ack::{AckOp, AckTracker};
+pub use backlog::BacklogWait;
 pub use stop::StopReason;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -43,6 +45,12 @@ pub struct Limits {
     /// dies, so a slow (throttled) run must not sit on a large batch.
     pub ack_batch: usize,
     pub ack_every: Duration,
+    /// With a backlog cap: how often the target's ready messages are counted at most, while
+    /// they are near or over the cap.
+    pub backlog_poll: Duration,
+    /// With a backlog cap: waiting this long without the target's backlog going down stops the
+    /// run (its consumer is gone or stuck).
+    pub backlog_stall: Duration,
 }
 
 impl Default for Limits {
@@ -57,6 +65,8 @@ impl Default for Limits {
             sync_every: Duration::from_secs(1),
             ack_batch: 256,
             ack_every: Duration::from_millis(50),
+            backlog_poll: Duration::from_millis(50),
+            backlog_stall: Duration::from_secs(300),
         }
     }
 }
@@ -74,6 +84,9 @@ pub struct Config {
     /// node loss can undo the last moments' acks (seen: 3 of 500 in a second). A round trip on
     /// the channel proves only acks at least this old ([`crate::domain::features::settle_lag`]).
     pub settle_lag: Duration,
+    /// `--max-backlog`: publishing waits while the queues the targets rest in hold this many
+    /// ready messages or more (see `backlog`); `None`: no cap.
+    pub backlog: Option<u64>,
 }
 
 /// What to do with one delivery, decided by the caller from the message (selection, plan,
@@ -131,6 +144,8 @@ pub enum Event {
     },
     /// The waiting publish's rate slot came.
     Slot,
+    /// The answer to [`Effect::AskBacklog`]: ready messages in each queue the targets rest in.
+    Backlog(Result<Vec<(String, u64)>, String>),
     Confirm {
         tag: u64,
         outcome: ConfirmOutcome,
@@ -177,6 +192,9 @@ pub enum Effect {
     Sync,
     /// Ask the broker how many ready messages the DLQ holds, then [`Event::Depth`].
     AskDepth,
+    /// Ask how many ready messages each queue the targets rest in holds, then
+    /// [`Event::Backlog`].
+    AskBacklog,
     /// Cancel the consumer, then [`Event::ConsumerCancelled`].
     CancelConsumer,
     /// Read what the consumer had already been sent ([`Event::Drained`]), then
@@ -276,6 +294,9 @@ pub struct Wants {
     pub slot: bool,
     /// Wait for confirms.
     pub confirms: bool,
+    /// The waiting publish waits for the target's backlog to go down (not for its rate slot):
+    /// the rate counts again from when it goes.
+    pub backlog: bool,
 }
 
 struct Waiting {
@@ -340,11 +361,14 @@ pub struct Engine {
     cancels: u32,
     consume_alive: bool,
     close_sent: bool,
+    /// The target's backlog, when the run has a cap.
+    backlog: Option<backlog::Backlog>,
 }
 
 impl Engine {
     pub fn new(cfg: Config, now: Instant) -> Engine {
         Engine {
+            backlog: cfg.backlog.map(backlog::Backlog::new),
             cfg,
             phase: Phase::Running,
             acks: AckTracker::default(),
@@ -398,10 +422,12 @@ impl Engine {
 
     pub fn wants(&self) -> Wants {
         let running = self.phase == Phase::Running;
+        let ready = running && self.waiting.is_some() && self.blocked_since.is_none();
         Wants {
             take: running && self.taking && self.waiting.is_none() && self.unchecked.is_none(),
-            slot: running && self.waiting.is_some() && self.blocked_since.is_none(),
+            slot: ready && self.backlog_allows(),
             confirms: running && !self.inflight.is_empty(),
+            backlog: ready && !self.backlog_allows(),
         }
     }
 
@@ -433,6 +459,9 @@ impl Engine {
         if !self.unproven.is_empty() && self.sync_mark.is_none() {
             at(self.last_sync + l.sync_every);
         }
+        if let Some(t) = self.backlog_deadline() {
+            at(t);
+        }
         due
     }
 
@@ -455,6 +484,7 @@ impl Engine {
             }
             Event::TargetChecked { check, result } => self.target_checked(check, result),
             Event::Slot => self.slot(now, &mut fx),
+            Event::Backlog(answer) => self.backlog_counted(now, answer),
             Event::Confirm { tag, outcome } => self.confirm(now, tag, outcome),
             Event::Blocked(reason) => self.blocked(now, reason),
             Event::Unblocked => {
@@ -521,6 +551,7 @@ impl Engine {
             return;
         }
         self.tally.published += 1;
+        self.backlog_published(now);
         self.inflight.insert(
             w.tag,
             InFlight {
@@ -856,6 +887,7 @@ impl Engine {
         if self.phase != Phase::Running {
             return None;
         }
+        self.backlog_stall(now);
         if let Some(b) = self.blocked_since
             && now.saturating_duration_since(b) >= l.blocked
         {
@@ -921,6 +953,17 @@ impl Engine {
             self.last_sync = now;
             self.sync_mark = Some(self.unproven.len());
             fx.push(Effect::Sync);
+        }
+        self.backlog_ask(now, fx);
+        if self.stop.is_some() && self.backlog.is_some() {
+            // A message selected before a stop by the run's own measure still waits for the
+            // backlog: that wait has its own bound (`backlog_stall`), and settling is bounded
+            // from when it went.
+            if self.waiting.is_some() {
+                self.settle_by = None;
+            } else {
+                self.settle_by.get_or_insert(now + l.settle);
+            }
         }
         if self.stop.is_some()
             && self.inflight.is_empty()

@@ -41,6 +41,14 @@ pub enum StopReason {
         secs: u64,
         reason: String,
     },
+    /// `--max-backlog`: the run waited for the target's backlog, which did not go down for
+    /// `secs` (its consumer is gone or stuck).
+    BacklogStalled {
+        queue: String,
+        ready: u64,
+        max: u64,
+        secs: u64,
+    },
 }
 
 impl StopReason {
@@ -97,6 +105,15 @@ impl std::fmt::Display for StopReason {
             StopReason::Blocked { secs, reason } => write!(
                 f,
                 "the broker blocked publishing for {secs}s ({reason}); stopped — clear the alarm and replay again"
+            ),
+            StopReason::BacklogStalled {
+                queue,
+                ready,
+                max,
+                secs,
+            } => write!(
+                f,
+                "waited for {queue} to hold fewer than {max} ready messages, but its {ready} did not go down for {secs}s (is its consumer running?); stopped — the rest is still in the DLQ"
             ),
         }
     }

@@ -9,6 +9,7 @@ fn engine(depth: u64, t0: Instant) -> Engine {
             prefetch: 100,
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
+            backlog: None,
         },
         t0,
     )
@@ -219,6 +220,7 @@ fn a_full_prefetch_is_not_silence() {
             prefetch: 2,
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
+            backlog: None,
         },
         t0,
     );
@@ -416,6 +418,7 @@ fn a_quorum_ack_is_proven_only_after_the_settle_lag() {
                 prefetch: 100,
                 limits: Limits::default(),
                 settle_lag: lag,
+                backlog: None,
             },
             t0,
         );
@@ -457,6 +460,7 @@ fn refused_and_unselected_messages_fill_the_window() {
             prefetch: 100,
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
+            backlog: None,
         },
         t0,
     );
@@ -492,6 +496,7 @@ fn kept_messages_are_held_back_with_why_and_do_not_count_against_the_limit() {
             prefetch: 100,
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
+            backlog: None,
         },
         t0,
     );
@@ -537,6 +542,7 @@ fn held_messages_filling_the_prefetch_stop_the_run_instead_of_waiting() {
             prefetch: 3,
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
+            backlog: None,
         },
         t0,
     );
@@ -566,6 +572,7 @@ fn returns_filling_the_prefetch_stop_the_run_and_say_why() {
             prefetch: 2,
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
+            backlog: None,
         },
         t0,
     );
@@ -599,6 +606,7 @@ fn the_limit_stops_after_the_last_publish_and_it_is_still_confirmed() {
             prefetch: 100,
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
+            backlog: None,
         },
         t0,
     );
@@ -677,6 +685,7 @@ fn discards_count_against_the_limit() {
             prefetch: 100,
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
+            backlog: None,
         },
         t0,
     );
@@ -806,4 +815,227 @@ fn a_cancel_while_a_target_is_checked_hands_its_message_back_untouched() {
     let steps = settle_ok(&mut e, t0, fx2);
     assert!(steps.contains(&Effect::Nack { top: 1 }), "{steps:?}");
     assert_eq!((e.tally().moved, e.tally().failed), (0, 0));
+}
+
+/// An engine whose publishing waits while the target holds `max` ready messages or more.
+fn capped(depth: u64, max: u64, t0: Instant) -> Engine {
+    Engine::new(
+        Config {
+            depth_at_start: depth,
+            limit: None,
+            window: 50,
+            prefetch: 100,
+            limits: Limits::default(),
+            settle_lag: Duration::ZERO,
+            backlog: Some(max),
+        },
+        t0,
+    )
+}
+
+fn ready(n: u64) -> Event {
+    Event::Backlog(Ok(vec![("work".into(), n), ("audit".into(), 0)]))
+}
+
+#[test]
+fn over_the_backlog_cap_nothing_is_published_until_the_target_drains() {
+    let t0 = Instant::now();
+    let poll = Limits::default().backlog_poll;
+    let mut e = capped(10, 3, t0);
+    assert_eq!(
+        e.on(t0, publish(1)),
+        vec![Effect::AskBacklog],
+        "nothing goes before the first count"
+    );
+    assert!(!e.wants().slot && e.wants().backlog);
+    assert_eq!(e.backlog_wait(), None, "no count yet: nothing to say");
+    assert!(e.on(t0, ready(5)).is_empty());
+    assert!(!e.wants().slot, "5 ready, cap 3: waits");
+    assert_eq!(
+        e.backlog_wait(),
+        Some(BacklogWait {
+            queue: "work".into(),
+            ready: 5,
+            max: 3
+        })
+    );
+    // Asked again at most every `poll`, on the engine's own deadline.
+    assert_eq!(e.deadline(), Some(t0 + poll));
+    assert!(e.on(t0 + poll / 2, Event::Tick).is_empty());
+    let t1 = t0 + poll;
+    assert_eq!(e.on(t1, Event::Tick), vec![Effect::AskBacklog]);
+    e.on(t1, ready(1));
+    assert!(e.wants().slot, "drained to 1: goes on");
+    assert_eq!(e.backlog_wait(), None);
+    assert_eq!(e.on(t1, Event::Slot), vec![Effect::Publish(1)]);
+    // Estimated 2 (< 3) and the last count is fresh: no question before the next publish.
+    assert!(e.on(t1, publish(2)).is_empty());
+    assert_eq!(e.on(t1, Event::Slot), vec![Effect::Publish(2)]);
+    // Estimated 3: at the cap, so 3 waits for a count, due `poll` after the last.
+    assert!(e.on(t1, publish(3)).is_empty());
+    assert!(!e.wants().slot);
+    assert_eq!(e.deadline(), Some(t1 + poll));
+    let t2 = t1 + poll;
+    assert_eq!(e.on(t2, Event::Tick), vec![Effect::AskBacklog]);
+    // 1 and 2 are still in flight: counted as perhaps not in the answer yet.
+    e.on(t2, ready(1));
+    assert!(!e.wants().slot, "1 ready + 2 in flight: at the cap");
+    e.on(t2, confirm(1, ConfirmOutcome::Ack));
+    e.on(t2, confirm(2, ConfirmOutcome::Ack));
+    let t3 = t2 + poll;
+    assert!(e.on(t3, Event::Tick).contains(&Effect::AskBacklog));
+    e.on(t3, ready(1));
+    assert_eq!(e.on(t3, Event::Slot), vec![Effect::Publish(3)]);
+    assert_eq!(e.tally().published, 3);
+}
+
+#[test]
+fn a_cancel_while_waiting_for_the_backlog_ends_the_run_with_the_message_handed_back() {
+    let t0 = Instant::now();
+    let mut e = capped(10, 3, t0);
+    e.on(t0, publish(1));
+    e.on(t0, ready(50));
+    assert!(e.backlog_wait().is_some());
+    let fx = e.on(t0, Event::Cancel);
+    assert_eq!(fx, vec![Effect::CancelConsumer], "settles at once");
+    assert_eq!(e.backlog_wait(), None, "no longer waiting");
+    let steps = settle_ok(&mut e, t0, fx);
+    assert!(steps.contains(&Effect::Nack { top: 1 }), "{steps:?}");
+    assert_eq!(steps.last(), Some(&Effect::Finish));
+    assert_eq!(e.stop_reason(), Some(&StopReason::Cancelled));
+    let t = e.tally();
+    assert_eq!((t.published, t.moved, t.duplicated), (0, 0, 0));
+    assert!(t.forced.is_none());
+    // An answer that comes after the cancel changes nothing.
+    let mut e = capped(10, 3, t0);
+    e.on(t0, publish(1));
+    let fx = e.on(t0, Event::Cancel);
+    assert!(e.on(t0, ready(0)).is_empty());
+    settle_ok(&mut e, t0, fx);
+    assert_eq!(e.tally().published, 0);
+}
+
+#[test]
+fn waiting_for_the_backlog_counts_against_neither_the_confirm_deadline_nor_the_silence() {
+    let t0 = Instant::now();
+    let l = Limits::default();
+    let mut e = capped(10, 3, t0);
+    e.on(t0, publish(1));
+    e.on(t0, ready(2));
+    e.on(t0, Event::Slot);
+    e.on(t0, confirm(1, ConfirmOutcome::Ack));
+    e.on(t0, publish(2));
+    assert!(e.wants().backlog, "estimated 3: waits");
+    // The consumer drains slowly: 100 ready, one fewer a second, for a minute — twice the
+    // confirm deadline and six times the stall limit.
+    let mut n = 100;
+    let mut now = t0;
+    while now < t0 + Duration::from_secs(60) {
+        now = e.deadline().expect("a deadline while waiting");
+        let fx = e.on(now, Event::Tick);
+        if fx.contains(&Effect::AskBacklog) {
+            n = 100 - (now - t0).as_secs();
+            e.on(now, ready(n));
+        }
+        assert!(
+            !fx.contains(&Effect::AskDepth),
+            "the DLQ's silence is not asked about while a message waits"
+        );
+        assert_eq!(e.stop_reason(), None, "at {:?}", now - t0);
+    }
+    assert!(n > 3 && !e.wants().slot);
+    assert!(now >= t0 + l.confirm + l.stall);
+    e.on(now, ready(0));
+    assert_eq!(e.on(now, Event::Slot), vec![Effect::Publish(2)]);
+    // The run took nothing while it waited: its silence counts from now.
+    assert!(e.deadline().is_some_and(|d| d > now));
+    e.on(now, confirm(2, ConfirmOutcome::Ack));
+    let idle = now + l.idle;
+    assert_eq!(e.on(idle, Event::Tick), vec![Effect::AskDepth]);
+    e.on(idle, Event::Depth(Ok(8)));
+    assert_eq!(e.stop_reason(), None, "2 s of silence is not a stall");
+}
+
+#[test]
+fn a_backlog_that_never_goes_down_stops_the_run_and_hands_the_message_back() {
+    let t0 = Instant::now();
+    let l = Limits::default();
+    let mut e = capped(10, 3, t0);
+    e.on(t0, publish(1));
+    e.on(t0, ready(40));
+    let mut now = t0;
+    while e.stop_reason().is_none() {
+        now = e.deadline().expect("a deadline while waiting");
+        assert!(now <= t0 + l.backlog_stall, "bounded");
+        if e.on(now, Event::Tick).contains(&Effect::AskBacklog) {
+            e.on(now, ready(40));
+        }
+    }
+    assert_eq!(now, t0 + l.backlog_stall);
+    assert_eq!(
+        e.stop_reason(),
+        Some(&StopReason::BacklogStalled {
+            queue: "work".into(),
+            ready: 40,
+            max: 3,
+            secs: l.backlog_stall.as_secs()
+        })
+    );
+    let stop = e.stop_reason().cloned().expect("stopped");
+    assert!(!stop.is_finished() && !stop.is_fault());
+    assert!(stop.to_string().contains("work"), "{stop}");
+    let steps = settle_ok(&mut e, now, vec![Effect::CancelConsumer]);
+    assert!(steps.contains(&Effect::Nack { top: 1 }), "{steps:?}");
+    assert_eq!(e.tally().published, 0);
+}
+
+#[test]
+fn the_last_message_waiting_for_the_backlog_is_not_cut_off_by_the_settle_deadline() {
+    let t0 = Instant::now();
+    let mut e = capped(2, 3, t0);
+    e.on(t0, publish(1));
+    e.on(t0, ready(0));
+    e.on(t0, Event::Slot);
+    e.on(t0, confirm(1, ConfirmOutcome::Ack));
+    e.on(t0, Event::AcksWritten(Ok(())));
+    e.on(t0, publish(2));
+    assert_eq!(e.stop_reason(), Some(&StopReason::ReachedStartDepth));
+    // The cap holds it back for longer than settling may take.
+    let mut now = t0;
+    let mut fx = e.on(t0, ready(9));
+    while now < t0 + Duration::from_secs(30) {
+        now = e.deadline().expect("a deadline while waiting");
+        fx = e.on(now, Event::Tick);
+        if fx.contains(&Effect::AskBacklog) {
+            fx = e.on(now, ready(9 - (now - t0).as_secs().min(8) / 4));
+        }
+        assert!(!e.is_done(), "not forced at {:?}", now - t0);
+    }
+    assert!(fx.is_empty() || !fx.contains(&Effect::Finish));
+    e.on(now, ready(0));
+    assert_eq!(e.on(now, Event::Slot), vec![Effect::Publish(2)]);
+    let fx = e.on(now, confirm(2, ConfirmOutcome::Ack));
+    let steps = settle_ok(&mut e, now, fx);
+    assert_eq!(steps.last(), Some(&Effect::Finish));
+    let t = e.tally();
+    assert_eq!((t.moved, t.duplicated), (2, 0));
+    assert!(t.forced.is_none(), "{:?}", t.forced);
+}
+
+#[test]
+fn a_count_that_fails_stops_the_run_and_the_waiting_message_stays() {
+    let t0 = Instant::now();
+    let mut e = capped(10, 3, t0);
+    e.on(t0, publish(1));
+    let fx = e.on(
+        t0,
+        Event::Backlog(Err("NOT_FOUND - no queue 'work'".into())),
+    );
+    assert_eq!(fx, vec![Effect::CancelConsumer]);
+    assert!(
+        matches!(e.stop_reason(), Some(StopReason::NoAnswer(why)) if why.contains("NOT_FOUND"))
+    );
+    let steps = settle_ok(&mut e, t0, fx);
+    assert!(steps.contains(&Effect::Nack { top: 1 }));
+    assert_eq!(e.tally().published, 0);
 }

@@ -95,6 +95,8 @@ pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
         preview: None,
         rate: state.replay_rate,
         rate_text: state.replay_rate.to_string(),
+        max_backlog: 0,
+        backlog_text: "0".into(),
         keep_attempts: false,
         dry_run: false,
         typed: String::new(),
@@ -160,6 +162,7 @@ pub(super) fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 dry_run: false,
                 job: modal.job(),
                 canary: None,
+                max_backlog: None,
             };
             return run_job(state, request);
         }
@@ -287,6 +290,7 @@ pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 dry_run: false,
                 job: modal.job(),
                 canary: None,
+                max_backlog: None,
             };
             return run_job(state, request);
         }
@@ -329,6 +333,12 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                     }
                     modal.rate = modal.rate_text.parse().unwrap_or(0);
                 }
+                ModalField::Backlog => {
+                    if modal.backlog_text.len() < 7 {
+                        modal.backlog_text.push(c);
+                    }
+                    modal.max_backlog = modal.backlog_text.parse().unwrap_or(0);
+                }
             }
             return Vec::new();
         }
@@ -340,6 +350,10 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 ModalField::Rate => {
                     modal.rate_text.pop();
                     modal.rate = modal.rate_text.parse().unwrap_or(0);
+                }
+                ModalField::Backlog => {
+                    modal.backlog_text.pop();
+                    modal.max_backlog = modal.backlog_text.parse().unwrap_or(0);
                 }
             }
             return Vec::new();
@@ -384,21 +398,16 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         Some(Action::SwitchField) => {
             modal.field = match modal.field {
                 ModalField::Count => ModalField::Rate,
-                ModalField::Rate => ModalField::Count,
+                ModalField::Rate => ModalField::Backlog,
+                ModalField::Backlog => ModalField::Count,
             };
-            if modal.field == ModalField::Rate {
-                // Typing replaces the rate rather than appending to it.
-                modal.rate_text.clear();
-            } else if modal.rate_text.is_empty() {
-                modal.rate_text = modal.rate.to_string();
-            }
+            typed_fields(modal);
         }
-        // Enter after typing a rate sets it and leaves the field; it never starts the run.
-        Some(Action::Accept) if modal.field == ModalField::Rate => {
+        // Enter after typing a rate or a cap sets it and leaves the field; it never starts
+        // the run.
+        Some(Action::Accept) if modal.field != ModalField::Count => {
             modal.field = ModalField::Count;
-            if modal.rate_text.is_empty() {
-                modal.rate_text = modal.rate.to_string();
-            }
+            typed_fields(modal);
         }
         Some(Action::Accept) => {
             // Read-only cannot open the modal; checked again so no path publishes.
@@ -429,6 +438,7 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                         wait: canary_wait,
                         tolerance: 0,
                     }),
+                max_backlog: (modal.max_backlog > 0).then_some(modal.max_backlog),
             };
             state.overlay = Overlay::Progress(Box::new(ReplayRun {
                 job: request.job.clone(),
@@ -448,6 +458,21 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         _ => {}
     }
     Vec::new()
+}
+
+/// The typed fields as the focus leaves them: typing into the focused one replaces its value
+/// rather than appending to it; one left with nothing typed keeps the value it had.
+fn typed_fields(modal: &mut ReplayModal) {
+    if modal.field == ModalField::Rate {
+        modal.rate_text.clear();
+    } else if modal.rate_text.is_empty() {
+        modal.rate_text = modal.rate.to_string();
+    }
+    if modal.field == ModalField::Backlog {
+        modal.backlog_text.clear();
+    } else if modal.backlog_text.is_empty() {
+        modal.backlog_text = modal.max_backlog.to_string();
+    }
 }
 
 pub(super) fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> {

@@ -145,7 +145,7 @@ pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame
     // The same words as the footer's (`ReplayModal::enter_does`).
     let enter = format!("Enter  {}", modal.enter_does());
     let accept = match modal.blocked() {
-        _ if modal.field == ModalField::Rate => Span::styled(enter, t.accent),
+        _ if modal.field != ModalField::Count => Span::styled(enter, t.accent),
         None if modal.dry_run => Span::styled(enter, t.accent),
         None => Span::styled(enter, t.danger),
         Some(why) => Span::styled(format!("{enter} ({why})"), t.muted),
@@ -224,6 +224,27 @@ fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
             ),
             t.accent,
         ),
+    ]));
+    let typing = modal.field == ModalField::Backlog;
+    out.push(Line::from(vec![
+        field(t, "Backlog"),
+        Span::styled(
+            format!(
+                "[{:>5}]",
+                match (typing, modal.max_backlog) {
+                    (true, _) => modal.backlog_text.clone(),
+                    (false, 0) => "off".to_string(),
+                    (false, n) => n.to_string(),
+                }
+            ),
+            if typing { t.selected } else { t.base },
+        ),
+        Span::raw(if modal.max_backlog == 0 {
+            " no cap"
+        } else {
+            " ready at most in the target"
+        }),
+        Span::styled("  Tab; 0: off", t.muted),
     ]));
     out
 }
@@ -641,6 +662,18 @@ fn progress_note(state: &State, run: &ReplayRun) -> Span<'static> {
             ),
             t.danger,
         ),
+        None if p.backlog.is_some() => {
+            let w = p.backlog.clone().unwrap_or_default();
+            Span::styled(
+                format!(
+                    " waiting: {} holds {} ready, max {}; Esc to stop",
+                    sanitize::one_line(&w.queue, 60),
+                    w.ready,
+                    w.max
+                ),
+                t.warn,
+            )
+        }
         None if matches!(run.job, JobKind::Restore(_)) => Span::styled(
             " each is published with a confirm and remembered as restored; Esc stops after the batch in flight",
             t.muted,
