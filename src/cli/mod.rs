@@ -9,6 +9,7 @@ pub mod commands;
 pub(crate) mod front;
 mod groups;
 pub mod logging;
+mod man;
 mod run_print;
 mod show;
 pub mod triage;
@@ -21,7 +22,7 @@ use clap::Parser;
 
 pub use args::{Cli, Command};
 
-/// Exit codes, as documented in the README.
+/// Exit codes, as documented in docs/cli.md and the man page (`man::EXIT_CODES`).
 pub mod exit {
     pub const OK: i32 = 0;
     pub const FAILED: i32 = 1;
@@ -269,9 +270,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             Ok(exit::OK)
         }
         Some(Command::Man) => {
-            let man = clap_mangen::Man::new(<Cli as clap::CommandFactory>::command());
-            let mut buf = Vec::new();
-            man.render(&mut buf)
+            let buf = man::render()
                 .map_err(|e| Failure::failed(format!("cannot render the man page: {e}")))?;
             write_out_bytes(&buf);
             Ok(exit::OK)

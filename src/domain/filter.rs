@@ -175,6 +175,46 @@ impl AgeOp {
 
 const KEYS: &str = "exception, reason, queue, type, header, body, age, convention (fw)";
 
+/// How terms combine, for the man page (`warren man`) and anything else that documents the
+/// language (`docs/manual.md` says the same).
+pub const SYNTAX: &str = "Shared by warren replay --filter, warren show --filter, the other commands' \
+     --filter and the terminal UI's /: whitespace-separated key:value terms, all of which must \
+     match; - before a term negates it; double quotes hold spaces (exception:\"carrier down\"). \
+     Text matching is case-insensitive substring matching. An empty --filter is a usage error \
+     (exit 2): leave it out to take every message.";
+
+/// Each term as written and what it matches, for the same readers as [`SYNTAX`].
+pub const TERMS: &[(&str, &str)] = &[
+    (
+        "exception:TEXT",
+        "the exception type or message contains TEXT",
+    ),
+    (
+        "reason:NAME",
+        "a broker death reason, one of rejected, expired, maxlen, delivery_limit, other",
+    ),
+    ("queue:TEXT", "the origin queue"),
+    ("type:TEXT", "the message type"),
+    (
+        "convention:TEXT, fw:TEXT",
+        "the framework that dead-lettered it (convention:masstransit)",
+    ),
+    (
+        "header:NAME=TEXT, header:NAME",
+        "the header's value contains TEXT; the header is present",
+    ),
+    ("body:TEXT", "the body contains TEXT"),
+    (
+        "age:>1h, age:<30m, age:>=2d, age:<1h30m",
+        "how long it has been in the DLQ (units s, m, h, d): exact when it died once, else \
+         since Warren first saw it (a lower bound)",
+    ),
+    (
+        "WORD",
+        "a plain word: the verdict, the exception or the body contains it",
+    ),
+];
+
 impl Filter {
     /// Parses a query; see the module documentation for the language.
     pub fn parse(input: &str) -> Result<Filter, FilterError> {
@@ -567,6 +607,18 @@ impl fmt::Display for Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_key_the_parser_knows_is_documented() {
+        for key in KEYS.split(", ") {
+            let key = key.split(' ').next().unwrap();
+            assert!(
+                TERMS.iter().any(|(t, _)| t.contains(&format!("{key}:"))),
+                "{key}"
+            );
+        }
+        assert!(TERMS.iter().any(|(t, _)| t.contains("fw:")));
+    }
 
     struct Owned {
         headers: Table,

@@ -16,8 +16,8 @@ use super::{Preview, ReplaySpec, Session, SessionError, reads::wait_for_turn};
 
 impl Session {
     /// A replay's own two connections, consuming and publishing. (One connection with two
-    /// channels was measured too: the same CPU per message, no faster: see the README's
-    /// Benchmarks.)
+    /// channels was measured too: the same CPU per message, no faster: see docs/benchmarks.md,
+    /// Replay.)
     async fn replay_connections(&self) -> Result<(lapin::Connection, lapin::Connection), String> {
         let consume = self
             .connect_amqp("warren-replay-consume")
