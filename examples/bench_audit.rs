@@ -66,6 +66,7 @@ async fn run(amqp: &str, mgmt: &str, vhost: &str, runs: usize) -> Result<()> {
             clear_expiry: false,
         };
         let out = AuditOutcome {
+            canary: None,
             targets: Vec::new(),
             at: jiff::Timestamp::now(),
             moved: 20,

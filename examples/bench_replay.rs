@@ -40,6 +40,7 @@ use warren::store::{AuditOutcome, AuditStart, Store};
 /// The run's outcome in the local audit, its moved ids read from the run's spool.
 fn record_outcome(store: &Store, id: i64, summary: &warren::broker::replay::Summary) -> Result<()> {
     let out = AuditOutcome {
+        canary: None,
         targets: Vec::new(),
         at: jiff::Timestamp::now(),
         moved: summary.progress.moved,

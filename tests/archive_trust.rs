@@ -402,6 +402,7 @@ async fn forged_audit_on(broker: &TestBroker) {
         clear_expiry: false,
     };
     let outcome = warren::store::AuditOutcome {
+        canary: None,
         targets: Vec::new(),
         at,
         moved: 900,

@@ -305,3 +305,125 @@ async fn through_the_default_exchange_the_canary_estimates_and_without_a_consume
         vh.cleanup().await;
     }
 }
+
+/// The TUI's replay with a canary, through its worker and the same home: the consumer still
+/// fails, so 10 move, 10 come back and the other 50 stay; the outcome says so, and the Replays
+/// view's run carries the canary's record.
+async fn tui_canary(b: TestBroker) {
+    use warren::broker::config::Overrides;
+    use warren::domain::canary::{CanaryDecision, CanaryRule};
+    use warren::tui::{Command, ReplayRequest, Report};
+    let vh = TestVhost::new(&b, "canary-tui").await;
+    let home = Home::new("canary-tui-config");
+    let conn = h::connect(&vh).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "orders.dlq", QueueType::Classic, FieldTable::default()).await;
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString("".into()),
+    );
+    args.insert(
+        "x-dead-letter-routing-key".into(),
+        AMQPValue::LongString("orders.dlq".into()),
+    );
+    h::declare(&ch, "orders", QueueType::Classic, args).await;
+    fill_and_fail(&conn, &ch, "orders", "orders.dlq", "o", 60).await;
+    let handled = consumer(&conn, "orders", Arc::new(AtomicBool::new(true))).await;
+    let overrides = Overrides {
+        config_path: Some(home.dir.join("config.toml")),
+        management_url: Some(vh.broker.mgmt_url_with_creds()),
+        amqp_url: Some(vh.amqp_url()),
+        vhost: Some(vh.name.clone()),
+        ..Default::default()
+    };
+    let (cmd_tx, mut rx, worker) = common::spawn_worker(overrides);
+    cmd_tx
+        .send(Command::Replay(ReplayRequest {
+            vhost: vh.name.clone(),
+            queue: "orders.dlq".into(),
+            selection: warren::domain::selection::Selection::All,
+            expected: 60,
+            canary: Some(CanaryRule {
+                size: 10,
+                wait: Duration::from_secs(20),
+                tolerance: 0,
+            }),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    let mut waited = false;
+    let end = common::worker_until(
+        &mut rx,
+        &b.label,
+        |e| matches!(e, Report::ReplayFinished(_)),
+        |e| {
+            if let Report::ReplayProgress(p) = e {
+                waited |= p.canary.is_some();
+            }
+        },
+    )
+    .await;
+    let Report::ReplayFinished(o) = end else {
+        unreachable!()
+    };
+    assert_eq!(o.progress.moved, 10, "{}: {o:?}", b.label);
+    let error = o.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("canary: about 10 of 10 came back"),
+        "{}: {o:?}",
+        b.label
+    );
+    assert!(
+        error.contains("50 left in orders.dlq untouched"),
+        "{}: {o:?}",
+        b.label
+    );
+    assert!(waited, "{}: the progress said the canary waits", b.label);
+    h::wait_for_depth(&conn, "orders.dlq", 60, Duration::from_secs(20)).await;
+    assert_eq!(handled.lock().unwrap().rejected.len(), 10, "{}", b.label);
+    let ids = message_ids(&read_all(&conn, "orders.dlq", 60).await);
+    assert_eq!(counts(&ids).len(), 60, "{}: every id once", b.label);
+
+    cmd_tx.send(Command::LoadReplays).await.unwrap();
+    let loaded = common::worker_until(
+        &mut rx,
+        &b.label,
+        |e| matches!(e, Report::ReplaysLoaded { .. }),
+        |_| {},
+    )
+    .await;
+    let Report::ReplaysLoaded { runs, .. } = loaded else {
+        unreachable!()
+    };
+    let run = runs
+        .iter()
+        .find(|r| r.vhost == vh.name)
+        .unwrap_or_else(|| panic!("{}: the run is in the Replays view", b.label));
+    let c = run.canary.as_ref().expect("the canary is on the record");
+    assert_eq!(c.decision, CanaryDecision::CameBack, "{}", b.label);
+    assert_eq!(
+        (c.moved, c.came_back, c.left_untouched),
+        (10, 10, 50),
+        "{}",
+        b.label
+    );
+    cmd_tx.send(Command::Quit).await.unwrap();
+    let _ = worker.await;
+    let _ = conn.close(200, "ok".into()).await;
+    vh.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_tui_s_canary_goes_through_the_same_home_and_is_on_the_record() {
+    let home = Home::new("canary-tui-store");
+    // The worker opens Warren's store (the audit) from the environment.
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe {
+        std::env::set_var("WARREN_STORE", home.store());
+    }
+    for b in TestBroker::all() {
+        tui_canary(b).await;
+    }
+}

@@ -28,6 +28,7 @@ fn start(at: Timestamp, from: &str) -> AuditStart {
 
 fn outcome(at: Timestamp) -> AuditOutcome {
     AuditOutcome {
+        canary: None,
         targets: Vec::new(),
         at,
         moved: 2,

@@ -2278,6 +2278,7 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
         outcome: "completed".into(),
         moved: Some(7),
         came_back: back,
+        canary: None,
         local: false,
         broker: true,
         unvouched: false,
@@ -3276,4 +3277,45 @@ fn a_refresh_of_every_context_keeps_two_queues_of_one_vhost_and_name_apart() {
     );
     // Growing first, whichever context.
     assert_eq!(row_in(&st, "prod-eu", VHOST, "orders.dlq"), 0);
+}
+
+/// The replay modal's canary: off for a small plan, on (the configured size) above the
+/// configured count, `c` steps through the sizes and then off, and what Enter sends says so;
+/// a dry run sends none.
+#[test]
+fn the_replay_modal_starts_a_canary_above_its_threshold_and_c_changes_it() {
+    let accept = |st: &mut warren::tui::State| match update(st, key(KeyCode::Enter)).as_slice() {
+        [Command::Replay(r)] => r.canary.clone(),
+        other => panic!("{other:?}"),
+    };
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    st.canary_above = 1;
+    st.canary_size = 25;
+    update(&mut st, ch(' '));
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 1));
+    assert_eq!(accept(&mut st), None, "1 is not above 1");
+
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    st.canary_above = 1;
+    st.canary_size = 25;
+    update(&mut st, ch(' '));
+    update(&mut st, ch(' '));
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 2));
+    update(&mut st, ch('c'));
+    // A plan that comes again (attempts kept) does not undo the operator's choice.
+    update(&mut st, preview("orders.dlq", 2));
+    let c = accept(&mut st).expect("a canary");
+    assert_eq!((c.size, c.tolerance), (50, 0), "25 stepped to 50");
+    assert_eq!(c.wait, st.canary_wait);
+
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    st.canary_above = 1;
+    update(&mut st, ch(' '));
+    update(&mut st, ch(' '));
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 2));
+    update(&mut st, ch('d'));
+    assert_eq!(accept(&mut st), None, "a dry run has no canary");
 }

@@ -669,6 +669,7 @@ pub async fn publish(
     let keys_of = plan.keys_of;
     let failed_outcome = |e: String| Outcome {
         audit: AuditOutcome {
+            canary: None,
             targets: Vec::new(),
             at: jiff::Timestamp::now(),
             moved: 0,
@@ -745,6 +746,7 @@ pub async fn publish(
     .to_string();
     Outcome {
         audit: AuditOutcome {
+            canary: None,
             targets: Vec::new(),
             at: jiff::Timestamp::now(),
             moved: restored,

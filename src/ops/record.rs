@@ -124,6 +124,7 @@ pub fn outcome_of(result: &Result<Summary, SessionError>) -> AuditOutcome {
             duplicate_ids: sum.counts.duplicate_ids.clone(),
             outcome: sum.outcome(),
             targets: sum.counts.targets.keys().cloned().collect(),
+            canary: sum.canary.clone(),
         },
         Err(e) => AuditOutcome {
             at: jiff::Timestamp::now(),

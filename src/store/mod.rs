@@ -239,6 +239,10 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE read_heads ADD COLUMN oldest_exact INTEGER;
     "#,
+    // 12: what a replay's canary did (`domain::canary::CanaryRecord` as JSON).
+    r#"
+    ALTER TABLE replay_outcomes ADD COLUMN canary_json TEXT;
+    "#,
 ];
 
 impl Store {

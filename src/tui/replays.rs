@@ -81,6 +81,17 @@ pub fn lines(state: &State, skip: usize) -> Vec<Line<'static>> {
             ));
         }
         out.push(Line::from(spans));
+        if let Some(c) = &r.canary {
+            let style = if c.decision.went_ahead() {
+                t.ok
+            } else {
+                t.warn
+            };
+            out.push(Line::styled(
+                format!("    {}", sanitize::one_line(&c.words(), 300)),
+                style,
+            ));
+        }
     }
     for why in unreached {
         out.push(Line::styled(sanitize::one_line(why, 400), t.warn));

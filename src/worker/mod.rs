@@ -898,6 +898,7 @@ async fn replays(ss: &Sessions, ticket: Ticket) -> Report {
                 outcome: r.outcome,
                 moved: r.moved,
                 came_back,
+                canary: r.canary,
                 local: seen.local,
                 broker: seen.broker,
                 unvouched: seen.unvouched,

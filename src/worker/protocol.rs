@@ -101,6 +101,8 @@ pub struct RunSummary {
     pub outcome: String,
     pub moved: Option<u64>,
     pub came_back: Option<crate::domain::comeback::CameBack>,
+    /// What the run's canary did, when it had one.
+    pub canary: Option<crate::domain::canary::CanaryRecord>,
     /// Found in the local store / on the broker's audit stream.
     pub local: bool,
     pub broker: bool,

@@ -295,6 +295,7 @@ pub(super) fn with_outcome(r: AuditRecord, o: AuditOutcome) -> AuditRecord {
         duplicate_ids: o.duplicate_ids,
         targets: joined_targets(r.targets, &o.targets),
         outcome: o.outcome,
+        canary: o.canary,
         ..r
     }
 }
@@ -337,6 +338,7 @@ pub(super) fn record_of(
             .as_ref()
             .map(|o| o.duplicate_ids.clone())
             .unwrap_or_default(),
+        canary: out.as_ref().and_then(|o| o.canary.clone()),
         outcome: out.map_or_else(|| INTERRUPTED.to_string(), |o| o.outcome),
     }
 }

@@ -10,6 +10,7 @@ use rusqlite::OptionalExtension;
 use serde::{Deserialize, Serialize};
 
 use super::{Result, Store, StoreError, to_sql_count};
+use crate::domain::canary::CanaryRecord;
 
 mod merged;
 
@@ -110,6 +111,9 @@ pub struct AuditOutcome {
     /// checked as they are first met starts with none known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<String>,
+    /// What the run's canary did, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryRecord>,
 }
 
 /// The event of a broker audit stream entry that holds some of a run's moved ids: written
@@ -173,6 +177,8 @@ pub struct AuditRecord {
     pub duplicate_ids: Vec<String>,
     /// The recorded outcome, or "interrupted" when there is none.
     pub outcome: String,
+    /// What the run's canary did, when it had one.
+    pub canary: Option<CanaryRecord>,
 }
 
 /// How many of the newest replays `replay_counts` looks through.
@@ -251,6 +257,12 @@ impl Store {
             .map_err(|e| self.corrupt(format!("duplicate ids: {e}")))?;
         let targets = serde_json::to_string(&out.targets)
             .map_err(|e| self.corrupt(format!("targets: {e}")))?;
+        let canary = out
+            .canary
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| self.corrupt(format!("canary: {e}")))?;
         let tx = self.write_tx()?;
         let exists = tx
             .query_row("SELECT 1 FROM replays WHERE id = ?1", [id], |_| Ok(()))
@@ -275,8 +287,8 @@ impl Store {
         tx.execute(
             "INSERT INTO replay_outcomes (replay_id, finished_ms, moved, returned, failed,
                  remaining, message_ids_json, outcome, duplicated, duplicate_ids_json,
-                 targets_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, '[]', ?7, ?8, ?9, ?10)",
+                 targets_json, canary_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, '[]', ?7, ?8, ?9, ?10, ?11)",
             rusqlite::params![
                 id,
                 out.at.as_millisecond(),
@@ -288,6 +300,7 @@ impl Store {
                 to_sql_count(out.duplicated),
                 dup_ids,
                 targets,
+                canary,
             ],
         )
         .map_err(|e| self.sqlite(e))?;
@@ -412,7 +425,7 @@ impl Store {
                         r.dry_run, r.keep_attempts,
                         o.finished_ms, o.moved, o.returned, o.failed, o.remaining,
                         o.message_ids_json, o.outcome, o.duplicated, o.duplicate_ids_json,
-                        r.clear_expiry, r.operation, r.run_id, o.targets_json
+                        r.clear_expiry, r.operation, r.run_id, o.targets_json, o.canary_json
                  FROM replays r LEFT JOIN replay_outcomes o ON o.replay_id = r.id
                  ORDER BY r.id DESC LIMIT ?1",
             )
@@ -447,6 +460,7 @@ impl Store {
                     operation: r.get(23)?,
                     run_id: r.get(24)?,
                     reached_json: r.get(25)?,
+                    canary_json: r.get(26)?,
                 })
             })
             .map_err(|e| self.sqlite(e))?;
@@ -519,6 +533,11 @@ impl Store {
                 None => Vec::new(),
             },
             outcome: raw.outcome.unwrap_or_else(|| INTERRUPTED.to_string()),
+            // A record this Warren cannot read is shown without it, never refused.
+            canary: raw
+                .canary_json
+                .as_deref()
+                .and_then(|j| serde_json::from_str(j).ok()),
         })
     }
 }
@@ -552,6 +571,7 @@ struct RawRecord {
     run_id: Option<String>,
     /// The targets the run's outcome says it reached (migration 10).
     reached_json: Option<String>,
+    canary_json: Option<String>,
 }
 
 /// A `warren protect` that set its policy: who lifted which queue's delivery limit, and how.

@@ -24,6 +24,7 @@ pub(crate) fn start(run: &str, secs: i64) -> AuditStart {
 /// A "completed" outcome at second 200 that moved `moved`, with these ids.
 pub(crate) fn completed(moved: u64, ids: &[&str]) -> AuditOutcome {
     AuditOutcome {
+        canary: None,
         at: Timestamp::from_second(200).unwrap(),
         moved,
         returned: 0,
@@ -187,6 +188,7 @@ fn the_same_run_seen_locally_and_on_the_broker_is_one_record() {
         ..local
     };
     let out = AuditOutcome {
+        canary: None,
         targets: Vec::new(),
         at: Timestamp::from_second(200).unwrap(),
         moved: 3,
