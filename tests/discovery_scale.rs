@@ -1,5 +1,7 @@
 //! 10,000 queues in one vhost are listed and classified: half of them work queues that
-//! dead-letter into the other half. Timings are printed, not asserted.
+//! dead-letter into the other half. Timings are printed, not asserted. The other versions get
+//! 1,000 (their listing is the same code; 30,000 declares and deletes took a fifth of the
+//! suite's broker time for nothing more).
 
 mod common;
 
@@ -19,10 +21,14 @@ const PAIRS: usize = 5_000;
 #[tokio::test]
 async fn ten_thousand_queues_are_listed_and_classified() {
     // The brokers are independent: one at a time took most of the suite's wall time.
-    futures_util::future::join_all(TestBroker::all().into_iter().map(at_scale)).await;
+    let brokers = TestBroker::all().into_iter().enumerate();
+    futures_util::future::join_all(
+        brokers.map(|(i, b)| at_scale(b, if i == 0 { PAIRS } else { 500 })),
+    )
+    .await;
 }
 
-async fn at_scale(broker: TestBroker) {
+async fn at_scale(broker: TestBroker, pairs: usize) {
     let vh = TestVhost::new(&broker, "scale").await;
     let conn = lapin::Connection::connect(&vh.amqp_url(), lapin::ConnectionProperties::default())
         .await
@@ -31,7 +37,7 @@ async fn at_scale(broker: TestBroker) {
 
     let started = Instant::now();
     // Pipelined on one channel: many declares in flight at once.
-    let declared: Vec<Result<(), String>> = stream::iter(0..PAIRS * 2)
+    let declared: Vec<Result<(), String>> = stream::iter(0..pairs * 2)
         .map(|n| {
             let ch = ch.clone();
             async move {
@@ -76,7 +82,7 @@ async fn at_scale(broker: TestBroker) {
     println!(
         "RabbitMQ {}: declared {} queues in {:?}",
         broker.label,
-        PAIRS * 2,
+        pairs * 2,
         started.elapsed()
     );
 
@@ -91,7 +97,7 @@ async fn at_scale(broker: TestBroker) {
     let t = Instant::now();
     let queues = mgmt.queues(&vh.name).await.expect("list queues");
     let listed = t.elapsed();
-    assert_eq!(queues.len(), PAIRS * 2);
+    assert_eq!(queues.len(), pairs * 2);
 
     let t = Instant::now();
     let topo = discover::topology(&mgmt, &vh.name).await.expect("topology");
@@ -106,8 +112,8 @@ async fn at_scale(broker: TestBroker) {
         queues.len()
     );
 
-    assert_eq!(d.dead_letter_queues.len(), PAIRS);
-    assert_eq!(d.other_queues.len(), PAIRS);
+    assert_eq!(d.dead_letter_queues.len(), pairs);
+    assert_eq!(d.other_queues.len(), pairs);
     assert!(d.retry_loops.is_empty());
     for dlq in &d.dead_letter_queues {
         let work = dlq

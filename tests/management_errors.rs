@@ -201,8 +201,13 @@ async fn missing_queue_and_missing_vhost_are_told_apart() {
         .queue(&vh.name, "no-such-queue")
         .await
         .expect_err("no queue");
-    assert!(matches!(err, ManagementError::NotFound { .. }), "{err:?}");
-    assert!(err.to_string().contains("queue 'no-such-queue'"), "{err}");
+    assert!(matches!(err, ManagementError::NoQueue { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("no queue 'no-such-queue' in vhost")
+            && err.to_string().contains("`warren queues` lists them"),
+        "{err}"
+    );
     let err = mgmt
         .queues("warren-no-such-vhost")
         .await

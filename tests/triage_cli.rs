@@ -470,3 +470,26 @@ async fn watch_follows_new_dead_letters() {
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
 }
+
+/// A queue name that names nothing is the command's mistake, not the broker's: exit 2, and
+/// the words say which vhost was looked in and how to list the queues (issue 26).
+#[tokio::test]
+async fn a_missing_queue_is_named_with_its_vhost_and_exits_2() {
+    let b = TestBroker::default_broker();
+    let vh = TestVhost::new(&b, "no-queue").await;
+    let home = Home::new("no-queue");
+    for args in [
+        &["show", "nosuch.dlq"][..],
+        &["replay", "nosuch.dlq", "--dry-run"][..],
+    ] {
+        let r = warren(&vh, &home, args).await;
+        assert_eq!(r.code, Some(2), "{args:?}: {r}");
+        assert!(
+            r.stderr
+                .contains(&format!("no queue 'nosuch.dlq' in vhost '{}'", vh.name))
+                && r.stderr.contains("`warren queues` lists them"),
+            "{args:?}: {r}"
+        );
+    }
+    vh.cleanup().await;
+}

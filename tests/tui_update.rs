@@ -2270,6 +2270,7 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
     assert!(text_of(&warren::tui::replays::lines(&st, 0)).contains("Reading the audit"));
     let run = |id: &str, back: Option<CameBack>| RunSummary {
         run_id: Some(id.into()),
+        operation: warren::store::Operation::Replay,
         started_at: st.now,
         os_user: "alice".into(),
         broker_user: "guest".into(),
@@ -2299,6 +2300,27 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
             from_queue: "payments".into(),
             ..run("r-forged", None)
         },
+        // An archive is said to be one, and a canary that stopped its replay is shown.
+        RunSummary {
+            operation: warren::store::Operation::Archive,
+            from_queue: "refunds.dlq".into(),
+            ..run("r-archive", None)
+        },
+        RunSummary {
+            from_queue: "jobs.dlq".into(),
+            canary: Some(warren::domain::canary::CanaryRecord {
+                dlq: "jobs.dlq".into(),
+                size: 10,
+                moved: 10,
+                came_back: 10,
+                exact: true,
+                top_failure: Some(("CardDeclined".into(), 10)),
+                waited_ms: 900,
+                decision: warren::domain::canary::CanaryDecision::CameBack,
+                left_untouched: 190,
+            }),
+            ..run("r-canary", None)
+        },
     ];
     update(
         &mut st,
@@ -2311,6 +2333,12 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
     let text = text_of(&warren::tui::replays::lines(&st, 0));
     assert!(text.contains("alice@guest"), "{text}");
     assert!(text.contains("moved 7  completed  [broker]"), "{text}");
+    assert!(text.contains("archive / refunds.dlq"), "{text}");
+    assert!(text.contains("replay  / orders.dlq"), "{text}");
+    assert!(
+        text.contains("canary: 10 of 10 came back within 1 s, 10 × CardDeclined"),
+        "{text}"
+    );
     assert!(
         text.contains("came back 3, most: Rejected by orders.process ×2  run r-new"),
         "{text}"
@@ -2325,9 +2353,9 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
     assert_eq!(text.matches("UNVOUCHED").count(), 1, "{text}");
     // Scrolled by runs, never past the last.
     update(&mut st, ch('G'));
-    assert!(matches!(st.overlay, Overlay::Replays(2)));
+    assert!(matches!(st.overlay, Overlay::Replays(4)));
     update(&mut st, ch('j'));
-    assert!(matches!(st.overlay, Overlay::Replays(2)));
+    assert!(matches!(st.overlay, Overlay::Replays(4)));
     update(&mut st, key(KeyCode::Esc));
     assert!(matches!(st.overlay, Overlay::None));
 }
@@ -3318,4 +3346,29 @@ fn the_replay_modal_starts_a_canary_above_its_threshold_and_c_changes_it() {
     update(&mut st, preview("orders.dlq", 2));
     update(&mut st, ch('d'));
     assert_eq!(accept(&mut st), None, "a dry run has no canary");
+}
+
+/// A mistyped filter key is said, not silently matched against nothing: Enter keeps the line
+/// open with the known keys on the banner, as the command line names them (issue 26).
+#[test]
+fn a_mistyped_filter_key_is_named_and_enter_does_not_keep_it() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('/'));
+    type_text(&mut st, "exeption:Carrier");
+    let why = st.filter_error.clone().expect("the query does not parse");
+    assert!(
+        why.contains("unknown key `exeption:`; known keys are"),
+        "{why}"
+    );
+    assert!(why.contains("exception"), "{why}");
+    update(&mut st, key(KeyCode::Enter));
+    assert!(st.filter_input.is_some(), "the line stays open");
+    assert!(st.filter_error.is_some(), "and says why");
+    update(&mut st, key(KeyCode::Esc));
+    assert!(st.filter_input.is_none());
+    assert_eq!(
+        st.filter_text, "",
+        "Esc restores the filter from before: none"
+    );
+    assert_eq!(st.visible_rows().len(), 6);
 }

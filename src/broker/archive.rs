@@ -728,7 +728,7 @@ pub async fn retention_refusal(
     let q = match s.mgmt.queue(s.vhost(), name).await {
         Ok(q) => q,
         // A dry run's stream that is not created yet: Warren would declare it as promised.
-        Err(crate::broker::management::ManagementError::NotFound { .. }) => return Ok(()),
+        Err(crate::broker::management::ManagementError::NoQueue { .. }) => return Ok(()),
         Err(e) => return Err(unread(e)),
     };
     let policies = match q.effective_policy {

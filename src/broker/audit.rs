@@ -110,7 +110,7 @@ impl AuditStream {
                     q.queue_type.as_str()
                 ));
             }
-            Err(ManagementError::NotFound { .. }) => {
+            Err(ManagementError::NoQueue { .. }) => {
                 let yes = match consent {
                     Consent::Create => true,
                     Consent::Refuse => false,
@@ -403,7 +403,7 @@ pub async fn read_signed(s: &Session) -> Result<Vec<(Vec<u8>, Option<String>)>, 
                 q.queue_type.as_str()
             ));
         }
-        Err(ManagementError::NotFound { .. }) => return Ok(Vec::new()),
+        Err(ManagementError::NoQueue { .. }) => return Ok(Vec::new()),
         Err(e) => return Err(e.to_string()),
     }
     let conn = s.amqp().await.map_err(|e: SessionError| e.to_string())?;

@@ -13,6 +13,7 @@ use url::Url;
 
 use crate::broker::config::{Credentials, Target};
 use crate::domain::discovery::{Binding, BrokerFeatures, ExchangeInfo, Policy, QueueInfo};
+use crate::domain::sanitize;
 
 mod wire;
 
@@ -56,6 +57,9 @@ pub enum ManagementError {
     },
     #[error("{what} not found at {url}")]
     NotFound { url: String, what: String },
+    /// The queue asked about does not exist (a name mistyped, or a queue deleted).
+    #[error("no queue '{queue}' in vhost '{vhost}' — `warren queues` lists them")]
+    NoQueue { vhost: String, queue: String },
     #[error("could not reach the management API: tried {}", describe_attempts(.attempts))]
     Unreachable { attempts: Vec<Attempt> },
     #[error("RabbitMQ at {url} answered {status} when asked to {what}: {reason}")]
@@ -402,7 +406,14 @@ impl Management {
                 Some(vhost),
                 &what,
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                ManagementError::NotFound { .. } => ManagementError::NoQueue {
+                    vhost: sanitize::one_line(vhost, 100),
+                    queue: sanitize::one_line(name, 200),
+                },
+                e => e,
+            })?;
         let queue = wire::one(&v).and_then(wire::Queue::into_domain);
         queue.ok_or(ManagementError::BadResponse {
             url,

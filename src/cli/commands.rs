@@ -55,6 +55,10 @@ pub fn broker_failure(e: SessionError) -> Failure {
         SessionError::NeedsConsent { queue, text } => Failure::failed(format!(
             "{text} Nothing was read: pass --read-again to accept the cost, or make the queue free to read with `warren protect {queue}`"
         )),
+        // A queue name that names nothing is the command's argument, not the broker's fault.
+        SessionError::Management(crate::broker::management::ManagementError::NoQueue {
+            ..
+        }) => Failure::usage(e.to_string()),
         e if e.is_broker() => Failure::broker(e.to_string()),
         e => Failure::failed(e.to_string()),
     }

@@ -22,14 +22,15 @@ const EXIT_CODES: &[(i32, &str)] = &[
         super::exit::FAILED,
         "The work failed or is incomplete: a replay, archive, restore or discard that ended \
          partial (window full, quorum safety stop, some failed or returned, messages held by \
-         another consumer), failed (connection lost, broker stalled, confirms missing, \
+         another consumer, a canary that came back dead or was not consumed), failed (connection lost, broker stalled, confirms missing, \
          publishing blocked too long), cancelled (Ctrl-C, SIGTERM, SIGHUP; settled) or \
          interrupted (a second signal); a read-only refusal; \"nothing moved\" at the \
          confirmation prompt. For watch --once: an alert.",
     ),
     (
         super::exit::USAGE,
-        "Usage: bad arguments, an empty --filter, no terminal to ask on and no --yes.",
+        "Usage: bad arguments (a queue name that names no queue in the vhost, an empty \
+         --filter), no terminal to ask on and no --yes.",
     ),
     (
         super::exit::BROKER,

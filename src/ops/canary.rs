@@ -9,7 +9,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use crate::broker::canary::{Canary, Tap};
-use crate::broker::replay::{Progress, StopReason, Summary, add_progress, merge};
+use crate::broker::replay::{Progress, StopReason, Summary, add_progress, left_in, merge};
 use crate::broker::session::{Preview, ReplaySpec, Session, SessionError};
 use crate::domain::canary::{CanaryDecision, CanaryPlan, Watch};
 
@@ -72,6 +72,10 @@ impl Stretches<'_> {
         if !decision.went_ahead() {
             if decision == CanaryDecision::Cancelled {
                 one.stop = StopReason::Cancelled;
+            }
+            // The run ends now, with what came back in the DLQ again.
+            if let Ok(conn) = self.s.amqp().await {
+                one.left_in_dlq = left_in(conn, &self.spec.queue).await.or(one.left_in_dlq);
             }
             one.progress.remaining = left;
             one.canary = Some(record);

@@ -186,6 +186,13 @@ pub(crate) fn stop_of(e: SessionError) -> Stop {
     if let SessionError::NeedsConsent { queue, text } = e {
         return Stop::ReadCost { queue, text };
     }
+    // A queue name that names nothing is the request's mistake.
+    if matches!(
+        e,
+        SessionError::Management(crate::broker::management::ManagementError::NoQueue { .. })
+    ) {
+        return Stop::Usage(e.to_string());
+    }
     if e.is_broker() {
         Stop::Broker(e.to_string())
     } else {
@@ -241,6 +248,10 @@ impl Ready<'_> {
 
     /// The audit's finish in both places; returns what could not be written, to be said once.
     pub async fn finish(mut self, result: &Result<Summary, SessionError>) -> Vec<String> {
+        // A canary whose run never started still holds its watch queue's connection.
+        if let Some((_, Some(tap))) = self.canary.take() {
+            tap.close().await;
+        }
         let moved = result
             .as_ref()
             .map(|s| s.moved_ids.clone())

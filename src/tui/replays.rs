@@ -46,7 +46,8 @@ pub fn lines(state: &State, skip: usize) -> Vec<Line<'static>> {
                 t.accent,
             ),
             Span::raw(format!(
-                "{} {}  moved {}  {}",
+                "{:<7} {} {}  moved {}  {}",
+                r.operation.as_str(),
                 sanitize::one_line(&r.vhost, 30),
                 sanitize::one_line(&r.from_queue, 60),
                 r.moved.map_or("-".into(), |n| n.to_string()),

@@ -890,6 +890,7 @@ async fn replays(ss: &Sessions, ticket: Ticket) -> Report {
                 .flatten();
             protocol::RunSummary {
                 run_id: r.run_id,
+                operation: r.operation,
                 started_at: r.started_at,
                 os_user: r.os_user,
                 broker_user: r.broker_user,

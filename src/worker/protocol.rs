@@ -93,6 +93,8 @@ pub enum Command {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunSummary {
     pub run_id: Option<String>,
+    /// Which operation the run was: the Replays view lists archives, restores and discards too.
+    pub operation: crate::store::Operation,
     pub started_at: Timestamp,
     pub os_user: String,
     pub broker_user: String,

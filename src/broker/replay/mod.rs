@@ -609,7 +609,7 @@ fn update_rate(
 
 /// The messages ready in `queue` now (a passive declare on a channel of its own), when the
 /// broker answers within a few seconds.
-async fn left_in(conn: &lapin::Connection, queue: &str) -> Option<u64> {
+pub(crate) async fn left_in(conn: &lapin::Connection, queue: &str) -> Option<u64> {
     use lapin::options::QueueDeclareOptions;
     let name = crate::broker::amqp::short("the queue name", queue).ok()?;
     let limit = Duration::from_secs(5);

@@ -87,6 +87,8 @@ impl SessionError {
     /// (exit code 1).
     pub fn is_broker(&self) -> bool {
         match self {
+            // A mistyped name: the broker answered.
+            SessionError::Management(ManagementError::NoQueue { .. }) => false,
             SessionError::Management(_)
             | SessionError::Amqp(_)
             | SessionError::Replay(_)

@@ -9,12 +9,16 @@ pub(super) fn open_filter(state: &mut State) {
     state.filter_input = Some(FilterInput { input, before });
 }
 
-/// Keys in the filter line: the list narrows as the query parses; Enter keeps, Esc restores.
+/// Keys in the filter line: the list narrows as the query parses; Enter keeps (once it parses),
+/// Esc restores.
 pub(super) fn on_filter_key(state: &mut State, key: KeyEvent) {
     let Some(fi) = &mut state.filter_input else {
         return;
     };
     match key.code {
+        // A query that does not parse (a mistyped key) is not kept as if it did: the line
+        // stays open with why on the banner, until it is fixed or Esc restores the last one.
+        KeyCode::Enter if state.filter_error.is_some() => state.dirty = true,
         KeyCode::Enter => {
             state.filter_input = None;
             state.filter_error = None;
