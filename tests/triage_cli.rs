@@ -493,3 +493,66 @@ async fn a_missing_queue_is_named_with_its_vhost_and_exits_2() {
     }
     vh.cleanup().await;
 }
+
+/// Nothing consuming the work queue is the first thing to know: `queues --json` counts the
+/// consumers of each DLQ's feeders (`origin_consumers`) where the management API has them,
+/// although the cheap listing carries none: 0 with nobody on `work`, 1 with one (issue 26).
+#[tokio::test]
+async fn the_consumers_of_the_work_queue_are_counted() {
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "consumers").await;
+        let home = Home::new("consumers");
+        let conn = h::connect(&vh).await;
+        let ch = h::confirm_channel(&conn).await;
+        h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+        dead_letter(&conn, "work", "dlq", &[simple("m", 0, &[])]).await;
+        let origin = |r: &replay_util::Run| {
+            r.json()
+                .iter()
+                .find(|v| v["name"] == "dlq")
+                .map(|v| v["origin_consumers"].clone())
+        };
+        // The broker's statistics of a queue declared a moment ago come within seconds.
+        let mut seen = None;
+        for _ in 0..40 {
+            let r = warren(&vh, &home, &["queues", "--json"]).await;
+            seen = origin(&r);
+            if seen == Some(Value::from(0)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert_eq!(
+            seen,
+            Some(Value::from(0)),
+            "{}: nobody consumes work",
+            b.label
+        );
+        let consumer = conn.create_channel().await.unwrap();
+        let _held = consumer
+            .basic_consume(
+                "work".into(),
+                "c".into(),
+                Default::default(),
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        for _ in 0..40 {
+            let r = warren(&vh, &home, &["queues", "--json"]).await;
+            seen = origin(&r);
+            if seen == Some(Value::from(1)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert_eq!(
+            seen,
+            Some(Value::from(1)),
+            "{}: one consumer on work",
+            b.label
+        );
+        let _ = conn.close(200, "ok".into()).await;
+        vh.cleanup().await;
+    }
+}
