@@ -504,11 +504,32 @@ pub async fn demo(c: &ConnArgs) -> Result<i32, Failure> {
     crate::broker::cluster::verify(&target.amqp_urls, &overview, mgmt.active_url())
         .await
         .map_err(Failure::broker)?;
-    let report = crate::demo::build(&target, &vhost)
+    let mut report = crate::demo::build(&target, &vhost)
         .await
         .map_err(|e| Failure::broker(e.to_string()))?;
+    report.reach = reach_args(c);
     crate::outln!("{report}");
     Ok(exit::OK)
+}
+
+/// The options that reached the broker, for a follow-up command that reaches it too: the
+/// config file and context as given, the URLs without their credentials (the password is the
+/// user's to give again; the environment's variables still apply).
+fn reach_args(c: &ConnArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(p) = &c.config {
+        out.extend(["--config".to_string(), p.display().to_string()]);
+    }
+    if let Some(x) = &c.context {
+        out.extend(["--context".to_string(), x.clone()]);
+    }
+    if let Some(u) = &c.management_url {
+        out.extend(["--management-url".to_string(), config::redact_url(u)]);
+    }
+    if let Some(u) = &c.amqp_url {
+        out.extend(["--amqp-url".to_string(), config::redact_url(u)]);
+    }
+    out
 }
 
 /// `--group` and `--filter` as a selection (both must hold); neither: all.

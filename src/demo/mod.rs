@@ -70,6 +70,9 @@ pub struct DemoReport {
     /// Dead-letter queues first, then the work queues feeding them.
     pub queues: Vec<DemoQueue>,
     pub elapsed: Duration,
+    /// The options that reached this broker (`--context`, `--management-url`, …; no
+    /// password), so the follow-up command reaches it too.
+    pub reach: Vec<String>,
 }
 
 impl DemoReport {
@@ -123,18 +126,29 @@ impl fmt::Display for DemoReport {
                 width = width
             )?;
         }
-        let vhost_arg = if vhost
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            vhost
-        } else {
-            format!("'{}'", vhost.replace('\'', r"'\''"))
-        };
+        let vhost_arg = shell_word(&vhost);
+        let reach: String = self
+            .reach
+            .iter()
+            .map(|a| format!(" {}", shell_word(a)))
+            .collect();
         write!(
             f,
-            "Look at them with: warren --vhost {vhost_arg}   (run `warren demo` again to start over)"
+            "Look at them with: warren{reach} --vhost {vhost_arg}   (run `warren demo` again to start over)"
         )
+    }
+}
+
+/// `word` as one word for a POSIX shell: as it is when nothing in it is special, else quoted.
+fn shell_word(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/=@".contains(c))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 
@@ -245,6 +259,7 @@ pub async fn build(target: &Target, vhost: &str) -> Result<DemoReport, DemoError
         replaced_previous,
         queues: scenarios::report(&scenarios),
         elapsed: started.elapsed(),
+        reach: Vec::new(),
     })
 }
 
@@ -383,6 +398,7 @@ mod tests {
             replaced_previous: true,
             queues,
             elapsed: Duration::from_millis(2_500),
+            reach: Vec::new(),
         };
         assert_eq!(report.expected("telemetry.dlq"), Some(7));
         assert_eq!(
@@ -392,5 +408,20 @@ mod tests {
         let shown = report.to_string();
         assert!(shown.contains("43 dead letters in 10 queues"), "{shown}");
         assert!(shown.contains("warren --vhost warren-demo"), "{shown}");
+        let elsewhere = DemoReport {
+            reach: vec![
+                "--management-url".into(),
+                "http://10.0.0.5:15673/".into(),
+                "--amqp-url".into(),
+                "amqp://10.0.0.5:5673".into(),
+            ],
+            vhost: "my demo".into(),
+            ..report
+        };
+        let shown = elsewhere.to_string();
+        assert!(
+            shown.contains("warren --management-url http://10.0.0.5:15673/ --amqp-url amqp://10.0.0.5:5673 --vhost 'my demo'"),
+            "{shown}"
+        );
     }
 }
