@@ -3372,3 +3372,23 @@ fn a_mistyped_filter_key_is_named_and_enter_does_not_keep_it() {
     );
     assert_eq!(st.visible_rows().len(), 6);
 }
+
+/// Snapshot files are not a connection: the header says so (issue 26).
+#[test]
+fn a_snapshot_is_not_connected() {
+    let mut st = warren::tui::State::new(now(), true, warren::tui::Theme::default());
+    update(
+        &mut st,
+        Report::QueuesLoaded {
+            overview: warren::tui::event::Overview {
+                snapshot: true,
+                ..overview()
+            },
+            discovery: discovery(),
+            ticket: Default::default(),
+        },
+    );
+    let h = header(&st);
+    assert!(h.contains("snapshot, no broker"), "{h}");
+    assert!(!h.contains("connected"), "{h}");
+}

@@ -580,6 +580,7 @@ async fn discover(ss: &Sessions, ticket: Ticket, ops: &Ops) -> Report {
                 color: s.target.color,
                 label: s.target.label.clone(),
                 contexts: Vec::new(),
+                snapshot: false,
             };
             Report::QueuesLoaded {
                 overview,
@@ -1017,6 +1018,7 @@ fn snapshot_overview(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Overvie
         color: None,
         label: None,
         contexts: Vec::new(),
+        snapshot: true,
     }
 }
 

@@ -359,6 +359,8 @@ pub struct Overview {
     /// Every context at once (`context` is `*`): each context of the config file, as it was
     /// reached, in the file's order. Empty in any other scope.
     pub contexts: Vec<Reach>,
+    /// Snapshot files, no broker (`warren open`).
+    pub snapshot: bool,
 }
 
 /// One context of every context at once: what it is, or why it is not listed.
@@ -380,6 +382,8 @@ pub enum ConnectionState {
     #[default]
     Connecting,
     Connected,
+    /// Snapshot files, no broker: nothing is live.
+    Snapshot,
     /// Lost or refused, with the reason.
     Disconnected(String),
 }

@@ -389,6 +389,7 @@ pub fn overview() -> Overview {
         color: None,
         label: None,
         contexts: Vec::new(),
+        snapshot: false,
     }
 }
 

@@ -113,7 +113,11 @@ fn on_queues_loaded(
     state.content_serial += 1;
     state.queues_loaded = true;
     state.depths_at = Some(state.now);
-    state.connection = ConnectionState::Connected;
+    state.connection = if state.overview.snapshot {
+        ConnectionState::Snapshot
+    } else {
+        ConnectionState::Connected
+    };
     state.sample_depths();
     state.refresh_urgency(keep);
     state.dirty = true;

@@ -131,6 +131,7 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
     let (dot, text, style) = match &state.connection {
         ConnectionState::Connecting => ("○", "connecting".to_string(), t.warn),
         ConnectionState::Connected => ("●", "connected".to_string(), t.ok),
+        ConnectionState::Snapshot => ("◆", "snapshot, no broker".to_string(), t.muted),
         ConnectionState::Disconnected(why) => {
             ("✕", format!("disconnected: {}", s(why, 40)), t.danger)
         }
