@@ -175,6 +175,11 @@ impl Worker {
 
     /// SIGTERM by PID, then SIGKILL after `grace`; returns once it is gone.
     pub async fn stop(mut self, grace: Duration) {
+        // Already reaped: there is no PID any more, and `kill 0` would signal this test's whole
+        // process group (its other children, and itself).
+        if self.child.id().is_none() {
+            return;
+        }
         let pid = self.pid().to_string();
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &pid])
