@@ -207,6 +207,7 @@ async fn a_viewer_moves_nothing_from_the_terminal_ui_and_its_header_says_read_on
                     job: job.clone(),
                     canary: None,
                     max_backlog: None,
+                    create_audit: None,
                 }))
                 .await
                 .expect("worker takes commands");

@@ -265,6 +265,7 @@ async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
                 job: Default::default(),
                 canary: None,
                 max_backlog: None,
+                create_audit: None,
             }))
             .await
             .expect("worker takes commands");

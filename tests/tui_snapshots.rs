@@ -74,6 +74,7 @@ fn preview(count: u64, reaches: &[&str]) -> Report {
         replayed_before: 1,
         warnings: vec![],
         ticket: Default::default(),
+        create_audit: None,
     })
 }
 
@@ -247,6 +248,23 @@ fn replay_modal() {
     let title = find(&buf, "Replay 2 messages");
     assert_eq!(title.len(), 1);
     assert_eq!(buf[title[0]].fg, Color::Red);
+}
+
+/// The modal asks, before the work starts, whether to create the missing shared audit record;
+/// a canary of 10 is shown on (above the threshold, here 1).
+#[test]
+fn replay_modal_asks_for_the_shared_record_and_shows_the_canary() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    st.canary_above = 1;
+    update(&mut st, ch(' '));
+    update(&mut st, ch(' '));
+    update(&mut st, ch('r'));
+    let mut p = preview(2, &["orders.process"]);
+    if let Report::ReplayPreview(pp) = &mut p {
+        pp.create_audit = Some("Warren will create the stream 'warren.audit'".into());
+    }
+    update(&mut st, p);
+    snap("modal_record", &st);
 }
 
 #[test]

@@ -3392,3 +3392,47 @@ fn a_snapshot_is_not_connected() {
     assert!(h.contains("snapshot, no broker"), "{h}");
     assert!(!h.contains("connected"), "{h}");
 }
+
+/// The shared audit record, asked once per context in the replay modal before the work starts
+/// (the TUI cannot stop mid-run to ask): Enter waits for the answer, `s` says yes and the run
+/// carries it; the next replay in the same context is not asked again (issue 26).
+#[test]
+fn the_missing_audit_stream_is_asked_once_per_context_in_the_modal() {
+    let with_question = |st: &mut warren::tui::State| {
+        let mut p = preview("orders.dlq", 1);
+        if let Report::ReplayPreview(pp) = &mut p {
+            pp.create_audit = Some("Warren will create the stream 'warren.audit'".into());
+        }
+        update(st, p);
+    };
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch(' '));
+    update(&mut st, ch('r'));
+    with_question(&mut st);
+    assert!(
+        update(&mut st, key(KeyCode::Enter)).is_empty(),
+        "Enter waits for the answer"
+    );
+    let Overlay::Replay(m) = &st.overlay else {
+        panic!("the modal stays open")
+    };
+    assert!(
+        m.blocked()
+            .unwrap_or_default()
+            .contains("shared audit record")
+    );
+    update(&mut st, ch('s'));
+    match update(&mut st, key(KeyCode::Enter)).as_slice() {
+        [Command::Replay(r)] => assert_eq!(r.create_audit, Some(true)),
+        other => panic!("{other:?}"),
+    }
+    // The same context again: the answer stands, nothing is asked.
+    st.overlay = Overlay::None;
+    st.focus = Focus::Messages;
+    update(&mut st, ch('r'));
+    with_question(&mut st);
+    match update(&mut st, key(KeyCode::Enter)).as_slice() {
+        [Command::Replay(r)] => assert_eq!(r.create_audit, Some(true)),
+        other => panic!("asked again: {other:?}"),
+    }
+}

@@ -57,6 +57,7 @@ async fn run_on(
         job,
         canary: None,
         max_backlog: None,
+        create_audit: None,
     }))
     .await
     .unwrap();
@@ -575,6 +576,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
             job: JobKind::Restore(back),
             canary: None,
             max_backlog: None,
+            create_audit: None,
         }))
         .await
         .unwrap();

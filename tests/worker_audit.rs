@@ -90,6 +90,7 @@ async fn session(broker: TestBroker, create: bool) {
             job: Default::default(),
             canary: None,
             max_backlog: None,
+            create_audit: None,
         }))
         .await
         .unwrap();
@@ -174,5 +175,103 @@ async fn a_tui_replay_is_on_the_shared_record_when_the_context_allows_it() {
     for broker in TestBroker::all() {
         session(broker.clone(), true).await;
         session(broker, false).await;
+    }
+}
+
+/// A context that neither allows nor forbids creating the audit stream: the worker's plan
+/// asks (`create_audit`), and the operator's answer in the modal decides — yes creates the
+/// stream and puts the run on it; no keeps the run local and says nothing more about it.
+async fn asked(broker: TestBroker, answer: bool) {
+    let label = format!("{} (answered {answer})", broker.label);
+    let vhost = TestVhost::new(&broker, "worker-asked").await;
+    let home = Home::new("worker-asked");
+    let conn = amqp_h::connect(&vhost).await;
+    let ch = amqp_h::confirm_channel(&conn).await;
+    amqp_h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    amqp_h::dead_letter_by_reject(&conn, "work", "dlq", 3).await;
+    let config = format!(
+        "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_AUDIT_PASSWORD\"\n",
+        vhost.broker.mgmt_base(),
+        vhost.broker.host,
+        vhost.broker.amqp_port,
+        vhost.name
+    );
+    std::fs::write(home.dir.join("config.toml"), config).expect("config");
+    let overrides = Overrides {
+        config_path: Some(home.dir.join("config.toml")),
+        context: Some("c".into()),
+        ..Default::default()
+    };
+    let (cmd_tx, mut rx, worker) = common::spawn_worker(overrides);
+    let mut notices = Vec::new();
+    cmd_tx
+        .send(Command::PreviewReplay {
+            vhost: vhost.name.clone(),
+            queue: "dlq".into(),
+            selection: Selection::All,
+            keep_attempts: false,
+        })
+        .await
+        .unwrap();
+    let plan = until(&mut rx, &mut notices, &label, |e| {
+        matches!(e, Report::ReplayPreview(_))
+    })
+    .await;
+    let Report::ReplayPreview(plan) = plan else {
+        unreachable!()
+    };
+    let question = plan.create_audit.unwrap_or_default();
+    assert!(question.contains("warren.audit"), "{label}: {question:?}");
+    cmd_tx
+        .send(Command::Replay(ReplayRequest {
+            vhost: vhost.name.clone(),
+            queue: "dlq".into(),
+            selection: Selection::All,
+            expected: 3,
+            create_audit: Some(answer),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    until(&mut rx, &mut notices, &label, |e| {
+        matches!(e, Report::ReplayFinished(_))
+    })
+    .await;
+    let path = format!("/api/queues/{}/warren.audit", common::enc(&vhost.name));
+    let exists = vhost
+        .api(reqwest::Method::GET, &path, None)
+        .await
+        .status()
+        .is_success();
+    assert_eq!(
+        exists, answer,
+        "{label}: the stream exists only after a yes"
+    );
+    let runs = replays(&cmd_tx, &mut rx, &label, &vhost.name).await;
+    assert_eq!(runs.len(), 1, "{label}: {runs:?}");
+    assert_eq!(runs[0].broker, answer, "{label}: {runs:?}");
+    assert!(
+        !notices
+            .iter()
+            .any(|n| n.contains("audit record was not written")),
+        "{label}: an answer is not nagged about: {notices:?}"
+    );
+    cmd_tx.send(Command::Quit).await.unwrap();
+    let _ = worker.await;
+    let _ = conn.close(200, "done".into()).await;
+    vhost.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_operator_s_answer_in_the_modal_decides_the_shared_record() {
+    let home = Home::new("worker-asked-store");
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe {
+        std::env::set_var("WARREN_STORE", home.store());
+        std::env::set_var("WARREN_TEST_AUDIT_PASSWORD", "guest");
+    }
+    for broker in TestBroker::all() {
+        asked(broker.clone(), true).await;
+        asked(broker, false).await;
     }
 }

@@ -49,6 +49,7 @@ async fn paced_by_the_consumer(broker: TestBroker) {
             job: Default::default(),
             max_backlog: Some(MAX),
             canary: None,
+            create_audit: None,
         }))
         .await
         .expect("send");

@@ -77,6 +77,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
             job: Default::default(),
             canary: None,
             max_backlog: None,
+            create_audit: None,
         }))
         .await
         .expect("send");

@@ -101,6 +101,7 @@ async fn session(broker: TestBroker) {
             job: Default::default(),
             canary: None,
             max_backlog: None,
+            create_audit: None,
         }))
         .await
         .unwrap();

@@ -58,6 +58,23 @@ pub enum Consent<'a> {
     Refuse,
     /// Ask (on a terminal): the closure gets what Warren will create and says yes or no.
     Ask(&'a mut (dyn FnMut(&str) -> bool + Send)),
+    /// The operator was asked before the work started (the TUI's modal) and said no: nothing
+    /// is created, and the missing broker record is not said again.
+    Declined,
+}
+
+/// What Warren would create for the broker's record of a run in `s`, when it is missing and
+/// the context neither allows nor forbids creating it: the question a front end that cannot
+/// stop mid-run (the TUI) asks before the work starts. `None`: nothing to ask.
+pub async fn stream_to_ask_about(s: &Session) -> Option<String> {
+    let name = s.target.audit.stream.clone()?;
+    if s.target.read_only || s.target.audit.create.is_some() {
+        return None;
+    }
+    match s.mgmt.queue(s.vhost(), &name).await {
+        Err(ManagementError::NoQueue { .. }) => Some(creation_text(s, &name)),
+        _ => None,
+    }
 }
 
 /// The consent the context and the flag give, before anyone is asked: `Some(true)` create,
@@ -113,7 +130,7 @@ impl AuditStream {
             Err(ManagementError::NoQueue { .. }) => {
                 let yes = match consent {
                     Consent::Create => true,
-                    Consent::Refuse => false,
+                    Consent::Refuse | Consent::Declined => false,
                     Consent::Ask(ask) => ask(&creation_text(s, &name)),
                 };
                 if !yes {
@@ -223,9 +240,10 @@ pub struct BrokerRecord {
 
 impl BrokerRecord {
     pub async fn open(s: &Session, consent: Consent<'_>) -> BrokerRecord {
+        let declined = matches!(consent, Consent::Declined);
         BrokerRecord {
             stream: AuditStream::open(s, consent).await,
-            said: false,
+            said: declined,
         }
     }
 

@@ -249,6 +249,9 @@ pub struct ReplayModal {
     /// The canary's size, or off; set from the plan's count until the operator changes it.
     pub canary: Option<u64>,
     pub canary_touched: bool,
+    /// The answer to creating the missing audit stream (the plan's `create_audit`): asked
+    /// once per context, remembered in [`State::audit_answers`].
+    pub create_audit: Option<bool>,
 }
 
 impl ReplayModal {
@@ -285,7 +288,21 @@ impl ReplayModal {
         if self.needs_typed_count() && self.typed != count.to_string() {
             return Some(format!("type {count} to confirm"));
         }
+        if !self.dry_run && self.audit_question().is_some() {
+            return Some(
+                "first: s keeps the run on the shared audit record (creates it), l on this machine's only"
+                    .into(),
+            );
+        }
         None
+    }
+
+    /// What Warren would create for the shared record, while nobody answered for it.
+    pub fn audit_question(&self) -> Option<&str> {
+        let p = self.preview.as_ref()?;
+        p.create_audit
+            .as_deref()
+            .filter(|_| self.create_audit.is_none())
     }
 }
 
@@ -503,6 +520,8 @@ pub struct State {
     pub canary_above: u64,
     pub canary_size: u64,
     pub canary_wait: std::time::Duration,
+    /// Per context, the operator's answer to creating its missing audit stream: asked once.
+    pub audit_answers: std::collections::HashMap<String, bool>,
     /// The queue being browsed right now.
     pub loading: Option<QueueRef>,
     /// A quorum queue whose browse would spend deliveries: a second Enter confirms.
@@ -608,6 +627,7 @@ impl State {
             canary_above: crate::domain::canary::DEFAULT_ABOVE,
             canary_size: crate::domain::canary::DEFAULT_SIZE,
             canary_wait: crate::domain::canary::DEFAULT_WAIT,
+            audit_answers: Default::default(),
             loading: None,
             pending_browse: None,
             pending_reread: None,

@@ -25,6 +25,8 @@ pub(super) struct TuiFront {
     pub(super) dry_summary: Vec<String>,
     /// The restore's plan for the modal.
     pub(super) restore_preview: Option<RestorePreview>,
+    /// The operator's answer in the modal to creating the missing audit stream.
+    pub(super) create_audit: Option<bool>,
 }
 
 impl TuiFront {
@@ -111,8 +113,9 @@ impl ops::Front for TuiFront {
 
     /// The TUI cannot stop to ask: the stream is created only where the context says so.
     fn audit_consent(&mut self, configured: Option<bool>) -> Consent<'_> {
-        match configured {
-            Some(true) => Consent::Create,
+        match (configured, self.create_audit) {
+            (Some(true), _) | (None, Some(true)) => Consent::Create,
+            (None, Some(false)) => Consent::Declined,
             _ => Consent::Refuse,
         }
     }
@@ -189,6 +192,7 @@ fn replay_preview(
         replayed_before: p.replayed_before,
         keep_attempts: spec.keep_attempts,
         warnings,
+        create_audit: None,
         ticket,
     }
 }

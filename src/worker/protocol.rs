@@ -133,6 +133,9 @@ pub struct ReplayRequest {
     /// A replay's backlog cap (`--max-backlog`): publishing waits while the target holds this
     /// many ready messages; `None`: no cap.
     pub max_backlog: Option<u64>,
+    /// The operator's answer, in the modal, to creating the missing audit stream; `None`: not
+    /// asked (the context decides).
+    pub create_audit: Option<bool>,
 }
 
 /// What an accepted run does: the engine's actions (`replay::Action`) as the UI asks for them.
@@ -410,6 +413,9 @@ pub struct ReplayPreview {
     pub keep_attempts: bool,
     /// Anything the operator must read before accepting (skipped endpoint, unroutable, …).
     pub warnings: Vec<String>,
+    /// The broker's shared record (the audit stream) is missing and the context does not say
+    /// whether to create it: what Warren would create, asked in the modal (once per context).
+    pub create_audit: Option<String>,
     /// The request this plan answers (see [`Ticket`]).
     pub ticket: Ticket,
 }

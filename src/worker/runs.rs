@@ -80,6 +80,7 @@ pub(super) async fn preview(
     match (front.replay_preview.take(), stop) {
         (Some(mut p), _) => {
             p.vhost = s.vhost().to_string();
+            p.create_audit = crate::broker::audit::stream_to_ask_about(s).await;
             Report::ReplayPreview(p)
         }
         (None, Stop::ReadCost { queue, text }) => Report::ReadCost {
@@ -121,6 +122,7 @@ pub(super) async fn replay(
         canary: req.canary.clone(),
     };
     let mut front = TuiFront::run(req.expected);
+    front.create_audit = req.create_audit;
     let prepared = home::replay::prepare(&s, oreq, &mut front).await;
     said(&mut front, ops, Some(&events)).await;
     let mut ready = match prepared {

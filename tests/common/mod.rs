@@ -359,6 +359,7 @@ pub fn replay_all(vhost: &str, queue: &str, expected: u64) -> warren::worker::pr
         job: Default::default(),
         canary: None,
         max_backlog: None,
+        create_audit: None,
     })
 }
 

@@ -425,6 +425,8 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         | Action::ToggleKeep
         | Action::ToggleDryRun
         | Action::CycleCanary
+        | Action::SharedRecord
+        | Action::LocalRecord
         | Action::RateUp
         | Action::RateDown
         | Action::SwitchField

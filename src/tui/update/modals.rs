@@ -103,6 +103,7 @@ pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
         field: ModalField::Count,
         canary: None,
         canary_touched: false,
+        create_audit: None,
     }));
     vec![Command::PreviewReplay {
         vhost: queue.vhost,
@@ -163,6 +164,7 @@ pub(super) fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 job: modal.job(),
                 canary: None,
                 max_backlog: None,
+                create_audit: None,
             };
             return run_job(state, request);
         }
@@ -291,6 +293,7 @@ pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 job: modal.job(),
                 canary: None,
                 max_backlog: None,
+                create_audit: None,
             };
             return run_job(state, request);
         }
@@ -313,6 +316,7 @@ pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
 pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     let read_only = state.read_only;
     let canary_wait = state.canary_wait;
+    let context = state.overview.context.clone();
     let Overlay::Replay(modal) = &mut state.overlay else {
         return Vec::new();
     };
@@ -378,6 +382,13 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             modal.canary = next_canary(modal.canary);
             modal.canary_touched = true;
         }
+        Some(a @ (Action::SharedRecord | Action::LocalRecord))
+            if modal.audit_question().is_some() =>
+        {
+            let yes = a == Action::SharedRecord;
+            modal.create_audit = Some(yes);
+            state.audit_answers.insert(context.clone(), yes);
+        }
         Some(Action::RateUp) => {
             modal.rate = RATE_STEPS
                 .iter()
@@ -439,6 +450,7 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                         tolerance: 0,
                     }),
                 max_backlog: (modal.max_backlog > 0).then_some(modal.max_backlog),
+                create_audit: modal.create_audit,
             };
             state.overlay = Overlay::Progress(Box::new(ReplayRun {
                 job: request.job.clone(),

@@ -328,6 +328,7 @@ fn on_replay_preview(state: &mut State, preview: ReplayPreview) -> Vec<Command> 
         return Vec::new();
     }
     let (above, size) = (state.canary_above, state.canary_size);
+    let answered = state.audit_answers.get(&state.overview.context).copied();
     if let Overlay::Replay(modal) = &mut state.overlay
         && modal.queue == preview.queue
         && modal.vhost == preview.vhost
@@ -336,6 +337,10 @@ fn on_replay_preview(state: &mut State, preview: ReplayPreview) -> Vec<Command> 
         // A large replay starts with a canary, until the operator says otherwise.
         if !modal.canary_touched {
             modal.canary = (above > 0 && preview.count > above).then_some(size);
+        }
+        // Asked once per context: an earlier answer stands.
+        if preview.create_audit.is_some() && modal.create_audit.is_none() {
+            modal.create_audit = answered;
         }
         modal.preview = Some(preview);
         state.dirty = true;

@@ -225,6 +225,24 @@ fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
             t.accent,
         ),
     ]));
+    if modal
+        .preview
+        .as_ref()
+        .is_some_and(|p| p.create_audit.is_some())
+    {
+        let (text, style) = match modal.create_audit {
+            None => (
+                "the shared audit stream is missing: s create it for the whole rota, l this machine only",
+                t.warn,
+            ),
+            Some(true) => ("shared: Warren creates the audit stream first", t.ok),
+            Some(false) => ("this machine's only (asked once for this context)", t.muted),
+        };
+        out.push(Line::from(vec![
+            field(t, "Record"),
+            Span::styled(text, style),
+        ]));
+    }
     let typing = modal.field == ModalField::Backlog;
     out.push(Line::from(vec![
         field(t, "Backlog"),
