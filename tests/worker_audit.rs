@@ -55,16 +55,28 @@ async fn replays(
     }
 }
 
-async fn session(broker: TestBroker, create: bool) {
-    let label = format!("{} (create_audit_stream = {create})", broker.label);
-    let vhost = TestVhost::new(&broker, "worker-audit").await;
-    let home = Home::new("worker-audit");
+type Worker = (
+    Home,
+    TestVhost,
+    lapin::Connection,
+    lapin::Channel,
+    mpsc::Sender<Command>,
+    mpsc::Receiver<Report>,
+    tokio::task::JoinHandle<()>,
+);
+
+/// Three dead letters in `dlq` of a fresh vhost, and the TUI's worker on a context `c` whose
+/// `create_audit_stream` is `create` (unset when `None`).
+async fn three_dead_letters(broker: &TestBroker, prefix: &str, create: Option<bool>) -> Worker {
+    let vhost = TestVhost::new(broker, prefix).await;
+    let home = Home::new(prefix);
     let conn = amqp_h::connect(&vhost).await;
     let ch = amqp_h::confirm_channel(&conn).await;
     amqp_h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
     amqp_h::dead_letter_by_reject(&conn, "work", "dlq", 3).await;
+    let create = create.map_or(String::new(), |c| format!("create_audit_stream = {c}\n"));
     let config = format!(
-        "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_AUDIT_PASSWORD\"\ncreate_audit_stream = {create}\n",
+        "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_AUDIT_PASSWORD\"\n{create}",
         vhost.broker.mgmt_base(),
         vhost.broker.host,
         vhost.broker.amqp_port,
@@ -76,7 +88,15 @@ async fn session(broker: TestBroker, create: bool) {
         context: Some("c".into()),
         ..Default::default()
     };
-    let (cmd_tx, mut rx, worker) = common::spawn_worker(overrides);
+    let (cmd_tx, rx, worker) = common::spawn_worker(overrides);
+    // The home holds the config file: the caller keeps it for the worker's whole life.
+    (home, vhost, conn, ch, cmd_tx, rx, worker)
+}
+
+async fn session(broker: TestBroker, create: bool) {
+    let label = format!("{} (create_audit_stream = {create})", broker.label);
+    let (_home, vhost, conn, ch, cmd_tx, mut rx, worker) =
+        three_dead_letters(&broker, "worker-audit", Some(create)).await;
     let mut notices = Vec::new();
     cmd_tx
         .send(Command::Replay(ReplayRequest {
@@ -183,26 +203,8 @@ async fn a_tui_replay_is_on_the_shared_record_when_the_context_allows_it() {
 /// stream and puts the run on it; no keeps the run local and says nothing more about it.
 async fn asked(broker: TestBroker, answer: bool) {
     let label = format!("{} (answered {answer})", broker.label);
-    let vhost = TestVhost::new(&broker, "worker-asked").await;
-    let home = Home::new("worker-asked");
-    let conn = amqp_h::connect(&vhost).await;
-    let ch = amqp_h::confirm_channel(&conn).await;
-    amqp_h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
-    amqp_h::dead_letter_by_reject(&conn, "work", "dlq", 3).await;
-    let config = format!(
-        "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_AUDIT_PASSWORD\"\n",
-        vhost.broker.mgmt_base(),
-        vhost.broker.host,
-        vhost.broker.amqp_port,
-        vhost.name
-    );
-    std::fs::write(home.dir.join("config.toml"), config).expect("config");
-    let overrides = Overrides {
-        config_path: Some(home.dir.join("config.toml")),
-        context: Some("c".into()),
-        ..Default::default()
-    };
-    let (cmd_tx, mut rx, worker) = common::spawn_worker(overrides);
+    let (_home, vhost, conn, _ch, cmd_tx, mut rx, worker) =
+        three_dead_letters(&broker, "worker-asked", None).await;
     let mut notices = Vec::new();
     cmd_tx
         .send(Command::PreviewReplay {
