@@ -722,7 +722,6 @@ mod tests {
             keep_attempts: false,
             dry_run: false,
             job: Default::default(),
-            canary: None,
             ..Default::default()
         })
     }

@@ -430,28 +430,8 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             if modal.blocked().is_some() {
                 return Vec::new();
             }
-            let expected = modal.count().unwrap_or(0);
-            let request = ReplayRequest {
-                vhost: modal.vhost.clone(),
-                queue: modal.queue.clone(),
-                selection: modal.selection.clone(),
-                expected,
-                rate: modal.rate,
-                keep_attempts: modal.keep_attempts,
-                dry_run: modal.dry_run,
-                job: Default::default(),
-                // A dry run publishes nothing: there is nothing for a canary to try.
-                canary: modal
-                    .canary
-                    .filter(|_| !modal.dry_run)
-                    .map(|size| CanaryRule {
-                        size,
-                        wait: canary_wait,
-                        tolerance: 0,
-                    }),
-                max_backlog: (modal.max_backlog > 0).then_some(modal.max_backlog),
-                create_audit: modal.create_audit,
-            };
+            let request = replay_request(modal, canary_wait);
+            let expected = request.expected;
             state.overlay = Overlay::Progress(Box::new(ReplayRun {
                 job: request.job.clone(),
                 vhost: request.vhost.clone(),
@@ -522,5 +502,30 @@ fn next_canary(now: Option<u64>) -> Option<u64> {
     match now {
         None => Some(SIZES[0]),
         Some(n) => SIZES.iter().copied().find(|&s| s > n),
+    }
+}
+
+/// What Enter in the replay modal asks the worker to run.
+fn replay_request(modal: &ReplayModal, canary_wait: std::time::Duration) -> ReplayRequest {
+    ReplayRequest {
+        vhost: modal.vhost.clone(),
+        queue: modal.queue.clone(),
+        selection: modal.selection.clone(),
+        expected: modal.count().unwrap_or(0),
+        rate: modal.rate,
+        keep_attempts: modal.keep_attempts,
+        dry_run: modal.dry_run,
+        job: Default::default(),
+        // A dry run publishes nothing: there is nothing for a canary to try.
+        canary: modal
+            .canary
+            .filter(|_| !modal.dry_run)
+            .map(|size| CanaryRule {
+                size,
+                wait: canary_wait,
+                tolerance: 0,
+            }),
+        max_backlog: (modal.max_backlog > 0).then_some(modal.max_backlog),
+        create_audit: modal.create_audit,
     }
 }
