@@ -268,3 +268,60 @@ async fn a_wait_queue_is_never_the_target() {
     futures_util::future::join_all(runs).await;
     let _ = BasicPublishOptions::default();
 }
+
+/// A DLQ with one broker feeder (`orders`, so a plan reads nothing first) that an app's retry
+/// ladder also copies messages into (past its wait queue): the default replay moves them all,
+/// each to where its plan says, following the wait queue as a plan that reads does — none is
+/// refused as "not checked before the run" (issue 24). Every id is counted.
+#[tokio::test]
+async fn messages_an_app_copied_into_a_dlq_with_one_feeder_are_replayed_past_the_wait_queue() {
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "trust-dest-copied").await;
+        let home = Home::new("trust-dest-copied");
+        let conn = h::connect(&vh).await;
+        let ch = h::confirm_channel(&conn).await;
+        h::declare(
+            &ch,
+            "payments.dlq",
+            QueueType::Classic,
+            FieldTable::default(),
+        )
+        .await;
+        h::dead_letter_by_reject(&conn, "orders", "payments.dlq", 1).await;
+        h::retry_ladder(
+            &conn,
+            "payments",
+            "payments.retry.1500ms",
+            "payments.dlq",
+            3,
+            2,
+        )
+        .await;
+        let before = ids(&message_ids(&read_all(&conn, "payments.dlq", 3).await));
+        assert_eq!(before.len(), 3, "{}", b.label);
+
+        let r = warren(&vh, &home, &["replay", "payments.dlq", "--yes", "--json"]).await;
+        assert_eq!(r.code, Some(0), "{}: {r}", b.label);
+        assert_eq!(r.summary_u64("moved"), 3, "{}: {r}", b.label);
+        assert_eq!(h::amqp_depth(&conn, "payments.dlq").await, 0, "{}", b.label);
+        assert_eq!(
+            h::amqp_depth(&conn, "payments.retry.1500ms").await,
+            0,
+            "{}",
+            b.label
+        );
+        let in_payments = ids(&message_ids(&read_all(&conn, "payments", 2).await));
+        let in_orders = ids(&message_ids(&read_all(&conn, "orders", 1).await));
+        assert_eq!(
+            in_payments.len(),
+            2,
+            "{}: the ladder's two, past the wait queue",
+            b.label
+        );
+        assert_eq!(in_orders.len(), 1, "{}: the broker's one", b.label);
+        let after: BTreeSet<String> = in_payments.union(&in_orders).cloned().collect();
+        assert_eq!(after, before, "{}: every id once", b.label);
+        let _ = conn.close(200, "ok".into()).await;
+        vh.cleanup().await;
+    }
+}

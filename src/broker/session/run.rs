@@ -50,7 +50,11 @@ impl Session {
             replays: preview.replays.clone(),
             first_seen,
             planned_unread: preview.unread.is_some(),
-            check_as_met: preview.checked_as_met,
+            // A plan that read nothing knows only the targets it could know without looking
+            // (the one queue that dead-letters into the DLQ): a message for another (one an
+            // app copied there, past a wait queue) is checked the first time it is met, and
+            // followed past wait queues as a read plan would, never refused unchecked.
+            check_as_met: preview.checked_as_met || preview.unread.is_some(),
             bytes: preview.targets.values().map(|t| t.bytes).sum(),
             rest_queues: preview.rest_queues().into_iter().collect(),
         };
