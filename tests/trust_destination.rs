@@ -19,7 +19,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, ExchangeKind};
 use replay_util::{Home, message_ids, read_all, warren};
-use serde_json::json;
+use serde_json::{Value, json};
 use warren::domain::features::QueueType;
 
 fn ids(v: &[String]) -> BTreeSet<String> {
@@ -321,6 +321,106 @@ async fn messages_an_app_copied_into_a_dlq_with_one_feeder_are_replayed_past_the
         assert_eq!(in_orders.len(), 1, "{}: the broker's one", b.label);
         let after: BTreeSet<String> = in_payments.union(&in_orders).cloned().collect();
         assert_eq!(after, before, "{}: every id once", b.label);
+        let _ = conn.close(200, "ok".into()).await;
+        vh.cleanup().await;
+    }
+}
+
+/// A wait queue without a dead-letter routing key sends each message on with the key it came
+/// in with (`refunds.later` → exchange `shop`, key `refunds` → `refunds`; named like no wait
+/// queue, and nothing consumes `refunds` when Warren looks): `show` names where a replay comes
+/// to rest by the same rule as the plan and the run, not the wait queue (issue 24, the
+/// ladder's second defect).
+#[tokio::test]
+async fn show_the_plan_and_the_run_agree_where_a_replay_past_a_keyed_wait_queue_rests() {
+    for b in TestBroker::all() {
+        let vh = TestVhost::new(&b, "trust-dest-keyed").await;
+        let home = Home::new("trust-dest-keyed");
+        let conn = h::connect(&vh).await;
+        let ch = h::confirm_channel(&conn).await;
+        for (x, kind) in [
+            ("shop", ExchangeKind::Direct),
+            ("retry", ExchangeKind::Fanout),
+        ] {
+            ch.exchange_declare(x.into(), kind, Default::default(), FieldTable::default())
+                .await
+                .unwrap();
+        }
+        h::declare(
+            &ch,
+            "refunds.dlq",
+            QueueType::Classic,
+            FieldTable::default(),
+        )
+        .await;
+        h::declare(&ch, "refunds", QueueType::Classic, FieldTable::default()).await;
+        let mut wait = FieldTable::default();
+        wait.insert("x-message-ttl".into(), AMQPValue::LongInt(100));
+        wait.insert(
+            "x-dead-letter-exchange".into(),
+            AMQPValue::LongString(LongString::from("shop")),
+        );
+        h::declare(&ch, "refunds.later", QueueType::Classic, wait).await;
+        for (q, x, k) in [
+            ("refunds", "shop", "refunds"),
+            ("refunds.later", "retry", ""),
+        ] {
+            ch.queue_bind(
+                q.into(),
+                x.into(),
+                k.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        }
+        // Into the wait queue with its own key; expired on to `refunds`; the app copies it
+        // into the DLQ with every header, as a ladder's last step does.
+        let props = BasicProperties::default().with_message_id("refund-1".into());
+        h::publish_raw(&ch, "retry", "refunds", props, b"refund 1").await;
+        h::wait_for_depth(&conn, "refunds", 1, Duration::from_secs(10)).await;
+        let got = ch
+            .basic_get("refunds".into(), Default::default())
+            .await
+            .unwrap()
+            .expect("the expired message");
+        h::publish_raw(
+            &ch,
+            "",
+            "refunds.dlq",
+            got.delivery.properties.clone(),
+            &got.delivery.data,
+        )
+        .await;
+        got.delivery.ack(BasicAckOptions::default()).await.unwrap();
+
+        let shown = warren(&vh, &home, &["show", "refunds.dlq", "--json"]).await;
+        assert_eq!(shown.code, Some(0), "{}: {shown}", b.label);
+        let target = &shown.json()[0]["replay_target"];
+        assert_eq!(target["rests_in"], "refunds", "{}: {shown}", b.label);
+        let plan = warren(
+            &vh,
+            &home,
+            &["replay", "refunds.dlq", "--dry-run", "--json"],
+        )
+        .await;
+        let planned = plan.event("plan");
+        let rests: Vec<Value> = planned["targets"]
+            .as_object()
+            .map(|t| t.values().map(|v| v["rests_in"].clone()).collect())
+            .unwrap_or_default();
+        assert_eq!(rests, [json!("refunds")], "{}: {plan}", b.label);
+        let run = warren(&vh, &home, &["replay", "refunds.dlq", "--yes", "--json"]).await;
+        assert_eq!(run.code, Some(0), "{}: {run}", b.label);
+        let ids = message_ids(&read_all(&conn, "refunds", 1).await);
+        assert_eq!(ids, ["refund-1"], "{}: it rests in refunds", b.label);
+        assert_eq!(
+            h::amqp_depth(&conn, "refunds.later").await,
+            0,
+            "{}",
+            b.label
+        );
         let _ = conn.close(200, "ok".into()).await;
         vh.cleanup().await;
     }

@@ -2,8 +2,6 @@
 //! queue. Archive and discard run the replay engine (`replay::Action`), with its guarantees;
 //! restore publishes what the archive holds with confirms and remembers what it restored.
 
-use std::collections::BTreeMap;
-
 use serde_json::json;
 
 use super::args::{ArchiveArgs, ArchiveCommand, ConnArgs, DiscardArgs, Pick, RestoreArgs};
@@ -206,7 +204,7 @@ async fn list(
             json,
             None,
             |_, _| Vec::new(),
-            &BTreeMap::new(),
+            &show::Rests::default(),
             &std::collections::HashMap::new(),
         );
     }

@@ -1,6 +1,6 @@
 //! `warren show`: the messages of a queue or a snapshot, explained, as text or JSON lines.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::{Value, json};
@@ -56,7 +56,7 @@ pub(crate) async fn show(
             json,
             filter.as_ref(),
             |_, _| Vec::new(),
-            &BTreeMap::new(),
+            &Rests::default(),
             &HashMap::new(),
         );
         return Ok(exit::OK);
@@ -86,16 +86,8 @@ pub(crate) async fn show(
     };
     let (exchanges, bindings) = routes(&s).await?;
     let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
-    // Wait queues and the queue each returns messages to: a replay goes on there (the replay's
-    // preflight decides per message; this is the preview).
-    let waits: BTreeMap<String, String> = s
-        .discover()
-        .await
-        .map_err(broker_failure)?
-        .retry_loops
-        .into_iter()
-        .map(|l| (l.wait_queue, l.work_queue))
-        .collect();
+    // Where each message's replay comes to rest past wait queues, by the replay's own rule.
+    let waits = rests(&s, &messages, &table).await.map_err(broker_failure)?;
     // Who ran the replays that messages came back from.
     let dls: Vec<DeadLetter> = messages.iter().map(|e| e.message.clone()).collect();
     let authors = audit::authors(&s, &dls).await;
@@ -116,7 +108,7 @@ pub(crate) fn print_messages(
     json: bool,
     filter: Option<&Filter>,
     route: impl Fn(&str, &str) -> Vec<String>,
-    waits: &BTreeMap<String, String>,
+    waits: &Rests,
     authors: &HashMap<String, String>,
 ) {
     let now = jiff::Timestamp::now();
@@ -211,7 +203,7 @@ pub(crate) fn print_messages(
         }
         match &plan.target {
             Some(t) => {
-                let back = t.expected_queue.as_ref().and_then(|q| waits.get(q));
+                let back = waits.past_wait(t, x);
                 crate::outln!(
                     "  replay → {} (exchange '{}', key '{}'){}",
                     one_line(t.expected_queue.as_deref().unwrap_or("?"), 80),
@@ -247,7 +239,7 @@ fn show_json(
     e: &Explained,
     plan: &crate::domain::replay::ReplayPlan,
     route: &impl Fn(&str, &str) -> Vec<String>,
-    waits: &BTreeMap<String, String>,
+    waits: &Rests,
 ) -> Value {
     let x = &e.explanation;
     let deaths: Vec<Value> = x
@@ -277,7 +269,7 @@ fn show_json(
             "expected_queue": t.expected_queue,
             "queues": route(&t.exchange, &t.routing_key),
             // Past a wait queue: where the message would come to rest.
-            "rests_in": t.expected_queue.as_ref().map(|q| waits.get(q).unwrap_or(q)),
+            "rests_in": waits.past_wait(t, x).or(t.expected_queue.as_deref()),
         })
     });
     json!({
@@ -344,4 +336,76 @@ fn arrival_line(e: &Explained, now: jiff::Timestamp) -> Option<String> {
         }
         Arrival::Between { .. } => return None,
     })
+}
+
+/// Where a replay of each planned target comes to rest past wait queues, by (queue, key):
+/// found by the preview's own rule (`Session::rest_of`, following the key each message had
+/// when it died there), so `show`, the plan and the run name the same queue. Only targets that
+/// pass a wait queue are kept.
+#[derive(Default)]
+pub(crate) struct Rests(HashMap<(String, String), String>);
+
+impl Rests {
+    fn key(
+        t: &crate::domain::replay::ReplayTarget,
+        x: &crate::domain::explain::Explanation,
+    ) -> Option<(String, String)> {
+        let queue = t.expected_queue.clone()?;
+        let key = if t.exchange.is_empty() {
+            x.deaths
+                .routing_key_in(&t.routing_key)
+                .unwrap_or(&t.routing_key)
+                .to_string()
+        } else {
+            t.routing_key.clone()
+        };
+        Some((queue, key))
+    }
+
+    /// The queue past the wait queue(s) that `t` names, when it names one.
+    pub(crate) fn past_wait(
+        &self,
+        t: &crate::domain::replay::ReplayTarget,
+        x: &crate::domain::explain::Explanation,
+    ) -> Option<&str> {
+        self.0.get(&Self::key(t, x)?).map(String::as_str)
+    }
+}
+
+/// [`Rests`] for the messages shown, each (queue, key) asked once.
+async fn rests(
+    s: &Session,
+    messages: &[Explained],
+    table: &crate::domain::discovery::RoutingTable<'_>,
+) -> Result<Rests, crate::broker::session::SessionError> {
+    use crate::broker::session::Rest;
+    let opts = crate::domain::replay::ReplayOptions {
+        keep_attempts: false,
+        clear_expiry: false,
+        target_queue: None,
+        now: jiff::Timestamp::now(),
+        run_id: None,
+    };
+    let mut asked = std::collections::HashSet::new();
+    let mut out = Rests::default();
+    for e in messages {
+        let plan = crate::domain::replay::plan(&e.message, &e.explanation, &opts);
+        let Some(key) = plan
+            .target
+            .as_ref()
+            .and_then(|t| Rests::key(t, &e.explanation))
+        else {
+            continue;
+        };
+        if !asked.insert(key.clone()) {
+            continue;
+        }
+        // A queue that is gone says so in the plan; here it only has no resting place.
+        if let Ok(Rest::Queue { queue, via }) = s.rest_of(&key.0, &key.1, table).await
+            && !via.is_empty()
+        {
+            out.0.insert(key, queue);
+        }
+    }
+    Ok(out)
 }

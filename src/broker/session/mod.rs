@@ -43,6 +43,7 @@ pub use sessions::Sessions;
 pub use write_check::WriteCheck;
 pub(crate) use write_check::{Trial, trial_publish};
 
+pub(crate) use targets::Rest;
 use targets::queue_exists;
 
 /// Why something could not be done, sorted by what the user should do about it

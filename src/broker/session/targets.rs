@@ -320,7 +320,7 @@ impl Session {
 
     /// Follows a publish into `queue` with `routing_key` through wait queues to the queue where
     /// it comes to rest (see `domain::destination`).
-    async fn rest_of(
+    pub(crate) async fn rest_of(
         &self,
         queue: &str,
         routing_key: &str,
@@ -380,7 +380,7 @@ impl Session {
 }
 
 /// Where a replayed message ends up.
-enum Rest {
+pub(crate) enum Rest {
     /// In `queue`, after passing the wait queues `via`.
     Queue { queue: String, via: Vec<String> },
     /// Nowhere: it would be dropped (the reason says where and why).
