@@ -177,6 +177,7 @@ impl Session {
             last_mgmt: None,
         };
         let mut tick = tokio::time::interval(POLL);
+        let mut cancel_open = true;
         loop {
             let now = Instant::now();
             if let Some(d) = w.decide(now) {
@@ -196,7 +197,8 @@ impl Session {
                     // canary waits its time out on the target's counts alone.
                     _ => tap = None,
                 },
-                _ = cancel.changed() => {}
+                // A sender gone for good can cancel no more: stop listening, never spin.
+                r = cancel.changed(), if cancel_open => cancel_open = r.is_ok(),
                 _ = tick.tick() => {
                     self.canary_look(&mut counts, conn, dlq, plan, estimate, &mut w).await;
                     on_wait(&w.progress(Instant::now()));

@@ -288,12 +288,6 @@ impl ReplayModal {
         if self.needs_typed_count() && self.typed != count.to_string() {
             return Some(format!("type {count} to confirm"));
         }
-        if !self.dry_run && self.audit_question().is_some() {
-            return Some(
-                "first: s keeps the run on the shared audit record (creates it), l on this machine's only"
-                    .into(),
-            );
-        }
         None
     }
 

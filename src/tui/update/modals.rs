@@ -430,6 +430,12 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             if modal.blocked().is_some() {
                 return Vec::new();
             }
+            // Enter without an answer keeps the run on this machine's record: that is the
+            // answer, remembered for the context, and not asked or said again.
+            if modal.audit_question().is_some() && !modal.dry_run {
+                modal.create_audit = Some(false);
+                state.audit_answers.insert(context.clone(), false);
+            }
             let request = replay_request(modal, canary_wait);
             let expected = request.expected;
             state.overlay = Overlay::Progress(Box::new(ReplayRun {

@@ -232,7 +232,7 @@ fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
     {
         let (text, style) = match modal.create_audit {
             None => (
-                "the shared audit stream is missing: s create it for the whole rota, l this machine only",
+                "the shared audit stream is missing: s creates it for the whole rota; Enter keeps this run on this machine's record",
                 t.warn,
             ),
             Some(true) => ("shared: Warren creates the audit stream first", t.ok),
