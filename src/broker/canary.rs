@@ -193,9 +193,9 @@ impl Session {
                             w.on(Instant::now(), Seen::CameBack { failure });
                         }
                     }
-                    // The watch queue is gone: what comes back is no longer seen, so the
-                    // canary waits its time out on the target's counts alone.
-                    _ => tap = None,
+                    // The watch queue is gone: what comes back can no longer be seen, and a
+                    // canary that cannot see must not let the rest go.
+                    _ => return (CanaryDecision::Blind, w),
                 },
                 // A sender gone for good can cancel no more: stop listening, never spin.
                 r = cancel.changed(), if cancel_open => cancel_open = r.is_ok(),

@@ -126,6 +126,9 @@ pub enum CanaryDecision {
     RunStopped,
     /// The operator cancelled while the canary waited.
     Cancelled,
+    /// The watch queue closed before the canary was through: what comes back could no longer
+    /// be seen, so nothing more moved.
+    Blind,
 }
 
 impl CanaryDecision {
@@ -186,6 +189,10 @@ impl CanaryRecord {
             CanaryDecision::Cancelled => {
                 format!("canary: cancelled while waiting after {secs} s — {left}")
             }
+            CanaryDecision::Blind => format!(
+                "canary: its watch queue closed after {secs} s, so what came back could no longer be seen ({} so far) — {left}",
+                self.came_back
+            ),
         }
     }
 }

@@ -183,3 +183,17 @@ fn the_record_reads_back_as_json() {
     assert!(json.contains("\"decision\":\"not_consumed\""), "{json}");
     assert_eq!(serde_json::from_str::<CanaryRecord>(&json).unwrap(), r);
 }
+
+#[test]
+fn a_canary_that_lost_sight_says_so_and_leaves_the_rest() {
+    let t0 = Instant::now();
+    let w = Watch::new(&plan(exact(), false), 10, t0);
+    let r = w.record("orders.dlq", at(t0, 4_000), CanaryDecision::Blind, 190);
+    assert!(!r.decision.went_ahead());
+    let words = r.words();
+    assert!(words.contains("watch queue closed after 4 s"), "{words}");
+    assert!(
+        words.contains("190 left in orders.dlq untouched"),
+        "{words}"
+    );
+}
