@@ -280,18 +280,10 @@ impl Counts {
                 .ok();
         }
         let ch = self.ch.as_ref()?;
-        let passive = QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        };
-        let declared = tokio::time::timeout(
-            Duration::from_secs(5),
-            ch.queue_declare(name, passive, FieldTable::default()),
-        )
-        .await
-        .ok()?
-        .ok()?;
-        Some(u64::from(declared.message_count()))
+        tokio::time::timeout(Duration::from_secs(5), amqp::passive_depth(ch, name))
+            .await
+            .ok()?
+            .ok()
     }
 }
 

@@ -139,6 +139,9 @@ async fn feeder_consumers(mgmt: &Management, d: &mut Discovery) {
         .into_iter()
         .filter_map(|(k, n)| Some((k, n?)))
         .collect();
+    if counted.is_empty() {
+        return;
+    }
     let count = |v: &str, n: &str| counted.get(&(v.to_string(), n.to_string())).copied();
     for q in &mut d.other_queues {
         if q.consumers.is_none() {

@@ -82,7 +82,8 @@ impl ops::Front for CliFront {
             } => {
                 run_print::print_preview(preview, spec, dry_run);
                 if let Some(c) = canary {
-                    crate::errln!("{}", c.describe());
+                    // Exchange and queue names are the broker's.
+                    crate::errln!("{}", one_line(&c.describe(), 600));
                 }
                 if self.json {
                     let mut plan = run_print::preview_json(preview, spec);

@@ -174,9 +174,12 @@ impl CanaryRecord {
                 "canary: {} replayed, {back}{} came back within {secs} s{top} — went ahead",
                 self.moved, self.came_back
             ),
+            // An estimate counts live traffic's failures too: it says what is likely, no more.
             CanaryDecision::CameBack => format!(
-                "canary: {back}{} of {} came back within {secs} s{top} — the consumer still fails; {left}",
-                self.came_back, self.moved
+                "canary: {back}{} of {} came back within {secs} s{top} — the consumer {}still fails; {left}",
+                self.came_back,
+                self.moved,
+                if self.exact { "" } else { "likely " }
             ),
             CanaryDecision::NotConsumed => format!(
                 "canary: {} replayed, not consumed within {secs} s (no consumer, or one far behind; raise --canary-wait to wait longer) — {left}",

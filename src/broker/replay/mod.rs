@@ -610,27 +610,15 @@ fn update_rate(
 /// The messages ready in `queue` now (a passive declare on a channel of its own), when the
 /// broker answers within a few seconds.
 pub(crate) async fn left_in(conn: &lapin::Connection, queue: &str) -> Option<u64> {
-    use lapin::options::QueueDeclareOptions;
     let name = crate::broker::amqp::short("the queue name", queue).ok()?;
     let limit = Duration::from_secs(5);
     let ch = tokio::time::timeout(limit, conn.create_channel())
         .await
         .ok()?
         .ok()?;
-    let declared = tokio::time::timeout(
-        limit,
-        ch.queue_declare(
-            name,
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            lapin::types::FieldTable::default(),
-        ),
-    )
-    .await;
+    let depth = tokio::time::timeout(limit, crate::broker::amqp::passive_depth(&ch, name)).await;
     let _ = tokio::time::timeout(Duration::from_secs(1), ch.close(200, "counted".into())).await;
-    declared.ok()?.ok().map(|d| u64::from(d.message_count()))
+    depth.ok()?.ok()
 }
 
 #[cfg(test)]

@@ -158,13 +158,8 @@ pub(super) fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 queue: modal.queue.clone(),
                 selection: modal.selection.clone(),
                 expected: modal.count,
-                rate: 0,
-                keep_attempts: false,
-                dry_run: false,
                 job: modal.job(),
-                canary: None,
-                max_backlog: None,
-                create_audit: None,
+                ..Default::default()
             };
             return run_job(state, request);
         }
@@ -287,13 +282,8 @@ pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 queue: modal.queue.clone(),
                 selection: modal.selection.clone(),
                 expected: modal.count().unwrap_or(0),
-                rate: 0,
-                keep_attempts: false,
-                dry_run: false,
                 job: modal.job(),
-                canary: None,
-                max_backlog: None,
-                create_audit: None,
+                ..Default::default()
             };
             return run_job(state, request);
         }
