@@ -325,21 +325,15 @@ impl Management {
         let (status, body, url) = self
             .send_with_timeout(Method::GET, segments, &query, None, LISTING_TIMEOUT)
             .await?;
-        let v = self.accept(status, &body, &url, vhost, what).await?;
         // A paged shape (`items`) if a proxy or future broker insists on one.
-        let items = match &v {
-            Value::Array(items) => items.as_slice(),
-            other => other
-                .get("items")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .ok_or_else(|| ManagementError::BadResponse {
-                    url: url.clone(),
-                    what: what.to_string(),
-                    reason: "not a list of queues".to_string(),
-                })?,
-        };
-        Ok(wire::with_vhosts(items, vhost, wire::Queue::into_domain))
+        let keep = |item: &Value| wire::in_vhost(item, vhost, &wire::Queue::into_domain);
+        self.accept_list(status, &body, &url, vhost, what, keep)
+            .await?
+            .ok_or_else(|| ManagementError::BadResponse {
+                url: url.clone(),
+                what: what.to_string(),
+                reason: "not a list of queues".to_string(),
+            })
     }
 
     /// The policies, exchanges and bindings of every vhost, each with its vhost: three requests
@@ -390,8 +384,9 @@ impl Management {
         let (status, body, url) = self
             .send_with_timeout(Method::GET, segments, query, None, LISTING_TIMEOUT)
             .await?;
-        let v = self.accept(status, &body, &url, None, what).await?;
-        Ok(wire::with_vhosts(wire::array(&v), None, into_domain))
+        let keep = |item: &Value| wire::in_vhost(item, None, &into_domain);
+        let kept = self.accept_list(status, &body, &url, None, what, keep);
+        Ok(kept.await?.unwrap_or_default())
     }
 
     /// One queue with its current counters.
@@ -508,10 +503,9 @@ impl Management {
         let (status, body, url) = self
             .send_with_timeout(Method::GET, segments, query, None, LISTING_TIMEOUT)
             .await?;
-        let v = self.accept(status, &body, &url, Some(vhost), what).await?;
-        Ok(wire::entries(wire::array(&v))
-            .filter_map(into_domain)
-            .collect())
+        let keep = |item: &Value| wire::one(item).and_then(&into_domain);
+        let kept = self.accept_list(status, &body, &url, Some(vhost), what, keep);
+        Ok(kept.await?.unwrap_or_default())
     }
 
     /// The current user's permissions on a vhost. Reading them needs the administrator tag; a
@@ -680,6 +674,27 @@ impl Management {
         Err(self.interpret(status, body, base, vhost, what).await)
     }
 
+    /// A list reply read entry by entry ([`wire::each_entry`]): what `keep` kept, or `None`
+    /// when the reply is not a list.
+    async fn accept_list<T>(
+        &self,
+        status: StatusCode,
+        body: &str,
+        base: &str,
+        vhost: Option<&str>,
+        what: &str,
+        keep: impl FnMut(&Value) -> Option<T>,
+    ) -> Result<Option<Vec<T>>, ManagementError> {
+        if status.is_success() {
+            return wire::each_entry(body, keep).map_err(|e| ManagementError::BadResponse {
+                url: base.to_string(),
+                what: what.to_string(),
+                reason: e.to_string(),
+            });
+        }
+        Err(self.interpret(status, body, base, vhost, what).await)
+    }
+
     async fn send(
         &self,
         method: Method,
@@ -748,10 +763,20 @@ impl Management {
                 let failure = match req.send().await {
                     Ok(resp) => {
                         let status = resp.status();
-                        match resp.text().await {
-                            Ok(body) => {
+                        match read_body(resp).await {
+                            Ok(Some(body)) => {
                                 self.active.store(i, Ordering::Relaxed);
                                 return Ok((status, body, shown));
+                            }
+                            Ok(None) => {
+                                return Err(ManagementError::BadResponse {
+                                    url: shown,
+                                    what: "read a reply".to_string(),
+                                    reason: format!(
+                                        "the reply is larger than {} MiB",
+                                        MAX_REPLY >> 20
+                                    ),
+                                });
                             }
                             Err(e) => e,
                         }
@@ -955,6 +980,26 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     }
     let tail: Vec<String> = parts.into_iter().rev().take(2).collect();
     clean(&tail.into_iter().rev().collect::<Vec<_>>().join(": "))
+}
+
+/// The largest reply read: a listing of 100,000 queues is about 100 MB.
+const MAX_REPLY: usize = 512 << 20;
+
+/// A reply's body as text, read chunk by chunk into one buffer (`text()` holds the chunks, a
+/// joined copy and a decoded copy at once: three times a listing of tens of megabytes); `None`
+/// past [`MAX_REPLY`]. The API speaks UTF-8 JSON.
+async fn read_body(mut resp: reqwest::Response) -> Result<Option<String>, reqwest::Error> {
+    let expected = resp.content_length().unwrap_or(0);
+    let mut body = Vec::with_capacity(usize::try_from(expected).unwrap_or(0).min(MAX_REPLY));
+    while let Some(chunk) = resp.chunk().await? {
+        if body.len() + chunk.len() > MAX_REPLY {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(String::from_utf8(body).unwrap_or_else(|e| {
+        String::from_utf8_lossy(e.as_bytes()).into_owned()
+    })))
 }
 
 #[cfg(test)]

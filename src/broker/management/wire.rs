@@ -68,28 +68,105 @@ struct InVhost {
     vhost: Lenient<String>,
 }
 
-/// Every entry of a list that reads as `W`, with the vhost it names (`vhost` when the listing
-/// was of one vhost; an entry of an all-vhosts listing without one is skipped).
-pub(super) fn with_vhosts<T, W: DeserializeOwned>(
-    items: &[Value],
-    vhost: Option<&str>,
-    into_domain: impl Fn(W) -> Option<T>,
-) -> Vec<(String, T)> {
-    items
-        .iter()
-        .filter_map(|item| {
-            let v = match vhost {
-                Some(v) => v.to_string(),
-                None => one::<InVhost>(item)?.vhost.get()?,
-            };
-            Some((v, into_domain(one::<W>(item)?)?))
-        })
-        .collect()
-}
-
 /// A list reply's entries, or none when it is not a list.
 pub(super) fn array(v: &Value) -> &[Value] {
     v.as_array().map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// What a list reply holds: its entries, each taken by `keep` as it is read (a list, or the
+/// `items` of a paged shape), or `None` when it is neither.
+pub(super) fn each_entry<T>(
+    body: &str,
+    keep: impl FnMut(&Value) -> Option<T>,
+) -> Result<Option<Vec<T>>, serde_json::Error> {
+    if body.trim().is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    let mut de = serde_json::Deserializer::from_str(body);
+    let listing = serde::de::DeserializeSeed::deserialize(Listing(keep), &mut de)?;
+    de.end()?;
+    Ok(listing)
+}
+
+/// Reads a listing one entry at a time: each entry is parsed into a `Value`, kept as the domain's
+/// type and dropped before the next, so a listing costs its text and what is kept, never a tree of
+/// the whole reply (a 50 MB listing parsed whole took about 1 GB).
+struct Listing<F>(F);
+
+impl<'de, T, F: FnMut(&Value) -> Option<T>> serde::de::DeserializeSeed<'de> for Listing<F> {
+    type Value = Option<Vec<T>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, T, F: FnMut(&Value) -> Option<T>> serde::de::Visitor<'de> for Listing<F> {
+    type Value = Option<Vec<T>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        mut self,
+        mut seq: A,
+    ) -> Result<Self::Value, A::Error> {
+        let mut kept = Vec::new();
+        while let Some(entry) = seq.next_element::<Value>()? {
+            kept.extend((self.0)(&entry));
+        }
+        Ok(Some(kept))
+    }
+
+    /// The paged shape: `{"items": [...], ...}`.
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut keep = Some(self.0);
+        let mut found = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match (key.as_ref(), keep.take()) {
+                ("items", Some(f)) => found = map.next_value_seed(Listing(f))?,
+                (_, f) => {
+                    keep = f;
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// The vhost of an entry of an all-vhosts listing (`None`: `vhost`, the one listed), and the
+/// entry as the domain's type.
+pub(super) fn in_vhost<T, W: DeserializeOwned>(
+    item: &Value,
+    vhost: Option<&str>,
+    into_domain: &impl Fn(W) -> Option<T>,
+) -> Option<(String, T)> {
+    let v = match vhost {
+        Some(v) => v.to_string(),
+        None => one::<InVhost>(item)?.vhost.get()?,
+    };
+    Some((v, into_domain(one::<W>(item)?)?))
 }
 
 /// `GET /api/overview` with the columns Warren asks for.
@@ -199,7 +276,7 @@ impl Queue {
     /// The queue, or `None` without a name.
     pub(super) fn into_domain(self) -> Option<QueueInfo> {
         let name = self.name.get()?;
-        let arguments = self.arguments.object();
+        let arguments = discovery::bounded_arguments(self.arguments.object());
         // Older brokers leave `type` out; the argument says it then.
         let type_text = self.kind.get().or_else(|| {
             arguments
@@ -423,6 +500,34 @@ mod tests {
             .collect();
         assert_eq!(names, vec!["a", "b"]);
         assert_eq!(entries::<Queue>(array(&json!({"items": []}))).count(), 0);
+    }
+
+    #[test]
+    fn a_listing_is_read_entry_by_entry_in_both_shapes() {
+        let name = |item: &Value| {
+            one::<Queue>(item)
+                .and_then(Queue::into_domain)
+                .map(|q| q.name)
+        };
+        let list = r#"[{"name": "a"}, 17, {"messages": 2}, {"name": "b", "x": [1, {"y": 2}]}]"#;
+        assert_eq!(
+            each_entry(list, name).unwrap(),
+            Some(vec!["a".into(), "b".into()])
+        );
+        let paged = r#"{"page": 1, "items": [{"name": "c"}], "total": 1}"#;
+        assert_eq!(each_entry(paged, name).unwrap(), Some(vec!["c".into()]));
+        for not_a_list in [r#"{"page": 1}"#, "17", r#""x""#, "null", "true"] {
+            assert_eq!(each_entry(not_a_list, name).unwrap(), None, "{not_a_list}");
+        }
+        assert_eq!(each_entry("  ", name).unwrap(), Some(vec![]));
+        assert!(each_entry(r#"[{"name": "a"}"#, name).is_err());
+        assert!(each_entry(r#"[{"name": "a"}] x"#, name).is_err());
+        let all = r#"[{"vhost": "v", "name": "q"}, {"name": "no vhost"}]"#;
+        let kept = each_entry(all, |i| in_vhost(i, None, &Queue::into_domain))
+            .unwrap()
+            .unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!((kept[0].0.as_str(), kept[0].1.name.as_str()), ("v", "q"));
     }
 
     #[test]

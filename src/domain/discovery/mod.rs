@@ -31,4 +31,5 @@ pub use settings::{
 };
 pub use topology::{
     Binding, DestinationType, ExchangeInfo, ExchangeKind, JsonMap, Policy, QueueInfo, Topology,
+    bounded_arguments,
 };

@@ -8,6 +8,66 @@ use crate::domain::features::QueueType;
 /// A JSON object as the management API reports queue arguments and policy definitions.
 pub type JsonMap = Map<String, Value>;
 
+/// The queue arguments RabbitMQ itself reads (without `x-`, as a policy names them).
+const BROKER_SETTINGS: [&str; 26] = [
+    "message-ttl",
+    "expires",
+    "max-length",
+    "max-length-bytes",
+    "overflow",
+    "dead-letter-exchange",
+    "dead-letter-routing-key",
+    "dead-letter-strategy",
+    "single-active-consumer",
+    "max-priority",
+    "queue-mode",
+    "queue-type",
+    "queue-version",
+    "queue-master-locator",
+    "queue-leader-locator",
+    "quorum-initial-group-size",
+    "quorum-target-group-size",
+    "delivery-limit",
+    "max-age",
+    "stream-max-segment-size-bytes",
+    "stream-filter-size-bytes",
+    "initial-cluster-size",
+    "max-in-memory-length",
+    "max-in-memory-bytes",
+    "consumer-timeout",
+    "ha-mode",
+];
+
+/// Of the other arguments (an application's own, which Warren never reads), how many are kept
+/// and how large each may be, as JSON text.
+const OTHER_SETTINGS: usize = 16;
+const OTHER_BYTES: usize = 1024;
+
+/// Queue arguments as far as Warren keeps them: every setting the broker reads, and of the rest
+/// the first few small ones. A queue then costs a bounded amount of memory whatever arguments an
+/// application gave it (a listing of 50 MB of arguments kept whole cost a gigabyte).
+pub fn bounded_arguments(arguments: JsonMap) -> JsonMap {
+    let mut others = 0;
+    arguments
+        .into_iter()
+        .filter(|(key, value)| {
+            let setting = key.strip_prefix("x-").unwrap_or(key);
+            if BROKER_SETTINGS.contains(&setting) {
+                return true;
+            }
+            let small = match value {
+                Value::String(s) => s.len() <= OTHER_BYTES,
+                Value::Array(_) | Value::Object(_) => {
+                    serde_json::to_string(value).is_ok_and(|t| t.len() <= OTHER_BYTES)
+                }
+                _ => true,
+            };
+            others += usize::from(small);
+            small && others <= OTHER_SETTINGS
+        })
+        .collect()
+}
+
 /// One queue as listed by the management API. Counters are `None` when the broker did not report
 /// them (stats are missing for a few seconds after a queue is declared).
 #[derive(Clone, Debug, PartialEq)]
@@ -145,4 +205,29 @@ pub struct Topology {
     pub exchanges: Vec<ExchangeInfo>,
     pub bindings: Vec<Binding>,
     pub policies: Vec<Policy>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_keep_every_broker_setting_and_a_few_small_others() {
+        let mut args = JsonMap::new();
+        for i in 0..40 {
+            args.insert(format!("x-app-{i:02}"), json!(i));
+        }
+        args.insert("x-big".into(), json!("b".repeat(2000)));
+        args.insert("x-nested".into(), json!({"deep": ["c".repeat(2000)]}));
+        args.insert("x-dead-letter-exchange".into(), json!("dlx"));
+        args.insert("x-message-ttl".into(), json!(1500));
+        let kept = bounded_arguments(args);
+        assert_eq!(kept.get("x-dead-letter-exchange"), Some(&json!("dlx")));
+        assert_eq!(kept.get("x-message-ttl"), Some(&json!(1500)));
+        assert!(!kept.contains_key("x-big") && !kept.contains_key("x-nested"));
+        let others: Vec<&String> = kept.keys().filter(|k| k.starts_with("x-app")).collect();
+        assert_eq!(others.len(), OTHER_SETTINGS);
+        assert_eq!(others[0], "x-app-00");
+    }
 }
