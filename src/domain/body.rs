@@ -194,7 +194,7 @@ fn is_not_compression(e: &str) -> bool {
 }
 
 /// A zlib header: compression method 8 and a header checksum that divides by 31 (RFC 1950).
-fn zlib_header(b: &[u8]) -> bool {
+pub(crate) fn zlib_header(b: &[u8]) -> bool {
     match b {
         [cmf, flg, ..] => cmf & 0x0f == 8 && (u16::from(*cmf) << 8 | u16::from(*flg)) % 31 == 0,
         _ => false,

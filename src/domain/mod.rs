@@ -10,6 +10,7 @@ pub mod comeback;
 pub mod convention;
 pub mod destination;
 pub mod discovery;
+pub mod edit;
 pub mod engine;
 pub mod explain;
 pub mod features;
