@@ -67,6 +67,7 @@ async fn run(amqp: &str, mgmt: &str, vhost: &str, runs: usize) -> Result<()> {
         };
         let out = AuditOutcome {
             canary: None,
+            edits: Vec::new(),
             targets: Vec::new(),
             at: jiff::Timestamp::now(),
             moved: 20,

@@ -41,6 +41,7 @@ use warren::store::{AuditOutcome, AuditStart, Store};
 fn record_outcome(store: &Store, id: i64, summary: &warren::broker::replay::Summary) -> Result<()> {
     let out = AuditOutcome {
         canary: None,
+        edits: Vec::new(),
         targets: Vec::new(),
         at: jiff::Timestamp::now(),
         moved: summary.progress.moved,
@@ -262,6 +263,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
         consent: ReadConsent::Reuse,
         run_id: None,
         max_backlog: None,
+        edits: None,
     };
     let tp = Instant::now();
     let preview = session
@@ -345,6 +347,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         consent: ReadConsent::Reuse,
         run_id: None,
         max_backlog: None,
+        edits: None,
     };
     let t = Instant::now();
     let id = store.begin_operation(

@@ -403,6 +403,7 @@ async fn forged_audit_on(broker: &TestBroker) {
     };
     let outcome = warren::store::AuditOutcome {
         canary: None,
+        edits: Vec::new(),
         targets: Vec::new(),
         at,
         moved: 900,

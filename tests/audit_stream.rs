@@ -486,6 +486,7 @@ fn start_record(run_id: &str, vhost: &str) -> warren::store::AuditStart {
 fn outcome_record(moved: u64, ids: Vec<String>) -> warren::store::AuditOutcome {
     warren::store::AuditOutcome {
         canary: None,
+        edits: Vec::new(),
         targets: Vec::new(),
         at: jiff::Timestamp::now(),
         moved,

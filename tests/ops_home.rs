@@ -94,6 +94,7 @@ fn spec(queue: &str) -> ReplaySpec {
         consent: ReadConsent::Reuse,
         run_id: None,
         max_backlog: None,
+        edits: None,
     }
 }
 
@@ -106,6 +107,7 @@ fn replay_request(queue: &str) -> ops::replay::ReplayRequest {
         filter: None,
         group: None,
         canary: None,
+        edit: None,
     }
 }
 

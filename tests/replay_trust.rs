@@ -495,6 +495,7 @@ async fn another_active_consumer_is_a_stall_not_an_empty_queue() {
         message_bytes: None,
         checks: None,
         backlog: None,
+        edits: None,
     };
     let limits = Limits {
         idle: Duration::from_millis(300),
@@ -667,6 +668,7 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
         message_bytes: None,
         checks: None,
         backlog: None,
+        edits: None,
     };
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let moved = Arc::new(Mutex::new(0u64));

@@ -29,6 +29,7 @@ fn start(at: Timestamp, from: &str) -> AuditStart {
 fn outcome(at: Timestamp) -> AuditOutcome {
     AuditOutcome {
         canary: None,
+        edits: Vec::new(),
         targets: Vec::new(),
         at,
         moved: 2,

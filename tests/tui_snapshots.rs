@@ -872,6 +872,7 @@ fn dry_run_result() {
         consent: ReadConsent::Reuse,
         run_id: None,
         max_backlog: None,
+        edits: None,
     };
     let summary = p.describe(&spec, true);
     assert!(summary[0].starts_with("Would replay 412 message(s) from orders.dlq"));

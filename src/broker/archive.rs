@@ -790,44 +790,87 @@ pub fn archive_work(
             work.allowed_targets.insert((String::new(), name.clone()));
         }
         Place::Local(path, _) => {
-            // The archive is written: its retention first, under the same lock as the append.
-            let _lock = lock_local(path)?;
-            let now = jiff::Timestamp::now();
-            if let Some(secs) = crate::domain::archive::max_age_secs(&s.target.archive.max_age) {
-                let dropped = expire_locked(path, secs, now).map_err(|e| {
-                    format!(
-                        "cannot apply retention to the archive {}: {e}; nothing moved",
-                        path.display()
-                    )
-                })?;
-                if dropped > 0 {
-                    tracing::info!(
-                        "local archive {}: {dropped} expired entries dropped",
-                        path.display()
-                    );
-                }
-            }
-            let stamped: Vec<DeadLetter> = sel
-                .messages
-                .iter()
-                .map(|e| {
-                    let mut m = e.message.clone();
-                    stamp.apply(&mut m.headers, now);
-                    m
-                })
-                .collect();
-            append_snapshot(path, &s.snapshot_header("warren archive (local)"), &stamped).map_err(
-                |e| {
-                    format!(
-                        "cannot write the archive {}: {e}; nothing moved",
-                        path.display()
-                    )
-                },
-            )?;
+            append_local(s, path, &stamp, sel.messages.iter().map(|e| &e.message))?;
             work.action = only_these(sel.messages.iter().map(|e| &e.message));
         }
     }
     Ok(work)
+}
+
+/// `messages`, stamped, appended to the local archive at `path` (synced): its retention
+/// first, under the same lock as the append.
+fn append_local<'m>(
+    s: &crate::broker::session::Session,
+    path: &Path,
+    stamp: &crate::domain::archive::Stamp,
+    messages: impl Iterator<Item = &'m DeadLetter>,
+) -> Result<(), String> {
+    let _lock = lock_local(path)?;
+    let now = jiff::Timestamp::now();
+    if let Some(secs) = crate::domain::archive::max_age_secs(&s.target.archive.max_age) {
+        let dropped = expire_locked(path, secs, now).map_err(|e| {
+            format!(
+                "cannot apply retention to the archive {}: {e}; nothing moved",
+                path.display()
+            )
+        })?;
+        if dropped > 0 {
+            tracing::info!(
+                "local archive {}: {dropped} expired entries dropped",
+                path.display()
+            );
+        }
+    }
+    let stamped: Vec<DeadLetter> = messages
+        .map(|m| {
+            let mut m = m.clone();
+            stamp.apply(&mut m.headers, now);
+            m
+        })
+        .collect();
+    append_snapshot(path, &s.snapshot_header("warren archive (local)"), &stamped).map_err(|e| {
+        format!(
+            "cannot write the archive {}: {e}; nothing moved",
+            path.display()
+        )
+    })
+}
+
+/// Copies of `messages`, stamped, kept in the archive at `place` while the messages stay
+/// where they are (an edit's originals, kept before their edited copies are published): in
+/// the stream, each confirmed, or in the local file, synced. `Err`: not all are kept.
+pub async fn keep_copies(
+    s: &crate::broker::session::Session,
+    place: &Place,
+    stamp: &crate::domain::archive::Stamp,
+    messages: &[DeadLetter],
+) -> Result<(), String> {
+    let stream = match place {
+        Place::Local(path, _) => return append_local(s, path, stamp, messages.iter()),
+        Place::Stream(name) => name,
+    };
+    let user = s.target.credentials.username.clone();
+    let mut copies = Vec::with_capacity(messages.len());
+    for m in messages {
+        let props = crate::broker::amqp::properties_to_amqp(&m.properties, &m.headers)
+            .map_err(|e| format!("a message cannot be archived: {e}"))?;
+        copies.push(Publish {
+            reference: crate::domain::identity::message_key(m),
+            exchange: String::new(),
+            routing_key: stream.clone(),
+            props: crate::broker::replay::archive_properties(props, stamp, &user),
+            body: m.body.clone(),
+        });
+    }
+    let conn = s.amqp().await.map_err(|e| e.to_string())?;
+    let kept = publish_confirmed(conn, copies, || false, |_, _, _| {}).await?;
+    match kept.iter().find(|(_, p)| *p != Published::Confirmed) {
+        Some((key, Published::Failed { why, .. })) => Err(format!(
+            "the archive did not confirm {}: {why}",
+            crate::domain::sanitize::one_line(key, 120)
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The engine's work for a discard of `sel`: the snapshot (when one is wanted) is written

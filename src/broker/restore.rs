@@ -537,6 +537,7 @@ pub async fn plan_replay(
         // Shown, not published: the id goes into the job's messages.
         run_id: None,
         max_backlog: None,
+        edits: None,
     };
     let depth = messages.len() as u64;
     let preview = s
@@ -566,6 +567,7 @@ pub async fn plan_replay(
         conventions: s.target.settings.conventions.clone(),
         checks: None,
         backlog: None,
+        edits: None,
     };
     let mut plan = Plan {
         refused: preview.refusals.clone(),
@@ -670,6 +672,7 @@ pub async fn publish(
     let failed_outcome = |e: String| Outcome {
         audit: AuditOutcome {
             canary: None,
+            edits: Vec::new(),
             targets: Vec::new(),
             at: jiff::Timestamp::now(),
             moved: 0,
@@ -747,6 +750,7 @@ pub async fn publish(
     Outcome {
         audit: AuditOutcome {
             canary: None,
+            edits: Vec::new(),
             targets: Vec::new(),
             at: jiff::Timestamp::now(),
             moved: restored,

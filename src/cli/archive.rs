@@ -99,6 +99,7 @@ async fn spec_for(
         // Archive and discard write no replay header.
         run_id: None,
         max_backlog: None,
+        edits: None,
     })
 }
 

@@ -275,6 +275,18 @@ pub struct ReplayArgs {
     /// Show the plan and touch nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Edit, then replay: the selected messages (at most 100) open in $VISUAL or $EDITOR as one
+    /// document; the ones you change are replayed as edited, each original archived first. A
+    /// document saved unchanged or emptied moves nothing.
+    #[arg(long, conflicts_with = "no_audit")]
+    pub edit: bool,
+    /// With --edit: create the archive stream for the originals if it is missing, without
+    /// asking (a terminal asks first).
+    #[arg(long, requires = "edit")]
+    pub create_archive: bool,
+    /// With --edit: keep the originals in the local archive file, not in the stream.
+    #[arg(long, requires = "edit")]
+    pub local: bool,
     /// Do not ask for confirmation.
     #[arg(long)]
     pub yes: bool,

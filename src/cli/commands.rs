@@ -614,6 +614,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         consent: consent(c),
         run_id: None,
         max_backlog: a.max_backlog,
+        edits: None,
     };
     let req = ops::replay::ReplayRequest {
         spec,
@@ -635,6 +636,10 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
                 .canary_wait
                 .unwrap_or(s.target.settings.replay.canary_wait),
             tolerance: a.canary_tolerance,
+        }),
+        edit: a.edit.then_some(ops::replay::EditArchive {
+            local: a.local,
+            create: a.create_archive,
         }),
     };
     let mut front = CliFront::new(c, a.yes, a.json).of(&s);

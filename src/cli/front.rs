@@ -160,6 +160,10 @@ impl ops::Front for CliFront {
         crate::errln!("warren: {}", one_line(text, 600));
     }
 
+    fn edit(&mut self, document: &str, problem: Option<&str>) -> Result<Option<String>, String> {
+        super::editor::edit(document, problem)
+    }
+
     fn started(&mut self, run_id: &str, on_broker: bool) {
         if self.json {
             print_line(&json!({"event": "started", "run_id": run_id, "broker_record": on_broker}));
@@ -266,6 +270,7 @@ fn print_restore_plan(p: &ops::restore::Planned, json: bool) {
             consent: ReadConsent::Reuse,
             run_id: None,
             max_backlog: None,
+            edits: None,
         };
         run_print::print_preview(preview, &spec, p.dry_run);
         for (why, n) in &plan.kept {

@@ -304,7 +304,7 @@ fn start_of(
 
 /// Reads the head of the queue and picks the selection, remembering first-seen times; a read
 /// that would spend quorum deliveries again is asked for.
-async fn select(
+pub(super) async fn select(
     s: &Session,
     spec: &ReplaySpec,
     cap: usize,
@@ -347,7 +347,7 @@ fn confirmed_count(spec: &ReplaySpec, sel: &Selected) -> u64 {
 /// the context's `archive_create`, or the front end's answer); where a stream cannot be used
 /// (chosen local, no streams, no permission to create it) it is the local file, and the front
 /// end is told.
-async fn place(
+pub(super) async fn place(
     s: &Session,
     local: bool,
     create: bool,

@@ -9,6 +9,7 @@
 
 pub mod archive;
 mod canary;
+mod edit;
 pub mod protect;
 pub mod record;
 pub mod replay;
@@ -54,6 +55,13 @@ pub trait Front: Send {
     fn say(&mut self, text: &str);
     /// The run is on the record and about to move its first message.
     fn started(&mut self, run_id: &str, on_broker: bool);
+    /// Edit, then replay: the operator edits `document` (`problem`: why the last save could
+    /// not be read, with its line). `Ok(None)`: they gave up; `Err`: no editor can be opened
+    /// here, with what to do instead.
+    fn edit(&mut self, document: &str, problem: Option<&str>) -> Result<Option<String>, String> {
+        let _ = (document, problem);
+        Err("no editor can be opened here".into())
+    }
 }
 
 /// A plan as a front end shows it.

@@ -125,6 +125,7 @@ pub fn outcome_of(result: &Result<Summary, SessionError>) -> AuditOutcome {
             outcome: sum.outcome(),
             targets: sum.counts.targets.keys().cloned().collect(),
             canary: sum.canary.clone(),
+            edits: Vec::new(),
         },
         Err(e) => AuditOutcome {
             at: jiff::Timestamp::now(),

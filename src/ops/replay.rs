@@ -32,6 +32,18 @@ pub struct ReplayRequest {
     /// Replay the first few, and the rest only once those were consumed and did not come back
     /// (`domain::canary`).
     pub canary: Option<CanaryRule>,
+    /// Edit, then replay (`ops::edit`): the selection goes to the operator as a document
+    /// (`Front::edit`), and only what they changed is replayed, as edited; the originals are
+    /// archived as this says.
+    pub edit: Option<EditArchive>,
+}
+
+/// Where an edit keeps the originals: the archive stream (`create`: created without asking
+/// when missing) or the local archive file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EditArchive {
+    pub local: bool,
+    pub create: bool,
 }
 
 /// A replay on the record, ready to move its first message.
@@ -43,6 +55,8 @@ pub struct Ready<'s> {
     store: Option<Store>,
     record: Record,
     canary: Option<(CanaryPlan, Option<Tap>)>,
+    /// What an edit changed, for the record.
+    edits: Vec<crate::domain::edit::EditRecord>,
 }
 
 /// Rights, plan, go-ahead and the audit's start: everything before the first message moves.
@@ -66,6 +80,10 @@ pub async fn prepare<'s>(
     };
     let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
     req.spec.run_id = Some(run_id.clone());
+    let asked = match req.edit {
+        Some(how) => Some(super::edit::ask(s, &mut req.spec, how, req.dry_run, front).await?),
+        None => None,
+    };
     let (preview, first_seen) = match plan(s, &req).await {
         // A look that would spend quorum deliveries again is the operator's to allow.
         Err(Stop::ReadCost { queue, text }) => match front.read_again(&queue, &text) {
@@ -115,6 +133,9 @@ pub async fn prepare<'s>(
         Ok(false) => return Err(Stop::Declined),
         Err(why) => return Err(Stop::Usage(why)),
     }
+    if let Some(asked) = &asked {
+        super::edit::keep_originals(s, asked, &req.spec.queue, &run_id, front).await?;
+    }
     let start = AuditStart {
         run_id: run_id.clone(),
         at: jiff::Timestamp::now(),
@@ -156,6 +177,9 @@ pub async fn prepare<'s>(
         store,
         record,
         canary,
+        edits: asked
+            .map(|a| a.edits.messages.iter().map(|e| e.record()).collect())
+            .unwrap_or_default(),
     })
 }
 
@@ -256,7 +280,8 @@ impl Ready<'_> {
             .as_ref()
             .map(|s| s.moved_ids.clone())
             .unwrap_or_default();
-        let out = record::outcome_of(result);
+        let mut out = record::outcome_of(result);
+        out.edits = std::mem::take(&mut self.edits);
         self.record.finish_local(self.store.as_ref(), &out, &moved);
         self.record.finish_broker(out, &moved).await;
         self.record.take_notes()

@@ -243,6 +243,10 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE replay_outcomes ADD COLUMN canary_json TEXT;
     "#,
+    // 13: the messages a replay edited first (`domain::edit::EditRecord`s as JSON).
+    r#"
+    ALTER TABLE replay_outcomes ADD COLUMN edits_json TEXT;
+    "#,
 ];
 
 impl Store {

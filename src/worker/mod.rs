@@ -955,6 +955,7 @@ fn spec_for(
         consent: ReadConsent::Reuse,
         run_id: None,
         max_backlog: None,
+        edits: None,
     }
 }
 

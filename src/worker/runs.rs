@@ -70,6 +70,7 @@ pub(super) async fn preview(
         filter: None,
         group: None,
         canary: None,
+        edit: None,
     };
     let mut front = TuiFront::plan(ticket, RestoreHow::default());
     let stop = match home::replay::prepare(s, req, &mut front).await {
@@ -120,6 +121,7 @@ pub(super) async fn replay(
         filter: Some(req.selection.describe()),
         group: group_label(&req.selection),
         canary: req.canary.clone(),
+        edit: None,
     };
     let mut front = TuiFront::run(req.expected);
     front.create_audit = req.create_audit;

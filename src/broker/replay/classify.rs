@@ -24,8 +24,13 @@ pub(super) fn classify(
         _ => None,
     };
     // The whole body: replay publishes exactly what it read.
-    let msg = amqp::dead_letter_from_delivery(&job.dlq, seen, delivery, usize::MAX);
+    let mut msg = amqp::dead_letter_from_delivery(&job.dlq, seen, delivery, usize::MAX);
     let key = identity::message_key(&msg);
+    // Edit, then replay: the message is planned and published as the operator edited it (its
+    // `x-death` and delivery count as the broker has them now).
+    if let Some(edit) = job.edits.as_ref().and_then(|e| e.of(&key)) {
+        edit.apply(&mut msg);
+    }
     let audited = if identity::is_id_key(&key) {
         job.replays.get(&key).copied().unwrap_or(0)
     } else {
@@ -215,7 +220,7 @@ pub fn plan_publish(
 /// [`ORIGINAL_USER_ID`](crate::domain::archive::ORIGINAL_USER_ID)); the headers as their exact encoding in one header (a stream would drop
 /// `x-death`, see [`ORIGINAL_HEADERS`](crate::domain::archive::ORIGINAL_HEADERS)) beside the
 /// archive's four. Reading the archive puts them back (`amqp::dead_letter_from_delivery`).
-fn archive_properties(
+pub(crate) fn archive_properties(
     props: lapin::BasicProperties,
     stamp: &Stamp,
     user_id: &str,

@@ -35,6 +35,7 @@ mod wait;
 
 pub use crate::broker::spool::Spool;
 pub use crate::domain::engine::{AckOp, AckTracker, BacklogWait, StopReason};
+pub(crate) use classify::archive_properties;
 pub use classify::{Planned, plan_publish};
 pub use failover::run_failover;
 pub(crate) use failover::{add_progress, merge};
@@ -131,6 +132,9 @@ pub struct Job {
     /// `--max-backlog`: publishing waits while a queue the targets rest in holds this many ready
     /// messages (`None`: no cap).
     pub backlog: Option<BacklogCap>,
+    /// Edit, then replay: the edit of each message, by key; a message without one is published
+    /// as it was read.
+    pub edits: Option<std::sync::Arc<crate::domain::edit::Edits>>,
 }
 
 /// A replay's backlog cap: at most `max` ready messages in each queue of `queues`, where the

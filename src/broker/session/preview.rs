@@ -266,4 +266,6 @@ pub struct ReplaySpec {
     /// `--max-backlog`: publishing waits while a queue the messages come to rest in holds this
     /// many ready messages, and goes on as its consumer drains it (`None`: no cap).
     pub max_backlog: Option<u64>,
+    /// Edit, then replay: each selected message is published as edited (`domain::edit`).
+    pub edits: Option<std::sync::Arc<crate::domain::edit::Edits>>,
 }

@@ -234,6 +234,7 @@ impl Session {
             },
             checks: None,
             backlog,
+            edits: spec.edits.clone(),
         }
     }
 }

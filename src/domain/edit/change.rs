@@ -142,11 +142,12 @@ fn headers(
     }
     for (name, old) in original.headers.iter() {
         // Only a header the document showed can be removed by deleting its line.
-        if !is_fixed_header(name) && !section.headers.contains_key(name) {
-            if let Some(shown) = plain(old) {
-                changes.push(format!("header {name}: {shown} → removed"));
-                removed.push(name.to_string());
-            }
+        if !is_fixed_header(name)
+            && !section.headers.contains_key(name)
+            && let Some(shown) = plain(old)
+        {
+            changes.push(format!("header {name}: {shown} → removed"));
+            removed.push(name.to_string());
         }
     }
     Ok((set, removed))

@@ -106,6 +106,40 @@ pub struct Edits {
     pub unchanged: usize,
 }
 
+impl Edits {
+    /// The edit of the message whose `identity::message_key` is `key`.
+    pub fn of(&self, key: &str) -> Option<&Edited> {
+        self.messages.iter().find(|e| e.key == key)
+    }
+
+    /// The keys of the edited messages: exactly what the run selects.
+    pub fn keys(&self) -> std::collections::HashSet<String> {
+        self.messages.iter().map(|e| e.key.clone()).collect()
+    }
+}
+
+/// An edit as the audit keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EditRecord {
+    /// The message's key (`identity::message_key` of the original).
+    pub key: String,
+    pub changes: Vec<String>,
+    /// SHA-256 of the body before and after.
+    pub before: String,
+    pub after: String,
+}
+
+impl Edited {
+    pub fn record(&self) -> EditRecord {
+        EditRecord {
+            key: self.key.clone(),
+            changes: self.changes.clone(),
+            before: self.before.clone(),
+            after: self.after.clone(),
+        }
+    }
+}
+
 /// Why a saved document is refused: its line (1-based) and what is wrong there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {

@@ -296,6 +296,7 @@ pub(super) fn with_outcome(r: AuditRecord, o: AuditOutcome) -> AuditRecord {
         targets: joined_targets(r.targets, &o.targets),
         outcome: o.outcome,
         canary: o.canary,
+        edits: o.edits,
         ..r
     }
 }
@@ -339,6 +340,7 @@ pub(super) fn record_of(
             .map(|o| o.duplicate_ids.clone())
             .unwrap_or_default(),
         canary: out.as_ref().and_then(|o| o.canary.clone()),
+        edits: out.as_ref().map(|o| o.edits.clone()).unwrap_or_default(),
         outcome: out.map_or_else(|| INTERRUPTED.to_string(), |o| o.outcome),
     }
 }

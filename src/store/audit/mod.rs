@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Result, Store, StoreError, to_sql_count};
 use crate::domain::canary::CanaryRecord;
+use crate::domain::edit::EditRecord;
 
 mod merged;
 
@@ -114,6 +115,10 @@ pub struct AuditOutcome {
     /// What the run's canary did, when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryRecord>,
+    /// The messages the run edited before replaying them (`warren replay --edit`): what
+    /// changed, and the digests of each body before and after.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edits: Vec<EditRecord>,
 }
 
 /// The event of a broker audit stream entry that holds some of a run's moved ids: written
@@ -179,6 +184,8 @@ pub struct AuditRecord {
     pub outcome: String,
     /// What the run's canary did, when it had one.
     pub canary: Option<CanaryRecord>,
+    /// The messages the run edited before replaying them.
+    pub edits: Vec<EditRecord>,
 }
 
 /// How many of the newest replays `replay_counts` looks through.
@@ -263,6 +270,10 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| self.corrupt(format!("canary: {e}")))?;
+        let edits = (!out.edits.is_empty())
+            .then(|| serde_json::to_string(&out.edits))
+            .transpose()
+            .map_err(|e| self.corrupt(format!("edits: {e}")))?;
         let tx = self.write_tx()?;
         let exists = tx
             .query_row("SELECT 1 FROM replays WHERE id = ?1", [id], |_| Ok(()))
@@ -287,8 +298,8 @@ impl Store {
         tx.execute(
             "INSERT INTO replay_outcomes (replay_id, finished_ms, moved, returned, failed,
                  remaining, message_ids_json, outcome, duplicated, duplicate_ids_json,
-                 targets_json, canary_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, '[]', ?7, ?8, ?9, ?10, ?11)",
+                 targets_json, canary_json, edits_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, '[]', ?7, ?8, ?9, ?10, ?11, ?12)",
             rusqlite::params![
                 id,
                 out.at.as_millisecond(),
@@ -301,6 +312,7 @@ impl Store {
                 dup_ids,
                 targets,
                 canary,
+                edits,
             ],
         )
         .map_err(|e| self.sqlite(e))?;
@@ -425,7 +437,8 @@ impl Store {
                         r.dry_run, r.keep_attempts,
                         o.finished_ms, o.moved, o.returned, o.failed, o.remaining,
                         o.message_ids_json, o.outcome, o.duplicated, o.duplicate_ids_json,
-                        r.clear_expiry, r.operation, r.run_id, o.targets_json, o.canary_json
+                        r.clear_expiry, r.operation, r.run_id, o.targets_json, o.canary_json,
+                        o.edits_json
                  FROM replays r LEFT JOIN replay_outcomes o ON o.replay_id = r.id
                  ORDER BY r.id DESC LIMIT ?1",
             )
@@ -461,6 +474,7 @@ impl Store {
                     run_id: r.get(24)?,
                     reached_json: r.get(25)?,
                     canary_json: r.get(26)?,
+                    edits_json: r.get(27)?,
                 })
             })
             .map_err(|e| self.sqlite(e))?;
@@ -538,6 +552,11 @@ impl Store {
                 .canary_json
                 .as_deref()
                 .and_then(|j| serde_json::from_str(j).ok()),
+            edits: raw
+                .edits_json
+                .as_deref()
+                .and_then(|j| serde_json::from_str(j).ok())
+                .unwrap_or_default(),
         })
     }
 }
@@ -572,6 +591,7 @@ struct RawRecord {
     /// The targets the run's outcome says it reached (migration 10).
     reached_json: Option<String>,
     canary_json: Option<String>,
+    edits_json: Option<String>,
 }
 
 /// A `warren protect` that set its policy: who lifted which queue's delivery limit, and how.

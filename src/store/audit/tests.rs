@@ -25,6 +25,7 @@ pub(crate) fn start(run: &str, secs: i64) -> AuditStart {
 pub(crate) fn completed(moved: u64, ids: &[&str]) -> AuditOutcome {
     AuditOutcome {
         canary: None,
+        edits: Vec::new(),
         at: Timestamp::from_second(200).unwrap(),
         moved,
         returned: 0,
@@ -189,6 +190,7 @@ fn the_same_run_seen_locally_and_on_the_broker_is_one_record() {
     };
     let out = AuditOutcome {
         canary: None,
+        edits: Vec::new(),
         targets: Vec::new(),
         at: Timestamp::from_second(200).unwrap(),
         moved: 3,
