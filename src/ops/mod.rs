@@ -11,6 +11,7 @@ pub mod archive;
 mod canary;
 pub mod protect;
 pub mod record;
+pub mod redirect;
 pub mod replay;
 pub mod restore;
 pub mod rights;

@@ -8,6 +8,7 @@ mod front;
 mod ops;
 mod plan;
 pub mod protocol;
+mod redirect;
 mod runs;
 
 use std::collections::HashMap;
@@ -409,6 +410,12 @@ async fn perform(
                 Err(e) => (vec![fail(&e)], None),
             }
         }
+        (Work::Redirect { vhost, change }, Backend::Broker(ss)) => {
+            match session_of(&ss, &vhost).await {
+                Ok(s) => (redirect::run(&s, change, ticket, ops).await, None),
+                Err(e) => (vec![fail(&e)], None),
+            }
+        }
         (Work::Replays, Backend::Broker(ss)) => (vec![replays(&ss, ticket).await], None),
         (Work::Discover, Backend::Contexts(cs)) => {
             (contexts::discover(&cs, ticket, ops).await, None)
@@ -418,7 +425,11 @@ async fn perform(
         }
         // Every context at once is for looking (the UI refuses these before they are asked).
         (
-            Work::Preview { .. } | Work::Protect { .. } | Work::Notes(_) | Work::Replays,
+            Work::Preview { .. }
+            | Work::Protect { .. }
+            | Work::Redirect { .. }
+            | Work::Notes(_)
+            | Work::Replays,
             Backend::Contexts(_),
         ) => (vec![fail(&contexts::LOOK_ONLY)], None),
         // The plan refuses these for a snapshot before they start.
@@ -426,6 +437,7 @@ async fn perform(
             Work::Refresh
             | Work::Preview { .. }
             | Work::Protect { .. }
+            | Work::Redirect { .. }
             | Work::Notes(_)
             | Work::Replays,
             Backend::Snapshot(_),

@@ -72,6 +72,7 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
                 }
             }
         }
+        ("redirect" | "redirects", _) => redirect_command(state, verb, &arg),
         ("help" | "h", _) => {
             state.overlay = Overlay::Help;
             Vec::new()
@@ -82,12 +83,48 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
         }
         _ => {
             state.error = Some(format!(
-                "unknown command :{} — try :ctx NAME, :vhost NAME, :limit N, :help, :q",
+                "unknown command :{} — try :ctx NAME, :vhost NAME, :limit N, :redirects, :help, :q",
                 sanitize::one_line(verb, 30)
             ));
             Vec::new()
         }
     }
+}
+
+/// `:redirect add FROM TO [reason…]`, `:redirect remove FROM`, `:redirects`: asked of the
+/// worker for the vhost shown, which goes through `ops::redirect` (read-only refuses there).
+fn redirect_command(state: &mut State, verb: &str, arg: &str) -> Vec<Command> {
+    use crate::worker::protocol::RedirectChange;
+    if state.every_context() || state.every_vhost() {
+        state.error = Some(
+            "redirects belong to one vhost: open it (:vhost NAME) to list or change its redirects"
+                .into(),
+        );
+        return Vec::new();
+    }
+    let words: Vec<&str> = arg.split_whitespace().collect();
+    let change = match (verb, words.as_slice()) {
+        ("redirects", []) | ("redirect", [] | ["list"]) => RedirectChange::List,
+        ("redirect", ["add", from, to, reason @ ..]) => RedirectChange::Add {
+            from: from.to_string(),
+            to: to.to_string(),
+            reason: reason.join(" "),
+        },
+        ("redirect", ["remove" | "rm", from]) => RedirectChange::Remove {
+            from: from.to_string(),
+        },
+        _ => {
+            state.error = Some(
+                "usage: :redirect add FROM TO [reason…], :redirect remove FROM, :redirects".into(),
+            );
+            return Vec::new();
+        }
+    };
+    state.error = None;
+    vec![Command::Redirect {
+        vhost: state.overview.vhost.clone(),
+        change,
+    }]
 }
 
 /// `:ctx`, `:vhost`, Enter in every context, `*`: nothing changes on screen until the worker
