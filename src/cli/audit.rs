@@ -52,10 +52,12 @@ pub(crate) async fn audit(
     }
     print_protects(&merged.protects, json);
     print_notes(&merged.notes, json);
+    print_redirects(&merged.redirects, json);
     print_others(&merged.other, json);
     if merged.replays.is_empty()
         && merged.protects.is_empty()
         && merged.notes.is_empty()
+        && merged.redirects.is_empty()
         && merged.other.is_empty()
         && !json
     {
@@ -171,6 +173,35 @@ fn print_notes(notes: &[store::NoteEntry], json: bool) {
                     "(removed)".to_string()
                 } else {
                     one_line(&note.text, 200)
+                },
+            );
+        }
+    }
+}
+
+/// Redirects set and removed (`warren redirect`), from the broker's stream.
+fn print_redirects(redirects: &[(String, crate::domain::redirect::RedirectRecord)], json: bool) {
+    for (event, r) in redirects {
+        if json {
+            let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+            v["kind"] = json!("redirect");
+            v["event"] = json!(event);
+            v["seen"] = json!({"local": false, "broker": true});
+            print_line(&v);
+        } else {
+            crate::outln!(
+                "redirect {} {} {}@{} {} {} → {}{}  [broker]",
+                one_line(event, 10),
+                r.at,
+                one_line(&r.os_user, 30),
+                one_line(&r.broker_user, 30),
+                one_line(&r.vhost, 30),
+                one_line(&r.from, 80),
+                one_line(&r.to, 80),
+                if r.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", one_line(&r.reason, 200))
                 },
             );
         }
