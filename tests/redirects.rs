@@ -457,3 +457,105 @@ async fn a_read_only_tui_changes_no_redirect() {
         vh.cleanup().await;
     }
 }
+
+/// A front end that refuses every creation and writes down what it was asked.
+#[derive(Default)]
+struct Refusing {
+    asked: Vec<String>,
+}
+
+impl warren::ops::Front for Refusing {
+    fn plan(&mut self, _plan: warren::ops::Plan<'_>) {
+        self.asked.push("plan".into());
+    }
+    fn go_ahead(&mut self, _count: u64, verb: &str, _typed: bool) -> Result<bool, String> {
+        self.asked.push(verb.into());
+        Ok(true)
+    }
+    fn audit_consent(&mut self, _configured: Option<bool>) -> warren::broker::audit::Consent<'_> {
+        self.asked.push("stream".into());
+        warren::broker::audit::Consent::Refuse
+    }
+    fn create_archive(&mut self, _what: &str) -> Result<bool, String> {
+        Ok(false)
+    }
+    fn read_again(&mut self, _queue: &str, _cost: &str) -> Result<bool, String> {
+        Ok(false)
+    }
+    fn say(&mut self, _text: &str) {}
+    fn started(&mut self, _run_id: &str, _on_broker: bool) {}
+}
+
+async fn session_as(
+    vh: &TestVhost,
+    home: &Home,
+    user: Option<&str>,
+) -> warren::broker::session::Session {
+    let (amqp, mgmt) = match user {
+        Some(u) => common::urls_as(vh, u),
+        None => (vh.amqp_url(), vh.broker.mgmt_url_with_creds()),
+    };
+    let o = Overrides {
+        config_path: Some(home.dir.join("config.toml")),
+        amqp_url: Some(amqp),
+        management_url: Some(mgmt),
+        vhost: Some(vh.name.clone()),
+        ..Overrides::default()
+    };
+    let (_, target) = warren::broker::config::load(&o).expect("config");
+    warren::broker::session::Session::open(target)
+        .await
+        .expect("session")
+}
+
+/// At the home: a viewer the broker lets read but not publish is refused before anything is
+/// asked; a "no" to creating the redirect stream keeps nothing and creates nothing.
+#[tokio::test]
+async fn the_home_refuses_a_viewer_first_and_creates_nothing_without_consent() {
+    use warren::ops::{Stop, redirect};
+    for b in TestBroker::all() {
+        let label = b.label.clone();
+        let vh = TestVhost::new(&b, "redirect-home").await;
+        let home = Home::new("redirect-home");
+        setup(&vh, "h", 1).await;
+        let req = redirect::AddRequest {
+            from: "orders".into(),
+            to: "orders.v2".into(),
+            reason: String::new(),
+        };
+        let viewer = common::make_user(&vh, "monitoring", "^$", "^$").await;
+        let s = session_as(&vh, &home, Some(&viewer)).await;
+        let mut front = Refusing::default();
+        let r = redirect::add(&s, &req, &mut front).await;
+        assert!(
+            matches!(&r, Err(Stop::Refused(why)) if why.contains("read-only")),
+            "{label}: {r:?}"
+        );
+        assert!(
+            front.asked.is_empty(),
+            "{label}: nothing asked: {:?}",
+            front.asked
+        );
+        drop(s);
+        common::drop_user(&vh, &viewer).await;
+
+        let s = session_as(&vh, &home, None).await;
+        let mut front = Refusing::default();
+        let r = redirect::add(&s, &req, &mut front).await;
+        assert!(
+            matches!(&r, Err(Stop::Refused(why)) if why.contains("not allowed to create")),
+            "{label}: {r:?}"
+        );
+        assert_eq!(front.asked, ["stream"], "{label}");
+        let listed = redirect::list(&s).await.expect("list");
+        assert!(listed.redirects.is_empty(), "{label}");
+        let queues = vh
+            .get_json(&format!("/api/queues/{}", common::enc(&vh.name)))
+            .await;
+        assert!(
+            !queues.to_string().contains("warren.redirects"),
+            "{label}: nothing created"
+        );
+        vh.cleanup().await;
+    }
+}
