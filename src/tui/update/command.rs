@@ -217,3 +217,45 @@ pub(super) fn enter_new_place(state: &mut State, generation: u64) {
         state.overlay = Overlay::None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::protocol::RedirectChange;
+
+    fn asked(line: &str) -> (Vec<Command>, Option<String>) {
+        let mut st = State::new(jiff::Timestamp::UNIX_EPOCH, false, Default::default());
+        st.overview.vhost = "/orders".into();
+        let cmds = run_command_line(&mut st, line);
+        (cmds, st.error)
+    }
+
+    fn change(line: &str) -> Option<RedirectChange> {
+        match asked(line).0.as_slice() {
+            [Command::Redirect { vhost, change }] if vhost == "/orders" => Some(change.clone()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn redirect_commands_ask_the_worker_for_the_vhost_shown() {
+        assert_eq!(
+            change("redirect add orders orders.v2 endpoint renamed"),
+            Some(RedirectChange::Add {
+                from: "orders".into(),
+                to: "orders.v2".into(),
+                reason: "endpoint renamed".into(),
+            })
+        );
+        assert_eq!(
+            change("redirect remove orders"),
+            Some(RedirectChange::Remove {
+                from: "orders".into()
+            })
+        );
+        assert_eq!(change("redirects"), Some(RedirectChange::List));
+        let (cmds, error) = asked("redirect add orders");
+        assert!(cmds.is_empty());
+        assert!(error.is_some_and(|e| e.starts_with("usage: :redirect")));
+    }
+}
