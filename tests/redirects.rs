@@ -21,10 +21,13 @@ use warren::worker::protocol::{Command, RedirectChange, Report};
 
 const REASON: &str = "endpoint renamed";
 
-/// `orders.dlq` holding `n` broker deaths from `orders` (ids `{prefix}-0` …), `orders.v2` (a
-/// plain queue) and `orders.wait` (a wait queue: a TTL and a dead-letter exchange).
-async fn setup(vh: &TestVhost, prefix: &str, n: u32) {
-    let conn = h::connect(vh).await;
+/// A vhost of its own (and a home) holding `orders.dlq` with `n` broker deaths from `orders`
+/// (ids `{prefix}-0` …), `orders.v2` (a plain queue) and `orders.wait` (a wait queue: a TTL and
+/// a dead-letter exchange).
+async fn setup(b: &TestBroker, name: &str, prefix: &str, n: u32) -> (TestVhost, Home) {
+    let vh = TestVhost::new(b, name).await;
+    let home = Home::new(name);
+    let conn = h::connect(&vh).await;
     let ch = h::confirm_channel(&conn).await;
     h::declare(&ch, "orders.dlq", QueueType::Classic, FieldTable::default()).await;
     h::declare(&ch, "orders.v2", QueueType::Classic, FieldTable::default()).await;
@@ -38,6 +41,7 @@ async fn setup(vh: &TestVhost, prefix: &str, n: u32) {
     let msgs: Vec<_> = (0..n).map(|i| simple(prefix, i, &[])).collect();
     dead_letter(&conn, "orders", "orders.dlq", &msgs).await;
     let _ = conn.close(200, "ok".into()).await;
+    (vh, home)
 }
 
 /// The ids in each queue, sorted.
@@ -71,9 +75,7 @@ async fn every_id_once(vh: &TestVhost, prefix: &str, n: u32, label: &str) {
 async fn a_redirect_changes_the_dry_run_show_and_the_run_from_the_command_line() {
     for b in TestBroker::all() {
         let label = b.label.clone();
-        let vh = TestVhost::new(&b, "redirect-cli").await;
-        let home = Home::new("redirect-cli");
-        setup(&vh, "r", 5).await;
+        let (vh, home) = setup(&b, "redirect-cli", "r", 5).await;
         let add = [
             "redirect",
             "add",
@@ -168,9 +170,7 @@ async fn a_redirect_changes_the_dry_run_show_and_the_run_from_the_command_line()
 async fn refused_redirects_change_nothing() {
     for b in TestBroker::all() {
         let label = b.label.clone();
-        let vh = TestVhost::new(&b, "redirect-refused").await;
-        let home = Home::new("redirect-refused");
-        setup(&vh, "n", 2).await;
+        let (vh, home) = setup(&b, "redirect-refused", "n", 2).await;
         let refused = |to: &'static str, extra: &'static str| {
             let (vh, home) = (&vh, &home);
             async move {
@@ -362,9 +362,7 @@ async fn replay_all(
 async fn a_redirect_from_the_tui_changes_its_plan_and_its_run() {
     for b in TestBroker::all() {
         let label = format!("{} (TUI)", b.label);
-        let vh = TestVhost::new(&b, "redirect-tui").await;
-        let home = Home::new("redirect-tui");
-        setup(&vh, "t", 3).await;
+        let (vh, home) = setup(&b, "redirect-tui", "t", 3).await;
         let (tx, mut rx) = worker(&vh, &home, false);
         let v = vh.name.clone();
         let add = RedirectChange::Add {
@@ -433,9 +431,7 @@ async fn a_redirect_from_the_tui_changes_its_plan_and_its_run() {
 async fn a_read_only_tui_changes_no_redirect() {
     for b in TestBroker::all() {
         let label = format!("{} (TUI read-only)", b.label);
-        let vh = TestVhost::new(&b, "redirect-tui-ro").await;
-        let home = Home::new("redirect-tui-ro");
-        setup(&vh, "o", 1).await;
+        let (vh, home) = setup(&b, "redirect-tui-ro", "o", 1).await;
         let (tx, mut rx) = worker(&vh, &home, true);
         let v = vh.name.clone();
         let add = RedirectChange::Add {
@@ -486,28 +482,6 @@ impl warren::ops::Front for Refusing {
     fn started(&mut self, _run_id: &str, _on_broker: bool) {}
 }
 
-async fn session_as(
-    vh: &TestVhost,
-    home: &Home,
-    user: Option<&str>,
-) -> warren::broker::session::Session {
-    let (amqp, mgmt) = match user {
-        Some(u) => common::urls_as(vh, u),
-        None => (vh.amqp_url(), vh.broker.mgmt_url_with_creds()),
-    };
-    let o = Overrides {
-        config_path: Some(home.dir.join("config.toml")),
-        amqp_url: Some(amqp),
-        management_url: Some(mgmt),
-        vhost: Some(vh.name.clone()),
-        ..Overrides::default()
-    };
-    let (_, target) = warren::broker::config::load(&o).expect("config");
-    warren::broker::session::Session::open(target)
-        .await
-        .expect("session")
-}
-
 /// At the home: a viewer the broker lets read but not publish is refused before anything is
 /// asked; a "no" to creating the redirect stream keeps nothing and creates nothing.
 #[tokio::test]
@@ -515,16 +489,14 @@ async fn the_home_refuses_a_viewer_first_and_creates_nothing_without_consent() {
     use warren::ops::{Stop, redirect};
     for b in TestBroker::all() {
         let label = b.label.clone();
-        let vh = TestVhost::new(&b, "redirect-home").await;
-        let home = Home::new("redirect-home");
-        setup(&vh, "h", 1).await;
+        let (vh, home) = setup(&b, "redirect-home", "h", 1).await;
         let req = redirect::AddRequest {
             from: "orders".into(),
             to: "orders.v2".into(),
             reason: String::new(),
         };
         let viewer = common::make_user(&vh, "monitoring", "^$", "^$").await;
-        let s = session_as(&vh, &home, Some(&viewer)).await;
+        let s = common::session_as(&vh, home.dir.join("config.toml"), Some(&viewer)).await;
         let mut front = Refusing::default();
         let r = redirect::add(&s, &req, &mut front).await;
         assert!(
@@ -539,7 +511,7 @@ async fn the_home_refuses_a_viewer_first_and_creates_nothing_without_consent() {
         drop(s);
         common::drop_user(&vh, &viewer).await;
 
-        let s = session_as(&vh, &home, None).await;
+        let s = common::session_as(&vh, home.dir.join("config.toml"), None).await;
         let mut front = Refusing::default();
         let r = redirect::add(&s, &req, &mut front).await;
         assert!(

@@ -153,11 +153,7 @@ fn print_notes(notes: &[store::NoteEntry], json: bool) {
     for n in notes {
         let note = &n.note;
         if json {
-            let mut v = serde_json::to_value(note).unwrap_or(Value::Null);
-            v["kind"] = json!("note");
-            v["event"] = json!(n.event);
-            v["seen"] = json!({"local": false, "broker": true});
-            print_line(&v);
+            print_line(&from_broker(note, "note", &n.event));
         } else {
             crate::outln!(
                 "note {} {} {}@{} {} {}  {} {}: {}  [broker]",
@@ -183,29 +179,28 @@ fn print_notes(notes: &[store::NoteEntry], json: bool) {
 fn print_redirects(redirects: &[(String, crate::domain::redirect::RedirectRecord)], json: bool) {
     for (event, r) in redirects {
         if json {
-            let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
-            v["kind"] = json!("redirect");
-            v["event"] = json!(event);
-            v["seen"] = json!({"local": false, "broker": true});
-            print_line(&v);
+            print_line(&from_broker(r, "redirect", event));
         } else {
             crate::outln!(
-                "redirect {} {} {}@{} {} {} → {}{}  [broker]",
+                "redirect {} {} {}@{} {} {}  [broker]",
                 one_line(event, 10),
                 r.at,
                 one_line(&r.os_user, 30),
                 one_line(&r.broker_user, 30),
                 one_line(&r.vhost, 30),
-                one_line(&r.from, 80),
-                one_line(&r.to, 80),
-                if r.reason.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", one_line(&r.reason, 200))
-                },
+                r.describe(),
             );
         }
     }
+}
+
+/// A record only the broker's stream holds, as `--json` prints it: with its kind and event.
+fn from_broker(record: &impl serde::Serialize, kind: &str, event: &str) -> Value {
+    let mut v = serde_json::to_value(record).unwrap_or(Value::Null);
+    v["kind"] = json!(kind);
+    v["event"] = json!(event);
+    v["seen"] = json!({"local": false, "broker": true});
+    v
 }
 
 /// Records of operations this warren does not know, as they are.

@@ -79,17 +79,11 @@ async fn list(s: &crate::broker::session::Session, json: bool) -> Result<i32, Fa
     Ok(exit::OK)
 }
 
-/// One redirect in words: "orders → orders.v2  (renamed)  by ops as guest, 2026-…".
+/// One redirect in words: "orders → orders.v2 (renamed)  set by ops as guest at 2026-…".
 fn line(r: &RedirectRecord) -> String {
     format!(
-        "{} → {}{}  set by {} as {} at {}",
-        one_line(&r.from, 100),
-        one_line(&r.to, 100),
-        if r.reason.is_empty() {
-            String::new()
-        } else {
-            format!("  ({})", one_line(&r.reason, 200))
-        },
+        "{}  set by {} as {} at {}",
+        r.describe(),
         one_line(&r.os_user, 40),
         one_line(&r.broker_user, 40),
         r.at.strftime("%Y-%m-%d %H:%M:%SZ")

@@ -100,6 +100,22 @@ pub fn fold(entries: impl IntoIterator<Item = Entry>) -> (Redirects, usize) {
     (r, ignored)
 }
 
+impl RedirectRecord {
+    /// "orders → orders.v2 (endpoint renamed)", terminal-safe.
+    pub fn describe(&self) -> String {
+        let why = if self.reason.trim().is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", one_line(&self.reason, 200))
+        };
+        format!(
+            "{} → {}{why}",
+            one_line(&self.from, 100),
+            one_line(&self.to, 100)
+        )
+    }
+}
+
 impl Redirects {
     /// The redirect of `queue`, if one is in force.
     pub fn get(&self, queue: &str) -> Option<&RedirectRecord> {

@@ -67,19 +67,7 @@ fn listing(c: &crate::broker::redirects::Current, vhost: &str) -> String {
     let each: Vec<String> = c
         .redirects
         .list()
-        .map(|r| {
-            let why = if r.reason.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", one_line(&r.reason, 80))
-            };
-            format!(
-                "{} → {}{why} by {}",
-                one_line(&r.from, 60),
-                one_line(&r.to, 60),
-                one_line(&r.os_user, 30)
-            )
-        })
+        .map(|r| format!("{} by {}", r.describe(), one_line(&r.os_user, 30)))
         .collect();
     format!("redirects in vhost '{vhost}': {}", each.join("; "))
 }
