@@ -375,6 +375,18 @@ async fn a_redirect_from_the_tui_changes_its_plan_and_its_run() {
             said.as_ref().is_ok_and(|n| n.starts_with("redirected")),
             "{label}: {said:?}"
         );
+        // The UI is told the redirects in force (its detail pane applies them).
+        let told = common::worker_until(
+            &mut rx,
+            &label,
+            |e| matches!(e, Report::Redirects { .. }),
+            |_| {},
+        )
+        .await;
+        assert!(
+            matches!(&told, Report::Redirects { redirects, .. } if redirects.get("orders").is_some_and(|r| r.to == "orders.v2")),
+            "{label}: {told:?}"
+        );
         let said = ask(&tx, &mut rx, &v, RedirectChange::List).await;
         assert!(
             said.as_ref()

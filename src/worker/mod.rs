@@ -724,7 +724,8 @@ async fn browse(
             };
             let messages = session::into_messages(page);
             let authors = crate::broker::audit::authors(s, &messages).await;
-            vec![
+            let redirects = redirect::in_force(s, ticket).await;
+            let mut out = vec![
                 Report::MessagesLoaded {
                     vhost,
                     queue,
@@ -736,7 +737,9 @@ async fn browse(
                     ticket,
                 },
                 notes,
-            ]
+            ];
+            out.extend(redirects);
+            out
         }
         Err(e) => vec![read_failure(QueueRef::new(&vhost, &queue), e, ticket)],
     }

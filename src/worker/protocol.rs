@@ -237,6 +237,13 @@ pub enum Report {
         stop: String,
         ticket: Ticket,
     },
+    /// The redirects in force in `vhost` (`domain::redirect`), after a browse and after a
+    /// change: the detail pane's "a replay would" uses them, as the replay's plan does.
+    Redirects {
+        vhost: String,
+        redirects: crate::domain::redirect::Redirects,
+        ticket: Ticket,
+    },
     /// The notes on `queue`'s groups, every grouping, as the store keeps them: after a browse
     /// (with its ticket; `whole` when the browse read every message the queue held, so the UI
     /// may tell which groups are gone) and after a note was set (`whole` false).

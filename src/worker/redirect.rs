@@ -20,7 +20,14 @@ pub(super) async fn run(
     let done = match change {
         RedirectChange::List => {
             return match redirect::list(s).await {
-                Ok(c) => vec![Report::Notice(listing(&c, &vhost))],
+                Ok(c) => vec![
+                    Report::Notice(listing(&c, &vhost)),
+                    Report::Redirects {
+                        vhost: s.vhost().to_string(),
+                        redirects: c.redirects,
+                        ticket,
+                    },
+                ],
                 Err(stop) => vec![error(stop_text(stop), &ticket)],
             };
         }
@@ -52,7 +59,20 @@ pub(super) async fn run(
         text.push_str("; ");
         text.push_str(&one_line(n, 300));
     }
-    vec![Report::Notice(text)]
+    let mut out = vec![Report::Notice(text)];
+    out.extend(in_force(s, ticket).await);
+    out
+}
+
+/// The redirects in force in `s`'s vhost, for the UI (`None` when they could not be read: the
+/// replay's own plan says so, and refuses).
+pub(super) async fn in_force(s: &Session, ticket: Ticket) -> Option<Report> {
+    let current = crate::broker::redirects::current(s).await.ok()?;
+    Some(Report::Redirects {
+        vhost: s.vhost().to_string(),
+        redirects: current.redirects,
+        ticket,
+    })
 }
 
 fn error(text: String, ticket: &Ticket) -> Report {

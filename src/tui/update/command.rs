@@ -205,6 +205,7 @@ pub(super) fn enter_new_place(state: &mut State, generation: u64) {
     state.msg_cursor = 0;
     state.group_cursor = 0;
     state.group_notes.clear();
+    state.redirects.clear();
     state.note_input = None;
     state.focus = Focus::Queues;
     state.error = None;
