@@ -100,6 +100,12 @@ async fn a_redirect_changes_the_dry_run_show_and_the_run_from_the_command_line()
         let r = warren(&vh, &home, &["replay", "orders.dlq", "--dry-run"]).await;
         assert_eq!(r.code, Some(0), "{label}: dry run: {r}");
         assert!(r.stderr.contains(&said), "{label}: dry run says so: {r}");
+        let r = warren(&vh, &home, &["replay", "orders.dlq", "--dry-run", "--json"]).await;
+        let plan = r.event("plan");
+        assert_eq!(
+            plan["targets"]["orders.v2"]["redirected_from"]["queue"], "orders",
+            "{label}: the JSON plan says so: {r}"
+        );
         let r = warren(&vh, &home, &["show", "orders.dlq"]).await;
         assert!(r.stdout.contains(&said), "{label}: show says so: {r}");
         assert_eq!(ids(&vh, "orders.dlq").await.len(), 5, "{label}");
@@ -540,6 +546,29 @@ async fn the_home_refuses_a_viewer_first_and_creates_nothing_without_consent() {
             !queues.to_string().contains("warren.redirects"),
             "{label}: nothing created"
         );
+        vh.cleanup().await;
+    }
+}
+
+/// `warren restore --replay` follows a redirect too: archived dead letters of `orders` go to
+/// `orders.v2`.
+#[tokio::test]
+async fn a_restore_that_replays_follows_a_redirect() {
+    for b in TestBroker::all() {
+        let label = b.label.clone();
+        let (vh, home) = setup(&b, "redirect-restore", "a", 2).await;
+        let archive = ["archive", "orders.dlq", "--create-archive", "--yes"];
+        let r = warren(&vh, &home, &archive).await;
+        assert_eq!(r.code, Some(0), "{label}: archive: {r}");
+        let add = ["redirect", "add", "orders", "orders.v2", "--reason", REASON];
+        let r = warren(&vh, &home, &[&add[..], &["--create-audit-stream"]].concat()).await;
+        assert_eq!(r.code, Some(0), "{label}: add: {r}");
+        let r = warren(&vh, &home, &["restore", "--replay", "--yes"]).await;
+        assert_eq!(r.code, Some(0), "{label}: restore --replay: {r}");
+        assert_eq!(ids(&vh, "orders.v2").await, named("a", &[0, 1]), "{label}");
+        assert!(ids(&vh, "orders").await.is_empty(), "{label}");
+        assert!(ids(&vh, "orders.dlq").await.is_empty(), "{label}");
+        eprintln!("{label}: restore --replay sent a-0 a-1 to orders.v2");
         vh.cleanup().await;
     }
 }
