@@ -8,6 +8,7 @@
 
 mod common;
 mod replay_util;
+mod tmux_util;
 
 use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};
@@ -569,6 +570,66 @@ async fn a_restore_that_replays_follows_a_redirect() {
         assert!(ids(&vh, "orders").await.is_empty(), "{label}");
         assert!(ids(&vh, "orders.dlq").await.is_empty(), "{label}");
         eprintln!("{label}: restore --replay sent a-0 a-1 to orders.v2");
+        vh.cleanup().await;
+    }
+}
+
+/// The real TUI in tmux: `:redirect add` says what it did, the replay modal's target line says
+/// "orders.v2 (redirected from orders: …)", and Enter moves all three there.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tui_on_a_terminal_redirects_its_replay() {
+    for b in TestBroker::all() {
+        let label = b.label.clone();
+        let (vh, home) = setup(&b, "redirect-e2e", "e", 3).await;
+        let config = home.dir.join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_REDIRECT_PASSWORD\"\ncreate_audit_stream = true\n",
+                b.mgmt_base(),
+                b.host,
+                b.amqp_port,
+                vh.name
+            ),
+        )
+        .expect("config");
+        let cmd = format!(
+            "WARREN_TEST_REDIRECT_PASSWORD=guest WARREN_STORE={store} WARREN_LOG_DIR={logs} {bin} --config {cfg} --context c; sleep 30",
+            store = home.store().display(),
+            logs = home.dir.join("logs").display(),
+            bin = replay_util::bin().display(),
+            cfg = config.display(),
+        );
+        let t = tmux_util::Tmux::open(&cmd, None, 200, 40);
+        let wait = std::time::Duration::from_secs(30);
+        t.wait_for("orders.dlq", wait);
+        t.keys(&[
+            ":",
+            &format!("redirect add orders orders.v2 {REASON}"),
+            "Enter",
+        ]);
+        t.wait_for("redirected: replays bound for orders go to orders.v2", wait);
+        t.keys(&["Enter"]);
+        t.wait_for("Rejected", wait);
+        t.keys(&["a"]);
+        t.wait_for("[3 selected]", wait);
+        t.keys(&["r"]);
+        let modal = t.wait_for("Reaches", wait);
+        assert!(
+            modal.contains(&format!("orders.v2 (redirected from orders: {REASON})")),
+            "{label}: {modal}"
+        );
+        t.keys(&["Enter"]);
+        let done = t.wait_for("done", wait);
+        assert!(done.contains("moved 3"), "{label}: {done}");
+        t.keys(&["Escape", "q"]);
+        assert_eq!(
+            ids(&vh, "orders.v2").await,
+            named("e", &[0, 1, 2]),
+            "{label}"
+        );
+        every_id_once(&vh, "e", 3, &label).await;
+        eprintln!("{label}: the TUI in tmux moved e-0..e-2 to orders.v2");
         vh.cleanup().await;
     }
 }
