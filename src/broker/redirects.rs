@@ -8,7 +8,7 @@
 
 use jiff::Timestamp;
 
-use super::audit::{self, AuditStream, BrokerRecord, Consent, Kept};
+use super::audit::{self, AuditStream, Consent, Kept};
 use super::session::Session;
 use crate::domain::redirect::{self, Entry, RedirectRecord, Redirects};
 use crate::store::AuditEnvelope;
@@ -88,19 +88,23 @@ pub async fn keep(
 }
 
 /// Puts one change on the audit stream, as every change is. Returns what the operator should
-/// read (the record could not be written).
+/// read: the audit record could not be written (the redirect stream has the change all the
+/// same; there is no local record of a redirect).
 pub async fn record(
     s: &Session,
     event: &str,
     rec: &RedirectRecord,
     consent: Consent<'_>,
 ) -> Vec<String> {
-    let mut broker = BrokerRecord::open(s, consent).await;
     let run_id = audit::new_run_id(Timestamp::now());
-    broker
-        .append(KIND, event, &run_id, rec)
-        .await
-        .into_iter()
-        .map(|n| n.replace("; the local record was", "; the redirect stream has it"))
-        .collect()
+    let written = match AuditStream::open(s, consent).await {
+        Ok(stream) => stream.append(KIND, event, &run_id, rec).await,
+        Err(why) => Err(why),
+    };
+    match written {
+        Ok(()) => Vec::new(),
+        Err(why) => vec![format!(
+            "the broker audit record was not written ({why}); the redirect stream has the change"
+        )],
+    }
 }
