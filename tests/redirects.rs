@@ -244,6 +244,38 @@ async fn refused_redirects_change_nothing() {
     }
 }
 
+/// A plan that cannot read the redirects moves nothing: here `warren.redirects` is a classic
+/// queue, not a stream, so no message may go where a redirect it cannot see would have sent it.
+#[tokio::test]
+async fn a_plan_that_cannot_read_the_redirects_moves_nothing() {
+    for b in TestBroker::all() {
+        let label = b.label.clone();
+        let (vh, home) = setup(&b, "redirect-unread", "u", 2).await;
+        let conn = h::connect(&vh).await;
+        let ch = h::confirm_channel(&conn).await;
+        h::declare(
+            &ch,
+            "warren.redirects",
+            QueueType::Classic,
+            FieldTable::default(),
+        )
+        .await;
+        let _ = conn.close(200, "ok".into()).await;
+        let r = warren(&vh, &home, &["replay", "orders.dlq", "--yes"]).await;
+        assert_eq!(r.code, Some(1), "{label}: {r}");
+        assert!(
+            r.stderr
+                .contains("the redirects kept on the broker could not be read"),
+            "{label}: {r}"
+        );
+        let r = warren(&vh, &home, &["redirect", "list"]).await;
+        assert_eq!(r.code, Some(3), "{label}: the list says why too: {r}");
+        assert_eq!(ids(&vh, "orders.dlq").await, named("u", &[0, 1]), "{label}");
+        assert!(ids(&vh, "orders").await.is_empty(), "{label}");
+        vh.cleanup().await;
+    }
+}
+
 /// An `add` entry on the redirect stream without the `user_id` the broker vouches for.
 async fn forge(vh: &TestVhost, from: &str, to: &str) {
     let body = serde_json::json!({

@@ -1164,6 +1164,10 @@ mod tests {
                 vhost: "/".into(),
                 queue: "q".into(),
             },
+            Command::Redirect {
+                vhost: "/".into(),
+                change: crate::worker::protocol::RedirectChange::List,
+            },
         ] {
             let a = p.command(cmd);
             assert!(matches!(sent(&a)[..], [Report::Error(f)] if f.text.contains("snapshot")));
