@@ -101,6 +101,10 @@ async fn a_redirect_changes_the_dry_run_show_and_the_run_from_the_command_line()
         let r = warren(&vh, &home, &["replay", "orders.dlq", "--dry-run"]).await;
         assert_eq!(r.code, Some(0), "{label}: dry run: {r}");
         assert!(r.stderr.contains(&said), "{label}: dry run says so: {r}");
+        eprintln!(
+            "{label}: a dry run reading one redirect took {:?}",
+            r.elapsed
+        );
         let r = warren(&vh, &home, &["replay", "orders.dlq", "--dry-run", "--json"]).await;
         let plan = r.event("plan");
         assert_eq!(
@@ -149,6 +153,7 @@ async fn a_redirect_changes_the_dry_run_show_and_the_run_from_the_command_line()
             r.stderr.contains("→ orders via") && !r.stderr.contains("redirected"),
             "{label}: plain target: {r}"
         );
+        eprintln!("{label}: a dry run after the removal took {:?}", r.elapsed);
         let r = warren(&vh, &home, &["replay", "orders.dlq", "--yes"]).await;
         assert_eq!(r.code, Some(0), "{label}: plain run: {r}");
         assert_eq!(ids(&vh, "orders").await, named("r", &[2, 3]), "{label}");
