@@ -382,6 +382,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         limit: u64::from(n),
         allowed_targets: [(String::new(), stream.clone())].into_iter().collect(),
         redirects: Default::default(),
+        endpoint_redirects: Default::default(),
         replays: Default::default(),
         first_seen: Default::default(),
         planned_unread: false,

@@ -12,7 +12,6 @@ use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};
 use replay_util::{Home, dead_letter, simple};
 use warren::broker::audit::Consent;
-use warren::broker::config::{self, Overrides};
 use warren::broker::session::{ReadConsent, ReplaySpec, Session};
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
@@ -61,19 +60,7 @@ impl Front for Recording {
 }
 
 async fn session(vh: &TestVhost, home: &Home, user: Option<&str>) -> Session {
-    let (amqp, mgmt) = match user {
-        Some(u) => common::urls_as(vh, u),
-        None => (vh.amqp_url(), vh.broker.mgmt_url_with_creds()),
-    };
-    let o = Overrides {
-        config_path: Some(home.dir.join("config.toml")),
-        amqp_url: Some(amqp),
-        management_url: Some(mgmt),
-        vhost: Some(vh.name.clone()),
-        ..Overrides::default()
-    };
-    let (_, target) = config::load(&o).expect("config");
-    Session::open(target).await.expect("session")
+    common::session_as(vh, home.dir.join("config.toml"), user).await
 }
 
 async fn viewer(vh: &TestVhost) -> String {

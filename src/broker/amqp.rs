@@ -1079,7 +1079,7 @@ pub async fn passive_depth(channel: &lapin::Channel, queue: ShortString) -> lapi
 pub async fn declare_stream(
     conn: &lapin::Connection,
     name: &str,
-    max_age: &str,
+    max_age: Option<&str>,
 ) -> Result<(), DeclareError> {
     let name = short("the stream's name", name).map_err(|e| DeclareError::Other(e.to_string()))?;
     let ch = conn
@@ -1091,10 +1091,12 @@ pub async fn declare_stream(
         "x-queue-type".into(),
         lapin::types::AMQPValue::LongString(lapin::types::LongString::from("stream")),
     );
-    args.insert(
-        "x-max-age".into(),
-        lapin::types::AMQPValue::LongString(lapin::types::LongString::from(max_age)),
-    );
+    if let Some(max_age) = max_age {
+        args.insert(
+            "x-max-age".into(),
+            lapin::types::AMQPValue::LongString(lapin::types::LongString::from(max_age)),
+        );
+    }
     let r = ch
         .queue_declare(
             name,

@@ -105,6 +105,18 @@ pub fn creation_text(s: &Session, name: &str) -> String {
     )
 }
 
+/// A stream Warren keeps on the broker and appends to with [`AuditStream`]: the audit stream,
+/// or another kept beside it (the redirects, see `broker::redirects`).
+pub(crate) struct Kept {
+    pub(crate) name: String,
+    /// What it is, in words ("audit stream").
+    pub(crate) what: &'static str,
+    /// What Warren says when it would create it (the consent question).
+    pub(crate) creation: String,
+    /// Its `x-max-age` (`None`: kept until removed).
+    pub(crate) max_age: Option<String>,
+}
+
 impl AuditStream {
     /// Opens the context's audit stream for writing, creating it with consent. `Err` says why
     /// the broker record will not be written (turned off, declined, no permission, no streams).
@@ -115,6 +127,27 @@ impl AuditStream {
                 s.target.context
             ));
         };
+        let kept = Kept {
+            creation: creation_text(s, &name),
+            name,
+            what: "audit stream",
+            max_age: Some(s.target.audit.max_age.clone()),
+        };
+        Self::open_kept(s, kept, consent).await
+    }
+
+    /// Opens `kept` for writing, creating it with consent (see [`AuditStream::open`]).
+    pub(crate) async fn open_kept(
+        s: &Session,
+        kept: Kept,
+        consent: Consent<'_>,
+    ) -> Result<AuditStream, String> {
+        let Kept {
+            name,
+            what,
+            creation,
+            max_age,
+        } = kept;
         if s.target.read_only {
             return Err("read-only: Warren publishes nothing".into());
         }
@@ -131,26 +164,26 @@ impl AuditStream {
                 let yes = match consent {
                     Consent::Create => true,
                     Consent::Refuse | Consent::Declined => false,
-                    Consent::Ask(ask) => ask(&creation_text(s, &name)),
+                    Consent::Ask(ask) => ask(&creation),
                 };
                 if !yes {
                     return Err(format!(
-                        "the audit stream '{name}' does not exist and Warren was not allowed to create it (answer yes, pass --create-audit-stream, or set create_audit_stream = true)"
+                        "the {what} '{name}' does not exist and Warren was not allowed to create it (answer yes, pass --create-audit-stream, or set create_audit_stream = true)"
                     ));
                 }
-                declare(s, &name).await?;
+                declare(s, &name, what, max_age.as_deref()).await?;
             }
-            Err(e) => return Err(format!("cannot look up the audit stream '{name}': {e}")),
+            Err(e) => return Err(format!("cannot look up the {what} '{name}': {e}")),
         }
         let conn = s.amqp().await.map_err(|e| e.to_string())?;
         let channel = conn
             .create_channel()
             .await
-            .map_err(|e| format!("cannot open a channel for the audit stream: {e}"))?;
+            .map_err(|e| format!("cannot open a channel for the {what}: {e}"))?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
             .await
-            .map_err(|e| format!("cannot put the audit channel in confirm mode: {e}"))?;
+            .map_err(|e| format!("cannot put the {what}'s channel in confirm mode: {e}"))?;
         Ok(AuditStream {
             name,
             channel,
@@ -382,16 +415,16 @@ pub async fn record_protect(
     notes
 }
 
-async fn declare(s: &Session, name: &str) -> Result<(), String> {
+async fn declare(s: &Session, name: &str, what: &str, max_age: Option<&str>) -> Result<(), String> {
     let conn = s.amqp().await.map_err(|e| e.to_string())?;
-    super::amqp::declare_stream(conn, name, &s.target.audit.max_age)
+    super::amqp::declare_stream(conn, name, max_age)
         .await
         .map_err(|e| match e {
             super::amqp::DeclareError::NoPermission(text) => format!(
-                "RabbitMQ refused to create the audit stream '{name}': {text} (creating it needs configure permission on the vhost; an administrator can create it once)"
+                "RabbitMQ refused to create the {what} '{name}': {text} (creating it needs configure permission on the vhost; an administrator can create it once)"
             ),
             super::amqp::DeclareError::Other(text) => format!(
-                "could not create the audit stream '{name}': {text}; the broker may not support streams"
+                "could not create the {what} '{name}': {text}; the broker may not support streams"
             ),
         })
 }
@@ -413,6 +446,15 @@ pub async fn read_signed(s: &Session) -> Result<Vec<(Vec<u8>, Option<String>)>, 
             s.target.context
         ));
     };
+    read_stream_signed(s, name).await
+}
+
+/// Every entry of the stream `name` with its `user_id`, oldest first (see [`read_signed`]): a
+/// stream that does not exist holds none.
+pub(crate) async fn read_stream_signed(
+    s: &Session,
+    name: String,
+) -> Result<Vec<(Vec<u8>, Option<String>)>, String> {
     match s.mgmt.queue(s.vhost(), &name).await {
         Ok(q) if q.queue_type == QueueType::Stream => {}
         Ok(q) => {
@@ -432,7 +474,11 @@ pub async fn read_signed(s: &Session) -> Result<Vec<(Vec<u8>, Option<String>)>, 
     else {
         return Ok(Vec::new());
     };
-    let mut req = BrowseRequest::new(name, QueueType::Stream, BrowsePolicy::unrestricted());
+    let mut req = BrowseRequest::new(
+        name.clone(),
+        QueueType::Stream,
+        BrowsePolicy::unrestricted(),
+    );
     req.limit = MAX_READ;
     req.end_offset = Some(tail);
     // An entry holds up to about 1 MiB of moved ids (older outcomes hold all of a run's): whole
@@ -443,7 +489,7 @@ pub async fn read_signed(s: &Session) -> Result<Vec<(Vec<u8>, Option<String>)>, 
         .map_err(|e| e.to_string())?;
     if page.stopped == browse::StopReason::Idle {
         return Err(format!(
-            "the audit stream stopped delivering before its end (offset {tail}) for {} s; {} entries read",
+            "the stream '{name}' stopped delivering before its end (offset {tail}) for {} s; {} entries read",
             req.idle_timeout.as_secs(),
             page.messages.len()
         ));

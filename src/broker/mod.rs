@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod config;
 pub mod discover;
 pub mod management;
+pub mod redirects;
 pub mod replay;
 pub mod restore;
 pub mod rights;

@@ -560,6 +560,7 @@ pub async fn plan_replay(
         to: way.to.clone(),
         allowed_targets: preview.allowed.clone(),
         redirects: preview.redirects.clone(),
+        endpoint_redirects: preview.endpoint_redirects.clone(),
         replays: preview.replays.clone(),
         first_seen: Default::default(),
         quorum: crate::domain::quorum::BrowsePolicy::unrestricted(),

@@ -207,6 +207,7 @@ async fn list(
             |_, _| Vec::new(),
             &show::Rests::default(),
             &std::collections::HashMap::new(),
+            &crate::domain::redirect::Redirects::default(),
         );
     }
     if shown.is_empty() && !json {

@@ -178,6 +178,13 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Redirects: replays that would go to one queue go to another (an endpoint renamed, split
+    /// or retired). Kept on the broker beside the audit stream (`warren.redirects`), with who
+    /// set each and why, and on the record; every replay plan a redirect changes says so.
+    Redirect {
+        #[command(subcommand)]
+        command: RedirectCommand,
+    },
     /// Take dead letters out of the way without losing them: into the vhost's archive stream
     /// (`warren.archive`), kept byte for byte with who, when and why. `warren archive list`
     /// shows what it holds.
@@ -351,6 +358,32 @@ pub struct ArchiveArgs {
     /// Plan, progress and summary as JSON lines.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum RedirectCommand {
+    /// Replays that would go to FROM go to TO instead. Refused in read-only mode, and when TO
+    /// does not exist or is a wait queue. The first one creates the redirect stream (asked on
+    /// a terminal; --create-audit-stream allows it).
+    Add {
+        #[arg(value_parser = queue_name)]
+        from: String,
+        #[arg(value_parser = queue_name)]
+        to: String,
+        /// Why, for the rota: shown in every plan the redirect changes.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+    },
+    /// The redirects in force, with who set each, when and why.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove FROM's redirect: its replays go to their plain target again.
+    Remove {
+        #[arg(value_parser = queue_name)]
+        from: String,
+    },
 }
 
 #[derive(Debug, Subcommand, Clone)]

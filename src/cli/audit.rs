@@ -52,10 +52,12 @@ pub(crate) async fn audit(
     }
     print_protects(&merged.protects, json);
     print_notes(&merged.notes, json);
+    print_redirects(&merged.redirects, json);
     print_others(&merged.other, json);
     if merged.replays.is_empty()
         && merged.protects.is_empty()
         && merged.notes.is_empty()
+        && merged.redirects.is_empty()
         && merged.other.is_empty()
         && !json
     {
@@ -151,11 +153,7 @@ fn print_notes(notes: &[store::NoteEntry], json: bool) {
     for n in notes {
         let note = &n.note;
         if json {
-            let mut v = serde_json::to_value(note).unwrap_or(Value::Null);
-            v["kind"] = json!("note");
-            v["event"] = json!(n.event);
-            v["seen"] = json!({"local": false, "broker": true});
-            print_line(&v);
+            print_line(&from_broker(note, "note", &n.event));
         } else {
             crate::outln!(
                 "note {} {} {}@{} {} {}  {} {}: {}  [broker]",
@@ -175,6 +173,34 @@ fn print_notes(notes: &[store::NoteEntry], json: bool) {
             );
         }
     }
+}
+
+/// Redirects set and removed (`warren redirect`), from the broker's stream.
+fn print_redirects(redirects: &[(String, crate::domain::redirect::RedirectRecord)], json: bool) {
+    for (event, r) in redirects {
+        if json {
+            print_line(&from_broker(r, "redirect", event));
+        } else {
+            crate::outln!(
+                "redirect {} {} {}@{} {} {}  [broker]",
+                one_line(event, 10),
+                r.at,
+                one_line(&r.os_user, 30),
+                one_line(&r.broker_user, 30),
+                one_line(&r.vhost, 30),
+                r.describe(),
+            );
+        }
+    }
+}
+
+/// A record only the broker's stream holds, as `--json` prints it: with its kind and event.
+fn from_broker(record: &impl serde::Serialize, kind: &str, event: &str) -> Value {
+    let mut v = serde_json::to_value(record).unwrap_or(Value::Null);
+    v["kind"] = json!(kind);
+    v["event"] = json!(event);
+    v["seen"] = json!({"local": false, "broker": true});
+    v
 }
 
 /// Records of operations this warren does not know, as they are.

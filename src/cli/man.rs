@@ -24,7 +24,8 @@ const EXIT_CODES: &[(i32, &str)] = &[
          partial (window full, quorum safety stop, some failed or returned, messages held by \
          another consumer, a canary that came back dead or was not consumed), failed (connection lost, broker stalled, confirms missing, \
          publishing blocked too long), cancelled (Ctrl-C, SIGTERM, SIGHUP; settled) or \
-         interrupted (a second signal); a read-only refusal; \"nothing moved\" at the \
+         interrupted (a second signal); a read-only refusal; a redirect refused (its queue \
+         missing or a wait queue, a chain, nothing to remove); \"nothing moved\" at the \
          confirmation prompt. For watch --once: an alert.",
     ),
     (

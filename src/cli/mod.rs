@@ -11,6 +11,7 @@ pub(crate) mod front;
 mod groups;
 pub mod logging;
 mod man;
+mod redirect;
 mod run_print;
 mod show;
 pub mod triage;
@@ -255,6 +256,7 @@ async fn dispatch(cli: Cli) -> Result<i32, Failure> {
             dry_run,
             yes,
         }) => commands::protect(c, queue, *dry_run, *yes).await,
+        Some(Command::Redirect { command }) => redirect::redirect(c, command).await,
         Some(Command::Export {
             queue,
             output,

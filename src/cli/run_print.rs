@@ -58,7 +58,13 @@ pub(crate) fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
     let targets: BTreeMap<&String, Value> = p
         .targets
         .iter()
-        .map(|(k, t)| (k, json!({"exchange": t.exchange, "routing_key": t.routing_key, "count": t.count, "queues": t.reaches, "exact": t.exact, "rests_in": t.rests_in, "via_wait_queues": t.via})))
+        .map(|(k, t)| {
+            let redirected = t
+                .redirected
+                .as_ref()
+                .map(|r| json!({"queue": r.from, "reason": r.reason}));
+            (k, json!({"exchange": t.exchange, "routing_key": t.routing_key, "count": t.count, "queues": t.reaches, "exact": t.exact, "rests_in": t.rests_in, "via_wait_queues": t.via, "redirected_from": redirected}))
+        })
         .collect();
     json!({
         "event": "plan",

@@ -1,5 +1,6 @@
 //! `warren show`: the messages of a queue or a snapshot, explained, as text or JSON lines.
 
+use crate::domain::redirect::Redirects;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -58,6 +59,7 @@ pub(crate) async fn show(
             |_, _| Vec::new(),
             &Rests::default(),
             &HashMap::new(),
+            &Redirects::default(),
         );
         return Ok(exit::OK);
     }
@@ -86,8 +88,23 @@ pub(crate) async fn show(
     };
     let (exchanges, bindings) = routes(&s).await?;
     let table = crate::domain::discovery::RoutingTable::new(&exchanges, &bindings);
+    // The redirects in force: the destination shown is the one a replay would use.
+    let redirects = crate::ops::redirect::list(&s)
+        .await
+        .map(|c| c.redirects)
+        .unwrap_or_else(|e| {
+            if let crate::ops::Stop::Broker(why) = e {
+                crate::errln!(
+                    "warren: {}; destinations shown without them",
+                    one_line(&why, 300)
+                );
+            }
+            Redirects::default()
+        });
     // Where each message's replay comes to rest past wait queues, by the replay's own rule.
-    let waits = rests(&s, &messages, &table).await.map_err(broker_failure)?;
+    let waits = rests(&s, &messages, &table, &redirects)
+        .await
+        .map_err(broker_failure)?;
     // Who ran the replays that messages came back from.
     let dls: Vec<DeadLetter> = messages.iter().map(|e| e.message.clone()).collect();
     let authors = audit::authors(&s, &dls).await;
@@ -98,6 +115,7 @@ pub(crate) async fn show(
         |ex, rk| table.route(ex, rk).queues,
         &waits,
         &authors,
+        &redirects,
     );
     Ok(exit::OK)
 }
@@ -110,6 +128,7 @@ pub(crate) fn print_messages(
     route: impl Fn(&str, &str) -> Vec<String>,
     waits: &Rests,
     authors: &HashMap<String, String>,
+    redirects: &Redirects,
 ) {
     let now = jiff::Timestamp::now();
     let opts = crate::domain::replay::ReplayOptions {
@@ -130,7 +149,7 @@ pub(crate) fn print_messages(
             continue;
         }
         let x = &e.explanation;
-        let plan = crate::domain::replay::plan(&e.message, x, &opts);
+        let plan = crate::domain::replay::plan_with(&e.message, x, &opts, redirects);
         let again = comeback::failed_again(&e.message, x);
         if json {
             let mut v = show_json(e, &plan, &route, waits);
@@ -205,8 +224,11 @@ pub(crate) fn print_messages(
             Some(t) => {
                 let back = waits.past_wait(t, x);
                 crate::outln!(
-                    "  replay → {} (exchange '{}', key '{}'){}",
+                    "  replay → {}{} (exchange '{}', key '{}'){}",
                     one_line(t.expected_queue.as_deref().unwrap_or("?"), 80),
+                    plan.redirected
+                        .as_ref()
+                        .map_or(String::new(), |r| format!(" ({})", r.describe())),
                     one_line(&t.exchange, 60),
                     one_line(&t.routing_key, 60),
                     back.map_or(String::new(), |b| format!(
@@ -270,6 +292,7 @@ fn show_json(
             "queues": route(&t.exchange, &t.routing_key),
             // Past a wait queue: where the message would come to rest.
             "rests_in": waits.past_wait(t, x).or(t.expected_queue.as_deref()),
+            "redirected_from": plan.redirected.as_ref().map(|r| json!({"queue": r.from, "reason": r.reason})),
         })
     });
     json!({
@@ -377,6 +400,7 @@ async fn rests(
     s: &Session,
     messages: &[Explained],
     table: &crate::domain::discovery::RoutingTable<'_>,
+    redirects: &Redirects,
 ) -> Result<Rests, crate::broker::session::SessionError> {
     use crate::broker::session::Rest;
     let opts = crate::domain::replay::ReplayOptions {
@@ -389,7 +413,7 @@ async fn rests(
     let mut asked = std::collections::HashSet::new();
     let mut out = Rests::default();
     for e in messages {
-        let plan = crate::domain::replay::plan(&e.message, &e.explanation, &opts);
+        let plan = crate::domain::replay::plan_with(&e.message, &e.explanation, &opts, redirects);
         let Some(key) = plan
             .target
             .as_ref()

@@ -25,6 +25,7 @@ pub mod outcome;
 pub mod packed;
 pub mod protect;
 pub mod quorum;
+pub mod redirect;
 pub mod replay;
 pub mod sanitize;
 pub mod selection;

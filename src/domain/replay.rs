@@ -21,6 +21,7 @@ use jiff::Timestamp;
 use super::convention::{Convention, RetryLimit, nservicebus_failed_queue};
 use super::explain::{Explanation, REPLAY_COUNT_HEADER};
 use super::message::DeadLetter;
+use super::redirect::Redirects;
 use super::value::{HeaderValue, Table};
 
 /// The dead-letter queue the message was replayed from.
@@ -279,6 +280,8 @@ pub struct ReplayPlan {
     pub warnings: Vec<ReplayWarning>,
     /// The `warren-replay-count` this replay writes.
     pub replay_count: i64,
+    /// The target was redirected (`domain::redirect`): from where, and why.
+    pub redirected: Option<super::redirect::Redirected>,
 }
 
 impl ReplayPlan {
@@ -506,15 +509,27 @@ pub fn apply_redirect(
 /// Plans the replay of `dl`, explained as `ex`. Total: any message gives a plan; one that must not
 /// be published has no target.
 pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPlan {
+    plan_with(dl, ex, opts, &Redirects::default())
+}
+
+/// [`plan`] with the redirects in force: the one place a message's target is decided, so the
+/// dry run, the run, `show` and the TUI agree. A target whose queue is redirected goes to the
+/// redirect's queue and the plan says so; an explicit `--to` is never redirected.
+pub fn plan_with(
+    dl: &DeadLetter,
+    ex: &Explanation,
+    opts: &ReplayOptions,
+    redirects: &Redirects,
+) -> ReplayPlan {
     let mut warnings = Vec::new();
     let explicit = opts
         .target_queue
         .as_deref()
         .map(str::trim)
         .filter(|q| !q.is_empty());
-    let target = match explicit {
-        Some(q) => Some(ReplayTarget::queue(q)),
-        None => convention_target(dl, ex, &mut warnings),
+    let (target, redirected) = match explicit {
+        Some(q) => (Some(ReplayTarget::queue(q)), None),
+        None => redirects.route(convention_target(dl, ex, &mut warnings)),
     };
     message_warnings(dl, ex, target.as_ref(), &mut warnings);
 
@@ -580,6 +595,7 @@ pub fn plan(dl: &DeadLetter, ex: &Explanation, opts: &ReplayOptions) -> ReplayPl
         headers,
         warnings,
         replay_count,
+        redirected,
     }
 }
 

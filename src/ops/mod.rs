@@ -12,6 +12,7 @@ mod canary;
 mod edit;
 pub mod protect;
 pub mod record;
+pub mod redirect;
 pub mod replay;
 pub mod restore;
 pub mod rights;

@@ -34,6 +34,7 @@ pub enum Act {
     Discard,
     Restore,
     Protect,
+    Redirect,
 }
 
 impl Act {
@@ -44,6 +45,7 @@ impl Act {
             Act::Discard => "discard",
             Act::Restore => "restore",
             Act::Protect => "protect",
+            Act::Redirect => "redirect",
         }
     }
 
@@ -53,6 +55,7 @@ impl Act {
             Act::Restore => "nothing restored",
             Act::Discard => "nothing deleted",
             Act::Protect => "no policy set",
+            Act::Redirect => "no redirect changed",
             _ => "nothing moved",
         }
     }

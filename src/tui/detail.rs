@@ -294,15 +294,23 @@ fn replay_preview(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
         now: state.now,
         run_id: None,
     };
-    let plan = replay::plan(&row.msg, &row.exp, &opts);
+    // The redirects in force in the open queue's vhost, as the worker last read them.
+    let redirects = state
+        .browse
+        .as_ref()
+        .and_then(|b| state.redirects.get(&b.vhost))
+        .cloned()
+        .unwrap_or_default();
+    let plan = replay::plan_with(&row.msg, &row.exp, &opts, &redirects);
     out.push(heading("a replay would", t.muted));
     let field = |name: &str| Span::styled(format!("  {name:<8} "), t.muted);
     match &plan.target {
         Some(target) => {
-            out.push(Line::from(vec![
-                field("publish"),
-                Span::raw(target_text(target)),
-            ]));
+            let mut publish = vec![field("publish"), Span::raw(target_text(target))];
+            if let Some(r) = &plan.redirected {
+                publish.push(Span::styled(format!(" ({})", r.describe()), t.muted));
+            }
+            out.push(Line::from(publish));
             let reaches = match &target.expected_queue {
                 Some(q) => Span::raw(sanitize::one_line(q, 200)),
                 None => Span::styled(

@@ -538,6 +538,9 @@ pub struct State {
     /// The notes on the open queue's groups, every grouping, as the worker read them from the
     /// store (see `Report::GroupNotes`).
     pub group_notes: Vec<GroupNote>,
+    /// The redirects in force, by vhost, as the worker last read them (`Report::Redirects`):
+    /// the detail pane's "a replay would" applies them as the replay's plan does.
+    pub redirects: std::collections::HashMap<String, crate::domain::redirect::Redirects>,
     /// A note being written (`n`).
     pub note_input: Option<NoteInput>,
     /// Picked messages, by key.
@@ -633,6 +636,7 @@ impl State {
             group_cursor: 0,
             group_by: GroupBy::default(),
             group_notes: Vec::new(),
+            redirects: Default::default(),
             note_input: None,
             selected: HashSet::new(),
             anchor: None,

@@ -176,8 +176,13 @@ fn replay_preview(
             .targets
             .iter()
             .map(|(label, t)| {
+                // "orders.v2 (redirected from orders: renamed) (exchange '', …) × 3"
+                let redirected = t
+                    .redirected
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(" ({})", r.describe()));
                 format!(
-                    "{label} (exchange '{}', routing key '{}') × {}",
+                    "{label}{redirected} (exchange '{}', routing key '{}') × {}",
                     t.exchange, t.routing_key, t.count
                 )
             })

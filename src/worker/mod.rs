@@ -8,6 +8,7 @@ mod front;
 mod ops;
 mod plan;
 pub mod protocol;
+mod redirect;
 mod runs;
 
 use std::collections::HashMap;
@@ -409,6 +410,12 @@ async fn perform(
                 Err(e) => (vec![fail(&e)], None),
             }
         }
+        (Work::Redirect { vhost, change }, Backend::Broker(ss)) => {
+            match session_of(&ss, &vhost).await {
+                Ok(s) => (redirect::run(&s, change, ticket, ops).await, None),
+                Err(e) => (vec![fail(&e)], None),
+            }
+        }
         (Work::Replays, Backend::Broker(ss)) => (vec![replays(&ss, ticket).await], None),
         (Work::Discover, Backend::Contexts(cs)) => {
             (contexts::discover(&cs, ticket, ops).await, None)
@@ -418,7 +425,11 @@ async fn perform(
         }
         // Every context at once is for looking (the UI refuses these before they are asked).
         (
-            Work::Preview { .. } | Work::Protect { .. } | Work::Notes(_) | Work::Replays,
+            Work::Preview { .. }
+            | Work::Protect { .. }
+            | Work::Redirect { .. }
+            | Work::Notes(_)
+            | Work::Replays,
             Backend::Contexts(_),
         ) => (vec![fail(&contexts::LOOK_ONLY)], None),
         // The plan refuses these for a snapshot before they start.
@@ -426,6 +437,7 @@ async fn perform(
             Work::Refresh
             | Work::Preview { .. }
             | Work::Protect { .. }
+            | Work::Redirect { .. }
             | Work::Notes(_)
             | Work::Replays,
             Backend::Snapshot(_),
@@ -712,7 +724,8 @@ async fn browse(
             };
             let messages = session::into_messages(page);
             let authors = crate::broker::audit::authors(s, &messages).await;
-            vec![
+            let redirects = redirect::in_force(s, ticket).await;
+            let mut out = vec![
                 Report::MessagesLoaded {
                     vhost,
                     queue,
@@ -724,7 +737,9 @@ async fn browse(
                     ticket,
                 },
                 notes,
-            ]
+            ];
+            out.extend(redirects);
+            out
         }
         Err(e) => vec![read_failure(QueueRef::new(&vhost, &queue), e, ticket)],
     }

@@ -89,6 +89,10 @@ pub enum Work {
         vhost: String,
         queue: String,
     },
+    Redirect {
+        vhost: String,
+        change: super::protocol::RedirectChange,
+    },
     /// Keep or forget notes on groups (the store, and the broker's audit for a kept one).
     Notes(NoteWork),
     Replay(ReplayRequest),
@@ -115,6 +119,7 @@ enum Kind {
     Browse,
     Preview,
     Protect,
+    Redirect,
     Notes,
     Replay,
     Replays,
@@ -128,6 +133,7 @@ impl Work {
             Work::Browse { .. } => Kind::Browse,
             Work::Preview { .. } => Kind::Preview,
             Work::Protect { .. } => Kind::Protect,
+            Work::Redirect { .. } => Kind::Redirect,
             Work::Notes(_) => Kind::Notes,
             Work::Replay(_) => Kind::Replay,
             Work::Replays => Kind::Replays,
@@ -283,6 +289,12 @@ impl<S: Clone> Plan<S> {
                 self.error("protect needs a broker (a snapshot is read-only)")
             }
             Command::Protect { vhost, queue } => self.request(Work::Protect { vhost, queue }),
+            Command::Redirect { .. } if self.snapshot => {
+                self.error("redirects are kept on a broker (a snapshot is read-only)")
+            }
+            Command::Redirect { vhost, change } => {
+                self.request(Work::Redirect { vhost, change })
+            }
             Command::SetGroupNote { .. } if self.snapshot => self.error(
                 "a note belongs to a broker's queue: open the broker, not a snapshot, to write one",
             ),
@@ -534,7 +546,7 @@ impl<S: Clone> Plan<S> {
                 .running
                 .values()
                 .any(|r| same_session(r) && r.reads.is_some() && r.reads == reads),
-            Kind::Protect | Kind::Notes | Kind::Replays => false,
+            Kind::Protect | Kind::Redirect | Kind::Notes | Kind::Replays => false,
         };
         if blocked {
             // The newest browse, plan or discovery replaces an older one waiting here.
@@ -1151,6 +1163,10 @@ mod tests {
             Command::Protect {
                 vhost: "/".into(),
                 queue: "q".into(),
+            },
+            Command::Redirect {
+                vhost: "/".into(),
+                change: crate::worker::protocol::RedirectChange::List,
             },
         ] {
             let a = p.command(cmd);

@@ -54,6 +54,13 @@ pub enum Command {
         vhost: String,
         queue: String,
     },
+    /// Set, remove or list the redirects of `vhost` (`:redirect`, `:redirects`) through
+    /// `ops::redirect` (answer: `Report::Notice` with what it did or what is in force, or
+    /// `Report::Error`). A change is refused in read-only mode there.
+    Redirect {
+        vhost: String,
+        change: RedirectChange,
+    },
     /// The recorded replays, local and on the broker, with what came back after each (answer:
     /// `Report::ReplaysLoaded`).
     LoadReplays,
@@ -86,6 +93,21 @@ pub enum Command {
         notes: Vec<GroupNote>,
     },
     Quit,
+}
+
+/// What `Command::Redirect` asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedirectChange {
+    /// Replays bound for `from` go to `to`.
+    Add {
+        from: String,
+        to: String,
+        reason: String,
+    },
+    /// `from`'s replays go to their plain target again.
+    Remove { from: String },
+    /// The redirects in force.
+    List,
 }
 
 /// One recorded replay as the Replays view lists it: who moved what, how it ended, and what
@@ -215,6 +237,13 @@ pub enum Report {
         stop: String,
         ticket: Ticket,
     },
+    /// The redirects in force in `vhost` (`domain::redirect`), after a browse and after a
+    /// change: the detail pane's "a replay would" uses them, as the replay's plan does.
+    Redirects {
+        vhost: String,
+        redirects: crate::domain::redirect::Redirects,
+        ticket: Ticket,
+    },
     /// The notes on `queue`'s groups, every grouping, as the store keeps them: after a browse
     /// (with its ticket; `whole` when the browse read every message the queue held, so the UI
     /// may tell which groups are gone) and after a note was set (`whole` false).
@@ -280,6 +309,8 @@ pub enum OperationKind {
     Replay,
     /// A policy set on the broker.
     Policy,
+    /// A redirect set or removed (kept on the broker's redirect stream).
+    Redirect,
 }
 
 impl OperationKind {
@@ -290,6 +321,7 @@ impl OperationKind {
             OperationKind::Read => "read",
             OperationKind::Replay => "replay",
             OperationKind::Policy => "policy",
+            OperationKind::Redirect => "redirect",
         }
     }
 }

@@ -414,3 +414,27 @@ pub fn urls_as(vh: &TestVhost, user: &str) -> (String, String) {
         format!("http://{}:pw@{}:{}", enc(user), b.host, b.mgmt_port),
     )
 }
+
+/// A session on `vh` with the config file `config`, as guest or as `user` (see [`urls_as`]):
+/// what the CLI and the TUI's worker open, for tests that call `warren::ops` directly.
+pub async fn session_as(
+    vh: &TestVhost,
+    config: std::path::PathBuf,
+    user: Option<&str>,
+) -> warren::broker::session::Session {
+    let (amqp, mgmt) = match user {
+        Some(u) => urls_as(vh, u),
+        None => (vh.amqp_url(), vh.broker.mgmt_url_with_creds()),
+    };
+    let o = warren::broker::config::Overrides {
+        config_path: Some(config),
+        amqp_url: Some(amqp),
+        management_url: Some(mgmt),
+        vhost: Some(vh.name.clone()),
+        ..Default::default()
+    };
+    let (_, target) = warren::broker::config::load(&o).expect("config");
+    warren::broker::session::Session::open(target)
+        .await
+        .expect("session")
+}

@@ -166,7 +166,7 @@ pub fn plan_publish(
     msg: &crate::domain::message::DeadLetter,
     exp: &explain::Explanation,
 ) -> Result<Planned, Decision> {
-    let mut p = plan::plan(
+    let mut p = plan::plan_with(
         msg,
         exp,
         &ReplayOptions {
@@ -177,6 +177,7 @@ pub fn plan_publish(
             now: jiff::Timestamp::now(),
             run_id: job.run_id.clone(),
         },
+        &job.endpoint_redirects,
     );
     plan::apply_redirect(&mut p, &job.redirects);
     let mut properties = msg.properties.clone();

@@ -107,6 +107,9 @@ pub struct Job {
     pub allowed_targets: HashSet<TargetKey>,
     /// Wait-queue targets and the consuming queue each is replaced with (from the preflight).
     pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
+    /// The redirects in force when the plan was made (`domain::redirect`): each message's
+    /// target is decided with them, as the plan's was.
+    pub endpoint_redirects: std::sync::Arc<crate::domain::redirect::Redirects>,
     /// Audited replays per message key (see `session::Remembered::replays_of`).
     pub replays: HashMap<String, i64>,
     /// When Warren first saw each message, by key: with its `x-death`, its age for `age:`

@@ -51,7 +51,7 @@ impl Session {
         crate::broker::archive::declare_stream(
             conn,
             &self.target.archive.stream,
-            &self.target.archive.max_age,
+            Some(&self.target.archive.max_age),
         )
         .await
     }

@@ -1,9 +1,12 @@
 //! Making a replay's plan: looking at the head of the DLQ (or knowing the target without
 //! looking) and planning each selected message.
 
+use std::sync::Arc;
+
 use crate::broker::browse;
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
+use crate::domain::redirect::{Redirected, Redirects};
 use crate::domain::replay::{self as plan, ReplayOptions, ReplayPlan};
 use crate::domain::sanitize;
 use crate::domain::selection::Selection;
@@ -22,6 +25,15 @@ pub(super) struct Looked {
     pub(super) staying: u64,
     /// Selected messages from a MassTransit `_skipped` queue.
     pub(super) skipped: usize,
+}
+
+/// A target known without looking, and the redirect that chose it.
+type Known = (plan::ReplayTarget, Option<Redirected>);
+
+/// `looked`, refused for `why` when there is one.
+fn refused_by(mut looked: Looked, why: Option<String>) -> Looked {
+    looked.p.refusals.extend(why);
+    looked
 }
 
 /// What the plan says when several targets are checked as the run meets them.
@@ -47,8 +59,26 @@ impl Session {
         spec: &ReplaySpec,
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
-        let looked = self.look(spec, remember).await?;
-        self.checked_targets(spec, looked).await
+        let (redirects, unreadable) = self.plan_redirects().await;
+        let looked = self.look(spec, &redirects, remember).await?;
+        self.checked_targets(spec, refused_by(looked, unreadable))
+            .await
+    }
+
+    /// The redirects in force for a plan (see `domain::redirect`), and, when they could not be
+    /// read, the refusal that says so: a plan that cannot know them moves nothing, so no
+    /// message goes to an endpoint that was redirected away.
+    async fn plan_redirects(&self) -> (Arc<Redirects>, Option<String>) {
+        match crate::broker::redirects::current(self).await {
+            Ok(c) => (Arc::new(c.redirects), None),
+            Err(e) => (
+                Arc::default(),
+                Some(format!(
+                    "the redirects kept on the broker could not be read ({}): nothing moves until they can be",
+                    sanitize::one_line(&e, 200)
+                )),
+            ),
+        }
     }
 
     /// [`Session::check_targets`], refused up front on an auto-delete DLQ (see
@@ -77,26 +107,31 @@ impl Session {
         spec: &ReplaySpec,
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
-        let looked = match self.known_target(spec).await? {
+        let (redirects, unreadable) = self.plan_redirects().await;
+        let mut looked = match self.known_target(spec, &redirects).await? {
             Some((target, why)) => self.unread(spec, Some(target), why).await?,
             None if checks_as_met(spec) => {
                 let mut looked = self.unread(spec, None, CHECKED_AS_MET.to_string()).await?;
                 looked.p.checked_as_met = true;
                 looked
             }
-            None => self.look(spec, remember).await?,
+            None => self.look(spec, &redirects, remember).await?,
         };
-        self.checked_targets(spec, looked).await
+        looked.p.endpoint_redirects = redirects;
+        self.checked_targets(spec, refused_by(looked, unreadable))
+            .await
     }
 
     /// Where every message of the replay goes, when that is known without reading the queue,
     /// and how it is known: all of the queue is replayed and `--to` names the target, or the
     /// DLQ is fed by the dead-lettering of exactly one queue (discovery), where broker
-    /// dead-lettered messages go back. `None`: the plan must look at the messages.
+    /// dead-lettered messages go back (after its redirect, if it has one). `None`: the plan must
+    /// look at the messages.
     async fn known_target(
         &self,
         spec: &ReplaySpec,
-    ) -> Result<Option<(plan::ReplayTarget, String)>, SessionError> {
+        redirects: &Redirects,
+    ) -> Result<Option<(Known, String)>, SessionError> {
         if !matches!(spec.selection, Selection::All) {
             return Ok(None);
         }
@@ -107,7 +142,7 @@ impl Session {
         };
         if let Some(to) = &spec.to {
             return Ok(Some((
-                direct(to),
+                (direct(to), None),
                 format!("--to names '{}'", sanitize::one_line(to, 100)),
             )));
         }
@@ -121,7 +156,10 @@ impl Session {
         };
         match dlq.feeders.as_slice() {
             [one] if !dlq.feeders_uncertain => Ok(Some((
-                direct(one),
+                match redirects.route(Some(direct(one))) {
+                    (Some(t), why) => (t, why),
+                    (None, _) => (direct(one), None),
+                },
                 format!(
                     "only '{}' dead-letters into it",
                     sanitize::one_line(one, 100)
@@ -136,7 +174,7 @@ impl Session {
     async fn unread(
         &self,
         spec: &ReplaySpec,
-        target: Option<plan::ReplayTarget>,
+        target: Option<Known>,
         why: String,
     ) -> Result<Looked, SessionError> {
         // The queue's own figure, over AMQP (the management one is a sample).
@@ -164,7 +202,7 @@ impl Session {
             added: plan::ADDED_HEADERS.iter().map(|h| h.to_string()).collect(),
             ..Default::default()
         };
-        if let Some(target) = target {
+        if let Some((target, redirected)) = target {
             let label = target.expected_queue.clone().unwrap_or_else(|| {
                 format!(
                     "exchange '{}' key '{}'",
@@ -178,6 +216,7 @@ impl Session {
                     routing_key: target.routing_key,
                     count: selected,
                     bytes,
+                    redirected,
                     ..Default::default()
                 },
             );
@@ -194,6 +233,7 @@ impl Session {
     async fn look(
         &self,
         spec: &ReplaySpec,
+        redirects: &Arc<Redirects>,
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Looked, SessionError> {
         let window = spec.window.max(1);
@@ -204,7 +244,7 @@ impl Session {
             .await?;
         let cost = self.cost_note(&spec.queue, &page).await;
         let (reused, depth) = (page.reused, page.queue_depth_at_start);
-        let mut looked = self.look_at(spec, into_messages(page), depth, remember);
+        let mut looked = self.look_at(spec, into_messages(page), depth, redirects, remember);
         looked.p.reused = reused;
         looked.p.cost = cost;
         Ok(looked)
@@ -219,8 +259,10 @@ impl Session {
         depth: u64,
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
-        let looked = self.look_at(spec, messages, depth, remember);
-        self.check_targets(spec, looked).await
+        let (redirects, unreadable) = self.plan_redirects().await;
+        let looked = self.look_at(spec, messages, depth, &redirects, remember);
+        self.check_targets(spec, refused_by(looked, unreadable))
+            .await
     }
 
     /// Plans each selected message of `messages`, the head of a queue that held `depth`.
@@ -229,6 +271,7 @@ impl Session {
         spec: &ReplaySpec,
         messages: Vec<DeadLetter>,
         depth: u64,
+        redirects: &Arc<Redirects>,
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Looked {
         let keys: Vec<String> = messages.iter().map(identity::message_key).collect();
@@ -238,6 +281,7 @@ impl Session {
             queue: spec.queue.clone(),
             examined: messages.len() as u64,
             depth: Some(depth),
+            endpoint_redirects: redirects.clone(),
             ..Default::default()
         };
         let explained = explain_all(messages, &memory, &self.target.settings.conventions);
@@ -263,7 +307,7 @@ impl Session {
             }
             p.matched += 1;
             p.keys.push(e.key.clone());
-            let rp = plan::plan(&e.message, &e.explanation, &opts);
+            let rp = plan::plan_with(&e.message, &e.explanation, &opts, redirects);
             if let Some(x) = &rp.expired {
                 *p.expired.entry((x.framework, x.header)).or_insert(0) += 1;
                 if !x.cleared {
@@ -358,6 +402,9 @@ fn add_plan(p: &mut Preview, e: &Explained, rp: ReplayPlan) {
             });
             entry.count += 1;
             entry.bytes += e.message.body_size;
+            if entry.redirected.is_none() {
+                entry.redirected = rp.redirected.clone();
+            }
             if let Some(k) = e.explanation.deaths.routing_key_in(&t.routing_key)
                 && t.exchange.is_empty()
             {

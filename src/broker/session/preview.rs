@@ -62,6 +62,9 @@ pub struct Preview {
     /// Targets that are wait queues, and the consuming queue each routes back to: a wait queue
     /// is never a replay target (see `domain::destination`).
     pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
+    /// The redirects in force when the plan was made (`domain::redirect`): the run applies the
+    /// same ones.
+    pub endpoint_redirects: std::sync::Arc<crate::domain::redirect::Redirects>,
     /// Selected message keys, for the audit and for a TUI replay of exactly these.
     pub keys: Vec<String>,
     /// Message ids (or keys) per target, for `--dry-run` output.
@@ -97,9 +100,12 @@ impl Preview {
         )];
         for (label, t) in &self.targets {
             out.push(format!(
-                "  {:>6} → {} via exchange '{}' key '{}' — reaches {}{}",
+                "  {:>6} → {}{} via exchange '{}' key '{}' — reaches {}{}",
                 t.count,
                 one_line(label, 80),
+                t.redirected
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(" ({})", r.describe())),
                 one_line(&t.exchange, 60),
                 one_line(&t.routing_key, 60),
                 if t.reaches.is_empty() {
@@ -232,6 +238,8 @@ pub struct TargetPreview {
     /// The routing keys these messages had when they died in the target queue (from x-death):
     /// the keys a wait queue dead-letters them on with, when it has no routing key of its own.
     pub death_keys: BTreeSet<String>,
+    /// Its messages were redirected here (`domain::redirect`): from where, and why.
+    pub redirected: Option<crate::domain::redirect::Redirected>,
 }
 
 impl TargetPreview {

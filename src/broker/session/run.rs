@@ -47,6 +47,7 @@ impl Session {
                 .map_or(preview.selected, |l| l.min(preview.selected)),
             allowed_targets: preview.allowed.clone(),
             redirects: preview.redirects.clone(),
+            endpoint_redirects: preview.endpoint_redirects.clone(),
             replays: preview.replays.clone(),
             first_seen,
             planned_unread: preview.unread.is_some(),
@@ -222,6 +223,7 @@ impl Session {
             to: spec.to.clone(),
             allowed_targets: work.allowed_targets,
             redirects: work.redirects,
+            endpoint_redirects: work.endpoint_redirects,
             replays: work.replays,
             first_seen: work.first_seen,
             quorum: quorum.clone(),
@@ -248,6 +250,8 @@ pub struct Work {
     pub limit: u64,
     pub allowed_targets: HashSet<TargetKey>,
     pub redirects: BTreeMap<TargetKey, plan::ReplayTarget>,
+    /// The redirects in force when the plan was made (`domain::redirect`).
+    pub endpoint_redirects: std::sync::Arc<crate::domain::redirect::Redirects>,
     pub replays: HashMap<String, i64>,
     /// When Warren first saw each message, by key (for `age:`).
     pub first_seen: HashMap<String, jiff::Timestamp>,

@@ -40,6 +40,9 @@ pub struct Merged {
     pub protects: Vec<(ProtectRecord, Seen)>,
     /// Group notes from the broker stream (the store keeps only the current note), newest first.
     pub notes: Vec<NoteEntry>,
+    /// Redirects set and removed (`domain::redirect`; the redirect stream holds the ones in
+    /// force), newest first: (event, record).
+    pub redirects: Vec<(String, crate::domain::redirect::RedirectRecord)>,
     /// Other kinds (operations this Warren does not know, e.g. from a newer one): the raw entry.
     pub other: Vec<serde_json::Value>,
     /// Stream entries that could not be read, in words.
@@ -59,6 +62,7 @@ pub fn merge(
     merge_runs(&mut m, local, read.starts, read.outcomes, read.id_parts);
     merge_protects(&mut m, local_protects, read.protects);
     m.notes.sort_by_key(|n| std::cmp::Reverse(n.note.at));
+    m.redirects.sort_by_key(|(_, r)| std::cmp::Reverse(r.at));
     m
 }
 
@@ -158,6 +162,10 @@ fn read_stream(stream: &[Vec<u8>], m: &mut Merged) -> StreamRead {
                     Err(e) => m.skipped.push(bad(e)),
                 }
             }
+            ("redirect", event) => match serde_json::from_value(head.record) {
+                Ok(r) => m.redirects.push((event.to_string(), r)),
+                Err(e) => m.skipped.push(bad(e)),
+            },
             _ => m.other.push(v),
         }
     }

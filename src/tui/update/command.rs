@@ -72,6 +72,7 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
                 }
             }
         }
+        ("redirect" | "redirects", _) => redirect_command(state, verb, &arg),
         ("help" | "h", _) => {
             state.overlay = Overlay::Help;
             Vec::new()
@@ -82,12 +83,48 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
         }
         _ => {
             state.error = Some(format!(
-                "unknown command :{} — try :ctx NAME, :vhost NAME, :limit N, :help, :q",
+                "unknown command :{} — try :ctx NAME, :vhost NAME, :limit N, :redirects, :help, :q",
                 sanitize::one_line(verb, 30)
             ));
             Vec::new()
         }
     }
+}
+
+/// `:redirect add FROM TO [reason…]`, `:redirect remove FROM`, `:redirects`: asked of the
+/// worker for the vhost shown, which goes through `ops::redirect` (read-only refuses there).
+fn redirect_command(state: &mut State, verb: &str, arg: &str) -> Vec<Command> {
+    use crate::worker::protocol::RedirectChange;
+    if state.every_context() || state.every_vhost() {
+        state.error = Some(
+            "redirects belong to one vhost: open it (:vhost NAME) to list or change its redirects"
+                .into(),
+        );
+        return Vec::new();
+    }
+    let words: Vec<&str> = arg.split_whitespace().collect();
+    let change = match (verb, words.as_slice()) {
+        ("redirects", []) | ("redirect", [] | ["list"]) => RedirectChange::List,
+        ("redirect", ["add", from, to, reason @ ..]) => RedirectChange::Add {
+            from: from.to_string(),
+            to: to.to_string(),
+            reason: reason.join(" "),
+        },
+        ("redirect", ["remove" | "rm", from]) => RedirectChange::Remove {
+            from: from.to_string(),
+        },
+        _ => {
+            state.error = Some(
+                "usage: :redirect add FROM TO [reason…], :redirect remove FROM, :redirects".into(),
+            );
+            return Vec::new();
+        }
+    };
+    state.error = None;
+    vec![Command::Redirect {
+        vhost: state.overview.vhost.clone(),
+        change,
+    }]
 }
 
 /// `:ctx`, `:vhost`, Enter in every context, `*`: nothing changes on screen until the worker
@@ -168,6 +205,7 @@ pub(super) fn enter_new_place(state: &mut State, generation: u64) {
     state.msg_cursor = 0;
     state.group_cursor = 0;
     state.group_notes.clear();
+    state.redirects.clear();
     state.note_input = None;
     state.focus = Focus::Queues;
     state.error = None;
@@ -178,5 +216,47 @@ pub(super) fn enter_new_place(state: &mut State, generation: u64) {
     // A modal planned on the old place would replay there.
     if matches!(state.overlay, Overlay::Replay(_)) {
         state.overlay = Overlay::None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::worker::protocol::RedirectChange;
+
+    fn asked(line: &str) -> (Vec<Command>, Option<String>) {
+        let mut st = State::new(jiff::Timestamp::UNIX_EPOCH, false, Default::default());
+        st.overview.vhost = "/orders".into();
+        let cmds = run_command_line(&mut st, line);
+        (cmds, st.error)
+    }
+
+    fn change(line: &str) -> Option<RedirectChange> {
+        match asked(line).0.as_slice() {
+            [Command::Redirect { vhost, change }] if vhost == "/orders" => Some(change.clone()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn redirect_commands_ask_the_worker_for_the_vhost_shown() {
+        assert_eq!(
+            change("redirect add orders orders.v2 endpoint renamed"),
+            Some(RedirectChange::Add {
+                from: "orders".into(),
+                to: "orders.v2".into(),
+                reason: "endpoint renamed".into(),
+            })
+        );
+        assert_eq!(
+            change("redirect remove orders"),
+            Some(RedirectChange::Remove {
+                from: "orders".into()
+            })
+        );
+        assert_eq!(change("redirects"), Some(RedirectChange::List));
+        let (cmds, error) = asked("redirect add orders");
+        assert!(cmds.is_empty());
+        assert!(error.is_some_and(|e| e.starts_with("usage: :redirect")));
     }
 }

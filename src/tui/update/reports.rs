@@ -51,6 +51,17 @@ pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             whole,
             ticket,
         } => on_group_notes(state, &vhost, &queue, notes, whole, ticket),
+        Report::Redirects {
+            vhost,
+            redirects,
+            ticket,
+        } => {
+            if current(state, ticket.generation) {
+                state.redirects.insert(vhost, redirects);
+                state.dirty = true;
+            }
+            Vec::new()
+        }
         Report::ReadCost {
             vhost,
             queue,

@@ -1,0 +1,137 @@
+//! Redirects: "replays that would go to queue A go to queue B". The one home of
+//! `warren redirect add|remove|list` and the TUI's `:redirect`: the rights (read-only refuses a
+//! change), the checks (the new queue exists and is not a wait queue; no chains), the consent
+//! for creating the redirect stream, keeping the change on the broker, then the audit record.
+//! Replays apply the redirects in force where their plan decides each message's target
+//! (`domain::replay::plan_with`, fed by `Session`'s plans).
+
+use super::rights::{self, Act};
+use super::{Front, Stop};
+use crate::broker::management::ManagementError;
+use crate::broker::redirects;
+use crate::broker::session::Session;
+use crate::domain::redirect::{self, Destination, RedirectRecord};
+use crate::domain::sanitize::one_line;
+
+/// `warren redirect add FROM TO [--reason TEXT]`.
+#[derive(Clone, Debug, Default)]
+pub struct AddRequest {
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+}
+
+/// `warren redirect remove FROM`.
+#[derive(Clone, Debug, Default)]
+pub struct RemoveRequest {
+    pub from: String,
+}
+
+/// A change kept, and what its record could not keep (said once by the front end).
+#[derive(Clone, Debug)]
+pub struct Changed {
+    /// `domain::redirect::ADD` or `REMOVE`.
+    pub event: &'static str,
+    pub record: RedirectRecord,
+    pub notes: Vec<String>,
+}
+
+/// The redirects in force (a look, allowed read-only), oldest `from` first, with how many
+/// entries were not acted on because the broker does not vouch for them.
+pub async fn list(s: &Session) -> Result<redirects::Current, Stop> {
+    redirects::current(s).await.map_err(|e| {
+        Stop::Broker(format!(
+            "the redirects could not be read: {}",
+            one_line(&e, 300)
+        ))
+    })
+}
+
+/// Sets a redirect (replacing one of the same queue), on the record.
+pub async fn add(s: &Session, req: &AddRequest, front: &mut dyn Front) -> Result<Changed, Stop> {
+    rights::admit(s, Act::Redirect)
+        .await
+        .map_err(Stop::Refused)?;
+    let current = list(s).await?;
+    let dest = destination(s, &req.to).await?;
+    redirect::check_add(&current.redirects, &req.from, &req.to, &dest)
+        .map_err(|e| Stop::Refused(format!("{e}; no redirect changed")))?;
+    let rec = record_of(s, &req.from, &req.to, &req.reason);
+    change(s, redirect::ADD, rec, front).await
+}
+
+/// Removes the redirect of `req.from`: its replays go to their plain target again.
+pub async fn remove(
+    s: &Session,
+    req: &RemoveRequest,
+    front: &mut dyn Front,
+) -> Result<Changed, Stop> {
+    rights::admit(s, Act::Redirect)
+        .await
+        .map_err(Stop::Refused)?;
+    let current = list(s).await?;
+    let Some(old) = current.redirects.get(&req.from) else {
+        return Err(Stop::Refused(format!(
+            "'{}' is not redirected; no redirect changed",
+            one_line(&req.from, 100)
+        )));
+    };
+    // The removal names what it removes, for the record.
+    let rec = record_of(s, &req.from, &old.to, "");
+    change(s, redirect::REMOVE, rec, front).await
+}
+
+/// Keeps the change on the redirect stream (creating it with consent), then on the audit.
+async fn change(
+    s: &Session,
+    event: &'static str,
+    rec: RedirectRecord,
+    front: &mut dyn Front,
+) -> Result<Changed, Stop> {
+    let consent = front.audit_consent(s.target.audit.create);
+    redirects::keep(s, event, &rec, consent)
+        .await
+        .map_err(Stop::Refused)?;
+    let consent = front.audit_consent(s.target.audit.create);
+    let notes = redirects::record(s, event, &rec, consent).await;
+    Ok(Changed {
+        event,
+        record: rec,
+        notes,
+    })
+}
+
+fn record_of(s: &Session, from: &str, to: &str, reason: &str) -> RedirectRecord {
+    RedirectRecord {
+        at: jiff::Timestamp::now(),
+        from: from.to_string(),
+        to: to.to_string(),
+        reason: reason.trim().to_string(),
+        os_user: crate::store::current_os_user(),
+        // The user the broker vouches for on each entry (its `user_id`).
+        broker_user: s.target.credentials.username.clone(),
+        context: s.target.context.clone(),
+        vhost: s.vhost().to_string(),
+    }
+}
+
+/// What the broker says of the queue a redirect would send to.
+async fn destination(s: &Session, queue: &str) -> Result<Destination, Stop> {
+    let broker = |e: String| Stop::Broker(format!("looking up '{}': {e}", one_line(queue, 100)));
+    let info = match s.mgmt.queue(s.vhost(), queue).await {
+        Ok(i) => i,
+        Err(ManagementError::NoQueue { .. }) => return Ok(Destination::Missing),
+        Err(e) => return Err(broker(e.to_string())),
+    };
+    let settings = s
+        .settings_of(&info)
+        .await
+        .map_err(|e| broker(e.to_string()))?;
+    Ok(
+        if crate::domain::destination::is_wait_queue(&info, &settings) {
+            Destination::WaitQueue
+        } else {
+            Destination::Queue
+        },
+    )
+}
