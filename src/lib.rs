@@ -11,11 +11,13 @@
 //! - [`worker`]: the background tokio task that owns broker connections for the TUI.
 //! - [`tui`]: the ratatui app: state, pure update, view.
 //! - [`cli`]: the command line (clap) tying it together.
+//! - `editor`: `$VISUAL`/`$EDITOR`, which both front ends hand a document to.
 
 pub mod broker;
 pub mod cli;
 pub mod demo;
 pub mod domain;
+mod editor;
 pub mod ops;
 pub mod store;
 pub mod tui;

@@ -208,6 +208,7 @@ async fn a_viewer_moves_nothing_from_the_terminal_ui_and_its_header_says_read_on
                     canary: None,
                     max_backlog: None,
                     create_audit: None,
+                    edited: None,
                 }))
                 .await
                 .expect("worker takes commands");

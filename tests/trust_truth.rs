@@ -266,6 +266,7 @@ async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
                 canary: None,
                 max_backlog: None,
                 create_audit: None,
+                edited: None,
             }))
             .await
             .expect("worker takes commands");

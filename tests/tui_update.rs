@@ -3437,3 +3437,97 @@ fn the_missing_audit_stream_is_asked_once_per_context_in_the_modal() {
         "nor changed by a stray s"
     );
 }
+
+/// `E` on a message: Warren's editor, the document read again after every key; Ctrl-S plans
+/// the replay of the edited copy, and the run carries the edited document to the worker.
+#[test]
+fn warrens_editor_checks_as_typed_and_ctrl_s_plans_the_edited_copy() {
+    use warren::tui::edit::Check;
+    let mut st = browsed(false, "orders.dlq", vec![broker_ladder(0)]);
+    assert!(update(&mut st, ch('E')).is_empty());
+    let check = |st: &warren::tui::State| match &st.overlay {
+        Overlay::Edit(m) => m.check.clone(),
+        other => panic!("not the editor: {other:?}"),
+    };
+    assert_eq!(check(&st), Check::Unchanged);
+    assert!(
+        update(&mut st, ctrl('s')).is_empty(),
+        "nothing changed: nothing planned"
+    );
+    // The last line is `}`; above it `"qty": 1`.
+    for _ in 0..60 {
+        update(&mut st, key(KeyCode::Down));
+    }
+    update(&mut st, key(KeyCode::Up));
+    update(&mut st, key(KeyCode::End));
+    update(&mut st, key(KeyCode::Backspace));
+    update(&mut st, ch(','));
+    assert!(matches!(check(&st), Check::Problem(p) if p.contains("not JSON")));
+    assert!(
+        update(&mut st, ctrl('s')).is_empty(),
+        "a document that does not read"
+    );
+    assert!(st.error.as_deref().unwrap_or("").contains("not JSON"));
+    update(&mut st, key(KeyCode::Backspace));
+    update(&mut st, ch('5'));
+    assert_eq!(check(&st), Check::Changes(vec!["body.qty: 1 → 5".into()]));
+    let cmds = update(&mut st, ctrl('s'));
+    let [
+        Command::PreviewReplay {
+            selection: Selection::Keys(keys),
+            edited: Some(text),
+            ..
+        },
+    ] = &cmds[..]
+    else {
+        panic!("{cmds:?}");
+    };
+    assert_eq!(keys.iter().collect::<Vec<_>>(), ["id:order-1000"]);
+    assert!(text.contains(r#""qty": 5"#), "{text}");
+    let Overlay::Replay(modal) = &st.overlay else {
+        panic!("the replay modal opens on the edited copy");
+    };
+    let copy = modal.edited.clone().expect("the edited copy");
+    assert_eq!(
+        copy.diff,
+        [('-', r#"  "qty": 1"#.into()), ('+', r#"  "qty": 5"#.into())]
+    );
+    update(&mut st, preview("orders.dlq", 1));
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(&cmds[..], [Command::Replay(r)] if r.edited.as_deref() == Some(text.as_str())),
+        "{cmds:?}"
+    );
+}
+
+/// Read-only opens no editor; Esc closes it with nothing sent; Ctrl-E hands the document to
+/// `$EDITOR` and what comes back is read like typing.
+#[test]
+fn the_editor_is_refused_read_only_closes_on_esc_and_hands_over_to_editor() {
+    use warren::tui::edit::Check;
+    let mut st = browsed(true, "orders.dlq", vec![broker_ladder(0)]);
+    assert!(update(&mut st, ch('E')).is_empty());
+    assert!(matches!(st.overlay, Overlay::None));
+    assert!(st.error.as_deref().unwrap_or("").contains("read-only"));
+
+    let mut st = browsed(false, "orders.dlq", vec![broker_ladder(0)]);
+    update(&mut st, ch('E'));
+    assert!(update(&mut st, key(KeyCode::Esc)).is_empty());
+    assert!(matches!(st.overlay, Overlay::None));
+    assert!(st.notice.as_deref().unwrap_or("").contains("nothing moved"));
+
+    update(&mut st, ch('E'));
+    update(&mut st, ctrl('e'));
+    let doc = st.edit_handover.take().expect("the document for $EDITOR");
+    let saved = doc.replace(r#""sku": "A-0""#, r#""sku": "B-1""#);
+    update(&mut st, Event::Edited(Ok(Some(saved))));
+    let Overlay::Edit(m) = &st.overlay else {
+        panic!("still in the editor");
+    };
+    assert_eq!(
+        m.check,
+        Check::Changes(vec![r#"body.sku: "A-0" → "B-1""#.into()])
+    );
+    update(&mut st, Event::Edited(Err("set $VISUAL or $EDITOR".into())));
+    assert!(st.error.as_deref().unwrap_or("").contains("$EDITOR"));
+}

@@ -58,6 +58,7 @@ async fn run_on(
         canary: None,
         max_backlog: None,
         create_audit: None,
+        edited: None,
     }))
     .await
     .unwrap();
@@ -577,6 +578,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
             canary: None,
             max_backlog: None,
             create_audit: None,
+            edited: None,
         }))
         .await
         .unwrap();

@@ -111,6 +111,7 @@ async fn session(broker: TestBroker, create: bool) {
             canary: None,
             max_backlog: None,
             create_audit: None,
+            edited: None,
         }))
         .await
         .unwrap();
@@ -212,6 +213,7 @@ async fn asked(broker: TestBroker, answer: bool) {
             queue: "dlq".into(),
             selection: Selection::All,
             keep_attempts: false,
+            edited: None,
         })
         .await
         .unwrap();
@@ -231,6 +233,7 @@ async fn asked(broker: TestBroker, answer: bool) {
             selection: Selection::All,
             expected: 3,
             create_audit: Some(answer),
+            edited: None,
             ..Default::default()
         }))
         .await

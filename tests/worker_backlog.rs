@@ -50,6 +50,7 @@ async fn paced_by_the_consumer(broker: TestBroker) {
             max_backlog: Some(MAX),
             canary: None,
             create_audit: None,
+            edited: None,
         }))
         .await
         .expect("send");

@@ -78,6 +78,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
             canary: None,
             max_backlog: None,
             create_audit: None,
+            edited: None,
         }))
         .await
         .expect("send");

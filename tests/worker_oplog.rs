@@ -80,6 +80,7 @@ async fn session(broker: TestBroker) {
             queue: "orders.dlq".into(),
             selection: Selection::All,
             keep_attempts: false,
+            edited: None,
         })
         .await
         .unwrap();
@@ -102,6 +103,7 @@ async fn session(broker: TestBroker) {
             canary: None,
             max_backlog: None,
             create_audit: None,
+            edited: None,
         }))
         .await
         .unwrap();

@@ -170,6 +170,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
             canary: None,
             max_backlog: None,
             create_audit: None,
+            edited: None,
         }))
         .await
         .expect("send");

@@ -161,7 +161,7 @@ impl ops::Front for CliFront {
     }
 
     fn edit(&mut self, document: &str, problem: Option<&str>) -> Result<Option<String>, String> {
-        super::editor::edit(document, problem)
+        crate::editor::edit(document, problem)
     }
 
     fn started(&mut self, run_id: &str, on_broker: bool) {

@@ -6,7 +6,6 @@ pub mod archive;
 pub mod args;
 mod audit;
 pub mod commands;
-mod editor;
 pub(crate) mod front;
 mod groups;
 pub mod logging;

@@ -25,6 +25,9 @@ pub enum Event {
     FilterSettle,
     /// What the background worker reported (boxed: a report is far larger than a key).
     Worker(Box<Report>),
+    /// Back from `$EDITOR`: the document as saved, `None` when the operator gave up, or why
+    /// the editor could not be used.
+    Edited(Result<Option<String>, String>),
 }
 
 impl From<Report> for Event {

@@ -80,6 +80,8 @@ pub enum Action {
     SelectAll,
     InvertSelection,
     Replay,
+    /// Warren's editor on the message under the cursor: edit, then replay.
+    Edit,
     /// Open the archive modal on the selection, the message or the group.
     Archive,
     /// Open the discard modal (deleted for good, a snapshot first).
@@ -419,6 +421,14 @@ pub static BINDINGS: &[Binding] = &[
         help: "replay selection/message/group; archive: restore",
         footer: Some("replay"),
         scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char('E')],
+        label: "E",
+        action: A::Edit,
+        help: "edit the message, then replay it (original archived)",
+        footer: None,
+        scopes: &[S::Messages, S::Detail],
     },
     Binding {
         keys: &[Char('A')],

@@ -5,6 +5,7 @@
 
 pub mod custom;
 pub mod detail;
+pub mod edit;
 pub mod event;
 pub mod format;
 pub mod help;

@@ -155,6 +155,12 @@ async fn run_loop(
                 let notice = hand_over(&mut terminal, &mut input, || run_custom(&work))?;
                 update(&mut state, Report::Notice(notice));
             }
+            if let Some(text) = state.edit_handover.take() {
+                let edited = hand_over(&mut terminal, &mut input, || {
+                    crate::editor::edit(&text, None)
+                })?;
+                update(&mut state, super::event::Event::Edited(edited));
+            }
             // Saves are performed here, where the frame is: the worker has no part in them.
             if let Some(save) = state.save.take() {
                 let screen = match save {

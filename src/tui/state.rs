@@ -252,9 +252,39 @@ pub struct ReplayModal {
     /// The answer to creating the missing audit stream (the plan's `create_audit`): asked
     /// once per context, remembered in [`State::audit_answers`].
     pub create_audit: Option<bool>,
+    /// Edit, then replay: the edited copy this modal replays.
+    pub edited: Option<super::edit::EditedCopy>,
 }
 
 impl ReplayModal {
+    /// The modal on `selection` of (vhost, queue), waiting for its plan.
+    pub fn new(
+        (vhost, queue): (String, String),
+        selection: selection::Selection,
+        what: String,
+        rate: u32,
+    ) -> ReplayModal {
+        ReplayModal {
+            vhost,
+            queue,
+            selection,
+            what,
+            preview: None,
+            rate,
+            rate_text: rate.to_string(),
+            max_backlog: 0,
+            backlog_text: "0".into(),
+            keep_attempts: false,
+            dry_run: false,
+            typed: String::new(),
+            field: ModalField::Count,
+            canary: None,
+            canary_touched: false,
+            create_audit: None,
+            edited: None,
+        }
+    }
+
     pub fn count(&self) -> Option<u64> {
         self.preview.as_ref().map(|p| p.count)
     }
@@ -460,6 +490,8 @@ pub enum Overlay {
     Progress(Box<ReplayRun>),
     /// The full-screen pager on a body or a stack trace.
     Pager(Box<Pager>),
+    /// Warren's editor on the message under the cursor (`E`): edit, then replay.
+    Edit(Box<super::edit::EditModal>),
 }
 
 #[derive(Clone, Debug)]
@@ -573,6 +605,9 @@ pub struct State {
     /// A custom command `update` decided to run: the loop takes it, hands the terminal over,
     /// runs it and takes the terminal back.
     pub handover: Option<custom::Run>,
+    /// The document to hand to `$EDITOR` (`Ctrl-E` in Warren's editor): the loop hands the
+    /// terminal over and gives the result back as `Event::Edited`.
+    pub edit_handover: Option<String>,
     /// A save `update` decided on (`Ctrl-S`, `S`): the loop, which has the frame, performs it.
     pub save: Option<super::save::Save>,
     /// The first line of the help overlay in view.
@@ -655,6 +690,7 @@ impl State {
             replay_runs: None,
             custom_commands: Vec::new(),
             handover: None,
+            edit_handover: None,
             save: None,
             help_scroll: 0,
             screen: (80, 24),

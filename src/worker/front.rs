@@ -27,6 +27,8 @@ pub(super) struct TuiFront {
     pub(super) restore_preview: Option<RestorePreview>,
     /// The operator's answer in the modal to creating the missing audit stream.
     pub(super) create_audit: Option<bool>,
+    /// Edit, then replay: the document as the operator saved it in Warren's editor.
+    pub(super) edited: Option<String>,
 }
 
 impl TuiFront {
@@ -138,6 +140,16 @@ impl ops::Front for TuiFront {
     }
 
     fn started(&mut self, _run_id: &str, _on_broker: bool) {}
+
+    /// The operator edited in Warren's editor, which checked the document as it was typed: a
+    /// document that does not read here (the message changed since) is refused, not edited again.
+    fn edit(&mut self, _document: &str, problem: Option<&str>) -> Result<Option<String>, String> {
+        match (problem, &self.edited) {
+            (None, Some(text)) => Ok(Some(text.clone())),
+            (Some(p), _) => Err(format!("the edited message could not be read again: {p}")),
+            (None, None) => Err("nothing was edited".into()),
+        }
+    }
 }
 
 /// A replay plan's read, for the command log.

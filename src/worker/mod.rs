@@ -61,7 +61,8 @@ enum Done {
     Finished {
         ticket: Ticket,
         events: Vec<Report>,
-        then: Option<Work>,
+        /// Boxed: a work item is large, and most finish with none.
+        then: Option<Box<Work>>,
     },
 }
 
@@ -105,7 +106,7 @@ pub async fn run(
             },
             Some(report) = reports.recv() => match report {
                 Done::Connected { attempt, result } => plan.connected(attempt, result),
-                Done::Finished { ticket, events, then } => plan.finished(ticket, events, then),
+                Done::Finished { ticket, events, then } => plan.finished(ticket, events, then.map(|w| *w)),
             },
         };
         if shell.perform(actions).await.is_break() {
@@ -225,7 +226,7 @@ impl Shell {
                         .send(Done::Finished {
                             ticket,
                             events,
-                            then,
+                            then: then.map(Box::new),
                         })
                         .await;
                 });
@@ -395,11 +396,14 @@ async fn perform(
                 selection,
                 keep_attempts,
                 restore: None,
+                edited,
             },
             Backend::Broker(ss),
         ) => match session_of(&ss, &vhost).await {
             Ok(s) => (
-                vec![runs::preview(&s, queue, selection, keep_attempts, ticket, ops).await],
+                vec![
+                    runs::preview(&s, (queue, selection, edited), keep_attempts, ticket, ops).await,
+                ],
                 None,
             ),
             Err(e) => (vec![fail(&e)], None),

@@ -84,6 +84,8 @@ pub enum Work {
         keep_attempts: bool,
         /// A restore's plan (the queue is the archive), not a replay's.
         restore: Option<super::protocol::RestoreHow>,
+        /// Edit, then replay: the edited document.
+        edited: Option<String>,
     },
     Protect {
         vhost: String,
@@ -263,12 +265,14 @@ impl<S: Clone> Plan<S> {
                 queue,
                 selection,
                 keep_attempts,
+                edited,
             } => self.request(Work::Preview {
                 vhost,
                 queue,
                 selection,
                 keep_attempts,
                 restore: None,
+                edited,
             }),
             Command::PreviewRestore { .. } if self.snapshot => {
                 self.error("restore needs a broker (a snapshot is read-only)")
@@ -284,6 +288,7 @@ impl<S: Clone> Plan<S> {
                 selection,
                 keep_attempts: false,
                 restore: Some(how),
+                edited: None,
             }),
             Command::Protect { .. } if self.snapshot => {
                 self.error("protect needs a broker (a snapshot is read-only)")
@@ -721,6 +726,7 @@ mod tests {
             queue: queue.into(),
             selection: Selection::All,
             keep_attempts: false,
+            edited: None,
         }
     }
 

@@ -34,6 +34,8 @@ pub enum Command {
         selection: Selection,
         /// The plan differs: with attempts kept nothing is removed.
         keep_attempts: bool,
+        /// Edit, then replay: the operator's edited document (`domain::edit`).
+        edited: Option<String>,
     },
     /// Work out what restoring `selection` from the archive stream `queue` would do (answer:
     /// `Report::RestorePreview`).
@@ -158,6 +160,9 @@ pub struct ReplayRequest {
     /// The operator's answer, in the modal, to creating the missing audit stream; `None`: not
     /// asked (the context decides).
     pub create_audit: Option<bool>,
+    /// Edit, then replay: the operator's edited document (`domain::edit`); the home reads the
+    /// messages again and replays what it changed, the originals archived first.
+    pub edited: Option<String>,
 }
 
 /// What an accepted run does: the engine's actions (`replay::Action`) as the UI asks for them.

@@ -55,8 +55,7 @@ fn group_label(selection: &Selection) -> Option<String> {
 /// The replay modal's plan: the replay's own plan as a dry run, read from the head.
 pub(super) async fn preview(
     s: &Session,
-    queue: String,
-    selection: Selection,
+    (queue, selection, edited): (String, Selection, Option<String>),
     keep_attempts: bool,
     ticket: Ticket,
     ops: &Ops,
@@ -70,9 +69,10 @@ pub(super) async fn preview(
         filter: None,
         group: None,
         canary: None,
-        edit: None,
+        edit: edited.as_ref().map(|_| Default::default()),
     };
     let mut front = TuiFront::plan(ticket, RestoreHow::default());
+    front.edited = edited;
     let stop = match home::replay::prepare(s, req, &mut front).await {
         Ok(_) => Stop::Refused("a plan moved nothing".into()),
         Err(stop) => stop,
@@ -121,9 +121,10 @@ pub(super) async fn replay(
         filter: Some(req.selection.describe()),
         group: group_label(&req.selection),
         canary: req.canary.clone(),
-        edit: None,
+        edit: req.edited.as_ref().map(|_| Default::default()),
     };
     let mut front = TuiFront::run(req.expected);
+    front.edited = req.edited.clone();
     front.create_audit = req.create_audit;
     let prepared = home::replay::prepare(&s, oreq, &mut front).await;
     said(&mut front, ops, Some(&events)).await;

@@ -360,6 +360,7 @@ pub fn replay_all(vhost: &str, queue: &str, expected: u64) -> warren::worker::pr
         canary: None,
         max_backlog: None,
         create_audit: None,
+        edited: None,
     })
 }
 

@@ -28,12 +28,14 @@ use crate::domain::selection::{GroupChoice, Selection};
 use crate::worker::protocol::{Command, ReplayRequest};
 
 mod command;
+mod edit;
 mod inputs;
 mod modals;
 mod reports;
 
 use command::*;
 pub use command::{run_command_line, scope_text};
+use edit::*;
 use inputs::*;
 pub use inputs::{FILTER_DEBOUNCE_ROWS, FILTER_SETTLE, apply_filter_text};
 use modals::*;
@@ -83,6 +85,10 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             Vec::new()
         }
         Event::Worker(report) => on_report(state, *report),
+        Event::Edited(result) => {
+            edited(state, result);
+            Vec::new()
+        }
     }
 }
 
@@ -116,6 +122,10 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     if is_ctrl_c {
         return force_quit(state);
     }
+    // Warren's editor takes every key (Ctrl-S saves the edit there).
+    if matches!(state.overlay, Overlay::Edit(_)) {
+        return on_edit_key(state, key);
+    }
     // Saving the screen works on every screen (a modal, the pager, help) and changes nothing.
     if keys::lookup(Scope::Global, &key) == Some(Action::SaveScreen) {
         save::screen(state);
@@ -139,6 +149,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         Overlay::Restore(_) => return on_restore_key(state, key),
         Overlay::Progress(_) => return on_progress_key(state, key),
         Overlay::Pager(_) => return pager::on_key(state, key),
+        Overlay::Edit(_) => return on_edit_key(state, key),
         Overlay::None => {}
     }
     if state.command_input.is_some() {
@@ -416,6 +427,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::SaveScreen => save::screen(state),
         Action::SaveSnapshot => save::snapshot(state),
         Action::Replay => return start_replay(state),
+        Action::Edit => return open_editor(state),
         Action::Archive => return start_archive(state, ArchiveKind::Archive),
         Action::Discard => return start_archive(state, ArchiveKind::Discard),
         Action::Protect => return protect(state),
@@ -447,6 +459,7 @@ pub const EVERY_CONTEXT_LOOKS: &str = "every context at once is for looking, and
 fn not_in_every_context(action: Action) -> Option<&'static str> {
     Some(match action {
         Action::Replay => "replay",
+        Action::Edit => "edit",
         Action::Archive => "archive",
         Action::Discard => "discard",
         Action::Protect => "protect",

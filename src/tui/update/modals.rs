@@ -3,14 +3,9 @@
 use super::*;
 use crate::domain::canary::CanaryRule;
 
-/// What a run out of the DLQ would take: the open queue, the selection (a group under the
-/// cursor, the picked messages, or the message under the cursor), in words, and how many
-/// messages it holds as read. `None` (with the banner saying why) when there is nothing.
-pub(super) fn pick(
-    state: &mut State,
-    verb: &str,
-    from_archive: bool,
-) -> Option<(QueueRef, Selection, String, u64)> {
+/// The open queue a run out of it (`verb`) would work on; `None` (with the banner saying why)
+/// in read-only mode, mid-switch, with no queue open, or on the archive (but for a restore).
+pub(super) fn open_queue(state: &mut State, verb: &str, from_archive: bool) -> Option<QueueRef> {
     if state.read_only {
         state.error = Some(state.read_only_reason.clone());
         return None;
@@ -34,6 +29,18 @@ pub(super) fn pick(
         ));
         return None;
     }
+    Some(queue)
+}
+
+/// What a run out of the DLQ would take: the open queue, the selection (a group under the
+/// cursor, the picked messages, or the message under the cursor), in words, and how many
+/// messages it holds as read. `None` (with the banner saying why) when there is nothing.
+pub(super) fn pick(
+    state: &mut State,
+    verb: &str,
+    from_archive: bool,
+) -> Option<(QueueRef, Selection, String, u64)> {
+    let queue = open_queue(state, verb, from_archive)?;
     if state.list_mode == ListMode::Groups && state.focus != Focus::Queues {
         let g = state.current_group()?;
         let what = format!("group “{}”", sanitize::one_line(&g.summary, 60));
@@ -87,29 +94,18 @@ pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
     let Some((queue, selection, what, _)) = pick(state, "replay", false) else {
         return Vec::new();
     };
-    state.overlay = Overlay::Replay(Box::new(ReplayModal {
-        vhost: queue.vhost.clone(),
-        queue: queue.name.clone(),
-        selection: selection.clone(),
+    state.overlay = Overlay::Replay(Box::new(ReplayModal::new(
+        (queue.vhost.clone(), queue.name.clone()),
+        selection.clone(),
         what,
-        preview: None,
-        rate: state.replay_rate,
-        rate_text: state.replay_rate.to_string(),
-        max_backlog: 0,
-        backlog_text: "0".into(),
-        keep_attempts: false,
-        dry_run: false,
-        typed: String::new(),
-        field: ModalField::Count,
-        canary: None,
-        canary_touched: false,
-        create_audit: None,
-    }));
+        state.replay_rate,
+    )));
     vec![Command::PreviewReplay {
         vhost: queue.vhost,
         queue: queue.name,
         selection,
         keep_attempts: false,
+        edited: None,
     }]
 }
 
@@ -365,6 +361,7 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 queue: modal.queue.clone(),
                 selection: modal.selection.clone(),
                 keep_attempts: modal.keep_attempts,
+                edited: modal.edited.as_ref().map(|e| e.text.clone()),
             }];
         }
         Some(Action::ToggleDryRun) => modal.dry_run = !modal.dry_run,
@@ -523,5 +520,6 @@ fn replay_request(modal: &ReplayModal, canary_wait: std::time::Duration) -> Repl
             }),
         max_backlog: (modal.max_backlog > 0).then_some(modal.max_backlog),
         create_audit: modal.create_audit,
+        edited: modal.edited.as_ref().map(|e| e.text.clone()),
     }
 }

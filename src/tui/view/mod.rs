@@ -1,6 +1,7 @@
 //! Drawing only: `view(&State, &mut Frame)` reads the state and draws it. Nothing here changes
 //! state or talks to the broker. Every broker string is sanitised before it is drawn.
 
+mod edit;
 mod messages;
 mod modals;
 mod queues;
@@ -80,6 +81,7 @@ pub fn view(state: &State, frame: &mut Frame) {
         Overlay::Archive(modal) => archive_modal(state, modal, frame, area),
         Overlay::Restore(modal) => restore_modal(state, modal, frame, area),
         Overlay::Progress(run) => progress(state, run, frame, area),
+        Overlay::Edit(modal) => edit::editor(state, modal, frame, area),
         // Everything but the footer, which says the pager's keys.
         Overlay::Pager(p) => super::pager::draw(
             state,

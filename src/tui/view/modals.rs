@@ -106,6 +106,9 @@ pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame
         field(t, "What"),
         Span::raw(sanitize::one_line(&modal.what, MODAL_LIST_CHARS)),
     ]));
+    if let Some(e) = &modal.edited {
+        lines.extend(edited_lines(t, e));
+    }
     match &modal.preview {
         None => lines.push(Line::styled(
             " working out where each message goes…",
@@ -153,13 +156,47 @@ pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame
     draw_modal(state, title, lines, accept, width, frame, area);
 }
 
+/// Most diff lines the modal shows of an edit.
+const DIFF_LINES: usize = 12;
+
+/// An edited copy in the replay modal: what changed, and the lines of the document that did.
+fn edited_lines(t: &Theme, e: &crate::tui::edit::EditedCopy) -> Vec<Line<'static>> {
+    let mut out = vec![Line::from(vec![
+        field(t, "Edited"),
+        Span::raw(sanitize::one_line(&e.changes.join("; "), MODAL_LIST_CHARS)),
+    ])];
+    for (tag, text) in e.diff.iter().take(DIFF_LINES) {
+        let style = if *tag == '-' { t.danger } else { t.accent };
+        out.push(Line::styled(
+            format!("   {tag} {}", sanitize::one_line(text, 120)),
+            style,
+        ));
+    }
+    if e.diff.len() > DIFF_LINES {
+        out.push(Line::styled(
+            format!("   … {} more changed lines", e.diff.len() - DIFF_LINES),
+            t.muted,
+        ));
+    }
+    out.push(Line::styled(
+        "   the original is archived before the edited copy is published",
+        t.muted,
+    ));
+    out
+}
+
 /// The replay modal's settings: the body (untouched), attempts kept or reset, the rate and
 /// whether it is a dry run, each with the key that changes it.
 fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
     let mut out = Vec::new();
+    let body = if modal.edited.is_some() {
+        "edited"
+    } else {
+        "untouched"
+    };
     out.push(Line::from(vec![
         field(t, "Body"),
-        Span::raw(format!("{:<14}", "untouched")),
+        Span::raw(format!("{body:<14}")),
         Span::styled("Attempts ", t.muted),
         Span::raw(if modal.keep_attempts {
             "kept "
