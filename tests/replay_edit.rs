@@ -6,40 +6,10 @@
 mod common;
 mod replay_util;
 
-use std::time::Duration;
-
-use common::amqp::{self as h, peek, publish, reject_consumed, wait_for_depth};
+use common::amqp::{self as h, peek};
 use common::{TestBroker, TestVhost};
 use replay_util::{Home, Run, command, run};
 use serde_json::Value;
-use warren::domain::features::QueueType;
-use warren::domain::message::Properties;
-use warren::domain::value::Table;
-
-/// `orders` dead-letters into `orders.dlq`, which holds o-1, o-2 and o-3 (JSON, `"order": "x"`).
-async fn three_dead_orders(conn: &lapin::Connection) {
-    let ch = h::confirm_channel(conn).await;
-    h::declare(&ch, "orders.dlq", QueueType::Classic, Default::default()).await;
-    h::declare(
-        &ch,
-        "orders",
-        QueueType::Classic,
-        h::dead_letter_to("orders.dlq"),
-    )
-    .await;
-    for i in 1..=3 {
-        let props = Properties {
-            message_id: Some(format!("o-{i}")),
-            content_type: Some("application/json".into()),
-            delivery_mode: Some(2),
-            ..Properties::default()
-        };
-        let body = format!(r#"{{"id":"o-{i}","order":"x"}}"#);
-        publish(&ch, "orders", &props, &Table::new(), body.as_bytes()).await;
-    }
-    reject_consumed(conn, "orders", 3, 10).await;
-    wait_for_depth(conn, "orders.dlq", 3, Duration::from_secs(10)).await;
-}
 
 /// A shell script for `$EDITOR` that runs `body` with the document's path as `$1`.
 fn editor(home: &Home, name: &str, body: &str) -> String {
@@ -89,7 +59,7 @@ async fn an_edited_message_is_replayed_as_edited_with_its_original_archived_firs
         let vhost = TestVhost::new(&broker, "replay-edit").await;
         let home = Home::new("replay-edit");
         let conn = h::connect(&vhost).await;
-        three_dead_orders(&conn).await;
+        h::dead_json_orders(&conn, 3).await;
 
         // Saved unchanged: nothing moves.
         let same = edit_run(&vhost, &home, &editor(&home, "same.sh", "true"), &[]).await;

@@ -10,38 +10,11 @@ mod tmux_util;
 
 use std::time::Duration;
 
-use common::amqp::{self as h, peek, publish, reject_consumed, wait_for_depth};
+use common::amqp::{self as h, peek};
 use common::{TestBroker, TestVhost};
 use replay_util::Home;
 use serde_json::{Value, json};
 use tmux_util::Tmux;
-use warren::domain::features::QueueType;
-use warren::domain::message::Properties;
-use warren::domain::value::Table;
-
-async fn three_dead_orders(conn: &lapin::Connection) {
-    let ch = h::confirm_channel(conn).await;
-    h::declare(&ch, "orders.dlq", QueueType::Classic, Default::default()).await;
-    h::declare(
-        &ch,
-        "orders",
-        QueueType::Classic,
-        h::dead_letter_to("orders.dlq"),
-    )
-    .await;
-    for i in 1..=3 {
-        let props = Properties {
-            message_id: Some(format!("o-{i}")),
-            content_type: Some("application/json".into()),
-            delivery_mode: Some(2),
-            ..Properties::default()
-        };
-        let body = format!(r#"{{"id":"o-{i}","order":"x"}}"#);
-        publish(&ch, "orders", &props, &Table::new(), body.as_bytes()).await;
-    }
-    reject_consumed(conn, "orders", 3, 10).await;
-    wait_for_depth(conn, "orders.dlq", 3, Duration::from_secs(10)).await;
-}
 
 fn bodies(messages: &[warren::domain::message::DeadLetter]) -> Vec<Value> {
     messages
@@ -55,7 +28,7 @@ async fn edit_in_the_tui(broker: &TestBroker) {
     let vhost = TestVhost::new(broker, "tui-edit").await;
     let home = Home::new("tui-edit");
     let conn = h::connect(&vhost).await;
-    three_dead_orders(&conn).await;
+    h::dead_json_orders(&conn, 3).await;
     let config = format!(
         "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_EDIT_PASSWORD\"\narchive_create = true\n",
         broker.mgmt_base(),

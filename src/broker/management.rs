@@ -661,17 +661,12 @@ impl Management {
         vhost: Option<&str>,
         what: &str,
     ) -> Result<Value, ManagementError> {
-        if status.is_success() {
-            if body.trim().is_empty() {
-                return Ok(Value::Null);
-            }
-            return serde_json::from_str(body).map_err(|e| ManagementError::BadResponse {
-                url: base.to_string(),
-                what: what.to_string(),
-                reason: e.to_string(),
-            });
-        }
-        Err(self.interpret(status, body, base, vhost, what).await)
+        let parse = |b: &str| match b.trim().is_empty() {
+            true => Ok(Value::Null),
+            false => serde_json::from_str(b),
+        };
+        self.accept_with(status, body, base, vhost, what, parse)
+            .await
     }
 
     /// A list reply read entry by entry ([`wire::each_entry`]): what `keep` kept, or `None`
@@ -685,8 +680,23 @@ impl Management {
         what: &str,
         keep: impl FnMut(&Value) -> Option<T>,
     ) -> Result<Option<Vec<T>>, ManagementError> {
+        let parse = |b: &str| wire::each_entry(b, keep);
+        self.accept_with(status, body, base, vhost, what, parse)
+            .await
+    }
+
+    /// A success read by `parse`, or a refusal explained.
+    async fn accept_with<T>(
+        &self,
+        status: StatusCode,
+        body: &str,
+        base: &str,
+        vhost: Option<&str>,
+        what: &str,
+        parse: impl FnOnce(&str) -> Result<T, serde_json::Error>,
+    ) -> Result<T, ManagementError> {
         if status.is_success() {
-            return wire::each_entry(body, keep).map_err(|e| ManagementError::BadResponse {
+            return parse(body).map_err(|e| ManagementError::BadResponse {
                 url: base.to_string(),
                 what: what.to_string(),
                 reason: e.to_string(),

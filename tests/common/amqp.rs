@@ -405,3 +405,29 @@ pub async fn mgmt_depth(vhost: &TestVhost, queue: &str, expected: u64) -> Option
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// `orders` dead-letters into `orders.dlq`, which then holds o-1 … o-`n` (JSON,
+/// `{"id": "o-N", "order": "x"}`), each rejected once for real.
+pub async fn dead_json_orders(conn: &Connection, n: u32) {
+    let ch = confirm_channel(conn).await;
+    declare(&ch, "orders.dlq", QueueType::Classic, FieldTable::default()).await;
+    declare(
+        &ch,
+        "orders",
+        QueueType::Classic,
+        dead_letter_to("orders.dlq"),
+    )
+    .await;
+    for i in 1..=n {
+        let props = Properties {
+            message_id: Some(format!("o-{i}")),
+            content_type: Some("application/json".into()),
+            delivery_mode: Some(2),
+            ..Properties::default()
+        };
+        let body = format!(r#"{{"id":"o-{i}","order":"x"}}"#);
+        publish(&ch, "orders", &props, &Table::new(), body.as_bytes()).await;
+    }
+    reject_consumed(conn, "orders", n, 10).await;
+    wait_for_depth(conn, "orders.dlq", u64::from(n), Duration::from_secs(10)).await;
+}
