@@ -71,6 +71,7 @@ fn opts() -> ReplayOptions {
     ReplayOptions {
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         target_queue: None,
         now: now(),
         run_id: None,
@@ -1389,6 +1390,7 @@ fn clear_expiry_removes_the_deadline_and_the_expiration_property() {
     let ex = explain(&dl);
     let clear = ReplayOptions {
         clear_expiry: true,
+        strip_failure_stamp: false,
         ..opts()
     };
     let p = replay::plan(&dl, &ex, &clear);

@@ -868,6 +868,7 @@ fn dry_run_result() {
         allow_fan_out: false,
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         window: 500,
         consent: ReadConsent::Reuse,
         run_id: None,

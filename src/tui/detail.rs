@@ -290,6 +290,7 @@ fn replay_preview(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
     let opts = ReplayOptions {
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         target_queue: None,
         now: state.now,
         run_id: None,

@@ -950,6 +950,7 @@ fn spec_for(
         allow_fan_out: false,
         keep_attempts,
         clear_expiry: false,
+        strip_failure_stamp: false,
         window: s.target.settings.replay.window,
         // The TUI plans from what it already read: a quorum queue is not read again for a plan.
         consent: ReadConsent::Reuse,
