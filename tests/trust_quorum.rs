@@ -208,6 +208,7 @@ async fn tui_session(broker: TestBroker) {
                     queue: "orders.dlq".into(),
                     selection: Selection::All,
                     keep_attempts,
+                    strip_failure_stamp: false,
                 })
                 .await
                 .expect("send");

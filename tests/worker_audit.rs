@@ -106,6 +106,7 @@ async fn session(broker: TestBroker, create: bool) {
             expected: 3,
             rate: 0,
             keep_attempts: false,
+            strip_failure_stamp: false,
             dry_run: false,
             job: Default::default(),
             canary: None,
@@ -212,6 +213,7 @@ async fn asked(broker: TestBroker, answer: bool) {
             queue: "dlq".into(),
             selection: Selection::All,
             keep_attempts: false,
+            strip_failure_stamp: false,
         })
         .await
         .unwrap();

@@ -80,6 +80,7 @@ async fn session(broker: TestBroker) {
             queue: "orders.dlq".into(),
             selection: Selection::All,
             keep_attempts: false,
+            strip_failure_stamp: false,
         })
         .await
         .unwrap();
@@ -97,6 +98,7 @@ async fn session(broker: TestBroker) {
             expected: u64::from(MESSAGES),
             rate: 0,
             keep_attempts: false,
+            strip_failure_stamp: false,
             dry_run: false,
             job: Default::default(),
             canary: None,

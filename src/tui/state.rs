@@ -242,6 +242,8 @@ pub struct ReplayModal {
     pub max_backlog: u64,
     pub backlog_text: String,
     pub keep_attempts: bool,
+    /// Symfony's `SentToFailureTransportStamp` removed (offered when the plan has it as a header).
+    pub strip_failure_stamp: bool,
     pub dry_run: bool,
     /// The count typed by the operator (required above `TYPED_CONFIRM_ABOVE`).
     pub typed: String,

@@ -393,12 +393,23 @@ async fn perform(
                 queue,
                 selection,
                 keep_attempts,
+                strip_failure_stamp,
                 restore: None,
             },
             Backend::Broker(ss),
         ) => match session_of(&ss, &vhost).await {
             Ok(s) => (
-                vec![runs::preview(&s, queue, selection, keep_attempts, ticket, ops).await],
+                vec![
+                    runs::preview(
+                        &s,
+                        queue,
+                        selection,
+                        (keep_attempts, strip_failure_stamp),
+                        ticket,
+                        ops,
+                    )
+                    .await,
+                ],
                 None,
             ),
             Err(e) => (vec![fail(&e)], None),
@@ -939,7 +950,7 @@ fn spec_for(
     queue: String,
     selection: crate::domain::selection::Selection,
     rate: Option<f64>,
-    keep_attempts: bool,
+    (keep_attempts, strip_failure_stamp): (bool, bool),
 ) -> ReplaySpec {
     ReplaySpec {
         queue,
@@ -950,7 +961,7 @@ fn spec_for(
         allow_fan_out: false,
         keep_attempts,
         clear_expiry: false,
-        strip_failure_stamp: false,
+        strip_failure_stamp,
         window: s.target.settings.replay.window,
         // The TUI plans from what it already read: a quorum queue is not read again for a plan.
         consent: ReadConsent::Reuse,

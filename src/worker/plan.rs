@@ -82,6 +82,7 @@ pub enum Work {
         queue: String,
         selection: Selection,
         keep_attempts: bool,
+        strip_failure_stamp: bool,
         /// A restore's plan (the queue is the archive), not a replay's.
         restore: Option<super::protocol::RestoreHow>,
     },
@@ -257,11 +258,13 @@ impl<S: Clone> Plan<S> {
                 queue,
                 selection,
                 keep_attempts,
+                strip_failure_stamp,
             } => self.request(Work::Preview {
                 vhost,
                 queue,
                 selection,
                 keep_attempts,
+                strip_failure_stamp,
                 restore: None,
             }),
             Command::PreviewRestore { .. } if self.snapshot => {
@@ -277,6 +280,7 @@ impl<S: Clone> Plan<S> {
                 queue,
                 selection,
                 keep_attempts: false,
+                strip_failure_stamp: false,
                 restore: Some(how),
             }),
             Command::Protect { .. } if self.snapshot => {
@@ -709,6 +713,7 @@ mod tests {
             queue: queue.into(),
             selection: Selection::All,
             keep_attempts: false,
+            strip_failure_stamp: false,
         }
     }
 

@@ -423,6 +423,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::Accept
         | Action::Cancel
         | Action::ToggleKeep
+        | Action::ToggleFailureStamp
         | Action::ToggleDryRun
         | Action::CycleCanary
         | Action::SharedRecord

@@ -98,6 +98,7 @@ pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
         max_backlog: 0,
         backlog_text: "0".into(),
         keep_attempts: false,
+        strip_failure_stamp: false,
         dry_run: false,
         typed: String::new(),
         field: ModalField::Count,
@@ -110,6 +111,7 @@ pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
         queue: queue.name,
         selection,
         keep_attempts: false,
+        strip_failure_stamp: false,
     }]
 }
 
@@ -365,6 +367,24 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 queue: modal.queue.clone(),
                 selection: modal.selection.clone(),
                 keep_attempts: modal.keep_attempts,
+                strip_failure_stamp: modal.strip_failure_stamp,
+            }];
+        }
+        Some(Action::ToggleFailureStamp)
+            if modal
+                .preview
+                .as_ref()
+                .is_some_and(|p| p.failure_stamp_strippable) =>
+        {
+            // The plan's header changes differ: ask for it again, as for attempts.
+            modal.strip_failure_stamp = !modal.strip_failure_stamp;
+            modal.preview = None;
+            return vec![Command::PreviewReplay {
+                vhost: modal.vhost.clone(),
+                queue: modal.queue.clone(),
+                selection: modal.selection.clone(),
+                keep_attempts: modal.keep_attempts,
+                strip_failure_stamp: modal.strip_failure_stamp,
             }];
         }
         Some(Action::ToggleDryRun) => modal.dry_run = !modal.dry_run,
@@ -510,6 +530,7 @@ fn replay_request(modal: &ReplayModal, canary_wait: std::time::Duration) -> Repl
         expected: modal.count().unwrap_or(0),
         rate: modal.rate,
         keep_attempts: modal.keep_attempts,
+        strip_failure_stamp: modal.strip_failure_stamp,
         dry_run: modal.dry_run,
         job: Default::default(),
         // A dry run publishes nothing: there is nothing for a canary to try.
