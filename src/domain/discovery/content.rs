@@ -15,7 +15,7 @@ pub const MAX_LOOKS: usize = 8;
 
 /// The queues whose head message may say they are a failure transport: classic queues that
 /// discovery did not take for dead-letter queues, holding ready messages, that are not
-/// auto-delete, in no retry loop and no delay queue (no message TTL, no `x-expires`: a
+/// auto-delete, without a dead-letter exchange of their own, in no retry loop and no delay queue (no message TTL, no `x-expires`: a
 /// Symfony delay queue is never a DLQ). Reading the head of a classic queue with a requeue
 /// puts it back in its place; quorum queues (a read costs a delivery) and streams are left out.
 pub fn candidates(topology: &Topology, found: &Discovery) -> Vec<String> {
@@ -29,9 +29,11 @@ pub fn candidates(topology: &Topology, found: &Discovery) -> Vec<String> {
         let delay = s.message_ttl_ms.is_some() || expires;
         let listed_other = found.other_queues.iter().any(|o| o.name == q.name);
         let in_loop = found.retry_loop_of(&q.name).is_some();
+        // A queue that dead-letters onwards is a work queue: a failure transport does not.
         if q.queue_type == QueueType::Classic
             && !q.auto_delete
             && !delay
+            && s.dead_letter_exchange.is_none()
             && listed_other
             && !in_loop
             && q.messages_ready.unwrap_or(0) > 0
