@@ -69,6 +69,17 @@ async fn bind(ch: &Channel, queue: &str, exchange: &str, key: &str) {
     .unwrap_or_else(|e| panic!("bind {queue}: {e}"));
 }
 
+/// A management client for the vhost.
+fn management(vh: &TestVhost) -> Management {
+    let over = Overrides {
+        management_url: Some(vh.broker.mgmt_url_with_creds()),
+        vhost: Some(vh.name.clone()),
+        ..Default::default()
+    };
+    let target = config::resolve(&Config::default(), &over, &|_: &str| None).expect("target");
+    Management::new(&target).expect("client")
+}
+
 /// The dead-letter topology of a small shop, declared over AMQP.
 async fn declare_shop(vh: &TestVhost) -> lapin::Connection {
     let conn = lapin::Connection::connect(&vh.amqp_url(), lapin::ConnectionProperties::default())
@@ -183,16 +194,10 @@ async fn finds_dead_letter_queues_by_argument_policy_and_name() {
     for broker in TestBroker::all() {
         let vh = TestVhost::new(&broker, "discover").await;
         let conn = declare_shop(&vh).await;
-        let over = Overrides {
-            management_url: Some(broker.mgmt_url_with_creds()),
-            vhost: Some(vh.name.clone()),
-            ..Default::default()
-        };
-        let target = config::resolve(&Config::default(), &over, &|_: &str| None).expect("target");
-        let mgmt = Management::new(&target).expect("client");
+        let mgmt = management(&vh);
 
         // Queue stats arrive with the broker's next tick: wait for the message to be counted.
-        let mut d = discover::discover(&mgmt, &target.vhost, &[])
+        let mut d = discover::discover(&mgmt, &vh.name, &[])
             .await
             .expect("discover");
         for _ in 0..150 {
@@ -200,7 +205,7 @@ async fn finds_dead_letter_queues_by_argument_policy_and_name() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-            d = discover::discover(&mgmt, &target.vhost, &[])
+            d = discover::discover(&mgmt, &vh.name, &[])
                 .await
                 .expect("discover");
         }
@@ -365,13 +370,7 @@ async fn a_wait_queue_is_known_by_its_topology_whatever_its_name() {
         .await;
         bind(&ch, "payments.cooldown", "hold", "payments").await;
         queue(&ch, "payments.failed-for-good", FieldTable::default()).await;
-        let over = Overrides {
-            management_url: Some(broker.mgmt_url_with_creds()),
-            vhost: Some(vh.name.clone()),
-            ..Default::default()
-        };
-        let target = config::resolve(&Config::default(), &over, &|_: &str| None).expect("target");
-        let mgmt = Management::new(&target).expect("client");
+        let mgmt = management(&vh);
         let consumer_ch = conn.create_channel().await.expect("channel");
         for consumed in [false, true] {
             if consumed {

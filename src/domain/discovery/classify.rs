@@ -82,6 +82,29 @@ pub struct DlqInfo {
 }
 
 impl DlqInfo {
+    /// A queue listed among the others, taken for a dead end of `kind` by something other than
+    /// its feeders (nothing feeds it): the archive stream, or what its messages are.
+    pub(crate) fn from_other(q: QueueSummary, kind: DlqKind, convention: Convention) -> DlqInfo {
+        DlqInfo {
+            context: String::new(),
+            vhost: q.vhost,
+            name: q.name,
+            kind,
+            convention,
+            depth: q.depth,
+            messages_ready: q.depth,
+            messages_unacknowledged: None,
+            consumers: q.consumers,
+            queue_type: q.queue_type,
+            feeders: Vec::new(),
+            feeders_uncertain: false,
+            by_topology: false,
+            by_name: false,
+            delivery_limit: None,
+            dead_letter_exchange: q.dead_letter_exchange,
+        }
+    }
+
     /// Its identity across vhosts (and contexts, when every context is listed).
     pub fn id(&self) -> QueueRef {
         QueueRef::in_context(&self.context, &self.vhost, &self.name)
@@ -259,24 +282,9 @@ impl Discovery {
             return;
         };
         let q = self.other_queues.remove(i);
-        self.dead_letter_queues.push(DlqInfo {
-            context: String::new(),
-            vhost: q.vhost,
-            name: q.name,
-            kind: DlqKind::Archive,
-            convention: Convention::Broker,
-            depth: q.depth,
-            messages_ready: q.depth,
-            messages_unacknowledged: None,
-            consumers: q.consumers,
-            queue_type: q.queue_type,
-            feeders: Vec::new(),
-            feeders_uncertain: false,
-            by_topology: false,
-            by_name: true,
-            delivery_limit: None,
-            dead_letter_exchange: q.dead_letter_exchange,
-        });
+        let mut d = DlqInfo::from_other(q, DlqKind::Archive, Convention::Broker);
+        d.by_name = true;
+        self.dead_letter_queues.push(d);
     }
 
     /// Lists `vhost`'s local archive file (holding `entries` messages) with the DLQs, as the

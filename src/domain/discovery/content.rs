@@ -65,23 +65,7 @@ impl Discovery {
             return;
         };
         let q = self.other_queues.remove(i);
-        self.dead_letter_queues.push(DlqInfo {
-            context: String::new(),
-            vhost: q.vhost,
-            name: q.name,
-            kind: DlqKind::Error,
-            convention,
-            depth: q.depth,
-            messages_ready: q.depth,
-            messages_unacknowledged: None,
-            consumers: q.consumers,
-            queue_type: q.queue_type,
-            feeders: Vec::new(),
-            feeders_uncertain: false,
-            by_topology: false,
-            by_name: false,
-            delivery_limit: None,
-            dead_letter_exchange: q.dead_letter_exchange,
-        });
+        self.dead_letter_queues
+            .push(DlqInfo::from_other(q, DlqKind::Error, convention));
     }
 }

@@ -361,14 +361,7 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         Some(Action::ToggleKeep) => {
             // The header changes differ: ask for the plan again; Enter waits for it.
             modal.keep_attempts = !modal.keep_attempts;
-            modal.preview = None;
-            return vec![Command::PreviewReplay {
-                vhost: modal.vhost.clone(),
-                queue: modal.queue.clone(),
-                selection: modal.selection.clone(),
-                keep_attempts: modal.keep_attempts,
-                strip_failure_stamp: modal.strip_failure_stamp,
-            }];
+            return plan_again(modal);
         }
         Some(Action::ToggleFailureStamp)
             if modal
@@ -376,16 +369,8 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 .as_ref()
                 .is_some_and(|p| p.failure_stamp_strippable) =>
         {
-            // The plan's header changes differ: ask for it again, as for attempts.
             modal.strip_failure_stamp = !modal.strip_failure_stamp;
-            modal.preview = None;
-            return vec![Command::PreviewReplay {
-                vhost: modal.vhost.clone(),
-                queue: modal.queue.clone(),
-                selection: modal.selection.clone(),
-                keep_attempts: modal.keep_attempts,
-                strip_failure_stamp: modal.strip_failure_stamp,
-            }];
+            return plan_again(modal);
         }
         Some(Action::ToggleDryRun) => modal.dry_run = !modal.dry_run,
         Some(Action::CycleCanary) => {
@@ -519,6 +504,18 @@ fn next_canary(now: Option<u64>) -> Option<u64> {
         None => Some(SIZES[0]),
         Some(n) => SIZES.iter().copied().find(|&s| s > n),
     }
+}
+
+/// The plan for the modal's header settings changed: asked again; Enter waits for it.
+fn plan_again(modal: &mut ReplayModal) -> Vec<Command> {
+    modal.preview = None;
+    vec![Command::PreviewReplay {
+        vhost: modal.vhost.clone(),
+        queue: modal.queue.clone(),
+        selection: modal.selection.clone(),
+        keep_attempts: modal.keep_attempts,
+        strip_failure_stamp: modal.strip_failure_stamp,
+    }]
 }
 
 /// What Enter in the replay modal asks the worker to run.
