@@ -1,6 +1,7 @@
 //! Discovery against real brokers: dead-letter queues found by argument (fanout, direct and the
 //! default exchange), by policy and by name, with the right feeders; retry loops recognised and
-//! not listed; routing resolved from the broker's own bindings.
+//! not listed, a wait queue known by its topology whatever its name, its work queue consumed or
+//! not; routing resolved from the broker's own bindings.
 
 mod common;
 
