@@ -20,24 +20,27 @@ pub const MAX_LOOKS: usize = 8;
 /// puts it back in its place; quorum queues (a read costs a delivery) and streams are left out.
 pub fn candidates(topology: &Topology, found: &Discovery) -> Vec<String> {
     let policies = PolicyIndex::new(&topology.policies);
+    let others: std::collections::HashSet<&str> =
+        found.other_queues.iter().map(|o| o.name.as_str()).collect();
     let mut out = Vec::new();
-    for q in &topology.queues {
+    // The cheap tests first: most queues of a large vhost are empty or consumed.
+    let worth = topology.queues.iter().filter(|q| {
+        q.messages_ready.unwrap_or(0) > 0
+            && q.consumers.unwrap_or(0) == 0
+            && q.queue_type == QueueType::Classic
+            && !q.auto_delete
+            && others.contains(q.name.as_str())
+    });
+    for q in worth {
         let policy = policies.definition_for(q);
         let s = effective_settings(q, policy);
         let expires = q.arguments.contains_key("x-expires")
             || policy.is_some_and(|p| p.contains_key("expires"));
-        let delay = s.message_ttl_ms.is_some() || expires;
-        let listed_other = found.other_queues.iter().any(|o| o.name == q.name);
-        let in_loop = found.retry_loop_of(&q.name).is_some();
         // A queue that dead-letters onwards is a work queue: a failure transport does not.
-        if q.queue_type == QueueType::Classic
-            && !q.auto_delete
-            && !delay
+        if s.message_ttl_ms.is_none()
+            && !expires
             && s.dead_letter_exchange.is_none()
-            && listed_other
-            && !in_loop
-            && q.messages_ready.unwrap_or(0) > 0
-            && q.consumers.unwrap_or(0) == 0
+            && found.retry_loop_of(&q.name).is_none()
         {
             out.push(q.name.clone());
         }
