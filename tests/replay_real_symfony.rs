@@ -269,6 +269,49 @@ async fn symfony_on(broker: &TestBroker, serializer: &'static str) {
         "{groups}"
     );
 
+    // JSON: a replay without the failure stamp that fails again comes back to the failure
+    // transport (Symfony 5.4 would drop it with the stamp), told as failed again.
+    if serializer == "json" {
+        let failing = app.worker("failing-again").await;
+        let one = [
+            "replay",
+            FAILED,
+            "--yes",
+            "--json",
+            "--limit",
+            "1",
+            "--strip-failure-stamp",
+        ];
+        let again = warren(&vhost, &home, &one).await;
+        assert_eq!(again.code, Some(0), "{again}");
+        assert_eq!(again.summary_u64("moved"), 1, "{again}");
+        let back = wait_for(Duration::from_secs(30), || async {
+            let ids = ids_in(&conn, FAILED).await;
+            (ids.len() == ORDERS).then_some(ids)
+        })
+        .await;
+        failing.stop(Duration::from_secs(10)).await;
+        let back = back.unwrap_or_default();
+        assert_eq!(
+            back.iter().cloned().collect::<BTreeSet<_>>(),
+            ids,
+            "{back:?}"
+        );
+        let show = warren(&vhost, &home, &["show", FAILED, "--json"]).await;
+        let again: Vec<Value> = show
+            .json()
+            .into_iter()
+            .filter(|m| m["replay_count"] == 1)
+            .collect();
+        assert_eq!(again.len(), 1, "{show}");
+        assert!(
+            again[0]["verdict"]
+                .as_str()
+                .is_some_and(|v| v.ends_with("; failed again after 1 replay")),
+            "{show}"
+        );
+    }
+
     // The fix is deployed; the plan warns that Symfony drops a second failure.
     std::fs::write(app.dir.join("fixed"), "").expect("the fix");
     let fixed = app.worker("fixed-worker").await;
