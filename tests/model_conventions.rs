@@ -1965,6 +1965,9 @@ fn symfony_failures_are_read_from_their_stamps_not_the_copied_x_death() {
             )
         );
         assert!(ex.failed_at.is_some(), "{dl:?}");
+        // The delay queue's expiry, carried over: shown, never the arrival or the verdict.
+        assert_eq!(ex.deaths.copied, !ex.deaths.is_empty());
+        assert_eq!(warren::domain::arrival::exact_death(&ex.deaths), None);
         assert!(
             ex.fingerprint
                 .summary
@@ -1982,6 +1985,21 @@ fn symfony_failures_are_read_from_their_stamps_not_the_copied_x_death() {
         );
         assert!(!names(&p).iter().any(|n| n.starts_with("x-")), "{p:?}");
     }
+
+    // Without ErrorDetailsStamp (a worker without that listener) the copied expiry is still not
+    // the verdict nor the group.
+    let mut bare = symfony_json(true);
+    bare.headers.remove(&format!("{SF_STAMP}ErrorDetailsStamp"));
+    let ex = explain(&bare);
+    assert_eq!(
+        ex.verdict,
+        "Symfony Messenger put it here without recording the failure (from payments)"
+    );
+    assert!(
+        !ex.fingerprint.summary.contains("delay_"),
+        "{:?}",
+        ex.fingerprint
+    );
 
     // JSON: the retry count and the error go; the failure stamp only when asked.
     let dl = symfony_json(true);

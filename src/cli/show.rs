@@ -181,9 +181,7 @@ pub(crate) fn print_messages(
             let by = authors.get(&f.run_id).map(String::as_str);
             crate::outln!("  {}", one_line(&f.describe(by), 240));
         }
-        if x.convention == crate::domain::convention::Convention::Symfony
-            && !x.deaths.entries.is_empty()
-        {
+        if x.deaths.copied {
             crate::outln!(
                 "  x-death: a copy Symfony carried over from the delivery that failed (its delay queue), not why it failed"
             );
@@ -294,7 +292,7 @@ fn show_json(
         "deaths": deaths,
         // Symfony publishes to its failure transport with the failed delivery's headers: its
         // `x-death` is its delay queue's, copied, not a verdict.
-        "deaths_copied": x.convention == crate::domain::convention::Convention::Symfony,
+        "deaths_copied": x.deaths.copied,
         "exception": exception,
         "source_queue": x.source.queue,
         "replay_target": target,

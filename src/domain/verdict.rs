@@ -21,7 +21,7 @@ pub fn verdict(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory, replay_coun
         f
     } else if ex.convention == Convention::Celery {
         celery(dl, ex, deaths)
-    } else if let Some(b) = broker(deaths) {
+    } else if let Some(b) = broker(deaths).filter(|_| !deaths.copied) {
         b
     } else if ex.convention == Convention::Unknown {
         format!(
