@@ -2001,6 +2001,40 @@ fn symfony_failures_are_read_from_their_stamps_not_the_copied_x_death() {
         ex.fingerprint
     );
 
+    // A Symfony worker without a failure transport whose queue dead-letters what it rejects: the
+    // broker's x-death is real there and says where it failed; Symfony's stamps say why.
+    let mut rejected = symfony_json(true);
+    rejected
+        .headers
+        .remove(&format!("{SF_STAMP}SentToFailureTransportStamp"));
+    rejected.headers.insert(
+        "x-death",
+        HeaderValue::Array(vec![death(
+            1,
+            "rejected",
+            "payments",
+            "payments",
+            &[""],
+            1_796_297_729,
+        )]),
+    );
+    rejected.delivery.routing_key = String::new();
+    let ex = explain(&rejected);
+    assert_eq!(ex.convention, Convention::Symfony);
+    assert!(!ex.deaths.copied);
+    assert_eq!(ex.source.queue.as_deref(), Some("payments"));
+    assert_eq!(
+        ex.verdict,
+        "App\\CardDeclined in payments after 2 retries: card declined for order order-0001"
+    );
+    let p = plan_of(&rejected, &ex);
+    assert_eq!(p.target, Some(direct("payments")));
+    assert!(
+        !p.warnings
+            .iter()
+            .any(|w| matches!(w, ReplayWarning::SymfonyDropsOnFailure { .. }))
+    );
+
     // JSON: the retry count and the error go; the failure stamp only when asked.
     let dl = symfony_json(true);
     let ex = explain(&dl);

@@ -216,6 +216,9 @@ pub struct Reading {
     /// The retry limit the message itself states (dramatiq's `options.max_retries`); `None` when
     /// it states none and the worker's setting decides.
     pub retry_limit: Option<RetryLimit>,
+    /// The framework published the message here with the headers of the delivery that failed
+    /// (Symfony's failure transport): its `x-death` is a copy, not how it came here.
+    pub deaths_copied: bool,
 }
 
 /// A retry limit a message states.
@@ -326,7 +329,7 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Readin
     }
     // The broker's record fills what the framework did not say. Symfony's `x-death` is a copy
     // of its delay queue's: not where the message failed.
-    if convention != Convention::Symfony {
+    if !r.deaths_copied {
         fill_from_deaths(&mut r, deaths);
     }
     if r.failed_at.is_none() {
@@ -370,6 +373,7 @@ impl Reading {
             counter_headers: Vec::new(),
             error_headers: Vec::new(),
             retry_limit: None,
+            deaths_copied: false,
         }
     }
 }

@@ -72,7 +72,7 @@ fn explain_parts(
 ) -> Explanation {
     let mut deaths = xdeath::parse(&dl.headers);
     let reading = convention::read(dl, &deaths, own);
-    deaths.copied = reading.convention == Convention::Symfony && !deaths.is_empty();
+    deaths.copied = reading.deaths_copied && !deaths.is_empty();
     let replay_count = dl
         .headers
         .get_i64(REPLAY_COUNT_HEADER)

@@ -79,7 +79,8 @@ pub fn record(dl: &DeadLetter) -> Record {
 
 /// The convention's reading: the exception from `ErrorDetailsStamp`, the retries (the most any
 /// `RedeliveryStamp` counted: the failure transport's own stamp resets the last to 0), the
-/// message class, and the queue it failed in (the routing key Symfony sent it here with).
+/// message class, and, for the failure transport's messages, the queue it failed in (the routing
+/// key Symfony sent it here with).
 pub(crate) fn read(dl: &DeadLetter, mut r: Reading) -> Reading {
     let rec = record(dl);
     if rec.exception_class.is_some() || rec.exception_message.is_some() {
@@ -94,8 +95,14 @@ pub(crate) fn read(dl: &DeadLetter, mut r: Reading) -> Reading {
     r.retries = rec.retry_counts.iter().copied().max();
     r.failed_at = rec.redelivered_at;
     r.message_type = rec.message_class;
-    let key = dl.delivery.routing_key.trim();
-    r.source.queue = (!key.is_empty() && key != dl.queue).then(|| key.to_string());
+    // Sent to the failure transport: routed by the failed queue's name, with a copy of the
+    // failed delivery's headers. Otherwise (a worker without one, whose queue dead-letters the
+    // rejected message) the broker's record says where it failed.
+    if rec.failed_before {
+        let key = dl.delivery.routing_key.trim();
+        r.source.queue = (!key.is_empty() && key != dl.queue).then(|| key.to_string());
+        r.deaths_copied = true;
+    }
     r
 }
 
