@@ -1,6 +1,7 @@
 //! Discovery against real brokers: dead-letter queues found by argument (fanout, direct and the
 //! default exchange), by policy and by name, with the right feeders; retry loops recognised and
-//! not listed; routing resolved from the broker's own bindings.
+//! not listed, a wait queue known by its topology whatever its name, its work queue consumed or
+//! not; routing resolved from the broker's own bindings.
 
 mod common;
 
@@ -67,6 +68,17 @@ async fn bind(ch: &Channel, queue: &str, exchange: &str, key: &str) {
     )
     .await
     .unwrap_or_else(|e| panic!("bind {queue}: {e}"));
+}
+
+/// A management client for the vhost.
+fn management(vh: &TestVhost) -> Management {
+    let over = Overrides {
+        management_url: Some(vh.broker.mgmt_url_with_creds()),
+        vhost: Some(vh.name.clone()),
+        ..Default::default()
+    };
+    let target = config::resolve(&Config::default(), &over, &|_: &str| None).expect("target");
+    Management::new(&target).expect("client")
 }
 
 /// The dead-letter topology of a small shop, declared over AMQP.
@@ -183,16 +195,10 @@ async fn finds_dead_letter_queues_by_argument_policy_and_name() {
     for broker in TestBroker::all() {
         let vh = TestVhost::new(&broker, "discover").await;
         let conn = declare_shop(&vh).await;
-        let over = Overrides {
-            management_url: Some(broker.mgmt_url_with_creds()),
-            vhost: Some(vh.name.clone()),
-            ..Default::default()
-        };
-        let target = config::resolve(&Config::default(), &over, &|_: &str| None).expect("target");
-        let mgmt = Management::new(&target).expect("client");
+        let mgmt = management(&vh);
 
         // Queue stats arrive with the broker's next tick: wait for the message to be counted.
-        let mut d = discover::discover(&mgmt, &target.vhost, &[])
+        let mut d = discover::discover(&mgmt, &vh.name, &[])
             .await
             .expect("discover");
         for _ in 0..150 {
@@ -200,7 +206,7 @@ async fn finds_dead_letter_queues_by_argument_policy_and_name() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
-            d = discover::discover(&mgmt, &target.vhost, &[])
+            d = discover::discover(&mgmt, &vh.name, &[])
                 .await
                 .expect("discover");
         }
@@ -335,4 +341,72 @@ async fn configured_patterns_add_dead_letter_queues() {
     assert_eq!(d.dead_letter_queues[0].convention, Convention::Unknown);
     let _ = conn.close(200, "done".into()).await;
     vh.cleanup().await;
+}
+
+/// A wait queue known by what it does, with a name that matches no pattern: `payments.cooldown`
+/// holds messages for its TTL and dead-letters them back through `work` by their own routing
+/// key into `payments`, the one queue bound there. `payments` is a work queue, not a DLQ, and
+/// the pair a retry loop, whether or not `payments` is consumed when Warren looks.
+#[tokio::test]
+async fn a_wait_queue_is_known_by_its_topology_whatever_its_name() {
+    for broker in TestBroker::all() {
+        let vh = TestVhost::new(&broker, "ladder-topology").await;
+        let conn =
+            lapin::Connection::connect(&vh.amqp_url(), lapin::ConnectionProperties::default())
+                .await
+                .expect("connect");
+        let ch = conn.create_channel().await.expect("channel");
+        exchange(&ch, "work", ExchangeKind::Direct).await;
+        exchange(&ch, "hold", ExchangeKind::Direct).await;
+        queue(&ch, "payments", FieldTable::default()).await;
+        bind(&ch, "payments", "work", "payments").await;
+        queue(
+            &ch,
+            "payments.cooldown",
+            args(&[
+                ("x-message-ttl", AMQPValue::LongInt(1500)),
+                ("x-dead-letter-exchange", s("work")),
+            ]),
+        )
+        .await;
+        bind(&ch, "payments.cooldown", "hold", "payments").await;
+        queue(&ch, "payments.failed-for-good", FieldTable::default()).await;
+        let mgmt = management(&vh);
+        let consumer_ch = conn.create_channel().await.expect("channel");
+        for consumed in [false, true] {
+            if consumed {
+                consumer_ch
+                    .basic_consume(
+                        "payments".into(),
+                        "worker".into(),
+                        lapin::options::BasicConsumeOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await
+                    .expect("consume");
+            }
+            let d = discover::discover(&mgmt, &vh.name, &[])
+                .await
+                .expect("discover");
+            assert!(
+                d.dlq("payments").is_none(),
+                "{} (consumed: {consumed}): {:?}",
+                broker.label,
+                d.dead_letter_queues
+            );
+            assert_eq!(
+                d.retry_loops,
+                vec![RetryLoop {
+                    vhost: vh.name.clone(),
+                    work_queue: "payments".into(),
+                    wait_queue: "payments.cooldown".into(),
+                    ttl_ms: 1500
+                }],
+                "{} (consumed: {consumed})",
+                broker.label
+            );
+        }
+        let _ = conn.close(200, "done".into()).await;
+        vh.cleanup().await;
+    }
 }

@@ -71,6 +71,7 @@ fn opts() -> ReplayOptions {
     ReplayOptions {
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         target_queue: None,
         now: now(),
         run_id: None,
@@ -1389,6 +1390,7 @@ fn clear_expiry_removes_the_deadline_and_the_expiration_property() {
     let ex = explain(&dl);
     let clear = ReplayOptions {
         clear_expiry: true,
+        strip_failure_stamp: false,
         ..opts()
     };
     let p = replay::plan(&dl, &ex, &clear);
@@ -1613,6 +1615,7 @@ fn convention_names_are_stable() {
             "easynetq",
             "celery",
             "rascal",
+            "symfony",
             "ladder",
             "unknown"
         ]
@@ -1810,4 +1813,274 @@ fn a_configured_counter_on_a_framework_message_is_reset_too() {
     assert_eq!(p.reset, vec!["x-retry-count"]);
     assert_eq!(p.headers.get("x-retry-count"), Some(&HeaderValue::I32(0)));
     assert_eq!(p.attempts, Attempts::Reset);
+}
+
+// Symfony Messenger 5.4: headers and bodies as Symfony's real Worker wrote them into the failure
+// transport (captured from `tests/fixtures/symfony_worker.php` on 3.10.8, shortened).
+
+const SF_STAMP: &str = "X-Message-Stamp-Symfony\\Component\\Messenger\\Stamp\\";
+
+fn sf_letter(headers: Table, body: &[u8]) -> DeadLetter {
+    let mut dl = letter("failed_payments", headers, body);
+    dl.properties.message_id = None;
+    dl.delivery = Delivery {
+        exchange: "failed_payments".into(),
+        routing_key: "payments".into(),
+        ..Delivery::default()
+    };
+    dl
+}
+
+/// The JSON serializer's message after 2 retries (`retried`) or an unrecoverable failure.
+fn symfony_json(retried: bool) -> DeadLetter {
+    let redeliveries = if retried {
+        r#"[{"retryCount":1,"exceptionMessage":"2026-12-03T11:35:28+00:00","flattenException":null,"redeliveredAt":"2026-12-03T11:35:28+00:00"},{"retryCount":2,"exceptionMessage":"2026-12-03T11:35:28+00:00","flattenException":null,"redeliveredAt":"2026-12-03T11:35:28+00:00"},{"retryCount":0,"exceptionMessage":null,"flattenException":null,"redeliveredAt":"2026-12-03T11:35:29+00:00"}]"#
+    } else {
+        r#"[{"retryCount":0,"exceptionMessage":null,"flattenException":null,"redeliveredAt":"2026-12-03T11:35:29+00:00"}]"#
+    };
+    let mut h = vec![
+        (
+            format!("{SF_STAMP}DelayStamp"),
+            s(r#"[{"delay":200},{"delay":200},{"delay":0}]"#),
+        ),
+        (
+            format!("{SF_STAMP}ErrorDetailsStamp"),
+            s(
+                r#"[{"exceptionClass":"App\\CardDeclined","exceptionCode":0,"exceptionMessage":"card declined for order order-0001","flattenException":{"class":"App\\CardDeclined","message":"card declined for order order-0001","asString":"App\\CardDeclined: card declined for order order-0001 in \/app\/worker.php:98\nStack trace:\n#0 {main}"}}]"#,
+            ),
+        ),
+        (format!("{SF_STAMP}RedeliveryStamp"), s(redeliveries)),
+        (
+            format!("{SF_STAMP}SentToFailureTransportStamp"),
+            s(r#"[{"originalReceiverName":"async"}]"#),
+        ),
+        ("type".to_string(), s("App\\ChargeCard")),
+    ];
+    if retried {
+        h.push((
+            "x-death".into(),
+            HeaderValue::Array(vec![death(
+                2,
+                "expired",
+                "delay_payments_payments_200_retry",
+                "delays",
+                &["delay_payments_payments_200_retry"],
+                1_796_297_728,
+            )]),
+        ));
+        h.push((
+            "x-first-death-queue".into(),
+            s("delay_payments_payments_200_retry"),
+        ));
+        h.push(("x-first-death-reason".into(), s("expired")));
+    }
+    sf_letter(h.into_iter().collect(), br#"{"orderId":"order-0001"}"#)
+}
+
+/// PHP's `serialize` of a string, as `s:N:"…";`.
+fn php_s(v: &str) -> String {
+    format!("s:{}:\"{v}\";", v.len())
+}
+
+/// A private property's name as PHP serializes it: `\0Class\0name`.
+fn php_p(class: &str, name: &str) -> String {
+    php_s(&format!("\0Symfony\\Component\\{class}\0{name}"))
+}
+
+/// The PhpSerializer's body: `addslashes(serialize($envelope))`.
+fn symfony_php() -> DeadLetter {
+    let stamp = |n: &str| format!("Symfony\\Component\\Messenger\\Stamp\\{n}");
+    let redelivery = |n: i64| {
+        format!(
+            "O:49:\"{}\":2:{{{}i:{n};{}O:17:\"DateTimeImmutable\":3:{{s:4:\"date\";s:26:\"2026-12-03 11:45:4{n}.579671\";s:13:\"timezone_type\";i:3;s:8:\"timezone\";s:3:\"UTC\";}}}}",
+            stamp("RedeliveryStamp"),
+            php_p("Messenger\\Stamp\\RedeliveryStamp", "retryCount"),
+            php_p("Messenger\\Stamp\\RedeliveryStamp", "redeliveredAt"),
+        )
+    };
+    let raw = format!(
+        "O:36:\"Symfony\\Component\\Messenger\\Envelope\":2:{{{}a:3:{{{}a:1:{{i:0;O:51:\"{}\":2:{{{}{}{}{}}}}}{}a:3:{{i:0;{}i:1;{}i:2;{}}}{}a:1:{{i:0;O:61:\"{}\":1:{{{}{}}}}}}}{}O:14:\"App\\ChargeCard\":1:{{s:7:\"orderId\";s:10:\"order-0001\";}}}}",
+        php_p("Messenger\\Envelope", "stamps"),
+        php_s(&stamp("ErrorDetailsStamp")),
+        stamp("ErrorDetailsStamp"),
+        php_p("Messenger\\Stamp\\ErrorDetailsStamp", "exceptionClass"),
+        php_s("App\\CardDeclined"),
+        php_p("Messenger\\Stamp\\ErrorDetailsStamp", "exceptionMessage"),
+        php_s("card declined for order order-0001"),
+        php_s(&stamp("RedeliveryStamp")),
+        redelivery(1),
+        redelivery(2),
+        redelivery(0),
+        php_s(&stamp("SentToFailureTransportStamp")),
+        stamp("SentToFailureTransportStamp"),
+        php_p(
+            "Messenger\\Stamp\\SentToFailureTransportStamp",
+            "originalReceiverName"
+        ),
+        php_s("async"),
+        php_p("Messenger\\Envelope", "message"),
+    );
+    let mut body = String::new();
+    for c in raw.chars() {
+        match c {
+            '\0' => body.push_str("\\0"),
+            '"' | '\\' | '\'' => {
+                body.push('\\');
+                body.push(c);
+            }
+            c => body.push(c),
+        }
+    }
+    sf_letter(Table::new(), body.as_bytes())
+}
+
+#[test]
+fn symfony_failures_are_read_from_their_stamps_not_the_copied_x_death() {
+    for (dl, retries) in [
+        (symfony_json(true), 2),
+        (symfony_json(false), 0),
+        (symfony_php(), 2),
+    ] {
+        let ex = explain(&dl);
+        assert_eq!(ex.convention, Convention::Symfony, "{dl:?}");
+        let f = ex.fault.clone().expect("the exception");
+        assert_eq!(f.exception_type.as_deref(), Some("App\\CardDeclined"));
+        assert_eq!(
+            f.message.as_deref(),
+            Some("card declined for order order-0001")
+        );
+        assert_eq!(ex.retries, Some(retries));
+        assert_eq!(ex.message_type.as_deref(), Some("App\\ChargeCard"));
+        // The queue it failed in is the routing key Symfony sent it with, not the delay queue.
+        assert_eq!(ex.source.queue.as_deref(), Some("payments"));
+        let after = if retries == 0 {
+            "without retries".to_string()
+        } else {
+            format!("after {retries} retries")
+        };
+        assert_eq!(
+            ex.verdict,
+            format!(
+                "App\\CardDeclined in payments {after} on transport async: card declined for order order-0001"
+            )
+        );
+        assert!(ex.failed_at.is_some(), "{dl:?}");
+        // The delay queue's expiry, carried over: shown, never the arrival or the verdict.
+        assert_eq!(ex.deaths.copied, !ex.deaths.is_empty());
+        assert_eq!(warren::domain::arrival::exact_death(&ex.deaths), None);
+        assert!(
+            ex.fingerprint
+                .summary
+                .starts_with("App\\CardDeclined: card declined")
+        );
+        let p = plan_of(&dl, &ex);
+        assert_eq!(p.target, Some(direct("payments")));
+        assert_eq!(p.attempts, Attempts::Reset, "{p:?}");
+        let json = dl.headers.keys().any(|k| k.starts_with(SF_STAMP));
+        assert!(
+            p.warnings
+                .contains(&ReplayWarning::SymfonyDropsOnFailure { strippable: json }),
+            "{:?}",
+            p.warnings
+        );
+        assert!(!names(&p).iter().any(|n| n.starts_with("x-")), "{p:?}");
+    }
+
+    // Without ErrorDetailsStamp (a worker without that listener) the copied expiry is still not
+    // the verdict nor the group.
+    let mut bare = symfony_json(true);
+    bare.headers.remove(&format!("{SF_STAMP}ErrorDetailsStamp"));
+    let ex = explain(&bare);
+    assert_eq!(
+        ex.verdict,
+        "Symfony Messenger put it here without recording the failure (from payments)"
+    );
+    assert!(
+        !ex.fingerprint.summary.contains("delay_"),
+        "{:?}",
+        ex.fingerprint
+    );
+
+    // A Symfony worker without a failure transport whose queue dead-letters what it rejects: the
+    // broker's x-death is real there and says where it failed; Symfony's stamps say why.
+    let mut rejected = symfony_json(true);
+    rejected
+        .headers
+        .remove(&format!("{SF_STAMP}SentToFailureTransportStamp"));
+    rejected.headers.insert(
+        "x-death",
+        HeaderValue::Array(vec![death(
+            1,
+            "rejected",
+            "payments",
+            "payments",
+            &[""],
+            1_796_297_729,
+        )]),
+    );
+    rejected.delivery.routing_key = String::new();
+    let ex = explain(&rejected);
+    assert_eq!(ex.convention, Convention::Symfony);
+    assert!(!ex.deaths.copied);
+    assert_eq!(ex.source.queue.as_deref(), Some("payments"));
+    assert_eq!(
+        ex.verdict,
+        "App\\CardDeclined in payments after 2 retries: card declined for order order-0001"
+    );
+    let p = plan_of(&rejected, &ex);
+    assert_eq!(p.target, Some(direct("payments")));
+    assert!(
+        !p.warnings
+            .iter()
+            .any(|w| matches!(w, ReplayWarning::SymfonyDropsOnFailure { .. }))
+    );
+
+    // JSON: the retry count and the error go; the failure stamp only when asked.
+    let dl = symfony_json(true);
+    let ex = explain(&dl);
+    let kept = plan_of(&dl, &ex);
+    let failure = format!("{SF_STAMP}SentToFailureTransportStamp");
+    assert!(kept.removed.contains(&format!("{SF_STAMP}RedeliveryStamp")));
+    assert!(
+        kept.removed
+            .contains(&format!("{SF_STAMP}ErrorDetailsStamp"))
+    );
+    assert!(kept.headers.contains_key(&failure));
+    assert!(kept.headers.contains_key(&format!("{SF_STAMP}DelayStamp")));
+    assert_eq!(kept.headers.get_str("type"), Some("App\\ChargeCard"));
+    let stripped = replay::plan(
+        &dl,
+        &ex,
+        &ReplayOptions {
+            strip_failure_stamp: true,
+            ..opts()
+        },
+    );
+    assert!(!stripped.headers.contains_key(&failure));
+    assert!(stripped.removed.contains(&failure));
+    assert!(
+        !stripped
+            .warnings
+            .iter()
+            .any(|w| matches!(w, ReplayWarning::SymfonyDropsOnFailure { .. })),
+        "{:?}",
+        stripped.warnings
+    );
+    // PhpSerializer: the body is never changed; Symfony reads the last RedeliveryStamp, which
+    // its failure transport set to 0, so the budget is fresh; the stamp cannot be stripped.
+    let dl = symfony_php();
+    let ex = explain(&dl);
+    let p = replay::plan(
+        &dl,
+        &ex,
+        &ReplayOptions {
+            strip_failure_stamp: true,
+            ..opts()
+        },
+    );
+    assert_eq!(p.attempts, Attempts::Reset);
+    assert!(
+        p.warnings
+            .contains(&ReplayWarning::SymfonyDropsOnFailure { strippable: false })
+    );
 }

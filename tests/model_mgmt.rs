@@ -34,6 +34,7 @@ fn options() -> ReplayOptions {
     ReplayOptions {
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         target_queue: None,
         now: jiff::Timestamp::UNIX_EPOCH,
         run_id: None,

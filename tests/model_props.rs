@@ -275,6 +275,7 @@ fn options() -> impl Strategy<Value = ReplayOptions> {
         .prop_map(|(keep, clear, to, secs)| ReplayOptions {
             keep_attempts: keep,
             clear_expiry: clear,
+            strip_failure_stamp: false,
             target_queue: to,
             now: jiff::Timestamp::from_second(secs).unwrap_or(jiff::Timestamp::UNIX_EPOCH),
             run_id: None,

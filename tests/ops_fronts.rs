@@ -203,6 +203,7 @@ async fn a_viewer_moves_nothing_from_the_terminal_ui_and_its_header_says_read_on
                     expected: 3,
                     rate: 0,
                     keep_attempts: false,
+                    strip_failure_stamp: false,
                     dry_run: false,
                     job: job.clone(),
                     canary: None,

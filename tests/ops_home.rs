@@ -77,6 +77,7 @@ fn spec(queue: &str) -> ReplaySpec {
         allow_fan_out: false,
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         window: 1000,
         consent: ReadConsent::Reuse,
         run_id: None,

@@ -370,6 +370,7 @@ async fn plan_targets(
         queue: "orders.dlq".into(),
         selection: Selection::All,
         keep_attempts: false,
+        strip_failure_stamp: false,
         edited: None,
     })
     .await

@@ -111,16 +111,20 @@ async fn a_hand_rolled_ladder_is_read_by_its_headers_and_replayed_past_its_wait_
         return;
     };
     for broker in TestBroker::all() {
-        ladder_on(&broker, &modules).await;
+        // Named like a wait queue, and a name that matches no pattern: known by what it does
+        // (a TTL queue returning each message by its own key to one queue).
+        for wait in ["orders.wait", "orders.cooldown"] {
+            ladder_on(&broker, &modules, wait).await;
+        }
     }
 }
 
-async fn ladder_on(broker: &TestBroker, modules: &Path) {
+async fn ladder_on(broker: &TestBroker, modules: &Path, wait: &str) {
     let t0 = Instant::now();
     let vhost = TestVhost::new(broker, "ladder").await;
     let home = Home::new("ladder");
     let dir = home.dir.clone();
-    std::fs::write(dir.join("app.js"), LADDER_APP).expect("app.js");
+    std::fs::write(dir.join("app.js"), LADDER_APP.replace("orders.wait", wait)).expect("app.js");
     let conn = h::connect(&vhost).await;
     let url = vhost.amqp_url();
 
@@ -171,7 +175,7 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
     // replays.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let ch = conn.create_channel().await.expect("channel");
-    for q in ["orders", "orders.wait"] {
+    for q in ["orders", wait] {
         ch.queue_purge(q.into(), lapin::options::QueuePurgeOptions::default())
             .await
             .expect("purge the ladder's leftovers");
@@ -196,7 +200,7 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
         "{queues}"
     );
     assert_eq!(
-        kinds.get("orders.wait").map(String::as_str),
+        kinds.get(wait).map(String::as_str),
         Some("wait"),
         "{queues}"
     );
@@ -211,12 +215,12 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
         assert_eq!(m["retries"], 3, "{m}");
         assert_eq!(m["exception"]["message"], error_of[&id].as_str(), "{m}");
         // Past the wait queue the death names, to where it returns messages.
-        assert_eq!(m["replay_target"]["expected_queue"], "orders.wait", "{m}");
+        assert_eq!(m["replay_target"]["expected_queue"], wait, "{m}");
         assert_eq!(m["replay_target"]["rests_in"], "orders", "{m}");
         assert_eq!(
             str_of(&m, "verdict"),
             format!(
-                "A failure after 3 retries (x-retry-count): {} (copied here from wait queue orders.wait)",
+                "A failure after 3 retries (x-retry-count): {} (copied here from wait queue {wait})",
                 error_of[&id]
             ),
             "{m}"
@@ -307,7 +311,7 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
     for (id, counter) in &ran {
         assert_eq!(counter, "0", "{id} arrived with x-retry-count {counter}");
     }
-    for q in ["orders.dlq", "orders.wait", "orders"] {
+    for q in ["orders.dlq", wait, "orders"] {
         assert_eq!(h::amqp_depth(&conn, q).await, 0, "{q}");
     }
     let audit = warren(&vhost, &home, &["audit", "--json"]).await;
@@ -326,7 +330,7 @@ async fn ladder_on(broker: &TestBroker, modules: &Path) {
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
     eprintln!(
-        "ladder end to end on {} in {:?}",
+        "ladder ({wait}) end to end on {} in {:?}",
         broker.label,
         t0.elapsed()
     );

@@ -209,6 +209,7 @@ async fn tui_session(broker: TestBroker) {
                     selection: Selection::All,
                     keep_attempts,
                     edited: None,
+                    strip_failure_stamp: false,
                 })
                 .await
                 .expect("send");

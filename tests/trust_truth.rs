@@ -261,6 +261,7 @@ async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
                 expected: 3,
                 rate: 0,
                 keep_attempts: false,
+                strip_failure_stamp: false,
                 dry_run: false,
                 job: Default::default(),
                 canary: None,

@@ -52,6 +52,8 @@ fn preview(count: u64, reaches: &[&str]) -> Report {
         queue: "orders.dlq".into(),
         count,
         keep_attempts: false,
+        strip_failure_stamp: false,
+        failure_stamp_strippable: false,
         targets: vec!["orders.process (default exchange, routing key orders.process)".into()],
         reaches: reaches.iter().map(|s| s.to_string()).collect(),
         removes: [
@@ -868,6 +870,7 @@ fn dry_run_result() {
         allow_fan_out: false,
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         window: 500,
         consent: ReadConsent::Reuse,
         run_id: None,

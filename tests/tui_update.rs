@@ -827,6 +827,45 @@ fn keep_attempts_asks_for_the_plan_again_and_ignores_the_stale_one() {
     );
 }
 
+#[test]
+fn f_strips_symfonys_failure_stamp_only_where_the_plan_offers_it() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 3));
+    // No Symfony message with the stamp as a header: F does nothing.
+    assert!(update(&mut st, ch('F')).is_empty());
+    let offered = |strip: bool| {
+        let mut p = preview("orders.dlq", 3);
+        if let Report::ReplayPreview(p) = &mut p {
+            p.failure_stamp_strippable = true;
+            p.strip_failure_stamp = strip;
+        }
+        p
+    };
+    update(&mut st, offered(false));
+    let cmds = update(&mut st, ch('F'));
+    assert!(
+        matches!(
+            &cmds[..],
+            [Command::PreviewReplay {
+                strip_failure_stamp: true,
+                keep_attempts: false,
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+    // The plan for the old setting is stale; the one for the new setting is taken.
+    update(&mut st, offered(false));
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
+    update(&mut st, offered(true));
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(&cmds[..], [Command::Replay(r)] if r.strip_failure_stamp && !r.keep_attempts),
+        "{cmds:?}"
+    );
+}
+
 /// Opens invoices.dlq (a quorum queue with a limit of 20) and lets the worker answer.
 fn browsing_invoices() -> warren::tui::State {
     let mut st = loaded(false, Theme::color());

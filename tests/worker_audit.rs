@@ -106,6 +106,7 @@ async fn session(broker: TestBroker, create: bool) {
             expected: 3,
             rate: 0,
             keep_attempts: false,
+            strip_failure_stamp: false,
             dry_run: false,
             job: Default::default(),
             canary: None,
@@ -214,6 +215,7 @@ async fn asked(broker: TestBroker, answer: bool) {
             selection: Selection::All,
             keep_attempts: false,
             edited: None,
+            strip_failure_stamp: false,
         })
         .await
         .unwrap();

@@ -45,6 +45,7 @@ async fn paced_by_the_consumer(broker: TestBroker) {
             expected: u64::from(N),
             rate: 0,
             keep_attempts: false,
+            strip_failure_stamp: false,
             dry_run: false,
             job: Default::default(),
             max_backlog: Some(MAX),

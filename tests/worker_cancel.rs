@@ -73,6 +73,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
             expected: 4,
             rate: 10,
             keep_attempts: false,
+            strip_failure_stamp: false,
             dry_run: false,
             job: Default::default(),
             canary: None,

@@ -81,6 +81,7 @@ async fn session(broker: TestBroker) {
             selection: Selection::All,
             keep_attempts: false,
             edited: None,
+            strip_failure_stamp: false,
         })
         .await
         .unwrap();
@@ -98,6 +99,7 @@ async fn session(broker: TestBroker) {
             expected: u64::from(MESSAGES),
             rate: 0,
             keep_attempts: false,
+            strip_failure_stamp: false,
             dry_run: false,
             job: Default::default(),
             canary: None,

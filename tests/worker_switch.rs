@@ -165,6 +165,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
             expected: 3,
             rate: 50,
             keep_attempts: false,
+            strip_failure_stamp: false,
             dry_run: true,
             job: Default::default(),
             canary: None,

@@ -33,8 +33,10 @@ pub async fn discover(
 ) -> Result<Discovery, ManagementError> {
     let (overview, topo) = tokio::join!(mgmt.overview(), topology(mgmt, vhost));
     let features = overview?.features;
-    let mut d = discovery::discover(&topo?, &features, patterns);
+    let topo = topo?;
+    let mut d = discovery::discover(&topo, &features, patterns);
     d.set_vhost(vhost);
+    by_content(mgmt, vhost, &topo, &mut d).await;
     feeder_consumers(mgmt, &mut d).await;
     Ok(d)
 }
@@ -49,6 +51,7 @@ pub async fn discover_with(
     let topo = topology(mgmt, vhost).await?;
     let mut d = discovery::discover(&topo, features, patterns);
     d.set_vhost(vhost);
+    by_content(mgmt, vhost, &topo, &mut d).await;
     feeder_consumers(mgmt, &mut d).await;
     Ok(d)
 }
@@ -82,18 +85,55 @@ pub async fn discover_all(
             t.bindings.push(b);
         }
     }
-    let mut all: Vec<(String, Discovery)> = by
-        .into_iter()
-        .map(|(v, topo)| {
-            let mut d = discovery::discover(&topo, features, patterns);
-            d.set_vhost(&v);
-            (v, d)
-        })
-        .collect();
+    let mut all: Vec<(String, Discovery)> = Vec::new();
+    for (v, topo) in by {
+        let mut d = discovery::discover(&topo, features, patterns);
+        d.set_vhost(&v);
+        by_content(mgmt, &v, &topo, &mut d).await;
+        all.push((v, d));
+    }
     for (_, d) in &mut all {
         feeder_consumers(mgmt, d).await;
     }
     Ok(all)
+}
+
+/// Queues known by what their messages are (Symfony's failure transport, which nothing
+/// dead-letters into): the head message of each candidate the pure rules name
+/// (`discovery::content`) is read through the management API with a requeue, which puts a
+/// classic queue's message back in its place; a read that fails leaves the queue as listed.
+async fn by_content(mgmt: &Management, vhost: &str, topo: &Topology, d: &mut Discovery) {
+    use discovery::content;
+    for name in content::candidates(topo, d) {
+        let body = serde_json::json!({
+            "count": 1,
+            "ackmode": "ack_requeue_true",
+            "encoding": "auto",
+            "truncate": crate::domain::convention::HASHED_BODY,
+        });
+        let what = format!("read the head of queue '{name}' in vhost '{vhost}'");
+        let Ok(v) = mgmt
+            .send_json(
+                reqwest::Method::POST,
+                &["queues", vhost, &name, "get"],
+                Some(&body),
+                &what,
+            )
+            .await
+        else {
+            continue;
+        };
+        let Some(head) = v.as_array().and_then(|a| a.first()) else {
+            continue;
+        };
+        if let Some(c) = crate::domain::json::dead_letter_from_mgmt(&name, 0, head)
+            .ok()
+            .as_ref()
+            .and_then(content::convention_of)
+        {
+            d.found_by_content(&name, c);
+        }
+    }
 }
 
 /// Most feeding queues asked for their consumers in one discovery; the rest stay unknown.

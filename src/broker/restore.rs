@@ -532,6 +532,7 @@ pub async fn plan_replay(
         allow_fan_out: way.allow_fan_out,
         keep_attempts: way.keep_attempts,
         clear_expiry: false,
+        strip_failure_stamp: false,
         window: messages.len().max(1),
         consent: way.consent,
         // Shown, not published: the id goes into the job's messages.
@@ -557,6 +558,7 @@ pub async fn plan_replay(
         window: spec.window,
         keep_attempts: way.keep_attempts,
         clear_expiry: false,
+        strip_failure_stamp: false,
         to: way.to.clone(),
         allowed_targets: preview.allowed.clone(),
         redirects: preview.redirects.clone(),

@@ -94,6 +94,7 @@ async fn spec_for(
         allow_fan_out: false,
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         window: pick.window.unwrap_or(s.target.settings.replay.window),
         consent: commands::consent(c),
         // Archive and discard write no replay header.

@@ -279,6 +279,11 @@ pub struct ReplayArgs {
     /// and the `expiration` property) and the audit records it. Without it they stay in the DLQ.
     #[arg(long)]
     pub clear_expiry: bool,
+    /// Symfony Messenger (JSON serializer): remove `SentToFailureTransportStamp`, so a message
+    /// that fails all its retries again goes back to the failure transport; Symfony 5.4 drops
+    /// one that still carries the stamp.
+    #[arg(long)]
+    pub strip_failure_stamp: bool,
     /// Show the plan and touch nothing.
     #[arg(long)]
     pub dry_run: bool,

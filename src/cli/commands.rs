@@ -610,6 +610,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         allow_fan_out: a.allow_fan_out,
         keep_attempts: a.keep_attempts,
         clear_expiry: a.clear_expiry,
+        strip_failure_stamp: a.strip_failure_stamp,
         window: a.pick.window.unwrap_or(s.target.settings.replay.window),
         consent: consent(c),
         run_id: None,

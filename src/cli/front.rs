@@ -264,6 +264,7 @@ fn print_restore_plan(p: &ops::restore::Planned, json: bool) {
             allow_fan_out: false,
             keep_attempts: false,
             clear_expiry: false,
+            strip_failure_stamp: false,
             window: usize::try_from(preview.examined)
                 .unwrap_or(usize::MAX)
                 .max(1),

@@ -84,6 +84,7 @@ pub(crate) fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
         "expired": p.expired.values().sum::<u64>(),
         "expired_stay": if spec.clear_expiry { 0 } else { p.expired.values().sum::<u64>() },
         "clear_expiry": spec.clear_expiry,
+        "strip_failure_stamp": spec.strip_failure_stamp,
         "notices": p.notices,
         "replayed_before": p.replayed_before,
         "warnings": p.warnings,

@@ -134,6 +134,7 @@ pub(crate) fn print_messages(
     let opts = crate::domain::replay::ReplayOptions {
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         target_queue: None,
         now,
         run_id: None,
@@ -198,6 +199,11 @@ pub(crate) fn print_messages(
         if let Some(f) = &again {
             let by = authors.get(&f.run_id).map(String::as_str);
             crate::outln!("  {}", one_line(&f.describe(by), 240));
+        }
+        if x.deaths.copied {
+            crate::outln!(
+                "  x-death: a copy Symfony carried over from the delivery that failed (its delay queue), not why it failed"
+            );
         }
         for d in &x.deaths.entries {
             crate::outln!(
@@ -307,6 +313,9 @@ fn show_json(
         "convention": x.convention.as_str(),
         "verdict": x.verdict,
         "deaths": deaths,
+        // Symfony publishes to its failure transport with the failed delivery's headers: its
+        // `x-death` is its delay queue's, copied, not a verdict.
+        "deaths_copied": x.deaths.copied,
         "exception": exception,
         "source_queue": x.source.queue,
         "replay_target": target,
@@ -406,6 +415,7 @@ async fn rests(
     let opts = crate::domain::replay::ReplayOptions {
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         target_queue: None,
         now: jiff::Timestamp::now(),
         run_id: None,

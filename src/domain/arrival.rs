@@ -133,12 +133,15 @@ impl Arrival {
 /// The newest death's time when it happened exactly once: then the message arrived at that
 /// time.
 pub fn exact_death(deaths: &DeathHistory) -> Option<Timestamp> {
-    let newest = deaths.entries.first()?;
+    let newest = deaths.entries.first().filter(|_| !deaths.copied)?;
     (newest.count == Some(1)).then_some(newest.time).flatten()
 }
 
 /// The newest death's (first) time: the earliest the message can have arrived where it is.
 pub fn newest_death(deaths: &DeathHistory) -> Option<Timestamp> {
+    if deaths.copied {
+        return None;
+    }
     deaths.entries.first().and_then(|d| d.time)
 }
 

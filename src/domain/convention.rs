@@ -36,6 +36,8 @@ pub enum Convention {
     Celery,
     /// rascal (Node): one `rascal` table header; republished and nacked (`x-death`) or forwarded.
     Rascal,
+    /// Symfony Messenger (5.4+): its failure transport's messages, read by their stamps.
+    Symfony,
     /// A team's own retry ladder: its counter and error text in headers named in
     /// `[conventions]` (`x-retry-count`, `x-last-error`, …).
     Ladder,
@@ -57,6 +59,7 @@ impl Convention {
             Convention::EasyNetQ => "easynetq",
             Convention::Celery => "celery",
             Convention::Rascal => "rascal",
+            Convention::Symfony => "symfony",
             Convention::Ladder => "ladder",
             Convention::Unknown => "unknown",
         }
@@ -76,13 +79,14 @@ impl Convention {
             Convention::EasyNetQ => "EasyNetQ",
             Convention::Celery => "Celery",
             Convention::Rascal => "rascal",
+            Convention::Symfony => "Symfony Messenger",
             Convention::Ladder => "retry ladder",
             Convention::Unknown => "unknown",
         }
     }
 
     /// Every convention, for filters and help text.
-    pub const ALL: [Convention; 13] = [
+    pub const ALL: [Convention; 14] = [
         Convention::Broker,
         Convention::MassTransit,
         Convention::Spring,
@@ -94,6 +98,7 @@ impl Convention {
         Convention::EasyNetQ,
         Convention::Celery,
         Convention::Rascal,
+        Convention::Symfony,
         Convention::Ladder,
         Convention::Unknown,
     ];
@@ -211,6 +216,9 @@ pub struct Reading {
     /// The retry limit the message itself states (dramatiq's `options.max_retries`); `None` when
     /// it states none and the worker's setting decides.
     pub retry_limit: Option<RetryLimit>,
+    /// The framework published the message here with the headers of the delivery that failed
+    /// (Symfony's failure transport): its `x-death` is a copy, not how it came here.
+    pub deaths_copied: bool,
 }
 
 /// A retry limit a message states.
@@ -253,6 +261,10 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Conv
     }
     if h.contains_key("retry_info") {
         return Convention::Sneakers;
+    }
+    // Symfony's stamps: in headers (JSON serializer) or the body's envelope (PhpSerializer).
+    if super::symfony::serializer(dl).is_some() {
+        return Convention::Symfony;
     }
     // Header records before the body-read ones: what a replay changes in the headers must not
     // depend on the body.
@@ -300,6 +312,7 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Readin
         Convention::EasyNetQ => easynetq(dl),
         Convention::Celery => celery(dl),
         Convention::Rascal => rascal(dl),
+        Convention::Symfony => super::symfony::read(dl, Reading::empty(convention)),
         Convention::Ladder => ladder(dl, own),
     };
     // A configured counter is one Warren knows of whoever wrote the rest: a replay resets it
@@ -314,18 +327,10 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Readin
     if r.error_headers.is_empty() {
         r.error_headers = own.error_headers_in(&dl.headers);
     }
-    // The broker's record fills what the framework did not say.
-    if let Some(origin) = deaths.origin_entry() {
-        if r.source.queue.is_none() {
-            r.source.queue = origin.queue.clone();
-        }
-        if convention == Convention::Broker {
-            r.source.exchange = origin.exchange.clone();
-            r.source.routing_key = origin.routing_keys.first().cloned();
-            r.retries = origin.count;
-        }
-    } else if r.source.queue.is_none() {
-        r.source.queue = deaths.origin_queue().map(str::to_string);
+    // The broker's record fills what the framework did not say. Symfony's `x-death` is a copy
+    // of its delay queue's: not where the message failed.
+    if !r.deaths_copied {
+        fill_from_deaths(&mut r, deaths);
     }
     if r.failed_at.is_none() {
         r.failed_at = deaths.latest_time();
@@ -337,6 +342,21 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Readin
         r.message_type = nonempty(dl.properties.kind.clone());
     }
     r
+}
+
+fn fill_from_deaths(r: &mut Reading, deaths: &DeathHistory) {
+    if let Some(origin) = deaths.origin_entry() {
+        if r.source.queue.is_none() {
+            r.source.queue = origin.queue.clone();
+        }
+        if r.convention == Convention::Broker {
+            r.source.exchange = origin.exchange.clone();
+            r.source.routing_key = origin.routing_keys.first().cloned();
+            r.retries = origin.count;
+        }
+    } else if r.source.queue.is_none() {
+        r.source.queue = deaths.origin_queue().map(str::to_string);
+    }
 }
 
 impl Reading {
@@ -353,6 +373,7 @@ impl Reading {
             counter_headers: Vec::new(),
             error_headers: Vec::new(),
             retry_limit: None,
+            deaths_copied: false,
         }
     }
 }

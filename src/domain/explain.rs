@@ -70,8 +70,9 @@ fn explain_parts(
     audited_replays: i64,
     story: bool,
 ) -> Explanation {
-    let deaths = xdeath::parse(&dl.headers);
+    let mut deaths = xdeath::parse(&dl.headers);
     let reading = convention::read(dl, &deaths, own);
+    deaths.copied = reading.deaths_copied && !deaths.is_empty();
     let replay_count = dl
         .headers
         .get_i64(REPLAY_COUNT_HEADER)

@@ -133,7 +133,8 @@ pub fn fingerprint(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory) -> Fing
             return make(&["actor", a], format!("{a}: no traceback recorded"));
         }
     }
-    let origin = deaths.origin_entry();
+    // A history a framework carried over (Symfony's) is not how the message came here.
+    let origin = deaths.origin_entry().filter(|_| !deaths.copied);
     // Celery records no exception: tasks group by name and what the broker saw.
     if ex.convention == Convention::Celery
         && let Some(task) = ex.message_type.as_deref()
@@ -155,7 +156,7 @@ pub fn fingerprint(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory) -> Fing
         let queue = origin.queue.as_deref().unwrap_or("?");
         return make(&["death", reason, queue], format!("{reason} in {queue}"));
     }
-    if let Some(q) = deaths.origin_queue() {
+    if let Some(q) = deaths.origin_queue().filter(|_| !deaths.copied) {
         return make(&["death", "?", q], format!("dead-lettered from {q}"));
     }
     make(

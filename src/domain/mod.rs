@@ -30,6 +30,7 @@ pub mod replay;
 pub mod sanitize;
 pub mod selection;
 pub mod snapshot;
+pub mod symfony;
 pub mod urgency;
 pub mod value;
 pub mod verdict;

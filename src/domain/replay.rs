@@ -49,6 +49,10 @@ pub struct ReplayOptions {
     /// `--clear-expiry`: a message whose framework deadline has passed goes out without it (the
     /// deadline header and the `expiration` property), instead of staying in the DLQ.
     pub clear_expiry: bool,
+    /// `--strip-failure-stamp`: a Symfony message (JSON serializer) goes out without
+    /// `SentToFailureTransportStamp`, so Symfony 5.4 sends it to the failure transport again
+    /// should it fail again, instead of dropping it.
+    pub strip_failure_stamp: bool,
     /// `--to`: publish to this queue through the default exchange, whatever the convention says.
     pub target_queue: Option<String>,
     /// The replay time, passed in so planning stays pure.
@@ -116,6 +120,10 @@ pub enum ReplayWarning {
     AttemptsKept,
     /// The per-message TTL the broker removed on expiry is not put back.
     ExpirationNotRestored { ms: String },
+    /// Symfony 5.4 drops a message carrying `SentToFailureTransportStamp` that fails all its
+    /// retries again. `strippable`: the stamp is a header (JSON serializer), which
+    /// `--strip-failure-stamp` removes; with the PhpSerializer it is in the body.
+    SymfonyDropsOnFailure { strippable: bool },
 }
 
 impl fmt::Display for ReplayWarning {
@@ -151,6 +159,12 @@ impl fmt::Display for ReplayWarning {
             ReplayWarning::ExpirationNotRestored { ms } => write!(
                 f,
                 "its per-message TTL of {ms} ms is not restored (it would expire again)"
+            ),
+            ReplayWarning::SymfonyDropsOnFailure { strippable: true } => f.write_str(
+                "Symfony will drop it if it fails its retries again: it carries SentToFailureTransportStamp, and Symfony 5.4 never sends a message to the failure transport twice; --strip-failure-stamp removes the stamp so a second failure comes back",
+            ),
+            ReplayWarning::SymfonyDropsOnFailure { strippable: false } => f.write_str(
+                "Symfony will drop it if it fails its retries again: it carries SentToFailureTransportStamp inside its PhpSerializer body, which a replay never changes, and Symfony 5.4 never sends a message to the failure transport twice",
             ),
         }
     }
@@ -374,6 +388,12 @@ const REBUS: &[Rule] = &[
     Rule::Exact("rbs2-defer-count"),
 ];
 const SNEAKERS: &[Rule] = &[Rule::Exact("retry_info")];
+/// Symfony's retry count and error record (JSON serializer); its `SentToFailureTransportStamp`
+/// goes only when asked (`ReplayOptions::strip_failure_stamp`).
+const SYMFONY: &[Rule] = &[
+    Rule::Exact(super::symfony::REDELIVERY_HEADER),
+    Rule::Exact(super::symfony::ERROR_HEADER),
+];
 /// rascal's forwards carry `CC`, which the broker routes by on publish: a replay through the
 /// default exchange would copy the message to a queue named like it. Its record is the `rascal`
 /// table, trimmed by [`RASCAL_TRIMMED`] rather than removed.
@@ -419,7 +439,12 @@ fn counters(c: Convention) -> &'static [Counter] {
             Counter::Nested("rascal", "redeliveries"),
         ],
         // A ladder's counters are the configured names the message carries: `Explanation::counter_headers`.
-        Convention::Broker | Convention::EasyNetQ | Convention::Ladder | Convention::Unknown => &[],
+        // Symfony's: what it reads, the last `RedeliveryStamp` (see `attempts_after`).
+        Convention::Broker
+        | Convention::EasyNetQ
+        | Convention::Symfony
+        | Convention::Ladder
+        | Convention::Unknown => &[],
     }
 }
 
@@ -475,6 +500,7 @@ fn convention_rules(c: Convention) -> &'static [Rule] {
         Convention::Rebus => REBUS,
         Convention::Sneakers => SNEAKERS,
         Convention::Rascal => RASCAL,
+        Convention::Symfony => SYMFONY,
         Convention::Broker
         | Convention::Dramatiq
         | Convention::EasyNetQ
@@ -553,10 +579,11 @@ pub fn plan_with(
         headers.retain(|k, _| !is_stripped(ex.convention, k));
         reset_attempts(ex, &mut headers, &mut removed, &mut reset);
     }
+    symfony_failure_stamp(dl, ex, opts, &mut headers, &mut removed, &mut warnings);
     let attempts = if opts.keep_attempts {
         Attempts::Kept
     } else {
-        attempts_after(ex, &headers)
+        attempts_after(dl, ex, &headers)
     };
 
     // The framework's deadline, against the replay time passed in.
@@ -706,8 +733,34 @@ fn reset_attempts(
     }
 }
 
+/// Symfony's `SentToFailureTransportStamp`: removed when asked and it is a header; otherwise the
+/// plan warns that Symfony drops the message should it fail again.
+fn symfony_failure_stamp(
+    dl: &DeadLetter,
+    ex: &Explanation,
+    opts: &ReplayOptions,
+    headers: &mut Table,
+    removed: &mut Vec<String>,
+    warnings: &mut Vec<ReplayWarning>,
+) {
+    use super::symfony::{self, FAILURE_HEADER, Serializer};
+    if ex.convention != Convention::Symfony {
+        return;
+    }
+    let json = symfony::serializer(dl) == Some(Serializer::Json);
+    if json && opts.strip_failure_stamp {
+        if headers.remove(FAILURE_HEADER).is_some() {
+            removed.push(FAILURE_HEADER.to_string());
+        }
+        return;
+    }
+    if symfony::record(dl).failed_before {
+        warnings.push(ReplayWarning::SymfonyDropsOnFailure { strippable: json });
+    }
+}
+
 /// Whether every counter Warren knows of was reset in `headers`, or which survive.
-fn attempts_after(ex: &Explanation, headers: &Table) -> Attempts {
+fn attempts_after(dl: &DeadLetter, ex: &Explanation, headers: &Table) -> Attempts {
     let surviving: Vec<String> = BROKER_COUNTERS
         .iter()
         .chain(counters(ex.convention))
@@ -731,6 +784,11 @@ fn attempts_after(ex: &Explanation, headers: &Table) -> Attempts {
                 .filter(|v| v.as_i64() != Some(0))
                 .map(|_| format!("header {n}"))
         }))
+        .chain(
+            (ex.convention == Convention::Symfony
+                && !super::symfony::retry_count_reset(dl, headers))
+            .then(|| "Symfony's last RedeliveryStamp".to_string()),
+        )
         .collect();
     if surviving.is_empty() {
         Attempts::Reset
@@ -855,6 +913,7 @@ fn convention_target(
         | Convention::EasyNetQ
         | Convention::Celery
         | Convention::Rascal
+        | Convention::Symfony
         | Convention::Ladder
         | Convention::Unknown => match source_queue {
             Some(q) => Some(ReplayTarget::queue(q)),

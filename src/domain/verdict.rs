@@ -21,7 +21,7 @@ pub fn verdict(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory, replay_coun
         f
     } else if ex.convention == Convention::Celery {
         celery(dl, ex, deaths)
-    } else if let Some(b) = broker(deaths) {
+    } else if let Some(b) = broker(deaths).filter(|_| !deaths.copied) {
         b
     } else if ex.convention == Convention::Unknown {
         format!(
@@ -162,6 +162,7 @@ fn retries_phrase(dl: &DeadLetter, ex: &Reading) -> Option<String> {
                 (None, None) => None,
             }
         }
+        Convention::Symfony => super::symfony::retries_phrase(dl, n),
         // The app's own count, under the header it chose.
         Convention::Ladder => n.map(|n| {
             let header = ex.counter_headers.first().map_or("", String::as_str);

@@ -102,6 +102,10 @@ pub struct DeathHistory {
     pub last: Option<DeathSummary>,
     /// What could not be read, in words, for display next to the history.
     pub problems: Vec<String>,
+    /// A framework carried this history over from the delivery that failed when it published
+    /// the message here (Symfony's failure transport: its delay queue's expiry): shown as what it
+    /// is, never taken for how or when the message came here.
+    pub copied: bool,
 }
 
 impl DeathHistory {

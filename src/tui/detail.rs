@@ -132,6 +132,12 @@ fn timeline(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
         return;
     }
     out.push(heading("timeline (UTC)", t.muted));
+    if exp.deaths.copied {
+        out.push(Line::styled(
+            "  x-death copied by Symfony from the delivery that failed (its delay queue): not why it failed",
+            t.warn,
+        ));
+    }
     let mut deaths: Vec<_> = exp.deaths.entries.iter().collect();
     deaths.sort_by_key(|d| d.time.map_or(i64::MAX, |t| t.as_second()));
     if let Some(first) = deaths.first() {
@@ -290,6 +296,7 @@ fn replay_preview(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
     let opts = ReplayOptions {
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
         target_queue: None,
         now: state.now,
         run_id: None,

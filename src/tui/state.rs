@@ -242,6 +242,8 @@ pub struct ReplayModal {
     pub max_backlog: u64,
     pub backlog_text: String,
     pub keep_attempts: bool,
+    /// Symfony's `SentToFailureTransportStamp` removed (offered when the plan has it as a header).
+    pub strip_failure_stamp: bool,
     pub dry_run: bool,
     /// The count typed by the operator (required above `TYPED_CONFIRM_ABOVE`).
     pub typed: String,
@@ -275,6 +277,7 @@ impl ReplayModal {
             max_backlog: 0,
             backlog_text: "0".into(),
             keep_attempts: false,
+            strip_failure_stamp: false,
             dry_run: false,
             typed: String::new(),
             field: ModalField::Count,

@@ -172,6 +172,17 @@ fn replay_read_text(p: &crate::broker::session::Preview) -> String {
     )
 }
 
+/// Whether some message of the plan carries Symfony's failure stamp as a header: the plan warns
+/// it may be stripped, or strips it.
+fn failure_stamp_strippable(p: &crate::broker::session::Preview) -> bool {
+    use crate::domain::replay::ReplayWarning;
+    let offer = ReplayWarning::SymfonyDropsOnFailure { strippable: true }.to_string();
+    p.warnings.contains_key(&offer)
+        || p.removed
+            .iter()
+            .any(|h| h == crate::domain::symfony::FAILURE_HEADER)
+}
+
 fn replay_preview(
     p: &crate::broker::session::Preview,
     spec: &crate::broker::session::ReplaySpec,
@@ -208,6 +219,8 @@ fn replay_preview(
         adds: p.added.iter().cloned().collect(),
         replayed_before: p.replayed_before,
         keep_attempts: spec.keep_attempts,
+        strip_failure_stamp: spec.strip_failure_stamp,
+        failure_stamp_strippable: failure_stamp_strippable(p),
         warnings,
         create_audit: None,
         ticket,

@@ -395,6 +395,7 @@ async fn perform(
                 queue,
                 selection,
                 keep_attempts,
+                strip_failure_stamp,
                 restore: None,
                 edited,
             },
@@ -402,7 +403,14 @@ async fn perform(
         ) => match session_of(&ss, &vhost).await {
             Ok(s) => (
                 vec![
-                    runs::preview(&s, (queue, selection, edited), keep_attempts, ticket, ops).await,
+                    runs::preview(
+                        &s,
+                        (queue, selection, edited),
+                        (keep_attempts, strip_failure_stamp),
+                        ticket,
+                        ops,
+                    )
+                    .await,
                 ],
                 None,
             ),
@@ -958,7 +966,7 @@ fn spec_for(
     queue: String,
     selection: crate::domain::selection::Selection,
     rate: Option<f64>,
-    keep_attempts: bool,
+    (keep_attempts, strip_failure_stamp): (bool, bool),
 ) -> ReplaySpec {
     ReplaySpec {
         queue,
@@ -969,6 +977,7 @@ fn spec_for(
         allow_fan_out: false,
         keep_attempts,
         clear_expiry: false,
+        strip_failure_stamp,
         window: s.target.settings.replay.window,
         // The TUI plans from what it already read: a quorum queue is not read again for a plan.
         consent: ReadConsent::Reuse,

@@ -82,6 +82,7 @@ pub enum Work {
         queue: String,
         selection: Selection,
         keep_attempts: bool,
+        strip_failure_stamp: bool,
         /// A restore's plan (the queue is the archive), not a replay's.
         restore: Option<super::protocol::RestoreHow>,
         /// Edit, then replay: the edited document.
@@ -266,11 +267,13 @@ impl<S: Clone> Plan<S> {
                 selection,
                 keep_attempts,
                 edited,
+                strip_failure_stamp,
             } => self.request(Work::Preview {
                 vhost,
                 queue,
                 selection,
                 keep_attempts,
+                strip_failure_stamp,
                 restore: None,
                 edited,
             }),
@@ -287,6 +290,7 @@ impl<S: Clone> Plan<S> {
                 queue,
                 selection,
                 keep_attempts: false,
+                strip_failure_stamp: false,
                 restore: Some(how),
                 edited: None,
             }),
@@ -727,6 +731,7 @@ mod tests {
             selection: Selection::All,
             keep_attempts: false,
             edited: None,
+            strip_failure_stamp: false,
         }
     }
 

@@ -36,6 +36,8 @@ pub enum Command {
         keep_attempts: bool,
         /// Edit, then replay: the operator's edited document (`domain::edit`).
         edited: Option<String>,
+        /// Symfony's `SentToFailureTransportStamp` removed (`--strip-failure-stamp`).
+        strip_failure_stamp: bool,
     },
     /// Work out what restoring `selection` from the archive stream `queue` would do (answer:
     /// `Report::RestorePreview`).
@@ -149,6 +151,8 @@ pub struct ReplayRequest {
     pub rate: u32,
     /// Keep the retry counters instead of resetting them.
     pub keep_attempts: bool,
+    /// Remove Symfony's `SentToFailureTransportStamp` (`--strip-failure-stamp`).
+    pub strip_failure_stamp: bool,
     pub dry_run: bool,
     /// What the run does with the selection: a replay, or the other ways out of a DLQ.
     pub job: JobKind,
@@ -448,6 +452,11 @@ pub struct ReplayPreview {
     pub replayed_before: u64,
     /// Whether this plan keeps attempts (a plan for the other setting is stale).
     pub keep_attempts: bool,
+    /// Whether this plan strips Symfony's failure stamp (likewise).
+    pub strip_failure_stamp: bool,
+    /// Some message carries Symfony's `SentToFailureTransportStamp` as a header, which the
+    /// replay may strip (the modal offers the key only then).
+    pub failure_stamp_strippable: bool,
     /// Anything the operator must read before accepting (skipped endpoint, unroutable, …).
     pub warnings: Vec<String>,
     /// The broker's shared record (the audit stream) is missing and the context does not say

@@ -56,11 +56,12 @@ fn group_label(selection: &Selection) -> Option<String> {
 pub(super) async fn preview(
     s: &Session,
     (queue, selection, edited): (String, Selection, Option<String>),
-    keep_attempts: bool,
+    // Attempts kept, and Symfony's failure stamp stripped.
+    headers: (bool, bool),
     ticket: Ticket,
     ops: &Ops,
 ) -> Report {
-    let spec = super::spec_for(s, queue.clone(), selection, None, keep_attempts);
+    let spec = super::spec_for(s, queue.clone(), selection, None, headers);
     let req = ReplayRequest {
         spec,
         dry_run: true,
@@ -109,7 +110,7 @@ pub(super) async fn replay(
         req.queue.clone(),
         req.selection.clone(),
         rate,
-        req.keep_attempts,
+        (req.keep_attempts, req.strip_failure_stamp),
     );
     spec.limit = Some(req.expected);
     spec.max_backlog = req.max_backlog;
@@ -182,7 +183,13 @@ pub(super) async fn archive_or_discard(
             Err(e) => return plan::replay_failed(&req, &format!("{e}; nothing deleted")),
         },
     };
-    let mut spec = super::spec_for(&s, req.queue.clone(), req.selection.clone(), None, false);
+    let mut spec = super::spec_for(
+        &s,
+        req.queue.clone(),
+        req.selection.clone(),
+        None,
+        (false, false),
+    );
     spec.limit = Some(req.expected);
     let areq = ArchiveRequest {
         spec,

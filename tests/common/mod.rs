@@ -355,6 +355,7 @@ pub fn replay_all(vhost: &str, queue: &str, expected: u64) -> warren::worker::pr
         expected,
         rate: 0,
         keep_attempts: false,
+        strip_failure_stamp: false,
         dry_run: false,
         job: Default::default(),
         canary: None,

@@ -172,6 +172,7 @@ pub fn plan_publish(
         &ReplayOptions {
             keep_attempts: job.keep_attempts,
             clear_expiry: job.clear_expiry,
+            strip_failure_stamp: job.strip_failure_stamp,
             target_queue: job.to.clone(),
             // Decided per message at the moment it is taken: a deadline may pass mid-run.
             now: jiff::Timestamp::now(),

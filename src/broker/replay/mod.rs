@@ -100,6 +100,8 @@ pub struct Job {
     pub keep_attempts: bool,
     /// `--clear-expiry`: replay a message whose framework deadline has passed, without it.
     pub clear_expiry: bool,
+    /// `--strip-failure-stamp`: Symfony's `SentToFailureTransportStamp` removed.
+    pub strip_failure_stamp: bool,
     /// `--to QUEUE`.
     pub to: Option<String>,
     /// Targets checked by the preflight (they exist, and fan-out was allowed or absent). A

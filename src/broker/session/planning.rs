@@ -289,6 +289,7 @@ impl Session {
         let opts = ReplayOptions {
             keep_attempts: spec.keep_attempts,
             clear_expiry: spec.clear_expiry,
+            strip_failure_stamp: spec.strip_failure_stamp,
             target_queue: spec.to.clone(),
             now,
             run_id: None,

@@ -265,6 +265,9 @@ pub struct ReplaySpec {
     pub keep_attempts: bool,
     /// Replay messages whose framework deadline has passed, without the deadline.
     pub clear_expiry: bool,
+    /// `--strip-failure-stamp`: Symfony messages go out without `SentToFailureTransportStamp`
+    /// (see `ReplayOptions::strip_failure_stamp`).
+    pub strip_failure_stamp: bool,
     pub window: usize,
     /// Whether looking at the queue may spend deliveries Warren has spent before.
     pub consent: ReadConsent,

@@ -220,6 +220,7 @@ impl Session {
             window: spec.window,
             keep_attempts: spec.keep_attempts,
             clear_expiry: spec.clear_expiry,
+            strip_failure_stamp: spec.strip_failure_stamp,
             to: spec.to.clone(),
             allowed_targets: work.allowed_targets,
             redirects: work.redirects,

@@ -82,6 +82,29 @@ pub struct DlqInfo {
 }
 
 impl DlqInfo {
+    /// A queue listed among the others, taken for a dead end of `kind` by something other than
+    /// its feeders (nothing feeds it): the archive stream, or what its messages are.
+    pub(crate) fn from_other(q: QueueSummary, kind: DlqKind, convention: Convention) -> DlqInfo {
+        DlqInfo {
+            context: String::new(),
+            vhost: q.vhost,
+            name: q.name,
+            kind,
+            convention,
+            depth: q.depth,
+            messages_ready: q.depth,
+            messages_unacknowledged: None,
+            consumers: q.consumers,
+            queue_type: q.queue_type,
+            feeders: Vec::new(),
+            feeders_uncertain: false,
+            by_topology: false,
+            by_name: false,
+            delivery_limit: None,
+            dead_letter_exchange: q.dead_letter_exchange,
+        }
+    }
+
     /// Its identity across vhosts (and contexts, when every context is listed).
     pub fn id(&self) -> QueueRef {
         QueueRef::in_context(&self.context, &self.vhost, &self.name)
@@ -259,24 +282,9 @@ impl Discovery {
             return;
         };
         let q = self.other_queues.remove(i);
-        self.dead_letter_queues.push(DlqInfo {
-            context: String::new(),
-            vhost: q.vhost,
-            name: q.name,
-            kind: DlqKind::Archive,
-            convention: Convention::Broker,
-            depth: q.depth,
-            messages_ready: q.depth,
-            messages_unacknowledged: None,
-            consumers: q.consumers,
-            queue_type: q.queue_type,
-            feeders: Vec::new(),
-            feeders_uncertain: false,
-            by_topology: false,
-            by_name: true,
-            delivery_limit: None,
-            dead_letter_exchange: q.dead_letter_exchange,
-        });
+        let mut d = DlqInfo::from_other(q, DlqKind::Archive, Convention::Broker);
+        d.by_name = true;
+        self.dead_letter_queues.push(d);
     }
 
     /// Lists `vhost`'s local archive file (holding `entries` messages) with the DLQs, as the
@@ -526,7 +534,11 @@ fn ttl_loops(v: &Vhost, edges: &Edges) -> (HashSet<(usize, usize)>, Vec<RetryLoo
 /// edge out of a loop's wait queue (it may return through the main exchange to every queue
 /// bound there), and an edge from any queue with a TTL (a delay queue) into a queue that has
 /// its own dead-letter exchange (a work queue: DLQs rarely dead-letter onwards). A target
-/// named like a DLQ is always fed. Also returns the (wait, work) pairs of hand-rolled ladders.
+/// named like a DLQ is always fed. Also returns the (wait, work) pairs of hand-rolled ladders:
+/// a wait queue is known by what it does, whatever its name and whether its work queue is
+/// consumed at the moment (the listing carries no consumer counts): a TTL queue with no
+/// consumer that dead-letters through an exchange by each message's own routing key (no
+/// dead-letter routing key: back to where it was published) to one queue alone.
 fn feeders(
     v: &Vhost,
     edges: &Edges,
@@ -557,6 +569,12 @@ fn feeders(
         let from_wait_named = queues
             .get(from)
             .is_some_and(|q| named_like_wait_queue(&q.name));
+        let returns_by_own_key = v.settings.get(from).is_some_and(|s| {
+            s.dead_letter_routing_key.is_none()
+                && s.dead_letter_exchange
+                    .as_deref()
+                    .is_some_and(|x| !x.is_empty())
+        }) && targets.len() == 1;
         for &(to, certain) in targets {
             let to_named = v.named_dlq.get(to).copied().unwrap_or(false);
             let to_work = v
@@ -564,7 +582,7 @@ fn feeders(
                 .get(to)
                 .is_some_and(|s| s.dead_letter_exchange.is_some());
             let to_live = queues.get(to).is_some_and(|q| q.consumers.unwrap_or(0) > 0);
-            let ladder = from_wait && (to_live || from_wait_named);
+            let ladder = from_wait && (to_live || from_wait_named || returns_by_own_key);
             let retry_return = loop_edges.contains(&(from, to))
                 || (!to_named
                     && (wait_queues.contains(&from) || (from_delay && to_work) || ladder));
@@ -1005,6 +1023,10 @@ mod tests {
             ("orders-retry-1", Some(0)),
             // Any name, when the work queue is consumed.
             ("orders.holding", Some(2)),
+            // Any name, unconsumed too: it returns each message by the key it was published
+            // with, to one queue alone.
+            ("orders.holding", Some(0)),
+            ("orders.holding", None),
         ] {
             let d = discover(&ladder(wait, consumers), &features("4.3.6"), &[]);
             let names: Vec<&str> = d
@@ -1026,9 +1048,17 @@ mod tests {
             let others: Vec<&str> = d.other_queues.iter().map(|q| q.name.as_str()).collect();
             assert_eq!(others, vec!["orders", wait], "{wait}");
         }
-        // Unconsumed and not named like a wait queue: where expired messages stop is a DLQ
-        // (a TTL queue whose expiries are the dead letters).
-        let d = discover(&ladder("orders.holding", Some(0)), &features("4.3.6"), &[]);
+        // A TTL queue that dead-letters to one named queue (its dead-letter routing key), not
+        // back by each message's own key, not named like a wait queue and its target not
+        // consumed: where its expired messages stop is a DLQ (its expiries are the dead letters).
+        let mut t = ladder("orders.holding", Some(0));
+        if let Some(q) = t.queues.iter_mut().find(|q| q.name == "orders.holding") {
+            q.arguments
+                .insert("x-dead-letter-exchange".into(), json!(""));
+            q.arguments
+                .insert("x-dead-letter-routing-key".into(), json!("orders"));
+        }
+        let d = discover(&t, &features("4.3.6"), &[]);
         let names: Vec<&str> = d
             .dead_letter_queues
             .iter()

@@ -12,6 +12,7 @@
 //! re-exported here because every discovery caller needs them.
 
 pub mod classify;
+pub mod content;
 pub mod routing;
 pub mod settings;
 pub mod topology;

@@ -79,6 +79,7 @@ fn save(state: &mut State) -> Vec<Command> {
                 queue,
                 selection,
                 keep_attempts: false,
+                strip_failure_stamp: false,
                 edited: Some(text),
             }]
         }

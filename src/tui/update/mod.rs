@@ -435,6 +435,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::Accept
         | Action::Cancel
         | Action::ToggleKeep
+        | Action::ToggleFailureStamp
         | Action::ToggleDryRun
         | Action::CycleCanary
         | Action::SharedRecord

@@ -106,6 +106,7 @@ pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
         selection,
         keep_attempts: false,
         edited: None,
+        strip_failure_stamp: false,
     }]
 }
 
@@ -355,14 +356,16 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         Some(Action::ToggleKeep) => {
             // The header changes differ: ask for the plan again; Enter waits for it.
             modal.keep_attempts = !modal.keep_attempts;
-            modal.preview = None;
-            return vec![Command::PreviewReplay {
-                vhost: modal.vhost.clone(),
-                queue: modal.queue.clone(),
-                selection: modal.selection.clone(),
-                keep_attempts: modal.keep_attempts,
-                edited: modal.edited.as_ref().map(|e| e.text.clone()),
-            }];
+            return plan_again(modal);
+        }
+        Some(Action::ToggleFailureStamp)
+            if modal
+                .preview
+                .as_ref()
+                .is_some_and(|p| p.failure_stamp_strippable) =>
+        {
+            modal.strip_failure_stamp = !modal.strip_failure_stamp;
+            return plan_again(modal);
         }
         Some(Action::ToggleDryRun) => modal.dry_run = !modal.dry_run,
         Some(Action::CycleCanary) => {
@@ -498,6 +501,19 @@ fn next_canary(now: Option<u64>) -> Option<u64> {
     }
 }
 
+/// The plan for the modal's header settings changed: asked again; Enter waits for it.
+fn plan_again(modal: &mut ReplayModal) -> Vec<Command> {
+    modal.preview = None;
+    vec![Command::PreviewReplay {
+        vhost: modal.vhost.clone(),
+        queue: modal.queue.clone(),
+        selection: modal.selection.clone(),
+        keep_attempts: modal.keep_attempts,
+        strip_failure_stamp: modal.strip_failure_stamp,
+        edited: modal.edited.as_ref().map(|e| e.text.clone()),
+    }]
+}
+
 /// What Enter in the replay modal asks the worker to run.
 fn replay_request(modal: &ReplayModal, canary_wait: std::time::Duration) -> ReplayRequest {
     ReplayRequest {
@@ -507,6 +523,7 @@ fn replay_request(modal: &ReplayModal, canary_wait: std::time::Duration) -> Repl
         expected: modal.count().unwrap_or(0),
         rate: modal.rate,
         keep_attempts: modal.keep_attempts,
+        strip_failure_stamp: modal.strip_failure_stamp,
         dry_run: modal.dry_run,
         job: Default::default(),
         // A dry run publishes nothing: there is nothing for a canary to try.

@@ -344,6 +344,7 @@ fn on_replay_preview(state: &mut State, preview: ReplayPreview) -> Vec<Command> 
         && modal.queue == preview.queue
         && modal.vhost == preview.vhost
         && modal.keep_attempts == preview.keep_attempts
+        && modal.strip_failure_stamp == preview.strip_failure_stamp
     {
         // A large replay starts with a canary, until the operator says otherwise.
         if !modal.canary_touched {

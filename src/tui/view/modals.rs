@@ -262,6 +262,29 @@ fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
             t.accent,
         ),
     ]));
+    // Symfony's failure stamp, only for a plan that has it as a header.
+    if modal.strip_failure_stamp
+        || modal
+            .preview
+            .as_ref()
+            .is_some_and(|p| p.failure_stamp_strippable)
+    {
+        out.push(Line::from(vec![
+            field(t, "Symfony"),
+            if modal.strip_failure_stamp {
+                Span::raw("stamp stripped: a second failure comes back")
+            } else {
+                Span::styled("stamp kept: Symfony drops a second failure", t.warn)
+            },
+            Span::styled(
+                format!(
+                    "  [{}]",
+                    keys::label(Scope::Modal, keys::Action::ToggleFailureStamp).unwrap_or("?")
+                ),
+                t.accent,
+            ),
+        ]));
+    }
     if modal
         .preview
         .as_ref()
