@@ -23,6 +23,9 @@ pub enum Event {
     /// Typing in the filter paused: narrow a large list now (sent by the loop, see
     /// `update::FILTER_SETTLE`).
     FilterSettle,
+    /// The queue-list cursor rested: read the queue under it (sent by the loop, see
+    /// `update::GLANCE_SETTLE`).
+    GlanceSettle,
     /// What the background worker reported (boxed: a report is far larger than a key).
     Worker(Box<Report>),
     /// Back from `$EDITOR`: the document as saved, `None` when the operator gave up, or why

@@ -129,6 +129,7 @@ async fn run_loop(
             _ = tick.tick() => Some(Event::Tick(jiff::Timestamp::now())),
             // Restarted by every pass of the loop, so it fires only once typing pauses.
             _ = tokio::time::sleep(super::update::FILTER_SETTLE), if state.filter_pending => Some(Event::FilterSettle),
+            _ = tokio::time::sleep(super::update::GLANCE_SETTLE), if state.glance_pending => Some(Event::GlanceSettle),
             // Commands the worker had no room for go as soon as it has, while the loop goes on
             // reading its reports (see `Outbox`).
             permit = commands_to_worker.reserve(), if !outbox.is_empty() => {

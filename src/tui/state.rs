@@ -360,6 +360,10 @@ pub struct ArchiveModal {
     pub reason: TextArea<'static>,
     /// The count typed by the operator (a discard above `TYPED_CONFIRM_ABOVE`).
     pub typed: String,
+    /// The archive stream is missing and must be asked about first (`Overview::archive_question`,
+    /// asked once per context): `s` creates it, `l` keeps the archive in the local file.
+    pub question: Option<String>,
+    pub place: crate::worker::protocol::ArchivePlace,
 }
 
 impl ArchiveModal {
@@ -388,6 +392,11 @@ impl ArchiveModal {
                 self.verb()
             ));
         }
+        if self.question.is_some() {
+            return Some(
+                "s creates the archive stream, l keeps the archive in a local file".into(),
+            );
+        }
         if self.needs_typed_count() && self.typed != self.count.to_string() {
             return Some(format!("type {} to confirm", self.count));
         }
@@ -399,6 +408,7 @@ impl ArchiveModal {
         match self.kind {
             ArchiveKind::Archive => JobKind::Archive {
                 reason: self.reason_text(),
+                place: self.place,
             },
             ArchiveKind::Discard => JobKind::Discard,
         }
@@ -551,6 +561,9 @@ pub struct State {
     pub canary_wait: std::time::Duration,
     /// Per context, the operator's answer to creating its missing audit stream: asked once.
     pub audit_answers: std::collections::HashMap<String, bool>,
+    /// The operator's answer, per context, to where an archive goes while the archive stream is
+    /// missing: asked once in the archive modal, never again for that context.
+    pub archive_answers: std::collections::HashMap<String, crate::worker::protocol::ArchivePlace>,
     /// The queue being browsed right now.
     pub loading: Option<QueueRef>,
     /// A quorum queue whose browse would spend deliveries: a second Enter confirms.
@@ -587,6 +600,9 @@ pub struct State {
     pub filter_error: Option<String>,
     /// The filter changed but a large list has not been narrowed yet (see `FILTER_SETTLE`).
     pub filter_pending: bool,
+    /// The queue-list cursor moved: the queue under it is read once it rests
+    /// (`update::GLANCE_SETTLE`, the first screen answering without a key press).
+    pub glance_pending: bool,
     pub filter_input: Option<FilterInput>,
     pub command_input: Option<TextArea<'static>>,
     pub detail_scroll: u16,
@@ -663,6 +679,7 @@ impl State {
             canary_size: crate::domain::canary::DEFAULT_SIZE,
             canary_wait: crate::domain::canary::DEFAULT_WAIT,
             audit_answers: Default::default(),
+            archive_answers: Default::default(),
             loading: None,
             pending_browse: None,
             pending_reread: None,
@@ -682,6 +699,7 @@ impl State {
             filter: None,
             filter_error: None,
             filter_pending: false,
+            glance_pending: false,
             filter_input: None,
             command_input: None,
             detail_scroll: 0,

@@ -605,6 +605,9 @@ async fn discover(ss: &Sessions, ticket: Ticket, ops: &Ops) -> Report {
                 label: s.target.label.clone(),
                 contexts: Vec::new(),
                 snapshot: false,
+                archive_question: (!ss.every())
+                    .then(|| archive_question(s, &discovery))
+                    .flatten(),
             };
             Report::QueuesLoaded {
                 overview,
@@ -614,6 +617,26 @@ async fn discover(ss: &Sessions, ticket: Ticket, ops: &Ops) -> Report {
         }
         Err(e) => Report::Error(Failure::in_generation(e.to_string(), ticket.generation)),
     }
+}
+
+/// What an archive here would create and must ask about first: the vhost has no archive
+/// stream, the broker has streams, and the context neither allows creating it nor keeps the
+/// archive locally.
+fn archive_question(s: &Session, d: &Discovery) -> Option<String> {
+    let a = &s.target.archive;
+    let present = d
+        .dead_letter_queues
+        .iter()
+        .any(|q| q.kind == crate::domain::discovery::DlqKind::Archive && q.name == a.stream);
+    if present || a.local || a.create || !s.streams_supported() {
+        return None;
+    }
+    Some(format!(
+        "the archive stream '{}' does not exist yet in vhost '{}': Warren would create it (durable, x-queue-type = stream, x-max-age = {}) for the whole rota",
+        crate::domain::sanitize::one_line(&a.stream, 100),
+        crate::domain::sanitize::one_line(s.vhost(), 100),
+        crate::domain::sanitize::one_line(&a.max_age, 20)
+    ))
 }
 
 /// Lists `vhost`'s local archive file with its DLQs when it holds anything.
@@ -1048,6 +1071,7 @@ fn snapshot_overview(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Overvie
         label: None,
         contexts: Vec::new(),
         snapshot: true,
+        archive_question: None,
     }
 }
 

@@ -177,7 +177,7 @@ pub enum JobKind {
     #[default]
     Replay,
     /// Into the vhost's archive (the stream, or the local file), with the operator's reason.
-    Archive { reason: String },
+    Archive { reason: String, place: ArchivePlace },
     /// Deleted for good, after a snapshot of exactly what goes is written.
     Discard,
     /// Out of the archive (the request's queue is the archive stream): back into the DLQ each
@@ -405,6 +405,21 @@ pub struct Overview {
     pub contexts: Vec<Reach>,
     /// Snapshot files, no broker (`warren open`).
     pub snapshot: bool,
+    /// The archive stream that an archive would have to create, in words, when the vhost has
+    /// none and the context neither allows creating it nor keeps the archive locally: the
+    /// archive modal asks first (`None`: nothing to ask).
+    pub archive_question: Option<String>,
+}
+
+/// Where an archive from the TUI goes while the vhost has no archive stream: as the context
+/// says (`archive_create`, `archive_local`: a missing stream is then not created), into a stream
+/// the operator allowed Warren to create in the modal, or the local archive file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ArchivePlace {
+    #[default]
+    AsConfigured,
+    Create,
+    Local,
 }
 
 /// One context of every context at once: what it is, or why it is not listed.

@@ -170,10 +170,10 @@ pub(super) async fn archive_or_discard(
     ops: &Ops,
 ) -> Report {
     let (way, op) = match &req.job {
-        protocol::JobKind::Archive { reason } => (
+        protocol::JobKind::Archive { reason, place } => (
             Way::Archive {
-                local: false,
-                create: false,
+                local: *place == protocol::ArchivePlace::Local,
+                create: *place == protocol::ArchivePlace::Create,
                 reason: reason.clone(),
             },
             Operation::Archive,

@@ -29,6 +29,7 @@ use crate::worker::protocol::{Command, ReplayRequest};
 
 mod command;
 mod edit;
+mod glance;
 mod inputs;
 mod modals;
 mod reports;
@@ -36,6 +37,7 @@ mod reports;
 use command::*;
 pub use command::{run_command_line, scope_text};
 use edit::*;
+pub use glance::GLANCE_SETTLE;
 use inputs::*;
 pub use inputs::{FILTER_DEBOUNCE_ROWS, FILTER_SETTLE, apply_filter_text};
 use modals::*;
@@ -85,6 +87,7 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             Vec::new()
         }
         Event::Worker(report) => on_report(state, *report),
+        Event::GlanceSettle => glance::settle(state),
         Event::Edited(result) => {
             edited(state, result);
             Vec::new()
@@ -585,7 +588,10 @@ fn move_cursor(state: &mut State, delta: isize) {
         }
     };
     match state.focus {
-        Focus::Queues => state.queue_cursor = step(state.queue_cursor, state.queue_rows().len()),
+        Focus::Queues => {
+            state.queue_cursor = step(state.queue_cursor, state.queue_rows().len());
+            glance::cursor_moved(state);
+        }
         Focus::Messages => {
             let len = state.list_len();
             let before = (state.msg_cursor, state.group_cursor);

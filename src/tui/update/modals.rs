@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::domain::canary::CanaryRule;
+use crate::worker::protocol::ArchivePlace;
 
 /// The open queue a run out of it (`verb`) would work on; `None` (with the banner saying why)
 /// in read-only mode, mid-switch, with no queue open, or on the archive (but for a restore).
@@ -117,6 +118,11 @@ pub(super) fn start_archive(state: &mut State, kind: ArchiveKind) -> Vec<Command
         ArchiveKind::Discard => "discard",
     };
     if let Some((queue, selection, what, count)) = pick(state, verb, false) {
+        let answered = state.archive_answers.get(&state.overview.context).copied();
+        let question = match (kind, answered) {
+            (ArchiveKind::Archive, None) => state.overview.archive_question.clone(),
+            _ => None,
+        };
         state.overlay = Overlay::Archive(Box::new(ArchiveModal {
             kind,
             vhost: queue.vhost,
@@ -126,6 +132,8 @@ pub(super) fn start_archive(state: &mut State, kind: ArchiveKind) -> Vec<Command
             count,
             reason: TextArea::default(),
             typed: String::new(),
+            question,
+            place: answered.unwrap_or_default(),
         }));
     }
     Vec::new()
@@ -138,6 +146,19 @@ pub(super) fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     let Overlay::Archive(modal) = &mut state.overlay else {
         return Vec::new();
     };
+    // The missing archive stream is asked about before anything else, once per context.
+    if modal.question.is_some() && key.code != KeyCode::Esc {
+        let place = match key.code {
+            KeyCode::Char('s') => ArchivePlace::Create,
+            KeyCode::Char('l') => ArchivePlace::Local,
+            _ => return Vec::new(),
+        };
+        modal.question = None;
+        modal.place = place;
+        let context = state.overview.context.clone();
+        state.archive_answers.insert(context, place);
+        return Vec::new();
+    }
     match key.code {
         KeyCode::Esc => state.overlay = Overlay::None,
         KeyCode::Enter => {

@@ -134,7 +134,11 @@ fn on_queues_loaded(
     state.dirty = true;
     match open_now {
         Some(queue) => open_listed(state, &queue),
-        None => Vec::new(),
+        None => {
+            // The first screen answers for the queue under the cursor.
+            super::glance::cursor_moved(state);
+            Vec::new()
+        }
     }
 }
 

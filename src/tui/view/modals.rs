@@ -16,6 +16,7 @@ use crate::tui::state::{
     ArchiveKind, ArchiveModal, ModalField, ReplayModal, ReplayRun, RestoreModal, State,
 };
 use crate::tui::theme::Theme;
+use crate::worker::protocol::ArchivePlace;
 
 /// A dry run moves nothing, so it has no progress to show: its answer is what the replay would
 /// do, in the words `warren replay --dry-run` uses, wrapped rather than cut.
@@ -373,12 +374,33 @@ pub(super) fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Fra
     ])];
     match modal.kind {
         ArchiveKind::Archive => {
-            lines.push(Line::from(vec![
-                field(t, "To"),
-                Span::raw(
-                    "the vhost's archive stream (warren.archive unless the context names another), or the local archive file where there is no stream",
-                ),
-            ]));
+            let to = match (&modal.question, modal.place) {
+                (Some(q), _) => Line::from(vec![
+                    field(t, "To"),
+                    Span::styled(
+                        format!(
+                            "{}. s: create it · l: keep this vhost's archive in a local file (asked once)",
+                            sanitize::one_line(q, MODAL_LIST_CHARS)
+                        ),
+                        t.warn,
+                    ),
+                ]),
+                (None, ArchivePlace::Create) => Line::from(vec![
+                    field(t, "To"),
+                    Span::raw("the vhost's archive stream, created now (you said s)"),
+                ]),
+                (None, ArchivePlace::Local) => Line::from(vec![
+                    field(t, "To"),
+                    Span::raw("the local archive file (you said l)"),
+                ]),
+                (None, ArchivePlace::AsConfigured) => Line::from(vec![
+                    field(t, "To"),
+                    Span::raw(
+                        "the vhost's archive stream (warren.archive unless the context names another), or the local archive file where there is no stream",
+                    ),
+                ]),
+            };
+            lines.push(to);
             lines.push(Line::from(vec![
                 field(t, "Adds"),
                 Span::raw(crate::domain::archive::HEADERS.join(", ")),
