@@ -5,8 +5,8 @@
 //! deletes exactly what it holds; a local archive where no stream is wanted; read-only refuses
 //! all of it; `kill -9` during an archive of 10,000 loses nothing.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

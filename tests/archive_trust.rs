@@ -4,8 +4,8 @@
 //! shorter than the plan says is refused; archived messages and audit entries carry the user id
 //! the broker vouched for, and what does not is refused or marked.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

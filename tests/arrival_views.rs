@@ -3,8 +3,8 @@
 //! fresh Warren's `watch --once`, `queues`, `show` and the TUI's row, exactly; one that died
 //! three times is a bound ("≥"), never shown as exact.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use common::amqp::{self as h};
 use common::{TestBroker, TestVhost};

@@ -4,9 +4,9 @@
 //! reads "interrupted" in both; a replayed message that a real consumer rejects again is linked
 //! to its run (`show`) and counted as come back (`audit`).
 
-mod common;
-mod replay_util;
-mod tmux_util;
+use crate::common;
+use crate::replay_util;
+use crate::tmux_util;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Browsing a classic DLQ destroys nothing: 50 distinct messages with headers of every AMQP type
 //! and binary bodies, browsed three times, are all still there, in order, byte for byte.
 
-mod common;
+use crate::common;
 
 use common::amqp::{self as amqp_h, seqs};
 use common::{TestBroker, TestVhost};

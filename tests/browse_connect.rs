@@ -1,7 +1,7 @@
 //! Connecting: cluster URLs tried in order, failures explained per node in the user's words,
 //! passwords never shown.
 
-mod common;
+use crate::common;
 
 use common::{TestBroker, TestVhost};
 use warren::broker::amqp::{AmqpError, connect};

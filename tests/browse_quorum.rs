@@ -2,7 +2,7 @@
 //! looking costs deliveries (4.0–4.2, or 3.x with a limit) browse stops or refuses, with the
 //! reason, long before any message reaches its delivery limit.
 
-mod common;
+use crate::common;
 
 use common::amqp::{self as amqp_h, seqs};
 use common::{TestBroker, TestVhost};

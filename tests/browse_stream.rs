@@ -1,7 +1,7 @@
 //! Browsing a stream reads from an offset and deletes nothing: two browses see every message,
 //! each with its offset, and paging from an offset starts there.
 
-mod common;
+use crate::common;
 
 use common::amqp::{self as amqp_h, seqs};
 use common::{TestBroker, TestVhost};

@@ -3,7 +3,7 @@
 //! them back with the conventions, reasons, verdicts and groups the demo is meant to show. It
 //! refuses to replace a vhost it did not make.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

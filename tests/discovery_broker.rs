@@ -3,7 +3,7 @@
 //! not listed, a wait queue known by its topology whatever its name, its work queue consumed or
 //! not; routing resolved from the broker's own bindings.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! 1,000 (their listing is the same code; 30,000 declares and deletes took a fifth of the
 //! suite's broker time for nothing more).
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

@@ -3,8 +3,8 @@
 //! own listing, a context column); an unreachable context is reported and the rest shown; only
 //! when every context is unreachable is it exit 3.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use common::amqp::{self as h};
 use common::{TestBroker, TestVhost};

@@ -5,8 +5,8 @@
 //! once a read of the whole queue finds the group gone; `replay --by … --group` moves exactly
 //! that group and the audit names it.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

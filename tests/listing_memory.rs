@@ -3,8 +3,8 @@
 //! from a real broker. Before, the whole reply was parsed into one JSON tree and every argument
 //! was kept: the peak grew with the listing's size many times over.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use common::{TestBroker, TestVhost};
 use lapin::options::QueueDeclareOptions;

@@ -2,7 +2,7 @@
 //! errors in the user's words (wrong password, unreachable nodes, no access to a vhost), plus
 //! cluster failover and closing a connection.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

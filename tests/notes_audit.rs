@@ -4,8 +4,8 @@
 //! store of its own too; without the stream (and no consent in the config) the note is kept
 //! locally, Warren says the broker's copy was not written, and nothing is created.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use common::amqp::{self as h};
 use common::{TestBroker, TestVhost};

@@ -4,8 +4,8 @@
 //! nor with the TUI worker's discard, archive and replay; the TUI's header is told it is
 //! read-only and why. Every message id is counted before and after.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::time::Duration;
 
@@ -192,7 +192,10 @@ async fn a_viewer_moves_nothing_from_the_terminal_ui_and_its_header_says_read_on
         );
         for job in [
             JobKind::Discard,
-            JobKind::Archive { reason: "x".into() },
+            JobKind::Archive {
+                reason: "x".into(),
+                place: Default::default(),
+            },
             JobKind::Replay,
         ] {
             cmd_tx

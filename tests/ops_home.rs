@@ -5,8 +5,8 @@
 //! with the targets the run reached. One test per binary: the store is found through
 //! `WARREN_STORE`, set once here.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};

@@ -6,9 +6,9 @@
 //! a missing queue, to a wait queue, in read-only mode, and an entry the broker does not vouch
 //! for are refused or not acted on, and change nothing.
 
-mod common;
-mod replay_util;
-mod tmux_util;
+use crate::common;
+use crate::replay_util;
+use crate::tmux_util;
 
 use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};

@@ -3,9 +3,9 @@
 //! ack) works them off; the target's ready count, sampled every 50 ms, stays at about the cap,
 //! the CLI says why it waits, every id is handled exactly once and the DLQ ends empty.
 
-mod backlog_util;
-mod common;
-mod replay_util;
+use crate::backlog_util;
+use crate::common;
+use crate::replay_util;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -10,8 +10,8 @@
 //!   no consumer at all, it stops as "not consumed" when its wait is up.
 //! - The TUI's worker goes through the same home: its canary stops the same way.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,8 +3,8 @@
 //! added; a second replay counts 2; `--keep-attempts` keeps the deaths; `--dry-run` and a missing
 //! `--yes` without a terminal move nothing; `--limit`, `--rate`, read-only, the audit.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::time::{Duration, Instant};
 

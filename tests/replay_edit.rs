@@ -3,8 +3,8 @@
 //! original is in the archive first; the audit shows the edit; a document saved unchanged, one
 //! that does not read, and a read-only session move nothing. Every message id is counted.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use common::amqp::{self as h, peek};
 use common::{TestBroker, TestVhost};

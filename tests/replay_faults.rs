@@ -3,8 +3,8 @@
 //! command; a target that stops routing mid-run leaves the returned messages in the DLQ, in
 //! order, and reports them; Ctrl-C settles what is in flight and leaves the rest untouched.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::time::{Duration, Instant};
 

@@ -3,8 +3,8 @@
 //! needs `--to`; an endpoint exchange bound to nothing is refused before anything moves;
 //! NServiceBus goes back to `FailedQ`. Fault headers are stripped, ids kept, bodies untouched.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};

@@ -4,9 +4,9 @@
 //!
 //! The frameworks are installed once under `target/tmp/frameworks/` (see `framework_util`).
 
-mod common;
-mod framework_util;
-mod replay_util;
+use crate::common;
+use crate::framework_util;
+use crate::replay_util;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

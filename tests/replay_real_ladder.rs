@@ -5,9 +5,9 @@
 //!
 //! amqplib is installed once under `target/tmp/frameworks/` (see `framework_util`).
 
-mod common;
-mod framework_util;
-mod replay_util;
+use crate::common;
+use crate::framework_util;
+use crate::replay_util;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

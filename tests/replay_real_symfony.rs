@@ -11,9 +11,9 @@
 //! Without php, its amqp extension or Symfony's packages the test skips (outside CI) or fails
 //! (under `CI=true`), as the other real-framework tests do.
 
-mod common;
-mod framework_util;
-mod replay_util;
+use crate::common;
+use crate::framework_util;
+use crate::replay_util;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -2,8 +2,8 @@
 //! exactly their messages and leave the rest in order; a full hold-back window stops the run and
 //! says so; a DLQ refilled by a consumer that still has the bug does not keep the replay running.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::time::Duration;
 

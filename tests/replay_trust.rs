@@ -9,8 +9,8 @@
 //! `CI=true`, where they start it (`cluster.sh up`) and fail if they cannot. They run one at a
 //! time and leave node 1 thawed and without an alarm however they end.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};

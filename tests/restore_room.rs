@@ -3,8 +3,8 @@
 //! oldest messages to take back 500, so the restore is refused and nothing moves; a restore that
 //! fits goes ahead. Every id is counted, in the DLQ and in the archive.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::collections::HashSet;
 

@@ -4,7 +4,7 @@
 //! what the file holds is exactly what a browse of the queue reads. The shipped `assets/demo`
 //! snapshots read back and write the same bytes too.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! The replay audit in Warren's store: append-only, an unfinished replay reads "interrupted",
 //! an outcome is recorded exactly once, and a store that cannot be opened says so plainly.
 
-mod store_util;
+use crate::store_util;
 
 use jiff::{SignedDuration, Timestamp};
 use store_util::TempDir;

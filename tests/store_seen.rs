@@ -1,6 +1,6 @@
 //! First-seen times in Warren's store: written once, kept across reopen, fast for big queues.
 
-mod store_util;
+use crate::store_util;
 
 use std::time::Instant;
 

@@ -4,8 +4,8 @@
 //! alert and 0 when clear, 3 when the broker is unreachable; `--exec` gets the alert as JSON;
 //! `--format prometheus` prints escaped labels.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::time::Duration;
 

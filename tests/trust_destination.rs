@@ -3,8 +3,8 @@
 //! queue. The preflight follows each target to where it comes to rest and refuses (or sends the
 //! messages straight to the consuming queue); every message id is counted before and after.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

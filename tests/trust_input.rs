@@ -18,8 +18,8 @@
 //! Also here: a closed stdout (`warren show --json | head -1`), `--to` of 300 bytes and
 //! `--rate 1e-20` end with the documented exit code and no panic.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -127,7 +127,7 @@ const DEEP: [(&str, usize, bool); 2] = [("deep-5000", 5000, false), ("deep-10000
 async fn run_helper(mode: &str, vhost: &TestVhost, queue: &str, extra: &str) -> Value {
     let out = tokio::process::Command::new(std::env::current_exe().expect("test binary"))
         .args([
-            "helper",
+            "trust_input::helper",
             "--exact",
             "--ignored",
             "--nocapture",

@@ -3,8 +3,8 @@
 //! TUI's worker again and again: every message is still there afterwards, and the delivery
 //! count says what Warren spent. 4.3 (free returns) reads every time.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::time::Duration;
 

@@ -10,8 +10,8 @@
 //! Warren says so, and on a quorum DLQ with a delivery limit the failed reads are charged in the
 //! read ledger until Warren refuses before touching the queue: every id is still there.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

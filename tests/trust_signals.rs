@@ -5,9 +5,9 @@
 //! signal. Checked on the broker: every id in exactly one place (the DLQ or the target), and the
 //! audit's moved count equal to what the target holds.
 
-mod common;
-mod replay_util;
-mod tmux_util;
+use crate::common;
+use crate::replay_util;
+use crate::tmux_util;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -7,8 +7,8 @@
 //! (exit 2), a discard whose snapshot cannot be written whole discards nothing and leaves no
 //! partial file, a management redirect to another host refused and said.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::io::{BufRead, Write};
 use std::path::Path;

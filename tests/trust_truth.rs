@@ -3,9 +3,9 @@
 //! queue names with `[ ] | ^` reach the management API; broker text reaches the terminal only
 //! sanitised, and `--json` escapes what a terminal would act on.
 
-mod common;
-mod replay_util;
-mod tui_fixtures;
+use crate::common;
+use crate::replay_util;
+use crate::tui_fixtures;
 
 use std::time::Duration;
 

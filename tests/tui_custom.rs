@@ -3,7 +3,7 @@
 //! refuses the dangerous ones, and a real `sh -c` sees the variables and nothing is spliced into
 //! its text.
 
-mod tui_fixtures;
+use crate::tui_fixtures;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

@@ -2,9 +2,9 @@
 //! select two messages with the keyboard, replay them, and check on the broker that exactly those
 //! two moved back to the queue they failed in and the other three stayed.
 
-mod common;
-mod tmux_util;
-mod tui_fixtures;
+use crate::common;
+use crate::tmux_util;
+use crate::tui_fixtures;
 
 use std::path::PathBuf;
 use std::time::Duration;

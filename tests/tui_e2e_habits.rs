@@ -3,8 +3,8 @@
 //! whose password manager prompts gets the terminal for the prompt; the command log lists what
 //! the session did on the broker.
 
-mod common;
-mod tmux_util;
+use crate::common;
+use crate::tmux_util;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -4,9 +4,9 @@
 //! hand the next message to `$EDITOR` (a script) and back. The broker is the judge: the edited
 //! copies in the work queue, the rest still dead, both originals in the archive.
 
-mod common;
-mod replay_util;
-mod tmux_util;
+use crate::common;
+use crate::replay_util;
+use crate::tmux_util;
 
 use std::time::Duration;
 

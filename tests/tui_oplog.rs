@@ -1,7 +1,7 @@
 //! The command log (`@`): the UI keeps the worker's operation reports, the last 500 with their
 //! times, and lists them newest first in an overlay that scrolls and closes like the others.
 
-mod tui_fixtures;
+use crate::tui_fixtures;
 
 use jiff::Timestamp;
 use ratatui::Terminal;

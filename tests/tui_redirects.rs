@@ -2,7 +2,7 @@
 //! replay's plan does: "a replay would publish" names the redirect's queue and why, and a report
 //! of none restores the plain target. Pure: no broker.
 
-mod tui_fixtures;
+use crate::tui_fixtures;
 
 use jiff::Timestamp;
 use tui_fixtures::*;

@@ -2,7 +2,7 @@
 //! insta snapshots. "now" is part of the state, so ages are deterministic. Snapshots do not see
 //! colour: the styles that carry meaning are asserted on buffer cells.
 
-mod tui_fixtures;
+use crate::tui_fixtures;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -1085,4 +1085,30 @@ fn discard_modal_with_a_typed_count() {
         "{screen}"
     );
     assert!(screen.contains("deleted for good"), "{screen}");
+}
+
+/// The first screen answers without a key press: the queue under the cursor read once the
+/// cursor rests, shown as its failure groups with counts, and the detail pane on the first.
+#[test]
+fn the_first_screen_names_why_the_queue_under_the_cursor_died() {
+    let mut st = loaded(false, Theme::color());
+    let q = st.queue_at_cursor().expect("a queue");
+    let cmds = update(&mut st, warren::tui::event::Event::GlanceSettle);
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            vhost: VHOST.into(),
+            queue: q.name.clone(),
+            messages: packed(orders_messages()),
+            first_seen: vec![None; 6],
+            replays: vec![],
+            authors: Default::default(),
+            stop: "end of queue".into(),
+            ticket: Default::default(),
+        },
+    );
+    snap("first_screen", &st);
+    let narrow = flat(&text(&render(&st, 80, 24)));
+    assert!(narrow.contains("Rejected"), "{narrow}");
 }

@@ -1,7 +1,7 @@
 //! The TUI's update logic, without a terminal: navigation, selection, filtering, the replay
 //! modal's safety rules and read-only mode.
 
-mod tui_fixtures;
+use crate::tui_fixtures;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -2466,7 +2466,8 @@ fn a_archives_a_group_with_its_reason_and_shows_the_progress() {
             assert_eq!(
                 r.job,
                 JobKind::Archive {
-                    reason: "customer gone,".into()
+                    reason: "customer gone,".into(),
+                    place: Default::default(),
                 }
             );
             assert!(matches!(&r.selection, Selection::Group(g) if g.name == key_of_group));
@@ -2515,7 +2516,7 @@ fn a_discard_above_100_needs_the_count_typed_an_archive_takes_digits_as_reason()
     type_text(&mut st, "INC-42");
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
-        matches!(cmds.as_slice(), [Command::Replay(r)] if r.job == JobKind::Archive { reason: "INC-42".into() } && r.expected == 120),
+        matches!(cmds.as_slice(), [Command::Replay(r)] if r.job == JobKind::Archive { reason: "INC-42".into(), place: Default::default() } && r.expected == 120),
         "{cmds:?}"
     );
 }
@@ -3569,4 +3570,108 @@ fn the_editor_is_refused_read_only_closes_on_esc_and_hands_over_to_editor() {
     );
     update(&mut st, Event::Edited(Err("set $VISUAL or $EDITOR".into())));
     assert!(st.error.as_deref().unwrap_or("").contains("$EDITOR"));
+}
+
+/// The first screen answers: once the cursor rests on a queue (and when the list first
+/// arrives), the queue under it is read and shown as its groups, focus staying on the list;
+/// never a read that spends quorum deliveries, never twice for what is shown.
+#[test]
+fn the_queue_under_the_resting_cursor_is_read_and_shown_as_its_groups() {
+    use warren::domain::features::BrokerVersion;
+    let mut st = loaded(false, Theme::color());
+    assert!(st.glance_pending, "the list arriving asks for a look");
+    let first = st.queue_at_cursor().expect("a queue under the cursor");
+    let cmds = update(&mut st, Event::GlanceSettle);
+    assert!(
+        matches!(&cmds[..], [Command::Browse { queue, read_again: false, .. }] if *queue == first.name),
+        "{cmds:?}"
+    );
+    assert!(!st.glance_pending);
+    assert_eq!((st.focus, st.list_mode), (Focus::Queues, ListMode::Groups));
+    update(
+        &mut st,
+        Report::MessagesLoaded {
+            vhost: VHOST.into(),
+            queue: first.name.clone(),
+            messages: packed(orders_messages()),
+            first_seen: vec![None; 6],
+            replays: vec![],
+            authors: Default::default(),
+            stop: "end of queue".into(),
+            ticket: Default::default(),
+        },
+    );
+    assert_eq!((st.focus, st.list_mode), (Focus::Queues, ListMode::Groups));
+    assert!(
+        update(&mut st, Event::GlanceSettle).is_empty(),
+        "shown already"
+    );
+    // Every other queue: read once the cursor rests on it, unless a read spends deliveries.
+    let version = BrokerVersion::parse(&st.overview.broker_version);
+    let mut quorum_skipped = 0;
+    for _ in 1..st.queue_rows().len() {
+        update(&mut st, key(KeyCode::Down));
+        assert!(st.glance_pending);
+        let q = st.queue_at_cursor().unwrap();
+        let cmds = update(&mut st, Event::GlanceSettle);
+        let spends = st.dlq_of(&q).is_some_and(|d| d.limit_applies(version));
+        if spends {
+            quorum_skipped += 1;
+            assert!(
+                cmds.is_empty(),
+                "{}: a quorum read needs Enter twice",
+                q.name
+            );
+        }
+    }
+    assert!(
+        quorum_skipped > 0,
+        "the fixtures hold a quorum queue with a limit"
+    );
+    // Enter on it opens the message list as before.
+    st.glance_pending = false;
+    update(&mut st, key(KeyCode::Up));
+    update(&mut st, Event::GlanceSettle);
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(
+        matches!(&cmds[..], [Command::Browse { .. }] | []),
+        "{cmds:?}"
+    );
+}
+
+/// A missing archive stream is asked about in the archive modal before anything else, once per
+/// context: `s` creates it, `l` keeps the archive locally; the answer goes with the run and is
+/// not asked again in that context.
+#[test]
+fn the_archive_modal_asks_once_per_context_about_a_missing_stream() {
+    use warren::worker::protocol::ArchivePlace;
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    st.overview.archive_question =
+        Some("the archive stream 'warren.archive' does not exist".into());
+    update(&mut st, ch('A'));
+    let Overlay::Archive(m) = &st.overlay else {
+        panic!("the archive modal");
+    };
+    assert!(m.question.is_some());
+    // Nothing else is taken until it is answered.
+    update(&mut st, ch('x'));
+    assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
+    update(&mut st, ch('l'));
+    type_text(&mut st, "gone");
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    let local = JobKind::Archive {
+        reason: "gone".into(),
+        place: ArchivePlace::Local,
+    };
+    assert!(
+        matches!(&cmds[..], [Command::Replay(r)] if r.job == local),
+        "{cmds:?}"
+    );
+    st.overlay = Overlay::None;
+    update(&mut st, ch('A'));
+    let Overlay::Archive(m) = &st.overlay else {
+        panic!("the archive modal");
+    };
+    assert!(m.question.is_none(), "asked once per context");
+    assert_eq!(m.place, ArchivePlace::Local);
 }

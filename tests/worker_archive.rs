@@ -6,8 +6,8 @@
 //! restore stopped (Esc) publishes nothing after the stop; one the broker does not vouch for is
 //! refused.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::time::Duration;
 
@@ -164,11 +164,11 @@ fn worker_on(
     mpsc::Receiver<Report>,
     tokio::task::JoinHandle<()>,
 ) {
-    worker_in(vhost, home, label, "")
+    worker_in(vhost, home, label, "archive_create = true\n")
 }
 
-/// The TUI's worker on `vhost`, in a context that may create the archive stream, with `more`
-/// lines of context settings.
+/// The TUI's worker on `vhost`, with `more` lines of context settings (`archive_create`,
+/// `archive_local`).
 fn worker_in(
     vhost: &TestVhost,
     home: &Home,
@@ -180,7 +180,7 @@ fn worker_in(
     tokio::task::JoinHandle<()>,
 ) {
     let config = format!(
-        "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_ARCHIVE_PASSWORD\"\narchive_create = true\n{more}",
+        "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_ARCHIVE_PASSWORD\"\n{more}",
         vhost.broker.mgmt_base(),
         vhost.broker.host,
         vhost.broker.amqp_port,
@@ -211,6 +211,7 @@ async fn local_session(broker: TestBroker, home: &Home) {
 
     let job = JobKind::Archive {
         reason: "keep locally".into(),
+        place: Default::default(),
     };
     let (o, _) = run(&cmd_tx, &mut rx, &label, &vhost.name, job, 4).await;
     assert_eq!(
@@ -318,6 +319,7 @@ async fn session(broker: TestBroker, home: &Home) {
         &vhost.name,
         JobKind::Archive {
             reason: "customer gone".into(),
+            place: Default::default(),
         },
         3,
     )
@@ -482,6 +484,7 @@ async fn restore_session(broker: TestBroker, home: &Home) {
         &vhost.name,
         JobKind::Archive {
             reason: "later".into(),
+            place: Default::default(),
         },
         5,
     )
@@ -750,5 +753,69 @@ async fn the_tui_lists_reads_and_restores_a_local_archive() {
     let home = home("worker-local-archive");
     for broker in TestBroker::all() {
         local_session(broker, &home).await;
+    }
+}
+
+/// A context that neither creates the archive stream nor keeps the archive locally: the
+/// listing says what an archive would create (the modal asks), and the operator's answer goes
+/// with the run — `s` creates the stream and archives there, every id once.
+async fn asked_session(broker: TestBroker, home: &Home) {
+    use warren::worker::protocol::ArchivePlace;
+    let label = broker.label.clone();
+    let vhost = TestVhost::new(&broker, "worker-archive-asked").await;
+    let conn = h::connect(&vhost).await;
+    let ch = h::confirm_channel(&conn).await;
+    h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+    fill(&conn, "dlq", "q", 3).await;
+    let (cmd_tx, mut rx, worker) = worker_in(&vhost, home, &label, "");
+    cmd_tx.send(Command::LoadQueues).await.unwrap();
+    let question = match common::worker_until(
+        &mut rx,
+        &label,
+        |e| matches!(e, Report::QueuesLoaded { .. }),
+        |_| {},
+    )
+    .await
+    {
+        Report::QueuesLoaded { overview, .. } => overview.archive_question,
+        _ => unreachable!(),
+    };
+    let question = question.unwrap_or_else(|| panic!("{label}: the listing asks about the stream"));
+    assert!(question.contains("warren.archive"), "{label}: {question}");
+    let job = JobKind::Archive {
+        reason: "asked".into(),
+        place: ArchivePlace::Create,
+    };
+    let (o, _) = run(&cmd_tx, &mut rx, &label, &vhost.name, job, 3).await;
+    assert_eq!(
+        (o.progress.moved, o.error.as_deref()),
+        (3, None),
+        "{label}: {o:?}"
+    );
+    assert_eq!(amqp_depth(&conn, "dlq").await, 0, "{label}");
+    let archived = read_stream(&conn, "warren.archive", 3).await;
+    assert_eq!(message_ids(&archived), ["q-0", "q-1", "q-2"], "{label}");
+    // Once it exists, nothing is asked.
+    cmd_tx.send(Command::LoadQueues).await.unwrap();
+    if let Report::QueuesLoaded { overview, .. } = common::worker_until(
+        &mut rx,
+        &label,
+        |e| matches!(e, Report::QueuesLoaded { .. }),
+        |_| {},
+    )
+    .await
+    {
+        assert_eq!(overview.archive_question, None, "{label}");
+    }
+    drop(cmd_tx);
+    let _ = worker.await;
+    vhost.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_tui_asks_about_a_missing_archive_stream_and_the_answer_goes_with_the_run() {
+    let home = home("worker-archive-asked");
+    for broker in TestBroker::all() {
+        asked_session(broker, &home).await;
     }
 }

@@ -4,8 +4,8 @@
 //! names who ran the run each message came back from. Without that consent the notice line
 //! says the broker record was not written.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::time::Duration;
 

@@ -3,9 +3,9 @@
 //! sets the pace; the progress says why it waits, the target's ready count stays at about the
 //! cap, every id is handled exactly once and the DLQ ends empty.
 
-mod backlog_util;
-mod common;
-mod replay_util;
+use crate::backlog_util;
+use crate::common;
+use crate::replay_util;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! once while a connect hangs on a management API that accepts and never answers, and two
 //! browses of one queue asked back to back read it once, answered by the newest.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

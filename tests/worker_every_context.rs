@@ -6,8 +6,8 @@
 //! reported with why, and nothing waits on them. Work is refused in this scope; opening a queue
 //! is a switch to its context and vhost, with that context's own read-only; `*` comes back.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use common::amqp as amqp_h;
 use common::{TestBroker, TestVhost};

@@ -5,8 +5,8 @@
 //! back in that vhost and leaves the first vhost's alone; what fails again there is counted for
 //! that run in the Replays view.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use common::amqp as amqp_h;
 use common::{TestBroker, TestVhost};

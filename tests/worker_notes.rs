@@ -2,8 +2,8 @@
 //! with it (and whether it read the whole queue, so the UI may tell which groups are gone); a
 //! note set is kept with who wrote it and read back; a forgotten one is gone from the store.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use std::time::Duration;
 

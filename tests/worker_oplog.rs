@@ -3,8 +3,8 @@
 //! delivery cost in this broker's terms, a reused read and a plan that read nothing, a read of a
 //! classic queue that costs nothing, and a replay's publishes and acks.
 
-mod common;
-mod replay_util;
+use crate::common;
+use crate::replay_util;
 
 use common::amqp as amqp_h;
 use common::{TestBroker, TestVhost};

@@ -4,7 +4,7 @@
 //! with that place's own read-only flag and reason; a bad vhost does not carry into the next
 //! context; a dry run answers with the CLI's words.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -390,6 +390,7 @@ pub fn overview() -> Overview {
         label: None,
         contexts: Vec::new(),
         snapshot: false,
+        archive_question: None,
     }
 }
 
