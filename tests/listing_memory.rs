@@ -11,10 +11,10 @@ use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use replay_util::{Home, command};
 
-const QUEUES: usize = 1_000;
+const QUEUES: usize = 600;
 const ARGUMENTS: usize = 500;
 
-/// `QUEUES` queues, each with `ARGUMENTS` arguments of its application's own (about 28 MB of
+/// `QUEUES` queues, each with `ARGUMENTS` arguments of its application's own (about 18 MB of
 /// listing), and one real dead-letter queue among them.
 async fn heavy_vhost(vhost: &TestVhost) {
     let conn = common::amqp::connect(vhost).await;

@@ -1,6 +1,7 @@
 //! The real frameworks for the framework tests: a Python venv or an npm prefix made once and kept
-//! under `target/tmp/frameworks/` (so reruns and CI after the first install are fast), and the
-//! frameworks' own workers, started in the background and stopped by PID.
+//! under `~/.cache/warren-tests/frameworks/` (`WARREN_TEST_CACHE` names another place; without a
+//! home, `target/tmp/frameworks/`), so reruns and CI on a fresh clone after the first install are
+//! fast, and the frameworks' own workers, started in the background and stopped by PID.
 //!
 //! Outside CI a machine without python3/pip (or npm) skips these tests with a message; under
 //! `CI=true` a missing tool or a failed install fails them.
@@ -12,7 +13,12 @@ use std::time::{Duration, Instant};
 
 /// Where installed frameworks are kept between runs.
 fn cache_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("frameworks")
+    // Outside the clone: a fresh clone (CI's) would otherwise install every framework again.
+    std::env::var_os("WARREN_TEST_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/warren-tests")))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
+        .join("frameworks")
 }
 
 fn in_ci() -> bool {
