@@ -997,6 +997,23 @@ fn archive_modal_with_a_reason() {
     assert!(screen.contains("warren-archive-reason"), "{screen}");
 }
 
+/// The archive stream is missing: the modal asks first, once per context, and says so.
+#[test]
+fn archive_modal_asks_about_the_missing_stream_first() {
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    st.overview.archive_question = Some(
+        "the archive stream 'warren.archive' does not exist yet in vhost '/orders': Warren would create it (durable, x-queue-type = stream, x-max-age = 30D) for the whole rota".into(),
+    );
+    update(&mut st, ch('f'));
+    update(&mut st, ch('A'));
+    snap("archive_modal_question", &st);
+    let screen = flat(&text(&render(&st, 200, 50)));
+    assert!(screen.contains("s: create it"), "{screen}");
+    update(&mut st, ch('s'));
+    let screen = flat(&text(&render(&st, 200, 50)));
+    assert!(screen.contains("created now (you said s)"), "{screen}");
+}
+
 #[test]
 fn restore_modal_back_into_the_dlq_and_to_origin() {
     use warren::tui::event::{RestoreHow, RestorePreview};
