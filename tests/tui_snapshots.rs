@@ -1112,19 +1112,7 @@ fn the_first_screen_names_why_the_queue_under_the_cursor_died() {
     let q = st.queue_at_cursor().expect("a queue");
     let cmds = update(&mut st, warren::tui::event::Event::GlanceSettle);
     assert_eq!(cmds.len(), 1, "{cmds:?}");
-    update(
-        &mut st,
-        Report::MessagesLoaded {
-            vhost: VHOST.into(),
-            queue: q.name.clone(),
-            messages: packed(orders_messages()),
-            first_seen: vec![None; 6],
-            replays: vec![],
-            authors: Default::default(),
-            stop: "end of queue".into(),
-            ticket: Default::default(),
-        },
-    );
+    update(&mut st, messages_loaded(&q.name, orders_messages()));
     snap("first_screen", &st);
     let narrow = flat(&text(&render(&st, 80, 24)));
     assert!(narrow.contains("Rejected"), "{narrow}");

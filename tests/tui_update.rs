@@ -3588,19 +3588,7 @@ fn the_queue_under_the_resting_cursor_is_read_and_shown_as_its_groups() {
     );
     assert!(!st.glance_pending);
     assert_eq!((st.focus, st.list_mode), (Focus::Queues, ListMode::Groups));
-    update(
-        &mut st,
-        Report::MessagesLoaded {
-            vhost: VHOST.into(),
-            queue: first.name.clone(),
-            messages: packed(orders_messages()),
-            first_seen: vec![None; 6],
-            replays: vec![],
-            authors: Default::default(),
-            stop: "end of queue".into(),
-            ticket: Default::default(),
-        },
-    );
+    update(&mut st, messages_loaded(&first.name, orders_messages()));
     assert_eq!((st.focus, st.list_mode), (Focus::Queues, ListMode::Groups));
     assert!(
         update(&mut st, Event::GlanceSettle).is_empty(),

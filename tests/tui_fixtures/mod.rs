@@ -450,6 +450,20 @@ pub fn browsed(read_only: bool, queue: &str, messages: Vec<DeadLetter>) -> State
     st
 }
 
+/// The worker's page of `messages` read from `queue`, none seen before.
+pub fn messages_loaded(queue: &str, messages: Vec<DeadLetter>) -> Report {
+    Report::MessagesLoaded {
+        vhost: VHOST.into(),
+        queue: queue.into(),
+        first_seen: vec![None; messages.len()],
+        messages: packed(messages),
+        replays: vec![],
+        authors: Default::default(),
+        stop: "end of queue".into(),
+        ticket: Default::default(),
+    }
+}
+
 /// Messages as the worker hands them to the TUI.
 pub fn packed(messages: Vec<DeadLetter>) -> Vec<warren::domain::packed::Packed> {
     messages.into_iter().map(Into::into).collect()
