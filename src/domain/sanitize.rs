@@ -95,8 +95,10 @@ pub fn middle_cut(s: &str, cols: usize) -> String {
     let piece = |c: char| {
         let mut buf = [0u8; 4];
         let shown = render(c.encode_utf8(&mut buf).as_bytes(), 16, Mode::Exact);
+        // A zero-width character (a combining mark) still costs one of the `cols` characters
+        // a cell may hold: counted as one column, the cut fits in characters and in columns.
         let width = shown.chars().map(|c| c.width().unwrap_or(0)).sum::<usize>();
-        (shown, width)
+        (shown, width.max(1))
     };
     let n = s.chars().count();
     if n <= cols {
@@ -195,7 +197,9 @@ pub fn is_unsafe(c: char) -> bool {
             | 0x1_3430..=0x1_343f       // Egyptian hieroglyph format controls
             | 0x1_bca0..=0x1_bca3
             | 0x1_d173..=0x1_d17a
-            | 0xe_0001 | 0xe_0020..=0xe_007f // tag characters ("ASCII smuggling")
+            | 0xe_0000..=0xe_007f       // tag characters ("ASCII smuggling")
+            | 0xe_0080..=0xe_00ff       // unassigned, ignorable: shown as nothing
+            | 0xe_01f0..=0xe_0fff
         )
 }
 
@@ -499,6 +503,20 @@ mod tests {
         let cut = middle_cut("a\u{1b}bcdefghij", 6);
         assert!(cut == "a\\e…ij" || !cut.contains('\\'), "{cut}");
         assert_eq!(middle_cut("x\u{202e}y", 20), "x\\u{202e}y");
+    }
+
+    /// Found by `sanitize_props` in CI: a zero-width character (here an unassigned ignorable
+    /// one, U+E0080) was counted as no column, so the cut held more characters than `cols`.
+    /// Such characters are escaped now, and any zero-width one costs a column.
+    #[test]
+    fn middle_cut_counts_zero_width_characters() {
+        let s = "\0\u{1b}é\u{85}\u{85}\u{1b}\u{7f}\u{1b}\u{85}\u{e0080}\u{1b}";
+        let out = middle_cut(s, 28);
+        assert!(out.chars().count() <= 28, "{out:?}");
+        assert!(!out.contains('\u{e0080}'), "{out:?}");
+        let marks = "e\u{301}".repeat(20);
+        let out = middle_cut(&marks, 10);
+        assert!(out.chars().count() <= 10, "{out:?}");
     }
 
     #[test]
