@@ -44,28 +44,9 @@ pub fn plan(
         .and_then(|p| p.definition.get("delivery-limit"))
         .and_then(int);
     let before = resolve_delivery_limit(version, &QueueType::Quorum, arg, policy_limit);
-    if before.is_none() {
-        return Err(format!(
-            "'{}' has no delivery limit on RabbitMQ {version}: reading it is already safe",
-            q.name
-        ));
-    }
-    if !version.at_least(4, 0) {
-        return Err(format!(
-            "'{}' has a delivery limit of {} that no policy can lift on RabbitMQ {version}: 3.x refuses `delivery-limit: -1` in a policy and takes the lower of argument and policy. \
-             Give it a dead-letter exchange (so a message past its limit moves on instead of being dropped), or move its messages with `warren replay --to` into a queue declared without the argument",
-            q.name,
-            before.unwrap_or(0)
-        ));
-    }
     let after = resolve_delivery_limit(version, &QueueType::Quorum, arg, Some(-1));
-    if let Some(l) = after {
-        return Err(format!(
-            "'{}' was declared with the argument x-delivery-limit = {l}, which no policy can lift on RabbitMQ {version}. \
-             To read it safely, give it a dead-letter exchange (so a message past its limit moves on instead of being dropped), \
-             or move its messages with `warren replay --to` into a queue declared without the argument",
-            q.name
-        ));
+    if let Some(why) = refusal(version, &q.name, before, arg) {
+        return Err(why);
     }
     let mut definition: JsonMap = in_force.map(|p| p.definition.clone()).unwrap_or_default();
     definition.insert("delivery-limit".into(), Value::from(-1));
@@ -90,6 +71,35 @@ pub fn plan(
         limit_before: before,
         limit_after: after,
     })
+}
+
+/// Why no policy can make quorum queue `name` free to read, or `None` when one can: it has
+/// a limit in force (`before`), the broker takes `-1` in a policy (4.x), and no
+/// `x-delivery-limit` argument (`arg`) outranks it. The TUI asks this before it offers `P`,
+/// so an operator is never offered a policy that is refused once accepted.
+pub fn refusal(
+    version: BrokerVersion,
+    name: &str,
+    before: Option<u64>,
+    arg: Option<i64>,
+) -> Option<String> {
+    let Some(before) = before else {
+        return Some(format!(
+            "'{name}' has no delivery limit on RabbitMQ {version}: reading it is already safe"
+        ));
+    };
+    if !version.at_least(4, 0) {
+        return Some(format!(
+            "'{name}' has a delivery limit of {before} that no policy can lift on RabbitMQ {version}: 3.x refuses `delivery-limit: -1` in a policy and takes the lower of argument and policy. \
+             Give it a dead-letter exchange (so a message past its limit moves on instead of being dropped), or move its messages with `warren replay --to` into a queue declared without the argument"
+        ));
+    }
+    let l = resolve_delivery_limit(version, &QueueType::Quorum, arg, Some(-1))?;
+    Some(format!(
+        "'{name}' was declared with the argument x-delivery-limit = {l}, which no policy can lift on RabbitMQ {version}. \
+         To read it safely, give it a dead-letter exchange (so a message past its limit moves on instead of being dropped), \
+         or move its messages with `warren replay --to` into a queue declared without the argument"
+    ))
 }
 
 fn int(v: &Value) -> Option<i64> {

@@ -13,6 +13,16 @@ use crate::domain::features::{self, BrokerVersion, QueueType};
 /// Browsing stops before a message could come within this many deliveries of its limit.
 pub const DEFAULT_SAFETY_MARGIN: u64 = 5;
 
+/// What a look that returned its messages does to a quorum queue's order: it does not put
+/// them back where they were (measured on 4.0: the next look lists them in another order),
+/// so the list's `#` is this look's order, not the queue's for good. Classic queues put
+/// returns back in place: nothing to say.
+pub fn order_note(queue_type: &QueueType) -> Option<&'static str> {
+    (*queue_type == QueueType::Quorum).then_some(
+        "a quorum queue does not put the messages a look returns back in their places: the next look may list them in another order (# is this look's)",
+    )
+}
+
 /// What browsing a queue may do, decided before the first message is read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrowsePolicy {
@@ -153,6 +163,13 @@ mod tests {
     const V3_10: BrokerVersion = BrokerVersion::new(3, 10, 8);
     const V4_0: BrokerVersion = BrokerVersion::new(4, 0, 5);
     const V4_3: BrokerVersion = BrokerVersion::new(4, 3, 6);
+
+    #[test]
+    fn only_a_quorum_look_warns_that_the_order_changes() {
+        assert!(order_note(&QueueType::Quorum).is_some_and(|n| n.contains("another order")));
+        assert_eq!(order_note(&QueueType::Classic), None);
+        assert_eq!(order_note(&QueueType::Stream), None);
+    }
 
     #[test]
     fn quorum_3_10_without_limit_is_free() {

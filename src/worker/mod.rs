@@ -1097,6 +1097,7 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
                 by_topology: false,
                 by_name: named.is_some(),
                 delivery_limit: None,
+                delivery_limit_arg: None,
                 dead_letter_exchange: None,
             }
         })

@@ -289,6 +289,7 @@ fn dlq(name: &str, kind: DlqKind, convention: Convention, depth: u64, feeders: &
         by_topology: !feeders.is_empty(),
         by_name: true,
         delivery_limit: None,
+        delivery_limit_arg: None,
         dead_letter_exchange: None,
     }
 }
@@ -647,6 +648,7 @@ pub fn every_context_overview() -> Overview {
             },
             Reach {
                 context: "prod-eu".into(),
+                label: None,
                 vhost: VHOST.into(),
                 broker_version: "4.0.5".into(),
                 read_only: false,
@@ -654,6 +656,8 @@ pub fn every_context_overview() -> Overview {
             },
             Reach {
                 context: "staging".into(),
+                // Its rows show the label, not the name.
+                label: Some("STG".into()),
                 vhost: VHOST.into(),
                 broker_version: "4.3.0".into(),
                 read_only: true,

@@ -220,14 +220,19 @@ impl Session {
         if page.reused || page.delivered == 0 {
             return None;
         }
-        let (_, policy, _) = self.browse_policy(queue).await.ok()?;
-        ledger::cost_note(
+        let (queue_type, policy, _) = self.browse_policy(queue).await.ok()?;
+        let cost = ledger::cost_note(
             &policy,
             &self.overview.rabbitmq_version,
             page.delivered,
             page.max_delivery_count,
             page.max_acquired_count,
-        )
+        );
+        let order = crate::domain::quorum::order_note(&queue_type);
+        match (cost, order) {
+            (Some(c), Some(o)) => Some(format!("{c}; {o}")),
+            (c, o) => c.or(o.map(str::to_string)),
+        }
     }
 
     /// What reading `queue` would cost now, decided without touching it.

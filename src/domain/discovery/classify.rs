@@ -76,6 +76,9 @@ pub struct DlqInfo {
     pub by_name: bool,
     /// Quorum queues only: the delivery limit in force (`None` = unlimited or not quorum).
     pub delivery_limit: Option<u64>,
+    /// Its `x-delivery-limit` argument, when it was declared with one: on 4.x no policy can
+    /// lift it (see `domain::protect::refusal`).
+    pub delivery_limit_arg: Option<i64>,
     /// The DLQ's own dead-letter exchange: with one, a quorum message over its limit moves on;
     /// without, it is dropped.
     pub dead_letter_exchange: Option<String>,
@@ -101,6 +104,7 @@ impl DlqInfo {
             by_topology: false,
             by_name: false,
             delivery_limit: None,
+            delivery_limit_arg: None,
             dead_letter_exchange: q.dead_letter_exchange,
         }
     }
@@ -307,6 +311,7 @@ impl Discovery {
             by_topology: false,
             by_name: false,
             delivery_limit: None,
+            delivery_limit_arg: None,
             dead_letter_exchange: None,
         });
     }
@@ -699,6 +704,7 @@ fn sort_queues(
             by_topology,
             by_name,
             delivery_limit: effective_delivery_limit(q, s, features),
+            delivery_limit_arg: s.delivery_limit_arg,
             dead_letter_exchange: s.dead_letter_exchange.clone(),
         });
     }
@@ -1102,6 +1108,7 @@ mod tests {
             by_topology: true,
             by_name: true,
             delivery_limit: limit,
+            delivery_limit_arg: None,
             dead_letter_exchange: None,
         }
     }
