@@ -125,6 +125,8 @@ mod tui_e2e;
 mod tui_e2e_habits;
 #[path = "tui_edit.rs"]
 mod tui_edit;
+#[path = "tui_habits.rs"]
+mod tui_habits;
 #[path = "tui_oplog.rs"]
 mod tui_oplog;
 #[path = "tui_redirects.rs"]

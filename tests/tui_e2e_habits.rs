@@ -165,3 +165,69 @@ password_command = "echo b >> '{runs}'; printf 'vault passphrase for b: ' > /dev
     let _ = std::fs::remove_dir_all(&dir);
     vhost.cleanup().await;
 }
+
+/// The newest tmux paste buffer holding `text`, within a deadline: OSC 52 from the program in
+/// a pane becomes a buffer when the server's `set-clipboard` is on.
+fn buffer_with(text: &str, within: Duration) -> String {
+    let start = std::time::Instant::now();
+    loop {
+        let out = std::process::Command::new("tmux")
+            .args(["list-buffers", "-F", "#{buffer_name}"])
+            .output()
+            .expect("tmux list-buffers");
+        for name in String::from_utf8_lossy(&out.stdout).lines() {
+            let b = std::process::Command::new("tmux")
+                .args(["show-buffer", "-b", name])
+                .output()
+                .expect("tmux show-buffer");
+            let b = String::from_utf8_lossy(&b.stdout).into_owned();
+            if b.contains(text) {
+                return b;
+            }
+        }
+        assert!(
+            start.elapsed() < within,
+            "no tmux buffer holds {text:?} after {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `y` and `Y` copy through the terminal (OSC 52), as lazygit and helix do: what reaches the
+/// terminal at the other end (here tmux, which keeps it as a paste buffer) is the id, then
+/// the body as it was published.
+#[test]
+fn y_copies_the_id_and_the_body_through_the_terminal() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo/shipping-label_error.jsonl");
+    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e-copy"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cmd = format!(
+        "WARREN_LOG_DIR={dir} {bin} open '{demo}'; sleep 30",
+        dir = dir.display(),
+        bin = env!("CARGO_BIN_EXE_warren"),
+        demo = demo.display(),
+    );
+    let t = Tmux::open(&cmd, None, 100, 30);
+    // The server's option: a pane's OSC 52 sets a buffer (tmux's default only sends its own).
+    let on = std::process::Command::new("tmux")
+        .args(["set-option", "-s", "set-clipboard", "on"])
+        .status()
+        .expect("tmux set-option");
+    assert!(on.success());
+    t.wait_for("Dead-letter queues (1)", Duration::from_secs(20));
+    t.keys(&["Enter"]);
+    t.wait_for("— 6 messages", Duration::from_secs(20));
+    t.keys(&["y"]);
+    let s = t.wait_for("copied ac9c1d9d", Duration::from_secs(5));
+    assert!(s.contains("OSC 52"), "{s}");
+    let id = buffer_with(
+        "ac9c1d9d-811d-4574-a824-25f12cda5e85",
+        Duration::from_secs(5),
+    );
+    assert_eq!(id, "ac9c1d9d-811d-4574-a824-25f12cda5e85");
+    t.keys(&["Y"]);
+    t.wait_for("copied the body", Duration::from_secs(5));
+    let body = buffer_with("\"conversationId\"", Duration::from_secs(5));
+    assert!(body.starts_with("{\n  \"messageId\": \"ac9c1d9d"), "{body}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -119,15 +119,16 @@ fn queue_list_every_vhost() {
     );
 }
 
-/// Every context at once: each row after its context (and its vhost where not the context's
-/// own), the scope and the unreached context in the header, Enter's word in the footer.
+/// Every context at once: each row after its context's label or name (and its vhost where not
+/// the context's own), the scope and the unreached context in the header, Enter's word in the footer.
 #[test]
 fn queue_list_every_context() {
     let st = loaded_every_context(Theme::color());
     snap("queue_list_every_context", &st);
     let screen = text(&render(&st, 200, 50));
-    assert!(screen.contains("staging/orders.dlq") && screen.contains("prod-eu/orders.dlq"));
-    assert!(screen.contains("staging/billing/invoices.dlq"));
+    // staging has a label (STG): its rows show it.
+    assert!(screen.contains("STG/orders.dlq") && screen.contains("prod-eu/orders.dlq"));
+    assert!(screen.contains("STG/billing/invoices.dlq"));
     let header = screen.lines().next().unwrap_or_default();
     assert!(
         header.contains("every context (2)") && header.contains("gone:"),
@@ -1116,4 +1117,42 @@ fn the_first_screen_names_why_the_queue_under_the_cursor_died() {
     snap("first_screen", &st);
     let narrow = flat(&text(&render(&st, 80, 24)));
     assert!(narrow.contains("Rejected"), "{narrow}");
+}
+
+/// `/` on the queue list: the list narrowed as typed, the title saying how many of how many.
+#[test]
+fn queue_list_filtered() {
+    let mut st = loaded(false, Theme::color());
+    update(
+        &mut st,
+        Event::Key(ratatui::crossterm::event::KeyEvent::from(KeyCode::Char(
+            '/',
+        ))),
+    );
+    for c in "ship".chars() {
+        update(&mut st, ch(c));
+    }
+    snap("queue_list_filtered", &st);
+    let screen = text(&render(&st, 200, 50));
+    assert!(screen.contains("2 shown, /ship"), "{screen}");
+    assert!(!screen.contains("orders.dlq"), "{screen}");
+}
+
+/// `:ctx` with no name: the config's contexts, a label beside its context, the open one
+/// marked, every context at once last.
+#[test]
+fn context_picker() {
+    let mut st = loaded(false, Theme::color());
+    st.contexts = ["lab-4.3", "prod-eu", "staging"]
+        .iter()
+        .map(|n| warren::tui::picker::ContextChoice {
+            name: n.to_string(),
+            label: (*n == "staging").then(|| "STG".to_string()),
+        })
+        .collect();
+    warren::tui::update::run_command_line(&mut st, "ctx");
+    snap("context_picker", &st);
+    let screen = text(&render(&st, 80, 24));
+    assert!(screen.contains("prod-eu  (open now)"), "{screen}");
+    assert!(screen.contains("staging  [STG]"), "{screen}");
 }

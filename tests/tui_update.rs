@@ -994,6 +994,34 @@ fn protect_asks_then_sets_and_is_refused_read_only() {
     assert!(ro.error.is_some(), "read-only refuses with a reason");
 }
 
+/// On 4.x a policy cannot lift an `x-delivery-limit` argument: `P` says so at once, instead of
+/// offering a policy that the worker refuses once accepted.
+#[test]
+fn protect_refuses_first_where_no_policy_can_lift_the_limit() {
+    let mut st = loaded(false, Theme::color());
+    assert!(
+        st.overview.broker_version.starts_with("4.0"),
+        "{}",
+        st.overview.broker_version
+    );
+    for d in &mut st.discovery.dead_letter_queues {
+        if d.name == "invoices.dlq" {
+            d.delivery_limit_arg = Some(20);
+        }
+    }
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "invoices.dlq")
+        .unwrap();
+    assert!(update(&mut st, ch('P')).is_empty());
+    let error = st.error.clone().unwrap_or_default();
+    assert!(error.contains("x-delivery-limit = 20"), "{error}");
+    assert!(st.notice.is_none(), "nothing offered: {:?}", st.notice);
+    // A second P is a first one again: still refused, nothing set.
+    assert!(update(&mut st, ch('P')).is_empty());
+}
+
 fn page(queue: &str, messages: Vec<warren::domain::message::DeadLetter>, ticket: Ticket) -> Report {
     let messages = packed(messages);
     Report::MessagesLoaded {
@@ -3125,12 +3153,13 @@ fn ctx_star_lists_every_context_in_one_list_by_urgency_and_says_what_is_unreache
     assert_ne!(prod, staging);
     // By urgency across contexts: nothing grows yet, so the deepest first (staging's 900).
     assert_eq!(staging, 0);
-    // Each row says its context, and its vhost where that is not the context's own.
+    // Each row says its context (by its label, STG for staging), and its vhost where that is
+    // not the context's own.
     let text = screen(&st, 160, 30).join("\n");
-    assert!(text.contains("staging/orders.dlq"), "{text}");
+    assert!(text.contains("STG/orders.dlq"), "{text}");
     assert!(text.contains("prod-eu/orders.dlq"), "{text}");
-    assert!(text.contains("staging/billing/invoices.dlq"), "{text}");
-    assert!(!text.contains("staging//orders"), "{text}");
+    assert!(text.contains("STG/billing/invoices.dlq"), "{text}");
+    assert!(!text.contains("STG//orders"), "{text}");
     // Enter's word says where it goes.
     assert!(text.contains("open in its context"), "{text}");
     // The sort keys work here as anywhere: by name, then back.

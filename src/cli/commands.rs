@@ -354,14 +354,14 @@ pub async fn tui(c: &ConnArgs) -> Result<i32, Failure> {
     need_terminal()?;
     let prepared = prepare_tui(c)?;
     let unlock = prepared.overrides.clone();
-    run_tui(
-        Source::Broker(prepared.overrides),
-        c.read_only,
-        prepared.settings,
-        prepared.commands,
-        Some(unlock),
-    )
-    .await
+    let tui = Tui {
+        read_only: c.read_only,
+        settings: prepared.settings,
+        commands: prepared.commands,
+        contexts: prepared.contexts,
+        unlock: Some(unlock),
+    };
+    run_tui(Source::Broker(prepared.overrides), tui).await
 }
 
 /// What the terminal UI settles while the terminal is still the shell's.
@@ -372,6 +372,8 @@ pub struct Prepared {
     pub overrides: Overrides,
     pub settings: Option<config::Settings>,
     pub commands: Vec<crate::tui::custom::CustomCommand>,
+    /// The config file's contexts, for the TUI's picker and Tab completion.
+    pub contexts: Vec<crate::tui::picker::ContextChoice>,
 }
 
 /// Everything the terminal UI needs before it takes the terminal. The starting context's
@@ -406,10 +408,20 @@ pub fn prepare_tui(c: &ConnArgs) -> Result<Prepared, Failure> {
         }
     }
     o.unlocked = Some(unlocked);
+    let contexts = cfg.as_ref().map_or_else(Vec::new, |c| {
+        c.contexts
+            .iter()
+            .map(|(name, ctx)| crate::tui::picker::ContextChoice {
+                name: name.clone(),
+                label: ctx.label.clone().filter(|l| !l.trim().is_empty()),
+            })
+            .collect()
+    });
     Ok(Prepared {
         overrides: o,
         settings: cfg.and_then(|c| c.settings().ok()),
         commands,
+        contexts,
     })
 }
 
@@ -437,7 +449,12 @@ pub async fn open_snapshot(c: &ConnArgs, files: &[std::path::PathBuf]) -> Result
         .collect::<Result<Vec<_>, _>>()?;
     let cfg = config::Config::read(c.config.as_deref()).ok();
     let commands = custom_commands(cfg.as_ref())?;
-    run_tui(Source::Snapshot(snapshots), true, None, commands, None).await
+    let tui = Tui {
+        read_only: true,
+        commands,
+        ..Tui::default()
+    };
+    run_tui(Source::Snapshot(snapshots), tui).await
 }
 
 fn need_terminal() -> Result<(), Failure> {
@@ -449,13 +466,24 @@ fn need_terminal() -> Result<(), Failure> {
     ))
 }
 
-async fn run_tui(
-    source: Source,
+/// What the terminal UI starts with besides its source.
+#[derive(Default)]
+struct Tui {
     read_only: bool,
     settings: Option<config::Settings>,
     commands: Vec<crate::tui::custom::CustomCommand>,
+    contexts: Vec<crate::tui::picker::ContextChoice>,
     unlock: Option<Overrides>,
-) -> Result<i32, Failure> {
+}
+
+async fn run_tui(source: Source, tui: Tui) -> Result<i32, Failure> {
+    let Tui {
+        read_only,
+        settings,
+        commands,
+        contexts,
+        unlock,
+    } = tui;
     need_terminal()?;
     let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(64);
     let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(256);
@@ -466,6 +494,7 @@ async fn run_tui(
         crate::tui::Theme::from_env(),
     );
     state.custom_commands = commands;
+    state.contexts = contexts;
     // [browse] and [replay] are the configuration file's, whichever context is open.
     if let Some(settings) = settings {
         state.browse_limit = settings.browse.page_size;

@@ -54,6 +54,8 @@ pub enum Action {
     ReplaysView,
     CommandLine,
     Filter,
+    /// Narrow the queue list by name (`/` on the list).
+    QueueFilter,
     NextPane,
     PrevPane,
     Up,
@@ -91,6 +93,9 @@ pub enum Action {
     /// The pager on the body / on the stack trace.
     PageBody,
     PageTrace,
+    /// Copy the message id / its body to the clipboard, through the terminal (OSC 52).
+    CopyId,
+    CopyBody,
     /// Save what is on screen as text / the picked messages as a snapshot file.
     SaveScreen,
     SaveSnapshot,
@@ -322,6 +327,14 @@ pub static BINDINGS: &[Binding] = &[
     Binding {
         keys: &[Char('/')],
         label: "/",
+        action: A::QueueFilter,
+        help: "filter the queue list by name (every word)",
+        footer: Some("filter"),
+        scopes: &[S::Queues],
+    },
+    Binding {
+        keys: &[Char('/')],
+        label: "/",
         action: A::Filter,
         help: "filter (as replay --filter)",
         footer: Some("filter"),
@@ -404,6 +417,22 @@ pub static BINDINGS: &[Binding] = &[
         label: "T",
         action: A::PageTrace,
         help: "read the stack trace full-screen",
+        footer: None,
+        scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char('y')],
+        label: "y",
+        action: A::CopyId,
+        help: "copy the message id (OSC 52: works over SSH)",
+        footer: None,
+        scopes: MSGS,
+    },
+    Binding {
+        keys: &[Char('Y')],
+        label: "Y",
+        action: A::CopyBody,
+        help: "copy the body, decoded (OSC 52)",
         footer: None,
         scopes: MSGS,
     },

@@ -12,6 +12,7 @@ pub mod help;
 pub mod keys;
 pub mod oplog;
 pub mod pager;
+pub mod picker;
 pub mod replays;
 pub mod run;
 pub mod save;

@@ -162,6 +162,12 @@ async fn run_loop(
                 })?;
                 update(&mut state, super::event::Event::Edited(edited));
             }
+            if let Some(text) = state.clipboard.take() {
+                execute!(
+                    terminal.backend_mut(),
+                    ratatui::crossterm::clipboard::CopyToClipboard::to_clipboard_from(text)
+                )?;
+            }
             // Saves are performed here, where the frame is: the worker has no part in them.
             if let Some(save) = state.save.take() {
                 let screen = match save {

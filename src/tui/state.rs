@@ -58,6 +58,11 @@ pub enum ListMode {
     Groups,
 }
 
+/// The queue filter's words, lower-cased.
+pub fn queue_filter_words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_lowercase).collect()
+}
+
 /// One browsed message, kept small: with 100,000 browsed the list must fit in little memory
 /// (see `examples/bench_tui.rs`). It holds what the list, the filter and the groups need (the
 /// [`Brief`], the key, the body) and the rest of the message packed; [`Row::open`] explains the
@@ -505,6 +510,8 @@ pub enum Overlay {
     Pager(Box<Pager>),
     /// Warren's editor on the message under the cursor (`E`): edit, then replay.
     Edit(Box<super::edit::EditModal>),
+    /// The context picker (`:ctx` with no name).
+    Contexts(super::picker::ContextPicker),
 }
 
 #[derive(Clone, Debug)]
@@ -629,6 +636,17 @@ pub struct State {
     pub edit_handover: Option<String>,
     /// A save `update` decided on (`Ctrl-S`, `S`): the loop, which has the frame, performs it.
     pub save: Option<super::save::Save>,
+    /// Text `y`/`Y` copied: the loop writes it to the terminal as OSC 52, which puts it on the
+    /// clipboard of the terminal the operator sits at, over SSH and tmux too.
+    pub clipboard: Option<String>,
+    /// The queue list's filter (`/` on the list): the rows whose place and name hold every
+    /// word of it, case-insensitively. Empty: every row.
+    pub queue_filter: String,
+    /// The queue filter's input line while it is open; Esc restores `queue_filter`'s text from
+    /// before.
+    pub queue_filter_input: Option<(TextArea<'static>, String)>,
+    /// The contexts of the config file, for the picker and Tab (empty without a config).
+    pub contexts: Vec<super::picker::ContextChoice>,
     /// The first line of the help overlay in view.
     pub help_scroll: u16,
     /// The terminal's size (columns, rows) as last reported (80×24 until it is): the pager lays
@@ -713,6 +731,10 @@ impl State {
             handover: None,
             edit_handover: None,
             save: None,
+            clipboard: None,
+            queue_filter: String::new(),
+            queue_filter_input: None,
+            contexts: Vec::new(),
             help_scroll: 0,
             screen: (80, 24),
             banner_whole: false,
@@ -730,37 +752,58 @@ impl State {
 
     /// The rows of the queue list: dead-letter queues first, ordinary queues when toggled on.
     pub fn queue_rows(&self) -> Vec<QueueRow<'_>> {
-        let dlqs = &self.discovery.dead_letter_queues;
-        let mut rows: Vec<QueueRow<'_>> = if self.queue_order.len() == dlqs.len() {
-            self.queue_order
-                .iter()
-                .filter_map(|&i| dlqs.get(i))
-                .map(QueueRow::Dlq)
-                .collect()
-        } else {
-            dlqs.iter().map(QueueRow::Dlq).collect()
-        };
-        if self.show_ordinary {
-            rows.extend(self.discovery.other_queues.iter().map(QueueRow::Other));
-        }
-        rows
+        self.rows_and_figures()
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect()
     }
 
     /// The urgency figures of each row of [`State::queue_rows`] (`None` for ordinary queues).
     pub fn row_figures(&self) -> Vec<Option<&Figures>> {
-        let n = self.discovery.dead_letter_queues.len();
-        let mut out: Vec<Option<&Figures>> = if self.queue_order.len() == n {
-            self.queue_order
-                .iter()
-                .map(|&i| self.figures.get(i))
-                .collect()
+        self.rows_and_figures()
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect()
+    }
+
+    /// The queue list in its order, each row with its figures, narrowed by the queue filter
+    /// (`/` on the list): one place, so rows and figures never disagree.
+    fn rows_and_figures(&self) -> Vec<(QueueRow<'_>, Option<&Figures>)> {
+        let dlqs = &self.discovery.dead_letter_queues;
+        let order: Vec<usize> = if self.queue_order.len() == dlqs.len() {
+            self.queue_order.clone()
         } else {
-            (0..n).map(|i| self.figures.get(i)).collect()
+            (0..dlqs.len()).collect()
         };
+        let mut rows: Vec<(QueueRow<'_>, Option<&Figures>)> = order
+            .into_iter()
+            .filter_map(|i| dlqs.get(i).map(|d| (QueueRow::Dlq(d), self.figures.get(i))))
+            .collect();
         if self.show_ordinary {
-            out.extend(self.discovery.other_queues.iter().map(|_| None));
+            rows.extend(
+                self.discovery
+                    .other_queues
+                    .iter()
+                    .map(|q| (QueueRow::Other(q), None)),
+            );
         }
-        out
+        if !self.queue_filter.is_empty() {
+            let words = queue_filter_words(&self.queue_filter);
+            // What the row shows: its name, after its context or vhost where the list holds
+            // several (a vhost named like its queues would otherwise match every row).
+            rows.retain(|(r, _)| {
+                let shown = if self.every_context() {
+                    format!("{}/{}", self.place_of(r.context(), r.vhost()), r.name())
+                } else if self.every_vhost() {
+                    format!("{}/{}", r.vhost(), r.name())
+                } else {
+                    r.name().to_string()
+                };
+                let shown = shown.to_lowercase();
+                words.iter().all(|w| shown.contains(w.as_str()))
+            });
+        }
+        rows
     }
 
     pub fn queue_name_at_cursor(&self) -> Option<String> {
@@ -802,22 +845,21 @@ impl State {
     }
 
     /// With every context listed: where a queue lives, as its row shows it before its name —
-    /// its context, and its vhost too where that is not the context's own ("staging/billing").
+    /// its context (by its label, where it has one), and its vhost too where that is not the
+    /// context's own ("staging/billing").
     /// Empty in any other scope (or for a queue of no context).
     pub fn place_of(&self, context: &str, vhost: &str) -> String {
         if !self.every_context() || context.is_empty() {
             return String::new();
         }
-        let own = self
-            .overview
-            .contexts
-            .iter()
-            .find(|r| r.context == context)
-            .map(|r| r.vhost.as_str());
-        if own == Some(vhost) {
-            context.to_string()
+        let reach = self.overview.contexts.iter().find(|r| r.context == context);
+        // The context's label where it has one: chosen by its people to be told apart at a
+        // glance, and usually shorter than its name.
+        let name = reach.and_then(|r| r.label.as_deref()).unwrap_or(context);
+        if reach.map(|r| r.vhost.as_str()) == Some(vhost) {
+            name.to_string()
         } else {
-            format!("{context}/{vhost}")
+            format!("{name}/{vhost}")
         }
     }
 
@@ -905,6 +947,17 @@ impl State {
         self.queue_cursor = found
             .unwrap_or(self.queue_cursor)
             .min(self.queue_rows().len().saturating_sub(1));
+    }
+
+    /// Narrows the queue list to `text` (see `rows_and_figures`), the cursor staying on its
+    /// queue while that is still listed, else on the first row.
+    pub fn set_queue_filter(&mut self, text: String) {
+        let keep = self.queue_at_cursor();
+        self.queue_filter = text;
+        let rows = self.queue_rows();
+        let found = keep.and_then(|id| rows.iter().position(|r| r.is(&id)));
+        self.queue_cursor = found.unwrap_or(0).min(rows.len().saturating_sub(1));
+        self.dirty = true;
     }
 
     /// The rows in view, in order.

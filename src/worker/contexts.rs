@@ -232,6 +232,7 @@ async fn list_one(name: &str, ss: &Sessions, ticket: Ticket, ops: &Ops) -> Resul
                 super::depth_history(ss.main(), &discovery, ticket).map(|h| in_context(h, name));
             let reach = Reach {
                 context: name.to_string(),
+                label: ss.main().target.label.clone(),
                 vhost: ss.main().vhost().to_string(),
                 broker_version: overview.broker_version,
                 read_only: overview.read_only,

@@ -426,6 +426,8 @@ pub enum ArchivePlace {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Reach {
     pub context: String,
+    /// The context's `label` from the config, which its rows show instead of its name.
+    pub label: Option<String>,
     /// The vhost listed in it: its own, or `*` (every vhost of it).
     pub vhost: String,
     pub broker_version: String,

@@ -16,6 +16,18 @@ pub(super) fn on_command_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             state.command_input = None;
             run_command_line(state, &line)
         }
+        KeyCode::Tab => {
+            let (line, fits) =
+                crate::tui::picker::complete(&state.contexts, &input.lines().join(" "));
+            let mut done = TextArea::new(vec![line]);
+            done.move_cursor(ratatui_textarea::CursorMove::End);
+            *input = done;
+            state.notice = (!fits.is_empty()).then(|| {
+                let shown: Vec<String> = fits.iter().map(|f| sanitize::one_line(f, 40)).collect();
+                format!("Tab: {}", shown.join("  "))
+            });
+            Vec::new()
+        }
         _ => {
             input.input(key);
             Vec::new()
@@ -77,6 +89,10 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
             state.overlay = Overlay::Help;
             Vec::new()
         }
+        ("ctx" | "context", true) if !state.contexts.is_empty() => {
+            state.overlay = Overlay::Contexts(Default::default());
+            Vec::new()
+        }
         ("ctx" | "context" | "vhost" | "vh" | "limit", true) => {
             state.error = Some(format!(":{verb} needs an argument, e.g. :{verb} NAME"));
             Vec::new()
@@ -89,6 +105,37 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
             Vec::new()
         }
     }
+}
+
+/// Keys in the context picker: typing narrows it, the arrows choose, Enter opens the chosen
+/// context as `:ctx NAME` does, Esc closes it.
+pub(super) fn on_picker_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let Overlay::Contexts(p) = &mut state.overlay else {
+        return Vec::new();
+    };
+    let offered = crate::tui::picker::offered(&state.contexts, &p.query);
+    match key.code {
+        KeyCode::Esc => state.overlay = Overlay::None,
+        KeyCode::Enter => {
+            let Some(name) = offered.get(p.cursor).cloned() else {
+                return Vec::new();
+            };
+            state.overlay = Overlay::None;
+            return run_command_line(state, &format!("ctx {name}"));
+        }
+        KeyCode::Up => p.cursor = p.cursor.saturating_sub(1),
+        KeyCode::Down => p.cursor = (p.cursor + 1).min(offered.len().saturating_sub(1)),
+        KeyCode::Backspace => {
+            p.query.pop();
+            p.cursor = 0;
+        }
+        KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+            p.query.push(c);
+            p.cursor = 0;
+        }
+        _ => {}
+    }
+    Vec::new()
 }
 
 /// `:redirect add FROM TO [reason…]`, `:redirect remove FROM`, `:redirects`: asked of the
@@ -202,6 +249,9 @@ pub(super) fn enter_new_place(state: &mut State, generation: u64) {
     state.selected.clear();
     state.anchor = None;
     state.queue_cursor = 0;
+    // The filter was for the old place's names.
+    state.queue_filter.clear();
+    state.queue_filter_input = None;
     state.msg_cursor = 0;
     state.group_cursor = 0;
     state.group_notes.clear();

@@ -1,4 +1,4 @@
-//! The filter line and the group note input.
+//! The filter lines (the messages', the queue list's) and the group note input.
 
 use super::*;
 
@@ -162,3 +162,43 @@ pub fn apply_filter_text(state: &mut State, text: String) {
 pub const FILTER_DEBOUNCE_ROWS: usize = 10_000;
 /// How long typing must pause before a large list is narrowed.
 pub const FILTER_SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
+
+/// `/` on the queue list: the queue filter's line, holding the filter in force.
+pub(super) fn open_queue_filter(state: &mut State) {
+    let mut input = TextArea::new(vec![state.queue_filter.clone()]);
+    input.move_cursor(ratatui_textarea::CursorMove::End);
+    state.queue_filter_input = Some((input, state.queue_filter.clone()));
+}
+
+/// Keys in the queue filter's line: the list narrows as it is typed, the cursor staying on its
+/// queue while that is still listed; Enter keeps, Esc restores the filter from before. Moving
+/// the cursor rests it on a new queue, which the first screen then reads (see `glance`).
+pub(super) fn on_queue_filter_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let Some((input, before)) = &mut state.queue_filter_input else {
+        return Vec::new();
+    };
+    // Only Enter and Esc end it; a key the line does not take does nothing.
+    let text = match key.code {
+        KeyCode::Enter => {
+            state.queue_filter_input = None;
+            state.dirty = true;
+            return Vec::new();
+        }
+        KeyCode::Esc => {
+            let before = std::mem::take(before);
+            state.queue_filter_input = None;
+            before
+        }
+        KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            *input = TextArea::default();
+            String::new()
+        }
+        _ => {
+            input.input(key);
+            input.lines().join(" ")
+        }
+    };
+    state.set_queue_filter(text);
+    super::glance::cursor_moved(state);
+    Vec::new()
+}

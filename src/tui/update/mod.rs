@@ -28,6 +28,7 @@ use crate::domain::selection::{GroupChoice, Selection};
 use crate::worker::protocol::{Command, ReplayRequest};
 
 mod command;
+mod copy;
 mod edit;
 mod glance;
 mod inputs;
@@ -153,6 +154,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         Overlay::Progress(_) => return on_progress_key(state, key),
         Overlay::Pager(_) => return pager::on_key(state, key),
         Overlay::Edit(_) => return on_edit_key(state, key),
+        Overlay::Contexts(_) => return on_picker_key(state, key),
         Overlay::None => {}
     }
     if state.command_input.is_some() {
@@ -161,6 +163,9 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     if state.filter_input.is_some() {
         on_filter_key(state, key);
         return Vec::new();
+    }
+    if state.queue_filter_input.is_some() {
+        return on_queue_filter_key(state, key);
     }
     if state.note_input.is_some() {
         return on_note_key(state, key);
@@ -335,6 +340,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::WholeText => {}
         Action::CommandLine => state.command_input = Some(TextArea::default()),
         Action::Filter => open_filter(state),
+        Action::QueueFilter => open_queue_filter(state),
         Action::NextPane => {
             state.focus = match state.focus {
                 Focus::Queues if state.browse.is_some() => Focus::Messages,
@@ -365,6 +371,11 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::Back => {
             state.banner_whole = false;
             if state.error.take().is_none() && state.notice.take().is_none() {
+                // On the list, Esc first drops its filter (as k9s does).
+                if state.focus == Focus::Queues && !state.queue_filter.is_empty() {
+                    state.set_queue_filter(String::new());
+                    return Vec::new();
+                }
                 state.focus = match state.focus {
                     Focus::Detail => Focus::Messages,
                     _ => Focus::Queues,
@@ -427,6 +438,8 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::ToggleTrace => state.trace_open = !state.trace_open,
         Action::PageBody => pager::open_body(state),
         Action::PageTrace => pager::open_trace(state),
+        Action::CopyId => copy::id(state),
+        Action::CopyBody => copy::body(state),
         Action::SaveScreen => save::screen(state),
         Action::SaveSnapshot => save::snapshot(state),
         Action::Replay => return start_replay(state),
@@ -706,17 +719,22 @@ fn protect(state: &mut State) -> Vec<Command> {
     let Some(name) = state.queue_at_cursor() else {
         return Vec::new();
     };
-    let Some(dlq) = state.dlq_of(&name).filter(|d| {
-        d.limit_applies(crate::domain::features::BrokerVersion::parse(
-            &state.overview.broker_version,
-        ))
-    }) else {
+    let version = crate::domain::features::BrokerVersion::parse(&state.overview.broker_version);
+    let Some(dlq) = state.dlq_of(&name).filter(|d| d.limit_applies(version)) else {
         state.notice = Some(format!(
             "{} has no delivery limit that reads count against: reading it costs nothing",
             shown(state, &name)
         ));
         return Vec::new();
     };
+    // Decided before it is offered: where no policy can lift the limit (3.x, or an argument on
+    // 4.x), say so and the way out now, not after the operator accepted a policy.
+    if let Some(why) = version.and_then(|v| {
+        crate::domain::protect::refusal(v, &dlq.name, dlq.delivery_limit, dlq.delivery_limit_arg)
+    }) {
+        state.error = Some(sanitize::one_line(&why, 1000));
+        return Vec::new();
+    }
     if pending.as_ref() == Some(&name) {
         state.notice = Some(format!("protecting {}…", shown(state, &name)));
         return vec![Command::Protect {

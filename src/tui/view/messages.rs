@@ -118,7 +118,9 @@ pub(super) fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
         );
         return;
     }
-    let wide = area.width >= 70;
+    // The wide columns (position, a whole GUID, since its first failure) only where the
+    // reason keeps about 30 columns beside them.
+    let wide = area.width >= WIDE_LIST;
     // Build only the rows that fit: with 100,000 messages browsed, building every row on every
     // key press cost ~0.5 s a frame. The window keeps the cursor on screen the way ratatui's
     // table does from a fresh state (cursor at the bottom when scrolling down).
@@ -249,6 +251,9 @@ fn message_columns(wide: bool, id_w: u16) -> (Vec<Constraint>, &'static [(&'stat
     }
 }
 
+/// The message pane's width from which it shows the wide columns.
+const WIDE_LIST: u16 = 100;
+
 /// The message list's id column title (its narrowest width).
 const MESSAGE_ID_TITLE: &str = "Message id";
 
@@ -276,6 +281,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
         );
         return;
     };
+    // The last-seen column where there is room for it.
     let wide = area.width >= 70;
     let column = match state.group_by {
         GroupBy::Fingerprint => "Failure",
@@ -400,10 +406,14 @@ pub(super) fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
     }
     // Each line takes at least one row, so none past `scroll + height` can be in view.
     let shown = (scroll + usize::from(area.height)).min(total);
+    // Wrapped here with a hanging indent (a timeline entry's second row under its text), so
+    // the paragraph's own wrapping never has to.
+    let inner = usize::from(area.width.saturating_sub(2));
     let text: Vec<Line<'_>> = note
         .into_iter()
         .chain(lines.iter().map(borrowed))
         .take(shown)
+        .flat_map(|l| super::wrap::hanging(l, inner))
         .collect();
     frame.render_widget(
         Paragraph::new(text)

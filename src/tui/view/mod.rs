@@ -5,6 +5,7 @@ mod edit;
 mod messages;
 mod modals;
 mod queues;
+mod wrap;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -38,8 +39,10 @@ pub fn view(state: &State, frame: &mut Frame) {
         BANNER_LINES
     };
     let banner_height = banner_needs.min(banner_cap);
-    let input =
-        state.filter_input.is_some() || state.command_input.is_some() || state.note_input.is_some();
+    let input = state.filter_input.is_some()
+        || state.queue_filter_input.is_some()
+        || state.command_input.is_some()
+        || state.note_input.is_some();
     let [status, main, banner_area, input_area, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
@@ -53,6 +56,13 @@ pub fn view(state: &State, frame: &mut Frame) {
     // The longest name, measured once a frame (a list of 10,000 queues).
     let longest = longest_label(state);
     let left_width = queue_pane_width(longest, area.width);
+    // On a narrow screen the queue list steps aside while the messages have the focus, as
+    // lazygit's side panels do: at 80 columns it leaves the reasons 16 columns otherwise.
+    let left_width = if state.focus != Focus::Queues && area.width < WIDE_SCREEN {
+        left_width.min(QUEUE_PANE_ASIDE)
+    } else {
+        left_width
+    };
     let [left, right] =
         Layout::horizontal([Constraint::Length(left_width), Constraint::Min(20)]).areas(main);
     queue_pane(state, frame, left, longest);
@@ -82,6 +92,7 @@ pub fn view(state: &State, frame: &mut Frame) {
         Overlay::Restore(modal) => restore_modal(state, modal, frame, area),
         Overlay::Progress(run) => progress(state, run, frame, area),
         Overlay::Edit(modal) => edit::editor(state, modal, frame, area),
+        Overlay::Contexts(p) => super::picker::draw(state, p, frame, area),
         // Everything but the footer, which says the pager's keys.
         Overlay::Pager(p) => super::pager::draw(
             state,
@@ -320,6 +331,11 @@ fn window(cursor: usize, len: usize, height: u16) -> (usize, usize) {
     (start, (start + rows).min(len))
 }
 
+/// Below this many columns the queue list narrows while it is not focused.
+const WIDE_SCREEN: u16 = 120;
+/// The queue list's width then: depth and growth, and the start of each name.
+const QUEUE_PANE_ASIDE: u16 = 24;
+
 /// Rows the banner takes at most until `w` asks for its whole text.
 const BANNER_LINES: u16 = 3;
 
@@ -387,6 +403,9 @@ fn input_line(state: &State, frame: &mut Frame, area: Rect) {
     if let Some(fi) = &state.filter_input {
         frame.render_widget(Paragraph::new(Span::styled(" /", t.accent)), prompt);
         frame.render_widget(&fi.input, field);
+    } else if let Some((input, _)) = &state.queue_filter_input {
+        frame.render_widget(Paragraph::new(Span::styled(" /", t.accent)), prompt);
+        frame.render_widget(input, field);
     } else if let Some(input) = &state.command_input {
         frame.render_widget(Paragraph::new(Span::styled(" :", t.accent)), prompt);
         frame.render_widget(input, field);
@@ -420,7 +439,13 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
     let mut spans: Vec<Span> = Vec::new();
     let mut used = 0usize;
     let width = usize::from(area.width);
-    let hints: Vec<(String, String, bool)> = if state.filter_input.is_some() {
+    let hints: Vec<(String, String, bool)> = if state.queue_filter_input.is_some() {
+        vec![
+            ("type".into(), "queue name".into(), false),
+            ("Enter".into(), "keep".into(), false),
+            ("Esc".into(), "undo".into(), false),
+        ]
+    } else if state.filter_input.is_some() {
         vec![
             ("Enter".into(), "keep filter".into(), false),
             ("Esc".into(), "undo".into(), false),
@@ -444,6 +469,13 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
             hints.push(("type".into(), "reason".into(), false));
         }
         hints
+    } else if matches!(state.overlay, Overlay::Contexts(_)) {
+        vec![
+            ("type".into(), "narrow".into(), false),
+            ("↑/↓".into(), "choose".into(), false),
+            ("Enter".into(), "open".into(), false),
+            ("Esc".into(), "close".into(), false),
+        ]
     } else if matches!(state.overlay, Overlay::Help) {
         vec![
             ("Esc/?".into(), "close help".into(), false),
@@ -482,6 +514,7 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
         && matches!(state.overlay, Overlay::None)
         && state.command_input.is_none()
         && state.filter_input.is_none()
+        && state.queue_filter_input.is_none()
     {
         let mut back = vec![("*".to_string(), "every context".to_string(), false)];
         back.extend(hints);

@@ -184,24 +184,43 @@ pub(super) fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: 
 fn queue_pane_title(state: &State, width: u16) -> String {
     let n_dlq = state.discovery.dead_letter_queues.len();
     let order = format!(
-        "by {}{}",
+        "by {}{} ",
         state.sort.label(),
         if state.sort_reverse { " ▲" } else { "" }
     );
+    // A filtered list says how many it shows, and by what.
+    let shown = if state.queue_filter.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ": {} shown, /{}",
+            state.queue_rows().len(),
+            crate::domain::sanitize::one_line(&state.queue_filter, 24)
+        )
+    };
     let base = if state.show_ordinary {
         format!(
-            " Queues ({n_dlq} DLQ + {} other) ",
+            " Queues ({n_dlq} DLQ + {} other){shown} ",
             state.discovery.other_queues.len()
         )
     } else {
-        format!(" Dead-letter queues ({n_dlq}) ")
+        format!(" Dead-letter queues ({n_dlq}){shown} ")
     };
-    let with_order = format!("{base}{order} ");
-    if unicode_width::UnicodeWidthStr::width(with_order.as_str()) + 2 <= usize::from(width) {
-        with_order
+    // The richest that fits the border: with the order, without it, then short.
+    let short = if state.queue_filter.is_empty() {
+        format!(" DLQs ({n_dlq}) ")
     } else {
-        base
-    }
+        format!(
+            " {}/{n_dlq} /{} ",
+            state.queue_rows().len(),
+            crate::domain::sanitize::one_line(&state.queue_filter, 24)
+        )
+    };
+    let fits = |t: &str| unicode_width::UnicodeWidthStr::width(t) + 2 <= usize::from(width);
+    [format!("{base}{order}"), base]
+        .into_iter()
+        .find(|t| fits(t))
+        .unwrap_or(short)
 }
 
 /// One queue's row, with the columns `tier` has room for.
