@@ -164,6 +164,12 @@ async fn session(broker: TestBroker) {
             "{label}: {quorum}"
         );
     }
+    // A look at a quorum queue returns its messages out of place: it says the next look may
+    // list them in another order (the classic one below says nothing of the kind).
+    assert!(
+        quorum.contains("the next look may list them in another order"),
+        "{label}: {quorum}"
+    );
     // 3.10 and 4.0: the second browse reused the read, and the plan read nothing. 4.3 reads
     // are free, so both read again.
     let rest: &[&str] = if label == "4.3" {
