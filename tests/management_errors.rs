@@ -258,3 +258,61 @@ async fn connections_are_listed_and_closed() {
         vh.cleanup().await;
     }
 }
+
+/// A management URL that is not the API: one ending in `/api` (Warren adds it) names the
+/// address to give instead; another web server is said to be one, not "version not found".
+#[tokio::test]
+async fn a_url_that_is_not_the_management_api_says_what_it_is() {
+    let broker = TestBroker::default_broker();
+    let url = format!(
+        "http://guest:Xyzzy-it-is@127.0.0.1:{}/api",
+        broker.mgmt_port
+    );
+    let err = Management::new(&target_for(&url, "/"))
+        .unwrap()
+        .overview()
+        .await
+        .expect_err("not the API");
+    assert!(
+        matches!(err, ManagementError::NotManagementApi { .. }),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!(
+            "Warren adds /api itself: give the plugin's address without it, http://127.0.0.1:{}/",
+            broker.mgmt_port
+        )),
+        "{text}"
+    );
+    assert!(!format!("{err:?}").contains("Xyzzy"), "{err:?}");
+
+    // Another web server: it answers every request with a 404 page.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let page = "<html>nothing here</html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    let err = Management::new(&target_for(&format!("http://127.0.0.1:{port}/"), "/"))
+        .unwrap()
+        .overview()
+        .await
+        .expect_err("not RabbitMQ");
+    let text = err.to_string();
+    assert!(
+        text.contains("is not RabbitMQ's management API")
+            && text.contains("not another web server"),
+        "{text}"
+    );
+}

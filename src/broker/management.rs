@@ -57,6 +57,14 @@ pub enum ManagementError {
     },
     #[error("{what} not found at {url}")]
     NotFound { url: String, what: String },
+    /// The URL answers, but not as RabbitMQ's management API does (a path ending in `/api`,
+    /// another web server, the AMQP port behind a proxy).
+    #[error("{url} is not RabbitMQ's management API: {seen}. {hint}")]
+    NotManagementApi {
+        url: String,
+        seen: String,
+        hint: String,
+    },
     /// The queue asked about does not exist (a name mistyped, or a queue deleted).
     #[error("no queue '{queue}' in vhost '{vhost}' — `warren queues` lists them")]
     NoQueue { vhost: String, queue: String },
@@ -263,16 +271,47 @@ impl Management {
                 None,
                 what,
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                ManagementError::NotFound { .. } => {
+                    self.not_the_api("GET api/overview answered 404")
+                }
+                e => e,
+            })?;
         let (version, product_name, cluster_name) = wire::one::<wire::Overview>(&v)
             .unwrap_or_default()
             .into_parts();
+        // Every RabbitMQ names its version there; an answer without one is something else.
+        if version.trim().is_empty() {
+            return Err(self.not_the_api("its api/overview names no RabbitMQ version"));
+        }
         Ok(Overview {
             features: BrokerFeatures::from_version(&version),
             rabbitmq_version: version,
             product_name,
             cluster_name,
         })
+    }
+
+    /// The URL is not the management API: what was seen, and what to give instead.
+    fn not_the_api(&self, seen: &str) -> ManagementError {
+        let url = self.active_url();
+        let path = url.path().trim_end_matches('/');
+        let hint = if path.ends_with("/api") {
+            let mut base = url.clone();
+            base.set_path(&format!("{}/", path.trim_end_matches("/api")));
+            format!(
+                "Warren adds /api itself: give the plugin's address without it, {}",
+                sanitize::one_line(base.as_str(), 200)
+            )
+        } else {
+            "Give the management plugin's address, e.g. http://HOST:15672/ (not the AMQP port, not another web server), or --amqp-url alone to derive it".to_string()
+        };
+        ManagementError::NotManagementApi {
+            url: sanitize::one_line(url.as_str(), 200),
+            seen: seen.to_string(),
+            hint,
+        }
     }
 
     pub async fn whoami(&self) -> Result<WhoAmI, ManagementError> {
