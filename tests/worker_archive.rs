@@ -821,7 +821,7 @@ async fn the_tui_asks_about_a_missing_archive_stream_and_the_answer_goes_with_th
 }
 
 /// A stream the management API counted empty, written just after: the count lags seconds behind
-/// (0 for up to 5 s after the writes, measured on 4.3), and a read bounded by it read nothing —
+/// (0 for up to 5 s after the writes, measured on 3.10 and 4.3), and a read bounded by it read nothing —
 /// the archive browsed right after an archive run listed 0 of 3 on a loaded machine. The worker
 /// reads a stream to its tail instead.
 async fn stale_count_session(broker: TestBroker, home: &Home) {
