@@ -547,6 +547,12 @@ async fn the_first_messages_size_bounds_the_prefetch_whatever_the_average_says()
         assert_eq!(prefetch, Some(15), "{label}");
 
         let run = run.await.expect("the run");
+        // Only a signal ends a run `cancelled`, and this test sends none: one that came from
+        // outside it is named as such (warren's stderr says which signal).
+        assert!(
+            !run.stderr.contains("stopping ("),
+            "{label}: warren was sent a signal, not by this test: {run}"
+        );
         assert_eq!(run.code, Some(0), "{label}: {run}");
         assert_eq!(run.summary_u64("moved"), 301, "{label}: {run}");
         let moved = read_all(&conn, "work", 301).await;

@@ -378,6 +378,49 @@ async fn frame_quorum(broker: TestBroker) {
     vhost.cleanup().await;
 }
 
+/// Waits (at most 30 s) until `queue` looks empty the way the read ledger looks before it
+/// forgets (`ledger::forget_when_empty`): the management API reports no message, none
+/// unacknowledged and no consumer, and a passive declare no ready message and no consumer. A look
+/// taken earlier is not a look at an empty queue, and the ledger rightly keeps its record: the
+/// second look then still refused. The management API's figures are periodic statistics that
+/// need not move together (`consumers` was absent at one look and 0 at the next, `messages` 0 at
+/// both), so waiting for `messages` alone was not waiting for what the ledger checks.
+async fn seen_empty(vhost: &TestVhost, conn: &lapin::Connection, queue: &str) {
+    let path = format!("/api/queues/{}/{}", enc(&vhost.name), enc(queue));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = vhost.get_json(&path).await;
+        let zero = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) == 0;
+        let reported = v.get("messages").and_then(Value::as_u64) == Some(0)
+            && zero("messages_unacknowledged")
+            && zero("consumers");
+        let ch = conn.create_channel().await.expect("channel");
+        let declared = ch
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("passive declare");
+        let _ = ch.close(200, "looked".into()).await;
+        if reported && declared.message_count() == 0 && declared.consumer_count() == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {queue} not seen empty in 30 s: management API {v}, declare {} ready, {} consumer(s)",
+            vhost.broker.label,
+            declared.message_count(),
+            declared.consumer_count()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Purged, the queue is seen empty: the first look still refuses (the failed read is settled
 /// at its worst case, not forgotten), the second forgets, and a refilled queue is read afresh.
 async fn emptied_then_refilled(vhost: &TestVhost, home: &Home, conn: &lapin::Connection) {
@@ -385,14 +428,15 @@ async fn emptied_then_refilled(vhost: &TestVhost, home: &Home, conn: &lapin::Con
     let path = format!("/api/queues/{}/big.qdlq/contents", enc(&vhost.name));
     let r = vhost.api(reqwest::Method::DELETE, &path, None).await;
     assert!(r.status().is_success(), "purge: {}", r.status());
-    assert_eq!(amqp_h::mgmt_depth(vhost, "big.qdlq", 0).await, Some(0));
     let show = ["show", "big.qdlq", "--json", "--read-again"];
+    seen_empty(vhost, conn, "big.qdlq").await;
     let first = warren(vhost, home, &show).await;
     assert_eq!(first.code, Some(1), "{label}: {first}");
     assert!(
         first.stderr.contains("before touching the queue"),
         "{first}"
     );
+    seen_empty(vhost, conn, "big.qdlq").await;
     let second = warren(vhost, home, &show).await;
     assert_eq!(
         second.code,

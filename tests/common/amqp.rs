@@ -431,3 +431,56 @@ pub async fn dead_json_orders(conn: &Connection, n: u32) {
     reject_consumed(conn, "orders", n, 10).await;
     wait_for_depth(conn, "orders.dlq", u64::from(n), Duration::from_secs(10)).await;
 }
+
+/// The messages of `stream` from its first: the `expected` ones waited for patiently (a loaded
+/// 4.3 took seconds to serve a stream's first chunk, which a 3 s wait read as an empty stream),
+/// then any more, up to `most`, until a second's silence. Reading a stream takes nothing away.
+pub async fn read_stream_expecting(
+    conn: &Connection,
+    stream: &str,
+    expected: usize,
+    most: usize,
+) -> Vec<DeadLetter> {
+    let ch = conn.create_channel().await.expect("channel");
+    ch.basic_qos(1000, BasicQosOptions::default())
+        .await
+        .expect("qos");
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-stream-offset".into(),
+        AMQPValue::LongString(LongString::from("first")),
+    );
+    let mut consumer = ch
+        .basic_consume(
+            stream.into(),
+            super::unique("test-stream").as_str().into(),
+            BasicConsumeOptions::default(),
+            args,
+        )
+        .await
+        .expect("consume the stream");
+    let mut out = Vec::new();
+    while out.len() < most {
+        let wait = if out.len() < expected {
+            Duration::from_secs(30)
+        } else {
+            Duration::from_secs(1)
+        };
+        match tokio::time::timeout(wait, consumer.next()).await {
+            Ok(Some(Ok(d))) => {
+                let tag = d.delivery_tag;
+                out.push(dead_letter_from_delivery(
+                    stream,
+                    out.len() as u64,
+                    d,
+                    usize::MAX,
+                ));
+                // Acks on a stream only grant credit.
+                let _ = ch.basic_ack(tag, BasicAckOptions { multiple: true }).await;
+            }
+            _ => break,
+        }
+    }
+    let _ = ch.close(200, "read".into()).await;
+    out
+}
