@@ -115,18 +115,48 @@ pub async fn fill(conn: &Connection, n: u32, body_size: usize) -> Result<()> {
     Ok(())
 }
 
+/// `BENCH_REWRITE=1`: the headers as Warren's replay publishes them, to see what its rewrite
+/// costs the broker: the broker's `x-death`/`x-first-death-*`/`x-last-death-*` stripped, and
+/// Warren's four headers added (replayed from, at, count, run id).
+fn rewritten(props: &BasicProperties) -> BasicProperties {
+    let mut h = FieldTable::default();
+    if let Some(old) = props.headers() {
+        for (k, v) in old.inner() {
+            let name = k.as_str();
+            let broker = name == "x-death"
+                || name.starts_with("x-first-death-")
+                || name.starts_with("x-last-death-");
+            if !broker {
+                h.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    h.insert("warren-replayed-from".into(), long("dlq"));
+    h.insert(
+        "warren-replayed-at".into(),
+        long("2026-12-03T15:00:00.123456789Z"),
+    );
+    h.insert("warren-replay-count".into(), AMQPValue::LongLongInt(1));
+    h.insert(
+        "warren-replay-id".into(),
+        long("r-20261203T150000Z-0123456789ab"),
+    );
+    props.clone().with_headers(h)
+}
+
 type RawPublish = std::pin::Pin<
     Box<dyn std::future::Future<Output = (u64, lapin::Result<lapin::Confirmation>)> + Send>,
 >;
 
 /// The bare pipelined mover (`bench_replay --raw`): consume with a prefetch of `window`,
-/// publish each delivery as it comes (mandatory, properties as they came), ack (multiple) in
-/// order as confirms arrive, every 256 or when nothing is in flight.
+/// publish each delivery as it comes (mandatory, properties as they came unless `rewrite`),
+/// ack (multiple) in order as confirms arrive, every 256 or when nothing is in flight.
 pub async fn mover(
     consume: &Connection,
     publish: &Connection,
     n: u32,
     window: u16,
+    rewrite: bool,
 ) -> Result<Duration> {
     let cch = consume.create_channel().await?;
     cch.basic_qos(window, BasicQosOptions::default()).await?;
@@ -163,9 +193,10 @@ pub async fn mover(
                 received += 1;
                 let ch = pch.clone();
                 let tag = d.delivery_tag;
+                let props = if rewrite { rewritten(&d.properties) } else { d.properties.clone() };
                 let mut fut: RawPublish = Box::pin(async move {
                     let opts = BasicPublishOptions { mandatory: true, ..Default::default() };
-                    let r = match ch.basic_publish("".into(), "work".into(), opts, &d.data, d.properties.clone()).await {
+                    let r = match ch.basic_publish("".into(), "work".into(), opts, &d.data, props).await {
                         Ok(c) => c.await,
                         Err(e) => Err(e),
                     };

@@ -47,6 +47,8 @@ struct Opts {
     rounds: usize,
     body: usize,
     window: u32,
+    /// `BENCH_REWRITE=1`: the 0.9.1 mover rewrites the headers as Warren's replay does.
+    rewrite: bool,
     /// `BENCH_FILL=10`: fill over AMQP 1.0 (stored natively) instead of 0.9.1.
     fill10: bool,
     ways: Vec<Way>,
@@ -81,6 +83,7 @@ fn opts() -> Result<Opts> {
         rounds: env_or("BENCH_ROUNDS", "3").parse()?,
         body: env_or("BENCH_BODY", "1024").parse()?,
         window: env_or("BENCH_WINDOW", "1000").parse()?,
+        rewrite: env_or("BENCH_REWRITE", "0") == "1",
         fill10: match env_or("BENCH_FILL", "091").as_str() {
             "091" => false,
             "10" => true,
@@ -269,7 +272,7 @@ async fn one_move(
             let pconn = amqp091::connect(&uri).await?;
             let start = Counters::now(&pid, port);
             let window = u16::try_from(o.window)?;
-            let took = amqp091::mover(conn, &pconn, o.n, window).await?;
+            let took = amqp091::mover(conn, &pconn, o.n, window, o.rewrite).await?;
             let m = Counters::now(&pid, port).since(&start, took, o.n);
             let _ = pconn.close(200, "done".into()).await;
             m
