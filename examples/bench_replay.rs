@@ -237,10 +237,24 @@ struct WarrenRun {
     examined: u64,
     /// CPU this process spent (user + system), seconds.
     cpu: f64,
+    /// The replay alone (`Session::replay`, no session, plan or audit).
+    run: Duration,
+    /// Opening the session, and recording the outcome (the moved ids) in the local audit.
+    session: Duration,
+    outcome: Duration,
+    /// The broker's CPU (seconds) before the replay (session, plan, audit record) and during it.
+    broker_setup: f64,
+    broker_run: f64,
 }
 
-async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
+async fn warren_round(
+    b: &Bench,
+    store: &Store,
+    n: u32,
+    broker_cpu: &dyn Fn() -> f64,
+) -> Result<WarrenRun> {
     let cpu0 = cpu_seconds("self");
+    let broker0 = broker_cpu();
     let t0 = Instant::now();
     let overrides = Overrides {
         amqp_url: Some(b.amqp_url()),
@@ -250,6 +264,7 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
     };
     let target = config::resolve(&Config::default(), &overrides, &|_| None)?;
     let session = Session::open(target).await?;
+    let session_time = t0.elapsed();
     let spec = ReplaySpec {
         queue: "dlq".into(),
         selection: Selection::All,
@@ -292,10 +307,14 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
     })?;
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let mut events = 0u64;
+    let (broker1, t_run) = (broker_cpu(), Instant::now());
     let summary = session
         .replay(&spec, &preview, HashMap::new(), rx, |_| events += 1)
         .await?;
+    let (broker2, run) = (broker_cpu(), t_run.elapsed());
+    let t_outcome = Instant::now();
     record_outcome(store, id, &summary)?;
+    let outcome = t_outcome.elapsed();
     let whole = t0.elapsed();
     if summary.progress.moved != u64::from(n) {
         bail!(
@@ -309,6 +328,11 @@ async fn warren_round(b: &Bench, store: &Store, n: u32) -> Result<WarrenRun> {
         preview: preview_time,
         examined: preview.examined,
         cpu: cpu_seconds("self") - cpu0,
+        run,
+        session: session_time,
+        outcome,
+        broker_setup: broker1 - broker0,
+        broker_run: broker2 - broker1,
     })
 }
 
@@ -886,6 +910,11 @@ struct Figures {
     warren_cpu: Vec<f64>,
     broker_cpu_warren: Vec<f64>,
     broker_cpu_shovel: Vec<f64>,
+    /// `--raw`: the broker's CPU per message under the plain lapin mover.
+    broker_cpu_raw: Vec<f64>,
+    /// Warren's replay alone (no session, plan or audit): rate, and the broker's CPU per message.
+    warren_run: Vec<f64>,
+    broker_cpu_warren_run: Vec<f64>,
     /// `--archive`: the same engine archiving, right after each replay round, and its rate
     /// over that round's replay rate.
     archive: Vec<f64>,
@@ -939,11 +968,11 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                 fill(&conn, n, o.body, true).await?;
                 let c0 = broker_cpu();
                 if warren_turn {
-                    let w = warren_round(b, &store, n).await?;
+                    let w = warren_round(b, &store, n, &broker_cpu).await?;
                     let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
                     let cli = w.cpu * 1e6 / f64::from(n);
                     println!(
-                        "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0} {:>9.1} {:>9.1}   (plan {:.3} s, {} read first)",
+                        "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0} {:>9.1} {:>9.1}   (plan {:.3} s, {} read first; the replay alone {:.3} s = {:.0} msg/s, broker {:.1} µs/m; before it {:.1} µs/m; session {:.3} s, outcome {:.3} s)",
                         way.label(),
                         "warren replay (whole, audit on)",
                         w.whole.as_secs_f64(),
@@ -951,8 +980,17 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                         cli,
                         brk,
                         w.preview.as_secs_f64(),
-                        w.examined
+                        w.examined,
+                        w.run.as_secs_f64(),
+                        rate(n, w.run),
+                        w.broker_run * 1e6 / f64::from(n),
+                        w.broker_setup * 1e6 / f64::from(n),
+                        w.session.as_secs_f64(),
+                        w.outcome.as_secs_f64()
                     );
+                    f.warren_run.push(rate(n, w.run));
+                    f.broker_cpu_warren_run
+                        .push(w.broker_run * 1e6 / f64::from(n));
                     f.warren.push(rate(n, w.whole));
                     f.warren_cpu.push(cli);
                     f.broker_cpu_warren.push(brk);
@@ -991,18 +1029,22 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                 fill(&conn, n, o.body, true).await?;
                 let pconn = b.connect().await?;
                 let cpu0 = cpu_seconds("self");
+                let c0 = broker_cpu();
                 let t = raw_round(&conn, &pconn, n).await?;
+                let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
                 let cli = (cpu_seconds("self") - cpu0) * 1e6 / f64::from(n);
                 let _ = pconn.close(200, "done".into()).await;
                 println!(
-                    "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0} {:>9.1}",
+                    "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0} {:>9.1} {:>9.1}",
                     way.label(),
                     "plain lapin, pipelined (no rewrite)",
                     t.as_secs_f64(),
                     rate(n, t),
-                    cli
+                    cli,
+                    brk
                 );
                 f.raw.push(rate(n, t));
+                f.broker_cpu_raw.push(brk);
             }
         }
     }
@@ -1039,7 +1081,19 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
         );
         if !f.raw.is_empty() {
             let (r, rl, rh, _) = stats(&f.raw);
-            println!("  {:<34} plain lapin {r:.0} msg/s ({rl:.0}–{rh:.0})", "");
+            let (wr, wrl, wrh, _) = stats(&f.warren_run);
+            println!(
+                "  {:<34} plain lapin {r:.0} msg/s ({rl:.0}–{rh:.0}); warren / plain lapin = {:.2}×; broker CPU per message under plain lapin {:.1} µs",
+                "",
+                w / r,
+                stats(&f.broker_cpu_raw).0
+            );
+            println!(
+                "  {:<34} warren's replay alone {wr:.0} msg/s ({wrl:.0}–{wrh:.0}), {:.2}× plain lapin; broker {:.1} µs per message during it",
+                "",
+                wr / r,
+                stats(&f.broker_cpu_warren_run).0
+            );
         }
         println!(
             "  {:<34} CPU per message: warren {:.1} µs; broker {:.1} µs under warren, {:.1} µs under the shovel",
