@@ -231,3 +231,42 @@ fn y_copies_the_id_and_the_body_through_the_terminal() {
     assert!(body.starts_with("{\n  \"messageId\": \"ac9c1d9d"), "{body}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Snapshot files hold every message: each queue of the list is dated at once (its Age), not
+/// only the one the cursor rests on, and an unknown growth says so (`—`), not a blank.
+#[test]
+fn a_snapshot_dates_every_queue_in_the_list_without_reading_it() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo");
+    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e-snapage"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cmd = format!(
+        "cd '{demo}' && WARREN_LOG_DIR={dir} {bin} open *.jsonl; sleep 30",
+        dir = dir.display(),
+        bin = env!("CARGO_BIN_EXE_warren"),
+        demo = demo.display(),
+    );
+    let t = Tmux::open(&cmd, None, 200, 50);
+    let s = t.wait_for("Dead-letter queues (10)", Duration::from_secs(20));
+    // A growth of "—" and an age in days (the demo was exported days ago; "≥" where the headers
+    // give only a bound) on the rows whose messages carry a time: not only the cursor's.
+    let aged = regex::Regex::new(r"—\s+≥?\d+d\s").expect("regex");
+    let row = |name: &str| {
+        s.lines()
+            .find(|l| l.contains(&format!(" {name} ")))
+            .and_then(|l| l.split(['┃', '│']).nth(1))
+            .unwrap_or_default()
+            .to_string()
+    };
+    for name in [
+        "shipping-label_error",
+        "orders.dlq",
+        "payments.dlq",
+        "error",
+    ] {
+        let r = row(name);
+        assert!(aged.is_match(&r), "no age for {name} in {r:?}:\n{s}");
+    }
+    // Spring Cloud Stream's republished messages carry no time: said unknown, not guessed.
+    assert!(row("inventory.reserve.group.dlq").contains('—'), "{s}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -309,11 +309,20 @@ async fn perform(
     };
     match (work, backend) {
         (Work::Discover, Backend::Snapshot(snapshots)) => (
-            vec![Report::QueuesLoaded {
-                overview: snapshot_overview(&snapshots),
-                discovery: snapshot_discovery(&snapshots),
-                ticket,
-            }],
+            vec![
+                Report::QueuesLoaded {
+                    overview: snapshot_overview(&snapshots),
+                    discovery: snapshot_discovery(&snapshots),
+                    ticket,
+                },
+                // The snapshot holds every message: each queue is dated from them at once,
+                // as a read would date it, without one.
+                Report::DepthHistory {
+                    samples: HashMap::new(),
+                    heads: snapshot_heads(&snapshots),
+                    ticket,
+                },
+            ],
             None,
         ),
         (Work::Discover, Backend::Broker(ss)) => {
@@ -1073,6 +1082,25 @@ fn snapshot_overview(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Overvie
         snapshot: true,
         archive_question: None,
     }
+}
+
+/// Each snapshot's queue dated as a read of it at its export would be: its oldest and newest
+/// arrival, from its messages.
+fn snapshot_heads(
+    snapshots: &[(SnapshotHeader, Vec<DeadLetter>)],
+) -> HashMap<QueueRef, crate::domain::urgency::ReadHead> {
+    snapshots
+        .iter()
+        .filter_map(|(h, messages)| {
+            let at: jiff::Timestamp = h.exported_at.parse().ok()?;
+            let arrivals = messages.iter().map(|m| {
+                let e = crate::domain::explain::explain(m);
+                crate::domain::arrival::Arrival::of(&e.deaths, e.failed_at, None)
+            });
+            let head = crate::domain::urgency::ReadHead::of(at, arrivals);
+            Some((QueueRef::new(&h.vhost, &h.queue), head))
+        })
+        .collect()
 }
 
 /// Each snapshot holds one queue: present them as the dead-letter queues of one vhost.

@@ -88,11 +88,12 @@ fn depth_text(d: Option<u64>) -> String {
     d.map_or("?".into(), |d| d.to_string())
 }
 
-/// Growth in a queue cell: `+12/m`, `+1.5/m`, `0`, blank when unknown.
+/// Growth in a queue cell: `+12/m`, `+1.5/m`, `0`, `—` when unknown (no depths over time yet,
+/// or a snapshot: one moment), as the age says it.
 fn growth_cell(g: Option<f64>, narrow: bool) -> String {
     let per = if narrow { "" } else { "/m" };
     match g {
-        None => String::new(),
+        None => "—".into(),
         Some(g) if g <= 0.0 => "0".into(),
         Some(g) if g < 10.0 => format!("+{g:.1}{per}"),
         Some(g) if g < 1_000.0 || (!narrow && g < 10_000.0) => format!("+{g:.0}{per}"),
