@@ -387,6 +387,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
             }
             state.refresh_urgency(keep);
         }
+        Action::OrderMessages(by) => order_messages(state, by),
         Action::ToggleOrdinary => {
             state.show_ordinary = !state.show_ordinary;
             state.queue_cursor = state
@@ -732,4 +733,23 @@ fn protect(state: &mut State) -> Vec<Command> {
     ));
     state.pending_protect = Some(name);
     Vec::new()
+}
+
+/// Orders the message list by `by` (the same order again: reversed), the cursor staying on
+/// the message it was on.
+fn order_messages(state: &mut State, by: crate::tui::state::MsgOrder) {
+    if state.msg_order == by {
+        state.msg_order_reverse = !state.msg_order_reverse;
+    } else {
+        state.msg_order = by;
+        state.msg_order_reverse = false;
+    }
+    let on = state
+        .browse
+        .as_ref()
+        .and_then(|b| b.visible.get(state.msg_cursor).copied());
+    state.refresh_view();
+    if let (Some(on), Some(b)) = (on, &state.browse) {
+        state.msg_cursor = b.visible.iter().position(|&i| i == on).unwrap_or(0);
+    }
 }

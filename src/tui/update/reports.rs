@@ -35,14 +35,30 @@ pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             stop,
             ticket,
         } => {
+            // The chunks that came before this last part, if any (see `worker::page`).
+            let before = state
+                .arriving
+                .take_if(|a| a.ticket.request <= ticket.request)
+                .filter(|a| a.ticket == ticket && a.vhost == vhost && a.queue == queue);
             if page_is_stale(state, ticket) {
                 return Vec::new();
             }
             if is_queue(state.loading.as_ref(), &vhost, &queue) {
                 state.loading = None;
             }
-            let rows = page_rows(state, messages, &first_seen, &replays);
+            let mut rows = before.map(|a| a.rows).unwrap_or_default();
+            rows.extend(page_rows(state, messages, &first_seen, &replays));
             on_messages_loaded(state, vhost, queue, rows, stop, authors, ticket)
+        }
+        Report::MessagesChunk {
+            vhost,
+            queue,
+            rows,
+            ticket,
+        } => on_messages_chunk(state, vhost, queue, rows, ticket),
+        Report::MessagesDropped { ticket } => {
+            state.arriving.take_if(|a| a.ticket == ticket);
+            Vec::new()
         }
         Report::GroupNotes {
             vhost,
@@ -214,6 +230,40 @@ fn page_is_stale(state: &State, ticket: Ticket) -> bool {
     !current(state, ticket.generation) || older
 }
 
+/// Part of a page arriving: kept aside until its last part comes; an older page's parts never
+/// replace a newer one's.
+fn on_messages_chunk(
+    state: &mut State,
+    vhost: String,
+    queue: String,
+    rows: Vec<crate::worker::protocol::Listed>,
+    ticket: Ticket,
+) -> Vec<Command> {
+    if page_is_stale(state, ticket)
+        || state
+            .arriving
+            .as_ref()
+            .is_some_and(|a| a.ticket.request > ticket.request)
+    {
+        return Vec::new();
+    }
+    let rows = rows.into_iter().map(Row::listed);
+    match &mut state.arriving {
+        Some(a) if a.ticket == ticket => a.rows.extend(rows),
+        _ => {
+            state.arriving = Some(crate::tui::state::Arriving {
+                vhost,
+                queue,
+                ticket,
+                rows: rows.collect(),
+            })
+        }
+    }
+    // The title counts what has arrived.
+    state.dirty = true;
+    Vec::new()
+}
+
 /// The rows of a page, each message moved in as it is with when it was first seen and how
 /// often it was replayed.
 fn page_rows(
@@ -273,6 +323,7 @@ fn on_messages_loaded(
         ticket,
         shared_keys,
         authors,
+        order: None,
     });
     state.content_serial += 1;
     state.refresh_view();
