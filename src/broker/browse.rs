@@ -427,6 +427,7 @@ async fn browse_queue(
             ..BrowsePage::default()
         });
     }
+    let streamed = to.is_some();
     let mut read = PageRead {
         kept: Kept::new(to, target),
         tags: Vec::new(),
@@ -442,17 +443,28 @@ async fn browse_queue(
     // checked before the next is asked for: a message too close to its limit stops the read after
     // at most one small chunk was delivered, not after the whole page. Elsewhere one consumer
     // with a prefetch of exactly `target` reads the page and nothing past it (above 65,535, on
-    // classic queues only, the prefetch is unbounded and the surplus is handed back too).
+    // classic queues only, the prefetch is unbounded and the surplus is handed back too). A page
+    // sent on as it arrives is read in chunks of [`STREAMED_CHUNK`], one consumer each: the
+    // broker then sends no more than one chunk ahead of the reader, which a million-message
+    // page would otherwise find buffered in the client (gigabytes) while it is listed.
     if req.auto_delete {
         read_by_get(channel, req, target, limit, &mut read).await;
     } else {
-        let mut chunk = if quorum_limited { FIRST_CHUNK } else { target };
+        let mut chunk = if quorum_limited {
+            FIRST_CHUNK
+        } else if streamed {
+            target.min(STREAMED_CHUNK)
+        } else {
+            target
+        };
         loop {
             let want = chunk.min(target - read.kept.len());
             if !read_chunk(channel, req, want, target, limit, &mut read).await {
                 break;
             }
-            chunk = (chunk * 4).min(MAX_CHUNK);
+            if quorum_limited {
+                chunk = (chunk * 4).min(MAX_CHUNK);
+            }
         }
     }
 
@@ -548,6 +560,9 @@ struct PageRead {
 /// Quorum reads start with a chunk this small, and grow by 4× up to [`MAX_CHUNK`].
 const FIRST_CHUNK: usize = 4;
 const MAX_CHUNK: usize = 4096;
+/// What a streamed read of a queue asks for at a time (see `browse_queue`): about 10 MiB of
+/// 1 KiB dead letters waiting in the client at most.
+const STREAMED_CHUNK: usize = 8192;
 
 /// Reads up to `want` more messages with a new consumer whose prefetch is `want`. Returns true
 /// when the read should go on with another chunk.

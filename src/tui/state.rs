@@ -231,30 +231,36 @@ pub struct Browse {
 }
 
 impl Browse {
-    /// Puts `visible` (in queue order) in `order`: the rows' permutation is sorted once per
-    /// order and page, then walked; a million rows are sorted by 8-byte keys, not moved.
-    fn arrange(&mut self, order: MsgOrder, reverse: bool) {
-        if order != MsgOrder::Queue {
-            if self.order.as_ref().is_none_or(|(o, _)| *o != order) {
-                self.order = Some((order, permutation(&self.rows, order)));
-            }
-            let Some((_, perm)) = &self.order else {
-                return;
-            };
-            if self.visible.len() == self.rows.len() {
-                self.visible = perm.iter().map(|&i| i as usize).collect();
-            } else {
-                let mut passes = vec![false; self.rows.len()];
-                for &i in &self.visible {
-                    passes[i] = true;
-                }
-                self.visible = perm
-                    .iter()
-                    .map(|&i| i as usize)
-                    .filter(|&i| passes[i])
-                    .collect();
-            }
+    /// Puts the rows in `visible` in `order`: the rows' permutation is sorted once per order
+    /// and page, then walked, keeping the rows `visible` holds; a million rows are sorted by
+    /// 8-byte keys, never moved, and neither the filter nor the groups are computed again.
+    pub(crate) fn arrange(&mut self, order: MsgOrder, reverse: bool) {
+        if order != MsgOrder::Queue && self.order.as_ref().is_none_or(|(o, _)| *o != order) {
+            self.order = Some((order, permutation(&self.rows, order)));
         }
+        let perm = match (&self.order, order) {
+            (Some((o, perm)), _) if *o == order => Some(perm),
+            _ => None,
+        };
+        let n = self.rows.len();
+        let all = (0..n).map(|i| i as u32);
+        let base: Box<dyn Iterator<Item = u32> + '_> = match perm {
+            Some(p) => Box::new(p.iter().copied()),
+            None => Box::new(all),
+        };
+        self.visible = if self.visible.len() == n {
+            base.map(|i| i as usize).collect()
+        } else {
+            let mut passes = vec![false; n];
+            for &i in &self.visible {
+                if let Some(p) = passes.get_mut(i) {
+                    *p = true;
+                }
+            }
+            base.map(|i| i as usize)
+                .filter(|&i| passes.get(i).copied().unwrap_or(false))
+                .collect()
+        };
         if reverse {
             self.visible.reverse();
         }

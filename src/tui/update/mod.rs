@@ -744,12 +744,14 @@ fn order_messages(state: &mut State, by: crate::tui::state::MsgOrder) {
         state.msg_order = by;
         state.msg_order_reverse = false;
     }
-    let on = state
-        .browse
-        .as_ref()
-        .and_then(|b| b.visible.get(state.msg_cursor).copied());
-    state.refresh_view();
-    if let (Some(on), Some(b)) = (on, &state.browse) {
-        state.msg_cursor = b.visible.iter().position(|&i| i == on).unwrap_or(0);
+    let (order, reverse) = (state.msg_order, state.msg_order_reverse);
+    let cursor = state.msg_cursor;
+    if let Some(b) = &mut state.browse {
+        let on = b.visible.get(cursor).copied();
+        // The same rows in another order: the filter and the groups stand.
+        b.arrange(order, reverse);
+        if let Some(on) = on {
+            state.msg_cursor = b.visible.iter().position(|&i| i == on).unwrap_or(0);
+        }
     }
 }

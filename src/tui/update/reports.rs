@@ -48,6 +48,10 @@ pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             }
             let mut rows = before.map(|a| a.rows).unwrap_or_default();
             rows.extend(page_rows(state, messages, &first_seen, &replays));
+            // The room kept for a page the queue's depth promised and the read did not fill.
+            if rows.capacity() > rows.len() + rows.len() / 8 {
+                rows.shrink_to_fit();
+            }
             on_messages_loaded(state, vhost, queue, rows, stop, authors, ticket)
         }
         Report::MessagesChunk {
@@ -251,11 +255,20 @@ fn on_messages_chunk(
     match &mut state.arriving {
         Some(a) if a.ticket == ticket => a.rows.extend(rows),
         _ => {
+            // Room for the whole page at once: growing a million rows by doubling would hold
+            // one and a half copies of them at the last step.
+            let depth = state
+                .dlq_of(&QueueRef::new(&vhost, &queue))
+                .and_then(|d| d.depth)
+                .and_then(|d| usize::try_from(d).ok())
+                .unwrap_or(0);
+            let mut all = Vec::with_capacity(depth.min(state.browse_limit));
+            all.extend(rows);
             state.arriving = Some(crate::tui::state::Arriving {
                 vhost,
                 queue,
                 ticket,
-                rows: rows.collect(),
+                rows: all,
             })
         }
     }
