@@ -319,7 +319,7 @@ pub static BINDINGS: &[Binding] = &[
         label: "1",
         action: A::OrderMessages(MsgOrder::Queue),
         help: "queue order, head first (again: reverse)",
-        footer: Some("sort"),
+        footer: None,
         scopes: &[S::Messages],
     },
     Binding {
