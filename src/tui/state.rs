@@ -1255,22 +1255,27 @@ fn reason_ranks(rows: &[Row]) -> Vec<(u64, u32)> {
 
 /// Groups `visible` rows by `by`, biggest group first, ties by first failure.
 fn group_rows(rows: &[Row], visible: &[usize], by: GroupBy, waits: &WaitQueues) -> Vec<Group> {
-    let in_view: Vec<(usize, &Row)> = visible
-        .iter()
-        .filter_map(|&i| rows.get(i).map(|r| (i, r)))
-        .collect();
-    let keys = in_view
-        .iter()
-        .map(|(_, r)| grouping::key_of_facets(by, &r.brief.facets(), waits));
+    // Rows are found by index as needed: a list of the rows in view with their indices would
+    // weigh 16 MiB at a million.
+    let all = rows;
+    let keys = visible.iter().map(|&i| match all.get(i) {
+        Some(r) => grouping::key_of_facets(by, &r.brief.facets(), waits),
+        None => Cow::Borrowed(""),
+    });
     let mut groups: Vec<Group> = grouping::partition(keys)
         .into_iter()
         .filter_map(|(_, members)| {
-            let members: Vec<&(usize, &Row)> =
-                members.iter().filter_map(|&m| in_view.get(m)).collect();
-            let (_, first_row) = members.first()?;
+            let rows: Vec<usize> = members
+                .iter()
+                .filter_map(|&m| visible.get(m).copied())
+                .collect();
+            drop(members);
+            let first_row = rows.first().and_then(|&i| all.get(i))?;
             let k = grouping::group_key_of(by, &first_row.brief.facets(), waits);
-            let rows: Vec<usize> = members.iter().map(|(i, _)| *i).collect();
-            let times = members.iter().filter_map(|(_, r)| r.dead_since());
+            let times = rows
+                .iter()
+                .filter_map(|&i| all.get(i))
+                .filter_map(Row::dead_since);
             let (first, last) = times.fold(
                 (None, None),
                 |(f, l): (Option<Timestamp>, Option<Timestamp>), t| {

@@ -311,10 +311,15 @@ fn on_messages_loaded(
     ticket: Ticket,
 ) -> Vec<Command> {
     let same_queue = state.browse.as_ref().is_some_and(|b| b.is(&vhost, &queue));
+    // By the keys' hashes: a set of a million keys' hashes is half a set of the keys, and a
+    // collision only makes a selection count message by message, which is right either way.
     let shared_keys = rows
         .iter()
-        .map(|r| r.key.as_str())
-        .collect::<HashSet<_>>()
+        .map(|r| {
+            use std::hash::{BuildHasher, BuildHasherDefault};
+            BuildHasherDefault::<fnv::FnvHasher>::default().hash_one(r.key.as_str())
+        })
+        .collect::<HashSet<u64>>()
         .len()
         < rows.len();
     if !same_queue {
@@ -348,7 +353,7 @@ fn on_messages_loaded(
         state.refresh_urgency(keep);
     }
     // Keep only picks that are still in the queue.
-    if let Some(b) = &state.browse {
+    if let Some(b) = state.browse.as_ref().filter(|_| !state.selected.is_empty()) {
         let present: HashSet<&str> = b.rows.iter().map(|r| r.key.as_str()).collect();
         state.selected.retain(|k| present.contains(k.as_str()));
     }
