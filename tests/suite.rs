@@ -21,6 +21,8 @@ mod archive_trust;
 mod arrival_views;
 #[path = "audit_stream.rs"]
 mod audit_stream;
+#[path = "browse_big.rs"]
+mod browse_big;
 #[path = "browse_classic.rs"]
 mod browse_classic;
 #[path = "browse_connect.rs"]

@@ -3692,3 +3692,100 @@ fn the_archive_modal_asks_once_per_context_about_a_missing_stream() {
     assert!(m.question.is_none(), "asked once per context");
     assert_eq!(m.place, ArchivePlace::Local);
 }
+
+#[test]
+fn the_message_list_sorts_by_age_tries_and_reason_and_the_same_key_again_reverses() {
+    // In queue order: the expiry (one death, the latest), then two ladders (three rejections,
+    // earlier); the second ladder tried once more.
+    let mut ladder = broker_ladder(2);
+    ladder.headers.insert(
+        "x-death",
+        warren::domain::value::HeaderValue::Array(vec![warren::domain::value::HeaderValue::Table(
+            [
+                ("count", warren::domain::value::HeaderValue::I64(4)),
+                ("reason", s("rejected")),
+                ("queue", s("orders.process")),
+                (
+                    "time",
+                    warren::domain::value::HeaderValue::Timestamp(1_759_042_000),
+                ),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        )]),
+    );
+    let messages = vec![broker_expired(0), broker_ladder(1), ladder];
+    let mut st = browsed(false, "orders.dlq", messages);
+    assert_eq!(st.focus, Focus::Messages);
+    let ids = |st: &warren::tui::State| -> Vec<String> {
+        st.visible_rows()
+            .iter()
+            .map(|r| r.shown_id().unwrap_or_default().to_string())
+            .collect()
+    };
+    let queue_order = ["order-exp-0", "order-1001", "order-1002"];
+    assert_eq!(ids(&st), queue_order);
+    let title = |st: &warren::tui::State| {
+        let mut term = Terminal::new(TestBackend::new(160, 30)).unwrap();
+        term.draw(|f| warren::tui::view(st, f)).unwrap();
+        let buf = term.backend().buffer().clone();
+        (0..buf.area.height)
+            .map(|y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+
+    // Oldest first (by the time each is dated by: `domain::arrival`), ties in queue order.
+    let mut by_age: Vec<(Option<jiff::Timestamp>, String)> = st
+        .visible_rows()
+        .iter()
+        .map(|r| (r.dead_since(), r.shown_id().unwrap_or_default().to_string()))
+        .collect();
+    by_age.sort_by_key(|(t, _)| *t);
+    let oldest_first: Vec<String> = by_age.into_iter().map(|(_, id)| id).collect();
+    assert_ne!(
+        oldest_first, queue_order,
+        "the fixture tells the orders apart"
+    );
+    update(&mut st, ch('2'));
+    assert_eq!(ids(&st), oldest_first);
+    assert!(title(&st).contains("oldest first"), "{}", title(&st));
+    update(&mut st, ch('2'));
+    let mut reversed = oldest_first.clone();
+    reversed.reverse();
+    assert_eq!(ids(&st), reversed);
+    assert!(title(&st).contains("oldest first, reversed"));
+    // Most tries first, ties in queue order.
+    update(&mut st, ch('3'));
+    let tries: Vec<i64> = st.visible_rows().iter().map(|r| r.attempts()).collect();
+    assert_eq!(tries, [4, 3, 1]);
+    // By reason, A to Z.
+    update(&mut st, ch('4'));
+    let reasons: Vec<String> = st
+        .visible_rows()
+        .iter()
+        .map(|r| detail::headline(r))
+        .collect();
+    let mut sorted = reasons.clone();
+    sorted.sort();
+    assert_eq!(reasons, sorted);
+    // Back to the queue's order; the cursor stays on the message it was on.
+    update(&mut st, ch('3'));
+    st.msg_cursor = 0;
+    let on = ids(&st)[0].clone();
+    update(&mut st, ch('1'));
+    assert_eq!(ids(&st), queue_order);
+    assert_eq!(ids(&st)[st.msg_cursor], on);
+    assert!(!title(&st).contains("oldest first") && !title(&st).contains("most tries"));
+    // A filter keeps the order.
+    update(&mut st, ch('3'));
+    update(&mut st, ch('/'));
+    type_text(&mut st, "reason:rejected");
+    update(&mut st, key(KeyCode::Enter));
+    assert_eq!(ids(&st), ["order-1002", "order-1001"]);
+}

@@ -665,10 +665,18 @@ pub async fn authors(
     s: &Session,
     messages: &[crate::domain::message::DeadLetter],
 ) -> std::collections::HashMap<String, String> {
-    let mut ids: Vec<String> = messages
+    let ids: Vec<String> = messages
         .iter()
         .filter_map(crate::domain::comeback::run_id_of)
         .collect();
+    authors_of(s, ids).await
+}
+
+/// Who ran each of the runs `ids`, from the local audit, else the broker's audit stream.
+pub async fn authors_of(
+    s: &Session,
+    mut ids: Vec<String>,
+) -> std::collections::HashMap<String, String> {
     ids.sort();
     ids.dedup();
     if ids.is_empty() {

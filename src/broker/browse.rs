@@ -52,8 +52,9 @@ pub(crate) fn auto_delete_refusal(queue: &str, verb: &str) -> String {
 
 /// Messages per page unless asked otherwise.
 pub const DEFAULT_LIMIT: usize = 200;
-/// The largest page Warren reads in one browse.
-pub const MAX_LIMIT: usize = 100_000;
+/// The largest page Warren reads in one browse: a million, which the TUI lists with the
+/// messages themselves in a file (`broker::spill`).
+pub const MAX_LIMIT: usize = 1_000_000;
 /// Largest page on a quorum queue with a delivery limit: prefetch is a 16-bit number, and an
 /// unbounded prefetch could pull (and so charge a delivery to) messages we never look at.
 pub const MAX_QUORUM_LIMIT: usize = u16::MAX as usize;
@@ -119,7 +120,10 @@ impl BrowseRequest {
 /// One page of messages, in queue order, all of them still in the queue.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BrowsePage {
+    /// The messages read, unless they were sent on as they arrived (see [`browse_to`]).
     pub messages: Vec<DeadLetter>,
+    /// Messages sent on as they arrived instead of kept in `messages`.
+    pub sent: u64,
     /// The queue's message count when browsing started (streams: `known_depth` when given, else
     /// the 0 that the broker reports for every stream).
     pub queue_depth_at_start: u64,
@@ -141,6 +145,7 @@ impl Default for BrowsePage {
     fn default() -> Self {
         BrowsePage {
             messages: Vec::new(),
+            sent: 0,
             queue_depth_at_start: 0,
             stopped: StopReason::Exhausted,
             delivered: 0,
@@ -149,6 +154,75 @@ impl Default for BrowsePage {
             returned_explicitly: true,
             reused: false,
         }
+    }
+}
+
+impl BrowsePage {
+    /// How many messages the read kept, in the page or sent on.
+    pub fn len(&self) -> usize {
+        self.messages.len() + usize::try_from(self.sent).unwrap_or(usize::MAX)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Where a read puts the messages it keeps: in the page, or sent on one at a time as they
+/// arrive, so that neither the read nor its caller holds the whole page (a million dead
+/// letters are gigabytes decoded). A send waits while the receiver is behind; a receiver that
+/// is gone drops what it would have got, and the read goes on to hand every message back.
+struct Kept {
+    messages: Vec<DeadLetter>,
+    to: Option<tokio::sync::mpsc::Sender<DeadLetter>>,
+    /// The message taken last, until [`Kept::settle`] sends it.
+    waiting: Option<DeadLetter>,
+    count: usize,
+}
+
+impl Kept {
+    fn new(to: Option<tokio::sync::mpsc::Sender<DeadLetter>>, capacity: usize) -> Kept {
+        let capacity = if to.is_some() {
+            0
+        } else {
+            capacity.min(10_000)
+        };
+        Kept {
+            messages: Vec::with_capacity(capacity),
+            to,
+            waiting: None,
+            count: 0,
+        }
+    }
+
+    fn put(&mut self, dl: DeadLetter) {
+        self.count += 1;
+        if self.to.is_some() {
+            self.waiting = Some(dl);
+        } else {
+            self.messages.push(dl);
+        }
+    }
+
+    /// Sends on what [`Kept::put`] took, waiting for the receiver.
+    async fn settle(&mut self) {
+        if let (Some(to), Some(dl)) = (&self.to, self.waiting.take()) {
+            let _ = to.send(dl).await;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The page's messages and how many were sent on instead.
+    fn into_parts(self) -> (Vec<DeadLetter>, u64) {
+        let sent = if self.to.is_some() { self.count } else { 0 };
+        (self.messages, sent as u64)
     }
 }
 
@@ -227,6 +301,16 @@ fn classify(queue: &str, e: lapin::Error) -> BrowseError {
 /// Reads one page as described in the module documentation. On a quorum queue whose head
 /// message is already too close to its delivery limit, returns [`BrowseError::Refused`].
 pub async fn browse(conn: &Connection, req: &BrowseRequest) -> Result<BrowsePage, BrowseError> {
+    browse_to(conn, req, None).await
+}
+
+/// [`browse`], each message kept sent on `to` as it arrives rather than kept in the page
+/// (`None`: kept in the page). The page's `sent` counts them.
+pub async fn browse_to(
+    conn: &Connection,
+    req: &BrowseRequest,
+    to: Option<tokio::sync::mpsc::Sender<DeadLetter>>,
+) -> Result<BrowsePage, BrowseError> {
     if !req.policy.allowed {
         return Err(BrowseError::Refused {
             queue: req.queue.clone(),
@@ -242,10 +326,10 @@ pub async fn browse(conn: &Connection, req: &BrowseRequest) -> Result<BrowsePage
         .await
         .map_err(|e| classify(&req.queue, e))?;
     let result = match req.queue_type {
-        QueueType::Stream => browse_stream(&channel, req).await,
+        QueueType::Stream => browse_stream(&channel, req, Kept::new(to, req.limit)).await,
         // A plugin's queue type is read like a classic queue: consume and hand back.
         QueueType::Classic | QueueType::Quorum | QueueType::Other(_) => {
-            browse_queue(&channel, req).await
+            browse_queue(&channel, req, to).await
         }
     };
     // Everything was handed back explicitly; closing only releases the channel. A failure here
@@ -314,7 +398,11 @@ fn consumer_tag(n: usize) -> ShortString {
         .unwrap_or_default()
 }
 
-async fn browse_queue(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePage, BrowseError> {
+async fn browse_queue(
+    channel: &Channel,
+    req: &BrowseRequest,
+    to: Option<tokio::sync::mpsc::Sender<DeadLetter>>,
+) -> Result<BrowsePage, BrowseError> {
     let depth_at_start = depth(channel, &req.queue).await?;
     let quorum_limited = req.policy.limit.is_some() && req.policy.cost_per_browse > 0;
     let max = if quorum_limited {
@@ -339,8 +427,9 @@ async fn browse_queue(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePa
             ..BrowsePage::default()
         });
     }
+    let streamed = to.is_some();
     let mut read = PageRead {
-        messages: Vec::with_capacity(target.min(10_000)),
+        kept: Kept::new(to, target),
         tags: Vec::new(),
         last_tag: 0,
         delivered: 0,
@@ -354,17 +443,28 @@ async fn browse_queue(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePa
     // checked before the next is asked for: a message too close to its limit stops the read after
     // at most one small chunk was delivered, not after the whole page. Elsewhere one consumer
     // with a prefetch of exactly `target` reads the page and nothing past it (above 65,535, on
-    // classic queues only, the prefetch is unbounded and the surplus is handed back too).
+    // classic queues only, the prefetch is unbounded and the surplus is handed back too). A page
+    // sent on as it arrives is read in chunks of [`STREAMED_CHUNK`], one consumer each: the
+    // broker then sends no more than one chunk ahead of the reader, which a million-message
+    // page would otherwise find buffered in the client (gigabytes) while it is listed.
     if req.auto_delete {
         read_by_get(channel, req, target, limit, &mut read).await;
     } else {
-        let mut chunk = if quorum_limited { FIRST_CHUNK } else { target };
+        let mut chunk = if quorum_limited {
+            FIRST_CHUNK
+        } else if streamed {
+            target.min(STREAMED_CHUNK)
+        } else {
+            target
+        };
         loop {
-            let want = chunk.min(target - read.messages.len());
+            let want = chunk.min(target - read.kept.len());
             if !read_chunk(channel, req, want, target, limit, &mut read).await {
                 break;
             }
-            chunk = (chunk * 4).min(MAX_CHUNK);
+            if quorum_limited {
+                chunk = (chunk * 4).min(MAX_CHUNK);
+            }
         }
     }
 
@@ -423,7 +523,7 @@ async fn browse_queue(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePa
     // messages are ready again, so that closing the channel cannot race the nack (a close
     // counts as a delivery even on 4.3) and an immediate second browse sees the real depth.
     wait_until_returned(channel, &req.queue, read.delivered).await;
-    if read.messages.is_empty()
+    if read.kept.is_empty()
         && let StopReason::QuorumSafety { reason, .. } = read.stopped
     {
         return Err(BrowseError::Refused {
@@ -431,8 +531,10 @@ async fn browse_queue(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePa
             reason,
         });
     }
+    let (messages, sent) = read.kept.into_parts();
     Ok(BrowsePage {
-        messages: read.messages,
+        messages,
+        sent,
         queue_depth_at_start: depth_at_start,
         stopped: read.stopped,
         delivered: read.delivered,
@@ -445,7 +547,7 @@ async fn browse_queue(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePa
 
 /// A page being read by one or more consumers on one channel.
 struct PageRead {
-    messages: Vec<DeadLetter>,
+    kept: Kept,
     tags: Vec<(ShortString, lapin::Consumer)>,
     last_tag: u64,
     delivered: u64,
@@ -458,6 +560,9 @@ struct PageRead {
 /// Quorum reads start with a chunk this small, and grow by 4× up to [`MAX_CHUNK`].
 const FIRST_CHUNK: usize = 4;
 const MAX_CHUNK: usize = 4096;
+/// What a streamed read of a queue asks for at a time (see `browse_queue`): about 10 MiB of
+/// 1 KiB dead letters waiting in the client at most.
+const STREAMED_CHUNK: usize = 8192;
 
 /// Reads up to `want` more messages with a new consumer whose prefetch is `want`. Returns true
 /// when the read should go on with another chunk.
@@ -538,7 +643,9 @@ async fn fill(
             }
             Ok(Some(Ok(delivery))) => {
                 got += 1;
-                if !take(req, delivery, target, limit, read) {
+                let more = take(req, delivery, target, limit, read);
+                read.kept.settle().await;
+                if !more {
                     return false;
                 }
             }
@@ -568,15 +675,15 @@ fn take(
         };
         return false;
     }
-    let position = read.messages.len() as u64;
-    read.messages.push(dead_letter_from_delivery(
+    let position = read.kept.len() as u64;
+    read.kept.put(dead_letter_from_delivery(
         &req.queue,
         position,
         delivery,
         req.body_cap,
     ));
-    if read.messages.len() >= target {
-        read.stopped = if read.messages.len() >= limit {
+    if read.kept.len() >= target {
+        read.stopped = if read.kept.len() >= limit {
             StopReason::Limit
         } else {
             StopReason::Exhausted
@@ -615,7 +722,9 @@ async fn read_by_get(
                 return;
             }
             Ok(Ok(Some(m))) => {
-                if !take(req, m.delivery, target, limit, read) {
+                let more = take(req, m.delivery, target, limit, read);
+                read.kept.settle().await;
+                if !more {
                     return;
                 }
             }
@@ -663,7 +772,11 @@ async fn wait_until_returned(channel: &Channel, queue: &str, returned: u64) {
     }
 }
 
-async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowsePage, BrowseError> {
+async fn browse_stream(
+    channel: &Channel,
+    req: &BrowseRequest,
+    mut kept: Kept,
+) -> Result<BrowsePage, BrowseError> {
     // Streams always report 0 messages to queue.declare: only the caller's figure (from the
     // management API) can bound the page; the declare still checks that the stream exists.
     let declared = depth(channel, &req.queue).await?;
@@ -706,7 +819,6 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
         .map_err(|e| classify(&req.queue, e))?;
 
     let from = req.stream_offset.unwrap_or(0);
-    let mut messages: Vec<DeadLetter> = Vec::with_capacity(limit.min(10_000));
     let mut first_offset: Option<u64> = None;
     let mut unacked: u64 = 0;
     let mut stopped = StopReason::Idle;
@@ -714,14 +826,14 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
     loop {
         // The end of a stream is silence: once messages flow, a short pause means we are there
         // (unless the caller knows where the end is).
-        let idle = if messages.is_empty() || req.end_offset.is_some() {
+        let idle = if kept.is_empty() || req.end_offset.is_some() {
             req.idle_timeout
         } else {
             req.idle_timeout.min(STREAM_TAIL_IDLE)
         };
         match tokio::time::timeout(idle, consumer.next()).await {
             Err(_) => {
-                if req.known_depth.is_none() && req.end_offset.is_none() && !messages.is_empty() {
+                if req.known_depth.is_none() && req.end_offset.is_none() && !kept.is_empty() {
                     stopped = StopReason::Exhausted;
                 }
                 break;
@@ -739,8 +851,9 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
                 let wanted = offset.is_none_or(|o| o >= from);
                 if wanted {
                     let first = *first_offset.get_or_insert(offset.unwrap_or(from));
-                    dl.position = offset.unwrap_or(first + messages.len() as u64);
-                    messages.push(dl);
+                    dl.position = offset.unwrap_or(first + kept.len() as u64);
+                    kept.put(dl);
+                    kept.settle().await;
                 }
                 // Acks on a stream delete nothing: they grant the consumer more credit.
                 unacked += 1;
@@ -754,7 +867,7 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
                     }
                     unacked = 0;
                 }
-                if messages.len() >= limit {
+                if kept.len() >= limit {
                     stopped = StopReason::Limit;
                     break;
                 }
@@ -785,8 +898,10 @@ async fn browse_stream(channel: &Channel, req: &BrowseRequest) -> Result<BrowseP
     if let Some(e) = failure {
         return Err(e);
     }
+    let (messages, sent) = kept.into_parts();
     Ok(BrowsePage {
         messages,
+        sent,
         queue_depth_at_start: depth_at_start,
         stopped,
         ..BrowsePage::default()

@@ -15,4 +15,5 @@ pub mod replay;
 pub mod restore;
 pub mod rights;
 pub mod session;
+pub mod spill;
 pub mod spool;

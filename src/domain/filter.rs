@@ -250,6 +250,14 @@ impl Filter {
             .collect()
     }
 
+    /// Whether a term looks at the body (`body:`, or a free word): a caller that keeps bodies
+    /// out of memory (the TUI's long pages) fetches them only then.
+    pub fn reads_body(&self) -> bool {
+        self.terms
+            .iter()
+            .any(|t| matches!(t.kind, TermKind::Body(_) | TermKind::Word(_)))
+    }
+
     /// True when every term matches `s`.
     pub fn matches(&self, s: &Subject) -> bool {
         self.terms.iter().all(|t| t.kind.matches(s) != t.negated)

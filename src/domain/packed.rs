@@ -85,6 +85,30 @@ impl Packed {
         &self.body
     }
 
+    /// The packing as one byte string (the length of the rest, 4 bytes little-endian, the rest,
+    /// then the body), appended to `out`: how a message is kept out of memory
+    /// (`broker::spill`). [`Packed::from_bytes`] reads it back.
+    pub fn write_bytes(&self, out: &mut Vec<u8>) {
+        let meta = u32::try_from(self.meta.len()).unwrap_or(u32::MAX);
+        out.extend_from_slice(&meta.to_le_bytes());
+        out.extend_from_slice(&self.meta[..meta as usize]);
+        out.extend_from_slice(&self.body);
+    }
+
+    /// What [`Packed::write_bytes`] wrote; `None` for bytes it cannot have written.
+    pub fn from_bytes(b: &[u8]) -> Option<Packed> {
+        let (len, rest) = b.split_first_chunk::<4>()?;
+        let meta = usize::try_from(u32::from_le_bytes(*len)).ok()?;
+        if meta > rest.len() {
+            return None;
+        }
+        let (meta, body) = rest.split_at(meta);
+        Some(Packed {
+            meta: Box::from(meta),
+            body: Box::from(body),
+        })
+    }
+
     /// Bytes held on the heap, for benchmarks and for deciding what is worth keeping.
     pub fn heap_bytes(&self) -> usize {
         self.meta.len() + self.body.len()
@@ -787,5 +811,24 @@ mod tests {
             let _ = p.unpack();
             let _ = p.headers_named(|k| k.len() % 2 == 0);
         }
+    }
+
+    #[test]
+    fn a_packing_written_as_bytes_reads_back_the_same() {
+        let mut dl = DeadLetter {
+            queue: "orders.dlq".into(),
+            position: 7,
+            body: b"{\"id\": 1}".to_vec(),
+            ..DeadLetter::default()
+        };
+        dl.headers
+            .insert("x-first-death-reason", HeaderValue::string("rejected"));
+        let p = Packed::pack(dl.clone());
+        let mut out = b"before".to_vec();
+        p.write_bytes(&mut out);
+        let back = Packed::from_bytes(&out[6..]).expect("read back");
+        assert_eq!(back, p);
+        assert_eq!(back.unpack(), dl);
+        assert_eq!(Packed::from_bytes(&out[6..8]), None);
     }
 }

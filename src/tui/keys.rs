@@ -72,6 +72,8 @@ pub enum Action {
     ToggleOrdinary,
     /// Order the queue list (the same order again: reversed).
     Sort(crate::domain::urgency::SortBy),
+    /// Order the message list (the same order again: reversed).
+    OrderMessages(crate::tui::state::MsgOrder),
     ToggleGroups,
     /// The group view: the next grouping (fingerprint, exception, type, …).
     CycleGrouping,
@@ -155,6 +157,7 @@ pub struct Binding {
 }
 
 use crate::domain::urgency::SortBy;
+use crate::tui::state::MsgOrder;
 use Action as A;
 use Key::{Char, Code, Ctrl};
 use Scope as S;
@@ -315,6 +318,38 @@ pub static BINDINGS: &[Binding] = &[
         help: "sort by name (again: reverse)",
         footer: None,
         scopes: &[S::Queues],
+    },
+    Binding {
+        keys: &[Char('1')],
+        label: "1",
+        action: A::OrderMessages(MsgOrder::Queue),
+        help: "queue order, head first (again: reverse)",
+        footer: None,
+        scopes: &[S::Messages],
+    },
+    Binding {
+        keys: &[Char('2')],
+        label: "2",
+        action: A::OrderMessages(MsgOrder::Age),
+        help: "sort by age, oldest first (again: reverse)",
+        footer: None,
+        scopes: &[S::Messages],
+    },
+    Binding {
+        keys: &[Char('3')],
+        label: "3",
+        action: A::OrderMessages(MsgOrder::Tries),
+        help: "sort by tries, most first (again: reverse)",
+        footer: None,
+        scopes: &[S::Messages],
+    },
+    Binding {
+        keys: &[Char('4')],
+        label: "4",
+        action: A::OrderMessages(MsgOrder::Reason),
+        help: "sort by reason, A to Z (again: reverse)",
+        footer: None,
+        scopes: &[S::Messages],
     },
     Binding {
         keys: &[Ctrl('r')],

@@ -18,6 +18,7 @@ use super::event::{
 use super::oplog::OpLog;
 use super::pager::Pager;
 use super::theme::Theme;
+use crate::broker::spill::Letter;
 use crate::domain::brief::{Brief, Interner, Seconds};
 use crate::domain::convention::Conventions;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueRef, QueueSummary};
@@ -63,13 +64,15 @@ pub fn queue_filter_words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_lowercase).collect()
 }
 
-/// One browsed message, kept small: with 100,000 browsed the list must fit in little memory
-/// (see `examples/bench_tui.rs`). It holds what the list, the filter and the groups need (the
-/// [`Brief`], the key, the body) and the rest of the message packed; [`Row::open`] explains the
-/// whole message again when the detail, the pager, a save or a custom command needs it.
+/// One browsed message, kept small: with a million browsed the list must fit in little memory
+/// (see `examples/bench_big_dlq.rs`). It holds what the list, the filter and the groups need
+/// (the [`Brief`], the key) and the message itself packed, in memory or, for a page read from
+/// a broker in chunks, in the page's spill file (`broker::spill`); [`Row::open`] reads and
+/// explains the whole message again when the detail, the pager, a save or a custom command
+/// needs it.
 #[derive(Clone, Debug)]
 pub struct Row {
-    pub letter: Packed,
+    pub letter: Letter,
     pub brief: Brief,
     /// `identity::message_key`: what selection and replay use to name it.
     pub key: String,
@@ -107,9 +110,20 @@ impl Row {
         Row {
             brief: Brief::new(&msg, &exp, strings),
             key: identity::message_key(&msg),
-            letter,
+            letter: letter.into(),
             first_seen: Seconds::new(first_seen),
             audited_replays,
+        }
+    }
+
+    /// The row of a message the worker listed as it arrived (explained there, once).
+    pub fn listed(l: crate::worker::protocol::Listed) -> Row {
+        Row {
+            letter: l.letter,
+            brief: l.brief,
+            key: l.key,
+            first_seen: Seconds::new(l.first_seen),
+            audited_replays: l.replays,
         }
     }
 
@@ -157,6 +171,32 @@ impl Row {
     }
 }
 
+/// The message list's order (`1`–`4` in the message list; the same key again reverses it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MsgOrder {
+    /// As the queue holds them, head first.
+    #[default]
+    Queue,
+    /// Longest in the dead-letter queue first (by the one rule: `domain::arrival`).
+    Age,
+    /// Most attempts first.
+    Tries,
+    /// By the reason shown (the exception, else the verdict), A to Z.
+    Reason,
+}
+
+impl MsgOrder {
+    /// How the pane title says it.
+    pub fn words(self) -> &'static str {
+        match self {
+            MsgOrder::Queue => "queue order",
+            MsgOrder::Age => "oldest first",
+            MsgOrder::Tries => "most tries first",
+            MsgOrder::Reason => "by reason",
+        }
+    }
+}
+
 /// One group: the messages in view that share a key under the grouping shown (by default their
 /// fingerprint; see `domain::grouping`).
 #[derive(Clone, Debug, PartialEq)]
@@ -179,7 +219,7 @@ pub struct Browse {
     pub queue: String,
     pub rows: Vec<Row>,
     pub stop: String,
-    /// Indices into `rows` that pass the filter, in queue order.
+    /// Indices into `rows` that pass the filter, in the order shown (`State::msg_order`).
     pub visible: Vec<usize>,
     pub groups: Vec<Group>,
     /// The request this page answered: an older page never replaces it.
@@ -190,9 +230,47 @@ pub struct Browse {
     /// Who ran each run the page's messages came back from, by run id (see
     /// `domain::comeback`).
     pub authors: HashMap<String, String>,
+    /// Every row's index in a [`MsgOrder`] other than the queue's, computed when that order
+    /// is first asked for: the filter and a reverse only walk it (4 bytes a row).
+    pub(crate) order: Option<(MsgOrder, Vec<u32>)>,
 }
 
 impl Browse {
+    /// Puts the rows in `visible` in `order`: the rows' permutation is sorted once per order
+    /// and page, then walked, keeping the rows `visible` holds; a million rows are sorted by
+    /// 8-byte keys, never moved, and neither the filter nor the groups are computed again.
+    pub(crate) fn arrange(&mut self, order: MsgOrder, reverse: bool) {
+        if order != MsgOrder::Queue && self.order.as_ref().is_none_or(|(o, _)| *o != order) {
+            self.order = Some((order, permutation(&self.rows, order)));
+        }
+        let perm = match (&self.order, order) {
+            (Some((o, perm)), _) if *o == order => Some(perm),
+            _ => None,
+        };
+        let n = self.rows.len();
+        let all = (0..n).map(|i| i as u32);
+        let base: Box<dyn Iterator<Item = u32> + '_> = match perm {
+            Some(p) => Box::new(p.iter().copied()),
+            None => Box::new(all),
+        };
+        self.visible = if self.visible.len() == n {
+            base.map(|i| i as usize).collect()
+        } else {
+            let mut passes = vec![false; n];
+            for &i in &self.visible {
+                if let Some(p) = passes.get_mut(i) {
+                    *p = true;
+                }
+            }
+            base.map(|i| i as usize)
+                .filter(|&i| passes.get(i).copied().unwrap_or(false))
+                .collect()
+        };
+        if reverse {
+            self.visible.reverse();
+        }
+    }
+
     /// The open queue's identity.
     pub fn id(&self) -> QueueRef {
         QueueRef::new(&self.vhost, &self.queue)
@@ -202,6 +280,16 @@ impl Browse {
     pub fn is(&self, vhost: &str, queue: &str) -> bool {
         self.queue == queue && self.vhost == vhost
     }
+}
+
+/// A page arriving in chunks from the worker (`Report::MessagesChunk`), shown once its last
+/// part came (`Report::MessagesLoaded`).
+#[derive(Clone, Debug)]
+pub struct Arriving {
+    pub vhost: String,
+    pub queue: String,
+    pub ticket: Ticket,
+    pub rows: Vec<Row>,
 }
 
 /// The note being written on a group (`n` in the group view).
@@ -586,7 +674,12 @@ pub struct State {
     /// says so.
     pub from_every_context: bool,
     pub browse: Option<Browse>,
+    /// A page still arriving (see [`Arriving`]).
+    pub arriving: Option<Arriving>,
     pub msg_cursor: usize,
+    /// The message list's order, and whether it is reversed.
+    pub msg_order: MsgOrder,
+    pub msg_order_reverse: bool,
     pub group_cursor: usize,
     /// What makes a group in the group view (`b` cycles).
     pub group_by: GroupBy,
@@ -705,7 +798,10 @@ impl State {
             open_after_switch: None,
             from_every_context: false,
             browse: None,
+            arriving: None,
             msg_cursor: 0,
+            msg_order: MsgOrder::Queue,
+            msg_order_reverse: false,
             group_cursor: 0,
             group_by: GroupBy::default(),
             group_notes: Vec::new(),
@@ -1100,6 +1196,7 @@ impl State {
         self.filter_pending = false;
         let now = self.now;
         let waits = self.wait_queues();
+        let (order, reverse) = (self.msg_order, self.msg_order_reverse);
         let Some(b) = self.browse.as_mut() else {
             return;
         };
@@ -1109,6 +1206,9 @@ impl State {
             .as_ref()
             .map(Filter::header_names)
             .unwrap_or_default();
+        // A spilled message is read back only for a filter that looks at more than the list.
+        let reads_body = self.filter.as_ref().is_some_and(Filter::reads_body);
+        let reads_letter = reads_body || !header_names.is_empty();
         b.visible = b
             .rows
             .iter()
@@ -1119,42 +1219,116 @@ impl State {
                     let age = r.dead_since().map(|t| {
                         u64::try_from(now.as_second().saturating_sub(t.as_second())).unwrap_or(0)
                     });
+                    let letter = reads_letter.then(|| r.letter.packed().ok()).flatten();
                     // Headers stay packed but for those the filter names.
                     let named = (!header_names.is_empty()).then(|| {
-                        r.letter.headers_named(|k| {
-                            header_names.iter().any(|n| k.eq_ignore_ascii_case(n))
+                        letter.as_ref().map(|p| {
+                            p.headers_named(|k| {
+                                header_names.iter().any(|n| k.eq_ignore_ascii_case(n))
+                            })
                         })
                     });
-                    let headers = named.as_ref().unwrap_or(&no_headers);
-                    f.matches(&r.brief.subject(headers, r.letter.body(), age))
+                    let headers = named.flatten();
+                    let headers = headers.as_ref().unwrap_or(&no_headers);
+                    let body = letter.as_ref().map_or(&[][..], |p| p.body());
+                    f.matches(&r.brief.subject(headers, body, age))
                 }
             })
             .map(|(i, _)| i)
             .collect();
         b.groups = group_rows(&b.rows, &b.visible, self.group_by, &waits);
+        b.arrange(order, reverse);
         self.msg_cursor = self.msg_cursor.min(b.visible.len().saturating_sub(1));
         self.group_cursor = self.group_cursor.min(b.groups.len().saturating_sub(1));
     }
 }
 
+/// Every row's index, in `order` (ties in queue order).
+fn permutation(rows: &[Row], order: MsgOrder) -> Vec<u32> {
+    let key = |r: &Row| -> u64 {
+        match order {
+            MsgOrder::Queue => 0,
+            // Oldest first: the earliest time it is dated by; undated last.
+            MsgOrder::Age => r
+                .dead_since()
+                .map_or(u64::MAX, |t| (t.as_second() as u64).wrapping_add(1 << 63)),
+            MsgOrder::Tries => u64::MAX - (r.attempts().max(0) as u64),
+            MsgOrder::Reason => 0,
+        }
+    };
+    let mut keyed: Vec<(u64, u32)> = match order {
+        MsgOrder::Reason => reason_ranks(rows),
+        _ => rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (key(r), i as u32))
+            .collect(),
+    };
+    // The index breaks ties, so an unstable sort gives the stable order.
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Each row's reason as a rank among the page's reasons (A to Z), by row. Rows that failed
+/// alike share their strings (`domain::brief`), so the distinct reasons are ranked once each.
+fn reason_ranks(rows: &[Row]) -> Vec<(u64, u32)> {
+    type Id = (usize, usize);
+    let id = |r: &Row| -> Id {
+        (
+            std::sync::Arc::as_ptr(&r.brief.common) as usize,
+            r.brief
+                .exception_message
+                .as_ref()
+                .map_or(0, |m| std::sync::Arc::as_ptr(m) as *const u8 as usize),
+        )
+    };
+    let mut first: fnv::FnvHashMap<Id, usize> = Default::default();
+    for (i, r) in rows.iter().enumerate() {
+        first.entry(id(r)).or_insert(i);
+    }
+    let mut named: Vec<(String, Id)> = first
+        .into_iter()
+        .filter_map(|(k, i)| rows.get(i).map(|r| (detail::headline(r), k)))
+        .collect();
+    named.sort_unstable();
+    // One rank per reason text: rows that share it keep their queue order.
+    let mut rank: fnv::FnvHashMap<Id, u64> = Default::default();
+    let mut n = 0u64;
+    for (i, (text, k)) in named.iter().enumerate() {
+        if i > 0 && named.get(i - 1).is_some_and(|(t, _)| t != text) {
+            n += 1;
+        }
+        rank.insert(*k, n);
+    }
+    rows.iter()
+        .enumerate()
+        .map(|(i, r)| (rank.get(&id(r)).copied().unwrap_or(u64::MAX), i as u32))
+        .collect()
+}
+
 /// Groups `visible` rows by `by`, biggest group first, ties by first failure.
 fn group_rows(rows: &[Row], visible: &[usize], by: GroupBy, waits: &WaitQueues) -> Vec<Group> {
-    let in_view: Vec<(usize, &Row)> = visible
-        .iter()
-        .filter_map(|&i| rows.get(i).map(|r| (i, r)))
-        .collect();
-    let keys = in_view
-        .iter()
-        .map(|(_, r)| grouping::key_of_facets(by, &r.brief.facets(), waits));
+    // Rows are found by index as needed: a list of the rows in view with their indices would
+    // weigh 16 MiB at a million.
+    let all = rows;
+    let keys = visible.iter().map(|&i| match all.get(i) {
+        Some(r) => grouping::key_of_facets(by, &r.brief.facets(), waits),
+        None => Cow::Borrowed(""),
+    });
     let mut groups: Vec<Group> = grouping::partition(keys)
         .into_iter()
         .filter_map(|(_, members)| {
-            let members: Vec<&(usize, &Row)> =
-                members.iter().filter_map(|&m| in_view.get(m)).collect();
-            let (_, first_row) = members.first()?;
+            let rows: Vec<usize> = members
+                .iter()
+                .filter_map(|&m| visible.get(m).copied())
+                .collect();
+            drop(members);
+            let first_row = rows.first().and_then(|&i| all.get(i))?;
             let k = grouping::group_key_of(by, &first_row.brief.facets(), waits);
-            let rows: Vec<usize> = members.iter().map(|(i, _)| *i).collect();
-            let times = members.iter().filter_map(|(_, r)| r.dead_since());
+            let times = rows
+                .iter()
+                .filter_map(|&i| all.get(i))
+                .filter_map(Row::dead_since);
             let (first, last) = times.fold(
                 (None, None),
                 |(f, l): (Option<Timestamp>, Option<Timestamp>), t| {

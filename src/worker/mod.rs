@@ -6,6 +6,7 @@
 mod contexts;
 mod front;
 mod ops;
+mod page;
 mod plan;
 pub mod protocol;
 mod redirect;
@@ -20,11 +21,10 @@ use tokio::task::JoinHandle;
 
 use crate::broker::archive as keep;
 use crate::broker::config::{self, Overrides};
-use crate::broker::session::{self, ReadConsent, ReplaySpec, Session, SessionError, Sessions};
+use crate::broker::session::{ReadConsent, ReplaySpec, Session, SessionError, Sessions};
 use crate::domain::discovery::{
     self, Convention, Discovery, DlqInfo, DlqKind, QueueRef, QueueType,
 };
-use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::packed::Packed;
 use crate::domain::sanitize;
@@ -716,20 +716,16 @@ async fn browse(
     if queue == crate::domain::archive::LOCAL_QUEUE {
         return vec![browse_local_archive(s, vhost, limit, ticket)];
     }
-    match s.browse(&queue, limit, consent).await {
+    // The read and the listing run side by side: each message is listed as it arrives.
+    let (to, from) = tokio::sync::mpsc::channel(page::CHUNK);
+    let (read, listing) = tokio::join!(
+        s.browse_to(&queue, limit, consent, to),
+        page::list(s, (&vhost, &queue), ticket, &ops.0, from)
+    );
+    match read {
         Ok(page) => {
-            let keys: Vec<String> = page.messages.iter().map(identity::message_key).collect();
-            let memory = remember(s, &queue, &keys);
-            let first_seen = keys
-                .iter()
-                .map(|k| memory.first_seen.get(k).copied())
-                .collect();
-            let replays = keys.iter().map(|k| memory.replays_of(k)).collect();
-            let mut stop = describe_stop(
-                &page.stopped,
-                page.messages.len(),
-                page.queue_depth_at_start,
-            );
+            let n = page.len();
+            let mut stop = describe_stop(&page.stopped, n, page.queue_depth_at_start);
             // What the read spent on a quorum queue, in this broker's own terms.
             let cost = if page.reused {
                 None
@@ -743,12 +739,14 @@ async fn browse(
             } else if let Some(note) = &cost {
                 stop = format!("{stop}; {note}");
             }
+            if let Some(problem) = &listing.problem {
+                stop = format!("{stop}; {problem}");
+            }
             if !page.reused {
                 ops.report(
                     OperationKind::Read,
                     format!(
-                        "browsed {queue}: {} of {} messages, all left in place; {}",
-                        page.messages.len(),
+                        "browsed {queue}: {n} of {} messages, all left in place; {}",
                         page.queue_depth_at_start,
                         cost.as_deref().unwrap_or("cost no deliveries")
                     ),
@@ -766,16 +764,15 @@ async fn browse(
                 whole,
                 ticket,
             };
-            let messages = session::into_messages(page);
-            let authors = crate::broker::audit::authors(s, &messages).await;
+            let authors = crate::broker::audit::authors_of(s, listing.runs).await;
             let redirects = redirect::in_force(s, ticket).await;
             let mut out = vec![
                 Report::MessagesLoaded {
                     vhost,
                     queue,
-                    messages: messages.into_iter().map(Packed::pack).collect(),
-                    first_seen,
-                    replays,
+                    messages: listing.tail.into_iter().map(Packed::pack).collect(),
+                    first_seen: listing.first_seen,
+                    replays: listing.replays,
                     authors,
                     stop,
                     ticket,
@@ -785,7 +782,15 @@ async fn browse(
             out.extend(redirects);
             out
         }
-        Err(e) => vec![read_failure(QueueRef::new(&vhost, &queue), e, ticket)],
+        Err(e) => {
+            let failed = read_failure(QueueRef::new(&vhost, &queue), e, ticket);
+            if listing.chunked {
+                // The chunks already sent are of a page that will not be: the UI drops them.
+                vec![Report::MessagesDropped { ticket }, failed]
+            } else {
+                vec![failed]
+            }
+        }
     }
 }
 
@@ -1030,11 +1035,6 @@ fn read_failure(at: QueueRef, e: SessionError, ticket: Ticket) -> Report {
         },
         other => Report::Error(Failure::in_generation(other.to_string(), ticket.generation)),
     }
-}
-
-/// Records first-seen times and reads earlier replays (see `ops::remember`).
-fn remember(s: &Session, queue: &str, keys: &[String]) -> session::Remembered {
-    crate::ops::remember(s, queue, keys)
 }
 
 /// Why nothing may leave a queue in this session's place, if so: the one decision of

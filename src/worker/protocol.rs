@@ -206,6 +206,20 @@ impl JobKind {
     }
 }
 
+/// One message of a page sent in chunks: what the list, the filter and the groups need of it,
+/// and where the message itself lies in the page's spill file (`broker::spill`).
+#[derive(Clone, Debug)]
+pub struct Listed {
+    pub letter: crate::broker::spill::Letter,
+    pub brief: crate::domain::brief::Brief,
+    /// `identity::message_key`.
+    pub key: String,
+    /// When Warren first saw it (from its store).
+    pub first_seen: Option<Timestamp>,
+    /// How many audited replays moved it (see `Store::replay_counts`).
+    pub replays: i64,
+}
+
 /// What the worker tells the UI. It never touches UI state; it only sends these.
 #[derive(Clone, Debug)]
 pub enum Report {
@@ -244,6 +258,21 @@ pub enum Report {
         authors: HashMap<String, String>,
         /// Why the browse stopped, in words ("end of queue", "limit of 500 reached", …).
         stop: String,
+        ticket: Ticket,
+    },
+    /// Part of a page read from a broker, in queue order: a live read sends its page in chunks
+    /// as the messages arrive (each message decoded once, then kept in the page's spill file),
+    /// and its last part in the [`Report::MessagesLoaded`] that ends the page (see
+    /// `worker::page`). Chunks of a page that never ends are dropped.
+    MessagesChunk {
+        vhost: String,
+        queue: String,
+        rows: Vec<Listed>,
+        ticket: Ticket,
+    },
+    /// The read whose [`Report::MessagesChunk`]s were sent failed (its failure is reported on
+    /// its own): its chunks are dropped.
+    MessagesDropped {
         ticket: Ticket,
     },
     /// The redirects in force in `vhost` (`domain::redirect`), after a browse and after a

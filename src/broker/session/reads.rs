@@ -96,6 +96,37 @@ impl Session {
         body_cap: usize,
         consent: ReadConsent,
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
+        self.read_page(queue, limit, body_cap, consent, None).await
+    }
+
+    /// [`Session::browse`], each message sent on `to` as it arrives instead of kept in the
+    /// page (whose `sent` counts them), so that no layer holds the whole page. A read this
+    /// session keeps (one whose reads cost deliveries) is kept whole as before and sent on
+    /// once it is complete; so is a kept read used again.
+    pub async fn browse_to(
+        &self,
+        queue: &str,
+        limit: usize,
+        consent: ReadConsent,
+        to: tokio::sync::mpsc::Sender<DeadLetter>,
+    ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
+        let cap = self
+            .target
+            .settings
+            .browse
+            .body_cap_bytes
+            .max(identity::HASHED_BODY);
+        self.read_page(queue, limit, cap, consent, Some(to)).await
+    }
+
+    async fn read_page(
+        &self,
+        queue: &str,
+        limit: usize,
+        body_cap: usize,
+        consent: ReadConsent,
+        to: Option<tokio::sync::mpsc::Sender<DeadLetter>>,
+    ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
         let lock = self.read_lock(queue);
         let _reading = wait_for_turn(&lock, queue).await?;
         let (info, policy) = self.queue_policy(queue).await?;
@@ -108,10 +139,11 @@ impl Session {
             let kept = self.kept(queue);
             if let Some(k) = kept.filter(|k| k.body_cap >= body_cap) {
                 // One copy, which the caller would make anyway to own the messages.
-                return Ok(std::sync::Arc::new(BrowsePage {
+                let page = BrowsePage {
                     reused: true,
                     ..(*k.page).clone()
-                }));
+                };
+                return Ok(std::sync::Arc::new(send_on(page, to).await));
             }
         }
         let record = if ledgered {
@@ -145,8 +177,8 @@ impl Session {
         req.body_cap = body_cap;
         req.known_depth = depth;
         req.auto_delete = info.auto_delete;
-        let stream = req.queue_type == QueueType::Stream;
-        if stream {
+        let is_stream = req.queue_type == QueueType::Stream;
+        if is_stream {
             bound_by_tail(conn, &mut req).await?;
         }
         let version = self.overview.rabbitmq_version.clone();
@@ -158,12 +190,16 @@ impl Session {
         {
             return Err(e);
         }
-        let page = browse::browse(conn, &req).await.map_err(SessionError::from);
+        // A read this session keeps is read whole, then sent on.
+        let (stream, later) = if costly { (None, to) } else { (to, None) };
+        let page = browse::browse_to(conn, &req, stream)
+            .await
+            .map_err(SessionError::from);
         // A failed read leaves the begun record: the worst case, which is what it may have cost.
         let mut page = page?;
-        if stream {
+        if is_stream {
             // Read to its tail: at least what it read, whatever the lagging count said.
-            page.queue_depth_at_start = (page.messages.len() as u64).max(depth.unwrap_or(0));
+            page.queue_depth_at_start = (page.len() as u64).max(depth.unwrap_or(0));
         }
         let page = std::sync::Arc::new(page);
         if let Some(b) = &begun {
@@ -190,7 +226,12 @@ impl Session {
                 );
             }
         }
-        Ok(page)
+        match later {
+            Some(to) => Ok(std::sync::Arc::new(
+                send_on((*page).clone(), Some(to)).await,
+            )),
+            None => Ok(page),
+        }
     }
 
     /// The policy that makes `queue` free to read (see `domain::protect`); applied unless
@@ -361,6 +402,24 @@ impl Session {
                 ))
             })
     }
+}
+
+/// `page` with its messages sent on `to` (when given) rather than kept in it.
+async fn send_on(
+    mut page: BrowsePage,
+    to: Option<tokio::sync::mpsc::Sender<DeadLetter>>,
+) -> BrowsePage {
+    if let Some(to) = to {
+        let messages = std::mem::take(&mut page.messages);
+        page.sent += messages.len() as u64;
+        for m in messages {
+            // A receiver that is gone wants none of them.
+            if to.send(m).await.is_err() {
+                break;
+            }
+        }
+    }
+    page
 }
 
 /// The messages of a page, without a copy unless the session keeps the page too.

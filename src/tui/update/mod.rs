@@ -398,6 +398,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
             }
             state.refresh_urgency(keep);
         }
+        Action::OrderMessages(by) => order_messages(state, by),
         Action::ToggleOrdinary => {
             state.show_ordinary = !state.show_ordinary;
             state.queue_cursor = state
@@ -750,4 +751,25 @@ fn protect(state: &mut State) -> Vec<Command> {
     ));
     state.pending_protect = Some(name);
     Vec::new()
+}
+
+/// Orders the message list by `by` (the same order again: reversed), the cursor staying on
+/// the message it was on.
+fn order_messages(state: &mut State, by: crate::tui::state::MsgOrder) {
+    if state.msg_order == by {
+        state.msg_order_reverse = !state.msg_order_reverse;
+    } else {
+        state.msg_order = by;
+        state.msg_order_reverse = false;
+    }
+    let (order, reverse) = (state.msg_order, state.msg_order_reverse);
+    let cursor = state.msg_cursor;
+    if let Some(b) = &mut state.browse {
+        let on = b.visible.get(cursor).copied();
+        // The same rows in another order: the filter and the groups stand.
+        b.arrange(order, reverse);
+        if let Some(on) = on {
+            state.msg_cursor = b.visible.iter().position(|&i| i == on).unwrap_or(0);
+        }
+    }
 }

@@ -35,14 +35,34 @@ pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             stop,
             ticket,
         } => {
+            // The chunks that came before this last part, if any (see `worker::page`).
+            let before = state
+                .arriving
+                .take_if(|a| a.ticket.request <= ticket.request)
+                .filter(|a| a.ticket == ticket && a.vhost == vhost && a.queue == queue);
             if page_is_stale(state, ticket) {
                 return Vec::new();
             }
             if is_queue(state.loading.as_ref(), &vhost, &queue) {
                 state.loading = None;
             }
-            let rows = page_rows(state, messages, &first_seen, &replays);
+            let mut rows = before.map(|a| a.rows).unwrap_or_default();
+            rows.extend(page_rows(state, messages, &first_seen, &replays));
+            // The room kept for a page the queue's depth promised and the read did not fill.
+            if rows.capacity() > rows.len() + rows.len() / 8 {
+                rows.shrink_to_fit();
+            }
             on_messages_loaded(state, vhost, queue, rows, stop, authors, ticket)
+        }
+        Report::MessagesChunk {
+            vhost,
+            queue,
+            rows,
+            ticket,
+        } => on_messages_chunk(state, vhost, queue, rows, ticket),
+        Report::MessagesDropped { ticket } => {
+            state.arriving.take_if(|a| a.ticket == ticket);
+            Vec::new()
         }
         Report::GroupNotes {
             vhost,
@@ -214,6 +234,49 @@ fn page_is_stale(state: &State, ticket: Ticket) -> bool {
     !current(state, ticket.generation) || older
 }
 
+/// Part of a page arriving: kept aside until its last part comes; an older page's parts never
+/// replace a newer one's.
+fn on_messages_chunk(
+    state: &mut State,
+    vhost: String,
+    queue: String,
+    rows: Vec<crate::worker::protocol::Listed>,
+    ticket: Ticket,
+) -> Vec<Command> {
+    if page_is_stale(state, ticket)
+        || state
+            .arriving
+            .as_ref()
+            .is_some_and(|a| a.ticket.request > ticket.request)
+    {
+        return Vec::new();
+    }
+    let rows = rows.into_iter().map(Row::listed);
+    match &mut state.arriving {
+        Some(a) if a.ticket == ticket => a.rows.extend(rows),
+        _ => {
+            // Room for the whole page at once: growing a million rows by doubling would hold
+            // one and a half copies of them at the last step.
+            let depth = state
+                .dlq_of(&QueueRef::new(&vhost, &queue))
+                .and_then(|d| d.depth)
+                .and_then(|d| usize::try_from(d).ok())
+                .unwrap_or(0);
+            let mut all = Vec::with_capacity(depth.min(state.browse_limit));
+            all.extend(rows);
+            state.arriving = Some(crate::tui::state::Arriving {
+                vhost,
+                queue,
+                ticket,
+                rows: all,
+            })
+        }
+    }
+    // The title counts what has arrived.
+    state.dirty = true;
+    Vec::new()
+}
+
 /// The rows of a page, each message moved in as it is with when it was first seen and how
 /// often it was replayed.
 fn page_rows(
@@ -248,10 +311,15 @@ fn on_messages_loaded(
     ticket: Ticket,
 ) -> Vec<Command> {
     let same_queue = state.browse.as_ref().is_some_and(|b| b.is(&vhost, &queue));
+    // By the keys' hashes: a set of a million keys' hashes is half a set of the keys, and a
+    // collision only makes a selection count message by message, which is right either way.
     let shared_keys = rows
         .iter()
-        .map(|r| r.key.as_str())
-        .collect::<HashSet<_>>()
+        .map(|r| {
+            use std::hash::{BuildHasher, BuildHasherDefault};
+            BuildHasherDefault::<fnv::FnvHasher>::default().hash_one(r.key.as_str())
+        })
+        .collect::<HashSet<u64>>()
         .len()
         < rows.len();
     if !same_queue {
@@ -273,6 +341,7 @@ fn on_messages_loaded(
         ticket,
         shared_keys,
         authors,
+        order: None,
     });
     state.content_serial += 1;
     state.refresh_view();
@@ -284,7 +353,7 @@ fn on_messages_loaded(
         state.refresh_urgency(keep);
     }
     // Keep only picks that are still in the queue.
-    if let Some(b) = &state.browse {
+    if let Some(b) = state.browse.as_ref().filter(|_| !state.selected.is_empty()) {
         let present: HashSet<&str> = b.rows.iter().map(|r| r.key.as_str()).collect();
         state.selected.retain(|k| present.contains(k.as_str()));
     }

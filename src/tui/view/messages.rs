@@ -11,14 +11,18 @@ use crate::domain::grouping::GroupBy;
 use crate::domain::sanitize;
 use crate::tui::detail;
 use crate::tui::format;
-use crate::tui::state::{Focus, ListMode, Overlay, State};
+use crate::tui::state::{Focus, ListMode, MsgOrder, Overlay, State};
 
 /// The message pane's title; the queues that feed the DLQ only when they fit in `width`
 /// (they are in the detail's timeline too), so that "reading…" is never the part cut off.
 fn message_title(state: &State, width: u16) -> String {
     let Some(b) = &state.browse else {
         return match &state.loading {
-            Some(q) => format!(" {} — reading… ", queue_title(state, &q.vhost, &q.name, 40)),
+            Some(q) => format!(
+                " {} — reading…{} ",
+                queue_title(state, &q.vhost, &q.name, 40),
+                arrived(state)
+            ),
             None => " Messages ".into(),
         };
     };
@@ -51,11 +55,33 @@ fn message_title(state: &State, width: u16) -> String {
             title.push_str(&from);
         }
     }
+    if state.msg_order != MsgOrder::Queue || state.msg_order_reverse {
+        title.push_str(" — ");
+        title.push_str(state.msg_order.words());
+        if state.msg_order_reverse {
+            title.push_str(", reversed");
+        }
+    }
     if state.loading.is_some() {
         title.push_str(" — reading…");
+        title.push_str(&arrived(state));
     }
     title.push(' ');
     title
+}
+
+/// How many messages of a page still arriving have come, in words ("" before any).
+fn arrived(state: &State) -> String {
+    state
+        .arriving
+        .as_ref()
+        .filter(|a| {
+            state
+                .loading
+                .as_ref()
+                .is_some_and(|q| a.vhost == q.vhost && a.queue == q.name)
+        })
+        .map_or(String::new(), |a| format!(" {} so far", a.rows.len()))
 }
 
 /// The bottom line of the message pane: selection count (always), filter, how much is shown.
