@@ -166,6 +166,21 @@ password_command = "echo b >> '{runs}'; printf 'vault passphrase for b: ' > /dev
     vhost.cleanup().await;
 }
 
+/// `warren open` on the demo's snapshot files `files` (a glob) in tmux, its log in a directory
+/// of its own (removed by the caller).
+fn open_demo(files: &str, width: u16, height: u16) -> (Tmux, PathBuf) {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo");
+    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e-demo"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cmd = format!(
+        "cd '{demo}' && WARREN_LOG_DIR={dir} {bin} open {files}; sleep 30",
+        dir = dir.display(),
+        bin = env!("CARGO_BIN_EXE_warren"),
+        demo = demo.display(),
+    );
+    (Tmux::open(&cmd, None, width, height), dir)
+}
+
 /// The newest tmux paste buffer holding `text`, within a deadline: OSC 52 from the program in
 /// a pane becomes a buffer when the server's `set-clipboard` is on.
 fn buffer_with(text: &str, within: Duration) -> String {
@@ -198,16 +213,7 @@ fn buffer_with(text: &str, within: Duration) -> String {
 /// the body as it was published.
 #[test]
 fn y_copies_the_id_and_the_body_through_the_terminal() {
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo/shipping-label_error.jsonl");
-    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e-copy"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let cmd = format!(
-        "WARREN_LOG_DIR={dir} {bin} open '{demo}'; sleep 30",
-        dir = dir.display(),
-        bin = env!("CARGO_BIN_EXE_warren"),
-        demo = demo.display(),
-    );
-    let t = Tmux::open(&cmd, None, 100, 30);
+    let (t, dir) = open_demo("shipping-label_error.jsonl", 100, 30);
     // The server's option: a pane's OSC 52 sets a buffer (tmux's default only sends its own).
     let on = std::process::Command::new("tmux")
         .args(["set-option", "-s", "set-clipboard", "on"])
@@ -236,16 +242,7 @@ fn y_copies_the_id_and_the_body_through_the_terminal() {
 /// only the one the cursor rests on, and an unknown growth says so (`—`), not a blank.
 #[test]
 fn a_snapshot_dates_every_queue_in_the_list_without_reading_it() {
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo");
-    let dir: PathBuf = std::env::temp_dir().join(unique("warren-e2e-snapage"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let cmd = format!(
-        "cd '{demo}' && WARREN_LOG_DIR={dir} {bin} open *.jsonl; sleep 30",
-        dir = dir.display(),
-        bin = env!("CARGO_BIN_EXE_warren"),
-        demo = demo.display(),
-    );
-    let t = Tmux::open(&cmd, None, 200, 50);
+    let (t, dir) = open_demo("*.jsonl", 200, 50);
     let s = t.wait_for("Dead-letter queues (10)", Duration::from_secs(20));
     // A growth of "—" and an age in days (the demo was exported days ago; "≥" where the headers
     // give only a bound) on the rows whose messages carry a time: not only the cursor's.

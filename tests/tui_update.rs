@@ -972,11 +972,7 @@ fn a_read_the_ledger_prices_is_confirmed_with_the_same_key() {
 #[test]
 fn protect_asks_then_sets_and_is_refused_read_only() {
     let mut st = loaded(false, Theme::color());
-    st.queue_cursor = st
-        .queue_rows()
-        .iter()
-        .position(|r| r.name() == "invoices.dlq")
-        .unwrap();
+    st.queue_cursor = invoices_row(&st);
     assert!(update(&mut st, ch('P')).is_empty());
     assert!(st.notice.as_deref().unwrap_or("").contains("Press P again"));
     let cmds = update(&mut st, ch('P'));
@@ -994,6 +990,14 @@ fn protect_asks_then_sets_and_is_refused_read_only() {
     assert!(ro.error.is_some(), "read-only refuses with a reason");
 }
 
+/// Where invoices.dlq (the fixtures' quorum DLQ with a limit) is in the queue list.
+fn invoices_row(st: &warren::tui::State) -> usize {
+    st.queue_rows()
+        .iter()
+        .position(|r| r.name() == "invoices.dlq")
+        .expect("invoices.dlq is listed")
+}
+
 /// On 4.x a policy cannot lift an `x-delivery-limit` argument: `P` says so at once, instead of
 /// offering a policy that the worker refuses once accepted.
 #[test]
@@ -1009,11 +1013,7 @@ fn protect_refuses_first_where_no_policy_can_lift_the_limit() {
             d.delivery_limit_arg = Some(20);
         }
     }
-    st.queue_cursor = st
-        .queue_rows()
-        .iter()
-        .position(|r| r.name() == "invoices.dlq")
-        .unwrap();
+    st.queue_cursor = invoices_row(&st);
     assert!(update(&mut st, ch('P')).is_empty());
     let error = st.error.clone().unwrap_or_default();
     assert!(error.contains("x-delivery-limit = 20"), "{error}");

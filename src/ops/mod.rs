@@ -121,9 +121,21 @@ pub(crate) fn remember(
     queue: &str,
     keys: &[String],
 ) -> crate::broker::session::Remembered {
-    match crate::store::Store::open_default() {
+    let store = crate::store::Store::open_default().map_err(|e| e.to_string());
+    remember_in(s, store.as_ref(), queue, keys)
+}
+
+/// [`remember`] in a store already opened (or why it could not be), as a page read in chunks
+/// does once for all of them.
+pub(crate) fn remember_in(
+    s: &crate::broker::session::Session,
+    store: Result<&crate::store::Store, &String>,
+    queue: &str,
+    keys: &[String],
+) -> crate::broker::session::Remembered {
+    match store {
         Ok(st) => s
-            .remember(&st, queue, keys, jiff::Timestamp::now())
+            .remember(st, queue, keys, jiff::Timestamp::now())
             .unwrap_or_else(|e| {
                 tracing::warn!("recording first-seen times failed: {e}");
                 Default::default()

@@ -167,18 +167,6 @@ impl Lister<'_> {
         let store = self
             .store
             .get_or_insert_with(|| Store::open_default().map_err(|e| e.to_string()));
-        match store {
-            Ok(st) => self
-                .s
-                .remember(st, self.queue, keys, jiff::Timestamp::now())
-                .unwrap_or_else(|e| {
-                    tracing::warn!("recording first-seen times failed: {e}");
-                    Default::default()
-                }),
-            Err(e) => {
-                tracing::warn!("{e}");
-                Default::default()
-            }
-        }
+        crate::ops::remember_in(self.s, store.as_ref(), self.queue, keys)
     }
 }

@@ -71,14 +71,18 @@ impl Session {
         limit: usize,
         consent: ReadConsent,
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
-        // Never below what message keys hash, so a key means the same message everywhere.
-        let cap = self
-            .target
+        self.browse_with_cap(queue, limit, self.body_cap(), consent)
+            .await
+    }
+
+    /// How much of each body a browse keeps: the configured cap, never below what message keys
+    /// hash, so a key means the same message everywhere.
+    fn body_cap(&self) -> usize {
+        self.target
             .settings
             .browse
             .body_cap_bytes
-            .max(identity::HASHED_BODY);
-        self.browse_with_cap(queue, limit, cap, consent).await
+            .max(identity::HASHED_BODY)
     }
 
     /// [`Session::browse`] keeping up to `body_cap` bytes of each body (`usize::MAX` for an
@@ -110,13 +114,8 @@ impl Session {
         consent: ReadConsent,
         to: tokio::sync::mpsc::Sender<DeadLetter>,
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
-        let cap = self
-            .target
-            .settings
-            .browse
-            .body_cap_bytes
-            .max(identity::HASHED_BODY);
-        self.read_page(queue, limit, cap, consent, Some(to)).await
+        self.read_page(queue, limit, self.body_cap(), consent, Some(to))
+            .await
     }
 
     async fn read_page(
