@@ -53,6 +53,29 @@ fn peak_mib() -> f64 {
     kib as f64 / 1024.0
 }
 
+/// The heap as the allocator sees it (glibc's `mallinfo2`, every arena): bytes handed out
+/// and bytes the arenas hold, in MiB; with the resident size now, it says how much of the peak
+/// is live data and how much the allocator keeps.
+fn heap_now() -> String {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let m = unsafe { libc::mallinfo2() };
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: f64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0.0);
+    let mib = |b: usize| b as f64 / 1024.0 / 1024.0;
+    format!(
+        "resident {:.0} MiB, heap in use {:.0} MiB, arenas {:.0} MiB (free in them {:.0}), mmapped {:.0} MiB",
+        pages * 4096.0 / 1024.0 / 1024.0,
+        mib(m.uordblks + m.hblkhd),
+        mib(m.arena),
+        mib(m.fordblks),
+        mib(m.hblkhd)
+    )
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted.get(i).copied().unwrap_or_default()
@@ -297,6 +320,13 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
         if let warren::tui::Report::Error(f) = &r {
             bail!("the read failed: {f}");
         }
+        if matches!(r, warren::tui::Report::MessagesLoaded { .. }) {
+            eprintln!(
+                "  before the last part: peak {:.0} MiB; {}",
+                peak_mib(),
+                heap_now()
+            );
+        }
         for c in update(&mut st, r) {
             cmd_tx.send(c).await?;
         }
@@ -316,6 +346,12 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
         })
         .unwrap_or(0);
     let after_read = peak_mib();
+    eprintln!(
+        "  after the read: {}; a row is {} B inline (its brief {} B)",
+        heap_now(),
+        std::mem::size_of::<warren::tui::state::Row>(),
+        std::mem::size_of::<warren::domain::brief::Brief>()
+    );
 
     // A session's keys: moving, paging, jumping, selecting, groups, the four orders.
     let mut script: Vec<Event> = Vec::new();
