@@ -192,7 +192,7 @@ fn message_row(
     wide: bool,
 ) -> TRow<'static> {
     let t = &state.theme;
-    let picked = state.selected.contains(&r.key);
+    let picked = state.selected.contains(r.key.as_str());
     let mark = if picked {
         Span::styled("●", t.marked)
     } else {
