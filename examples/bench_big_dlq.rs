@@ -14,7 +14,8 @@
 //! read runs in a child process of its own (this example again, with `--measure`), so that its
 //! peak memory is the read's alone, not the publishing's. Env: `BENCH_AMQP` (default
 //! `amqp://guest:guest@127.0.0.1:5672`), `BENCH_MGMT` (default `http://127.0.0.1:15672`),
-//! `BENCH_USER` / `BENCH_PASS` (guest), `BENCH_BODY` (bytes per message, 1024).
+//! `BENCH_USER` / `BENCH_PASS` (guest), `BENCH_BODY` (bytes per message, 1024), `BENCH_KEEP` (keep
+//! the vhost, for more reads with `--measure VHOST N`; delete it after).
 
 use std::time::{Duration, Instant};
 
@@ -230,6 +231,11 @@ fn main() -> Result<()> {
     rt.block_on(async {
         b.vhost(reqwest::Method::PUT).await?;
         let result = publish_and_read(&b, n, body, &limits).await;
+        if std::env::var_os("BENCH_KEEP").is_some() {
+            // For more reads of the same messages: `bench_big_dlq --measure VHOST N`.
+            println!("kept {} (BENCH_KEEP): delete it when done", b.vhost);
+            return result;
+        }
         let deleted = b.vhost(reqwest::Method::DELETE).await;
         result.and(deleted)
     })
