@@ -164,7 +164,7 @@ impl Row {
 
     /// Attempts: the convention's retry counter, else the number of deaths recorded.
     pub fn attempts(&self) -> i64 {
-        self.brief.attempts
+        self.brief.attempts()
     }
 
     /// The id a person knows it by (`identity::shown_id`), not sanitised.
