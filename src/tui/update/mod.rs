@@ -425,11 +425,19 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::ToggleSelect => toggle_select(state),
         Action::SelectRange => select_range(state),
         Action::SelectAll => {
-            let keys: Vec<String> = state.visible_rows().iter().map(|r| r.key.to_string()).collect();
+            let keys: Vec<String> = state
+                .visible_rows()
+                .iter()
+                .map(|r| r.key.to_string())
+                .collect();
             state.selected.extend(keys);
         }
         Action::InvertSelection => {
-            let keys: Vec<String> = state.visible_rows().iter().map(|r| r.key.to_string()).collect();
+            let keys: Vec<String> = state
+                .visible_rows()
+                .iter()
+                .map(|r| r.key.to_string())
+                .collect();
             for k in keys {
                 if !state.selected.remove(&k) {
                     state.selected.insert(k);
