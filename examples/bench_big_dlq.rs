@@ -431,6 +431,11 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
     println!(
         "read {rows} of {limit} requested through the worker into the TUI (release build, 160x48 TestBackend)"
     );
+    // Why the read stopped where it did (the queue's depth when it began, the limit, ...).
+    println!(
+        "  stopped: {}",
+        st.browse.as_ref().map_or("", |b| b.stop.as_str())
+    );
     println!(
         "  time to read all: {:.1} s ({:.0} msg/s), {frames} frames drawn meanwhile",
         read.as_secs_f64(),
