@@ -14,7 +14,8 @@
 //! read runs in a child process of its own (this example again, with `--measure`), so that its
 //! peak memory is the read's alone, not the publishing's. Env: `BENCH_AMQP` (default
 //! `amqp://guest:guest@127.0.0.1:5672`), `BENCH_MGMT` (default `http://127.0.0.1:15672`),
-//! `BENCH_USER` / `BENCH_PASS` (guest), `BENCH_BODY` (bytes per message, 1024).
+//! `BENCH_USER` / `BENCH_PASS` (guest), `BENCH_BODY` (bytes per message, 1024), `BENCH_KEEP` (keep
+//! the vhost, for more reads with `--measure VHOST N`; delete it after).
 
 use std::time::{Duration, Instant};
 
@@ -51,6 +52,29 @@ fn peak_mib() -> f64 {
         ru.ru_maxrss
     };
     kib as f64 / 1024.0
+}
+
+/// The heap as the allocator sees it (glibc's `mallinfo2`, every arena): bytes handed out
+/// and bytes the arenas hold, in MiB; with the resident size now, it says how much of the peak
+/// is live data and how much the allocator keeps.
+fn heap_now() -> String {
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let m = unsafe { libc::mallinfo2() };
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: f64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0.0);
+    let mib = |b: usize| b as f64 / 1024.0 / 1024.0;
+    format!(
+        "resident {:.0} MiB, heap in use {:.0} MiB, arenas {:.0} MiB (free in them {:.0}), mmapped {:.0} MiB",
+        pages * 4096.0 / 1024.0 / 1024.0,
+        mib(m.uordblks + m.hblkhd),
+        mib(m.arena),
+        mib(m.fordblks),
+        mib(m.hblkhd)
+    )
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -207,6 +231,11 @@ fn main() -> Result<()> {
     rt.block_on(async {
         b.vhost(reqwest::Method::PUT).await?;
         let result = publish_and_read(&b, n, body, &limits).await;
+        if std::env::var_os("BENCH_KEEP").is_some() {
+            // For more reads of the same messages: `bench_big_dlq --measure VHOST N`.
+            println!("kept {} (BENCH_KEEP): delete it when done", b.vhost);
+            return result;
+        }
         let deleted = b.vhost(reqwest::Method::DELETE).await;
         result.and(deleted)
     })
@@ -297,6 +326,13 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
         if let warren::tui::Report::Error(f) = &r {
             bail!("the read failed: {f}");
         }
+        if matches!(r, warren::tui::Report::MessagesLoaded { .. }) {
+            eprintln!(
+                "  before the last part: peak {:.0} MiB; {}",
+                peak_mib(),
+                heap_now()
+            );
+        }
         for c in update(&mut st, r) {
             cmd_tx.send(c).await?;
         }
@@ -316,6 +352,12 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
         })
         .unwrap_or(0);
     let after_read = peak_mib();
+    eprintln!(
+        "  after the read: {}; a row is {} B inline (its brief {} B)",
+        heap_now(),
+        std::mem::size_of::<warren::tui::state::Row>(),
+        std::mem::size_of::<warren::domain::brief::Brief>()
+    );
 
     // A session's keys: moving, paging, jumping, selecting, groups, the four orders.
     let mut script: Vec<Event> = Vec::new();
@@ -388,6 +430,11 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
 
     println!(
         "read {rows} of {limit} requested through the worker into the TUI (release build, 160x48 TestBackend)"
+    );
+    // Why the read stopped where it did (the queue's depth when it began, the limit, ...).
+    println!(
+        "  stopped: {}",
+        st.browse.as_ref().map_or("", |b| b.stop.as_str())
     );
     println!(
         "  time to read all: {:.1} s ({:.0} msg/s), {frames} frames drawn meanwhile",

@@ -170,7 +170,7 @@ async fn a_long_page_arrives_in_chunks_each_message_once_read_back_from_its_spil
     assert_eq!(ids, want, "{label}");
     let keys: HashSet<&str> = b.rows.iter().map(|r| r.key.as_str()).collect();
     assert_eq!(keys.len(), N as usize);
-    let positions: Vec<u64> = b.rows.iter().map(|r| r.brief.position).collect();
+    let positions: Vec<u64> = b.rows.iter().map(|r| r.brief.position()).collect();
     assert_eq!(positions, (0..u64::from(N)).collect::<Vec<_>>());
 
     // Opened, each spilled message is the one published, body byte for byte.

@@ -30,15 +30,16 @@ pub struct Brief {
     pub exception_message: Option<Arc<str>>,
     /// What it shares with the messages that failed the same way, the verdict's frame included.
     pub common: Arc<Common>,
-    /// The convention's retry counter, else the number of deaths recorded (at least 1).
-    pub attempts: i64,
+    /// The convention's retry counter, else the number of deaths recorded (at least 1), in 4
+    /// bytes with the position below: a page of a million keeps a million briefs.
+    attempts: i32,
     failed_at: Seconds,
     /// When it reached its DLQ, exactly, where its history makes that so; else the earliest it
     /// can have (`domain::arrival`).
     arrived: Seconds,
     earliest: Seconds,
-    /// Its place in the queue when it was browsed, 0-based.
-    pub position: u64,
+    /// Its place in the queue when it was browsed, 0-based (a page is far below 4 billion).
+    position: u32,
 }
 
 /// The part of a [`Brief`] that messages which failed alike have in common, kept once for all.
@@ -99,12 +100,22 @@ impl Brief {
         Brief {
             exception_message: message.map(|m| strings.str(m)),
             common: strings.common(common),
-            attempts: attempts(exp),
+            attempts: attempts(exp).clamp(i32::MIN.into(), i32::MAX.into()) as i32,
             failed_at: Seconds::new(failed_at(exp)),
             arrived: Seconds::new(arrival::exact_death(&exp.deaths)),
             earliest: Seconds::new(arrival::newest_death(&exp.deaths).or(exp.failed_at)),
-            position: msg.position,
+            position: u32::try_from(msg.position).unwrap_or(u32::MAX),
         }
+    }
+
+    /// The convention's retry counter, else the number of deaths recorded (at least 1).
+    pub fn attempts(&self) -> i64 {
+        i64::from(self.attempts)
+    }
+
+    /// Its place in the queue when it was browsed, 0-based.
+    pub fn position(&self) -> u64 {
+        u64::from(self.position)
     }
 
     /// The verdict, as the explanation gave it.
@@ -279,13 +290,13 @@ mod tests {
         let full = selection::subject(&dl, &exp, Some(5));
         let short = brief.subject(&dl.headers, &dl.body, Some(5));
         assert_eq!(format!("{full:?}"), format!("{short:?}"));
-        assert_eq!(brief.attempts, 3);
+        assert_eq!(brief.attempts(), 3);
         assert_eq!(
             brief.failed_at(),
             Timestamp::from_second(1_759_042_215).ok()
         );
         assert_eq!(brief.verdict(), exp.verdict);
-        assert_eq!(brief.position, 4);
+        assert_eq!(brief.position(), 4);
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub fn snapshot(state: &mut State) {
             .unwrap_or_default()
     } else if !state.selected.is_empty() {
         (0..b.rows.len())
-            .filter(|&i| state.selected.contains(&b.rows[i].key))
+            .filter(|&i| state.selected.contains(b.rows[i].key.as_str()))
             .collect()
     } else {
         state

@@ -74,8 +74,10 @@ pub fn queue_filter_words(text: &str) -> Vec<String> {
 pub struct Row {
     pub letter: Letter,
     pub brief: Brief,
-    /// `identity::message_key`: what selection and replay use to name it.
-    pub key: String,
+    /// `identity::message_key`: what selection and replay use to name it. Inline up to 24
+    /// bytes (an id such as `id:order-00000001`, a content hash), so that a page of a million
+    /// holds no million small allocations.
+    pub key: compact_str::CompactString,
     first_seen: Seconds,
     /// How many times Warren's audit says it replayed the message (see `explain::explain_with`).
     pub audited_replays: i64,
@@ -109,7 +111,7 @@ impl Row {
         let exp = explain::explain_with(&msg, own, audited_replays);
         Row {
             brief: Brief::new(&msg, &exp, strings),
-            key: identity::message_key(&msg),
+            key: identity::message_key(&msg).into(),
             letter: letter.into(),
             first_seen: Seconds::new(first_seen),
             audited_replays,
@@ -135,7 +137,7 @@ impl Row {
         Opened {
             msg,
             exp,
-            key: self.key.clone(),
+            key: self.key.to_string(),
             first_seen: self.first_seen(),
         }
     }
@@ -162,7 +164,7 @@ impl Row {
 
     /// Attempts: the convention's retry counter, else the number of deaths recorded.
     pub fn attempts(&self) -> i64 {
-        self.brief.attempts
+        self.brief.attempts()
     }
 
     /// The id a person knows it by (`identity::shown_id`), not sanitised.
@@ -1167,7 +1169,7 @@ impl State {
             Some(b) if b.shared_keys => b
                 .rows
                 .iter()
-                .filter(|r| self.selected.contains(&r.key))
+                .filter(|r| self.selected.contains(r.key.as_str()))
                 .count(),
             _ => self.selected.len(),
         }

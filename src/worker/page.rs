@@ -116,7 +116,7 @@ impl Lister<'_> {
                 letter: self.keep(dl),
                 brief,
                 first_seen: memory.first_seen.get(&key).copied(),
-                key,
+                key: key.into(),
                 replays,
             });
         }

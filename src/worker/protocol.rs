@@ -212,8 +212,8 @@ impl JobKind {
 pub struct Listed {
     pub letter: crate::broker::spill::Letter,
     pub brief: crate::domain::brief::Brief,
-    /// `identity::message_key`.
-    pub key: String,
+    /// `identity::message_key`, inline when short (most are: see `tui::state::Row`).
+    pub key: compact_str::CompactString,
     /// When Warren first saw it (from its store).
     pub first_seen: Option<Timestamp>,
     /// How many audited replays moved it (see `Store::replay_counts`).

@@ -425,11 +425,19 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::ToggleSelect => toggle_select(state),
         Action::SelectRange => select_range(state),
         Action::SelectAll => {
-            let keys: Vec<String> = state.visible_rows().iter().map(|r| r.key.clone()).collect();
+            let keys: Vec<String> = state
+                .visible_rows()
+                .iter()
+                .map(|r| r.key.to_string())
+                .collect();
             state.selected.extend(keys);
         }
         Action::InvertSelection => {
-            let keys: Vec<String> = state.visible_rows().iter().map(|r| r.key.clone()).collect();
+            let keys: Vec<String> = state
+                .visible_rows()
+                .iter()
+                .map(|r| r.key.to_string())
+                .collect();
             for k in keys {
                 if !state.selected.remove(&k) {
                     state.selected.insert(k);
@@ -680,7 +688,7 @@ fn open(state: &mut State, pending: Option<QueueRef>) -> Vec<Command> {
 }
 
 fn toggle_select(state: &mut State) {
-    let Some(key) = state.current_row().map(|r| r.key.clone()) else {
+    let Some(key) = state.current_row().map(|r| r.key.to_string()) else {
         return;
     };
     if !state.selected.remove(&key) {
@@ -704,7 +712,7 @@ fn select_range(state: &mut State) {
         .iter()
         .skip(lo)
         .take(hi - lo + 1)
-        .map(|r| r.key.clone())
+        .map(|r| r.key.to_string())
         .collect();
     state.selected.extend(keys);
     state.anchor = Some(state.msg_cursor);

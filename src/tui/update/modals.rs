@@ -77,7 +77,7 @@ pub(super) fn pick(
         };
         Some((
             queue,
-            Selection::Keys(HashSet::from([row.key.clone()])),
+            Selection::Keys(HashSet::from([row.key.to_string()])),
             what,
             all as u64,
         ))

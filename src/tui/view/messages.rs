@@ -192,7 +192,7 @@ fn message_row(
     wide: bool,
 ) -> TRow<'static> {
     let t = &state.theme;
-    let picked = state.selected.contains(&r.key);
+    let picked = state.selected.contains(r.key.as_str());
     let mark = if picked {
         Span::styled("●", t.marked)
     } else {
@@ -202,7 +202,7 @@ fn message_row(
     let age = r.arrival().age(state.now).map_or("—".into(), |a| {
         format!("{}{}", a.prefix(), format::age(a.secs))
     });
-    let position = (r.brief.position + 1).to_string();
+    let position = (r.brief.position() + 1).to_string();
     // Without an id, the narrow list names the message by its place in the queue.
     let id = match (id, wide) {
         (Some(id), _) => Span::raw(id),
@@ -393,7 +393,7 @@ pub(super) fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
     // The whole id when it fits the border (a GUID does at 80 columns), else cut in the middle.
     let room = usize::from(area.width.saturating_sub(16));
     let name = row.shown_id().map_or_else(
-        || format!("#{}", row.brief.position + 1),
+        || format!("#{}", row.brief.position() + 1),
         |id| sanitize::middle_cut(id, room),
     );
     let title = match state.list_mode {
