@@ -216,3 +216,60 @@ async fn retry_ladder_produces_the_measured_x_death_shape() {
         vhost.cleanup().await;
     }
 }
+
+/// A read of the whole queue right after a read of its head: on a quorum queue the broker puts
+/// the head's messages back through Raft, after the nack. The first read used to wait only until
+/// the queue's ready count reached what it handed back, which the untouched rest of a long queue
+/// already did, so the second began while they were going back and stopped short of the queue
+/// saying it had read all (measured on 3.10: 12,016 to 14,622 of 20,000, every time). It now
+/// waits until the queue holds what it held beside the read plus what the read handed back.
+#[tokio::test]
+async fn a_whole_read_right_after_a_read_of_the_head_sees_every_message() {
+    use lapin::options::BasicPublishOptions;
+    const N: usize = 20_000;
+    const HEAD: usize = 10_000;
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "browse-again").await;
+    let conn = amqp_h::connect(&vhost).await;
+    let ch = amqp_h::confirm_channel(&conn).await;
+    amqp_h::declare(&ch, "dlq", QueueType::Quorum, FieldTable::default()).await;
+    let mut pending = Vec::with_capacity(N);
+    for i in 0..N {
+        let body = format!("m-{i}");
+        let confirm = ch
+            .basic_publish(
+                "".into(),
+                "dlq".into(),
+                BasicPublishOptions::default(),
+                body.as_bytes(),
+                lapin::BasicProperties::default(),
+            )
+            .await
+            .expect("publish");
+        pending.push(confirm);
+    }
+    for c in pending {
+        c.await.expect("confirmed");
+    }
+    amqp_h::wait_for_depth(&conn, "dlq", N as u64, std::time::Duration::from_secs(30)).await;
+    for round in 0..3 {
+        let head = BrowseRequest {
+            limit: HEAD,
+            ..BrowseRequest::new("dlq", QueueType::Quorum, BrowsePolicy::unrestricted())
+        };
+        let page = browse(&conn, &head).await.expect("browse the head");
+        assert_eq!(page.messages.len(), HEAD, "round {round}");
+        let all = BrowseRequest {
+            limit: N,
+            ..BrowseRequest::new("dlq", QueueType::Quorum, BrowsePolicy::unrestricted())
+        };
+        let page = browse(&conn, &all).await.expect("browse all");
+        assert_eq!(
+            (page.queue_depth_at_start, page.messages.len()),
+            (N as u64, N),
+            "round {round}: {:?}",
+            page.stopped
+        );
+    }
+    vhost.cleanup().await;
+}

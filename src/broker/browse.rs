@@ -475,6 +475,13 @@ async fn browse_queue(
         }
     }
     let mut returned_explicitly = read.failure.is_none();
+    // What is ready beside the messages this read holds: once they are back, at least this
+    // much more (a long queue's untouched part alone outnumbers a page handed back).
+    let ready_beside = if read.last_tag > 0 {
+        depth(channel, &req.queue).await.unwrap_or(0)
+    } else {
+        0
+    };
     if read.last_tag > 0 {
         let nack = channel
             .basic_nack(
@@ -498,7 +505,12 @@ async fn browse_queue(
     // The broker applies a nack asynchronously (quorum queues through Raft). Wait until the
     // messages are ready again, so that closing the channel cannot race the nack (a close
     // counts as a delivery even on 4.3) and an immediate second browse sees the real depth.
-    wait_until_returned(channel, &req.queue, read.delivered).await;
+    wait_until_returned(
+        channel,
+        &req.queue,
+        ready_beside.saturating_add(read.delivered),
+    )
+    .await;
     if read.kept.is_empty()
         && let StopReason::QuorumSafety { reason, .. } = read.stopped
     {
@@ -773,16 +785,18 @@ fn counts_of(d: &lapin::message::Delivery) -> (Option<u64>, Option<u64>) {
     (get("x-delivery-count"), get("x-acquired-count"))
 }
 
-/// Polls the queue's ready count until it holds at least the `returned` messages again, for at
-/// most [`RETURN_WAIT`] (another consumer may be taking them, which is not our concern).
-async fn wait_until_returned(channel: &Channel, queue: &str, returned: u64) {
-    if returned == 0 {
+/// Polls the queue's ready count until it is `ready` again (what was ready beside the read,
+/// plus what the read handed back), for at most [`RETURN_WAIT`] (another consumer may be taking
+/// them, which is not our concern). Measured: a read of the whole of a million right after a
+/// read of 100,000 began while they were still going back, and stopped at 990,112 as "all".
+async fn wait_until_returned(channel: &Channel, queue: &str, ready: u64) {
+    if ready == 0 {
         return;
     }
     let start = Instant::now();
     while start.elapsed() < RETURN_WAIT {
         match depth(channel, queue).await {
-            Ok(d) if d >= returned => return,
+            Ok(d) if d >= ready => return,
             Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
             Err(_) => return,
         }
