@@ -160,3 +160,38 @@ fn y_copies_the_id_and_y_the_body_but_not_binary_or_terminal_controls() {
     assert_eq!(st.clipboard, None);
     assert!(st.notice.as_deref().is_some_and(|n| n.contains("binary")));
 }
+
+/// `S` on a message its page's spill file cannot give back (here: appended, never flushed)
+/// saves nothing, rather than a snapshot holding a stand-in for it.
+#[test]
+fn a_snapshot_is_not_saved_from_a_message_that_cannot_be_read_back() {
+    use warren::broker::spill::{Letter, SpillWriter};
+    use warren::domain::brief::{Brief, Interner};
+    use warren::domain::packed::Packed;
+    let mut st = first_message(masstransit(), b"{}");
+    let dir = std::env::temp_dir().join(crate::common::unique("warren-unreadable"));
+    // SAFETY: this test's own variable, set before it spills.
+    unsafe { std::env::set_var(warren::broker::spill::CACHE_ENV, &dir) };
+    let mut w = SpillWriter::create().expect("a spill file");
+    let msg = masstransit();
+    let exp = warren::domain::explain::explain(&msg);
+    let brief = Brief::new(&msg, &exp, &mut Interner::default());
+    let spilled = w.append(&Packed::pack(msg)).expect("appended, not flushed");
+    if let Some(b) = st.browse.as_mut()
+        && let Some(row) = b.rows.first_mut()
+    {
+        row.letter = Letter::Spilled(spilled);
+        row.brief = brief;
+    }
+    update(&mut st, ch('S'));
+    assert!(st.save.is_none(), "nothing to write");
+    assert!(
+        st.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("nothing saved")),
+        "{:?}",
+        st.error
+    );
+    drop(w);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -63,11 +63,22 @@ pub fn snapshot(state: &mut State) {
             .into_iter()
             .collect()
     };
-    let messages: Vec<DeadLetter> = rows
+    // Read back from the page's spill file: a message that cannot be read back is not written
+    // as a stand-in, so a snapshot only ever holds what the broker held.
+    let read: Result<Vec<DeadLetter>, std::io::Error> = rows
         .iter()
         .filter_map(|&i| b.rows.get(i))
-        .map(|r| r.letter.unpack())
+        .map(|r| r.letter.packed().map(|p| p.unpack()))
         .collect();
+    let messages = match read {
+        Ok(m) => m,
+        Err(e) => {
+            state.error = Some(format!(
+                "nothing saved: a message could not be read back from the page's spill file ({e}); read the queue again (Ctrl-R) and save again"
+            ));
+            return;
+        }
+    };
     if messages.is_empty() {
         state.notice = Some("nothing to save: the list is empty".into());
         return;

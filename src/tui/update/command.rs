@@ -245,6 +245,8 @@ pub(super) fn enter_new_place(state: &mut State, generation: u64) {
     state.queue_order.clear();
     state.queues_loaded = false;
     state.browse = None;
+    // A page still arriving from the old place (and its spill file) goes with it.
+    state.arriving = None;
     state.loading = None;
     state.selected.clear();
     state.anchor = None;
