@@ -133,6 +133,8 @@ mod tui_habits;
 mod tui_oplog;
 #[path = "tui_redirects.rs"]
 mod tui_redirects;
+#[path = "tui_slices.rs"]
+mod tui_slices;
 #[path = "tui_snapshots.rs"]
 mod tui_snapshots;
 #[path = "tui_update.rs"]

@@ -356,16 +356,67 @@ pub fn key_of_facets<'a>(by: GroupBy, f: &Facets<'a>, waits: &WaitQueues) -> Cow
 /// the order their first message does, each with the indices of its messages in order; callers
 /// build each group's [`GroupKey`] from its first message and sort the groups as their screen
 /// needs (by size, then age or first appearance).
-pub fn partition<K: Eq + Hash>(keys: impl IntoIterator<Item = K>) -> Vec<(K, Vec<usize>)> {
-    let mut at: HashMap<K, (usize, Vec<usize>)> = HashMap::new();
+pub fn partition<K: Eq + Hash + Clone>(keys: impl IntoIterator<Item = K>) -> Vec<(K, Vec<usize>)> {
+    let mut p = Partition::default();
     for (i, k) in keys.into_iter().enumerate() {
-        at.entry(k).or_insert_with(|| (i, Vec::new())).1.push(i);
+        p.push(k, i);
     }
-    let mut out: Vec<(K, (usize, Vec<usize>))> = at.into_iter().collect();
-    out.sort_by_key(|(_, (first, _))| *first);
-    out.into_iter()
-        .map(|(k, (_, members))| (k, members))
-        .collect()
+    p.finish()
+}
+
+/// [`partition`] a few members at a time: the TUI groups a million messages in slices between
+/// key presses (`tui::refresh`), keeping only each distinct key, not each member's.
+#[derive(Clone, Debug)]
+pub struct Partition<K> {
+    at: HashMap<K, usize>,
+    groups: Vec<(K, Vec<usize>)>,
+}
+
+impl<K> Default for Partition<K> {
+    fn default() -> Self {
+        Partition {
+            at: HashMap::new(),
+            groups: Vec::new(),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone> Partition<K> {
+    /// Puts `member` in the group of `key`; says which group, by its place in first appearance.
+    pub fn push(&mut self, key: K, member: usize) -> usize {
+        if let Some(&g) = self.at.get(&key) {
+            if let Some((_, members)) = self.groups.get_mut(g) {
+                members.push(member);
+            }
+            return g;
+        }
+        let g = self.groups.len();
+        self.at.insert(key.clone(), g);
+        self.groups.push((key, vec![member]));
+        g
+    }
+
+    /// Puts `member` in the group of a borrowed key, which is made owned only for a new group.
+    pub fn push_borrowed<Q>(&mut self, key: &Q, member: usize) -> usize
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Eq + Hash + ToOwned<Owned = K> + ?Sized,
+    {
+        match self.at.get(key).copied() {
+            Some(g) => {
+                if let Some((_, members)) = self.groups.get_mut(g) {
+                    members.push(member);
+                }
+                g
+            }
+            None => self.push(key.to_owned(), member),
+        }
+    }
+
+    /// The groups in the order their first members came.
+    pub fn finish(self) -> Vec<(K, Vec<usize>)> {
+        self.groups
+    }
 }
 
 /// Longest note kept, in characters: a sentence for the rota, not a document.

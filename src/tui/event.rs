@@ -23,6 +23,9 @@ pub enum Event {
     /// Typing in the filter paused: narrow a large list now (sent by the loop, see
     /// `update::FILTER_SETTLE`).
     FilterSettle,
+    /// Nothing else is waiting: a slice of the list's work (`State::idle_step`; sent by the
+    /// loop while `State::has_idle_work`).
+    Idle,
     /// The queue-list cursor rested: read the queue under it (sent by the loop, see
     /// `update::GLANCE_SETTLE`).
     GlanceSettle,

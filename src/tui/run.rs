@@ -110,6 +110,8 @@ async fn run_loop(
 
     loop {
         let first = tokio::select! {
+            // In this order: a key waits for no more than one slice of idle work, the last arm.
+            biased;
             Some(stop) = stops.recv() => return Ok(Ending::Signal(stop)),
             term = input.next() => match term {
                 Some(Ok(ev)) => from_terminal(ev),
@@ -140,6 +142,8 @@ async fn run_loop(
                 }
                 None
             }
+            // Ready at once: taken only when nothing above is.
+            _ = std::future::ready(()), if state.has_idle_work() => Some(Event::Idle),
         };
         let mut queue: Vec<Event> = first.into_iter().collect();
         // Drain whatever else is ready before drawing once.

@@ -24,13 +24,12 @@ use crate::domain::convention::Conventions;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueRef, QueueSummary};
 use crate::domain::explain::{self, Explanation};
 use crate::domain::filter::Filter;
-use crate::domain::grouping::{self, GroupBy, GroupNote, WaitQueues};
+use crate::domain::grouping::{GroupBy, GroupNote, WaitQueues};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::packed::Packed;
 use crate::domain::selection;
 use crate::domain::urgency::{self, Figures, History, ReadHead, Sample, SortBy};
-use crate::domain::value::Table;
 
 /// Above this many messages the operator types the count to confirm a replay.
 pub const TYPED_CONFIRM_ABOVE: u64 = 100;
@@ -232,23 +231,19 @@ pub struct Browse {
     /// Who ran each run the page's messages came back from, by run id (see
     /// `domain::comeback`).
     pub authors: HashMap<String, String>,
-    /// Every row's index in a [`MsgOrder`] other than the queue's, computed when that order
-    /// is first asked for: the filter and a reverse only walk it (4 bytes a row).
-    pub(crate) order: Option<(MsgOrder, Vec<u32>)>,
+    /// The page's other orders (`tui::orders`).
+    pub(crate) orders: super::orders::Orders,
+    /// The view being made, for a big page (`tui::refresh`); `visible` and `groups` are the
+    /// last whole one until it is done.
+    pub(crate) job: Option<super::refresh::ViewJob>,
 }
 
 impl Browse {
-    /// Puts the rows in `visible` in `order`: the rows' permutation is sorted once per order
-    /// and page, then walked, keeping the rows `visible` holds; a million rows are sorted by
-    /// 8-byte keys, never moved, and neither the filter nor the groups are computed again.
+    /// Puts the rows in `visible` in `order`: the order's permutation (`tui::orders`) is
+    /// walked, keeping the rows `visible` holds; rows are never moved, and neither the filter
+    /// nor the groups are computed again.
     pub(crate) fn arrange(&mut self, order: MsgOrder, reverse: bool) {
-        if order != MsgOrder::Queue && self.order.as_ref().is_none_or(|(o, _)| *o != order) {
-            self.order = Some((order, permutation(&self.rows, order)));
-        }
-        let perm = match (&self.order, order) {
-            (Some((o, perm)), _) if *o == order => Some(perm),
-            _ => None,
-        };
+        let perm = self.orders.of(&self.rows, order);
         let n = self.rows.len();
         let all = (0..n).map(|i| i as u32);
         let base: Box<dyn Iterator<Item = u32> + '_> = match perm {
@@ -271,6 +266,12 @@ impl Browse {
         if reverse {
             self.visible.reverse();
         }
+    }
+
+    /// How far the view being made is, in percent; `None` when the view shown is the whole
+    /// one (`tui::refresh`).
+    pub fn updating(&self) -> Option<usize> {
+        self.job.as_ref().map(|j| j.percent(self.rows.len()))
     }
 
     /// The open queue's identity.
@@ -1191,173 +1192,6 @@ impl State {
     pub fn secs_since(&self, t: Timestamp) -> u64 {
         u64::try_from(self.now.as_second().saturating_sub(t.as_second())).unwrap_or(0)
     }
-
-    /// Recomputes the filtered view and the groups after the rows or the filter changed, and
-    /// keeps the cursors in range.
-    pub fn refresh_view(&mut self) {
-        self.filter_pending = false;
-        let now = self.now;
-        let waits = self.wait_queues();
-        let (order, reverse) = (self.msg_order, self.msg_order_reverse);
-        let Some(b) = self.browse.as_mut() else {
-            return;
-        };
-        let no_headers = Table::new();
-        let header_names = self
-            .filter
-            .as_ref()
-            .map(Filter::header_names)
-            .unwrap_or_default();
-        // A spilled message is read back only for a filter that looks at more than the list.
-        let reads_body = self.filter.as_ref().is_some_and(Filter::reads_body);
-        let reads_letter = reads_body || !header_names.is_empty();
-        b.visible = b
-            .rows
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| match &self.filter {
-                None => true,
-                Some(f) => {
-                    let age = r.dead_since().map(|t| {
-                        u64::try_from(now.as_second().saturating_sub(t.as_second())).unwrap_or(0)
-                    });
-                    let letter = reads_letter.then(|| r.letter.packed().ok()).flatten();
-                    // Headers stay packed but for those the filter names.
-                    let named = (!header_names.is_empty()).then(|| {
-                        letter.as_ref().map(|p| {
-                            p.headers_named(|k| {
-                                header_names.iter().any(|n| k.eq_ignore_ascii_case(n))
-                            })
-                        })
-                    });
-                    let headers = named.flatten();
-                    let headers = headers.as_ref().unwrap_or(&no_headers);
-                    let body = letter.as_ref().map_or(&[][..], |p| p.body());
-                    f.matches(&r.brief.subject(headers, body, age))
-                }
-            })
-            .map(|(i, _)| i)
-            .collect();
-        b.groups = group_rows(&b.rows, &b.visible, self.group_by, &waits);
-        b.arrange(order, reverse);
-        self.msg_cursor = self.msg_cursor.min(b.visible.len().saturating_sub(1));
-        self.group_cursor = self.group_cursor.min(b.groups.len().saturating_sub(1));
-    }
-}
-
-/// Every row's index, in `order` (ties in queue order).
-fn permutation(rows: &[Row], order: MsgOrder) -> Vec<u32> {
-    let key = |r: &Row| -> u64 {
-        match order {
-            MsgOrder::Queue => 0,
-            // Oldest first: the earliest time it is dated by; undated last.
-            MsgOrder::Age => r
-                .dead_since()
-                .map_or(u64::MAX, |t| (t.as_second() as u64).wrapping_add(1 << 63)),
-            MsgOrder::Tries => u64::MAX - (r.attempts().max(0) as u64),
-            MsgOrder::Reason => 0,
-        }
-    };
-    let mut keyed: Vec<(u64, u32)> = match order {
-        MsgOrder::Reason => reason_ranks(rows),
-        _ => rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (key(r), i as u32))
-            .collect(),
-    };
-    // The index breaks ties, so an unstable sort gives the stable order.
-    keyed.sort_unstable();
-    keyed.into_iter().map(|(_, i)| i).collect()
-}
-
-/// Each row's reason as a rank among the page's reasons (A to Z), by row. Rows that failed
-/// alike share their strings (`domain::brief`), so the distinct reasons are ranked once each.
-fn reason_ranks(rows: &[Row]) -> Vec<(u64, u32)> {
-    type Id = (usize, usize);
-    let id = |r: &Row| -> Id {
-        (
-            std::sync::Arc::as_ptr(&r.brief.common) as usize,
-            r.brief
-                .exception_message
-                .as_ref()
-                .map_or(0, |m| std::sync::Arc::as_ptr(m) as *const u8 as usize),
-        )
-    };
-    let mut first: fnv::FnvHashMap<Id, usize> = Default::default();
-    for (i, r) in rows.iter().enumerate() {
-        first.entry(id(r)).or_insert(i);
-    }
-    let mut named: Vec<(String, Id)> = first
-        .into_iter()
-        .filter_map(|(k, i)| rows.get(i).map(|r| (detail::headline(r), k)))
-        .collect();
-    named.sort_unstable();
-    // One rank per reason text: rows that share it keep their queue order.
-    let mut rank: fnv::FnvHashMap<Id, u64> = Default::default();
-    let mut n = 0u64;
-    for (i, (text, k)) in named.iter().enumerate() {
-        if i > 0 && named.get(i - 1).is_some_and(|(t, _)| t != text) {
-            n += 1;
-        }
-        rank.insert(*k, n);
-    }
-    rows.iter()
-        .enumerate()
-        .map(|(i, r)| (rank.get(&id(r)).copied().unwrap_or(u64::MAX), i as u32))
-        .collect()
-}
-
-/// Groups `visible` rows by `by`, biggest group first, ties by first failure.
-fn group_rows(rows: &[Row], visible: &[usize], by: GroupBy, waits: &WaitQueues) -> Vec<Group> {
-    // Rows are found by index as needed: a list of the rows in view with their indices would
-    // weigh 16 MiB at a million.
-    let all = rows;
-    let keys = visible.iter().map(|&i| match all.get(i) {
-        Some(r) => grouping::key_of_facets(by, &r.brief.facets(), waits),
-        None => Cow::Borrowed(""),
-    });
-    let mut groups: Vec<Group> = grouping::partition(keys)
-        .into_iter()
-        .filter_map(|(_, members)| {
-            let rows: Vec<usize> = members
-                .iter()
-                .filter_map(|&m| visible.get(m).copied())
-                .collect();
-            drop(members);
-            let first_row = rows.first().and_then(|&i| all.get(i))?;
-            let k = grouping::group_key_of(by, &first_row.brief.facets(), waits);
-            let times = rows
-                .iter()
-                .filter_map(|&i| all.get(i))
-                .filter_map(Row::dead_since);
-            let (first, last) = times.fold(
-                (None, None),
-                |(f, l): (Option<Timestamp>, Option<Timestamp>), t| {
-                    (
-                        Some(f.map_or(t, |f| f.min(t))),
-                        Some(l.map_or(t, |l| l.max(t))),
-                    )
-                },
-            );
-            Some(Group {
-                key: k.key,
-                value: k.value,
-                summary: k.summary,
-                rows,
-                first,
-                last,
-            })
-        })
-        .collect();
-    groups.sort_by(|a, b| {
-        b.rows
-            .len()
-            .cmp(&a.rows.len())
-            .then(a.first.cmp(&b.first))
-            .then(a.key.cmp(&b.key))
-    });
-    groups
 }
 
 /// A line of the queue list.

@@ -148,8 +148,8 @@ pub fn apply_filter_text(state: &mut State, text: String) {
     state.filter_text = text;
     let rows = state.browse.as_ref().map_or(0, |b| b.rows.len());
     if rows > FILTER_DEBOUNCE_ROWS {
-        // Filtering 100,000 messages takes tens of milliseconds: echo the keystroke now and
-        // narrow the list when typing pauses (`Event::FilterSettle`).
+        // Filtering a big page is work the loop does in slices: echo the keystroke now and
+        // begin it when typing pauses (`Event::FilterSettle`), not again on every keystroke.
         state.filter_pending = true;
         state.dirty = true;
     } else {
@@ -159,7 +159,7 @@ pub fn apply_filter_text(state: &mut State, text: String) {
 
 /// Above this many browsed messages, the filter narrows the list when typing pauses rather than
 /// on every keystroke.
-pub const FILTER_DEBOUNCE_ROWS: usize = 10_000;
+pub const FILTER_DEBOUNCE_ROWS: usize = crate::tui::refresh::SLICED_ABOVE;
 /// How long typing must pause before a large list is narrowed.
 pub const FILTER_SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
 

@@ -87,6 +87,10 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             }
             Vec::new()
         }
+        Event::Idle => {
+            state.idle_step();
+            Vec::new()
+        }
         Event::Worker(report) => on_report(state, *report),
         Event::GlanceSettle => glance::settle(state),
         Event::Edited(result) => {

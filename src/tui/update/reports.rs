@@ -341,10 +341,11 @@ fn on_messages_loaded(
         ticket,
         shared_keys,
         authors,
-        order: None,
+        orders: Default::default(),
+        job: None,
     });
     state.content_serial += 1;
-    state.refresh_view();
+    state.refresh_view_now();
     // What this read found dates the queue's oldest dead letter.
     if let Some(b) = &state.browse {
         let head = ReadHead::of(state.now, b.rows.iter().map(|r| r.arrival()));

@@ -98,6 +98,13 @@ fn message_status(state: &State) -> Line<'static> {
                 t.accent,
             ));
         }
+        // A big page's new view is made in slices: until it is whole, this one is the last.
+        if let Some(percent) = b.updating() {
+            spans.push(Span::styled(
+                format!(" updating the list… {percent}%"),
+                t.accent,
+            ));
+        }
         spans.push(Span::styled(
             format!(
                 " {} of {} · {} ",
