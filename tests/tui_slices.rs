@@ -74,7 +74,8 @@ fn a_filter_on_every_body_is_made_in_slices_while_the_keys_act_on_the_list_shown
     let mut st = browsed(false, "orders.dlq", page());
     // The page is shown whole at once; its orders are made ahead in idle moments.
     assert_eq!(st.visible_rows().len(), N as usize);
-    assert_eq!(idle_until_done(&mut st), 3, "one idle step per order");
+    // Each order: its rows' keys in slices of at most 4,096, then the sort.
+    assert!(idle_until_done(&mut st) >= 3 * 4);
 
     // A body filter: orders 1042 and 11042 (messages 42, expired, and 10042, a ladder).
     filter(&mut st, "body:1042,");
@@ -164,10 +165,16 @@ fn the_orders_made_ahead_are_the_orders_asked_for() {
     let mut ahead = browsed(false, "orders.dlq", page());
     idle_until_done(&mut ahead);
     let mut asked = browsed(false, "orders.dlq", page());
+    // Pressed while the first order is half made: made whole from what was made.
+    let mut midway = browsed(false, "orders.dlq", page());
+    update(&mut midway, Event::Idle);
+    update(&mut midway, Event::Idle);
     for key in ['2', '3', '4', '3', '1'] {
         update(&mut ahead, ch(key));
         update(&mut asked, ch(key));
+        update(&mut midway, ch(key));
         assert_eq!(ids(&ahead), ids(&asked), "{key}");
+        assert_eq!(ids(&midway), ids(&asked), "{key}");
     }
     // Most tries first (ties in queue order), reversed by the second press: the whole list
     // backwards, the last of the fewest tries first.

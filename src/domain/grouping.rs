@@ -551,6 +551,26 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_made_a_few_at_a_time_is_the_partition_made_at_once() {
+        let keys = ["a", "b", "a", "c", "b", "a"];
+        let mut p: Partition<String> = Partition::default();
+        // Borrowed and owned keys alike, as the TUI's slices push them.
+        for (i, k) in keys.iter().enumerate() {
+            let g = if i % 2 == 0 {
+                p.push_borrowed(*k, i)
+            } else {
+                p.push((*k).to_string(), i)
+            };
+            assert_eq!(g, ["a", "b", "c"].iter().position(|x| x == k).unwrap());
+        }
+        let made: Vec<(String, Vec<usize>)> = partition(keys)
+            .into_iter()
+            .map(|(k, m)| (k.to_string(), m))
+            .collect();
+        assert_eq!(p.finish(), made);
+    }
+
+    #[test]
     fn partition_keeps_first_appearance() {
         let groups = partition(["a", "b", "a", "c", "b"]);
         let shape: Vec<(&str, Vec<usize>)> = groups.iter().map(|(g, m)| (*g, m.clone())).collect();

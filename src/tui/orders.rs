@@ -7,12 +7,13 @@
 use super::detail;
 use super::state::{MsgOrder, Row};
 
-/// The page's permutations, 4 bytes a row each.
+/// The page's permutations, 4 bytes a row each, and the one being made.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Orders {
     age: Option<Vec<u32>>,
     tries: Option<Vec<u32>>,
     reason: Option<Vec<u32>>,
+    making: Option<Making>,
 }
 
 impl Orders {
@@ -25,99 +26,174 @@ impl Orders {
         }
     }
 
-    /// `order`'s permutation of `rows`, computed now if it was not yet; `None` for the queue's
+    /// `order`'s permutation of `rows`, made now if it was not yet; `None` for the queue's
     /// own order (the rows as they are).
     pub(crate) fn of(&mut self, rows: &[Row], order: MsgOrder) -> Option<&[u32]> {
-        let slot = self.slot(order)?;
-        Some(slot.get_or_insert_with(|| permutation(rows, order)))
+        let made = self.slot(order)?.is_some();
+        if !made {
+            // Asked for before the idle moments made it: made whole now, from what they made.
+            let mut m = match self.making.take() {
+                Some(m) if m.order == order => m,
+                other => {
+                    self.making = other;
+                    Making::new(order)
+                }
+            };
+            m.keys_of(rows, usize::MAX, None);
+            let perm = m.sorted();
+            *self.slot(order)? = Some(perm);
+        }
+        self.slot(order)?.as_deref()
     }
 
-    /// An order not computed yet, if any.
-    pub(crate) fn missing(&self) -> Option<MsgOrder> {
-        [
-            (MsgOrder::Age, &self.age),
-            (MsgOrder::Tries, &self.tries),
-            (MsgOrder::Reason, &self.reason),
-        ]
-        .into_iter()
-        .find_map(|(o, p)| p.is_none().then_some(o))
+    /// Whether an order is still to be made.
+    pub(crate) fn unmade(&self) -> bool {
+        self.age.is_none() || self.tries.is_none() || self.reason.is_none()
+    }
+
+    /// A step of making the orders not made yet: the keys of `n` more rows (at most
+    /// `budget` long), or, once every row's are known, the sort.
+    pub(crate) fn make_some(&mut self, rows: &[Row], n: usize, budget: std::time::Duration) {
+        let m = match self.making.take() {
+            Some(m) => m,
+            None => match [MsgOrder::Age, MsgOrder::Tries, MsgOrder::Reason]
+                .into_iter()
+                .find(|&o| self.slot(o).is_some_and(|s| s.is_none()))
+            {
+                Some(o) => Making::new(o),
+                None => return,
+            },
+        };
+        let mut m = m;
+        if m.next < rows.len() {
+            m.keys_of(rows, n, Some(budget));
+            self.making = Some(m);
+            return;
+        }
+        let order = m.order;
+        let perm = m.sorted();
+        if let Some(slot) = self.slot(order) {
+            *slot = Some(perm);
+        }
     }
 }
 
-/// Every row's index, in `order` (ties in queue order). A radix sort by a 4-byte key: a
-/// million rows in a few milliseconds, where a comparison sort of 8-byte keys took 44–104 ms.
-fn permutation(rows: &[Row], order: MsgOrder) -> Vec<u32> {
-    let keys: Vec<u32> = match order {
-        MsgOrder::Queue => return (0..rows.len() as u32).collect(),
-        MsgOrder::Age => age_keys(rows),
-        // Most attempts first.
-        MsgOrder::Tries => rows
-            .iter()
-            .map(|r| u32::MAX - u32::try_from(r.attempts().max(0)).unwrap_or(u32::MAX))
-            .collect(),
-        MsgOrder::Reason => reason_ranks(rows),
-    };
-    // Key and index in one word: the sort moves 8 bytes a row, and reads no row.
-    let mut keyed: Vec<u64> = keys
-        .into_iter()
-        .enumerate()
-        .map(|(i, k)| (u64::from(k) << 32) | i as u64)
-        .collect();
-    // Stable, and the rows go in in queue order: ties keep it.
-    radsort::sort_by_key(&mut keyed, |k| (k >> 32) as u32);
-    keyed.into_iter().map(|k| k as u32).collect()
+/// An order being made: each row's 4-byte key, a slice at a time, then one radix sort.
+#[derive(Clone, Debug)]
+struct Making {
+    order: MsgOrder,
+    next: usize,
+    keys: Vec<u32>,
+    /// Age: the seconds keys count from (the first dated row's, less 2^31).
+    base: Option<i64>,
+    /// Reason: each distinct reason's number in first appearance, named and ranked at the sort.
+    reasons: fnv::FnvHashMap<(usize, usize), u32>,
+    named: Vec<String>,
 }
 
-/// Oldest first: seconds after the page's earliest time it is dated by (the one rule,
-/// `domain::arrival`); undated last.
-fn age_keys(rows: &[Row]) -> Vec<u32> {
-    let secs: Vec<Option<i64>> = rows
-        .iter()
-        .map(|r| r.dead_since().map(|t| t.as_second()))
-        .collect();
-    let min = secs.iter().flatten().min().copied().unwrap_or(0);
-    secs.into_iter()
-        .map(|s| match s {
-            Some(s) => u32::try_from(s.saturating_sub(min))
-                .unwrap_or(u32::MAX - 1)
-                .min(u32::MAX - 1),
-            None => u32::MAX,
-        })
-        .collect()
-}
-
-/// Each row's reason as a rank among the page's reasons (A to Z). Rows that failed alike share
-/// their strings (`domain::brief`), so the distinct reasons are named and ranked once each.
-fn reason_ranks(rows: &[Row]) -> Vec<u32> {
-    type Id = (usize, usize);
-    let id = |r: &Row| -> Id {
-        (
-            std::sync::Arc::as_ptr(&r.brief.common) as usize,
-            r.brief
-                .exception_message
-                .as_ref()
-                .map_or(0, |m| std::sync::Arc::as_ptr(m) as *const u8 as usize),
-        )
-    };
-    let mut first: fnv::FnvHashMap<Id, usize> = Default::default();
-    for (i, r) in rows.iter().enumerate() {
-        first.entry(id(r)).or_insert(i);
+impl Making {
+    fn new(order: MsgOrder) -> Making {
+        Making {
+            order,
+            next: 0,
+            keys: Vec::new(),
+            base: None,
+            reasons: Default::default(),
+            named: Vec::new(),
+        }
     }
-    let mut named: Vec<(String, Id)> = first
-        .into_iter()
-        .filter_map(|(k, i)| rows.get(i).map(|r| (detail::headline(r), k)))
-        .collect();
-    named.sort_unstable();
-    // One rank per reason text: rows that share it keep their queue order.
-    let mut rank: fnv::FnvHashMap<Id, u32> = Default::default();
+
+    /// The keys of up to `n` more rows, stopping early once `budget` is spent.
+    fn keys_of(&mut self, rows: &[Row], n: usize, budget: Option<std::time::Duration>) {
+        let began = std::time::Instant::now();
+        let end = self.next.saturating_add(n).min(rows.len());
+        self.keys.reserve(end - self.next);
+        let mut i = self.next;
+        while i < end {
+            let stop = (i + 256).min(end);
+            for r in rows.get(i..stop).unwrap_or_default() {
+                let k = self.key(r);
+                self.keys.push(k);
+            }
+            i = stop;
+            if budget.is_some_and(|b| began.elapsed() >= b) {
+                break;
+            }
+        }
+        self.next = i;
+    }
+
+    fn key(&mut self, r: &Row) -> u32 {
+        match self.order {
+            MsgOrder::Queue => 0,
+            // Oldest first; undated last.
+            MsgOrder::Age => match r.dead_since() {
+                Some(t) => {
+                    let base = *self.base.get_or_insert(t.as_second() - (1 << 31));
+                    u32::try_from(t.as_second().saturating_sub(base).max(0))
+                        .unwrap_or(u32::MAX - 1)
+                        .min(u32::MAX - 1)
+                }
+                None => u32::MAX,
+            },
+            // Most attempts first.
+            MsgOrder::Tries => u32::MAX - u32::try_from(r.attempts().max(0)).unwrap_or(u32::MAX),
+            MsgOrder::Reason => {
+                let id = reason_id(r);
+                let n = self.named.len() as u32;
+                *self.reasons.entry(id).or_insert_with(|| {
+                    self.named.push(detail::headline(r));
+                    n
+                })
+            }
+        }
+    }
+
+    /// The permutation: each key and index in one word, radix-sorted by the key (stable, and
+    /// the rows went in in queue order: ties keep it).
+    fn sorted(self) -> Vec<u32> {
+        let rank = ranks(&self.named);
+        let mut keyed: Vec<u64> = self
+            .keys
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let k = match self.order {
+                    MsgOrder::Reason => rank.get(k as usize).copied().unwrap_or(u32::MAX),
+                    _ => k,
+                };
+                (u64::from(k) << 32) | i as u64
+            })
+            .collect();
+        radsort::sort_by_key(&mut keyed, |k| (k >> 32) as u32);
+        keyed.into_iter().map(|k| k as u32).collect()
+    }
+}
+
+/// Rows that failed alike share their strings (`domain::brief`): a reason is known by them.
+fn reason_id(r: &Row) -> (usize, usize) {
+    (
+        std::sync::Arc::as_ptr(&r.brief.common) as usize,
+        r.brief
+            .exception_message
+            .as_ref()
+            .map_or(0, |m| std::sync::Arc::as_ptr(m) as *const u8 as usize),
+    )
+}
+
+/// Each reason's rank among `named` (A to Z), by its number; the same text, the same rank.
+fn ranks(named: &[String]) -> Vec<u32> {
+    let mut by_text: Vec<u32> = (0..named.len() as u32).collect();
+    by_text.sort_by(|&a, &b| named.get(a as usize).cmp(&named.get(b as usize)));
+    let mut rank = vec![0u32; named.len()];
     let mut n = 0u32;
-    for (i, (text, k)) in named.iter().enumerate() {
-        if i > 0 && named.get(i - 1).is_some_and(|(t, _)| t != text) {
+    for (j, w) in by_text.iter().enumerate() {
+        if j > 0 && named.get(by_text[j - 1] as usize) != named.get(*w as usize) {
             n += 1;
         }
-        rank.insert(*k, n);
+        if let Some(r) = rank.get_mut(*w as usize) {
+            *r = n;
+        }
     }
-    rows.iter()
-        .map(|r| rank.get(&id(r)).copied().unwrap_or(u32::MAX))
-        .collect()
+    rank
 }

@@ -7,6 +7,8 @@
 
 use std::borrow::Cow;
 
+use std::time::{Duration, Instant};
+
 use jiff::Timestamp;
 
 use super::state::{Browse, Group, Row, State};
@@ -14,8 +16,12 @@ use crate::domain::filter::Filter;
 use crate::domain::grouping::{self, GroupBy, Partition, WaitQueues};
 use crate::domain::value::Table;
 
-/// Rows tested in one slice: a few milliseconds when each body is read back from the file.
+/// Rows tested in one slice, at most: a few milliseconds when each body is read back from the
+/// file.
 const SLICE_ROWS: usize = 4_096;
+/// A slice also ends once it has taken this long (checked every 256 rows), so that on a
+/// loaded machine a key still waits no more than a frame.
+const SLICE_TIME: Duration = Duration::from_millis(8);
 /// A page of more rows than this is viewed in slices, and has its orders made ahead.
 pub const SLICED_ABOVE: usize = 10_000;
 
@@ -66,12 +72,28 @@ impl ViewJob {
     }
 
     /// Tests the next `n` rows and groups those that pass; says whether every row is done.
-    fn run(&mut self, rows: &[Row], n: usize) -> bool {
+    fn run(&mut self, rows: &[Row], n: usize, budget: Option<Duration>) -> bool {
+        let began = Instant::now();
         let end = self.next.saturating_add(n).min(rows.len());
-        for (i, r) in rows.iter().enumerate().take(end).skip(self.next) {
-            if !self.passes(r) {
-                continue;
+        while self.next < end {
+            let stop = (self.next + 256).min(end);
+            for i in self.next..stop {
+                self.test(rows, i);
             }
+            self.next = stop;
+            if budget.is_some_and(|b| began.elapsed() >= b) {
+                break;
+            }
+        }
+        self.next >= rows.len()
+    }
+
+    /// Row `i`: kept, and grouped, if it passes.
+    fn test(&mut self, rows: &[Row], i: usize) {
+        let Some(r) = rows.get(i) else {
+            return;
+        };
+        if self.passes(r) {
             self.visible.push(i);
             let g = match grouping::key_of_facets(self.by, &r.brief.facets(), &self.waits) {
                 Cow::Borrowed(k) => self.groups.push_borrowed(k, i),
@@ -85,8 +107,6 @@ impl ViewJob {
                 span.1 = Some(span.1.map_or(t, |l| l.max(t)));
             }
         }
-        self.next = end;
-        end >= rows.len()
     }
 
     fn passes(&self, r: &Row) -> bool {
@@ -152,14 +172,14 @@ impl State {
             .is_some_and(|b| b.rows.len() > SLICED_ABOVE);
         self.start_view();
         if !big {
-            self.view_slice(usize::MAX);
+            self.view_slice(usize::MAX, None);
         }
     }
 
     /// Makes the view again, whole, before returning (a page just shown has no view to keep).
     pub fn refresh_view_now(&mut self) {
         self.start_view();
-        self.view_slice(usize::MAX);
+        self.view_slice(usize::MAX, None);
     }
 
     fn start_view(&mut self) {
@@ -172,9 +192,9 @@ impl State {
 
     /// Whether the list has work left for the loop's idle moments.
     pub fn has_idle_work(&self) -> bool {
-        self.browse.as_ref().is_some_and(|b| {
-            b.job.is_some() || (b.rows.len() > SLICED_ABOVE && b.orders.missing().is_some())
-        })
+        self.browse
+            .as_ref()
+            .is_some_and(|b| b.job.is_some() || (b.rows.len() > SLICED_ABOVE && b.orders.unmade()))
     }
 
     /// One slice of the list's work: the view being made, else an order of a big page not
@@ -184,16 +204,14 @@ impl State {
             return;
         };
         if b.job.is_some() {
-            self.view_slice(SLICE_ROWS);
-        } else if b.rows.len() > SLICED_ABOVE
-            && let Some(order) = b.orders.missing()
-        {
-            b.orders.of(&b.rows, order);
+            self.view_slice(SLICE_ROWS, Some(SLICE_TIME));
+        } else if b.rows.len() > SLICED_ABOVE {
+            b.orders.make_some(&b.rows, SLICE_ROWS, SLICE_TIME);
         }
     }
 
     /// Tests `n` more rows of the view being made; once all are, shows it.
-    fn view_slice(&mut self, n: usize) {
+    fn view_slice(&mut self, n: usize, budget: Option<Duration>) {
         let (order, reverse) = (self.msg_order, self.msg_order_reverse);
         let Some(b) = self.browse.as_mut() else {
             return;
@@ -202,7 +220,7 @@ impl State {
             return;
         };
         let before = job.percent(b.rows.len());
-        if !job.run(&b.rows, n) {
+        if !job.run(&b.rows, n, budget) {
             self.dirty |= job.percent(b.rows.len()) != before;
             return;
         }
