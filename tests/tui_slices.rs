@@ -8,7 +8,8 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::KeyCode;
 use warren::domain::grouping::GroupBy;
-use warren::tui::state::{MsgOrder, Row};
+use warren::domain::selection::Selection;
+use warren::tui::state::{MsgOrder, Overlay, Row};
 use warren::tui::{Event, State, update};
 
 /// Over the size a page is viewed at once (`tui::refresh::SLICED_ABOVE`, 10,000).
@@ -187,4 +188,36 @@ fn the_orders_made_ahead_are_the_orders_asked_for() {
     let first_ladder = rows.iter().position(|r| r.attempts() == most).unwrap();
     assert_eq!(rows[first_ladder - 1].shown_id(), Some("order-exp-0"));
     assert_eq!(rows.last().unwrap().shown_id(), Some("order-1001"));
+}
+
+#[test]
+fn a_group_picked_while_a_new_grouping_is_made_is_the_group_on_screen() {
+    let mut st = browsed(false, "orders.dlq", page());
+    idle_until_done(&mut st);
+    update(&mut st, ch('f'));
+    let shown = st.current_group().unwrap().key.clone();
+    // By exception now: made in idle moments; the failure groups stay on screen meanwhile.
+    update(&mut st, ch('b'));
+    assert_eq!(st.group_by, GroupBy::Exception);
+    assert!(st.browse.as_ref().unwrap().updating().is_some());
+    assert_eq!(st.shown_grouping(), GroupBy::Fingerprint);
+    assert!(
+        status(&st).contains("Failure groups"),
+        "the title says what is shown"
+    );
+    update(&mut st, ch('r'));
+    let Overlay::Replay(modal) = &st.overlay else {
+        panic!("no replay modal: {:?}", st.notice);
+    };
+    let Selection::Group(g) = &modal.selection else {
+        panic!("{:?}", modal.selection);
+    };
+    assert_eq!(
+        (g.by, g.name.as_str()),
+        (GroupBy::Fingerprint, shown.as_str())
+    );
+    update(&mut st, key(KeyCode::Esc));
+    idle_until_done(&mut st);
+    assert_eq!(st.shown_grouping(), GroupBy::Exception);
+    assert!(status(&st).contains("Groups by exception"));
 }

@@ -234,6 +234,8 @@ impl State {
 }
 
 fn install(b: &mut Browse, job: ViewJob, order: super::state::MsgOrder, reverse: bool) {
+    b.grouped_by = job.by;
+    b.filtered_by = job.filter.clone();
     let (visible, groups) = job.finish(&b.rows);
     b.visible = visible;
     b.groups = groups;

@@ -231,6 +231,11 @@ pub struct Browse {
     /// Who ran each run the page's messages came back from, by run id (see
     /// `domain::comeback`).
     pub authors: HashMap<String, String>,
+    /// What the groups shown were made by, and the filter the rows shown passed: while a new
+    /// view is being made, these (not `State::group_by` and `State::filter`, already the new
+    /// ones) are what a pick of a group or a note on one means.
+    pub grouped_by: GroupBy,
+    pub filtered_by: Option<Filter>,
     /// The page's other orders (`tui::orders`).
     pub(crate) orders: super::orders::Orders,
     /// The view being made, for a big page (`tui::refresh`); `visible` and `groups` are the
@@ -1137,10 +1142,15 @@ impl State {
     /// The note on group `g` of the open queue under the grouping shown (`group_notes` holds
     /// the open queue's only, of its vhost).
     pub fn note_for(&self, g: &Group) -> Option<&GroupNote> {
-        let queue = &self.browse.as_ref()?.queue;
+        let b = self.browse.as_ref()?;
         self.group_notes
             .iter()
-            .find(|n| n.by == self.group_by && n.key == g.key && n.queue == *queue)
+            .find(|n| n.by == b.grouped_by && n.key == g.key && n.queue == b.queue)
+    }
+
+    /// The grouping of the groups on screen (`Browse::grouped_by`), else the one chosen.
+    pub fn shown_grouping(&self) -> GroupBy {
+        self.browse.as_ref().map_or(self.group_by, |b| b.grouped_by)
     }
 
     /// Where a replay goes on to past a wait queue, from the vhost's retry loops (the endpoint

@@ -81,7 +81,7 @@ pub(super) fn open_note(state: &mut State) {
         input,
         vhost,
         queue,
-        by: state.group_by,
+        by: state.shown_grouping(),
         key,
         summary,
     });

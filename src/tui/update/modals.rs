@@ -43,15 +43,18 @@ pub(super) fn pick(
 ) -> Option<(QueueRef, Selection, String, u64)> {
     let queue = open_queue(state, verb, from_archive)?;
     if state.list_mode == ListMode::Groups && state.focus != Focus::Queues {
+        // The group as shown, made by the grouping and filter of the view on screen (a new
+        // one may be in the making: see `Browse::grouped_by`).
+        let b = state.browse.as_ref()?;
         let g = state.current_group()?;
         let what = format!("group “{}”", sanitize::one_line(&g.summary, 60));
         let count = g.rows.len() as u64;
         let group = Selection::Group(GroupChoice {
-            by: state.group_by,
+            by: b.grouped_by,
             name: g.key.clone(),
             waits: state.wait_queues(),
         });
-        Some(match &state.filter {
+        Some(match &b.filtered_by {
             Some(f) => (
                 queue,
                 Selection::AllOf(vec![group, Selection::Filter(f.clone())]),

@@ -341,6 +341,8 @@ fn on_messages_loaded(
         ticket,
         shared_keys,
         authors,
+        grouped_by: state.group_by,
+        filtered_by: None,
         orders: Default::default(),
         job: None,
     });

@@ -294,7 +294,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let focused = state.focus == Focus::Messages && matches!(state.overlay, Overlay::None);
     // The grouping is in the title: "Groups by exception type — orders.dlq (3 groups)".
-    let what = match state.group_by {
+    let what = match state.shown_grouping() {
         GroupBy::Fingerprint => "Failure groups".to_string(),
         by => format!("Groups by {}", by.label()),
     };
@@ -316,7 +316,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
     };
     // The last-seen column where there is room for it.
     let wide = area.width >= 70;
-    let column = match state.group_by {
+    let column = match state.shown_grouping() {
         GroupBy::Fingerprint => "Failure",
         GroupBy::Exception => "Exception",
         GroupBy::Type => "Message type",
