@@ -1,7 +1,8 @@
 //! A big page's view is made between key presses (`tui::refresh`): a filter that reads every
 //! body, a new grouping, and the three orders are done a slice per `Event::Idle`, the list
 //! keeping the view it had until the new one is whole. What comes out is what the view made at
-//! once gives, and the keys pressed meanwhile act on what is on screen.
+//! once gives, and the keys pressed meanwhile act on what is on screen. The last test runs the
+//! real loop in tmux, which must give those slices their idle moments.
 
 use crate::tui_fixtures::*;
 use ratatui::Terminal;
@@ -220,4 +221,67 @@ fn a_group_picked_while_a_new_grouping_is_made_is_the_group_on_screen() {
     idle_until_done(&mut st);
     assert_eq!(st.shown_grouping(), GroupBy::Exception);
     assert!(status(&st).contains("Groups by exception"));
+}
+
+/// The real loop pumps the idle moments: a body filter on a page of 12,000 read from a broker
+/// ends with the one message it names, and nothing is left "updating".
+#[tokio::test(flavor = "multi_thread")]
+async fn the_terminal_loop_makes_a_big_pages_filter_in_its_idle_moments() {
+    use crate::common::amqp::{confirm_channel, connect, declare};
+    use crate::common::{TestBroker, TestVhost, unique};
+    use lapin::BasicProperties;
+    use lapin::options::BasicPublishOptions;
+    use lapin::types::FieldTable;
+    use std::time::Duration;
+    use warren::domain::features::QueueType;
+
+    let broker = TestBroker::default_broker();
+    let vhost = TestVhost::new(&broker, "e2e-slices").await;
+    let conn = connect(&vhost).await;
+    let ch = confirm_channel(&conn).await;
+    declare(&ch, "slices.dlq", QueueType::Classic, FieldTable::default()).await;
+    let mut confirms = Vec::new();
+    for i in 0..N {
+        let props = BasicProperties::default().with_message_id(format!("m-{i}").into());
+        let body = format!("message-{i}");
+        let c = ch
+            .basic_publish(
+                "".into(),
+                "slices.dlq".into(),
+                BasicPublishOptions::default(),
+                body.as_bytes(),
+                props,
+            )
+            .await
+            .expect("publish");
+        confirms.push(c);
+    }
+    for c in confirms {
+        c.await.expect("confirm");
+    }
+    let dir = std::env::temp_dir().join(unique("warren-e2e-slices"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cmd = format!(
+        "WARREN_STORE={store} WARREN_LOG_DIR={dir} WARREN_CACHE_DIR={dir} {bin} --config {cfg} --amqp-url '{amqp}' --management-url '{mgmt}' --vhost '{vhost}'; sleep 30",
+        store = dir.join("warren.db").display(),
+        dir = dir.display(),
+        cfg = dir.join("config.toml").display(),
+        bin = env!("CARGO_BIN_EXE_warren"),
+        amqp = vhost.amqp_url(),
+        mgmt = broker.mgmt_url_with_creds(),
+        vhost = vhost.name,
+    );
+    std::fs::write(dir.join("config.toml"), "").expect("config");
+    let t = crate::tmux_util::Tmux::open(&cmd, None, 160, 40);
+    t.wait_for("slices.dlq", Duration::from_secs(30));
+    t.keys(&[":", "limit 20000", "Enter", "Enter"]);
+    t.wait_for(&format!("{N} of {N}"), Duration::from_secs(60));
+    t.keys(&["/", "body:message-4242", "Enter"]);
+    let done = t.wait_until("the filter made", Duration::from_secs(60), |s| {
+        s.contains(&format!("1 of {N}")) && !s.contains("updating the list")
+    });
+    assert!(done.contains("m-4242"), "{done}");
+    t.keys(&["q"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    vhost.cleanup().await;
 }
