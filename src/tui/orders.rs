@@ -88,7 +88,8 @@ impl Orders {
     }
 }
 
-/// An order being made: each row's 4-byte key, a slice at a time, then one radix sort.
+/// An order being made: each row's 4-byte key, a slice at a time, then the radix sort in three
+/// steps (pack, sort, unpack).
 #[derive(Clone, Debug)]
 struct Making {
     order: MsgOrder,

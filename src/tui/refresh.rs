@@ -6,7 +6,6 @@
 //! is, until the new one is whole. A small page is done at once.
 
 use std::borrow::Cow;
-
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
