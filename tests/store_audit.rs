@@ -275,3 +275,37 @@ fn protects_and_run_authors_are_kept_and_the_protect_record_is_append_only() {
     assert!(conn.execute("DELETE FROM protects", []).is_err());
     assert!(conn.execute("UPDATE protects SET queue = 'x'", []).is_err());
 }
+
+#[test]
+fn a_run_of_more_ids_than_one_insert_chunk_keeps_their_order_and_each_is_found_by_key() {
+    // The moved ids go in sorted a chunk at a time (65,536 ids or 4 MiB): 70,000 random-looking
+    // ids, and the same id twice, span two chunks and must come back as the run moved them.
+    let dir = TempDir::new("audit-chunks");
+    let store = Store::open(&dir.path().join("warren.db")).unwrap();
+    let t = Timestamp::from_second(1_759_042_215).unwrap();
+    let mut ids: Vec<String> = (0..70_000u64)
+        .map(|i| format!("id:{:016x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+        .collect();
+    ids.push(ids[3].clone());
+    let id = store.begin_replay(&start(t, "orders.dlq")).unwrap();
+    let out = AuditOutcome {
+        moved: ids.len() as u64,
+        message_ids: vec!["id:first".into()],
+        ..outcome(t)
+    };
+    store
+        .finish_replay_with(id, &out, |put| {
+            for k in &ids {
+                put(k.clone());
+            }
+        })
+        .unwrap();
+    let rec = &store.list_audit(1).unwrap()[0];
+    assert_eq!(rec.message_ids.len(), ids.len() + 1);
+    assert_eq!(rec.message_ids[0], "id:first");
+    assert!(rec.message_ids[1..] == ids[..], "in the order they moved");
+    let wanted = vec![ids[0].clone(), ids[3].clone(), ids[69_999].clone()];
+    let counts = store.replay_counts("local", "/", &wanted).unwrap();
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    assert!(counts.values().all(|&n| n == 1), "once per replay: {counts:?}");
+}
