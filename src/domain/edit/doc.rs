@@ -9,7 +9,7 @@ use super::{Editable, is_fixed_header, plain};
 use crate::domain::body::{self, Decoding, Encoding, Format};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
-use crate::domain::sanitize::one_line;
+use crate::domain::sanitize::{escape_json_text, is_unsafe, one_line};
 
 /// How a body is shown, and read back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +61,9 @@ pub(super) fn view(msg: &DeadLetter) -> View {
         return View {
             kind: Kind::Json,
             encoding,
-            text,
+            // The same JSON, with bidi and invisible characters as `\uXXXX`: read back, it is
+            // the same value.
+            text: escape_json_text(&text),
         };
     }
     match std::str::from_utf8(bytes) {
@@ -82,12 +84,14 @@ fn base64_view(raw: &[u8]) -> View {
     }
 }
 
-/// Text an editor and a terminal keep as it is: no control character but newline and tab, and
-/// no line that would read as one of the document's own.
+/// Text an editor and a terminal keep as it is: no control character but newline and tab, no
+/// bidi or invisible character (an editor would show the text reordered or hide part of it:
+/// such a body is shown as base64, exactly), and no line that would read as one of the
+/// document's own.
 fn is_plain_text(text: &str) -> bool {
     !text
         .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
+        .any(|c| (c.is_control() || is_unsafe(c)) && c != '\n' && c != '\t')
         && !text
             .lines()
             .any(|l| l.starts_with("=== message ") || l.starts_with("--- body"))
@@ -101,7 +105,7 @@ pub(super) fn name(n: &str) -> String {
     if bare {
         n.to_string()
     } else {
-        serde_json::Value::String(n.to_string()).to_string()
+        escape_json_text(&serde_json::Value::String(n.to_string()).to_string())
     }
 }
 
@@ -155,7 +159,7 @@ fn section(out: &mut String, i: usize, n: usize, msg: &DeadLetter) {
         one_line(&id, 120)
     );
     for (k, v) in property_lines(&Editable::of(&msg.properties)) {
-        let _ = writeln!(out, "property {k}: {v}");
+        let _ = writeln!(out, "property {k}: {}", escape_json_text(&v.to_string()));
     }
     for (k, v) in msg.headers.iter() {
         if is_fixed_header(k) {
@@ -163,7 +167,12 @@ fn section(out: &mut String, i: usize, n: usize, msg: &DeadLetter) {
         }
         match plain(v) {
             Some(j) => {
-                let _ = writeln!(out, "header {}: {j}", name(k));
+                let _ = writeln!(
+                    out,
+                    "header {}: {}",
+                    name(k),
+                    escape_json_text(&j.to_string())
+                );
             }
             None => {
                 let _ = writeln!(

@@ -169,3 +169,45 @@ fn text_and_bytes_round_trip_exactly() {
     let e = read(&saved, &originals).unwrap().unwrap();
     assert_eq!(e.messages[0].body, vec![0, 1]);
 }
+
+#[test]
+fn bidi_and_invisible_characters_reach_the_editor_escaped_and_come_back_as_they_were() {
+    // Trojan Source: a right-to-left override shows an editor's line reordered. Every value
+    // in the document is JSON, where `\u202e` is the same character; a text body holding one
+    // is shown as its exact bytes.
+    const RLO: &str = "\u{202e}";
+    let mut json = msg("m-1", format!(r#"{{"to":"cdp{RLO}exe.pdf"}}"#).as_bytes());
+    json.headers
+        .insert("note", HeaderValue::string(format!("a{RLO}b\u{200b}c")));
+    json.headers
+        .insert(format!("odd{RLO}name"), HeaderValue::I32(1));
+    json.properties.kind = Some(format!("order{RLO}.v2"));
+    let mut text = msg("m-2", format!("plain {RLO}text").as_bytes());
+    text.properties.content_type = Some("text/plain".into());
+    let originals = [json, text];
+    let doc = document("q", &originals);
+    assert!(
+        !doc.chars()
+            .any(|c| crate::domain::sanitize::is_unsafe(c) && c != '\n'),
+        "{doc:?}"
+    );
+    assert!(doc.contains(r#""to": "cdp\u202eexe.pdf""#), "{doc}");
+    assert!(doc.contains(r#"header note: "a\u202eb\u200bc""#), "{doc}");
+    assert!(doc.contains(r#"header "odd\u202ename": 1"#), "{doc}");
+    assert!(doc.contains(r#"property type: "order\u202e.v2""#), "{doc}");
+    assert!(doc.contains("--- body: base64 ---"), "{doc}");
+    assert_eq!(read(&doc, &originals), Ok(None), "unchanged: {doc}");
+
+    let saved = doc.replace(r#""to": "cdp"#, r#""to": "CDP"#);
+    let e = read(&saved, &originals)
+        .unwrap()
+        .unwrap()
+        .messages
+        .remove(0);
+    assert_eq!(e.body, format!(r#"{{"to":"CDP{RLO}exe.pdf"}}"#).as_bytes());
+    assert!(e.set.is_empty() && e.removed.is_empty(), "{:?}", e.set);
+    assert_eq!(
+        e.properties.kind.as_deref(),
+        Some(format!("order{RLO}.v2").as_str())
+    );
+}
