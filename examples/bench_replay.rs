@@ -15,11 +15,13 @@
 //! Options: `--short`, `--shared` / `--pinned` (one way only), `--raw` (also a bare pipelined
 //! lapin mover), `--naive` (also the one-at-a-time get/publish/ack loop), `--million [N]`,
 //! `--warren-only` (no shovel: to run under a profiler), `--archive` (also archive the same
-//! messages after each replay round: archive against replay).
+//! messages after each replay round: archive against replay), `--cli` (also `warren replay` as
+//! a process after each Warren round: the operator's whole path, both audits written; needs
+//! `cargo build --release` for the binary).
 //! Env: `BENCH_AMQP` (default `amqp://guest:guest@127.0.0.1:5672`), `BENCH_MGMT` (default
 //! `http://guest:guest@127.0.0.1:15672`), `BENCH_N` (20000), `BENCH_ROUNDS` (3), `BENCH_BODY`
 //! (bytes per message, 1024), `BENCH_NAIVE_N` (5000), `BENCH_WARREN` (the binary for
-//! `--million`; default `target/release/warren` beside this example), `BENCH_AUDIT=1` (with
+//! `--million` and `--cli`; default `target/release/warren` beside this example), `BENCH_AUDIT=1` (with
 //! `--million`: the run writes the broker's audit stream too).
 
 use std::collections::HashMap;
@@ -732,6 +734,8 @@ struct Opts {
     warren_only: bool,
     /// `--archive`: also archive (`warren archive`) after each replay round.
     archive: bool,
+    /// `--cli`: also run `warren replay` as a process after each replay round ([`cli_round`]).
+    cli: bool,
 }
 
 fn opts() -> Result<Opts> {
@@ -762,6 +766,7 @@ fn opts() -> Result<Opts> {
         million,
         warren_only: has("--warren-only"),
         archive: has("--archive"),
+        cli: has("--cli"),
     })
 }
 
@@ -919,6 +924,10 @@ struct Figures {
     /// over that round's replay rate.
     archive: Vec<f64>,
     archive_vs_replay: Vec<f64>,
+    /// `--cli`: the `warren` process's rate, its CPU and the broker's per message.
+    cli: Vec<f64>,
+    cli_cpu: Vec<f64>,
+    broker_cpu_cli: Vec<f64>,
 }
 
 async fn run(b: &Bench, o: &Opts) -> Result<()> {
@@ -927,6 +936,8 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
     declare(&conn).await?;
     let store_path = std::env::temp_dir().join(format!("warren-bench-{}.db", std::process::id()));
     let store = Store::open(&store_path)?;
+    let cli_dir = std::env::temp_dir().join(format!("warren-bench-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&cli_dir)?;
     let broker_pid = listener_pid(amqp_port(b)).ok();
     let mut pinning = if o.ways.contains(&Way::Pinned) {
         Some(Pinning::new(amqp_port(b))?)
@@ -994,6 +1005,26 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                     f.warren.push(rate(n, w.whole));
                     f.warren_cpu.push(cli);
                     f.broker_cpu_warren.push(brk);
+                    if o.cli {
+                        purge(&conn).await?;
+                        fill(&conn, n, o.body, true).await?;
+                        let c0 = broker_cpu();
+                        let (t, cpu) = cli_round(b, &cli_dir, n).await?;
+                        let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
+                        let cli = cpu * 1e6 / f64::from(n);
+                        println!(
+                            "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0} {:>9.1} {:>9.1}",
+                            way.label(),
+                            "warren replay (the CLI, both audits)",
+                            t.as_secs_f64(),
+                            rate(n, t),
+                            cli,
+                            brk
+                        );
+                        f.cli.push(rate(n, t));
+                        f.cli_cpu.push(cli);
+                        f.broker_cpu_cli.push(brk);
+                    }
                     if o.archive {
                         purge(&conn).await?;
                         fill(&conn, n, o.body, true).await?;
@@ -1094,6 +1125,16 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                 wr / r,
                 stats(&f.broker_cpu_warren_run).0
             );
+            if !f.cli.is_empty() {
+                let (c, cl, ch, _) = stats(&f.cli);
+                println!(
+                    "  {:<34} `warren replay` (the CLI, both audits) {c:.0} msg/s ({cl:.0}–{ch:.0}), {:.2}× plain lapin; its CPU {:.1} µs, the broker's {:.1} µs per message",
+                    "",
+                    c / r,
+                    stats(&f.cli_cpu).0,
+                    stats(&f.broker_cpu_cli).0
+                );
+            }
         }
         println!(
             "  {:<34} CPU per message: warren {:.1} µs; broker {:.1} µs under warren, {:.1} µs under the shovel",
@@ -1119,6 +1160,7 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
     }
     drop(store);
     let _ = std::fs::remove_file(&store_path);
+    let _ = std::fs::remove_dir_all(&cli_dir);
     let _ = conn.close(200, "bench done".into()).await;
     Ok(())
 }
@@ -1127,7 +1169,8 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
 /// in batches, transient messages to spare the disk), runs `warren replay dlq --yes` as a child,
 /// and prints its VmHWM (polled from /proc while it runs, and the kernel's figure for the
 /// finished child).
-async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
+/// The `warren` binary beside this bench's directory (`target/release/warren`), or `BENCH_WARREN`.
+fn warren_bin() -> Result<std::path::PathBuf> {
     let bin = match std::env::var_os("BENCH_WARREN") {
         Some(p) => std::path::PathBuf::from(p),
         None => std::env::current_exe()?
@@ -1142,6 +1185,66 @@ async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
             bin.display()
         );
     }
+    Ok(bin)
+}
+
+/// `--cli`: `warren replay dlq --yes` as the operator runs it — a process of its own, its
+/// store (kept across rounds, as an operator's is), the broker's audit stream written at the
+/// start and with every moved id at the end. Timed from spawn to exit; its CPU and the broker's.
+async fn cli_round(b: &Bench, dir: &std::path::Path, n: u32) -> Result<(Duration, f64)> {
+    let bin = warren_bin()?;
+    let c0 = children_cpu();
+    let t = Instant::now();
+    let out = tokio::process::Command::new(&bin)
+        .args([
+            "--amqp-url",
+            &b.amqp_url(),
+            "--management-url",
+            b.mgmt.as_str(),
+            "--vhost",
+            &b.vhost,
+            "--create-audit-stream",
+            "replay",
+            "dlq",
+            "--yes",
+        ])
+        .env("WARREN_STORE", dir.join("warren.db"))
+        .env("WARREN_LOG_DIR", dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .context("starting warren")?;
+    let took = t.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("warren replay failed ({}): {err}", out.status);
+    }
+    if err.contains("not written") || err.contains("NOT COMPLETE") {
+        bail!("warren replay's audit was not all written: {err}");
+    }
+    let conn = b.connect().await?;
+    let moved = depth(&conn, "work").await?;
+    let _ = conn.close(200, "counted".into()).await;
+    if moved != n {
+        bail!("warren replay moved {moved} of {n}: {err}");
+    }
+    Ok((took, children_cpu() - c0))
+}
+
+/// CPU seconds of this process's children that have been waited for.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage only writes into the struct it is given.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru);
+        ru
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(ru.ru_utime) + secs(ru.ru_stime)
+}
+
+async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
+    let bin = warren_bin()?;
     let conn = b.connect().await?;
     declare(&conn).await?;
     println!(
