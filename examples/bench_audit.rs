@@ -64,6 +64,7 @@ async fn run(amqp: &str, mgmt: &str, vhost: &str, runs: usize) -> Result<()> {
             dry_run: false,
             keep_attempts: false,
             clear_expiry: false,
+            strip_failure_stamp: false,
         };
         let out = AuditOutcome {
             canary: None,

@@ -306,6 +306,7 @@ async fn warren_round(
         dry_run: false,
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
     })?;
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let mut events = 0u64;
@@ -395,6 +396,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
             dry_run: false,
             keep_attempts: false,
             clear_expiry: false,
+            strip_failure_stamp: false,
         },
     )?;
     let work = Work {

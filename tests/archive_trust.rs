@@ -400,6 +400,7 @@ async fn forged_audit_on(broker: &TestBroker) {
         dry_run: false,
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
     };
     let outcome = warren::store::AuditOutcome {
         canary: None,

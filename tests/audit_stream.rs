@@ -480,6 +480,7 @@ fn start_record(run_id: &str, vhost: &str) -> warren::store::AuditStart {
         dry_run: false,
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
     }
 }
 

@@ -362,6 +362,22 @@ async fn symfony_on(broker: &TestBroker, serializer: &'static str) {
     for q in [FAILED, WORK] {
         assert_eq!(h::amqp_depth(&conn, q).await, 0, "{q}");
     }
+    // The audit says which replays published the messages without their failure stamp.
+    let audit = warren(&vhost, &home, &["audit", "--json"]).await;
+    let records = audit.json();
+    let stripped: Vec<bool> = records
+        .iter()
+        .map(|r| r["strip_failure_stamp"] == true)
+        .collect();
+    let expected = if strip { vec![true, true] } else { vec![false] };
+    assert_eq!(stripped, expected, "newest first: {audit}");
+    let text = warren(&vhost, &home, &["audit"]).await;
+    assert_eq!(
+        text.stdout
+            .contains("--strip-failure-stamp: Symfony's failure stamp removed"),
+        strip,
+        "{text}"
+    );
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
     eprintln!(

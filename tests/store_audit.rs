@@ -23,6 +23,7 @@ fn start(at: Timestamp, from: &str) -> AuditStart {
         dry_run: false,
         keep_attempts: true,
         clear_expiry: false,
+        strip_failure_stamp: false,
     }
 }
 
@@ -53,6 +54,7 @@ fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
     let second = store
         .begin_replay(&AuditStart {
             clear_expiry: true,
+            strip_failure_stamp: true,
             ..start(t + SignedDuration::from_mins(1), "billing.dlq")
         })
         .unwrap();
@@ -91,6 +93,7 @@ fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
     assert!(!oldest.dry_run);
     assert!(!oldest.clear_expiry);
     assert!(newest.clear_expiry, "--clear-expiry is on the record");
+    assert!(newest.strip_failure_stamp && !oldest.strip_failure_stamp);
 
     assert_eq!(store.list_audit(1).unwrap().len(), 1);
 
@@ -307,5 +310,8 @@ fn a_run_of_more_ids_than_one_insert_chunk_keeps_their_order_and_each_is_found_b
     let wanted = vec![ids[0].clone(), ids[3].clone(), ids[69_999].clone()];
     let counts = store.replay_counts("local", "/", &wanted).unwrap();
     assert_eq!(counts.len(), 3, "{counts:?}");
-    assert!(counts.values().all(|&n| n == 1), "once per replay: {counts:?}");
+    assert!(
+        counts.values().all(|&n| n == 1),
+        "once per replay: {counts:?}"
+    );
 }

@@ -72,6 +72,19 @@ pub(crate) async fn audit(
     Ok(exit::OK)
 }
 
+/// What a replay changed in the messages it published besides Warren's headers, as the audit
+/// line says it.
+fn run_flags(r: &store::AuditRecord) -> String {
+    let mut out = String::new();
+    if r.clear_expiry {
+        out.push_str("  (--clear-expiry: passed deadlines removed)");
+    }
+    if r.strip_failure_stamp {
+        out.push_str("  (--strip-failure-stamp: Symfony's failure stamp removed)");
+    }
+    out
+}
+
 /// One run of `warren audit`, with what came back after it where that was counted.
 fn print_run(r: &store::AuditRecord, seen: store::Seen, back: Option<&CameBack>, json: bool) {
     if json {
@@ -97,11 +110,7 @@ fn print_run(r: &store::AuditRecord, seen: store::Seen, back: Option<&CameBack>,
             r.returned.map_or("-".into(), |n| n.to_string()),
             r.failed.map_or("-".into(), |n| n.to_string()),
             one_line(&r.outcome, 80),
-            if r.clear_expiry {
-                "  (--clear-expiry: passed deadlines removed)"
-            } else {
-                ""
-            },
+            run_flags(r),
             match back {
                 Some(b) if b.came_back > 0 => format!(
                     "  came back {}{}",

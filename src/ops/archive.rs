@@ -299,6 +299,7 @@ fn start_of(
         dry_run: false,
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
     }
 }
 

@@ -151,6 +151,7 @@ pub async fn prepare<'s>(
         dry_run: false,
         keep_attempts: req.spec.keep_attempts,
         clear_expiry: req.spec.clear_expiry,
+        strip_failure_stamp: req.spec.strip_failure_stamp,
     };
     let record = match (&store, &req.unaudited) {
         (Some(st), None) => {

@@ -167,6 +167,7 @@ fn start_of(
         dry_run: false,
         keep_attempts: req.replay.as_ref().is_some_and(|r| r.keep_attempts),
         clear_expiry: false,
+        strip_failure_stamp: false,
     }
 }
 

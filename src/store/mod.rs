@@ -247,6 +247,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE replay_outcomes ADD COLUMN edits_json TEXT;
     "#,
+    // 14: `--strip-failure-stamp`: the replay published each message without Symfony's
+    // failure stamp.
+    r#"
+    ALTER TABLE replays ADD COLUMN strip_failure_stamp INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 impl Store {

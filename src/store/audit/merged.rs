@@ -333,6 +333,7 @@ pub(super) fn record_of(
         dry_run: s.dry_run,
         keep_attempts: s.keep_attempts,
         clear_expiry: s.clear_expiry,
+        strip_failure_stamp: s.strip_failure_stamp,
         finished_at: out.as_ref().map(|o| o.at),
         moved: out.as_ref().map(|o| o.moved),
         returned: out.as_ref().map(|o| o.returned),

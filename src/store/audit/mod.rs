@@ -83,6 +83,10 @@ pub struct AuditStart {
     /// `--clear-expiry`: messages past their framework deadline were replayed without it.
     #[serde(default)]
     pub clear_expiry: bool,
+    /// `--strip-failure-stamp`: Symfony's `SentToFailureTransportStamp` was removed from each
+    /// message, so the body published is not the one that failed.
+    #[serde(default)]
+    pub strip_failure_stamp: bool,
 }
 
 /// How a replay ended. Also the `record` of a stream's `replay`/`outcome` entry.
@@ -170,6 +174,7 @@ pub struct AuditRecord {
     pub dry_run: bool,
     pub keep_attempts: bool,
     pub clear_expiry: bool,
+    pub strip_failure_stamp: bool,
     /// None while running, or when the replay never finished.
     pub finished_at: Option<Timestamp>,
     pub moved: Option<u64>,
@@ -280,8 +285,8 @@ impl Store {
         tx.execute(
             "INSERT INTO replays (started_ms, os_user, broker_user, context, vhost, from_queue,
                  targets_json, filter, grp, requested_limit, dry_run, keep_attempts, clear_expiry,
-                 operation, run_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                 operation, run_id, strip_failure_stamp)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             rusqlite::params![
                 rec.at.as_millisecond(),
                 rec.os_user,
@@ -298,6 +303,7 @@ impl Store {
                 rec.clear_expiry,
                 op.as_str(),
                 rec.run_id,
+                rec.strip_failure_stamp,
             ],
         )
         .map_err(|e| self.sqlite(e))?;
@@ -488,7 +494,7 @@ impl Store {
                         o.finished_ms, o.moved, o.returned, o.failed, o.remaining,
                         o.message_ids_json, o.outcome, o.duplicated, o.duplicate_ids_json,
                         r.clear_expiry, r.operation, r.run_id, o.targets_json, o.canary_json,
-                        o.edits_json
+                        o.edits_json, r.strip_failure_stamp
                  FROM replays r LEFT JOIN replay_outcomes o ON o.replay_id = r.id
                  ORDER BY r.id DESC LIMIT ?1",
             )
@@ -525,6 +531,7 @@ impl Store {
                     reached_json: r.get(25)?,
                     canary_json: r.get(26)?,
                     edits_json: r.get(27)?,
+                    strip_failure_stamp: r.get(28)?,
                 })
             })
             .map_err(|e| self.sqlite(e))?;
@@ -578,6 +585,7 @@ impl Store {
             dry_run: raw.dry_run,
             keep_attempts: raw.keep_attempts,
             clear_expiry: raw.clear_expiry,
+            strip_failure_stamp: raw.strip_failure_stamp,
             finished_at: raw.finished_ms.map(time).transpose()?,
             moved: count(raw.moved)?,
             returned: count(raw.returned)?,
@@ -627,6 +635,7 @@ struct RawRecord {
     dry_run: bool,
     keep_attempts: bool,
     clear_expiry: bool,
+    strip_failure_stamp: bool,
     finished_ms: Option<i64>,
     moved: Option<i64>,
     returned: Option<i64>,

@@ -18,6 +18,7 @@ pub(crate) fn start(run: &str, secs: i64) -> AuditStart {
         dry_run: false,
         keep_attempts: false,
         clear_expiry: false,
+        strip_failure_stamp: false,
     }
 }
 
