@@ -559,16 +559,16 @@ pub fn plan_with(
     };
     message_warnings(dl, ex, target.as_ref(), &mut warnings);
 
-    let mut headers = dl.headers.clone();
     let mut removed = Vec::new();
     let mut reset = Vec::new();
     let mut removed_properties = Vec::new();
-    if opts.keep_attempts {
+    let mut headers = if opts.keep_attempts {
         if dl.headers.keys().any(|k| is_stripped(ex.convention, k))
             || !ex.counter_headers.is_empty()
         {
             warnings.push(ReplayWarning::AttemptsKept);
         }
+        dl.headers.clone()
     } else {
         removed = dl
             .headers
@@ -576,9 +576,12 @@ pub fn plan_with(
             .filter(|k| is_stripped(ex.convention, k))
             .map(str::to_string)
             .collect();
-        headers.retain(|k, _| !is_stripped(ex.convention, k));
-        reset_attempts(ex, &mut headers, &mut removed, &mut reset);
-    }
+        // What is stripped (x-death above all, a list of tables) is never copied: this runs
+        // for every message a replay moves.
+        let mut kept = dl.headers.filtered(|k, _| !is_stripped(ex.convention, k));
+        reset_attempts(ex, &mut kept, &mut removed, &mut reset);
+        kept
+    };
     symfony_failure_stamp(dl, ex, opts, &mut headers, &mut removed, &mut warnings);
     let attempts = if opts.keep_attempts {
         Attempts::Kept

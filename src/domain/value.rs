@@ -312,6 +312,12 @@ impl Table {
         self.0.retain(|(k, v)| keep(k, v));
     }
 
+    /// A copy of the entries `keep` keeps, in order: `clone` then `retain` without copying
+    /// what goes.
+    pub fn filtered(&self, mut keep: impl FnMut(&str, &HeaderValue) -> bool) -> Table {
+        Table(self.0.iter().filter(|(k, v)| keep(k, v)).cloned().collect())
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&str, &HeaderValue)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))
     }
