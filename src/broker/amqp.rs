@@ -350,6 +350,10 @@ impl ConvertError {
 /// How many levels of tables and arrays a lapin value has, counted without recursion (a
 /// header can be nested as deep as a frame allows: about 52,000 levels in a `MAX_FRAME` frame).
 pub fn amqp_depth(v: &AMQPValue) -> usize {
+    // Most header values are scalars: no walk, no stack to allocate.
+    if !matches!(v, AMQPValue::FieldTable(_) | AMQPValue::FieldArray(_)) {
+        return 0;
+    }
     let mut deepest = 0;
     let mut stack = vec![(v, 0usize)];
     while let Some((v, level)) = stack.pop() {
@@ -1006,6 +1010,11 @@ pub fn dead_letter_from_delivery(
     body_cap: usize,
 ) -> DeadLetter {
     let (properties, mut headers) = properties_from_amqp(&delivery.properties);
+    // The conversion measured every header: only one it kept as `TooDeep` is deeper than a
+    // plain drop can take.
+    let deep = headers
+        .iter()
+        .any(|(_, v)| matches!(v, HeaderValue::TooDeep { .. }));
     let stream_offset = header_u64(&headers, "x-stream-offset");
     if stream_offset.is_some() {
         unwrap_archived(&mut headers);
@@ -1031,7 +1040,9 @@ pub fn dead_letter_from_delivery(
         body,
         body_size,
     };
-    drop_deep(delivery.properties);
+    if deep {
+        drop_deep(delivery.properties);
+    }
     dl
 }
 
