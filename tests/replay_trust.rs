@@ -608,6 +608,33 @@ async fn a_second_ctrl_c_ends_a_stuck_settle_at_once() {
     vhost.cleanup().await;
 }
 
+/// Waits (at most 90 s) until the DLQ holds nothing unacknowledged and the DLQ and the target
+/// hold at least `n` ready, twice in a row a second apart; returns the ready count. The count
+/// alone does not tell: it includes the duplicates (973 in one CI run), so it passed `n` (3,023)
+/// while 1,977 ids were not back in either queue, and the test reported them lost.
+async fn settled_after_node_loss(vhost: &TestVhost, conn: &lapin::Connection, n: u32) -> u64 {
+    let mut ready = 0;
+    let mut settled = 0;
+    for _ in 0..90 {
+        ready = amqp_depth(conn, "dlq").await + amqp_depth(conn, "work").await;
+        let unacked = vhost
+            .get_json(&format!("/api/queues/{}/dlq", common::enc(&vhost.name)))
+            .await["messages_unacknowledged"]
+            .as_u64()
+            .unwrap_or(1);
+        settled = if unacked == 0 && ready >= u64::from(n) {
+            settled + 1
+        } else {
+            0
+        };
+        if settled == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    ready
+}
+
 /// Node loss with several URLs: the node Warren is connected to is killed mid-run; the replay
 /// reconnects to the next node and carries on (quorum queues, replicated on all three nodes).
 /// Every message ends in the DLQ or the target, duplicates no more than reported, and the run
@@ -725,14 +752,7 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
 
     // The deliveries of the lost connection come back to the DLQ when the queue notices.
     let conn = h::connect(&vhost).await;
-    let mut ready = 0;
-    for _ in 0..90 {
-        ready = amqp_depth(&conn, "dlq").await + amqp_depth(&conn, "work").await;
-        if ready >= u64::from(N) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    let ready = settled_after_node_loss(&vhost, &conn, N).await;
     eprintln!("failover: {ready} ready in the DLQ and the target after the restart");
     let copies = assert_all_present(&conn, &["dlq", "work"], "q", N).await;
     let dups = (copies - N as usize) as u64;
@@ -802,12 +822,7 @@ async fn the_command_carries_on_after_node_loss() {
     let reported = summary["duplicated"].as_u64().unwrap_or(0);
 
     let conn = h::connect(&vhost).await;
-    for _ in 0..90 {
-        if amqp_depth(&conn, "dlq").await + amqp_depth(&conn, "work").await >= u64::from(N) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    settled_after_node_loss(&vhost, &conn, N).await;
     let copies = assert_all_present(&conn, &["dlq", "work"], "l", N).await;
     let dups = (copies - N as usize) as u64;
     eprintln!("command failover: {dups} duplicates, {reported} reported");
