@@ -15,53 +15,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use lapin::BasicProperties;
-use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString};
 use warren::broker::replay::{Action, Job, plan_publish};
 use warren::domain::selection::Selection;
 
+#[path = "support/dead_letter.rs"]
+mod dead_letter;
+
 fn delivery(i: u64) -> lapin::message::Delivery {
-    let mut death = FieldTable::default();
-    death.insert("count".into(), AMQPValue::LongLongInt(1));
-    death.insert(
-        "reason".into(),
-        AMQPValue::LongString(LongString::from("rejected")),
-    );
-    death.insert(
-        "queue".into(),
-        AMQPValue::LongString(LongString::from("work")),
-    );
-    death.insert(
-        "exchange".into(),
-        AMQPValue::LongString(LongString::from("")),
-    );
-    death.insert(
-        "routing-keys".into(),
-        AMQPValue::FieldArray(FieldArray::from(vec![AMQPValue::LongString(
-            LongString::from("work"),
-        )])),
-    );
-    death.insert("time".into(), AMQPValue::Timestamp(1_700_000_000));
-    let mut h = FieldTable::default();
-    h.insert(
-        "x-death".into(),
-        AMQPValue::FieldArray(FieldArray::from(vec![AMQPValue::FieldTable(death)])),
-    );
-    h.insert(
-        "x-first-death-queue".into(),
-        AMQPValue::LongString(LongString::from("work")),
-    );
-    h.insert(
-        "x-first-death-reason".into(),
-        AMQPValue::LongString(LongString::from("rejected")),
-    );
-    h.insert(
-        "x-first-death-exchange".into(),
-        AMQPValue::LongString(LongString::from("")),
-    );
-    h.insert(
-        "tenant".into(),
-        AMQPValue::LongString(LongString::from("acme")),
-    );
+    let h = dead_letter::headers();
     let mut d = lapin::message::Delivery::mock(i, "".into(), "dlq".into(), false, vec![b'a'; 1024]);
     d.properties = BasicProperties::default()
         .with_message_id(format!("bench-{i}").into())

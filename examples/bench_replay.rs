@@ -32,12 +32,15 @@ use lapin::options::{
     BasicAckOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions,
     QueueDeclareOptions, QueuePurgeOptions,
 };
-use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString};
+use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Connection};
 use warren::broker::config::{self, Config, Overrides};
 use warren::broker::session::{ReadConsent, ReplaySpec, Session};
 use warren::domain::selection::Selection;
 use warren::store::{AuditOutcome, AuditStart, Store};
+
+#[path = "support/dead_letter.rs"]
+mod dead_letter;
 
 /// The run's outcome in the local audit, its moved ids read from the run's spool.
 fn record_outcome(store: &Store, id: i64, summary: &warren::broker::replay::Summary) -> Result<()> {
@@ -114,6 +117,18 @@ impl Bench {
         format!("{}/{}", self.amqp.trim_end_matches('/'), enc(&self.vhost))
     }
 
+    /// The `warren` binary's arguments for this broker and vhost, before its command.
+    fn warren_args(&self) -> Vec<String> {
+        vec![
+            "--amqp-url".into(),
+            self.amqp_url(),
+            "--management-url".into(),
+            self.mgmt.to_string(),
+            "--vhost".into(),
+            self.vhost.clone(),
+        ]
+    }
+
     async fn connect(&self) -> Result<Connection> {
         Ok(warren::broker::amqp::connect(
             &[self.amqp_url()],
@@ -146,50 +161,9 @@ async fn depth(conn: &Connection, queue: &str) -> Result<u32> {
 async fn fill(conn: &Connection, n: u32, body_size: usize, persistent: bool) -> Result<()> {
     let ch = conn.create_channel().await?;
     ch.confirm_select(ConfirmSelectOptions::default()).await?;
-    let mut death = FieldTable::default();
-    death.insert("count".into(), AMQPValue::LongLongInt(1));
-    death.insert(
-        "reason".into(),
-        AMQPValue::LongString(LongString::from("rejected")),
-    );
-    death.insert(
-        "queue".into(),
-        AMQPValue::LongString(LongString::from("work")),
-    );
-    death.insert(
-        "exchange".into(),
-        AMQPValue::LongString(LongString::from("")),
-    );
-    death.insert(
-        "routing-keys".into(),
-        AMQPValue::FieldArray(FieldArray::from(vec![AMQPValue::LongString(
-            LongString::from("work"),
-        )])),
-    );
-    death.insert("time".into(), AMQPValue::Timestamp(1_700_000_000));
     let mut pending = Vec::with_capacity(1000);
     for i in 0..n {
-        let mut h = FieldTable::default();
-        h.insert(
-            "x-death".into(),
-            AMQPValue::FieldArray(FieldArray::from(vec![AMQPValue::FieldTable(death.clone())])),
-        );
-        h.insert(
-            "x-first-death-queue".into(),
-            AMQPValue::LongString(LongString::from("work")),
-        );
-        h.insert(
-            "x-first-death-reason".into(),
-            AMQPValue::LongString(LongString::from("rejected")),
-        );
-        h.insert(
-            "x-first-death-exchange".into(),
-            AMQPValue::LongString(LongString::from("")),
-        );
-        h.insert(
-            "tenant".into(),
-            AMQPValue::LongString(LongString::from("acme")),
-        );
+        let h = dead_letter::headers();
         let props = BasicProperties::default()
             .with_message_id(format!("bench-{i}").into())
             .with_content_type("application/json".into())
@@ -1198,18 +1172,8 @@ async fn cli_round(b: &Bench, dir: &std::path::Path, n: u32) -> Result<(Duration
     let c0 = children_cpu();
     let t = Instant::now();
     let out = tokio::process::Command::new(&bin)
-        .args([
-            "--amqp-url",
-            &b.amqp_url(),
-            "--management-url",
-            b.mgmt.as_str(),
-            "--vhost",
-            &b.vhost,
-            "--create-audit-stream",
-            "replay",
-            "dlq",
-            "--yes",
-        ])
+        .args(b.warren_args())
+        .args(["--create-audit-stream", "replay", "dlq", "--yes"])
         .env("WARREN_STORE", dir.join("warren.db"))
         .env("WARREN_LOG_DIR", dir)
         .stdin(std::process::Stdio::null())
@@ -1267,17 +1231,8 @@ async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
     // `BENCH_AUDIT=1`: the run writes the broker's audit stream too (created for it), so its
     // outcome — every moved id — is part of what is measured.
     let audit = std::env::var("BENCH_AUDIT").is_ok_and(|v| v == "1");
-    let mut args = vec![
-        "--amqp-url".to_string(),
-        b.amqp_url(),
-        "--management-url".to_string(),
-        b.mgmt.to_string(),
-        "--vhost".to_string(),
-        b.vhost.clone(),
-        "replay".to_string(),
-        "dlq".to_string(),
-        "--yes".to_string(),
-    ];
+    let mut args = b.warren_args();
+    args.extend(["replay".to_string(), "dlq".to_string(), "--yes".to_string()]);
     if audit {
         args.push("--create-audit-stream".to_string());
         println!("with the broker audit stream");
@@ -1345,16 +1300,8 @@ async fn million(b: &Bench, n: u32, body: usize) -> Result<()> {
         // the broker's record of the run is seen, its moved ids joined from the stream.
         let t = Instant::now();
         let out = std::process::Command::new(&bin)
-            .args([
-                "--amqp-url",
-                &b.amqp_url(),
-                "--management-url",
-                b.mgmt.as_str(),
-                "--vhost",
-                &b.vhost,
-                "audit",
-                "--json",
-            ])
+            .args(b.warren_args())
+            .args(["audit", "--json"])
             .env("WARREN_STORE", dir.join("other.db"))
             .env("WARREN_LOG_DIR", &dir)
             .stdin(std::process::Stdio::null())
