@@ -574,6 +574,16 @@ async fn raw_round(
     Ok(took)
 }
 
+/// One round's line: its time and rate for `n` messages, and CPU µs a message (client, broker).
+fn print_row(round: usize, way: Way, mover: &str, (t, n): (Duration, u32), cli: f64, brk: f64) {
+    println!(
+        "{round:<6} {:<34} {mover:<36} {:>8.3} {:>9.0} {cli:>9.1} {brk:>9.1}",
+        way.label(),
+        t.as_secs_f64(),
+        rate(n, t),
+    );
+}
+
 fn rate(n: u32, d: Duration) -> f64 {
     f64::from(n) / d.as_secs_f64()
 }
@@ -988,14 +998,13 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                         let (t, cpu) = cli_round(b, &cli_dir, n).await?;
                         let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
                         let cli = cpu * 1e6 / f64::from(n);
-                        println!(
-                            "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0} {:>9.1} {:>9.1}",
-                            way.label(),
+                        print_row(
+                            round,
+                            way,
                             "warren replay (the CLI, both audits)",
-                            t.as_secs_f64(),
-                            rate(n, t),
+                            (t, n),
                             cli,
-                            brk
+                            brk,
                         );
                         f.cli.push(rate(n, t));
                         f.cli_cpu.push(cli);
@@ -1041,14 +1050,13 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                 let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
                 let cli = (cpu_seconds("self") - cpu0) * 1e6 / f64::from(n);
                 let _ = pconn.close(200, "done".into()).await;
-                println!(
-                    "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0} {:>9.1} {:>9.1}",
-                    way.label(),
+                print_row(
+                    round,
+                    way,
                     "plain lapin, pipelined (no rewrite)",
-                    t.as_secs_f64(),
-                    rate(n, t),
+                    (t, n),
                     cli,
-                    brk
+                    brk,
                 );
                 f.raw.push(rate(n, t));
                 f.broker_cpu_raw.push(brk);
