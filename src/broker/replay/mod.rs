@@ -636,6 +636,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_return_is_matched_to_the_publish_with_its_exact_content() {
+        use lapin::types::{AMQPValue, FieldTable, ShortString};
+        let props = |v: i32| {
+            let mut h = FieldTable::default();
+            h.insert("n".into(), AMQPValue::LongInt(v));
+            lapin::BasicProperties::default().with_headers(h)
+        };
+        let (x, k) = (ShortString::from(""), ShortString::from("work"));
+        let one = content_hash(&x, &k, &props(1), b"body");
+        assert_eq!(
+            one,
+            content_hash(&x, &k, &props(1), b"body"),
+            "same content"
+        );
+        for other in [
+            content_hash(&x, &k, &props(2), b"body"),
+            content_hash(&x, &k, &props(1), b"bodY"),
+            content_hash(&x, &ShortString::from("work2"), &props(1), b"body"),
+            content_hash(&ShortString::from("ex"), &k, &props(1), b"body"),
+        ] {
+            assert_ne!(one, other);
+        }
+    }
+
+    #[test]
     fn contiguous_ready_tags_settle_with_one_multiple_ack() {
         let mut a = AckTracker::default();
         for t in 1..=5 {
