@@ -64,8 +64,13 @@ pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
 /// messages at the start (another consumer took them). A loaded broker took over 2 s to deliver
 /// a message with a 10,000-level header here, which cut a page short at the old 2 s.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long to wait for handed-back messages to be ready again before closing the channel.
+/// How long the ready count may stay below its highest so far before a browse stops waiting
+/// for what it handed back (another consumer may be taking them, which is not our concern).
 const RETURN_WAIT: Duration = Duration::from_secs(3);
+/// The longest a browse waits for what it handed back while the count still rises: a loaded
+/// broker took more than 3 s to make 20,000 quorum messages ready again, and the next read,
+/// started meanwhile, found 8,160 of a head of 10,000 (a CI rehearsal on 2 cores).
+const RETURN_CAP: Duration = Duration::from_secs(30);
 /// Streams: once messages flow, this much silence means the end of the log was reached.
 pub const STREAM_TAIL_IDLE: Duration = Duration::from_millis(500);
 /// Stream consumers get credit in batches of this size (streams require a prefetch).
@@ -786,7 +791,8 @@ fn counts_of(d: &lapin::message::Delivery) -> (Option<u64>, Option<u64>) {
 }
 
 /// Polls the queue's ready count until it is `ready` again (what was ready beside the read,
-/// plus what the read handed back), for at most [`RETURN_WAIT`] (another consumer may be taking
+/// plus what the read handed back): while the count rises, for up to [`RETURN_CAP`]; once it
+/// has not passed its highest for [`RETURN_WAIT`], no longer (another consumer may be taking
 /// them, which is not our concern). Measured: a read of the whole of a million right after a
 /// read of 100,000 began while they were still going back, and stopped at 990,112 as "all".
 async fn wait_until_returned(channel: &Channel, queue: &str, ready: u64) {
@@ -794,10 +800,16 @@ async fn wait_until_returned(channel: &Channel, queue: &str, ready: u64) {
         return;
     }
     let start = Instant::now();
-    while start.elapsed() < RETURN_WAIT {
+    let (mut highest, mut rose) = (None, Instant::now());
+    while start.elapsed() < RETURN_CAP && rose.elapsed() < RETURN_WAIT {
         match depth(channel, queue).await {
             Ok(d) if d >= ready => return,
-            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Ok(d) => {
+                if highest.is_none_or(|h| d > h) {
+                    (highest, rose) = (Some(d), Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             Err(_) => return,
         }
     }
