@@ -88,8 +88,7 @@ impl Session {
         spec: &ReplaySpec,
         looked: Looked,
     ) -> Result<Preview, SessionError> {
-        let info = self.mgmt.queue(self.vhost(), &spec.queue).await?;
-        let mut p = self.check_targets(spec, looked).await?;
+        let (mut p, info) = self.check_targets_with_dlq(spec, looked).await?;
         if info.auto_delete {
             p.refusals
                 .push(browse::auto_delete_refusal(&spec.queue, "replay"));
@@ -107,8 +106,16 @@ impl Session {
         spec: &ReplaySpec,
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
-        let (redirects, unreadable) = self.plan_redirects().await;
-        let mut looked = match self.known_target(spec, &redirects).await? {
+        // The redirects and the discovery are independent reads: side by side.
+        let ((redirects, unreadable), discovery) = tokio::join!(self.plan_redirects(), async {
+            // Only an unread plan of all of the queue without `--to` asks who feeds it.
+            match checks_as_met(spec) {
+                true => Some(self.discover().await),
+                false => None,
+            }
+        });
+        let discovery = discovery.transpose()?;
+        let mut looked = match known_target(spec, &redirects, discovery.as_ref()) {
             Some((target, why)) => self.unread(spec, Some(target), why).await?,
             None if checks_as_met(spec) => {
                 let mut looked = self.unread(spec, None, CHECKED_AS_MET.to_string()).await?;
@@ -122,53 +129,6 @@ impl Session {
             .await
     }
 
-    /// Where every message of the replay goes, when that is known without reading the queue,
-    /// and how it is known: all of the queue is replayed and `--to` names the target, or the
-    /// DLQ is fed by the dead-lettering of exactly one queue (discovery), where broker
-    /// dead-lettered messages go back (after its redirect, if it has one). `None`: the plan must
-    /// look at the messages.
-    async fn known_target(
-        &self,
-        spec: &ReplaySpec,
-        redirects: &Redirects,
-    ) -> Result<Option<(Known, String)>, SessionError> {
-        if !matches!(spec.selection, Selection::All) {
-            return Ok(None);
-        }
-        let direct = |q: &str| plan::ReplayTarget {
-            exchange: String::new(),
-            routing_key: q.to_string(),
-            expected_queue: Some(q.to_string()),
-        };
-        if let Some(to) = &spec.to {
-            return Ok(Some((
-                (direct(to), None),
-                format!("--to names '{}'", sanitize::one_line(to, 100)),
-            )));
-        }
-        // A MassTransit _skipped queue is refused by what its messages say: look at them.
-        if spec.queue.ends_with("_skipped") {
-            return Ok(None);
-        }
-        let d = self.discover().await?;
-        let Some(dlq) = d.dlq(&spec.queue) else {
-            return Ok(None);
-        };
-        match dlq.feeders.as_slice() {
-            [one] if !dlq.feeders_uncertain => Ok(Some((
-                match redirects.route(Some(direct(one))) {
-                    (Some(t), why) => (t, why),
-                    (None, _) => (direct(one), None),
-                },
-                format!(
-                    "only '{}' dead-letters into it",
-                    sanitize::one_line(one, 100)
-                ),
-            ))),
-            _ => Ok(None),
-        }
-    }
-
     /// A plan made without reading the queue: every message to `target`, the count from the
     /// queue itself.
     async fn unread(
@@ -178,9 +138,11 @@ impl Session {
         why: String,
     ) -> Result<Looked, SessionError> {
         // The queue's own figure, over AMQP (the management one is a sample).
-        let info = self.mgmt.queue(self.vhost(), &spec.queue).await?;
-        let conn = self.amqp().await?;
-        let depth = queue_depth(conn, &spec.queue).await?.ok_or_else(|| {
+        let (info, depth) = tokio::join!(self.mgmt.queue(self.vhost(), &spec.queue), async {
+            queue_depth(self.amqp().await?, &spec.queue).await
+        });
+        let info = info?;
+        let depth = depth?.ok_or_else(|| {
             SessionError::Refused(format!(
                 "queue '{}' does not exist in vhost '{}'",
                 sanitize::one_line(&spec.queue, 100),
@@ -366,6 +328,46 @@ impl Session {
             staying,
             skipped,
         }
+    }
+}
+
+/// Where every message of the replay goes, when that is known without reading the queue,
+/// and how it is known: all of the queue is replayed and `--to` names the target, or the
+/// DLQ is fed by the dead-lettering of exactly one queue (`discovery`, read when
+/// [`checks_as_met`]), where broker dead-lettered messages go back (after its redirect, if
+/// it has one). `None`: the plan must look at the messages.
+fn known_target(
+    spec: &ReplaySpec,
+    redirects: &Redirects,
+    discovery: Option<&crate::domain::discovery::Discovery>,
+) -> Option<(Known, String)> {
+    if !matches!(spec.selection, Selection::All) {
+        return None;
+    }
+    let direct = |q: &str| plan::ReplayTarget {
+        exchange: String::new(),
+        routing_key: q.to_string(),
+        expected_queue: Some(q.to_string()),
+    };
+    if let Some(to) = &spec.to {
+        return Some((
+            (direct(to), None),
+            format!("--to names '{}'", sanitize::one_line(to, 100)),
+        ));
+    }
+    let dlq = discovery?.dlq(&spec.queue)?;
+    match dlq.feeders.as_slice() {
+        [one] if !dlq.feeders_uncertain => Some((
+            match redirects.route(Some(direct(one))) {
+                (Some(t), why) => (t, why),
+                (None, _) => (direct(one), None),
+            },
+            format!(
+                "only '{}' dead-letters into it",
+                sanitize::one_line(one, 100)
+            ),
+        )),
+        _ => None,
     }
 }
 

@@ -19,15 +19,20 @@ impl Session {
     /// channels was measured too: the same CPU per message, no faster: see docs/benchmarks.md,
     /// Replay.)
     async fn replay_connections(&self) -> Result<(lapin::Connection, lapin::Connection), String> {
-        let consume = self
-            .connect_amqp("warren-replay-consume")
-            .await
-            .map_err(|e| e.to_string())?;
-        let publish = self
-            .connect_amqp("warren-replay-publish")
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok((consume, publish))
+        // Opened side by side: each is a TCP connection and three round trips of handshake.
+        let (consume, publish) = tokio::join!(
+            self.connect_amqp("warren-replay-consume"),
+            self.connect_amqp("warren-replay-publish")
+        );
+        match (consume, publish) {
+            (Ok(c), Ok(p)) => Ok((c, p)),
+            // The one that opened is closed, not left to the broker's heartbeat.
+            (Ok(open), Err(e)) | (Err(e), Ok(open)) => {
+                let _ = open.close(200, "the other connection failed".into()).await;
+                Err(e.to_string())
+            }
+            (Err(e), Err(_)) => Err(e.to_string()),
+        }
     }
 
     /// Runs a replay that `preview` allowed. The caller checked read-only and wrote the audit.

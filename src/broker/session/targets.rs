@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::broker::amqp;
 use crate::broker::replay;
 use crate::domain::destination;
-use crate::domain::discovery::{ExchangeInfo, RoutingTable};
+use crate::domain::discovery::{self, ExchangeInfo, RoutingTable};
 use crate::domain::replay as plan;
 
 use super::{Preview, ReplaySpec, Session, SessionError, TargetPreview, planning::Looked};
@@ -63,16 +63,27 @@ impl Session {
         spec: &ReplaySpec,
         looked: Looked,
     ) -> Result<Preview, SessionError> {
+        Ok(self.check_targets_with_dlq(spec, looked).await?.0)
+    }
+
+    /// [`Session::check_targets`], and the DLQ as the management API reports it.
+    pub(super) async fn check_targets_with_dlq(
+        &self,
+        spec: &ReplaySpec,
+        looked: Looked,
+    ) -> Result<(Preview, discovery::QueueInfo), SessionError> {
         let Looked {
             mut p,
             depth,
             staying,
             skipped,
         } = looked;
-        // Where each target routes, per the broker's bindings, and where it comes to rest.
-        let (exchanges, bindings) = tokio::join!(
+        // Where each target routes, per the broker's bindings, and where it comes to rest; and
+        // the DLQ's own policy, needed at the end: three reads side by side.
+        let (exchanges, bindings, dlq) = tokio::join!(
             self.mgmt.exchanges(self.vhost()),
-            self.mgmt.bindings(self.vhost())
+            self.mgmt.bindings(self.vhost()),
+            self.queue_policy(&spec.queue)
         );
         let exchanges: Vec<ExchangeInfo> = exchanges?;
         let bindings = bindings?;
@@ -94,7 +105,7 @@ impl Session {
         }
         // The run reads the queue too: what it does not move is handed back, which costs a
         // quorum message a delivery where returns count. Say so where a person confirms.
-        let (_, quorum, _) = self.browse_policy(&spec.queue).await?;
+        let (info, quorum) = dlq?;
         if let Some(limit) = quorum.limit.filter(|_| quorum.cost_per_browse > 0)
             && p.selected < depth
         {
@@ -120,7 +131,7 @@ impl Session {
             p.refusals
                 .push("no message matches the selection at the head of the queue".into());
         }
-        Ok(p)
+        Ok((p, info))
     }
 
     /// Checks one target of a plan: it can be published to, exists, reaches exactly one queue
@@ -304,14 +315,22 @@ impl Session {
         count: u64,
         bytes: u64,
     ) -> Result<Option<Result<String, String>>, SessionError> {
-        let mut info = self.mgmt.queue(self.vhost(), queue).await?;
-        let settings = self.settings_of(&info).await?;
+        // The queue's settings and its live count are independent reads: side by side.
+        let (reported, depth) = tokio::join!(
+            async {
+                let info = self.mgmt.queue(self.vhost(), queue).await?;
+                let settings = self.settings_of(&info).await?;
+                Ok::<_, SessionError>((info, settings))
+            },
+            queue_depth(conn, queue)
+        );
+        let (mut info, settings) = reported?;
         // The room check counts on the broker's own figure, over AMQP: the management one is a
         // sample up to a stats interval old (3.10 said 67 in a queue capped at 30), and a stale
         // low figure would let drop-head discard messages. The passive count is the ready
         // messages, which is what max-length limits. Bytes have no live source; they stay
         // sampled.
-        if let Some(depth) = queue_depth(conn, queue).await? {
+        if let Some(depth) = depth? {
             info.messages = Some(depth);
         }
         let room = destination::check_room(&info, &settings, count.max(1), bytes);
