@@ -17,3 +17,4 @@ pub mod rights;
 pub mod session;
 pub mod spill;
 pub mod spool;
+pub(crate) mod steps;

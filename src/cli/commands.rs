@@ -628,7 +628,9 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
             "--rate must be a positive number of messages per second",
         ));
     }
+    let mut steps = crate::broker::steps::Steps::new("replay command");
     let s = open(c).await?;
+    steps.done("session");
     let selection = selection_of(&s, a.pick.group.as_deref(), a.pick.by, filter.clone()).await?;
     let spec = ReplaySpec {
         queue: a.queue.clone(),

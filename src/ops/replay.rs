@@ -67,9 +67,11 @@ pub async fn prepare<'s>(
 ) -> Result<Ready<'s>, Stop> {
     // Read-only is decided before anything is read for a run: no channel is ever put in
     // confirm mode or published on.
+    let mut steps = crate::broker::steps::Steps::new("replay");
     if !req.dry_run {
         rights::admit(s, Act::Replay).await.map_err(Stop::Refused)?;
     }
+    steps.done("rights");
     let audited = req.unaudited.is_none() && !req.dry_run;
     // One store for the audit and for first-seen times. The audit needs it; a dry run looks
     // and records first-seen times when it can.
@@ -78,6 +80,7 @@ pub async fn prepare<'s>(
         Err(e) if audited => return Err(Stop::Refused(format!("{e}; nothing moved"))),
         Err(_) => None,
     };
+    steps.done("store");
     let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
     req.spec.run_id = Some(run_id.clone());
     let asked = match req.edit {
@@ -101,6 +104,7 @@ pub async fn prepare<'s>(
         },
         other => other?,
     };
+    steps.done("plan");
     let mut canary = canary_plan(s, &req, &preview, front).await;
     front.plan(Plan::Replay {
         preview: &preview,
@@ -127,6 +131,7 @@ pub async fn prepare<'s>(
             one_line(&why, 600)
         )),
     }
+    steps.done("write check");
     let count = preview.selected;
     match front.go_ahead(count, "replay", count > 100) {
         Ok(true) => {}
@@ -165,6 +170,7 @@ pub async fn prepare<'s>(
             why.as_deref().unwrap_or("no store"),
         ),
     };
+    steps.done("audit start");
     let canary = match canary.take() {
         Some(plan) => Some(open_tap(s, &req.spec.queue, plan, front).await),
         None => None,
@@ -242,7 +248,9 @@ impl Ready<'_> {
         cancel: watch::Receiver<bool>,
         mut on_progress: impl FnMut(&Progress),
     ) -> Result<Summary, SessionError> {
+        let mut steps = crate::broker::steps::Steps::new("replay run");
         let held = super::held_elsewhere(self.s, &self.spec.queue).await;
+        steps.done("held elsewhere");
         let mut result = match self.canary.take() {
             Some((plan, tap)) => {
                 let run = super::canary::Stretches {
@@ -268,6 +276,7 @@ impl Ready<'_> {
         if let Ok(sum) = &mut result {
             sum.held_elsewhere = held;
         }
+        steps.done("moving");
         result
     }
 
@@ -281,10 +290,13 @@ impl Ready<'_> {
             .as_ref()
             .map(|s| s.moved_ids.clone())
             .unwrap_or_default();
+        let mut steps = crate::broker::steps::Steps::new("replay finish");
         let mut out = record::outcome_of(result);
         out.edits = std::mem::take(&mut self.edits);
         self.record.finish_local(self.store.as_ref(), &out, &moved);
+        steps.done("local audit");
         self.record.finish_broker(out, &moved).await;
+        steps.done("broker audit");
         self.record.take_notes()
     }
 }

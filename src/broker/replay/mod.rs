@@ -424,7 +424,9 @@ pub async fn run_with(
         rx: cancel,
         open: true,
     };
+    let mut steps = crate::broker::steps::Steps::new("engine");
     let opened = Opened::open(consume_conn, publish_conn, job, step, &mut cancel).await?;
+    steps.done("channels and first message");
     let depth_at_start = opened.depth_at_start;
     let mut summary = Summary {
         progress: Progress {
@@ -449,6 +451,7 @@ pub async fn run_with(
         return Ok(summary);
     }
     let mut shell = opened.start(&mut cancel).await?;
+    steps.done("consumer");
 
     let started = Instant::now();
     let mut drv = Driver {

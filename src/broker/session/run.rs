@@ -78,10 +78,13 @@ impl Session {
         cancel: watch::Receiver<bool>,
         on_progress: impl FnMut(&Progress),
     ) -> Result<Summary, SessionError> {
+        let mut steps = crate::broker::steps::Steps::new("run");
         self.may_take().await?;
+        steps.done("may take");
         let lock = self.read_lock(&spec.queue);
         let _reading = wait_for_turn(&lock, &spec.queue).await?;
         let (info, quorum) = self.queue_policy(&spec.queue).await?;
+        steps.done("queue policy");
         if info.auto_delete {
             let verb = work.action.verb();
             return Err(SessionError::Refused(browse::auto_delete_refusal(
@@ -125,7 +128,13 @@ impl Session {
                 self.amqp_start
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            self.replay_connections()
+            let opening = self.replay_connections();
+            async {
+                let mut steps = crate::broker::steps::Steps::new("connect");
+                let opened = opening.await;
+                steps.done("connections");
+                opened
+            }
         };
         let reconnects = if self.target.amqp_urls.len() > 1 {
             // Carrying on needs another node to carry on with.
