@@ -17,12 +17,17 @@
 //! `--warren-only` (no shovel: to run under a profiler), `--archive` (also archive the same
 //! messages after each replay round: archive against replay), `--cli` (also `warren replay` as
 //! a process after each Warren round: the operator's whole path, both audits written; needs
-//! `cargo build --release` for the binary).
+//! `cargo build --release` for the binary; with `--raw`, the bare mover runs as a process too,
+//! spawn to exit, as the like-for-like yardstick for it).
 //! Env: `BENCH_AMQP` (default `amqp://guest:guest@127.0.0.1:5672`), `BENCH_MGMT` (default
 //! `http://guest:guest@127.0.0.1:15672`), `BENCH_N` (20000), `BENCH_ROUNDS` (3), `BENCH_BODY`
 //! (bytes per message, 1024), `BENCH_NAIVE_N` (5000), `BENCH_WARREN` (the binary for
 //! `--million` and `--cli`; default `target/release/warren` beside this example), `BENCH_AUDIT=1` (with
-//! `--million`: the run writes the broker's audit stream too).
+//! `--million`: the run writes the broker's audit stream too), `BENCH_PERSISTENT=0` (transient
+//! messages: the rounds without the broker's disk writes, the largest source of their spread),
+//! `WARREN_LOG_DIR` (with `--cli`: where
+//! the `warren` child logs; `WARREN_LOG=warren=debug` adds each step's time before and after the
+//! move).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -574,6 +579,59 @@ async fn raw_round(
     Ok(took)
 }
 
+/// The bare mover as a process of its own (`BENCH_RAW_CHILD`, started by [`raw_process_round`]):
+/// it starts, opens its two connections side by side, moves, closes — what `warren replay` as a
+/// process pays around its own move, without anything Warren does besides.
+async fn raw_child() -> Result<()> {
+    let var = |k: &str| std::env::var(k).with_context(|| format!("{k} not set"));
+    let (url, vhost, user, pass) = (
+        var("BENCH_RAW_URL")?,
+        var("BENCH_RAW_VHOST")?,
+        var("BENCH_RAW_USER")?,
+        var("BENCH_RAW_PASS")?,
+    );
+    let n: u32 = var("BENCH_RAW_CHILD")?.parse()?;
+    let connect =
+        || warren::broker::amqp::connect(std::slice::from_ref(&url), &vhost, &user, &pass, None);
+    let (c, p) = tokio::join!(connect(), connect());
+    let (c, p) = (c?, p?);
+    raw_round(&c, &p, n).await?;
+    let _ = tokio::join!(c.close(200, "done".into()), p.close(200, "done".into()));
+    Ok(())
+}
+
+/// `--cli` with `--raw`: [`raw_child`] timed from spawn to exit, as [`cli_round`] times `warren
+/// replay`; its CPU.
+async fn raw_process_round(b: &Bench, n: u32) -> Result<(Duration, f64)> {
+    let c0 = children_cpu();
+    let t = Instant::now();
+    let out = tokio::process::Command::new(std::env::current_exe()?)
+        .env("BENCH_RAW_CHILD", n.to_string())
+        .env("BENCH_RAW_URL", b.amqp_url())
+        .env("BENCH_RAW_VHOST", &b.vhost)
+        .env("BENCH_RAW_USER", &b.user)
+        .env("BENCH_RAW_PASS", &b.pass)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .context("starting the bare mover")?;
+    let took = t.elapsed();
+    if !out.status.success() {
+        bail!(
+            "the bare mover failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let conn = b.connect().await?;
+    let moved = depth(&conn, "work").await?;
+    let _ = conn.close(200, "counted".into()).await;
+    if moved != n {
+        bail!("the bare mover moved {moved} of {n}");
+    }
+    Ok((took, children_cpu() - c0))
+}
+
 /// One round's line: its time and rate for `n` messages, and CPU µs a message (client, broker).
 fn print_row(round: usize, way: Way, mover: &str, (t, n): (Duration, u32), cli: f64, brk: f64) {
     println!(
@@ -589,6 +647,21 @@ fn rate(n: u32, d: Duration) -> f64 {
 }
 
 /// User + system CPU of a process (`"self"` or a PID), in seconds, from `/proc/PID/stat`.
+/// Waits (up to 10 s) until the broker has used under a quarter of a core for 250 ms: the
+/// persistent fill and the last run's clean-up (its message store's compaction, its disk
+/// writes) are over, so no run is charged with the one before it. Without it the broker's CPU
+/// per message swung 65–97 µs between runs of the same mover.
+async fn quiet(broker_cpu: &dyn Fn() -> f64) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        let c0 = broker_cpu();
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if broker_cpu() - c0 < 0.0625 {
+            return;
+        }
+    }
+}
+
 fn cpu_seconds(pid: &str) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
@@ -722,6 +795,8 @@ struct Opts {
     archive: bool,
     /// `--cli`: also run `warren replay` as a process after each replay round ([`cli_round`]).
     cli: bool,
+    /// `BENCH_PERSISTENT=0`: transient messages, no disk in the broker's path.
+    persistent: bool,
 }
 
 fn opts() -> Result<Opts> {
@@ -753,10 +828,17 @@ fn opts() -> Result<Opts> {
         warren_only: has("--warren-only"),
         archive: has("--archive"),
         cli: has("--cli"),
+        persistent: env_or("BENCH_PERSISTENT", "1") != "0",
     })
 }
 
 fn main() -> Result<()> {
+    if std::env::var_os("BENCH_RAW_CHILD").is_some() {
+        return tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+            .block_on(raw_child());
+    }
     // As the CLI runs it (`cli::main`): a multi-threaded runtime; `BENCH_RUNTIME=current` runs
     // the replay on one thread with the reactor instead.
     let runtime = match env_or("BENCH_RUNTIME", "multi").as_str() {
@@ -891,6 +973,18 @@ fn stats(v: &[f64]) -> (f64, f64, f64, f64) {
     (med, lo, hi, if med > 0.0 { (hi - lo) / med } else { 0.0 })
 }
 
+/// `a[i] / b[i]` for each round: "median× (min–max×)".
+fn ratio_line(a: &[f64], b: &[f64]) -> String {
+    let r: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter(|(_, y)| **y > 0.0)
+        .map(|(x, y)| x / y)
+        .collect();
+    let (m, lo, hi, _) = stats(&r);
+    format!("{m:.2}× ({lo:.2}–{hi:.2}×)")
+}
+
 #[derive(Default)]
 struct Figures {
     warren: Vec<f64>,
@@ -914,6 +1008,9 @@ struct Figures {
     cli: Vec<f64>,
     cli_cpu: Vec<f64>,
     broker_cpu_cli: Vec<f64>,
+    /// `--cli --raw`: the bare mover as a process ([`raw_process_round`]): rate, broker CPU.
+    raw_process: Vec<f64>,
+    broker_cpu_raw_process: Vec<f64>,
 }
 
 async fn run(b: &Bench, o: &Opts) -> Result<()> {
@@ -932,8 +1029,13 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
     };
     let broker_cpu = || broker_pid.map_or(0.0, |p| cpu_seconds(&p.to_string()));
     println!(
-        "RabbitMQ {} — {n} dead letters × {} B, {} rounds alternating; {}",
+        "RabbitMQ {} — {n} {} dead letters × {} B, {} rounds alternating; {}",
         version(b).await?,
+        if o.persistent {
+            "persistent"
+        } else {
+            "transient"
+        },
         o.body,
         o.rounds,
         load()
@@ -957,12 +1059,16 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
             } else {
                 [false, true]
             };
+            if o.raw && round % 2 == 0 {
+                raw_rounds(b, &conn, o, round, way, f, &broker_cpu).await?;
+            }
             for warren_turn in order {
                 if o.warren_only && !warren_turn {
                     continue;
                 }
                 purge(&conn).await?;
-                fill(&conn, n, o.body, true).await?;
+                fill(&conn, n, o.body, o.persistent).await?;
+                quiet(&broker_cpu).await;
                 let c0 = broker_cpu();
                 if warren_turn {
                     let w = warren_round(b, &store, n, &broker_cpu).await?;
@@ -993,7 +1099,8 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                     f.broker_cpu_warren.push(brk);
                     if o.cli {
                         purge(&conn).await?;
-                        fill(&conn, n, o.body, true).await?;
+                        fill(&conn, n, o.body, o.persistent).await?;
+                        quiet(&broker_cpu).await;
                         let c0 = broker_cpu();
                         let (t, cpu) = cli_round(b, &cli_dir, n).await?;
                         let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
@@ -1012,7 +1119,8 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                     }
                     if o.archive {
                         purge(&conn).await?;
-                        fill(&conn, n, o.body, true).await?;
+                        fill(&conn, n, o.body, o.persistent).await?;
+                        quiet(&broker_cpu).await;
                         let a = archive_round(b, &conn, &store, n).await?;
                         println!(
                             "{round:<6} {:<34} {:<36} {:>8.3} {:>9.0}",
@@ -1040,26 +1148,10 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                     f.broker_cpu_shovel.push(brk);
                 }
             }
-            if o.raw {
-                purge(&conn).await?;
-                fill(&conn, n, o.body, true).await?;
-                let pconn = b.connect().await?;
-                let cpu0 = cpu_seconds("self");
-                let c0 = broker_cpu();
-                let t = raw_round(&conn, &pconn, n).await?;
-                let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
-                let cli = (cpu_seconds("self") - cpu0) * 1e6 / f64::from(n);
-                let _ = pconn.close(200, "done".into()).await;
-                print_row(
-                    round,
-                    way,
-                    "plain lapin, pipelined (no rewrite)",
-                    (t, n),
-                    cli,
-                    brk,
-                );
-                f.raw.push(rate(n, t));
-                f.broker_cpu_raw.push(brk);
+            // The bare movers go last in odd rounds and first in even ones: the figures are
+            // compared round by round, and neither side always follows the other's backlog.
+            if o.raw && round % 2 == 1 {
+                raw_rounds(b, &conn, o, round, way, f, &broker_cpu).await?;
             }
         }
     }
@@ -1068,7 +1160,7 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
     }
     if let Some(naive_n) = o.naive {
         purge(&conn).await?;
-        fill(&conn, naive_n, o.body, true).await?;
+        fill(&conn, naive_n, o.body, o.persistent).await?;
         let t = naive_round(&conn, naive_n).await?;
         println!(
             "{:<6} {:<34} {:<36} {:>8.3} {:>9.0}   ({naive_n} messages)",
@@ -1119,6 +1211,31 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                     stats(&f.broker_cpu_cli).0
                 );
             }
+            // Round by round: each ratio is of two runs minutes apart, not of two medians
+            // taken across a drifting machine.
+            println!(
+                "  {:<34} per round (median, min–max): warren whole / plain lapin {}; replay alone / plain lapin {}",
+                "",
+                ratio_line(&f.warren, &f.raw),
+                ratio_line(&f.warren_run, &f.raw)
+            );
+            if !f.raw_process.is_empty() && !f.cli.is_empty() {
+                println!(
+                    "  {:<34} per round (median, min–max): `warren replay` / plain lapin as a process {}; broker CPU per message, warren's over the process's {}",
+                    "",
+                    ratio_line(&f.cli, &f.raw_process),
+                    ratio_line(&f.broker_cpu_cli, &f.broker_cpu_raw_process)
+                );
+            }
+            if !f.raw_process.is_empty() && !f.cli.is_empty() {
+                let (rp, rpl, rph, _) = stats(&f.raw_process);
+                println!(
+                    "  {:<34} plain lapin as a process {rp:.0} msg/s ({rpl:.0}–{rph:.0}); `warren replay` / it = {:.2}×; broker {:.1} µs per message under it",
+                    "",
+                    stats(&f.cli).0 / rp,
+                    stats(&f.broker_cpu_raw_process).0
+                );
+            }
         }
         println!(
             "  {:<34} CPU per message: warren {:.1} µs; broker {:.1} µs under warren, {:.1} µs under the shovel",
@@ -1146,6 +1263,59 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
     let _ = std::fs::remove_file(&store_path);
     let _ = std::fs::remove_dir_all(&cli_dir);
     let _ = conn.close(200, "bench done".into()).await;
+    Ok(())
+}
+
+/// `--raw`: the bare mover in this process, and with `--cli` as a process of its own, each on a
+/// fresh fill; their figures go into `f` beside Warren's of the same round.
+async fn raw_rounds(
+    b: &Bench,
+    conn: &Connection,
+    o: &Opts,
+    round: usize,
+    way: Way,
+    f: &mut Figures,
+    broker_cpu: &dyn Fn() -> f64,
+) -> Result<()> {
+    let n = o.n;
+    purge(conn).await?;
+    fill(conn, n, o.body, o.persistent).await?;
+    quiet(broker_cpu).await;
+    let pconn = b.connect().await?;
+    let cpu0 = cpu_seconds("self");
+    let c0 = broker_cpu();
+    let t = raw_round(conn, &pconn, n).await?;
+    let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
+    let cli = (cpu_seconds("self") - cpu0) * 1e6 / f64::from(n);
+    let _ = pconn.close(200, "done".into()).await;
+    print_row(
+        round,
+        way,
+        "plain lapin, pipelined (no rewrite)",
+        (t, n),
+        cli,
+        brk,
+    );
+    f.raw.push(rate(n, t));
+    f.broker_cpu_raw.push(brk);
+    if o.cli {
+        purge(conn).await?;
+        fill(conn, n, o.body, o.persistent).await?;
+        quiet(broker_cpu).await;
+        let c0 = broker_cpu();
+        let (t, cpu) = raw_process_round(b, n).await?;
+        let brk = (broker_cpu() - c0) * 1e6 / f64::from(n);
+        print_row(
+            round,
+            way,
+            "plain lapin as a process (spawn→exit)",
+            (t, n),
+            cpu * 1e6 / f64::from(n),
+            brk,
+        );
+        f.raw_process.push(rate(n, t));
+        f.broker_cpu_raw_process.push(brk);
+    }
     Ok(())
 }
 
@@ -1183,7 +1353,12 @@ async fn cli_round(b: &Bench, dir: &std::path::Path, n: u32) -> Result<(Duration
         .args(b.warren_args())
         .args(["--create-audit-stream", "replay", "dlq", "--yes"])
         .env("WARREN_STORE", dir.join("warren.db"))
-        .env("WARREN_LOG_DIR", dir)
+        // A log directory given to the bench is the child's too (its step timings at
+        // `WARREN_LOG=warren=debug`); the rounds' scratch one otherwise.
+        .env(
+            "WARREN_LOG_DIR",
+            std::env::var_os("WARREN_LOG_DIR").unwrap_or_else(|| dir.as_os_str().to_owned()),
+        )
         .stdin(std::process::Stdio::null())
         .output()
         .await
