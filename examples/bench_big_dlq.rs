@@ -54,9 +54,10 @@ fn peak_mib() -> f64 {
     kib as f64 / 1024.0
 }
 
-/// The heap as the allocator sees it (glibc's `mallinfo2`, every arena): bytes handed out
-/// and bytes the arenas hold, in MiB; with the resident size now, it says how much of the peak
-/// is live data and how much the allocator keeps.
+/// The resident size now, and glibc's heap (`mallinfo2`, every arena: bytes handed out and
+/// bytes the arenas hold, in MiB). Warren's own allocations go through mimalloc (lib.rs), so
+/// glibc's heap is only what C code (SQLite) and the C library take directly; the rest of the
+/// resident size is mimalloc's.
 fn heap_now() -> String {
     // SAFETY: mallinfo2 only reads the allocator's counters.
     let m = unsafe { libc::mallinfo2() };
@@ -68,7 +69,7 @@ fn heap_now() -> String {
         .unwrap_or(0.0);
     let mib = |b: usize| b as f64 / 1024.0 / 1024.0;
     format!(
-        "resident {:.0} MiB, heap in use {:.0} MiB, arenas {:.0} MiB (free in them {:.0}), mmapped {:.0} MiB",
+        "resident {:.0} MiB; glibc heap in use {:.0} MiB, arenas {:.0} MiB (free in them {:.0}), mmapped {:.0} MiB",
         pages * 4096.0 / 1024.0 / 1024.0,
         mib(m.uordblks + m.hblkhd),
         mib(m.arena),
@@ -214,6 +215,8 @@ async fn fill(conn: &Connection, n: u32, body: usize) -> Result<()> {
 }
 
 fn main() -> Result<()> {
+    // As the binary runs (`cli::main`).
+    warren::tune_allocator();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rt = tokio::runtime::Runtime::new()?;
     if args.first().map(String::as_str) == Some("--measure") {

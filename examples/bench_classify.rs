@@ -33,6 +33,8 @@ fn delivery(i: u64) -> lapin::message::Delivery {
 }
 
 fn main() {
+    // As the binary runs (`cli::main`).
+    warren::tune_allocator();
     let job = Job {
         action: Action::Replay,
         dlq: "dlq".into(),

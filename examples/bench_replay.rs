@@ -833,6 +833,8 @@ fn opts() -> Result<Opts> {
 }
 
 fn main() -> Result<()> {
+    // As the binary runs (`cli::main`).
+    warren::tune_allocator();
     if std::env::var_os("BENCH_RAW_CHILD").is_some() {
         return tokio::runtime::Builder::new_multi_thread()
             .enable_all()

@@ -150,6 +150,8 @@ fn made_in_idle(st: &mut State, term: &mut Terminal<TestBackend>) {
 }
 
 fn main() {
+    // As the binary runs (`cli::main`).
+    warren::tune_allocator();
     let now = Timestamp::now();
     let header = SnapshotHeader {
         queue: "orders.dlq".into(),

@@ -67,6 +67,7 @@ const THREAD_STACK: usize = 64 << 20;
 
 /// Runs Warren and returns the process exit code.
 pub fn main() -> i32 {
+    crate::tune_allocator();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
