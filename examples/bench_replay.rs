@@ -623,12 +623,7 @@ async fn raw_process_round(b: &Bench, n: u32) -> Result<(Duration, f64)> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let conn = b.connect().await?;
-    let moved = depth(&conn, "work").await?;
-    let _ = conn.close(200, "counted".into()).await;
-    if moved != n {
-        bail!("the bare mover moved {moved} of {n}");
-    }
+    all_moved(b, n, "the bare mover", "").await?;
     Ok((took, children_cpu() - c0))
 }
 
@@ -646,11 +641,11 @@ fn rate(n: u32, d: Duration) -> f64 {
     f64::from(n) / d.as_secs_f64()
 }
 
-/// User + system CPU of a process (`"self"` or a PID), in seconds, from `/proc/PID/stat`.
 /// Waits (up to 10 s) until the broker has used under a quarter of a core for 250 ms: the
 /// persistent fill and the last run's clean-up (its message store's compaction, its disk
-/// writes) are over, so no run is charged with the one before it. Without it the broker's CPU
-/// per message swung 65–97 µs between runs of the same mover.
+/// writes) are over, so no run is charged with the one before it. It did not narrow the spread
+/// measured with persistent fills (the broker's CPU per message 65–107 µs between runs of one
+/// mover, with it); transient fills (`BENCH_PERSISTENT=0`) did.
 async fn quiet(broker_cpu: &dyn Fn() -> f64) {
     let until = Instant::now() + Duration::from_secs(10);
     while Instant::now() < until {
@@ -662,6 +657,7 @@ async fn quiet(broker_cpu: &dyn Fn() -> f64) {
     }
 }
 
+/// User + system CPU of a process (`"self"` or a PID), in seconds, from `/proc/PID/stat`.
 fn cpu_seconds(pid: &str) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
@@ -1373,13 +1369,19 @@ async fn cli_round(b: &Bench, dir: &std::path::Path, n: u32) -> Result<(Duration
     if err.contains("not written") || err.contains("NOT COMPLETE") {
         bail!("warren replay's audit was not all written: {err}");
     }
+    all_moved(b, n, "warren replay", &err).await?;
+    Ok((took, children_cpu() - c0))
+}
+
+/// Fails unless `work` holds all `n` messages that `who` moved (`said`: what it printed).
+async fn all_moved(b: &Bench, n: u32, who: &str, said: &str) -> Result<()> {
     let conn = b.connect().await?;
     let moved = depth(&conn, "work").await?;
     let _ = conn.close(200, "counted".into()).await;
     if moved != n {
-        bail!("warren replay moved {moved} of {n}: {err}");
+        bail!("{who} moved {moved} of {n}: {said}");
     }
-    Ok((took, children_cpu() - c0))
+    Ok(())
 }
 
 /// CPU seconds of this process's children that have been waited for.
