@@ -1224,8 +1224,6 @@ async fn run(b: &Bench, o: &Opts) -> Result<()> {
                     ratio_line(&f.cli, &f.raw_process),
                     ratio_line(&f.broker_cpu_cli, &f.broker_cpu_raw_process)
                 );
-            }
-            if !f.raw_process.is_empty() && !f.cli.is_empty() {
                 let (rp, rpl, rph, _) = stats(&f.raw_process);
                 println!(
                     "  {:<34} plain lapin as a process {rp:.0} msg/s ({rpl:.0}–{rph:.0}); `warren replay` / it = {:.2}×; broker {:.1} µs per message under it",
