@@ -106,18 +106,20 @@ impl Session {
         spec: &ReplaySpec,
         remember: impl FnOnce(&[String]) -> Remembered,
     ) -> Result<Preview, SessionError> {
+        // Only an unread plan of all of the queue without `--to` asks who feeds it.
+        let all_unread = checks_as_met(spec);
         // The redirects and the discovery are independent reads: side by side.
         let ((redirects, unreadable), discovery) = tokio::join!(self.plan_redirects(), async {
-            // Only an unread plan of all of the queue without `--to` asks who feeds it.
-            match checks_as_met(spec) {
-                true => Some(self.discover().await),
-                false => None,
+            if all_unread {
+                Some(self.discover().await)
+            } else {
+                None
             }
         });
         let discovery = discovery.transpose()?;
         let mut looked = match known_target(spec, &redirects, discovery.as_ref()) {
             Some((target, why)) => self.unread(spec, Some(target), why).await?,
-            None if checks_as_met(spec) => {
+            None if all_unread => {
                 let mut looked = self.unread(spec, None, CHECKED_AS_MET.to_string()).await?;
                 looked.p.checked_as_met = true;
                 looked

@@ -26,9 +26,11 @@ impl Session {
         );
         match (consume, publish) {
             (Ok(c), Ok(p)) => Ok((c, p)),
-            // The one that opened is closed, not left to the broker's heartbeat.
+            // The one that opened is closed, not left to the broker's heartbeat; a broker that
+            // does not answer the close is not waited for.
             (Ok(open), Err(e)) | (Err(e), Ok(open)) => {
-                let _ = open.close(200, "the other connection failed".into()).await;
+                let closing = open.close(200, "the other connection failed".into());
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(2), closing).await;
                 Err(e.to_string())
             }
             (Err(e), Err(_)) => Err(e.to_string()),
