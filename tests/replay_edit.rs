@@ -91,6 +91,15 @@ async fn an_edited_message_is_replayed_as_edited_with_its_original_archived_firs
         assert_ne!(ro.code, Some(0), "{label}: {ro}");
         assert!(!marker.exists(), "{label}: read-only opened the editor");
         untouched(&conn, &label).await;
+        // A dry run too (issue 38: it opened the editor and exited 0).
+        let ro = edit_run(&vhost, &home, &spy, &["--read-only", "--dry-run"]).await;
+        assert_eq!(ro.code, Some(1), "{label}: {ro}");
+        assert!(ro.stderr.contains("read-only"), "{label}: {ro}");
+        assert!(
+            !marker.exists(),
+            "{label}: a read-only dry run opened the editor"
+        );
+        untouched(&conn, &label).await;
 
         // o-2's order changed from "x" to 5: only o-2 moves, as edited.
         let change = editor(

@@ -68,7 +68,8 @@ pub async fn prepare<'s>(
     // Read-only is decided before anything is read for a run: no channel is ever put in
     // confirm mode or published on.
     let mut steps = crate::broker::steps::Steps::new("replay");
-    if !req.dry_run {
+    // An edit is refused before any editor opens, a dry run's too: read-only edits nothing.
+    if !req.dry_run || req.edit.is_some() {
         rights::admit(s, Act::Replay).await.map_err(Stop::Refused)?;
     }
     steps.done("rights");
