@@ -343,6 +343,7 @@ async fn ask(
     let cmd = Command::Redirect {
         vhost: vhost.into(),
         change,
+        create_stream: None,
     };
     tx.send(cmd).await.unwrap();
     loop {
@@ -572,8 +573,9 @@ async fn the_home_refuses_a_viewer_first_and_creates_nothing_without_consent() {
         let s = common::session_as(&vh, home.dir.join("config.toml"), None).await;
         let mut front = Refusing::default();
         let r = redirect::add(&s, &req, &mut front).await;
+        // Nobody could answer: the question goes back, naming what would be created.
         assert!(
-            matches!(&r, Err(Stop::Refused(why)) if why.contains("not allowed to create")),
+            matches!(&r, Err(Stop::Unanswered(q)) if q.contains("warren.redirects") && q.contains("warren.audit")),
             "{label}: {r:?}"
         );
         assert_eq!(front.asked, ["stream"], "{label}");
@@ -613,7 +615,9 @@ async fn a_restore_that_replays_follows_a_redirect() {
     }
 }
 
-/// The real TUI in tmux: `:redirect add` says what it did, the replay modal's target line says
+/// The real TUI in tmux, on a context that neither allows nor forbids creating streams:
+/// `:redirect add` asks first (issue 38: it used to fail without asking), `n` keeps nothing,
+/// `y` creates the streams and says what it did; the replay modal's target line says
 /// "orders.v2 (redirected from orders: …)", and Enter moves all three there.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_tui_on_a_terminal_redirects_its_replay() {
@@ -624,7 +628,7 @@ async fn the_tui_on_a_terminal_redirects_its_replay() {
         std::fs::write(
             &config,
             format!(
-                "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_REDIRECT_PASSWORD\"\ncreate_audit_stream = true\n",
+                "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_REDIRECT_PASSWORD\"\n",
                 b.mgmt_base(),
                 b.host,
                 b.amqp_port,
@@ -642,11 +646,25 @@ async fn the_tui_on_a_terminal_redirects_its_replay() {
         let t = tmux_util::Tmux::open(&cmd, None, 200, 40);
         let wait = std::time::Duration::from_secs(30);
         t.wait_for("orders.dlq", wait);
-        t.keys(&[
-            ":",
-            &format!("redirect add orders orders.v2 {REASON}"),
-            "Enter",
-        ]);
+        let add = format!("redirect add orders orders.v2 {REASON}");
+        t.keys(&[":", &add, "Enter"]);
+        let asked = t.wait_for("Create it first?", wait);
+        assert!(
+            asked.contains("warren.redirects") && asked.contains("Enter (or y)"),
+            "{label}: {asked}"
+        );
+        t.keys(&["n"]);
+        t.wait_for("nothing created, nothing changed", wait);
+        let queues = vh
+            .get_json(&format!("/api/queues/{}", common::enc(&vh.name)))
+            .await;
+        assert!(
+            !queues.to_string().contains("warren.redirects"),
+            "{label}: nothing created after n"
+        );
+        t.keys(&[":", &add, "Enter"]);
+        t.wait_for("Create it first?", wait);
+        t.keys(&["y"]);
         t.wait_for("redirected: replays bound for orders go to orders.v2", wait);
         t.keys(&["Enter"]);
         t.wait_for("Rejected", wait);

@@ -105,6 +105,8 @@ mod store_audit;
 mod store_seen;
 #[path = "triage_cli.rs"]
 mod triage_cli;
+#[path = "trust_cancel.rs"]
+mod trust_cancel;
 #[path = "trust_destination.rs"]
 mod trust_destination;
 #[path = "trust_input.rs"]

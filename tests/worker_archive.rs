@@ -162,7 +162,7 @@ fn worker_on(
 ) -> (
     mpsc::Sender<Command>,
     mpsc::Receiver<Report>,
-    tokio::task::JoinHandle<()>,
+    tokio::task::JoinHandle<Option<warren::worker::protocol::ReplayOutcome>>,
 ) {
     worker_in(vhost, home, label, "archive_create = true\n")
 }
@@ -177,7 +177,7 @@ fn worker_in(
 ) -> (
     mpsc::Sender<Command>,
     mpsc::Receiver<Report>,
-    tokio::task::JoinHandle<()>,
+    tokio::task::JoinHandle<Option<warren::worker::protocol::ReplayOutcome>>,
 ) {
     let config = format!(
         "[contexts.c]\nmanagement_urls = [\"{}\"]\namqp_urls = [\"amqp://{}:{}\"]\nvhost = \"{}\"\nusername = \"guest\"\npassword_env = \"WARREN_TEST_ARCHIVE_PASSWORD\"\n{more}",

@@ -62,7 +62,7 @@ type Worker = (
     lapin::Channel,
     mpsc::Sender<Command>,
     mpsc::Receiver<Report>,
-    tokio::task::JoinHandle<()>,
+    tokio::task::JoinHandle<Option<warren::worker::protocol::ReplayOutcome>>,
 );
 
 /// Three dead letters in `dlq` of a fresh vhost, and the TUI's worker on a context `c` whose

@@ -9,8 +9,10 @@
 use jiff::Timestamp;
 
 use super::audit::{self, AuditStream, Consent, Kept};
+use super::management::ManagementError;
 use super::session::Session;
 use crate::domain::redirect::{self, Entry, RedirectRecord, Redirects};
+use crate::domain::sanitize::one_line;
 use crate::store::AuditEnvelope;
 
 /// The audit kind of a redirect's entries.
@@ -70,10 +72,7 @@ pub async fn keep(
         ));
     };
     let kept = Kept {
-        creation: format!(
-            "Warren keeps redirects on the broker, so the whole rota replays through the same ones: it will create the stream '{name}' in vhost '{}' (durable, no max-age: a redirect stays until it is removed; needs configure permission)",
-            s.vhost()
-        ),
+        creation: creation_text(s, &name),
         name,
         what: "redirect stream",
         max_age: None,
@@ -85,6 +84,25 @@ pub async fn keep(
         .append(KIND, event, &audit::new_run_id(Timestamp::now()), rec)
         .await
         .map_err(|e| format!("{e}; nothing changed"))
+}
+
+/// What Warren would create to keep a redirect, in the operator's words.
+fn creation_text(s: &Session, name: &str) -> String {
+    format!(
+        "Warren keeps redirects on the broker, so the whole rota replays through the same ones: it will create the stream '{}' in vhost '{}' (durable, no max-age: a redirect stays until it is removed; needs configure permission)",
+        one_line(name, 100),
+        one_line(s.vhost(), 100)
+    )
+}
+
+/// The question a change must have answered first: the redirect stream is missing, so keeping
+/// the change creates it. `None`: it exists, or it cannot be looked up (keeping then says why).
+pub async fn creation_question(s: &Session) -> Option<String> {
+    let name = stream_name(s)?;
+    match s.mgmt.queue(s.vhost(), &name).await {
+        Err(ManagementError::NoQueue { .. }) => Some(creation_text(s, &name)),
+        _ => None,
+    }
 }
 
 /// Puts one change on the audit stream, as every change is. Returns what the operator should

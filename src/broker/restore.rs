@@ -642,6 +642,23 @@ impl Outcome {
     pub fn completed(&self) -> bool {
         crate::domain::outcome::RunOutcome::parse(&self.audit.outcome).is_completed()
     }
+
+    /// The summary's lines, as `warren restore` prints them (and the TUI on its way out).
+    pub fn lines(&self) -> Vec<String> {
+        use crate::domain::sanitize::one_line;
+        let mut out = vec![format!(
+            "restored {}, failed {}",
+            self.restored(),
+            self.failed()
+        )];
+        for (why, n) in &self.problems {
+            out.push(format!("  ! {n} × {}", one_line(why, 300)));
+        }
+        if !self.completed() {
+            out.push(one_line(&self.audit.outcome, 600));
+        }
+        out
+    }
 }
 
 /// Remembers restored messages (by their references) in `st` under the archive's `key`, by the

@@ -310,12 +310,8 @@ fn say_restored(out: &restore::Outcome, json: bool) -> Result<i32, Failure> {
             "outcome": out.audit.outcome,
         }));
     } else {
-        crate::errln!("restored {}, failed {}", out.restored(), out.failed());
-        for (why, n) in &out.problems {
-            crate::errln!("  ! {n} × {}", one_line(why, 300));
-        }
-        if !out.completed() {
-            crate::errln!("{}", one_line(&out.audit.outcome, 600));
+        for line in out.lines() {
+            crate::errln!("{line}");
         }
     }
     Ok(if out.completed() {

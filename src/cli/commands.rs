@@ -508,8 +508,13 @@ async fn run_tui(source: Source, tui: Tui) -> Result<i32, Failure> {
     }
     let result = crate::tui::run::run(ev_rx, cmd_tx, state, unlock).await;
     // The UI dropped its sender: the worker settles any replay in flight and ends.
-    let code =
-        crate::tui::stop::settle(worker, crate::tui::run::stopped_by(&result), exit::OK).await;
+    let code = crate::tui::stop::settle(
+        worker,
+        crate::tui::run::stopped_by(&result),
+        exit::OK,
+        exit::FAILED,
+    )
+    .await;
     result
         .map(|_| code)
         .map_err(|e| Failure::failed(format!("{e:#}")))
@@ -693,6 +698,9 @@ pub(crate) fn stopped(stop: ops::Stop) -> Result<i32, Failure> {
         ops::Stop::DryRun => Ok(exit::OK),
         // The front end said "nothing moved" when the operator said no.
         ops::Stop::Declined => Ok(exit::FAILED),
+        ops::Stop::Unanswered(question) => Err(Failure::failed(format!(
+            "{question}: answer yes on a terminal, pass --create-audit-stream, or set create_audit_stream = true in the context; nothing changed"
+        ))),
         ops::Stop::Refused(why) => Err(Failure::failed(why)),
         ops::Stop::Usage(why) => Err(Failure::usage(why)),
         ops::Stop::Broker(why) => Err(Failure::broker(why)),

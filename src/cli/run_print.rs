@@ -136,59 +136,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
         }));
         return;
     }
-    crate::errln!(
-        "moved {}, returned {}, failed {}, remaining {}",
-        p.moved,
-        p.returned,
-        p.failed,
-        p.remaining
-    );
-    for (t, n) in &sum.counts.targets {
-        crate::errln!("  {n:>6} → {}", one_line(t, 120));
-    }
-    for (why, n) in &sum.counts.problems {
-        crate::errln!("  ! {n} × {}", one_line(why, 300));
-    }
-    for (why, n) in &sum.counts.kept {
-        crate::errln!("  kept {n} × {}", one_line(why, 300));
-    }
-    if sum.replayed_before > 0 {
-        crate::errln!(
-            "  ! {} of them were replayed before and failed again",
-            sum.replayed_before
-        );
-    }
-    if sum.counts.duplicated > 0 {
-        if sum.counts.duplicated == sum.counts.duplicated_certain {
-            crate::errln!(
-                "  ! {} message(s) reached their target but were not acknowledged in the DLQ: they are in both places now",
-                sum.counts.duplicated
-            );
-        } else {
-            crate::errln!(
-                "  ! up to {} message(s) may be in both the target and the DLQ ({} certainly): they reached the target or may have, and their removal from the DLQ was not confirmed",
-                sum.counts.duplicated,
-                sum.counts.duplicated_certain
-            );
-        }
-    }
-    for why in &sum.reconnected {
-        crate::errln!(
-            "  ! reconnected to the next node after: {}",
-            one_line(why, 300)
-        );
-    }
-    if let Some(why) = &sum.counts.forced {
-        crate::errln!(
-            "  ! {}: unacknowledged messages go back to the dead-letter queue when the connection closes",
-            one_line(why, 300)
-        );
-    }
-    if let Some(c) = &sum.canary {
-        crate::errln!("{}", one_line(&c.words(), 600));
-    }
-    crate::errln!("{}", one_line(&sum.stop.to_string(), 600));
-    if !crate::domain::outcome::RunOutcome::parse(outcome).is_completed() {
-        crate::errln!("{}", one_line(outcome, 600));
+    for line in sum.lines() {
+        crate::errln!("{line}");
     }
 }

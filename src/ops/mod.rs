@@ -30,6 +30,9 @@ pub enum Stop {
     Broker(String),
     /// Reading `queue` again would spend quorum deliveries and nobody accepted the cost.
     ReadCost { queue: String, text: String },
+    /// A question this front end could not ask in the middle of the work (the TUI's worker):
+    /// nothing changed; the front end asks it and tries again with the answer.
+    Unanswered(String),
     /// The operator said no.
     Declined,
     /// A dry run: the plan was shown, nothing moved.

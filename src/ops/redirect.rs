@@ -7,6 +7,7 @@
 
 use super::rights::{self, Act};
 use super::{Front, Stop};
+use crate::broker::audit::Consent;
 use crate::broker::management::ManagementError;
 use crate::broker::redirects;
 use crate::broker::session::Session;
@@ -88,7 +89,24 @@ async fn change(
     rec: RedirectRecord,
     front: &mut dyn Front,
 ) -> Result<Changed, Stop> {
-    let consent = front.audit_consent(s.target.audit.create);
+    let configured = s.target.audit.create;
+    let consent = front.audit_consent(configured);
+    // Nobody could be asked here (the TUI's worker, or no terminal): the question, with every
+    // stream the change would create (the redirect stream, the audit stream for its record),
+    // goes back to the front end before anything is created or kept.
+    if matches!(consent, Consent::Refuse) && configured.is_none() {
+        let (redirect_stream, audit_stream) = tokio::join!(
+            redirects::creation_question(s),
+            crate::broker::audit::stream_to_ask_about(s)
+        );
+        let questions: Vec<String> = [redirect_stream, audit_stream]
+            .into_iter()
+            .flatten()
+            .collect();
+        if !questions.is_empty() {
+            return Err(Stop::Unanswered(questions.join("; and ")));
+        }
+    }
     redirects::keep(s, event, &rec, consent)
         .await
         .map_err(Stop::Refused)?;

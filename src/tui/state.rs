@@ -608,6 +608,16 @@ pub enum Overlay {
     Edit(Box<super::edit::EditModal>),
     /// The context picker (`:ctx` with no name).
     Contexts(super::picker::ContextPicker),
+    /// A question an operation sent back before changing anything (`Report::Question`).
+    Question(Box<Question>),
+}
+
+/// A question from an operation's home (creating the redirect stream): Enter or `y` sends
+/// `yes`, Esc or `n` leaves everything as it was.
+#[derive(Clone, Debug)]
+pub struct Question {
+    pub text: String,
+    pub yes: crate::worker::protocol::Command,
 }
 
 #[derive(Clone, Debug)]

@@ -10,6 +10,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::worker::protocol::ReplayOutcome;
+
 /// How long the terminal may take to be restored: after a hangup a write to it can fail, and
 /// must never keep Warren from settling.
 pub(crate) const RESTORE_LIMIT: Duration = Duration::from_secs(1);
@@ -110,10 +112,22 @@ pub(crate) fn restore_within(limit: Duration) {
 /// from the kernel and from tmux or sshd, so a second SIGHUP is not a second request) and the exit code is 128 + the signal's number;
 /// otherwise it is `ok`. What happened is logged and said on stderr (which a hangup may have
 /// taken away: the log file still has it).
-pub async fn settle(worker: JoinHandle<()>, stopped_by: Option<Stop>, ok: i32) -> i32 {
+///
+/// A run the quit or the signal cut short is said as `warren replay` would say it (its summary,
+/// from the broker's counts), and a quit then exits `failed` unless the run still completed.
+pub async fn settle(
+    worker: JoinHandle<Option<ReplayOutcome>>,
+    stopped_by: Option<Stop>,
+    ok: i32,
+    failed: i32,
+) -> i32 {
     let Some(stop) = stopped_by else {
-        let _ = worker.await;
-        return ok;
+        let cut = worker.await.ok().flatten();
+        say_cut(cut.as_ref());
+        return match cut {
+            Some(run) if !run.completed() => failed,
+            _ => ok,
+        };
     };
     tracing::warn!(
         "{}: stopping; cancelling the run in progress, if any, and settling it",
@@ -132,10 +146,14 @@ pub async fn settle(worker: JoinHandle<()>, stopped_by: Option<Stop>, ok: i32) -
         }
         std::future::pending::<()>().await
     };
-    let settled = tokio::select! {
-        r = tokio::time::timeout(SETTLE_LIMIT, worker) => r.is_ok(),
-        () = insist => false,
+    let (settled, cut) = tokio::select! {
+        r = tokio::time::timeout(SETTLE_LIMIT, worker) => match r {
+            Ok(joined) => (true, joined.ok().flatten()),
+            Err(_) => (false, None),
+        },
+        () = insist => (false, None),
     };
+    say_cut(cut.as_ref());
     let said = if settled {
         format!(
             "warren: stopped by {}; a run in progress was cancelled and settled (see `warren audit`)",
@@ -151,6 +169,15 @@ pub async fn settle(worker: JoinHandle<()>, stopped_by: Option<Stop>, ok: i32) -
     tracing::warn!("{said}");
     crate::errln!("{said}");
     stop.exit_code()
+}
+
+/// Prints the summary of the run a quit or a signal cut short, when there was one.
+fn say_cut(cut: Option<&ReplayOutcome>) {
+    let Some(run) = cut else { return };
+    for line in &run.words {
+        tracing::warn!("the run cut short by quitting: {line}");
+        crate::errln!("{line}");
+    }
 }
 
 #[cfg(test)]

@@ -78,12 +78,13 @@ struct Shell {
 
 /// Runs until `Command::Quit` or until the UI drops its sender. Every piece of network work runs
 /// in a task that reports back here; this loop only decides (see `plan`) and so acts on a
-/// cancel or a quit at once.
+/// cancel or a quit at once. Returns how the run in flight at the quit ended, if one was: the
+/// UI is gone by then, so the caller says it.
 pub async fn run(
     source: Source,
     mut commands: mpsc::Receiver<Command>,
     events: mpsc::Sender<Report>,
-) {
+) -> Option<protocol::ReplayOutcome> {
     let (done, mut reports) = mpsc::channel(64);
     let (mut plan, overrides) = match source {
         Source::Broker(o) => (Plan::broker(), Some(o)),
@@ -118,15 +119,31 @@ pub async fn run(
     }
     // Quitting mid-replay: cancel and let the engine settle what is in flight before exit
     // (its audit record is finished in the task). Reports are drained so no task waits on them.
-    if let Some((task, cancel)) = shell.replay.take() {
-        let _ = cancel.send(true);
-        tokio::pin!(task);
-        loop {
-            tokio::select! {
-                _ = &mut task => break,
-                _ = reports.recv() => {}
-            }
+    let (task, cancel) = shell.replay.take()?;
+    let _ = cancel.send(true);
+    tokio::pin!(task);
+    let mut cut = None;
+    loop {
+        tokio::select! {
+            _ = &mut task => break,
+            Some(done) = reports.recv() => cut = run_end(done).or(cut),
         }
+    }
+    // The task hands its end over before it finishes.
+    while let Ok(done) = reports.try_recv() {
+        cut = run_end(done).or(cut);
+    }
+    cut
+}
+
+/// The end of a run among a finished task's reports.
+fn run_end(done: Done) -> Option<protocol::ReplayOutcome> {
+    match done {
+        Done::Finished { events, .. } => events.into_iter().find_map(|e| match e {
+            Report::ReplayFinished(o) => Some(o),
+            _ => None,
+        }),
+        Done::Connected { .. } => None,
     }
 }
 
@@ -431,12 +448,20 @@ async fn perform(
                 Err(e) => (vec![fail(&e)], None),
             }
         }
-        (Work::Redirect { vhost, change }, Backend::Broker(ss)) => {
-            match session_of(&ss, &vhost).await {
-                Ok(s) => (redirect::run(&s, change, ticket, ops).await, None),
-                Err(e) => (vec![fail(&e)], None),
-            }
-        }
+        (
+            Work::Redirect {
+                vhost,
+                change,
+                create_stream,
+            },
+            Backend::Broker(ss),
+        ) => match session_of(&ss, &vhost).await {
+            Ok(s) => (
+                redirect::run(&s, (change, create_stream), ticket, ops).await,
+                None,
+            ),
+            Err(e) => (vec![fail(&e)], None),
+        },
         (Work::Replays, Backend::Broker(ss)) => (vec![replays(&ss, ticket).await], None),
         (Work::Discover, Backend::Contexts(cs)) => {
             (contexts::discover(&cs, ticket, ops).await, None)

@@ -95,6 +95,7 @@ pub enum Work {
     Redirect {
         vhost: String,
         change: super::protocol::RedirectChange,
+        create_stream: Option<bool>,
     },
     /// Keep or forget notes on groups (the store, and the broker's audit for a kept one).
     Notes(NoteWork),
@@ -301,8 +302,16 @@ impl<S: Clone> Plan<S> {
             Command::Redirect { .. } if self.snapshot => {
                 self.error("redirects are kept on a broker (a snapshot is read-only)")
             }
-            Command::Redirect { vhost, change } => {
-                self.request(Work::Redirect { vhost, change })
+            Command::Redirect {
+                vhost,
+                change,
+                create_stream,
+            } => {
+                self.request(Work::Redirect {
+                    vhost,
+                    change,
+                    create_stream,
+                })
             }
             Command::SetGroupNote { .. } if self.snapshot => self.error(
                 "a note belongs to a broker's queue: open the broker, not a snapshot, to write one",
@@ -613,6 +622,7 @@ impl<S: Clone> Plan<S> {
                 cancelled: true,
                 error: None,
                 summary: Vec::new(),
+                words: vec!["cancelled before it started: nothing moved".into()],
             }))],
             _ => Vec::new(),
         }
@@ -705,6 +715,7 @@ pub fn replay_failed(req: &ReplayRequest, why: &str) -> Report {
         cancelled: false,
         error: Some(why.to_string()),
         summary: Vec::new(),
+        words: vec![why.to_string()],
     })
 }
 
@@ -1178,6 +1189,7 @@ mod tests {
             Command::Redirect {
                 vhost: "/".into(),
                 change: crate::worker::protocol::RedirectChange::List,
+                create_stream: None,
             },
         ] {
             let a = p.command(cmd);

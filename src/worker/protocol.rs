@@ -64,6 +64,9 @@ pub enum Command {
     Redirect {
         vhost: String,
         change: RedirectChange,
+        /// The operator's answer to creating the redirect stream (`Report::Question`), once
+        /// asked: `None` until then.
+        create_stream: Option<bool>,
     },
     /// The recorded replays, local and on the broker, with what came back after each (answer:
     /// `Report::ReplaysLoaded`).
@@ -223,6 +226,13 @@ pub struct Listed {
 /// What the worker tells the UI. It never touches UI state; it only sends these.
 #[derive(Clone, Debug)]
 pub enum Report {
+    /// A question an operation could not ask while working (`ops::Stop::Unanswered`): nothing
+    /// changed; the UI asks it, and on yes sends `yes` (the same command with the answer).
+    Question {
+        text: String,
+        yes: Box<Command>,
+        ticket: Ticket,
+    },
     /// The vhost's queues, with who we are and what we talk to.
     QueuesLoaded {
         overview: Overview,
@@ -585,4 +595,14 @@ pub struct ReplayOutcome {
     /// A dry run's answer: what the replay would do, in the words of `warren replay --dry-run`
     /// (`broker::session::Preview::describe`).
     pub summary: Vec<String>,
+    /// A run's summary in the command line's words (`Summary::lines`): what Warren prints on its
+    /// way out when the operator quit while the run went on.
+    pub words: Vec<String>,
+}
+
+impl ReplayOutcome {
+    /// Every selected message was dealt with: nothing cancelled, failed or left.
+    pub fn completed(&self) -> bool {
+        !self.cancelled && self.error.is_none()
+    }
 }

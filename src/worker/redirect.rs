@@ -3,20 +3,25 @@
 
 use super::front::TuiFront;
 use super::ops::Ops;
-use super::protocol::{Failure, OperationKind, RedirectChange, Report, Ticket};
+use super::protocol::{Command, Failure, OperationKind, RedirectChange, Report, Ticket};
 use super::runs::stop_text;
 use crate::broker::session::Session;
 use crate::domain::sanitize::one_line;
+use crate::ops::Stop;
 use crate::ops::redirect::{self, AddRequest, RemoveRequest};
 
 pub(super) async fn run(
     s: &Session,
-    change: RedirectChange,
+    (change, create_stream): (RedirectChange, Option<bool>),
     ticket: Ticket,
     ops: &Ops,
 ) -> Vec<Report> {
-    let mut front = TuiFront::default();
+    let mut front = TuiFront {
+        create_audit: create_stream,
+        ..TuiFront::default()
+    };
     let vhost = one_line(s.vhost(), 60);
+    let asked = change.clone();
     let done = match change {
         RedirectChange::List => {
             return match redirect::list(s).await {
@@ -41,6 +46,19 @@ pub(super) async fn run(
     };
     let changed = match done {
         Ok(c) => c,
+        // Asked in the UI, then tried again with the answer.
+        Err(Stop::Unanswered(text)) => {
+            let yes = Command::Redirect {
+                vhost: s.vhost().to_string(),
+                change: asked,
+                create_stream: Some(true),
+            };
+            return vec![Report::Question {
+                text,
+                yes: Box::new(yes),
+                ticket,
+            }];
+        }
         Err(stop) => return vec![error(stop_text(stop), &ticket)],
     };
     let r = &changed.record;

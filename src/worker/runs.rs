@@ -27,6 +27,7 @@ pub(super) fn stop_text(stop: Stop) -> String {
     match stop {
         Stop::Refused(why) | Stop::Usage(why) | Stop::Broker(why) => why,
         Stop::ReadCost { text, .. } => format!("{text}; nothing moved"),
+        Stop::Unanswered(question) => format!("{question}; nothing changed"),
         Stop::Declined => "nothing moved".into(),
         Stop::DryRun => "a dry run: nothing moved".into(),
     }
@@ -141,6 +142,7 @@ pub(super) async fn replay(
                 cancelled: false,
                 error: None,
                 summary: front.dry_summary,
+                words: Vec::new(),
             });
         }
         Err(stop) => return plan::replay_failed(&req, &stop_text(stop)),
@@ -286,6 +288,7 @@ fn outcome_of(result: &Result<Summary, SessionError>, total: u64) -> ReplayOutco
                 }
             }),
             summary: sum.canary.iter().map(|c| c.words()).collect(),
+            words: sum.lines(),
         },
         Err(e) => ReplayOutcome {
             progress: ReplayProgress {
@@ -296,6 +299,7 @@ fn outcome_of(result: &Result<Summary, SessionError>, total: u64) -> ReplayOutco
             cancelled: false,
             error: Some(e.to_string()),
             summary: Vec::new(),
+            words: vec![e.to_string()],
         },
     }
 }
@@ -420,6 +424,7 @@ fn restore_outcome(out: &crate::broker::restore::Outcome, total: u64) -> ReplayO
         cancelled: out.cancelled,
         error,
         summary: Vec::new(),
+        words: out.lines(),
     }
 }
 

@@ -311,7 +311,7 @@ pub fn spawn_worker(
 ) -> (
     tokio::sync::mpsc::Sender<warren::worker::protocol::Command>,
     tokio::sync::mpsc::Receiver<warren::worker::protocol::Report>,
-    tokio::task::JoinHandle<()>,
+    tokio::task::JoinHandle<Option<warren::worker::protocol::ReplayOutcome>>,
 ) {
     let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(16);
     let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(64);

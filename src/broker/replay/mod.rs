@@ -32,6 +32,7 @@ mod failover;
 mod open;
 mod shell;
 mod wait;
+mod words;
 
 pub use crate::broker::spool::Spool;
 pub use crate::domain::engine::{AckOp, AckTracker, BacklogWait, StopReason};
@@ -594,7 +595,14 @@ fn fill_progress(
     p.returned = t.returned;
     p.failed = t.failed;
     p.blocked = t.blocked.clone();
-    update_rate(p, started, depth_at_start, t.seen, limit);
+    // A selected message a cancel handed back untouched is still to do.
+    update_rate(
+        p,
+        started,
+        depth_at_start,
+        t.seen.saturating_sub(t.untouched),
+        limit,
+    );
 }
 
 fn update_rate(

@@ -223,6 +223,9 @@ pub struct Tally {
     pub failed: u64,
     /// Looked at and handed back: not selected, or kept by their plan.
     pub held_back: u64,
+    /// Selected, but handed back without a publish because a cancel or a fault came first:
+    /// still in the DLQ, and still to do.
+    pub untouched: u64,
     /// Of those, the ones their plan kept in the DLQ, by why.
     pub kept: BTreeMap<String, u64>,
     pub targets: BTreeMap<String, u64>,
@@ -256,6 +259,7 @@ impl Tally {
         self.returned += later.returned;
         self.failed += later.failed;
         self.held_back += later.held_back;
+        self.untouched += later.untouched;
         for (k, n) in later.kept {
             *self.kept.entry(k).or_insert(0) += n;
         }
@@ -590,7 +594,8 @@ impl Engine {
         self.stop_with(now, StopReason::Cancelled);
         if self.blocked_since.is_some() {
             // Nothing is confirmed while publishing is blocked: do not wait for it.
-            self.abandon_inflight("publishing was blocked by the broker");
+            let abandoned = self.abandon_inflight("publishing was blocked by the broker");
+            self.note_stop(StopReason::Cancelled, abandoned > 0);
         }
         false
     }
@@ -1007,28 +1012,47 @@ impl Engine {
         self.taking = false;
         // A publish waiting for its slot still goes when the run stopped by its own measure
         // (it was selected before the stop); not after a cancel or a fault.
-        if reason == StopReason::Cancelled || reason.is_fault() {
-            self.hold_waiting();
-        }
-        self.stop.get_or_insert(reason);
+        let cut = if reason == StopReason::Cancelled || reason.is_fault() {
+            self.hold_waiting()
+        } else {
+            0
+        };
+        self.note_stop(reason, cut > 0);
         self.settle_by.get_or_insert(now + self.cfg.limits.settle);
     }
 
-    /// The message waiting for its slot or for its target's check is handed back untouched.
-    fn hold_waiting(&mut self) {
-        if let Some(w) = self.waiting.take() {
-            self.acks.hold(w.tag);
-        }
-        if let Some(m) = self.unchecked.take() {
-            self.acks.hold(m.tag);
+    /// Keeps the first reason to stop, unless the run had reached its own end and a later
+    /// cancel or fault then left a selected message undone: that run did not go through
+    /// everything, and its reason must not say it did.
+    fn note_stop(&mut self, reason: StopReason, cut_short: bool) {
+        match &self.stop {
+            Some(first) if !(cut_short && first.is_finished()) => {}
+            _ => self.stop = Some(reason),
         }
     }
 
+    /// The message waiting for its slot or for its target's check is handed back untouched,
+    /// counted as [`Tally::untouched`]. Returns how many were.
+    fn hold_waiting(&mut self) -> u64 {
+        let mut held = 0;
+        if let Some(w) = self.waiting.take() {
+            self.acks.hold(w.tag);
+            held += 1;
+        }
+        if let Some(m) = self.unchecked.take() {
+            self.acks.hold(m.tag);
+            held += 1;
+        }
+        self.tally.untouched += held;
+        held
+    }
+
     /// Publishes still unanswered are given up: held (handed back), counted as failed and as
-    /// possible duplicates (they may still reach the target).
-    fn abandon_inflight(&mut self, why: &str) {
+    /// possible duplicates (they may still reach the target). Returns how many were.
+    fn abandon_inflight(&mut self, why: &str) -> usize {
         let mut tags: Vec<u64> = self.inflight.keys().copied().collect();
         tags.sort_unstable();
+        let abandoned = tags.len();
         for t in tags {
             if let Some(m) = self.inflight.remove(&t) {
                 self.acks.hold(t);
@@ -1043,6 +1067,7 @@ impl Engine {
             }
         }
         self.sent_order.clear();
+        abandoned
     }
 
     fn consume_lost(&mut self, now: Instant, why: String) {
@@ -1050,11 +1075,11 @@ impl Engine {
             return;
         }
         self.consume_alive = false;
-        self.stop_with(now, StopReason::ConnectionLost(why));
+        self.stop_with(now, StopReason::ConnectionLost(why.clone()));
         // Nothing can be acknowledged any more: what is in flight is settled by the connection
         // closing (the broker requeues every unacknowledged delivery).
-        self.abandon_inflight("the dead-letter queue's channel failed");
-        self.hold_waiting();
+        let abandoned = self.abandon_inflight("the dead-letter queue's channel failed");
+        self.note_stop(StopReason::ConnectionLost(why), abandoned > 0);
         if matches!(
             self.phase,
             Phase::Cancelling | Phase::Draining | Phase::HandingBack
@@ -1067,12 +1092,10 @@ impl Engine {
     /// (and publishes still unanswered) may now be in both places.
     fn force(&mut self, why: &str) {
         self.taking = false;
-        if self.stop.is_none() {
-            self.stop = Some(StopReason::Cancelled);
-        }
         self.tally.forced = Some(why.to_string());
-        self.abandon_inflight("the run was ended before its confirm");
-        self.hold_waiting();
+        let cut = self.abandon_inflight("the run was ended before its confirm") as u64
+            + self.hold_waiting();
+        self.note_stop(StopReason::Cancelled, cut > 0);
         self.consume_alive = false;
         self.finish_counts();
         self.phase = Phase::Done;
@@ -1154,3 +1177,5 @@ impl Engine {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_stop;

@@ -1,6 +1,6 @@
 use super::*;
 
-fn engine(depth: u64, t0: Instant) -> Engine {
+pub(super) fn engine(depth: u64, t0: Instant) -> Engine {
     Engine::new(
         Config {
             depth_at_start: depth,
@@ -15,7 +15,7 @@ fn engine(depth: u64, t0: Instant) -> Engine {
     )
 }
 
-fn publish(tag: u64) -> Event {
+pub(super) fn publish(tag: u64) -> Event {
     Event::Delivery {
         tag,
         decision: Decision::Publish {
@@ -26,12 +26,12 @@ fn publish(tag: u64) -> Event {
     }
 }
 
-fn confirm(tag: u64, outcome: ConfirmOutcome) -> Event {
+pub(super) fn confirm(tag: u64, outcome: ConfirmOutcome) -> Event {
     Event::Confirm { tag, outcome }
 }
 
 /// Delivers and publishes `tags` (each: delivery, then its slot).
-fn send(e: &mut Engine, now: Instant, tags: impl IntoIterator<Item = u64>) {
+pub(super) fn send(e: &mut Engine, now: Instant, tags: impl IntoIterator<Item = u64>) {
     for t in tags {
         assert!(e.wants().take, "takes delivery {t}");
         e.on(now, publish(t));
@@ -41,7 +41,7 @@ fn send(e: &mut Engine, now: Instant, tags: impl IntoIterator<Item = u64>) {
 }
 
 /// Walks the settling steps with every answer Ok; returns the effects seen.
-fn settle_ok(e: &mut Engine, now: Instant, mut fx: Vec<Effect>) -> Vec<Effect> {
+pub(super) fn settle_ok(e: &mut Engine, now: Instant, mut fx: Vec<Effect>) -> Vec<Effect> {
     let mut seen = Vec::new();
     while let Some(f) = fx.first().cloned() {
         fx.remove(0);

@@ -171,6 +171,7 @@ fn redirect_command(state: &mut State, verb: &str, arg: &str) -> Vec<Command> {
     vec![Command::Redirect {
         vhost: state.overview.vhost.clone(),
         change,
+        create_stream: None,
     }]
 }
 
@@ -285,7 +286,7 @@ mod tests {
 
     fn change(line: &str) -> Option<RedirectChange> {
         match asked(line).0.as_slice() {
-            [Command::Redirect { vhost, change }] if vhost == "/orders" => Some(change.clone()),
+            [Command::Redirect { vhost, change, .. }] if vhost == "/orders" => Some(change.clone()),
             _ => None,
         }
     }

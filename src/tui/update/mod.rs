@@ -15,8 +15,8 @@ use super::help;
 use super::keys::{self, Action, Scope};
 use super::state::{
     ArchiveKind, ArchiveModal, Browse, FilterInput, Focus, ListMode, MAX_REASON_CHARS, ModalField,
-    NoteInput, Overlay, RATE_STEPS, ReplayModal, ReplayRun, RestoreModal, Row, STALE_AFTER_SECS,
-    State, Switching,
+    NoteInput, Overlay, Question, RATE_STEPS, ReplayModal, ReplayRun, RestoreModal, Row,
+    STALE_AFTER_SECS, State, Switching,
 };
 use super::{pager, save};
 use crate::domain::brief::Interner;
@@ -159,6 +159,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         Overlay::Pager(_) => return pager::on_key(state, key),
         Overlay::Edit(_) => return on_edit_key(state, key),
         Overlay::Contexts(_) => return on_picker_key(state, key),
+        Overlay::Question(_) => return on_question_key(state, key),
         Overlay::None => {}
     }
     if state.command_input.is_some() {

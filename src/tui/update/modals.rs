@@ -487,6 +487,26 @@ fn typed_fields(modal: &mut ReplayModal) {
     }
 }
 
+/// Keys on a question: Enter or `y` sends its command with the answer, Esc or `n` drops it.
+pub(super) fn on_question_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
+    let Overlay::Question(q) = &state.overlay else {
+        return Vec::new();
+    };
+    match key.code {
+        KeyCode::Enter | KeyCode::Char('y') => {
+            let yes = q.yes.clone();
+            state.overlay = Overlay::None;
+            vec![yes]
+        }
+        KeyCode::Esc | KeyCode::Char('n') => {
+            state.overlay = Overlay::None;
+            state.notice = Some("nothing created, nothing changed".into());
+            Vec::new()
+        }
+        _ => Vec::new(),
+    }
+}
+
 pub(super) fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     let Overlay::Progress(run) = &mut state.overlay else {
         return Vec::new();

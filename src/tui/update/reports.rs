@@ -14,6 +14,13 @@ use crate::worker::protocol::{
 
 pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
     match report {
+        Report::Question { text, yes, ticket } => {
+            if current(state, ticket.generation) {
+                state.overlay = Overlay::Question(Box::new(Question { text, yes: *yes }));
+                state.dirty = true;
+            }
+            Vec::new()
+        }
         Report::QueuesLoaded {
             overview,
             discovery,

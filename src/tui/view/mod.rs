@@ -22,7 +22,7 @@ use super::keys::{self, Scope};
 use super::state::{ArchiveKind, Focus, ListMode, Overlay, State};
 use crate::domain::sanitize;
 use messages::{detail_pane, group_pane, message_pane};
-use modals::{archive_modal, progress, replay_modal, restore_modal};
+use modals::{archive_modal, progress, question_modal, replay_modal, restore_modal};
 use queues::{longest_label, queue_pane, queue_pane_width};
 
 pub fn view(state: &State, frame: &mut Frame) {
@@ -93,6 +93,7 @@ pub fn view(state: &State, frame: &mut Frame) {
         Overlay::Progress(run) => progress(state, run, frame, area),
         Overlay::Edit(modal) => edit::editor(state, modal, frame, area),
         Overlay::Contexts(p) => super::picker::draw(state, p, frame, area),
+        Overlay::Question(q) => question_modal(state, q, frame, area),
         // Everything but the footer, which says the pager's keys.
         Overlay::Pager(p) => super::pager::draw(
             state,

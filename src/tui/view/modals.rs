@@ -13,7 +13,7 @@ use crate::tui::event::{JobKind, ReplayPreview};
 use crate::tui::format;
 use crate::tui::keys::{self, Scope};
 use crate::tui::state::{
-    ArchiveKind, ArchiveModal, ModalField, ReplayModal, ReplayRun, RestoreModal, State,
+    ArchiveKind, ArchiveModal, ModalField, Question, ReplayModal, ReplayRun, RestoreModal, State,
 };
 use crate::tui::theme::Theme;
 use crate::worker::protocol::ArchivePlace;
@@ -449,6 +449,23 @@ pub(super) fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Fra
         Some(why) => Span::styled(format!("{enter} ({why})"), t.muted),
     };
     draw_modal(state, title, lines, accept, width, frame, area);
+}
+
+/// A question an operation sent back before changing anything.
+pub(super) fn question_modal(state: &State, q: &Question, frame: &mut Frame, area: Rect) {
+    let t = &state.theme;
+    let width = area.width.saturating_sub(4).min(90);
+    let lines = vec![Line::raw(sanitize::one_line(&q.text, 600))];
+    let accept = Span::styled("Enter (or y)  create it and go on", t.danger);
+    draw_modal(
+        state,
+        " Create it first? ".into(),
+        lines,
+        accept,
+        width,
+        frame,
+        area,
+    );
 }
 
 /// A confirmation modal: `lines` (wrapped with hanging indents, see [`hanging`]) and below
