@@ -143,6 +143,8 @@ mod tui_snapshots;
 mod tui_update;
 #[path = "value_fuzz.rs"]
 mod value_fuzz;
+#[path = "words_errors.rs"]
+mod words_errors;
 #[path = "worker_archive.rs"]
 mod worker_archive;
 #[path = "worker_audit.rs"]

@@ -1013,6 +1013,9 @@ fn describe_reqwest(e: &reqwest::Error) -> String {
         format!("TLS failed: {chain}")
     } else if lc.contains("timed out") {
         "timed out".to_string()
+    } else if lc.contains("invalid http version") {
+        // What an AMQP listener sends back to an HTTP request: its protocol header.
+        "this port answers AMQP, not HTTP: it is the broker's AMQP port; the management API listens on another (15672 by default: pass --management-url http://HOST:15672)".to_string()
     } else {
         chain
     }

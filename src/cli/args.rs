@@ -109,7 +109,7 @@ pub enum Command {
         /// One JSON object per line per message.
         #[arg(long)]
         json: bool,
-        /// Only messages that match this filter query (see `warren help filter`).
+        /// Only messages that match this filter query (the filter language: `warren man`).
         // A query may start with '-' (a negation: `--filter '-exception:x'`).
         #[arg(long, value_name = "QUERY", allow_hyphen_values = true, value_parser = filter_query)]
         filter: Option<String>,
@@ -500,7 +500,7 @@ pub fn queue_name(s: &str) -> Result<String, String> {
 pub fn filter_query(s: &str) -> Result<String, String> {
     if s.trim().is_empty() {
         return Err(
-            "the filter is empty, which would select every message: give a query (see `warren help filter`), or leave --filter out to mean every message"
+            "the filter is empty, which would select every message: give a query (FILTER LANGUAGE in `warren man`), or leave --filter out to mean every message"
                 .into(),
         );
     }

@@ -515,9 +515,16 @@ async fn run_tui(source: Source, tui: Tui) -> Result<i32, Failure> {
         exit::FAILED,
     )
     .await;
-    result
-        .map(|_| code)
-        .map_err(|e| Failure::failed(format!("{e:#}")))
+    match result {
+        // Nothing was ever shown: said as the commands say it, with their exit code.
+        Ok(crate::tui::run::Ending::Quit {
+            unreached: Some(why),
+        }) => Err(Failure::broker(format!(
+            "the broker was never reached: {why}"
+        ))),
+        Ok(_) => Ok(code),
+        Err(e) => Err(Failure::failed(format!("{e:#}"))),
+    }
 }
 
 /// `warren demo`.

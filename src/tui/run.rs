@@ -116,7 +116,7 @@ async fn run_loop(
             term = input.next() => match term {
                 Some(Ok(ev)) => from_terminal(ev),
                 Some(Err(e)) => return Err(e).context("reading the terminal failed"),
-                None => return Ok(Ending::Quit),
+                None => return Ok(quit(&state)),
             },
             worker = events_from_worker.recv() => match worker {
                 Some(report) => Some(Event::from(report)),
@@ -195,11 +195,11 @@ async fn run_loop(
                 }
             }
             if state.quit {
-                return Ok(Ending::Quit);
+                return Ok(quit(&state));
             }
         }
         if events_from_worker.is_closed() && state.quit {
-            return Ok(Ending::Quit);
+            return Ok(quit(&state));
         }
         draw(&mut terminal, &mut state)?;
     }
@@ -208,10 +208,22 @@ async fn run_loop(
 /// How the terminal loop ended.
 #[derive(Debug)]
 pub enum Ending {
-    /// The operator quit (or the terminal's input ended).
-    Quit,
+    /// The operator quit (or the terminal's input ended); `unreached`: the broker was never
+    /// reached, and why (a wrong password, a wrong URL), for the exit.
+    Quit { unreached: Option<String> },
     /// A signal asked Warren to stop.
     Signal(super::stop::Stop),
+}
+
+/// A quit, with why nothing was ever shown when the first connect failed.
+fn quit(state: &State) -> Ending {
+    let unreached = match &state.connection {
+        super::event::ConnectionState::Disconnected(why) if !state.queues_loaded => {
+            Some(why.clone())
+        }
+        _ => None,
+    };
+    Ending::Quit { unreached }
 }
 
 /// The signal that ended the UI, if one did.

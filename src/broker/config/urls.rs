@@ -87,7 +87,7 @@ fn parse_url(text: &str, what: &'static str) -> Result<(Url, Option<UrlCredentia
         url: redact_url(text),
         reason,
     };
-    let mut url = Url::parse(text.trim()).map_err(|e| bad(e.to_string()))?;
+    let mut url = Url::parse(text.trim()).map_err(|e| bad(parse_failure(text, what, &e)))?;
     let allowed: &[&str] = if what == "AMQP" {
         &["amqp", "amqps"]
     } else {
@@ -108,6 +108,18 @@ fn parse_url(text: &str, what: &'static str) -> Result<(Url, Option<UrlCredentia
     let _ = url.set_password(None);
     let _ = url.set_username("");
     Ok((url, creds))
+}
+
+/// Why a URL did not parse, in the user's words: most often the scheme was left out.
+fn parse_failure(text: &str, what: &str, e: &url::ParseError) -> String {
+    let scheme = if what == "AMQP" { "amqp" } else { "http" };
+    match e {
+        url::ParseError::RelativeUrlWithoutBase => format!(
+            "it has no scheme: write it as {scheme}://{}",
+            redact_url(text.trim())
+        ),
+        other => other.to_string(),
+    }
 }
 
 /// The management URL of the node an AMQP URL points at, on RabbitMQ's default ports only:
