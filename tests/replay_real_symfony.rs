@@ -2,7 +2,7 @@
 //! and php-symfony-amqp-messenger, `tests/fixtures/symfony_worker.php`): a handler that throws
 //! `CardDeclined` fails every order through 2 retries in Symfony's delay queues into the failure
 //! transport's queue (`failed_payments`, which nothing dead-letters into); Warren must find that
-//! queue by its messages (never a delay queue), name the exception from Symfony's stamps (not
+//! queue by its topology, reading no message (never a delay queue), name the exception from Symfony's stamps (not
 //! the delay queue's copied expiry), and, once the handler is fixed, replay every order to the
 //! queue it failed in, where Symfony's worker handles each exactly once with its retry count at
 //! 0 — under Symfony's JSON serializer (stamps in headers; the replay strips
@@ -207,7 +207,7 @@ async fn symfony_on(broker: &TestBroker, serializer: &'static str) {
     assert_eq!(before.len(), ORDERS, "{before:?}");
     assert_eq!(h::amqp_depth(&conn, WORK).await, 0);
 
-    // queues: the failure queue found by its messages; no delay queue taken for a DLQ.
+    // queues: the failure queue found by its topology; no delay queue taken for a DLQ.
     let queues = warren(&vhost, &home, &["queues", "--all", "--json"]).await;
     assert_eq!(queues.code, Some(0), "{queues}");
     let listed: BTreeMap<String, Value> = queues

@@ -39,6 +39,8 @@ mod config_tui;
 mod demo_build;
 #[path = "discovery_broker.rs"]
 mod discovery_broker;
+#[path = "discovery_looks.rs"]
+mod discovery_looks;
 #[path = "discovery_scale.rs"]
 mod discovery_scale;
 #[path = "every_context.rs"]

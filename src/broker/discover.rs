@@ -36,8 +36,7 @@ pub async fn discover(
     let topo = topo?;
     let mut d = discovery::discover(&topo, &features, patterns);
     d.set_vhost(vhost);
-    by_content(mgmt, vhost, &topo, &mut d).await;
-    feeder_consumers(mgmt, &mut d).await;
+    count_consumers(mgmt, None, vhost, &mut d).await;
     Ok(d)
 }
 
@@ -51,8 +50,6 @@ pub async fn discover_with(
     let topo = topology(mgmt, vhost).await?;
     let mut d = discovery::discover(&topo, features, patterns);
     d.set_vhost(vhost);
-    by_content(mgmt, vhost, &topo, &mut d).await;
-    feeder_consumers(mgmt, &mut d).await;
     Ok(d)
 }
 
@@ -89,51 +86,101 @@ pub async fn discover_all(
     for (v, topo) in by {
         let mut d = discovery::discover(&topo, features, patterns);
         d.set_vhost(&v);
-        by_content(mgmt, &v, &topo, &mut d).await;
         all.push((v, d));
-    }
-    for (_, d) in &mut all {
-        feeder_consumers(mgmt, d).await;
     }
     Ok(all)
 }
 
-/// Queues known by what their messages are (Symfony's failure transport, which nothing
-/// dead-letters into): the head message of each candidate the pure rules name
-/// (`discovery::content`) is read through the management API with a requeue, which puts a
-/// classic queue's message back in its place; a read that fails leaves the queue as listed.
-async fn by_content(mgmt: &Management, vhost: &str, topo: &Topology, d: &mut Discovery) {
-    use discovery::content;
-    for name in content::candidates(topo, d) {
-        let body = serde_json::json!({
-            "count": 1,
-            "ackmode": "ack_requeue_true",
-            "encoding": "auto",
-            "truncate": crate::domain::convention::HASHED_BODY,
-        });
-        let what = format!("read the head of queue '{name}' in vhost '{vhost}'");
-        let Ok(v) = mgmt
-            .send_json(
-                reqwest::Method::POST,
-                &["queues", vhost, &name, "get"],
-                Some(&body),
-                &what,
-            )
-            .await
-        else {
-            continue;
-        };
-        let Some(head) = v.as_array().and_then(|a| a.first()) else {
-            continue;
-        };
-        if let Some(c) = crate::domain::json::dead_letter_from_mgmt(&name, 0, head)
-            .ok()
-            .as_ref()
-            .and_then(content::convention_of)
-        {
-            d.found_by_content(&name, c);
-        }
+/// The consumers of the queues `d` shows in `vhost` (its dead-letter queues and their feeders):
+/// live over AMQP when `conn` (a connection to `vhost`) is given, then the management API's
+/// per-queue figure for those AMQP did not count (see [`feeder_consumers`]). A dead-letter
+/// queue found by its name and a framework's topology alone that something consumes goes back
+/// to the other queues ([`Discovery::consumed_guesses_are_queues`]).
+pub(crate) async fn count_consumers(
+    mgmt: &Management,
+    conn: Option<&lapin::Connection>,
+    vhost: &str,
+    d: &mut Discovery,
+) {
+    if let Some(conn) = conn {
+        let wanted = d.consumer_counts_wanted(vhost, MAX_LIVE_COUNTS);
+        let live = live_consumers(conn, &wanted).await;
+        d.set_consumers(vhost, &live);
     }
+    feeder_consumers(mgmt, d).await;
+    d.consumed_guesses_are_queues();
+}
+
+/// Most queues counted over AMQP in one discovery (dead-letter queues first, then their
+/// feeders); the rest keep what the management API says, or stay unknown.
+pub(crate) const MAX_LIVE_COUNTS: usize = 200;
+/// Passive declares in flight at once on the one channel.
+const LIVE_IN_FLIGHT: usize = 16;
+/// For opening the channel, and for each passive declare.
+const LIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+/// Channels opened again after one the broker closed (a queue deleted since the listing).
+const LIVE_REOPENS: usize = 3;
+
+/// The live consumer count of each queue of `names` (in the connection's vhost), from a
+/// passive `queue.declare` (its `consumer_count`) on one channel, [`LIVE_IN_FLIGHT`] at a time.
+/// A queue the broker refuses (gone since the listing, exclusive to another connection) closes
+/// the channel: it is left out, and the rest are counted on a new one (at most
+/// [`LIVE_REOPENS`] times). A queue not answered in [`LIVE_TIMEOUT`] is left out. Never reads a
+/// message.
+pub(crate) async fn live_consumers(
+    conn: &lapin::Connection,
+    names: &[String],
+) -> std::collections::HashMap<String, u64> {
+    use futures_util::StreamExt;
+    let mut counted = std::collections::HashMap::new();
+    let mut rest: Vec<&String> = names.iter().collect();
+    for _ in 0..=LIVE_REOPENS {
+        if rest.is_empty() {
+            break;
+        }
+        let Ok(Ok(ch)) = tokio::time::timeout(LIVE_TIMEOUT, conn.create_channel()).await else {
+            break;
+        };
+        let owned: Vec<String> = rest.iter().map(|n| (*n).clone()).collect();
+        let answers: Vec<Option<u64>> = futures_util::stream::iter(owned)
+            .map(|name| {
+                let ch = ch.clone();
+                async move {
+                    let options = lapin::options::QueueDeclareOptions {
+                        passive: true,
+                        ..Default::default()
+                    };
+                    let declare =
+                        ch.queue_declare(name.as_str().into(), options, Default::default());
+                    match tokio::time::timeout(LIVE_TIMEOUT, declare).await {
+                        Ok(Ok(q)) => Some(u64::from(q.consumer_count())),
+                        _ => None,
+                    }
+                }
+            })
+            .buffered(LIVE_IN_FLIGHT)
+            .collect()
+            .await;
+        if ch.status().connected() {
+            let _ = ch.close(200, "counted".into()).await;
+        }
+        let failed = answers.iter().position(Option::is_none);
+        for (name, n) in rest.iter().zip(&answers) {
+            if let Some(n) = n {
+                counted.insert((*name).clone(), *n);
+            }
+        }
+        // Past the first refusal every answer on that channel failed with it: those again.
+        rest = match failed {
+            Some(i) => rest
+                .into_iter()
+                .skip(i + 1)
+                .filter(|n| !counted.contains_key(*n))
+                .collect(),
+            None => Vec::new(),
+        };
+    }
+    counted
 }
 
 /// Most feeding queues asked for their consumers in one discovery; the rest stay unknown.
@@ -144,7 +191,7 @@ const MAX_FEEDERS_ASKED: usize = 100;
 /// is the most useful fact at 3 a.m. So each feeder not counted yet is asked for, with its
 /// statistics (one small request each, 16 at a time, at most [`MAX_FEEDERS_ASKED`]); one the
 /// broker has no statistics for yet stays unknown.
-async fn feeder_consumers(mgmt: &Management, d: &mut Discovery) {
+pub(crate) async fn feeder_consumers(mgmt: &Management, d: &mut Discovery) {
     use futures_util::StreamExt;
     let known: std::collections::HashSet<(&str, &str)> = d
         .other_queues

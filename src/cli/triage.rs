@@ -319,6 +319,7 @@ fn print_queue_json(p: &Place, q: &DlqInfo, f: &Figures, contexts: bool, now: Ti
         "oldest_is_lower_bound": f.oldest.map(|o| o.is_lower_bound()),
         "last_arrival": f.last_arrival.map(|t| t.to_string()),
         "origin_consumers": f.origin_consumers,
+        "consumers": q.consumers,
     });
     if contexts {
         v["context"] = json!(p.context);

@@ -260,7 +260,8 @@ pub fn dlq_depths(d: &Discovery) -> Vec<(String, u64)> {
 }
 
 /// Consumers on the queues that feed each dead-letter queue (summed over the feeders whose
-/// count is known), aligned with `d.dead_letter_queues`; `None` when no feeder is known.
+/// count is known), aligned with `d.dead_letter_queues`; `None` when no feeder is known, and
+/// when the known ones have none but another is not counted (it may be the one consuming).
 /// Feeders are looked up in the dead-letter queue's own vhost (a discovery of every vhost holds
 /// several). One map, so a vhost of 10,000 queues costs a pass, not a search per feeder.
 pub fn origin_consumers(d: &Discovery) -> Vec<Option<u64>> {
@@ -274,15 +275,21 @@ pub fn origin_consumers(d: &Discovery) -> Vec<Option<u64>> {
     d.dead_letter_queues
         .iter()
         .map(|q| {
-            q.feeders
-                .iter()
-                .filter_map(|f| {
-                    consumers
-                        .get(&(q.vhost.as_str(), f.as_str()))
-                        .copied()
-                        .flatten()
-                })
-                .reduce(|a, b| a + b)
+            let counts = q.feeders.iter().map(|f| {
+                consumers
+                    .get(&(q.vhost.as_str(), f.as_str()))
+                    .copied()
+                    .flatten()
+            });
+            let (mut known, mut unknown) = (None::<u64>, false);
+            for n in counts {
+                match n {
+                    Some(n) => known = Some(known.unwrap_or(0) + n),
+                    None => unknown = true,
+                }
+            }
+            // "No consumer" only when every feeder was counted.
+            known.filter(|&n| n > 0 || !unknown)
         })
         .collect()
 }
@@ -451,6 +458,33 @@ pub fn last_text(last: Option<Timestamp>, now: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One DLQ fed by `a` and `b` with these consumer counts.
+    fn fed(a: Option<u64>, b: Option<u64>) -> Discovery {
+        use crate::domain::discovery::{QueueInfo, Topology};
+        let work = |n: &str, c: Option<u64>| {
+            let mut q = QueueInfo::named(n)
+                .with_arg("x-dead-letter-exchange", serde_json::json!(""))
+                .with_arg("x-dead-letter-routing-key", serde_json::json!("d.dlq"));
+            q.consumers = c;
+            q
+        };
+        let t = Topology {
+            queues: vec![work("a", a), work("b", b), QueueInfo::named("d.dlq")],
+            ..Topology::default()
+        };
+        let features = crate::domain::features::BrokerFeatures::from_version("4.3.6");
+        crate::domain::discovery::discover(&t, &features, &[])
+    }
+
+    #[test]
+    fn no_consumer_is_said_only_when_every_feeder_was_counted() {
+        assert_eq!(origin_consumers(&fed(Some(0), Some(0))), [Some(0)]);
+        assert_eq!(origin_consumers(&fed(Some(0), None)), [None]);
+        assert_eq!(origin_consumers(&fed(Some(2), None)), [Some(2)]);
+        assert_eq!(origin_consumers(&fed(None, None)), [None]);
+        assert_eq!(origin_consumers(&fed(Some(1), Some(3))), [Some(4)]);
+    }
 
     fn at(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).unwrap()

@@ -1149,6 +1149,7 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
                 feeders_uncertain: false,
                 by_topology: false,
                 by_name: named.is_some(),
+                guessed: false,
                 delivery_limit: None,
                 delivery_limit_arg: None,
                 dead_letter_exchange: None,

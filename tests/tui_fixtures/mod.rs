@@ -288,6 +288,7 @@ fn dlq(name: &str, kind: DlqKind, convention: Convention, depth: u64, feeders: &
         feeders_uncertain: false,
         by_topology: !feeders.is_empty(),
         by_name: true,
+        guessed: false,
         delivery_limit: None,
         delivery_limit_arg: None,
         dead_letter_exchange: None,

@@ -46,6 +46,9 @@ pub(crate) use write_check::{Trial, trial_publish};
 pub(crate) use targets::Rest;
 use targets::queue_exists;
 
+/// How long a discovery waits for the AMQP connection its live consumer counts use.
+const COUNT_CONNECT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Why something could not be done, sorted by what the user should do about it
 /// ([`SessionError::is_broker`]). Failures of the layers below keep their typed cause, so callers
 /// can match on it and `source()` walks the chain; the text shown is the cause's own.
@@ -225,11 +228,22 @@ impl Session {
 
     pub async fn discover(&self) -> Result<Discovery, SessionError> {
         let patterns: &[Regex] = &self.target.settings.discovery_patterns;
-        let d =
+        let mut d =
             discover::discover_with(&self.mgmt, self.vhost(), patterns, &self.overview.features)
                 .await?;
+        let conn = self.amqp_for_counts().await;
+        discover::count_consumers(&self.mgmt, conn, self.vhost(), &mut d).await;
         self.found_dlqs(std::slice::from_ref(&d));
         Ok(d)
+    }
+
+    /// The session's AMQP connection for live consumer counts, when it opens within
+    /// [`COUNT_CONNECT`]: a listing without one shows what the management API says.
+    async fn amqp_for_counts(&self) -> Option<&lapin::Connection> {
+        tokio::time::timeout(COUNT_CONNECT, self.amqp())
+            .await
+            .ok()
+            .and_then(Result::ok)
     }
 
     /// Keeps which queues the discoveries found to be dead-letter queues.
@@ -254,7 +268,15 @@ impl Session {
     /// kind (see `discover::discover_all`).
     pub async fn discover_all(&self) -> Result<Vec<(String, Discovery)>, SessionError> {
         let patterns: &[Regex] = &self.target.settings.discovery_patterns;
-        let found = discover::discover_all(&self.mgmt, patterns, &self.overview.features).await?;
+        let mut found =
+            discover::discover_all(&self.mgmt, patterns, &self.overview.features).await?;
+        // Live counts over the session's own connection, in its vhost; the management API's
+        // figures elsewhere (a connection per vhost would cost more than the listing).
+        let conn = self.amqp_for_counts().await;
+        for (vhost, d) in &mut found {
+            let conn = conn.filter(|_| vhost.as_str() == self.vhost());
+            discover::count_consumers(&self.mgmt, conn, vhost, d).await;
+        }
         let parts: Vec<Discovery> = found.iter().map(|(_, d)| d.clone()).collect();
         self.found_dlqs(&parts);
         Ok(found)

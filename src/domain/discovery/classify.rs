@@ -74,6 +74,10 @@ pub struct DlqInfo {
     pub by_topology: bool,
     /// Found by its name (built-in convention or configured pattern).
     pub by_name: bool,
+    /// Found by a framework's topology and its name alone (Symfony's failure transport, see
+    /// [`super::symfony`]): no feeder, no configured name. The least sure kind of finding:
+    /// listed only while no live count says something consumes it.
+    pub guessed: bool,
     /// Quorum queues only: the delivery limit in force (`None` = unlimited or not quorum).
     pub delivery_limit: Option<u64>,
     /// Its `x-delivery-limit` argument, when it was declared with one: on 4.x no policy can
@@ -103,6 +107,7 @@ impl DlqInfo {
             feeders_uncertain: false,
             by_topology: false,
             by_name: false,
+            guessed: false,
             delivery_limit: None,
             delivery_limit_arg: None,
             dead_letter_exchange: q.dead_letter_exchange,
@@ -310,6 +315,7 @@ impl Discovery {
             feeders_uncertain: false,
             by_topology: false,
             by_name: false,
+            guessed: false,
             delivery_limit: None,
             delivery_limit_arg: None,
             dead_letter_exchange: None,
@@ -466,17 +472,20 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
     retry_loops.dedup();
 
     let in_loop: HashSet<usize> = loop_edges.iter().flat_map(|&(a, b)| [a, b]).collect();
-    let (mut dlqs, mut others) = sort_queues(&v, features, patterns, &feeders, &in_loop);
-    dlqs.sort_by(|a, b| {
+    let (dead_letter_queues, other_queues) =
+        sort_queues(&v, features, patterns, &feeders, &in_loop);
+    let mut found = Discovery {
+        dead_letter_queues,
+        retry_loops,
+        other_queues,
+    };
+    super::symfony::mark_failure_transports(topology, &mut found);
+    found.dead_letter_queues.sort_by(|a, b| {
         let has = |d: &DlqInfo| d.depth.unwrap_or(0) > 0;
         has(b).cmp(&has(a)).then_with(|| a.name.cmp(&b.name))
     });
-    others.sort_by(|a, b| a.name.cmp(&b.name));
-    Discovery {
-        dead_letter_queues: dlqs,
-        retry_loops,
-        other_queues: others,
-    }
+    found.other_queues.sort_by(|a, b| a.name.cmp(&b.name));
+    found
 }
 
 /// Where each queue's dead letters go, through its dead-letter exchange and routing key.
@@ -703,6 +712,7 @@ fn sort_queues(
             feeders_uncertain: fed.iter().any(|&(_, certain)| !certain),
             by_topology,
             by_name,
+            guessed: false,
             delivery_limit: effective_delivery_limit(q, s, features),
             delivery_limit_arg: s.delivery_limit_arg,
             dead_letter_exchange: s.dead_letter_exchange.clone(),
@@ -1107,6 +1117,7 @@ mod tests {
             feeders_uncertain: false,
             by_topology: true,
             by_name: true,
+            guessed: false,
             delivery_limit: limit,
             delivery_limit_arg: None,
             dead_letter_exchange: None,

@@ -7,14 +7,18 @@
 //! - [`settings`]: a queue's arguments and policy combined, and its delivery limit.
 //! - [`routing`]: where a publish to exchange X with key K lands (also for replay previews).
 //! - [`classify`]: names, dead-letter edges and retry loops, into a [`Discovery`].
+//! - [`consumers`]: which queues' consumers are counted live, and where the counts go.
+//! - [`symfony`]: Symfony Messenger's failure transport, by the vhost's topology (nothing
+//!   dead-letters into it; no message is read to find it).
 //!
 //! What a version and a queue type mean lives in [`crate::domain::features`]; the names are
 //! re-exported here because every discovery caller needs them.
 
 pub mod classify;
-pub mod content;
+pub mod consumers;
 pub mod routing;
 pub mod settings;
+pub mod symfony;
 pub mod topology;
 
 /// Whose convention put a queue there: the same conventions a message is read by; a queue
