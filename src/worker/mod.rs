@@ -120,7 +120,11 @@ pub async fn run(
     // Quitting mid-replay: cancel and let the engine settle what is in flight before exit
     // (its audit record is finished in the task). Reports are drained so no task waits on them.
     let (task, cancel) = shell.replay.take()?;
-    let _ = cancel.send(true);
+    // One cancel settles; a second would end the run at once, unsettled. A quit that came
+    // with its own cancel (Ctrl-C in the UI: CancelReplay, then Quit) has sent it already.
+    if !*cancel.borrow() {
+        let _ = cancel.send(true);
+    }
     tokio::pin!(task);
     let mut cut = None;
     loop {

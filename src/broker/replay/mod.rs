@@ -550,7 +550,10 @@ pub async fn run_with(
     // What is still in the DLQ, as the broker counts it once everything held went back. The
     // messages the run did not look at are never more than that (another consumer took some,
     // or the queue was emptied meanwhile).
-    summary.left_in_dlq = left_in(shell.consume_conn, &job.dlq).await;
+    summary.left_in_dlq = match shell.left {
+        Some(counted) => counted,
+        None => left_in(shell.consume_conn, &job.dlq).await,
+    };
     if let Some(left) = summary.left_in_dlq {
         summary.progress.remaining = summary.progress.remaining.min(left);
     }

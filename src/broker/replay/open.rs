@@ -182,6 +182,7 @@ impl<'a> Opened<'a> {
             checked_redirects: HashMap::new(),
             depth_ch: None,
             unresponsive: false,
+            left: None,
         })
     }
 }

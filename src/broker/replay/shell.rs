@@ -61,6 +61,11 @@ pub(crate) fn content_hash(
     h.finish()
 }
 
+/// How long the count at the close waits for a quorum DLQ to count what went back, and how
+/// often it asks meanwhile.
+const LEFT_WAIT: Duration = Duration::from_secs(2);
+const LEFT_POLL: Duration = Duration::from_millis(50);
+
 /// A running replay's broker side: its channels, its consumer, and what is in flight.
 pub(super) struct Shell<'a> {
     pub(super) job: &'a Job,
@@ -111,6 +116,9 @@ pub(super) struct Shell<'a> {
     /// Set when a request went unanswered: closing then only starts, without waiting for a
     /// broker that does not answer.
     pub(super) unresponsive: bool,
+    /// What the DLQ held at the close, counted on the consumer's channel ([`Shell::count_left`]):
+    /// `None` when it was not asked there, `Some(None)` when it was and gave no sure count.
+    pub(super) left: Option<Option<u64>>,
 }
 
 impl Shell<'_> {
@@ -409,8 +417,43 @@ impl Shell<'_> {
         Event::HandedBack(r.map_err(|e| e.text("nack")))
     }
 
+    /// What the DLQ holds once the held messages went back, asked on the consumer's own channel
+    /// before it closes: a classic queue handles one channel's nack before its later declare,
+    /// where a declare on another channel can be answered first (seen on 4.3: "the DLQ holds 0"
+    /// with 17 handed back). A quorum queue applies returns in its own time: asked again,
+    /// briefly, until the handed-back messages are counted; `None` when they never were (then
+    /// no figure is better than a wrong one). A failed declare closes this channel: the run's
+    /// acks are then unproven and counted as possible duplicates, the safe side.
+    async fn count_left(&mut self, drv: &mut Driver) -> Option<u64> {
+        let back = drv.engine.held_count() as u64;
+        let until = Instant::now() + LEFT_WAIT;
+        loop {
+            let declare = self.consume.queue_declare(
+                self.dlq_name.clone(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            );
+            let r = drv.guarded(self.step, declare).await;
+            self.unresponsive |= timed_out(&r);
+            let n = u64::from(r.ok()?.message_count());
+            if n >= back {
+                return Some(n);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(LEFT_POLL).await;
+        }
+    }
+
     /// Closes the run's channels, waiting on none that cannot answer.
     async fn close(&mut self, drv: &mut Driver) -> Event {
+        if self.consume.status().connected() && !self.unresponsive {
+            self.left = Some(self.count_left(drv).await);
+        }
         let step = self.step;
         let close_limit = if self.unresponsive {
             Duration::from_millis(1)

@@ -423,6 +423,10 @@ impl Engine {
     pub fn in_flight(&self) -> usize {
         self.inflight.len()
     }
+    /// The deliveries held to go back to the DLQ at the end (handed back by one nack).
+    pub fn held_count(&self) -> usize {
+        self.acks.held()
+    }
 
     pub fn wants(&self) -> Wants {
         let running = self.phase == Phase::Running;
