@@ -67,10 +67,16 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the ready count may stay below its highest so far before a browse stops waiting
 /// for what it handed back (another consumer may be taking them, which is not our concern).
 const RETURN_WAIT: Duration = Duration::from_secs(3);
-/// The longest a browse waits for what it handed back while the count still rises: a loaded
-/// broker took more than 3 s to make 20,000 quorum messages ready again, and the next read,
-/// started meanwhile, found 8,160 of a head of 10,000 (a CI rehearsal on 2 cores).
+/// The longest a browse waits for what it handed back while the count still rises, before
+/// [`RETURN_PER_MESSAGE`]: a loaded broker took more than 3 s to make 20,000 quorum messages
+/// ready again, and the next read, started meanwhile, found 8,160 of a head of 10,000 (a CI
+/// rehearsal on 2 cores).
 const RETURN_CAP: Duration = Duration::from_secs(30);
+/// And this much longer per message handed back. RabbitMQ makes a nack's messages ready again
+/// one consumer's batch at a time (a streamed read's 8,192 each); on 4.3 a million of them took
+/// longer than the flat 30 s, the wait gave up with 786,432 ready, and the read that followed
+/// took those for the whole queue (issue 38). 60 µs each: a million, 90 s in all.
+const RETURN_PER_MESSAGE: Duration = Duration::from_micros(60);
 /// Streams: once messages flow, this much silence means the end of the log was reached.
 pub const STREAM_TAIL_IDLE: Duration = Duration::from_millis(500);
 /// Stream consumers get credit in batches of this size (streams require a prefetch).
@@ -535,6 +541,7 @@ async fn browse_queue(
         channel,
         &req.queue,
         ready_beside.unwrap_or(0).saturating_add(read.delivered),
+        read.delivered,
     )
     .await;
     if read.kept.is_empty()
@@ -818,13 +825,15 @@ fn counts_of(d: &lapin::message::Delivery) -> (Option<u64>, Option<u64>) {
 /// has not passed its highest for [`RETURN_WAIT`], no longer (another consumer may be taking
 /// them, which is not our concern). Measured: a read of the whole of a million right after a
 /// read of 100,000 began while they were still going back, and stopped at 990,112 as "all".
-async fn wait_until_returned(channel: &Channel, queue: &str, ready: u64) {
+async fn wait_until_returned(channel: &Channel, queue: &str, ready: u64, handed_back: u64) {
     if ready == 0 {
         return;
     }
     let start = Instant::now();
+    let cap = RETURN_CAP
+        + RETURN_PER_MESSAGE.saturating_mul(u32::try_from(handed_back).unwrap_or(u32::MAX));
     let (mut highest, mut rose) = (None, Instant::now());
-    while start.elapsed() < RETURN_CAP && rose.elapsed() < RETURN_WAIT {
+    while start.elapsed() < cap && rose.elapsed() < RETURN_WAIT {
         match depth(channel, queue).await {
             Ok(d) if d >= ready => return,
             Ok(d) => {
