@@ -155,6 +155,7 @@ async fn a_long_page_arrives_in_chunks_each_message_once_read_back_from_its_spil
         queue: "big.dlq".into(),
         limit: 10_000,
         read_again: false,
+        restart: false,
     };
     let mut st = State::new(jiff::Timestamp::now(), true, Theme::color());
     cmd_tx.send(browse.clone()).await.unwrap();

@@ -69,6 +69,8 @@ mod ops_fronts;
 mod ops_home;
 #[path = "quickstart.rs"]
 mod quickstart;
+#[path = "read_end.rs"]
+mod read_end;
 #[path = "redirects.rs"]
 mod redirects;
 #[path = "replay_backlog.rs"]

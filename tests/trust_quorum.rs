@@ -192,6 +192,7 @@ async fn tui_session(broker: TestBroker) {
         queue: "orders.dlq".into(),
         limit: 500,
         read_again: false,
+        restart: false,
     };
     for round in 0..10 {
         cmd_tx.send(browse.clone()).await.expect("send");

@@ -114,6 +114,7 @@ async fn browsed(
         queue: queue.into(),
         limit: 100,
         read_again: false,
+        restart: false,
     })
     .await
     .unwrap();

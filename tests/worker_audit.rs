@@ -153,6 +153,7 @@ async fn session(broker: TestBroker, create: bool) {
             queue: "dlq".into(),
             limit: 500,
             read_again: false,
+            restart: false,
         })
         .await
         .unwrap();

@@ -166,6 +166,7 @@ async fn overlapping_browses(broker: TestBroker) {
         queue: "orders.dlq".into(),
         limit: 500,
         read_again: false,
+        restart: true,
     };
     cmd_tx.send(browse.clone()).await.expect("send");
     cmd_tx.send(browse).await.expect("send");
@@ -175,8 +176,18 @@ async fn overlapping_browses(broker: TestBroker) {
     while let Some(e) = next(&mut ev_rx, until.saturating_duration_since(Instant::now())).await {
         match e {
             Report::MessagesLoaded {
-                messages, ticket, ..
-            } => pages.push((messages.len(), ticket)),
+                messages,
+                ticket,
+                stop,
+                ..
+            } => {
+                assert!(
+                    stop.starts_with("read again from the start: "),
+                    "{}: {stop}",
+                    broker.label
+                );
+                pages.push((messages.len(), ticket))
+            }
             Report::Error(f) => panic!("{}: {f}", broker.label),
             _ => {}
         }
@@ -210,4 +221,95 @@ async fn overlapping_browses(broker: TestBroker) {
 #[tokio::test]
 async fn two_browses_of_one_queue_read_it_once_and_the_newest_answers() {
     futures_util::future::join_all(TestBroker::all().into_iter().map(overlapping_browses)).await;
+}
+
+/// Enter on a queue whose read is under way, as the report did a second after the first:
+/// not a new read. The read under way answers, once, and the worker says it is already reading.
+async fn second_open_during_a_read(broker: TestBroker) {
+    let vhost = TestVhost::new(&broker, "worker-second-open").await;
+    let home = Home::new("warren-worker-second-open");
+    let conn = amqp_h::connect(&vhost).await;
+    let ch = conn.create_channel().await.expect("channel");
+    ch.queue_declare(
+        "orders.dlq".into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .expect("declare");
+    amqp_h::dead_letter_by_reject(&conn, "orders.process", "orders.dlq", MESSAGES).await;
+    let overrides = Overrides {
+        config_path: home.config(),
+        amqp_url: Some(vhost.amqp_url()),
+        management_url: Some(vhost.broker.mgmt_url_with_creds()),
+        vhost: Some(vhost.name.clone()),
+        ..Default::default()
+    };
+    let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
+    cmd_tx.send(Command::LoadQueues).await.expect("send");
+    loop {
+        match next(&mut ev_rx, Duration::from_secs(30)).await {
+            Some(Report::QueuesLoaded { .. }) => break,
+            Some(Report::Error(f)) => panic!("{}: {f}", broker.label),
+            Some(_) => {}
+            None => panic!("{}: no queue list within 30 s", broker.label),
+        }
+    }
+    let open = Command::Browse {
+        vhost: vhost.name.clone(),
+        queue: "orders.dlq".into(),
+        limit: 500,
+        read_again: false,
+        restart: false,
+    };
+    cmd_tx.send(open.clone()).await.expect("send");
+    cmd_tx.send(open).await.expect("send");
+    let (mut pages, mut notices) = (Vec::new(), Vec::new());
+    // The page, then a quiet 5 s in which no second page may come.
+    let mut until = Instant::now() + Duration::from_secs(60);
+    while let Some(e) = next(&mut ev_rx, until.saturating_duration_since(Instant::now())).await {
+        match e {
+            Report::MessagesLoaded {
+                messages,
+                ticket,
+                stop,
+                ..
+            } => {
+                pages.push((messages.len(), ticket, stop));
+                until = Instant::now() + Duration::from_secs(5);
+            }
+            Report::Notice(n) => notices.push(n),
+            Report::Error(f) => panic!("{}: {f}", broker.label),
+            _ => {}
+        }
+    }
+    cmd_tx.send(Command::Quit).await.expect("send");
+    let _ = worker.await;
+    println!("{}: {pages:?} {notices:?}", broker.label);
+    assert_eq!(pages.len(), 1, "{}: one read: {pages:?}", broker.label);
+    let (n, _, stop) = &pages[0];
+    assert_eq!(*n, MESSAGES as usize, "{}", broker.label);
+    assert_eq!(
+        stop,
+        &format!("all {MESSAGES} messages"),
+        "{}",
+        broker.label
+    );
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.starts_with("already reading orders.dlq")),
+        "{}: {notices:?}",
+        broker.label
+    );
+    vhost.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_second_open_during_a_read_does_not_start_it_again() {
+    futures_util::future::join_all(TestBroker::all().into_iter().map(second_open_during_a_read))
+        .await;
 }

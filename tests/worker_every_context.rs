@@ -178,6 +178,7 @@ async fn every_context_lists_each_context_s_dlqs_reports_the_unreached_and_opens
         queue: "orders.dlq".into(),
         limit: 500,
         read_again: false,
+        restart: false,
     })
     .await;
     let refused = loop {
@@ -213,6 +214,7 @@ async fn every_context_lists_each_context_s_dlqs_reports_the_unreached_and_opens
         queue: "orders.dlq".into(),
         limit: 500,
         read_again: false,
+        restart: false,
     })
     .await;
     let Report::MessagesLoaded { messages, .. } = next(&mut rx, &label, |e| {

@@ -116,6 +116,7 @@ async fn every_vhost_lists_both_and_reads_and_replays_in_the_second() {
                 queue: "orders.dlq".into(),
                 limit: 500,
                 read_again: false,
+                restart: false,
             })
             .await;
             let page = next(&mut rx, &label, |e| {

@@ -72,6 +72,7 @@ async fn the_worker_keeps_reads_and_forgets_group_notes() {
             queue: "work.dlq".into(),
             limit: 500,
             read_again: false,
+            restart: false,
         };
 
         cmd_tx.send(browse.clone()).await.unwrap();

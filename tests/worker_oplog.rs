@@ -67,6 +67,7 @@ async fn session(broker: TestBroker) {
         queue: queue.into(),
         limit: 500,
         read_again: false,
+        restart: false,
     };
     let loaded = |e: &Report| matches!(e, Report::MessagesLoaded { .. });
     cmd_tx.send(browse("orders.dlq")).await.unwrap();

@@ -143,6 +143,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
             queue: "orders.dlq".into(),
             limit: 500,
             read_again: false,
+            restart: false,
         })
         .await
         .expect("send");

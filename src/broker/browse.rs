@@ -67,10 +67,16 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the ready count may stay below its highest so far before a browse stops waiting
 /// for what it handed back (another consumer may be taking them, which is not our concern).
 const RETURN_WAIT: Duration = Duration::from_secs(3);
-/// The longest a browse waits for what it handed back while the count still rises: a loaded
-/// broker took more than 3 s to make 20,000 quorum messages ready again, and the next read,
-/// started meanwhile, found 8,160 of a head of 10,000 (a CI rehearsal on 2 cores).
+/// The longest a browse waits for what it handed back while the count still rises, before
+/// [`RETURN_PER_MESSAGE`]: a loaded broker took more than 3 s to make 20,000 quorum messages
+/// ready again, and the next read, started meanwhile, found 8,160 of a head of 10,000 (a CI
+/// rehearsal on 2 cores).
 const RETURN_CAP: Duration = Duration::from_secs(30);
+/// And this much longer per message handed back. RabbitMQ makes a nack's messages ready again
+/// one consumer's batch at a time (a streamed read's 8,192 each); on 4.3 a million of them took
+/// longer than the flat 30 s, the wait gave up with 786,432 ready, and the read that followed
+/// took those for the whole queue (issue 38). 60 µs each: a million, 90 s in all.
+const RETURN_PER_MESSAGE: Duration = Duration::from_micros(60);
 /// Streams: once messages flow, this much silence means the end of the log was reached.
 pub const STREAM_TAIL_IDLE: Duration = Duration::from_millis(500);
 /// Stream consumers get credit in batches of this size (streams require a prefetch).
@@ -102,6 +108,9 @@ pub struct BrowseRequest {
     pub end_offset: Option<u64>,
     /// The queue is deleted when its last consumer cancels: read it without consuming.
     pub auto_delete: bool,
+    /// The queue's unacknowledged count as the management API last sampled it: held by
+    /// another consumer when the queue has one as the read begins (see [`BrowsePage::end`]).
+    pub unacked: Option<u64>,
 }
 
 impl BrowseRequest {
@@ -118,6 +127,7 @@ impl BrowseRequest {
             known_depth: None,
             end_offset: None,
             auto_delete: false,
+            unacked: None,
         }
     }
 }
@@ -144,6 +154,11 @@ pub struct BrowsePage {
     pub returned_explicitly: bool,
     /// Not read now: the session's earlier read of a queue whose reads cost deliveries.
     pub reused: bool,
+    /// What the queue held as the read ended, asked while the read still held every message it
+    /// was sent (ready beside them, plus them); `None`: not asked (a stream, a failed count).
+    pub held_at_end: Option<u64>,
+    /// Messages another consumer of the queue held unacknowledged as the read began.
+    pub held_elsewhere: u64,
 }
 
 impl Default for BrowsePage {
@@ -158,6 +173,8 @@ impl Default for BrowsePage {
             max_acquired_count: None,
             returned_explicitly: true,
             reused: false,
+            held_at_end: None,
+            held_elsewhere: 0,
         }
     }
 }
@@ -170,6 +187,18 @@ impl BrowsePage {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How the read ended, judged by the one rule (`domain::read_end`): "all" only when what
+    /// was read is what the broker counted.
+    pub fn end(&self) -> crate::domain::read_end::ReadEnd {
+        let figures = crate::domain::read_end::ReadFigures {
+            read: self.len() as u64,
+            at_start: self.queue_depth_at_start,
+            at_end: self.held_at_end,
+            held_elsewhere: self.held_elsewhere,
+        };
+        crate::domain::read_end::judge(&self.stopped, &figures)
     }
 }
 
@@ -231,19 +260,8 @@ impl Kept {
     }
 }
 
-/// Why a page ended where it did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// `limit` messages were read.
-    Limit,
-    /// Every message that was in the queue at the start was read.
-    Exhausted,
-    /// The next message is too close to its delivery limit to be read again; `reason` says
-    /// why and how to make the queue safe.
-    QuorumSafety { delivery_count: u64, reason: String },
-    /// The broker sent nothing for the idle timeout (another consumer may hold messages).
-    Idle,
-}
+/// Why a page ended where it did: pure data, judged by [`crate::domain::read_end::judge`].
+pub use crate::domain::read_end::StopReason;
 
 /// Why a browse failed. Whatever was read has been handed back before this is returned.
 #[derive(Debug, thiserror::Error)]
@@ -408,7 +426,14 @@ async fn browse_queue(
     req: &BrowseRequest,
     to: Option<tokio::sync::mpsc::Sender<DeadLetter>>,
 ) -> Result<BrowsePage, BrowseError> {
-    let depth_at_start = depth(channel, &req.queue).await?;
+    let at_start = declared(channel, &req.queue).await?;
+    let depth_at_start = u64::from(at_start.message_count());
+    // Another consumer's unacknowledged messages are in the queue, out of any read's sight.
+    let held_elsewhere = if at_start.consumer_count() > 0 {
+        req.unacked.unwrap_or(0)
+    } else {
+        0
+    };
     let quorum_limited = req.policy.limit.is_some() && req.policy.cost_per_browse > 0;
     let max = if quorum_limited {
         MAX_QUORUM_LIMIT
@@ -429,6 +454,7 @@ async fn browse_queue(
             messages: Vec::new(),
             queue_depth_at_start: depth_at_start,
             stopped,
+            held_elsewhere,
             ..BrowsePage::default()
         });
     }
@@ -482,10 +508,11 @@ async fn browse_queue(
     let mut returned_explicitly = read.failure.is_none();
     // What is ready beside the messages this read holds: once they are back, at least this
     // much more (a long queue's untouched part alone outnumbers a page handed back).
+    // With what the read holds, it is what the queue held as the read ended.
     let ready_beside = if read.last_tag > 0 {
-        depth(channel, &req.queue).await.unwrap_or(0)
+        depth(channel, &req.queue).await.ok()
     } else {
-        0
+        Some(0)
     };
     if read.last_tag > 0 {
         let nack = channel
@@ -513,7 +540,8 @@ async fn browse_queue(
     wait_until_returned(
         channel,
         &req.queue,
-        ready_beside.saturating_add(read.delivered),
+        ready_beside.unwrap_or(0).saturating_add(read.delivered),
+        read.delivered,
     )
     .await;
     if read.kept.is_empty()
@@ -535,6 +563,8 @@ async fn browse_queue(
         max_acquired_count: read.max_acquired,
         returned_explicitly,
         reused: false,
+        held_at_end: ready_beside.map(|r| r.saturating_add(read.delivered)),
+        held_elsewhere,
     })
 }
 
@@ -795,13 +825,15 @@ fn counts_of(d: &lapin::message::Delivery) -> (Option<u64>, Option<u64>) {
 /// has not passed its highest for [`RETURN_WAIT`], no longer (another consumer may be taking
 /// them, which is not our concern). Measured: a read of the whole of a million right after a
 /// read of 100,000 began while they were still going back, and stopped at 990,112 as "all".
-async fn wait_until_returned(channel: &Channel, queue: &str, ready: u64) {
+async fn wait_until_returned(channel: &Channel, queue: &str, ready: u64, handed_back: u64) {
     if ready == 0 {
         return;
     }
     let start = Instant::now();
+    let cap = RETURN_CAP
+        + RETURN_PER_MESSAGE.saturating_mul(u32::try_from(handed_back).unwrap_or(u32::MAX));
     let (mut highest, mut rose) = (None, Instant::now());
-    while start.elapsed() < RETURN_CAP && rose.elapsed() < RETURN_WAIT {
+    while start.elapsed() < cap && rose.elapsed() < RETURN_WAIT {
         match depth(channel, queue).await {
             Ok(d) if d >= ready => return,
             Ok(d) => {

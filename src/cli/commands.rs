@@ -186,7 +186,8 @@ pub(crate) async fn read_explained(
         crate::errln!("warren: {}", one_line(&note, 400));
     }
     // Every message the queue held when the read began: a look that can say a group is gone.
-    let whole = matches!(page.stopped, crate::broker::browse::StopReason::Exhausted);
+    let end = page.end();
+    let whole = end.whole();
     let keys: Vec<String> = page
         .messages
         .iter()
@@ -214,6 +215,11 @@ pub(crate) async fn read_explained(
             );
         }
         _ => {}
+    }
+    // Everything ready at the start was read, but the queue held something else: said, as
+    // the TUI's status line says it.
+    if let crate::domain::read_end::ReadEnd::Changed { .. } = &end {
+        crate::errln!("warren: {}", one_line(&end.text(), 600));
     }
     let explained = session::explain_all(
         session::into_messages(page),
@@ -335,6 +341,10 @@ pub async fn export(
         one_line(queue, 80),
         output.display()
     );
+    // Everything ready at the start, in a queue that held something else.
+    if let end @ crate::domain::read_end::ReadEnd::Changed { .. } = page.end() {
+        crate::errln!("warren: {}", one_line(&end.text(), 600));
+    }
     if page.messages.len() as u64 > 0
         && (page.messages.len() as u64) < page.queue_depth_at_start
         && page.messages.len() < limit

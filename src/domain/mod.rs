@@ -25,6 +25,7 @@ pub mod outcome;
 pub mod packed;
 pub mod protect;
 pub mod quorum;
+pub mod read_end;
 pub mod redirect;
 pub mod replay;
 pub mod sanitize;

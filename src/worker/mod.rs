@@ -364,6 +364,7 @@ async fn perform(
                 queue,
                 limit,
                 read_again,
+                again,
             },
             backend,
         ) => {
@@ -374,7 +375,7 @@ async fn perform(
             };
             let at = QueueRef::new(&vhost, &queue);
             (
-                browse(&backend, at, limit, consent, ticket, ops).await,
+                browse(&backend, (at, again), limit, consent, ticket, ops).await,
                 None,
             )
         }
@@ -696,9 +697,11 @@ fn local_archive_path(s: &Session) -> Result<std::path::PathBuf, String> {
     }
 }
 
+/// Reads `at`'s queue for the message list; `again`: read again from the start, which its status
+/// line says.
 async fn browse(
     backend: &Backend,
-    at: QueueRef,
+    (at, again): (QueueRef, bool),
     limit: usize,
     consent: ReadConsent,
     ticket: Ticket,
@@ -754,7 +757,11 @@ async fn browse(
     match read {
         Ok(page) => {
             let n = page.len();
-            let mut stop = describe_stop(&page.stopped, n, page.queue_depth_at_start);
+            let end = page.end();
+            let mut stop = end.text();
+            if again {
+                stop = format!("read again from the start: {stop}");
+            }
             // What the read spent on a quorum queue, in this broker's own terms.
             let cost = if page.reused {
                 None
@@ -784,8 +791,7 @@ async fn browse(
             }
             // Every message the queue held when the read began (not a page kept from earlier,
             // which may be out of date): only such a look can say a group is gone.
-            let whole = !page.reused
-                && matches!(page.stopped, crate::broker::browse::StopReason::Exhausted);
+            let whole = !page.reused && end.whole();
             let notes = Report::GroupNotes {
                 vhost: vhost.clone(),
                 queue: queue.clone(),
@@ -1079,20 +1085,6 @@ async fn read_only_reason(s: &Session, vhost_check: bool) -> Option<String> {
     r.map(|r| r.reason())
 }
 
-/// Why a browse stopped, for the message list's status line. `depth` is the queue's count when
-/// the read began (0 for a stream, whose count the broker does not report).
-fn describe_stop(stop: &crate::broker::browse::StopReason, n: usize, depth: u64) -> String {
-    use crate::broker::browse::StopReason as S;
-    match stop {
-        // Stopping at the limit must not look like the end of the queue.
-        S::Limit if depth > n as u64 => format!("first {n} of {depth} — :limit N reads more"),
-        S::Limit => format!("first {n} (the limit) — :limit N reads more"),
-        S::Exhausted => format!("all {n} messages"),
-        S::QuorumSafety { reason, .. } => format!("stopped after {n}: {reason}"),
-        S::Idle => format!("{n} messages (the rest are held by another consumer or arrived late)"),
-    }
-}
-
 fn snapshot_overview(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Overview {
     let first = snapshots.first().map(|(h, _)| h);
     Overview {
@@ -1165,25 +1157,5 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
         dead_letter_queues,
         retry_loops: Vec::new(),
         other_queues: Vec::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::broker::browse::StopReason as S;
-
-    #[test]
-    fn a_browse_cut_by_the_limit_says_so_and_how_to_read_more() {
-        assert_eq!(
-            describe_stop(&S::Limit, 500, 2600),
-            "first 500 of 2600 — :limit N reads more"
-        );
-        // A stream reports no count: still not "all".
-        assert_eq!(
-            describe_stop(&S::Limit, 500, 0),
-            "first 500 (the limit) — :limit N reads more"
-        );
-        assert_eq!(describe_stop(&S::Exhausted, 42, 42), "all 42 messages");
     }
 }

@@ -10,6 +10,10 @@
 //!   queue waits until it ends, and a newer browse (or plan) of the queue replaces an older one
 //!   still waiting. A read whose newer twin waits behind it has its answer dropped: the newest
 //!   request for a queue wins.
+//! - A browse of a queue already being read (or waiting to be), with the same limit, that does
+//!   not ask to start again (Enter, the glance) is not a new read: the one under way answers
+//!   it, and the UI is told so. One that asks to start again (Ctrl-R, `:limit`) or wants another
+//!   limit replaces it, and its page says it was read again from the start.
 //! - One discovery at a time (a newer one waits); a depth refresh asked while one is out is
 //!   skipped.
 //! - A cancel reaches a running replay at once; a replay that has not started yet (waiting for
@@ -76,6 +80,9 @@ pub enum Work {
         queue: String,
         limit: usize,
         read_again: bool,
+        /// Read again from the start: asked so (Ctrl-R, `:limit`), or replacing a read of the
+        /// queue that was under way. Its page says so.
+        again: bool,
     },
     Preview {
         vhost: String,
@@ -162,6 +169,8 @@ struct Running {
     ticket: Ticket,
     kind: Kind,
     reads: Option<QueueRef>,
+    /// A browse's limit.
+    limit: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -253,12 +262,22 @@ impl<S: Clone> Plan<S> {
                 queue,
                 limit,
                 read_again,
-            } => self.request(Work::Browse {
-                vhost,
-                queue,
-                limit,
-                read_again,
-            }),
+                restart,
+            } => {
+                if !restart && !read_again && self.reading(&vhost, &queue, limit) {
+                    return vec![Action::Send(Report::Notice(format!(
+                        "already reading {}: its messages are arriving (Ctrl-R reads it again from the start)",
+                        crate::domain::sanitize::one_line(&queue, 80)
+                    )))];
+                }
+                self.request(Work::Browse {
+                    vhost,
+                    queue,
+                    limit,
+                    read_again,
+                    again: restart,
+                })
+            }
             Command::PreviewReplay { .. } if self.snapshot => {
                 self.error("replay needs a broker (a snapshot is read-only)")
             }
@@ -377,6 +396,7 @@ impl<S: Clone> Plan<S> {
                             ticket,
                             kind: Kind::Discover,
                             reads: None,
+                            limit: None,
                         },
                     );
                     vec![Action::Start {
@@ -478,6 +498,23 @@ impl<S: Clone> Plan<S> {
         out
     }
 
+    /// A browse of `queue` with `limit` is under way in this place, or waiting to start.
+    fn reading(&self, vhost: &str, queue: &str, limit: usize) -> bool {
+        let at = QueueRef::new(vhost, queue);
+        let running = self.running.values().any(|r| {
+            r.ticket.generation == self.generation
+                && r.kind == Kind::Browse
+                && r.reads.as_ref() == Some(&at)
+                && r.limit == Some(limit)
+        });
+        let queued = self.waiting.iter().chain(&self.held).any(|j| {
+            j.ticket.generation == self.generation
+                && matches!(&j.work, Work::Browse { vhost: v, queue: q, limit: l, .. }
+                    if v == vhost && q == queue && *l == limit)
+        });
+        running || queued
+    }
+
     fn job(&mut self, work: Work) -> Job {
         self.counter += 1;
         Job {
@@ -535,7 +572,7 @@ impl<S: Clone> Plan<S> {
     }
 
     /// Connected: start `job`, hold it behind what it must not overlap, or skip it.
-    fn schedule(&mut self, job: Job) -> Vec<Action<S>> {
+    fn schedule(&mut self, mut job: Job) -> Vec<Action<S>> {
         let Link::Ready(session) = &self.link else {
             self.wait(job);
             return Vec::new();
@@ -566,7 +603,25 @@ impl<S: Clone> Plan<S> {
                 .any(|r| same_session(r) && r.reads.is_some() && r.reads == reads),
             Kind::Protect | Kind::Redirect | Kind::Notes | Kind::Replays => false,
         };
+        let mut out = Vec::new();
         if blocked {
+            // A browse behind a browse of its queue replaces it: read again from the start.
+            let replacing = kind == Kind::Browse
+                && self.running.values().any(|r| {
+                    same_session(r)
+                        && r.kind == Kind::Browse
+                        && r.reads.is_some()
+                        && r.reads == reads
+                });
+            if let (true, Work::Browse { again, queue, .. }) = (replacing, &mut job.work) {
+                if !*again {
+                    out.push(Action::Send(Report::Notice(format!(
+                        "{} will be read again from the start once the read under way has handed its messages back",
+                        crate::domain::sanitize::one_line(queue, 80)
+                    ))));
+                }
+                *again = true;
+            }
             // The newest browse, plan or discovery replaces an older one waiting here.
             if kind != Kind::Replay {
                 self.held.retain(|j| {
@@ -577,18 +632,24 @@ impl<S: Clone> Plan<S> {
                 });
             }
             self.held.push(job);
-            return Vec::new();
+            return out;
         }
         let session = session.clone();
+        let limit = match &job.work {
+            Work::Browse { limit, .. } => Some(*limit),
+            _ => None,
+        };
         self.running.insert(
             job.ticket.request,
             Running {
                 ticket: job.ticket,
                 kind,
                 reads,
+                limit,
             },
         );
-        vec![Action::Start { job, session }]
+        out.push(Action::Start { job, session });
+        out
     }
 
     /// Starts what was held and may run now.
@@ -732,6 +793,18 @@ mod tests {
             queue: queue.into(),
             limit: 500,
             read_again: false,
+            restart: false,
+        }
+    }
+
+    /// Ctrl-R: read it again from the start.
+    fn reread(queue: &str) -> Command {
+        Command::Browse {
+            vhost: "/".into(),
+            queue: queue.into(),
+            limit: 500,
+            read_again: false,
+            restart: true,
         }
     }
 
@@ -910,15 +983,15 @@ mod tests {
     }
 
     #[test]
-    fn one_read_of_a_queue_at_a_time_and_the_newest_browse_wins() {
+    fn one_read_of_a_queue_at_a_time_and_the_newest_reread_wins() {
         let mut p = connected();
         let first = started(&p.command(browse("q")));
         assert_eq!(first.len(), 1);
         // Another queue is read at the same time; the same queue is not.
         assert_eq!(started(&p.command(browse("other"))).len(), 1);
-        assert!(started(&p.command(browse("q"))).is_empty(), "held");
+        assert!(started(&p.command(reread("q"))).is_empty(), "held");
         assert!(
-            started(&p.command(browse("q"))).is_empty(),
+            started(&p.command(reread("q"))).is_empty(),
             "held, replacing the one held"
         );
         // The first read ends: its page is dropped (a newer browse of q waits), the newest starts.
@@ -928,8 +1001,89 @@ mod tests {
         let next = started(&a);
         assert_eq!(next.len(), 1, "only the newest of the two held: {a:?}");
         assert_eq!(next[0].0.request, t1.request + 3);
+        assert!(
+            matches!(&next[0].1, Work::Browse { again: true, .. }),
+            "its page says it was read again: {a:?}"
+        );
         let a = p.finished(next[0].0, vec![page("q", next[0].0)], None);
         assert_eq!(sent(&a).len(), 1, "the newest answers");
+    }
+
+    /// The report: Enter on a queue whose read of a million was under way started it again.
+    #[test]
+    fn a_second_open_of_a_queue_being_read_does_not_start_it_again() {
+        let mut p = connected();
+        let first = started(&p.command(browse("q")));
+        assert_eq!(first.len(), 1);
+        assert!(matches!(&first[0].1, Work::Browse { again: false, .. }));
+        for _ in 0..2 {
+            let a = p.command(browse("q"));
+            assert!(started(&a).is_empty(), "{a:?}");
+            assert!(
+                matches!(sent(&a)[..], [Report::Notice(n)] if n.starts_with("already reading q")),
+                "{a:?}"
+            );
+        }
+        // The read under way answers, and nothing starts after it.
+        let t1 = first[0].0;
+        let a = p.finished(t1, vec![page("q", t1)], None);
+        assert_eq!(sent(&a).len(), 1, "the first read answers: {a:?}");
+        assert!(started(&a).is_empty(), "not read again: {a:?}");
+        // Once it ended, Enter reads the queue again, as a new read.
+        let b = started(&p.command(browse("q")));
+        assert!(matches!(
+            &b[..],
+            [(_, Work::Browse { again: false, .. }, _)]
+        ));
+    }
+
+    #[test]
+    fn a_browse_waiting_for_the_connection_answers_a_second_open_too() {
+        let mut p = P::broker();
+        let n = attempt(&p.command(browse("q"))).unwrap();
+        let a = p.command(browse("q"));
+        assert!(matches!(sent(&a)[..], [Report::Notice(_)]), "{a:?}");
+        let c = p.connected(n, Ok("s1"));
+        assert_eq!(started(&c).len(), 1, "one read: {c:?}");
+    }
+
+    #[test]
+    fn another_limit_or_a_reread_replaces_the_read_under_way_and_says_so() {
+        let mut p = connected();
+        let first = started(&p.command(browse("q")));
+        let bigger = Command::Browse {
+            vhost: "/".into(),
+            queue: "q".into(),
+            limit: 1_000_000,
+            read_again: false,
+            restart: false,
+        };
+        let a = p.command(bigger);
+        assert!(started(&a).is_empty(), "held: {a:?}");
+        assert!(
+            matches!(sent(&a)[..], [Report::Notice(n)] if n.contains("read again from the start")),
+            "{a:?}"
+        );
+        let a = p.finished(first[0].0, vec![page("q", first[0].0)], None);
+        assert!(
+            sent(&a).is_empty(),
+            "the replaced read's page is dropped: {a:?}"
+        );
+        assert!(
+            matches!(
+                &started(&a)[..],
+                [(
+                    _,
+                    Work::Browse {
+                        limit: 1_000_000,
+                        again: true,
+                        ..
+                    },
+                    _
+                )]
+            ),
+            "{a:?}"
+        );
     }
 
     #[test]
@@ -940,6 +1094,7 @@ mod tests {
             queue: "q".into(),
             limit: 500,
             read_again: false,
+            restart: false,
         };
         let a = started(&p.command(in_vhost("/")));
         let b = started(&p.command(in_vhost("billing")));

@@ -26,6 +26,10 @@ pub enum Command {
         /// The operator accepted that reading again spends deliveries (a quorum queue with a
         /// limit); otherwise the worker reuses what it already read from such a queue.
         read_again: bool,
+        /// The operator asked for the queue to be read again from the start (Ctrl-R, `:limit`):
+        /// a read of it under way is replaced. Otherwise (Enter, the glance) a read of it under
+        /// way with the same limit answers this one, and is not started again.
+        restart: bool,
     },
     /// Work out what replaying `selection` from `queue` would do (answer: `Report::ReplayPreview`).
     PreviewReplay {

@@ -176,6 +176,7 @@ impl Session {
         req.body_cap = body_cap;
         req.known_depth = depth;
         req.auto_delete = info.auto_delete;
+        req.unacked = info.messages_unacknowledged;
         let is_stream = req.queue_type == QueueType::Stream;
         if is_stream {
             bound_by_tail(conn, &mut req).await?;

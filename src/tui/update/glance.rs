@@ -39,5 +39,5 @@ pub(super) fn settle(state: &mut State) -> Vec<Command> {
         return Vec::new();
     }
     state.list_mode = ListMode::Groups;
-    browse(state, queue, false)
+    browse(state, queue, false, false)
 }

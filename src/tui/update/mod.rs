@@ -211,7 +211,8 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             state.notice = None;
             state.focus = Focus::Messages;
             state.list_mode = ListMode::Messages;
-            return browse(state, queue, true);
+            // Ctrl-R again reads it again from the start; Enter again opens it.
+            return browse(state, queue, true, action == Action::Reload);
         }
     }
     on_action(state, action, pending)
@@ -563,18 +564,20 @@ fn read_open_queue_again(state: &mut State) -> Vec<Command> {
         state.pending_reread = Some(queue);
         return Vec::new();
     }
-    browse(state, queue, false)
+    browse(state, queue, false, true)
 }
 
 /// Reads `queue` (of its vhost) up to `browse_limit`; `read_again`: the operator accepted what
-/// reading it again costs.
-fn browse(state: &mut State, queue: QueueRef, read_again: bool) -> Vec<Command> {
+/// reading it again costs; `restart`: asked to read it again from the start (Ctrl-R, `:limit`),
+/// which replaces a read of it under way (otherwise that read answers: see `worker::plan`).
+fn browse(state: &mut State, queue: QueueRef, read_again: bool, restart: bool) -> Vec<Command> {
     state.loading = Some(queue.clone());
     vec![Command::Browse {
         vhost: queue.vhost,
         queue: queue.name,
         limit: state.browse_limit,
         read_again,
+        restart,
     }]
 }
 
@@ -664,7 +667,7 @@ fn open(state: &mut State, pending: Option<QueueRef>) -> Vec<Command> {
             state.notice = None;
             state.focus = Focus::Messages;
             state.list_mode = ListMode::Messages;
-            browse(state, name, false)
+            browse(state, name, false, false)
         }
         Focus::Messages => {
             match state.list_mode {

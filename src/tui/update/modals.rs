@@ -529,7 +529,7 @@ pub(super) fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> 
             // queue is not read again for this; others are re-read, which is free).
             state.selected.clear();
             let mut cmds = vec![Command::RefreshDepths];
-            cmds.extend(browse(state, queue, false));
+            cmds.extend(browse(state, queue, false, false));
             cmds
         }
         _ => Vec::new(),
