@@ -43,6 +43,7 @@ pub struct RedirectRecord {
 
 /// One entry read back: its event, its record, and the broker user the broker vouches wrote it
 /// (`None`: not vouched for).
+#[derive(Clone, Debug)]
 pub struct Entry {
     pub event: String,
     pub record: RedirectRecord,

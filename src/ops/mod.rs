@@ -10,12 +10,17 @@
 pub mod archive;
 mod canary;
 mod edit;
+#[cfg(test)]
+mod fake;
+pub mod ports;
 pub mod protect;
 pub mod record;
 pub mod redirect;
 pub mod replay;
 pub mod restore;
 pub mod rights;
+#[cfg(test)]
+mod tests_ports;
 
 use crate::broker::audit::Consent;
 

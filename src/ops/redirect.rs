@@ -5,13 +5,12 @@
 //! Replays apply the redirects in force where their plan decides each message's target
 //! (`domain::replay::plan_with`, fed by `Session`'s plans).
 
+use super::ports::{Author, RedirectPort};
 use super::rights::{self, Act};
 use super::{Front, Stop};
 use crate::broker::audit::Consent;
-use crate::broker::management::ManagementError;
-use crate::broker::redirects;
-use crate::broker::session::Session;
-use crate::domain::redirect::{self, Destination, RedirectRecord};
+use crate::broker::redirects::Current;
+use crate::domain::redirect::{self, RedirectRecord};
 use crate::domain::sanitize::one_line;
 
 /// `warren redirect add FROM TO [--reason TEXT]`.
@@ -39,8 +38,8 @@ pub struct Changed {
 
 /// The redirects in force (a look, allowed read-only), oldest `from` first, with how many
 /// entries were not acted on because the broker does not vouch for them.
-pub async fn list(s: &Session) -> Result<redirects::Current, Stop> {
-    redirects::current(s).await.map_err(|e| {
+pub async fn list<B: RedirectPort>(b: &B) -> Result<Current, Stop> {
+    b.redirects().await.map_err(|e| {
         Stop::Broker(format!(
             "the redirects could not be read: {}",
             one_line(&e, 300)
@@ -49,28 +48,32 @@ pub async fn list(s: &Session) -> Result<redirects::Current, Stop> {
 }
 
 /// Sets a redirect (replacing one of the same queue), on the record.
-pub async fn add(s: &Session, req: &AddRequest, front: &mut dyn Front) -> Result<Changed, Stop> {
-    rights::admit(s, Act::Redirect)
+pub async fn add<B: RedirectPort>(
+    b: &B,
+    req: &AddRequest,
+    front: &mut dyn Front,
+) -> Result<Changed, Stop> {
+    rights::admit(b, Act::Redirect)
         .await
         .map_err(Stop::Refused)?;
-    let current = list(s).await?;
-    let dest = destination(s, &req.to).await?;
+    let current = list(b).await?;
+    let dest = b.destination(&req.to).await?;
     redirect::check_add(&current.redirects, &req.from, &req.to, &dest)
         .map_err(|e| Stop::Refused(format!("{e}; no redirect changed")))?;
-    let rec = record_of(s, &req.from, &req.to, &req.reason);
-    change(s, redirect::ADD, rec, front).await
+    let rec = record_of(&b.author(), &req.from, &req.to, &req.reason);
+    change(b, redirect::ADD, rec, front).await
 }
 
 /// Removes the redirect of `req.from`: its replays go to their plain target again.
-pub async fn remove(
-    s: &Session,
+pub async fn remove<B: RedirectPort>(
+    b: &B,
     req: &RemoveRequest,
     front: &mut dyn Front,
 ) -> Result<Changed, Stop> {
-    rights::admit(s, Act::Redirect)
+    rights::admit(b, Act::Redirect)
         .await
         .map_err(Stop::Refused)?;
-    let current = list(s).await?;
+    let current = list(b).await?;
     let Some(old) = current.redirects.get(&req.from) else {
         return Err(Stop::Refused(format!(
             "'{}' is not redirected; no redirect changed",
@@ -78,40 +81,31 @@ pub async fn remove(
         )));
     };
     // The removal names what it removes, for the record.
-    let rec = record_of(s, &req.from, &old.to, "");
-    change(s, redirect::REMOVE, rec, front).await
+    let rec = record_of(&b.author(), &req.from, &old.to, "");
+    change(b, redirect::REMOVE, rec, front).await
 }
 
 /// Keeps the change on the redirect stream (creating it with consent), then on the audit.
-async fn change(
-    s: &Session,
+async fn change<B: RedirectPort>(
+    b: &B,
     event: &'static str,
     rec: RedirectRecord,
     front: &mut dyn Front,
 ) -> Result<Changed, Stop> {
-    let configured = s.target.audit.create;
+    let configured = b.author().create_streams;
     let consent = front.audit_consent(configured);
     // Nobody could be asked here (the TUI's worker, or no terminal): the question, with every
     // stream the change would create (the redirect stream, the audit stream for its record),
     // goes back to the front end before anything is created or kept.
     if matches!(consent, Consent::Refuse) && configured.is_none() {
-        let (redirect_stream, audit_stream) = tokio::join!(
-            redirects::creation_question(s),
-            crate::broker::audit::stream_to_ask_about(s)
-        );
-        let questions: Vec<String> = [redirect_stream, audit_stream]
-            .into_iter()
-            .flatten()
-            .collect();
+        let questions = b.streams_to_create().await;
         if !questions.is_empty() {
             return Err(Stop::Unanswered(questions.join("; and ")));
         }
     }
-    redirects::keep(s, event, &rec, consent)
-        .await
-        .map_err(Stop::Refused)?;
-    let consent = front.audit_consent(s.target.audit.create);
-    let notes = redirects::record(s, event, &rec, consent).await;
+    b.keep(event, &rec, consent).await.map_err(Stop::Refused)?;
+    let consent = front.audit_consent(configured);
+    let notes = b.record(event, &rec, consent).await;
     Ok(Changed {
         event,
         record: rec,
@@ -119,37 +113,15 @@ async fn change(
     })
 }
 
-fn record_of(s: &Session, from: &str, to: &str, reason: &str) -> RedirectRecord {
+fn record_of(who: &Author, from: &str, to: &str, reason: &str) -> RedirectRecord {
     RedirectRecord {
         at: jiff::Timestamp::now(),
         from: from.to_string(),
         to: to.to_string(),
         reason: reason.trim().to_string(),
         os_user: crate::store::current_os_user(),
-        // The user the broker vouches for on each entry (its `user_id`).
-        broker_user: s.target.credentials.username.clone(),
-        context: s.target.context.clone(),
-        vhost: s.vhost().to_string(),
+        broker_user: who.broker_user.clone(),
+        context: who.context.clone(),
+        vhost: who.vhost.clone(),
     }
-}
-
-/// What the broker says of the queue a redirect would send to.
-async fn destination(s: &Session, queue: &str) -> Result<Destination, Stop> {
-    let broker = |e: String| Stop::Broker(format!("looking up '{}': {e}", one_line(queue, 100)));
-    let info = match s.mgmt.queue(s.vhost(), queue).await {
-        Ok(i) => i,
-        Err(ManagementError::NoQueue { .. }) => return Ok(Destination::Missing),
-        Err(e) => return Err(broker(e.to_string())),
-    };
-    let settings = s
-        .settings_of(&info)
-        .await
-        .map_err(|e| broker(e.to_string()))?;
-    Ok(
-        if crate::domain::destination::is_wait_queue(&info, &settings) {
-            Destination::WaitQueue
-        } else {
-            Destination::Queue
-        },
-    )
 }

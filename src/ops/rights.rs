@@ -88,8 +88,8 @@ pub fn configured(s: &Session) -> Option<ReadOnly> {
 
 /// The gate every operation passes first: `Err` with the refusal in words when this session is
 /// read-only. Reading is never refused here.
-pub async fn admit(s: &Session, act: Act) -> Result<(), String> {
-    match read_only(s).await {
+pub async fn admit<R: super::ports::Rights>(r: &R, act: Act) -> Result<(), String> {
+    match r.read_only().await {
         None => Ok(()),
         Some(r) => Err(refusal(act, &r)),
     }
