@@ -13,6 +13,10 @@ mod store_util;
 mod tmux_util;
 mod tui_fixtures;
 
+#[path = "amqp10.rs"]
+mod amqp10;
+#[path = "amqp10_props.rs"]
+mod amqp10_props;
 #[path = "archive_cli.rs"]
 mod archive_cli;
 #[path = "archive_trust.rs"]

@@ -15,12 +15,36 @@ pub async fn topology(mgmt: &Management, vhost: &str) -> Result<Topology, Manage
         mgmt.bindings(vhost),
         mgmt.policies(vhost),
     );
-    Ok(Topology {
+    let mut t = Topology {
         queues: queues?,
         exchanges: exchanges?,
         bindings: bindings?,
         policies: policies?,
-    })
+    };
+    held_dead_letters(mgmt, vhost, &mut t).await;
+    Ok(t)
+}
+
+/// Most queues whose held dead letters one discovery asks for, one request each.
+const HELD_PROBES: usize = 64;
+
+/// Fills `messages_dlx` for the queues of `vhost` that dead-letter at least once (the listing
+/// does not carry it), at most [`HELD_PROBES`] of them, concurrently. A queue that cannot be
+/// asked keeps `None`: nothing is said about it, and the listing is not failed for it.
+async fn held_dead_letters(mgmt: &Management, vhost: &str, t: &mut Topology) {
+    let wanted = discovery::stuck::candidates(t, HELD_PROBES);
+    let asks = wanted.iter().filter_map(|&i| t.queues.get(i)).map(|q| {
+        let name = q.name.clone();
+        async move { mgmt.dead_letters_held(vhost, &name).await }
+    });
+    let counts = futures_util::future::join_all(asks).await;
+    for (i, n) in wanted.into_iter().zip(counts) {
+        match (t.queues.get_mut(i), n) {
+            (Some(q), Ok(n)) => q.messages_dlx = n,
+            (_, Err(e)) => tracing::debug!("held dead letters not counted: {e}"),
+            _ => {}
+        }
+    }
 }
 
 /// Every dead-letter queue of `vhost`, its feeders, the retry loops and the other queues. Asks
@@ -83,7 +107,8 @@ pub async fn discover_all(
         }
     }
     let mut all: Vec<(String, Discovery)> = Vec::new();
-    for (v, topo) in by {
+    for (v, mut topo) in by {
+        held_dead_letters(mgmt, &v, &mut topo).await;
         let mut d = discovery::discover(&topo, features, patterns);
         d.set_vhost(&v);
         all.push((v, d));

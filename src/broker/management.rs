@@ -456,6 +456,29 @@ impl Management {
         })
     }
 
+    /// A quorum queue's dead letters held inside it (`messages_dlx`), which the queue listing
+    /// (without per-queue stats) leaves out; `None` when the broker does not report it.
+    pub async fn dead_letters_held(
+        &self,
+        vhost: &str,
+        name: &str,
+    ) -> Result<Option<u64>, ManagementError> {
+        let what = format!("count the dead letters held in queue '{name}' of vhost '{vhost}'");
+        let (v, _) = self
+            .call(
+                Method::GET,
+                &["queues", vhost, name],
+                &[("columns", "name,messages_dlx")],
+                None,
+                Some(vhost),
+                &what,
+            )
+            .await?;
+        Ok(wire::one(&v)
+            .and_then(wire::Queue::into_domain)
+            .and_then(|q| q.messages_dlx))
+    }
+
     pub async fn policies(&self, vhost: &str) -> Result<Vec<Policy>, ManagementError> {
         let what = format!("list the policies of vhost '{vhost}'");
         self.list(

@@ -327,6 +327,7 @@ fn show_json(
         "delivery_count": e.message.delivery.delivery_count,
         "redelivered": e.message.delivery.redelivered,
         "body_bytes": e.message.body_size,
+        "body": body_json(&e.message),
         "dead_since": session::arrival(e).since().map(|t| t.to_string()),
         "dead_since_exact": session::arrival(e).is_exact(),
         "arrived_after": session::arrival(e).earliest().map(|t| t.to_string()),
@@ -338,6 +339,22 @@ fn show_json(
                 "vouched_by": vouch.as_ref().and_then(|v| v.clone().ok()),
                 "unvouched": vouch.and_then(Result::err)})
         }),
+    })
+}
+
+/// Most characters of a body `show --json` gives as text (the TUI and `export` have all of it).
+const SHOW_BODY_CHARS: usize = 4096;
+
+/// The body as a person reads it: decoded (gzip, an AMQP 1.0 amqp-value or amqp-sequence), its
+/// format, what it was decoded from and the terminal-safe text, cut at [`SHOW_BODY_CHARS`].
+fn body_json(m: &crate::domain::message::DeadLetter) -> Value {
+    use crate::domain::body;
+    let b = body::decode_message(m, body::DECODE_CAP);
+    json!({
+        "format": b.format.label(),
+        "decoded_from": b.decoded_label(),
+        "note": b.note(),
+        "text": body::text(&b, SHOW_BODY_CHARS),
     })
 }
 

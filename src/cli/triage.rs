@@ -15,6 +15,7 @@ use super::groups;
 use super::{Failure, exit};
 use crate::broker::config;
 use crate::broker::session::{self, ReadConsent, Session};
+use crate::domain::discovery::stuck::Stuck;
 use crate::domain::discovery::{BrokerVersion, Discovery, DlqInfo};
 use crate::domain::sanitize::one_line;
 use crate::domain::urgency::{self, Figures, History, ReadHead, Sample, SortBy};
@@ -257,12 +258,17 @@ fn print_queues(
             print_queue_line(&vhost_cell(&p.context, &p.vhost), p, q, f, now);
         }
     }
+    for p in places {
+        for s in &p.discovery.stuck {
+            print_stuck(p, s, json, contexts, &vhost_cell(&p.context, &p.vhost));
+        }
+    }
     if all {
         for p in places {
             commands::print_other_queues(&p.discovery, json, every.then_some(p.vhost.as_str()));
         }
     }
-    if !json && rows.is_empty() {
+    if !json && rows.is_empty() && places.iter().all(|p| p.discovery.stuck.is_empty()) {
         crate::outln!(
             "no dead-letter queues in {}",
             if contexts {
@@ -325,6 +331,40 @@ fn print_queue_json(p: &Place, q: &DlqInfo, f: &Figures, contexts: bool, now: Ti
         v["context"] = json!(p.context);
     }
     commands::print_line(&v);
+}
+
+/// A quorum queue holding dead letters no dead-letter queue takes (at-least-once): listed
+/// after the dead-letter queues, whatever the sort, as `stuck`, with how many and why.
+fn print_stuck(p: &Place, s: &Stuck, json: bool, contexts: bool, cell: &str) {
+    if json {
+        let mut v = json!({
+            "vhost": p.vhost,
+            "name": s.queue,
+            "kind": "stuck",
+            "queue_type": "quorum",
+            "depth": s.depth,
+            "stuck_dead_letters": s.count,
+            "dead_letter_exchange": s.dead_letter_exchange,
+            "why": s.why.code(),
+            "why_text": s.explain(),
+        });
+        if contexts {
+            v["context"] = json!(p.context);
+        }
+        commands::print_line(&v);
+        return;
+    }
+    crate::outln!(
+        "{}{:<40} {:<8} {:<12} {:>7}  {} dead letter{} held here, not in a DLQ (at-least-once): {}",
+        cell,
+        one_line(&s.queue, 40),
+        "stuck",
+        "broker",
+        s.depth.map_or("?".to_string(), |d| d.to_string()),
+        s.count,
+        if s.count == 1 { "" } else { "s" },
+        one_line(&s.explain(), 300)
+    );
 }
 
 /// One dead-letter queue of `warren queues` as a line; `cell` is its context and vhost columns.

@@ -8,6 +8,8 @@
 use std::borrow::Cow;
 use std::io::Read;
 
+use super::amqp10::{self, sections::Section};
+use super::message::DeadLetter;
 use super::sanitize;
 
 /// Most bytes a body decodes to. A 1 MiB gzip body of zeros would otherwise be a gigabyte.
@@ -69,6 +71,12 @@ pub enum Decoding {
     Corrupt { encoding: Encoding, reason: String },
     /// A compression Warren does not decode (`br`, `zstd`, …): the raw bytes are shown.
     Unsupported(String),
+    /// AMQP 1.0 body sections the broker passed on encoded (`type: amqp-1.0`), decoded: what
+    /// the section holds is shown.
+    Amqp(Section),
+    /// `type: amqp-1.0`, but the sections do not decode (cut at the browse cap, or malformed):
+    /// the raw bytes are shown.
+    AmqpUnreadable { reason: String, cut: bool },
 }
 
 /// A body ready to show: the bytes to show (decoded when possible), how, and in what format.
@@ -89,10 +97,27 @@ impl Body<'_> {
         }
     }
 
+    /// What the bytes shown were decoded from, for a label ("gzip", "AMQP 1.0 amqp-value").
+    pub fn decoded_label(&self) -> Option<String> {
+        match &self.decoding {
+            Decoding::Amqp(section) => Some(format!("AMQP 1.0 {}", section.label())),
+            _ => self.decoded_from().map(|e| e.label().to_string()),
+        }
+    }
+
     /// What the operator must know about the bytes shown, when anything.
     pub fn note(&self) -> Option<String> {
         match &self.decoding {
             Decoding::Plain | Decoding::Decoded(_) => None,
+            Decoding::Amqp(_) => Some(
+                "(an AMQP 1.0 body the broker passed on encoded, type amqp-1.0: decoded for reading; a replay sends it as it is)"
+                    .to_string(),
+            ),
+            Decoding::AmqpUnreadable { reason, cut } => Some(format!(
+                "(an AMQP 1.0 body, type amqp-1.0, that does not decode{}: {}; showing the raw bytes)",
+                if *cut { " as far as it was read (browse cap)" } else { "" },
+                sanitize::one_line(reason, 120)
+            )),
             Decoding::Capped { encoding, cap } => Some(format!(
                 "(decoded first {cap} bytes: the {} stream holds more; Warren stops there)",
                 encoding.label()
@@ -112,6 +137,37 @@ impl Body<'_> {
                 sanitize::one_line(name, 40)
             )),
         }
+    }
+}
+
+/// A message's body ready to show: an AMQP-encoded body (`type: amqp-1.0`) decoded from its
+/// sections, any other by its `content_encoding` ([`decode`]).
+pub fn decode_message(m: &DeadLetter, cap: usize) -> Body<'_> {
+    if !amqp10::encoded_body(&m.properties) {
+        return decode(
+            &m.body,
+            m.properties.content_encoding.as_deref(),
+            m.body_complete(),
+            cap,
+        );
+    }
+    match amqp10::body(&m.body) {
+        Ok(mut r) => {
+            r.bytes.truncate(cap);
+            Body {
+                format: detect(&r.bytes),
+                bytes: Cow::Owned(r.bytes),
+                decoding: Decoding::Amqp(r.section),
+            }
+        }
+        Err(e) => Body {
+            bytes: Cow::Borrowed(&m.body),
+            format: detect(&m.body),
+            decoding: Decoding::AmqpUnreadable {
+                reason: e.to_string(),
+                cut: !m.body_complete(),
+            },
+        },
     }
 }
 

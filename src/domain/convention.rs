@@ -327,6 +327,16 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Readin
     if r.error_headers.is_empty() {
         r.error_headers = own.error_headers_in(&dl.headers);
     }
+    // An AMQP 1.0 consumer's `x-opt-` annotations say why, whatever else put it here.
+    if r.fault.is_none()
+        && let Some((fault, keys)) = super::amqp10::failure(&dl.headers)
+    {
+        r.fault = Some(fault);
+        r.error_headers.extend(
+            keys.into_iter()
+                .filter(|k| !own.error_text_headers.contains(k)),
+        );
+    }
     // The broker's record fills what the framework did not say. Symfony's `x-death` is a copy
     // of its delay queue's: not where the message failed.
     if !r.deaths_copied {
@@ -339,7 +349,7 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Readin
         r.message_type = r.fault.as_ref().and_then(|f| f.message_type.clone());
     }
     if r.message_type.is_none() {
-        r.message_type = nonempty(dl.properties.kind.clone());
+        r.message_type = super::amqp10::message_type(&dl.properties).map(|t| t.trim().to_string());
     }
     r
 }
@@ -1022,7 +1032,7 @@ fn qualified_type_prefix(message: &str) -> Option<(String, String)> {
 }
 
 /// A Python traceback's last line: `ValueError: boom` or `pkg.errors.Oops: boom`.
-fn python_exception_line(line: &str) -> Option<TypeAndMessage> {
+pub(crate) fn python_exception_line(line: &str) -> Option<TypeAndMessage> {
     let line = line.trim();
     let (t, m) = line.split_once(':').map_or((line, None), |(t, m)| {
         (
@@ -1053,6 +1063,16 @@ fn find_exception(text: &str) -> Option<TypeAndMessage> {
 /// The short name of a type: `Shop.Shipping.CarrierUnavailableException` →
 /// `CarrierUnavailableException`, without an assembly qualification or nesting prefix.
 pub fn short_type(t: &str) -> &str {
+    // A type has no spaces: text that has them (an AMQP 1.0 consumer's annotated reason) is
+    // shown whole.
+    if t.split(',')
+        .next()
+        .unwrap_or(t)
+        .trim()
+        .contains(char::is_whitespace)
+    {
+        return t.trim();
+    }
     let t = t.split(',').next().unwrap_or(t).trim();
     let t = t.rsplit(['.', '+', ':']).next().unwrap_or(t);
     if t.is_empty() { "?" } else { t }

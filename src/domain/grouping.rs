@@ -175,7 +175,7 @@ pub fn death_reason(ex: &Explanation) -> Option<&str> {
 pub fn message_type<'a>(msg: &'a DeadLetter, exp: &'a Explanation) -> Option<&'a str> {
     exp.message_type
         .as_deref()
-        .or(msg.properties.kind.as_deref())
+        .or(super::amqp10::message_type(&msg.properties))
 }
 
 /// What grouping reads of one message, in every mode: taken from the message and its

@@ -1,7 +1,8 @@
 //! A stable key per dead letter, so that Warren can remember when it first saw each message
 //! ("dead since": x-death's `time` is the first death, not the arrival in this queue).
 //!
-//! The key is the producer's id when there is one, else a framework's own message id (a header
+//! The key is the producer's id when there is one (the `message_id` property, or the
+//! `x-message-id` header where RabbitMQ keeps an AMQP 1.0 id the property cannot carry), else a framework's own message id (a header
 //! such as `NServiceBus.MessageId`, Celery's task id or dramatiq's body `message_id`, read by
 //! `convention`), else a hash of the
 //! content. The hash leaves out what changes while a message sits or cycles (x-death
@@ -45,6 +46,11 @@ pub fn message_key(msg: &DeadLetter) -> String {
     {
         return format!("id:{id}");
     }
+    // An AMQP 1.0 producer's id that the 0.9.1 property cannot carry (binary): the broker
+    // keeps it in a header.
+    if let Some(id) = super::amqp10::message_id(&msg.headers) {
+        return format!("id:{id}");
+    }
     match framework_id(msg) {
         Some((IdPlace::Header(name), value)) => format!("header:{name}:{value}"),
         Some((IdPlace::Body(name), value)) => format!("body:{name}:{value}"),
@@ -65,7 +71,8 @@ pub fn is_id_key(key: &str) -> bool {
 pub fn shown_id(msg: &DeadLetter) -> Option<String> {
     match msg.properties.message_id.as_deref() {
         Some(id) if !id.trim().is_empty() => Some(id.to_string()),
-        _ => framework_id(msg).map(|(_, value)| value),
+        _ => super::amqp10::message_id(&msg.headers)
+            .or_else(|| framework_id(msg).map(|(_, value)| value)),
     }
 }
 
@@ -397,6 +404,19 @@ mod tests {
         let mut m = dramatiq_message("d-1", 0, "[]");
         m.properties.message_id = Some("amqp-1".into());
         assert_eq!(message_key(&m), "id:amqp-1");
+    }
+
+    #[test]
+    fn an_amqp_1_0_binary_id_kept_in_x_message_id_is_the_id() {
+        let mut m = msg(b"\x00\x53\x77\x40");
+        m.headers
+            .insert("x-message-id", HeaderValue::Bytes(b"\x01\x02bin".to_vec()));
+        assert_eq!(message_key(&m), "id:0x010262696e");
+        assert_eq!(shown_id(&m).as_deref(), Some("0x010262696e"));
+        assert_eq!(shown_id_in_key(&message_key(&m)), Some("0x010262696e"));
+        // The property, when the broker could set it, wins.
+        m.properties.message_id = Some("42".into());
+        assert_eq!(message_key(&m), "id:42");
     }
 
     #[test]

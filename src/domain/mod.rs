@@ -1,6 +1,7 @@
 //! The dead-letter model. Pure: no IO, no terminal, no lapin or reqwest types, so the CLI, the
 //! TUI, the broker layer and the tests all share one explanation of a message.
 
+pub mod amqp10;
 pub mod archive;
 pub mod arrival;
 pub mod body;

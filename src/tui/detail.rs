@@ -490,17 +490,11 @@ impl BodyView {
 
 /// Decodes and renders `m`'s body as text of at most about `max_chars` characters.
 pub fn body_view(m: &DeadLetter, max_chars: usize) -> BodyView {
-    let decoded = body::decode(
-        &m.body,
-        m.properties.content_encoding.as_deref(),
-        m.body_complete(),
-        body::DECODE_CAP,
-    );
+    let decoded = body::decode_message(m, body::DECODE_CAP);
     let size = format::bytes(m.body_size);
-    let label = match decoded.decoded_from() {
-        Some(e) => format!(
-            "{size}, {} → {}, {} decoded",
-            e.label(),
+    let label = match decoded.decoded_label() {
+        Some(from) => format!(
+            "{size}, {from} → {}, {} decoded",
             decoded.format.label(),
             format::bytes(decoded.bytes.len() as u64)
         ),

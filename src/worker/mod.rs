@@ -1157,5 +1157,6 @@ pub fn snapshot_discovery(snapshots: &[(SnapshotHeader, Vec<DeadLetter>)]) -> Di
         dead_letter_queues,
         retry_loops: Vec::new(),
         other_queues: Vec::new(),
+        stuck: Vec::new(),
     }
 }

@@ -376,6 +376,7 @@ pub fn discovery() -> Discovery {
                 dead_letter_exchange: Some("orders".into()),
             },
         ],
+        stuck: Vec::new(),
     }
 }
 
@@ -574,6 +575,7 @@ pub fn every_vhost_discovery() -> Discovery {
         ],
         retry_loops: Vec::new(),
         other_queues: Vec::new(),
+        stuck: Vec::new(),
     };
     billing.set_vhost("billing");
     d.dead_letter_queues.extend(billing.dead_letter_queues);
@@ -611,6 +613,7 @@ pub fn every_context_discovery() -> Discovery {
         )],
         retry_loops: Vec::new(),
         other_queues: Vec::new(),
+        stuck: Vec::new(),
     };
     let mut billing = Discovery {
         dead_letter_queues: vec![dlq(
@@ -622,6 +625,7 @@ pub fn every_context_discovery() -> Discovery {
         )],
         retry_loops: Vec::new(),
         other_queues: Vec::new(),
+        stuck: Vec::new(),
     };
     billing.set_vhost("billing");
     staging

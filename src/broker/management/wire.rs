@@ -270,6 +270,7 @@ pub(super) struct Queue {
     messages_unacknowledged: Lenient<u64>,
     consumers: Lenient<u64>,
     message_bytes: Lenient<u64>,
+    messages_dlx: Lenient<u64>,
 }
 
 impl Queue {
@@ -299,6 +300,7 @@ impl Queue {
             messages_unacknowledged: self.messages_unacknowledged.get(),
             consumers: self.consumers.get(),
             message_bytes: self.message_bytes.get(),
+            messages_dlx: self.messages_dlx.get(),
         })
     }
 }

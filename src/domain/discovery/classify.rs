@@ -208,6 +208,8 @@ pub struct Discovery {
     pub retry_loops: Vec<RetryLoop>,
     /// By name.
     pub other_queues: Vec<QueueSummary>,
+    /// Quorum queues holding dead letters no dead-letter queue takes (at-least-once), by name.
+    pub stuck: Vec<super::stuck::Stuck>,
 }
 
 impl Discovery {
@@ -240,6 +242,9 @@ impl Discovery {
         for l in &mut self.retry_loops {
             l.vhost = vhost.to_string();
         }
+        for s in &mut self.stuck {
+            s.vhost = vhost.to_string();
+        }
     }
 
     /// One discovery of several vhosts' (each already named with [`Discovery::set_vhost`]),
@@ -250,6 +255,7 @@ impl Discovery {
             all.dead_letter_queues.extend(d.dead_letter_queues);
             all.retry_loops.extend(d.retry_loops);
             all.other_queues.extend(d.other_queues);
+            all.stuck.extend(d.stuck);
         }
         all
     }
@@ -474,10 +480,12 @@ pub fn discover(topology: &Topology, features: &BrokerFeatures, patterns: &[Rege
     let in_loop: HashSet<usize> = loop_edges.iter().flat_map(|&(a, b)| [a, b]).collect();
     let (dead_letter_queues, other_queues) =
         sort_queues(&v, features, patterns, &feeders, &in_loop);
+    let stuck = super::stuck::find(topology, &v.settings);
     let mut found = Discovery {
         dead_letter_queues,
         retry_loops,
         other_queues,
+        stuck,
     };
     super::symfony::mark_failure_transports(topology, &mut found);
     found.dead_letter_queues.sort_by(|a, b| {

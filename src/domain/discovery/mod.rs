@@ -8,6 +8,8 @@
 //! - [`routing`]: where a publish to exchange X with key K lands (also for replay previews).
 //! - [`classify`]: names, dead-letter edges and retry loops, into a [`Discovery`].
 //! - [`consumers`]: which queues' consumers are counted live, and where the counts go.
+//! - [`stuck`]: dead letters an at-least-once quorum queue holds because no dead-letter queue
+//!   takes them, and why.
 //! - [`symfony`]: Symfony Messenger's failure transport, by the vhost's topology (nothing
 //!   dead-letters into it; no message is read to find it).
 //!
@@ -18,6 +20,7 @@ pub mod classify;
 pub mod consumers;
 pub mod routing;
 pub mod settings;
+pub mod stuck;
 pub mod symfony;
 pub mod topology;
 

@@ -26,6 +26,9 @@ pub struct EffectiveSettings {
     pub max_length_bytes: Option<u64>,
     /// `x-overflow` / `overflow` (`drop-head` when unset): the argument wins.
     pub overflow: Option<String>,
+    /// `x-dead-letter-strategy` / `dead-letter-strategy` (quorum queues; `at-most-once` when
+    /// unset): the argument wins.
+    pub dead_letter_strategy: Option<String>,
 }
 
 /// Policies compiled once for a whole vhost.
@@ -141,6 +144,8 @@ pub fn effective_settings(q: &QueueInfo, policy: Option<&JsonMap>) -> EffectiveS
             ttl(json_int(pol("max-length-bytes"))),
         ),
         overflow: json_str(arg("x-overflow")).or_else(|| json_str(pol("overflow"))),
+        dead_letter_strategy: json_str(arg("x-dead-letter-strategy"))
+            .or_else(|| json_str(pol("dead-letter-strategy"))),
     }
 }
 

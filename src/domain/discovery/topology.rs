@@ -92,6 +92,10 @@ pub struct QueueInfo {
     pub consumers: Option<u64>,
     /// Bytes of message bodies in the queue, when reported (for `max-length-bytes` room).
     pub message_bytes: Option<u64>,
+    /// Quorum queues dead-lettering at least once: dead letters held inside the queue until a
+    /// dead-letter queue takes them (`messages_dlx`). The listing does not carry it; the broker
+    /// layer asks for it queue by queue (see `stuck::candidates`).
+    pub messages_dlx: Option<u64>,
 }
 
 impl QueueInfo {
@@ -111,6 +115,7 @@ impl QueueInfo {
             messages_unacknowledged: None,
             consumers: None,
             message_bytes: None,
+            messages_dlx: None,
         }
     }
 

@@ -32,12 +32,7 @@ pub(super) fn body(state: &mut State) {
         return;
     };
     let m = &row.msg;
-    let decoded = body::decode(
-        &m.body,
-        m.properties.content_encoding.as_deref(),
-        m.body_complete(),
-        body::DECODE_CAP,
-    );
+    let decoded = body::decode_message(m, body::DECODE_CAP);
     let text = match (decoded.format, std::str::from_utf8(&decoded.bytes)) {
         (body::Format::Binary, _) | (_, Err(_)) => {
             state.notice = Some(
