@@ -17,6 +17,14 @@ use super::message::DeadLetter;
 use super::value::{HeaderValue, Table};
 use super::xdeath::{DeathHistory, timestamp_from_value, value_text};
 
+mod dramatiq;
+mod rascal;
+
+use dramatiq::{dramatiq, dramatiq_body};
+pub use dramatiq::{dramatiq_head, dramatiq_message_id};
+use rascal::rascal;
+pub use rascal::{RascalRecovery, rascal_recovery, rascal_table};
+
 /// The convention a dead letter follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Convention {
@@ -661,62 +669,6 @@ fn sneakers(dl: &DeadLetter) -> Reading {
     r
 }
 
-/// A dramatiq body: the whole JSON when it is complete, else its head, so that a body cut at a
-/// browse cap still names the actor and, unless the arguments fill the cap, holds `options`.
-fn dramatiq_body(dl: &DeadLetter) -> Option<Value> {
-    body_json(dl).or_else(|| dramatiq_head(&dl.body).map(Value::Object))
-}
-
-fn dramatiq(dl: &DeadLetter) -> Reading {
-    let mut r = Reading::empty(Convention::Dramatiq);
-    let body = dramatiq_body(dl);
-    let options = body.as_ref().and_then(|b| b.get("options"));
-    let traceback = options
-        .and_then(|o| o.get("traceback"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    // A Python traceback ends with "Type: message".
-    let last = traceback
-        .as_deref()
-        .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()))
-        .and_then(python_exception_line);
-    let actor = body
-        .as_ref()
-        .and_then(|b| b.get("actor_name"))
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    if traceback.is_some() || actor.is_some() {
-        r.fault = Some(Fault {
-            exception_type: last.as_ref().map(|(t, _)| t.clone()),
-            message: last.and_then(|(_, m)| m),
-            stack_trace: traceback,
-            consumer: actor.clone(),
-            message_type: None,
-            inner_exception_type: None,
-            host: None,
-        });
-    }
-    r.source.queue = body
-        .as_ref()
-        .and_then(|b| b.get("queue_name"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| dl.queue.strip_suffix(".XQ").map(str::to_string))
-        .filter(|q| !q.is_empty());
-    r.retries = options
-        .and_then(|o| o.get("retries"))
-        .and_then(Value::as_i64);
-    // Set per message by `send_with_options(max_retries=…)`; the actor's own setting is not in
-    // the message. `null` is dramatiq's "no limit".
-    r.retry_limit = match options.and_then(|o| o.get("max_retries")) {
-        Some(Value::Null) => Some(RetryLimit::Unlimited),
-        Some(v) => v.as_i64().map(RetryLimit::At),
-        None => None,
-    };
-    r.message_type = actor;
-    r
-}
-
 fn easynetq(dl: &DeadLetter) -> Reading {
     let mut r = Reading::empty(Convention::EasyNetQ);
     let body = body_json(dl);
@@ -784,84 +736,8 @@ pub fn framework_id(dl: &DeadLetter) -> Option<(IdPlace, String)> {
     dramatiq_message_id(&dl.body).map(|id| (IdPlace::Body("message_id"), id))
 }
 
-/// Longer than any id a framework makes (dramatiq's is a UUID): a longer one is not taken as one.
-const MAX_ID: usize = 256;
-
-/// dramatiq's `message_id`, from the body's head (see [`dramatiq_head`]); `None` unless
-/// `queue_name`, `actor_name` and `message_id` are all strings there, the id neither blank nor
-/// absurdly long.
-pub fn dramatiq_message_id(body: &[u8]) -> Option<String> {
-    let head = dramatiq_head(body)?;
-    let field = |k: &str| head.get(k).and_then(Value::as_str);
-    field("queue_name")?;
-    field("actor_name")?;
-    let id = field("message_id")?;
-    (!id.trim().is_empty() && id.len() <= MAX_ID).then(|| id.to_string())
-}
-
 /// Body bytes that go into a content key; every browse keeps at least this many.
 pub const HASHED_BODY: usize = 64 * 1024;
-
-/// The head of a body as dramatiq's JSON encoder writes it: one object with the keys
-/// `queue_name`, `actor_name`, `args`, `kwargs`, `options`, `message_id`, `message_timestamp`,
-/// in that order. Only the first [`HASHED_BODY`] bytes are read, so the result is the
-/// same whether the body was read whole or cut at any browse cap; the fields up to
-/// `message_id` are kept (`args` and `kwargs` are skipped, whatever their size), and a field
-/// cut off is absent. `None` at the first key dramatiq does not write (so another JSON body
-/// costs a few bytes), or when the body is no JSON object.
-pub fn dramatiq_head(body: &[u8]) -> Option<serde_json::Map<String, Value>> {
-    use serde::de::{DeserializeSeed, Error, IgnoredAny, MapAccess, Visitor};
-
-    #[derive(Default)]
-    struct Head {
-        fields: serde_json::Map<String, Value>,
-        foreign: bool,
-    }
-    struct Reader<'a>(&'a mut Head);
-    impl<'de> Visitor<'de> for Reader<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a dramatiq message")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            while let Some(key) = map.next_key::<String>()? {
-                match key.as_str() {
-                    "queue_name" | "actor_name" | "options" | "message_id" => {
-                        let v = map.next_value::<Value>()?;
-                        self.0.fields.insert(key.clone(), v);
-                        if key == "message_id" {
-                            // Everything needed: the rest may be cut off.
-                            return Ok(());
-                        }
-                    }
-                    "args" | "kwargs" | "message_timestamp" => {
-                        map.next_value::<IgnoredAny>()?;
-                    }
-                    _ => {
-                        self.0.foreign = true;
-                        return Err(A::Error::custom("not a dramatiq message"));
-                    }
-                }
-            }
-            Ok(())
-        }
-    }
-    impl<'de> DeserializeSeed<'de> for Reader<'_> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_map(self)
-        }
-    }
-
-    let prefix = body.get(..HASHED_BODY).unwrap_or(body);
-    if prefix.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return None;
-    }
-    let mut head = Head::default();
-    // A cut-off body ends in an error once the fields are read; what was read before counts.
-    let _ = Reader(&mut head).deserialize(&mut serde_json::Deserializer::from_slice(prefix));
-    (!head.foreign && !head.fields.is_empty()).then_some(head.fields)
-}
 
 /// Celery names the task and counts its retries; it records no exception in the message (the
 /// result backend has it, if there is one), so the broker's death record says what happened.
@@ -872,71 +748,6 @@ fn celery(dl: &DeadLetter) -> Reading {
     r.retries = h.get_i64("retries");
     // An ISO 8601 time; `None` (a void) when the task has no deadline.
     r.deadline = h.get("expires").and_then(parse_time);
-    r
-}
-
-/// rascal's record: the `rascal` table header, when it is one and names where the message was.
-pub fn rascal_table(h: &Table) -> Option<&Table> {
-    h.get("rascal")
-        .and_then(HeaderValue::as_table)
-        .filter(|t| t.contains_key("originalQueue") || t.contains_key("recovery"))
-}
-
-/// How rascal recovered a failed message from `queue`, as it recorded under `recovery.<queue>`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RascalRecovery {
-    /// Republished to the queue this many times (the `republish` strategy).
-    pub republished: Option<i64>,
-    /// Forwarded to another publication this many times (`forward`: no `x-death`).
-    pub forwarded: Option<i64>,
-    /// Republished for an immediate nack: the broker then dead-lettered it.
-    pub immediate_nack: bool,
-}
-
-pub fn rascal_recovery(h: &Table) -> RascalRecovery {
-    let Some(t) = rascal_table(h) else {
-        return RascalRecovery::default();
-    };
-    let queue = text(t, "originalQueue").unwrap_or_default();
-    let Some(r) = t
-        .get("recovery")
-        .and_then(HeaderValue::as_table)
-        .and_then(|r| r.get(&queue))
-        .and_then(HeaderValue::as_table)
-    else {
-        return RascalRecovery::default();
-    };
-    RascalRecovery {
-        republished: r.get_i64("republished"),
-        forwarded: r.get_i64("forwarded"),
-        immediate_nack: r
-            .get("immediateNack")
-            .is_some_and(|v| *v == HeaderValue::Bool(true)),
-    }
-}
-
-/// rascal writes the error's message (and code, when it has one) and where the message was
-/// consumed; the recovery counters say how often it tried again.
-fn rascal(dl: &DeadLetter) -> Reading {
-    let mut r = Reading::empty(Convention::Rascal);
-    let Some(t) = rascal_table(&dl.headers) else {
-        return r;
-    };
-    let error = t.get("error").and_then(HeaderValue::as_table);
-    let message = error.and_then(|e| text(e, "message"));
-    let code = error.and_then(|e| text(e, "code"));
-    if message.is_some() || code.is_some() {
-        r.fault = Some(Fault {
-            exception_type: code,
-            message,
-            ..Fault::default()
-        });
-    }
-    r.source.queue = text(t, "originalQueue");
-    r.source.exchange = text_keep_empty(t, "originalExchange");
-    r.source.routing_key = text_keep_empty(t, "originalRoutingKey");
-    let rec = rascal_recovery(&dl.headers);
-    r.retries = rec.republished.or(rec.forwarded);
     r
 }
 
@@ -1161,7 +972,7 @@ mod tests {
         );
         let long = format!(
             r#"{{"queue_name":"q","actor_name":"a","message_id":"{}"}}"#,
-            "i".repeat(MAX_ID + 1)
+            "i".repeat(dramatiq::MAX_ID + 1)
         );
         assert_eq!(id(&long), None);
         for junk in [
