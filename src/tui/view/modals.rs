@@ -117,7 +117,7 @@ pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame
         )),
         Some(p) => lines.extend(replay_destination(t, p)),
     }
-    lines.extend(replay_settings(t, modal));
+    lines.extend(replay_settings(t, modal, state.canary_above));
     if let Some(p) = &modal.preview {
         if p.replayed_before > 0 {
             lines.push(Line::styled(
@@ -188,7 +188,7 @@ fn edited_lines(t: &Theme, e: &crate::tui::edit::EditedCopy) -> Vec<Line<'static
 
 /// The replay modal's settings: the body (untouched), attempts kept or reset, the rate and
 /// whether it is a dry run, each with the key that changes it.
-fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
+fn replay_settings(t: &Theme, modal: &ReplayModal, canary_above: u64) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let body = if modal.edited.is_some() {
         "edited"
@@ -245,12 +245,15 @@ fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
         ),
         Span::styled("  +/- Tab", t.muted),
     ]));
-    let canary = match modal.canary {
-        Some(n) if !modal.dry_run => Span::raw(format!(
-            "the first {n} first; the rest only if none come back"
-        )),
-        Some(_) => Span::styled("none in a dry run", t.muted),
-        None => Span::raw("off"),
+    // Decided by the replay's own rule (`domain::canary::applies`), said before the run.
+    let canary = if modal.dry_run && modal.canary.is_some() {
+        Span::styled("none in a dry run", t.muted)
+    } else {
+        Span::raw(crate::domain::canary::modal_words(
+            modal.canary,
+            modal.count(),
+            canary_above,
+        ))
     };
     out.push(Line::from(vec![
         field(t, "Canary"),
@@ -488,7 +491,7 @@ fn draw_modal<'a>(
         Span::raw("      "),
         Span::styled("Esc  cancel", t.accent),
     ]));
-    let rows = hanging(lines, width.saturating_sub(2));
+    let mut rows = hanging(lines, width.saturating_sub(2));
     let height = rows
         .iter()
         .fold(0u16, |h, r| h.saturating_add(r.height))
@@ -498,7 +501,43 @@ fn draw_modal<'a>(
     let block = modal_block(title, t.danger);
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
-    draw_hanging(frame, inner, rows);
+    // The keys, and why Enter does nothing yet (a refusal), are never cut: on a short screen
+    // they keep the modal's last rows and the fields give way above them, with a mark.
+    let Some(keys) = rows.pop() else {
+        return;
+    };
+    let keys_h = keys.height.min(inner.height);
+    let body = Rect {
+        height: inner.height - keys_h,
+        ..inner
+    };
+    let body_h = rows.iter().fold(0u16, |h, r| h.saturating_add(r.height));
+    let cut = body_h > body.height;
+    draw_hanging(frame, body, rows);
+    if cut && body.height > 0 {
+        let last = Rect {
+            y: body.y + body.height - 1,
+            height: 1,
+            ..body
+        };
+        frame.render_widget(Clear, last);
+        frame.render_widget(
+            Paragraph::new(Span::styled(
+                " … more above: a taller terminal shows it all",
+                t.muted,
+            )),
+            last,
+        );
+    }
+    draw_hanging(
+        frame,
+        Rect {
+            y: inner.y + inner.height - keys_h,
+            height: keys_h,
+            ..inner
+        },
+        vec![keys],
+    );
 }
 
 /// The restore modal (`r` in the archive): how many, where they go, what was restored before
@@ -728,14 +767,7 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
         ])),
         counts,
     );
-    let eta = p.eta_secs().map_or("—".into(), format::duration);
-    frame.render_widget(
-        Paragraph::new(Span::styled(
-            format!(" {:.0} msg/s (limit {})   ETA {eta}", p.rate, run.rate),
-            t.muted,
-        )),
-        rate,
-    );
+    frame.render_widget(Paragraph::new(Span::styled(rate_line(run), t.muted)), rate);
     frame.render_widget(note, msg);
     let keys_text = if run.outcome.is_some() {
         " Enter/Esc  close"
@@ -743,6 +775,33 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
         " Esc  stop safely"
     };
     frame.render_widget(Paragraph::new(Span::styled(keys_text, t.accent)), keys_area);
+}
+
+/// The rate and what is left: "50 msg/s (limit 50)   ETA 9s". A run without a limit (an
+/// archive, a discard) says so, not "limit 0"; while the run waits (on the backlog cap, the
+/// canary, a blocked broker) the ETA says it waits rather than climbing.
+fn rate_line(run: &ReplayRun) -> String {
+    let p = &run.progress;
+    let limit = if run.rate == 0 {
+        "no rate limit".to_string()
+    } else {
+        format!("limit {}", run.rate)
+    };
+    let eta = if run.outcome.is_some() {
+        String::new()
+    } else if p.backlog.is_some() {
+        "   ETA — waiting on the backlog cap".into()
+    } else if p.canary.is_some() {
+        "   ETA — waiting on the canary".into()
+    } else if p.blocked.is_some() {
+        "   ETA — waiting on the broker".into()
+    } else {
+        format!(
+            "   ETA {}",
+            p.eta_secs().map_or("—".into(), format::duration)
+        )
+    };
+    format!(" {:.0} msg/s ({limit}){eta}", p.rate)
 }
 
 /// The line under a run's figures: how it ended, or what it is doing and what Esc does now.
@@ -759,7 +818,7 @@ fn progress_note(state: &State, run: &ReplayRun) -> Span<'static> {
                 " stopped: what moved stays moved, the rest is still in the queue",
                 t.warn,
             ),
-            None => Span::styled(" finished", t.ok),
+            None => Span::styled(format!(" {}", crate::tui::update::outcome_line(run)), t.ok),
         },
         None if run.cancelling => Span::styled(
             " stopping: settling what is in flight (Esc again stops at once)",
