@@ -145,6 +145,8 @@ mod tui_slices;
 mod tui_snapshots;
 #[path = "tui_update.rs"]
 mod tui_update;
+#[path = "tui_words.rs"]
+mod tui_words;
 #[path = "value_fuzz.rs"]
 mod value_fuzz;
 #[path = "words_errors.rs"]

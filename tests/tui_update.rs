@@ -1570,7 +1570,7 @@ fn help_scrolls_with_the_detail_keys_and_closes_at_the_top_again() {
     update(&mut st, ch('j'));
     assert_eq!(
         st.help_scroll,
-        warren::tui::help::max_scroll((80, 24), 0),
+        warren::tui::help::max_scroll((80, 24), 0, ""),
         "never past the last page"
     );
     update(&mut st, ch('g'));
@@ -1583,7 +1583,7 @@ fn help_scrolls_with_the_detail_keys_and_closes_at_the_top_again() {
         },
     );
     update(&mut st, ch('G'));
-    let last_page = warren::tui::help::max_scroll((80, 24), 0);
+    let last_page = warren::tui::help::max_scroll((80, 24), 0, "");
     assert_eq!(st.help_scroll, last_page);
     assert!(usize::from(last_page) < lines - 1);
     update(&mut st, ch('k'));

@@ -500,6 +500,10 @@ pub struct State {
     pub contexts: Vec<super::picker::ContextChoice>,
     /// The first line of the help overlay in view.
     pub help_scroll: u16,
+    /// The help's search (`/` in help): only the bindings matching it are listed; `help_typing`
+    /// while its line takes keys.
+    pub help_query: String,
+    pub help_typing: bool,
     /// The terminal's size (columns, rows) as last reported (80×24 until it is): the pager lays
     /// its text out for it, the help scrolls within it.
     pub screen: (u16, u16),
@@ -595,6 +599,8 @@ impl State {
             queue_filter_input: None,
             contexts: Vec::new(),
             help_scroll: 0,
+            help_query: String::new(),
+            help_typing: false,
             screen: (80, 24),
             banner_whole: false,
             error: None,

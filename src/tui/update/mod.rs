@@ -77,9 +77,11 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             if let Overlay::Pager(p) = &mut state.overlay {
                 p.layout(state.screen);
             }
-            state.help_scroll = state
-                .help_scroll
-                .min(help::max_scroll(state.screen, custom::help_lines(state)));
+            state.help_scroll = state.help_scroll.min(help::max_scroll(
+                state.screen,
+                custom::help_lines(state),
+                &state.help_query,
+            ));
             state.dirty = true;
             Vec::new()
         }
@@ -297,14 +299,49 @@ fn run_custom(state: &mut State, key: &KeyEvent) {
     });
 }
 
-/// Inside the help overlay: scroll it (the keys of the detail pane), or close it.
+/// Inside the help overlay: search it (`/`, as k9s and lazygit), scroll it (the keys of the
+/// detail pane), or close it. Esc first drops a search, then closes.
 fn on_help_key(state: &mut State, key: KeyEvent) {
-    let last = help::max_scroll(state.screen, custom::help_lines(state));
+    if state.help_typing {
+        match key.code {
+            KeyCode::Enter => state.help_typing = false,
+            KeyCode::Esc => {
+                state.help_typing = false;
+                state.help_query.clear();
+            }
+            KeyCode::Backspace => {
+                state.help_query.pop();
+            }
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                state.help_query.clear();
+            }
+            KeyCode::Char(c)
+                if !key.modifiers.contains(KeyModifiers::CONTROL)
+                    && state.help_query.chars().count() < 40 =>
+            {
+                state.help_query.push(c);
+            }
+            _ => {}
+        }
+        state.help_scroll = 0;
+        return;
+    }
+    let last = help::max_scroll(state.screen, custom::help_lines(state), &state.help_query);
     let page = PAGE as u16;
     let s = state.help_scroll;
     state.help_scroll = match key.code {
+        KeyCode::Char('/') => {
+            state.help_typing = true;
+            state.help_query.clear();
+            0
+        }
+        KeyCode::Esc if !state.help_query.is_empty() => {
+            state.help_query.clear();
+            0
+        }
         KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter => {
             state.overlay = Overlay::None;
+            state.help_query.clear();
             0
         }
         KeyCode::Char('j') | KeyCode::Down => s.saturating_add(1),

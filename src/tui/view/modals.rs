@@ -485,12 +485,25 @@ fn draw_modal<'a>(
 ) {
     let t = &state.theme;
     lines.push(Line::raw(""));
-    lines.push(Line::from(vec![
-        Span::raw("   "),
-        accept,
-        Span::raw("      "),
-        Span::styled("Esc  cancel", t.accent),
-    ]));
+    let esc = Span::styled("Esc  cancel", t.accent);
+    // Enter (with why it waits) and Esc on one line where they fit; on a narrow screen each
+    // on its own, so that neither key is split from its word.
+    let one_line = 3 + accept.width() + 6 + esc.width();
+    let keys = if one_line <= usize::from(width.saturating_sub(2)) {
+        vec![Line::from(vec![
+            Span::raw("   "),
+            accept,
+            Span::raw("      "),
+            esc,
+        ])]
+    } else {
+        vec![
+            Line::from(vec![Span::raw("   "), accept]),
+            Line::from(vec![Span::raw("   "), esc]),
+        ]
+    };
+    let keys_rows = keys.len();
+    lines.extend(keys);
     let mut rows = hanging(lines, width.saturating_sub(2));
     let height = rows
         .iter()
@@ -503,10 +516,11 @@ fn draw_modal<'a>(
     frame.render_widget(block, rect);
     // The keys, and why Enter does nothing yet (a refusal), are never cut: on a short screen
     // they keep the modal's last rows and the fields give way above them, with a mark.
-    let Some(keys) = rows.pop() else {
-        return;
-    };
-    let keys_h = keys.height.min(inner.height);
+    let keys = rows.split_off(rows.len().saturating_sub(keys_rows));
+    let keys_h = keys
+        .iter()
+        .fold(0u16, |h, r| h.saturating_add(r.height))
+        .min(inner.height);
     let body = Rect {
         height: inner.height - keys_h,
         ..inner
@@ -523,7 +537,7 @@ fn draw_modal<'a>(
         frame.render_widget(Clear, last);
         frame.render_widget(
             Paragraph::new(Span::styled(
-                " … more above: a taller terminal shows it all",
+                " … more lines hidden: a taller terminal shows them",
                 t.muted,
             )),
             last,
@@ -536,7 +550,7 @@ fn draw_modal<'a>(
             height: keys_h,
             ..inner
         },
-        vec![keys],
+        keys,
     );
 }
 
