@@ -151,6 +151,8 @@ mod tui_words;
 mod value_fuzz;
 #[path = "words_errors.rs"]
 mod words_errors;
+#[path = "words_outcome.rs"]
+mod words_outcome;
 #[path = "worker_archive.rs"]
 mod worker_archive;
 #[path = "worker_audit.rs"]
