@@ -131,6 +131,8 @@ mod tui_custom;
 mod tui_e2e;
 #[path = "tui_e2e_habits.rs"]
 mod tui_e2e_habits;
+#[path = "tui_e2e_words.rs"]
+mod tui_e2e_words;
 #[path = "tui_edit.rs"]
 mod tui_edit;
 #[path = "tui_habits.rs"]
