@@ -110,7 +110,7 @@ impl ReplayModal {
             return Some("set a rate of at least 1 msg/s".into());
         }
         if self.needs_typed_count() && self.typed != count.to_string() {
-            return Some(format!("type {count} to confirm"));
+            return Some(type_to_confirm(count, &self.typed));
         }
         None
     }
@@ -189,7 +189,7 @@ impl ArchiveModal {
             );
         }
         if self.needs_typed_count() && self.typed != self.count.to_string() {
-            return Some(format!("type {} to confirm", self.count));
+            return Some(type_to_confirm(self.count, &self.typed));
         }
         None
     }
@@ -245,7 +245,7 @@ impl RestoreModal {
             return Some("nothing to restore".into());
         }
         if self.needs_typed_count() && self.typed != p.count.to_string() {
-            return Some(format!("type {} to confirm", p.count));
+            return Some(type_to_confirm(p.count, &self.typed));
         }
         None
     }
@@ -270,4 +270,14 @@ pub struct ReplayRun {
     /// Notes the worker sent during the run, put in the command log (`@`) rather than on the
     /// notice line: the outcome's line says they are there.
     pub notes: usize,
+}
+
+/// Why Enter waits for a typed count, with what was typed so far: on a short screen, where the
+/// count's own field may be hidden, the refusal (never cut) still shows it.
+fn type_to_confirm(count: u64, typed: &str) -> String {
+    if typed.is_empty() {
+        format!("type {count} to confirm")
+    } else {
+        format!("type {count} to confirm; typed {typed}")
+    }
 }

@@ -735,10 +735,12 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
     let t = &state.theme;
     let p = &run.progress;
     let width = area.width.saturating_sub(4).min(90);
+    // A failure's cause, or the canary's note, wraps (up to six lines) under itself rather than
+    // being cut at the border: drawn one column in, without its leading space.
     let note = progress_note(state, run);
-    // A failure's cause wraps (up to six lines) rather than being cut at the border.
+    let note = Span::styled(note.content.trim_start().to_string(), note.style);
     let note = Paragraph::new(note).wrap(Wrap { trim: false });
-    let note_height = u16::try_from(note.line_count(width.saturating_sub(2)))
+    let note_height = u16::try_from(note.line_count(width.saturating_sub(3)))
         .unwrap_or(u16::MAX)
         .clamp(1, 6);
     let rect = centered(area, width, 8 + note_height);
@@ -782,6 +784,11 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
         counts,
     );
     frame.render_widget(Paragraph::new(Span::styled(rate_line(run), t.muted)), rate);
+    let msg = Rect {
+        x: msg.x.saturating_add(1),
+        width: msg.width.saturating_sub(1),
+        ..msg
+    };
     frame.render_widget(note, msg);
     let keys_text = if run.outcome.is_some() {
         " Enter/Esc  close"
