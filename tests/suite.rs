@@ -135,6 +135,8 @@ mod tui_custom;
 mod tui_e2e;
 #[path = "tui_e2e_habits.rs"]
 mod tui_e2e_habits;
+#[path = "tui_e2e_words.rs"]
+mod tui_e2e_words;
 #[path = "tui_edit.rs"]
 mod tui_edit;
 #[path = "tui_habits.rs"]
@@ -149,10 +151,14 @@ mod tui_slices;
 mod tui_snapshots;
 #[path = "tui_update.rs"]
 mod tui_update;
+#[path = "tui_words.rs"]
+mod tui_words;
 #[path = "value_fuzz.rs"]
 mod value_fuzz;
 #[path = "words_errors.rs"]
 mod words_errors;
+#[path = "words_outcome.rs"]
+mod words_outcome;
 #[path = "worker_archive.rs"]
 mod worker_archive;
 #[path = "worker_audit.rs"]

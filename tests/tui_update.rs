@@ -1570,7 +1570,7 @@ fn help_scrolls_with_the_detail_keys_and_closes_at_the_top_again() {
     update(&mut st, ch('j'));
     assert_eq!(
         st.help_scroll,
-        warren::tui::help::max_scroll((80, 24), 0),
+        warren::tui::help::max_scroll((80, 24), 0, ""),
         "never past the last page"
     );
     update(&mut st, ch('g'));
@@ -1583,7 +1583,7 @@ fn help_scrolls_with_the_detail_keys_and_closes_at_the_top_again() {
         },
     );
     update(&mut st, ch('G'));
-    let last_page = warren::tui::help::max_scroll((80, 24), 0);
+    let last_page = warren::tui::help::max_scroll((80, 24), 0, "");
     assert_eq!(st.help_scroll, last_page);
     assert!(usize::from(last_page) < lines - 1);
     update(&mut st, ch('k'));
@@ -3406,13 +3406,24 @@ fn the_replay_modal_starts_a_canary_above_its_threshold_and_c_changes_it() {
     update(&mut st, ch(' '));
     update(&mut st, ch(' '));
     update(&mut st, ch('r'));
-    update(&mut st, preview("orders.dlq", 2));
+    update(&mut st, preview("orders.dlq", 100));
     update(&mut st, ch('c'));
     // A plan that comes again (attempts kept) does not undo the operator's choice.
-    update(&mut st, preview("orders.dlq", 2));
+    update(&mut st, preview("orders.dlq", 100));
     let c = accept(&mut st).expect("a canary");
     assert_eq!((c.size, c.tolerance), (50, 0), "25 stepped to 50");
     assert_eq!(c.wait, st.canary_wait);
+
+    // No more selected than the canary takes: the modal said "no canary" up front, and none
+    // is asked of the replay (which would only say afterwards that it was not needed).
+    let mut st = browsed(false, "orders.dlq", orders_messages());
+    st.canary_above = 1;
+    st.canary_size = 25;
+    update(&mut st, ch(' '));
+    update(&mut st, ch(' '));
+    update(&mut st, ch('r'));
+    update(&mut st, preview("orders.dlq", 2));
+    assert_eq!(accept(&mut st), None, "2 selected, a canary of 25");
 
     let mut st = browsed(false, "orders.dlq", orders_messages());
     st.canary_above = 1;

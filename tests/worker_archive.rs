@@ -327,6 +327,8 @@ async fn session(broker: TestBroker, home: &Home) {
     .await;
     assert_eq!(o.progress.moved, 3, "{label}: {o:?}");
     assert!(o.error.is_none(), "{label}: {o:?}");
+    // The line the run leaves, in its own verb and with where they went (issue 41).
+    assert_eq!(o.headline, "archived 3 to warren.archive", "{label}: {o:?}");
     // The two left are handed back by the run's end, which the broker does not confirm.
     h::wait_for_depth(&conn, "dlq", 2, Duration::from_secs(10)).await;
     let archived = read_stream_expecting(&conn, ARCHIVE, 3, 10).await;
@@ -377,6 +379,11 @@ async fn session(broker: TestBroker, home: &Home) {
     let file = said
         .trim_start_matches("snapshot written: 1 message(s) in ")
         .trim_end_matches(" (`warren open` reads it)");
+    assert_eq!(
+        o.headline,
+        format!("discarded 1 (snapshot in {file})"),
+        "{label}: {o:?}"
+    );
     let text = std::fs::read_to_string(file).expect("the snapshot");
     // A header line and the one message.
     assert_eq!(text.lines().count(), 2, "{label}: {text}");

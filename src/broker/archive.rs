@@ -680,6 +680,15 @@ pub enum Place {
 }
 
 impl Place {
+    /// Where an archive went, in its headline (`Summary::headline`): the stream's name, or
+    /// the local file.
+    pub fn where_to(&self) -> String {
+        match self {
+            Place::Stream(name) => name.clone(),
+            Place::Local(path, _) => format!("the local file {}", path.display()),
+        }
+    }
+
     pub fn label(&self) -> String {
         match self {
             Place::Stream(name) => format!("stream '{name}'"),

@@ -113,14 +113,16 @@ async fn archive_or_discard(
     yes: bool,
     json: bool,
 ) -> Result<i32, Failure> {
+    let op = req.way.op();
     let mut front = CliFront::new(c, yes, json).of(s);
     let mut ready = match ops::archive::prepare(s, req, &mut front).await {
         Ok(r) => r,
         Err(stop) => return commands::stopped(stop),
     };
     let result = commands::drive(json, |cancel, progress| ready.run(cancel, progress)).await;
+    let place = ready.place().to_string();
     let notes = ready.finish(&result).await;
-    run_print::report_run(result, notes, json)
+    run_print::report_run(result, notes, json, (op, Some(&place)))
 }
 
 pub async fn archive(c: &ConnArgs, a: &ArchiveArgs) -> Result<i32, Failure> {

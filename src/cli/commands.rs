@@ -706,7 +706,12 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     })
     .await;
     let notes = ready.finish(&result).await;
-    report_run(result, notes, a.json)
+    report_run(
+        result,
+        notes,
+        a.json,
+        (crate::store::Operation::Replay, None),
+    )
 }
 
 /// An operation that stopped before anything moved, as the command's exit.

@@ -16,12 +16,14 @@ pub(crate) fn print_preview(p: &Preview, spec: &ReplaySpec, dry_run: bool) {
     }
 }
 
-/// Says what the record could not keep, prints the summary and gives the exit code of an
-/// engine run (replay, archive, discard).
+/// Says what the record could not keep, prints the summary (its headline first: what `op`
+/// did, to `place`; see `Summary::headline`) and gives the exit code of an engine run
+/// (replay, archive, discard).
 pub(crate) fn report_run(
     result: Result<Summary, SessionError>,
     notes: Vec<String>,
     json: bool,
+    (op, place): (crate::store::Operation, Option<&str>),
 ) -> Result<i32, Failure> {
     for note in notes {
         crate::errln!("warren: {}", one_line(&note, 600));
@@ -29,7 +31,7 @@ pub(crate) fn report_run(
     match result {
         Ok(sum) => {
             let (outcome, code) = replay_outcome(&sum);
-            print_summary(&sum, json, &outcome);
+            print_summary(&sum, json, &outcome, (op, place));
             if sum.counts.forced.is_some() {
                 // Nothing waits on a broker that may not answer: the connections drop here and
                 // the broker returns their unacknowledged deliveries to the queue.
@@ -109,11 +111,17 @@ pub(crate) fn canary_plan_json(c: &crate::domain::canary::CanaryPlan) -> Value {
     })
 }
 
-fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str) {
+fn print_summary(
+    sum: &crate::broker::replay::Summary,
+    json: bool,
+    outcome: &str,
+    (op, place): (crate::store::Operation, Option<&str>),
+) {
     let p = &sum.progress;
     if json {
         print_line(&json!({
             "event": "summary",
+            "headline": sum.headline(op, place),
             "moved": p.moved,
             "returned": p.returned,
             "failed": p.failed,
@@ -136,7 +144,7 @@ fn print_summary(sum: &crate::broker::replay::Summary, json: bool, outcome: &str
         }));
         return;
     }
-    for line in sum.lines() {
+    for line in sum.lines(op, place) {
         crate::errln!("{line}");
     }
 }

@@ -43,13 +43,43 @@ pub struct Age {
 }
 
 impl Age {
-    /// "≥ 15s", "≤ 2h", "2h": the bound is always said.
+    /// An age to the minute, exactly at `secs`.
+    pub fn exact(secs: u64) -> Age {
+        Age {
+            secs,
+            bound: Bound::Exact,
+        }
+    }
+
+    /// The one notation of "dead since", for a queue and for its messages, kept at every
+    /// width: the bound's mark, then the age in its largest unit ("47m", "≥3h", "≤4d"). Under
+    /// a minute an exact age is "<1m" and a bound says its seconds ("≥45s": Warren first saw
+    /// it 45 s ago, and it may have been there longer), never "≥<1m".
+    pub fn text(self) -> String {
+        if self.bound == Bound::Exact && self.secs < 60 {
+            return "<1m".into();
+        }
+        format!("{}{}", self.prefix(), duration_words(self.secs))
+    }
+
+    /// "≥", "≤" or nothing: the bound is always said.
     pub fn prefix(self) -> &'static str {
         match self.bound {
             Bound::Exact => "",
             Bound::AtLeast => "≥",
             Bound::AtMost => "≤",
         }
+    }
+}
+
+/// A duration in its largest unit: `45s`, `12m`, `3h`, `2d` (the queue list's, the message
+/// list's and `watch`'s words for an age).
+pub fn duration_words(secs: u64) -> String {
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3_600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3_600),
+        s => format!("{}d", s / 86_400),
     }
 }
 
@@ -215,6 +245,24 @@ mod tests {
             Arrival::of(&DeathHistory::default(), None, None).age(t(1)),
             None
         );
+    }
+
+    #[test]
+    fn one_notation_for_every_age_never_a_bound_on_less_than_a_minute() {
+        let at = |secs, bound| Age { secs, bound }.text();
+        assert_eq!(at(30, Bound::Exact), "<1m");
+        assert_eq!(at(45, Bound::AtLeast), "≥45s");
+        assert_eq!(at(45, Bound::AtMost), "≤45s");
+        assert_eq!(at(7 * 60, Bound::AtLeast), "≥7m");
+        assert_eq!(at(4 * 86_400 + 18 * 3_600, Bound::AtMost), "≤4d");
+        assert_eq!(at(2 * 3_600 + 14 * 60, Bound::Exact), "2h");
+        for secs in [0, 59, 60, 3_599, 86_399, 10_000_000] {
+            for b in [Bound::Exact, Bound::AtLeast, Bound::AtMost] {
+                let t = at(secs, b);
+                assert!(t.chars().count() <= 6, "{t} fits the narrowest column");
+                assert!(!t.contains("≥<") && !t.contains("≤<"), "{t}");
+            }
+        }
     }
 
     #[test]

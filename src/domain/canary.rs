@@ -48,7 +48,29 @@ pub struct CanaryRule {
 impl CanaryRule {
     /// A canary means something only when more is selected than it takes.
     pub fn applies(&self, selected: u64) -> bool {
-        self.size > 0 && selected > self.size
+        applies(self.size, selected)
+    }
+}
+
+/// The one rule for whether a canary of `size` runs on `selected` messages: only when more is
+/// selected than it takes. The replay (`ops::replay`) and the TUI's modal both decide by it.
+pub fn applies(size: u64, selected: u64) -> bool {
+    size > 0 && selected > size
+}
+
+/// The modal's canary line: what the canary of `size` (or none) will do for `selected`
+/// messages, said before the run, never after it. `above`: the size of selection above which
+/// a canary starts on its own (`[replay] canary_above`, 0: never).
+pub fn modal_words(size: Option<u64>, selected: Option<u64>, above: u64) -> String {
+    match (size, selected) {
+        (Some(n), Some(c)) if !applies(n, c) => {
+            format!("no canary: only {c} selected (canary above {n})")
+        }
+        (Some(n), _) => format!("the first {n} first; the rest only if none come back"),
+        (None, Some(c)) if above > 0 && c <= above => {
+            format!("no canary: only {c} selected (canary above {above})")
+        }
+        (None, _) => "off".into(),
     }
 }
 

@@ -151,6 +151,20 @@ impl Oldest {
     pub fn is_lower_bound(self) -> bool {
         matches!(self, Oldest::AtLeast(_))
     }
+
+    /// Its age at `now` with its bound: the queue's "dead since" is its oldest message's, in
+    /// the same notation (`arrival::Age::text`).
+    pub fn age(self, now: Timestamp) -> crate::domain::arrival::Age {
+        use crate::domain::arrival::{Age, Bound};
+        Age {
+            secs: self.age_secs(now),
+            bound: if self.is_lower_bound() {
+                Bound::AtLeast
+            } else {
+                Bound::Exact
+            },
+        }
+    }
 }
 
 /// A dead-letter queue's urgency figures.
@@ -429,23 +443,15 @@ pub fn growth_text(g: Option<f64>) -> String {
     }
 }
 
-/// A duration in the queue list's words: `45s`, `12m`, `3h`, `2d`.
+/// A duration in the queue list's words: `45s`, `12m`, `3h`, `2d` (`arrival::duration_words`).
 pub fn duration_text(secs: u64) -> String {
-    match secs {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3_600 => format!("{}m", s / 60),
-        s if s < 86_400 => format!("{}h", s / 3_600),
-        s => format!("{}d", s / 86_400),
-    }
+    crate::domain::arrival::duration_words(secs)
 }
 
-/// The oldest dead letter's age in words (`≥12m` when only a lower bound is known).
+/// The oldest dead letter's age in the one notation (`arrival::Age::text`: `≥12m` when only a
+/// lower bound is known), as its messages' ages are said.
 pub fn age_text(oldest: Option<Oldest>, now: Timestamp) -> String {
-    match oldest {
-        None => "—".into(),
-        Some(o) if o.is_lower_bound() => format!("≥{}", duration_text(o.age_secs(now))),
-        Some(o) => duration_text(o.age_secs(now)),
-    }
+    oldest.map_or("—".into(), |o| o.age(now).text())
 }
 
 /// When the last dead letter arrived, as an age (`3m ago` → `3m`).

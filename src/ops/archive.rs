@@ -69,10 +69,13 @@ pub struct Ready<'s> {
     count: u64,
     store: Store,
     record: Record,
+    /// Where they go, for the run's headline (`Summary::headline`): the archive, or the
+    /// discard's snapshot.
+    place: String,
 }
 
 impl Way {
-    fn op(&self) -> Operation {
+    pub fn op(&self) -> Operation {
         match self {
             Way::Archive { .. } => Operation::Archive,
             Way::Discard { .. } => Operation::Discard,
@@ -234,7 +237,7 @@ async fn go<'s>(
             }
         ))
     })?;
-    let (work, target) = match &place {
+    let (work, target, headline_place) = match &place {
         Some(place) => {
             let stamp = Stamp {
                 from: spec.queue.clone(),
@@ -242,7 +245,7 @@ async fn go<'s>(
                 reason,
             };
             let work = keep::archive_work(s, place, stamp, &sel, count).map_err(Stop::Refused)?;
-            (work, place.label())
+            (work, place.label(), place.where_to())
         }
         None => {
             let work = keep::discard_work(s, &spec.queue, snapshot.as_deref(), &sel)
@@ -254,9 +257,17 @@ async fn go<'s>(
                         sel.messages.len(),
                         p.display()
                     ));
-                    (work, format!("snapshot {}", p.display()))
+                    (
+                        work,
+                        format!("snapshot {}", p.display()),
+                        format!("snapshot in {}", p.display()),
+                    )
                 }
-                None => (work, "nowhere (--no-snapshot)".to_string()),
+                None => (
+                    work,
+                    "nowhere (--no-snapshot)".to_string(),
+                    "no snapshot kept".to_string(),
+                ),
             }
         }
     };
@@ -272,6 +283,7 @@ async fn go<'s>(
         count,
         store,
         record,
+        place: headline_place,
     })
 }
 
@@ -452,6 +464,11 @@ impl Ready<'_> {
             sum.held_elsewhere = held;
         }
         result
+    }
+
+    /// Where they go, in the run's headline's words (`Summary::headline`).
+    pub fn place(&self) -> &str {
+        &self.place
     }
 
     /// The audit's finish in both places; returns what could not be written, said once.

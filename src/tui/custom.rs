@@ -170,6 +170,10 @@ pub fn process(work: &Run) -> std::process::Command {
 
 /// Lines the configured commands add to the help overlay (a title and one a command).
 pub fn help_lines(state: &State) -> usize {
+    // A search of the help lists the key table's matches only.
+    if !state.help_query.is_empty() {
+        return 0;
+    }
     let n = help_rows(state).len();
     if n == 0 { 0 } else { n + 1 }
 }

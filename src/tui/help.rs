@@ -24,6 +24,42 @@ pub fn rect(area: Rect) -> Rect {
     }
 }
 
+/// Whether a binding answers the help's search (`/` in help, as in k9s and lazygit): every
+/// word of `query` is in its key, what it does or its section's title, case-insensitively.
+pub fn matches(section: &str, b: &Binding, query: &str) -> bool {
+    let hay = format!("{} {} {}", b.label, b.help, section).to_lowercase();
+    query
+        .split_whitespace()
+        .all(|w| hay.contains(&w.to_lowercase()))
+}
+
+/// The sections holding a binding that matches `query`, with only those bindings; every
+/// section when `query` is empty.
+pub fn matching(query: &str) -> Vec<Section> {
+    keys::help_sections()
+        .into_iter()
+        .map(|(title, list)| {
+            let kept: Vec<&'static Binding> = list
+                .into_iter()
+                .filter(|b| matches(title, b, query))
+                .collect();
+            (title, kept)
+        })
+        .filter(|(_, list)| !list.is_empty())
+        .collect()
+}
+
+/// The sections in the left and the right column for an inside `width` wide (the right one
+/// empty when one column); a section is never split. While the help is searched, only what
+/// matches, in one column.
+pub fn columns_for(width: u16, query: &str) -> (Vec<Section>, Vec<Section>) {
+    if query.trim().is_empty() {
+        columns(width)
+    } else {
+        (matching(query), Vec::new())
+    }
+}
+
 /// The sections in the left and the right column for an inside `width` wide (the right one
 /// empty when one column); a section is never split.
 pub fn columns(width: u16) -> (Vec<Section>, Vec<Section>) {
@@ -46,8 +82,8 @@ pub fn columns(width: u16) -> (Vec<Section>, Vec<Section>) {
 
 /// Lines of the taller column, with `extra` lines (the configured commands) under the right
 /// column, or under the only one.
-pub fn tallest(width: u16, extra: usize) -> usize {
-    let (left, right) = columns(width);
+pub fn tallest(width: u16, extra: usize, query: &str) -> usize {
+    let (left, right) = columns_for(width, query);
     let lines = |c: &[Section]| c.iter().map(|s| s.1.len() + 1).sum::<usize>();
     if right.is_empty() {
         lines(&left) + extra
@@ -58,14 +94,14 @@ pub fn tallest(width: u16, extra: usize) -> usize {
 
 /// The first line of the last page on a screen of `screen` (width, height): scrolling stops
 /// there, so the last page is full. An unknown screen (0×0) lets every line be the first.
-pub fn max_scroll(screen: (u16, u16), extra: usize) -> u16 {
+pub fn max_scroll(screen: (u16, u16), extra: usize, query: &str) -> u16 {
     let (w, h) = screen;
     let inner = rect(Rect::new(0, 0, w, h));
     let (width, height) = (
         inner.width.saturating_sub(2),
         inner.height.saturating_sub(2),
     );
-    let tallest = tallest(width, extra);
+    let tallest = tallest(width, extra, query);
     let max = if h == 0 {
         tallest.saturating_sub(1)
     } else {
@@ -79,6 +115,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_search_keeps_only_the_bindings_that_match_in_their_sections() {
+        let found = matching("select");
+        let n: usize = found.iter().map(|s| s.1.len()).sum();
+        assert!(n >= 3, "{n} bindings match");
+        assert!(
+            found
+                .iter()
+                .flat_map(|s| &s.1)
+                .all(|b| matches("", b, "select") || b.help.contains("select"))
+        );
+        assert!(matching("no such key anywhere").is_empty());
+        assert_eq!(columns_for(160, "").0.len(), columns(160).0.len());
+    }
+
+    #[test]
     fn every_binding_is_in_one_column_once() {
         for width in [40, 99, 100, 160] {
             let (l, r) = columns(width);
@@ -90,13 +141,13 @@ mod tests {
 
     #[test]
     fn the_last_page_is_full() {
-        let one = tallest(74, 0);
+        let one = tallest(74, 0, "");
         // 80×24: the box is 22 high, 20 lines inside.
-        assert_eq!(usize::from(max_scroll((80, 24), 0)), one - 20);
-        assert_eq!(max_scroll((200, 80), 0), 0, "all of it fits");
-        assert_eq!(usize::from(max_scroll((0, 0), 0)), one - 1);
+        assert_eq!(usize::from(max_scroll((80, 24), 0, "")), one - 20);
+        assert_eq!(max_scroll((200, 80), 0, ""), 0, "all of it fits");
+        assert_eq!(usize::from(max_scroll((0, 0), 0, "")), one - 1);
         assert_eq!(
-            usize::from(max_scroll((80, 24), 3)),
+            usize::from(max_scroll((80, 24), 3, "")),
             one + 3 - 20,
             "commands below"
         );

@@ -405,7 +405,7 @@ pub static BINDINGS: &[Binding] = &[
         action: A::ToggleSelect,
         help: "select / unselect",
         footer: Some("select"),
-        scopes: &[S::Messages],
+        scopes: &[S::Messages, S::Detail],
     },
     Binding {
         keys: &[Char('V')],
@@ -413,7 +413,7 @@ pub static BINDINGS: &[Binding] = &[
         action: A::SelectRange,
         help: "select range to last toggle",
         footer: None,
-        scopes: &[S::Messages],
+        scopes: &[S::Messages, S::Detail],
     },
     Binding {
         keys: &[Char('a')],
@@ -421,7 +421,7 @@ pub static BINDINGS: &[Binding] = &[
         action: A::SelectAll,
         help: "select all in view",
         footer: None,
-        scopes: &[S::Messages],
+        scopes: &[S::Messages, S::Detail],
     },
     Binding {
         keys: &[Char('*')],
@@ -429,7 +429,7 @@ pub static BINDINGS: &[Binding] = &[
         action: A::InvertSelection,
         help: "invert selection in view",
         footer: None,
-        scopes: &[S::Messages],
+        scopes: &[S::Messages, S::Detail],
     },
     Binding {
         keys: &[Char('e')],

@@ -10,6 +10,7 @@ pub mod event;
 pub mod format;
 pub mod help;
 pub mod keys;
+pub mod modal;
 pub mod oplog;
 mod orders;
 pub mod pager;

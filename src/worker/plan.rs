@@ -684,6 +684,7 @@ impl<S: Clone> Plan<S> {
                 error: None,
                 summary: Vec::new(),
                 words: vec!["cancelled before it started: nothing moved".into()],
+                headline: "cancelled before it started: nothing moved".into(),
             }))],
             _ => Vec::new(),
         }
@@ -777,6 +778,7 @@ pub fn replay_failed(req: &ReplayRequest, why: &str) -> Report {
         error: Some(why.to_string()),
         summary: Vec::new(),
         words: vec![why.to_string()],
+        headline: why.to_string(),
     })
 }
 

@@ -602,6 +602,9 @@ pub struct ReplayOutcome {
     /// A run's summary in the command line's words (`Summary::lines`): what Warren prints on its
     /// way out when the operator quit while the run went on.
     pub words: Vec<String>,
+    /// The one line the run ends with, in its operation's verb and with where things went
+    /// (`Summary::headline`): the progress window's last line, then the notice line.
+    pub headline: String,
 }
 
 impl ReplayOutcome {

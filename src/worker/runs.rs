@@ -143,6 +143,7 @@ pub(super) async fn replay(
                 error: None,
                 summary: front.dry_summary,
                 words: Vec::new(),
+                headline: String::new(),
             });
         }
         Err(stop) => return plan::replay_failed(&req, &stop_text(stop)),
@@ -151,7 +152,7 @@ pub(super) async fn replay(
     let result = ready.run(cancel_rx, progress_to(&events, total)).await;
     let notes = ready.finish(&result).await;
     concluded(
-        Operation::Replay,
+        (Operation::Replay, None),
         &req.queue,
         &result,
         total,
@@ -209,13 +210,23 @@ pub(super) async fn archive_or_discard(
     };
     let total = ready.count();
     let result = ready.run(cancel_rx, progress_to(&events, total)).await;
+    let place = ready.place().to_string();
     let notes = ready.finish(&result).await;
-    concluded(op, &req.queue, &result, total, notes, &events, ops).await
+    concluded(
+        (op, Some(&place)),
+        &req.queue,
+        &result,
+        total,
+        notes,
+        &events,
+        ops,
+    )
+    .await
 }
 
 /// The command log's line, what the record could not keep, and the outcome the UI shows.
 async fn concluded(
-    op: Operation,
+    (op, place): (Operation, Option<&str>),
     queue: &str,
     result: &Result<Summary, SessionError>,
     total: u64,
@@ -223,7 +234,7 @@ async fn concluded(
     events: &mpsc::Sender<Report>,
     ops: &Ops,
 ) -> Report {
-    let outcome = outcome_of(result, total);
+    let outcome = outcome_of(result, total, (op, place));
     let text = match op {
         Operation::Replay => replay_text(queue, &outcome),
         op => ops::job_text(op.as_str(), queue, &outcome),
@@ -257,7 +268,11 @@ fn progress_to(
 
 /// The engine's verdict as the UI shows it: anything short of "completed" says why, with the
 /// problems behind it.
-fn outcome_of(result: &Result<Summary, SessionError>, total: u64) -> ReplayOutcome {
+fn outcome_of(
+    result: &Result<Summary, SessionError>,
+    total: u64,
+    (op, place): (Operation, Option<&str>),
+) -> ReplayOutcome {
     match result {
         Ok(sum) => ReplayOutcome {
             progress: ReplayProgress {
@@ -288,7 +303,8 @@ fn outcome_of(result: &Result<Summary, SessionError>, total: u64) -> ReplayOutco
                 }
             }),
             summary: sum.canary.iter().map(|c| c.words()).collect(),
-            words: sum.lines(),
+            words: sum.lines(op, place),
+            headline: sum.headline(op, place),
         },
         Err(e) => ReplayOutcome {
             progress: ReplayProgress {
@@ -300,6 +316,7 @@ fn outcome_of(result: &Result<Summary, SessionError>, total: u64) -> ReplayOutco
             error: Some(e.to_string()),
             summary: Vec::new(),
             words: vec![e.to_string()],
+            headline: format!("{} failed: {e}", op.as_str()),
         },
     }
 }
@@ -424,6 +441,7 @@ fn restore_outcome(out: &crate::broker::restore::Outcome, total: u64) -> ReplayO
         cancelled: out.cancelled,
         error,
         summary: Vec::new(),
+        headline: out.lines().swap_remove(0),
         words: out.lines(),
     }
 }

@@ -202,3 +202,37 @@ pub(super) fn on_queue_filter_key(state: &mut State, key: KeyEvent) -> Vec<Comma
     super::glance::cursor_moved(state);
     Vec::new()
 }
+
+/// A filter belongs to the queue it was typed on: when `to` opens, the filter in force is kept
+/// for the queue shown until now (a filter typed before any queue opened goes to `to`), and
+/// `to`'s own filter, if it had one, comes back; otherwise `to` shows every message.
+pub(super) fn filter_follows_queue(state: &mut State, to: QueueRef) {
+    let Some(from) = state.browse.as_ref().map(Browse::id) else {
+        return;
+    };
+    if from == to {
+        return;
+    }
+    match state.filter.take() {
+        Some(f) => {
+            let text = std::mem::take(&mut state.filter_text);
+            state.filters.insert(from, (text, f));
+        }
+        None => {
+            state.filters.remove(&from);
+        }
+    }
+    state.filter_error = None;
+    state.filter_pending = false;
+    state.filter_text.clear();
+    // A filter line left open keeps editing the filter of the queue now shown.
+    if let Some((text, f)) = state.filters.remove(&to) {
+        state.filter_text = text;
+        state.filter = Some(f);
+    }
+    if let Some(fi) = &mut state.filter_input {
+        fi.input = TextArea::new(vec![state.filter_text.clone()]);
+        fi.input.move_cursor(ratatui_textarea::CursorMove::End);
+        fi.before = state.filter.clone().map(|f| (state.filter_text.clone(), f));
+    }
+}

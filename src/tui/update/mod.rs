@@ -27,6 +27,7 @@ use crate::domain::sanitize;
 use crate::domain::selection::{GroupChoice, Selection};
 use crate::worker::protocol::{Command, ReplayRequest};
 
+mod banner;
 mod command;
 mod copy;
 mod edit;
@@ -35,12 +36,14 @@ mod inputs;
 mod modals;
 mod reports;
 
+pub use banner::{ERROR_SECS, NOTICE_SECS};
 use command::*;
 pub use command::{run_command_line, scope_text};
 use edit::*;
 pub use glance::GLANCE_SETTLE;
 use inputs::*;
 pub use inputs::{FILTER_DEBOUNCE_ROWS, FILTER_SETTLE, apply_filter_text};
+pub use modals::outcome_line;
 use modals::*;
 use reports::*;
 
@@ -49,6 +52,7 @@ const PAGE: usize = 10;
 
 pub fn update(state: &mut State, event: impl Into<Event>) -> Vec<Command> {
     let commands = on_event(state, event.into());
+    banner::observe(state);
     // After any event: the message under the cursor, or what its detail depends on, may have
     // changed (a key, a new page, the day turning). Renders only when it did.
     state.refresh_detail();
@@ -73,9 +77,11 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             if let Overlay::Pager(p) = &mut state.overlay {
                 p.layout(state.screen);
             }
-            state.help_scroll = state
-                .help_scroll
-                .min(help::max_scroll(state.screen, custom::help_lines(state)));
+            state.help_scroll = state.help_scroll.min(help::max_scroll(
+                state.screen,
+                custom::help_lines(state),
+                &state.help_query,
+            ));
             state.dirty = true;
             Vec::new()
         }
@@ -106,6 +112,7 @@ fn on_tick(state: &mut State, now: jiff::Timestamp) -> Vec<Command> {
     let stale_before = depths_stale(state);
     let minute_before = state.now.as_second().div_euclid(60);
     state.now = now;
+    banner::expire(state);
     if now.as_second().div_euclid(60) != minute_before || depths_stale(state) != stale_before {
         state.dirty = true;
     }
@@ -292,14 +299,49 @@ fn run_custom(state: &mut State, key: &KeyEvent) {
     });
 }
 
-/// Inside the help overlay: scroll it (the keys of the detail pane), or close it.
+/// Inside the help overlay: search it (`/`, as k9s and lazygit), scroll it (the keys of the
+/// detail pane), or close it. Esc first drops a search, then closes.
 fn on_help_key(state: &mut State, key: KeyEvent) {
-    let last = help::max_scroll(state.screen, custom::help_lines(state));
+    if state.help_typing {
+        match key.code {
+            KeyCode::Enter => state.help_typing = false,
+            KeyCode::Esc => {
+                state.help_typing = false;
+                state.help_query.clear();
+            }
+            KeyCode::Backspace => {
+                state.help_query.pop();
+            }
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                state.help_query.clear();
+            }
+            KeyCode::Char(c)
+                if !key.modifiers.contains(KeyModifiers::CONTROL)
+                    && state.help_query.chars().count() < 40 =>
+            {
+                state.help_query.push(c);
+            }
+            _ => {}
+        }
+        state.help_scroll = 0;
+        return;
+    }
+    let last = help::max_scroll(state.screen, custom::help_lines(state), &state.help_query);
     let page = PAGE as u16;
     let s = state.help_scroll;
     state.help_scroll = match key.code {
+        KeyCode::Char('/') => {
+            state.help_typing = true;
+            state.help_query.clear();
+            0
+        }
+        KeyCode::Esc if !state.help_query.is_empty() => {
+            state.help_query.clear();
+            0
+        }
         KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter => {
             state.overlay = Overlay::None;
+            state.help_query.clear();
             0
         }
         KeyCode::Char('j') | KeyCode::Down => s.saturating_add(1),
@@ -375,18 +417,20 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::Open => return open(state, pending),
         Action::EveryContext => return run_command_line(state, "ctx *"),
         Action::Back => {
+            // Esc does one job, going back; a banner it finds goes with it (banners also go
+            // by themselves: `banner::expire`), so it never costs a second Esc.
             state.banner_whole = false;
-            if state.error.take().is_none() && state.notice.take().is_none() {
-                // On the list, Esc first drops its filter (as k9s does).
-                if state.focus == Focus::Queues && !state.queue_filter.is_empty() {
-                    state.set_queue_filter(String::new());
-                    return Vec::new();
-                }
-                state.focus = match state.focus {
-                    Focus::Detail => Focus::Messages,
-                    _ => Focus::Queues,
-                };
+            state.error = None;
+            state.notice = None;
+            // On the list, Esc first drops its filter (as k9s does).
+            if state.focus == Focus::Queues && !state.queue_filter.is_empty() {
+                state.set_queue_filter(String::new());
+                return Vec::new();
             }
+            state.focus = match state.focus {
+                Focus::Detail => Focus::Messages,
+                _ => Focus::Queues,
+            };
         }
         Action::Reload => {
             // The list is refreshed either way.
@@ -703,8 +747,11 @@ fn toggle_select(state: &mut State) {
         state.selected.insert(key);
     }
     state.anchor = Some(state.msg_cursor);
-    // Like a file manager: space moves on, so a run of spaces picks a run of messages.
-    move_cursor(state, 1);
+    // Like a file manager: space moves on in the list, so a run of spaces picks a run of
+    // messages; in the detail pane it stays on the message being read.
+    if state.focus != Focus::Detail {
+        move_cursor(state, 1);
+    }
 }
 
 /// Selects from the anchor (last toggle) to the cursor, both included.

@@ -225,6 +225,7 @@ pub(super) fn run_job(state: &mut State, request: ReplayRequest) -> Vec<Command>
         },
         cancelling: false,
         outcome: None,
+        notes: 0,
     }));
     vec![Command::Replay(request)]
 }
@@ -464,6 +465,7 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 },
                 cancelling: false,
                 outcome: None,
+                notes: 0,
             }));
             return vec![Command::Replay(request)];
         }
@@ -521,10 +523,14 @@ pub(super) fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> 
         Some(Action::Cancel | Action::Accept) if run.outcome.is_some() => {
             let queue = QueueRef::new(&run.vhost, &run.queue);
             let dry_run = run.dry_run;
+            let left = outcome_line(run);
             state.overlay = Overlay::None;
             if dry_run {
                 return Vec::new();
             }
+            // The line the run leaves: what happened, in its own verb (the rest is in `@`).
+            state.error = None;
+            state.notice = Some(left);
             // What moved is gone from the queue: the worker drops it from what it read (a quorum
             // queue is not read again for this; others are re-read, which is free).
             state.selected.clear();
@@ -570,10 +576,13 @@ fn replay_request(modal: &ReplayModal, canary_wait: std::time::Duration) -> Repl
         strip_failure_stamp: modal.strip_failure_stamp,
         dry_run: modal.dry_run,
         job: Default::default(),
-        // A dry run publishes nothing: there is nothing for a canary to try.
+        // A dry run publishes nothing: there is nothing for a canary to try; nor is there
+        // where no more is selected than the canary takes (the modal said so).
         canary: modal
             .canary
-            .filter(|_| !modal.dry_run)
+            .filter(|&n| {
+                !modal.dry_run && crate::domain::canary::applies(n, modal.count().unwrap_or(0))
+            })
             .map(|size| CanaryRule {
                 size,
                 wait: canary_wait,
@@ -582,5 +591,26 @@ fn replay_request(modal: &ReplayModal, canary_wait: std::time::Duration) -> Repl
         max_backlog: (modal.max_backlog > 0).then_some(modal.max_backlog),
         create_audit: modal.create_audit,
         edited: modal.edited.as_ref().map(|e| e.text.clone()),
+    }
+}
+
+/// The line a finished run leaves on the notice line: its headline (`Summary::headline`, in
+/// the operation's own verb), then where the notes from along the way went.
+pub fn outcome_line(run: &ReplayRun) -> String {
+    let Some(o) = &run.outcome else {
+        return String::new();
+    };
+    let head = match (&o.error, o.headline.is_empty()) {
+        (Some(e), false) if !o.headline.contains(e.as_str()) => {
+            sanitize::one_line(&format!("{}; {e}", o.headline), 600)
+        }
+        (_, false) => sanitize::one_line(&o.headline, 600),
+        (Some(e), true) => sanitize::one_line(e, 600),
+        (None, true) => "finished".into(),
+    };
+    match run.notes {
+        0 => head,
+        1 => format!("{head} · 1 note in @"),
+        n => format!("{head} · {n} notes in @"),
     }
 }

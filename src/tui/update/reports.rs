@@ -8,8 +8,8 @@ use crate::domain::discovery::Discovery;
 use crate::domain::packed::Packed;
 use crate::domain::urgency::{ReadHead, Sample};
 use crate::worker::protocol::{
-    Failure, Operation, Overview, ReplayOutcome, ReplayPreview, ReplayProgress, RestorePreview,
-    RunSummary, Ticket,
+    Failure, Operation, OperationKind, Overview, ReplayOutcome, ReplayPreview, ReplayProgress,
+    RestorePreview, RunSummary, Ticket,
 };
 
 pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
@@ -330,6 +330,8 @@ fn on_messages_loaded(
         .len()
         < rows.len();
     if !same_queue {
+        // The filter typed on the queue left is put away with it; this one's comes back.
+        filter_follows_queue(state, QueueRef::new(&vhost, &queue));
         state.selected.clear();
         state.anchor = None;
         state.msg_cursor = 0;
@@ -500,8 +502,20 @@ fn on_switch_failed(state: &mut State, generation: u64, text: &str) -> Vec<Comma
     Vec::new()
 }
 
-/// A notice from the worker, on the notice line.
+/// A notice from the worker, on the notice line; during a run (its progress window open) into
+/// the command log (`@`) instead, so that the line a run leaves is its outcome, not a note
+/// from along the way ("created a stream", "canary: …").
 fn on_notice(state: &mut State, message: String) -> Vec<Command> {
+    if let Overlay::Progress(run) = &mut state.overlay {
+        run.notes += 1;
+        state.oplog.push(Operation {
+            at: state.now,
+            kind: OperationKind::Replay,
+            text: format!("note: {message}"),
+        });
+        state.dirty = true;
+        return Vec::new();
+    }
     pager::news(state);
     state.notice = Some(message);
     state.dirty = true;

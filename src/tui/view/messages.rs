@@ -143,10 +143,12 @@ pub(super) fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
         let hint = if b.rows.is_empty() {
             "the queue is empty"
         } else {
-            "no message matches the filter"
+            "no message matches this queue's filter (/ edits it; Ctrl-U there clears it)"
         };
         frame.render_widget(
-            Paragraph::new(Span::styled(hint, t.muted)).block(block),
+            Paragraph::new(Span::styled(hint, t.muted))
+                .wrap(Wrap { trim: true })
+                .block(block),
             area,
         );
         return;
@@ -206,9 +208,11 @@ fn message_row(
         Span::raw(" ")
     };
     // How long it has been in the DLQ, by the one rule: exact, or said as a bound.
-    let age = r.arrival().age(state.now).map_or("—".into(), |a| {
-        format!("{}{}", a.prefix(), format::age(a.secs))
-    });
+    // The one notation (`Age::text`), the same as the queue row's.
+    let age = r
+        .arrival()
+        .age(state.now)
+        .map_or("—".into(), crate::domain::arrival::Age::text);
     let position = (r.brief.position() + 1).to_string();
     // Without an id, the narrow list names the message by its place in the queue.
     let id = match (id, wide) {

@@ -553,10 +553,25 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let rect = help::rect(area);
     frame.render_widget(Clear, rect);
+    let searched = !state.help_query.is_empty() || state.help_typing;
+    let title = if searched {
+        format!(
+            " Keys matching “{}”{} · {} ",
+            sanitize::one_line(&state.help_query, 40),
+            if state.help_typing { "▏" } else { "" },
+            if state.help_typing {
+                "Enter keeps, Esc drops"
+            } else {
+                "Esc shows all"
+            }
+        )
+    } else {
+        " Keys (/ to search, Esc to close) ".to_string()
+    };
     let mut block = Block::default()
         .borders(Borders::ALL)
         .border_style(t.accent)
-        .title(Span::styled(" Keys (Esc to close) ", t.accent));
+        .title(Span::styled(title, t.accent));
     let inner = block.inner(rect);
     let column = |sections: Vec<help::Section>| -> Vec<Line> {
         let mut lines = Vec::new();
@@ -577,11 +592,14 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
         }
         lines
     };
-    let (left, right) = help::columns(inner.width);
+    let (left, right) = help::columns_for(inner.width, &state.help_query);
     let two = !right.is_empty();
     let (mut left, mut right) = (column(left), column(right));
+    if searched && left.is_empty() {
+        left.push(Line::styled(" no key matches: Backspace or Esc", t.muted));
+    }
     // The configured commands go last, as `help::tallest` counts them.
-    if let Some(custom) = custom_help(state) {
+    if let Some(custom) = custom_help(state).filter(|_| state.help_query.is_empty()) {
         if two {
             right.extend(custom)
         } else {

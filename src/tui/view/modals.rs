@@ -117,7 +117,7 @@ pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame
         )),
         Some(p) => lines.extend(replay_destination(t, p)),
     }
-    lines.extend(replay_settings(t, modal));
+    lines.extend(replay_settings(t, modal, state.canary_above));
     if let Some(p) = &modal.preview {
         if p.replayed_before > 0 {
             lines.push(Line::styled(
@@ -188,7 +188,7 @@ fn edited_lines(t: &Theme, e: &crate::tui::edit::EditedCopy) -> Vec<Line<'static
 
 /// The replay modal's settings: the body (untouched), attempts kept or reset, the rate and
 /// whether it is a dry run, each with the key that changes it.
-fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
+fn replay_settings(t: &Theme, modal: &ReplayModal, canary_above: u64) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     let body = if modal.edited.is_some() {
         "edited"
@@ -245,12 +245,15 @@ fn replay_settings(t: &Theme, modal: &ReplayModal) -> Vec<Line<'static>> {
         ),
         Span::styled("  +/- Tab", t.muted),
     ]));
-    let canary = match modal.canary {
-        Some(n) if !modal.dry_run => Span::raw(format!(
-            "the first {n} first; the rest only if none come back"
-        )),
-        Some(_) => Span::styled("none in a dry run", t.muted),
-        None => Span::raw("off"),
+    // Decided by the replay's own rule (`domain::canary::applies`), said before the run.
+    let canary = if modal.dry_run && modal.canary.is_some() {
+        Span::styled("none in a dry run", t.muted)
+    } else {
+        Span::raw(crate::domain::canary::modal_words(
+            modal.canary,
+            modal.count(),
+            canary_above,
+        ))
     };
     out.push(Line::from(vec![
         field(t, "Canary"),
@@ -482,13 +485,26 @@ fn draw_modal<'a>(
 ) {
     let t = &state.theme;
     lines.push(Line::raw(""));
-    lines.push(Line::from(vec![
-        Span::raw("   "),
-        accept,
-        Span::raw("      "),
-        Span::styled("Esc  cancel", t.accent),
-    ]));
-    let rows = hanging(lines, width.saturating_sub(2));
+    let esc = Span::styled("Esc  cancel", t.accent);
+    // Enter (with why it waits) and Esc on one line where they fit; on a narrow screen each
+    // on its own, so that neither key is split from its word.
+    let one_line = 3 + accept.width() + 6 + esc.width();
+    let keys = if one_line <= usize::from(width.saturating_sub(2)) {
+        vec![Line::from(vec![
+            Span::raw("   "),
+            accept,
+            Span::raw("      "),
+            esc,
+        ])]
+    } else {
+        vec![
+            Line::from(vec![Span::raw("   "), accept]),
+            Line::from(vec![Span::raw("   "), esc]),
+        ]
+    };
+    let keys_rows = keys.len();
+    lines.extend(keys);
+    let mut rows = hanging(lines, width.saturating_sub(2));
     let height = rows
         .iter()
         .fold(0u16, |h, r| h.saturating_add(r.height))
@@ -498,7 +514,44 @@ fn draw_modal<'a>(
     let block = modal_block(title, t.danger);
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
-    draw_hanging(frame, inner, rows);
+    // The keys, and why Enter does nothing yet (a refusal), are never cut: on a short screen
+    // they keep the modal's last rows and the fields give way above them, with a mark.
+    let keys = rows.split_off(rows.len().saturating_sub(keys_rows));
+    let keys_h = keys
+        .iter()
+        .fold(0u16, |h, r| h.saturating_add(r.height))
+        .min(inner.height);
+    let body = Rect {
+        height: inner.height - keys_h,
+        ..inner
+    };
+    let body_h = rows.iter().fold(0u16, |h, r| h.saturating_add(r.height));
+    let cut = body_h > body.height;
+    draw_hanging(frame, body, rows);
+    if cut && body.height > 0 {
+        let last = Rect {
+            y: body.y + body.height - 1,
+            height: 1,
+            ..body
+        };
+        frame.render_widget(Clear, last);
+        frame.render_widget(
+            Paragraph::new(Span::styled(
+                " … more lines hidden: a taller terminal shows them",
+                t.muted,
+            )),
+            last,
+        );
+    }
+    draw_hanging(
+        frame,
+        Rect {
+            y: inner.y + inner.height - keys_h,
+            height: keys_h,
+            ..inner
+        },
+        keys,
+    );
 }
 
 /// The restore modal (`r` in the archive): how many, where they go, what was restored before
@@ -682,10 +735,12 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
     let t = &state.theme;
     let p = &run.progress;
     let width = area.width.saturating_sub(4).min(90);
+    // A failure's cause, or the canary's note, wraps (up to six lines) under itself rather than
+    // being cut at the border: drawn one column in, without its leading space.
     let note = progress_note(state, run);
-    // A failure's cause wraps (up to six lines) rather than being cut at the border.
+    let note = Span::styled(note.content.trim_start().to_string(), note.style);
     let note = Paragraph::new(note).wrap(Wrap { trim: false });
-    let note_height = u16::try_from(note.line_count(width.saturating_sub(2)))
+    let note_height = u16::try_from(note.line_count(width.saturating_sub(3)))
         .unwrap_or(u16::MAX)
         .clamp(1, 6);
     let rect = centered(area, width, 8 + note_height);
@@ -728,14 +783,12 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
         ])),
         counts,
     );
-    let eta = p.eta_secs().map_or("—".into(), format::duration);
-    frame.render_widget(
-        Paragraph::new(Span::styled(
-            format!(" {:.0} msg/s (limit {})   ETA {eta}", p.rate, run.rate),
-            t.muted,
-        )),
-        rate,
-    );
+    frame.render_widget(Paragraph::new(Span::styled(rate_line(run), t.muted)), rate);
+    let msg = Rect {
+        x: msg.x.saturating_add(1),
+        width: msg.width.saturating_sub(1),
+        ..msg
+    };
     frame.render_widget(note, msg);
     let keys_text = if run.outcome.is_some() {
         " Enter/Esc  close"
@@ -743,6 +796,33 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
         " Esc  stop safely"
     };
     frame.render_widget(Paragraph::new(Span::styled(keys_text, t.accent)), keys_area);
+}
+
+/// The rate and what is left: "50 msg/s (limit 50)   ETA 9s". A run without a limit (an
+/// archive, a discard) says so, not "limit 0"; while the run waits (on the backlog cap, the
+/// canary, a blocked broker) the ETA says it waits rather than climbing.
+fn rate_line(run: &ReplayRun) -> String {
+    let p = &run.progress;
+    let limit = if run.rate == 0 {
+        "no rate limit".to_string()
+    } else {
+        format!("limit {}", run.rate)
+    };
+    let eta = if run.outcome.is_some() {
+        String::new()
+    } else if p.backlog.is_some() {
+        "   ETA — waiting on the backlog cap".into()
+    } else if p.canary.is_some() {
+        "   ETA — waiting on the canary".into()
+    } else if p.blocked.is_some() {
+        "   ETA — waiting on the broker".into()
+    } else {
+        format!(
+            "   ETA {}",
+            p.eta_secs().map_or("—".into(), format::duration)
+        )
+    };
+    format!(" {:.0} msg/s ({limit}){eta}", p.rate)
 }
 
 /// The line under a run's figures: how it ended, or what it is doing and what Esc does now.
@@ -759,7 +839,7 @@ fn progress_note(state: &State, run: &ReplayRun) -> Span<'static> {
                 " stopped: what moved stays moved, the rest is still in the queue",
                 t.warn,
             ),
-            None => Span::styled(" finished", t.ok),
+            None => Span::styled(format!(" {}", crate::tui::update::outcome_line(run)), t.ok),
         },
         None if run.cancelling => Span::styled(
             " stopping: settling what is in flight (Esc again stops at once)",

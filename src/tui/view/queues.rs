@@ -101,15 +101,9 @@ fn growth_cell(g: Option<f64>, narrow: bool) -> String {
     }
 }
 
-/// An age in a queue cell, to the minute (an idle screen redraws once a minute).
-fn age_cell(secs: u64, lower_bound: bool) -> String {
-    match (secs < 60, lower_bound) {
-        // "At least less than a minute" says nothing yet.
-        (true, true) => "—".into(),
-        (true, false) => "<1m".into(),
-        (false, true) => format!("≥{}", crate::domain::urgency::duration_text(secs)),
-        (false, false) => crate::domain::urgency::duration_text(secs),
-    }
+/// An exact age in a queue cell ("Last"), in the notation of "dead since" (`Age::text`).
+fn age_cell(secs: u64) -> String {
+    crate::domain::arrival::Age::exact(secs).text()
 }
 
 pub(super) fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
@@ -290,13 +284,13 @@ fn queue_row(
     }
     cells.push(growth);
     if tier >= QueueTier::Wide {
-        cells.push(right(f.oldest.map_or(String::new(), |o| {
-            age_cell(o.age_secs(state.now), o.is_lower_bound())
-        })));
-        cells
-            .push(right(f.last_arrival.map_or(String::new(), |l| {
-                age_cell(state.secs_since(l), false)
-            })));
+        cells.push(right(
+            f.oldest.map_or(String::new(), |o| o.age(state.now).text()),
+        ));
+        cells.push(right(
+            f.last_arrival
+                .map_or(String::new(), |l| age_cell(state.secs_since(l))),
+        ));
     }
     TRow::new(cells)
 }
@@ -396,12 +390,12 @@ fn trend_panel(state: &State, frame: &mut Frame, area: Rect) {
     let [text_area, spark_area] =
         Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(inner);
     let growth = crate::domain::urgency::growth_text(f.growth_per_min);
-    let oldest = f.oldest.map_or("—".to_string(), |o| {
-        age_cell(o.age_secs(state.now), o.is_lower_bound())
-    });
+    let oldest = f
+        .oldest
+        .map_or("—".to_string(), |o| o.age(state.now).text());
     let last = f
         .last_arrival
-        .map_or("—".to_string(), |l| age_cell(state.secs_since(l), false));
+        .map_or("—".to_string(), |l| age_cell(state.secs_since(l)));
     // Whether anything still consumes where these failed.
     let consumers = match f.origin_consumers {
         None => Span::styled("feeder ?", t.muted),
