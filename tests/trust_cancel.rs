@@ -10,6 +10,7 @@ use crate::tmux_util;
 
 use std::time::{Duration, Instant};
 
+use crate::trust_signals::{exit_code, gone_within, tui_command, warren_pid};
 use common::amqp::{amqp_depth, confirm_channel, connect, dead_letter_by_reject, declare};
 use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
@@ -117,8 +118,13 @@ async fn ctrl_c_in_the_tui_mid_replay_prints_the_summary_and_exits_1() {
         })
         .await;
         assert!(started, "{label}: the replay started:\n{}", t.screen());
+        let pid = warren_pid(&home);
         t.keys(&["C-c"]);
-        let code = exit_code(&home);
+        assert!(
+            gone_within(pid, Duration::from_secs(40)),
+            "{label}: warren still runs 40 s after Ctrl-C"
+        );
+        let code = exit_code(&home, &t);
         let stderr = std::fs::read_to_string(home.dir.join("stderr")).unwrap_or_default();
         let in_work = amqp_depth(&conn, "work").await;
         let in_dlq = amqp_depth(&conn, "dlq").await;
@@ -140,37 +146,5 @@ async fn ctrl_c_in_the_tui_mid_replay_prints_the_summary_and_exits_1() {
         assert_eq!(run["moved"].as_u64(), Some(in_work), "{label}: {run}");
         drop(t);
         vhost.cleanup().await;
-    }
-}
-
-/// The TUI in a shell that records its stderr and exit code, then waits so nothing is lost.
-fn tui_command(vhost: &TestVhost, home: &Home) -> String {
-    let dir = home.dir.display();
-    format!(
-        "sh -c 'exec env WARREN_STORE={store} WARREN_LOG_DIR={dir}/logs {bin} --config {dir}/config.toml --amqp-url {amqp} --management-url {mgmt} --vhost {vhost} 2> {dir}/stderr'; echo $? > {dir}/exit; sleep 60",
-        store = home.store().display(),
-        bin = replay_util::bin().display(),
-        amqp = vhost.amqp_url(),
-        mgmt = vhost.broker.mgmt_url_with_creds(),
-        vhost = vhost.name,
-    )
-}
-
-/// The exit code the outer shell wrote once warren ended (within 40 s: the settle is bounded).
-fn exit_code(home: &Home) -> i32 {
-    let file = home.dir.join("exit");
-    let start = Instant::now();
-    loop {
-        if let Some(code) = std::fs::read_to_string(&file)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            return code;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(40),
-            "warren did not end within 40 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -184,7 +184,7 @@ async fn stopped_mid_replay(broker: &TestBroker, how: How) {
 
 /// The TUI in a shell that records warren's pid (the inner shell `exec`s it), its stderr and
 /// its exit code, then waits so the screen can still be read.
-fn tui_command(vhost: &TestVhost, home: &Home) -> String {
+pub(crate) fn tui_command(vhost: &TestVhost, home: &Home) -> String {
     let dir = home.dir.display();
     format!(
         "sh -c 'echo $$ > {dir}/pid; exec env WARREN_STORE={store} WARREN_LOG_DIR={dir}/logs {bin} --config {dir}/config.toml --amqp-url {amqp} --management-url {mgmt} --vhost {vhost} 2> {dir}/stderr'; echo $? > {dir}/exit; sleep 60",
@@ -196,7 +196,7 @@ fn tui_command(vhost: &TestVhost, home: &Home) -> String {
     )
 }
 
-fn warren_pid(home: &Home) -> u32 {
+pub(crate) fn warren_pid(home: &Home) -> u32 {
     std::fs::read_to_string(home.dir.join("pid"))
         .expect("pid file")
         .trim()
@@ -213,7 +213,7 @@ fn kill(pid: u32, sig: &str) {
 }
 
 /// Whether the process is gone (or a zombie) within `limit`.
-fn gone_within(pid: u32, limit: Duration) -> bool {
+pub(crate) fn gone_within(pid: u32, limit: Duration) -> bool {
     let start = Instant::now();
     let stat = PathBuf::from(format!("/proc/{pid}/stat"));
     while start.elapsed() < limit {
@@ -233,7 +233,7 @@ fn gone_within(pid: u32, limit: Duration) -> bool {
 }
 
 /// The exit code the outer shell wrote, waited for (it writes it right after warren ends).
-fn exit_code(home: &Home, t: &Tmux) -> i32 {
+pub(crate) fn exit_code(home: &Home, t: &Tmux) -> i32 {
     let file = home.dir.join("exit");
     let start = Instant::now();
     loop {
