@@ -204,6 +204,7 @@ async fn a_viewer_moves_nothing_from_the_terminal_ui_and_its_header_says_read_on
                     queue: "orders.dlq".into(),
                     selection: Default::default(),
                     expected: 3,
+                    typed: true,
                     rate: 0,
                     keep_attempts: false,
                     strip_failure_stamp: false,

@@ -344,6 +344,7 @@ async fn tui_canary(b: TestBroker) {
             queue: "orders.dlq".into(),
             selection: warren::domain::selection::Selection::All,
             expected: 60,
+            typed: true,
             canary: Some(CanaryRule {
                 size: 10,
                 wait: Duration::from_secs(20),

@@ -259,6 +259,7 @@ async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
                 queue: "work.dlq".into(),
                 selection: Default::default(),
                 expected: 3,
+                typed: true,
                 rate: 0,
                 keep_attempts: false,
                 strip_failure_stamp: false,

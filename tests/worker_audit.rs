@@ -104,6 +104,7 @@ async fn session(broker: TestBroker, create: bool) {
             queue: "dlq".into(),
             selection: Selection::All,
             expected: 3,
+            typed: true,
             rate: 0,
             keep_attempts: false,
             strip_failure_stamp: false,
@@ -235,6 +236,7 @@ async fn asked(broker: TestBroker, answer: bool) {
             queue: "dlq".into(),
             selection: Selection::All,
             expected: 3,
+            typed: true,
             create_audit: Some(answer),
             edited: None,
             ..Default::default()

@@ -43,6 +43,7 @@ async fn paced_by_the_consumer(broker: TestBroker) {
             queue: "dlq".into(),
             selection: Selection::All,
             expected: u64::from(N),
+            typed: true,
             rate: 0,
             keep_attempts: false,
             strip_failure_stamp: false,

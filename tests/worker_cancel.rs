@@ -71,6 +71,7 @@ async fn cancel_and_quit_act_at_once_while_a_connect_hangs() {
             queue: "orders.dlq".into(),
             selection: Selection::All,
             expected: 4,
+            typed: true,
             rate: 10,
             keep_attempts: false,
             strip_failure_stamp: false,

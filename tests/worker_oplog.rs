@@ -98,6 +98,7 @@ async fn session(broker: TestBroker) {
             queue: "plain.dlq".into(),
             selection: Selection::All,
             expected: u64::from(MESSAGES),
+            typed: true,
             rate: 0,
             keep_attempts: false,
             strip_failure_stamp: false,

@@ -164,6 +164,7 @@ async fn switches_are_tried_first_and_each_place_has_its_own_read_only() {
             queue: "orders.dlq".into(),
             selection: Selection::All,
             expected: 3,
+            typed: true,
             rate: 50,
             keep_attempts: false,
             strip_failure_stamp: false,

@@ -8,6 +8,7 @@ pub mod body;
 pub mod brief;
 pub mod canary;
 pub mod comeback;
+pub mod confirm;
 pub mod convention;
 pub mod destination;
 pub mod discovery;

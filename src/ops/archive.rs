@@ -217,12 +217,12 @@ async fn go<'s>(
             p.display()
         )));
     }
-    // Deleting needs the count typed, whatever it is; archiving above 100.
-    let (verb, typed) = match op {
-        Operation::Discard => ("delete", true),
-        _ => ("archive", count > 100),
+    use crate::domain::confirm::{Moving, typed_count};
+    let (verb, how) = match op {
+        Operation::Discard => ("delete", Moving::Discard),
+        _ => ("archive", Moving::Archive),
     };
-    match front.go_ahead(count, verb, typed) {
+    match front.go_ahead(count, verb, typed_count(how, count)) {
         Ok(true) => {}
         Ok(false) => return Err(Stop::Declined),
         Err(why) => return Err(Stop::Usage(why)),

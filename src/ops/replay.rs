@@ -134,7 +134,8 @@ pub async fn prepare<'s>(
     }
     steps.done("write check");
     let count = preview.selected;
-    match front.go_ahead(count, "replay", count > 100) {
+    let typed = crate::domain::confirm::typed_count(crate::domain::confirm::Moving::Replay, count);
+    match front.go_ahead(count, "replay", typed) {
         Ok(true) => {}
         Ok(false) => return Err(Stop::Declined),
         Err(why) => return Err(Stop::Usage(why)),

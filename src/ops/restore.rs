@@ -123,7 +123,8 @@ pub async fn prepare<'s>(
         (Operation::Restore, "restore")
     };
     let count = plan.count();
-    match front.go_ahead(count, verb, count > 100) {
+    let typed = crate::domain::confirm::typed_count(crate::domain::confirm::Moving::Restore, count);
+    match front.go_ahead(count, verb, typed) {
         Ok(true) => {}
         Ok(false) => return Err(Stop::Declined),
         Err(why) => return Err(Stop::Usage(why)),

@@ -6,7 +6,7 @@ use ratatui_textarea::TextArea;
 use super::event::{
     JobKind, ReplayOutcome, ReplayPreview, ReplayProgress, RestoreHow, RestorePreview,
 };
-use super::state::TYPED_CONFIRM_ABOVE;
+use crate::domain::confirm::{Moving, typed_count};
 use crate::domain::selection;
 
 /// Which field of the replay modal takes typed digits.
@@ -36,7 +36,7 @@ pub struct ReplayModal {
     /// Symfony's `SentToFailureTransportStamp` removed (offered when the plan has it as a header).
     pub strip_failure_stamp: bool,
     pub dry_run: bool,
-    /// The count typed by the operator (required above `TYPED_CONFIRM_ABOVE`).
+    /// The count typed by the operator (where `domain::confirm::typed_count` says).
     pub typed: String,
     pub field: ModalField,
     /// The canary's size, or off; set from the plan's count until the operator changes it.
@@ -84,7 +84,7 @@ impl ReplayModal {
     }
 
     pub fn needs_typed_count(&self) -> bool {
-        !self.dry_run && self.count().is_some_and(|c| c > TYPED_CONFIRM_ABOVE)
+        !self.dry_run && self.count().is_some_and(|c| typed_count(Moving::Replay, c))
     }
 
     /// What Enter does now, in the one word the modal and the footer both show: in the rate
@@ -149,7 +149,7 @@ pub struct ArchiveModal {
     pub count: u64,
     /// Why (an archive's `warren-archive-reason`); one line.
     pub reason: TextArea<'static>,
-    /// The count typed by the operator (a discard above `TYPED_CONFIRM_ABOVE`).
+    /// The count typed by the operator (a discard: `domain::confirm::typed_count`).
     pub typed: String,
     /// The archive stream is missing and must be asked about first (`Overview::archive_question`,
     /// asked once per context): `s` creates it, `l` keeps the archive in the local file.
@@ -159,7 +159,11 @@ pub struct ArchiveModal {
 
 impl ArchiveModal {
     pub fn needs_typed_count(&self) -> bool {
-        self.kind == ArchiveKind::Discard && self.count > TYPED_CONFIRM_ABOVE
+        let how = match self.kind {
+            ArchiveKind::Archive => Moving::Archive,
+            ArchiveKind::Discard => Moving::Discard,
+        };
+        typed_count(how, self.count)
     }
 
     pub fn verb(&self) -> &'static str {
@@ -220,7 +224,7 @@ pub struct RestoreModal {
     pub how: RestoreHow,
     /// The worker's plan for `how`; Enter waits for it.
     pub preview: Option<RestorePreview>,
-    /// The count typed by the operator (required above `TYPED_CONFIRM_ABOVE`).
+    /// The count typed by the operator (where `domain::confirm::typed_count` says).
     pub typed: String,
 }
 
@@ -230,7 +234,8 @@ impl RestoreModal {
     }
 
     pub fn needs_typed_count(&self) -> bool {
-        self.count().is_some_and(|c| c > TYPED_CONFIRM_ABOVE)
+        self.count()
+            .is_some_and(|c| typed_count(Moving::Restore, c))
     }
 
     /// Why Enter does nothing yet, if it does nothing.

@@ -31,8 +31,6 @@ use crate::domain::message::DeadLetter;
 use crate::domain::packed::Packed;
 use crate::domain::urgency::{self, Figures, History, ReadHead, Sample, SortBy};
 
-/// Above this many messages the operator types the count to confirm a replay.
-pub const TYPED_CONFIRM_ABOVE: u64 = 100;
 /// Rates offered by `+`/`-` (messages per second).
 pub const RATE_STEPS: &[u32] = &[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
 /// The replay modal's starting rate when `replay.rate` is not configured.

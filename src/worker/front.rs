@@ -13,6 +13,8 @@ use crate::store::Operation;
 pub(super) struct TuiFront {
     /// The count the operator confirmed (`None`: a plan, nothing runs).
     pub(super) expected: Option<u64>,
+    /// The operator typed that count in the modal.
+    pub(super) typed: bool,
     /// The request a plan answers, for its report.
     pub(super) ticket: Ticket,
     pub(super) how: RestoreHow,
@@ -32,10 +34,11 @@ pub(super) struct TuiFront {
 }
 
 impl TuiFront {
-    /// For a run the operator confirmed for `expected` messages.
-    pub(super) fn run(expected: u64) -> TuiFront {
+    /// For a run the operator confirmed for `expected` messages (`typed`: by typing the count).
+    pub(super) fn run(expected: u64, typed: bool) -> TuiFront {
         TuiFront {
             expected: Some(expected),
+            typed,
             ..TuiFront::default()
         }
     }
@@ -103,10 +106,14 @@ impl ops::Front for TuiFront {
     }
 
     /// The modal confirmed `expected`: a selection that grew since is refused, never moved.
-    fn go_ahead(&mut self, count: u64, verb: &str, _typed: bool) -> Result<bool, String> {
+    fn go_ahead(&mut self, count: u64, verb: &str, typed: bool) -> Result<bool, String> {
         match self.expected {
             Some(e) if count > e => Err(format!(
                 "the selection now holds {count} messages, {e} were confirmed: nothing moved; open the {verb} again"
+            )),
+            // The home asks for the count typed; a modal that did not ask for it is not a yes.
+            Some(_) if typed && !self.typed => Err(format!(
+                "to {verb} {count} message(s) the count is typed in the modal: nothing moved; open the {verb} again"
             )),
             Some(_) => Ok(true),
             None => Err("a plan moves nothing".into()),
@@ -263,5 +270,23 @@ fn restore_preview(
         refusals: plan.refused.clone(),
         warnings,
         ticket,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::Front;
+
+    #[test]
+    fn the_go_ahead_needs_the_count_typed_where_the_home_asks_for_it() {
+        let mut untyped = TuiFront::run(2, false);
+        let r = untyped.go_ahead(2, "delete", true);
+        assert!(r.as_ref().is_err_and(|e| e.contains("typed")), "{r:?}");
+        assert_eq!(untyped.go_ahead(2, "archive", false), Ok(true));
+        let mut typed = TuiFront::run(2, true);
+        assert_eq!(typed.go_ahead(2, "delete", true), Ok(true));
+        // Never more than the operator confirmed, typed or not.
+        assert!(typed.go_ahead(3, "delete", true).is_err());
     }
 }

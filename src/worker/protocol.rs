@@ -154,6 +154,9 @@ pub struct ReplayRequest {
     pub selection: Selection,
     /// The count the operator confirmed; the worker stops if the selection grew past it.
     pub expected: u64,
+    /// The operator typed `expected` in the modal (where `domain::confirm::typed_count` asks
+    /// for it): the home's go-ahead is refused without it.
+    pub typed: bool,
     /// Messages per second.
     pub rate: u32,
     /// Keep the retry counters instead of resetting them.

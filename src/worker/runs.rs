@@ -125,7 +125,7 @@ pub(super) async fn replay(
         canary: req.canary.clone(),
         edit: req.edited.as_ref().map(|_| Default::default()),
     };
-    let mut front = TuiFront::run(req.expected);
+    let mut front = TuiFront::run(req.expected, req.typed);
     front.edited = req.edited.clone();
     front.create_audit = req.create_audit;
     let prepared = home::replay::prepare(&s, oreq, &mut front).await;
@@ -201,7 +201,7 @@ pub(super) async fn archive_or_discard(
         filter: Some(req.selection.describe()),
         group: group_label(&req.selection),
     };
-    let mut front = TuiFront::run(req.expected);
+    let mut front = TuiFront::run(req.expected, req.typed);
     let prepared = home::archive::prepare(&s, areq, &mut front).await;
     said(&mut front, ops, Some(&events)).await;
     let mut ready = match prepared {
@@ -383,7 +383,7 @@ pub(super) async fn restore(
     events: mpsc::Sender<Report>,
     ops: &Ops,
 ) -> Report {
-    let mut front = TuiFront::run(req.expected);
+    let mut front = TuiFront::run(req.expected, req.typed);
     let rreq = restore_request(&req.queue, req.selection.clone(), how, false);
     let prepared = home::restore::prepare(&s, rreq, &mut front).await;
     said(&mut front, ops, Some(&events)).await;

@@ -353,6 +353,7 @@ pub fn replay_all(vhost: &str, queue: &str, expected: u64) -> warren::worker::pr
         queue: queue.into(),
         selection: warren::domain::selection::Selection::All,
         expected,
+        typed: true,
         rate: 0,
         keep_attempts: false,
         strip_failure_stamp: false,

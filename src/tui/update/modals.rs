@@ -179,6 +179,7 @@ pub(super) fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 queue: modal.queue.clone(),
                 selection: modal.selection.clone(),
                 expected: modal.count,
+                typed: modal.needs_typed_count(),
                 job: modal.job(),
                 ..Default::default()
             };
@@ -304,6 +305,7 @@ pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 queue: modal.queue.clone(),
                 selection: modal.selection.clone(),
                 expected: modal.count().unwrap_or(0),
+                typed: modal.needs_typed_count(),
                 job: modal.job(),
                 ..Default::default()
             };
@@ -571,6 +573,7 @@ fn replay_request(modal: &ReplayModal, canary_wait: std::time::Duration) -> Repl
         queue: modal.queue.clone(),
         selection: modal.selection.clone(),
         expected: modal.count().unwrap_or(0),
+        typed: modal.needs_typed_count(),
         rate: modal.rate,
         keep_attempts: modal.keep_attempts,
         strip_failure_stamp: modal.strip_failure_stamp,
