@@ -646,8 +646,23 @@ impl Outcome {
     /// The summary's lines, as `warren restore` prints them (and the TUI on its way out).
     pub fn lines(&self) -> Vec<String> {
         use crate::domain::sanitize::one_line;
+        // Where they went, as the run found its targets (the DLQs they came from, or the
+        // queues a replaying restore sent them to).
+        let to = match self.audit.targets.as_slice() {
+            [] => String::new(),
+            targets => {
+                let named: Vec<String> = targets.iter().take(3).map(|t| one_line(t, 80)).collect();
+                let more = targets.len().saturating_sub(3);
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                format!(" to {}{more}", named.join(", "))
+            }
+        };
         let mut out = vec![format!(
-            "restored {}, failed {}",
+            "restored {}{to}, failed {}",
             self.restored(),
             self.failed()
         )];
@@ -688,6 +703,9 @@ pub async fn publish(
     mut on_batch: impl FnMut(u64, u64, u64),
 ) -> Outcome {
     let total = plan.count();
+    // Where the restored messages go (the DLQs they came from, or a replay's targets), for the
+    // record and the summary's line.
+    let targets: Vec<String> = plan.targets.keys().cloned().collect();
     let keys_of = plan.keys_of;
     let failed_outcome = |e: String| Outcome {
         audit: AuditOutcome {
@@ -771,7 +789,7 @@ pub async fn publish(
         audit: AuditOutcome {
             canary: None,
             edits: Vec::new(),
-            targets: Vec::new(),
+            targets: if restored > 0 { targets } else { Vec::new() },
             at: jiff::Timestamp::now(),
             moved: restored,
             returned: 0,

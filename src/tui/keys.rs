@@ -848,12 +848,14 @@ pub fn footer(scope: Scope) -> Vec<&'static Binding> {
                     || (PANES.contains(&scope) && b.scopes.contains(&S::Global)))
         })
         .collect();
-    list.sort_by_key(|b| footer_rank(b.action));
+    list.sort_by_key(|b| footer_rank(b.action, scope));
     list
 }
 
-fn footer_rank(a: Action) -> u8 {
+fn footer_rank(a: Action, scope: Scope) -> u8 {
     match a {
+        // In the detail pane selecting is a convenience; the ways out come first there.
+        A::ToggleSelect if scope == S::Detail => 9,
         A::Replay | A::Accept | A::Search => 0,
         A::Cancel | A::Open | A::NextMatch => 1,
         A::Filter | A::ToggleKeep | A::PrevMatch | A::ToggleOrigin => 2,
