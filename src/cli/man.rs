@@ -66,8 +66,10 @@ fn sections() -> String {
     line(
         &mut out,
         "The terminal UI stopped by SIGHUP or SIGTERM during a run settles the run, then exits \
-         128 + the signal (129, 143). The cause is one line on stderr; the full chain is in the \
-         log file.",
+         128 + the signal (129, 143). Quit (q, Ctrl-C) during a run settles it, prints its \
+         summary and exits 1 unless it completed; a terminal UI that never reached its broker \
+         (a wrong password) says why and exits 3. The cause is one line on stderr; the full \
+         chain is in the log file.",
     );
 
     out.push_str(".SH KEYS\n");

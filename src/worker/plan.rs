@@ -777,7 +777,7 @@ pub fn replay_failed(req: &ReplayRequest, why: &str) -> Report {
         cancelled: false,
         error: Some(why.to_string()),
         summary: Vec::new(),
-        words: vec![why.to_string()],
+        words: vec![crate::domain::sanitize::one_line(why, 600)],
         headline: why.to_string(),
     })
 }

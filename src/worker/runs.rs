@@ -315,7 +315,7 @@ fn outcome_of(
             cancelled: false,
             error: Some(e.to_string()),
             summary: Vec::new(),
-            words: vec![e.to_string()],
+            words: vec![crate::domain::sanitize::one_line(&e.to_string(), 600)],
             headline: format!("{} failed: {e}", op.as_str()),
         },
     }
