@@ -30,6 +30,7 @@ pub mod quorum;
 pub mod read_end;
 pub mod redirect;
 pub mod replay;
+pub mod rights;
 pub mod sanitize;
 pub mod selection;
 pub mod snapshot;

@@ -38,11 +38,8 @@ impl Session {
     /// Declares the archive stream (the caller asked first). Refused in read-only mode.
     pub async fn create_archive(&self) -> Result<(), crate::broker::archive::DeclareError> {
         use crate::broker::archive::DeclareError;
-        if self.target.read_only {
-            return Err(DeclareError::Other(format!(
-                "read-only: context '{}' is opened read-only; creating the archive is disabled",
-                self.target.context
-            )));
+        if let Some(why) = self.configured_refusal(crate::domain::rights::Act::CreateStream) {
+            return Err(DeclareError::Other(why));
         }
         let conn = self
             .amqp()

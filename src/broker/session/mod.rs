@@ -182,6 +182,17 @@ impl Session {
         })
     }
 
+    /// The refusal of `act` when the flag or the context makes this session read-only: the
+    /// broker layer's last check behind `ops::rights`, in its words.
+    pub(crate) fn configured_refusal(&self, act: crate::domain::rights::Act) -> Option<String> {
+        crate::domain::rights::ReadOnly::configured(
+            self.target.read_only_flag,
+            self.target.read_only,
+            &self.target.context,
+        )
+        .map(|r| crate::domain::rights::refusal(act, &r))
+    }
+
     pub fn vhost(&self) -> &str {
         &self.target.vhost
     }

@@ -251,11 +251,8 @@ impl Session {
         let plan = crate::domain::protect::plan(self.version(), &info, in_force)
             .map_err(SessionError::Refused)?;
         if apply {
-            if self.target.read_only {
-                return Err(SessionError::Refused(format!(
-                    "read-only: context '{}' is opened read-only; protect changes a policy and is disabled",
-                    self.target.context
-                )));
+            if let Some(why) = self.configured_refusal(crate::domain::rights::Act::Protect) {
+                return Err(SessionError::Refused(why));
             }
             self.mgmt.put_policy(self.vhost(), &plan.policy).await?;
         }

@@ -199,17 +199,16 @@ impl Session {
     /// Refuses to take anything off a queue in read-only mode, or for a user the broker lets
     /// read but not publish.
     async fn may_take(&self) -> Result<(), SessionError> {
-        if self.target.read_only {
-            return Err(SessionError::Refused(format!(
-                "read-only: context '{}' is opened read-only (--read-only or read_only = true); nothing may leave a queue",
-                self.target.context
-            )));
+        if let Some(why) = self.configured_refusal(crate::domain::rights::Act::Replay) {
+            return Err(SessionError::Refused(why));
         }
         // The last line behind `ops::rights`: a user the broker lets read but not publish takes
         // nothing off a queue, whoever calls.
         if let crate::broker::rights::Publishing::Refused(why) = self.publishing().await {
-            return Err(SessionError::Refused(format!(
-                "read-only: {why}; nothing may leave a queue"
+            use crate::domain::rights::{Act, ReadOnly, refusal};
+            return Err(SessionError::Refused(refusal(
+                Act::Replay,
+                &ReadOnly::Broker(why.clone()),
             )));
         }
         Ok(())

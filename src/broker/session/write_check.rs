@@ -23,11 +23,8 @@ impl Session {
     /// channel), while a permitted message waits for a commit that never comes and is dropped
     /// by the rollback. Nothing is delivered either way.
     pub async fn write_refusal(&self, targets: &[(String, String)]) -> WriteCheck {
-        if self.target.read_only {
-            return WriteCheck::Refused(format!(
-                "read-only: context '{}' {} — replay is disabled",
-                self.target.context, "is opened read-only (--read-only or read_only = true)"
-            ));
+        if let Some(why) = self.configured_refusal(crate::domain::rights::Act::Replay) {
+            return WriteCheck::Refused(why);
         }
         let user = sanitize::one_line(&self.whoami.name, 100);
         let vhost = sanitize::one_line(self.vhost(), 100);
