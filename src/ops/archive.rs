@@ -1,6 +1,7 @@
 //! Archive and discard: the other ways out of a DLQ. Both run the replay engine
 //! (`broker::replay::Action`) with its guarantees; the one home of `warren archive`,
-//! `warren discard` and the TUI's `A` and `X`.
+//! `warren discard` and the TUI's `A` and `X`, on their ports (`ops::ports::ArchivePort` for the
+//! broker, the memory port for Warren's store), which `Session` implements.
 
 use std::path::PathBuf;
 

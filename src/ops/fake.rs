@@ -1,7 +1,8 @@
-//! An in-memory broker behind the ports (`ops::ports`) and a front end that writes down what it
-//! was asked: every guarantee of an operation on ports is tested here, with no broker. Each
-//! call to the broker is logged in order, so "rights first" and "nothing kept without consent"
-//! are read off the log.
+//! An in-memory broker behind the ports (`ops::ports`), Warren's store behind the memory port,
+//! and a front end that writes down what it was asked: every guarantee of an operation on
+//! ports is tested here, with no broker. Each call to the broker and the store is logged in one
+//! ordered log, so "rights first", "nothing kept without consent" and "the record starts before
+//! the run" are read off the log; a run ends as the test tells it (`Dlq::ending`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
