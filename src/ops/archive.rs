@@ -1,23 +1,25 @@
 //! Archive and discard: the other ways out of a DLQ. Both run the replay engine
 //! (`broker::replay::Action`) with its guarantees; the one home of `warren archive`,
-//! `warren discard` and the TUI's `A` and `X`.
+//! `warren discard` and the TUI's `A` and `X`, on their ports (`ops::ports::ArchivePort` for the
+//! broker, the memory port for Warren's store), which `Session` implements.
 
 use std::path::PathBuf;
 
 use tokio::sync::watch;
 
+use super::ports::ArchivePort;
 use super::record::{self, Record};
 use super::rights::{self, Act};
 use super::{Front, Plan, Stop};
-use crate::broker::archive::{self as keep, DeclareError, Place, StreamState};
+use crate::broker::archive::{DeclareError, Place, StreamState};
 use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::WriteCheck;
-use crate::broker::session::{ReadConsent, ReplaySpec, Selected, Session, SessionError, Work};
+use crate::broker::session::{ReadConsent, ReplaySpec, Selected, Session, SessionError};
 use crate::domain::archive::Stamp;
 use crate::domain::identity;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::Selection;
-use crate::store::{AuditStart, Operation, Store};
+use crate::store::{AuditStart, Operation};
 
 /// Where the messages go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,13 +64,13 @@ pub struct Planned {
 }
 
 /// A run on the record, ready to take its first message.
-pub struct Ready<'s> {
-    s: &'s Session,
+pub struct Ready<'s, B: ArchivePort = Session> {
+    s: &'s B,
     spec: ReplaySpec,
-    work: Option<Work>,
+    work: Option<B::Work>,
     count: u64,
-    store: Store,
-    record: Record,
+    store: B::Memory,
+    record: Record<B::Log>,
     /// Where they go, for the run's headline (`Summary::headline`): the archive, or the
     /// discard's snapshot.
     place: String,
@@ -97,11 +99,11 @@ impl Way {
 
 /// Rights, the archive's place, the selection, the plan, the go-ahead, the snapshot or the
 /// local file, and the audit's start: everything before the first message leaves the queue.
-pub async fn prepare<'s>(
-    s: &'s Session,
+pub async fn prepare<'s, B: ArchivePort>(
+    s: &'s B,
     req: ArchiveRequest,
     front: &mut dyn Front,
-) -> Result<Ready<'s>, Stop> {
+) -> Result<Ready<'s, B>, Stop> {
     let op = req.way.op();
     let undone = req.way.undone();
     if !req.dry_run {
@@ -109,7 +111,7 @@ pub async fn prepare<'s>(
             .await
             .map_err(Stop::Refused)?;
     }
-    if req.spec.queue == s.target.archive.stream {
+    if req.spec.queue == s.archive_settings().stream {
         return Err(Stop::Usage(format!(
             "'{}' is the archive itself",
             one_line(&req.spec.queue, 80)
@@ -117,12 +119,11 @@ pub async fn prepare<'s>(
     }
     // A run consumes, and an auto-delete queue dies when its last consumer cancels: refused
     // before anything is read, created or put on the record.
-    let info = s
-        .mgmt
-        .queue(s.vhost(), &req.spec.queue)
+    let auto_delete = s
+        .auto_delete(&req.spec.queue)
         .await
-        .map_err(|e| super::replay::stop_of(e.into()))?;
-    if info.auto_delete && !req.dry_run {
+        .map_err(super::replay::stop_of)?;
+    if auto_delete && !req.dry_run {
         let verb = if op == Operation::Discard {
             "discard"
         } else {
@@ -137,14 +138,12 @@ pub async fn prepare<'s>(
         Way::Archive { local, create, .. } => {
             let p = place(s, *local, *create, req.dry_run, front).await?;
             // A stream that would not keep what is archived is refused before anything moves.
-            keep::retention_refusal(s, &p)
-                .await
-                .map_err(Stop::Refused)?;
+            s.retention_refusal(&p).await.map_err(Stop::Refused)?;
             Some(p)
         }
         Way::Discard { .. } => None,
     };
-    let store = match Store::open_default() {
+    let store = match s.memory() {
         Ok(st) => Some(st),
         Err(e) if !req.dry_run => return Err(Stop::Refused(format!("{e}; {undone}"))),
         Err(_) => None,
@@ -188,14 +187,14 @@ pub async fn prepare<'s>(
 }
 
 /// From an accepted plan to a run on the record.
-async fn go<'s>(
-    s: &'s Session,
+async fn go<'s, B: ArchivePort>(
+    s: &'s B,
     planned: Planned,
-    store: Option<Store>,
+    store: Option<B::Memory>,
     filter: Option<String>,
     group: Option<String>,
     front: &mut dyn Front,
-) -> Result<Ready<'s>, Stop> {
+) -> Result<Ready<'s, B>, Stop> {
     let Planned {
         op,
         spec,
@@ -207,7 +206,7 @@ async fn go<'s>(
         ..
     } = planned;
     if let Some(Place::Stream(name)) = &place
-        && let WriteCheck::Refused(why) = s.write_refusal(&[(String::new(), name.clone())]).await
+        && let WriteCheck::Refused(why) = s.write_refusal(name).await
     {
         return Err(Stop::Refused(format!("{why}; nothing moved")));
     }
@@ -241,14 +240,21 @@ async fn go<'s>(
         Some(place) => {
             let stamp = Stamp {
                 from: spec.queue.clone(),
-                by: format!("{}@{}", crate::store::current_os_user(), s.whoami.name),
+                by: format!(
+                    "{}@{}",
+                    crate::store::current_os_user(),
+                    s.operator().broker_user
+                ),
                 reason,
             };
-            let work = keep::archive_work(s, place, stamp, &sel, count).map_err(Stop::Refused)?;
+            let work = s
+                .archive_work(place, stamp, &sel, count)
+                .map_err(Stop::Refused)?;
             (work, place.label(), place.where_to())
         }
         None => {
-            let work = keep::discard_work(s, &spec.queue, snapshot.as_deref(), &sel)
+            let work = s
+                .discard_work(&spec.queue, snapshot.as_deref(), &sel)
                 .map_err(Stop::Refused)?;
             match &snapshot {
                 Some(p) => {
@@ -273,7 +279,7 @@ async fn go<'s>(
     };
     let start = start_of(s, &spec, vec![target], filter, group);
     let id = Record::start_local(&store, op, &start).map_err(Stop::Refused)?;
-    let consent = front.audit_consent(s.target.audit.create);
+    let consent = front.audit_consent(s.operator().create_streams);
     let record = Record::begin(s, id, op, &start, consent).await;
     front.started(record.run_id(), record.on_broker());
     Ok(Ready {
@@ -288,21 +294,22 @@ async fn go<'s>(
 }
 
 /// The audit's start of an archive or a discard.
-fn start_of(
-    s: &Session,
+fn start_of<B: ArchivePort>(
+    s: &B,
     spec: &ReplaySpec,
     targets: Vec<String>,
     filter: Option<String>,
     group: Option<String>,
 ) -> AuditStart {
     let at = jiff::Timestamp::now();
+    let who = s.operator();
     AuditStart {
         run_id: crate::broker::audit::new_run_id(at),
         at,
         os_user: crate::store::current_os_user(),
-        broker_user: s.whoami.name.clone(),
-        context: s.target.context.clone(),
-        vhost: s.vhost().to_string(),
+        broker_user: who.broker_user,
+        context: who.context,
+        vhost: who.vhost,
         from_queue: spec.queue.clone(),
         targets,
         filter,
@@ -317,8 +324,8 @@ fn start_of(
 
 /// Reads the head of the queue and picks the selection, remembering first-seen times; a read
 /// that would spend quorum deliveries again is asked for.
-pub(super) async fn select(
-    s: &Session,
+pub(super) async fn select<B: ArchivePort>(
+    s: &B,
     spec: &ReplaySpec,
     cap: usize,
     front: &mut dyn Front,
@@ -326,10 +333,7 @@ pub(super) async fn select(
     let read = |consent: ReadConsent| {
         let mut spec = spec.clone();
         spec.consent = consent;
-        async move {
-            s.select(&spec, cap, |keys| super::remember(s, &spec.queue, keys))
-                .await
-        }
+        async move { s.select(&spec, cap).await }
     };
     match read(spec.consent).await {
         Err(SessionError::NeedsConsent { queue, text }) => match front.read_again(&queue, &text) {
@@ -360,34 +364,38 @@ fn confirmed_count(spec: &ReplaySpec, sel: &Selected) -> u64 {
 /// the context's `archive_create`, or the front end's answer); where a stream cannot be used
 /// (chosen local, no streams, no permission to create it) it is the local file, and the front
 /// end is told.
-pub(super) async fn place(
-    s: &Session,
+pub(super) async fn place<B: ArchivePort>(
+    s: &B,
     local: bool,
     create: bool,
     dry_run: bool,
     front: &mut dyn Front,
 ) -> Result<Place, Stop> {
-    if local || s.target.archive.local {
-        return keep::local_place(s, "chosen (--local or archive_local = true)")
+    let settings = s.archive_settings();
+    if local || settings.local {
+        return s
+            .local_place("chosen (--local or archive_local = true)")
             .map_err(Stop::Refused);
     }
-    if !s.streams_supported() {
-        return keep::local_place(s, "this broker has no streams (RabbitMQ before 3.9)")
+    if !s.has_streams() {
+        return s
+            .local_place("this broker has no streams (RabbitMQ before 3.9)")
             .map_err(Stop::Refused);
     }
-    let name = s.target.archive.stream.clone();
+    let vhost = s.operator().vhost;
+    let name = settings.stream.clone();
     let what = format!(
         "a stream '{}' in vhost '{}' (durable, x-queue-type = stream, x-max-age = {}: the broker drops archived messages older than that)",
         one_line(&name, 100),
-        one_line(s.vhost(), 100),
-        one_line(&s.target.archive.max_age, 20)
+        one_line(&vhost, 100),
+        one_line(&settings.max_age, 20)
     );
     match s.archive_state().await.map_err(super::replay::stop_of)? {
         StreamState::Stream => Ok(Place::Stream(name)),
         StreamState::NotAStream(kind) => Err(Stop::Refused(format!(
             "'{}' in vhost '{}' is a {kind} queue, not a stream: Warren will not archive into it. Name another stream with archive_stream in the context, or keep the archive in a file with --local; nothing moved",
             one_line(&name, 100),
-            one_line(s.vhost(), 100)
+            one_line(&vhost, 100)
         ))),
         StreamState::Missing if dry_run => {
             front.say(&format!(
@@ -396,7 +404,7 @@ pub(super) async fn place(
             Ok(Place::Stream(name))
         }
         StreamState::Missing => {
-            if !(create || s.target.archive.create) {
+            if !(create || settings.create) {
                 match front.create_archive(&what) {
                     Ok(true) => {}
                     Ok(false) => {
@@ -412,8 +420,8 @@ pub(super) async fn place(
     }
 }
 
-async fn create_stream(
-    s: &Session,
+async fn create_stream<B: ArchivePort>(
+    s: &B,
     name: &str,
     what: &str,
     front: &mut dyn Front,
@@ -428,7 +436,7 @@ async fn create_stream(
                 "the broker refused to create the stream: {}",
                 one_line(&text, 200)
             );
-            let place = keep::local_place(s, &why).map_err(Stop::Refused)?;
+            let place = s.local_place(&why).map_err(Stop::Refused)?;
             front.say(&format!(
                 "cannot create the archive stream (configure permission is needed: {}); the archive is {} instead",
                 one_line(&text, 200),
@@ -443,7 +451,7 @@ async fn create_stream(
     }
 }
 
-impl Ready<'_> {
+impl<B: ArchivePort> Ready<'_, B> {
     /// How many messages the run may take.
     pub fn count(&self) -> u64 {
         self.count
@@ -453,17 +461,12 @@ impl Ready<'_> {
     pub async fn run(
         &mut self,
         cancel: watch::Receiver<bool>,
-        on_progress: impl FnMut(&Progress),
+        on_progress: impl FnMut(&Progress) + Send,
     ) -> Result<Summary, SessionError> {
         let Some(work) = self.work.take() else {
             return Err(SessionError::Broker("the run was started twice".into()));
         };
-        let held = super::held_elsewhere(self.s, &self.spec.queue).await;
-        let mut result = self.s.run_job(&self.spec, work, cancel, on_progress).await;
-        if let Ok(sum) = &mut result {
-            sum.held_elsewhere = held;
-        }
-        result
+        self.s.run(&self.spec, work, cancel, on_progress).await
     }
 
     /// Where they go, in the run's headline's words (`Summary::headline`).

@@ -1,24 +1,42 @@
-//! An in-memory broker behind the ports (`ops::ports`) and a front end that writes down what it
-//! was asked: every guarantee of an operation on ports is tested here, with no broker. Each
-//! call to the broker is logged in order, so "rights first" and "nothing kept without consent"
-//! are read off the log.
+//! An in-memory broker behind the ports (`ops::ports`), Warren's store behind the memory port,
+//! and a front end that writes down what it was asked: every guarantee of an operation on
+//! ports is tested here, with no broker. Each call to the broker and the store is logged in one
+//! ordered log, so "rights first", "nothing kept without consent" and "the record starts before
+//! the run" are read off the log; a run ends as the test tells it (`Dlq::ending`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use super::ports::{Author, ProtectPort, RedirectPort, Rights};
+use tokio::sync::watch;
+
+use super::ports::{
+    ArchivePort, Author, BrokerLog, MemoryPort, ProtectPort, RecordPort, RedirectPort, Rights,
+};
 use super::rights::ReadOnly;
 use super::{Front, Plan, Stop};
+use crate::broker::archive::{DeclareError, Place, StreamState};
 use crate::broker::audit::Consent;
+use crate::broker::config::ArchiveSettings;
+use crate::broker::management::ManagementError;
 use crate::broker::redirects::Current;
+use crate::broker::replay::{Progress, StopReason, Summary};
+use crate::broker::session::{
+    Explained, ReadConsent, ReplaySpec, Selected, SessionError, WriteCheck,
+};
+use crate::broker::spool::Spool;
+use crate::domain::archive::Stamp;
 use crate::domain::discovery::{JsonMap, Policy};
+use crate::domain::message::DeadLetter;
 use crate::domain::protect::ProtectPlan;
 use crate::domain::redirect::{self, Destination, Entry, RedirectRecord};
+use crate::store::{AuditOutcome, AuditStart, Operation};
 
 pub(crate) const REDIRECT_STREAM: &str = "warren.redirects";
 pub(crate) const AUDIT_STREAM: &str = "warren.audit";
 
-/// The broker: its queues, streams, redirect and audit entries, policies, and the calls made.
+/// The broker: its queues, streams, redirect and audit entries, policies, and the calls made;
+/// and Warren's local store (the memory port), whose calls go to the same log.
 #[derive(Default)]
 pub(crate) struct FakeBroker {
     pub(crate) read_only: Option<ReadOnly>,
@@ -26,9 +44,49 @@ pub(crate) struct FakeBroker {
     pub(crate) queues: HashMap<String, Destination>,
     pub(crate) streams: Mutex<HashSet<String>>,
     pub(crate) entries: Mutex<Vec<Entry>>,
-    pub(crate) audit: Mutex<Vec<String>>,
+    /// The broker's audit stream, an entry a line.
+    pub(crate) audit: Arc<Mutex<Vec<String>>>,
     pub(crate) policies: Mutex<Vec<String>>,
-    pub(crate) calls: Mutex<Vec<String>>,
+    pub(crate) calls: Arc<Mutex<Vec<String>>>,
+    /// Archive and discard: see [`Dlq`].
+    pub(crate) dlq: Dlq,
+    /// The local store's audit rows.
+    pub(crate) rows: Arc<Mutex<Vec<Row>>>,
+}
+
+/// What archive and discard meet: the DLQs, the archive, the store, and how the run ends.
+#[derive(Default)]
+pub(crate) struct Dlq {
+    /// The messages at the head of each queue.
+    pub(crate) heads: HashMap<String, u64>,
+    pub(crate) auto_delete: HashSet<String>,
+    pub(crate) archive: ArchiveSettings,
+    /// A broker before streams (RabbitMQ 3.8).
+    pub(crate) no_streams: bool,
+    /// Reading the queue again spends deliveries: a read without consent is refused.
+    pub(crate) read_costs: bool,
+    /// The broker refuses to create the archive stream (no configure permission).
+    pub(crate) create_refused: bool,
+    pub(crate) write_refused: Option<String>,
+    pub(crate) retention_refused: Option<String>,
+    /// Warren's store does not open: why.
+    pub(crate) store_broken: Option<String>,
+    /// What the run returns (`None`: completed, every message it may take moved).
+    pub(crate) ending: Option<Summary>,
+    /// The run fails outright (`Err`) with this.
+    pub(crate) run_error: Option<String>,
+}
+
+/// A row of the local store's audit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Row {
+    pub(crate) id: i64,
+    pub(crate) op: Operation,
+    pub(crate) run_id: String,
+    /// The outcome's words, once finished.
+    pub(crate) outcome: Option<String>,
+    pub(crate) moved: u64,
+    pub(crate) moved_ids: u64,
 }
 
 impl FakeBroker {
@@ -40,6 +98,21 @@ impl FakeBroker {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    /// A broker whose `queue` holds `n` dead letters at its head.
+    pub(crate) fn dlq(queue: &str, n: u64) -> FakeBroker {
+        let mut b = FakeBroker::default();
+        b.dlq.heads.insert(queue.to_string(), n);
+        b
+    }
+
+    pub(crate) fn rows(&self) -> Vec<Row> {
+        self.rows.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn audit(&self) -> Vec<String> {
+        self.audit.lock().map(|a| a.clone()).unwrap_or_default()
     }
 
     pub(crate) fn calls(&self) -> Vec<String> {
@@ -219,6 +292,8 @@ pub(crate) enum Answer {
 pub(crate) struct TestFront {
     pub(crate) answer: Answer,
     pub(crate) asked: Vec<String>,
+    /// What it was told (`Front::say`).
+    pub(crate) said: Vec<String>,
     ask: Option<Box<Asker>>,
 }
 
@@ -262,6 +337,302 @@ impl Front for TestFront {
         self.asked.push(format!("create archive {what}"));
         Ok(self.answer == Answer::Yes)
     }
-    fn say(&mut self, _text: &str) {}
-    fn started(&mut self, _run_id: &str, _on_broker: bool) {}
+    fn say(&mut self, text: &str) {
+        self.said.push(text.to_string());
+    }
+    fn started(&mut self, _run_id: &str, on_broker: bool) {
+        self.asked.push(format!("started on_broker={on_broker}"));
+    }
+}
+
+/// A summary of a run that ended `stop` after moving `moved` messages.
+pub(crate) fn summary(stop: StopReason, moved: u64) -> Summary {
+    Summary {
+        progress: Progress {
+            moved,
+            ..Default::default()
+        },
+        depth_at_start: moved,
+        counts: Default::default(),
+        moved_ids: Spool::from_keys((0..moved).map(|i| format!("id:m{i}")).collect()),
+        stop,
+        reconnected: Vec::new(),
+        replayed_before: 0,
+        planned_unread: false,
+        left_in_dlq: None,
+        held_elsewhere: 0,
+        canary: None,
+    }
+}
+
+/// The fake's work: what was prepared, and how many it may take.
+pub(crate) struct FakeWork {
+    what: String,
+    count: u64,
+}
+
+/// The local store, in memory: its rows, its calls in the broker's log.
+pub(crate) struct FakeMemory {
+    rows: Arc<Mutex<Vec<Row>>>,
+    calls: Arc<Mutex<Vec<String>>>,
+}
+
+fn log(calls: &Mutex<Vec<String>>, what: String) {
+    if let Ok(mut c) = calls.lock() {
+        c.push(what);
+    }
+}
+
+impl MemoryPort for FakeMemory {
+    fn start_run(&self, op: Operation, start: &AuditStart) -> Result<i64, String> {
+        log(&self.calls, format!("memory start {}", op.as_str()));
+        let mut rows = self.rows.lock().map_err(|e| e.to_string())?;
+        let id = rows.len() as i64 + 1;
+        rows.push(Row {
+            id,
+            op,
+            run_id: start.run_id.clone(),
+            outcome: None,
+            moved: 0,
+            moved_ids: 0,
+        });
+        Ok(id)
+    }
+
+    fn finish_run(&self, id: i64, out: &AuditOutcome, moved: &Spool) -> Vec<String> {
+        log(&self.calls, format!("memory finish #{id} {}", out.outcome));
+        let Ok(mut rows) = self.rows.lock() else {
+            return vec!["the store is poisoned".into()];
+        };
+        match rows.iter_mut().find(|r| r.id == id) {
+            Some(row) => {
+                row.outcome = Some(out.outcome.clone());
+                row.moved = out.moved;
+                row.moved_ids = moved.len();
+                Vec::new()
+            }
+            None => vec![format!("no audit record #{id}")],
+        }
+    }
+}
+
+/// The broker half of a run's record, on the fake's audit stream.
+pub(crate) struct FakeLog {
+    written: bool,
+    audit: Arc<Mutex<Vec<String>>>,
+    calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl BrokerLog for FakeLog {
+    fn is_written(&self) -> bool {
+        self.written
+    }
+
+    async fn finish(
+        &mut self,
+        op: &str,
+        _run_id: &str,
+        out: AuditOutcome,
+        moved: &Spool,
+    ) -> Option<String> {
+        log(&self.calls, format!("record finish {op} {}", out.outcome));
+        if !self.written {
+            return None;
+        }
+        if let Ok(mut a) = self.audit.lock() {
+            a.push(format!(
+                "{op} outcome {} moved {} ids {}",
+                out.outcome,
+                out.moved,
+                moved.len()
+            ));
+        }
+        None
+    }
+}
+
+impl RecordPort for FakeBroker {
+    type Log = FakeLog;
+    type Memory = FakeMemory;
+
+    fn memory(&self) -> Result<FakeMemory, String> {
+        self.call("memory open");
+        match &self.dlq.store_broken {
+            Some(why) => Err(why.clone()),
+            None => Ok(FakeMemory {
+                rows: self.rows.clone(),
+                calls: self.calls.clone(),
+            }),
+        }
+    }
+
+    async fn record_start(
+        &self,
+        op: Operation,
+        start: &AuditStart,
+        consent: Consent<'_>,
+    ) -> (FakeLog, Option<String>) {
+        self.call(&format!("record start {}", op.as_str()));
+        let opened = self.open_stream(AUDIT_STREAM, consent);
+        if opened.is_ok()
+            && let Ok(mut a) = self.audit.lock()
+        {
+            a.push(format!("{} start {}", op.as_str(), start.run_id));
+        }
+        let log = FakeLog {
+            written: opened.is_ok(),
+            audit: self.audit.clone(),
+            calls: self.calls.clone(),
+        };
+        let note = opened.err().map(|why| {
+            format!("the broker audit record was not written ({why}); the local record was")
+        });
+        (log, note)
+    }
+}
+
+impl ArchivePort for FakeBroker {
+    type Work = FakeWork;
+
+    fn operator(&self) -> Author {
+        RedirectPort::author(self)
+    }
+
+    fn archive_settings(&self) -> &ArchiveSettings {
+        &self.dlq.archive
+    }
+
+    async fn auto_delete(&self, queue: &str) -> Result<bool, SessionError> {
+        self.call(&format!("queue {queue}"));
+        if !self.dlq.heads.contains_key(queue) {
+            return Err(SessionError::Management(ManagementError::NoQueue {
+                vhost: "v".into(),
+                queue: queue.into(),
+            }));
+        }
+        Ok(self.dlq.auto_delete.contains(queue))
+    }
+
+    fn has_streams(&self) -> bool {
+        !self.dlq.no_streams
+    }
+
+    fn local_place(&self, why: &str) -> Result<Place, String> {
+        Ok(Place::Local(
+            PathBuf::from("/fake/archive.jsonl"),
+            why.into(),
+        ))
+    }
+
+    async fn archive_state(&self) -> Result<StreamState, SessionError> {
+        self.call("archive_state");
+        Ok(if self.streams().contains(&self.dlq.archive.stream) {
+            StreamState::Stream
+        } else {
+            StreamState::Missing
+        })
+    }
+
+    async fn create_archive(&self) -> Result<(), DeclareError> {
+        self.call("create_archive");
+        if self.dlq.create_refused {
+            return Err(DeclareError::NoPermission("access refused".into()));
+        }
+        if let Ok(mut s) = self.streams.lock() {
+            s.insert(self.dlq.archive.stream.clone());
+        }
+        Ok(())
+    }
+
+    async fn retention_refusal(&self, place: &Place) -> Result<(), String> {
+        self.call(&format!("retention {}", place.label()));
+        self.dlq.retention_refused.clone().map_or(Ok(()), Err)
+    }
+
+    async fn select(&self, spec: &ReplaySpec, _cap: usize) -> Result<Selected, SessionError> {
+        self.call(&format!("select {} {:?}", spec.queue, spec.consent));
+        if self.dlq.read_costs && spec.consent != ReadConsent::ReadAgain {
+            return Err(SessionError::NeedsConsent {
+                queue: spec.queue.clone(),
+                text: "reading again spends a delivery of each message".into(),
+            });
+        }
+        let n = self.dlq.heads.get(&spec.queue).copied().unwrap_or(0);
+        let messages: Vec<Explained> = (0..n)
+            .map(|i| {
+                let mut message = DeadLetter {
+                    queue: spec.queue.clone(),
+                    ..Default::default()
+                };
+                message.properties.message_id = Some(format!("m{i}"));
+                Explained {
+                    explanation: crate::domain::explain::explain(&message),
+                    key: crate::domain::identity::message_key(&message),
+                    message,
+                    first_seen: None,
+                }
+            })
+            .collect();
+        Ok(Selected {
+            messages,
+            examined: n,
+            depth: n,
+            matched: n,
+            first_seen: HashMap::new(),
+        })
+    }
+
+    async fn write_refusal(&self, stream: &str) -> WriteCheck {
+        self.call(&format!("write_check {stream}"));
+        match &self.dlq.write_refused {
+            Some(why) => WriteCheck::Refused(why.clone()),
+            None => WriteCheck::Allowed,
+        }
+    }
+
+    fn archive_work(
+        &self,
+        place: &Place,
+        _stamp: Stamp,
+        _sel: &Selected,
+        count: u64,
+    ) -> Result<FakeWork, String> {
+        let what = format!("archive_work {}", place.label());
+        self.call(&what);
+        Ok(FakeWork { what, count })
+    }
+
+    fn discard_work(
+        &self,
+        queue: &str,
+        snapshot: Option<&Path>,
+        sel: &Selected,
+    ) -> Result<FakeWork, String> {
+        let what = format!("discard_work {queue} snapshot={}", snapshot.is_some());
+        self.call(&what);
+        Ok(FakeWork {
+            what,
+            count: sel.messages.len() as u64,
+        })
+    }
+
+    async fn run(
+        &self,
+        spec: &ReplaySpec,
+        work: FakeWork,
+        _cancel: watch::Receiver<bool>,
+        mut on_progress: impl FnMut(&Progress) + Send,
+    ) -> Result<Summary, SessionError> {
+        self.call(&format!("run {} ({})", spec.queue, work.what));
+        if let Some(why) = &self.dlq.run_error {
+            return Err(SessionError::Broker(why.clone()));
+        }
+        let sum = self
+            .dlq
+            .ending
+            .clone()
+            .unwrap_or_else(|| summary(StopReason::ReachedStartDepth, work.count));
+        on_progress(&sum.progress);
+        Ok(sum)
+    }
 }

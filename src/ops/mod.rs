@@ -20,6 +20,8 @@ pub mod replay;
 pub mod restore;
 pub mod rights;
 #[cfg(test)]
+mod tests_archive;
+#[cfg(test)]
 mod tests_ports;
 
 use crate::broker::audit::Consent;

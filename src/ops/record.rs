@@ -1,17 +1,20 @@
 //! A run on the record: its row in the local store and its entries on the broker's audit stream
 //! (replay, archive, restore and discard alike), begun before anything moves and finished with
-//! what really happened. The one writer both front ends use.
+//! what really happened. The one writer both front ends use, on the ports (`ops::ports`): the
+//! memory port for the local row, the record port for the broker's entries.
 
-use crate::broker::audit::{self, BrokerRecord, Consent};
+use super::ports::{BrokerLog, MemoryPort, RecordPort};
+use crate::broker::audit::{BrokerRecord, Consent};
 use crate::broker::replay::Summary;
-use crate::broker::session::{Session, SessionError};
+use crate::broker::session::SessionError;
 use crate::broker::spool::Spool;
-use crate::store::{AuditOutcome, AuditStart, Operation, Store};
+use crate::store::{AuditOutcome, AuditStart, Operation};
 
-pub struct Record {
+/// A run's record; `L` is its broker half (the audit stream's, on a `Session`).
+pub struct Record<L = BrokerRecord> {
     op: Operation,
     audit_id: Option<i64>,
-    broker: BrokerRecord,
+    broker: L,
     run_id: String,
     /// What could not be written (to the broker, mostly), said once by the front end.
     notes: Vec<String>,
@@ -20,37 +23,14 @@ pub struct Record {
 impl Record {
     /// Writes the start in the local store: a run it cannot record does not start (`Err`, in
     /// words). Then [`Record::begin`].
-    pub fn start_local(store: &Store, op: Operation, start: &AuditStart) -> Result<i64, String> {
-        store
-            .begin_operation(op, start)
-            .map_err(|e| format!("{e}; nothing moved"))
-    }
-
-    /// Writes the start on the broker's stream before anything moves (after
-    /// [`Record::start_local`] gave `audit_id`); one the broker cannot record starts all the
-    /// same and says so in [`Record::take_notes`].
-    pub async fn begin(
-        s: &Session,
-        audit_id: i64,
+    pub fn start_local<M: MemoryPort>(
+        store: &M,
         op: Operation,
         start: &AuditStart,
-        consent: Consent<'_>,
-    ) -> Record {
-        let mut broker = BrokerRecord::open(s, consent).await;
-        // The broker's copy of the start, before the first publish, so a crash reads
-        // "interrupted" there too.
-        let notes = broker
-            .append(op.as_str(), "start", &start.run_id, start)
-            .await
-            .into_iter()
-            .collect();
-        Record {
-            op,
-            audit_id: Some(audit_id),
-            broker,
-            run_id: start.run_id.clone(),
-            notes,
-        }
+    ) -> Result<i64, String> {
+        store
+            .start_run(op, start)
+            .map_err(|e| format!("{e}; nothing moved"))
     }
 
     /// A run kept off the record (`--no-audit`): `why` says so.
@@ -61,6 +41,28 @@ impl Record {
             broker: BrokerRecord::off(why),
             run_id: run_id.to_string(),
             notes: Vec::new(),
+        }
+    }
+}
+
+impl<L: BrokerLog> Record<L> {
+    /// Writes the start on the broker's stream before anything moves (after
+    /// [`Record::start_local`] gave `audit_id`); one the broker cannot record starts all the
+    /// same and says so in [`Record::take_notes`].
+    pub async fn begin<P: RecordPort<Log = L>>(
+        p: &P,
+        audit_id: i64,
+        op: Operation,
+        start: &AuditStart,
+        consent: Consent<'_>,
+    ) -> Record<L> {
+        let (broker, note) = p.record_start(op, start, consent).await;
+        Record {
+            op,
+            audit_id: Some(audit_id),
+            broker,
+            run_id: start.run_id.clone(),
+            notes: note.into_iter().collect(),
         }
     }
 
@@ -85,9 +87,14 @@ impl Record {
 
     /// Writes how the run ended in the local store (then [`Record::finish_broker`]). A run
     /// kept off the record writes nothing.
-    pub fn finish_local(&mut self, store: Option<&Store>, out: &AuditOutcome, moved: &Spool) {
+    pub fn finish_local<M: MemoryPort>(
+        &mut self,
+        store: Option<&M>,
+        out: &AuditOutcome,
+        moved: &Spool,
+    ) {
         if let (Some(st), Some(id)) = (store, self.audit_id) {
-            let notes = audit::record_outcome(st, id, out, moved);
+            let notes = st.finish_run(id, out, moved);
             self.notes.extend(notes);
         }
     }

@@ -202,7 +202,7 @@ pub(super) async fn archive_or_discard(
         group: group_label(&req.selection),
     };
     let mut front = TuiFront::run(req.expected, req.typed);
-    let prepared = home::archive::prepare(&s, areq, &mut front).await;
+    let prepared = home::archive::prepare(&*s, areq, &mut front).await;
     said(&mut front, ops, Some(&events)).await;
     let mut ready = match prepared {
         Ok(r) => r,

@@ -1,10 +1,14 @@
 //! The ports `ops` reaches the broker through: traits it owns, so each guarantee of an
 //! operation (rights first, nothing created without consent, the record after the change) is
 //! a unit test against an in-memory fake (`ops::fake`), with no broker. `Session` implements
-//! them over the management API and AMQP. Operations move onto them one by one: redirect and
-//! protect so far; replay, archive, discard and restore still take the `Session`.
+//! them over the management API and AMQP, and `Store` implements the memory port (Warren's
+//! local store as a run's record uses it). Operations move onto them one by one: redirect,
+//! protect, archive and discard so far; replay and restore still take the `Session`.
 
 use std::future::Future;
+
+mod archive;
+pub use archive::{ArchivePort, BrokerLog, MemoryPort, RecordPort};
 
 use super::Stop;
 use super::rights::ReadOnly;
