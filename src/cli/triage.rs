@@ -581,8 +581,12 @@ pub async fn watch(c: &ConnArgs, a: &WatchArgs) -> Result<i32, Failure> {
             }
         }
         let mut changes = watcher.look(&looks, alerts);
-        // Always an alert, whatever `--alert` asks for (see `Threshold::Stuck`).
-        changes.extend(watcher.look_stuck(&stuck));
+        // Always an alert, whatever `--alert` asks for (see `Threshold::Stuck`); but for
+        // Prometheus a gauge only, so that a stuck queue does not fail the textfile recipe
+        // (`… > warren.prom.tmp && mv …`) just when its figure matters: the scraper alerts.
+        if a.format != WatchFormat::Prometheus {
+            changes.extend(watcher.look_stuck(&stuck));
+        }
         let alerted = changes.iter().any(|ch| ch.alert.is_some());
         if a.format == WatchFormat::Prometheus {
             crate::out!("{}", crate::domain::watch::prometheus(&looks, &stuck));
