@@ -2,7 +2,8 @@
 //! steady rate sorts first in `warren queues` and shows its growth; `--vhost '*'` lists the
 //! dead-letter queues of two vhosts in one call; `warren watch --once` exits 1 on each kind of
 //! alert and 0 when clear, 3 when the broker is unreachable; `--exec` gets the alert as JSON;
-//! `--format prometheus` prints escaped labels.
+//! `--format prometheus` prints escaped labels; dead letters stuck in an at-least-once quorum
+//! queue are an alert without being asked for, counted as the management API counts them.
 
 use crate::common;
 use crate::replay_util;
@@ -553,6 +554,104 @@ async fn the_consumers_of_the_work_queue_are_counted() {
             b.label
         );
         let _ = conn.close(200, "ok".into()).await;
+        vh.cleanup().await;
+    }
+}
+
+/// Waits until the management API reports `messages_dlx` of `queue` as `n` (its stats are
+/// emitted every few seconds), within 30 s.
+async fn wait_for_held(vh: &TestVhost, queue: &str, n: u64) {
+    let path = format!(
+        "/api/queues/{}/{}",
+        common::enc(&vh.name),
+        common::enc(queue)
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = vh.get_json(&path).await;
+        if v.get("messages_dlx").and_then(Value::as_u64) == Some(n) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{queue}: messages_dlx never reached {n}: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// An at-least-once quorum queue whose dead-letter exchange routes nowhere keeps its rejected
+/// messages (`messages_dlx`): `warren watch --once` alerts on them with no `--alert` given
+/// (exit 1), names the queue with the count and why, its JSON count is the management API's,
+/// and Prometheus has the gauge (a gauge only: its exit stays 0 for the textfile recipe).
+/// At-least-once dead-lettering exists since 3.10, so every broker runs it.
+#[tokio::test]
+async fn watch_once_alerts_on_dead_letters_stuck_in_an_at_least_once_queue() {
+    for broker in TestBroker::all() {
+        let vh = TestVhost::new(&broker, "triage-stuck").await;
+        let home = Home::new("triage-stuck");
+        let label = broker.label.clone();
+        let v = common::enc(&vh.name);
+        for (path, body) in [
+            (
+                format!("/api/exchanges/{v}/nowhere"),
+                serde_json::json!({"type": "direct"}),
+            ),
+            (
+                format!("/api/queues/{v}/payments"),
+                serde_json::json!({"durable": true, "arguments": {
+                    "x-queue-type": "quorum",
+                    "x-dead-letter-exchange": "nowhere",
+                    "x-dead-letter-strategy": "at-least-once",
+                    "x-overflow": "reject-publish"
+                }}),
+            ),
+        ] {
+            let r = vh.api(reqwest::Method::PUT, &path, Some(body)).await;
+            assert!(
+                r.status().is_success(),
+                "{label}: PUT {path}: {}",
+                r.status()
+            );
+        }
+        let conn = h::connect(&vh).await;
+        fill(&conn, "payments", "pay", 3).await;
+        h::reject_consumed(&conn, "payments", 3, 10).await;
+        wait_for_held(&vh, "payments", 3).await;
+
+        let r = warren(&vh, &home, &["watch", "--once"]).await;
+        assert_eq!(r.code, Some(1), "{label}: {r}");
+        assert!(
+            r.stdout.contains(
+                "ALERT stuck: payments 3 dead letters stuck in the queue, in no DLQ (at-least-once): dead-letter exchange 'nowhere' has no binding to any queue"
+            ),
+            "{label}: {r}"
+        );
+        assert!(!r.stdout.contains("all clear"), "{label}: {r}");
+
+        let r = warren(&vh, &home, &["watch", "--once", "--json"]).await;
+        assert_eq!(r.code, Some(1), "{label}: {r}");
+        let ev = r.event("stuck");
+        assert_eq!(ev["queue"], "payments", "{label}: {ev}");
+        assert_eq!(ev["alert"], "stuck", "{label}: {ev}");
+        assert_eq!(ev["why"], "no_route", "{label}: {ev}");
+        assert_eq!(ev["dead_letter_exchange"], "nowhere", "{label}: {ev}");
+        // The count is the broker's own.
+        let held = vh.get_json(&format!("/api/queues/{v}/payments")).await;
+        assert_eq!(ev["count"], held["messages_dlx"], "{label}: {ev} vs {held}");
+        assert_eq!(ev["count"], 3, "{label}: {ev}");
+
+        let r = warren(&vh, &home, &["watch", "--once", "--format", "prometheus"]).await;
+        assert_eq!(r.code, Some(0), "{label}: a gauge, not an exit: {r}");
+        let vl = vh.name.replace('\\', "\\\\").replace('"', "\\\"");
+        assert!(
+            r.stdout.contains(&format!(
+                "warren_stuck_dead_letters{{vhost=\"{vl}\",queue=\"payments\",why=\"no_route\"}} 3"
+            )),
+            "{label}: {r}"
+        );
+
+        let _ = conn.close(200, "done".into()).await;
         vh.cleanup().await;
     }
 }

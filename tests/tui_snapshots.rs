@@ -137,6 +137,45 @@ fn queue_list_every_context() {
     assert!(screen.contains("open in its context"));
 }
 
+/// A queue holding stuck dead letters (at-least-once, no route): after the DLQs, kind `stuck`
+/// (after its name where there is no kind column), the count held where the depth goes, and
+/// under the list why they do not move; Enter's words say what to do.
+#[test]
+fn queue_list_with_a_stuck_queue() {
+    let mut st = loaded_with_stuck(Theme::color());
+    update(&mut st, ch('G'));
+    snap("queue_list_stuck", &st);
+    let small = text(&render(&st, 80, 24));
+    assert!(
+        small.contains(" stuck ") && small.contains("3 held"),
+        "{small}"
+    );
+    assert!(
+        small.contains("│3 stuck here, in no DLQ")
+            && small.contains("│'payments.dlx' has no binding"),
+        "{small}"
+    );
+    assert!(small.contains("nothing to browse"), "{small}");
+    assert!(small.contains("Enter why stuck"), "{small}");
+    let wide = text(&render(&st, 200, 50));
+    assert!(
+        wide.lines()
+            .any(|l| l.contains("payments.work") && l.contains("stuck") && l.contains("quorum")),
+        "{wide}"
+    );
+    assert!(
+        flat(&wide).contains("dead-letter exchange 'payments.dlx' has no binding to any queue"),
+        "{wide}"
+    );
+    // Enter: the banner says what it is and what to do.
+    update(&mut st, key(KeyCode::Enter));
+    let wide = flat(&text(&render(&st, 200, 50)));
+    assert!(
+        wide.contains("To free them, bind a dead-letter queue to 'payments.dlx'"),
+        "{wide}"
+    );
+}
+
 #[test]
 fn queue_list_with_ordinary_queues() {
     let mut st = loaded(false, Theme::color());

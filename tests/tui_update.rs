@@ -96,6 +96,82 @@ fn queue_list_navigation_clamps_and_jumps() {
     assert_eq!(st.queue_cursor, 7, "cursor clamped when the list shrinks");
 }
 
+/// A queue holding stuck dead letters (at-least-once, no route) is listed after the DLQs and
+/// not again among the ordinary queues; Enter on it reads nothing and says what it is and what
+/// to do, and nothing that works on a DLQ (replay, edit, archive, discard, protect) is offered
+/// from it, even with another queue open.
+#[test]
+fn enter_on_a_stuck_queue_says_why_and_does_not_browse() {
+    let mut st = loaded_with_stuck(Theme::color());
+    assert_eq!(st.queue_rows().len(), 9, "8 DLQs and the stuck queue");
+    update(&mut st, ch('G'));
+    assert_eq!(st.queue_name_at_cursor().as_deref(), Some("payments.work"));
+    assert!(st.stuck_at_cursor().is_some());
+    // The cursor resting there reads nothing either.
+    assert!(update(&mut st, Event::GlanceSettle).is_empty());
+    let cmds = update(&mut st, key(KeyCode::Enter));
+    assert!(cmds.is_empty(), "{cmds:?}");
+    assert!(st.loading.is_none() && st.browse.is_none());
+    assert_eq!(st.focus, Focus::Queues);
+    let notice = st.notice.clone().unwrap_or_default();
+    for words in [
+        "payments.work: 3 dead letters stuck inside it (at-least-once), in no DLQ",
+        "nothing here can be browsed or moved",
+        "dead-letter exchange 'payments.dlx' has no binding to any queue",
+        "To free them, bind a dead-letter queue to 'payments.dlx'",
+    ] {
+        assert!(notice.contains(words), "{words:?} in {notice}");
+    }
+    assert!(st.error.is_none());
+
+    // With a DLQ open, the queue list offers nothing that works on a DLQ from the stuck row:
+    // the run keys are the message panes' (not the list's), and P says what Enter says.
+    let mut st = loaded_with_stuck(Theme::color());
+    update(&mut st, key(KeyCode::Enter));
+    update(&mut st, messages_loaded("orders.dlq", orders_messages()));
+    assert!(st.browse.is_some());
+    update(&mut st, key(KeyCode::Esc));
+    assert_eq!(st.focus, Focus::Queues);
+    st.queue_cursor = st
+        .queue_rows()
+        .iter()
+        .position(|r| r.name() == "payments.work")
+        .expect("the stuck row");
+    for c in ['r', 'E', 'A', 'X', 'P', 'l'] {
+        st.notice = None;
+        let cmds = update(&mut st, ch(c));
+        assert!(cmds.is_empty(), "{c}: {cmds:?}");
+        assert!(matches!(st.overlay, Overlay::None), "{c}: {:?}", st.overlay);
+        assert_eq!(st.focus, Focus::Queues, "{c}");
+        if matches!(c, 'P' | 'l') {
+            assert!(
+                st.notice
+                    .as_deref()
+                    .is_some_and(|n| n.contains("stuck inside it")),
+                "{c}: {:?}",
+                st.notice
+            );
+        }
+    }
+    assert!(
+        st.browse.as_ref().is_some_and(|b| b.queue == "orders.dlq"),
+        "the open queue stays as it was"
+    );
+    // Ordinary queues behind `o`: the stuck one is not listed twice.
+    update(&mut st, ch('o'));
+    let names: Vec<String> = st
+        .queue_rows()
+        .iter()
+        .map(|r| r.name().to_string())
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| *n == "payments.work").count(),
+        1,
+        "{names:?}"
+    );
+    assert_eq!(names.len(), 11, "{names:?}");
+}
+
 #[test]
 fn enter_browses_and_tab_moves_between_panes() {
     let mut st = loaded(false, Theme::color());

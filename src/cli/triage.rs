@@ -543,9 +543,11 @@ pub async fn watch(c: &ConnArgs, a: &WatchArgs) -> Result<i32, Failure> {
     loop {
         let now = Timestamp::now();
         let mut looks = Vec::new();
+        let mut stuck = Vec::new();
         let mut failures: Vec<(Option<String>, Failure)> = Vec::new();
         for w in &mut scopes {
-            if let Err(f) = look_at_scope(w, st.as_ref(), a, every, now, &mut looks).await {
+            let looked = look_at_scope(w, st.as_ref(), a, every, now, &mut looks, &mut stuck).await;
+            if let Err(f) = looked {
                 failures.push((w.context.clone(), f));
             }
         }
@@ -578,10 +580,16 @@ pub async fn watch(c: &ConnArgs, a: &WatchArgs) -> Result<i32, Failure> {
                 say_unreached(name, &f.message, a.json);
             }
         }
-        let changes = watcher.look(&looks, alerts);
+        let mut changes = watcher.look(&looks, alerts);
+        // Always an alert, whatever `--alert` asks for (see `Threshold::Stuck`); but for
+        // Prometheus a gauge only, so that a stuck queue does not fail the textfile recipe
+        // (`… > warren.prom.tmp && mv …`) just when its figure matters: the scraper alerts.
+        if a.format != WatchFormat::Prometheus {
+            changes.extend(watcher.look_stuck(&stuck));
+        }
         let alerted = changes.iter().any(|ch| ch.alert.is_some());
         if a.format == WatchFormat::Prometheus {
-            crate::out!("{}", crate::domain::watch::prometheus(&looks));
+            crate::out!("{}", crate::domain::watch::prometheus(&looks, &stuck));
         }
         for ch in &changes {
             if a.json {
@@ -610,7 +618,8 @@ pub async fn watch(c: &ConnArgs, a: &WatchArgs) -> Result<i32, Failure> {
 }
 
 /// One look at a scope (a context, or the one configured): reached again if it was not, its
-/// dead-letter queues' figures and failure groups added to `looks`. `Err`: not reached.
+/// dead-letter queues' figures and failure groups added to `looks`, its queues holding stuck
+/// dead letters to `stuck`. `Err`: not reached.
 async fn look_at_scope(
     w: &mut Watched,
     st: Option<&Store>,
@@ -618,6 +627,7 @@ async fn look_at_scope(
     every: bool,
     now: Timestamp,
     looks: &mut Vec<Look>,
+    stuck: &mut Vec<Stuck>,
 ) -> Result<(), Failure> {
     if w.session.is_none() {
         w.session = Some(open_scope(&w.sessions.c).await?);
@@ -630,6 +640,10 @@ async fn look_at_scope(
     let context = w.context.clone().unwrap_or_default();
     let first = looks.len();
     for (vhost, d) in &places {
+        stuck.extend(d.stuck.iter().map(|s| Stuck {
+            context: context.clone(),
+            ..s.clone()
+        }));
         let key = s.memory_key_of(vhost);
         let k = w.kept.entry(vhost.clone()).or_default();
         histories(st, &key, d, k, now);

@@ -1,13 +1,15 @@
 //! `warren watch`, pure: the thresholds a user gives (`--alert 'depth>100'`), what changed
 //! between two looks at the dead-letter queues (new dead letters, a new failure group, a
-//! threshold crossed), and the Prometheus text format of what RabbitMQ's own metrics cannot
-//! say (dead letters per failure group, the oldest dead letter's age).
+//! threshold crossed, dead letters stuck in an at-least-once quorum queue), and the Prometheus
+//! text format of what RabbitMQ's own metrics cannot say (dead letters per failure group, the
+//! oldest dead letter's age, stuck dead letters and why).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
+use super::discovery::stuck::Stuck;
 use super::urgency::{Figures, duration_text};
 
 /// One threshold of `--alert`.
@@ -21,6 +23,10 @@ pub enum Threshold {
     Growth(f64),
     /// A failure group none of whose messages Warren had seen before.
     NewGroup,
+    /// Dead letters an at-least-once quorum queue holds because no dead-letter queue takes
+    /// them. Always in force, whatever `--alert` says: nothing moves them until the broker's
+    /// topology is fixed, and they count against the queue's own length limit.
+    Stuck,
 }
 
 /// What `--alert` accepts, for error messages.
@@ -60,6 +66,7 @@ impl Threshold {
             Threshold::Age(s) => format!("age>{}", duration_text(*s)),
             Threshold::Growth(g) => format!("growth>{g}/min"),
             Threshold::NewGroup => "new-group".into(),
+            Threshold::Stuck => "stuck".into(),
         }
     }
 
@@ -69,6 +76,7 @@ impl Threshold {
             Threshold::Age(_) => "age",
             Threshold::Growth(_) => "growth",
             Threshold::NewGroup => "new-group",
+            Threshold::Stuck => "stuck",
         }
     }
 }
@@ -163,6 +171,15 @@ pub enum ChangeKind {
     Growth {
         per_min: f64,
     },
+    /// Dead letters held in the queue they died in (at-least-once), `why` as
+    /// [`crate::domain::discovery::stuck::Why::code`], `why_text` and `remedy` in words.
+    Stuck {
+        count: u64,
+        dead_letter_exchange: String,
+        why: &'static str,
+        why_text: String,
+        remedy: String,
+    },
 }
 
 impl Change {
@@ -182,6 +199,12 @@ impl Change {
                 format!("oldest dead letter is {} old", duration_text(*secs))
             }
             ChangeKind::Growth { per_min } => format!("growing {per_min:.1} dead letters/min"),
+            ChangeKind::Stuck {
+                count, why_text, ..
+            } => format!(
+                "{count} dead letter{} stuck in the queue, in no DLQ (at-least-once): {why_text}",
+                if *count == 1 { "" } else { "s" }
+            ),
         };
         let queue = if self.context.is_empty() {
             self.queue.clone()
@@ -217,6 +240,22 @@ impl Change {
             ChangeKind::Depth { depth } => ("depth", json!({"depth": depth})),
             ChangeKind::Age { secs } => ("age", json!({"age_secs": secs})),
             ChangeKind::Growth { per_min } => ("growth", json!({"growth_per_min": per_min})),
+            ChangeKind::Stuck {
+                count,
+                dead_letter_exchange,
+                why,
+                why_text,
+                remedy,
+            } => (
+                "stuck",
+                json!({
+                    "count": count,
+                    "dead_letter_exchange": dead_letter_exchange,
+                    "why": why,
+                    "why_text": why_text,
+                    "remedy": remedy,
+                }),
+            ),
         };
         if let (Some(o), Value::Object(extra)) = (v.as_object_mut(), extra) {
             if !self.context.is_empty() {
@@ -238,6 +277,8 @@ type Key = (String, String, String);
 pub struct Watcher {
     depths: BTreeMap<Key, u64>,
     crossed: BTreeMap<(Key, &'static str), bool>,
+    /// The queues holding stuck dead letters at the last look.
+    stuck: std::collections::BTreeSet<Key>,
     first: bool,
 }
 
@@ -299,7 +340,7 @@ impl Watcher {
                         .growth_per_min
                         .filter(|&r| r > g)
                         .map(|per_min| ChangeKind::Growth { per_min }),
-                    Threshold::NewGroup => continue,
+                    Threshold::NewGroup | Threshold::Stuck => continue,
                 };
                 let was = self
                     .crossed
@@ -316,9 +357,38 @@ impl Watcher {
         out
     }
 
-    /// Whether any threshold is crossed now (for `--once`: exit 1).
+    /// The queues holding stuck dead letters on this look (see [`Threshold::Stuck`]), each an
+    /// alert when it starts holding them: told once, and again after it held none.
+    pub fn look_stuck(&mut self, stuck: &[Stuck]) -> Vec<Change> {
+        let mut now = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        for s in stuck.iter().filter(|s| s.count > 0) {
+            let key = (s.context.clone(), s.vhost.clone(), s.queue.clone());
+            if !self.stuck.contains(&key) {
+                out.push(Change {
+                    context: s.context.clone(),
+                    vhost: s.vhost.clone(),
+                    queue: s.queue.clone(),
+                    what: ChangeKind::Stuck {
+                        count: s.count,
+                        dead_letter_exchange: s.dead_letter_exchange.clone(),
+                        why: s.why.code(),
+                        why_text: s.explain(),
+                        remedy: s.remedy(),
+                    },
+                    alert: Some(Threshold::Stuck),
+                });
+            }
+            now.insert(key);
+        }
+        self.stuck = now;
+        out
+    }
+
+    /// Whether any threshold is crossed now, or a queue holds stuck dead letters (for
+    /// `--once`: exit 1).
     pub fn alerting(&self) -> bool {
-        self.crossed.values().any(|&c| c)
+        self.crossed.values().any(|&c| c) || !self.stuck.is_empty()
     }
 }
 
@@ -339,8 +409,9 @@ pub fn label_value(v: &str) -> String {
 }
 
 /// The Prometheus text exposition of a look: per queue its depth, the oldest dead letter's age
-/// and whether it was read for groups; per failure group its count.
-pub fn prometheus(looks: &[Look]) -> String {
+/// and whether it was read for groups; per failure group its count; per queue holding stuck
+/// dead letters (`stuck`), how many and why.
+pub fn prometheus(looks: &[Look], stuck: &[Stuck]) -> String {
     let mut s = String::new();
     let q = |l: &Look| {
         let context = if l.context.is_empty() {
@@ -410,7 +481,32 @@ pub fn prometheus(looks: &[Look]) -> String {
             u8::from(l.groups.is_some())
         );
     }
+    prometheus_stuck(&mut s, stuck);
     s
+}
+
+/// The stuck dead letters of each queue holding some, labelled with why (`no_exchange`,
+/// `no_route`, `dlq_full`, `unclear`).
+fn prometheus_stuck(s: &mut String, stuck: &[Stuck]) {
+    s.push_str(
+        "# HELP warren_stuck_dead_letters Dead letters an at-least-once quorum queue holds because no dead-letter queue takes them (messages_dlx).\n",
+    );
+    s.push_str("# TYPE warren_stuck_dead_letters gauge\n");
+    for q in stuck.iter().filter(|q| q.count > 0) {
+        let context = if q.context.is_empty() {
+            String::new()
+        } else {
+            format!("context=\"{}\",", label_value(&q.context))
+        };
+        let _ = writeln!(
+            s,
+            "warren_stuck_dead_letters{{{context}vhost=\"{}\",queue=\"{}\",why=\"{}\"}} {}",
+            label_value(&q.vhost),
+            label_value(&q.queue),
+            q.why.code(),
+            q.count
+        );
+    }
 }
 
 #[cfg(test)]
@@ -510,6 +606,86 @@ mod tests {
         assert!(w.alerting());
     }
 
+    fn stuck(queue: &str, count: u64) -> Stuck {
+        Stuck {
+            context: String::new(),
+            vhost: "/".into(),
+            queue: queue.into(),
+            count,
+            depth: Some(count + 2),
+            dead_letter_exchange: "dlx".into(),
+            why: crate::domain::discovery::stuck::Why::NoRoute { routing_key: None },
+        }
+    }
+
+    #[test]
+    fn stuck_dead_letters_alert_without_being_asked_once_until_they_clear() {
+        let mut w = Watcher::new();
+        // No `--alert`: stuck dead letters are an alert anyway.
+        assert!(w.look(&[look("q", 0, None, None)], &[]).is_empty());
+        let c = w.look_stuck(&[stuck("payments", 3)]);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].alert, Some(Threshold::Stuck));
+        assert_eq!(
+            c[0].text(),
+            "ALERT stuck: payments 3 dead letters stuck in the queue, in no DLQ (at-least-once): dead-letter exchange 'dlx' has no binding to any queue"
+        );
+        let j = c[0].json();
+        assert_eq!(j["event"], "stuck");
+        assert_eq!(j["alert"], "stuck");
+        assert_eq!(j["count"], 3);
+        assert_eq!(j["why"], "no_route");
+        assert_eq!(j["dead_letter_exchange"], "dlx");
+        assert!(
+            j["remedy"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("bind a dead-letter queue to 'dlx'")),
+            "{j}"
+        );
+        assert!(j.get("context").is_none());
+        assert!(w.alerting());
+        // Still stuck (more now): said once; the alert stays in force.
+        assert!(w.look_stuck(&[stuck("payments", 5)]).is_empty());
+        assert!(w.alerting());
+        // A queue holding none is no alert.
+        assert!(w.look_stuck(&[stuck("payments", 0)]).is_empty());
+        assert!(!w.alerting());
+        // Stuck again after it cleared: said again, one dead letter in the singular.
+        let c = w.look_stuck(&[stuck("payments", 1)]);
+        assert_eq!(c.len(), 1);
+        assert!(
+            c[0].text().contains(": payments 1 dead letter stuck"),
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn prometheus_has_a_gauge_of_stuck_dead_letters_per_queue() {
+        let mut other = stuck("a\"b", 7);
+        other.context = "prod".into();
+        other.why = crate::domain::discovery::stuck::Why::Full {
+            queues: vec!["a.dlq".into()],
+        };
+        let text = prometheus(&[], &[stuck("payments", 3), other, stuck("clear", 0)]);
+        assert!(
+            text.contains("# TYPE warren_stuck_dead_letters gauge"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"warren_stuck_dead_letters{vhost="/",queue="payments",why="no_route"} 3"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"warren_stuck_dead_letters{context="prod",vhost="/",queue="a\"b",why="dlq_full"} 7"#
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("queue=\"clear\""), "{text}");
+    }
+
     #[test]
     fn prometheus_escapes_label_values() {
         let mut l = look("a\"b\\c\nd", 4, Some(1.5), Some(30));
@@ -519,7 +695,7 @@ mod tests {
             count: 4,
             new: false,
         }]);
-        let text = prometheus(&[l]);
+        let text = prometheus(&[l], &[]);
         assert!(
             text.contains(r#"warren_dead_letters{vhost="/",queue="a\"b\\c\nd"} 4"#),
             "{text}"

@@ -15,6 +15,7 @@ pub mod oplog;
 mod orders;
 pub mod pager;
 pub mod picker;
+mod queue_row;
 mod refresh;
 pub mod replays;
 pub mod run;

@@ -9,6 +9,8 @@ use jiff::Timestamp;
 use ratatui::text::Line;
 use ratatui_textarea::TextArea;
 
+pub use super::queue_row::QueueRow;
+
 pub use super::modal::{
     ArchiveKind, ArchiveModal, MAX_REASON_CHARS, ModalField, ReplayModal, ReplayRun, RestoreModal,
 };
@@ -22,7 +24,7 @@ use super::theme::Theme;
 use crate::broker::spill::Letter;
 use crate::domain::brief::{Brief, Interner, Seconds};
 use crate::domain::convention::Conventions;
-use crate::domain::discovery::{Discovery, DlqInfo, QueueRef, QueueSummary};
+use crate::domain::discovery::{Discovery, DlqInfo, QueueRef};
 use crate::domain::explain::{self, Explanation};
 use crate::domain::filter::Filter;
 use crate::domain::grouping::{GroupBy, GroupNote, WaitQueues};
@@ -615,7 +617,8 @@ impl State {
         std::mem::take(&mut self.dirty)
     }
 
-    /// The rows of the queue list: dead-letter queues first, ordinary queues when toggled on.
+    /// The rows of the queue list: dead-letter queues first, then queues holding stuck dead
+    /// letters, ordinary queues when toggled on.
     pub fn queue_rows(&self) -> Vec<QueueRow<'_>> {
         self.rows_and_figures()
             .into_iter()
@@ -644,11 +647,20 @@ impl State {
             .into_iter()
             .filter_map(|i| dlqs.get(i).map(|d| (QueueRow::Dlq(d), self.figures.get(i))))
             .collect();
+        // Queues holding stuck dead letters after the DLQs, whatever the sort (as `warren
+        // queues`); not again among the ordinary queues.
+        rows.extend(
+            self.discovery
+                .stuck
+                .iter()
+                .map(|q| (QueueRow::Stuck(q), None)),
+        );
         if self.show_ordinary {
             rows.extend(
                 self.discovery
                     .other_queues
                     .iter()
+                    .filter(|q| !super::queue_row::is_stuck(self, &q.vhost, &q.name))
                     .map(|q| (QueueRow::Other(q), None)),
             );
         }
@@ -962,55 +974,5 @@ impl State {
     /// How long ago `t` was, in whole seconds (never negative).
     pub fn secs_since(&self, t: Timestamp) -> u64 {
         u64::try_from(self.now.as_second().saturating_sub(t.as_second())).unwrap_or(0)
-    }
-}
-
-/// A line of the queue list.
-#[derive(Clone, Copy, Debug)]
-pub enum QueueRow<'a> {
-    Dlq(&'a DlqInfo),
-    Other(&'a QueueSummary),
-}
-
-impl QueueRow<'_> {
-    pub fn name(&self) -> &str {
-        match self {
-            QueueRow::Dlq(d) => &d.name,
-            QueueRow::Other(q) => &q.name,
-        }
-    }
-
-    pub fn vhost(&self) -> &str {
-        match self {
-            QueueRow::Dlq(d) => &d.vhost,
-            QueueRow::Other(q) => &q.vhost,
-        }
-    }
-
-    pub fn id(&self) -> QueueRef {
-        match self {
-            QueueRow::Dlq(d) => d.id(),
-            QueueRow::Other(q) => QueueRef::new(&q.vhost, &q.name),
-        }
-    }
-
-    /// Whether it is the queue `id`, without building its key.
-    pub fn is(&self, id: &QueueRef) -> bool {
-        self.name() == id.name && self.vhost() == id.vhost && self.context() == id.context
-    }
-
-    /// The context it was listed in (every context at once), else empty.
-    pub fn context(&self) -> &str {
-        match self {
-            QueueRow::Dlq(d) => &d.context,
-            QueueRow::Other(_) => "",
-        }
-    }
-
-    pub fn depth(&self) -> Option<u64> {
-        match self {
-            QueueRow::Dlq(d) => d.depth,
-            QueueRow::Other(q) => q.depth,
-        }
     }
 }

@@ -696,3 +696,32 @@ fn loaded_with(theme: Theme, overview: Overview, discovery: Discovery) -> State 
 pub fn at(name: &str) -> warren::domain::discovery::QueueRef {
     warren::domain::discovery::QueueRef::new(VHOST, name)
 }
+
+/// `d` with `payments.work`, an at-least-once quorum queue holding 3 dead letters its
+/// dead-letter exchange routes nowhere (as the worker lists it: also among the ordinary queues).
+pub fn with_stuck(mut d: Discovery) -> Discovery {
+    use warren::domain::discovery::stuck::{Stuck, Why};
+    d.other_queues.push(QueueSummary {
+        vhost: VHOST.into(),
+        name: "payments.work".into(),
+        queue_type: QueueType::Quorum,
+        depth: Some(5),
+        consumers: Some(1),
+        dead_letter_exchange: Some("payments.dlx".into()),
+    });
+    d.stuck.push(Stuck {
+        context: String::new(),
+        vhost: VHOST.into(),
+        queue: "payments.work".into(),
+        count: 3,
+        depth: Some(5),
+        dead_letter_exchange: "payments.dlx".into(),
+        why: Why::NoRoute { routing_key: None },
+    });
+    d
+}
+
+/// The fixtures' listing with the stuck `payments.work` (see [`with_stuck`]).
+pub fn loaded_with_stuck(theme: Theme) -> State {
+    loaded_with(theme, overview(), with_stuck(discovery()))
+}

@@ -223,11 +223,14 @@ impl Discovery {
         self.dead_letter_queues.iter().find(|d| d.is(id))
     }
 
-    /// Names `context` as where every dead-letter queue listed was found (a listing of every
+    /// Names `context` as where every dead-letter queue (and stuck queue) listed was found (a listing of every
     /// context at once).
     pub fn set_context(&mut self, context: &str) {
         for d in &mut self.dead_letter_queues {
             d.context = context.to_string();
+        }
+        for s in &mut self.stuck {
+            s.context = context.to_string();
         }
     }
 

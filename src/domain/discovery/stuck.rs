@@ -40,6 +40,9 @@ impl Why {
 /// One quorum queue holding dead letters it could not hand on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stuck {
+    /// The context it was listed in (every context at once, as [`super::DlqInfo::context`]),
+    /// else empty.
+    pub context: String,
     /// The vhost (set by the broker layer, as [`super::DlqInfo::vhost`]).
     pub vhost: String,
     pub queue: String,
@@ -80,6 +83,32 @@ impl Stuck {
                 routes_to.join("', '")
             ),
         }
+    }
+
+    /// What an operator can do about it, in words (not sanitised: names come from the broker).
+    /// The fix is always the broker's: once a queue takes them, it moves them on by itself.
+    pub fn remedy(&self) -> String {
+        let x = &self.dead_letter_exchange;
+        let fix = match &self.why {
+            Why::NoExchange => {
+                format!("declare the exchange '{x}' and bind a dead-letter queue to it")
+            }
+            Why::NoRoute {
+                routing_key: Some(k),
+            } => format!("bind a dead-letter queue to '{x}' with the key '{k}'"),
+            Why::NoRoute { routing_key: None } => {
+                format!("bind a dead-letter queue to '{x}' for the keys they carry")
+            }
+            Why::Full { queues } => format!(
+                "make room in '{}' (replay, archive or discard from it, or raise its length limit)",
+                queues.join("', '")
+            ),
+            Why::Unclear { routes_to } => format!(
+                "check that '{}' is available and bound for the keys they carry",
+                routes_to.join("', '")
+            ),
+        };
+        format!("{fix}; the broker then moves them on by itself")
     }
 }
 
@@ -151,6 +180,7 @@ pub(crate) fn find(t: &Topology, settings: &[EffectiveSettings]) -> Vec<Stuck> {
             Why::Unclear { routes_to: routed }
         };
         out.push(Stuck {
+            context: String::new(),
             vhost: String::new(),
             queue: q.name.clone(),
             count,
@@ -231,6 +261,10 @@ mod tests {
             s[0].explain(),
             "dead-letter exchange 'dlx' has no binding to any queue"
         );
+        assert!(
+            s[0].remedy()
+                .starts_with("bind a dead-letter queue to 'dlx'")
+        );
     }
 
     #[test]
@@ -253,6 +287,7 @@ mod tests {
             }
         );
         assert!(s[0].explain().contains("'orders.dlq' is full"));
+        assert!(s[0].remedy().starts_with("make room in 'orders.dlq'"));
     }
 
     #[test]

@@ -371,6 +371,15 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         state.error = Some(format!("{what}: {EVERY_CONTEXT_LOOKS}"));
         return Vec::new();
     }
+    // A queue holding stuck dead letters is no DLQ: nothing can be read from it, so what the
+    // queue list would do to a DLQ (open it, protect it) says what it is and what to do.
+    if matches!(action, Action::Open | Action::Protect)
+        && let Some(words) = state.stuck_words()
+    {
+        state.error = None;
+        state.notice = Some(words);
+        return Vec::new();
+    }
     match action {
         Action::Quit => {
             state.quit = true;

@@ -126,6 +126,8 @@ pub(super) fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     let Some(b) = &state.browse else {
         let hint = if state.loading.is_some() {
             "reading messages (they stay in the queue)…"
+        } else if state.focus == Focus::Queues && state.stuck_at_cursor().is_some() {
+            "nothing to browse: these dead letters wait inside the queue they died in, in no DLQ (Enter says what to do)"
         } else if state.every_context() {
             "Enter on a queue opens it in its own context, with that context's rights (* there comes back here)"
         } else {

@@ -5,6 +5,7 @@ mod edit;
 mod messages;
 mod modals;
 mod queues;
+mod stuck;
 mod wrap;
 
 use ratatui::Frame;
@@ -490,6 +491,12 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
             .map(|b| {
                 let word = match (&state.overlay, b.action) {
                     (Overlay::Replay(m), keys::Action::Accept) => m.enter_does(),
+                    // Nothing to read there: Enter says why and what to do.
+                    (Overlay::None, keys::Action::Open)
+                        if state.focus == Focus::Queues && state.stuck_at_cursor().is_some() =>
+                    {
+                        "why stuck"
+                    }
                     (Overlay::None, keys::Action::Open)
                         if state.every_context() && state.focus == Focus::Queues =>
                     {

@@ -8,6 +8,7 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TRow, TableState,
 
 use super::{column_titles, list_table, pane_block, queue_label, queue_title_in, window};
 use crate::domain::discovery::DlqKind;
+use crate::domain::discovery::stuck::Stuck;
 use crate::domain::urgency::Figures;
 use crate::tui::event::ConnectionState;
 use crate::tui::state::{Focus, Overlay, QueueRow, State};
@@ -178,6 +179,11 @@ pub(super) fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: 
 /// titles carry its arrow anyway).
 fn queue_pane_title(state: &State, width: u16) -> String {
     let n_dlq = state.discovery.dead_letter_queues.len();
+    // Queues holding stuck dead letters, listed after the DLQs.
+    let stuck = match state.discovery.stuck.len() {
+        0 => String::new(),
+        n => format!(" + {n} stuck"),
+    };
     let order = format!(
         "by {}{} ",
         state.sort.label(),
@@ -195,15 +201,15 @@ fn queue_pane_title(state: &State, width: u16) -> String {
     };
     let base = if state.show_ordinary {
         format!(
-            " Queues ({n_dlq} DLQ + {} other){shown} ",
-            state.discovery.other_queues.len()
+            " Queues ({n_dlq} DLQ{stuck} + {} other){shown} ",
+            state.ordinary_count()
         )
     } else {
-        format!(" Dead-letter queues ({n_dlq}){shown} ")
+        format!(" Dead-letter queues ({n_dlq}){stuck}{shown} ")
     };
     // The richest that fits the border: with the order, without it, then short.
     let short = if state.queue_filter.is_empty() {
-        format!(" DLQs ({n_dlq}) ")
+        format!(" DLQs ({n_dlq}){stuck} ")
     } else {
         format!(
             " {}/{n_dlq} /{} ",
@@ -241,6 +247,7 @@ fn queue_row(
             d.limit_applies(state.version_of(&d.context)),
             d.depth,
         ),
+        QueueRow::Stuck(st) => return stuck_row(state, st, r, tier, name_w),
         QueueRow::Other(q) => (
             t.muted,
             if tier == QueueTier::Widest {
@@ -294,6 +301,59 @@ fn queue_row(
     }
     TRow::new(cells)
 }
+
+/// A queue holding stuck dead letters: kind `stuck` (after its name where the pane has no kind
+/// column wide enough), how many it holds in the depth column, `held` where growth goes, and no
+/// figures (they are not in a DLQ). The cells of [`queue_widths`].
+fn stuck_row(
+    state: &State,
+    s: &Stuck,
+    r: &QueueRow,
+    tier: QueueTier,
+    name_w: usize,
+) -> TRow<'static> {
+    let t = &state.theme;
+    let right = |text: String, style| Cell::from(Line::styled(text, style).right_aligned());
+    let name = if tier == QueueTier::Widest {
+        Line::styled(
+            queue_title_in(state, r.context(), r.vhost(), r.name(), name_w),
+            t.warn,
+        )
+    } else {
+        let name = queue_title_in(
+            state,
+            r.context(),
+            r.vhost(),
+            r.name(),
+            name_w.saturating_sub(STUCK_WORD.len() + 1),
+        );
+        Line::from(vec![
+            Span::styled(name, t.warn),
+            Span::styled(format!(" {STUCK_WORD}"), t.danger),
+        ])
+    };
+    let mut cells = vec![Cell::from(name)];
+    if tier == QueueTier::Wide {
+        cells.push(Cell::from(" "));
+    }
+    if tier == QueueTier::Widest {
+        cells.push(Cell::from(Span::styled(STUCK_WORD, t.danger)));
+        cells.push(Cell::from(Span::styled("quorum", t.muted)));
+    }
+    if tier != QueueTier::Narrow {
+        cells.push(Cell::from(" "));
+    }
+    cells.push(right(s.count.to_string(), t.danger));
+    cells.push(right("held".into(), t.muted));
+    if tier >= QueueTier::Wide {
+        cells.push(Cell::from(" "));
+        cells.push(Cell::from(" "));
+    }
+    TRow::new(cells)
+}
+
+/// The kind of a queue holding stuck dead letters, as `warren queues` says it.
+const STUCK_WORD: &str = "stuck";
 
 /// The queue table's column widths for `tier`, in the order [`queue_row`] fills them.
 fn queue_widths(tier: QueueTier) -> Vec<Constraint> {
@@ -377,6 +437,9 @@ fn trend_panel(state: &State, frame: &mut Frame, area: Rect) {
         .borders(Borders::ALL)
         .border_style(t.muted)
         .title(Span::styled(" Depth, last hour ", t.muted));
+    if let Some(s) = state.stuck_at_cursor() {
+        return super::stuck::panel(state, s, frame, area);
+    }
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(name) = name else { return };
