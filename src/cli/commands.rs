@@ -145,7 +145,9 @@ fn json_text(v: &Value) -> String {
 /// The ordinary queues of a discovery (`queues --all`), after its dead-letter queues;
 /// `vhost` names the vhost on each line when the scope is every vhost.
 pub fn print_other_queues(d: &Discovery, json: bool, vhost: Option<&str>) {
-    for q in &d.other_queues {
+    // A queue holding stuck dead letters was listed as `stuck` already.
+    let stuck = |name: &str| d.stuck.iter().any(|s| s.queue == name);
+    for q in d.other_queues.iter().filter(|q| !stuck(&q.name)) {
         // A retry loop's wait queue holds messages between tries: never a replay target.
         let kind = if d.retry_loops.iter().any(|l| l.wait_queue == q.name) {
             "wait"
