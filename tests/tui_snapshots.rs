@@ -4,34 +4,12 @@
 
 use crate::tui_fixtures;
 
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
 use ratatui::style::{Color, Modifier};
 use tui_fixtures::*;
 use warren::tui::event::{ConnectionState, Event, ReplayPreview, ReplayProgress, Report};
-use warren::tui::{State, Theme, update, view};
-
-fn render(state: &State, w: u16, h: u16) -> Buffer {
-    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
-    terminal.draw(|f| view(state, f)).unwrap();
-    terminal.backend().buffer().clone()
-}
-
-fn text(buf: &Buffer) -> String {
-    let area = buf.area;
-    let mut out = String::new();
-    for y in 0..area.height {
-        let mut line = String::new();
-        for x in 0..area.width {
-            line.push_str(buf[(x, y)].symbol());
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
+use warren::tui::{State, Theme, update};
 
 /// The screen's text as one line: a wrapped sentence reads whole again.
 fn flat(screen: &str) -> String {

@@ -6,36 +6,13 @@
 
 use crate::tui_fixtures;
 
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
-use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::KeyCode;
 use tui_fixtures::*;
 use warren::tui::event::{Event, JobKind, ReplayOutcome, ReplayPreview, ReplayProgress, Report};
 use warren::tui::state::{Focus, Overlay};
-use warren::tui::{Command, State, update, view};
+use warren::tui::{Command, State, update};
 
 const SIZES: [(u16, u16); 3] = [(80, 24), (200, 50), (60, 15)];
-
-fn render(state: &State, w: u16, h: u16) -> Buffer {
-    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
-    terminal.draw(|f| view(state, f)).unwrap();
-    terminal.backend().buffer().clone()
-}
-
-fn text(buf: &Buffer) -> String {
-    let area = buf.area;
-    let mut out = String::new();
-    for y in 0..area.height {
-        let mut line = String::new();
-        for x in 0..area.width {
-            line.push_str(buf[(x, y)].symbol());
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
 
 /// The screen's text as one line: a wrapped sentence reads whole again.
 fn flat(screen: &str) -> String {

@@ -725,3 +725,28 @@ pub fn with_stuck(mut d: Discovery) -> Discovery {
 pub fn loaded_with_stuck(theme: Theme) -> State {
     loaded_with(theme, overview(), with_stuck(discovery()))
 }
+
+/// The screen `view` draws for `state` at `w`×`h`.
+pub fn render(state: &State, w: u16, h: u16) -> ratatui::buffer::Buffer {
+    let mut terminal =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).expect("a test terminal");
+    terminal
+        .draw(|f| warren::tui::view(state, f))
+        .expect("drawn");
+    terminal.backend().buffer().clone()
+}
+
+/// A screen's text, a line per row, trailing blanks cut.
+pub fn text(buf: &ratatui::buffer::Buffer) -> String {
+    let area = buf.area;
+    let mut out = String::new();
+    for y in 0..area.height {
+        let mut line = String::new();
+        for x in 0..area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
