@@ -190,8 +190,9 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The elements of a list or map: size, count, then that many values inside the size.
-    fn compound(&mut self, code: u8, depth: usize) -> Result<Vec<Amqp>, Error> {
+    /// A list's, map's or array's body (its size, then the bytes that size holds) as a reader of
+    /// its own, and the element count it starts with.
+    fn sized(&mut self, code: u8, depth: usize) -> Result<(Reader<'a>, usize), Error> {
         if depth >= MAX_DEPTH {
             return Err(Error::TooDeep);
         }
@@ -203,6 +204,12 @@ impl<'a> Reader<'a> {
             values: self.values,
         };
         let count = inner.width(code)?;
+        Ok((inner, count))
+    }
+
+    /// The elements of a list or map: size, count, then that many values inside the size.
+    fn compound(&mut self, code: u8, depth: usize) -> Result<Vec<Amqp>, Error> {
+        let (mut inner, count) = self.sized(code, depth)?;
         let mut items = Vec::new();
         for _ in 0..count {
             if inner.at_end() {
@@ -218,22 +225,13 @@ impl<'a> Reader<'a> {
 
     /// An array: size, count, one constructor (possibly described), then each element's data.
     fn array_of(&mut self, code: u8, depth: usize) -> Result<Vec<Amqp>, Error> {
-        if depth >= MAX_DEPTH {
-            return Err(Error::TooDeep);
-        }
-        let size = self.width(code)?;
-        let body = self.take(size)?;
-        let mut inner = Reader {
-            input: body,
-            pos: 0,
-            values: self.values,
-        };
-        let count = inner.width(code)?;
+        let (mut inner, count) = self.sized(code, depth)?;
         if count == 0 {
             self.values = inner.values;
             return Ok(Vec::new());
         }
         let mut element = inner.byte()?;
+        let before = inner.values;
         let descriptor = if element == 0x00 {
             let d = inner.value(depth + 1)?;
             element = inner.byte()?;
@@ -241,8 +239,17 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
+        // Each element carries a copy of the descriptor: its values count again for each, so a
+        // large descriptor on many elements cannot multiply past the bound.
+        let copies = inner.values - before;
         let mut items = Vec::new();
         for _ in 0..count {
+            if descriptor.is_some() {
+                inner.values = inner.values.saturating_add(copies);
+                if inner.values > MAX_VALUES {
+                    return Err(Error::TooMany);
+                }
+            }
             let v = inner.data(element, depth + 1)?;
             items.push(match &descriptor {
                 Some(d) => Amqp::Described(Box::new(d.clone()), Box::new(v)),
@@ -268,6 +275,25 @@ pub fn decode(input: &[u8]) -> Result<Amqp, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An array whose large descriptor is copied onto many elements is refused, not multiplied.
+    #[test]
+    fn a_large_descriptor_on_many_elements_counts_against_the_bound() {
+        // array32 of 3 nulls described by a list of 50,000 nulls: 4 copies of 50,001 values.
+        let mut desc = vec![0xd0];
+        let list_body: Vec<u8> = std::iter::repeat_n(0x40u8, 50_000).collect();
+        desc.extend(((list_body.len() + 4) as u32).to_be_bytes());
+        desc.extend(50_000u32.to_be_bytes());
+        desc.extend(&list_body);
+        let mut body = 3u32.to_be_bytes().to_vec();
+        body.push(0x00);
+        body.extend(&desc);
+        body.push(0x40);
+        let mut input = vec![0xf0];
+        input.extend((body.len() as u32).to_be_bytes());
+        input.extend(body);
+        assert_eq!(decode(&input), Err(Error::TooMany));
+    }
 
     #[test]
     fn scalars() {
