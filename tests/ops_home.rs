@@ -83,6 +83,7 @@ fn spec(queue: &str) -> ReplaySpec {
         run_id: None,
         max_backlog: None,
         edits: None,
+        protocol: Default::default(),
     }
 }
 

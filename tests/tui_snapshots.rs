@@ -894,6 +894,7 @@ fn dry_run_result() {
         run_id: None,
         max_backlog: None,
         edits: None,
+        protocol: Default::default(),
     };
     let summary = p.describe(&spec, true);
     assert!(summary[0].starts_with("Would replay 412 message(s) from orders.dlq"));

@@ -789,6 +789,8 @@ pub fn archive_work(
         check_as_met: false,
         bytes: 0,
         rest_queues: Vec::new(),
+        carrier: Default::default(),
+        carrier_by_head: false,
     };
     match place {
         Place::Stream(name) => {
@@ -918,6 +920,8 @@ pub fn discard_work(
         check_as_met: false,
         bytes: 0,
         rest_queues: Vec::new(),
+        carrier: Default::default(),
+        carrier_by_head: false,
     })
 }
 

@@ -2,6 +2,7 @@
 //! and replaying. Turns what the broker says into domain types and errors in the user's words.
 
 pub mod amqp;
+pub mod amqp10;
 pub mod archive;
 pub mod audit;
 pub mod browse;

@@ -539,6 +539,7 @@ pub async fn plan_replay(
         run_id: None,
         max_backlog: None,
         edits: None,
+        protocol: Default::default(),
     };
     let depth = messages.len() as u64;
     let preview = s
@@ -571,6 +572,8 @@ pub async fn plan_replay(
         checks: None,
         backlog: None,
         edits: None,
+        amqp10: None,
+        amqp10_by_head: false,
     };
     let mut plan = Plan {
         refused: preview.refusals.clone(),

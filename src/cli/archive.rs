@@ -101,6 +101,7 @@ async fn spec_for(
         run_id: None,
         max_backlog: None,
         edits: None,
+        protocol: Default::default(),
     })
 }
 

@@ -284,6 +284,11 @@ pub struct ReplayArgs {
     /// one that still carries the stamp.
     #[arg(long)]
     pub strip_failure_stamp: bool,
+    /// The protocol the replay reads and publishes with: `auto` (AMQP 1.0 on RabbitMQ 4 when
+    /// the messages came from AMQP 1.0 clients, so their consumers get them unchanged; else
+    /// AMQP 0.9.1), `amqp091` or `amqp10`.
+    #[arg(long, value_name = "PROTOCOL", default_value = "auto")]
+    pub protocol: crate::domain::amqp10::carrier::Choice,
     /// Show the plan and touch nothing.
     #[arg(long)]
     pub dry_run: bool,

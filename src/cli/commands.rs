@@ -671,6 +671,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         run_id: None,
         max_backlog: a.max_backlog,
         edits: None,
+        protocol: a.protocol,
     };
     let req = ops::replay::ReplayRequest {
         spec,

@@ -272,6 +272,7 @@ fn print_restore_plan(p: &ops::restore::Planned, json: bool) {
             run_id: None,
             max_backlog: None,
             edits: None,
+            protocol: Default::default(),
         };
         run_print::print_preview(preview, &spec, p.dry_run);
         for (why, n) in &plan.kept {

@@ -36,6 +36,7 @@ fn spec() -> ReplaySpec {
         run_id: None,
         max_backlog: None,
         edits: None,
+        protocol: Default::default(),
     }
 }
 

@@ -1056,6 +1056,7 @@ fn spec_for(
         run_id: None,
         max_backlog: None,
         edits: None,
+        protocol: Default::default(),
     }
 }
 

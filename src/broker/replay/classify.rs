@@ -24,7 +24,19 @@ pub(super) fn classify(
         _ => None,
     };
     // The whole body: replay publishes exactly what it read.
-    let mut msg = amqp::dead_letter_from_delivery(&job.dlq, seen, delivery, usize::MAX);
+    let msg = amqp::dead_letter_from_delivery(&job.dlq, seen, delivery, usize::MAX);
+    decide(job, seen, t, msg, archived)
+}
+
+/// [`classify`] of a message already in the model (an AMQP 1.0 delivery reads into it too):
+/// `t` is its tag, `archived` the properties an archive publishes.
+pub(super) fn decide(
+    job: &Job,
+    seen: u64,
+    t: u64,
+    mut msg: crate::domain::message::DeadLetter,
+    archived: Option<lapin::BasicProperties>,
+) -> (Event, Option<Outgoing>) {
     let key = identity::message_key(&msg);
     // Edit, then replay: the message is planned and published as the operator edited it (its
     // `x-death` and delivery count as the broker has them now).

@@ -30,7 +30,9 @@ use crate::domain::selection::Selection;
 mod classify;
 mod failover;
 mod open;
+mod run10;
 mod shell;
+mod shell10;
 mod wait;
 mod words;
 
@@ -141,6 +143,12 @@ pub struct Job {
     /// Edit, then replay: the edit of each message, by key; a message without one is published
     /// as it was read.
     pub edits: Option<std::sync::Arc<crate::domain::edit::Edits>>,
+    /// Set when the run reads and publishes over AMQP 1.0 (`domain::amqp10::carrier`): where.
+    /// Only for a replay.
+    pub amqp10: Option<crate::broker::amqp10::Endpoint10>,
+    /// With `amqp10`: the plan read nothing, so the head message decides (`run10::head_is_10`):
+    /// over AMQP 1.0 when it came from an AMQP 1.0 client, else over 0.9.1.
+    pub amqp10_by_head: bool,
 }
 
 /// A replay's backlog cap: at most `max` ready messages in each queue of `queues`, where the
@@ -420,6 +428,11 @@ pub async fn run_with(
     cancel: watch::Receiver<bool>,
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<Summary, ReplayError> {
+    if let (Some(ep), Action::Replay) = (&job.amqp10, &job.action)
+        && (!job.amqp10_by_head || run10::head_is_10(consume_conn, &job.dlq, limits.step).await)
+    {
+        return run10::run(consume_conn, ep, job, limits, cancel, on_progress).await;
+    }
     let step = limits.step;
     let mut cancel = CancelWatch {
         rx: cancel,

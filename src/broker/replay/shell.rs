@@ -63,8 +63,8 @@ pub(crate) fn content_hash(
 
 /// How long the count at the close waits for a quorum DLQ to count what went back, and how
 /// often it asks meanwhile.
-const LEFT_WAIT: Duration = Duration::from_secs(2);
-const LEFT_POLL: Duration = Duration::from_millis(50);
+pub(super) const LEFT_WAIT: Duration = Duration::from_secs(2);
+pub(super) const LEFT_POLL: Duration = Duration::from_millis(50);
 
 /// A running replay's broker side: its channels, its consumer, and what is in flight.
 pub(super) struct Shell<'a> {

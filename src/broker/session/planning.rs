@@ -93,7 +93,48 @@ impl Session {
             p.refusals
                 .push(browse::auto_delete_refusal(&spec.queue, "replay"));
         }
+        self.choose_carrier(spec, &mut p);
         Ok(p)
+    }
+
+    /// The protocol the run reads and publishes with, said in the plan (see
+    /// `domain::amqp10::carrier`).
+    fn choose_carrier(&self, spec: &ReplaySpec, p: &mut Preview) {
+        use crate::domain::amqp10::carrier::{self, Carrier, Choice};
+        let speaks_10 =
+            crate::domain::features::BrokerVersion::parse(&self.overview.rabbitmq_version)
+                .is_some_and(|v| v.at_least(4, 0));
+        let choice = match (spec.protocol, spec.edits.is_some()) {
+            // An edited body is the model's: it goes out as a 0.9.1 message.
+            (Choice::Auto, true) => Choice::Amqp091,
+            (Choice::Amqp10, true) => {
+                p.refusals.push(
+                    "an edited replay goes over AMQP 0.9.1: leave --protocol out or use amqp091"
+                        .into(),
+                );
+                return;
+            }
+            (c, _) => c,
+        };
+        if p.unread.is_some() && choice == Choice::Auto && speaks_10 && self.endpoint10().is_ok() {
+            p.carrier_by_head = true;
+            p.notices.push(
+                "read and published over AMQP 1.0 if the head message came from an AMQP 1.0 client, whose consumers get it unchanged only that way; else over 0.9.1 (--protocol to choose)".into(),
+            );
+            return;
+        }
+        match carrier::choose(choice, speaks_10, p.amqp10_signs, p.examined) {
+            Ok((c, why)) => {
+                p.carrier = c;
+                p.notices.extend(why);
+            }
+            Err(e) => p.refusals.push(e),
+        }
+        if p.carrier == Carrier::Amqp10
+            && let Err(e) = self.endpoint10()
+        {
+            p.refusals.push(e);
+        }
     }
 
     /// The plan for a run about to start: as [`Session::preview`], but nothing is read first
@@ -390,6 +431,9 @@ fn add_plan(p: &mut Preview, e: &Explained, rp: ReplayPlan) {
     p.added.extend(rp.added.iter().map(|(k, _)| k.clone()));
     if rp.replay_count > 1 {
         p.replayed_before += 1;
+    }
+    if crate::domain::amqp10::carrier::sign(&e.message).is_some() {
+        p.amqp10_signs += 1;
     }
     for w in &rp.warnings {
         *p.warnings.entry(w.to_string()).or_insert(0) += 1;

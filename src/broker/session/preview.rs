@@ -53,6 +53,13 @@ pub struct Preview {
     pub notices: Vec<String>,
     /// Messages that were replayed before and failed again.
     pub replayed_before: u64,
+    /// Selected messages that came from AMQP 1.0 clients (`domain::amqp10::carrier::sign`).
+    pub amqp10_signs: u64,
+    /// The protocol the run reads and publishes with (`domain::amqp10::carrier::choose`).
+    pub carrier: crate::domain::amqp10::carrier::Carrier,
+    /// Nothing was read and the protocol was left to the messages: the run's head message
+    /// decides (see `replay::Job::amqp10_by_head`).
+    pub carrier_by_head: bool,
     /// Warnings with counts.
     pub warnings: BTreeMap<String, u64>,
     /// Reasons nothing may move; empty when the replay may go ahead.
@@ -279,4 +286,6 @@ pub struct ReplaySpec {
     pub max_backlog: Option<u64>,
     /// Edit, then replay: each selected message is published as edited (`domain::edit`).
     pub edits: Option<std::sync::Arc<crate::domain::edit::Edits>>,
+    /// `--protocol`: the protocol the run reads and publishes with, or decided by the messages.
+    pub protocol: crate::domain::amqp10::carrier::Choice,
 }

@@ -65,6 +65,8 @@ impl Session {
             check_as_met: preview.checked_as_met || preview.unread.is_some(),
             bytes: preview.targets.values().map(|t| t.bytes).sum(),
             rest_queues: preview.rest_queues().into_iter().collect(),
+            carrier: preview.carrier,
+            carrier_by_head: preview.carrier_by_head,
         };
         self.run_job(spec, work, cancel, on_progress).await
     }
@@ -96,10 +98,18 @@ impl Session {
         }
         let (limit, bytes) = (work.limit, work.bytes);
         let (check_as_met, planned_unread) = (work.check_as_met, work.planned_unread);
-        let job = self.job_of(spec, work, &info, &quorum);
+        let over_10 = work.carrier == crate::domain::amqp10::carrier::Carrier::Amqp10;
+        let by_head = work.carrier_by_head;
+        let mut job = self.job_of(spec, work, &info, &quorum);
+        if over_10 {
+            job.amqp10 = Some(self.endpoint10().map_err(SessionError::Refused)?);
+        } else if by_head {
+            // A plan that read nothing has no signs: the head message decides.
+            job.amqp10 = self.endpoint10().ok();
+            job.amqp10_by_head = job.amqp10.is_some();
+        }
         let backlog = job.backlog.clone();
         let (checks_tx, mut checks_rx) = tokio::sync::mpsc::channel::<replay::CheckRequest>(1);
-        let mut job = job;
         if check_as_met {
             job.checks = Some(checks_tx);
         } else {
@@ -253,7 +263,25 @@ impl Session {
             checks: None,
             backlog,
             edits: spec.edits.clone(),
+            amqp10: None,
+            amqp10_by_head: false,
         }
+    }
+
+    /// Where a replay over AMQP 1.0 connects: the context's first AMQP URL, as this session's
+    /// user.
+    pub(crate) fn endpoint10(&self) -> Result<crate::broker::amqp10::Endpoint10, String> {
+        let url = self
+            .target
+            .amqp_urls
+            .first()
+            .ok_or_else(|| self.target.no_amqp_url())?;
+        crate::broker::amqp10::Endpoint10::of(
+            url,
+            &self.target.vhost,
+            &self.target.credentials.username,
+            self.target.credentials.password.expose(),
+        )
     }
 }
 
@@ -280,6 +308,11 @@ pub struct Work {
     /// The queues the messages come to rest in ([`Preview::rest_queues`]): the ones
     /// `--max-backlog` watches. Empty for an archive or a discard.
     pub rest_queues: Vec<String>,
+    /// The protocol a replay reads and publishes with (the plan's `Preview::carrier`).
+    pub carrier: crate::domain::amqp10::carrier::Carrier,
+    /// The plan read nothing: the run's head message decides the protocol
+    /// (`Preview::carrier_by_head`).
+    pub carrier_by_head: bool,
 }
 
 /// Node losses a replay carries on after, when the context has several AMQP URLs (each time it

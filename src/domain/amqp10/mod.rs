@@ -11,6 +11,7 @@
 //!   ([`annotations`]).
 
 pub mod annotations;
+pub mod carrier;
 pub mod codec;
 pub mod sections;
 
