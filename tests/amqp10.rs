@@ -25,7 +25,7 @@ use framework_util::{python_venv, wait_for};
 use replay_util::{Home, warren};
 use serde_json::{Value, json};
 
-const PROTON: &str = "python-qpid-proton==0.40.0";
+pub(crate) const PROTON: &str = "python-qpid-proton==0.40.0";
 
 /// Publishes four messages to `/queues/work` over AMQP 1.0, then consumes them and settles
 /// each by its id: three `modified` with annotations, one `rejected`. Exits 0 when done.
@@ -87,7 +87,7 @@ print("done")
 "#;
 
 /// The brokers that speak AMQP 1.0 natively; 3.10 is skipped with a reason.
-fn amqp10_brokers() -> Vec<TestBroker> {
+pub(crate) fn amqp10_brokers() -> Vec<TestBroker> {
     TestBroker::all()
         .into_iter()
         .filter(|b| {
@@ -104,7 +104,7 @@ fn amqp10_brokers() -> Vec<TestBroker> {
 }
 
 /// Runs a client script to completion (at most 90 s; killed by its PID when dropped).
-async fn run_python(python: &Path, dir: &Path, script: &str, args: &[String]) {
+pub(crate) async fn run_python(python: &Path, dir: &Path, script: &str, args: &[String]) -> String {
     let file = dir.join("client.py");
     std::fs::write(&file, script).expect("write client");
     let child = tokio::process::Command::new(python)
@@ -127,19 +127,20 @@ async fn run_python(python: &Path, dir: &Path, script: &str, args: &[String]) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn amqp10_url(b: &TestBroker) -> String {
+pub(crate) fn amqp10_url(b: &TestBroker) -> String {
     format!("amqp://guest:guest@{}:{}", b.host, b.amqp_port)
 }
 
-async fn put(vh: &TestVhost, path: &str, body: Value) {
+pub(crate) async fn put(vh: &TestVhost, path: &str, body: Value) {
     let r = vh.api(reqwest::Method::PUT, path, Some(body)).await;
     assert!(r.status().is_success(), "PUT {path}: {}", r.status());
 }
 
 /// Waits until the management API reports `field` of `queue` as `n`.
-async fn wait_for_count(vh: &TestVhost, queue: &str, field: &str, n: u64) {
+pub(crate) async fn wait_for_count(vh: &TestVhost, queue: &str, field: &str, n: u64) {
     let path = format!("/api/queues/{}/{}", enc(&vh.name), enc(queue));
     let seen = wait_for(Duration::from_secs(30), || async {
         let v = vh.get_json(&path).await;
@@ -369,7 +370,7 @@ async fn amqp10_at_least_once_dead_letters_with_no_route_are_listed_as_stuck() {
     }
 }
 
-fn tempdir(name: &str) -> std::path::PathBuf {
+pub(crate) fn tempdir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("warren-{name}"));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir

@@ -17,6 +17,8 @@ mod tui_fixtures;
 mod amqp10;
 #[path = "amqp10_props.rs"]
 mod amqp10_props;
+#[path = "amqp10_replay.rs"]
+mod amqp10_replay;
 #[path = "archive_cli.rs"]
 mod archive_cli;
 #[path = "archive_trust.rs"]
