@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use jiff::Timestamp;
 
+use super::amqp10::carrier::warren_mark;
 use super::explain::{Explanation, REPLAY_COUNT_HEADER};
 use super::message::DeadLetter;
 use super::replay::{REPLAY_ID_HEADER, REPLAYED_AT_HEADER};
@@ -33,9 +34,8 @@ pub struct FailedAgain {
 /// header is not a run id Warren could have written).
 pub fn failed_again(dl: &DeadLetter, ex: &Explanation) -> Option<FailedAgain> {
     let run_id = run_id_of(dl)?;
-    let replayed_at = dl
-        .headers
-        .get_str(REPLAYED_AT_HEADER)
+    let replayed_at = warren_mark(&dl.headers, REPLAYED_AT_HEADER)
+        .and_then(|v| v.as_str())
         .and_then(|t| t.parse::<Timestamp>().ok());
     // x-death times are whole seconds: a death in the second of the replay still counts.
     let floor = replayed_at.map(|t| Timestamp::from_second(t.as_second()).unwrap_or(t));
@@ -51,13 +51,16 @@ pub fn failed_again(dl: &DeadLetter, ex: &Explanation) -> Option<FailedAgain> {
         run_id,
         replayed_at,
         died_at,
-        nth: dl.headers.get_i64(REPLAY_COUNT_HEADER).unwrap_or(1).max(1),
+        nth: warren_mark(&dl.headers, REPLAY_COUNT_HEADER)
+            .and_then(|v| v.as_i64())
+            .unwrap_or(1)
+            .max(1),
     })
 }
 
 /// The `warren-replay-id` a message carries, when it is one Warren could have written.
 pub fn run_id_of(dl: &DeadLetter) -> Option<String> {
-    let id = dl.headers.get_str(REPLAY_ID_HEADER)?.trim();
+    let id = warren_mark(&dl.headers, REPLAY_ID_HEADER)?.as_str()?.trim();
     let ok = !id.is_empty()
         && id.len() <= MAX_RUN_ID
         && id

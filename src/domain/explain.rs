@@ -73,9 +73,8 @@ fn explain_parts(
     let mut deaths = xdeath::parse(&dl.headers);
     let reading = convention::read(dl, &deaths, own);
     deaths.copied = reading.deaths_copied && !deaths.is_empty();
-    let replay_count = dl
-        .headers
-        .get_i64(REPLAY_COUNT_HEADER)
+    let replay_count = super::amqp10::carrier::warren_mark(&dl.headers, REPLAY_COUNT_HEADER)
+        .and_then(|v| v.as_i64())
         .unwrap_or(0)
         .max(audited_replays)
         .max(0);

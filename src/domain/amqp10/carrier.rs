@@ -11,6 +11,7 @@
 //! over 0.9.1 otherwise.
 
 use crate::domain::message::DeadLetter;
+use crate::domain::value::{HeaderValue, Table};
 
 /// The protocol a replay reads the DLQ and publishes with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,6 +82,16 @@ pub const CORRELATION_ID_HEADER: &str = "x-correlation-id";
 /// 0.9.1 reader sees as headers): `x-opt-warren-replay-id` and its siblings.
 pub const WARREN_PREFIX: &str = "x-opt-warren-";
 
+/// Warren's replay mark `name` (`warren-replay-id`, …) as a 0.9.1 reader finds it: the header
+/// a replay over 0.9.1 wrote, else the annotation a replay over AMQP 1.0 wrote
+/// (`x-opt-warren-replay-id`, a header to a 0.9.1 reader).
+pub fn warren_mark<'a>(h: &'a Table, name: &str) -> Option<&'a HeaderValue> {
+    h.get(name).or_else(|| {
+        let bare = name.strip_prefix("warren-")?;
+        h.get(&format!("{WARREN_PREFIX}{bare}"))
+    })
+}
+
 /// The protocol a replay uses, and why in the plan's words: `signs` of the `looked_at` messages
 /// read for the plan carry an AMQP 1.0 sign ([`sign`]); `speaks_10`: the broker is 4.0 or
 /// later. `Err` when the operator asked for AMQP 1.0 and the broker cannot.
@@ -112,7 +123,6 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::value::HeaderValue;
 
     fn msg(headers: &[(&str, &str)], kind: Option<&str>) -> DeadLetter {
         let mut m = DeadLetter::default();
@@ -134,6 +144,27 @@ mod tests {
             sign(&msg(&[("x-death", "d"), ("retry", "1")], Some("t"))),
             None
         );
+    }
+
+    #[test]
+    fn a_mark_is_read_from_the_header_or_the_amqp10_annotation() {
+        let m = msg(&[("x-opt-warren-replay-id", "r-10")], None);
+        assert_eq!(
+            warren_mark(&m.headers, "warren-replay-id").and_then(|v| v.as_str()),
+            Some("r-10")
+        );
+        let m = msg(
+            &[
+                ("warren-replay-id", "r-9"),
+                ("x-opt-warren-replay-id", "r-10"),
+            ],
+            None,
+        );
+        assert_eq!(
+            warren_mark(&m.headers, "warren-replay-id").and_then(|v| v.as_str()),
+            Some("r-9")
+        );
+        assert_eq!(warren_mark(&m.headers, "other"), None);
     }
 
     #[test]
