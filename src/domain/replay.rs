@@ -207,8 +207,8 @@ const SNEAKERS: &[Rule] = &[Rule::Exact("retry_info")];
 /// Symfony's retry count and error record (JSON serializer); its `SentToFailureTransportStamp`
 /// goes only when asked (`ReplayOptions::strip_failure_stamp`).
 const SYMFONY: &[Rule] = &[
-    Rule::Exact(super::symfony::REDELIVERY_HEADER),
-    Rule::Exact(super::symfony::ERROR_HEADER),
+    Rule::Exact(super::convention::symfony::REDELIVERY_HEADER),
+    Rule::Exact(super::convention::symfony::ERROR_HEADER),
 ];
 /// rascal's forwards carry `CC`, which the broker routes by on publish: a replay through the
 /// default exchange would copy the message to a queue named like it. Its record is the `rascal`
@@ -562,7 +562,7 @@ fn symfony_failure_stamp(
     removed: &mut Vec<String>,
     warnings: &mut Vec<ReplayWarning>,
 ) {
-    use super::symfony::{self, FAILURE_HEADER, Serializer};
+    use super::convention::symfony::{self, FAILURE_HEADER, Serializer};
     if ex.convention != Convention::Symfony {
         return;
     }
@@ -605,7 +605,7 @@ fn attempts_after(dl: &DeadLetter, ex: &Explanation, headers: &Table) -> Attempt
         }))
         .chain(
             (ex.convention == Convention::Symfony
-                && !super::symfony::retry_count_reset(dl, headers))
+                && !super::convention::symfony::retry_count_reset(dl, headers))
             .then(|| "Symfony's last RedeliveryStamp".to_string()),
         )
         .collect();

@@ -162,7 +162,7 @@ fn retries_phrase(dl: &DeadLetter, ex: &Reading) -> Option<String> {
                 (None, None) => None,
             }
         }
-        Convention::Symfony => super::symfony::retries_phrase(dl, n),
+        Convention::Symfony => super::convention::symfony::retries_phrase(dl, n),
         // The app's own count, under the header it chose.
         Convention::Ladder => n.map(|n| {
             let header = ex.counter_headers.first().map_or("", String::as_str);

@@ -17,8 +17,10 @@ use super::message::DeadLetter;
 use super::value::{HeaderValue, Table};
 use super::xdeath::{DeathHistory, timestamp_from_value, value_text};
 
+mod annotations;
 mod dramatiq;
 mod rascal;
+pub mod symfony;
 
 use dramatiq::{dramatiq, dramatiq_body};
 pub use dramatiq::{dramatiq_head, dramatiq_message_id};
@@ -271,7 +273,7 @@ pub fn detect(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Conv
         return Convention::Sneakers;
     }
     // Symfony's stamps: in headers (JSON serializer) or the body's envelope (PhpSerializer).
-    if super::symfony::serializer(dl).is_some() {
+    if symfony::serializer(dl).is_some() {
         return Convention::Symfony;
     }
     // Header records before the body-read ones: what a replay changes in the headers must not
@@ -320,7 +322,7 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Readin
         Convention::EasyNetQ => easynetq(dl),
         Convention::Celery => celery(dl),
         Convention::Rascal => rascal(dl),
-        Convention::Symfony => super::symfony::read(dl, Reading::empty(convention)),
+        Convention::Symfony => symfony::read(dl, Reading::empty(convention)),
         Convention::Ladder => ladder(dl, own),
     };
     // A configured counter is one Warren knows of whoever wrote the rest: a replay resets it
@@ -337,7 +339,7 @@ pub fn read(dl: &DeadLetter, deaths: &DeathHistory, own: &Conventions) -> Readin
     }
     // An AMQP 1.0 consumer's `x-opt-` annotations say why, whatever else put it here.
     if r.fault.is_none()
-        && let Some((fault, keys)) = super::amqp10::failure(&dl.headers)
+        && let Some((fault, keys)) = annotations::failure(&dl.headers)
     {
         r.fault = Some(fault);
         r.error_headers.extend(

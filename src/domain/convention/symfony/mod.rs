@@ -10,7 +10,7 @@
 use jiff::Timestamp;
 use serde_json::Value;
 
-use crate::domain::convention::{Fault, Reading, parse_time, text};
+use super::{Fault, Reading, parse_time, text};
 use crate::domain::message::DeadLetter;
 use crate::domain::value::{HeaderValue, Table};
 use crate::domain::xdeath::value_text;
