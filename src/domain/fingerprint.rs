@@ -10,7 +10,7 @@ use fnv::FnvHasher;
 
 use regex::{Captures, Regex};
 
-use super::convention::{Convention, Reading, short_type};
+use super::convention::{Reading, short_type};
 use super::message::DeadLetter;
 use super::xdeath::DeathHistory;
 
@@ -97,9 +97,11 @@ pub fn fingerprint(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory) -> Fing
             format!("skipped on {endpoint}: {t}"),
         );
     }
-    // dramatiq's record names the actor that failed: two actors failing with the same error
-    // are two failures (and two fixes).
-    let actor = (ex.convention == Convention::Dramatiq)
+    // A record that names the actor that failed (dramatiq's): two actors failing with the same
+    // error are two failures (and two fixes).
+    let story = ex.convention.framework().story;
+    let actor = story
+        .by_actor
         .then_some(ex.message_type.as_deref())
         .flatten();
     let with_actor = |summary: String| match actor {
@@ -135,8 +137,9 @@ pub fn fingerprint(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory) -> Fing
     }
     // A history a framework carried over (Symfony's) is not how the message came here.
     let origin = deaths.origin_entry().filter(|_| !deaths.copied);
-    // Celery records no exception: tasks group by name and what the broker saw.
-    if ex.convention == Convention::Celery
+    // A convention that records the task and no exception (Celery): tasks group by name and
+    // what the broker saw.
+    if story.task_not_fault
         && let Some(task) = ex.message_type.as_deref()
     {
         let reason = origin

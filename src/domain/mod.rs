@@ -34,7 +34,7 @@ pub mod rights;
 pub mod sanitize;
 pub mod selection;
 pub mod snapshot;
-pub mod symfony;
+pub mod target;
 pub mod urgency;
 pub mod value;
 pub mod verdict;

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::replay::ReplayTarget;
 use super::sanitize::one_line;
+use super::target::ReplayTarget;
 
 /// The event of an entry that sets a redirect.
 pub const ADD: &str = "add";

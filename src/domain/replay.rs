@@ -3,7 +3,8 @@
 //! first. Pure: the broker layer executes the plan (and resolves bindings for a target that may
 //! fan out). The plan carries no body because a replay never changes the body.
 //!
-//! Rules (see `frameworks.md` and `rabbitmq.md`): broker deaths go back to the queue they failed in
+//! Rules (see `frameworks.md` and `rabbitmq.md`; each framework's own are in its convention
+//! module's `Replay`: what it strips, its counters, its target): broker deaths go back to the queue they failed in
 //! through the default exchange, never through the original exchange, which would also deliver to
 //! every other queue bound there; MassTransit to the endpoint's exchange with an empty routing key;
 //! NServiceBus to `FailedQ` through the default exchange; Spring to the original exchange and
@@ -14,14 +15,16 @@
 //! passed (Celery's `expires`) would be discarded unrun on arrival: it stays in the DLQ unless the
 //! deadline is cleared. Warren's own headers never start with `x-`, which belongs to the broker.
 
-use std::fmt;
-
 use jiff::Timestamp;
 
-use super::convention::{Convention, RetryLimit, nservicebus_failed_queue};
+use super::convention::Convention;
+use super::convention::framework::{Counter, Rule, Told};
 use super::explain::{Explanation, REPLAY_COUNT_HEADER};
 use super::message::DeadLetter;
 use super::redirect::Redirects;
+// Re-exported: the plan's words, kept in their own module so `redirect` and `convention` can use
+// them without importing the plan.
+pub use super::target::{BodyBudget, BudgetLimit, ReplayTarget, ReplayWarning};
 use super::value::{HeaderValue, Table};
 
 /// The dead-letter queue the message was replayed from.
@@ -60,195 +63,6 @@ pub struct ReplayOptions {
     /// The run's id, written as `warren-replay-id`; `None` for a plan that is only shown (the
     /// run gets its id when it starts).
     pub run_id: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ReplayTarget {
-    pub exchange: String,
-    pub routing_key: String,
-    /// The queue the message should reach; `None` when only the broker's bindings can tell.
-    pub expected_queue: Option<String>,
-}
-
-impl ReplayTarget {
-    fn queue(q: &str) -> ReplayTarget {
-        ReplayTarget {
-            exchange: String::new(),
-            routing_key: q.to_string(),
-            expected_queue: Some(q.to_string()),
-        }
-    }
-
-    /// True when the target is the default exchange, which delivers to exactly one queue.
-    pub fn is_direct(&self) -> bool {
-        self.exchange.is_empty()
-    }
-}
-
-impl fmt::Display for ReplayTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.exchange.is_empty() {
-            write!(f, "{} (default exchange)", self.routing_key)
-        } else {
-            write!(f, "exchange {} key \"{}\"", self.exchange, self.routing_key)?;
-            if let Some(q) = &self.expected_queue {
-                write!(f, " → {q}")?;
-            }
-            Ok(())
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReplayWarning {
-    /// A MassTransit `_skipped` message: the endpoint has no consumer for its type.
-    Skipped { endpoint: Option<String> },
-    /// The target is an exchange that may deliver to several queues.
-    MayFanOut { exchange: String },
-    /// An NServiceBus message without `NServiceBus.FailedQ`.
-    PoisonWithoutFailedQ,
-    /// Nothing says where the message came from, and no `--to` was given.
-    UnknownOrigin,
-    /// Warren replayed it before and it failed again.
-    ReplayedBefore { count: i64 },
-    /// The framework keeps its retry counter in the body, which a replay does not change: what
-    /// is left of its limit is all it will give the message.
-    RetryBudget(BodyBudget),
-    /// EasyNetQ: the body is the error envelope, not the original message.
-    BodyIsEnvelope,
-    /// Attempts kept: the death and retry headers go out unchanged.
-    AttemptsKept,
-    /// The per-message TTL the broker removed on expiry is not put back.
-    ExpirationNotRestored { ms: String },
-    /// Symfony 5.4 drops a message carrying `SentToFailureTransportStamp` that fails all its
-    /// retries again. `strippable`: the stamp is a header (JSON serializer), which
-    /// `--strip-failure-stamp` removes; with the PhpSerializer it is in the body.
-    SymfonyDropsOnFailure { strippable: bool },
-}
-
-impl fmt::Display for ReplayWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReplayWarning::Skipped { endpoint } => write!(
-                f,
-                "it was skipped: no consumer on {} handles its type, so replaying it there skips it again; deploy the consumer first or replay to another queue with --to",
-                endpoint.as_deref().unwrap_or("its endpoint")
-            ),
-            ReplayWarning::MayFanOut { exchange } => write!(
-                f,
-                "exchange {exchange} may deliver it to more than one queue; check which queues its bindings reach, or replay to one queue with --to"
-            ),
-            ReplayWarning::PoisonWithoutFailedQ => f.write_str(
-                "NServiceBus recorded no source queue (NServiceBus.FailedQ is missing, a poison message); choose a queue with --to",
-            ),
-            ReplayWarning::UnknownOrigin => f.write_str(
-                "nothing records where it came from; choose a queue with --to",
-            ),
-            ReplayWarning::ReplayedBefore { count } => write!(
-                f,
-                "replayed {count} time{} before and failed again",
-                if *count == 1 { "" } else { "s" }
-            ),
-            ReplayWarning::RetryBudget(b) => b.fmt(f),
-            ReplayWarning::BodyIsEnvelope => f.write_str(
-                "the body is EasyNetQ's error envelope, not the original message; a replay leaves it as it is and the consumer receives the envelope",
-            ),
-            ReplayWarning::AttemptsKept => f.write_str(
-                "attempts kept: death and retry headers go out unchanged, so a consumer that counts them may reject it on arrival",
-            ),
-            ReplayWarning::ExpirationNotRestored { ms } => write!(
-                f,
-                "its per-message TTL of {ms} ms is not restored (it would expire again)"
-            ),
-            ReplayWarning::SymfonyDropsOnFailure { strippable: true } => f.write_str(
-                "Symfony will drop it if it fails its retries again: it carries SentToFailureTransportStamp, and Symfony 5.4 never sends a message to the failure transport twice; --strip-failure-stamp removes the stamp so a second failure comes back",
-            ),
-            ReplayWarning::SymfonyDropsOnFailure { strippable: false } => f.write_str(
-                "Symfony will drop it if it fails its retries again: it carries SentToFailureTransportStamp inside its PhpSerializer body, which a replay never changes, and Symfony 5.4 never sends a message to the failure transport twice",
-            ),
-        }
-    }
-}
-
-/// What a framework that counts retries in the body still gives a replayed message: the count
-/// goes out as it is, so only what is left of the limit (dramatiq: a failed delivery is retried
-/// while `options.retries` is below `max_retries`, each retry counting one).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BodyBudget {
-    pub framework: &'static str,
-    /// The counter's place in the body, for people (`options.retries`).
-    pub counter: &'static str,
-    /// The limit's name (`max_retries`).
-    pub limit_name: &'static str,
-    /// The count the body holds (0 when it holds none); `None` when the body was cut before it.
-    pub retries: Option<i64>,
-    pub limit: BudgetLimit,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BudgetLimit {
-    /// The message states its limit.
-    Stated(i64),
-    /// The message states no limit at all: retried for ever.
-    Unlimited,
-    /// The message states none: the worker's setting decides, which Warren cannot see; this is
-    /// the framework's default.
-    Default(i64),
-}
-
-/// dramatiq's default `max_retries` (its `Retries` middleware), used when neither the message
-/// nor, as far as Warren can know, the actor sets one.
-pub const DRAMATIQ_DEFAULT_MAX_RETRIES: i64 = 20;
-
-impl BodyBudget {
-    /// Retries left should the replayed delivery fail; `None` without limit or when the count
-    /// is not known.
-    pub fn left(&self) -> Option<i64> {
-        match (self.limit, self.retries) {
-            (BudgetLimit::Stated(m) | BudgetLimit::Default(m), Some(r)) => {
-                Some(m.saturating_sub(r.max(0)).max(0))
-            }
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for BodyBudget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (fw, counter, name) = (self.framework, self.counter, self.limit_name);
-        let times = |n: i64| format!("{n} more time{}", if n == 1 { "" } else { "s" });
-        let untouched = "in the body, which a replay leaves untouched";
-        let Some(r) = self.retries else {
-            return write!(
-                f,
-                "{fw} keeps its retry count ({counter}) {untouched}, past the part read here: what is left of its {name} is not known; attempts are not reset"
-            );
-        };
-        match (self.limit, self.left()) {
-            (BudgetLimit::Stated(m), Some(0)) => write!(
-                f,
-                "{fw} will not retry it if it fails again: {counter} is {r} of {name} {m} ({untouched}); attempts are not reset"
-            ),
-            (BudgetLimit::Stated(m), Some(n)) => write!(
-                f,
-                "{fw} will retry it {} if it fails again: {counter} is {r} of {name} {m} ({untouched}); attempts are not reset",
-                times(n)
-            ),
-            (BudgetLimit::Default(m), Some(0)) => write!(
-                f,
-                "{fw} will not retry it if it fails again, unless its actor allows more than {fw}'s default {name} of {m} (the message states none): {counter} is {r} {untouched}"
-            ),
-            (BudgetLimit::Default(m), Some(n)) => write!(
-                f,
-                "{fw} will retry it up to {m} − {r} = {} if it fails again ({fw}'s default {name}; the message states none, and its actor may set its own): {counter} is {r} {untouched}",
-                times(n)
-            ),
-            (_, _) => write!(
-                f,
-                "{fw} retries it without limit ({name} is none): {counter} is {r} {untouched}"
-            ),
-        }
-    }
 }
 
 /// What a replay does to the retry budget.
@@ -333,20 +147,6 @@ pub fn expiry_notice(framework: &str, header: &str, n: u64, of: u64, cleared: bo
     }
 }
 
-enum Rule {
-    Exact(&'static str),
-    Prefix(&'static str),
-}
-
-impl Rule {
-    fn matches(&self, name: &str) -> bool {
-        match self {
-            Rule::Exact(n) => name == *n,
-            Rule::Prefix(p) => name.starts_with(p),
-        }
-    }
-}
-
 /// The broker's death record and delivery counters: stripped whatever the convention.
 const BROKER: &[Rule] = &[
     Rule::Exact("x-death"),
@@ -355,114 +155,12 @@ const BROKER: &[Rule] = &[
     Rule::Exact("x-delivery-count"),
     Rule::Exact("x-acquired-count"),
 ];
-const MASSTRANSIT: &[Rule] = &[
-    Rule::Exact("MT-Reason"),
-    Rule::Prefix("MT-Fault-"),
-    Rule::Exact("MT-Redelivery-Count"),
-    Rule::Prefix("MT-Host-"),
-];
-const SPRING: &[Rule] = &[
-    Rule::Prefix("x-exception-"),
-    Rule::Prefix("x-original-"),
-    Rule::Exact("retry-count"),
-];
-/// As ServiceControl does, by prefix: `NServiceBus.Retries` also takes `NServiceBus.Retries.Timestamp`,
-/// which otherwise stops delayed retries for a message more than a day old.
-const NSERVICEBUS: &[Rule] = &[
-    Rule::Prefix("NServiceBus.Retries"),
-    Rule::Exact("NServiceBus.FailedQ"),
-    Rule::Exact("NServiceBus.TimeOfFailure"),
-    Rule::Prefix("NServiceBus.ExceptionInfo."),
-    Rule::Prefix("ServiceControl."),
-];
-const WOLVERINE: &[Rule] = &[
-    Rule::Prefix("exception-"),
-    Rule::Exact("failed-at"),
-    Rule::Prefix("original-"),
-    Rule::Exact("attempts"),
-];
-const REBUS: &[Rule] = &[
-    Rule::Exact("rbs2-error-details"),
-    Rule::Exact("rbs2-source-queue"),
-    Rule::Exact("rbs2-delivery-count"),
-    Rule::Exact("rbs2-defer-count"),
-];
-const SNEAKERS: &[Rule] = &[Rule::Exact("retry_info")];
-/// Symfony's retry count and error record (JSON serializer); its `SentToFailureTransportStamp`
-/// goes only when asked (`ReplayOptions::strip_failure_stamp`).
-const SYMFONY: &[Rule] = &[
-    Rule::Exact(super::symfony::REDELIVERY_HEADER),
-    Rule::Exact(super::symfony::ERROR_HEADER),
-];
-/// rascal's forwards carry `CC`, which the broker routes by on publish: a replay through the
-/// default exchange would copy the message to a queue named like it. Its record is the `rascal`
-/// table, trimmed by [`RASCAL_TRIMMED`] rather than removed.
-const RASCAL: &[Rule] = &[Rule::Exact("CC")];
-/// The parts of rascal's table a replay removes: the error, the redelivery count and the recovery
-/// record, whose stored `xDeath` rascal (since v20.1) compares with `x-death` to spot a message it
-/// already nacked; with `x-death` gone and the stored copy kept, it would nack the replay straight
-/// back. Where the message was consumed, its routing and encryption stay.
-const RASCAL_TRIMMED: &[&str] = &["recovery", "error", "redeliveries"];
-
-/// Where a framework keeps a retry counter.
-enum Counter {
-    Header(&'static str),
-    /// A key of a table header.
-    Nested(&'static str, &'static str),
-    /// In the body, which a replay never changes: the path for people.
-    Body(&'static str),
-}
-
 /// The broker's counters, whatever the convention.
 const BROKER_COUNTERS: &[Counter] = &[
     Counter::Header("x-death"),
     Counter::Header("x-delivery-count"),
     Counter::Header("x-acquired-count"),
 ];
-
-/// Every retry counter Warren knows of per convention (besides the broker's).
-fn counters(c: Convention) -> &'static [Counter] {
-    match c {
-        Convention::MassTransit => &[
-            Counter::Header("MT-Fault-RetryCount"),
-            Counter::Header("MT-Redelivery-Count"),
-        ],
-        Convention::Spring => &[Counter::Header("retry-count")],
-        Convention::NServiceBus => &[Counter::Header("NServiceBus.Retries")],
-        Convention::Wolverine => &[Counter::Header("attempts")],
-        Convention::Rebus => &[Counter::Header("rbs2-delivery-count")],
-        Convention::Sneakers => &[Counter::Header("retry_info")],
-        Convention::Dramatiq => &[Counter::Body("options.retries")],
-        Convention::Celery => &[Counter::Header("retries")],
-        Convention::Rascal => &[
-            Counter::Nested("rascal", "recovery"),
-            Counter::Nested("rascal", "redeliveries"),
-        ],
-        // A ladder's counters are the configured names the message carries: `Explanation::counter_headers`.
-        // Symfony's: what it reads, the last `RedeliveryStamp` (see `attempts_after`).
-        Convention::Broker
-        | Convention::EasyNetQ
-        | Convention::Symfony
-        | Convention::Ladder
-        | Convention::Unknown => &[],
-    }
-}
-
-/// Counter headers a replay sets to zero instead of removing: the framework's protocol has them.
-fn zeroed(c: Convention) -> &'static [&'static str] {
-    match c {
-        Convention::Celery => &["retries"],
-        _ => &[],
-    }
-}
-
-/// The header holding the framework's deadline (see `Reading::deadline`).
-fn deadline_header(c: Convention) -> Option<&'static str> {
-    match c {
-        Convention::Celery => Some("expires"),
-        _ => None,
-    }
-}
 
 /// Zero in the integer type the framework wrote (a Python int arrives as a 32- or 64-bit one).
 fn zero_like(v: &HeaderValue) -> HeaderValue {
@@ -491,31 +189,12 @@ const KEPT_IDS: &[&str] = &[
     "message-id",
 ];
 
-fn convention_rules(c: Convention) -> &'static [Rule] {
-    match c {
-        Convention::MassTransit => MASSTRANSIT,
-        Convention::Spring => SPRING,
-        Convention::NServiceBus => NSERVICEBUS,
-        Convention::Wolverine => WOLVERINE,
-        Convention::Rebus => REBUS,
-        Convention::Sneakers => SNEAKERS,
-        Convention::Rascal => RASCAL,
-        Convention::Symfony => SYMFONY,
-        Convention::Broker
-        | Convention::Dramatiq
-        | Convention::EasyNetQ
-        | Convention::Celery
-        | Convention::Ladder
-        | Convention::Unknown => &[],
-    }
-}
-
 /// True when a replay (without keeping attempts) removes header `name` from a message of convention `c`.
 pub fn is_stripped(c: Convention, name: &str) -> bool {
     !KEPT_IDS.contains(&name)
         && BROKER
             .iter()
-            .chain(convention_rules(c))
+            .chain(c.framework().replay.strips)
             .any(|r| r.matches(name))
 }
 
@@ -582,7 +261,14 @@ pub fn plan_with(
         reset_attempts(ex, &mut kept, &mut removed, &mut reset);
         kept
     };
-    symfony_failure_stamp(dl, ex, opts, &mut headers, &mut removed, &mut warnings);
+    // The convention's last word on what goes out (Symfony's failure stamp), attempts kept or not.
+    (ex.convention.framework().replay.finish)(
+        dl,
+        opts.strip_failure_stamp,
+        &mut headers,
+        &mut removed,
+        &mut warnings,
+    );
     let attempts = if opts.keep_attempts {
         Attempts::Kept
     } else {
@@ -590,7 +276,7 @@ pub fn plan_with(
     };
 
     // The framework's deadline, against the replay time passed in.
-    let expired = match (ex.deadline, deadline_header(ex.convention)) {
+    let expired = match (ex.deadline, ex.convention.framework().replay.deadline) {
         (Some(deadline), Some(header)) if deadline <= opts.now => Some(Expired {
             framework: ex.convention.label(),
             header,
@@ -647,26 +333,7 @@ fn message_warnings(
             warnings.insert(0, ReplayWarning::Skipped { endpoint });
         }
     }
-    match ex.convention {
-        Convention::Dramatiq => warnings.push(ReplayWarning::RetryBudget(BodyBudget {
-            framework: "dramatiq",
-            counter: "options.retries",
-            limit_name: "max_retries",
-            // No count in a whole body is dramatiq's 0; in a cut one it may lie past the cut.
-            retries: match ex.retries {
-                Some(n) => Some(n.max(0)),
-                None if dl.body_complete() => Some(0),
-                None => None,
-            },
-            limit: match ex.retry_limit {
-                Some(RetryLimit::At(m)) => BudgetLimit::Stated(m),
-                Some(RetryLimit::Unlimited) => BudgetLimit::Unlimited,
-                None => BudgetLimit::Default(DRAMATIQ_DEFAULT_MAX_RETRIES),
-            },
-        })),
-        Convention::EasyNetQ => warnings.push(ReplayWarning::BodyIsEnvelope),
-        _ => {}
-    }
+    (ex.convention.framework().replay.warn)(&told(dl, ex), warnings);
     if ex.replay_count > 0 {
         warnings.push(ReplayWarning::ReplayedBefore {
             count: ex.replay_count,
@@ -692,17 +359,9 @@ fn reset_attempts(
     removed: &mut Vec<String>,
     reset: &mut Vec<String>,
 ) {
-    if ex.convention == Convention::Rascal
-        && let Some(HeaderValue::Table(mut t)) = headers.get("rascal").cloned()
-    {
-        for key in RASCAL_TRIMMED {
-            if t.remove(key).is_some() {
-                removed.push(format!("rascal.{key}"));
-            }
-        }
-        headers.insert("rascal", HeaderValue::Table(t));
-    }
-    for name in zeroed(ex.convention) {
+    let replay = &ex.convention.framework().replay;
+    (replay.reset)(headers, removed);
+    for name in replay.zeroed {
         if let Some(v) = headers.get(name).filter(|v| v.as_i64() != Some(0)) {
             let zero = zero_like(v);
             headers.insert(*name, zero);
@@ -736,37 +395,11 @@ fn reset_attempts(
     }
 }
 
-/// Symfony's `SentToFailureTransportStamp`: removed when asked and it is a header; otherwise the
-/// plan warns that Symfony drops the message should it fail again.
-fn symfony_failure_stamp(
-    dl: &DeadLetter,
-    ex: &Explanation,
-    opts: &ReplayOptions,
-    headers: &mut Table,
-    removed: &mut Vec<String>,
-    warnings: &mut Vec<ReplayWarning>,
-) {
-    use super::symfony::{self, FAILURE_HEADER, Serializer};
-    if ex.convention != Convention::Symfony {
-        return;
-    }
-    let json = symfony::serializer(dl) == Some(Serializer::Json);
-    if json && opts.strip_failure_stamp {
-        if headers.remove(FAILURE_HEADER).is_some() {
-            removed.push(FAILURE_HEADER.to_string());
-        }
-        return;
-    }
-    if symfony::record(dl).failed_before {
-        warnings.push(ReplayWarning::SymfonyDropsOnFailure { strippable: json });
-    }
-}
-
 /// Whether every counter Warren knows of was reset in `headers`, or which survive.
 fn attempts_after(dl: &DeadLetter, ex: &Explanation, headers: &Table) -> Attempts {
     let surviving: Vec<String> = BROKER_COUNTERS
         .iter()
-        .chain(counters(ex.convention))
+        .chain(ex.convention.framework().replay.counters)
         .filter_map(|c| match c {
             Counter::Header(n) => headers
                 .get(n)
@@ -787,11 +420,7 @@ fn attempts_after(dl: &DeadLetter, ex: &Explanation, headers: &Table) -> Attempt
                 .filter(|v| v.as_i64() != Some(0))
                 .map(|_| format!("header {n}"))
         }))
-        .chain(
-            (ex.convention == Convention::Symfony
-                && !super::symfony::retry_count_reset(dl, headers))
-            .then(|| "Symfony's last RedeliveryStamp".to_string()),
-        )
+        .chain((ex.convention.framework().replay.surviving)(dl, headers))
         .collect();
     if surviving.is_empty() {
         Attempts::Reset
@@ -839,91 +468,15 @@ fn convention_target(
     ex: &Explanation,
     warnings: &mut Vec<ReplayWarning>,
 ) -> Option<ReplayTarget> {
-    let source_queue = ex.source.queue.as_deref().filter(|q| !q.is_empty());
-    match ex.convention {
-        Convention::MassTransit => match source_queue {
-            // The endpoint's exchange has the endpoint's name and is bound to its queue; the
-            // message type's exchange would reach every subscribing endpoint.
-            Some(endpoint) => Some(ReplayTarget {
-                exchange: endpoint.to_string(),
-                routing_key: String::new(),
-                expected_queue: Some(endpoint.to_string()),
-            }),
-            None => {
-                warnings.push(ReplayWarning::UnknownOrigin);
-                None
-            }
-        },
-        Convention::NServiceBus => {
-            if nservicebus_failed_queue(&dl.headers).is_none() {
-                warnings.push(ReplayWarning::PoisonWithoutFailedQ);
-            }
-            source_queue.map(ReplayTarget::queue)
-        }
-        Convention::Spring => match ex.source.exchange.as_deref() {
-            // The default exchange routes by queue name: exactly one queue.
-            Some("") => match ex
-                .source
-                .routing_key
-                .as_deref()
-                .filter(|k| !k.is_empty())
-                .or(source_queue)
-            {
-                Some(q) => Some(ReplayTarget::queue(q)),
-                None => {
-                    warnings.push(ReplayWarning::UnknownOrigin);
-                    None
-                }
-            },
-            Some(exchange) => {
-                warnings.push(ReplayWarning::MayFanOut {
-                    exchange: exchange.to_string(),
-                });
-                Some(ReplayTarget {
-                    exchange: exchange.to_string(),
-                    routing_key: ex.source.routing_key.clone().unwrap_or_default(),
-                    expected_queue: source_queue.map(str::to_string),
-                })
-            }
-            None => match source_queue {
-                Some(q) => Some(ReplayTarget::queue(q)),
-                None => {
-                    warnings.push(ReplayWarning::UnknownOrigin);
-                    None
-                }
-            },
-        },
-        // Sneakers' Maxretry binds `<q>-retry-requeue` (a topic exchange, key `#`) to the queue.
-        Convention::Sneakers => match source_queue {
-            Some(q) => Some(ReplayTarget {
-                exchange: format!("{q}-retry-requeue"),
-                routing_key: ex
-                    .source
-                    .routing_key
-                    .clone()
-                    .unwrap_or_else(|| dl.delivery.routing_key.clone()),
-                expected_queue: Some(q.to_string()),
-            }),
-            None => {
-                warnings.push(ReplayWarning::UnknownOrigin);
-                None
-            }
-        },
-        Convention::Broker
-        | Convention::Wolverine
-        | Convention::Rebus
-        | Convention::Dramatiq
-        | Convention::EasyNetQ
-        | Convention::Celery
-        | Convention::Rascal
-        | Convention::Symfony
-        | Convention::Ladder
-        | Convention::Unknown => match source_queue {
-            Some(q) => Some(ReplayTarget::queue(q)),
-            None => {
-                warnings.push(ReplayWarning::UnknownOrigin);
-                None
-            }
-        },
+    (ex.convention.framework().replay.target)(&told(dl, ex), warnings)
+}
+
+/// What a convention's replay decides by, of the explanation.
+fn told<'a>(dl: &'a DeadLetter, ex: &'a Explanation) -> Told<'a> {
+    Told {
+        dl,
+        source: &ex.source,
+        retries: ex.retries,
+        retry_limit: ex.retry_limit,
     }
 }

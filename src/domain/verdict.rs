@@ -3,7 +3,7 @@
 //! CreateShippingLabelConsumer after 3 retries: Carrier DHL unavailable". Built from the
 //! explanation; one line, bounded length, never panics whatever the headers hold.
 
-use super::convention::{Convention, Reading, rascal_recovery, short_type};
+use super::convention::{Convention, Reading, short_type};
 use super::message::DeadLetter;
 use super::xdeath::{Death, DeathHistory, DeathReason};
 
@@ -19,7 +19,7 @@ pub fn verdict(dl: &DeadLetter, ex: &Reading, deaths: &DeathHistory, replay_coun
         skipped(dl, ex)
     } else if let Some(f) = fault(dl, ex, waited_in(ex, deaths)) {
         f
-    } else if ex.convention == Convention::Celery {
+    } else if ex.convention.framework().story.task_not_fault {
         celery(dl, ex, deaths)
     } else if let Some(b) = broker(deaths).filter(|_| !deaths.copied) {
         b
@@ -63,7 +63,7 @@ fn waited_in<'a>(ex: &'a Reading, deaths: &DeathHistory) -> Option<&'a str> {
         .origin_entry()
         .and_then(|d| d.reason.as_ref())
         .is_some_and(DeathReason::is_consumer_failure);
-    (ex.convention == Convention::Ladder && !failed_there)
+    (ex.convention.framework().story.copies_from_wait && !failed_there)
         .then_some(ex.source.queue.as_deref())
         .flatten()
 }
@@ -80,7 +80,8 @@ fn fault(dl: &DeadLetter, ex: &Reading, waited: Option<&str>) -> Option<String> 
         return None;
     }
     let t = f.exception_type.as_deref().map_or("A failure", short_type);
-    let poison = ex.convention == Convention::NServiceBus && ex.source.queue.is_none();
+    let story = ex.convention.framework().story;
+    let poison = story.poison_without_source && ex.source.queue.is_none();
     let mut s = String::new();
     if poison {
         s.push_str("Poison message, no source queue recorded: ");
@@ -92,7 +93,7 @@ fn fault(dl: &DeadLetter, ex: &Reading, waited: Option<&str>) -> Option<String> 
         .consumer
         .as_deref()
         .map(|c| {
-            if ex.convention == Convention::MassTransit {
+            if story.consumer_is_type {
                 short_type(c)
             } else {
                 c
@@ -126,50 +127,7 @@ fn fault(dl: &DeadLetter, ex: &Reading, waited: Option<&str>) -> Option<String> 
 }
 
 fn retries_phrase(dl: &DeadLetter, ex: &Reading) -> Option<String> {
-    let n = ex.retries;
-    let plural = |n: i64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    match ex.convention {
-        Convention::MassTransit => {
-            let redeliveries = dl.headers.get_i64("MT-Redelivery-Count").filter(|r| *r > 0);
-            match (n.unwrap_or(0), redeliveries) {
-                (0, None) => Some("without retries".to_string()),
-                (0, Some(d)) => Some(format!("after {}", plural(d, "redelivery", "redeliveries"))),
-                (r, None) => Some(format!("after {}", plural(r, "retry", "retries"))),
-                (r, Some(d)) => Some(format!(
-                    "after {} and {}",
-                    plural(r, "retry", "retries"),
-                    plural(d, "redelivery", "redeliveries")
-                )),
-            }
-        }
-        Convention::NServiceBus => n
-            .filter(|n| *n > 0)
-            .map(|n| format!("after {}", plural(n, "delayed retry", "delayed retries"))),
-        Convention::Wolverine | Convention::Sneakers => {
-            n.map(|n| format!("after {}", plural(n, "attempt", "attempts")))
-        }
-        Convention::Rebus => n.map(|n| format!("after {}", plural(n, "delivery", "deliveries"))),
-        Convention::Spring | Convention::Dramatiq | Convention::Celery => {
-            n.map(|n| format!("after {}", plural(n, "retry", "retries")))
-        }
-        Convention::Rascal => {
-            let rec = rascal_recovery(&dl.headers);
-            match (rec.forwarded, rec.republished) {
-                (Some(f), _) if f > 1 => Some(format!("(forwarded here by rascal, {f} times)")),
-                (Some(_), _) => Some("(forwarded here by rascal)".to_string()),
-                (None, Some(r)) => Some(format!("after {}", plural(r, "republish", "republishes"))),
-                (None, None) if rec.immediate_nack => Some("(nacked by rascal)".to_string()),
-                (None, None) => None,
-            }
-        }
-        Convention::Symfony => super::symfony::retries_phrase(dl, n),
-        // The app's own count, under the header it chose.
-        Convention::Ladder => n.map(|n| {
-            let header = ex.counter_headers.first().map_or("", String::as_str);
-            format!("after {} ({header})", plural(n, "retry", "retries"))
-        }),
-        Convention::Broker | Convention::EasyNetQ | Convention::Unknown => None,
-    }
+    (ex.convention.framework().retries_phrase)(dl, ex)
 }
 
 /// Celery records the task and its retry count, never the exception: the task, the broker's

@@ -187,7 +187,7 @@ fn failure_stamp_strippable(p: &crate::broker::session::Preview) -> bool {
     p.warnings.contains_key(&offer)
         || p.removed
             .iter()
-            .any(|h| h == crate::domain::symfony::FAILURE_HEADER)
+            .any(|h| h == crate::domain::convention::symfony::FAILURE_HEADER)
 }
 
 fn replay_preview(

@@ -8,9 +8,8 @@
 //! - An id that is not a string (binary) is kept in the `x-message-id` header ([`message_id`]).
 //! - A consumer that settles with `modified` (`delivery-failed`, `undeliverable-here`) may
 //!   annotate why under keys that start `x-opt-`; a 0.9.1 reader sees them as headers
-//!   ([`annotations`]).
+//!   (`convention::annotations`, which reads them into the fault).
 
-pub mod annotations;
 pub mod carrier;
 pub mod codec;
 pub mod sections;
@@ -18,7 +17,6 @@ pub mod sections;
 use super::message::Properties;
 use super::value::{HeaderValue, Table};
 
-pub use annotations::failure;
 pub use sections::body;
 
 /// The `type` the broker gives a message whose body it passes on AMQP-encoded.

@@ -1,20 +1,80 @@
 //! dramatiq's record: in the body (its JSON names the actor, the queue and, in `options`, the
-//! traceback and the retries), read from the body's head when the body was cut.
+//! traceback and the retries), read from the body's head when the body was cut. Its messages
+//! wait in `<queue>.XQ`; its retry count stays in the body, which a replay never changes.
 
 use serde_json::Value;
 
+use super::framework::{
+    BASE, Counter, Framework, Letter, Named, Replay, Role, Story, Told, after, has_stem,
+};
 use super::{
-    Convention, Fault, HASHED_BODY, Reading, RetryLimit, body_json, python_exception_line,
+    Convention, Fault, HASHED_BODY, IdPlace, Reading, RetryLimit, body_json, python_exception_line,
 };
 use crate::domain::message::DeadLetter;
+use crate::domain::target::{BodyBudget, BudgetLimit, ReplayWarning};
+
+pub(crate) const FRAMEWORK: Framework = Framework {
+    convention: Convention::Dramatiq,
+    name: "dramatiq",
+    label: "dramatiq",
+    // The body is read last of all records: what a replay changes in the headers must not
+    // depend on it (see the registry's order).
+    detect: |l| {
+        l.dl.queue.ends_with(".XQ")
+            && dramatiq_body(l.dl).is_some_and(|b| b.get("actor_name").is_some())
+    },
+    read: |l: &Letter<'_>| dramatiq(l.dl),
+    queue_name: |name| {
+        has_stem(name, ".XQ").then_some(Named {
+            role: Role::DeadLetter,
+            specific: true,
+        })
+    },
+    // dramatiq sets no AMQP `message_id`: its own is in the body.
+    id: |dl| dramatiq_message_id(&dl.body).map(|id| (IdPlace::Body("message_id"), id)),
+    retries_phrase: |_, r| r.retries.map(|n| after(n, "retry", "retries")),
+    story: Story {
+        by_actor: true,
+        ..BASE.story
+    },
+    replay: Replay {
+        counters: &[Counter::Body("options.retries")],
+        warn,
+        ..BASE.replay
+    },
+};
+
+/// dramatiq's default `max_retries` (its `Retries` middleware), used when neither the message
+/// nor, as far as Warren can know, the actor sets one.
+pub(crate) const DRAMATIQ_DEFAULT_MAX_RETRIES: i64 = 20;
+
+/// What is left of its retry budget, which a replay cannot reset.
+fn warn(t: &Told<'_>, warnings: &mut Vec<ReplayWarning>) {
+    warnings.push(ReplayWarning::RetryBudget(BodyBudget {
+        framework: "dramatiq",
+        counter: "options.retries",
+        limit_name: "max_retries",
+        // No count in a whole body is dramatiq's 0; in a cut one it may lie past the cut.
+        retries: match t.retries {
+            Some(n) => Some(n.max(0)),
+            None if t.dl.body_complete() => Some(0),
+            None => None,
+        },
+        limit: match t.retry_limit {
+            Some(RetryLimit::At(m)) => BudgetLimit::Stated(m),
+            Some(RetryLimit::Unlimited) => BudgetLimit::Unlimited,
+            None => BudgetLimit::Default(DRAMATIQ_DEFAULT_MAX_RETRIES),
+        },
+    }));
+}
 
 /// A dramatiq body: the whole JSON when it is complete, else its head, so that a body cut at a
 /// browse cap still names the actor and, unless the arguments fill the cap, holds `options`.
-pub(super) fn dramatiq_body(dl: &DeadLetter) -> Option<Value> {
+fn dramatiq_body(dl: &DeadLetter) -> Option<Value> {
     body_json(dl).or_else(|| dramatiq_head(&dl.body).map(Value::Object))
 }
 
-pub(super) fn dramatiq(dl: &DeadLetter) -> Reading {
+fn dramatiq(dl: &DeadLetter) -> Reading {
     let mut r = Reading::empty(Convention::Dramatiq);
     let body = dramatiq_body(dl);
     let options = body.as_ref().and_then(|b| b.get("options"));
@@ -138,4 +198,61 @@ pub fn dramatiq_head(body: &[u8]) -> Option<serde_json::Map<String, Value>> {
     // A cut-off body ends in an error once the fields are read; what was read before counts.
     let _ = Reader(&mut head).deserialize(&mut serde_json::Deserializer::from_slice(prefix));
     (!head.foreign && !head.fields.is_empty()).then_some(head.fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dramatiq_message_id_only_from_dramatiqs_shape() {
+        let id = |b: &str| dramatiq_message_id(b.as_bytes());
+        let full = r#"{"queue_name":"work","actor_name":"charge","args":[1,{"message_id":"inner"}],"kwargs":{},"options":{"retries":1},"message_id":"m-1","message_timestamp":1}"#;
+        assert_eq!(
+            id(full).as_deref(),
+            Some("m-1"),
+            "the top-level id, not one in the args"
+        );
+        assert_eq!(id(&format!("  \n{full}")).as_deref(), Some("m-1"));
+        // Cut anywhere after the id: still read.
+        assert_eq!(id(&full[..full.len() - 5]).as_deref(), Some("m-1"));
+        // Cut before it: none.
+        assert_eq!(id(&full[..60]), None);
+        // Not dramatiq's: another key, a missing actor or queue, an id that is not a string,
+        // blank or absurdly long, no object at all.
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":"a","tenant":"t","message_id":"m"}"#),
+            None
+        );
+        assert_eq!(id(r#"{"message_id":"m","queue_name":"q"}"#), None);
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":1,"message_id":"m"}"#),
+            None
+        );
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":"a","message_id":7}"#),
+            None
+        );
+        assert_eq!(
+            id(r#"{"queue_name":"q","actor_name":"a","message_id":"  "}"#),
+            None
+        );
+        let long = format!(
+            r#"{{"queue_name":"q","actor_name":"a","message_id":"{}"}}"#,
+            "i".repeat(MAX_ID + 1)
+        );
+        assert_eq!(id(&long), None);
+        for junk in [
+            "",
+            "[]",
+            "null",
+            "{",
+            "{\"queue_name\":",
+            "\u{0}\u{ff}",
+            "{{{{",
+        ] {
+            assert_eq!(id(junk), None, "{junk:?}");
+        }
+        assert_eq!(dramatiq_message_id(&[0xff, b'{', 0xfe]), None);
+    }
 }

@@ -11,7 +11,8 @@ use super::settings::{
     EffectiveSettings, PolicyIndex, effective_delivery_limit, effective_settings, is_wait_queue,
 };
 use super::topology::Topology;
-use crate::domain::convention::Convention;
+use crate::domain::convention::framework::Role;
+use crate::domain::convention::{self, Convention};
 use crate::domain::features::{self, BrokerFeatures, BrokerVersion, QueueType};
 
 /// How a vhost's local archive file is named in the queue list: RabbitMQ refuses to let a client
@@ -341,10 +342,6 @@ pub struct NameMatch {
     pub specific: bool,
 }
 
-fn stem_before<'n>(name: &'n str, suffix: &str) -> Option<&'n str> {
-    name.strip_suffix(suffix).filter(|s| !s.is_empty())
-}
-
 fn ends_with_ci(name: &str, suffix: &str) -> bool {
     name.len() > suffix.len()
         && name
@@ -352,41 +349,36 @@ fn ends_with_ci(name: &str, suffix: &str) -> bool {
             .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
 }
 
-/// Built-in naming conventions, then the configured patterns. `error` is claimed for
-/// NServiceBus although Rebus uses the same name: the message headers settle which.
+/// Each framework's naming (`convention::by_queue_name`), then the generic shapes, then the
+/// configured patterns. No name fits both a framework's and a generic shape, so the order
+/// between them decides nothing. `error` is claimed for NServiceBus although Rebus uses the
+/// same name: the message headers settle which.
 pub fn classify_name(name: &str, patterns: &[Regex]) -> Option<NameMatch> {
-    let m = |kind, convention, specific| {
-        Some(NameMatch {
+    if let Some((convention, named)) = convention::by_queue_name(name) {
+        let kind = match named.role {
+            Role::DeadLetter => DlqKind::DeadLetter,
+            Role::Error => DlqKind::Error,
+            Role::Skipped => DlqKind::Skipped,
+        };
+        return Some(NameMatch {
             kind,
             convention,
-            specific,
+            specific: named.specific,
+        });
+    }
+    let m = |kind| {
+        Some(NameMatch {
+            kind,
+            convention: Convention::Unknown,
+            specific: false,
         })
     };
     match name {
-        "error" => return m(DlqKind::Error, Convention::NServiceBus, true),
-        "wolverine-dead-letter-queue" => {
-            return m(DlqKind::DeadLetter, Convention::Wolverine, true);
-        }
-        "EasyNetQ_Default_Error_Queue" => return m(DlqKind::Error, Convention::EasyNetQ, true),
-        "parking-lot" | "parking_lot" | "parkinglot" => {
-            return m(DlqKind::ParkingLot, Convention::Unknown, false);
-        }
+        "parking-lot" | "parking_lot" | "parkinglot" => return m(DlqKind::ParkingLot),
         "dlq" | "dead-letter" | "deadletter" | "dead-letters" | "dead_letter" => {
-            return m(DlqKind::DeadLetter, Convention::Unknown, false);
+            return m(DlqKind::DeadLetter);
         }
         _ => {}
-    }
-    if stem_before(name, "_error").is_some() {
-        return m(DlqKind::Error, Convention::MassTransit, true);
-    }
-    if stem_before(name, "_skipped").is_some() {
-        return m(DlqKind::Skipped, Convention::MassTransit, true);
-    }
-    if stem_before(name, ".XQ").is_some() {
-        return m(DlqKind::DeadLetter, Convention::Dramatiq, true);
-    }
-    if stem_before(name, "-error").is_some() {
-        return m(DlqKind::Error, Convention::Sneakers, true);
     }
     for suffix in [
         ".parking-lot",
@@ -396,13 +388,8 @@ pub fn classify_name(name: &str, patterns: &[Regex]) -> Option<NameMatch> {
         "_parking_lot",
     ] {
         if ends_with_ci(name, suffix) {
-            return m(DlqKind::ParkingLot, Convention::Unknown, false);
+            return m(DlqKind::ParkingLot);
         }
-    }
-    if stem_before(name, ".dlq").is_some_and(|stem| stem.contains('.')) {
-        // Spring Cloud Stream's binder names DLQs `<destination>.<group>.dlq`; a plain
-        // `orders.dlq` is the generic broker convention (matched below).
-        return m(DlqKind::DeadLetter, Convention::Spring, false);
     }
     for suffix in [
         ".dlq",
@@ -414,11 +401,11 @@ pub fn classify_name(name: &str, patterns: &[Regex]) -> Option<NameMatch> {
         "_dead_letter",
     ] {
         if ends_with_ci(name, suffix) {
-            return m(DlqKind::DeadLetter, Convention::Unknown, false);
+            return m(DlqKind::DeadLetter);
         }
     }
     if patterns.iter().any(|p| p.is_match(name)) {
-        return m(DlqKind::DeadLetter, Convention::Unknown, false);
+        return m(DlqKind::DeadLetter);
     }
     None
 }

@@ -3,9 +3,10 @@
 //! 4 hands a 0.9.1 reader as headers (strings, integers and booleans only). The names are the
 //! ones RabbitMQ's documentation shows (`x-opt-dead-letter-reason`, `x-opt-exception`) and their
 //! plain variants; no configuration. Read by `convention::read` for any convention that recorded
-//! no fault of its own.
+//! no fault of its own: not a convention of its own, so not in the registry. Here rather than in
+//! `amqp10`, which then needs nothing of `convention`.
 
-use crate::domain::convention::{Fault, python_exception_line};
+use super::{Fault, python_exception_line};
 use crate::domain::value::{HeaderValue, Table};
 
 /// Annotations naming the failure (an exception, `Type: message` or a type alone).

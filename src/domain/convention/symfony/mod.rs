@@ -10,12 +10,35 @@
 use jiff::Timestamp;
 use serde_json::Value;
 
-use crate::domain::convention::{Fault, Reading, parse_time, text};
+use super::framework::{BASE, Framework, Replay, Rule};
+use super::{Convention, Fault, Reading, parse_time, text};
 use crate::domain::message::DeadLetter;
+use crate::domain::target::ReplayWarning;
 use crate::domain::value::{HeaderValue, Table};
 use crate::domain::xdeath::value_text;
 
 mod php;
+
+pub(crate) const FRAMEWORK: Framework = Framework {
+    convention: Convention::Symfony,
+    name: "symfony",
+    label: "Symfony Messenger",
+    detect: |l| serializer(l.dl).is_some(),
+    read: |l| read(l.dl, Reading::empty(Convention::Symfony)),
+    retries_phrase: |dl, r| retries_phrase(dl, r.retries),
+    replay: Replay {
+        // Its retry count and error record (JSON serializer); `SentToFailureTransportStamp`
+        // goes only when asked (`finish`).
+        strips: &[Rule::Exact(REDELIVERY_HEADER), Rule::Exact(ERROR_HEADER)],
+        // What it reads, the last `RedeliveryStamp`, may be in the body: `surviving` says.
+        finish: failure_stamp,
+        surviving: |dl, headers| {
+            (!retry_count_reset(dl, headers)).then(|| "Symfony's last RedeliveryStamp".to_string())
+        },
+        ..BASE.replay
+    },
+    ..BASE
+};
 
 const STAMP: &str = "X-Message-Stamp-Symfony\\Component\\Messenger\\Stamp\\";
 /// The JSON serializer's retry-count header: a replay removes it for a fresh budget.
@@ -81,7 +104,7 @@ pub fn record(dl: &DeadLetter) -> Record {
 /// `RedeliveryStamp` counted: the failure transport's own stamp resets the last to 0), the
 /// message class, and, for the failure transport's messages, the queue it failed in (the routing
 /// key Symfony sent it here with).
-pub(crate) fn read(dl: &DeadLetter, mut r: Reading) -> Reading {
+fn read(dl: &DeadLetter, mut r: Reading) -> Reading {
     let rec = record(dl);
     if rec.exception_class.is_some() || rec.exception_message.is_some() {
         r.fault = Some(Fault {
@@ -151,7 +174,7 @@ fn bounded(s: &str) -> String {
 }
 
 /// The verdict's words for Symfony's retries and transport: "after 2 retries on transport async".
-pub(crate) fn retries_phrase(dl: &DeadLetter, retries: Option<i64>) -> Option<String> {
+fn retries_phrase(dl: &DeadLetter, retries: Option<i64>) -> Option<String> {
     let transport = record(dl).transport;
     let mut s = match retries.unwrap_or(0) {
         0 => "without retries".to_string(),
@@ -167,10 +190,31 @@ pub(crate) fn retries_phrase(dl: &DeadLetter, retries: Option<i64>) -> Option<St
 /// Whether the retry count Symfony will read (the last `RedeliveryStamp`) is 0 once the plan's
 /// `headers` go out: the JSON header removed, or the body's last stamp 0 (the failure transport
 /// writes a `RedeliveryStamp(0)` itself).
-pub(crate) fn retry_count_reset(dl: &DeadLetter, headers: &Table) -> bool {
+fn retry_count_reset(dl: &DeadLetter, headers: &Table) -> bool {
     match serializer(dl) {
         Some(Serializer::Json) => !headers.contains_key(REDELIVERY_HEADER),
         Some(Serializer::Php) => php::record(&dl.body).retry_counts.last().copied() == Some(0),
         None => true,
+    }
+}
+
+/// `SentToFailureTransportStamp`: removed when asked (`--strip-failure-stamp`) and it is a
+/// header; otherwise the plan warns that Symfony drops the message should it fail again.
+fn failure_stamp(
+    dl: &DeadLetter,
+    strip: bool,
+    headers: &mut Table,
+    removed: &mut Vec<String>,
+    warnings: &mut Vec<ReplayWarning>,
+) {
+    let json = serializer(dl) == Some(Serializer::Json);
+    if json && strip {
+        if headers.remove(FAILURE_HEADER).is_some() {
+            removed.push(FAILURE_HEADER.to_string());
+        }
+        return;
+    }
+    if record(dl).failed_before {
+        warnings.push(ReplayWarning::SymfonyDropsOnFailure { strippable: json });
     }
 }
