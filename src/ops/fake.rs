@@ -30,7 +30,7 @@ use crate::domain::discovery::{JsonMap, Policy};
 use crate::domain::message::DeadLetter;
 use crate::domain::protect::ProtectPlan;
 use crate::domain::redirect::{self, Destination, Entry, RedirectRecord};
-use crate::store::{AuditOutcome, AuditStart, Operation};
+use crate::store::{AuditOutcome, AuditStart, Operation, ProtectRecord};
 
 pub(crate) const REDIRECT_STREAM: &str = "warren.redirects";
 pub(crate) const AUDIT_STREAM: &str = "warren.audit";
@@ -44,7 +44,7 @@ pub(crate) struct FakeBroker {
     pub(crate) queues: HashMap<String, Destination>,
     pub(crate) streams: Mutex<HashSet<String>>,
     pub(crate) entries: Mutex<Vec<Entry>>,
-    /// The broker's audit stream, an entry a line.
+    /// The broker's audit stream, an entry a line: "KIND EVENT RUN-ID", or a run's outcome.
     pub(crate) audit: Arc<Mutex<Vec<String>>>,
     pub(crate) policies: Mutex<Vec<String>>,
     pub(crate) calls: Arc<Mutex<Vec<String>>>,
@@ -52,6 +52,10 @@ pub(crate) struct FakeBroker {
     pub(crate) dlq: Dlq,
     /// The local store's audit rows.
     pub(crate) rows: Arc<Mutex<Vec<Row>>>,
+    /// The local store's protects.
+    pub(crate) protects: Arc<Mutex<Vec<ProtectRecord>>>,
+    /// The records of the broker's audit stream's entries, as JSON, in the order of `audit`.
+    pub(crate) records: Arc<Mutex<Vec<serde_json::Value>>>,
 }
 
 /// What archive and discard meet: the DLQs, the archive, the store, and how the run ends.
@@ -113,6 +117,10 @@ impl FakeBroker {
 
     pub(crate) fn audit(&self) -> Vec<String> {
         self.audit.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn records(&self) -> Vec<serde_json::Value> {
+        self.records.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
     pub(crate) fn calls(&self) -> Vec<String> {
@@ -212,31 +220,9 @@ impl RedirectPort for FakeBroker {
         self.entries.lock().map_err(|e| e.to_string())?.push(entry);
         Ok(())
     }
-
-    async fn record(
-        &self,
-        event: &'static str,
-        rec: &RedirectRecord,
-        consent: Consent<'_>,
-    ) -> Vec<String> {
-        self.call(&format!("record {event}"));
-        match self.open_stream(AUDIT_STREAM, consent) {
-            Ok(()) => {
-                if let Ok(mut a) = self.audit.lock() {
-                    a.push(format!("redirect {event} {} → {}", rec.from, rec.to));
-                }
-                Vec::new()
-            }
-            Err(why) => vec![format!("the broker audit record was not written ({why})")],
-        }
-    }
 }
 
 impl ProtectPort for FakeBroker {
-    fn create_streams(&self) -> Option<bool> {
-        self.create_streams
-    }
-
     async fn protect(&self, queue: &str, apply: bool) -> Result<ProtectPlan, Stop> {
         self.call(&format!("protect {queue} apply={apply}"));
         let policy = Policy {
@@ -255,24 +241,6 @@ impl ProtectPort for FakeBroker {
             limit_before: Some(20),
             limit_after: None,
         })
-    }
-
-    async fn record_protect(
-        &self,
-        queue: &str,
-        _plan: &ProtectPlan,
-        consent: Consent<'_>,
-    ) -> Vec<String> {
-        self.call(&format!("record protect {queue}"));
-        match self.open_stream(AUDIT_STREAM, consent) {
-            Ok(()) => {
-                if let Ok(mut a) = self.audit.lock() {
-                    a.push(format!("protect {queue}"));
-                }
-                Vec::new()
-            }
-            Err(why) => vec![format!("the broker audit record was not written ({why})")],
-        }
     }
 }
 
@@ -374,6 +342,7 @@ pub(crate) struct FakeWork {
 /// The local store, in memory: its rows, its calls in the broker's log.
 pub(crate) struct FakeMemory {
     rows: Arc<Mutex<Vec<Row>>>,
+    protects: Arc<Mutex<Vec<ProtectRecord>>>,
     calls: Arc<Mutex<Vec<String>>>,
 }
 
@@ -414,18 +383,62 @@ impl MemoryPort for FakeMemory {
             None => vec![format!("no audit record #{id}")],
         }
     }
+
+    fn keep_protect(&self, rec: &ProtectRecord) -> Result<(), String> {
+        log(&self.calls, format!("memory protect {}", rec.queue));
+        self.protects
+            .lock()
+            .map_err(|e| e.to_string())?
+            .push(rec.clone());
+        Ok(())
+    }
 }
 
-/// The broker half of a run's record, on the fake's audit stream.
+/// The broker's audit stream as a record opened it: its entries go to the fake's audit.
 pub(crate) struct FakeLog {
-    written: bool,
+    /// Why it could not be opened.
+    unwritten: Option<String>,
+    /// Whether that was said.
+    said: bool,
     audit: Arc<Mutex<Vec<String>>>,
+    records: Arc<Mutex<Vec<serde_json::Value>>>,
     calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeLog {
+    /// Why the broker record was not written, the first time (as `BrokerRecord` says it).
+    fn why_once(&mut self) -> Option<String> {
+        if self.said {
+            return None;
+        }
+        self.said = true;
+        self.unwritten.clone()
+    }
 }
 
 impl BrokerLog for FakeLog {
     fn is_written(&self) -> bool {
-        self.written
+        self.unwritten.is_none()
+    }
+
+    async fn append<T: serde::Serialize + Sync>(
+        &mut self,
+        kind: &str,
+        event: &str,
+        run_id: &str,
+        record: &T,
+    ) -> Option<String> {
+        log(&self.calls, format!("record {event} {kind}"));
+        if self.unwritten.is_some() {
+            return self.why_once();
+        }
+        if let Ok(mut a) = self.audit.lock() {
+            a.push(format!("{kind} {event} {run_id}"));
+        }
+        if let (Ok(mut r), Ok(json)) = (self.records.lock(), serde_json::to_value(record)) {
+            r.push(json);
+        }
+        None
     }
 
     async fn finish(
@@ -436,8 +449,8 @@ impl BrokerLog for FakeLog {
         moved: &Spool,
     ) -> Option<String> {
         log(&self.calls, format!("record finish {op} {}", out.outcome));
-        if !self.written {
-            return None;
+        if self.unwritten.is_some() {
+            return self.why_once();
         }
         if let Ok(mut a) = self.audit.lock() {
             a.push(format!(
@@ -455,48 +468,37 @@ impl RecordPort for FakeBroker {
     type Log = FakeLog;
     type Memory = FakeMemory;
 
+    fn operator(&self) -> Author {
+        RedirectPort::author(self)
+    }
+
     fn memory(&self) -> Result<FakeMemory, String> {
         self.call("memory open");
         match &self.dlq.store_broken {
             Some(why) => Err(why.clone()),
             None => Ok(FakeMemory {
                 rows: self.rows.clone(),
+                protects: self.protects.clone(),
                 calls: self.calls.clone(),
             }),
         }
     }
 
-    async fn record_start(
-        &self,
-        op: Operation,
-        start: &AuditStart,
-        consent: Consent<'_>,
-    ) -> (FakeLog, Option<String>) {
-        self.call(&format!("record start {}", op.as_str()));
-        let opened = self.open_stream(AUDIT_STREAM, consent);
-        if opened.is_ok()
-            && let Ok(mut a) = self.audit.lock()
-        {
-            a.push(format!("{} start {}", op.as_str(), start.run_id));
-        }
-        let log = FakeLog {
-            written: opened.is_ok(),
+    async fn open_log(&self, consent: Consent<'_>) -> FakeLog {
+        self.call("audit open");
+        let declined = matches!(consent, Consent::Declined);
+        FakeLog {
+            unwritten: self.open_stream(AUDIT_STREAM, consent).err(),
+            said: declined,
             audit: self.audit.clone(),
+            records: self.records.clone(),
             calls: self.calls.clone(),
-        };
-        let note = opened.err().map(|why| {
-            format!("the broker audit record was not written ({why}); the local record was")
-        });
-        (log, note)
+        }
     }
 }
 
 impl ArchivePort for FakeBroker {
     type Work = FakeWork;
-
-    fn operator(&self) -> Author {
-        RedirectPort::author(self)
-    }
 
     fn archive_settings(&self) -> &ArchiveSettings {
         &self.dlq.archive
