@@ -27,6 +27,7 @@ use crate::broker::session::{
 use crate::broker::spool::Spool;
 use crate::domain::archive::Stamp;
 use crate::domain::discovery::{JsonMap, Policy};
+use crate::domain::grouping::GroupNote;
 use crate::domain::message::DeadLetter;
 use crate::domain::protect::ProtectPlan;
 use crate::domain::redirect::{self, Destination, Entry, RedirectRecord};
@@ -56,6 +57,19 @@ pub(crate) struct FakeBroker {
     pub(crate) protects: Arc<Mutex<Vec<ProtectRecord>>>,
     /// The records of the broker's audit stream's entries, as JSON, in the order of `audit`.
     pub(crate) records: Arc<Mutex<Vec<serde_json::Value>>>,
+    /// The local store's group notes and first-seen times, by vhost key.
+    pub(crate) memory: Arc<Mutex<Remembered>>,
+    /// The context keeps no audit stream (`audit_stream = ""`).
+    pub(crate) audit_off: bool,
+}
+
+/// What the local store remembers beside the audit: group notes and first-seen times.
+#[derive(Default)]
+pub(crate) struct Remembered {
+    /// (vhost key, note).
+    pub(crate) notes: Vec<(String, GroupNote)>,
+    /// (vhost key, queue, message key) → first seen.
+    pub(crate) seen: HashMap<(String, String, String), jiff::Timestamp>,
 }
 
 /// What archive and discard meet: the DLQs, the archive, the store, and how the run ends.
@@ -176,6 +190,7 @@ impl RedirectPort for FakeBroker {
             context: "c".into(),
             vhost: "v".into(),
             create_streams: self.create_streams,
+            audit_stream: !self.audit_off,
         }
     }
 
@@ -343,7 +358,14 @@ pub(crate) struct FakeWork {
 pub(crate) struct FakeMemory {
     rows: Arc<Mutex<Vec<Row>>>,
     protects: Arc<Mutex<Vec<ProtectRecord>>>,
+    memory: Arc<Mutex<Remembered>>,
     calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeMemory {
+    fn remembered(&self) -> Result<std::sync::MutexGuard<'_, Remembered>, String> {
+        self.memory.lock().map_err(|e| e.to_string())
+    }
 }
 
 fn log(calls: &Mutex<Vec<String>>, what: String) {
@@ -391,6 +413,69 @@ impl MemoryPort for FakeMemory {
             .map_err(|e| e.to_string())?
             .push(rec.clone());
         Ok(())
+    }
+
+    fn set_note(&self, vhost_key: &str, note: &GroupNote) -> Result<bool, String> {
+        log(&self.calls, format!("memory note {}", note.key));
+        let mut m = self.remembered()?;
+        m.notes.retain(|(k, n)| {
+            !(k == vhost_key && n.queue == note.queue && n.by == note.by && n.key == note.key)
+        });
+        let kept = !note.text.is_empty();
+        if kept {
+            m.notes.push((vhost_key.to_string(), note.clone()));
+        }
+        Ok(kept)
+    }
+
+    fn notes(&self, vhost_key: &str, queue: &str) -> Result<Vec<GroupNote>, String> {
+        log(&self.calls, format!("memory notes {queue}"));
+        let m = self.remembered()?;
+        Ok(m.notes
+            .iter()
+            .filter(|(k, n)| k == vhost_key && n.queue == queue)
+            .map(|(_, n)| n.clone())
+            .collect())
+    }
+
+    fn forget_notes(&self, vhost_key: &str, gone: &[&GroupNote]) -> Result<usize, String> {
+        log(&self.calls, format!("memory forget {}", gone.len()));
+        let mut m = self.remembered()?;
+        let before = m.notes.len();
+        m.notes
+            .retain(|(k, n)| !(k == vhost_key && gone.contains(&n)));
+        Ok(before - m.notes.len())
+    }
+
+    fn seen(
+        &self,
+        vhost_key: &str,
+        queue: &str,
+        keys: &[String],
+        now: jiff::Timestamp,
+    ) -> Result<HashMap<String, jiff::Timestamp>, String> {
+        log(&self.calls, format!("memory seen {queue} {}", keys.len()));
+        let mut m = self.remembered()?;
+        Ok(keys
+            .iter()
+            .map(|k| {
+                let at = *m
+                    .seen
+                    .entry((vhost_key.to_string(), queue.to_string(), k.clone()))
+                    .or_insert(now);
+                (k.clone(), at)
+            })
+            .collect())
+    }
+
+    fn replays(
+        &self,
+        _context: &str,
+        _vhost: &str,
+        ids: &[String],
+    ) -> Result<HashMap<String, i64>, String> {
+        log(&self.calls, format!("memory replays {}", ids.len()));
+        Ok(HashMap::new())
     }
 }
 
@@ -472,6 +557,10 @@ impl RecordPort for FakeBroker {
         RedirectPort::author(self)
     }
 
+    fn memory_key(&self) -> String {
+        "c/v".into()
+    }
+
     fn memory(&self) -> Result<FakeMemory, String> {
         self.call("memory open");
         match &self.dlq.store_broken {
@@ -479,6 +568,7 @@ impl RecordPort for FakeBroker {
             None => Ok(FakeMemory {
                 rows: self.rows.clone(),
                 protects: self.protects.clone(),
+                memory: self.memory.clone(),
                 calls: self.calls.clone(),
             }),
         }

@@ -2,7 +2,7 @@
 //! local store, the record port for the broker's audit stream. A run (replay, archive, restore
 //! and discard alike) is on the record before anything moves and finished with what really
 //! happened (`Record`); a change that is no run — a protect's policy ([`protect`]), a redirect
-//! ([`redirect`]) — is recorded once it is made. What could not be written is said in the
+//! ([`redirect`]), a group note ([`note`]) — is recorded once it is made. What could not be written is said in the
 //! operator's words, once.
 
 use super::ports::{BrokerLog, MemoryPort, RecordPort};
@@ -10,9 +10,10 @@ use crate::broker::audit::{BrokerRecord, Consent, new_run_id};
 use crate::broker::replay::Summary;
 use crate::broker::session::SessionError;
 use crate::broker::spool::Spool;
+use crate::domain::grouping::GroupNote;
 use crate::domain::protect::ProtectPlan;
 use crate::domain::redirect::RedirectRecord;
-use crate::store::{AuditOutcome, AuditStart, Operation, ProtectRecord};
+use crate::store::{AuditOutcome, AuditStart, NoteRecord, Operation, ProtectRecord};
 
 /// What still holds a change whose broker record could not be written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +22,8 @@ pub(crate) enum Kept {
     Locally,
     /// The redirect stream has it (a redirect has no local record).
     OnRedirectStream,
+    /// Only this machine's store has it (a group note).
+    OnThisMachine,
 }
 
 /// The broker's record of a change was not written (`why`): said in the operator's words.
@@ -28,6 +31,7 @@ pub(crate) fn unwritten(why: &str, kept: Kept) -> String {
     let kept = match kept {
         Kept::Locally => "the local record was",
         Kept::OnRedirectStream => "the redirect stream has the change",
+        Kept::OnThisMachine => "the note is kept on this machine only",
     };
     format!("the broker audit record was not written ({why}); {kept}")
 }
@@ -190,6 +194,39 @@ pub(crate) async fn redirect<P: RecordPort>(
         .append(crate::broker::redirects::KIND, event, &run_id, rec)
         .await;
     note.map(|why| unwritten(&why, Kept::OnRedirectStream))
+        .into_iter()
+        .collect()
+}
+
+/// Puts a group note set (or removed: an empty text) on the broker's audit stream, kind `note`,
+/// event `set` or `forget`, as `consent` allows (the store kept it first, `ops::note`).
+/// Returns what could not be written.
+pub(crate) async fn note<P: RecordPort>(
+    p: &P,
+    note: &GroupNote,
+    consent: Consent<'_>,
+) -> Vec<String> {
+    let who = p.operator();
+    let rec = NoteRecord {
+        at: note.at,
+        author: note.author.clone(),
+        broker_user: who.broker_user,
+        context: who.context,
+        vhost: who.vhost,
+        queue: note.queue.clone(),
+        by: note.by.as_str().to_string(),
+        key: note.key.clone(),
+        text: note.text.clone(),
+    };
+    let event = if note.text.is_empty() {
+        "forget"
+    } else {
+        "set"
+    };
+    let mut log = p.open_log(consent).await;
+    let written = log.append("note", event, &new_run_id(note.at), &rec).await;
+    written
+        .map(|why| unwritten(&why, Kept::OnThisMachine))
         .into_iter()
         .collect()
 }

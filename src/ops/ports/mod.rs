@@ -37,6 +37,9 @@ pub struct Author {
     pub vhost: String,
     /// `create_audit_stream` in the context, when set.
     pub create_streams: Option<bool>,
+    /// Whether the context keeps an audit stream on the broker (`audit_stream = ""` turns it
+    /// off).
+    pub audit_stream: bool,
 }
 
 /// What a redirect needs of the broker (its record is kept through `RecordPort`).
@@ -81,6 +84,7 @@ impl RedirectPort for Session {
             context: self.target.context.clone(),
             vhost: self.vhost().to_string(),
             create_streams: self.target.audit.create,
+            audit_stream: self.target.audit.stream.is_some(),
         }
     }
 

@@ -4,18 +4,23 @@
 //! no run (a protect's policy, a redirect, a group note). `Session` and `Store` implement them
 //! with the code the operations called directly before; `ops::fake` implements them in memory.
 
+use std::collections::HashMap;
 use std::future::Future;
 
+use jiff::Timestamp;
 use serde::Serialize;
 
 use super::Author;
 use crate::broker::audit::{BrokerRecord, Consent};
 use crate::broker::session::Session;
 use crate::broker::spool::Spool;
+use crate::domain::grouping::GroupNote;
 use crate::store::{AuditOutcome, AuditStart, Operation, ProtectRecord, Store};
 
-/// Warren's local store as the record uses it: the audit's row of a run, begun before anything
-/// moves and finished with what really happened, and the protects.
+/// Warren's local store, as the operations use it: the audit's row of a run, begun before
+/// anything moves and finished with what really happened, the protects, the notes on groups
+/// and the first-seen times of messages. `vhost_key` is where a context's vhost is remembered
+/// (`RecordPort::memory_key`).
 pub trait MemoryPort {
     /// Writes the run's start; its number in the store, or why it could not be written.
     fn start_run(&self, op: Operation, start: &AuditStart) -> Result<i64, String>;
@@ -23,6 +28,29 @@ pub trait MemoryPort {
     fn finish_run(&self, id: i64, out: &AuditOutcome, moved: &Spool) -> Vec<String>;
     /// Keeps the record of a policy a protect set.
     fn keep_protect(&self, rec: &ProtectRecord) -> Result<(), String>;
+    /// Keeps `note` as the note of its group, replacing any earlier one (an empty text removes
+    /// it): whether a note is now kept.
+    fn set_note(&self, vhost_key: &str, note: &GroupNote) -> Result<bool, String>;
+    /// The notes on `queue`'s groups, every grouping mode, oldest first.
+    fn notes(&self, vhost_key: &str, queue: &str) -> Result<Vec<GroupNote>, String>;
+    /// Forgets the notes of groups that are gone: how many were.
+    fn forget_notes(&self, vhost_key: &str, gone: &[&GroupNote]) -> Result<usize, String>;
+    /// Records `now` as the first-seen time of the messages with `keys` in `queue` not seen
+    /// before: every key's first-seen time.
+    fn seen(
+        &self,
+        vhost_key: &str,
+        queue: &str,
+        keys: &[String],
+        now: Timestamp,
+    ) -> Result<HashMap<String, Timestamp>, String>;
+    /// How many audited replays in `context` and `vhost` moved each of the messages `ids`.
+    fn replays(
+        &self,
+        context: &str,
+        vhost: &str,
+        ids: &[String],
+    ) -> Result<HashMap<String, i64>, String>;
 }
 
 impl MemoryPort for Store {
@@ -36,6 +64,42 @@ impl MemoryPort for Store {
 
     fn keep_protect(&self, rec: &ProtectRecord) -> Result<(), String> {
         self.record_protect(rec).map_err(|e| e.to_string())
+    }
+
+    fn set_note(&self, vhost_key: &str, note: &GroupNote) -> Result<bool, String> {
+        self.set_group_note(vhost_key, note)
+            .map_err(|e| e.to_string())
+    }
+
+    fn notes(&self, vhost_key: &str, queue: &str) -> Result<Vec<GroupNote>, String> {
+        self.group_notes(vhost_key, queue)
+            .map_err(|e| e.to_string())
+    }
+
+    fn forget_notes(&self, vhost_key: &str, gone: &[&GroupNote]) -> Result<usize, String> {
+        self.forget_group_notes(vhost_key, gone)
+            .map_err(|e| e.to_string())
+    }
+
+    fn seen(
+        &self,
+        vhost_key: &str,
+        queue: &str,
+        keys: &[String],
+        now: Timestamp,
+    ) -> Result<HashMap<String, Timestamp>, String> {
+        self.record_seen(vhost_key, queue, keys, now)
+            .map_err(|e| e.to_string())
+    }
+
+    fn replays(
+        &self,
+        context: &str,
+        vhost: &str,
+        ids: &[String],
+    ) -> Result<HashMap<String, i64>, String> {
+        self.replay_counts(context, vhost, ids)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -97,6 +161,8 @@ pub trait RecordPort: Sync {
     /// Who acts, as the broker vouches (`whoami`), where, and what the context says of the
     /// audit stream.
     fn operator(&self) -> Author;
+    /// Where Warren remembers this vhost of this context (first-seen times, notes).
+    fn memory_key(&self) -> String;
     /// Warren's local store, opened; `Err`: why it cannot be.
     fn memory(&self) -> Result<Self::Memory, String>;
     /// Opens the broker's audit stream for appending, creating it as `consent` allows.
@@ -113,7 +179,12 @@ impl RecordPort for Session {
             context: self.target.context.clone(),
             vhost: self.vhost().to_string(),
             create_streams: self.target.audit.create,
+            audit_stream: self.target.audit.stream.is_some(),
         }
+    }
+
+    fn memory_key(&self) -> String {
+        Session::memory_key(self)
     }
 
     fn memory(&self) -> Result<Store, String> {
