@@ -559,7 +559,7 @@ pub async fn came_back(
         // Only a replay out of a queue: what an archive or a discard took does not come back
         // there, and a replay from the archive (`restore --replay`, whose source is named
         // "stream '…'" or "local file …") sends failures to DLQs its record does not name.
-        let from_queue = r.operation == crate::store::Operation::Replay
+        let from_queue = r.operation == crate::domain::run::RunKind::Replay
             && !r.from_queue.starts_with("stream '")
             && !r.from_queue.starts_with("local file ");
         if from_queue

@@ -712,7 +712,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         result,
         notes,
         a.json,
-        (crate::store::Operation::Replay, None),
+        (crate::domain::run::RunKind::Replay, None),
     )
 }
 

@@ -31,7 +31,8 @@ use crate::domain::grouping::GroupNote;
 use crate::domain::message::DeadLetter;
 use crate::domain::protect::ProtectPlan;
 use crate::domain::redirect::{self, Destination, Entry, RedirectRecord};
-use crate::store::{AuditOutcome, AuditStart, Operation, ProtectRecord};
+use crate::domain::run::RunKind;
+use crate::store::{AuditOutcome, AuditStart, ProtectRecord};
 
 pub(crate) const REDIRECT_STREAM: &str = "warren.redirects";
 pub(crate) const AUDIT_STREAM: &str = "warren.audit";
@@ -99,7 +100,7 @@ pub(crate) struct Dlq {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Row {
     pub(crate) id: i64,
-    pub(crate) op: Operation,
+    pub(crate) op: RunKind,
     pub(crate) run_id: String,
     /// The outcome's words, once finished.
     pub(crate) outcome: Option<String>,
@@ -296,9 +297,9 @@ impl Front for TestFront {
     fn plan(&mut self, _plan: Plan<'_>) {
         self.asked.push("plan".into());
     }
-    fn go_ahead(&mut self, count: u64, verb: &str, typed: bool) -> Result<bool, String> {
+    fn go_ahead(&mut self, count: u64, kind: RunKind, typed: bool) -> Result<bool, String> {
         self.asked
-            .push(format!("go ahead: {verb} {count} typed={typed}"));
+            .push(format!("go ahead: {} {count} typed={typed}", kind.verb()));
         Ok(self.answer == Answer::Yes)
     }
     fn audit_consent(&mut self, configured: Option<bool>) -> Consent<'_> {
@@ -375,7 +376,7 @@ fn log(calls: &Mutex<Vec<String>>, what: String) {
 }
 
 impl MemoryPort for FakeMemory {
-    fn start_run(&self, op: Operation, start: &AuditStart) -> Result<i64, String> {
+    fn start_run(&self, op: RunKind, start: &AuditStart) -> Result<i64, String> {
         log(&self.calls, format!("memory start {}", op.as_str()));
         let mut rows = self.rows.lock().map_err(|e| e.to_string())?;
         let id = rows.len() as i64 + 1;

@@ -28,6 +28,7 @@ mod tests_notes;
 mod tests_ports;
 
 use crate::broker::audit::Consent;
+use crate::domain::run::RunKind;
 
 /// Why an operation stopped before anything moved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,9 +55,10 @@ pub enum Stop {
 pub trait Front: Send {
     /// The plan is known: show it (the CLI prints it; the TUI's modal showed it already).
     fn plan(&mut self, plan: Plan<'_>);
-    /// The go-ahead for `count` messages (`typed`: the operator types the count). `Err`: it
-    /// cannot be asked (no terminal), with what to do instead.
-    fn go_ahead(&mut self, count: u64, verb: &str, typed: bool) -> Result<bool, String>;
+    /// The go-ahead for a run of `kind` taking `count` messages (`typed`: the operator types
+    /// the count; `RunKind::verb` and `undone` say it). `Err`: it cannot be asked (no
+    /// terminal), with what to do instead.
+    fn go_ahead(&mut self, count: u64, kind: RunKind, typed: bool) -> Result<bool, String>;
     /// May Warren create the broker's audit stream? `configured`: the context's
     /// `create_audit_stream`, when set.
     fn audit_consent(&mut self, configured: Option<bool>) -> Consent<'_>;

@@ -13,7 +13,8 @@ use crate::broker::spool::Spool;
 use crate::domain::grouping::GroupNote;
 use crate::domain::protect::ProtectPlan;
 use crate::domain::redirect::RedirectRecord;
-use crate::store::{AuditOutcome, AuditStart, NoteRecord, Operation, ProtectRecord};
+use crate::domain::run::RunKind;
+use crate::store::{AuditOutcome, AuditStart, NoteRecord, ProtectRecord};
 
 /// What still holds a change whose broker record could not be written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +39,7 @@ pub(crate) fn unwritten(why: &str, kept: Kept) -> String {
 
 /// A run's record; `L` is its broker half (the audit stream's, on a `Session`).
 pub struct Record<L = BrokerRecord> {
-    op: Operation,
+    op: RunKind,
     audit_id: Option<i64>,
     broker: L,
     run_id: String,
@@ -51,7 +52,7 @@ impl Record {
     /// words). Then [`Record::begin`].
     pub fn start_local<M: MemoryPort>(
         store: &M,
-        op: Operation,
+        op: RunKind,
         start: &AuditStart,
     ) -> Result<i64, String> {
         store
@@ -60,7 +61,7 @@ impl Record {
     }
 
     /// A run kept off the record (`--no-audit`): `why` says so.
-    pub fn off(op: Operation, run_id: &str, why: &str) -> Record {
+    pub fn off(op: RunKind, run_id: &str, why: &str) -> Record {
         Record {
             op,
             audit_id: None,
@@ -78,7 +79,7 @@ impl<L: BrokerLog> Record<L> {
     pub async fn begin<P: RecordPort<Log = L>>(
         p: &P,
         audit_id: i64,
-        op: Operation,
+        op: RunKind,
         start: &AuditStart,
         consent: Consent<'_>,
     ) -> Record<L> {

@@ -15,7 +15,8 @@ use crate::broker::audit::{BrokerRecord, Consent};
 use crate::broker::session::Session;
 use crate::broker::spool::Spool;
 use crate::domain::grouping::GroupNote;
-use crate::store::{AuditOutcome, AuditStart, Operation, ProtectRecord, Store};
+use crate::domain::run::RunKind;
+use crate::store::{AuditOutcome, AuditStart, ProtectRecord, Store};
 
 /// Warren's local store, as the operations use it: the audit's row of a run, begun before
 /// anything moves and finished with what really happened, the protects, the notes on groups
@@ -23,7 +24,7 @@ use crate::store::{AuditOutcome, AuditStart, Operation, ProtectRecord, Store};
 /// (`RecordPort::memory_key`).
 pub trait MemoryPort {
     /// Writes the run's start; its number in the store, or why it could not be written.
-    fn start_run(&self, op: Operation, start: &AuditStart) -> Result<i64, String>;
+    fn start_run(&self, op: RunKind, start: &AuditStart) -> Result<i64, String>;
     /// Writes how run `id` ended, with its moved ids: what could not be written.
     fn finish_run(&self, id: i64, out: &AuditOutcome, moved: &Spool) -> Vec<String>;
     /// Keeps the record of a policy a protect set.
@@ -54,7 +55,7 @@ pub trait MemoryPort {
 }
 
 impl MemoryPort for Store {
-    fn start_run(&self, op: Operation, start: &AuditStart) -> Result<i64, String> {
+    fn start_run(&self, op: RunKind, start: &AuditStart) -> Result<i64, String> {
         self.begin_operation(op, start).map_err(|e| e.to_string())
     }
 
