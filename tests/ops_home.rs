@@ -36,8 +36,13 @@ impl Front for Recording {
             Plan::Restore(_) => "restore",
         });
     }
-    fn go_ahead(&mut self, count: u64, verb: &str, _typed: bool) -> Result<bool, String> {
-        self.asked.push(format!("{verb} {count}"));
+    fn go_ahead(
+        &mut self,
+        count: u64,
+        kind: warren::domain::run::RunKind,
+        _typed: bool,
+    ) -> Result<bool, String> {
+        self.asked.push(format!("{} {count}", kind.verb()));
         Ok(true)
     }
     fn audit_consent(&mut self, _configured: Option<bool>) -> Consent<'_> {

@@ -523,8 +523,13 @@ impl warren::ops::Front for Refusing {
     fn plan(&mut self, _plan: warren::ops::Plan<'_>) {
         self.asked.push("plan".into());
     }
-    fn go_ahead(&mut self, _count: u64, verb: &str, _typed: bool) -> Result<bool, String> {
-        self.asked.push(verb.into());
+    fn go_ahead(
+        &mut self,
+        _count: u64,
+        kind: warren::domain::run::RunKind,
+        _typed: bool,
+    ) -> Result<bool, String> {
+        self.asked.push(kind.verb().into());
         Ok(true)
     }
     fn audit_consent(&mut self, _configured: Option<bool>) -> warren::broker::audit::Consent<'_> {

@@ -2420,7 +2420,7 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
     assert!(text_of(&warren::tui::replays::lines(&st, 0)).contains("Reading the audit"));
     let run = |id: &str, back: Option<CameBack>| RunSummary {
         run_id: Some(id.into()),
-        operation: warren::store::Operation::Replay,
+        operation: warren::domain::run::RunKind::Replay,
         started_at: st.now,
         os_user: "alice".into(),
         broker_user: "guest".into(),
@@ -2452,7 +2452,7 @@ fn r_opens_the_replays_view_with_what_came_back_and_esc_closes_it() {
         },
         // An archive is said to be one, and a canary that stopped its replay is shown.
         RunSummary {
-            operation: warren::store::Operation::Archive,
+            operation: warren::domain::run::RunKind::Archive,
             from_queue: "refunds.dlq".into(),
             ..run("r-archive", None)
         },

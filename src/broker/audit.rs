@@ -288,8 +288,9 @@ impl BrokerRecord {
         }
     }
 
-    /// Appends one entry (see [`AuditStream::append`]). Returns what to tell the operator the
-    /// first time the broker record could not be written, `None` otherwise.
+    /// Appends one entry (see [`AuditStream::append`]). Returns why the broker record could not
+    /// be written, the first time it could not (`None` otherwise, and after the operator
+    /// declined the stream): `ops::record` says it in the operator's words.
     pub async fn append<T: Serialize>(
         &mut self,
         kind: &str,
@@ -307,9 +308,7 @@ impl BrokerRecord {
             Err(_) if self.said => None,
             Err(why) => {
                 self.said = true;
-                Some(format!(
-                    "the broker audit record was not written ({why}); the local record was"
-                ))
+                Some(why.clone())
             }
         }
     }
@@ -320,8 +319,8 @@ impl BrokerRecord {
     /// memory, never one message over the broker's `max_message_size`), then the outcome entry
     /// with the last ids and how many `outcome-ids` entries came before it (`id_parts`). A run
     /// whose ids fit one entry writes only the outcome, as before. The local record comes first
-    /// ([`record_outcome`]). Returns what to tell the operator the first time the broker record
-    /// could not be written.
+    /// ([`record_outcome`]). Returns why the broker record could not be written, the first time
+    /// (see [`BrokerRecord::append`]).
     pub async fn finish(
         &mut self,
         op: &str,
@@ -381,38 +380,6 @@ impl BrokerRecord {
     pub fn is_written(&self) -> bool {
         self.stream.is_ok()
     }
-}
-
-/// Records a protect that set its policy, locally (when the store opens) and on the broker.
-/// Returns what the operator should read (a record that could not be written).
-pub async fn record_protect(
-    s: &Session,
-    queue: &str,
-    plan: &crate::domain::protect::ProtectPlan,
-    consent: Consent<'_>,
-) -> Vec<String> {
-    let rec = crate::store::ProtectRecord {
-        run_id: new_run_id(Timestamp::now()),
-        at: Timestamp::now(),
-        os_user: crate::store::current_os_user(),
-        broker_user: s.whoami.name.clone(),
-        context: s.target.context.clone(),
-        vhost: s.vhost().to_string(),
-        queue: queue.to_string(),
-        policy: plan.policy.name.clone(),
-        replaces: plan.replaces.clone(),
-        limit_before: plan.limit_before,
-        limit_after: plan.limit_after,
-    };
-    let mut notes = Vec::new();
-    // The store is not `Sync`: it is used and dropped before the first await.
-    match crate::store::Store::open_default().and_then(|st| st.record_protect(&rec)) {
-        Ok(()) => {}
-        Err(e) => notes.push(format!("the protect was not recorded locally: {e}")),
-    }
-    let mut broker = BrokerRecord::open(s, consent).await;
-    notes.extend(broker.append("protect", "done", &rec.run_id, &rec).await);
-    notes
 }
 
 async fn declare(s: &Session, name: &str, what: &str, max_age: Option<&str>) -> Result<(), String> {
@@ -592,7 +559,7 @@ pub async fn came_back(
         // Only a replay out of a queue: what an archive or a discard took does not come back
         // there, and a replay from the archive (`restore --replay`, whose source is named
         // "stream '…'" or "local file …") sends failures to DLQs its record does not name.
-        let from_queue = r.operation == crate::store::Operation::Replay
+        let from_queue = r.operation == crate::domain::run::RunKind::Replay
             && !r.from_queue.starts_with("stream '")
             && !r.from_queue.starts_with("local file ");
         if from_queue

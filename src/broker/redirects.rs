@@ -3,7 +3,8 @@
 //! the audit's envelope (kind `redirect`, event `add` or `remove`), appended with confirms and
 //! the broker user as `user_id` by the audit stream's own writer. It has no `x-max-age`: a
 //! redirect stays until it is removed, and the stream holds only changes, so it stays small and
-//! is read whole for every plan. Every change is on the audit stream too (`record`).
+//! is read whole for every plan. Every change is on the audit stream too (`ops::record`, the
+//! one writer of every record).
 //! `domain::redirect` folds the entries (vouched for only) into the redirects in force.
 
 use jiff::Timestamp;
@@ -102,27 +103,5 @@ pub async fn creation_question(s: &Session) -> Option<String> {
     match s.mgmt.queue(s.vhost(), &name).await {
         Err(ManagementError::NoQueue { .. }) => Some(creation_text(s, &name)),
         _ => None,
-    }
-}
-
-/// Puts one change on the audit stream, as every change is. Returns what the operator should
-/// read: the audit record could not be written (the redirect stream has the change all the
-/// same; there is no local record of a redirect).
-pub async fn record(
-    s: &Session,
-    event: &str,
-    rec: &RedirectRecord,
-    consent: Consent<'_>,
-) -> Vec<String> {
-    let run_id = audit::new_run_id(Timestamp::now());
-    let written = match AuditStream::open(s, consent).await {
-        Ok(stream) => stream.append(KIND, event, &run_id, rec).await,
-        Err(why) => Err(why),
-    };
-    match written {
-        Ok(()) => Vec::new(),
-        Err(why) => vec![format!(
-            "the broker audit record was not written ({why}); the redirect stream has the change"
-        )],
     }
 }

@@ -103,7 +103,7 @@ pub fn missing_from_record(
     let runs: Vec<_> = records
         .into_iter()
         .filter(|r| {
-            r.operation == crate::store::Operation::Archive
+            r.operation == crate::domain::run::RunKind::Archive
                 && r.context == s.target.context
                 && r.vhost == s.vhost()
                 && r.targets.contains(&label)

@@ -197,7 +197,7 @@ pub(crate) async fn read_explained(
         .collect();
     let seen = store_or_warn()
         .and_then(|st| {
-            s.remember(&st, queue, &keys, jiff::Timestamp::now())
+            crate::ops::recall(s, &st, queue, &keys, jiff::Timestamp::now())
                 .map_err(|e| crate::errln!("warren: {}", one_line(&e.to_string(), 600)))
                 .ok()
         })
@@ -713,7 +713,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         result,
         notes,
         a.json,
-        (crate::store::Operation::Replay, None),
+        (crate::domain::run::RunKind::Replay, None),
     )
 }
 

@@ -12,10 +12,10 @@ use super::run_print;
 use crate::broker::audit::Consent;
 use crate::broker::session::{ReadConsent, ReplaySpec};
 use crate::domain::archive;
+use crate::domain::run::RunKind;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::Selection;
 use crate::ops::{self, Plan};
-use crate::store::Operation;
 
 pub(crate) struct CliFront {
     /// `--yes`: no question is asked.
@@ -98,7 +98,8 @@ impl ops::Front for CliFront {
         }
     }
 
-    fn go_ahead(&mut self, count: u64, verb: &str, typed: bool) -> Result<bool, String> {
+    fn go_ahead(&mut self, count: u64, kind: RunKind, typed: bool) -> Result<bool, String> {
+        let verb = kind.verb();
         if self.yes {
             return Ok(true);
         }
@@ -109,16 +110,7 @@ impl ops::Front for CliFront {
         }
         let yes = commands::confirm_to(count, verb, typed);
         if !yes {
-            crate::errln!(
-                "{}",
-                if verb == "delete" {
-                    "nothing deleted"
-                } else if verb == "restore" {
-                    "nothing restored"
-                } else {
-                    "nothing moved"
-                }
-            );
+            crate::errln!("{}", kind.undone());
         }
         Ok(yes)
     }
@@ -177,7 +169,7 @@ impl ops::Front for CliFront {
 
 /// The archive's or the discard's plan.
 fn print_archive_plan(p: &ops::archive::Planned, json: bool, vhost: &str, max_age: &str) {
-    let discard = p.op == Operation::Discard;
+    let discard = p.op == RunKind::Discard;
     let verb = match (discard, p.dry_run) {
         (true, true) => "Would discard",
         (true, false) => "Discard",

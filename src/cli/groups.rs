@@ -7,13 +7,12 @@ use serde_json::json;
 use super::args::ConnArgs;
 use super::commands::{
     CELL, broker_failure, file_conventions, open, print_line, read_explained, read_snapshot,
-    store_or_warn,
 };
 use super::{Failure, exit};
 use crate::broker::session::{self, Explained};
 use crate::domain::grouping::{self, GroupBy, GroupKey, GroupNote, WaitQueues};
 use crate::domain::sanitize::one_line;
-use crate::store::{self};
+use crate::ops::note::NoteRequest;
 
 /// How `warren groups` prints.
 #[derive(Clone, Copy, Debug)]
@@ -75,55 +74,34 @@ async fn groups_live(
                     out.by
                 ))
             })?;
-        let note = GroupNote {
+        let req = NoteRequest {
             queue: queue.to_string(),
             by: out.by,
             key: key.key.clone(),
-            text: grouping::note_text(text),
-            author: store::current_os_user(),
-            at: jiff::Timestamp::now(),
+            text: text.to_string(),
         };
-        let (kept, warning) = s
-            .set_group_note(&note)
-            .await
-            .map_err(|e| Failure::failed(e.to_string()))?;
-        if let Some(w) = warning {
-            crate::errln!("warren: {}", one_line(&w, 600));
+        let set = match crate::ops::note::set(&s, req).await {
+            Ok(set) => set,
+            Err(stop) => return super::commands::stopped(stop),
+        };
+        for w in &set.notes {
+            crate::errln!("warren: {}", one_line(w, 600));
         }
         crate::errln!(
             "warren: {} the note on group {} ({})",
-            if kept { "kept" } else { "removed" },
+            if set.kept { "kept" } else { "removed" },
             key.key,
             one_line(&key.summary, 120)
         );
     }
-    let store = store_or_warn();
-    let notes = match &store {
-        Some(st) => {
-            let notes = s.group_notes(st, queue).unwrap_or_else(|e| {
-                crate::errln!("warren: {}", one_line(&e.to_string(), 600));
-                Vec::new()
-            });
-            // Only a look at every message can say a group is gone.
-            if whole && !notes.is_empty() {
-                let pairs: Vec<grouping::Facets> = messages
-                    .iter()
-                    .map(|e| grouping::Facets::of(&e.message, &e.explanation))
-                    .collect();
-                let gone = grouping::notes_gone(&notes, &pairs, &waits);
-                if !gone.is_empty()
-                    && let Err(e) = s.forget_group_notes(st, &gone)
-                {
-                    crate::errln!("warren: {}", one_line(&e.to_string(), 600));
-                }
-                let gone: Vec<GroupNote> = gone.into_iter().cloned().collect();
-                notes.into_iter().filter(|n| !gone.contains(n)).collect()
-            } else {
-                notes
-            }
-        }
-        None => Vec::new(),
-    };
+    let facets: Vec<grouping::Facets> = messages
+        .iter()
+        .map(|e| grouping::Facets::of(&e.message, &e.explanation))
+        .collect();
+    let (notes, said) = crate::ops::note::after_read(&s, queue, (&facets, whole), &waits);
+    for e in said {
+        crate::errln!("warren: {}", one_line(&e, 600));
+    }
     print_groups(&messages, out, &waits, &notes);
     Ok(exit::OK)
 }

@@ -23,7 +23,7 @@ pub(crate) fn report_run(
     result: Result<Summary, SessionError>,
     notes: Vec<String>,
     json: bool,
-    (op, place): (crate::store::Operation, Option<&str>),
+    (op, place): (crate::domain::run::RunKind, Option<&str>),
 ) -> Result<i32, Failure> {
     for note in notes {
         crate::errln!("warren: {}", one_line(&note, 600));
@@ -115,7 +115,7 @@ fn print_summary(
     sum: &crate::broker::replay::Summary,
     json: bool,
     outcome: &str,
-    (op, place): (crate::store::Operation, Option<&str>),
+    (op, place): (crate::domain::run::RunKind, Option<&str>),
 ) {
     let p = &sum.progress;
     if json {

@@ -467,7 +467,7 @@ async fn read_groups(
         .map(crate::domain::identity::message_key)
         .collect();
     let remembered = st
-        .and_then(|st| s.remember(st, &q.name, &keys, now).ok())
+        .and_then(|st| crate::ops::recall(s, st, &q.name, &keys, now).ok())
         .unwrap_or_default();
     let explained = session::explain_all(messages, &remembered, &s.target.settings.conventions);
     let head = head_of(&explained, now);

@@ -5,24 +5,20 @@
 /// Above this many messages a replay or a restore needs its count typed.
 pub const TYPED_ABOVE: u64 = 100;
 
-/// What would move the messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Moving {
-    Replay,
-    Archive,
-    Discard,
-    Restore,
-}
+use super::run::RunKind;
 
-/// Whether `count` messages moved this way need the count typed, not only a yes.
-pub fn typed_count(how: Moving, count: u64) -> bool {
+/// What would move the messages: the one run kind, under the name older callers use.
+pub use super::run::RunKind as Moving;
+
+/// Whether `count` messages moved by a run of kind `how` need the count typed, not only a yes.
+pub fn typed_count(how: RunKind, count: u64) -> bool {
     match how {
         // Deleting cannot be undone: whatever the count.
-        Moving::Discard => true,
+        RunKind::Discard => true,
         // An archive is restored at will: the go-ahead is enough.
-        Moving::Archive => false,
+        RunKind::Archive => false,
         // Messages reach consumers: a large number is typed.
-        Moving::Replay | Moving::Restore => count > TYPED_ABOVE,
+        RunKind::Replay | RunKind::Restore => count > TYPED_ABOVE,
     }
 }
 
@@ -32,9 +28,9 @@ mod tests {
 
     #[test]
     fn a_discard_is_always_typed_an_archive_never_a_replay_above_100() {
-        assert!(typed_count(Moving::Discard, 1));
-        assert!(!typed_count(Moving::Archive, 1_000_000));
-        for how in [Moving::Replay, Moving::Restore] {
+        assert!(typed_count(RunKind::Discard, 1));
+        assert!(!typed_count(RunKind::Archive, 1_000_000));
+        for how in [RunKind::Replay, RunKind::Restore] {
             assert!(!typed_count(how, TYPED_ABOVE));
             assert!(typed_count(how, TYPED_ABOVE + 1));
         }

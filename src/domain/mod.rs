@@ -31,6 +31,7 @@ pub mod read_end;
 pub mod redirect;
 pub mod replay;
 pub mod rights;
+pub mod run;
 pub mod sanitize;
 pub mod selection;
 pub mod snapshot;

@@ -17,9 +17,10 @@ use crate::broker::session::WriteCheck;
 use crate::broker::session::{ReadConsent, ReplaySpec, Selected, Session, SessionError};
 use crate::domain::archive::Stamp;
 use crate::domain::identity;
+use crate::domain::run::RunKind;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::Selection;
-use crate::store::{AuditStart, Operation};
+use crate::store::AuditStart;
 
 /// Where the messages go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +51,7 @@ pub struct ArchiveRequest {
 
 /// The plan, as the front end shows it.
 pub struct Planned {
-    pub op: Operation,
+    pub op: RunKind,
     pub dry_run: bool,
     pub spec: ReplaySpec,
     pub sel: Selected,
@@ -77,10 +78,10 @@ pub struct Ready<'s, B: ArchivePort = Session> {
 }
 
 impl Way {
-    pub fn op(&self) -> Operation {
+    pub fn op(&self) -> RunKind {
         match self {
-            Way::Archive { .. } => Operation::Archive,
-            Way::Discard { .. } => Operation::Discard,
+            Way::Archive { .. } => RunKind::Archive,
+            Way::Discard { .. } => RunKind::Discard,
         }
     }
     fn act(&self) -> Act {
@@ -124,7 +125,7 @@ pub async fn prepare<'s, B: ArchivePort>(
         .await
         .map_err(super::replay::stop_of)?;
     if auto_delete && !req.dry_run {
-        let verb = if op == Operation::Discard {
+        let verb = if op == RunKind::Discard {
             "discard"
         } else {
             "archive"
@@ -216,12 +217,8 @@ async fn go<'s, B: ArchivePort>(
             p.display()
         )));
     }
-    use crate::domain::confirm::{Moving, typed_count};
-    let (verb, how) = match op {
-        Operation::Discard => ("delete", Moving::Discard),
-        _ => ("archive", Moving::Archive),
-    };
-    match front.go_ahead(count, verb, typed_count(how, count)) {
+    let typed = crate::domain::confirm::typed_count(op, count);
+    match front.go_ahead(count, op, typed) {
         Ok(true) => {}
         Ok(false) => return Err(Stop::Declined),
         Err(why) => return Err(Stop::Usage(why)),
@@ -229,7 +226,7 @@ async fn go<'s, B: ArchivePort>(
     let store = store.ok_or_else(|| {
         Stop::Refused(format!(
             "Warren's store is not open; {}",
-            if op == Operation::Discard {
+            if op == RunKind::Discard {
                 "nothing deleted"
             } else {
                 "nothing moved"

@@ -27,10 +27,12 @@ use crate::broker::session::{
 use crate::broker::spool::Spool;
 use crate::domain::archive::Stamp;
 use crate::domain::discovery::{JsonMap, Policy};
+use crate::domain::grouping::GroupNote;
 use crate::domain::message::DeadLetter;
 use crate::domain::protect::ProtectPlan;
 use crate::domain::redirect::{self, Destination, Entry, RedirectRecord};
-use crate::store::{AuditOutcome, AuditStart, Operation};
+use crate::domain::run::RunKind;
+use crate::store::{AuditOutcome, AuditStart, ProtectRecord};
 
 pub(crate) const REDIRECT_STREAM: &str = "warren.redirects";
 pub(crate) const AUDIT_STREAM: &str = "warren.audit";
@@ -44,7 +46,7 @@ pub(crate) struct FakeBroker {
     pub(crate) queues: HashMap<String, Destination>,
     pub(crate) streams: Mutex<HashSet<String>>,
     pub(crate) entries: Mutex<Vec<Entry>>,
-    /// The broker's audit stream, an entry a line.
+    /// The broker's audit stream, an entry a line: "KIND EVENT RUN-ID", or a run's outcome.
     pub(crate) audit: Arc<Mutex<Vec<String>>>,
     pub(crate) policies: Mutex<Vec<String>>,
     pub(crate) calls: Arc<Mutex<Vec<String>>>,
@@ -52,6 +54,23 @@ pub(crate) struct FakeBroker {
     pub(crate) dlq: Dlq,
     /// The local store's audit rows.
     pub(crate) rows: Arc<Mutex<Vec<Row>>>,
+    /// The local store's protects.
+    pub(crate) protects: Arc<Mutex<Vec<ProtectRecord>>>,
+    /// The records of the broker's audit stream's entries, as JSON, in the order of `audit`.
+    pub(crate) records: Arc<Mutex<Vec<serde_json::Value>>>,
+    /// The local store's group notes and first-seen times, by vhost key.
+    pub(crate) memory: Arc<Mutex<Remembered>>,
+    /// The context keeps no audit stream (`audit_stream = ""`).
+    pub(crate) audit_off: bool,
+}
+
+/// What the local store remembers beside the audit: group notes and first-seen times.
+#[derive(Default)]
+pub(crate) struct Remembered {
+    /// (vhost key, note).
+    pub(crate) notes: Vec<(String, GroupNote)>,
+    /// (vhost key, queue, message key) → first seen.
+    pub(crate) seen: HashMap<(String, String, String), jiff::Timestamp>,
 }
 
 /// What archive and discard meet: the DLQs, the archive, the store, and how the run ends.
@@ -81,7 +100,7 @@ pub(crate) struct Dlq {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Row {
     pub(crate) id: i64,
-    pub(crate) op: Operation,
+    pub(crate) op: RunKind,
     pub(crate) run_id: String,
     /// The outcome's words, once finished.
     pub(crate) outcome: Option<String>,
@@ -113,6 +132,10 @@ impl FakeBroker {
 
     pub(crate) fn audit(&self) -> Vec<String> {
         self.audit.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn records(&self) -> Vec<serde_json::Value> {
+        self.records.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
     pub(crate) fn calls(&self) -> Vec<String> {
@@ -168,6 +191,7 @@ impl RedirectPort for FakeBroker {
             context: "c".into(),
             vhost: "v".into(),
             create_streams: self.create_streams,
+            audit_stream: !self.audit_off,
         }
     }
 
@@ -212,31 +236,9 @@ impl RedirectPort for FakeBroker {
         self.entries.lock().map_err(|e| e.to_string())?.push(entry);
         Ok(())
     }
-
-    async fn record(
-        &self,
-        event: &'static str,
-        rec: &RedirectRecord,
-        consent: Consent<'_>,
-    ) -> Vec<String> {
-        self.call(&format!("record {event}"));
-        match self.open_stream(AUDIT_STREAM, consent) {
-            Ok(()) => {
-                if let Ok(mut a) = self.audit.lock() {
-                    a.push(format!("redirect {event} {} → {}", rec.from, rec.to));
-                }
-                Vec::new()
-            }
-            Err(why) => vec![format!("the broker audit record was not written ({why})")],
-        }
-    }
 }
 
 impl ProtectPort for FakeBroker {
-    fn create_streams(&self) -> Option<bool> {
-        self.create_streams
-    }
-
     async fn protect(&self, queue: &str, apply: bool) -> Result<ProtectPlan, Stop> {
         self.call(&format!("protect {queue} apply={apply}"));
         let policy = Policy {
@@ -255,24 +257,6 @@ impl ProtectPort for FakeBroker {
             limit_before: Some(20),
             limit_after: None,
         })
-    }
-
-    async fn record_protect(
-        &self,
-        queue: &str,
-        _plan: &ProtectPlan,
-        consent: Consent<'_>,
-    ) -> Vec<String> {
-        self.call(&format!("record protect {queue}"));
-        match self.open_stream(AUDIT_STREAM, consent) {
-            Ok(()) => {
-                if let Ok(mut a) = self.audit.lock() {
-                    a.push(format!("protect {queue}"));
-                }
-                Vec::new()
-            }
-            Err(why) => vec![format!("the broker audit record was not written ({why})")],
-        }
     }
 }
 
@@ -313,9 +297,9 @@ impl Front for TestFront {
     fn plan(&mut self, _plan: Plan<'_>) {
         self.asked.push("plan".into());
     }
-    fn go_ahead(&mut self, count: u64, verb: &str, typed: bool) -> Result<bool, String> {
+    fn go_ahead(&mut self, count: u64, kind: RunKind, typed: bool) -> Result<bool, String> {
         self.asked
-            .push(format!("go ahead: {verb} {count} typed={typed}"));
+            .push(format!("go ahead: {} {count} typed={typed}", kind.verb()));
         Ok(self.answer == Answer::Yes)
     }
     fn audit_consent(&mut self, configured: Option<bool>) -> Consent<'_> {
@@ -374,7 +358,15 @@ pub(crate) struct FakeWork {
 /// The local store, in memory: its rows, its calls in the broker's log.
 pub(crate) struct FakeMemory {
     rows: Arc<Mutex<Vec<Row>>>,
+    protects: Arc<Mutex<Vec<ProtectRecord>>>,
+    memory: Arc<Mutex<Remembered>>,
     calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeMemory {
+    fn remembered(&self) -> Result<std::sync::MutexGuard<'_, Remembered>, String> {
+        self.memory.lock().map_err(|e| e.to_string())
+    }
 }
 
 fn log(calls: &Mutex<Vec<String>>, what: String) {
@@ -384,7 +376,7 @@ fn log(calls: &Mutex<Vec<String>>, what: String) {
 }
 
 impl MemoryPort for FakeMemory {
-    fn start_run(&self, op: Operation, start: &AuditStart) -> Result<i64, String> {
+    fn start_run(&self, op: RunKind, start: &AuditStart) -> Result<i64, String> {
         log(&self.calls, format!("memory start {}", op.as_str()));
         let mut rows = self.rows.lock().map_err(|e| e.to_string())?;
         let id = rows.len() as i64 + 1;
@@ -414,18 +406,125 @@ impl MemoryPort for FakeMemory {
             None => vec![format!("no audit record #{id}")],
         }
     }
+
+    fn keep_protect(&self, rec: &ProtectRecord) -> Result<(), String> {
+        log(&self.calls, format!("memory protect {}", rec.queue));
+        self.protects
+            .lock()
+            .map_err(|e| e.to_string())?
+            .push(rec.clone());
+        Ok(())
+    }
+
+    fn set_note(&self, vhost_key: &str, note: &GroupNote) -> Result<bool, String> {
+        log(&self.calls, format!("memory note {}", note.key));
+        let mut m = self.remembered()?;
+        m.notes.retain(|(k, n)| {
+            !(k == vhost_key && n.queue == note.queue && n.by == note.by && n.key == note.key)
+        });
+        let kept = !note.text.is_empty();
+        if kept {
+            m.notes.push((vhost_key.to_string(), note.clone()));
+        }
+        Ok(kept)
+    }
+
+    fn notes(&self, vhost_key: &str, queue: &str) -> Result<Vec<GroupNote>, String> {
+        log(&self.calls, format!("memory notes {queue}"));
+        let m = self.remembered()?;
+        Ok(m.notes
+            .iter()
+            .filter(|(k, n)| k == vhost_key && n.queue == queue)
+            .map(|(_, n)| n.clone())
+            .collect())
+    }
+
+    fn forget_notes(&self, vhost_key: &str, gone: &[&GroupNote]) -> Result<usize, String> {
+        log(&self.calls, format!("memory forget {}", gone.len()));
+        let mut m = self.remembered()?;
+        let before = m.notes.len();
+        m.notes
+            .retain(|(k, n)| !(k == vhost_key && gone.contains(&n)));
+        Ok(before - m.notes.len())
+    }
+
+    fn seen(
+        &self,
+        vhost_key: &str,
+        queue: &str,
+        keys: &[String],
+        now: jiff::Timestamp,
+    ) -> Result<HashMap<String, jiff::Timestamp>, String> {
+        log(&self.calls, format!("memory seen {queue} {}", keys.len()));
+        let mut m = self.remembered()?;
+        Ok(keys
+            .iter()
+            .map(|k| {
+                let at = *m
+                    .seen
+                    .entry((vhost_key.to_string(), queue.to_string(), k.clone()))
+                    .or_insert(now);
+                (k.clone(), at)
+            })
+            .collect())
+    }
+
+    fn replays(
+        &self,
+        _context: &str,
+        _vhost: &str,
+        ids: &[String],
+    ) -> Result<HashMap<String, i64>, String> {
+        log(&self.calls, format!("memory replays {}", ids.len()));
+        Ok(HashMap::new())
+    }
 }
 
-/// The broker half of a run's record, on the fake's audit stream.
+/// The broker's audit stream as a record opened it: its entries go to the fake's audit.
 pub(crate) struct FakeLog {
-    written: bool,
+    /// Why it could not be opened.
+    unwritten: Option<String>,
+    /// Whether that was said.
+    said: bool,
     audit: Arc<Mutex<Vec<String>>>,
+    records: Arc<Mutex<Vec<serde_json::Value>>>,
     calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeLog {
+    /// Why the broker record was not written, the first time (as `BrokerRecord` says it).
+    fn why_once(&mut self) -> Option<String> {
+        if self.said {
+            return None;
+        }
+        self.said = true;
+        self.unwritten.clone()
+    }
 }
 
 impl BrokerLog for FakeLog {
     fn is_written(&self) -> bool {
-        self.written
+        self.unwritten.is_none()
+    }
+
+    async fn append<T: serde::Serialize + Sync>(
+        &mut self,
+        kind: &str,
+        event: &str,
+        run_id: &str,
+        record: &T,
+    ) -> Option<String> {
+        log(&self.calls, format!("record {event} {kind}"));
+        if self.unwritten.is_some() {
+            return self.why_once();
+        }
+        if let Ok(mut a) = self.audit.lock() {
+            a.push(format!("{kind} {event} {run_id}"));
+        }
+        if let (Ok(mut r), Ok(json)) = (self.records.lock(), serde_json::to_value(record)) {
+            r.push(json);
+        }
+        None
     }
 
     async fn finish(
@@ -436,8 +535,8 @@ impl BrokerLog for FakeLog {
         moved: &Spool,
     ) -> Option<String> {
         log(&self.calls, format!("record finish {op} {}", out.outcome));
-        if !self.written {
-            return None;
+        if self.unwritten.is_some() {
+            return self.why_once();
         }
         if let Ok(mut a) = self.audit.lock() {
             a.push(format!(
@@ -455,48 +554,42 @@ impl RecordPort for FakeBroker {
     type Log = FakeLog;
     type Memory = FakeMemory;
 
+    fn operator(&self) -> Author {
+        RedirectPort::author(self)
+    }
+
+    fn memory_key(&self) -> String {
+        "c/v".into()
+    }
+
     fn memory(&self) -> Result<FakeMemory, String> {
         self.call("memory open");
         match &self.dlq.store_broken {
             Some(why) => Err(why.clone()),
             None => Ok(FakeMemory {
                 rows: self.rows.clone(),
+                protects: self.protects.clone(),
+                memory: self.memory.clone(),
                 calls: self.calls.clone(),
             }),
         }
     }
 
-    async fn record_start(
-        &self,
-        op: Operation,
-        start: &AuditStart,
-        consent: Consent<'_>,
-    ) -> (FakeLog, Option<String>) {
-        self.call(&format!("record start {}", op.as_str()));
-        let opened = self.open_stream(AUDIT_STREAM, consent);
-        if opened.is_ok()
-            && let Ok(mut a) = self.audit.lock()
-        {
-            a.push(format!("{} start {}", op.as_str(), start.run_id));
-        }
-        let log = FakeLog {
-            written: opened.is_ok(),
+    async fn open_log(&self, consent: Consent<'_>) -> FakeLog {
+        self.call("audit open");
+        let declined = matches!(consent, Consent::Declined);
+        FakeLog {
+            unwritten: self.open_stream(AUDIT_STREAM, consent).err(),
+            said: declined,
             audit: self.audit.clone(),
+            records: self.records.clone(),
             calls: self.calls.clone(),
-        };
-        let note = opened.err().map(|why| {
-            format!("the broker audit record was not written ({why}); the local record was")
-        });
-        (log, note)
+        }
     }
 }
 
 impl ArchivePort for FakeBroker {
     type Work = FakeWork;
-
-    fn operator(&self) -> Author {
-        RedirectPort::author(self)
-    }
 
     fn archive_settings(&self) -> &ArchiveSettings {
         &self.dlq.archive

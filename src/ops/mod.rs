@@ -12,6 +12,7 @@ mod canary;
 mod edit;
 #[cfg(test)]
 mod fake;
+pub mod note;
 pub mod ports;
 pub mod protect;
 pub mod record;
@@ -22,9 +23,12 @@ pub mod rights;
 #[cfg(test)]
 mod tests_archive;
 #[cfg(test)]
+mod tests_notes;
+#[cfg(test)]
 mod tests_ports;
 
 use crate::broker::audit::Consent;
+use crate::domain::run::RunKind;
 
 /// Why an operation stopped before anything moved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,9 +55,10 @@ pub enum Stop {
 pub trait Front: Send {
     /// The plan is known: show it (the CLI prints it; the TUI's modal showed it already).
     fn plan(&mut self, plan: Plan<'_>);
-    /// The go-ahead for `count` messages (`typed`: the operator types the count). `Err`: it
-    /// cannot be asked (no terminal), with what to do instead.
-    fn go_ahead(&mut self, count: u64, verb: &str, typed: bool) -> Result<bool, String>;
+    /// The go-ahead for a run of `kind` taking `count` messages (`typed`: the operator types
+    /// the count; `RunKind::verb` and `undone` say it). `Err`: it cannot be asked (no
+    /// terminal), with what to do instead.
+    fn go_ahead(&mut self, count: u64, kind: RunKind, typed: bool) -> Result<bool, String>;
     /// May Warren create the broker's audit stream? `configured`: the context's
     /// `create_audit_stream`, when set.
     fn audit_consent(&mut self, configured: Option<bool>) -> Consent<'_>;
@@ -144,15 +149,36 @@ pub(crate) fn remember_in(
     keys: &[String],
 ) -> crate::broker::session::Remembered {
     match store {
-        Ok(st) => s
-            .remember(st, queue, keys, jiff::Timestamp::now())
-            .unwrap_or_else(|e| {
-                tracing::warn!("recording first-seen times failed: {e}");
-                Default::default()
-            }),
+        Ok(st) => recall(s, st, queue, keys, jiff::Timestamp::now()).unwrap_or_else(|e| {
+            tracing::warn!("recording first-seen times failed: {e}");
+            Default::default()
+        }),
         Err(e) => {
             tracing::warn!("{e}");
             Default::default()
         }
     }
+}
+
+/// What Warren remembers of the messages with `keys` in `queue`, through the memory port `m`:
+/// `now` is recorded as the first-seen time of those not seen before, and the audited replays
+/// in `p`'s context and vhost that moved each are counted.
+pub(crate) fn recall<P: ports::RecordPort, M: ports::MemoryPort>(
+    p: &P,
+    m: &M,
+    queue: &str,
+    keys: &[String],
+    now: jiff::Timestamp,
+) -> Result<crate::broker::session::Remembered, String> {
+    // Only an id links a message to its replays: a queue of content hashes costs no scan.
+    let ids: Vec<String> = keys
+        .iter()
+        .filter(|k| crate::domain::identity::is_id_key(k))
+        .cloned()
+        .collect();
+    let who = p.operator();
+    Ok(crate::broker::session::Remembered {
+        first_seen: m.seen(&p.memory_key(), queue, keys, now)?,
+        replays: m.replays(&who.context, &who.vhost, &ids)?,
+    })
 }

@@ -25,7 +25,7 @@ pub async fn apply<B: ProtectPort>(
 ) -> Result<(ProtectPlan, Vec<String>), Stop> {
     admit(b).await?;
     let plan = b.protect(queue, true).await?;
-    let consent = front.audit_consent(b.create_streams());
-    let notes = b.record_protect(queue, &plan, consent).await;
+    let consent = front.audit_consent(b.operator().create_streams);
+    let notes = super::record::protect(b, queue, &plan, consent).await;
     Ok((plan, notes))
 }

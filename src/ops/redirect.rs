@@ -105,7 +105,7 @@ async fn change<B: RedirectPort>(
     }
     b.keep(event, &rec, consent).await.map_err(Stop::Refused)?;
     let consent = front.audit_consent(configured);
-    let notes = b.record(event, &rec, consent).await;
+    let notes = super::record::redirect(b, event, &rec, consent).await;
     Ok(Changed {
         event,
         record: rec,

@@ -135,7 +135,7 @@ pub async fn prepare<'s>(
     steps.done("write check");
     let count = preview.selected;
     let typed = crate::domain::confirm::typed_count(crate::domain::confirm::Moving::Replay, count);
-    match front.go_ahead(count, "replay", typed) {
+    match front.go_ahead(count, Operation::Replay, typed) {
         Ok(true) => {}
         Ok(false) => return Err(Stop::Declined),
         Err(why) => return Err(Stop::Usage(why)),

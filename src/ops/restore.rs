@@ -11,9 +11,10 @@ use super::{Front, Plan, Stop};
 use crate::broker::archive::{self as keep, Place, StreamState};
 use crate::broker::restore::{self, Ask};
 use crate::broker::session::{ReadConsent, Session, WriteCheck};
+use crate::domain::run::RunKind;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::Selection;
-use crate::store::{AuditStart, Operation, Store};
+use crate::store::{AuditStart, Store};
 
 /// Which archive.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,14 +118,15 @@ pub async fn prepare<'s>(
     if let WriteCheck::Refused(why) = s.write_refusal(&plan.publish_targets).await {
         return Err(Stop::Refused(format!("{why}; nothing restored")));
     }
-    let (op, verb) = if planned.replay {
-        (Operation::Replay, "replay")
+    let op = if planned.replay {
+        RunKind::Replay
     } else {
-        (Operation::Restore, "restore")
+        RunKind::Restore
     };
     let count = plan.count();
-    let typed = crate::domain::confirm::typed_count(crate::domain::confirm::Moving::Restore, count);
-    match front.go_ahead(count, verb, typed) {
+    // A restore's rule whichever way it goes: the messages come out of the archive.
+    let typed = crate::domain::confirm::typed_count(RunKind::Restore, count);
+    match front.go_ahead(count, op, typed) {
         Ok(true) => {}
         Ok(false) => return Err(Stop::Declined),
         Err(why) => return Err(Stop::Usage(why)),

@@ -14,9 +14,9 @@ use super::rights::ReadOnly;
 use super::{Front, Stop};
 use crate::broker::replay::StopReason;
 use crate::broker::session::{ReadConsent, ReplaySpec};
-use crate::domain::confirm::{Moving, typed_count};
+use crate::domain::confirm::typed_count;
+use crate::domain::run::RunKind;
 use crate::domain::selection::Selection;
-use crate::store::Operation;
 
 const DLQ: &str = "orders.dlq";
 
@@ -229,7 +229,7 @@ async fn a_stream_the_broker_will_not_create_becomes_the_local_file_and_says_so(
 
 #[tokio::test]
 async fn a_discard_asks_for_the_typed_count_and_a_no_moves_and_records_nothing() {
-    assert!(typed_count(Moving::Discard, 3), "the rule: always typed");
+    assert!(typed_count(RunKind::Discard, 3), "the rule: always typed");
     let b = three();
     let mut front = TestFront::answering(Answer::No);
     let r = prepared(&b, to_discard(), &mut front).await;
@@ -249,7 +249,7 @@ async fn a_discard_asks_for_the_typed_count_and_a_no_moves_and_records_nothing()
     assert!(matches!(r, Err(Stop::Declined)), "{:?}", r.err());
     let expected = format!(
         "go ahead: archive 3 typed={}",
-        typed_count(Moving::Archive, 3)
+        typed_count(RunKind::Archive, 3)
     );
     assert!(front.asked.contains(&expected), "{:?}", front.asked);
     untouched(&b);
@@ -258,8 +258,8 @@ async fn a_discard_asks_for_the_typed_count_and_a_no_moves_and_records_nothing()
 #[tokio::test]
 async fn the_audit_starts_locally_then_on_the_broker_before_the_run_and_finishes_completed() {
     for (way, op, work) in [
-        (to_archive(), Operation::Archive, "archive_work"),
-        (to_discard(), Operation::Discard, "discard_work"),
+        (to_archive(), RunKind::Archive, "archive_work"),
+        (to_discard(), RunKind::Discard, "discard_work"),
     ] {
         let b = three();
         let mut front = TestFront::answering(Answer::Yes);
@@ -390,8 +390,8 @@ impl Front for YesToGo<'_> {
     fn plan(&mut self, plan: super::Plan<'_>) {
         self.0.plan(plan)
     }
-    fn go_ahead(&mut self, count: u64, verb: &str, typed: bool) -> Result<bool, String> {
-        let _ = self.0.go_ahead(count, verb, typed);
+    fn go_ahead(&mut self, count: u64, kind: RunKind, typed: bool) -> Result<bool, String> {
+        let _ = self.0.go_ahead(count, kind, typed);
         Ok(true)
     }
     fn audit_consent(&mut self, configured: Option<bool>) -> crate::broker::audit::Consent<'_> {

@@ -110,7 +110,7 @@ async fn a_no_keeps_nothing_and_a_yes_keeps_the_change_then_records_it() {
     let keep = calls.iter().rposition(|c| c == "keep add").expect("kept");
     let record = calls
         .iter()
-        .rposition(|c| c == "record add")
+        .rposition(|c| c == "record add redirect")
         .expect("recorded");
     assert!(keep < record, "the record follows the change: {calls:?}");
     assert_eq!(calls.first().map(String::as_str), Some("read_only"));
@@ -119,10 +119,16 @@ async fn a_no_keeps_nothing_and_a_yes_keeps_the_change_then_records_it() {
         listed.redirects.get("orders").map(|r| r.to.as_str()),
         Some("orders.v2")
     );
+    // Written by the one writer (`ops::record`): kind `redirect`, the change as its record.
+    let audit = b.audit();
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert!(audit[0].starts_with("redirect add "), "{audit:?}");
+    let rec = &b.records()[0];
     assert_eq!(
-        *b.audit.lock().unwrap(),
-        ["redirect add orders → orders.v2"]
+        (&rec["from"], &rec["to"]),
+        (&"orders".into(), &"orders.v2".into())
     );
+    assert_eq!(rec["broker_user"], "guest");
 }
 
 #[tokio::test]
@@ -193,16 +199,42 @@ async fn protect_sets_the_policy_then_records_it_as_consent_allows() {
         .await
         .expect("set");
     assert_eq!(plan.policy.name, "warren-protect-orders.dlq");
+    // Rights, the policy, then the record by the one writer: the local store, then the
+    // broker's audit stream.
     assert_eq!(
         b.calls(),
         [
             "read_only",
             "protect orders.dlq apply=true",
-            "record protect orders.dlq"
+            "memory open",
+            "memory protect orders.dlq",
+            "audit open",
+            "record done protect",
         ]
     );
-    // The operator said no to the audit stream: the policy stands, and the note says the
-    // record is missing.
+    let kept = b.protects.lock().unwrap().clone();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].policy, "warren-protect-orders.dlq");
+    assert_eq!(kept[0].broker_user, "guest");
+    // The operator said no to the audit stream: the policy stands, the local record has it,
+    // and the note says the broker's record is missing.
     assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("broker audit record was not written")
+            && notes[0].contains("the local record was"),
+        "{notes:?}"
+    );
     assert!(b.streams().is_empty());
+    assert!(b.audit().is_empty());
+
+    // With the stream there, both halves have it.
+    let b = orders();
+    b.streams.lock().unwrap().insert(AUDIT_STREAM.into());
+    let (_, notes) = protect::apply(&b, "orders.dlq", &mut front)
+        .await
+        .expect("set");
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(b.protects.lock().unwrap().len(), 1);
+    assert!(b.audit()[0].starts_with("protect done "), "{:?}", b.audit());
+    assert_eq!(b.records()[0]["queue"], "orders.dlq");
 }

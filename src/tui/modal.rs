@@ -6,7 +6,8 @@ use ratatui_textarea::TextArea;
 use super::event::{
     JobKind, ReplayOutcome, ReplayPreview, ReplayProgress, RestoreHow, RestorePreview,
 };
-use crate::domain::confirm::{Moving, typed_count};
+use crate::domain::confirm::typed_count;
+use crate::domain::run::RunKind;
 use crate::domain::selection;
 
 /// Which field of the replay modal takes typed digits.
@@ -84,7 +85,10 @@ impl ReplayModal {
     }
 
     pub fn needs_typed_count(&self) -> bool {
-        !self.dry_run && self.count().is_some_and(|c| typed_count(Moving::Replay, c))
+        !self.dry_run
+            && self
+                .count()
+                .is_some_and(|c| typed_count(RunKind::Replay, c))
     }
 
     /// What Enter does now, in the one word the modal and the footer both show: in the rate
@@ -124,13 +128,24 @@ impl ReplayModal {
     }
 }
 
-/// The other ways out of a dead-letter queue, as their modal asks for them.
+/// The other ways out of a dead-letter queue, as their modal asks for them: the two run kinds
+/// (`domain::run::RunKind`) this modal can start, so its code never meets a replay or a restore.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArchiveKind {
     /// Into the vhost's archive, restorable.
     Archive,
     /// Deleted for good, after a snapshot of exactly what goes.
     Discard,
+}
+
+impl ArchiveKind {
+    /// The run it starts.
+    pub fn run(self) -> RunKind {
+        match self {
+            ArchiveKind::Archive => RunKind::Archive,
+            ArchiveKind::Discard => RunKind::Discard,
+        }
+    }
 }
 
 /// The longest archive reason kept (the archive's header holds it).
@@ -159,18 +174,11 @@ pub struct ArchiveModal {
 
 impl ArchiveModal {
     pub fn needs_typed_count(&self) -> bool {
-        let how = match self.kind {
-            ArchiveKind::Archive => Moving::Archive,
-            ArchiveKind::Discard => Moving::Discard,
-        };
-        typed_count(how, self.count)
+        typed_count(self.kind.run(), self.count)
     }
 
     pub fn verb(&self) -> &'static str {
-        match self.kind {
-            ArchiveKind::Archive => "archive",
-            ArchiveKind::Discard => "discard",
-        }
+        self.kind.run().as_str()
     }
 
     /// The reason as typed, on one line, bounded.
@@ -235,7 +243,7 @@ impl RestoreModal {
 
     pub fn needs_typed_count(&self) -> bool {
         self.count()
-            .is_some_and(|c| typed_count(Moving::Restore, c))
+            .is_some_and(|c| typed_count(RunKind::Restore, c))
     }
 
     /// Why Enter does nothing yet, if it does nothing.

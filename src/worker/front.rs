@@ -5,9 +5,9 @@
 
 use super::protocol::{OperationKind, ReplayPreview, RestoreHow, RestorePreview, Ticket};
 use crate::broker::audit::Consent;
+use crate::domain::run::RunKind;
 use crate::domain::sanitize;
 use crate::ops::{self, Plan};
-use crate::store::Operation;
 
 #[derive(Default)]
 pub(super) struct TuiFront {
@@ -73,7 +73,7 @@ impl ops::Front for TuiFront {
                 self.replay_preview = Some(replay_preview(preview, spec, self.ticket));
             }
             Plan::Archive(p) => {
-                let verb = if p.op == Operation::Discard {
+                let verb = if p.op == RunKind::Discard {
                     "discard"
                 } else {
                     "archive"
@@ -106,7 +106,8 @@ impl ops::Front for TuiFront {
     }
 
     /// The modal confirmed `expected`: a selection that grew since is refused, never moved.
-    fn go_ahead(&mut self, count: u64, verb: &str, typed: bool) -> Result<bool, String> {
+    fn go_ahead(&mut self, count: u64, kind: RunKind, typed: bool) -> Result<bool, String> {
+        let verb = kind.verb();
         match self.expected {
             Some(e) if count > e => Err(format!(
                 "the selection now holds {count} messages, {e} were confirmed: nothing moved; open the {verb} again"
@@ -281,12 +282,12 @@ mod tests {
     #[test]
     fn the_go_ahead_needs_the_count_typed_where_the_home_asks_for_it() {
         let mut untyped = TuiFront::run(2, false);
-        let r = untyped.go_ahead(2, "delete", true);
+        let r = untyped.go_ahead(2, RunKind::Discard, true);
         assert!(r.as_ref().is_err_and(|e| e.contains("typed")), "{r:?}");
-        assert_eq!(untyped.go_ahead(2, "archive", false), Ok(true));
+        assert_eq!(untyped.go_ahead(2, RunKind::Archive, false), Ok(true));
         let mut typed = TuiFront::run(2, true);
-        assert_eq!(typed.go_ahead(2, "delete", true), Ok(true));
+        assert_eq!(typed.go_ahead(2, RunKind::Discard, true), Ok(true));
         // Never more than the operator confirmed, typed or not.
-        assert!(typed.go_ahead(3, "delete", true).is_err());
+        assert!(typed.go_ahead(3, RunKind::Discard, true).is_err());
     }
 }

@@ -872,44 +872,44 @@ fn browse_local_archive(s: &Session, vhost: String, limit: usize, ticket: Ticket
 
 /// The notes on `queue`'s groups (none, said in the log, without a store).
 fn group_notes(s: &Session, queue: &str) -> Vec<crate::domain::grouping::GroupNote> {
-    Store::open_default()
-        .and_then(|st| s.group_notes(&st, queue))
-        .unwrap_or_else(|e| {
-            tracing::warn!("reading group notes failed: {e}");
-            Vec::new()
-        })
+    crate::ops::note::list(s, queue).unwrap_or_else(|e| {
+        tracing::warn!("reading group notes failed: {e}");
+        Vec::new()
+    })
 }
 
-/// Keeps or forgets notes; answers with the queue's notes as the store now has them.
+/// Keeps or forgets notes through their home (`ops::note`); answers with the queue's notes as
+/// the store now has them.
 async fn notes(s: &Session, work: NoteWork, ticket: Ticket) -> Vec<Report> {
-    let fail = |e: &dyn std::fmt::Display| {
-        Report::Error(Failure::in_generation(e.to_string(), ticket.generation))
-    };
+    let fail = |e: String| Report::Error(Failure::in_generation(e, ticket.generation));
     let (queue, notice) = match work {
-        NoteWork::Set { mut note, .. } => {
-            // Who wrote it and when are the worker's to say, as for a replay's audit.
-            note.author = crate::store::current_os_user();
-            note.at = jiff::Timestamp::now();
-            match s.set_group_note(&note).await {
-                Ok((kept, warning)) => {
-                    let said = if kept {
+        NoteWork::Set { note, .. } => {
+            let req = crate::ops::note::NoteRequest {
+                queue: note.queue,
+                by: note.by,
+                key: note.key,
+                text: note.text,
+            };
+            match crate::ops::note::set(s, req).await {
+                Ok(set) => {
+                    let said = if set.kept {
                         "note kept on the group (until the group is gone)"
                     } else {
                         "note removed"
                     };
-                    let notice = match warning {
-                        Some(w) => format!("{said}; {w}"),
-                        None => said.to_string(),
-                    };
-                    (note.queue.clone(), Some(notice))
+                    let notice = std::iter::once(said.to_string())
+                        .chain(set.notes)
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    (set.note.queue, Some(notice))
                 }
-                Err(e) => return vec![fail(&e)],
+                Err(stop) => return vec![fail(runs::stop_text(stop))],
             }
         }
         NoteWork::Forget { queue, notes, .. } => {
             let gone: Vec<&crate::domain::grouping::GroupNote> = notes.iter().collect();
-            if let Err(e) = Store::open_default().and_then(|st| s.forget_group_notes(&st, &gone)) {
-                return vec![fail(&e)];
+            if let Err(e) = crate::ops::note::forget(s, &gone) {
+                return vec![fail(e)];
             }
             (queue, None)
         }

@@ -127,7 +127,7 @@ pub enum RedirectChange {
 pub struct RunSummary {
     pub run_id: Option<String>,
     /// Which operation the run was: the Replays view lists archives, restores and discards too.
-    pub operation: crate::store::Operation,
+    pub operation: crate::domain::run::RunKind,
     pub started_at: Timestamp,
     pub os_user: String,
     pub broker_user: String,
@@ -205,14 +205,20 @@ pub struct RestoreHow {
 }
 
 impl JobKind {
+    /// The run it is (`domain::run::RunKind`), without the details the UI asked for it with.
+    pub fn run(&self) -> crate::domain::run::RunKind {
+        use crate::domain::run::RunKind;
+        match self {
+            JobKind::Replay => RunKind::Replay,
+            JobKind::Archive { .. } => RunKind::Archive,
+            JobKind::Discard => RunKind::Discard,
+            JobKind::Restore(_) => RunKind::Restore,
+        }
+    }
+
     /// The verb, as the progress and the outcome say it.
     pub fn verb(&self) -> &'static str {
-        match self {
-            JobKind::Replay => "replay",
-            JobKind::Archive { .. } => "archive",
-            JobKind::Discard => "discard",
-            JobKind::Restore(_) => "restore",
-        }
+        self.run().as_str()
     }
 }
 

@@ -15,12 +15,12 @@ use super::protocol::{
 use crate::broker::archive as keep;
 use crate::broker::replay::{StopReason, Summary};
 use crate::broker::session::{Session, SessionError};
+use crate::domain::run::RunKind;
 use crate::domain::selection::Selection;
 use crate::ops::archive::{ArchiveRequest, Way};
 use crate::ops::replay::ReplayRequest;
 use crate::ops::restore::{ArchiveOf, Replaying, RestoreRequest};
 use crate::ops::{self as home, Stop};
-use crate::store::Operation;
 
 /// A stop in words, for the modal's or the progress window's error.
 pub(super) fn stop_text(stop: Stop) -> String {
@@ -152,7 +152,7 @@ pub(super) async fn replay(
     let result = ready.run(cancel_rx, progress_to(&events, total)).await;
     let notes = ready.finish(&result).await;
     concluded(
-        (Operation::Replay, None),
+        (RunKind::Replay, None),
         &req.queue,
         &result,
         total,
@@ -179,10 +179,10 @@ pub(super) async fn archive_or_discard(
                 create: *place == protocol::ArchivePlace::Create,
                 reason: reason.clone(),
             },
-            Operation::Archive,
+            RunKind::Archive,
         ),
         _ => match keep::discard_path(&req.queue) {
-            Ok(p) => (Way::Discard { snapshot: Some(p) }, Operation::Discard),
+            Ok(p) => (Way::Discard { snapshot: Some(p) }, RunKind::Discard),
             Err(e) => return plan::replay_failed(&req, &format!("{e}; nothing deleted")),
         },
     };
@@ -226,7 +226,7 @@ pub(super) async fn archive_or_discard(
 
 /// The command log's line, what the record could not keep, and the outcome the UI shows.
 async fn concluded(
-    (op, place): (Operation, Option<&str>),
+    (op, place): (RunKind, Option<&str>),
     queue: &str,
     result: &Result<Summary, SessionError>,
     total: u64,
@@ -236,7 +236,7 @@ async fn concluded(
 ) -> Report {
     let outcome = outcome_of(result, total, (op, place));
     let text = match op {
-        Operation::Replay => replay_text(queue, &outcome),
+        RunKind::Replay => replay_text(queue, &outcome),
         op => ops::job_text(op.as_str(), queue, &outcome),
     };
     ops.report(OperationKind::Replay, text).await;
@@ -271,7 +271,7 @@ fn progress_to(
 fn outcome_of(
     result: &Result<Summary, SessionError>,
     total: u64,
-    (op, place): (Operation, Option<&str>),
+    (op, place): (RunKind, Option<&str>),
 ) -> ReplayOutcome {
     match result {
         Ok(sum) => ReplayOutcome {

@@ -1,120 +1,23 @@
-//! What archive and discard need of the broker (`ArchivePort`), the broker half of a run's
-//! record (`RecordPort`, `BrokerLog`), and Warren's local store as a run's record uses it (the
-//! memory port, `MemoryPort`). `Session` and `Store` implement them with the code the
-//! operations called directly before; `ops::fake` implements them in memory.
+//! What archive and discard need of the broker (`ArchivePort`), beside where their record is
+//! kept (`RecordPort`). `Session` implements it with the code the operations called directly
+//! before; `ops::fake` implements it in memory.
 
 use std::future::Future;
 use std::path::Path;
 
 use tokio::sync::watch;
 
-use super::{Author, Rights};
+use super::{RecordPort, Rights};
 use crate::broker::archive::{self as keep, DeclareError, Place, StreamState};
-use crate::broker::audit::{BrokerRecord, Consent};
 use crate::broker::config::ArchiveSettings;
 use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::{ReplaySpec, Selected, Session, SessionError, Work, WriteCheck};
-use crate::broker::spool::Spool;
 use crate::domain::archive::Stamp;
-use crate::store::{AuditOutcome, AuditStart, Operation, Store};
-
-/// Warren's local store as a run's record uses it: the audit's row, begun before anything
-/// moves and finished with what really happened.
-pub trait MemoryPort {
-    /// Writes the run's start; its number in the store, or why it could not be written.
-    fn start_run(&self, op: Operation, start: &AuditStart) -> Result<i64, String>;
-    /// Writes how run `id` ended, with its moved ids: what could not be written.
-    fn finish_run(&self, id: i64, out: &AuditOutcome, moved: &Spool) -> Vec<String>;
-}
-
-impl MemoryPort for Store {
-    fn start_run(&self, op: Operation, start: &AuditStart) -> Result<i64, String> {
-        self.begin_operation(op, start).map_err(|e| e.to_string())
-    }
-
-    fn finish_run(&self, id: i64, out: &AuditOutcome, moved: &Spool) -> Vec<String> {
-        crate::broker::audit::record_outcome(self, id, out, moved)
-    }
-}
-
-/// The broker half of a run's record, once its start was written (or could not be).
-pub trait BrokerLog: Send {
-    /// Whether the broker has the run's start.
-    fn is_written(&self) -> bool;
-    /// Writes how the run ended, with its moved ids: what to tell the operator the first time
-    /// the broker record could not be written.
-    fn finish(
-        &mut self,
-        op: &str,
-        run_id: &str,
-        out: AuditOutcome,
-        moved: &Spool,
-    ) -> impl Future<Output = Option<String>> + Send;
-}
-
-impl BrokerLog for BrokerRecord {
-    fn is_written(&self) -> bool {
-        BrokerRecord::is_written(self)
-    }
-
-    fn finish(
-        &mut self,
-        op: &str,
-        run_id: &str,
-        out: AuditOutcome,
-        moved: &Spool,
-    ) -> impl Future<Output = Option<String>> + Send {
-        BrokerRecord::finish(self, op, run_id, out, moved)
-    }
-}
-
-/// Where a run's record is kept: Warren's local store, and the broker's audit stream.
-pub trait RecordPort: Sync {
-    type Log: BrokerLog;
-    type Memory: MemoryPort + Send;
-    /// Warren's local store, opened; `Err`: why it cannot be.
-    fn memory(&self) -> Result<Self::Memory, String>;
-    /// Opens the broker's audit stream as `consent` allows and writes the run's start on it:
-    /// the log, and what to tell the operator when the start could not be written.
-    fn record_start(
-        &self,
-        op: Operation,
-        start: &AuditStart,
-        consent: Consent<'_>,
-    ) -> impl Future<Output = (Self::Log, Option<String>)> + Send;
-}
-
-impl RecordPort for Session {
-    type Log = BrokerRecord;
-    type Memory = Store;
-
-    fn memory(&self) -> Result<Store, String> {
-        Store::open_default().map_err(|e| e.to_string())
-    }
-
-    async fn record_start(
-        &self,
-        op: Operation,
-        start: &AuditStart,
-        consent: Consent<'_>,
-    ) -> (BrokerRecord, Option<String>) {
-        let mut broker = BrokerRecord::open(self, consent).await;
-        // The broker's copy of the start, before the first publish, so a crash reads
-        // "interrupted" there too.
-        let note = broker
-            .append(op.as_str(), "start", &start.run_id, start)
-            .await;
-        (broker, note)
-    }
-}
 
 /// What archive and discard need of the broker.
 pub trait ArchivePort: Rights + RecordPort {
     /// What a run takes: prepared before the record starts, run after.
     type Work: Send;
-    /// Who runs it as the broker vouches (`whoami`), where, and what the context says of
-    /// creating the audit stream.
-    fn operator(&self) -> Author;
     /// The context's archive: its stream, its max-age, `archive_local`, `archive_create`.
     fn archive_settings(&self) -> &ArchiveSettings;
     /// Whether `queue` is auto-delete (a run's consumer would end it).
@@ -165,15 +68,6 @@ pub trait ArchivePort: Rights + RecordPort {
 
 impl ArchivePort for Session {
     type Work = Work;
-
-    fn operator(&self) -> Author {
-        Author {
-            broker_user: self.whoami.name.clone(),
-            context: self.target.context.clone(),
-            vhost: self.vhost().to_string(),
-            create_streams: self.target.audit.create,
-        }
-    }
 
     fn archive_settings(&self) -> &ArchiveSettings {
         &self.target.archive

@@ -2,13 +2,16 @@
 //! operation (rights first, nothing created without consent, the record after the change) is
 //! a unit test against an in-memory fake (`ops::fake`), with no broker. `Session` implements
 //! them over the management API and AMQP, and `Store` implements the memory port (Warren's
-//! local store as a run's record uses it). Operations move onto them one by one: redirect,
-//! protect, archive and discard so far; replay and restore still take the `Session`.
+//! local store as the record uses it). Every record is written by `ops::record` through
+//! `RecordPort` and `MemoryPort`. Operations move onto them one by one: redirect, protect,
+//! archive and discard so far; replay and restore still take the `Session`.
 
 use std::future::Future;
 
 mod archive;
-pub use archive::{ArchivePort, BrokerLog, MemoryPort, RecordPort};
+mod record;
+pub use archive::ArchivePort;
+pub use record::{BrokerLog, MemoryPort, RecordPort};
 
 use super::Stop;
 use super::rights::ReadOnly;
@@ -34,10 +37,13 @@ pub struct Author {
     pub vhost: String,
     /// `create_audit_stream` in the context, when set.
     pub create_streams: Option<bool>,
+    /// Whether the context keeps an audit stream on the broker (`audit_stream = ""` turns it
+    /// off).
+    pub audit_stream: bool,
 }
 
-/// What a redirect needs of the broker.
-pub trait RedirectPort: Rights {
+/// What a redirect needs of the broker (its record is kept through `RecordPort`).
+pub trait RedirectPort: Rights + RecordPort {
     fn author(&self) -> Author;
     /// The redirects in force (`Err`: why they could not be read).
     fn redirects(&self) -> impl Future<Output = Result<Current, String>> + Send;
@@ -53,32 +59,16 @@ pub trait RedirectPort: Rights {
         rec: &RedirectRecord,
         consent: Consent<'_>,
     ) -> impl Future<Output = Result<(), String>> + Send;
-    /// Puts the change on the audit stream: what could not be written.
-    fn record(
-        &self,
-        event: &'static str,
-        rec: &RedirectRecord,
-        consent: Consent<'_>,
-    ) -> impl Future<Output = Vec<String>> + Send;
 }
 
-/// What protecting a queue needs of the broker.
-pub trait ProtectPort: Rights {
-    /// `create_audit_stream` in the context, when set.
-    fn create_streams(&self) -> Option<bool>;
+/// What protecting a queue needs of the broker (its record is kept through `RecordPort`).
+pub trait ProtectPort: Rights + RecordPort {
     /// The policy that lifts `queue`'s delivery limit: looked at, or set when `apply`.
     fn protect(
         &self,
         queue: &str,
         apply: bool,
     ) -> impl Future<Output = Result<ProtectPlan, Stop>> + Send;
-    /// Puts the policy set on the record: what could not be written.
-    fn record_protect(
-        &self,
-        queue: &str,
-        plan: &ProtectPlan,
-        consent: Consent<'_>,
-    ) -> impl Future<Output = Vec<String>> + Send;
 }
 
 impl Rights for Session {
@@ -94,6 +84,7 @@ impl RedirectPort for Session {
             context: self.target.context.clone(),
             vhost: self.vhost().to_string(),
             create_streams: self.target.audit.create,
+            audit_stream: self.target.audit.stream.is_some(),
         }
     }
 
@@ -142,34 +133,12 @@ impl RedirectPort for Session {
     ) -> impl Future<Output = Result<(), String>> + Send {
         crate::broker::redirects::keep(self, event, rec, consent)
     }
-
-    fn record(
-        &self,
-        event: &'static str,
-        rec: &RedirectRecord,
-        consent: Consent<'_>,
-    ) -> impl Future<Output = Vec<String>> + Send {
-        crate::broker::redirects::record(self, event, rec, consent)
-    }
 }
 
 impl ProtectPort for Session {
-    fn create_streams(&self) -> Option<bool> {
-        self.target.audit.create
-    }
-
     async fn protect(&self, queue: &str, apply: bool) -> Result<ProtectPlan, Stop> {
         Session::protect(self, queue, apply)
             .await
             .map_err(super::replay::stop_of)
-    }
-
-    fn record_protect(
-        &self,
-        queue: &str,
-        plan: &ProtectPlan,
-        consent: Consent<'_>,
-    ) -> impl Future<Output = Vec<String>> + Send {
-        crate::broker::audit::record_protect(self, queue, plan, consent)
     }
 }

@@ -70,7 +70,7 @@ pub fn merge(
 #[derive(Default)]
 struct StreamRead {
     /// Broker-side replays by run id, in first-start order.
-    starts: Vec<(String, Operation, AuditStart)>,
+    starts: Vec<(String, RunKind, AuditStart)>,
     outcomes: HashMap<String, (AuditOutcome, u32)>,
     /// `outcome-ids` entries by run id and part number: the first of each part counts.
     id_parts: HashMap<String, BTreeMap<u32, Vec<String>>>,
@@ -112,9 +112,9 @@ fn read_stream(stream: &[Vec<u8>], m: &mut Merged) -> StreamRead {
         }
         let bad = |e: serde_json::Error| format!("entry {n} ({} {}): {e}", head.kind, head.event);
         match (head.kind.as_str(), head.event.as_str()) {
-            // A replay, archive, discard or restore: each is recorded as a run ([`Operation`]).
-            (kind, "start") if Operation::parse(kind).is_some() => {
-                let op = Operation::parse(kind).unwrap_or_default();
+            // A replay, archive, discard or restore: each is recorded as a run ([`RunKind`]).
+            (kind, "start") if RunKind::parse(kind).is_some() => {
+                let op = RunKind::parse(kind).unwrap_or_default();
                 match serde_json::from_value::<AuditStart>(head.record) {
                     Ok(s) if !starts.iter().any(|(id, _, _)| *id == head.run_id) => {
                         starts.push((head.run_id, op, s));
@@ -123,7 +123,7 @@ fn read_stream(stream: &[Vec<u8>], m: &mut Merged) -> StreamRead {
                     Err(e) => m.skipped.push(bad(e)),
                 }
             }
-            (kind, "outcome") if Operation::parse(kind).is_some() => {
+            (kind, "outcome") if RunKind::parse(kind).is_some() => {
                 let parts = head
                     .record
                     .get("id_parts")
@@ -137,7 +137,7 @@ fn read_stream(stream: &[Vec<u8>], m: &mut Merged) -> StreamRead {
                     Err(e) => m.skipped.push(bad(e)),
                 }
             }
-            (kind, IDS_EVENT) if Operation::parse(kind).is_some() => {
+            (kind, IDS_EVENT) if RunKind::parse(kind).is_some() => {
                 match serde_json::from_value::<IdsPart>(head.record) {
                     Ok(p) => {
                         id_parts
@@ -177,7 +177,7 @@ fn read_stream(stream: &[Vec<u8>], m: &mut Merged) -> StreamRead {
 fn merge_runs(
     m: &mut Merged,
     local: Vec<AuditRecord>,
-    starts: Vec<(String, Operation, AuditStart)>,
+    starts: Vec<(String, RunKind, AuditStart)>,
     mut outcomes: HashMap<String, (AuditOutcome, u32)>,
     mut id_parts: HashMap<String, BTreeMap<u32, Vec<String>>>,
 ) {
@@ -312,7 +312,7 @@ pub(super) fn with_outcome(r: AuditRecord, o: AuditOutcome) -> AuditRecord {
 /// A run known from the broker's stream, as the local store would show it.
 pub(super) fn record_of(
     run_id: String,
-    operation: Operation,
+    operation: RunKind,
     s: AuditStart,
     out: Option<AuditOutcome>,
 ) -> AuditRecord {

@@ -17,42 +17,10 @@ mod merged;
 
 pub use merged::{Merged, merge, unvouched_runs};
 
-/// What an audit record is of: every way a message leaves a dead-letter queue (or comes back).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Operation {
-    /// Moved back to where it failed (also `warren restore --replay`, from the archive).
-    #[default]
-    Replay,
-    /// Moved to the archive.
-    Archive,
-    /// Deleted for good (after a snapshot, unless `--no-snapshot`).
-    Discard,
-    /// Put back into the DLQ it was archived from.
-    Restore,
-}
-
-impl Operation {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Replay => "replay",
-            Operation::Archive => "archive",
-            Operation::Discard => "discard",
-            Operation::Restore => "restore",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Operation> {
-        [
-            Operation::Replay,
-            Operation::Archive,
-            Operation::Discard,
-            Operation::Restore,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == s)
-    }
-}
+/// What an audit record is of: the one run kind (`domain::run::RunKind`), under the name the
+/// audit's older callers use.
+pub use crate::domain::run::RunKind as Operation;
+use crate::domain::run::RunKind;
 
 /// What is known when a replay starts; written before the first message is published. Also the
 /// `record` of a broker audit stream's `replay`/`start` entry (see [`AuditEnvelope`]): the field
@@ -160,7 +128,7 @@ pub struct AuditRecord {
     pub id: Option<i64>,
     /// The globally unique run id; `None` for runs recorded before Warren had them.
     pub run_id: Option<String>,
-    pub operation: Operation,
+    pub operation: RunKind,
     pub started_at: Timestamp,
     pub os_user: String,
     pub broker_user: String,
@@ -273,12 +241,12 @@ impl Store {
     /// Records the start of a replay and returns its audit id. Call before the first publish: a
     /// replay that cannot be audited should not start.
     pub fn begin_replay(&self, rec: &AuditStart) -> Result<i64> {
-        self.begin_operation(Operation::Replay, rec)
+        self.begin_operation(RunKind::Replay, rec)
     }
 
-    /// [`begin_replay`](Self::begin_replay) for any [`Operation`]: an archive, a discard or a
+    /// [`begin_replay`](Self::begin_replay) for any [`RunKind`]: an archive, a discard or a
     /// restore is recorded like a replay, before its first message moves.
-    pub fn begin_operation(&self, op: Operation, rec: &AuditStart) -> Result<i64> {
+    pub fn begin_operation(&self, op: RunKind, rec: &AuditStart) -> Result<i64> {
         let targets = serde_json::to_string(&rec.targets)
             .map_err(|e| self.corrupt(format!("targets: {e}")))?;
         let tx = self.write_tx()?;
@@ -559,7 +527,7 @@ impl Store {
             serde_json::from_str(json)
                 .map_err(|e| self.corrupt(format!("replay #{id}: list {json:?}: {e}")))
         };
-        let operation = Operation::parse(&raw.operation)
+        let operation = RunKind::parse(&raw.operation)
             .ok_or_else(|| self.corrupt(format!("#{id}: operation {:?}", raw.operation)))?;
         Ok(AuditRecord {
             id: Some(id),

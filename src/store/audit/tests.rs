@@ -1,5 +1,6 @@
 use super::merged::{record_of, with_outcome};
 use super::*;
+use crate::domain::run::RunKind;
 
 /// A run's start, for tests (also `store::pending`'s).
 pub(crate) fn start(run: &str, secs: i64) -> AuditStart {
@@ -184,7 +185,7 @@ fn moved_ids_split_over_entries_are_merged_back_in_order_and_a_lost_part_is_said
 
 #[test]
 fn the_same_run_seen_locally_and_on_the_broker_is_one_record() {
-    let local = record_of("r1".into(), Operation::Replay, start("r1", 100), None);
+    let local = record_of("r1".into(), RunKind::Replay, start("r1", 100), None);
     let local = AuditRecord {
         id: Some(7),
         ..local
@@ -242,7 +243,7 @@ fn the_same_run_seen_locally_and_on_the_broker_is_one_record() {
 fn a_local_record_without_its_outcome_takes_the_brokers() {
     let local = AuditRecord {
         id: Some(7),
-        ..record_of("r1".into(), Operation::Replay, start("r1", 100), None)
+        ..record_of("r1".into(), RunKind::Replay, start("r1", 100), None)
     };
     assert_eq!(local.outcome, INTERRUPTED);
     let out = completed(2, &["id:b"]);
@@ -276,7 +277,7 @@ fn a_local_record_without_its_outcome_takes_the_brokers() {
     assert_eq!(r.message_ids, ["id:a", "id:b"]);
     // A local outcome is kept as it is, whatever the broker's says.
     let finished = with_outcome(
-        record_of("r2".into(), Operation::Replay, start("r2", 100), None),
+        record_of("r2".into(), RunKind::Replay, start("r2", 100), None),
         AuditOutcome {
             outcome: "cancelled".into(),
             ..out.clone()

@@ -116,10 +116,7 @@ pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
 
 /// `A` or `X`: the archive or discard modal on what `pick` finds.
 pub(super) fn start_archive(state: &mut State, kind: ArchiveKind) -> Vec<Command> {
-    let verb = match kind {
-        ArchiveKind::Archive => "archive",
-        ArchiveKind::Discard => "discard",
-    };
+    let verb = kind.run().as_str();
     if let Some((queue, selection, what, count)) = pick(state, verb, false) {
         let answered = state.archive_answers.get(&state.overview.context).copied();
         let question = match (kind, answered) {
