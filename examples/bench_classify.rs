@@ -59,6 +59,8 @@ fn main() {
         checks: None,
         backlog: None,
         edits: None,
+        amqp10: None,
+        amqp10_by_head: false,
     };
     let n: u64 = std::env::var("BENCH_N")
         .ok()

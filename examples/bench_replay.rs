@@ -261,6 +261,7 @@ async fn warren_round(
         run_id: None,
         max_backlog: None,
         edits: None,
+        protocol: Default::default(),
     };
     let tp = Instant::now();
     let preview = session
@@ -356,6 +357,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         run_id: None,
         max_backlog: None,
         edits: None,
+        protocol: Default::default(),
     };
     let t = Instant::now();
     let id = store.begin_operation(
@@ -398,6 +400,8 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         check_as_met: false,
         bytes: 0,
         rest_queues: Vec::new(),
+        carrier: Default::default(),
+        carrier_by_head: false,
     };
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let summary = session.run_job(&spec, work, rx, |_| {}).await?;
