@@ -60,7 +60,6 @@ fn main() {
         backlog: None,
         edits: None,
         amqp10: None,
-        amqp10_by_head: false,
     };
     let n: u64 = std::env::var("BENCH_N")
         .ok()

@@ -499,7 +499,6 @@ async fn another_active_consumer_is_a_stall_not_an_empty_queue() {
         backlog: None,
         edits: None,
         amqp10: None,
-        amqp10_by_head: false,
     };
     let limits = Limits {
         idle: Duration::from_millis(300),
@@ -703,7 +702,6 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
         backlog: None,
         edits: None,
         amqp10: None,
-        amqp10_by_head: false,
     };
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let moved = Arc::new(Mutex::new(0u64));

@@ -573,7 +573,6 @@ pub async fn plan_replay(
         backlog: None,
         edits: None,
         amqp10: None,
-        amqp10_by_head: false,
     };
     let mut plan = Plan {
         refused: preview.refusals.clone(),

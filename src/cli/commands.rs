@@ -854,6 +854,7 @@ fn unreported_run(p: crate::broker::replay::Progress) -> crate::broker::replay::
         left_in_dlq: None,
         held_elsewhere: 0,
         canary: None,
+        carrier: Default::default(),
         stop: crate::broker::replay::StopReason::Cancelled,
         reconnected: Vec::new(),
     }

@@ -127,6 +127,7 @@ fn print_summary(
             "failed": p.failed,
             "remaining": p.remaining,
             "left_in_dlq": sum.left_in_dlq,
+            "protocol": sum.carrier.name(),
             "held_elsewhere": sum.held_elsewhere,
             "held_back": sum.counts.held_back,
             "kept": sum.counts.kept,

@@ -346,6 +346,7 @@ pub(crate) fn summary(stop: StopReason, moved: u64) -> Summary {
         left_in_dlq: None,
         held_elsewhere: 0,
         canary: None,
+        carrier: Default::default(),
     }
 }
 

@@ -165,5 +165,6 @@ pub(crate) fn merge(mut t: Summary, s: Summary) -> Summary {
     t.left_in_dlq = s.left_in_dlq;
     t.held_elsewhere = t.held_elsewhere.max(s.held_elsewhere);
     t.canary = t.canary.or(s.canary);
+    t.carrier = s.carrier;
     t
 }

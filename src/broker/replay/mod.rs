@@ -30,7 +30,7 @@ use crate::domain::selection::Selection;
 mod classify;
 mod failover;
 mod open;
-mod run10;
+pub(crate) mod run10;
 mod shell;
 mod shell10;
 mod wait;
@@ -146,9 +146,6 @@ pub struct Job {
     /// Set when the run reads and publishes over AMQP 1.0 (`domain::amqp10::carrier`): where.
     /// Only for a replay.
     pub amqp10: Option<crate::broker::amqp10::Endpoint10>,
-    /// With `amqp10`: the plan read nothing, so the head message decides (`run10::head_is_10`):
-    /// over AMQP 1.0 when it came from an AMQP 1.0 client, else over 0.9.1.
-    pub amqp10_by_head: bool,
 }
 
 /// A replay's backlog cap: at most `max` ready messages in each queue of `queues`, where the
@@ -287,6 +284,8 @@ pub struct Summary {
     pub held_elsewhere: u64,
     /// What the run's canary did, when it had one (`ops::replay`).
     pub canary: Option<crate::domain::canary::CanaryRecord>,
+    /// The protocol the run read and published with (`domain::amqp10::carrier`).
+    pub carrier: crate::domain::amqp10::carrier::Carrier,
 }
 
 impl Summary {
@@ -428,9 +427,7 @@ pub async fn run_with(
     cancel: watch::Receiver<bool>,
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<Summary, ReplayError> {
-    if let (Some(ep), Action::Replay) = (&job.amqp10, &job.action)
-        && (!job.amqp10_by_head || run10::head_is_10(consume_conn, &job.dlq, limits.step).await)
-    {
+    if let (Some(ep), Action::Replay) = (&job.amqp10, &job.action) {
         return run10::run(consume_conn, ep, job, limits, cancel, on_progress).await;
     }
     let step = limits.step;
@@ -458,6 +455,7 @@ pub async fn run_with(
         left_in_dlq: None,
         held_elsewhere: 0,
         canary: None,
+        carrier: Default::default(),
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
@@ -787,6 +785,7 @@ mod tests {
             left_in_dlq: None,
             held_elsewhere: 0,
             canary: None,
+            carrier: Default::default(),
         }
     }
 

@@ -46,6 +46,7 @@ pub(super) async fn run(
         left_in_dlq: None,
         held_elsewhere: 0,
         canary: None,
+        carrier: crate::domain::amqp10::carrier::Carrier::Amqp10,
     };
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
@@ -171,9 +172,10 @@ pub(super) async fn run(
 }
 
 /// Whether the DLQ's head message came from an AMQP 1.0 client (`domain::amqp10::carrier::sign`),
-/// for a run whose plan read nothing: read with `basic.get` and handed straight back (on a
-/// quorum queue before 4.3 that spends one delivery of the head message, as any read does).
-pub(super) async fn head_is_10(conn: &lapin::Connection, dlq: &str, step: Duration) -> bool {
+/// for a run whose plan read nothing: read with `basic.get` and handed straight back, on a
+/// connection of its own (a message the broker cannot send closes it). Only where handing a
+/// message back spends no delivery (the plan checks).
+pub(crate) async fn head_is_10(conn: &lapin::Connection, dlq: &str, limit: Duration) -> bool {
     use lapin::options::{BasicGetOptions, BasicNackOptions};
     let look = async {
         let name = crate::broker::amqp::short("the queue name", dlq).ok()?;
@@ -198,5 +200,5 @@ pub(super) async fn head_is_10(conn: &lapin::Connection, dlq: &str, step: Durati
         let _ = ch.close(200, "looked at the head".into()).await;
         sign.map(|(_, s)| s)
     };
-    matches!(tokio::time::timeout(step * 2, look).await, Ok(Some(true)))
+    matches!(tokio::time::timeout(limit, look).await, Ok(Some(true)))
 }

@@ -95,6 +95,11 @@ impl Summary {
         for (t, n) in &self.counts.targets {
             out.push(format!("  {n:>6} → {}", one_line(t, 120)));
         }
+        if self.carrier == crate::domain::amqp10::carrier::Carrier::Amqp10 {
+            out.push(
+                "  read and published over AMQP 1.0: each message reached its queue as its producer sent it".into(),
+            );
+        }
         for (why, n) in &self.counts.problems {
             out.push(format!("  ! {n} × {}", one_line(why, 300)));
         }

@@ -93,13 +93,13 @@ impl Session {
             p.refusals
                 .push(browse::auto_delete_refusal(&spec.queue, "replay"));
         }
-        self.choose_carrier(spec, &mut p);
+        self.choose_carrier(spec, &mut p).await;
         Ok(p)
     }
 
     /// The protocol the run reads and publishes with, said in the plan (see
     /// `domain::amqp10::carrier`).
-    fn choose_carrier(&self, spec: &ReplaySpec, p: &mut Preview) {
+    async fn choose_carrier(&self, spec: &ReplaySpec, p: &mut Preview) {
         use crate::domain::amqp10::carrier::{self, Carrier, Choice};
         let speaks_10 =
             crate::domain::features::BrokerVersion::parse(&self.overview.rabbitmq_version)
@@ -116,12 +116,27 @@ impl Session {
             }
             (c, _) => c,
         };
-        if p.unread.is_some() && choice == Choice::Auto && speaks_10 && self.endpoint10().is_ok() {
+        // Looking at the head costs nothing where handing a message back spends no delivery.
+        let free_look = match self.queue_policy(&spec.queue).await {
+            Ok((_, q)) => q.cost_per_browse == 0,
+            Err(_) => false,
+        };
+        if p.unread.is_some()
+            && choice == Choice::Auto
+            && speaks_10
+            && free_look
+            && self.endpoint10().is_ok()
+        {
             p.carrier_by_head = true;
             p.notices.push(
                 "read and published over AMQP 1.0 if the head message came from an AMQP 1.0 client, whose consumers get it unchanged only that way; else over 0.9.1 (--protocol to choose)".into(),
             );
             return;
+        }
+        if p.unread.is_some() && choice == Choice::Auto && speaks_10 {
+            p.notices.push(
+                "replayed over AMQP 0.9.1: nothing was read to tell whether the messages came from AMQP 1.0 clients (reading this queue spends deliveries); if they did, --protocol amqp10 gets them to their consumers unchanged".into(),
+            );
         }
         match carrier::choose(choice, speaks_10, p.amqp10_signs, p.examined) {
             Ok((c, why)) => {

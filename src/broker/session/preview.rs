@@ -58,7 +58,7 @@ pub struct Preview {
     /// The protocol the run reads and publishes with (`domain::amqp10::carrier::choose`).
     pub carrier: crate::domain::amqp10::carrier::Carrier,
     /// Nothing was read and the protocol was left to the messages: the run's head message
-    /// decides (see `replay::Job::amqp10_by_head`).
+    /// decides (`Session::head_is_10`, before the run).
     pub carrier_by_head: bool,
     /// Warnings with counts.
     pub warnings: BTreeMap<String, u64>,

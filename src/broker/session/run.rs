@@ -103,10 +103,9 @@ impl Session {
         let mut job = self.job_of(spec, work, &info, &quorum);
         if over_10 {
             job.amqp10 = Some(self.endpoint10().map_err(SessionError::Refused)?);
-        } else if by_head {
-            // A plan that read nothing has no signs: the head message decides.
+        } else if by_head && self.head_is_10(&spec.queue).await {
+            // A plan that read nothing has no signs: the head message decided.
             job.amqp10 = self.endpoint10().ok();
-            job.amqp10_by_head = job.amqp10.is_some();
         }
         let backlog = job.backlog.clone();
         let (checks_tx, mut checks_rx) = tokio::sync::mpsc::channel::<replay::CheckRequest>(1);
@@ -264,8 +263,20 @@ impl Session {
             backlog,
             edits: spec.edits.clone(),
             amqp10: None,
-            amqp10_by_head: false,
         }
+    }
+
+    /// Whether the DLQ's head message came from an AMQP 1.0 client, looked at on a connection
+    /// of its own within 3 s (no answer: no).
+    async fn head_is_10(&self, queue: &str) -> bool {
+        let limit = std::time::Duration::from_secs(3);
+        let Ok(Ok(conn)) = tokio::time::timeout(limit, self.connect_amqp("warren-look")).await
+        else {
+            return false;
+        };
+        let is = replay::run10::head_is_10(&conn, queue, limit).await;
+        let _ = tokio::time::timeout(limit, conn.close(200, "looked".into())).await;
+        is
     }
 
     /// Where a replay over AMQP 1.0 connects: the context's first AMQP URL, as this session's
