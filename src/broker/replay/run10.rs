@@ -82,6 +82,7 @@ pub(super) async fn run(
         replayed_before: 0,
         unresponsive: false,
         left: None,
+        stopped: false,
     };
     let started = Instant::now();
     let mut drv = Driver {

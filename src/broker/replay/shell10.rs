@@ -51,6 +51,8 @@ pub(super) struct Shell10<'a> {
     pub(super) replayed_before: u64,
     pub(super) unresponsive: bool,
     pub(super) left: Option<Option<u64>>,
+    /// The receiver was told to stop taking (credit 0): never topped up again.
+    pub(super) stopped: bool,
 }
 
 impl Shell10<'_> {
@@ -95,6 +97,7 @@ impl Shell10<'_> {
             }
             Effect::AskBacklog => self.ask_backlog(drv).await,
             Effect::CancelConsumer => {
+                self.stopped = true;
                 let r = drv.guarded(self.step, self.receiver.set_credit(0)).await;
                 self.unresponsive |= timed_out(&r);
                 Event::ConsumerCancelled(r.map_err(|e| e.text("stopping the receiver")))
@@ -182,6 +185,13 @@ impl Shell10<'_> {
             .guarded(self.step, self.receiver.accept_all(infos))
             .await;
         self.unresponsive |= timed_out(&r);
+        if r.is_ok() && !self.stopped {
+            // AMQP 1.0 credit is not given back by settling, as a 0.9.1 prefetch is: the window
+            // is topped up to `prefetch` deliveries held at once.
+            let room = self.prefetch.saturating_sub(self.unsettled.len() as u32);
+            let r = drv.guarded(self.step, self.receiver.set_credit(room)).await;
+            self.unresponsive |= timed_out(&r);
+        }
         Event::AcksWritten(r.map_err(|e| e.text("accepting in the dead-letter queue failed")))
     }
 
