@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod amqp;
+pub mod drain;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
