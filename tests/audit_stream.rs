@@ -370,7 +370,9 @@ async fn a_protect_is_on_the_record_locally_and_on_the_broker() {
         let conn = h::connect(&vhost).await;
         let ch = h::confirm_channel(&conn).await;
         h::declare(&ch, "qdlq", QueueType::Quorum, FieldTable::default()).await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        vhost
+            .wait_queue("qdlq", "quorum queue", |v| v["type"] == "quorum")
+            .await;
         let run = warren(
             &vhost,
             &alice,

@@ -58,6 +58,7 @@ fn consume(ch: lapin::Channel, mut consumer: lapin::Consumer) -> Arc<Mutex<Vec<(
                 .map(|s| s.to_string())
                 .unwrap_or_default();
             out.lock().unwrap().push((id, d.redelivered));
+            // Time, not an event: a slow consumer, so ready messages stay while it works.
             tokio::time::sleep(Duration::from_millis(5)).await;
             let _ = d.ack(BasicAckOptions::default()).await;
         }

@@ -126,13 +126,18 @@ fn the_readme_quick_start_works_on_a_fresh_clone() {
         let _ = Command::new("tmux")
             .args(["send-keys", "-t", &session, k])
             .status();
-        std::thread::sleep(Duration::from_millis(300));
     };
+    // Down until the queue is selected; each key once the screen shows the last one's move.
     for _ in 0..12 {
-        if capture().contains("▶ orders.dlq") {
+        let before = capture();
+        if before.contains("▶ orders.dlq") {
             break;
         }
         keys("j");
+        let start = Instant::now();
+        while capture() == before && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
     keys("Enter");
     let start = Instant::now();

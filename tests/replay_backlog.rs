@@ -41,7 +41,9 @@ async fn the_target_backlog_stays_at_the_cap_and_every_id_arrives_once() {
         )
         .await;
         let replay_took = run.elapsed;
-        let handled = consumer.finish(N as usize, Duration::from_secs(20)).await;
+        let handled = consumer
+            .finish(&vhost, &conn, N as usize, Duration::from_secs(20))
+            .await;
         let all_took = started.elapsed();
         let samples = sampler.finish().await;
 
@@ -105,7 +107,9 @@ async fn text_progress_says_why_it_waits(
         &["replay", "dlq", "--max-backlog", "20", "--yes"],
     )
     .await;
-    let handled = consumer.finish(M as usize, Duration::from_secs(10)).await;
+    let handled = consumer
+        .finish(vhost, conn, M as usize, Duration::from_secs(10))
+        .await;
     assert_eq!(run.code, Some(0), "{label}: {run}");
     assert!(
         run.stderr.contains("waiting: orders.process holds ")

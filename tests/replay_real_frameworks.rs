@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::amqp as h;
+use common::drain::until_quiet;
 use common::{TestBroker, TestVhost};
 use framework_util::{Worker, npm_prefix, python_venv, queue_state, wait_for};
 use lapin::types::FieldTable;
@@ -204,7 +205,8 @@ async fn celery_tasks_are_named_keyed_by_task_id_and_none_is_discarded_on_replay
         failing.log_text()
     );
     failing.stop(Duration::from_secs(10)).await;
-    // The two short deadlines pass while the tasks sit in the DLQ.
+    // The two short deadlines pass while the tasks sit in the DLQ. Time, not an event: an
+    // expired deadline is what is tested.
     let passed = Duration::from_millis(6_500);
     if let Some(rest) = passed.checked_sub(sent_at.elapsed()) {
         tokio::time::sleep(rest).await;
@@ -657,8 +659,16 @@ async fn rascal_failures_are_read_from_its_table_and_a_replay_is_not_nacked_back
         (d.len() >= 7).then_some(d)
     })
     .await;
-    // Anything nacked straight back would be in the DLQ again by now.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Anything nacked straight back, or run twice, is in the DLQ or the log once the queues
+    // are quiet.
+    until_quiet(
+        &vhost,
+        &conn,
+        &["work", "mail", "work.dlq", "mail.dead"],
+        || done_ids(&dir).len(),
+        Duration::from_secs(60),
+    )
+    .await;
     let log = fixed.log_text();
     fixed.stop(Duration::from_secs(10)).await;
     let ran = ran.unwrap_or_else(|| panic!("the fixed worker ran {:?}:\n{log}", done_ids(&dir)));

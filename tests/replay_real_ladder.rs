@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use common::TestBroker;
 use common::TestVhost;
 use common::amqp as h;
+use common::drain::until_quiet;
 use framework_util::{Worker, npm_prefix, wait_for};
 use replay_util::{Home, warren};
 use serde_json::Value;
@@ -172,8 +173,14 @@ async fn ladder_on(broker: &TestBroker, modules: &Path, wait: &str) {
     // deliveries (one retry short) back to `orders` — the fixed worker ran two of them in a CI
     // rehearsal. That is the app's at-least-once, not the replay: the incident's leftovers are
     // cleared once the broker has taken them back, so the fixed worker sees only what Warren
-    // replays.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // replays. The broker has taken them back once the app's consumer is off `orders`.
+    let off = wait_for(Duration::from_secs(30), || async {
+        framework_util::queue_state(&conn, "orders")
+            .await
+            .filter(|(_, consumers)| *consumers == 0)
+    })
+    .await;
+    assert!(off.is_some(), "the stopped app still consumes from orders");
     let ch = conn.create_channel().await.expect("channel");
     for q in ["orders", wait] {
         ch.queue_purge(q.into(), lapin::options::QueuePurgeOptions::default())
@@ -300,8 +307,15 @@ async fn ladder_on(broker: &TestBroker, modules: &Path, wait: &str) {
         (d.len() >= 5).then_some(d)
     })
     .await;
-    // Anything sent round the ladder again would show up by now.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Anything sent round the ladder again, or handled twice, shows once the queues are quiet.
+    until_quiet(
+        &vhost,
+        &conn,
+        &["orders", wait, "orders.dlq"],
+        || done(&dir).len(),
+        Duration::from_secs(60),
+    )
+    .await;
     let log = fixed.log_text();
     fixed.stop(Duration::from_secs(10)).await;
     let ran = ran.unwrap_or_else(|| panic!("the fixed worker ran {:?}:\n{log}", done(&dir)));

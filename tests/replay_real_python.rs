@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::drain::until_quiet;
 use common::{TestBroker, TestVhost};
 use framework_util::{Worker, python_venv, queue_state, wait_for};
 use replay_util::{Home, warren};
@@ -364,8 +365,15 @@ async fn dramatiq_end_to_end(python: &Path, broker: &TestBroker) {
         (r.len() >= 8).then_some(r)
     })
     .await;
-    // Anything dead-lettered again would be in work.XQ by now.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Anything dead-lettered again, or run twice, shows once the queues are quiet.
+    until_quiet(
+        &vhost,
+        &conn,
+        &["work", "work.XQ", "work.DQ"],
+        || runs(&dir).len(),
+        Duration::from_secs(60),
+    )
+    .await;
     let log = fixed.log_text();
     fixed.stop(Duration::from_secs(10)).await;
     let ran = ran.unwrap_or_else(|| panic!("the fixed worker ran {:?}:\n{log}", runs(&dir)));
@@ -537,7 +545,15 @@ async fn faststream_messages_are_shown_and_replayed_to_its_real_subscriber() {
         (d.len() >= 5).then_some(d)
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Anything nacked back, or run twice, shows once the queues are quiet.
+    until_quiet(
+        &vhost,
+        &conn,
+        &["work", "work.dlq"],
+        || lines(&dir.join("done.txt")).len(),
+        Duration::from_secs(60),
+    )
+    .await;
     let log = fixed.log_text();
     fixed.stop(Duration::from_secs(10)).await;
     let ran = ran.unwrap_or_else(|| {

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::amqp as h;
+use common::drain::until_quiet;
 use common::{TestBroker, TestVhost};
 use framework_util::{Worker, wait_for};
 use replay_util::{Home, warren};
@@ -342,8 +343,15 @@ async fn symfony_on(broker: &TestBroker, serializer: &'static str) {
         (d.len() >= ORDERS).then_some(d)
     })
     .await;
-    // Anything handled twice would show up by now.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Anything handled twice, or failed again, shows once the queues are quiet.
+    until_quiet(
+        &vhost,
+        &conn,
+        &[WORK, FAILED],
+        || app.done().len(),
+        Duration::from_secs(60),
+    )
+    .await;
     let log = fixed.log_text();
     fixed.stop(Duration::from_secs(10)).await;
     assert!(

@@ -42,32 +42,85 @@ fn cluster_cmd() -> std::path::PathBuf {
     cluster_script().unwrap_or_else(|| "cluster.sh".into())
 }
 
-/// A running warren whose stdout lines are collected as they come.
+/// A running warren whose stdout and stderr lines are collected as they come.
 struct Live {
     child: tokio::process::Child,
     lines: Arc<Mutex<Vec<String>>>,
+    errors: Arc<Mutex<Vec<String>>>,
+    /// The two readers: each ends at its pipe's end, after the last line.
+    readers: Vec<tokio::task::JoinHandle<()>>,
     started: Instant,
+}
+
+/// Collects the lines of `pipe` into `sink` until it ends.
+fn collect_lines(
+    pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    sink: Arc<Mutex<Vec<String>>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut r = tokio::io::BufReader::new(pipe).lines();
+        while let Ok(Some(l)) = r.next_line().await {
+            if let Ok(mut v) = sink.lock() {
+                v.push(l);
+            }
+        }
+    })
 }
 
 impl Live {
     fn spawn(mut cmd: tokio::process::Command) -> Live {
-        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn warren");
-        let out = child.stdout.take().expect("stdout");
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn warren");
         let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        tokio::spawn(async move {
-            let mut r = tokio::io::BufReader::new(out).lines();
-            while let Ok(Some(l)) = r.next_line().await {
-                if let Ok(mut v) = sink.lock() {
-                    v.push(l);
-                }
-            }
-        });
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let readers = vec![
+            collect_lines(child.stdout.take().expect("stdout"), lines.clone()),
+            collect_lines(child.stderr.take().expect("stderr"), errors.clone()),
+        ];
         Live {
             child,
             lines,
+            errors,
+            readers,
             started: Instant::now(),
         }
+    }
+
+    /// Waits (at most `within`) until the progress says `n` were moved; false if it never did.
+    async fn wait_moved(&self, n: u64, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        while Instant::now() < until {
+            let moved = self
+                .events("progress")
+                .last()
+                .and_then(|p| p["moved"].as_u64())
+                .unwrap_or(0);
+            if moved >= n {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
+    /// Waits (at most `within`) until a line of stderr holds `text`.
+    async fn wait_stderr(&self, text: &str, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        while Instant::now() < until {
+            let said = self
+                .errors
+                .lock()
+                .map(|v| v.iter().any(|l| l.contains(text)))
+                .unwrap_or(false);
+            if said {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
     }
 
     fn events(&self, name: &str) -> Vec<Value> {
@@ -112,12 +165,11 @@ impl Live {
                 panic!("warren did not exit within {within:?}");
             }
         };
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let mut stderr = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            use tokio::io::AsyncReadExt;
-            let _ = e.read_to_string(&mut stderr).await;
+        // The output is whole once both readers met the end of their pipe.
+        for reader in self.readers.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), reader).await;
         }
+        let stderr = self.errors.lock().map(|v| v.join("\n")).unwrap_or_default();
         Run {
             code: status.code(),
             stdout: self.lines.lock().map(|v| v.join("\n")).unwrap_or_default(),
@@ -343,8 +395,9 @@ async fn memory_alarm_is_reported_and_signals_settle_within_seconds() {
         assert_eq!(rec["outcome"], "cancelled", "SIG{sig}: {rec}");
         assert_eq!(rec["moved"], run.summary_u64("moved"), "{rec}");
         assert!(rec["duplicated"].is_u64(), "{rec}");
-        // Nothing lost; the DLQ and the target hold every message, duplicates ≤ reported.
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Nothing lost; the DLQ and the target hold every message, duplicates ≤ reported,
+        // counted once the broker has taken back what Warren's consumer held.
+        deliveries_returned(&vhost, &conn, "dlq").await;
         let copies = assert_all_present(&conn, &["dlq", "work"], "a", N).await;
         let dups = (copies - N as usize) as u64;
         reported += run.summary_u64("duplicated");
@@ -383,8 +436,11 @@ async fn a_frozen_node_stops_the_run_cleanly_within_the_deadline() {
             "replay", "dlq", "--to", "work", "--yes", "--json", "--rate", "300",
         ],
     ));
-    assert!(live.wait_event("progress", Duration::from_secs(30)).await);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Well under way: two seconds' worth at --rate 300.
+    assert!(
+        live.wait_moved(600, Duration::from_secs(60)).await,
+        "no progress"
+    );
     cluster(&["freeze", "1"]).await;
     let frozen = Instant::now();
     let run = live.finish(Duration::from_secs(90)).await;
@@ -555,11 +611,19 @@ async fn a_second_ctrl_c_ends_a_stuck_settle_at_once() {
             "replay", "dlq", "--to", "work", "--yes", "--json", "--rate", "300",
         ],
     ));
-    assert!(live.wait_event("progress", Duration::from_secs(30)).await);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Well under way: two seconds' worth at --rate 300.
+    assert!(
+        live.wait_moved(600, Duration::from_secs(60)).await,
+        "no progress"
+    );
     cluster(&["freeze", "1"]).await;
     live.signal("INT");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The second Ctrl-C once the first was taken: Warren says it is settling.
+    assert!(
+        live.wait_stderr("stopping (", Duration::from_secs(10))
+            .await,
+        "the first Ctrl-C was not taken"
+    );
     let second = Instant::now();
     live.signal("INT");
     let run = live.finish(Duration::from_secs(30)).await;
@@ -607,6 +671,23 @@ async fn a_second_ctrl_c_ends_a_stuck_settle_at_once() {
         "{dups} duplicates, reported {reported}: {run}"
     );
     vhost.cleanup().await;
+}
+
+/// Waits (at most 30 s) until the broker has taken back the deliveries Warren held from `dlq`:
+/// no consumer on it any more (a passive declare: the broker requeues a consumer's deliveries
+/// as it removes it) and nothing unacknowledged in the management API's count.
+async fn deliveries_returned(vhost: &TestVhost, conn: &lapin::Connection, dlq: &str) {
+    let gone = crate::framework_util::wait_for(Duration::from_secs(30), || async {
+        let (_, consumers) = crate::framework_util::queue_state(conn, dlq).await?;
+        (consumers == 0).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "{dlq}: Warren's consumer is still on it");
+    vhost
+        .wait_queue(dlq, "0 unacknowledged", |v| {
+            v["messages_unacknowledged"].as_u64() == Some(0)
+        })
+        .await;
 }
 
 /// Waits (at most 90 s) until the DLQ holds nothing unacknowledged and the DLQ and the target
@@ -796,18 +877,7 @@ async fn the_command_carries_on_after_node_loss() {
             "replay", "dlq", "--to", "work", "--yes", "--json", "--rate", "500",
         ],
     ));
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        let moved = live
-            .events("progress")
-            .last()
-            .and_then(|p| p["moved"].as_u64())
-            .unwrap_or(0);
-        if moved >= 500 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    live.wait_moved(500, Duration::from_secs(60)).await;
     cluster(&["stop", "1"]).await;
     let run = live.finish(Duration::from_secs(120)).await;
     cluster(&["start", "1"]).await;

@@ -79,7 +79,8 @@ async fn a_steadily_fed_dlq_sorts_first_and_shows_its_growth() {
             "{first}"
         );
 
-        // A steady trickle into grow.dlq: one message every 150 ms.
+        // A steady trickle into grow.dlq: one message every 150 ms. Time, not an event: a rate
+        // of growth is what is tested.
         for i in 0..20 {
             fill(&conn, "grow.dlq", &format!("grow{}", i + 1), 1).await;
             tokio::time::sleep(Duration::from_millis(150)).await;
@@ -218,7 +219,8 @@ async fn watch_once_alerts_on_each_kind_and_is_clear_otherwise() {
         let r = warren(&vhost, &home, &once(&["--alert", "depth>100"])).await;
         assert_eq!(r.code, Some(0), "{r}");
 
-        // Age: Warren first saw them at the first look, over a second ago.
+        // Age: Warren first saw them at the first look, over a second ago. Time, not an event:
+        // an age is what is tested.
         tokio::time::sleep(Duration::from_millis(2_100)).await;
         let r = warren(&vhost, &home, &once(&["--alert", "age>1s", "--json"])).await;
         assert_eq!(r.code, Some(1), "{r}");
@@ -447,8 +449,13 @@ async fn watch_follows_new_dead_letters() {
     .spawn()
     .expect("spawn warren watch");
     let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    // The first look is the baseline: then three more arrive.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The first look is the baseline: it reads the queue's one message (the management API
+    // counts the delivery), then three more arrive.
+    vhost
+        .wait_queue("follow.dlq", "Warren's first read", |v| {
+            v["message_stats"]["deliver_get"].as_u64().unwrap_or(0) >= 1
+        })
+        .await;
     fill(&conn, "follow.dlq", "b", 3).await;
     let mut seen = Vec::new();
     let found = tokio::time::timeout(Duration::from_secs(30), async {

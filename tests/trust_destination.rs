@@ -40,7 +40,7 @@ async fn capped(broker: TestBroker, overflow: &'static str) {
         def["overflow"] = json!(overflow);
     }
     vhost.policy("cap", "^work$", "queues", def).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    vhost.wait_policy("work", "cap").await;
     let all: BTreeSet<String> = (0..100).map(|i| format!("m-{i}")).collect();
 
     let run = warren(&vhost, &home, &["replay", "dlq", "--yes", "--json"]).await;
@@ -211,7 +211,21 @@ async fn ladder(broker: TestBroker, route_back: bool) {
         .await
         .expect("unbind");
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The app is gone and its copies are in: `orders` has no consumer and nothing ready, the
+    // DLQ holds the n copies.
+    let settled = crate::framework_util::wait_for(Duration::from_secs(20), || async {
+        let orders = crate::framework_util::queue_state(&conn, "orders").await?;
+        let dlq = crate::framework_util::queue_state(&conn, "orders.dlq").await?;
+        (orders == (0, 0) && u64::from(dlq.0) == n).then_some(())
+    })
+    .await;
+    assert!(
+        settled.is_some(),
+        "{}: the app's copies did not settle: orders {:?}, orders.dlq {:?}",
+        broker.label,
+        crate::framework_util::queue_state(&conn, "orders").await,
+        crate::framework_util::queue_state(&conn, "orders.dlq").await
+    );
     let all: BTreeSet<String> = (0..n).map(|i| format!("m-{i}")).collect();
     let run = warren(&vhost, &home, &["replay", "orders.dlq", "--yes", "--json"]).await;
     let label = format!("{} route_back={route_back}", broker.label);

@@ -269,7 +269,7 @@ async fn protect(broker: TestBroker) {
         )
         .await;
     quorum_dlq(&vhost, &conn).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    vhost.wait_policy("orders.dlq", "ops").await;
 
     let ro = warren(
         &vhost,
@@ -322,7 +322,9 @@ async fn protect(broker: TestBroker) {
         serde_json::json!(100000),
         "keeps the outranked policy's keys: {p}"
     );
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    vhost
+        .wait_policy("orders.dlq", "warren-protect-orders.dlq")
+        .await;
     for round in 0..22 {
         let run = warren(
             &vhost,

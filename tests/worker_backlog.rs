@@ -71,7 +71,9 @@ async fn paced_by_the_consumer(broker: TestBroker) {
     )
     .await;
     let replay_took = started.elapsed();
-    let handled = consumer.finish(N as usize, Duration::from_secs(20)).await;
+    let handled = consumer
+        .finish(&vhost, &conn, N as usize, Duration::from_secs(20))
+        .await;
     let samples = sampler.finish().await;
 
     let Report::ReplayFinished(o) = end else {

@@ -14,7 +14,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::common::amqp as h;
-use crate::common::unique;
+use crate::common::drain::until_quiet;
+use crate::common::{TestVhost, unique};
 use crate::replay_util::{dead_letter, simple};
 
 /// The queue the dead letters came from, and go back to.
@@ -80,6 +81,8 @@ impl Consumer {
                     d = deliveries.next() => d,
                 };
                 let Some(Ok(d)) = d else { break };
+                // Time, not an event: the service's work per message sets the pace the backlog
+                // cap is measured against.
                 tokio::time::sleep(work).await;
                 let id = d
                     .properties
@@ -103,11 +106,18 @@ impl Consumer {
         self.handled.lock().expect("ids").len()
     }
 
-    /// Waits (at most `within`) until `n` were handled, then a little longer for any extra
-    /// (a duplicate) to show, stops and returns every id handled.
-    pub async fn finish(self, n: usize, within: Duration) -> Vec<String> {
+    /// Waits (at most `within`) until `n` were handled, then until `TARGET` is quiet (see
+    /// [`until_quiet`]: a duplicate the broker has counted is handled too), stops and returns
+    /// every id handled.
+    pub async fn finish(
+        self,
+        vhost: &TestVhost,
+        conn: &lapin::Connection,
+        n: usize,
+        within: Duration,
+    ) -> Vec<String> {
         let _ = crate::replay_util::eventually(within, || async { self.count() >= n }).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        until_quiet(vhost, conn, &[TARGET], || self.count(), within).await;
         let _ = self.stop.send(true);
         let _ = self.task.await;
         self.handled.lock().expect("ids").clone()

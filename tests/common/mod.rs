@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod amqp;
+pub mod drain;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -210,6 +211,43 @@ impl TestVhost {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         panic!("no depth for {queue}")
+    }
+
+    /// The management API's view of `queue` once `done` holds for it (`what` says what is
+    /// awaited), within 30 s; the test fails with the last view otherwise. Its figures come with
+    /// the broker's statistics, every 5 s.
+    pub async fn wait_queue(
+        &self,
+        queue: &str,
+        what: &str,
+        done: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let path = format!("/api/queues/{}/{}", enc(&self.name), enc(queue));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = self.api(reqwest::Method::GET, &path, None).await;
+            let v: serde_json::Value = if r.status().is_success() {
+                r.json().await.unwrap_or_default()
+            } else {
+                serde_json::Value::Null
+            };
+            if done(&v) {
+                return v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "RabbitMQ {}: {queue}: no {what} within 30 s; the management API shows {v}",
+                self.broker.label
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until the broker applies policy `name` to `queue`: the queue itself reports it
+    /// (in the management API, with its next statistics), not only the policy list.
+    pub async fn wait_policy(&self, queue: &str, name: &str) -> serde_json::Value {
+        self.wait_queue(queue, &format!("policy {name}"), |v| v["policy"] == name)
+            .await
     }
 
     /// Declares a policy in this vhost.

@@ -48,6 +48,8 @@ impl Tmux {
                 .status()
                 .expect("send-keys");
             assert!(ok.success());
+            // Time, not an event: a terminal's input parser reads an Esc followed at once by a
+            // key as Alt+key (one read of `\x1bj`): keys are sent as typed, apart.
             std::thread::sleep(Duration::from_millis(150));
         }
     }
