@@ -175,3 +175,72 @@ async fn amqp10_messages_replay_unchanged_to_an_amqp10_consumer() {
         vh.cleanup().await;
     }
 }
+
+/// Publishes `n` messages (ulong ids 0..n) over AMQP 1.0 to `/queues/QUEUE`.
+const FILL: &str = r#"
+import sys
+from proton import Message, ulong
+from proton.utils import BlockingConnection
+url, vhost, queue, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+conn = BlockingConnection(url, virtual_host="vhost:" + vhost, timeout=60)
+s = conn.create_sender("/queues/" + queue)
+for i in range(n):
+    s.send(Message(id=ulong(i), body=b"x" * 100, inferred=True, durable=True, subject="s"))
+conn.close()
+print("done")
+"#;
+
+/// More messages than the run's first credit (2,000): AMQP 1.0 credit is not given back by
+/// settling as a 0.9.1 prefetch is, and a run that did not top it up stopped at 2,000 and
+/// waited out the stall deadline (seen on 4.3 with 10,000).
+#[tokio::test]
+async fn an_amqp10_replay_past_its_first_credit_moves_everything() {
+    let Some(python) = python_venv("amqp10-proton", &[PROTON]) else {
+        return;
+    };
+    let Some(broker) = amqp10_brokers().into_iter().last() else {
+        return;
+    };
+    let vh = TestVhost::new(&broker, "amqp10-credit").await;
+    let v = enc(&vh.name);
+    for q in ["dlq", "work"] {
+        put(
+            &vh,
+            &format!("/api/queues/{v}/{q}"),
+            json!({"durable": true}),
+        )
+        .await;
+    }
+    let n = 2_300u64;
+    let dir = tempdir(&format!("{}-fill", vh.name));
+    let args = [
+        amqp10_url(&broker),
+        vh.name.clone(),
+        "dlq".into(),
+        n.to_string(),
+    ];
+    run_python(&python, &dir, FILL, &args).await;
+    wait_for_count(&vh, "dlq", "messages", n).await;
+    let home = Home::new("amqp10-credit");
+    let run = warren(
+        &vh,
+        &home,
+        &[
+            "replay",
+            "dlq",
+            "--to",
+            "work",
+            "--protocol",
+            "amqp10",
+            "--yes",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(run.summary_u64("moved"), n, "{run}");
+    assert_eq!(run.event("summary")["protocol"], "AMQP 1.0", "{run}");
+    wait_for_count(&vh, "dlq", "messages", 0).await;
+    wait_for_count(&vh, "work", "messages", n).await;
+    vh.cleanup().await;
+}
