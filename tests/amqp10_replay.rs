@@ -6,7 +6,7 @@
 //! quorum queue, fails each with `modified` and an `x-opt-exception` (noting each as it first
 //! got it); `warren replay` moves them
 //! back with its defaults; the consumer reads every one back and each field of the bare message
-//! is compared with what was published. The replay's marks come as annotations, the failure's
+//! is compared with what was published, then fails each again: `show` links every one to the run. The replay's marks come as annotations, the failure's
 //! annotation does not, and the DLQ is empty. The plan of a read (`--dry-run`) says why.
 
 use crate::amqp10::{PROTON, amqp10_brokers, amqp10_url, put, run_python, tempdir, wait_for_count};
@@ -78,7 +78,16 @@ else:
         except Exception:
             break
         print(json.dumps(fields(m)))
-        r.accept()
+        if mode == "read":
+            r.accept()
+        else:
+            # "fail-again": the bug is not fixed; the same consumer fails it once more.
+            d = r.fetcher.unsettled.popleft()
+            d.local.annotations = {symbol("x-opt-exception"): "ValueError: again"}
+            d.local.failed = True
+            d.local.undeliverable = True
+            d.update(Disposition.MODIFIED)
+            d.settle()
 conn.close()
 print("done")
 "#;
@@ -145,12 +154,12 @@ async fn amqp10_messages_replay_unchanged_to_an_amqp10_consumer() {
                 .contains("over AMQP 1.0: 5 of 5 looked at came from AMQP 1.0 clients"),
             "{label}: the plan says why: {plan}"
         );
-        let run = warren(&vh, &home, &["replay", "dlq", "--yes"]).await;
+        let run = warren(&vh, &home, &["replay", "dlq", "--yes", "--json"]).await;
         assert_eq!(run.code, Some(0), "{label}: {run}");
         wait_for_count(&vh, "dlq", "messages", 0).await;
         wait_for_count(&vh, "work", "messages", 5).await;
 
-        let back = client(&python, &vh, &url, "read").await;
+        let back = client(&python, &vh, &url, "fail-again").await;
         assert_eq!(back.len(), 5, "{label}: every id came back once: {back:?}");
         for original in &sent {
             let id = &original["id"];
@@ -171,6 +180,17 @@ async fn amqp10_messages_replay_unchanged_to_an_amqp10_consumer() {
                 !has("x-opt-deaths"),
                 "{label}: {id} with its retry budget reset"
             );
+        }
+        // Failed again: each dead letter links itself to the run that replayed it, from the
+        // marks the replay left as annotations (a 0.9.1 reader's `x-opt-warren-*` headers).
+        wait_for_count(&vh, "dlq", "messages", 5).await;
+        let run_id = run.event("started")["run_id"].clone();
+        let show = warren(&vh, &home, &["show", "dlq", "--json"]).await;
+        assert_eq!(show.code, Some(0), "{label}: {show}");
+        let shown = show.json();
+        assert_eq!(shown.len(), 5, "{label}: {show}");
+        for m in &shown {
+            assert_eq!(m["failed_again"]["run_id"], run_id, "{label}: {m}");
         }
         vh.cleanup().await;
     }
