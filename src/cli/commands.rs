@@ -726,12 +726,41 @@ pub(crate) fn stopped(stop: ops::Stop) -> Result<i32, Failure> {
         ops::Stop::Unanswered(question) => Err(Failure::failed(format!(
             "{question}: answer yes on a terminal, pass --create-audit-stream, or set create_audit_stream = true in the context; nothing changed"
         ))),
-        ops::Stop::Refused(why) => Err(Failure::failed(why)),
+        ops::Stop::Refused(r) => Err(refused(r)),
         ops::Stop::Usage(why) => Err(Failure::usage(why)),
         ops::Stop::Broker(why) => Err(Failure::broker(why)),
         ops::Stop::ReadCost { queue, text } => {
             Err(broker_failure(SessionError::NeedsConsent { queue, text }))
         }
+    }
+}
+
+/// A refusal as the command's failure, decided by its kind, never by its words: each exits 1
+/// (the man page's "a read-only refusal; a redirect refused …"), with its words on stderr.
+pub(crate) fn refused(r: ops::Refusal) -> Failure {
+    use ops::Refusal as R;
+    // No wildcard: a new kind of refusal decides its exit code here.
+    let code = match &r {
+        R::ReadOnly { .. }
+        | R::AutoDelete { .. }
+        | R::Store { .. }
+        | R::NothingSelected { .. }
+        | R::TooManyToEdit { .. }
+        | R::NotReadAgain { .. }
+        | R::Plan { .. }
+        | R::Target { .. }
+        | R::Archive(_)
+        | R::ArchiveNotCreated
+        | R::OriginalsNotKept { .. }
+        | R::CannotAsk { .. }
+        | R::Redirect(_)
+        | R::NotRedirected { .. }
+        | R::NoteNotKept { .. }
+        | R::Said(_) => exit::FAILED,
+    };
+    Failure {
+        code,
+        message: r.to_string(),
     }
 }
 
@@ -899,4 +928,33 @@ pub(crate) fn signals() -> tokio::sync::mpsc::UnboundedReceiver<&'static str> {
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::rights::{Act, ReadOnly};
+    use ops::Refusal;
+
+    /// A refusal exits 1 whatever its words, and says them: read-only by the broker's word
+    /// too, though "refused" is in words the broker's own failures (exit 3) use.
+    #[test]
+    fn a_refusal_exits_one_by_its_kind_with_its_words() {
+        for r in [
+            Refusal::ReadOnly {
+                act: Act::Replay,
+                why: ReadOnly::Broker("the broker refused a trial publish".into()),
+            },
+            Refusal::AutoDelete {
+                queue: "tmp".into(),
+                verb: "discard",
+            },
+            Refusal::NotRedirected { from: "a".into() },
+            Refusal::Said("the broker refused".into()),
+        ] {
+            let text = r.to_string();
+            let f = stopped(ops::Stop::Refused(r)).expect_err("a refusal fails");
+            assert_eq!((f.code, f.message), (exit::FAILED, text));
+        }
+    }
 }
