@@ -113,7 +113,7 @@ pub async fn open(c: &ConnArgs) -> Result<Session, Failure> {
 /// `--vhost '*'` names every vhost: only `queues`, `watch` and the terminal UI look at several
 /// at once.
 pub fn refuse_every_vhost(c: &ConnArgs) -> Result<(), Failure> {
-    if c.vhost.as_deref() == Some(super::triage::EVERY_VHOST) {
+    if overrides(c).every_vhost() {
         return Err(Failure::usage(
             "--vhost '*' (every vhost) works with `warren queues`, `warren watch` and the terminal UI; name one vhost for this command",
         ));
@@ -402,11 +402,11 @@ pub fn prepare_tui(c: &ConnArgs) -> Result<Prepared, Failure> {
     let cfg = config::Config::read(o.config_path.as_deref()).ok();
     let commands = custom_commands(cfg.as_ref())?;
     let unlocked = config::Unlocked::default();
-    match (o.context.as_deref(), &cfg) {
+    match (o.context_scope(), &cfg) {
         // Every context at once, asked for on the command line: each context's command runs
         // here, in the file's order (the worker never runs one: a context left locked is shown
         // unreached, with how to open it).
-        (Some(config::EVERY_CONTEXT), Some(cfg)) => {
+        (Some(config::ContextScope::EveryContext), Some(cfg)) => {
             for name in cfg.every_context().unwrap_or_default() {
                 let one = Overrides {
                     context: Some(name),
