@@ -221,7 +221,7 @@ fn every_context_on_the_command_line_unlocks_each_context_before_the_terminal_is
     // `warren --context '*'` asked for every context: each one's command runs up front, once,
     // in the file's order (the worker never runs one).
     let p = prepare_tui(&ConnArgs {
-        context: Some(config::EVERY_CONTEXT.into()),
+        context: Some(config::ContextScope::EveryContext.to_string()),
         ..args(&path)
     })
     .expect("prepares");

@@ -564,7 +564,7 @@ async fn the_home_refuses_a_viewer_first_and_creates_nothing_without_consent() {
         let mut front = Refusing::default();
         let r = redirect::add(&s, &req, &mut front).await;
         assert!(
-            matches!(&r, Err(Stop::Refused(why)) if why.contains("read-only")),
+            matches!(&r, Err(Stop::Refused(why @ warren::ops::Refusal::ReadOnly { .. })) if why.to_string().contains("read-only")),
             "{label}: {r:?}"
         );
         assert!(

@@ -34,22 +34,6 @@ use crate::domain::features::QueueType;
 use crate::domain::message::DeadLetter;
 use crate::domain::quorum::BrowsePolicy;
 
-/// Why a run that consumes (replay, archive, discard) refuses an auto-delete queue: its
-/// consumer would be the queue's last, and its cancel would delete the queue with whatever the
-/// run handed back, did not select or was still arriving.
-pub(crate) fn auto_delete_refusal(queue: &str, verb: &str) -> String {
-    let queue = crate::domain::sanitize::one_line(queue, 100);
-    format!(
-        "refused to {verb} '{queue}': it is an auto-delete queue, which RabbitMQ deletes with every \
-         message in it when its last consumer cancels, and this run consumes: when it ended, the \
-         queue and what it handed back or did not take would be gone. Nothing moved. \
-         `warren show`, `groups` and `export` read it without consuming. To {verb} its messages, \
-         first move them to a queue that is not auto-delete (for example a shovel with \
-         src-delete-after = queue-length), and declare the dead-letter queue without auto-delete \
-         for the dead letters to come"
-    )
-}
-
 /// Messages per page unless asked otherwise.
 pub const DEFAULT_LIMIT: usize = 200;
 /// The largest page Warren reads in one browse: a million, which the TUI lists with the

@@ -113,7 +113,7 @@ pub async fn open(c: &ConnArgs) -> Result<Session, Failure> {
 /// `--vhost '*'` names every vhost: only `queues`, `watch` and the terminal UI look at several
 /// at once.
 pub fn refuse_every_vhost(c: &ConnArgs) -> Result<(), Failure> {
-    if c.vhost.as_deref() == Some(super::triage::EVERY_VHOST) {
+    if overrides(c).every_vhost() {
         return Err(Failure::usage(
             "--vhost '*' (every vhost) works with `warren queues`, `warren watch` and the terminal UI; name one vhost for this command",
         ));
@@ -402,11 +402,11 @@ pub fn prepare_tui(c: &ConnArgs) -> Result<Prepared, Failure> {
     let cfg = config::Config::read(o.config_path.as_deref()).ok();
     let commands = custom_commands(cfg.as_ref())?;
     let unlocked = config::Unlocked::default();
-    match (o.context.as_deref(), &cfg) {
+    match (o.context_scope(), &cfg) {
         // Every context at once, asked for on the command line: each context's command runs
         // here, in the file's order (the worker never runs one: a context left locked is shown
         // unreached, with how to open it).
-        (Some(config::EVERY_CONTEXT), Some(cfg)) => {
+        (Some(config::ContextScope::EveryContext), Some(cfg)) => {
             for name in cfg.every_context().unwrap_or_default() {
                 let one = Overrides {
                     context: Some(name),
@@ -726,12 +726,41 @@ pub(crate) fn stopped(stop: ops::Stop) -> Result<i32, Failure> {
         ops::Stop::Unanswered(question) => Err(Failure::failed(format!(
             "{question}: answer yes on a terminal, pass --create-audit-stream, or set create_audit_stream = true in the context; nothing changed"
         ))),
-        ops::Stop::Refused(why) => Err(Failure::failed(why)),
+        ops::Stop::Refused(r) => Err(refused(r)),
         ops::Stop::Usage(why) => Err(Failure::usage(why)),
         ops::Stop::Broker(why) => Err(Failure::broker(why)),
         ops::Stop::ReadCost { queue, text } => {
             Err(broker_failure(SessionError::NeedsConsent { queue, text }))
         }
+    }
+}
+
+/// A refusal as the command's failure, decided by its kind, never by its words: each exits 1
+/// (the man page's "a read-only refusal; a redirect refused …"), with its words on stderr.
+pub(crate) fn refused(r: ops::Refusal) -> Failure {
+    use ops::Refusal as R;
+    // No wildcard: a new kind of refusal decides its exit code here.
+    let code = match &r {
+        R::ReadOnly { .. }
+        | R::AutoDelete { .. }
+        | R::Store { .. }
+        | R::NothingSelected { .. }
+        | R::TooManyToEdit { .. }
+        | R::NotReadAgain { .. }
+        | R::Plan { .. }
+        | R::Target { .. }
+        | R::Archive(_)
+        | R::ArchiveNotCreated
+        | R::OriginalsNotKept { .. }
+        | R::CannotAsk { .. }
+        | R::Redirect(_)
+        | R::NotRedirected { .. }
+        | R::NoteNotKept { .. }
+        | R::Said(_) => exit::FAILED,
+    };
+    Failure {
+        code,
+        message: r.to_string(),
     }
 }
 
@@ -900,4 +929,33 @@ pub(crate) fn signals() -> tokio::sync::mpsc::UnboundedReceiver<&'static str> {
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::rights::{Act, ReadOnly};
+    use ops::Refusal;
+
+    /// A refusal exits 1 whatever its words, and says them: read-only by the broker's word
+    /// too, though "refused" is in words the broker's own failures (exit 3) use.
+    #[test]
+    fn a_refusal_exits_one_by_its_kind_with_its_words() {
+        for r in [
+            Refusal::ReadOnly {
+                act: Act::Replay,
+                why: ReadOnly::Broker("the broker refused a trial publish".into()),
+            },
+            Refusal::AutoDelete {
+                queue: "tmp".into(),
+                verb: "discard",
+            },
+            Refusal::NotRedirected { from: "a".into() },
+            Refusal::Said("the broker refused".into()),
+        ] {
+            let text = r.to_string();
+            let f = stopped(ops::Stop::Refused(r)).expect_err("a refusal fails");
+            assert_eq!((f.code, f.message), (exit::FAILED, text));
+        }
+    }
 }

@@ -22,12 +22,6 @@ use crate::domain::urgency::{self, Figures, History, ReadHead, Sample, SortBy};
 use crate::domain::watch::{GroupLook, Look, Threshold, Watcher};
 use crate::store::Store;
 
-/// `--vhost '*'`: every vhost of the context.
-pub use crate::broker::config::EVERY_VHOST;
-
-/// `--context '*'`: every context of the config file, each its own listing.
-pub use crate::broker::config::EVERY_CONTEXT;
-
 /// One vhost's dead-letter queues with their figures.
 struct Place {
     /// The context, with `--context '*'` (else empty).
@@ -38,12 +32,14 @@ struct Place {
     figures: Vec<Figures>,
 }
 
+/// `--vhost '*'`: every vhost of the context.
 fn every_vhost(c: &ConnArgs) -> bool {
-    c.vhost.as_deref() == Some(EVERY_VHOST)
+    commands::overrides(c).every_vhost()
 }
 
+/// `--context '*'`: every context of the config file, each its own listing.
 fn every_context(c: &ConnArgs) -> bool {
-    c.context.as_deref() == Some(EVERY_CONTEXT)
+    commands::overrides(c).every_context()
 }
 
 /// The scopes to look at: with `--context '*'` one per context of the config file (named),

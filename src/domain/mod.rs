@@ -29,6 +29,7 @@ pub mod protect;
 pub mod quorum;
 pub mod read_end;
 pub mod redirect;
+pub mod refusal;
 pub mod replay;
 pub mod rights;
 pub mod run;

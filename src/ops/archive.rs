@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use super::ports::ArchivePort;
 use super::record::{self, Record};
 use super::rights::{self, Act};
-use super::{Front, Plan, Stop};
+use super::{Front, Plan, Refusal, Stop};
 use crate::broker::archive::{DeclareError, Place, StreamState};
 use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::WriteCheck;
@@ -130,23 +130,23 @@ pub async fn prepare<'s, B: ArchivePort>(
         } else {
             "archive"
         };
-        return Err(Stop::Refused(crate::broker::browse::auto_delete_refusal(
-            &req.spec.queue,
+        return Err(Stop::Refused(Refusal::AutoDelete {
+            queue: req.spec.queue.clone(),
             verb,
-        )));
+        }));
     }
     let place = match &req.way {
         Way::Archive { local, create, .. } => {
             let p = place(s, *local, *create, req.dry_run, front).await?;
             // A stream that would not keep what is archived is refused before anything moves.
-            s.retention_refusal(&p).await.map_err(Stop::Refused)?;
+            s.retention_refusal(&p).await.map_err(Stop::refused)?;
             Some(p)
         }
         Way::Discard { .. } => None,
     };
     let store = match s.memory() {
         Ok(st) => Some(st),
-        Err(e) if !req.dry_run => return Err(Stop::Refused(format!("{e}; {undone}"))),
+        Err(why) if !req.dry_run => return Err(Stop::Refused(Refusal::Store { why, undone })),
         Err(_) => None,
     };
     // The stream takes the message from the delivery itself: the look needs no whole bodies.
@@ -177,9 +177,7 @@ pub async fn prepare<'s, B: ArchivePort>(
     };
     front.plan(Plan::Archive(&planned));
     if count == 0 {
-        return Err(Stop::Refused(format!(
-            "{undone}: no message matches the selection at the head of the queue"
-        )));
+        return Err(Stop::Refused(Refusal::NothingSelected { undone }));
     }
     if req.dry_run {
         return Err(Stop::DryRun);
@@ -209,7 +207,10 @@ async fn go<'s, B: ArchivePort>(
     if let Some(Place::Stream(name)) = &place
         && let WriteCheck::Refused(why) = s.write_refusal(name).await
     {
-        return Err(Stop::Refused(format!("{why}; nothing moved")));
+        return Err(Stop::Refused(Refusal::Target {
+            why,
+            undone: "nothing moved",
+        }));
     }
     if let Some(p) = snapshot.as_ref().filter(|p| p.exists()) {
         return Err(Stop::Usage(format!(
@@ -224,14 +225,14 @@ async fn go<'s, B: ArchivePort>(
         Err(why) => return Err(Stop::Usage(why)),
     }
     let store = store.ok_or_else(|| {
-        Stop::Refused(format!(
-            "Warren's store is not open; {}",
-            if op == RunKind::Discard {
+        Stop::Refused(Refusal::Store {
+            why: "Warren's store is not open".into(),
+            undone: if op == RunKind::Discard {
                 "nothing deleted"
             } else {
                 "nothing moved"
-            }
-        ))
+            },
+        })
     })?;
     let (work, target, headline_place) = match &place {
         Some(place) => {
@@ -246,13 +247,13 @@ async fn go<'s, B: ArchivePort>(
             };
             let work = s
                 .archive_work(place, stamp, &sel, count)
-                .map_err(Stop::Refused)?;
+                .map_err(Stop::refused)?;
             (work, place.label(), place.where_to())
         }
         None => {
             let work = s
                 .discard_work(&spec.queue, snapshot.as_deref(), &sel)
-                .map_err(Stop::Refused)?;
+                .map_err(Stop::refused)?;
             match &snapshot {
                 Some(p) => {
                     front.say(&format!(
@@ -337,11 +338,8 @@ pub(super) async fn select<B: ArchivePort>(
             Ok(true) => read(ReadConsent::ReadAgain)
                 .await
                 .map_err(super::replay::stop_of),
-            Ok(false) => Err(Stop::Refused(format!(
-                "nothing was read from '{}'",
-                one_line(&queue, 80)
-            ))),
-            Err(why) => Err(Stop::Refused(why)),
+            Ok(false) => Err(Stop::Refused(Refusal::NotReadAgain { queue })),
+            Err(why) => Err(Stop::Refused(Refusal::CannotAsk { why, undone: None })),
         },
         other => other.map_err(super::replay::stop_of),
     }
@@ -372,12 +370,12 @@ pub(super) async fn place<B: ArchivePort>(
     if local || settings.local {
         return s
             .local_place("chosen (--local or archive_local = true)")
-            .map_err(Stop::Refused);
+            .map_err(Stop::refused);
     }
     if !s.has_streams() {
         return s
             .local_place("this broker has no streams (RabbitMQ before 3.9)")
-            .map_err(Stop::Refused);
+            .map_err(Stop::refused);
     }
     let vhost = s.operator().vhost;
     let name = settings.stream.clone();
@@ -389,11 +387,11 @@ pub(super) async fn place<B: ArchivePort>(
     );
     match s.archive_state().await.map_err(super::replay::stop_of)? {
         StreamState::Stream => Ok(Place::Stream(name)),
-        StreamState::NotAStream(kind) => Err(Stop::Refused(format!(
+        StreamState::NotAStream(kind) => Err(Stop::Refused(Refusal::Archive(format!(
             "'{}' in vhost '{}' is a {kind} queue, not a stream: Warren will not archive into it. Name another stream with archive_stream in the context, or keep the archive in a file with --local; nothing moved",
             one_line(&name, 100),
             one_line(&vhost, 100)
-        ))),
+        )))),
         StreamState::Missing if dry_run => {
             front.say(&format!(
                 "the archive does not exist yet: Warren would create {what}"
@@ -405,9 +403,7 @@ pub(super) async fn place<B: ArchivePort>(
                 match front.create_archive(&what) {
                     Ok(true) => {}
                     Ok(false) => {
-                        return Err(Stop::Refused(
-                            "nothing moved: the archive stream was not created (--local keeps the archive in a file instead)".into(),
-                        ));
+                        return Err(Stop::Refused(Refusal::ArchiveNotCreated));
                     }
                     Err(why) => return Err(Stop::Usage(why)),
                 }
@@ -433,7 +429,7 @@ async fn create_stream<B: ArchivePort>(
                 "the broker refused to create the stream: {}",
                 one_line(&text, 200)
             );
-            let place = s.local_place(&why).map_err(Stop::Refused)?;
+            let place = s.local_place(&why).map_err(Stop::refused)?;
             front.say(&format!(
                 "cannot create the archive stream (configure permission is needed: {}); the archive is {} instead",
                 one_line(&text, 200),

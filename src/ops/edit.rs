@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use super::{Front, Stop};
+use super::{Front, Refusal, Stop};
 use crate::broker::archive::Place;
 use crate::broker::session::{ReplaySpec, Session};
 use crate::domain::archive::Stamp;
@@ -36,16 +36,15 @@ pub(super) async fn ask(
     let sel = super::archive::select(s, spec, usize::MAX, front).await?;
     let messages: Vec<DeadLetter> = sel.messages.into_iter().map(|e| e.message).collect();
     if messages.is_empty() {
-        return Err(Stop::Refused(
-            "nothing to edit: no message matches the selection at the head of the queue".into(),
-        ));
+        return Err(Stop::Refused(Refusal::NothingSelected {
+            undone: "nothing to edit",
+        }));
     }
     if messages.len() > edit::MAX_MESSAGES {
-        return Err(Stop::Refused(format!(
-            "{} messages selected: one edit takes at most {}; narrow the selection (--limit, --filter, --group); nothing moved",
-            messages.len(),
-            edit::MAX_MESSAGES
-        )));
+        return Err(Stop::Refused(Refusal::TooManyToEdit {
+            selected: messages.len(),
+            max: edit::MAX_MESSAGES,
+        }));
     }
     let edits = edited(&spec.queue, &messages, front)?;
     for m in &edits.messages {
@@ -71,7 +70,7 @@ pub(super) async fn ask(
     let place = super::archive::place(s, how.local, how.create, dry_run, front).await?;
     crate::broker::archive::retention_refusal(s, &place)
         .await
-        .map_err(Stop::Refused)?;
+        .map_err(Stop::refused)?;
     let edits = Arc::new(edits);
     spec.edits = Some(edits.clone());
     Ok(Asked {
@@ -89,7 +88,12 @@ fn edited(queue: &str, messages: &[DeadLetter], front: &mut dyn Front) -> Result
         text = match front.edit(&text, problem.as_deref()) {
             Ok(Some(saved)) => saved,
             Ok(None) => return Err(Stop::Declined),
-            Err(why) => return Err(Stop::Refused(format!("{why}; nothing moved"))),
+            Err(why) => {
+                return Err(Stop::Refused(Refusal::CannotAsk {
+                    why,
+                    undone: Some("nothing moved"),
+                }));
+            }
         };
         match edit::read(&text, messages) {
             Ok(Some(edits)) => return Ok(edits),
@@ -118,12 +122,7 @@ pub(super) async fn keep_originals(
     };
     crate::broker::archive::keep_copies(s, &asked.place, &stamp, &asked.originals)
         .await
-        .map_err(|why| {
-            Stop::Refused(format!(
-                "the originals could not be archived ({}); nothing moved",
-                one_line(&why, 400)
-            ))
-        })?;
+        .map_err(|why| Stop::Refused(Refusal::OriginalsNotKept { why }))?;
     front.say(&format!(
         "{} original(s) archived in {} before the edited copies are replayed",
         asked.originals.len(),

@@ -30,11 +30,14 @@ mod tests_ports;
 use crate::broker::audit::Consent;
 use crate::domain::run::RunKind;
 
+pub use crate::domain::refusal::Refusal;
+
 /// Why an operation stopped before anything moved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stop {
     /// Refused (read-only, a refused target, nothing selected, the store): nothing moved.
-    Refused(String),
+    /// Front ends decide by the variant and show its words.
+    Refused(Refusal),
     /// The command cannot go on as asked (no terminal to ask on, a snapshot file exists).
     Usage(String),
     /// The broker could not be reached or answered with an error.
@@ -48,6 +51,13 @@ pub enum Stop {
     Declined,
     /// A dry run: the plan was shown, nothing moved.
     DryRun,
+}
+
+impl Stop {
+    /// A refusal: typed, or words another layer wrote (`Refusal::Said`).
+    pub fn refused(r: impl Into<Refusal>) -> Stop {
+        Stop::Refused(r.into())
+    }
 }
 
 /// What an operation asks of its front end: the CLI asks on the terminal and prints; the TUI's

@@ -5,8 +5,8 @@
 //! stays on this machine. No one is asked about creating the audit stream (a note is too small
 //! a thing to create a stream for): the context decides (`create_audit_stream = true`).
 
-use super::Stop;
 use super::ports::{MemoryPort, RecordPort, Rights};
+use super::{Refusal, Stop};
 use crate::broker::audit::Consent;
 use crate::domain::grouping::{self, Facets, GroupBy, GroupNote, WaitQueues};
 
@@ -51,7 +51,7 @@ pub async fn set<P: Rights + RecordPort>(p: &P, req: NoteRequest) -> Result<Note
     let kept = p
         .memory()
         .and_then(|m| m.set_note(&p.memory_key(), &note))
-        .map_err(|why| Stop::Refused(format!("the note was not kept: {why}")))?;
+        .map_err(|why| Stop::Refused(Refusal::NoteNotKept { why }))?;
     let notes = if read_only || !who.audit_stream {
         Vec::new()
     } else {

@@ -54,10 +54,13 @@ impl Record {
         store: &M,
         op: RunKind,
         start: &AuditStart,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, super::Refusal> {
         store
             .start_run(op, start)
-            .map_err(|e| format!("{e}; nothing moved"))
+            .map_err(|why| super::Refusal::Store {
+                why,
+                undone: "nothing moved",
+            })
     }
 
     /// A run kept off the record (`--no-audit`): `why` says so.

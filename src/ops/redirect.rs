@@ -7,7 +7,7 @@
 
 use super::ports::{Author, RedirectPort};
 use super::rights::{self, Act};
-use super::{Front, Stop};
+use super::{Front, Refusal, Stop};
 use crate::broker::audit::Consent;
 use crate::broker::redirects::Current;
 use crate::domain::redirect::{self, RedirectRecord};
@@ -59,7 +59,7 @@ pub async fn add<B: RedirectPort>(
     let current = list(b).await?;
     let dest = b.destination(&req.to).await?;
     redirect::check_add(&current.redirects, &req.from, &req.to, &dest)
-        .map_err(|e| Stop::Refused(format!("{e}; no redirect changed")))?;
+        .map_err(|e| Stop::Refused(Refusal::Redirect(e.to_string())))?;
     let rec = record_of(&b.author(), &req.from, &req.to, &req.reason);
     change(b, redirect::ADD, rec, front).await
 }
@@ -75,10 +75,9 @@ pub async fn remove<B: RedirectPort>(
         .map_err(Stop::Refused)?;
     let current = list(b).await?;
     let Some(old) = current.redirects.get(&req.from) else {
-        return Err(Stop::Refused(format!(
-            "'{}' is not redirected; no redirect changed",
-            one_line(&req.from, 100)
-        )));
+        return Err(Stop::Refused(Refusal::NotRedirected {
+            from: req.from.clone(),
+        }));
     };
     // The removal names what it removes, for the record.
     let rec = record_of(&b.author(), &req.from, &old.to, "");
@@ -103,7 +102,7 @@ async fn change<B: RedirectPort>(
             return Err(Stop::Unanswered(questions.join("; and ")));
         }
     }
-    b.keep(event, &rec, consent).await.map_err(Stop::Refused)?;
+    b.keep(event, &rec, consent).await.map_err(Stop::refused)?;
     let consent = front.audit_consent(configured);
     let notes = super::record::redirect(b, event, &rec, consent).await;
     Ok(Changed {

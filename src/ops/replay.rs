@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use super::record::{self, Record};
 use super::rights::{self, Act};
-use super::{Front, Plan, Stop};
+use super::{Front, Plan, Refusal, Stop};
 use crate::broker::canary::Tap;
 use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::{Preview, ReplaySpec, Session, SessionError, WriteCheck};
@@ -78,7 +78,12 @@ pub async fn prepare<'s>(
     // and records first-seen times when it can.
     let store = match Store::open_default() {
         Ok(st) => Some(st),
-        Err(e) if audited => return Err(Stop::Refused(format!("{e}; nothing moved"))),
+        Err(e) if audited => {
+            return Err(Stop::Refused(Refusal::Store {
+                why: e.to_string(),
+                undone: "nothing moved",
+            }));
+        }
         Err(_) => None,
     };
     steps.done("store");
@@ -95,12 +100,7 @@ pub async fn prepare<'s>(
                 req.spec.consent = crate::broker::session::ReadConsent::ReadAgain;
                 plan(s, &req).await?
             }
-            Ok(false) => {
-                return Err(Stop::Refused(format!(
-                    "nothing was read from '{}'",
-                    one_line(&queue, 80)
-                )));
-            }
+            Ok(false) => return Err(Stop::Refused(Refusal::NotReadAgain { queue })),
             Err(_) => return Err(Stop::ReadCost { queue, text }),
         },
         other => other?,
@@ -114,10 +114,10 @@ pub async fn prepare<'s>(
         canary: canary.as_ref(),
     });
     if !preview.refusals.is_empty() {
-        return Err(Stop::Refused(format!(
-            "nothing moved: {}",
-            preview.refusals.join("; ")
-        )));
+        return Err(Stop::Refused(Refusal::Plan {
+            undone: "nothing moved",
+            refusals: preview.refusals.clone(),
+        }));
     }
     if req.dry_run {
         return Err(Stop::DryRun);
@@ -125,7 +125,12 @@ pub async fn prepare<'s>(
     // Publishing needs write permission on the exchange, not on the queues it reaches.
     match s.write_refusal(&preview.publish_targets()).await {
         WriteCheck::Allowed => {}
-        WriteCheck::Refused(why) => return Err(Stop::Refused(format!("{why}; nothing moved"))),
+        WriteCheck::Refused(why) => {
+            return Err(Stop::Refused(Refusal::Target {
+                why,
+                undone: "nothing moved",
+            }));
+        }
         // The engine stops at the first publish the broker refuses.
         WriteCheck::Unknown(why) => front.say(&format!(
             "write permission unknown ({}); the replay stops at the first refused publish",
@@ -226,10 +231,11 @@ pub(crate) fn stop_of(e: SessionError) -> Stop {
     ) {
         return Stop::Usage(e.to_string());
     }
-    if e.is_broker() {
-        Stop::Broker(e.to_string())
-    } else {
-        Stop::Refused(e.to_string())
+    match e {
+        // The session's refusal, typed where it knew why (read-only, an auto-delete queue).
+        SessionError::Refused(r) => Stop::Refused(r),
+        e if e.is_broker() => Stop::Broker(e.to_string()),
+        e => Stop::refused(e.to_string()),
     }
 }
 

@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use super::record::Record;
 use super::rights::{self, Act};
-use super::{Front, Plan, Stop};
+use super::{Front, Plan, Refusal, Stop};
 use crate::broker::archive::{self as keep, Place, StreamState};
 use crate::broker::restore::{self, Ask};
 use crate::broker::session::{ReadConsent, Session, WriteCheck};
@@ -94,29 +94,32 @@ pub async fn prepare<'s>(
             .map_err(Stop::Refused)?;
     }
     let place = archive_place(s, &req.archive).await?;
-    let mut store =
-        Store::open_default().map_err(|e| Stop::Refused(format!("{e}; nothing restored")))?;
+    let mut store = Store::open_default().map_err(unopened)?;
     let key = place.key(s);
     let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
     let planned = plan(s, &req, place, &mut store, &key, &run_id, front).await?;
     front.plan(Plan::Restore(&planned));
     if !planned.plan.refused.is_empty() {
-        return Err(Stop::Refused(format!(
-            "nothing restored: {}",
-            planned.plan.refused.join("; ")
-        )));
+        return Err(Stop::Refused(Refusal::Plan {
+            undone: "nothing restored",
+            refusals: planned.plan.refused.clone(),
+        }));
     }
     if req.dry_run {
         return Err(Stop::DryRun);
     }
     let plan = planned.plan;
     if plan.count() == 0 {
-        return Err(Stop::Refused(
-            "nothing restored: no message can be replayed".into(),
-        ));
+        return Err(Stop::Refused(Refusal::Plan {
+            undone: "nothing restored",
+            refusals: vec!["no message can be replayed".into()],
+        }));
     }
     if let WriteCheck::Refused(why) = s.write_refusal(&plan.publish_targets).await {
-        return Err(Stop::Refused(format!("{why}; nothing restored")));
+        return Err(Stop::Refused(Refusal::Target {
+            why,
+            undone: "nothing restored",
+        }));
     }
     let op = if planned.replay {
         RunKind::Replay
@@ -136,8 +139,7 @@ pub async fn prepare<'s>(
     let consent = front.audit_consent(s.target.audit.create);
     let record = Record::begin(s, id, op, &start, consent).await;
     front.started(record.run_id(), record.on_broker());
-    let remember =
-        Store::open_default().map_err(|e| Stop::Refused(format!("{e}; nothing restored")))?;
+    let remember = Store::open_default().map_err(unopened)?;
     Ok(Ready {
         s,
         plan: Some(plan),
@@ -145,6 +147,14 @@ pub async fn prepare<'s>(
         store,
         remember: Some(remember),
         record,
+    })
+}
+
+/// Warren's store could not open: a restore needs it (what was restored, and first-seen times).
+fn unopened(e: crate::store::StoreError) -> Stop {
+    Stop::Refused(Refusal::Store {
+        why: e.to_string(),
+        undone: "nothing restored",
     })
 }
 
@@ -178,32 +188,32 @@ fn start_of(
 async fn archive_place(s: &Session, of: &ArchiveOf) -> Result<Place, Stop> {
     match of {
         ArchiveOf::Named(queue) if queue == crate::domain::archive::LOCAL_QUEUE => {
-            keep::local_place(s, "the vhost's local archive").map_err(Stop::Refused)
+            keep::local_place(s, "the vhost's local archive").map_err(Stop::refused)
         }
         ArchiveOf::Named(queue) if queue != &s.target.archive.stream => {
-            Err(Stop::Refused(format!(
+            Err(Stop::Refused(Refusal::Archive(format!(
                 "{} is not the archive ('{}'): restore takes messages out of the archive; nothing restored",
                 one_line(queue, 80),
                 one_line(&s.target.archive.stream, 80)
-            )))
+            ))))
         }
         ArchiveOf::Named(queue) => Ok(Place::Stream(queue.clone())),
         ArchiveOf::Configured { local } => {
             if *local || s.target.archive.local || !s.streams_supported() {
-                return keep::local_place(s, "local archive").map_err(Stop::Refused);
+                return keep::local_place(s, "local archive").map_err(Stop::refused);
             }
             let name = s.target.archive.stream.clone();
             match s.archive_state().await.map_err(super::replay::stop_of)? {
                 StreamState::Stream => Ok(Place::Stream(name)),
-                StreamState::Missing => Err(Stop::Refused(format!(
+                StreamState::Missing => Err(Stop::Refused(Refusal::Archive(format!(
                     "no archive in vhost '{}' (stream '{}' does not exist): nothing to restore",
                     one_line(s.vhost(), 80),
                     one_line(&name, 80)
-                ))),
-                StreamState::NotAStream(kind) => Err(Stop::Refused(format!(
+                )))),
+                StreamState::NotAStream(kind) => Err(Stop::Refused(Refusal::Archive(format!(
                     "'{}' is a {kind} queue, not Warren's archive stream",
                     one_line(&name, 100)
-                ))),
+                )))),
             }
         }
     }
@@ -231,7 +241,7 @@ async fn plan(
     };
     let read = restore::read_and_choose(s, store, key, &place, &ask, window)
         .await
-        .map_err(Stop::Refused)?;
+        .map_err(Stop::refused)?;
     say_read(s, &place, &read, window, front);
     let unvouched = match restore::unvouched_refusal(&read.unvouched, req.trust_unsigned) {
         Ok(note) => {

@@ -3,6 +3,7 @@
 
 use crate::broker::rights::Publishing;
 use crate::broker::session::Session;
+use crate::domain::refusal::Refusal;
 
 pub use crate::domain::rights::{Act, ReadOnly, refusal};
 
@@ -29,11 +30,11 @@ pub fn configured(s: &Session) -> Option<ReadOnly> {
     )
 }
 
-/// The gate every operation passes first: `Err` with the refusal in words when this session is
+/// The gate every operation passes first: `Err` with the refusal when this session is
 /// read-only. Reading is never refused here.
-pub async fn admit<R: super::ports::Rights>(r: &R, act: Act) -> Result<(), String> {
+pub async fn admit<R: super::ports::Rights>(r: &R, act: Act) -> Result<(), Refusal> {
     match r.read_only().await {
         None => Ok(()),
-        Some(r) => Err(refusal(act, &r)),
+        Some(why) => Err(Refusal::ReadOnly { act, why }),
     }
 }

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use super::archive::{self, ArchiveRequest, Ready, Way};
 use super::fake::{AUDIT_STREAM, Answer, FakeBroker, TestFront, summary};
 use super::rights::ReadOnly;
-use super::{Front, Stop};
+use super::{Front, Refusal, Stop};
 use crate::broker::replay::StopReason;
 use crate::broker::session::{ReadConsent, ReplaySpec};
 use crate::domain::confirm::typed_count;
@@ -127,16 +127,17 @@ async fn through(b: &FakeBroker, way: Way) -> Vec<String> {
 
 #[tokio::test]
 async fn read_only_refuses_an_archive_and_a_discard_before_anything_is_read_or_asked() {
-    for (way, undone) in [
-        (to_archive(), "nothing moved"),
-        (to_discard(), "nothing deleted"),
+    for (way, act, undone) in [
+        (to_archive(), super::rights::Act::Archive, "nothing moved"),
+        (to_discard(), super::rights::Act::Discard, "nothing deleted"),
     ] {
         let mut b = three();
         b.read_only = Some(ReadOnly::Flag);
         let mut front = TestFront::answering(Answer::Yes);
         let r = prepared(&b, way, &mut front).await;
         assert!(
-            matches!(&r, Err(Stop::Refused(w)) if w.contains("read-only") && w.contains(undone)),
+            matches!(&r, Err(Stop::Refused(w @ Refusal::ReadOnly { act: a, why: ReadOnly::Flag }))
+                if *a == act && w.to_string().contains("read-only") && w.to_string().contains(undone)),
             "{:?}",
             r.err()
         );
@@ -155,7 +156,8 @@ async fn an_auto_delete_queue_is_refused_before_anything_is_read_created_or_reco
         let mut front = TestFront::answering(Answer::Yes);
         let r = prepared(&b, way, &mut front).await;
         assert!(
-            matches!(&r, Err(Stop::Refused(w)) if w.contains("auto-delete") && w.contains("Nothing moved")),
+            matches!(&r, Err(Stop::Refused(w @ Refusal::AutoDelete { queue, .. }))
+                if queue == DLQ && w.to_string().contains("auto-delete") && w.to_string().contains("Nothing moved")),
             "{:?}",
             r.err()
         );
@@ -173,7 +175,7 @@ async fn a_missing_archive_stream_is_created_only_with_consent() {
         let mut front = TestFront::answering(answer);
         let r = prepared(&b, to_archive(), &mut front).await;
         assert!(
-            matches!(&r, Err(Stop::Refused(w)) if w.contains("nothing moved") && w.contains("not created")),
+            matches!(&r, Err(Stop::Refused(w)) if w.to_string().contains("nothing moved") && w.to_string().contains("not created")),
             "{answer:?}: {:?}",
             r.err()
         );
@@ -441,7 +443,8 @@ async fn a_store_that_cannot_open_refuses_a_real_run_before_anything_is_read() {
         let mut front = TestFront::answering(Answer::Yes);
         let r = prepared(&b, way, &mut front).await;
         assert!(
-            matches!(&r, Err(Stop::Refused(w)) if w.contains("the store is locked") && w.contains(undone)),
+            matches!(&r, Err(Stop::Refused(w @ Refusal::Store { .. }))
+                if w.to_string().contains("the store is locked") && w.to_string().contains(undone)),
             "{:?}",
             r.err()
         );
@@ -458,7 +461,7 @@ async fn a_read_that_spends_deliveries_again_is_asked_and_a_no_reads_nothing() {
     let mut front = TestFront::answering(Answer::No);
     let r = prepared(&b, to_archive(), &mut front).await;
     assert!(
-        matches!(&r, Err(Stop::Refused(w)) if w.contains("nothing was read")),
+        matches!(&r, Err(Stop::Refused(w @ Refusal::NotReadAgain { .. })) if w.to_string().contains("nothing was read")),
         "{:?}",
         r.err()
     );
@@ -487,7 +490,8 @@ async fn a_refused_write_or_retention_stops_before_the_go_ahead() {
     let mut front = TestFront::answering(Answer::Yes);
     let r = prepared(&b, to_archive(), &mut front).await;
     assert!(
-        matches!(&r, Err(Stop::Refused(w)) if w.contains("no write permission") && w.contains("nothing moved")),
+        matches!(&r, Err(Stop::Refused(w @ Refusal::Target { .. }))
+            if w.to_string().contains("no write permission") && w.to_string().contains("nothing moved")),
         "{:?}",
         r.err()
     );
@@ -498,7 +502,7 @@ async fn a_refused_write_or_retention_stops_before_the_go_ahead() {
     b.dlq.retention_refused = Some("the stream keeps 1 minute".into());
     let mut front = TestFront::answering(Answer::Yes);
     let r = prepared(&b, to_archive(), &mut front).await;
-    assert!(matches!(&r, Err(Stop::Refused(w)) if w.contains("1 minute")));
+    assert!(matches!(&r, Err(Stop::Refused(w)) if w.to_string().contains("1 minute")));
     assert!(!called(&b, "select"), "refused before the read");
     untouched(&b);
 }
@@ -513,7 +517,7 @@ async fn an_empty_selection_moves_nothing_and_asks_nothing() {
     let mut front = TestFront::answering(Answer::Yes);
     let r = prepared(&b, to_discard(), &mut front).await;
     assert!(
-        matches!(&r, Err(Stop::Refused(w)) if w.starts_with("nothing deleted")),
+        matches!(&r, Err(Stop::Refused(w @ Refusal::NothingSelected { .. })) if w.to_string().starts_with("nothing deleted")),
         "{:?}",
         r.err()
     );

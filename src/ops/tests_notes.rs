@@ -4,10 +4,10 @@
 //! context without the stream publish nothing; no stream is created unless the context says
 //! so; first-seen times written once. No broker.
 
-use super::Stop;
 use super::fake::{AUDIT_STREAM, FakeBroker};
 use super::note::{self, NoteRequest};
 use super::rights::ReadOnly;
+use super::{Refusal, Stop};
 use crate::domain::grouping::{Facets, GroupBy, WaitQueues};
 
 fn request(text: &str) -> NoteRequest {
@@ -146,7 +146,8 @@ async fn a_note_the_store_cannot_keep_is_refused_and_not_published() {
     b.dlq.store_broken = Some("the store is locked".into());
     let r = note::set(&b, request("outage")).await;
     assert!(
-        matches!(&r, Err(Stop::Refused(w)) if w.to_string().contains("the note was not kept") && w.to_string().contains("the store is locked")),
+        matches!(&r, Err(Stop::Refused(w @ Refusal::NoteNotKept { .. }))
+            if w.to_string().contains("the note was not kept") && w.to_string().contains("the store is locked")),
         "{r:?}"
     );
     assert!(b.audit().is_empty(), "{:?}", b.audit());

@@ -8,7 +8,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::state::State;
-use crate::broker::config::EVERY_CONTEXT;
+use crate::broker::config::ContextScope;
 use crate::domain::sanitize;
 
 /// One context of the config file, as the picker lists it.
@@ -36,8 +36,8 @@ pub fn offered(contexts: &[ContextChoice], query: &str) -> Vec<String> {
         .filter(|c| holds(&c.name) || c.label.as_deref().is_some_and(holds))
         .map(|c| c.name.clone())
         .collect();
-    if contexts.len() > 1 && (q.is_empty() || q == EVERY_CONTEXT) {
-        out.push(EVERY_CONTEXT.to_string());
+    if contexts.len() > 1 && (q.is_empty() || ContextScope::parse(&q).is_every()) {
+        out.push(ContextScope::EveryContext.to_string());
     }
     out
 }
@@ -99,7 +99,10 @@ fn common_prefix(words: &[String]) -> String {
 pub fn draw(state: &State, picker: &ContextPicker, frame: &mut Frame, area: Rect) {
     let t = &state.theme;
     let names = offered(&state.contexts, &picker.query);
-    let listed = names.iter().filter(|n| *n != EVERY_CONTEXT).count();
+    let listed = names
+        .iter()
+        .filter(|n| !ContextScope::parse(n).is_every())
+        .count();
     let title = format!(" Open a context: {listed} of {} ", state.contexts.len());
     let lines = |width: usize| {
         let mut out = vec![
@@ -137,7 +140,7 @@ fn row(state: &State, name: &str, under: bool, width: usize) -> Line<'static> {
         .map_or(String::new(), |l| {
             format!("  [{}]", sanitize::one_line(l, 30))
         });
-    let shown = if name == EVERY_CONTEXT {
+    let shown = if ContextScope::parse(name).is_every() {
         "*  every context at once (to look)".to_string()
     } else {
         sanitize::one_line(name, 60)

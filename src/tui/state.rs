@@ -712,13 +712,13 @@ impl State {
     /// Every vhost of the context is listed (`:vhost *`): each queue shows its vhost. (Every
     /// context at once labels its queues its own way: see [`State::place_of`].)
     pub fn every_vhost(&self) -> bool {
-        self.overview.vhost == crate::broker::config::EVERY_VHOST && !self.every_context()
+        self.overview.vhost_scope().is_every() && !self.every_context()
     }
 
     /// Every context of the config file is listed at once (`:ctx *`): each queue shows its
     /// context, and the scope is for looking (Enter opens a queue in its own context).
     pub fn every_context(&self) -> bool {
-        self.overview.context == crate::broker::config::EVERY_CONTEXT
+        self.overview.context_scope().is_every()
     }
 
     /// With every context listed: where a queue lives, as its row shows it before its name —

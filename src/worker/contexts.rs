@@ -82,11 +82,6 @@ async fn open_one(name: &str, overrides: &Overrides, ops: &Ops) -> Result<Arc<Se
     opened.map(Arc::new)
 }
 
-/// `overrides` names every context: is it?
-pub fn every(overrides: &Overrides) -> bool {
-    overrides.context.as_deref() == Some(config::EVERY_CONTEXT)
-}
-
 /// Reaches each context of the config file (with the vhost `overrides` names, else its own),
 /// a few at a time, each within [`CONTEXT_WAIT`]. A context whose `password_command` has not
 /// answered is not reached (the worker never runs one: it is said unreached, with how to open
@@ -195,9 +190,9 @@ pub async fn discover(cs: &Contexts, ticket: Ticket, ops: &Ops) -> Vec<Report> {
         .iter()
         .any(|(_, r)| r.as_ref().is_ok_and(|ss| ss.every()));
     let overview = Overview {
-        context: config::EVERY_CONTEXT.to_string(),
+        context: config::ContextScope::EveryContext.to_string(),
         vhost: if every_vhost {
-            config::EVERY_VHOST.to_string()
+            config::VhostScope::EveryVhost.to_string()
         } else {
             String::new()
         },

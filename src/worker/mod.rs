@@ -194,7 +194,7 @@ impl Shell {
         let done = self.done.clone();
         let ops = Ops(self.events.clone());
         self.connecting = Some(tokio::spawn(async move {
-            let result = if contexts::every(&overrides) {
+            let result = if overrides.every_context() {
                 contexts::open(&overrides, &ops)
                     .await
                     .map(|cs| Backend::Contexts(Arc::new(cs)))
@@ -295,7 +295,7 @@ async fn report_connected(ops: &Ops, ss: &Sessions) {
 /// context's own vhost's, for the listings, and AMQP waits for the first vhost a read or a run
 /// needs (each vhost's session answers for itself then).
 async fn open(overrides: &Overrides) -> Result<Sessions, String> {
-    let every = overrides.vhost.as_deref() == Some(config::EVERY_VHOST);
+    let every = overrides.every_vhost();
     let mut o = overrides.clone();
     if every {
         o.vhost = None;
@@ -634,7 +634,7 @@ async fn discover(ss: &Sessions, ticket: Ticket, ops: &Ops) -> Report {
                 user: s.whoami.name.clone(),
                 tags: s.whoami.tags.clone(),
                 vhost: if ss.every() {
-                    config::EVERY_VHOST.to_string()
+                    config::VhostScope::EveryVhost.to_string()
                 } else {
                     s.vhost().to_string()
                 },

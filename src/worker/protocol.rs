@@ -79,7 +79,7 @@ pub enum Command {
     /// is the new place's `Report::QueuesLoaded` tagged with `generation`, or
     /// `Report::SwitchFailed`. Once it succeeded, answers tagged with an older generation are
     /// dropped (see [`Ticket`]).
-    /// `name` may be `*` (`config::EVERY_CONTEXT`): every context of the config file at once,
+    /// `name` may be `*` (`config::ContextScope::EveryContext`): every context of the config file at once,
     /// each reached as itself, listed together and read-only. `vhost`: that vhost of the context
     /// (opening a queue from every context), else the context's own.
     SwitchContext {
@@ -461,6 +461,18 @@ pub struct Overview {
     /// none and the context neither allows creating it nor keeps the archive locally: the
     /// archive modal asks first (`None`: nothing to ask).
     pub archive_question: Option<String>,
+}
+
+impl Overview {
+    /// The vhosts listed: `vhost` is the scope as the operator types it (`*`: every vhost).
+    pub fn vhost_scope(&self) -> crate::broker::config::VhostScope {
+        crate::broker::config::VhostScope::parse(&self.vhost)
+    }
+
+    /// The contexts listed: `context` is the scope as typed (`*`: every context at once).
+    pub fn context_scope(&self) -> crate::broker::config::ContextScope {
+        crate::broker::config::ContextScope::parse(&self.context)
+    }
 }
 
 /// Where an archive from the TUI goes while the vhost has no archive stream: as the context

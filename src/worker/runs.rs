@@ -25,7 +25,8 @@ use crate::ops::{self as home, Stop};
 /// A stop in words, for the modal's or the progress window's error.
 pub(super) fn stop_text(stop: Stop) -> String {
     match stop {
-        Stop::Refused(why) | Stop::Usage(why) | Stop::Broker(why) => why,
+        Stop::Refused(r) => r.to_string(),
+        Stop::Usage(why) | Stop::Broker(why) => why,
         Stop::ReadCost { text, .. } => format!("{text}; nothing moved"),
         Stop::Unanswered(question) => format!("{question}; nothing changed"),
         Stop::Declined => "nothing moved".into(),
@@ -76,7 +77,7 @@ pub(super) async fn preview(
     let mut front = TuiFront::plan(ticket, RestoreHow::default());
     front.edited = edited;
     let stop = match home::replay::prepare(s, req, &mut front).await {
-        Ok(_) => Stop::Refused("a plan moved nothing".into()),
+        Ok(_) => Stop::refused("a plan moved nothing"),
         Err(stop) => stop,
     };
     said(&mut front, ops, None).await;
@@ -354,7 +355,7 @@ pub(super) async fn restore_preview(
     let mut front = TuiFront::plan(ticket, how);
     let req = restore_request(&queue, selection, how, true);
     let stop = match home::restore::prepare(s, req, &mut front).await {
-        Ok(_) => Stop::Refused("a plan restored nothing".into()),
+        Ok(_) => Stop::refused("a plan restored nothing"),
         Err(stop) => stop,
     };
     said(&mut front, ops, None).await;

@@ -18,7 +18,10 @@ use crate::domain::convention::{
     Conventions, DEFAULT_ERROR_TEXT_HEADERS, DEFAULT_RETRY_COUNTER_HEADERS,
 };
 
+mod scope;
 mod urls;
+
+pub use scope::{ContextScope, VhostScope};
 
 use urls::{UrlCredentials, Urls, urls_of, vhost_of_amqp_url};
 pub use urls::{amqp_url_for, management_url_for};
@@ -27,11 +30,6 @@ pub use urls::{amqp_url_for, management_url_for};
 pub const COMMAND_LINE_CONTEXT: &str = "command-line";
 /// Name of the context used when there is no config file and no URL was given.
 pub const LOCAL_CONTEXT: &str = "local";
-/// `--vhost '*'`, `:vhost *`: every vhost of the context.
-pub const EVERY_VHOST: &str = "*";
-/// `--context '*'`, `:ctx *`: every context of the config file, each reached as itself (its
-/// own URLs, credentials and read-only setting), one listing each.
-pub const EVERY_CONTEXT: &str = "*";
 
 /// What the command line (clap) hands over. `WARREN_AMQP_URL` and `WARREN_MANAGEMENT_URL` are
 /// read by clap into the URL fields.
@@ -698,7 +696,7 @@ pub fn default_config_path() -> Option<PathBuf> {
 }
 
 impl Config {
-    /// The contexts that every context at once ([`EVERY_CONTEXT`]) looks at: each of the
+    /// The contexts that every context at once ([`ContextScope::EveryContext`]) looks at: each of the
     /// file's, by name. A file that defines none (or no file) says how to define them.
     pub fn every_context(&self) -> Result<Vec<String>, ConfigError> {
         if self.contexts.is_empty() {

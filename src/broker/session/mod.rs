@@ -77,9 +77,10 @@ pub enum SessionError {
     /// two URLs reach different clusters, no AMQP URL is known.
     #[error("{0}")]
     Broker(String),
-    /// The request cannot be carried out as asked (e.g. a refused replay).
+    /// The request cannot be carried out as asked (e.g. a refused replay): typed where the
+    /// session knows why (read-only, an auto-delete queue), else in its words.
     #[error("{0}")]
-    Refused(String),
+    Refused(crate::domain::refusal::Refusal),
     /// Reading `queue` again would cost its messages deliveries: the user must say yes first
     /// (`text` says what it costs), then ask again with [`ReadConsent::ReadAgain`].
     #[error("{text}")]
@@ -101,6 +102,11 @@ impl SessionError {
             SessionError::Browse(e) => matches!(e, browse::BrowseError::Connection { .. }),
             SessionError::Refused(_) | SessionError::NeedsConsent { .. } => false,
         }
+    }
+
+    /// A refusal: typed, or in the session's words (`Refusal::Said`).
+    pub(crate) fn refused(r: impl Into<crate::domain::refusal::Refusal>) -> SessionError {
+        SessionError::Refused(r.into())
     }
 
     fn channel(what: &str) -> impl FnOnce(lapin::Error) -> SessionError + '_ {
@@ -185,12 +191,20 @@ impl Session {
     /// The refusal of `act` when the flag or the context makes this session read-only: the
     /// broker layer's last check behind `ops::rights`, in its words.
     pub(crate) fn configured_refusal(&self, act: crate::domain::rights::Act) -> Option<String> {
+        self.configured_read_only(act).map(|r| r.to_string())
+    }
+
+    /// [`Session::configured_refusal`], typed.
+    pub(crate) fn configured_read_only(
+        &self,
+        act: crate::domain::rights::Act,
+    ) -> Option<crate::domain::refusal::Refusal> {
         crate::domain::rights::ReadOnly::configured(
             self.target.read_only_flag,
             self.target.read_only,
             &self.target.context,
         )
-        .map(|r| crate::domain::rights::refusal(act, &r))
+        .map(|why| crate::domain::refusal::Refusal::ReadOnly { act, why })
     }
 
     pub fn vhost(&self) -> &str {

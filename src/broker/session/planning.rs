@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use crate::broker::browse;
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::redirect::{Redirected, Redirects};
@@ -82,7 +81,7 @@ impl Session {
     }
 
     /// [`Session::check_targets`], refused up front on an auto-delete DLQ (see
-    /// [`browse::auto_delete_refusal`]), so the plan says so before anything is confirmed.
+    /// [`crate::domain::refusal::auto_delete`]), so the plan says so before anything is confirmed.
     async fn checked_targets(
         &self,
         spec: &ReplaySpec,
@@ -91,7 +90,7 @@ impl Session {
         let (mut p, info) = self.check_targets_with_dlq(spec, looked).await?;
         if info.auto_delete {
             p.refusals
-                .push(browse::auto_delete_refusal(&spec.queue, "replay"));
+                .push(crate::domain::refusal::auto_delete(&spec.queue, "replay"));
         }
         self.choose_carrier(spec, &mut p).await;
         Ok(p)
@@ -201,7 +200,7 @@ impl Session {
         });
         let info = info?;
         let depth = depth?.ok_or_else(|| {
-            SessionError::Refused(format!(
+            SessionError::refused(format!(
                 "queue '{}' does not exist in vhost '{}'",
                 sanitize::one_line(&spec.queue, 100),
                 sanitize::one_line(self.vhost(), 100)

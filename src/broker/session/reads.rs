@@ -161,7 +161,7 @@ impl Session {
         };
         let decision = ledger::decide(&policy, record.as_ref());
         match &decision {
-            ReadDecision::Refuse(why) => return Err(SessionError::Refused(why.clone())),
+            ReadDecision::Refuse(why) => return Err(SessionError::refused(why.clone())),
             ReadDecision::Again { .. } if consent == ReadConsent::Reuse => {
                 return Err(SessionError::NeedsConsent {
                     queue: queue.to_string(),
@@ -249,10 +249,10 @@ impl Session {
         // By name when the broker reported it, else by pattern (the column lags on 4.3).
         let in_force = discovery::policy_in_force(&info, &policies);
         let plan = crate::domain::protect::plan(self.version(), &info, in_force)
-            .map_err(SessionError::Refused)?;
+            .map_err(SessionError::refused)?;
         if apply {
-            if let Some(why) = self.configured_refusal(crate::domain::rights::Act::Protect) {
-                return Err(SessionError::Refused(why));
+            if let Some(r) = self.configured_read_only(crate::domain::rights::Act::Protect) {
+                return Err(SessionError::Refused(r));
             }
             self.mgmt.put_policy(self.vhost(), &plan.policy).await?;
         }
@@ -392,7 +392,7 @@ impl Session {
         let key = self.memory_key();
         self.with_ledger(|st| st.put_read_record(&key, queue, r))
             .map_err(|e| {
-                SessionError::Refused(format!(
+                SessionError::refused(format!(
                     "reading '{queue}' costs deliveries and Warren cannot record what it spends: {e}. \
                      Set {} to a writable file, or make the queue free to read with `warren protect {queue}`",
                     crate::store::STORE_ENV
@@ -435,7 +435,7 @@ pub(super) async fn wait_for_turn<'a>(
     tokio::time::timeout(TURN_WAIT, lock.lock())
         .await
         .map_err(|_| {
-            SessionError::Refused(format!(
+            SessionError::refused(format!(
                 "another read or a replay of '{queue}' is still running in this session; try again when it has finished"
             ))
         })

@@ -5,11 +5,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use tokio::sync::watch;
 
-use crate::broker::browse;
 use crate::broker::replay::{self, Job, Progress, Summary, TargetKey};
 use crate::domain::discovery;
 use crate::domain::ledger::{self, ReadOutcome};
 use crate::domain::quorum::BrowsePolicy;
+use crate::domain::refusal::Refusal;
 use crate::domain::replay as plan;
 
 use super::{Preview, ReplaySpec, Session, SessionError, reads::wait_for_turn};
@@ -91,10 +91,10 @@ impl Session {
         steps.done("queue policy");
         if info.auto_delete {
             let verb = work.action.verb();
-            return Err(SessionError::Refused(browse::auto_delete_refusal(
-                &spec.queue,
+            return Err(SessionError::Refused(Refusal::AutoDelete {
+                queue: spec.queue.clone(),
                 verb,
-            )));
+            }));
         }
         let (limit, bytes) = (work.limit, work.bytes);
         let (check_as_met, planned_unread) = (work.check_as_met, work.planned_unread);
@@ -102,7 +102,7 @@ impl Session {
         let by_head = work.carrier_by_head;
         let mut job = self.job_of(spec, work, &info, &quorum);
         if over_10 {
-            job.amqp10 = Some(self.endpoint10().map_err(SessionError::Refused)?);
+            job.amqp10 = Some(self.endpoint10().map_err(SessionError::refused)?);
         } else if by_head && self.head_is_10(&spec.queue).await {
             // A plan that read nothing has no signs: the head message decided.
             job.amqp10 = self.endpoint10().ok();
@@ -208,17 +208,17 @@ impl Session {
     /// Refuses to take anything off a queue in read-only mode, or for a user the broker lets
     /// read but not publish.
     async fn may_take(&self) -> Result<(), SessionError> {
-        if let Some(why) = self.configured_refusal(crate::domain::rights::Act::Replay) {
-            return Err(SessionError::Refused(why));
+        if let Some(r) = self.configured_read_only(crate::domain::rights::Act::Replay) {
+            return Err(SessionError::Refused(r));
         }
         // The last line behind `ops::rights`: a user the broker lets read but not publish takes
         // nothing off a queue, whoever calls.
         if let crate::broker::rights::Publishing::Refused(why) = self.publishing().await {
-            use crate::domain::rights::{Act, ReadOnly, refusal};
-            return Err(SessionError::Refused(refusal(
-                Act::Replay,
-                &ReadOnly::Broker(why.clone()),
-            )));
+            use crate::domain::rights::{Act, ReadOnly};
+            return Err(SessionError::Refused(Refusal::ReadOnly {
+                act: Act::Replay,
+                why: ReadOnly::Broker(why.clone()),
+            }));
         }
         Ok(())
     }

@@ -420,7 +420,7 @@ pub(super) async fn queue_depth(
     name: &str,
 ) -> Result<Option<u64>, SessionError> {
     let name =
-        amqp::short("the queue name", name).map_err(|e| SessionError::Refused(e.to_string()))?;
+        amqp::short("the queue name", name).map_err(|e| SessionError::refused(e.to_string()))?;
     let ch = conn.create_channel().await.map_err(SessionError::channel(
         "opening a channel to read a queue's depth",
     ))?;
@@ -448,7 +448,7 @@ async fn exchange_exists(conn: &lapin::Connection, name: &str) -> Result<bool, S
     let r = ch
         .exchange_declare(
             amqp::short("the exchange name", name)
-                .map_err(|e| SessionError::Refused(e.to_string()))?,
+                .map_err(|e| SessionError::refused(e.to_string()))?,
             lapin::ExchangeKind::Direct,
             lapin::options::ExchangeDeclareOptions {
                 passive: true,

@@ -208,7 +208,7 @@ fn every_context_spans(state: &State, spans: &mut Vec<Span<'static>>) {
     let t = &state.theme;
     let o = &state.overview;
     let listed = o.contexts.iter().filter(|r| r.unreached.is_none()).count();
-    let scope = if o.vhost == crate::broker::config::EVERY_VHOST {
+    let scope = if o.vhost_scope().is_every() {
         format!(" every context ({listed}), every vhost ")
     } else {
         format!(" every context ({listed}) ")
