@@ -503,6 +503,16 @@ impl FakeLog {
 }
 
 impl BrokerLog for FakeLog {
+    fn off(why: &str) -> FakeLog {
+        FakeLog {
+            unwritten: Some(why.to_string()),
+            said: true,
+            audit: Default::default(),
+            records: Default::default(),
+            calls: Default::default(),
+        }
+    }
+
     fn is_written(&self) -> bool {
         self.unwritten.is_none()
     }
