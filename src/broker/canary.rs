@@ -28,7 +28,7 @@ const MAX_TARGETS: usize = 16;
 /// The watch queue: an exclusive, server-named queue bound as the DLQ is to the exchanges its
 /// targets dead-letter to, so every dead letter routed to the DLQ is copied here too (the
 /// copy is Warren's; the DLQ's own is untouched). Gone with its connection.
-pub(crate) struct Tap {
+pub struct Tap {
     conn: lapin::Connection,
     consumer: lapin::Consumer,
 }
@@ -253,7 +253,7 @@ impl Session {
 }
 
 /// A canary whose own stretch is over.
-pub(crate) struct Canary<'a> {
+pub struct Canary<'a> {
     pub dlq: &'a str,
     pub plan: &'a CanaryPlan,
     /// The run's id, which its messages carry.

@@ -3,31 +3,31 @@
 //! only when the canary went ahead. Both stretches are the same replay (one run id, one plan,
 //! one record); what stayed is untouched, in place and in order.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use tokio::sync::watch;
 
-use crate::broker::canary::{Canary, Tap};
-use crate::broker::replay::{Progress, StopReason, Summary, add_progress, left_in, merge};
-use crate::broker::session::{Preview, ReplaySpec, Session, SessionError};
+use super::ports::{FirstSeen, ReplayPort};
+use crate::broker::canary::Canary;
+use crate::broker::replay::{Progress, StopReason, Summary, add_progress, merge};
+use crate::broker::session::{Preview, ReplaySpec, SessionError};
 use crate::domain::canary::{CanaryDecision, CanaryPlan, Watch};
 
 /// What the two stretches share.
-pub(super) struct Stretches<'a> {
-    pub s: &'a Session,
+pub(super) struct Stretches<'a, B: ReplayPort> {
+    pub s: &'a B,
     pub spec: &'a ReplaySpec,
     pub preview: &'a Preview,
-    pub first_seen: &'a HashMap<String, jiff::Timestamp>,
+    pub first_seen: &'a FirstSeen,
 }
 
-impl Stretches<'_> {
+impl<B: ReplayPort> Stretches<'_, B> {
     pub async fn run(
         &self,
         plan: CanaryPlan,
-        mut tap: Option<Tap>,
+        mut tap: Option<B::Tap>,
         mut cancel: watch::Receiver<bool>,
-        on_progress: &mut impl FnMut(&Progress),
+        on_progress: &mut (impl FnMut(&Progress) + Send),
     ) -> Result<Summary, SessionError> {
         let selected = self.preview.selected;
         let total = self.spec.limit.map_or(selected, |l| l.min(selected));
@@ -35,7 +35,7 @@ impl Stretches<'_> {
         let mut one = match first.await {
             Ok(sum) => sum,
             Err(e) => {
-                close(tap).await;
+                self.close(tap).await;
                 return Err(e);
             }
         };
@@ -67,16 +67,14 @@ impl Stretches<'_> {
             let w = Watch::new(&plan, moved, Instant::now());
             (CanaryDecision::RunStopped, w)
         };
-        close(tap).await;
+        self.close(tap).await;
         let record = seen.record(&self.spec.queue, Instant::now(), decision, left);
         if !decision.went_ahead() {
             if decision == CanaryDecision::Cancelled {
                 one.stop = StopReason::Cancelled;
             }
             // The run ends now, with what came back in the DLQ again.
-            if let Ok(conn) = self.s.amqp().await {
-                one.left_in_dlq = left_in(conn, &self.spec.queue).await.or(one.left_in_dlq);
-            }
+            one.left_in_dlq = self.s.left_in(&self.spec.queue).await.or(one.left_in_dlq);
             one.progress.remaining = left;
             one.canary = Some(record);
             return Ok(one);
@@ -106,7 +104,7 @@ impl Stretches<'_> {
         &self,
         limit: u64,
         cancel: watch::Receiver<bool>,
-        on_progress: impl FnMut(&Progress),
+        on_progress: impl FnMut(&Progress) + Send,
     ) -> Result<Summary, SessionError> {
         let mut spec = self.spec.clone();
         spec.limit = Some(limit);
@@ -133,8 +131,10 @@ fn went_through(one: &Summary) -> bool {
         && one.counts.forced.is_none()
 }
 
-async fn close(tap: Option<Tap>) {
-    if let Some(t) = tap {
-        t.close().await;
+impl<B: ReplayPort> Stretches<'_, B> {
+    async fn close(&self, tap: Option<B::Tap>) {
+        if let Some(t) = tap {
+            self.s.close_tap(t).await;
+        }
     }
 }

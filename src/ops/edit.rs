@@ -7,9 +7,10 @@
 
 use std::sync::Arc;
 
+use super::ports::ReplayPort;
 use super::{Front, Refusal, Stop};
 use crate::broker::archive::Place;
-use crate::broker::session::{ReplaySpec, Session};
+use crate::broker::session::ReplaySpec;
 use crate::domain::archive::Stamp;
 use crate::domain::edit::{self, Edits};
 use crate::domain::message::DeadLetter;
@@ -26,8 +27,8 @@ pub(super) struct Asked {
 
 /// Reads the selection whole, has the operator edit it, and narrows `spec` to exactly the
 /// edited messages. `Stop::Declined` when the document came back unchanged or empty.
-pub(super) async fn ask(
-    s: &Session,
+pub(super) async fn ask<B: ReplayPort>(
+    s: &B,
     spec: &mut ReplaySpec,
     how: super::replay::EditArchive,
     dry_run: bool,
@@ -68,9 +69,7 @@ pub(super) async fn ask(
     spec.selection = Selection::Keys(keys);
     spec.limit = None;
     let place = super::archive::place(s, how.local, how.create, dry_run, front).await?;
-    crate::broker::archive::retention_refusal(s, &place)
-        .await
-        .map_err(Stop::refused)?;
+    s.retention_refusal(&place).await.map_err(Stop::refused)?;
     let edits = Arc::new(edits);
     spec.edits = Some(edits.clone());
     Ok(Asked {
@@ -108,8 +107,8 @@ fn edited(queue: &str, messages: &[DeadLetter], front: &mut dyn Front) -> Result
 
 /// After the go-ahead: copies of the originals kept in the archive before the first edited
 /// copy is published. `Err`: not kept, so nothing moves.
-pub(super) async fn keep_originals(
-    s: &Session,
+pub(super) async fn keep_originals<B: ReplayPort>(
+    s: &B,
     asked: &Asked,
     queue: &str,
     run_id: &str,
@@ -117,10 +116,14 @@ pub(super) async fn keep_originals(
 ) -> Result<(), Stop> {
     let stamp = Stamp {
         from: queue.to_string(),
-        by: format!("{}@{}", crate::store::current_os_user(), s.whoami.name),
+        by: format!(
+            "{}@{}",
+            crate::store::current_os_user(),
+            s.operator().broker_user
+        ),
         reason: format!("the original of a message edited and replayed in run {run_id}"),
     };
-    crate::broker::archive::keep_copies(s, &asked.place, &stamp, &asked.originals)
+    s.keep_copies(&asked.place, &stamp, &asked.originals)
         .await
         .map_err(|why| Stop::Refused(Refusal::OriginalsNotKept { why }))?;
     front.say(&format!(

@@ -50,8 +50,10 @@ pub(crate) struct FakeBroker {
     pub(crate) audit: Arc<Mutex<Vec<String>>>,
     pub(crate) policies: Mutex<Vec<String>>,
     pub(crate) calls: Arc<Mutex<Vec<String>>>,
-    /// Archive and discard: see [`Dlq`].
+    /// Archive and discard (and the head, read cost and run's end of a replay): see [`Dlq`].
     pub(crate) dlq: Dlq,
+    /// Replay and restore: see [`Runs`](super::fake_runs::Runs).
+    pub(crate) runs: super::fake_runs::Runs,
     /// The local store's audit rows.
     pub(crate) rows: Arc<Mutex<Vec<Row>>>,
     /// The local store's protects.
@@ -146,7 +148,7 @@ impl FakeBroker {
         self.streams.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
-    fn call(&self, what: &str) {
+    pub(super) fn call(&self, what: &str) {
         if let Ok(mut c) = self.calls.lock() {
             c.push(what.to_string());
         }
@@ -278,6 +280,12 @@ pub(crate) struct TestFront {
     pub(crate) asked: Vec<String>,
     /// What it was told (`Front::say`).
     pub(crate) said: Vec<String>,
+    /// How the operator edits a document (`None`: no editor can be opened here).
+    pub(crate) edit: Option<fn(&str) -> Option<String>>,
+    /// The read-again question cannot be asked here (no terminal, the TUI's worker).
+    pub(crate) cannot_ask: bool,
+    /// The broker's log, where each question goes too ("front: …"), in order with the calls.
+    log: Option<Arc<Mutex<Vec<String>>>>,
     ask: Option<Box<Asker>>,
 }
 
@@ -291,19 +299,35 @@ impl TestFront {
             ..Default::default()
         }
     }
+
+    /// Answers as told, and writes each question in `b`'s log of calls too.
+    pub(crate) fn logging(answer: Answer, b: &FakeBroker) -> TestFront {
+        TestFront {
+            answer,
+            log: Some(b.calls.clone()),
+            ..Default::default()
+        }
+    }
+
+    fn heard(&mut self, question: impl Into<String>) {
+        let question = question.into();
+        if let Some(calls) = &self.log {
+            log(calls, format!("front: {question}"));
+        }
+        self.asked.push(question);
+    }
 }
 
 impl Front for TestFront {
     fn plan(&mut self, _plan: Plan<'_>) {
-        self.asked.push("plan".into());
+        self.heard("plan");
     }
     fn go_ahead(&mut self, count: u64, kind: RunKind, typed: bool) -> Result<bool, String> {
-        self.asked
-            .push(format!("go ahead: {} {count} typed={typed}", kind.verb()));
+        self.heard(format!("go ahead: {} {count} typed={typed}", kind.verb()));
         Ok(self.answer == Answer::Yes)
     }
     fn audit_consent(&mut self, configured: Option<bool>) -> Consent<'_> {
-        self.asked.push("stream".into());
+        self.heard("stream");
         match (configured, self.answer) {
             (Some(true), _) => Consent::Create,
             (Some(false), _) | (None, Answer::NobodyToAsk) => Consent::Refuse,
@@ -314,18 +338,28 @@ impl Front for TestFront {
         }
     }
     fn read_again(&mut self, queue: &str, _cost: &str) -> Result<bool, String> {
-        self.asked.push(format!("read again {queue}"));
+        self.heard(format!("read again {queue}"));
+        if self.cannot_ask {
+            return Err("no terminal to ask on".into());
+        }
         Ok(self.answer == Answer::Yes)
     }
     fn create_archive(&mut self, what: &str) -> Result<bool, String> {
-        self.asked.push(format!("create archive {what}"));
+        self.heard(format!("create archive {what}"));
         Ok(self.answer == Answer::Yes)
     }
     fn say(&mut self, text: &str) {
         self.said.push(text.to_string());
     }
     fn started(&mut self, _run_id: &str, on_broker: bool) {
-        self.asked.push(format!("started on_broker={on_broker}"));
+        self.heard(format!("started on_broker={on_broker}"));
+    }
+    fn edit(&mut self, document: &str, problem: Option<&str>) -> Result<Option<String>, String> {
+        self.heard(format!("edit problem={}", problem.is_some()));
+        match self.edit {
+            Some(edit) => Ok(edit(document)),
+            None => Err("no editor can be opened here".into()),
+        }
     }
 }
 
@@ -504,6 +538,16 @@ impl FakeLog {
 }
 
 impl BrokerLog for FakeLog {
+    fn off(why: &str) -> FakeLog {
+        FakeLog {
+            unwritten: Some(why.to_string()),
+            said: true,
+            audit: Default::default(),
+            records: Default::default(),
+            calls: Default::default(),
+        }
+    }
+
     fn is_written(&self) -> bool {
         self.unwritten.is_none()
     }

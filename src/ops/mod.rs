@@ -12,6 +12,8 @@ mod canary;
 mod edit;
 #[cfg(test)]
 mod fake;
+#[cfg(test)]
+mod fake_runs;
 pub mod note;
 pub mod ports;
 pub mod protect;
@@ -26,6 +28,10 @@ mod tests_archive;
 mod tests_notes;
 #[cfg(test)]
 mod tests_ports;
+#[cfg(test)]
+mod tests_replay;
+#[cfg(test)]
+mod tests_restore;
 
 use crate::broker::audit::Consent;
 use crate::domain::run::RunKind;

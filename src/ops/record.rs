@@ -62,20 +62,20 @@ impl Record {
                 undone: "nothing moved",
             })
     }
+}
 
+impl<L: BrokerLog> Record<L> {
     /// A run kept off the record (`--no-audit`): `why` says so.
-    pub fn off(op: RunKind, run_id: &str, why: &str) -> Record {
+    pub fn off(op: RunKind, run_id: &str, why: &str) -> Record<L> {
         Record {
             op,
             audit_id: None,
-            broker: BrokerRecord::off(why),
+            broker: L::off(why),
             run_id: run_id.to_string(),
             notes: Vec::new(),
         }
     }
-}
 
-impl<L: BrokerLog> Record<L> {
     /// Writes the start on the broker's stream before anything moves (after
     /// [`Record::start_local`] gave `audit_id`); one the broker cannot record starts all the
     /// same and says so in [`Record::take_notes`].

@@ -1,19 +1,18 @@
 //! Replay: dead letters back to where they will really be consumed. The one home of
-//! `warren replay` and the TUI's replay modal.
-
-use std::collections::HashMap;
+//! `warren replay` and the TUI's replay modal, on its ports (`ops::ports::ReplayPort` for the
+//! broker, the memory port for Warren's store), which `Session` implements.
 
 use tokio::sync::watch;
 
+use super::ports::{FirstSeen, ReplayPort};
 use super::record::{self, Record};
 use super::rights::{self, Act};
 use super::{Front, Plan, Refusal, Stop};
-use crate::broker::canary::Tap;
 use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::{Preview, ReplaySpec, Session, SessionError, WriteCheck};
 use crate::domain::canary::{CanaryPlan, CanaryRule, Sight};
 use crate::domain::sanitize::one_line;
-use crate::store::{AuditStart, Operation, Store};
+use crate::store::{AuditStart, Operation};
 
 /// A replay as the operator asked for it.
 pub struct ReplayRequest {
@@ -47,24 +46,24 @@ pub struct EditArchive {
 }
 
 /// A replay on the record, ready to move its first message.
-pub struct Ready<'s> {
-    s: &'s Session,
+pub struct Ready<'s, B: ReplayPort = Session> {
+    s: &'s B,
     spec: ReplaySpec,
     preview: Preview,
-    first_seen: HashMap<String, jiff::Timestamp>,
-    store: Option<Store>,
-    record: Record,
-    canary: Option<(CanaryPlan, Option<Tap>)>,
+    first_seen: FirstSeen,
+    store: Option<B::Memory>,
+    record: Record<B::Log>,
+    canary: Option<(CanaryPlan, Option<B::Tap>)>,
     /// What an edit changed, for the record.
     edits: Vec<crate::domain::edit::EditRecord>,
 }
 
 /// Rights, plan, go-ahead and the audit's start: everything before the first message moves.
-pub async fn prepare<'s>(
-    s: &'s Session,
+pub async fn prepare<'s, B: ReplayPort>(
+    s: &'s B,
     mut req: ReplayRequest,
     front: &mut dyn Front,
-) -> Result<Ready<'s>, Stop> {
+) -> Result<Ready<'s, B>, Stop> {
     // Read-only is decided before anything is read for a run: no channel is ever put in
     // confirm mode or published on.
     let mut steps = crate::broker::steps::Steps::new("replay");
@@ -76,7 +75,7 @@ pub async fn prepare<'s>(
     let audited = req.unaudited.is_none() && !req.dry_run;
     // One store for the audit and for first-seen times. The audit needs it; a dry run looks
     // and records first-seen times when it can.
-    let store = match Store::open_default() {
+    let store = match s.memory() {
         Ok(st) => Some(st),
         Err(e) if audited => {
             return Err(Stop::Refused(Refusal::Store {
@@ -123,7 +122,7 @@ pub async fn prepare<'s>(
         return Err(Stop::DryRun);
     }
     // Publishing needs write permission on the exchange, not on the queues it reaches.
-    match s.write_refusal(&preview.publish_targets()).await {
+    match s.publish_refusal(&preview.publish_targets()).await {
         WriteCheck::Allowed => {}
         WriteCheck::Refused(why) => {
             return Err(Stop::Refused(Refusal::Target {
@@ -148,13 +147,14 @@ pub async fn prepare<'s>(
     if let Some(asked) = &asked {
         super::edit::keep_originals(s, asked, &req.spec.queue, &run_id, front).await?;
     }
+    let who = s.operator();
     let start = AuditStart {
         run_id: run_id.clone(),
         at: jiff::Timestamp::now(),
         os_user: crate::store::current_os_user(),
-        broker_user: s.whoami.name.clone(),
-        context: s.target.context.clone(),
-        vhost: s.vhost().to_string(),
+        broker_user: who.broker_user,
+        context: who.context,
+        vhost: who.vhost,
         from_queue: req.spec.queue.clone(),
         targets: preview.targets.keys().cloned().collect(),
         filter: req.filter.clone(),
@@ -168,7 +168,7 @@ pub async fn prepare<'s>(
     let record = match (&store, &req.unaudited) {
         (Some(st), None) => {
             let id = Record::start_local(st, Operation::Replay, &start).map_err(Stop::Refused)?;
-            let consent = front.audit_consent(s.target.audit.create);
+            let consent = front.audit_consent(who.create_streams);
             Record::begin(s, id, Operation::Replay, &start, consent).await
         }
         (_, why) => Record::off(
@@ -199,24 +199,10 @@ pub async fn prepare<'s>(
 
 /// The plan: a look at the head (a dry run, the TUI), else as little reading as the run needs;
 /// first-seen times are remembered on the way.
-async fn plan(
-    s: &Session,
-    req: &ReplayRequest,
-) -> Result<(Preview, HashMap<String, jiff::Timestamp>), Stop> {
-    let mut first_seen = HashMap::new();
-    let remember = |keys: &[String]| {
-        let memory = super::remember(s, &req.spec.queue, keys);
-        first_seen = memory.first_seen.clone();
-        memory
-    };
+async fn plan<B: ReplayPort>(s: &B, req: &ReplayRequest) -> Result<(Preview, FirstSeen), Stop> {
     // A canary needs to know where its messages rest (to see them taken and come back).
-    let preview = if req.dry_run || req.look_first || req.canary.is_some() {
-        s.preview(&req.spec, remember).await
-    } else {
-        s.preview_to_run(&req.spec, remember).await
-    };
-    let preview = preview.map_err(stop_of)?;
-    Ok((preview, first_seen))
+    let look = req.dry_run || req.look_first || req.canary.is_some();
+    s.plan(&req.spec, look).await.map_err(stop_of)
 }
 
 /// A session error as the stop it is.
@@ -239,7 +225,7 @@ pub(crate) fn stop_of(e: SessionError) -> Stop {
     }
 }
 
-impl Ready<'_> {
+impl<B: ReplayPort> Ready<'_, B> {
     /// How many messages the run may move (never more than the operator confirmed).
     pub fn count(&self) -> u64 {
         self.preview.selected
@@ -254,10 +240,10 @@ impl Ready<'_> {
     pub async fn run(
         &mut self,
         cancel: watch::Receiver<bool>,
-        mut on_progress: impl FnMut(&Progress),
+        mut on_progress: impl FnMut(&Progress) + Send,
     ) -> Result<Summary, SessionError> {
         let mut steps = crate::broker::steps::Steps::new("replay run");
-        let held = super::held_elsewhere(self.s, &self.spec.queue).await;
+        let held = self.s.held_elsewhere(&self.spec.queue).await;
         steps.done("held elsewhere");
         let mut result = match self.canary.take() {
             Some((plan, tap)) => {
@@ -292,7 +278,7 @@ impl Ready<'_> {
     pub async fn finish(mut self, result: &Result<Summary, SessionError>) -> Vec<String> {
         // A canary whose run never started still holds its watch queue's connection.
         if let Some((_, Some(tap))) = self.canary.take() {
-            tap.close().await;
+            self.s.close_tap(tap).await;
         }
         let moved = result
             .as_ref()
@@ -311,8 +297,8 @@ impl Ready<'_> {
 
 /// The canary's plan, when one was asked for and means something here (a canary as large as
 /// the selection is said and dropped).
-async fn canary_plan(
-    s: &Session,
+async fn canary_plan<B: ReplayPort>(
+    s: &B,
     req: &ReplayRequest,
     preview: &Preview,
     front: &mut dyn Front,
@@ -332,12 +318,12 @@ async fn canary_plan(
 
 /// The canary's watch queue, set up before its first message moves; where it cannot be, the
 /// canary estimates instead, and says so.
-async fn open_tap(
-    s: &Session,
+async fn open_tap<B: ReplayPort>(
+    s: &B,
     dlq: &str,
     mut plan: CanaryPlan,
     front: &mut dyn Front,
-) -> (CanaryPlan, Option<Tap>) {
+) -> (CanaryPlan, Option<B::Tap>) {
     if !matches!(plan.sight, Sight::Exact { .. }) {
         return (plan, None);
     }

@@ -1,20 +1,23 @@
 //! Restore: archived messages back into the queues they came from, or through the replay's plan
-//! (`--replay`). The one home of `warren restore` and the TUI's `r` on the archive.
+//! (`--replay`). The one home of `warren restore` and the TUI's `r` on the archive, on its ports
+//! (`ops::ports::RestorePort` for the broker, the memory port for Warren's store), which
+//! `Session` implements.
 
 use std::collections::BTreeMap;
 
 use tokio::sync::watch;
 
+use super::ports::RestorePort;
 use super::record::Record;
 use super::rights::{self, Act};
 use super::{Front, Plan, Refusal, Stop};
-use crate::broker::archive::{self as keep, Place, StreamState};
+use crate::broker::archive::{Place, StreamState};
 use crate::broker::restore::{self, Ask};
 use crate::broker::session::{ReadConsent, Session, WriteCheck};
 use crate::domain::run::RunKind;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::Selection;
-use crate::store::{AuditStart, Store};
+use crate::store::AuditStart;
 
 /// Which archive.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,32 +73,32 @@ pub struct Planned {
 }
 
 /// A restore on the record, ready to publish its first message.
-pub struct Ready<'s> {
-    s: &'s Session,
+pub struct Ready<'s, B: RestorePort = Session> {
+    s: &'s B,
     plan: Option<restore::Plan>,
     key: String,
     /// The record's store, and the one the run remembers restored messages in (it goes into
     /// the run: a store is not shared between threads).
-    store: Store,
-    remember: Option<Store>,
-    record: Record,
+    store: B::Memory,
+    remember: Option<B::Memory>,
+    record: Record<B::Log>,
 }
 
 /// Rights, the archive's read, the plan (targets checked, room included), the go-ahead and the
 /// audit's start.
-pub async fn prepare<'s>(
-    s: &'s Session,
+pub async fn prepare<'s, B: RestorePort>(
+    s: &'s B,
     req: RestoreRequest,
     front: &mut dyn Front,
-) -> Result<Ready<'s>, Stop> {
+) -> Result<Ready<'s, B>, Stop> {
     if !req.dry_run {
         rights::admit(s, Act::Restore)
             .await
             .map_err(Stop::Refused)?;
     }
     let place = archive_place(s, &req.archive).await?;
-    let mut store = Store::open_default().map_err(unopened)?;
-    let key = place.key(s);
+    let mut store = s.memory().map_err(unopened)?;
+    let key = s.archive_key(&place);
     let run_id = crate::broker::audit::new_run_id(jiff::Timestamp::now());
     let planned = plan(s, &req, place, &mut store, &key, &run_id, front).await?;
     front.plan(Plan::Restore(&planned));
@@ -115,7 +118,7 @@ pub async fn prepare<'s>(
             refusals: vec!["no message can be replayed".into()],
         }));
     }
-    if let WriteCheck::Refused(why) = s.write_refusal(&plan.publish_targets).await {
+    if let WriteCheck::Refused(why) = s.publish_refusal(&plan.publish_targets).await {
         return Err(Stop::Refused(Refusal::Target {
             why,
             undone: "nothing restored",
@@ -136,10 +139,10 @@ pub async fn prepare<'s>(
     }
     let start = start_of(s, &req, run_id, &planned.place, &plan);
     let id = Record::start_local(&store, op, &start).map_err(Stop::Refused)?;
-    let consent = front.audit_consent(s.target.audit.create);
+    let consent = front.audit_consent(s.operator().create_streams);
     let record = Record::begin(s, id, op, &start, consent).await;
     front.started(record.run_id(), record.on_broker());
-    let remember = Store::open_default().map_err(unopened)?;
+    let remember = s.memory().map_err(unopened)?;
     Ok(Ready {
         s,
         plan: Some(plan),
@@ -151,27 +154,28 @@ pub async fn prepare<'s>(
 }
 
 /// Warren's store could not open: a restore needs it (what was restored, and first-seen times).
-fn unopened(e: crate::store::StoreError) -> Stop {
+fn unopened(e: impl std::fmt::Display) -> Stop {
     Stop::Refused(Refusal::Store {
         why: e.to_string(),
         undone: "nothing restored",
     })
 }
 
-fn start_of(
-    s: &Session,
+fn start_of<B: RestorePort>(
+    s: &B,
     req: &RestoreRequest,
     run_id: String,
     place: &Place,
     plan: &restore::Plan,
 ) -> AuditStart {
+    let who = s.operator();
     AuditStart {
         run_id,
         at: jiff::Timestamp::now(),
         os_user: crate::store::current_os_user(),
-        broker_user: s.whoami.name.clone(),
-        context: s.target.context.clone(),
-        vhost: s.vhost().to_string(),
+        broker_user: who.broker_user,
+        context: who.context,
+        vhost: who.vhost,
         from_queue: place.label(),
         targets: plan.targets.keys().cloned().collect(),
         filter: req.filter.clone(),
@@ -185,29 +189,30 @@ fn start_of(
 }
 
 /// The archive the request names.
-async fn archive_place(s: &Session, of: &ArchiveOf) -> Result<Place, Stop> {
+async fn archive_place<B: RestorePort>(s: &B, of: &ArchiveOf) -> Result<Place, Stop> {
+    let settings = s.archive_settings();
     match of {
-        ArchiveOf::Named(queue) if queue == crate::domain::archive::LOCAL_QUEUE => {
-            keep::local_place(s, "the vhost's local archive").map_err(Stop::refused)
-        }
-        ArchiveOf::Named(queue) if queue != &s.target.archive.stream => {
+        ArchiveOf::Named(queue) if queue == crate::domain::archive::LOCAL_QUEUE => s
+            .local_place("the vhost's local archive")
+            .map_err(Stop::refused),
+        ArchiveOf::Named(queue) if queue != &settings.stream => {
             Err(Stop::Refused(Refusal::Archive(format!(
                 "{} is not the archive ('{}'): restore takes messages out of the archive; nothing restored",
                 one_line(queue, 80),
-                one_line(&s.target.archive.stream, 80)
+                one_line(&settings.stream, 80)
             ))))
         }
         ArchiveOf::Named(queue) => Ok(Place::Stream(queue.clone())),
         ArchiveOf::Configured { local } => {
-            if *local || s.target.archive.local || !s.streams_supported() {
-                return keep::local_place(s, "local archive").map_err(Stop::refused);
+            if *local || settings.local || !s.has_streams() {
+                return s.local_place("local archive").map_err(Stop::refused);
             }
-            let name = s.target.archive.stream.clone();
+            let name = settings.stream.clone();
             match s.archive_state().await.map_err(super::replay::stop_of)? {
                 StreamState::Stream => Ok(Place::Stream(name)),
                 StreamState::Missing => Err(Stop::Refused(Refusal::Archive(format!(
                     "no archive in vhost '{}' (stream '{}' does not exist): nothing to restore",
-                    one_line(s.vhost(), 80),
+                    one_line(&s.operator().vhost, 80),
                     one_line(&name, 80)
                 )))),
                 StreamState::NotAStream(kind) => Err(Stop::Refused(Refusal::Archive(format!(
@@ -223,23 +228,24 @@ async fn archive_place(s: &Session, of: &ArchiveOf) -> Result<Place, Stop> {
 /// where each came from, or through the replay's plan; every queue it publishes into checked
 /// for room.
 #[allow(clippy::too_many_arguments)]
-async fn plan(
-    s: &Session,
+async fn plan<B: RestorePort>(
+    s: &B,
     req: &RestoreRequest,
     place: Place,
-    store: &mut Store,
+    store: &mut B::Memory,
     key: &str,
     run_id: &str,
     front: &mut dyn Front,
 ) -> Result<Planned, Stop> {
-    let window = req.window.unwrap_or(s.target.settings.replay.window);
+    let window = req.window.unwrap_or(s.window());
     let ask = Ask {
         selection: req.selection.clone(),
         from: req.from.clone(),
         limit: req.limit,
         again: req.again,
     };
-    let read = restore::read_and_choose(s, store, key, &place, &ask, window)
+    let read = s
+        .read_archive(store, key, &place, &ask, window)
         .await
         .map_err(Stop::refused)?;
     say_read(s, &place, &read, window, front);
@@ -270,15 +276,11 @@ async fn plan(
             consent: r.consent.unwrap_or(ReadConsent::Reuse),
             run_id: Some(run_id.to_string()),
         };
-        restore::plan_replay(s, &place, chosen.messages, &way, |name, keys| {
-            super::remember(s, name, keys)
-        })
-        .await
-        .map_err(Stop::Broker)?
-    } else {
-        let mut plan = restore::plan_back(s, &chosen.messages)
+        s.plan_replay(&place, chosen.messages, &way)
             .await
-            .map_err(Stop::Broker)?;
+            .map_err(Stop::Broker)?
+    } else {
+        let mut plan = s.plan_back(&chosen.messages).await.map_err(Stop::Broker)?;
         if plan.refused.is_empty() {
             check_room(s, &mut plan).await?;
         }
@@ -303,18 +305,17 @@ async fn plan(
 /// Each queue the restore publishes into must take what it is given without the broker
 /// dropping (drop-head) or dead-lettering (reject-publish-dlx) what is already there: the
 /// same room check a replay makes on its targets.
-async fn check_room(s: &Session, plan: &mut restore::Plan) -> Result<(), Stop> {
+async fn check_room<B: RestorePort>(s: &B, plan: &mut restore::Plan) -> Result<(), Stop> {
     let mut bytes: BTreeMap<&str, u64> = BTreeMap::new();
     for p in &plan.items {
         *bytes.entry(p.routing_key.as_str()).or_insert(0) += p.body.len() as u64;
     }
-    let conn = s.amqp().await.map_err(super::replay::stop_of)?;
     let mut refused = Vec::new();
     let mut warned = Vec::new();
     for (queue, n) in &plan.targets {
         let b = bytes.get(queue.as_str()).copied().unwrap_or(0);
         match s
-            .room_in(conn, queue, *n, b)
+            .room_in(queue, *n, b)
             .await
             .map_err(super::replay::stop_of)?
         {
@@ -332,8 +333,8 @@ async fn check_room(s: &Session, plan: &mut restore::Plan) -> Result<(), Stop> {
 
 /// What the archive's read leaves out, said: entries expired, a read the broker cut short, a
 /// restore that takes one run's worth and leaves more for the next.
-fn say_read(
-    s: &Session,
+fn say_read<B: RestorePort>(
+    s: &B,
     place: &Place,
     read: &restore::ChosenRead,
     window: usize,
@@ -345,7 +346,7 @@ fn say_read(
             "{} expired, dropped from {}: archived longer ago than archive_max_age ({})",
             read.expired,
             one_line(&place.label(), 200),
-            one_line(&s.target.archive.max_age, 20)
+            one_line(&s.archive_settings().max_age, 20)
         ));
     }
     if read.cut_short {
@@ -361,7 +362,7 @@ fn say_read(
     }
 }
 
-impl Ready<'_> {
+impl<B: RestorePort> Ready<'_, B> {
     pub fn count(&self) -> u64 {
         self.plan.as_ref().map_or(0, restore::Plan::count)
     }
@@ -372,7 +373,7 @@ impl Ready<'_> {
     pub async fn run(
         &mut self,
         cancel: &watch::Receiver<bool>,
-        on_batch: impl FnMut(u64, u64, u64),
+        on_batch: impl FnMut(u64, u64, u64) + Send,
     ) -> restore::Outcome {
         let (Some(plan), Some(st)) = (self.plan.take(), self.remember.take()) else {
             return restore::Outcome {
@@ -380,8 +381,8 @@ impl Ready<'_> {
                 ..Default::default()
             };
         };
-        let remember = restore::remember_in(st, self.key.clone(), self.record.audit_id());
-        restore::publish(self.s, plan, cancel, remember, on_batch).await
+        let (key, id) = (self.key.clone(), self.record.audit_id());
+        self.s.publish(plan, cancel, st, key, id, on_batch).await
     }
 
     /// The audit's finish in both places; returns what could not be written, said once.

@@ -129,7 +129,7 @@ pub(super) async fn replay(
     let mut front = TuiFront::run(req.expected, req.typed);
     front.edited = req.edited.clone();
     front.create_audit = req.create_audit;
-    let prepared = home::replay::prepare(&s, oreq, &mut front).await;
+    let prepared = home::replay::prepare(&*s, oreq, &mut front).await;
     said(&mut front, ops, Some(&events)).await;
     let mut ready = match prepared {
         Ok(r) => r,
@@ -386,7 +386,7 @@ pub(super) async fn restore(
 ) -> Report {
     let mut front = TuiFront::run(req.expected, req.typed);
     let rreq = restore_request(&req.queue, req.selection.clone(), how, false);
-    let prepared = home::restore::prepare(&s, rreq, &mut front).await;
+    let prepared = home::restore::prepare(&*s, rreq, &mut front).await;
     said(&mut front, ops, Some(&events)).await;
     let mut ready = match prepared {
         Ok(r) => r,

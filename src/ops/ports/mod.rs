@@ -3,15 +3,17 @@
 //! a unit test against an in-memory fake (`ops::fake`), with no broker. `Session` implements
 //! them over the management API and AMQP, and `Store` implements the memory port (Warren's
 //! local store as the record uses it). Every record is written by `ops::record` through
-//! `RecordPort` and `MemoryPort`. Operations move onto them one by one: redirect, protect,
-//! archive and discard so far; replay and restore still take the `Session`.
+//! `RecordPort` and `MemoryPort`. Every operation is on them: redirect, protect, archive,
+//! discard, replay (with its canary and its edit) and restore.
 
 use std::future::Future;
 
 mod archive;
 mod record;
+mod replay;
 pub use archive::ArchivePort;
 pub use record::{BrokerLog, MemoryPort, RecordPort};
+pub use replay::{FirstSeen, Publishing, ReplayPort, RestorePort};
 
 use super::Stop;
 use super::rights::ReadOnly;

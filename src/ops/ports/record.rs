@@ -105,7 +105,9 @@ impl MemoryPort for Store {
 }
 
 /// The broker's audit stream, opened for appending (or why it could not be).
-pub trait BrokerLog: Send {
+pub trait BrokerLog: Send + Sized {
+    /// A log that writes nothing, because of `why` (a run kept off the record).
+    fn off(why: &str) -> Self;
     /// Whether entries reach the broker.
     fn is_written(&self) -> bool;
     /// Appends one entry (`kind`, `event`, the record as JSON): why the broker record could not
@@ -130,6 +132,10 @@ pub trait BrokerLog: Send {
 }
 
 impl BrokerLog for BrokerRecord {
+    fn off(why: &str) -> BrokerRecord {
+        BrokerRecord::off(why)
+    }
+
     fn is_written(&self) -> bool {
         BrokerRecord::is_written(self)
     }

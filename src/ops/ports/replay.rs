@@ -1,0 +1,295 @@
+//! What replay (with its canary and its edit) and restore need of the broker (`ReplayPort`,
+//! `RestorePort`, and `Publishing`, the write check both make on the places they publish to),
+//! beside where their record is kept (`RecordPort`). A replay's edit reads and archives as an
+//! archive does, so `ReplayPort` includes `ArchivePort`; a restore reads the archive's place the
+//! same way. `Session` implements them with the code the operations called directly before;
+//! `ops::fake` implements them in memory.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use tokio::sync::watch;
+
+use super::ArchivePort;
+use crate::broker::archive::Place;
+use crate::broker::canary::{Canary, Tap};
+use crate::broker::replay::{Progress, Summary};
+use crate::broker::restore::{self, Ask, ChosenRead, Outcome, ReplayWay};
+use crate::broker::session::{Explained, Preview, ReplaySpec, Session, SessionError, WriteCheck};
+use crate::domain::archive::Stamp;
+use crate::domain::canary::{CanaryDecision, CanaryPlan, CanaryRule, CanaryWait, Watch};
+use crate::domain::message::DeadLetter;
+
+/// The plan's first-seen times, by message key.
+pub type FirstSeen = HashMap<String, jiff::Timestamp>;
+
+/// Whether this user may publish where a run publishes.
+pub trait Publishing: Sync {
+    /// The write check on each (exchange, routing key) a run publishes to.
+    fn publish_refusal(
+        &self,
+        targets: &[(String, String)],
+    ) -> impl Future<Output = WriteCheck> + Send;
+}
+
+/// What a replay needs of the broker: its plan, its canary, its run, and (through
+/// `ArchivePort`) what its edit reads and archives.
+pub trait ReplayPort: ArchivePort + Publishing {
+    /// The canary's watch queue, open while the canary waits.
+    type Tap: Send;
+    /// The plan: a look at the head when `look`, else as little reading as the run needs; the
+    /// first-seen times of what was read are remembered on the way.
+    /// `SessionError::NeedsConsent`: the read would spend quorum deliveries again.
+    fn plan(
+        &self,
+        spec: &ReplaySpec,
+        look: bool,
+    ) -> impl Future<Output = Result<(Preview, FirstSeen), SessionError>> + Send;
+    /// The canary's plan for `preview`: where its messages rest, whether it can see exactly.
+    fn canary_plan(
+        &self,
+        dlq: &str,
+        preview: &Preview,
+        rule: CanaryRule,
+    ) -> impl Future<Output = CanaryPlan> + Send;
+    /// Sets up the canary's watch queue (`Err`: why it cannot be; the canary estimates).
+    fn open_tap(
+        &self,
+        dlq: &str,
+        plan: &CanaryPlan,
+    ) -> impl Future<Output = Result<Self::Tap, String>> + Send;
+    fn close_tap(&self, tap: Self::Tap) -> impl Future<Output = ()> + Send;
+    /// Waits for the canary's messages to be consumed or to come back: what was decided, and
+    /// what was seen.
+    fn canary_wait(
+        &self,
+        c: &Canary<'_>,
+        tap: Option<&mut Self::Tap>,
+        cancel: &mut watch::Receiver<bool>,
+        on_wait: impl FnMut(&CanaryWait) + Send,
+    ) -> impl Future<Output = (CanaryDecision, Watch)> + Send;
+    /// What `queue` holds now (`None`: it could not be counted).
+    fn left_in(&self, queue: &str) -> impl Future<Output = Option<u64>> + Send;
+    /// Messages another consumer holds unacknowledged on `queue` (`ops::held_elsewhere`).
+    fn held_elsewhere(&self, queue: &str) -> impl Future<Output = u64> + Send;
+    /// The run: the engine, at most `spec.limit` of the plan, stopped by `cancel`.
+    fn replay(
+        &self,
+        spec: &ReplaySpec,
+        preview: &Preview,
+        first_seen: FirstSeen,
+        cancel: watch::Receiver<bool>,
+        on_progress: impl FnMut(&Progress) + Send,
+    ) -> impl Future<Output = Result<Summary, SessionError>> + Send;
+    /// Keeps copies of `messages` in the archive at `place` (an edit's originals).
+    fn keep_copies(
+        &self,
+        place: &Place,
+        stamp: &Stamp,
+        messages: &[DeadLetter],
+    ) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+/// What a restore needs of the broker: the archive's read (through `ArchivePort`, its place),
+/// the plan, the room in its targets, and the publishing that is its run.
+pub trait RestorePort: ArchivePort + Publishing {
+    /// Where the store remembers what was restored from the archive at `place`.
+    fn archive_key(&self, place: &Place) -> String;
+    /// The context's window: at most this many in one run.
+    fn window(&self) -> usize;
+    /// Reads the archive and chooses what `ask` takes (at most `cap`), by what `memory`
+    /// remembers as restored under `key`.
+    fn read_archive(
+        &self,
+        memory: &mut Self::Memory,
+        key: &str,
+        place: &Place,
+        ask: &Ask,
+        cap: usize,
+    ) -> impl Future<Output = Result<ChosenRead, String>> + Send;
+    /// The plan back into the queues each came from.
+    fn plan_back(
+        &self,
+        chosen: &[(String, Explained)],
+    ) -> impl Future<Output = Result<restore::Plan, String>> + Send;
+    /// The plan through the replay's plan (`--replay`).
+    fn plan_replay(
+        &self,
+        place: &Place,
+        chosen: Vec<(String, Explained)>,
+        way: &ReplayWay,
+    ) -> impl Future<Output = Result<restore::Plan, String>> + Send;
+    /// Whether `queue` takes `count` more messages (`bytes` of bodies) without dropping or
+    /// dead-lettering what it holds: `Some(Err)` refused, `Some(Ok)` a warning.
+    fn room_in(
+        &self,
+        queue: &str,
+        count: u64,
+        bytes: u64,
+    ) -> impl Future<Output = Result<Option<Result<String, String>>, SessionError>> + Send;
+    /// Publishes the plan with confirms a batch at a time; each batch's restored messages are
+    /// remembered in `memory` under `key` (the run `audit_id`) before the next.
+    fn publish(
+        &self,
+        plan: restore::Plan,
+        cancel: &watch::Receiver<bool>,
+        memory: Self::Memory,
+        key: String,
+        audit_id: Option<i64>,
+        on_batch: impl FnMut(u64, u64, u64) + Send,
+    ) -> impl Future<Output = Outcome> + Send;
+}
+
+impl Publishing for Session {
+    fn publish_refusal(
+        &self,
+        targets: &[(String, String)],
+    ) -> impl Future<Output = WriteCheck> + Send {
+        Session::write_refusal(self, targets)
+    }
+}
+
+impl ReplayPort for Session {
+    type Tap = Tap;
+
+    async fn plan(
+        &self,
+        spec: &ReplaySpec,
+        look: bool,
+    ) -> Result<(Preview, FirstSeen), SessionError> {
+        let mut first_seen = HashMap::new();
+        let remember = |keys: &[String]| {
+            let memory = crate::ops::remember(self, &spec.queue, keys);
+            first_seen = memory.first_seen.clone();
+            memory
+        };
+        let preview = if look {
+            self.preview(spec, remember).await
+        } else {
+            self.preview_to_run(spec, remember).await
+        }?;
+        Ok((preview, first_seen))
+    }
+
+    fn canary_plan(
+        &self,
+        dlq: &str,
+        preview: &Preview,
+        rule: CanaryRule,
+    ) -> impl Future<Output = CanaryPlan> + Send {
+        Session::canary_plan(self, dlq, preview, rule)
+    }
+
+    fn open_tap(
+        &self,
+        dlq: &str,
+        plan: &CanaryPlan,
+    ) -> impl Future<Output = Result<Tap, String>> + Send {
+        Session::open_tap(self, dlq, plan)
+    }
+
+    fn close_tap(&self, tap: Tap) -> impl Future<Output = ()> + Send {
+        tap.close()
+    }
+
+    fn canary_wait(
+        &self,
+        c: &Canary<'_>,
+        tap: Option<&mut Tap>,
+        cancel: &mut watch::Receiver<bool>,
+        on_wait: impl FnMut(&CanaryWait) + Send,
+    ) -> impl Future<Output = (CanaryDecision, Watch)> + Send {
+        Session::canary_wait(self, c, tap, cancel, on_wait)
+    }
+
+    async fn left_in(&self, queue: &str) -> Option<u64> {
+        let conn = self.amqp().await.ok()?;
+        crate::broker::replay::left_in(conn, queue).await
+    }
+
+    fn held_elsewhere(&self, queue: &str) -> impl Future<Output = u64> + Send {
+        crate::ops::held_elsewhere(self, queue)
+    }
+
+    fn replay(
+        &self,
+        spec: &ReplaySpec,
+        preview: &Preview,
+        first_seen: FirstSeen,
+        cancel: watch::Receiver<bool>,
+        on_progress: impl FnMut(&Progress) + Send,
+    ) -> impl Future<Output = Result<Summary, SessionError>> + Send {
+        Session::replay(self, spec, preview, first_seen, cancel, on_progress)
+    }
+
+    fn keep_copies(
+        &self,
+        place: &Place,
+        stamp: &Stamp,
+        messages: &[DeadLetter],
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        crate::broker::archive::keep_copies(self, place, stamp, messages)
+    }
+}
+
+impl RestorePort for Session {
+    fn archive_key(&self, place: &Place) -> String {
+        place.key(self)
+    }
+
+    fn window(&self) -> usize {
+        self.target.settings.replay.window
+    }
+
+    fn read_archive(
+        &self,
+        memory: &mut crate::store::Store,
+        key: &str,
+        place: &Place,
+        ask: &Ask,
+        cap: usize,
+    ) -> impl Future<Output = Result<ChosenRead, String>> + Send {
+        restore::read_and_choose(self, memory, key, place, ask, cap)
+    }
+
+    fn plan_back(
+        &self,
+        chosen: &[(String, Explained)],
+    ) -> impl Future<Output = Result<restore::Plan, String>> + Send {
+        restore::plan_back(self, chosen)
+    }
+
+    fn plan_replay(
+        &self,
+        place: &Place,
+        chosen: Vec<(String, Explained)>,
+        way: &ReplayWay,
+    ) -> impl Future<Output = Result<restore::Plan, String>> + Send {
+        restore::plan_replay(self, place, chosen, way, |name, keys| {
+            crate::ops::remember(self, name, keys)
+        })
+    }
+
+    async fn room_in(
+        &self,
+        queue: &str,
+        count: u64,
+        bytes: u64,
+    ) -> Result<Option<Result<String, String>>, SessionError> {
+        let conn = self.amqp().await?;
+        Session::room_in(self, conn, queue, count, bytes).await
+    }
+
+    fn publish(
+        &self,
+        plan: restore::Plan,
+        cancel: &watch::Receiver<bool>,
+        memory: crate::store::Store,
+        key: String,
+        audit_id: Option<i64>,
+        on_batch: impl FnMut(u64, u64, u64) + Send,
+    ) -> impl Future<Output = Outcome> + Send {
+        let remember = restore::remember_in(memory, key, audit_id);
+        restore::publish(self, plan, cancel, remember, on_batch)
+    }
+}
