@@ -22,13 +22,14 @@ use tokio::sync::watch;
 use crate::domain::archive::{ContentSet, Stamp};
 use crate::domain::canary::CanaryDecision;
 use crate::domain::convention::Conventions;
-use crate::domain::engine::{Config, Effect, Engine, Event, Limits, Tally};
+use crate::domain::engine::{Effect, Engine, Event, Limits, Tally};
 use crate::domain::quorum::BrowsePolicy;
 use crate::domain::replay as plan;
 use crate::domain::selection::Selection;
 
 mod classify;
 mod failover;
+mod finish;
 mod open;
 pub(crate) mod run10;
 mod shell;
@@ -439,24 +440,7 @@ pub async fn run_with(
     let opened = Opened::open(consume_conn, publish_conn, job, step, &mut cancel).await?;
     steps.done("channels and first message");
     let depth_at_start = opened.depth_at_start;
-    let mut summary = Summary {
-        progress: Progress {
-            // Of the selection, like every later count: the run stops at its limit.
-            remaining: job.limit.map_or(depth_at_start, |l| l.min(depth_at_start)),
-            ..Default::default()
-        },
-        depth_at_start,
-        counts: Tally::default(),
-        moved_ids: Spool::default(),
-        stop: StopReason::ReachedStartDepth,
-        reconnected: Vec::new(),
-        replayed_before: 0,
-        planned_unread: false,
-        left_in_dlq: None,
-        held_elsewhere: 0,
-        canary: None,
-        carrier: Default::default(),
-    };
+    let mut summary = Summary::at_start(job, depth_at_start, Default::default());
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
         close_quietly(&opened.consume, &opened.publish, None, step, step).await;
@@ -467,20 +451,12 @@ pub async fn run_with(
 
     let started = Instant::now();
     let mut drv = Driver {
+        // The consumer's own prefetch: the first message, read before it, is outside it, but
+        // once that one is settled the broker stops at the prefetch, so the engine counts it in
+        // (while it is unsettled, one early: a stop, never a wait for deliveries that cannot
+        // come).
         engine: Engine::new(
-            Config {
-                depth_at_start,
-                limit: job.limit,
-                window: job.window,
-                // The consumer's own: the first message, read before it, is outside its
-                // prefetch, but once that one is settled the broker stops at the prefetch, so
-                // the engine counts it in (while it is unsettled, one early: a stop, never a
-                // wait for deliveries that cannot come).
-                prefetch: usize::from(shell.prefetch),
-                limits: limits.clone(),
-                settle_lag: job.settle_lag,
-                backlog: job.backlog.as_ref().map(|b| b.max),
-            },
+            finish::config(job, depth_at_start, usize::from(shell.prefetch), &limits),
             started,
         ),
         fx: VecDeque::new(),
@@ -553,28 +529,18 @@ pub async fn run_with(
         .close_publisher(drv.engine.tally().forced.is_some())
         .await;
 
-    summary.moved_ids.append(drv.engine.take_moved());
-    let t = drv.engine.tally();
-    fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
-    summary.progress.eta = None;
-    summary.progress.backlog = None;
-    // What is still in the DLQ, as the broker counts it once everything held went back. The
-    // messages the run did not look at are never more than that (another consumer took some,
-    // or the queue was emptied meanwhile).
-    summary.left_in_dlq = match shell.left {
+    let left = match shell.left {
         Some(counted) => counted,
         None => left_in(shell.consume_conn, &job.dlq).await,
     };
-    if let Some(left) = summary.left_in_dlq {
-        summary.progress.remaining = summary.progress.remaining.min(left);
-    }
-    summary.counts = t.clone();
-    summary.replayed_before = shell.replayed_before;
-    summary.stop = drv
-        .engine
-        .stop_reason()
-        .cloned()
-        .unwrap_or(StopReason::ReachedStartDepth);
+    finish::settle(
+        &mut summary,
+        &mut drv,
+        job,
+        started,
+        left,
+        shell.replayed_before,
+    );
     on_progress(&summary.progress);
     Ok(summary)
 }

@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 use futures_util::stream::FuturesUnordered;
 
 use crate::broker::amqp10::{self as a10, Endpoint10};
-use crate::domain::engine::{Config, Effect, Engine, Limits, Tally};
+use crate::domain::amqp10::carrier::Carrier;
+use crate::domain::engine::{Effect, Engine, Limits};
 
 use super::shell10::Shell10;
 use super::wait::{CancelWatch, Pacer};
 use super::{
-    Driver, Job, Progress, ReplayError, SPOOL_BATCH, Spool, StopReason, Summary, fill_progress,
+    Driver, Job, Progress, ReplayError, SPOOL_BATCH, StopReason, Summary, fill_progress, finish,
     left_in, prefetch_for,
 };
 
@@ -31,27 +32,63 @@ pub(super) async fn run(
             queue: job.dlq.clone(),
             reason: "the broker did not say how many messages it holds".into(),
         })?;
-    let mut summary = Summary {
-        progress: Progress {
-            remaining: job.limit.map_or(depth_at_start, |l| l.min(depth_at_start)),
-            ..Default::default()
-        },
-        depth_at_start,
-        counts: Tally::default(),
-        moved_ids: Spool::default(),
-        stop: StopReason::ReachedStartDepth,
-        reconnected: Vec::new(),
-        replayed_before: 0,
-        planned_unread: false,
-        left_in_dlq: None,
-        held_elsewhere: 0,
-        canary: None,
-        carrier: crate::domain::amqp10::carrier::Carrier::Amqp10,
-    };
+    let mut summary = Summary::at_start(job, depth_at_start, Carrier::Amqp10);
     if depth_at_start == 0 {
         summary.stop = StopReason::QueueEmpty;
         return Ok(summary);
     }
+    let mut shell = open(depth_conn, ep, job, step).await?;
+    let started = Instant::now();
+    let mut drv = Driver {
+        engine: Engine::new(
+            finish::config(job, depth_at_start, shell.prefetch as usize, &limits),
+            started,
+        ),
+        fx: VecDeque::new(),
+        cancel: CancelWatch {
+            rx: cancel,
+            open: true,
+        },
+    };
+    drive(
+        &mut shell,
+        &mut drv,
+        &mut summary,
+        started,
+        &mut on_progress,
+    )
+    .await;
+    let forced = drv.engine.tally().forced.is_some();
+    let Shell10 {
+        receiver,
+        link,
+        left,
+        replayed_before,
+        ..
+    } = shell;
+    let close_limit = if forced {
+        Duration::from_millis(1)
+    } else {
+        step
+    };
+    let _ = tokio::time::timeout(close_limit, receiver.close()).await;
+    link.close(close_limit).await;
+    let left = match left {
+        Some(counted) => counted,
+        None => left_in(depth_conn, &job.dlq).await,
+    };
+    finish::settle(&mut summary, &mut drv, job, started, left, replayed_before);
+    on_progress(&summary.progress);
+    Ok(summary)
+}
+
+/// The run's connection, its receiver on the DLQ taking up to the prefetch, and the shell.
+async fn open<'a>(
+    depth_conn: &'a lapin::Connection,
+    ep: &Endpoint10,
+    job: &'a Job,
+    step: Duration,
+) -> Result<Shell10<'a>, ReplayError> {
     let mut link = a10::open(ep, "replay", step.max(Duration::from_secs(5)))
         .await
         .map_err(ReplayError::Channel)?;
@@ -66,7 +103,7 @@ pub(super) async fn run(
             });
         }
     };
-    let mut shell = Shell10 {
+    Ok(Shell10 {
         job,
         depth_conn,
         link,
@@ -83,34 +120,26 @@ pub(super) async fn run(
         unresponsive: false,
         left: None,
         stopped: false,
-    };
-    let started = Instant::now();
-    let mut drv = Driver {
-        engine: Engine::new(
-            Config {
-                depth_at_start,
-                limit: job.limit,
-                window: job.window,
-                prefetch: shell.prefetch as usize,
-                limits: limits.clone(),
-                settle_lag: job.settle_lag,
-                backlog: job.backlog.as_ref().map(|b| b.max),
-            },
-            started,
-        ),
-        fx: VecDeque::new(),
-        cancel: CancelWatch {
-            rx: cancel,
-            open: true,
-        },
-    };
+    })
+}
+
+/// The engine's loop: carries out its effects and feeds it what the broker says, until it is
+/// done; reports progress a few times a second.
+async fn drive(
+    shell: &mut Shell10<'_>,
+    drv: &mut Driver,
+    summary: &mut Summary,
+    started: Instant,
+    on_progress: &mut impl FnMut(&Progress),
+) {
+    let (depth_at_start, limit) = (summary.depth_at_start, shell.job.limit);
     let mut last_progress = Instant::now();
     'run: loop {
         while let Some(effect) = drv.fx.pop_front() {
             if matches!(effect, Effect::Finish) {
                 break 'run;
             }
-            let Some(ev) = shell.perform(effect, &mut drv).await else {
+            let Some(ev) = shell.perform(effect, drv).await else {
                 continue;
             };
             if drv.engine.is_done() {
@@ -119,7 +148,7 @@ pub(super) async fn run(
             let e = drv.engine.on(Instant::now(), ev);
             drv.fx.extend(e);
         }
-        let Some(ev) = shell.next_event(&mut drv).await else {
+        let Some(ev) = shell.next_event(drv).await else {
             continue;
         };
         let e = drv.engine.on(Instant::now(), ev);
@@ -130,46 +159,10 @@ pub(super) async fn run(
         if last_progress.elapsed() >= Duration::from_millis(200) {
             last_progress = Instant::now();
             let t = drv.engine.tally();
-            fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
+            fill_progress(&mut summary.progress, t, started, depth_at_start, limit);
             on_progress(&summary.progress);
         }
     }
-    let forced = drv.engine.tally().forced.is_some();
-    let Shell10 {
-        receiver,
-        link,
-        left,
-        replayed_before,
-        ..
-    } = shell;
-    let close_limit = if forced {
-        Duration::from_millis(1)
-    } else {
-        step
-    };
-    let _ = tokio::time::timeout(close_limit, receiver.close()).await;
-    link.close(close_limit).await;
-
-    summary.moved_ids.append(drv.engine.take_moved());
-    let t = drv.engine.tally();
-    fill_progress(&mut summary.progress, t, started, depth_at_start, job.limit);
-    summary.progress.eta = None;
-    summary.left_in_dlq = match left {
-        Some(counted) => counted,
-        None => left_in(depth_conn, &job.dlq).await,
-    };
-    if let Some(left) = summary.left_in_dlq {
-        summary.progress.remaining = summary.progress.remaining.min(left);
-    }
-    summary.counts = t.clone();
-    summary.replayed_before = replayed_before;
-    summary.stop = drv
-        .engine
-        .stop_reason()
-        .cloned()
-        .unwrap_or(StopReason::ReachedStartDepth);
-    on_progress(&summary.progress);
-    Ok(summary)
 }
 
 /// Whether the DLQ's head message came from an AMQP 1.0 client (`domain::amqp10::carrier::sign`),
