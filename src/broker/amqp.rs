@@ -881,9 +881,13 @@ pub fn hash_properties(h: &mut impl std::hash::Hasher, p: &BasicProperties) {
         h.write_u64(*t);
     }
     h.write_u8(14);
-    let Some(headers) = p.headers() else {
-        return;
-    };
+    if let Some(headers) = p.headers() {
+        hash_headers(h, headers);
+    }
+}
+
+/// Feeds a header table into `h`, nested tables and arrays included, with a stack of its own.
+fn hash_headers(h: &mut impl std::hash::Hasher, headers: &FieldTable) {
     // What is left to feed: a value, or a table's or an array's end (so nesting is part of the
     // hash, not only the sequence of leaves).
     enum Item<'a> {
@@ -902,96 +906,100 @@ pub fn hash_properties(h: &mut impl std::hash::Hasher, p: &BasicProperties) {
     let mut stack: Vec<Item<'_>> = Vec::new();
     table(headers, &mut stack);
     while let Some(item) = stack.pop() {
-        let v = match item {
-            Item::End => {
-                h.write_u8(0xff);
-                continue;
-            }
+        match item {
+            Item::End => h.write_u8(0xff),
             Item::Key(k) => {
                 h.write_usize(k.len());
                 h.write(k.as_bytes());
-                continue;
             }
-            Item::Value(v) => v,
-        };
-        match v {
-            AMQPValue::Boolean(b) => {
-                h.write_u8(b'T');
-                h.write_u8(u8::from(*b));
-            }
-            AMQPValue::ShortShortInt(n) => {
-                h.write_u8(b'b');
-                h.write_i8(*n);
-            }
-            AMQPValue::ShortShortUInt(n) => {
-                h.write_u8(b'B');
-                h.write_u8(*n);
-            }
-            AMQPValue::ShortInt(n) => {
-                h.write_u8(b's');
-                h.write_i16(*n);
-            }
-            AMQPValue::ShortUInt(n) => {
-                h.write_u8(b'u');
-                h.write_u16(*n);
-            }
-            AMQPValue::LongInt(n) => {
-                h.write_u8(b'I');
-                h.write_i32(*n);
-            }
-            AMQPValue::LongUInt(n) => {
-                h.write_u8(b'i');
-                h.write_u32(*n);
-            }
-            AMQPValue::LongLongInt(n) => {
-                h.write_u8(b'l');
-                h.write_i64(*n);
-            }
-            AMQPValue::Float(f) => {
-                h.write_u8(b'f');
-                h.write_u32(f.to_bits());
-            }
-            AMQPValue::Double(f) => {
-                h.write_u8(b'd');
-                h.write_u64(f.to_bits());
-            }
-            AMQPValue::DecimalValue(d) => {
-                h.write_u8(b'D');
-                h.write_u8(d.scale);
-                h.write_u32(d.value);
-            }
-            AMQPValue::ShortString(s) => {
-                h.write_u8(b'S');
-                h.write_usize(s.as_str().len());
-                h.write(s.as_str().as_bytes());
-            }
-            AMQPValue::LongString(s) => {
-                h.write_u8(b'L');
-                h.write_usize(s.as_bytes().len());
-                h.write(s.as_bytes());
-            }
-            AMQPValue::ByteArray(b) => {
-                h.write_u8(b'x');
-                h.write_usize(b.as_slice().len());
-                h.write(b.as_slice());
-            }
-            AMQPValue::Timestamp(t) => {
-                h.write_u8(b't');
-                h.write_u64(*t);
-            }
-            AMQPValue::Void => h.write_u8(b'V'),
-            AMQPValue::FieldArray(a) => {
-                h.write_u8(b'A');
-                stack.push(Item::End);
-                for v in a.as_slice().iter().rev() {
-                    stack.push(Item::Value(v));
+            Item::Value(v) => {
+                hash_value(h, v);
+                match v {
+                    AMQPValue::FieldArray(a) => {
+                        stack.push(Item::End);
+                        for v in a.as_slice().iter().rev() {
+                            stack.push(Item::Value(v));
+                        }
+                    }
+                    AMQPValue::FieldTable(t) => table(t, &mut stack),
+                    _ => {}
                 }
             }
-            AMQPValue::FieldTable(t) => {
-                h.write_u8(b'F');
-                table(t, &mut stack);
-            }
         }
+    }
+}
+
+/// Feeds one header value into `h`: its type's tag, and a scalar's content (a table's or an
+/// array's contents are `hash_headers`' to walk).
+fn hash_value(h: &mut impl std::hash::Hasher, v: &AMQPValue) {
+    match v {
+        AMQPValue::Boolean(b) => {
+            h.write_u8(b'T');
+            h.write_u8(u8::from(*b));
+        }
+        AMQPValue::ShortShortInt(n) => {
+            h.write_u8(b'b');
+            h.write_i8(*n);
+        }
+        AMQPValue::ShortShortUInt(n) => {
+            h.write_u8(b'B');
+            h.write_u8(*n);
+        }
+        AMQPValue::ShortInt(n) => {
+            h.write_u8(b's');
+            h.write_i16(*n);
+        }
+        AMQPValue::ShortUInt(n) => {
+            h.write_u8(b'u');
+            h.write_u16(*n);
+        }
+        AMQPValue::LongInt(n) => {
+            h.write_u8(b'I');
+            h.write_i32(*n);
+        }
+        AMQPValue::LongUInt(n) => {
+            h.write_u8(b'i');
+            h.write_u32(*n);
+        }
+        AMQPValue::LongLongInt(n) => {
+            h.write_u8(b'l');
+            h.write_i64(*n);
+        }
+        AMQPValue::Float(f) => {
+            h.write_u8(b'f');
+            h.write_u32(f.to_bits());
+        }
+        AMQPValue::Double(f) => {
+            h.write_u8(b'd');
+            h.write_u64(f.to_bits());
+        }
+        AMQPValue::DecimalValue(d) => {
+            h.write_u8(b'D');
+            h.write_u8(d.scale);
+            h.write_u32(d.value);
+        }
+        AMQPValue::ShortString(s) => {
+            h.write_u8(b'S');
+            h.write_usize(s.as_str().len());
+            h.write(s.as_str().as_bytes());
+        }
+        AMQPValue::LongString(s) => {
+            h.write_u8(b'L');
+            h.write_usize(s.as_bytes().len());
+            h.write(s.as_bytes());
+        }
+        AMQPValue::ByteArray(b) => {
+            h.write_u8(b'x');
+            h.write_usize(b.as_slice().len());
+            h.write(b.as_slice());
+        }
+        AMQPValue::Timestamp(t) => {
+            h.write_u8(b't');
+            h.write_u64(*t);
+        }
+        AMQPValue::Void => h.write_u8(b'V'),
+        AMQPValue::FieldArray(_) => h.write_u8(b'A'),
+        AMQPValue::FieldTable(_) => h.write_u8(b'F'),
     }
 }
 

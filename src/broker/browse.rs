@@ -453,68 +453,9 @@ async fn browse_queue(
         failure: None,
         stopped: StopReason::Idle,
     };
-    // Without acks the broker never sends a consumer more than its prefetch. Where every return
-    // costs a delivery, the page is read in growing chunks, one consumer each, and every chunk is
-    // checked before the next is asked for: a message too close to its limit stops the read after
-    // at most one small chunk was delivered, not after the whole page. Elsewhere one consumer
-    // with a prefetch of exactly `target` reads the page and nothing past it (above 65,535, on
-    // classic queues only, the prefetch is unbounded and the surplus is handed back too). A page
-    // sent on as it arrives is read in chunks of [`STREAMED_CHUNK`], one consumer each: the
-    // broker then sends no more than one chunk ahead of the reader, which a million-message
-    // page would otherwise find buffered in the client (gigabytes) while it is listed.
-    if req.auto_delete {
-        read_by_get(channel, req, target, limit, &mut read).await;
-    } else {
-        let mut chunk = if quorum_limited {
-            FIRST_CHUNK
-        } else if streamed {
-            target.min(STREAMED_CHUNK)
-        } else {
-            target
-        };
-        loop {
-            let want = chunk.min(target - read.kept.len());
-            if !read_chunk(channel, req, want, target, limit, &mut read).await {
-                break;
-            }
-            if quorum_limited {
-                chunk = (chunk * 4).min(MAX_CHUNK);
-            }
-        }
-    }
-
-    // The consumers still open (a chunk that ended the read) are cancelled and drained now.
-    for (tag, mut consumer) in std::mem::take(&mut read.tags) {
-        if read.failure.is_some() || !retire(channel, req, &tag, &mut consumer, &mut read).await {
-            break;
-        }
-    }
-    let mut returned_explicitly = read.failure.is_none();
-    // What is ready beside the messages this read holds: once they are back, at least this
-    // much more (a long queue's untouched part alone outnumbers a page handed back).
-    // With what the read holds, it is what the queue held as the read ended.
-    let ready_beside = if read.last_tag > 0 {
-        depth(channel, &req.queue).await.ok()
-    } else {
-        Some(0)
-    };
-    if read.last_tag > 0 {
-        let nack = channel
-            .basic_nack(
-                read.last_tag,
-                BasicNackOptions {
-                    multiple: true,
-                    requeue: true,
-                },
-            )
-            .await;
-        if let Err(e) = nack {
-            returned_explicitly = false;
-            if read.failure.is_none() {
-                read.failure = Some(classify(&req.queue, e));
-            }
-        }
-    }
+    let how = (quorum_limited, streamed);
+    read_page(channel, req, (target, limit), how, &mut read).await;
+    let (returned_explicitly, ready_beside) = hand_back(channel, req, &mut read).await;
     if let Some(err) = read.failure {
         return Err(err);
     }
@@ -550,6 +491,89 @@ async fn browse_queue(
         held_at_end: ready_beside.map(|r| r.saturating_add(read.delivered)),
         held_elsewhere,
     })
+}
+
+/// Reads up to `target` messages into `read`.
+///
+/// Without acks the broker never sends a consumer more than its prefetch. Where every return
+/// costs a delivery, the page is read in growing chunks, one consumer each, and every chunk is
+/// checked before the next is asked for: a message too close to its limit stops the read after
+/// at most one small chunk was delivered, not after the whole page. Elsewhere one consumer
+/// with a prefetch of exactly `target` reads the page and nothing past it (above 65,535, on
+/// classic queues only, the prefetch is unbounded and the surplus is handed back too). A page
+/// sent on as it arrives is read in chunks of [`STREAMED_CHUNK`], one consumer each: the
+/// broker then sends no more than one chunk ahead of the reader, which a million-message
+/// page would otherwise find buffered in the client (gigabytes) while it is listed.
+async fn read_page(
+    channel: &Channel,
+    req: &BrowseRequest,
+    (target, limit): (usize, usize),
+    (quorum_limited, streamed): (bool, bool),
+    read: &mut PageRead,
+) {
+    if req.auto_delete {
+        read_by_get(channel, req, target, limit, read).await;
+        return;
+    }
+    let mut chunk = if quorum_limited {
+        FIRST_CHUNK
+    } else if streamed {
+        target.min(STREAMED_CHUNK)
+    } else {
+        target
+    };
+    loop {
+        let want = chunk.min(target - read.kept.len());
+        if !read_chunk(channel, req, want, target, limit, read).await {
+            break;
+        }
+        if quorum_limited {
+            chunk = (chunk * 4).min(MAX_CHUNK);
+        }
+    }
+}
+
+/// Hands the read's messages back: the consumers still open are cancelled and drained, then
+/// one nack requeues everything delivered. Whether they went back explicitly (no failure, the
+/// nack answered), and what was ready beside them (`None`: not known).
+async fn hand_back(
+    channel: &Channel,
+    req: &BrowseRequest,
+    read: &mut PageRead,
+) -> (bool, Option<u64>) {
+    // The consumers still open (a chunk that ended the read) are cancelled and drained now.
+    for (tag, mut consumer) in std::mem::take(&mut read.tags) {
+        if read.failure.is_some() || !retire(channel, req, &tag, &mut consumer, read).await {
+            break;
+        }
+    }
+    let mut returned_explicitly = read.failure.is_none();
+    // What is ready beside the messages this read holds: once they are back, at least this
+    // much more (a long queue's untouched part alone outnumbers a page handed back).
+    // With what the read holds, it is what the queue held as the read ended.
+    let ready_beside = if read.last_tag > 0 {
+        depth(channel, &req.queue).await.ok()
+    } else {
+        Some(0)
+    };
+    if read.last_tag > 0 {
+        let nack = channel
+            .basic_nack(
+                read.last_tag,
+                BasicNackOptions {
+                    multiple: true,
+                    requeue: true,
+                },
+            )
+            .await;
+        if let Err(e) = nack {
+            returned_explicitly = false;
+            if read.failure.is_none() {
+                read.failure = Some(classify(&req.queue, e));
+            }
+        }
+    }
+    (returned_explicitly, ready_beside)
 }
 
 /// A page being read by one or more consumers on one channel.

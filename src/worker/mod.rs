@@ -28,6 +28,7 @@ use crate::domain::discovery::{
 use crate::domain::message::DeadLetter;
 use crate::domain::packed::Packed;
 use crate::domain::sanitize;
+use crate::domain::selection::Selection;
 use crate::domain::snapshot::SnapshotHeader;
 use crate::store::Store;
 use ops::Ops;
@@ -318,56 +319,22 @@ async fn session_of(ss: &Sessions, vhost: &str) -> Result<Arc<Session>, String> 
         .map_err(|e| format!("cannot open vhost '{}': {e}", sanitize::one_line(vhost, 60)))
 }
 
-/// One request's work: its answers, and what to ask next.
-async fn perform(
-    ticket: Ticket,
-    work: Work,
-    backend: Backend,
-    ops: &Ops,
-) -> (Vec<Report>, Option<Work>) {
-    let fail = |e: &dyn std::fmt::Display| {
-        Report::Error(Failure::in_generation(e.to_string(), ticket.generation))
-    };
-    match (work, backend) {
-        (Work::Discover, Backend::Snapshot(snapshots)) => (
-            vec![
-                Report::QueuesLoaded {
-                    overview: snapshot_overview(&snapshots),
-                    discovery: snapshot_discovery(&snapshots),
-                    ticket,
-                },
-                // The snapshot holds every message: each queue is dated from them at once,
-                // as a read would date it, without one.
-                Report::DepthHistory {
-                    samples: HashMap::new(),
-                    heads: snapshot_heads(&snapshots),
-                    ticket,
-                },
-            ],
-            None,
-        ),
-        (Work::Discover, Backend::Broker(ss)) => {
-            let loaded = discover(&ss, ticket, ops).await;
-            let mut reports = Vec::new();
-            if let Report::QueuesLoaded { discovery, .. } = &loaded {
-                let history = depth_history(ss.main(), discovery, ticket);
-                reports.push(loaded);
-                reports.extend(history);
-            } else {
-                reports.push(loaded);
-            }
-            (reports, None)
-        }
-        (
-            Work::Browse {
-                vhost,
-                queue,
-                limit,
-                read_again,
-                again,
-            },
-            backend,
-        ) => {
+/// What one piece of work answers: its reports, and what to ask next.
+type Answer = (Vec<Report>, Option<Work>);
+
+/// One request's work: its answers, and what to ask next. Each kind of work has its helper,
+/// which answers for each backend.
+async fn perform(ticket: Ticket, work: Work, backend: Backend, ops: &Ops) -> Answer {
+    match work {
+        Work::Discover => (discover_on(&backend, ticket, ops).await, None),
+        Work::Refresh => (refresh_on(&backend, ticket).await, None),
+        Work::Browse {
+            vhost,
+            queue,
+            limit,
+            read_again,
+            again,
+        } => {
             let consent = if read_again {
                 ReadConsent::ReadAgain
             } else {
@@ -379,130 +346,207 @@ async fn perform(
                 None,
             )
         }
-        (Work::Notes(w), Backend::Broker(ss)) => {
-            let vhost = match &w {
-                NoteWork::Set { vhost, .. } | NoteWork::Forget { vhost, .. } => vhost.clone(),
-            };
-            match session_of(&ss, &vhost).await {
-                Ok(s) => (notes(&s, w, ticket).await, None),
-                Err(e) => (vec![fail(&e)], None),
-            }
+        Work::Notes(w) => (notes_on(&backend, w, ticket).await, None),
+        Work::Preview {
+            vhost,
+            queue,
+            selection,
+            restore: Some(how),
+            ..
+        } => {
+            let plan = (queue, selection, how);
+            let answer = restore_preview_on(&backend, &vhost, plan, ticket, ops).await;
+            (answer, None)
         }
-        (Work::Refresh, Backend::Broker(ss)) => match listing(&ss).await {
+        Work::Preview {
+            vhost,
+            queue,
+            selection,
+            keep_attempts,
+            strip_failure_stamp,
+            restore: None,
+            edited,
+        } => {
+            let plan = (queue, selection, edited);
+            let stamps = (keep_attempts, strip_failure_stamp);
+            let answer = preview_on(&backend, &vhost, plan, stamps, ticket, ops).await;
+            (answer, None)
+        }
+        Work::Protect { vhost, queue } => protect_on(&backend, &vhost, &queue, ticket, ops).await,
+        Work::Redirect {
+            vhost,
+            change,
+            create_stream,
+        } => {
+            let to = (change, create_stream);
+            (redirect_on(&backend, &vhost, to, ticket, ops).await, None)
+        }
+        Work::Replays => (replays_on(&backend, ticket).await, None),
+        Work::Replay(req) => (vec![replay_refused(&req, &backend)], None),
+    }
+}
+
+/// A failure of this request's generation, in words.
+fn failed(ticket: Ticket, e: &dyn std::fmt::Display) -> Report {
+    Report::Error(Failure::in_generation(e.to_string(), ticket.generation))
+}
+
+/// The session of `vhost` for work only a broker does; or what the backend answers instead.
+async fn broker_session(
+    backend: &Backend,
+    vhost: &str,
+    ticket: Ticket,
+) -> Result<Arc<Session>, Vec<Report>> {
+    match backend {
+        Backend::Broker(ss) => session_of(ss, vhost)
+            .await
+            .map_err(|e| vec![failed(ticket, &e)]),
+        // Every context at once is for looking (the UI refuses these before they are asked).
+        Backend::Contexts(_) => Err(vec![failed(ticket, &contexts::LOOK_ONLY)]),
+        // The plan refuses these for a snapshot before they start.
+        Backend::Snapshot(_) => Err(Vec::new()),
+    }
+}
+
+/// The place's queues: from the snapshot files, every context's, or the broker's with the
+/// depths the store remembers.
+async fn discover_on(backend: &Backend, ticket: Ticket, ops: &Ops) -> Vec<Report> {
+    match backend {
+        Backend::Snapshot(snapshots) => vec![
+            Report::QueuesLoaded {
+                overview: snapshot_overview(snapshots),
+                discovery: snapshot_discovery(snapshots),
+                ticket,
+            },
+            // The snapshot holds every message: each queue is dated from them at once,
+            // as a read would date it, without one.
+            Report::DepthHistory {
+                samples: HashMap::new(),
+                heads: snapshot_heads(snapshots),
+                ticket,
+            },
+        ],
+        Backend::Broker(ss) => {
+            let loaded = discover(ss, ticket, ops).await;
+            let mut reports = Vec::new();
+            if let Report::QueuesLoaded { discovery, .. } = &loaded {
+                let history = depth_history(ss.main(), discovery, ticket);
+                reports.push(loaded);
+                reports.extend(history);
+            } else {
+                reports.push(loaded);
+            }
+            reports
+        }
+        Backend::Contexts(cs) => contexts::discover(cs, ticket, ops).await,
+    }
+}
+
+/// The queues' depths again (a snapshot's do not change).
+async fn refresh_on(backend: &Backend, ticket: Ticket) -> Vec<Report> {
+    match backend {
+        Backend::Broker(ss) => match listing(ss).await {
             Ok(qs) => {
                 record_depths(ss.main(), &qs);
                 let depths = qs
                     .into_iter()
                     .map(|(vhost, q)| (QueueRef::new(&vhost, &q.name), q.messages))
                     .collect();
-                (vec![Report::DepthsRefreshed { depths, ticket }], None)
+                vec![Report::DepthsRefreshed { depths, ticket }]
             }
-            Err(e) => (
-                vec![Report::Connection(ConnectionState::Disconnected(
-                    e.to_string(),
-                ))],
-                None,
-            ),
+            Err(e) => vec![Report::Connection(ConnectionState::Disconnected(
+                e.to_string(),
+            ))],
         },
-        (
-            Work::Preview {
-                vhost,
-                queue,
-                selection,
-                restore: Some(how),
-                ..
-            },
-            Backend::Broker(ss),
-        ) => match session_of(&ss, &vhost).await {
-            Ok(s) => (
-                vec![runs::restore_preview(&s, queue, selection, how, ticket, ops).await],
-                None,
-            ),
-            Err(e) => (vec![fail(&e)], None),
-        },
-        (
-            Work::Preview {
-                vhost,
-                queue,
-                selection,
-                keep_attempts,
-                strip_failure_stamp,
-                restore: None,
-                edited,
-            },
-            Backend::Broker(ss),
-        ) => match session_of(&ss, &vhost).await {
-            Ok(s) => (
-                vec![
-                    runs::preview(
-                        &s,
-                        (queue, selection, edited),
-                        (keep_attempts, strip_failure_stamp),
-                        ticket,
-                        ops,
-                    )
-                    .await,
-                ],
-                None,
-            ),
-            Err(e) => (vec![fail(&e)], None),
-        },
-        (Work::Protect { vhost, queue }, Backend::Broker(ss)) => {
-            match session_of(&ss, &vhost).await {
-                Ok(s) => runs::protect(&s, &queue, ticket, ops).await,
-                Err(e) => (vec![fail(&e)], None),
-            }
-        }
-        (
-            Work::Redirect {
-                vhost,
-                change,
-                create_stream,
-            },
-            Backend::Broker(ss),
-        ) => match session_of(&ss, &vhost).await {
-            Ok(s) => (
-                redirect::run(&s, (change, create_stream), ticket, ops).await,
-                None,
-            ),
-            Err(e) => (vec![fail(&e)], None),
-        },
-        (Work::Replays, Backend::Broker(ss)) => (vec![replays(&ss, ticket).await], None),
-        (Work::Discover, Backend::Contexts(cs)) => {
-            (contexts::discover(&cs, ticket, ops).await, None)
-        }
-        (Work::Refresh, Backend::Contexts(cs)) => {
-            (vec![contexts::refresh(&cs, ticket).await], None)
-        }
-        // Every context at once is for looking (the UI refuses these before they are asked).
-        (
-            Work::Preview { .. }
-            | Work::Protect { .. }
-            | Work::Redirect { .. }
-            | Work::Notes(_)
-            | Work::Replays,
-            Backend::Contexts(_),
-        ) => (vec![fail(&contexts::LOOK_ONLY)], None),
+        Backend::Contexts(cs) => vec![contexts::refresh(cs, ticket).await],
         // The plan refuses these for a snapshot before they start.
-        (
-            Work::Refresh
-            | Work::Preview { .. }
-            | Work::Protect { .. }
-            | Work::Redirect { .. }
-            | Work::Notes(_)
-            | Work::Replays,
-            Backend::Snapshot(_),
-        ) => (Vec::new(), None),
-        (Work::Replay(req), Backend::Contexts(_)) => {
-            (vec![plan::replay_failed(&req, contexts::LOOK_ONLY)], None)
-        }
-        (Work::Replay(req), _) => (
-            vec![plan::replay_failed(
-                &req,
-                "no broker: a snapshot is read-only",
-            )],
-            None,
-        ),
+        Backend::Snapshot(_) => Vec::new(),
+    }
+}
+
+/// Keeps or forgets notes on groups, in the vhost's session.
+async fn notes_on(backend: &Backend, w: NoteWork, ticket: Ticket) -> Vec<Report> {
+    let vhost = match &w {
+        NoteWork::Set { vhost, .. } | NoteWork::Forget { vhost, .. } => vhost.clone(),
+    };
+    match broker_session(backend, &vhost, ticket).await {
+        Ok(s) => notes(&s, w, ticket).await,
+        Err(no) => no,
+    }
+}
+
+/// A restore's plan: what would go back where.
+async fn restore_preview_on(
+    backend: &Backend,
+    vhost: &str,
+    (queue, selection, how): (String, Selection, protocol::RestoreHow),
+    ticket: Ticket,
+    ops: &Ops,
+) -> Vec<Report> {
+    match broker_session(backend, vhost, ticket).await {
+        Ok(s) => vec![runs::restore_preview(&s, queue, selection, how, ticket, ops).await],
+        Err(no) => no,
+    }
+}
+
+/// A replay's plan: what would go where, and as what.
+async fn preview_on(
+    backend: &Backend,
+    vhost: &str,
+    plan: (String, Selection, Option<String>),
+    stamps: (bool, bool),
+    ticket: Ticket,
+    ops: &Ops,
+) -> Vec<Report> {
+    match broker_session(backend, vhost, ticket).await {
+        Ok(s) => vec![runs::preview(&s, plan, stamps, ticket, ops).await],
+        Err(no) => no,
+    }
+}
+
+/// Protects a queue (its answers, and what to ask next).
+async fn protect_on(
+    backend: &Backend,
+    vhost: &str,
+    queue: &str,
+    ticket: Ticket,
+    ops: &Ops,
+) -> Answer {
+    match broker_session(backend, vhost, ticket).await {
+        Ok(s) => runs::protect(&s, queue, ticket, ops).await,
+        Err(no) => (no, None),
+    }
+}
+
+/// Changes where a queue's dead letters go.
+async fn redirect_on(
+    backend: &Backend,
+    vhost: &str,
+    to: (protocol::RedirectChange, Option<bool>),
+    ticket: Ticket,
+    ops: &Ops,
+) -> Vec<Report> {
+    match broker_session(backend, vhost, ticket).await {
+        Ok(s) => redirect::run(&s, to, ticket, ops).await,
+        Err(no) => no,
+    }
+}
+
+/// The runs the broker's audit remembers.
+async fn replays_on(backend: &Backend, ticket: Ticket) -> Vec<Report> {
+    match backend {
+        Backend::Broker(ss) => vec![replays(ss, ticket).await],
+        Backend::Contexts(_) => vec![failed(ticket, &contexts::LOOK_ONLY)],
+        // The plan refuses these for a snapshot before they start.
+        Backend::Snapshot(_) => Vec::new(),
+    }
+}
+
+/// A run that cannot start here (on a broker, runs start in their own task, see `Shell::start`).
+fn replay_refused(req: &protocol::ReplayRequest, backend: &Backend) -> Report {
+    match backend {
+        Backend::Contexts(_) => plan::replay_failed(req, contexts::LOOK_ONLY),
+        _ => plan::replay_failed(req, "no broker: a snapshot is read-only"),
     }
 }
 
@@ -1036,7 +1080,7 @@ async fn audit_vhosts(s: &Session, unreached: &mut Vec<String>) -> Vec<String> {
 fn spec_for(
     s: &Session,
     queue: String,
-    selection: crate::domain::selection::Selection,
+    selection: Selection,
     rate: Option<f64>,
     (keep_attempts, strip_failure_stamp): (bool, bool),
 ) -> ReplaySpec {

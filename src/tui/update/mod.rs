@@ -365,19 +365,7 @@ fn force_quit(state: &mut State) -> Vec<Command> {
 }
 
 fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Vec<Command> {
-    if state.every_context()
-        && let Some(what) = not_in_every_context(action)
-    {
-        state.error = Some(format!("{what}: {EVERY_CONTEXT_LOOKS}"));
-        return Vec::new();
-    }
-    // A queue holding stuck dead letters is no DLQ: nothing can be read from it, so what the
-    // queue list would do to a DLQ (open it, protect it) says what it is and what to do.
-    if matches!(action, Action::Open | Action::Protect)
-        && let Some(words) = state.stuck_words()
-    {
-        state.error = None;
-        state.notice = Some(words);
+    if refused_here(state, action) {
         return Vec::new();
     }
     match action {
@@ -388,32 +376,14 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::ForceQuit => return force_quit(state),
         Action::Help => state.overlay = Overlay::Help,
         Action::CommandLog => state.overlay = Overlay::Log(0),
-        Action::ReplaysView => {
-            state.overlay = Overlay::Replays(0);
-            state.replay_runs = None;
-            return vec![Command::LoadReplays];
-        }
+        Action::ReplaysView => return open_replays(state),
         // Handled in `on_key`, which keeps a pending prompt for it.
         Action::WholeText => {}
         Action::CommandLine => state.command_input = Some(TextArea::default()),
         Action::Filter => open_filter(state),
         Action::QueueFilter => open_queue_filter(state),
-        Action::NextPane => {
-            state.focus = match state.focus {
-                Focus::Queues if state.browse.is_some() => Focus::Messages,
-                Focus::Queues => Focus::Queues,
-                Focus::Messages => Focus::Detail,
-                Focus::Detail => Focus::Queues,
-            }
-        }
-        Action::PrevPane => {
-            state.focus = match state.focus {
-                Focus::Queues if state.browse.is_some() => Focus::Detail,
-                Focus::Queues => Focus::Queues,
-                Focus::Messages => Focus::Queues,
-                Focus::Detail => Focus::Messages,
-            }
-        }
+        Action::NextPane => next_pane(state),
+        Action::PrevPane => prev_pane(state),
         Action::Up => move_cursor(state, -1),
         Action::Down => move_cursor(state, 1),
         Action::PageUp => move_cursor(state, -(PAGE as isize)),
@@ -425,84 +395,18 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         }
         Action::Open => return open(state, pending),
         Action::EveryContext => return run_command_line(state, "ctx *"),
-        Action::Back => {
-            // Esc does one job, going back; a banner it finds goes with it (banners also go
-            // by themselves: `banner::expire`), so it never costs a second Esc.
-            state.banner_whole = false;
-            state.error = None;
-            state.notice = None;
-            // On the list, Esc first drops its filter (as k9s does).
-            if state.focus == Focus::Queues && !state.queue_filter.is_empty() {
-                state.set_queue_filter(String::new());
-                return Vec::new();
-            }
-            state.focus = match state.focus {
-                Focus::Detail => Focus::Messages,
-                _ => Focus::Queues,
-            };
-        }
-        Action::Reload => {
-            // The list is refreshed either way.
-            let mut cmds = vec![Command::LoadQueues];
-            cmds.extend(read_open_queue_again(state));
-            return cmds;
-        }
-        Action::Sort(by) => {
-            let keep = state.queue_at_cursor();
-            if state.sort == by {
-                state.sort_reverse = !state.sort_reverse;
-            } else {
-                state.sort = by;
-                state.sort_reverse = false;
-            }
-            state.refresh_urgency(keep);
-        }
+        Action::Back => back(state),
+        Action::Reload => return reload(state),
+        Action::Sort(by) => sort_queues(state, by),
         Action::OrderMessages(by) => order_messages(state, by),
-        Action::ToggleOrdinary => {
-            state.show_ordinary = !state.show_ordinary;
-            state.queue_cursor = state
-                .queue_cursor
-                .min(state.queue_rows().len().saturating_sub(1));
-        }
-        Action::ToggleGroups => {
-            state.list_mode = match state.list_mode {
-                ListMode::Messages => ListMode::Groups,
-                ListMode::Groups => ListMode::Messages,
-            };
-            state.detail_scroll = 0;
-            if state.focus == Focus::Detail {
-                state.focus = Focus::Messages;
-            }
-        }
-        Action::CycleGrouping => {
-            state.group_by = state.group_by.next();
-            state.group_cursor = 0;
-            // The pane title says which.
-            state.refresh_view();
-        }
+        Action::ToggleOrdinary => toggle_ordinary(state),
+        Action::ToggleGroups => toggle_groups(state),
+        Action::CycleGrouping => cycle_grouping(state),
         Action::GroupNote => open_note(state),
         Action::ToggleSelect => toggle_select(state),
         Action::SelectRange => select_range(state),
-        Action::SelectAll => {
-            let keys: Vec<String> = state
-                .visible_rows()
-                .iter()
-                .map(|r| r.key.to_string())
-                .collect();
-            state.selected.extend(keys);
-        }
-        Action::InvertSelection => {
-            let keys: Vec<String> = state
-                .visible_rows()
-                .iter()
-                .map(|r| r.key.to_string())
-                .collect();
-            for k in keys {
-                if !state.selected.remove(&k) {
-                    state.selected.insert(k);
-                }
-            }
-        }
+        Action::SelectAll => select_all(state),
+        Action::InvertSelection => invert_selection(state),
         Action::ToggleTrace => state.trace_open = !state.trace_open,
         Action::PageBody => pager::open_body(state),
         Action::PageTrace => pager::open_trace(state),
@@ -534,6 +438,145 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         | Action::PrevMatch => {}
     }
     Vec::new()
+}
+
+/// Whether `action` is not done here, with why on the banner: work from every context at once,
+/// or opening or protecting a queue that holds stuck dead letters.
+fn refused_here(state: &mut State, action: Action) -> bool {
+    if state.every_context()
+        && let Some(what) = not_in_every_context(action)
+    {
+        state.error = Some(format!("{what}: {EVERY_CONTEXT_LOOKS}"));
+        return true;
+    }
+    // A queue holding stuck dead letters is no DLQ: nothing can be read from it, so what the
+    // queue list would do to a DLQ (open it, protect it) says what it is and what to do.
+    if matches!(action, Action::Open | Action::Protect)
+        && let Some(words) = state.stuck_words()
+    {
+        state.error = None;
+        state.notice = Some(words);
+        return true;
+    }
+    false
+}
+
+/// The Replays view, its runs asked for afresh.
+fn open_replays(state: &mut State) -> Vec<Command> {
+    state.overlay = Overlay::Replays(0);
+    state.replay_runs = None;
+    vec![Command::LoadReplays]
+}
+
+/// Tab: the queues, the messages (once a queue is open), the detail, round again.
+fn next_pane(state: &mut State) {
+    state.focus = match state.focus {
+        Focus::Queues if state.browse.is_some() => Focus::Messages,
+        Focus::Queues => Focus::Queues,
+        Focus::Messages => Focus::Detail,
+        Focus::Detail => Focus::Queues,
+    }
+}
+
+/// Shift-Tab: `next_pane` the other way round.
+fn prev_pane(state: &mut State) {
+    state.focus = match state.focus {
+        Focus::Queues if state.browse.is_some() => Focus::Detail,
+        Focus::Queues => Focus::Queues,
+        Focus::Messages => Focus::Queues,
+        Focus::Detail => Focus::Messages,
+    }
+}
+
+/// Esc: one pane back (on the list, its filter first), and any banner with it.
+fn back(state: &mut State) {
+    // Esc does one job, going back; a banner it finds goes with it (banners also go
+    // by themselves: `banner::expire`), so it never costs a second Esc.
+    state.banner_whole = false;
+    state.error = None;
+    state.notice = None;
+    // On the list, Esc first drops its filter (as k9s does).
+    if state.focus == Focus::Queues && !state.queue_filter.is_empty() {
+        state.set_queue_filter(String::new());
+        return;
+    }
+    state.focus = match state.focus {
+        Focus::Detail => Focus::Messages,
+        _ => Focus::Queues,
+    };
+}
+
+/// The list again, and the open queue's messages if one is open.
+fn reload(state: &mut State) -> Vec<Command> {
+    // The list is refreshed either way.
+    let mut cmds = vec![Command::LoadQueues];
+    cmds.extend(read_open_queue_again(state));
+    cmds
+}
+
+/// Sorts the list by `by`, or the other way round when it already is; the cursor stays on its
+/// queue.
+fn sort_queues(state: &mut State, by: crate::domain::urgency::SortBy) {
+    let keep = state.queue_at_cursor();
+    if state.sort == by {
+        state.sort_reverse = !state.sort_reverse;
+    } else {
+        state.sort = by;
+        state.sort_reverse = false;
+    }
+    state.refresh_urgency(keep);
+}
+
+/// Lists ordinary queues too, or only the dead-letter ones.
+fn toggle_ordinary(state: &mut State) {
+    state.show_ordinary = !state.show_ordinary;
+    state.queue_cursor = state
+        .queue_cursor
+        .min(state.queue_rows().len().saturating_sub(1));
+}
+
+/// The messages pane shows messages, or their groups.
+fn toggle_groups(state: &mut State) {
+    state.list_mode = match state.list_mode {
+        ListMode::Messages => ListMode::Groups,
+        ListMode::Groups => ListMode::Messages,
+    };
+    state.detail_scroll = 0;
+    if state.focus == Focus::Detail {
+        state.focus = Focus::Messages;
+    }
+}
+
+/// Groups by the next grouping.
+fn cycle_grouping(state: &mut State) {
+    state.group_by = state.group_by.next();
+    state.group_cursor = 0;
+    // The pane title says which.
+    state.refresh_view();
+}
+
+/// Selects every row shown.
+fn select_all(state: &mut State) {
+    let keys: Vec<String> = state
+        .visible_rows()
+        .iter()
+        .map(|r| r.key.to_string())
+        .collect();
+    state.selected.extend(keys);
+}
+
+/// Selects the rows shown that were not, and unselects those that were.
+fn invert_selection(state: &mut State) {
+    let keys: Vec<String> = state
+        .visible_rows()
+        .iter()
+        .map(|r| r.key.to_string())
+        .collect();
+    for k in keys {
+        if !state.selected.remove(&k) {
+            state.selected.insert(k);
+        }
+    }
 }
 
 /// Why work is not done from every context at once: each context has its own rights.

@@ -325,55 +325,13 @@ pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
 }
 
 pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
-    let read_only = state.read_only;
-    let canary_wait = state.canary_wait;
     let context = state.overview.context.clone();
     let Overlay::Replay(modal) = &mut state.overlay else {
         return Vec::new();
     };
     // Digits and Backspace edit the focused field; everything else goes through the table.
-    match key.code {
-        KeyCode::Char(c)
-            if c.is_ascii_digit() && !key.modifiers.contains(KeyModifiers::CONTROL) =>
-        {
-            match modal.field {
-                ModalField::Count => {
-                    if modal.typed.len() < 12 {
-                        modal.typed.push(c);
-                    }
-                }
-                ModalField::Rate => {
-                    if modal.rate_text.len() < 5 {
-                        modal.rate_text.push(c);
-                    }
-                    modal.rate = modal.rate_text.parse().unwrap_or(0);
-                }
-                ModalField::Backlog => {
-                    if modal.backlog_text.len() < 7 {
-                        modal.backlog_text.push(c);
-                    }
-                    modal.max_backlog = modal.backlog_text.parse().unwrap_or(0);
-                }
-            }
-            return Vec::new();
-        }
-        KeyCode::Backspace => {
-            match modal.field {
-                ModalField::Count => {
-                    modal.typed.pop();
-                }
-                ModalField::Rate => {
-                    modal.rate_text.pop();
-                    modal.rate = modal.rate_text.parse().unwrap_or(0);
-                }
-                ModalField::Backlog => {
-                    modal.backlog_text.pop();
-                    modal.max_backlog = modal.backlog_text.parse().unwrap_or(0);
-                }
-            }
-            return Vec::new();
-        }
-        _ => {}
+    if edit_field(modal, key) {
+        return Vec::new();
     }
     match keys::lookup(Scope::Modal, &key) {
         Some(Action::Cancel) => state.overlay = Overlay::None,
@@ -401,25 +359,10 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         {
             let yes = a == Action::SharedRecord;
             modal.create_audit = Some(yes);
-            state.audit_answers.insert(context.clone(), yes);
+            state.audit_answers.insert(context, yes);
         }
-        Some(Action::RateUp) => {
-            modal.rate = RATE_STEPS
-                .iter()
-                .copied()
-                .find(|&r| r > modal.rate)
-                .unwrap_or(modal.rate);
-            modal.rate_text = modal.rate.to_string();
-        }
-        Some(Action::RateDown) => {
-            modal.rate = RATE_STEPS
-                .iter()
-                .rev()
-                .copied()
-                .find(|&r| r < modal.rate)
-                .unwrap_or(modal.rate.min(1));
-            modal.rate_text = modal.rate.to_string();
-        }
+        Some(Action::RateUp) => rate_up(modal),
+        Some(Action::RateDown) => rate_down(modal),
         Some(Action::SwitchField) => {
             modal.field = match modal.field {
                 ModalField::Count => ModalField::Rate,
@@ -434,43 +377,120 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             modal.field = ModalField::Count;
             typed_fields(modal);
         }
-        Some(Action::Accept) => {
-            // Read-only cannot open the modal; checked again so no path publishes.
-            if read_only {
-                state.overlay = Overlay::None;
-                state.error = Some(state.read_only_reason.clone());
-                return Vec::new();
-            }
-            if modal.blocked().is_some() {
-                return Vec::new();
-            }
-            // Enter without an answer keeps the run on this machine's record: that is the
-            // answer, remembered for the context, and not asked or said again.
-            if modal.audit_question().is_some() && !modal.dry_run {
-                modal.create_audit = Some(false);
-                state.audit_answers.insert(context.clone(), false);
-            }
-            let request = replay_request(modal, canary_wait);
-            let expected = request.expected;
-            state.overlay = Overlay::Progress(Box::new(ReplayRun {
-                job: request.job.clone(),
-                vhost: request.vhost.clone(),
-                queue: request.queue.clone(),
-                dry_run: request.dry_run,
-                rate: request.rate,
-                progress: crate::tui::event::ReplayProgress {
-                    total: expected,
-                    ..Default::default()
-                },
-                cancelling: false,
-                outcome: None,
-                notes: 0,
-            }));
-            return vec![Command::Replay(request)];
-        }
+        Some(Action::Accept) => return accept_replay(state),
         _ => {}
     }
     Vec::new()
+}
+
+/// A digit typed into the focused field, or Backspace there; whether the key was one.
+fn edit_field(modal: &mut ReplayModal, key: KeyEvent) -> bool {
+    match key.code {
+        KeyCode::Char(c)
+            if c.is_ascii_digit() && !key.modifiers.contains(KeyModifiers::CONTROL) =>
+        {
+            match modal.field {
+                ModalField::Count => {
+                    if modal.typed.len() < 12 {
+                        modal.typed.push(c);
+                    }
+                }
+                ModalField::Rate => {
+                    if modal.rate_text.len() < 5 {
+                        modal.rate_text.push(c);
+                    }
+                    modal.rate = modal.rate_text.parse().unwrap_or(0);
+                }
+                ModalField::Backlog => {
+                    if modal.backlog_text.len() < 7 {
+                        modal.backlog_text.push(c);
+                    }
+                    modal.max_backlog = modal.backlog_text.parse().unwrap_or(0);
+                }
+            }
+            true
+        }
+        KeyCode::Backspace => {
+            match modal.field {
+                ModalField::Count => {
+                    modal.typed.pop();
+                }
+                ModalField::Rate => {
+                    modal.rate_text.pop();
+                    modal.rate = modal.rate_text.parse().unwrap_or(0);
+                }
+                ModalField::Backlog => {
+                    modal.backlog_text.pop();
+                    modal.max_backlog = modal.backlog_text.parse().unwrap_or(0);
+                }
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The next rate step up.
+fn rate_up(modal: &mut ReplayModal) {
+    modal.rate = RATE_STEPS
+        .iter()
+        .copied()
+        .find(|&r| r > modal.rate)
+        .unwrap_or(modal.rate);
+    modal.rate_text = modal.rate.to_string();
+}
+
+/// The next rate step down.
+fn rate_down(modal: &mut ReplayModal) {
+    modal.rate = RATE_STEPS
+        .iter()
+        .rev()
+        .copied()
+        .find(|&r| r < modal.rate)
+        .unwrap_or(modal.rate.min(1));
+    modal.rate_text = modal.rate.to_string();
+}
+
+/// Enter on the count: the run starts, its progress shown in the modal's place (unless
+/// read-only, or the modal says what blocks it).
+fn accept_replay(state: &mut State) -> Vec<Command> {
+    let canary_wait = state.canary_wait;
+    let context = state.overview.context.clone();
+    let Overlay::Replay(modal) = &mut state.overlay else {
+        return Vec::new();
+    };
+    // Read-only cannot open the modal; checked again so no path publishes.
+    if state.read_only {
+        state.overlay = Overlay::None;
+        state.error = Some(state.read_only_reason.clone());
+        return Vec::new();
+    }
+    if modal.blocked().is_some() {
+        return Vec::new();
+    }
+    // Enter without an answer keeps the run on this machine's record: that is the
+    // answer, remembered for the context, and not asked or said again.
+    if modal.audit_question().is_some() && !modal.dry_run {
+        modal.create_audit = Some(false);
+        state.audit_answers.insert(context, false);
+    }
+    let request = replay_request(modal, canary_wait);
+    let expected = request.expected;
+    state.overlay = Overlay::Progress(Box::new(ReplayRun {
+        job: request.job.clone(),
+        vhost: request.vhost.clone(),
+        queue: request.queue.clone(),
+        dry_run: request.dry_run,
+        rate: request.rate,
+        progress: crate::tui::event::ReplayProgress {
+            total: expected,
+            ..Default::default()
+        },
+        cancelling: false,
+        outcome: None,
+        notes: 0,
+    }));
+    vec![Command::Replay(request)]
 }
 
 /// The typed fields as the focus leaves them: typing into the focused one replaces its value

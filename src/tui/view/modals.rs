@@ -189,13 +189,33 @@ fn edited_lines(t: &Theme, e: &crate::tui::edit::EditedCopy) -> Vec<Line<'static
 /// The replay modal's settings: the body (untouched), attempts kept or reset, the rate and
 /// whether it is a dry run, each with the key that changes it.
 fn replay_settings(t: &Theme, modal: &ReplayModal, canary_above: u64) -> Vec<Line<'static>> {
-    let mut out = Vec::new();
+    let mut out = vec![
+        body_setting(t, modal),
+        rate_setting(t, modal),
+        canary_setting(t, modal, canary_above),
+    ];
+    out.extend(stamp_setting(t, modal));
+    out.extend(record_setting(t, modal));
+    out.push(backlog_setting(t, modal));
+    out
+}
+
+/// The replay modal's key for `action`, as its settings show it.
+fn modal_key(t: &Theme, action: keys::Action) -> Span<'static> {
+    Span::styled(
+        format!("  [{}]", keys::label(Scope::Modal, action).unwrap_or("?")),
+        t.accent,
+    )
+}
+
+/// The body (edited or untouched) and the attempts (kept or reset).
+fn body_setting(t: &Theme, modal: &ReplayModal) -> Line<'static> {
     let body = if modal.edited.is_some() {
         "edited"
     } else {
         "untouched"
     };
-    out.push(Line::from(vec![
+    Line::from(vec![
         field(t, "Body"),
         Span::raw(format!("{body:<14}")),
         Span::styled("Attempts ", t.muted),
@@ -204,20 +224,18 @@ fn replay_settings(t: &Theme, modal: &ReplayModal, canary_above: u64) -> Vec<Lin
         } else {
             "reset"
         }),
-        Span::styled(
-            format!(
-                "  [{}]",
-                keys::label(Scope::Modal, keys::Action::ToggleKeep).unwrap_or("?")
-            ),
-            t.accent,
-        ),
-    ]));
+        modal_key(t, keys::Action::ToggleKeep),
+    ])
+}
+
+/// The rate (as typed, while its field has the focus) and the dry run.
+fn rate_setting(t: &Theme, modal: &ReplayModal) -> Line<'static> {
     let rate_style = if modal.field == ModalField::Rate {
         t.selected
     } else {
         t.base
     };
-    out.push(Line::from(vec![
+    Line::from(vec![
         field(t, "Rate"),
         Span::styled(
             format!(
@@ -236,16 +254,13 @@ fn replay_settings(t: &Theme, modal: &ReplayModal, canary_above: u64) -> Vec<Lin
             if modal.dry_run { "ON " } else { "off" },
             if modal.dry_run { t.accent } else { t.base },
         ),
-        Span::styled(
-            format!(
-                "  [{}]",
-                keys::label(Scope::Modal, keys::Action::ToggleDryRun).unwrap_or("?")
-            ),
-            t.accent,
-        ),
+        modal_key(t, keys::Action::ToggleDryRun),
         Span::styled("  +/- Tab", t.muted),
-    ]));
-    // Decided by the replay's own rule (`domain::canary::applies`), said before the run.
+    ])
+}
+
+/// The canary: decided by the replay's own rule (`domain::canary::applies`), said before the run.
+fn canary_setting(t: &Theme, modal: &ReplayModal, canary_above: u64) -> Line<'static> {
     let canary = if modal.dry_run && modal.canary.is_some() {
         Span::styled("none in a dry run", t.muted)
     } else {
@@ -255,60 +270,60 @@ fn replay_settings(t: &Theme, modal: &ReplayModal, canary_above: u64) -> Vec<Lin
             canary_above,
         ))
     };
-    out.push(Line::from(vec![
+    Line::from(vec![
         field(t, "Canary"),
         canary,
-        Span::styled(
-            format!(
-                "  [{}]",
-                keys::label(Scope::Modal, keys::Action::CycleCanary).unwrap_or("?")
-            ),
-            t.accent,
-        ),
-    ]));
-    // Symfony's failure stamp, only for a plan that has it as a header.
-    if modal.strip_failure_stamp
-        || modal
-            .preview
-            .as_ref()
-            .is_some_and(|p| p.failure_stamp_strippable)
-    {
-        out.push(Line::from(vec![
-            field(t, "Symfony"),
-            if modal.strip_failure_stamp {
-                Span::raw("stamp stripped: a second failure comes back")
-            } else {
-                Span::styled("stamp kept: Symfony drops a second failure", t.warn)
-            },
-            Span::styled(
-                format!(
-                    "  [{}]",
-                    keys::label(Scope::Modal, keys::Action::ToggleFailureStamp).unwrap_or("?")
-                ),
-                t.accent,
-            ),
-        ]));
-    }
-    if modal
+        modal_key(t, keys::Action::CycleCanary),
+    ])
+}
+
+/// Symfony's failure stamp, only for a plan that has it as a header.
+fn stamp_setting(t: &Theme, modal: &ReplayModal) -> Option<Line<'static>> {
+    let strippable = modal
         .preview
         .as_ref()
-        .is_some_and(|p| p.create_audit.is_some())
-    {
-        let (text, style) = match modal.create_audit {
-            None => (
-                "the shared audit stream is missing: s creates it for the whole rota; Enter keeps this run on this machine's record",
-                t.warn,
-            ),
-            Some(true) => ("shared: Warren creates the audit stream first", t.ok),
-            Some(false) => ("this machine's only (asked once for this context)", t.muted),
-        };
-        out.push(Line::from(vec![
-            field(t, "Record"),
-            Span::styled(text, style),
-        ]));
+        .is_some_and(|p| p.failure_stamp_strippable);
+    if !modal.strip_failure_stamp && !strippable {
+        return None;
     }
+    Some(Line::from(vec![
+        field(t, "Symfony"),
+        if modal.strip_failure_stamp {
+            Span::raw("stamp stripped: a second failure comes back")
+        } else {
+            Span::styled("stamp kept: Symfony drops a second failure", t.warn)
+        },
+        modal_key(t, keys::Action::ToggleFailureStamp),
+    ]))
+}
+
+/// Where the run is recorded, only when the shared audit stream is in question.
+fn record_setting(t: &Theme, modal: &ReplayModal) -> Option<Line<'static>> {
+    let asked = modal
+        .preview
+        .as_ref()
+        .is_some_and(|p| p.create_audit.is_some());
+    if !asked {
+        return None;
+    }
+    let (text, style) = match modal.create_audit {
+        None => (
+            "the shared audit stream is missing: s creates it for the whole rota; Enter keeps this run on this machine's record",
+            t.warn,
+        ),
+        Some(true) => ("shared: Warren creates the audit stream first", t.ok),
+        Some(false) => ("this machine's only (asked once for this context)", t.muted),
+    };
+    Some(Line::from(vec![
+        field(t, "Record"),
+        Span::styled(text, style),
+    ]))
+}
+
+/// The cap on the target's ready messages (as typed, while its field has the focus).
+fn backlog_setting(t: &Theme, modal: &ReplayModal) -> Line<'static> {
     let typing = modal.field == ModalField::Backlog;
-    out.push(Line::from(vec![
+    Line::from(vec![
         field(t, "Backlog"),
         Span::styled(
             format!(
@@ -327,8 +342,7 @@ fn replay_settings(t: &Theme, modal: &ReplayModal, canary_above: u64) -> Vec<Lin
             " ready at most in the target"
         }),
         Span::styled("  Tab; 0: off", t.muted),
-    ]));
-    out
+    ])
 }
 
 /// Where a replay goes: its targets, the queues they reach (a fan-out or none in the danger
