@@ -26,7 +26,7 @@ use lapin::{BasicProperties, Connection};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::tui::{Event, State, Theme, update, view};
 
 const QUEUE: &str = "orders.dlq";

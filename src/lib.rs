@@ -3,8 +3,9 @@
 //! The layers, from the inside out:
 //! - [`domain`]: pure model — header values, x-death, framework conventions, verdicts,
 //!   fingerprints, replay plans, filters, terminal-safe text. No IO.
-//! - [`broker`]: configuration, the management API (reqwest) and AMQP (lapin): discovery, browse,
-//!   replay.
+//! - [`config`]: where Warren connects and how it behaves: the config file, its contexts, URLs
+//!   and settings, resolved with the command line's overrides. No broker IO.
+//! - [`broker`]: the management API (reqwest) and AMQP (lapin): discovery, browse, replay.
 //! - [`store`]: Warren's local memory (rusqlite): first-seen times and the replay audit.
 //! - [`demo`]: `warren demo`, a vhost of real dead letters: scenarios as data, the AMQP moves
 //!   that make them happen (uses broker and domain).
@@ -36,6 +37,7 @@ pub fn tune_allocator() {
 
 pub mod broker;
 pub mod cli;
+pub mod config;
 pub mod demo;
 pub mod domain;
 mod editor;

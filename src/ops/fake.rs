@@ -17,7 +17,6 @@ use super::rights::ReadOnly;
 use super::{Front, Plan, Stop};
 use crate::broker::archive::{DeclareError, Place, StreamState};
 use crate::broker::audit::Consent;
-use crate::broker::config::ArchiveSettings;
 use crate::broker::management::ManagementError;
 use crate::broker::redirects::Current;
 use crate::broker::replay::{Progress, StopReason, Summary};
@@ -25,6 +24,7 @@ use crate::broker::session::{
     Explained, ReadConsent, ReplaySpec, Selected, SessionError, WriteCheck,
 };
 use crate::broker::spool::Spool;
+use crate::config::ArchiveSettings;
 use crate::domain::archive::Stamp;
 use crate::domain::discovery::{JsonMap, Policy};
 use crate::domain::grouping::GroupNote;

@@ -38,7 +38,7 @@ pub const RATE_STEPS: &[u32] = &[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
 /// The replay modal's starting rate when `replay.rate` is not configured.
 pub const DEFAULT_RATE: u32 = 50;
 /// Messages read per queue when `browse.page_size` is not configured.
-pub const DEFAULT_BROWSE_LIMIT: usize = crate::broker::config::DEFAULT_PAGE_SIZE;
+pub const DEFAULT_BROWSE_LIMIT: usize = crate::config::DEFAULT_PAGE_SIZE;
 /// Why replay is off when Warren was started read-only, before the worker said more.
 pub const FLAG_READ_ONLY_REASON: &str = "replay is disabled: Warren runs read-only (--read-only)";
 /// Depths older than this are marked stale in the status bar.
