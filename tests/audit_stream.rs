@@ -530,7 +530,7 @@ async fn a_run_of_many_ids_is_written_in_bounded_entries_and_warren_audit_reads_
                 }
             })
             .collect();
-        let spool = warren::broker::spool::Spool::default();
+        let spool = warren::local::spool::Spool::default();
         spool.append(spooled.clone());
         let note = record
             .finish(

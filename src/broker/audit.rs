@@ -326,7 +326,7 @@ impl BrokerRecord {
         op: &str,
         run_id: &str,
         mut out: crate::store::AuditOutcome,
-        moved: &crate::broker::spool::Spool,
+        moved: &crate::local::spool::Spool,
     ) -> Option<String> {
         if !self.is_written() {
             return self.append(op, "outcome", run_id, &out).await;
@@ -690,7 +690,7 @@ pub fn record_outcome(
     store: &crate::store::Store,
     id: i64,
     out: &crate::store::AuditOutcome,
-    moved: &crate::broker::spool::Spool,
+    moved: &crate::local::spool::Spool,
 ) -> Vec<String> {
     let mut notes = Vec::new();
     let deadline = std::time::Instant::now() + OUTCOME_PATIENCE;
@@ -725,7 +725,7 @@ fn keep_pending(
     store: &crate::store::Store,
     id: i64,
     out: &crate::store::AuditOutcome,
-    moved: &crate::broker::spool::Spool,
+    moved: &crate::local::spool::Spool,
     why: &crate::store::StoreError,
 ) -> String {
     let secs = OUTCOME_PATIENCE.as_secs();

@@ -1,6 +1,6 @@
 //! Reaching a real broker: the management HTTP API, AMQP connections, browsing and replaying
-//! (configuration is `crate::config`). Turns what the broker says into domain types and errors
-//! in the user's words.
+//! (configuration is `crate::config`, local files `crate::local`). Turns what the broker says
+//! into domain types and errors in the user's words.
 
 pub mod amqp;
 pub mod amqp10;
@@ -16,6 +16,4 @@ pub mod replay;
 pub mod restore;
 pub mod rights;
 pub mod session;
-pub mod spill;
-pub mod spool;
 pub(crate) mod steps;

@@ -23,7 +23,6 @@ use crate::broker::replay::{Progress, StopReason, Summary};
 use crate::broker::session::{
     Explained, ReadConsent, ReplaySpec, Selected, SessionError, WriteCheck,
 };
-use crate::broker::spool::Spool;
 use crate::config::ArchiveSettings;
 use crate::domain::archive::Stamp;
 use crate::domain::discovery::{JsonMap, Policy};
@@ -32,6 +31,7 @@ use crate::domain::message::DeadLetter;
 use crate::domain::protect::ProtectPlan;
 use crate::domain::redirect::{self, Destination, Entry, RedirectRecord};
 use crate::domain::run::RunKind;
+use crate::local::spool::Spool;
 use crate::store::{AuditOutcome, AuditStart, ProtectRecord};
 
 pub(crate) const REDIRECT_STREAM: &str = "warren.redirects";

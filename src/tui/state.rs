@@ -21,7 +21,6 @@ use super::event::{ConnectionState, Overview, Ticket};
 use super::oplog::OpLog;
 use super::pager::Pager;
 use super::theme::Theme;
-use crate::broker::spill::Letter;
 use crate::domain::brief::{Brief, Interner, Seconds};
 use crate::domain::convention::Conventions;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueRef};
@@ -32,6 +31,7 @@ use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::packed::Packed;
 use crate::domain::urgency::{self, Figures, History, ReadHead, Sample, SortBy};
+use crate::local::spill::Letter;
 
 /// Rates offered by `+`/`-` (messages per second).
 pub const RATE_STEPS: &[u32] = &[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
@@ -66,7 +66,7 @@ pub fn queue_filter_words(text: &str) -> Vec<String> {
 /// One browsed message, kept small: with a million browsed the list must fit in little memory
 /// (see `examples/bench_big_dlq.rs`). It holds what the list, the filter and the groups need
 /// (the [`Brief`], the key) and the message itself packed, in memory or, for a page read from
-/// a broker in chunks, in the page's spill file (`broker::spill`); [`Row::open`] reads and
+/// a broker in chunks, in the page's spill file (`local::spill`); [`Row::open`] reads and
 /// explains the whole message again when the detail, the pager, a save or a custom command
 /// needs it.
 #[derive(Clone, Debug)]

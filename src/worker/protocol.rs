@@ -223,10 +223,10 @@ impl JobKind {
 }
 
 /// One message of a page sent in chunks: what the list, the filter and the groups need of it,
-/// and where the message itself lies in the page's spill file (`broker::spill`).
+/// and where the message itself lies in the page's spill file (`local::spill`).
 #[derive(Clone, Debug)]
 pub struct Listed {
-    pub letter: crate::broker::spill::Letter,
+    pub letter: crate::local::spill::Letter,
     pub brief: crate::domain::brief::Brief,
     /// `identity::message_key`, inline when short (most are: see `tui::state::Row`).
     pub key: compact_str::CompactString,
