@@ -60,7 +60,7 @@ impl MemoryPort for Store {
     }
 
     fn finish_run(&self, id: i64, out: &AuditOutcome, moved: &Spool) -> Vec<String> {
-        crate::broker::audit::record_outcome(self, id, out, moved)
+        crate::store::record_outcome(self, id, out, moved)
     }
 
     fn keep_protect(&self, rec: &ProtectRecord) -> Result<(), String> {
