@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use warren::broker::audit::{self, AuditStream, Consent};
-use warren::broker::config::{self, Config, Overrides};
 use warren::broker::session::Session;
+use warren::config::{self, Config, Overrides};
 use warren::store::{AuditOutcome, AuditStart};
 
 fn env_or(name: &str, default: &str) -> String {

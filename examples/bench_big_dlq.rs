@@ -26,7 +26,7 @@ use lapin::{BasicProperties, Connection};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::tui::{Event, State, Theme, update, view};
 
 const QUEUE: &str = "orders.dlq";
@@ -286,7 +286,7 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
     // SAFETY: set before the worker (the only other reader of the environment) starts.
     unsafe {
         std::env::set_var("WARREN_STORE", dir.join("warren.db"));
-        std::env::set_var(warren::broker::spill::CACHE_ENV, &dir);
+        std::env::set_var(warren::local::spill::CACHE_ENV, &dir);
     }
     std::fs::write(dir.join("config.toml"), "")?;
     let overrides = Overrides {
@@ -359,7 +359,7 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
     }
     let read = t.elapsed();
     let rows = st.browse.as_ref().map_or(0, |b| b.rows.len());
-    let spilled = std::fs::read_dir(warren::broker::spill::dir())
+    let spilled = std::fs::read_dir(warren::local::spill::dir())
         .map(|d| {
             d.flatten()
                 .filter_map(|e| e.metadata().ok())

@@ -39,8 +39,8 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Connection};
-use warren::broker::config::{self, Config, Overrides};
 use warren::broker::session::{ReadConsent, ReplaySpec, Session};
+use warren::config::{self, Config, Overrides};
 use warren::domain::selection::Selection;
 use warren::store::{AuditOutcome, AuditStart, Store};
 

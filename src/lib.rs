@@ -3,9 +3,12 @@
 //! The layers, from the inside out:
 //! - [`domain`]: pure model — header values, x-death, framework conventions, verdicts,
 //!   fingerprints, replay plans, filters, terminal-safe text. No IO.
-//! - [`broker`]: configuration, the management API (reqwest) and AMQP (lapin): discovery, browse,
-//!   replay.
+//! - [`config`]: where Warren connects and how it behaves: the config file, its contexts, URLs
+//!   and settings, resolved with the command line's overrides. No broker IO.
+//! - [`broker`]: the management API (reqwest) and AMQP (lapin): discovery, browse, replay.
 //! - [`store`]: Warren's local memory (rusqlite): first-seen times and the replay audit.
+//! - [`local`]: Warren's short-lived local files: a browsed page (`spill`) and a run's moved ids
+//!   (`spool`), kept out of memory.
 //! - [`demo`]: `warren demo`, a vhost of real dead letters: scenarios as data, the AMQP moves
 //!   that make them happen (uses broker and domain).
 //! - [`worker`]: the background tokio task that owns broker connections for the TUI.
@@ -36,9 +39,11 @@ pub fn tune_allocator() {
 
 pub mod broker;
 pub mod cli;
+pub mod config;
 pub mod demo;
 pub mod domain;
 mod editor;
+pub mod local;
 pub mod ops;
 pub mod store;
 pub mod tui;

@@ -453,7 +453,7 @@ async fn on_a_terminal_warren_asks_before_it_creates_the_audit_stream() {
 
 /// A session on `vhost` as the CLI opens one (the context from the URLs).
 async fn session_on(vhost: &TestVhost) -> warren::broker::session::Session {
-    use warren::broker::config::{self, Config, Overrides};
+    use warren::config::{self, Config, Overrides};
     let overrides = Overrides {
         amqp_url: Some(vhost.amqp_url()),
         management_url: Some(vhost.broker.mgmt_url_with_creds()),
@@ -530,7 +530,7 @@ async fn a_run_of_many_ids_is_written_in_bounded_entries_and_warren_audit_reads_
                 }
             })
             .collect();
-        let spool = warren::broker::spool::Spool::default();
+        let spool = warren::local::spool::Spool::default();
         spool.append(spooled.clone());
         let note = record
             .finish(

@@ -16,9 +16,9 @@ use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString};
 use lapin::{BasicProperties, Connection};
 use replay_util::Home;
-use warren::broker::config::Overrides;
-use warren::broker::spill::Letter;
+use warren::config::Overrides;
 use warren::domain::features::QueueType;
+use warren::local::spill::Letter;
 use warren::tui::state::{Focus, MsgOrder};
 use warren::tui::{Command, Event, Report, State, Theme, update};
 
@@ -134,7 +134,7 @@ async fn a_long_page_arrives_in_chunks_each_message_once_read_back_from_its_spil
     // SAFETY: set before any thread of this test reads the environment.
     unsafe {
         std::env::set_var("WARREN_STORE", home.store());
-        std::env::set_var(warren::broker::spill::CACHE_ENV, home.dir.join("cache"));
+        std::env::set_var(warren::local::spill::CACHE_ENV, home.dir.join("cache"));
     }
     let broker = TestBroker::default_broker();
     let label = broker.label.clone();

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use warren::broker::config::{self, Config, ConfigError, Overrides};
+use warren::config::{self, Config, ConfigError, Overrides};
 
 fn example() -> Config {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.example.toml");

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use warren::broker::config::{self, Config, ConfigError, Overrides, Unlocked};
 use warren::cli::args::ConnArgs;
 use warren::cli::commands::prepare_tui;
+use warren::config::{self, Config, ConfigError, Overrides, Unlocked};
 
 struct Dir(PathBuf);
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::amqp::amqp_depth;
 use common::{TestBroker, TestVhost, enc, unique};
 use warren::broker::browse::{BrowseRequest, browse};
-use warren::broker::config::{self, Config, Overrides, Target};
+use warren::config::{self, Config, Overrides, Target};
 use warren::demo::{self, DemoError, DemoReport, QueueRole};
 use warren::domain::convention::Convention;
 use warren::domain::explain::{Explanation, explain};

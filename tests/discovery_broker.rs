@@ -14,9 +14,9 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, ExchangeKind};
 use serde_json::json;
-use warren::broker::config::{self, Config, Overrides};
 use warren::broker::discover;
 use warren::broker::management::Management;
+use warren::config::{self, Config, Overrides};
 use warren::domain::discovery::{Convention, DlqKind, QueueType, RetryLoop, resolve_routing};
 
 fn args(pairs: &[(&str, AMQPValue)]) -> FieldTable {

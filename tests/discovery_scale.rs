@@ -11,9 +11,9 @@ use common::{TestBroker, TestVhost};
 use futures_util::{StreamExt, stream};
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable};
-use warren::broker::config::{self, Config, Overrides};
 use warren::broker::discover;
 use warren::broker::management::Management;
+use warren::config::{self, Config, Overrides};
 use warren::domain::discovery::{self, Convention};
 
 const PAIRS: usize = 5_000;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::{TestBroker, TestVhost, enc};
 use reqwest::Method;
 use serde_json::json;
-use warren::broker::config::{self, Config, Overrides, Target};
 use warren::broker::management::{Management, ManagementError, PermissionState};
+use warren::config::{self, Config, Overrides, Target};
 
 fn no_env(_: &str) -> Option<String> {
     None

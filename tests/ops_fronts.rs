@@ -152,7 +152,7 @@ async fn a_viewer_moves_nothing_from_the_command_line() {
 
 #[tokio::test]
 async fn a_viewer_moves_nothing_from_the_terminal_ui_and_its_header_says_read_only() {
-    use warren::broker::config::Overrides;
+    use warren::config::Overrides;
     for b in TestBroker::all() {
         let vh = TestVhost::new(&b, "ops-viewer-tui").await;
         let home = Home::new("ops-viewer-tui");

@@ -20,7 +20,7 @@ use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel};
 use replay_util::Home;
 use warren::broker::browse::{self, BrowseRequest, StopReason};
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::quorum::BrowsePolicy;
 use warren::domain::read_end::ReadEnd;

@@ -15,7 +15,7 @@ use common::{TestBroker, TestVhost};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use replay_util::{Home, dead_letter, message_ids, read_all, simple, warren};
 use tokio::sync::mpsc;
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
 use warren::worker::protocol::{Command, RedirectChange, Report};

@@ -324,7 +324,7 @@ async fn through_the_default_exchange_the_canary_estimates_and_without_a_consume
 /// fails, so 10 move, 10 come back and the other 50 stay; the outcome says so, and the Replays
 /// view's run carries the canary's record.
 async fn tui_canary(b: TestBroker) {
-    use warren::broker::config::Overrides;
+    use warren::config::Overrides;
     use warren::domain::canary::{CanaryDecision, CanaryRule};
     use warren::tui::{Command, ReplayRequest, Report};
     let vh = TestVhost::new(&b, "canary-tui").await;

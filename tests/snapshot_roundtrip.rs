@@ -11,7 +11,7 @@ use std::process::Command;
 
 use common::{TestBroker, unique};
 use warren::broker::browse::{BrowseRequest, browse};
-use warren::broker::config::{self, Config, Overrides};
+use warren::config::{self, Config, Overrides};
 use warren::demo;
 use warren::domain::features::QueueType;
 use warren::domain::quorum::BrowsePolicy;

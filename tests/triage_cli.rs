@@ -337,7 +337,7 @@ async fn the_tuis_worker_continues_from_the_stores_samples() {
 
     // The worker reads the same store (this test's process only).
     unsafe { std::env::set_var("WARREN_STORE", home.store()) };
-    let (tx, mut rx, worker) = common::spawn_worker(warren::broker::config::Overrides {
+    let (tx, mut rx, worker) = common::spawn_worker(warren::config::Overrides {
         config_path: Some(home.dir.join("config.toml")),
         amqp_url: Some(vhost.amqp_url()),
         management_url: Some(broker.mgmt_url_with_creds()),

@@ -15,7 +15,7 @@ use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use replay_util::{Home, warren};
 use tokio::sync::mpsc;
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
 use warren::worker::protocol::{Command, Report};

@@ -231,7 +231,7 @@ async fn a_management_user_with_write_may_replay() {
 
 #[tokio::test]
 async fn an_administrator_with_nothing_writable_is_refused_in_cli_and_worker() {
-    use warren::broker::config::Overrides;
+    use warren::config::Overrides;
     use warren::worker::protocol::{Command, ReplayRequest, Report};
     for b in TestBroker::all() {
         let vh = TestVhost::new(&b, "truth-ro-admin").await;
@@ -342,7 +342,7 @@ async fn queue_names_with_brackets_pipes_and_carets_work() {
 // "● connected" only when both APIs answered for the vhost
 
 /// The connection states the worker reports for `overrides` after being asked for the queues.
-async fn connection_states(overrides: warren::broker::config::Overrides) -> Vec<String> {
+async fn connection_states(overrides: warren::config::Overrides) -> Vec<String> {
     use warren::worker::protocol::{Command, ConnectionState, Report};
     let (cmd_tx, mut ev_rx, worker) = common::spawn_worker(overrides);
     cmd_tx
@@ -377,7 +377,7 @@ async fn connection_states(overrides: warren::broker::config::Overrides) -> Vec<
 
 #[tokio::test]
 async fn connected_means_management_and_amqp_answered_for_the_vhost() {
-    use warren::broker::config::Overrides;
+    use warren::config::Overrides;
     for b in TestBroker::all() {
         let vh = TestVhost::new(&b, "truth-connected").await;
         let home = Home::new("truth-connected");

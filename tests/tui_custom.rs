@@ -9,7 +9,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::KeyCode;
 use tui_fixtures::*;
-use warren::broker::config::CommandConfig;
+use warren::config::CommandConfig;
 use warren::tui::custom::{self, CustomCommand};
 use warren::tui::state::Focus;
 use warren::tui::{State, update, view};

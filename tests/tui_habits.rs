@@ -165,13 +165,13 @@ fn y_copies_the_id_and_y_the_body_but_not_binary_or_terminal_controls() {
 /// saves nothing, rather than a snapshot holding a stand-in for it.
 #[test]
 fn a_snapshot_is_not_saved_from_a_message_that_cannot_be_read_back() {
-    use warren::broker::spill::{Letter, SpillWriter};
     use warren::domain::brief::{Brief, Interner};
     use warren::domain::packed::Packed;
+    use warren::local::spill::{Letter, SpillWriter};
     let mut st = first_message(masstransit(), b"{}");
     let dir = std::env::temp_dir().join(crate::common::unique("warren-unreadable"));
     // SAFETY: this test's own variable, set before it spills.
-    unsafe { std::env::set_var(warren::broker::spill::CACHE_ENV, &dir) };
+    unsafe { std::env::set_var(warren::local::spill::CACHE_ENV, &dir) };
     let mut w = SpillWriter::create().expect("a spill file");
     let msg = masstransit();
     let exp = warren::domain::explain::explain(&msg);

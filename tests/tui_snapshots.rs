@@ -624,7 +624,7 @@ fn command_log() {
 #[test]
 fn a_coloured_context_is_a_badge_in_the_header_bar() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
-    st.overview.color = Some(warren::broker::config::ContextColor::Red);
+    st.overview.color = Some(warren::config::ContextColor::Red);
     st.overview.label = Some("PROD".into());
     snap("context_colour", &st);
     let buf = render(&st, 80, 24);

@@ -17,7 +17,7 @@ use lapin::types::FieldTable;
 use replay_util::{Home, fill, message_ids, read_all};
 use tokio::sync::mpsc;
 use warren::broker::archive::{Publish, Published, STOPPED, publish_confirmed};
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
 use warren::tui::{Command, ReplayRequest, Report};

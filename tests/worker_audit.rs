@@ -14,7 +14,7 @@ use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
 use replay_util::{Home, reject_all};
 use tokio::sync::mpsc;
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
 use warren::tui::{Command, ReplayRequest, Report};

@@ -15,7 +15,7 @@ use backlog_util::{
 use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};
 use replay_util::Home;
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::domain::selection::Selection;
 use warren::tui::{Command, ReplayRequest, Report};
 

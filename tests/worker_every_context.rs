@@ -14,7 +14,7 @@ use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
 use replay_util::Home;
 use tokio::sync::mpsc;
-use warren::broker::config::{Overrides, Unlocked};
+use warren::config::{Overrides, Unlocked};
 use warren::domain::features::QueueType;
 use warren::tui::{Command, Report};
 

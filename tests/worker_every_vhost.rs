@@ -13,7 +13,7 @@ use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
 use replay_util::Home;
 use tokio::sync::mpsc;
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::tui::{Command, Report};
 

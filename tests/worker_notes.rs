@@ -12,7 +12,7 @@ use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
 use replay_util::Home;
 use tokio::sync::mpsc;
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::domain::explain::explain;
 use warren::domain::features::QueueType;
 use warren::domain::grouping::{GroupBy, GroupNote, WaitQueues, group_key};

@@ -11,7 +11,7 @@ use common::{TestBroker, TestVhost};
 use lapin::types::{AMQPValue, FieldTable};
 use replay_util::Home;
 use tokio::sync::mpsc;
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
 use warren::tui::{Command, Operation, OperationKind, ReplayRequest, Report};

@@ -13,7 +13,7 @@ use common::{TestBroker, TestVhost};
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 use tokio::sync::mpsc;
-use warren::broker::config::Overrides;
+use warren::config::Overrides;
 use warren::domain::selection::Selection;
 use warren::worker::protocol::{Command, Overview, ReplayOutcome, ReplayRequest, Report, Ticket};
 

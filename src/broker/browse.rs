@@ -37,7 +37,7 @@ use crate::domain::quorum::BrowsePolicy;
 /// Messages per page unless asked otherwise.
 pub const DEFAULT_LIMIT: usize = 200;
 /// The largest page Warren reads in one browse: a million, which the TUI lists with the
-/// messages themselves in a file (`broker::spill`).
+/// messages themselves in a file (`local::spill`).
 pub const MAX_LIMIT: usize = 1_000_000;
 /// Largest page on a quorum queue with a delivery limit: prefetch is a 16-bit number, and an
 /// unbounded prefetch could pull (and so charge a delivery to) messages we never look at.

@@ -11,7 +11,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use url::Url;
 
-use crate::broker::config::{Credentials, Target};
+use crate::config::{Credentials, Target};
 use crate::domain::discovery::{Binding, BrokerFeatures, ExchangeInfo, Policy, QueueInfo};
 use crate::domain::sanitize;
 
@@ -179,7 +179,7 @@ const MAX_REDIRECTS: usize = 10;
 /// would hand them (or the operator's trust) to it. Same host, same or stronger scheme only.
 fn redirect_refusal(previous: &[Url], next: &Url) -> Option<String> {
     let from = previous.last()?;
-    let shown = |u: &Url| crate::broker::config::redact_url(u.as_str());
+    let shown = |u: &Url| crate::config::redact_url(u.as_str());
     if previous.len() > MAX_REDIRECTS {
         return Some(format!(
             "more than {MAX_REDIRECTS} redirects from {}: not followed",

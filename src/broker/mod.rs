@@ -1,5 +1,6 @@
-//! Reaching a real broker: configuration, the management HTTP API, AMQP connections, browsing
-//! and replaying. Turns what the broker says into domain types and errors in the user's words.
+//! Reaching a real broker: the management HTTP API, AMQP connections, browsing and replaying
+//! (configuration is `crate::config`, local files `crate::local`). Turns what the broker says
+//! into domain types and errors in the user's words.
 
 pub mod amqp;
 pub mod amqp10;
@@ -8,7 +9,6 @@ pub mod audit;
 pub mod browse;
 pub mod canary;
 pub mod cluster;
-pub mod config;
 pub mod discover;
 pub mod management;
 pub mod redirects;
@@ -16,6 +16,4 @@ pub mod replay;
 pub mod restore;
 pub mod rights;
 pub mod session;
-pub mod spill;
-pub mod spool;
 pub(crate) mod steps;

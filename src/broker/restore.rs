@@ -678,23 +678,8 @@ impl Outcome {
     }
 }
 
-/// Remembers restored messages (by their references) in `st` under the archive's `key`, by the
-/// audit record `audit_id`: what [`publish`] calls after each batch. `st` is a store or a
-/// reference to one (the worker's task owns its store).
-pub fn remember_in<S: std::borrow::Borrow<Store>>(
-    st: S,
-    key: String,
-    audit_id: Option<i64>,
-) -> impl FnMut(&[String]) -> Result<(), String> {
-    move |refs: &[String]| {
-        st.borrow()
-            .record_restored(&key, refs, audit_id, jiff::Timestamp::now())
-            .map_err(|e| e.to_string())
-    }
-}
-
 /// Publishes the plan's messages with confirms, a batch at a time, and has `remember` keep each
-/// batch's confirmed ones (see [`remember_in`]) before the next batch goes: a restore stopped or
+/// batch's confirmed ones (see `store::remember_restored`) before the next batch goes: a restore stopped or
 /// killed halfway does not forget what it already put back. `cancel` stops it between batches.
 /// `on_batch` is told (restored, failed, total) as each batch is settled.
 pub async fn publish(

@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 use url::Url;
 
 use crate::broker::amqp::{self, AmqpError, ConvertError, TooLong};
-use crate::broker::config::Target;
 use crate::broker::management::{Management, ManagementError};
+use crate::config::Target;
 use crate::domain::sanitize;
 
 pub use scenarios::{LADDER_ATTEMPTS, RETRY_WAIT_TTL_MS};

@@ -87,7 +87,7 @@ impl Packed {
 
     /// The packing as one byte string (the length of the rest, 4 bytes little-endian, the rest,
     /// then the body), appended to `out`: how a message is kept out of memory
-    /// (`broker::spill`). [`Packed::from_bytes`] reads it back.
+    /// (`local::spill`). [`Packed::from_bytes`] reads it back.
     pub fn write_bytes(&self, out: &mut Vec<u8>) {
         let meta = u32::try_from(self.meta.len()).unwrap_or(u32::MAX);
         out.extend_from_slice(&meta.to_le_bytes());

@@ -17,14 +17,13 @@ use super::rights::ReadOnly;
 use super::{Front, Plan, Stop};
 use crate::broker::archive::{DeclareError, Place, StreamState};
 use crate::broker::audit::Consent;
-use crate::broker::config::ArchiveSettings;
 use crate::broker::management::ManagementError;
 use crate::broker::redirects::Current;
 use crate::broker::replay::{Progress, StopReason, Summary};
 use crate::broker::session::{
     Explained, ReadConsent, ReplaySpec, Selected, SessionError, WriteCheck,
 };
-use crate::broker::spool::Spool;
+use crate::config::ArchiveSettings;
 use crate::domain::archive::Stamp;
 use crate::domain::discovery::{JsonMap, Policy};
 use crate::domain::grouping::GroupNote;
@@ -32,6 +31,7 @@ use crate::domain::message::DeadLetter;
 use crate::domain::protect::ProtectPlan;
 use crate::domain::redirect::{self, Destination, Entry, RedirectRecord};
 use crate::domain::run::RunKind;
+use crate::local::spool::Spool;
 use crate::store::{AuditOutcome, AuditStart, ProtectRecord};
 
 pub(crate) const REDIRECT_STREAM: &str = "warren.redirects";

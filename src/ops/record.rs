@@ -9,11 +9,11 @@ use super::ports::{BrokerLog, MemoryPort, RecordPort};
 use crate::broker::audit::{BrokerRecord, Consent, new_run_id};
 use crate::broker::replay::Summary;
 use crate::broker::session::SessionError;
-use crate::broker::spool::Spool;
 use crate::domain::grouping::GroupNote;
 use crate::domain::protect::ProtectPlan;
 use crate::domain::redirect::RedirectRecord;
 use crate::domain::run::RunKind;
+use crate::local::spool::Spool;
 use crate::store::{AuditOutcome, AuditStart, NoteRecord, ProtectRecord};
 
 /// What still holds a change whose broker record could not be written.

@@ -387,7 +387,7 @@ impl<B: RestorePort> Ready<'_, B> {
 
     /// The audit's finish in both places; returns what could not be written, said once.
     pub async fn finish(mut self, out: &restore::Outcome) -> Vec<String> {
-        let none = crate::broker::spool::Spool::default();
+        let none = crate::local::spool::Spool::default();
         self.record
             .finish_local(Some(&self.store), &out.audit, &none);
         self.record.finish_broker(out.audit.clone(), &none).await;

@@ -6,6 +6,7 @@
 mod audit;
 mod ledger;
 mod notes;
+mod outcome;
 mod pending;
 mod restored;
 mod samples;
@@ -21,7 +22,9 @@ pub use audit::{
     IdsPart, Merged, NoteEntry, NoteRecord, Operation, OutcomeEntry, ProtectRecord, Seen,
     current_os_user, merge, unvouched_runs,
 };
+pub use outcome::record_outcome;
 pub use pending::{keep_pending, pending_dir};
+pub use restored::remember_restored;
 
 /// Environment variable naming the store file instead of the default location (tests and
 /// scripted runs use it to keep their history apart).

@@ -53,3 +53,18 @@ impl Store {
         Ok(out)
     }
 }
+
+/// Remembers restored messages (by their references) in `st` under the archive's `key`, by the
+/// audit record `audit_id`: what a restore's publishing (`broker::restore::publish`) calls after
+/// each batch. `st` is a store or a reference to one (the worker's task owns its store).
+pub fn remember_restored<S: std::borrow::Borrow<Store>>(
+    st: S,
+    key: String,
+    audit_id: Option<i64>,
+) -> impl FnMut(&[String]) -> std::result::Result<(), String> {
+    move |refs: &[String]| {
+        st.borrow()
+            .record_restored(&key, refs, audit_id, Timestamp::now())
+            .map_err(|e| e.to_string())
+    }
+}

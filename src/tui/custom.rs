@@ -9,7 +9,7 @@ use ratatui::crossterm::event::KeyEvent;
 
 use super::keys::{self, Key, Scope};
 use super::state::{Opened, State};
-use crate::broker::config::CommandConfig;
+use crate::config::CommandConfig;
 use crate::domain::sanitize;
 
 /// Where custom commands act: on a message, so the panes that show one.

@@ -8,7 +8,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::state::State;
-use crate::broker::config::ContextScope;
+use crate::config::ContextScope;
 use crate::domain::sanitize;
 
 /// One context of the config file, as the picker lists it.

@@ -24,7 +24,7 @@ use super::event::{Event, Report};
 use super::state::State;
 use super::update::update;
 use super::view::view;
-use crate::broker::config::Overrides;
+use crate::config::Overrides;
 use crate::worker::protocol::Command;
 
 /// How often depths are refreshed (and ages re-evaluated).

@@ -21,7 +21,6 @@ use super::event::{ConnectionState, Overview, Ticket};
 use super::oplog::OpLog;
 use super::pager::Pager;
 use super::theme::Theme;
-use crate::broker::spill::Letter;
 use crate::domain::brief::{Brief, Interner, Seconds};
 use crate::domain::convention::Conventions;
 use crate::domain::discovery::{Discovery, DlqInfo, QueueRef};
@@ -32,13 +31,14 @@ use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::packed::Packed;
 use crate::domain::urgency::{self, Figures, History, ReadHead, Sample, SortBy};
+use crate::local::spill::Letter;
 
 /// Rates offered by `+`/`-` (messages per second).
 pub const RATE_STEPS: &[u32] = &[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
 /// The replay modal's starting rate when `replay.rate` is not configured.
 pub const DEFAULT_RATE: u32 = 50;
 /// Messages read per queue when `browse.page_size` is not configured.
-pub const DEFAULT_BROWSE_LIMIT: usize = crate::broker::config::DEFAULT_PAGE_SIZE;
+pub const DEFAULT_BROWSE_LIMIT: usize = crate::config::DEFAULT_PAGE_SIZE;
 /// Why replay is off when Warren was started read-only, before the worker said more.
 pub const FLAG_READ_ONLY_REASON: &str = "replay is disabled: Warren runs read-only (--read-only)";
 /// Depths older than this are marked stale in the status bar.
@@ -66,7 +66,7 @@ pub fn queue_filter_words(text: &str) -> Vec<String> {
 /// One browsed message, kept small: with a million browsed the list must fit in little memory
 /// (see `examples/bench_big_dlq.rs`). It holds what the list, the filter and the groups need
 /// (the [`Brief`], the key) and the message itself packed, in memory or, for a page read from
-/// a broker in chunks, in the page's spill file (`broker::spill`); [`Row::open`] reads and
+/// a broker in chunks, in the page's spill file (`local::spill`); [`Row::open`] reads and
 /// explains the whole message again when the detail, the pager, a save or a custom command
 /// needs it.
 #[derive(Clone, Debug)]

@@ -22,7 +22,7 @@ pub(crate) const HANGUP_GRACE: Duration = Duration::from_millis(500);
 
 /// How long the worker gets to settle the run in flight once a signal stopped the UI: a settle
 /// takes a few seconds at most (the commands wait as long for a first Ctrl-C), and recording
-/// the outcome in a locked store up to about 20 more (`broker::audit::record_outcome`, which
+/// the outcome in a locked store up to about 20 more (`store::record_outcome`, which
 /// then keeps it pending); a SIGTERM stops waiting at once.
 pub(crate) const SETTLE_LIMIT: Duration = Duration::from_secs(30);
 

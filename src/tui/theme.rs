@@ -3,7 +3,7 @@
 
 use ratatui::style::{Color, Modifier, Style};
 
-use crate::broker::config::ContextColor;
+use crate::config::ContextColor;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Theme {

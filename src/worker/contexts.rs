@@ -14,8 +14,8 @@ use futures_util::stream;
 
 use super::ops::Ops;
 use super::protocol::{ConnectionState, Failure, Overview, Reach, Report, Ticket};
-use crate::broker::config::{self, Overrides};
 use crate::broker::session::Sessions;
+use crate::config::{self, Overrides};
 use crate::domain::discovery::{Discovery, QueueRef};
 use crate::domain::sanitize;
 

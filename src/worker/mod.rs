@@ -20,8 +20,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::broker::archive as keep;
-use crate::broker::config::{self, Overrides};
 use crate::broker::session::{ReadConsent, ReplaySpec, Session, SessionError, Sessions};
+use crate::config::{self, Overrides};
 use crate::domain::discovery::{
     self, Convention, Discovery, DlqInfo, DlqKind, QueueRef, QueueType,
 };

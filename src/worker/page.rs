@@ -1,6 +1,6 @@
 //! A page read from a live broker, listed as it arrives: each message is decoded once, explained
 //! once (what the list, the filter and the groups need: `domain::brief`), written packed to the
-//! page's spill file (`broker::spill`) and sent to the UI in chunks of [`CHUNK`] over the
+//! page's spill file (`local::spill`) and sent to the UI in chunks of [`CHUNK`] over the
 //! bounded report channel, so that neither the broker layer nor the worker holds the page. The
 //! last part of a page (fewer than [`CHUNK`]) comes whole in `Report::MessagesLoaded`, which
 //! ends the page; a page no longer than one chunk is only that.
@@ -10,11 +10,11 @@ use std::collections::BTreeSet;
 use tokio::sync::mpsc;
 
 use crate::broker::session::Session;
-use crate::broker::spill::{Letter, SpillWriter};
 use crate::domain::brief::{Brief, Interner};
 use crate::domain::explain;
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
+use crate::local::spill::{Letter, SpillWriter};
 use crate::store::Store;
 
 use super::protocol::{Listed, Report, Ticket};
@@ -140,7 +140,7 @@ impl Lister<'_> {
                 Err(e) => {
                     self.problem = Some(format!(
                         "no spill file in {} ({e}): the page is kept in memory",
-                        crate::broker::spill::dir().display()
+                        crate::local::spill::dir().display()
                     ))
                 }
             }

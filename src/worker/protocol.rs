@@ -223,10 +223,10 @@ impl JobKind {
 }
 
 /// One message of a page sent in chunks: what the list, the filter and the groups need of it,
-/// and where the message itself lies in the page's spill file (`broker::spill`).
+/// and where the message itself lies in the page's spill file (`local::spill`).
 #[derive(Clone, Debug)]
 pub struct Listed {
-    pub letter: crate::broker::spill::Letter,
+    pub letter: crate::local::spill::Letter,
     pub brief: crate::domain::brief::Brief,
     /// `identity::message_key`, inline when short (most are: see `tui::state::Row`).
     pub key: compact_str::CompactString,
@@ -450,7 +450,7 @@ pub struct Overview {
     /// Why, in words, when `read_only`.
     pub read_only_reason: String,
     /// The context's colour and label from the config: the header bar shows them.
-    pub color: Option<crate::broker::config::ContextColor>,
+    pub color: Option<crate::config::ContextColor>,
     pub label: Option<String>,
     /// Every context at once (`context` is `*`): each context of the config file, as it was
     /// reached, in the file's order. Empty in any other scope.
@@ -465,13 +465,13 @@ pub struct Overview {
 
 impl Overview {
     /// The vhosts listed: `vhost` is the scope as the operator types it (`*`: every vhost).
-    pub fn vhost_scope(&self) -> crate::broker::config::VhostScope {
-        crate::broker::config::VhostScope::parse(&self.vhost)
+    pub fn vhost_scope(&self) -> crate::config::VhostScope {
+        crate::config::VhostScope::parse(&self.vhost)
     }
 
     /// The contexts listed: `context` is the scope as typed (`*`: every context at once).
-    pub fn context_scope(&self) -> crate::broker::config::ContextScope {
-        crate::broker::config::ContextScope::parse(&self.context)
+    pub fn context_scope(&self) -> crate::config::ContextScope {
+        crate::config::ContextScope::parse(&self.context)
     }
 }
 

@@ -345,7 +345,7 @@ impl Drop for TestVhost {
 /// The TUI's background worker on a broker, as the terminal UI starts it: its command sender,
 /// its event receiver and its task.
 pub fn spawn_worker(
-    overrides: warren::broker::config::Overrides,
+    overrides: warren::config::Overrides,
 ) -> (
     tokio::sync::mpsc::Sender<warren::worker::protocol::Command>,
     tokio::sync::mpsc::Receiver<warren::worker::protocol::Report>,
@@ -467,14 +467,14 @@ pub async fn session_as(
         Some(u) => urls_as(vh, u),
         None => (vh.amqp_url(), vh.broker.mgmt_url_with_creds()),
     };
-    let o = warren::broker::config::Overrides {
+    let o = warren::config::Overrides {
         config_path: Some(config),
         amqp_url: Some(amqp),
         management_url: Some(mgmt),
         vhost: Some(vh.name.clone()),
         ..Default::default()
     };
-    let (_, target) = warren::broker::config::load(&o).expect("config");
+    let (_, target) = warren::config::load(&o).expect("config");
     warren::broker::session::Session::open(target)
         .await
         .expect("session")

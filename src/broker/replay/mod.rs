@@ -37,8 +37,8 @@ mod shell10;
 mod wait;
 mod words;
 
-pub use crate::broker::spool::Spool;
 pub use crate::domain::engine::{AckOp, AckTracker, BacklogWait, StopReason};
+pub use crate::local::spool::Spool;
 pub(crate) use classify::archive_properties;
 pub use classify::{Planned, plan_publish};
 pub use failover::run_failover;

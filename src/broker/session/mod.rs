@@ -13,11 +13,12 @@ use regex::Regex;
 use tokio::sync::OnceCell;
 
 use crate::broker::browse::{self, BrowsePage};
-use crate::broker::config::Target;
 use crate::broker::discover;
 use crate::broker::management::{Management, ManagementError, Overview, WhoAmI};
 use crate::broker::replay;
-use crate::broker::{amqp, cluster, config};
+use crate::broker::{amqp, cluster};
+use crate::config;
+use crate::config::Target;
 use crate::domain::discovery::Discovery;
 use crate::domain::features::BrokerVersion;
 use crate::store::Store;

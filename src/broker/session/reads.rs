@@ -294,7 +294,7 @@ impl Session {
 
     /// Messages that left the queue (replayed) are dropped from what this session read, so the
     /// list after a replay is computed from the read already made rather than by reading again.
-    pub fn forget_moved(&self, queue: &str, moved_keys: &crate::broker::spool::Spool) {
+    pub fn forget_moved(&self, queue: &str, moved_keys: &crate::local::spool::Spool) {
         let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = reads.get_mut(queue) {
             // Only where a read is kept, and the set is of the page's keys, read against the

@@ -406,7 +406,7 @@ impl Engine {
         &self.tally
     }
     /// The keys moved since the last call, oldest first, taken out of the tally: the shell
-    /// keeps them out of memory (`broker::spool`), so a run's memory does not grow with it.
+    /// keeps them out of memory (`local::spool`), so a run's memory does not grow with it.
     pub fn take_moved(&mut self) -> Vec<String> {
         std::mem::take(&mut self.tally.moved_ids)
     }

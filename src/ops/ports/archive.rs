@@ -9,9 +9,9 @@ use tokio::sync::watch;
 
 use super::{RecordPort, Rights};
 use crate::broker::archive::{self as keep, DeclareError, Place, StreamState};
-use crate::broker::config::ArchiveSettings;
 use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::{ReplaySpec, Selected, Session, SessionError, Work, WriteCheck};
+use crate::config::ArchiveSettings;
 use crate::domain::archive::Stamp;
 
 /// What archive and discard need of the broker.

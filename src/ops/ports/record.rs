@@ -13,9 +13,9 @@ use serde::Serialize;
 use super::Author;
 use crate::broker::audit::{BrokerRecord, Consent};
 use crate::broker::session::Session;
-use crate::broker::spool::Spool;
 use crate::domain::grouping::GroupNote;
 use crate::domain::run::RunKind;
+use crate::local::spool::Spool;
 use crate::store::{AuditOutcome, AuditStart, ProtectRecord, Store};
 
 /// Warren's local store, as the operations use it: the audit's row of a run, begun before
@@ -60,7 +60,7 @@ impl MemoryPort for Store {
     }
 
     fn finish_run(&self, id: i64, out: &AuditOutcome, moved: &Spool) -> Vec<String> {
-        crate::broker::audit::record_outcome(self, id, out, moved)
+        crate::store::record_outcome(self, id, out, moved)
     }
 
     fn keep_protect(&self, rec: &ProtectRecord) -> Result<(), String> {

@@ -289,7 +289,7 @@ impl RestorePort for Session {
         audit_id: Option<i64>,
         on_batch: impl FnMut(u64, u64, u64) + Send,
     ) -> impl Future<Output = Outcome> + Send {
-        let remember = restore::remember_in(memory, key, audit_id);
+        let remember = crate::store::remember_restored(memory, key, audit_id);
         restore::publish(self, plan, cancel, remember, on_batch)
     }
 }

@@ -288,7 +288,7 @@ impl Store {
 
     /// [`Store::finish_replay`] with more moved ids after `out.message_ids`: `more` is given a
     /// function to call with each, in order, and they are written one row at a time in the
-    /// outcome's transaction (a run's spool, `broker::spool`), never held as one list.
+    /// outcome's transaction (a run's spool, `local::spool`), never held as one list.
     pub fn finish_replay_with(
         &self,
         id: i64,

@@ -45,7 +45,7 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
         ("", _) => Vec::new(),
         ("q" | "q!" | "quit" | "qa", _) => force_quit(state),
         ("ctx" | "context", false) => {
-            let to = if crate::broker::config::ContextScope::parse(&arg).is_every() {
+            let to = if crate::config::ContextScope::parse(&arg).is_every() {
                 "every context".to_string()
             } else {
                 format!("context {}", sanitize::one_line(&arg, 60))
@@ -59,7 +59,7 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
                 );
                 return Vec::new();
             }
-            let to = if crate::broker::config::VhostScope::parse(&arg).is_every() {
+            let to = if crate::config::VhostScope::parse(&arg).is_every() {
                 "every vhost".to_string()
             } else {
                 format!("vhost {}", sanitize::one_line(&arg, 60))

@@ -103,7 +103,7 @@ impl super::Overrides {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::config::Overrides;
+    use crate::config::Overrides;
 
     #[test]
     fn a_star_is_every_and_any_other_name_is_one_and_both_read_back_as_typed() {
