@@ -120,6 +120,7 @@ async fn open<'a>(
         unresponsive: false,
         left: None,
         stopped: false,
+        depth_ch: None,
     })
 }
 

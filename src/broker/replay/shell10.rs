@@ -53,6 +53,8 @@ pub(super) struct Shell10<'a> {
     pub(super) left: Option<Option<u64>>,
     /// The receiver was told to stop taking (credit 0): never topped up again.
     pub(super) stopped: bool,
+    /// The channel depths are asked on (see [`Shell10::ready_in`]).
+    pub(super) depth_ch: Option<lapin::Channel>,
 }
 
 impl Shell10<'_> {
@@ -215,18 +217,32 @@ impl Shell10<'_> {
         Event::Synced(r.map_err(|e| e.text("the dead-letter queue's node (frozen, or cut off?)")))
     }
 
-    /// Ready messages in `queue`, asked over AMQP 0.9.1 (a passive declare), bounded.
+    /// Ready messages in `queue`, asked over AMQP 0.9.1 (a passive declare) on a channel kept
+    /// for it (a failed declare closes it: the next question opens another), bounded.
     async fn ready_in(&mut self, queue: &str, drv: &mut Driver) -> Result<u64, String> {
         let conn = self.depth_conn;
-        let q = queue.to_string();
+        let kept = self.depth_ch.take().filter(|c| c.status().connected());
+        let name =
+            crate::broker::amqp::short("the queue name", queue).map_err(|e| e.to_string())?;
         let ask = async move {
-            super::left_in(conn, &q)
+            let ch = match kept {
+                Some(c) => c,
+                None => conn.create_channel().await.map_err(|e| e.to_string())?,
+            };
+            let n = crate::broker::amqp::passive_depth(&ch, name)
                 .await
-                .ok_or_else(|| format!("the broker did not count '{q}'"))
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>((n, ch))
         };
         let r = drv.guarded(self.step * 2, ask).await;
         self.unresponsive |= timed_out(&r);
-        r.map_err(|e| e.text("passive declare"))
+        match r {
+            Ok((n, ch)) => {
+                self.depth_ch = Some(ch);
+                Ok(n)
+            }
+            Err(e) => Err(e.text("passive declare")),
+        }
     }
 
     async fn ask_backlog(&mut self, drv: &mut Driver) -> Event {
@@ -308,6 +324,9 @@ impl Shell10<'_> {
         } else {
             self.step
         };
+        if let Some(ch) = self.depth_ch.take() {
+            let _ = tokio::time::timeout(limit, ch.close(200, "counted".into())).await;
+        }
         let senders: Vec<Sender> = self.senders.drain().map(|(_, s)| s).collect();
         let closing = async {
             for s in senders {
