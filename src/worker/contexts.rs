@@ -213,7 +213,8 @@ pub async fn discover(cs: &Contexts, ticket: Ticket, ops: &Ops) -> Vec<Report> {
 /// One context's listing, named with it: what it is, its dead-letter queues, what the store
 /// remembers of them.
 async fn list_one(name: &str, ss: &Sessions, ticket: Ticket, ops: &Ops) -> Result<Listed, String> {
-    let looked = tokio::time::timeout(CONTEXT_WAIT, super::discover(ss, ticket, ops)).await;
+    let looked =
+        tokio::time::timeout(CONTEXT_WAIT, super::listing::discover(ss, ticket, ops)).await;
     match looked {
         Ok(Report::QueuesLoaded {
             overview,
@@ -223,8 +224,8 @@ async fn list_one(name: &str, ss: &Sessions, ticket: Ticket, ops: &Ops) -> Resul
             discovery.set_context(name);
             discovery.other_queues.clear();
             discovery.retry_loops.clear();
-            let history =
-                super::depth_history(ss.main(), &discovery, ticket).map(|h| in_context(h, name));
+            let history = super::listing::depth_history(ss.main(), &discovery, ticket)
+                .map(|h| in_context(h, name));
             let reach = Reach {
                 context: name.to_string(),
                 label: ss.main().target.label.clone(),
@@ -295,10 +296,10 @@ pub async fn refresh(cs: &Contexts, ticket: Ticket) -> Report {
     let reached = cs.reached();
     let listed: Vec<Result<Depths, String>> = stream::iter(reached)
         .map(|(name, ss)| async move {
-            let looked = tokio::time::timeout(CONTEXT_WAIT, super::listing(&ss)).await;
+            let looked = tokio::time::timeout(CONTEXT_WAIT, super::listing::listing(&ss)).await;
             match looked {
                 Ok(Ok(qs)) => {
-                    super::record_depths(ss.main(), &qs);
+                    super::listing::record_depths(ss.main(), &qs);
                     Ok(qs
                         .into_iter()
                         .map(|(vhost, q)| {

@@ -63,7 +63,7 @@ pub(super) async fn preview(
     ticket: Ticket,
     ops: &Ops,
 ) -> Report {
-    let spec = super::spec_for(s, queue.clone(), selection, None, headers);
+    let spec = super::read::spec_for(s, queue.clone(), selection, None, headers);
     let req = ReplayRequest {
         spec,
         dry_run: true,
@@ -107,7 +107,7 @@ pub(super) async fn replay(
     ops: &Ops,
 ) -> Report {
     let rate = (req.rate > 0).then_some(f64::from(req.rate));
-    let mut spec = super::spec_for(
+    let mut spec = super::read::spec_for(
         &s,
         req.queue.clone(),
         req.selection.clone(),
@@ -187,7 +187,7 @@ pub(super) async fn archive_or_discard(
             Err(e) => return plan::replay_failed(&req, &format!("{e}; nothing deleted")),
         },
     };
-    let mut spec = super::spec_for(
+    let mut spec = super::read::spec_for(
         &s,
         req.queue.clone(),
         req.selection.clone(),
