@@ -256,7 +256,7 @@ async fn warren_round(
         keep_attempts: false,
         clear_expiry: false,
         strip_failure_stamp: false,
-        window: session.target.settings.replay.window,
+        window: session.handle.target.settings.replay.window,
         consent: ReadConsent::Reuse,
         run_id: None,
         max_backlog: None,
@@ -275,8 +275,8 @@ async fn warren_round(
         run_id: warren::broker::audit::new_run_id(jiff::Timestamp::now()),
         at: jiff::Timestamp::now(),
         os_user: warren::store::current_os_user(),
-        broker_user: session.whoami.name.clone(),
-        context: session.target.context.clone(),
+        broker_user: session.handle.whoami.name.clone(),
+        context: session.handle.target.context.clone(),
         vhost: b.vhost.clone(),
         from_queue: "dlq".into(),
         targets: preview.targets.keys().cloned().collect(),
@@ -332,7 +332,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
     };
     let target = config::resolve(&Config::default(), &overrides, &|_| None)?;
     let session = Session::open(target).await?;
-    let stream = session.target.archive.stream.clone();
+    let stream = session.handle.target.archive.stream.clone();
     let ch = conn.create_channel().await?;
     let _ = ch
         .queue_delete(stream.as_str().into(), Default::default())
@@ -352,7 +352,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         keep_attempts: false,
         clear_expiry: false,
         strip_failure_stamp: false,
-        window: session.target.settings.replay.window,
+        window: session.handle.target.settings.replay.window,
         consent: ReadConsent::Reuse,
         run_id: None,
         max_backlog: None,
@@ -366,8 +366,8 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
             run_id: warren::broker::audit::new_run_id(jiff::Timestamp::now()),
             at: jiff::Timestamp::now(),
             os_user: warren::store::current_os_user(),
-            broker_user: session.whoami.name.clone(),
-            context: session.target.context.clone(),
+            broker_user: session.handle.whoami.name.clone(),
+            context: session.handle.target.context.clone(),
             vhost: b.vhost.clone(),
             from_queue: "dlq".into(),
             targets: vec![stream.clone()],
@@ -388,7 +388,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
                 by: "bench@guest".into(),
                 reason: "benchmark".into(),
             },
-            user_id: session.target.credentials.username.clone(),
+            user_id: session.handle.target.credentials.username.clone(),
         },
         limit: u64::from(n),
         allowed_targets: [(String::new(), stream.clone())].into_iter().collect(),

@@ -255,7 +255,7 @@ async fn each_operation_keeps_its_guarantees_at_its_home() {
             f.asked
         );
         assert_eq!(
-            s.queue_exists("warren.archive").await.ok(),
+            s.handle.queue_exists("warren.archive").await.ok(),
             Some(false),
             "{}: no stream without consent",
             b.label

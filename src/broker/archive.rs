@@ -710,7 +710,9 @@ impl Place {
     /// The key restored messages are remembered under.
     pub fn key(&self, s: &crate::broker::session::Session) -> String {
         match self {
-            Place::Stream(name) => format!("stream:{}:{}:{name}", s.target.context, s.vhost()),
+            Place::Stream(name) => {
+                format!("stream:{}:{}:{name}", s.handle.target.context, s.vhost())
+            }
             Place::Local(path, _) => format!("file:{}", path.display()),
         }
     }
@@ -734,7 +736,7 @@ pub async fn retention_refusal(
             crate::domain::sanitize::one_line(name, 100)
         )
     };
-    let q = match s.mgmt.queue(s.vhost(), name).await {
+    let q = match s.handle.mgmt.queue(s.vhost(), name).await {
         Ok(q) => q,
         // A dry run's stream that is not created yet: Warren would declare it as promised.
         Err(crate::broker::management::ManagementError::NoQueue { .. }) => return Ok(()),
@@ -743,10 +745,15 @@ pub async fn retention_refusal(
     let policies = match q.effective_policy {
         Some(_) => Vec::new(),
         // Not reported yet (a stream just declared): matched by pattern, as the broker does.
-        None => s.mgmt.policies(s.vhost()).await.map_err(unread)?,
+        None => s.handle.mgmt.policies(s.vhost()).await.map_err(unread)?,
     };
     let policy = crate::domain::discovery::policy_definition(&q, &policies);
-    match crate::domain::archive::retention_refusal(name, &q, policy, &s.target.archive.max_age) {
+    match crate::domain::archive::retention_refusal(
+        name,
+        &q,
+        policy,
+        &s.handle.target.archive.max_age,
+    ) {
         Some(why) => Err(why),
         None => Ok(()),
     }
@@ -761,7 +768,7 @@ pub fn local_place(s: &crate::broker::session::Session, why: &str) -> Result<Pla
         )
     })?;
     Ok(Place::Local(
-        local_path(&store, &s.target.context, s.vhost()),
+        local_path(&store, &s.handle.target.context, s.vhost()),
         why.to_string(),
     ))
 }
@@ -797,7 +804,7 @@ pub fn archive_work(
             work.action = Action::Archive {
                 stream: name.clone(),
                 stamp,
-                user_id: s.target.credentials.username.clone(),
+                user_id: s.handle.target.credentials.username.clone(),
             };
             work.allowed_targets.insert((String::new(), name.clone()));
         }
@@ -819,7 +826,7 @@ fn append_local<'m>(
 ) -> Result<(), String> {
     let _lock = lock_local(path)?;
     let now = jiff::Timestamp::now();
-    if let Some(secs) = crate::domain::archive::max_age_secs(&s.target.archive.max_age) {
+    if let Some(secs) = crate::domain::archive::max_age_secs(&s.handle.target.archive.max_age) {
         let dropped = expire_locked(path, secs, now).map_err(|e| {
             format!(
                 "cannot apply retention to the archive {}: {e}; nothing moved",
@@ -861,7 +868,7 @@ pub async fn keep_copies(
         Place::Local(path, _) => return append_local(s, path, stamp, messages.iter()),
         Place::Stream(name) => name,
     };
-    let user = s.target.credentials.username.clone();
+    let user = s.handle.target.credentials.username.clone();
     let mut copies = Vec::with_capacity(messages.len());
     for m in messages {
         let props = crate::broker::amqp::properties_to_amqp(&m.properties, &m.headers)
@@ -874,7 +881,7 @@ pub async fn keep_copies(
             body: m.body.clone(),
         });
     }
-    let conn = s.amqp().await.map_err(|e| e.to_string())?;
+    let conn = s.handle.amqp().await.map_err(|e| e.to_string())?;
     let kept = publish_confirmed(conn, copies, || false, |_, _, _| {}).await?;
     match kept.iter().find(|(_, p)| *p != Published::Confirmed) {
         Some((key, Published::Failed { why, .. })) => Err(format!(

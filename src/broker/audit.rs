@@ -67,11 +67,11 @@ pub enum Consent<'a> {
 /// the context neither allows nor forbids creating it: the question a front end that cannot
 /// stop mid-run (the TUI) asks before the work starts. `None`: nothing to ask.
 pub async fn stream_to_ask_about(s: &Session) -> Option<String> {
-    let name = s.target.audit.stream.clone()?;
-    if s.target.read_only || s.target.audit.create.is_some() {
+    let name = s.handle.target.audit.stream.clone()?;
+    if s.handle.target.read_only || s.handle.target.audit.create.is_some() {
         return None;
     }
-    match s.mgmt.queue(s.vhost(), &name).await {
+    match s.handle.mgmt.queue(s.vhost(), &name).await {
         Err(ManagementError::NoQueue { .. }) => Some(creation_text(s, &name)),
         _ => None,
     }
@@ -83,7 +83,7 @@ pub fn configured_consent(s: &Session, flag: bool) -> Option<bool> {
     if flag {
         Some(true)
     } else {
-        s.target.audit.create
+        s.handle.target.audit.create
     }
 }
 
@@ -101,7 +101,7 @@ pub fn creation_text(s: &Session, name: &str) -> String {
     format!(
         "Warren keeps the audit on the broker too, so the whole rota sees the same record: it will create the stream '{name}' in vhost '{}' (durable, x-max-age {}; needs configure permission)",
         s.vhost(),
-        s.target.audit.max_age
+        s.handle.target.audit.max_age
     )
 }
 
@@ -121,17 +121,17 @@ impl AuditStream {
     /// Opens the context's audit stream for writing, creating it with consent. `Err` says why
     /// the broker record will not be written (turned off, declined, no permission, no streams).
     pub async fn open(s: &Session, consent: Consent<'_>) -> Result<AuditStream, String> {
-        let Some(name) = s.target.audit.stream.clone() else {
+        let Some(name) = s.handle.target.audit.stream.clone() else {
             return Err(format!(
                 "the broker audit stream is turned off for context '{}' (audit_stream = \"\")",
-                s.target.context
+                s.handle.target.context
             ));
         };
         let kept = Kept {
             creation: creation_text(s, &name),
             name,
             what: "audit stream",
-            max_age: Some(s.target.audit.max_age.clone()),
+            max_age: Some(s.handle.target.audit.max_age.clone()),
         };
         Self::open_kept(s, kept, consent).await
     }
@@ -148,10 +148,10 @@ impl AuditStream {
             creation,
             max_age,
         } = kept;
-        if s.target.read_only {
+        if s.handle.target.read_only {
             return Err("read-only: Warren publishes nothing".into());
         }
-        match s.mgmt.queue(s.vhost(), &name).await {
+        match s.handle.mgmt.queue(s.vhost(), &name).await {
             Ok(q) if q.queue_type == QueueType::Stream => {}
             Ok(q) => {
                 return Err(format!(
@@ -175,7 +175,7 @@ impl AuditStream {
             }
             Err(e) => return Err(format!("cannot look up the {what} '{name}': {e}")),
         }
-        let conn = s.amqp().await.map_err(|e| e.to_string())?;
+        let conn = s.handle.amqp().await.map_err(|e| e.to_string())?;
         let channel = conn
             .create_channel()
             .await
@@ -187,7 +187,7 @@ impl AuditStream {
         Ok(AuditStream {
             name,
             channel,
-            user: s.target.credentials.username.clone(),
+            user: s.handle.target.credentials.username.clone(),
         })
     }
 
@@ -383,7 +383,7 @@ impl BrokerRecord {
 }
 
 async fn declare(s: &Session, name: &str, what: &str, max_age: Option<&str>) -> Result<(), String> {
-    let conn = s.amqp().await.map_err(|e| e.to_string())?;
+    let conn = s.handle.amqp().await.map_err(|e| e.to_string())?;
     super::amqp::declare_stream(conn, name, max_age)
         .await
         .map_err(|e| match e {
@@ -407,10 +407,10 @@ pub async fn read(s: &Session) -> Result<Vec<Vec<u8>>, String> {
 
 /// As [`read`], each entry with its `user_id` (the broker user the broker vouches wrote it).
 pub async fn read_signed(s: &Session) -> Result<Vec<(Vec<u8>, Option<String>)>, String> {
-    let Some(name) = s.target.audit.stream.clone() else {
+    let Some(name) = s.handle.target.audit.stream.clone() else {
         return Err(format!(
             "the broker audit stream is turned off for context '{}'",
-            s.target.context
+            s.handle.target.context
         ));
     };
     read_stream_signed(s, name).await
@@ -422,7 +422,7 @@ pub(crate) async fn read_stream_signed(
     s: &Session,
     name: String,
 ) -> Result<Vec<(Vec<u8>, Option<String>)>, String> {
-    match s.mgmt.queue(s.vhost(), &name).await {
+    match s.handle.mgmt.queue(s.vhost(), &name).await {
         Ok(q) if q.queue_type == QueueType::Stream => {}
         Ok(q) => {
             return Err(format!(
@@ -433,7 +433,11 @@ pub(crate) async fn read_stream_signed(
         Err(ManagementError::NoQueue { .. }) => return Ok(Vec::new()),
         Err(e) => return Err(e.to_string()),
     }
-    let conn = s.amqp().await.map_err(|e: SessionError| e.to_string())?;
+    let conn = s
+        .handle
+        .amqp()
+        .await
+        .map_err(|e: SessionError| e.to_string())?;
     // Where the stream ends now, so that a pause on a loaded broker does not pass for the end.
     let Some(tail) = browse::stream_tail(conn, &name, READ_IDLE)
         .await
@@ -598,7 +602,7 @@ pub async fn came_back(
                 let explained = super::session::explain_all(
                     super::session::into_messages(page),
                     &super::session::Remembered::default(),
-                    &s.target.settings.conventions,
+                    &s.handle.target.settings.conventions,
                 );
                 for e in explained {
                     if let Some(f) =
@@ -622,7 +626,7 @@ pub async fn came_back(
 /// True when `r` is a real run of this session's context and vhost, with a run id: the runs
 /// whose comebacks `came_back` counts.
 pub fn is_here(s: &Session, r: &crate::store::AuditRecord) -> bool {
-    r.context == s.target.context && r.vhost == s.vhost() && r.run_id.is_some() && !r.dry_run
+    r.context == s.handle.target.context && r.vhost == s.vhost() && r.run_id.is_some() && !r.dry_run
 }
 
 /// Who ran each run that `messages` came back from ("… after replay R by alice"): from the

@@ -82,7 +82,7 @@ impl Session {
         }
         let mut exchanges = BTreeSet::new();
         for t in targets {
-            let info = match self.mgmt.queue(self.vhost(), t).await {
+            let info = match self.handle.mgmt.queue(self.vhost(), t).await {
                 Ok(i) => i,
                 Err(e) => return estimate(format!("'{}': {e}", one_line(t, 80))),
             };
@@ -108,7 +108,7 @@ impl Session {
                 }
             }
         }
-        let bindings = match self.mgmt.queue_bindings(self.vhost(), dlq).await {
+        let bindings = match self.handle.mgmt.queue_bindings(self.vhost(), dlq).await {
             Ok(b) => b,
             Err(e) => return estimate(e.to_string()),
         };
@@ -132,6 +132,7 @@ impl Session {
             return Err("the canary estimates".into());
         };
         let bindings: Vec<Binding> = self
+            .handle
             .mgmt
             .queue_bindings(self.vhost(), dlq)
             .await
@@ -140,6 +141,7 @@ impl Session {
             .filter(|b| exchanges.contains(&b.source))
             .collect();
         let conn = self
+            .handle
             .connect_amqp("warren-canary")
             .await
             .map_err(|e| e.to_string())?;
@@ -169,7 +171,7 @@ impl Session {
         if estimate {
             w.on(Instant::now(), Seen::DlqReady(c.dlq_base));
         }
-        let Ok(conn) = self.amqp().await else {
+        let Ok(conn) = self.handle.amqp().await else {
             return (CanaryDecision::NotConsumed, w);
         };
         let mut counts = Counts {
@@ -236,6 +238,7 @@ impl Session {
             let mut sum = Some(0u64);
             for t in &plan.targets {
                 let n = self
+                    .handle
                     .mgmt
                     .queue(self.vhost(), t)
                     .await
@@ -301,7 +304,7 @@ fn came_back(s: &Session, dlq: &str, run_id: &str, d: lapin::message::Delivery) 
     if crate::domain::comeback::run_id_of(&dl).as_deref() != Some(run_id) {
         return None;
     }
-    let ex = crate::domain::explain::explain_with(&dl, &s.target.settings.conventions, 0);
+    let ex = crate::domain::explain::explain_with(&dl, &s.handle.target.settings.conventions, 0);
     Some(one_line(&ex.fingerprint.summary, 120))
 }
 

@@ -10,6 +10,7 @@ pub mod browse;
 pub mod canary;
 pub mod cluster;
 pub mod discover;
+pub mod handle;
 pub mod management;
 pub mod redirects;
 pub mod replay;

@@ -22,7 +22,7 @@ pub const KIND: &str = "redirect";
 /// The context's redirect stream: beside its audit stream (`warren.audit` → `warren.redirects`,
 /// another name `NAME.redirects`); `None` when the audit stream is turned off.
 pub fn stream_name(s: &Session) -> Option<String> {
-    let audit = s.target.audit.stream.as_deref()?;
+    let audit = s.handle.target.audit.stream.as_deref()?;
     Some(match audit.strip_suffix(".audit") {
         Some(base) => format!("{base}.redirects"),
         None => format!("{audit}.redirects"),
@@ -69,7 +69,7 @@ pub async fn keep(
     let Some(name) = stream_name(s) else {
         return Err(format!(
             "redirects are kept beside the broker's audit stream, which is turned off for context '{}' (audit_stream = \"\"); nothing changed",
-            s.target.context
+            s.handle.target.context
         ));
     };
     let kept = Kept {
@@ -100,7 +100,7 @@ fn creation_text(s: &Session, name: &str) -> String {
 /// the change creates it. `None`: it exists, or it cannot be looked up (keeping then says why).
 pub async fn creation_question(s: &Session) -> Option<String> {
     let name = stream_name(s)?;
-    match s.mgmt.queue(s.vhost(), &name).await {
+    match s.handle.mgmt.queue(s.vhost(), &name).await {
         Err(ManagementError::NoQueue { .. }) => Some(creation_text(s, &name)),
         _ => None,
     }

@@ -54,7 +54,7 @@ pub async fn read_archive(
             (session::into_messages(page), 0)
         }
         Place::Local(path, _) => {
-            let read = keep::read_local_all(path, &s.target.archive.max_age)?;
+            let read = keep::read_local_all(path, &s.handle.target.archive.max_age)?;
             notes.extend(read.torn);
             let mut messages = read.messages;
             messages.truncate(window);
@@ -92,7 +92,7 @@ pub fn missing_from_record(
     let Place::Stream(name) = place else {
         return None;
     };
-    let secs = archive::max_age_secs(&s.target.archive.max_age)?;
+    let secs = archive::max_age_secs(&s.handle.target.archive.max_age)?;
     let since = jiff::Timestamp::now()
         .checked_sub(jiff::SignedDuration::from_secs(i64::try_from(secs).ok()?))
         .ok()?;
@@ -104,7 +104,7 @@ pub fn missing_from_record(
         .into_iter()
         .filter(|r| {
             r.operation == crate::domain::run::RunKind::Archive
-                && r.context == s.target.context
+                && r.context == s.handle.target.context
                 && r.vhost == s.vhost()
                 && r.targets.contains(&label)
                 && r.started_at >= since
@@ -121,7 +121,7 @@ pub fn missing_from_record(
         "the record says {} message(s) were archived into stream '{}' from this machine within archive_max_age ({}; {} run(s), the latest at {latest}); {missing} of them are no longer in it: something other than that retention dropped them (a byte limit or a shorter max-age on the stream, by argument or policy, or the stream deleted). They cannot be restored from it",
         recorded.len(),
         one_line(name, 100),
-        one_line(&s.target.archive.max_age, 20),
+        one_line(&s.handle.target.archive.max_age, 20),
         runs.len()
     ))
 }
@@ -139,7 +139,7 @@ pub fn explain(s: &Session, messages: Vec<(String, DeadLetter)>) -> Vec<(String,
     let explained = session::explain_all(
         msgs,
         &session::Remembered::default(),
-        &s.target.settings.conventions,
+        &s.handle.target.settings.conventions,
     );
     refs.into_iter().zip(explained).collect()
 }
@@ -327,7 +327,7 @@ pub async fn read_and_choose(
             count_unvouched(&mut out);
         }
         Place::Local(path, _) => {
-            let read = keep::read_local_all(path, &s.target.archive.max_age)?;
+            let read = keep::read_local_all(path, &s.handle.target.archive.max_age)?;
             out.expired = read.expired;
             out.notes.extend(read.torn);
             for page in local_pages(read.messages) {
@@ -471,7 +471,7 @@ pub async fn plan_back(s: &Session, chosen: &[(String, Explained)]) -> Result<Pl
         }
     }
     for q in plan.targets.keys() {
-        if !s.queue_exists(q).await.map_err(|e| e.to_string())? {
+        if !s.handle.queue_exists(q).await.map_err(|e| e.to_string())? {
             plan.refused.push(format!(
                 "queue '{}' does not exist in vhost '{}' any more: restore its messages with --replay, or create it",
                 one_line(q, 80),
@@ -568,7 +568,7 @@ pub async fn plan_replay(
         first_seen: Default::default(),
         quorum: crate::domain::quorum::BrowsePolicy::unrestricted(),
         settle_lag: std::time::Duration::ZERO,
-        conventions: s.target.settings.conventions.clone(),
+        conventions: s.handle.target.settings.conventions.clone(),
         checks: None,
         backlog: None,
         edits: None,
@@ -583,7 +583,7 @@ pub async fn plan_replay(
         let k = crate::domain::identity::message_key(&m);
         let exp = crate::domain::explain::explain_with(
             &m,
-            &s.target.settings.conventions,
+            &s.handle.target.settings.conventions,
             preview.replays.get(&k).copied().unwrap_or(0),
         );
         match replay::plan_publish(&job, &m, &exp) {
@@ -714,7 +714,7 @@ pub async fn publish(
         cancelled: false,
         error: Some(format!("{e}; nothing restored")),
     };
-    let conn = match s.connection("warren-restore").await {
+    let conn = match s.handle.connect_amqp("warren-restore").await {
         Ok(c) => c,
         Err(e) => return failed_outcome(e.to_string()),
     };

@@ -6,8 +6,9 @@
 //! session whether the user may publish at all, and the operations' one home (`crate::ops`)
 //! refuses every operation that takes a message off a queue when it may not.
 
+use crate::broker::handle::Handle;
 use crate::broker::management::PermissionState;
-use crate::broker::session::{Session, Trial, trial_publish};
+use crate::broker::session::{Trial, trial_publish};
 use crate::domain::sanitize::one_line;
 
 /// The broker's word on publishing in the session's vhost.
@@ -21,8 +22,8 @@ pub enum Publishing {
     Unknown(String),
 }
 
-impl Session {
-    /// Whether this user may publish in the vhost, asked once per session: the management
+impl Handle {
+    /// Whether this user may publish in the vhost, asked once per handle: the management
     /// API's permissions where it shows them (administrators), else a trial publish to the
     /// default exchange inside a transaction that is rolled back (nothing stays, no queue is
     /// read, no quorum delivery is spent).
@@ -31,7 +32,7 @@ impl Session {
     }
 }
 
-async fn probe(s: &Session) -> Publishing {
+async fn probe(s: &Handle) -> Publishing {
     let user = one_line(&s.whoami.name, 100);
     let vhost = one_line(s.vhost(), 100);
     let unknown_why = match s.mgmt.permissions(s.vhost()).await {

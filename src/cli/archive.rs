@@ -27,10 +27,10 @@ fn local_place(s: &Session, why: &str) -> Result<Place, Failure> {
 /// Where the archive is for reading: the local file when chosen, else the stream (`None`: there
 /// is none yet).
 async fn place_for_reading(s: &Session, local: bool) -> Result<Option<Place>, Failure> {
-    if local || s.target.archive.local || !s.streams_supported() {
+    if local || s.handle.target.archive.local || !s.streams_supported() {
         return local_place(s, "local archive").map(Some);
     }
-    let name = s.target.archive.stream.clone();
+    let name = s.handle.target.archive.stream.clone();
     match s.archive_state().await.map_err(broker_failure)? {
         StreamState::Stream => Ok(Some(Place::Stream(name))),
         StreamState::Missing => Ok(None),
@@ -46,7 +46,7 @@ fn say_expired(s: &Session, place: &Place, expired: u64) {
     if expired > 0 {
         crate::errln!(
             "{expired} expired, dropped: archived longer ago than archive_max_age ({}) from {}",
-            one_line(&s.target.archive.max_age, 20),
+            one_line(&s.handle.target.archive.max_age, 20),
             one_line(&place.label(), 200)
         );
     }
@@ -95,7 +95,9 @@ async fn spec_for(
         keep_attempts: false,
         clear_expiry: false,
         strip_failure_stamp: false,
-        window: pick.window.unwrap_or(s.target.settings.replay.window),
+        window: pick
+            .window
+            .unwrap_or(s.handle.target.settings.replay.window),
         consent: commands::consent(c),
         // Archive and discard write no replay header.
         run_id: None,
@@ -173,12 +175,14 @@ async fn list(
             crate::outln!(
                 "no archive in vhost '{}' yet (stream '{}' does not exist): nothing was archived here",
                 one_line(s.vhost(), 80),
-                one_line(&s.target.archive.stream, 80)
+                one_line(&s.handle.target.archive.stream, 80)
             );
         }
         return Ok(exit::OK);
     };
-    let window = pick.window.unwrap_or(s.target.settings.replay.window);
+    let window = pick
+        .window
+        .unwrap_or(s.handle.target.settings.replay.window);
     let read = read_archive(&s, &place, window).await?;
     let selection = commands::selection_of(&s, pick.group.as_deref(), pick.by, filter).await?;
     let limit = pick
@@ -193,7 +197,7 @@ async fn list(
         .collect();
     if json && read.expired > 0 {
         print_line(
-            &json!({"event": "expired", "dropped": read.expired, "max_age": s.target.archive.max_age, "archive": place.json(&s.target.archive.max_age)}),
+            &json!({"event": "expired", "dropped": read.expired, "max_age": s.handle.target.archive.max_age, "archive": place.json(&s.handle.target.archive.max_age)}),
         );
     }
     if groups {

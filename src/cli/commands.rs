@@ -226,7 +226,7 @@ pub(crate) async fn read_explained(
     let explained = session::explain_all(
         session::into_messages(page),
         &seen,
-        &s.target.settings.conventions,
+        &s.handle.target.settings.conventions,
     );
     super::triage::remember_head(s, queue, &explained, jiff::Timestamp::now());
     Ok((explained, whole))
@@ -332,7 +332,7 @@ pub async fn export(
         queue: queue.to_string(),
         vhost: s.vhost().to_string(),
         exported_at: jiff::Timestamp::now().to_string(),
-        source: format!("RabbitMQ {}", s.overview.rabbitmq_version),
+        source: format!("RabbitMQ {}", s.handle.overview.rabbitmq_version),
     };
     let text = snapshot::write(&header, &page.messages);
     std::fs::write(output, text)
@@ -660,13 +660,18 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         queue: a.queue.clone(),
         selection,
         limit: a.pick.limit,
-        rate: a.rate.or(s.target.settings.replay.rate.map(f64::from)),
+        rate: a
+            .rate
+            .or(s.handle.target.settings.replay.rate.map(f64::from)),
         to: a.to.clone(),
         allow_fan_out: a.allow_fan_out,
         keep_attempts: a.keep_attempts,
         clear_expiry: a.clear_expiry,
         strip_failure_stamp: a.strip_failure_stamp,
-        window: a.pick.window.unwrap_or(s.target.settings.replay.window),
+        window: a
+            .pick
+            .window
+            .unwrap_or(s.handle.target.settings.replay.window),
         consent: consent(c),
         run_id: None,
         max_backlog: a.max_backlog,
@@ -691,7 +696,7 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
             size,
             wait: a
                 .canary_wait
-                .unwrap_or(s.target.settings.replay.canary_wait),
+                .unwrap_or(s.handle.target.settings.replay.canary_wait),
             tolerance: a.canary_tolerance,
         }),
         edit: a.edit.then_some(ops::replay::EditArchive {

@@ -48,7 +48,7 @@ impl CliFront {
     /// With the session's vhost and archive retention (for the archive plan).
     pub(crate) fn of(mut self, s: &crate::broker::session::Session) -> CliFront {
         self.vhost = s.vhost().to_string();
-        self.max_age = s.target.archive.max_age.clone();
+        self.max_age = s.handle.target.archive.max_age.clone();
         self
     }
 }

@@ -28,7 +28,10 @@ async fn routes(
     ),
     Failure,
 > {
-    let (x, b) = tokio::join!(s.mgmt.exchanges(s.vhost()), s.mgmt.bindings(s.vhost()));
+    let (x, b) = tokio::join!(
+        s.handle.mgmt.exchanges(s.vhost()),
+        s.handle.mgmt.bindings(s.vhost())
+    );
     Ok((
         x.map_err(|e| Failure::broker(e.to_string()))?,
         b.map_err(|e| Failure::broker(e.to_string()))?,
@@ -65,7 +68,7 @@ pub(crate) async fn show(
     }
     let queue = queue.ok_or_else(|| Failure::usage("name a queue or --snapshot FILE"))?;
     let s = open(c).await?;
-    let messages = if queue == s.target.archive.stream {
+    let messages = if queue == s.handle.target.archive.stream {
         // The archive is read to its end, not to the management API's count, which lags behind
         // a stream just written; its messages carry their own headers back (see `archive`).
         let page = s
@@ -81,7 +84,7 @@ pub(crate) async fn show(
         session::explain_all(
             session::into_messages(page),
             &session::Remembered::default(),
-            &s.target.settings.conventions,
+            &s.handle.target.settings.conventions,
         )
     } else {
         read_explained(c, &s, queue, limit).await?.0

@@ -153,13 +153,13 @@ pub async fn queues(c: &ConnArgs, json: bool, all: bool, sort: SortBy) -> Result
             }
         };
         for (vhost, d) in found {
-            let key = s.memory_key_of(&vhost);
+            let key = s.handle.memory_key_of(&vhost);
             let mut kept = HashMap::new();
             histories(st.as_ref(), &key, &d, &mut kept, now);
             let figures = urgency::dlq_figures(&d, &kept, &heads(st.as_ref(), &key), now);
             places.push(Place {
                 context: context.clone().unwrap_or_default(),
-                version: s.overview.features.version,
+                version: s.handle.overview.features.version,
                 vhost,
                 discovery: d,
                 figures,
@@ -445,7 +445,7 @@ async fn read_groups(
     limit: usize,
     now: Timestamp,
 ) -> Result<(Vec<GroupLook>, ReadHead), String> {
-    if q.limit_applies(s.overview.features.version) {
+    if q.limit_applies(s.handle.overview.features.version) {
         return Err(format!(
             "not read: a {} queue with a delivery limit of {}, where every read spends deliveries (`warren protect {}` makes it free to read)",
             q.queue_type.as_str(),
@@ -465,10 +465,11 @@ async fn read_groups(
     let remembered = st
         .and_then(|st| crate::ops::recall(s, st, &q.name, &keys, now).ok())
         .unwrap_or_default();
-    let explained = session::explain_all(messages, &remembered, &s.target.settings.conventions);
+    let explained =
+        session::explain_all(messages, &remembered, &s.handle.target.settings.conventions);
     let head = head_of(&explained, now);
     if let Some(st) = st {
-        let _ = st.record_read_head(&s.memory_key(), &q.name, &head);
+        let _ = st.record_read_head(&s.handle.memory_key(), &q.name, &head);
     }
     // Watch's new-group alert is about failures: the fingerprint, whatever `--by` a view uses.
     let groups = groups::group(
@@ -500,7 +501,7 @@ fn head_of(explained: &[session::Explained], now: Timestamp) -> ReadHead {
 /// queue's oldest dead letter without reading it.
 pub fn remember_head(s: &Session, queue: &str, explained: &[session::Explained], now: Timestamp) {
     if let Ok(st) = Store::open_default() {
-        let _ = st.record_read_head(&s.memory_key(), queue, &head_of(explained, now));
+        let _ = st.record_read_head(&s.handle.memory_key(), queue, &head_of(explained, now));
     }
 }
 
@@ -640,7 +641,7 @@ async fn look_at_scope(
             context: context.clone(),
             ..s.clone()
         }));
-        let key = s.memory_key_of(vhost);
+        let key = s.handle.memory_key_of(vhost);
         let k = w.kept.entry(vhost.clone()).or_default();
         histories(st, &key, d, k, now);
         let heads_now = heads(st, &key);

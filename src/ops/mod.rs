@@ -114,7 +114,9 @@ pub enum Plan<'a> {
 /// a browse that just ended is not taken for one. A run never sees them.
 pub(crate) async fn held_elsewhere(s: &crate::broker::session::Session, queue: &str) -> u64 {
     use lapin::options::QueueDeclareOptions;
-    let Ok(conn) = s.amqp().await else { return 0 };
+    let Ok(conn) = s.handle.amqp().await else {
+        return 0;
+    };
     let Ok(name) = crate::broker::amqp::short("the queue name", queue) else {
         return 0;
     };
@@ -135,7 +137,8 @@ pub(crate) async fn held_elsewhere(s: &crate::broker::session::Session, queue: &
     if !declared.is_ok_and(|d| d.consumer_count() > 0) {
         return 0;
     }
-    s.mgmt
+    s.handle
+        .mgmt
         .queue(s.vhost(), queue)
         .await
         .ok()

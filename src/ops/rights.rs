@@ -15,7 +15,7 @@ pub async fn read_only(s: &Session) -> Option<ReadOnly> {
     if let Some(r) = configured(s) {
         return Some(r);
     }
-    match s.publishing().await {
+    match s.handle.publishing().await {
         Publishing::Refused(why) => Some(ReadOnly::Broker(why.clone())),
         Publishing::Allowed | Publishing::Unknown(_) => None,
     }
@@ -24,9 +24,9 @@ pub async fn read_only(s: &Session) -> Option<ReadOnly> {
 /// Read-only by the flag or the context alone (no broker call).
 pub fn configured(s: &Session) -> Option<ReadOnly> {
     ReadOnly::configured(
-        s.target.read_only_flag,
-        s.target.read_only,
-        &s.target.context,
+        s.handle.target.read_only_flag,
+        s.handle.target.read_only,
+        &s.handle.target.context,
     )
 }
 

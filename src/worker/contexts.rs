@@ -228,7 +228,7 @@ async fn list_one(name: &str, ss: &Sessions, ticket: Ticket, ops: &Ops) -> Resul
                 .map(|h| in_context(h, name));
             let reach = Reach {
                 context: name.to_string(),
-                label: ss.main().target.label.clone(),
+                label: ss.main().handle.target.label.clone(),
                 vhost: ss.main().vhost().to_string(),
                 broker_version: overview.broker_version,
                 read_only: overview.read_only,

@@ -77,7 +77,7 @@ pub(super) fn depth_history(s: &Session, d: &Discovery, ticket: Ticket) -> Optio
             .into_iter()
             .filter_map(|(name, depth)| Some((name, depth?)))
             .collect();
-        let key = s.memory_key_of(vhost);
+        let key = s.handle.memory_key_of(vhost);
         let of_vhost = |name: String| QueueRef::new(vhost, &name);
         for (name, kept) in st.depth_history(&key, &depths, now).ok()? {
             samples.insert(of_vhost(name), kept);
@@ -116,9 +116,9 @@ pub(super) async fn listing(
 ) -> Result<Vec<(String, discovery::QueueInfo)>, crate::broker::management::ManagementError> {
     let s = ss.main();
     if ss.every() {
-        return s.mgmt.queues_all().await;
+        return s.handle.mgmt.queues_all().await;
     }
-    let qs = s.mgmt.queues(s.vhost()).await?;
+    let qs = s.handle.mgmt.queues(s.vhost()).await?;
     Ok(qs.into_iter().map(|q| (s.vhost().to_string(), q)).collect())
 }
 
@@ -138,7 +138,7 @@ pub(super) fn record_depths(s: &Session, qs: &[(String, discovery::QueueInfo)]) 
             .into_iter()
             .filter_map(|q| Some((q.name.clone(), q.messages?)))
             .collect();
-        let _ = st.record_depths(&s.memory_key_of(vhost), &depths, now);
+        let _ = st.record_depths(&s.handle.memory_key_of(vhost), &depths, now);
     }
     s.depths_recorded(now);
 }
@@ -147,7 +147,7 @@ pub(super) fn record_depths(s: &Session, qs: &[(String, discovery::QueueInfo)]) 
 /// named with its vhost), the archive marked in each vhost that has it.
 pub(super) async fn discover(ss: &Sessions, ticket: Ticket, ops: &Ops) -> Report {
     let s = ss.main();
-    let stream = &s.target.archive.stream;
+    let stream = &s.handle.target.archive.stream;
     let found = if ss.every() {
         s.discover_all().await.map(|parts| {
             let n = parts.len();
@@ -185,10 +185,10 @@ pub(super) async fn discover(ss: &Sessions, ticket: Ticket, ops: &Ops) -> Report
             .await;
             let read_only_reason = read_only_reason(s, !ss.every()).await.unwrap_or_default();
             let overview = Overview {
-                context: s.target.context.clone(),
-                broker_version: s.overview.rabbitmq_version.clone(),
-                user: s.whoami.name.clone(),
-                tags: s.whoami.tags.clone(),
+                context: s.handle.target.context.clone(),
+                broker_version: s.handle.overview.rabbitmq_version.clone(),
+                user: s.handle.whoami.name.clone(),
+                tags: s.handle.whoami.tags.clone(),
                 vhost: if ss.every() {
                     config::VhostScope::EveryVhost.to_string()
                 } else {
@@ -196,8 +196,8 @@ pub(super) async fn discover(ss: &Sessions, ticket: Ticket, ops: &Ops) -> Report
                 },
                 read_only: !read_only_reason.is_empty(),
                 read_only_reason,
-                color: s.target.color,
-                label: s.target.label.clone(),
+                color: s.handle.target.color,
+                label: s.handle.target.label.clone(),
                 contexts: Vec::new(),
                 snapshot: false,
                 archive_question: (!ss.every())
@@ -218,7 +218,7 @@ pub(super) async fn discover(ss: &Sessions, ticket: Ticket, ops: &Ops) -> Report
 /// stream, the broker has streams, and the context neither allows creating it nor keeps the
 /// archive locally.
 pub(super) fn archive_question(s: &Session, d: &Discovery) -> Option<String> {
-    let a = &s.target.archive;
+    let a = &s.handle.target.archive;
     let present = d
         .dead_letter_queues
         .iter()
@@ -239,7 +239,7 @@ pub(super) fn list_local_archive(s: &Session, vhost: &str, d: &mut Discovery) {
     let Some(store) = Store::default_path() else {
         return;
     };
-    let path = keep::local_path(&store, &s.target.context, vhost);
+    let path = keep::local_path(&store, &s.handle.target.context, vhost);
     if let Some(n) = keep::local_entries(&path) {
         d.add_local_archive(vhost, n);
     }

@@ -289,10 +289,10 @@ async fn report_connected(ops: &Ops, ss: &Sessions) {
         OperationKind::Connect,
         format!(
             "context '{}': RabbitMQ {} at {}, {place} as {} (management API, then AMQP)",
-            s.target.context,
-            s.overview.rabbitmq_version,
-            s.mgmt.active_url(),
-            s.whoami.name
+            s.handle.target.context,
+            s.handle.overview.rabbitmq_version,
+            s.handle.mgmt.active_url(),
+            s.handle.whoami.name
         ),
     )
     .await;
@@ -314,7 +314,7 @@ async fn open(overrides: &Overrides) -> Result<Sessions, String> {
     if every {
         return Ok(Sessions::new(s, true));
     }
-    match s.amqp().await {
+    match s.handle.amqp().await {
         Ok(_) => Ok(Sessions::new(s, false)),
         Err(e) => Err(format!("no AMQP for vhost '{}': {e}", s.vhost())),
     }
@@ -520,7 +520,7 @@ async fn replays(ss: &Sessions, ticket: Ticket) -> Report {
             .replays
             .iter()
             .map(|(r, _)| r)
-            .filter(|r| r.context == main.target.context)
+            .filter(|r| r.context == main.handle.target.context)
             .filter(|r| !sessions.iter().any(|s| s.vhost() == r.vhost))
             .map(|r| r.vhost.clone())
             .collect();
@@ -581,10 +581,10 @@ async fn replays(ss: &Sessions, ticket: Ticket) -> Report {
 
 /// The vhosts holding the context's audit stream, from one listing of every vhost's queues.
 async fn audit_vhosts(s: &Session, unreached: &mut Vec<String>) -> Vec<String> {
-    let Some(name) = s.target.audit.stream.as_deref() else {
+    let Some(name) = s.handle.target.audit.stream.as_deref() else {
         return Vec::new();
     };
-    match s.mgmt.queues_all().await {
+    match s.handle.mgmt.queues_all().await {
         Ok(qs) => qs
             .into_iter()
             .filter(|(_, q)| q.name == name && q.queue_type == QueueType::Stream)

@@ -106,7 +106,7 @@ impl Lister<'_> {
     fn chunk(&mut self, messages: Vec<DeadLetter>) -> Vec<Listed> {
         let keys: Vec<String> = messages.iter().map(identity::message_key).collect();
         let memory = self.remember(&keys);
-        let own = &self.s.target.settings.conventions;
+        let own = &self.s.handle.target.settings.conventions;
         let mut rows = Vec::with_capacity(messages.len());
         for (dl, key) in messages.into_iter().zip(keys) {
             let replays = memory.replays_of(&key);

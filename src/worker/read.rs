@@ -147,7 +147,7 @@ pub(super) fn browse_local_archive(
     let queue = crate::domain::archive::LOCAL_QUEUE.to_string();
     let read = (|| {
         let path = local_archive_path(s)?;
-        let r = keep::read_local_all(&path, &s.target.archive.max_age)?;
+        let r = keep::read_local_all(&path, &s.handle.target.archive.max_age)?;
         Ok::<_, String>((path, r.expired, r.messages, r.torn))
     })();
     let (path, expired, mut messages, torn) = match read {
@@ -212,7 +212,7 @@ pub(super) fn spec_for(
         keep_attempts,
         clear_expiry: false,
         strip_failure_stamp,
-        window: s.target.settings.replay.window,
+        window: s.handle.target.settings.replay.window,
         // The TUI plans from what it already read: a quorum queue is not read again for a plan.
         consent: ReadConsent::Reuse,
         run_id: None,

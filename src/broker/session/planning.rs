@@ -101,7 +101,7 @@ impl Session {
     async fn choose_carrier(&self, spec: &ReplaySpec, p: &mut Preview) {
         use crate::domain::amqp10::carrier::{self, Carrier, Choice};
         let speaks_10 =
-            crate::domain::features::BrokerVersion::parse(&self.overview.rabbitmq_version)
+            crate::domain::features::BrokerVersion::parse(&self.handle.overview.rabbitmq_version)
                 .is_some_and(|v| v.at_least(4, 0));
         let choice = match (spec.protocol, spec.edits.is_some()) {
             // An edited body is the model's: it goes out as a 0.9.1 message.
@@ -195,9 +195,10 @@ impl Session {
         why: String,
     ) -> Result<Looked, SessionError> {
         // The queue's own figure, over AMQP (the management one is a sample).
-        let (info, depth) = tokio::join!(self.mgmt.queue(self.vhost(), &spec.queue), async {
-            queue_depth(self.amqp().await?, &spec.queue).await
-        });
+        let (info, depth) =
+            tokio::join!(self.handle.mgmt.queue(self.vhost(), &spec.queue), async {
+                queue_depth(self.handle.amqp().await?, &spec.queue).await
+            });
         let info = info?;
         let depth = depth?.ok_or_else(|| {
             SessionError::refused(format!(
@@ -303,7 +304,7 @@ impl Session {
             endpoint_redirects: redirects.clone(),
             ..Default::default()
         };
-        let explained = explain_all(messages, &memory, &self.target.settings.conventions);
+        let explained = explain_all(messages, &memory, &self.handle.target.settings.conventions);
         p.replays = memory.replays.clone();
         let opts = ReplayOptions {
             keep_attempts: spec.keep_attempts,

@@ -1,8 +1,6 @@
 //! Reading queues safely: browse policies, the per-queue read lock, what this session kept of
 //! costly reads, and the read ledger in Warren's store.
 
-use std::collections::HashSet;
-
 use crate::broker::browse::{self, BrowsePage, BrowseRequest};
 use crate::domain::discovery;
 use crate::domain::features::QueueType;
@@ -10,7 +8,6 @@ use crate::domain::identity;
 use crate::domain::ledger::{self, ReadDecision, ReadOutcome, ReadRecord};
 use crate::domain::message::DeadLetter;
 use crate::domain::quorum::BrowsePolicy;
-use crate::store::Store;
 
 use super::{KeptRead, ReadConsent, Session, SessionError};
 
@@ -30,14 +27,15 @@ impl Session {
         &self,
         queue: &str,
     ) -> Result<(discovery::QueueInfo, BrowsePolicy), SessionError> {
-        let info = self.mgmt.queue(self.vhost(), queue).await?;
+        let info = self.handle.mgmt.queue(self.vhost(), queue).await?;
         let settings = self.settings_of(&info).await?;
-        let limit = discovery::effective_delivery_limit(&info, &settings, &self.overview.features);
+        let limit =
+            discovery::effective_delivery_limit(&info, &settings, &self.handle.overview.features);
         let policy = BrowsePolicy::decide_with_margin(
-            self.version(),
+            self.handle.version(),
             &info.queue_type,
             limit,
-            self.target.settings.browse.quorum_safety_margin,
+            self.handle.target.settings.browse.quorum_safety_margin,
         );
         Ok((info, policy))
     }
@@ -56,7 +54,7 @@ impl Session {
                 info.effective_policy.as_ref(),
             ));
         }
-        let policies = self.mgmt.policies(self.vhost()).await?;
+        let policies = self.handle.mgmt.policies(self.vhost()).await?;
         Ok(discovery::effective_settings(
             info,
             discovery::policy_definition(info, &policies),
@@ -78,7 +76,8 @@ impl Session {
     /// How much of each body a browse keeps: the configured cap, never below what message keys
     /// hash, so a key means the same message everywhere.
     fn body_cap(&self) -> usize {
-        self.target
+        self.handle
+            .target
             .settings
             .browse
             .body_cap_bytes
@@ -126,7 +125,7 @@ impl Session {
         consent: ReadConsent,
         to: Option<tokio::sync::mpsc::Sender<DeadLetter>>,
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
-        let lock = self.read_lock(queue);
+        let lock = self.cache.read_lock(queue);
         let _reading = wait_for_turn(&lock, queue).await?;
         let (info, policy) = self.queue_policy(queue).await?;
         let (qt, depth) = (info.queue_type.clone(), info.messages);
@@ -135,7 +134,7 @@ impl Session {
         // every quorum queue with a limit, so failed reads are charged there too.
         let ledgered = policy.limit.is_some();
         if costly && consent == ReadConsent::Reuse {
-            let kept = self.kept(queue);
+            let kept = self.cache.kept(queue);
             if let Some(k) = kept.filter(|k| k.body_cap >= body_cap) {
                 // One copy, which the caller would make anyway to own the messages.
                 let page = BrowsePage {
@@ -170,7 +169,7 @@ impl Session {
             }
             _ => {}
         }
-        let conn = self.amqp().await?;
+        let conn = self.handle.amqp().await?;
         let mut req = BrowseRequest::new(queue, qt, policy.clone());
         req.limit = limit;
         req.body_cap = body_cap;
@@ -181,7 +180,7 @@ impl Session {
         if is_stream {
             bound_by_tail(conn, &mut req).await?;
         }
-        let version = self.overview.rabbitmq_version.clone();
+        let version = self.handle.overview.rabbitmq_version.clone();
         let now_ms = || jiff::Timestamp::now().as_millisecond();
         let begun = ledgered.then(|| ledger::begin(&policy, &version, record.as_ref(), now_ms()));
         if let Some(b) = &begun
@@ -217,7 +216,7 @@ impl Session {
                 self.write_record(queue, Some(&ledger::finish(&policy, b, &outcome, now_ms())));
             if costly {
                 settled?;
-                self.keep(
+                self.cache.keep(
                     queue,
                     KeptRead {
                         page: page.clone(),
@@ -242,19 +241,25 @@ impl Session {
         apply: bool,
     ) -> Result<crate::domain::protect::ProtectPlan, SessionError> {
         let (info, policies) = tokio::join!(
-            self.mgmt.queue(self.vhost(), queue),
-            self.mgmt.policies(self.vhost())
+            self.handle.mgmt.queue(self.vhost(), queue),
+            self.handle.mgmt.policies(self.vhost())
         );
         let (info, policies) = (info?, policies?);
         // By name when the broker reported it, else by pattern (the column lags on 4.3).
         let in_force = discovery::policy_in_force(&info, &policies);
-        let plan = crate::domain::protect::plan(self.version(), &info, in_force)
+        let plan = crate::domain::protect::plan(self.handle.version(), &info, in_force)
             .map_err(SessionError::refused)?;
         if apply {
-            if let Some(r) = self.configured_read_only(crate::domain::rights::Act::Protect) {
+            if let Some(r) = self
+                .handle
+                .configured_read_only(crate::domain::rights::Act::Protect)
+            {
                 return Err(SessionError::Refused(r));
             }
-            self.mgmt.put_policy(self.vhost(), &plan.policy).await?;
+            self.handle
+                .mgmt
+                .put_policy(self.vhost(), &plan.policy)
+                .await?;
         }
         Ok(plan)
     }
@@ -270,7 +275,7 @@ impl Session {
         let (queue_type, policy, _) = self.browse_policy(queue).await.ok()?;
         let cost = ledger::cost_note(
             &policy,
-            &self.overview.rabbitmq_version,
+            &self.handle.overview.rabbitmq_version,
             page.delivered,
             page.max_delivery_count,
             page.max_acquired_count,
@@ -292,60 +297,6 @@ impl Session {
         Ok(ledger::decide(&policy, record.as_ref()))
     }
 
-    /// Messages that left the queue (replayed) are dropped from what this session read, so the
-    /// list after a replay is computed from the read already made rather than by reading again.
-    pub fn forget_moved(&self, queue: &str, moved_keys: &crate::local::spool::Spool) {
-        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = reads.get_mut(queue) {
-            // Only where a read is kept, and the set is of the page's keys, read against the
-            // moved ones one at a time: a set of a million moved ids is tens of MiB.
-            let on_page: HashSet<String> =
-                k.page.messages.iter().map(identity::message_key).collect();
-            let mut moved: HashSet<String> = HashSet::new();
-            let _ = moved_keys.for_each(|key| {
-                if on_page.contains(&key) {
-                    moved.insert(key);
-                }
-            });
-            let mut page = (*k.page).clone();
-            page.messages
-                .retain(|m| !moved.contains(&identity::message_key(m)));
-            page.queue_depth_at_start = page.queue_depth_at_start.saturating_sub(moved_keys.len());
-            k.page = std::sync::Arc::new(page);
-        }
-    }
-
-    pub(super) fn read_lock(&self, queue: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.read_locks.lock().unwrap_or_else(|e| e.into_inner());
-        locks.entry(queue.to_string()).or_default().clone()
-    }
-
-    fn kept(&self, queue: &str) -> Option<KeptRead> {
-        let reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
-        reads.get(queue).cloned()
-    }
-
-    fn keep(&self, queue: &str, read: KeptRead) {
-        let mut reads = self.reads.lock().unwrap_or_else(|e| e.into_inner());
-        reads.insert(queue.to_string(), read);
-    }
-
-    /// Runs `f` on the ledger's store, opening it on first use.
-    fn with_ledger<T>(
-        &self,
-        f: impl FnOnce(&Store) -> crate::store::Result<T>,
-    ) -> Result<T, String> {
-        let mut slot = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            *slot = Some(Store::open_default().map_err(|e| e.to_string()));
-        }
-        match slot.as_ref() {
-            Some(Ok(store)) => f(store).map_err(|e| e.to_string()),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err("Warren's store is not open".to_string()),
-        }
-    }
-
     /// The queue's ledger record, unless the queue is seen empty by both the management API
     /// and a declare now (see `ledger::forget_when_empty`).
     pub(super) async fn remembered(
@@ -361,7 +312,7 @@ impl Session {
         );
         let looked = reported && record.is_some();
         let declared = if looked {
-            match self.amqp().await {
+            match self.handle.amqp().await {
                 Ok(conn) => browse::declared_empty(conn, queue).await,
                 Err(_) => false,
             }
@@ -378,8 +329,8 @@ impl Session {
     }
 
     fn read_record(&self, queue: &str) -> Result<Option<ReadRecord>, String> {
-        let key = self.memory_key();
-        self.with_ledger(|st| st.read_record(&key, queue))
+        let key = self.handle.memory_key();
+        self.cache.with_ledger(|st| st.read_record(&key, queue))
     }
 
     /// Writes the ledger. A costly read that cannot be recorded does not happen: nothing would
@@ -389,8 +340,8 @@ impl Session {
         queue: &str,
         r: Option<&ReadRecord>,
     ) -> Result<(), SessionError> {
-        let key = self.memory_key();
-        self.with_ledger(|st| st.put_read_record(&key, queue, r))
+        let key = self.handle.memory_key();
+        self.cache.with_ledger(|st| st.put_read_record(&key, queue, r))
             .map_err(|e| {
                 SessionError::refused(format!(
                     "reading '{queue}' costs deliveries and Warren cannot record what it spends: {e}. \

@@ -21,8 +21,8 @@ impl Session {
     async fn replay_connections(&self) -> Result<(lapin::Connection, lapin::Connection), String> {
         // Opened side by side: each is a TCP connection and three round trips of handshake.
         let (consume, publish) = tokio::join!(
-            self.connect_amqp("warren-replay-consume"),
-            self.connect_amqp("warren-replay-publish")
+            self.handle.connect_amqp("warren-replay-consume"),
+            self.handle.connect_amqp("warren-replay-publish")
         );
         match (consume, publish) {
             (Ok(c), Ok(p)) => Ok((c, p)),
@@ -85,7 +85,7 @@ impl Session {
         let mut steps = crate::broker::steps::Steps::new("run");
         self.may_take().await?;
         steps.done("may take");
-        let lock = self.read_lock(&spec.queue);
+        let lock = self.cache.read_lock(&spec.queue);
         let _reading = wait_for_turn(&lock, &spec.queue).await?;
         let (info, quorum) = self.queue_policy(&spec.queue).await?;
         steps.done("queue policy");
@@ -117,7 +117,7 @@ impl Session {
         // The engine hands back what it does not move: on a queue whose reads cost deliveries
         // that is a read too, recorded in the ledger like one (the worst case first).
         let costly = quorum.cost_per_browse > 0 && quorum.limit.is_some();
-        let version = self.overview.rabbitmq_version.clone();
+        let version = self.handle.overview.rabbitmq_version.clone();
         let now_ms = || jiff::Timestamp::now().as_millisecond();
         let prior = if costly {
             self.remembered(&spec.queue, &info).await.ok().flatten()
@@ -136,7 +136,8 @@ impl Session {
             stretch += 1;
             if stretch > 1 {
                 // After a node loss: begin with the next node.
-                self.amqp_start
+                self.handle
+                    .amqp_start
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             let opening = self.replay_connections();
@@ -147,7 +148,7 @@ impl Session {
                 opened
             }
         };
-        let reconnects = if self.target.amqp_urls.len() > 1 {
+        let reconnects = if self.handle.target.amqp_urls.len() > 1 {
             // Carrying on needs another node to carry on with.
             MAX_RECONNECTS
         } else {
@@ -185,7 +186,7 @@ impl Session {
         let (result, ()) = tokio::join!(run, serve);
         let mut summary = result?;
         summary.planned_unread = planned_unread;
-        self.forget_moved(&spec.queue, &summary.moved_ids);
+        self.cache.forget_moved(&spec.queue, &summary.moved_ids);
         if let Some(b) = &begun {
             let handed_back =
                 summary.counts.held_back + summary.progress.failed + summary.progress.returned;
@@ -208,12 +209,15 @@ impl Session {
     /// Refuses to take anything off a queue in read-only mode, or for a user the broker lets
     /// read but not publish.
     async fn may_take(&self) -> Result<(), SessionError> {
-        if let Some(r) = self.configured_read_only(crate::domain::rights::Act::Replay) {
+        if let Some(r) = self
+            .handle
+            .configured_read_only(crate::domain::rights::Act::Replay)
+        {
             return Err(SessionError::Refused(r));
         }
         // The last line behind `ops::rights`: a user the broker lets read but not publish takes
         // nothing off a queue, whoever calls.
-        if let crate::broker::rights::Publishing::Refused(why) = self.publishing().await {
+        if let crate::broker::rights::Publishing::Refused(why) = self.handle.publishing().await {
             use crate::domain::rights::{Act, ReadOnly};
             return Err(SessionError::Refused(Refusal::ReadOnly {
                 act: Act::Replay,
@@ -253,7 +257,7 @@ impl Session {
             first_seen: work.first_seen,
             quorum: quorum.clone(),
             settle_lag: crate::domain::features::settle_lag(&queue_type),
-            conventions: self.target.settings.conventions.clone(),
+            conventions: self.handle.target.settings.conventions.clone(),
             run_id: spec.run_id.clone(),
             message_bytes: match (info.message_bytes, info.messages) {
                 (Some(b), Some(m)) if m > 0 => Some(b / m),
@@ -270,7 +274,8 @@ impl Session {
     /// of its own within 3 s (no answer: no).
     async fn head_is_10(&self, queue: &str) -> bool {
         let limit = std::time::Duration::from_secs(3);
-        let Ok(Ok(conn)) = tokio::time::timeout(limit, self.connect_amqp("warren-look")).await
+        let Ok(Ok(conn)) =
+            tokio::time::timeout(limit, self.handle.connect_amqp("warren-look")).await
         else {
             return false;
         };
@@ -283,15 +288,16 @@ impl Session {
     /// user.
     pub(crate) fn endpoint10(&self) -> Result<crate::broker::amqp10::Endpoint10, String> {
         let url = self
+            .handle
             .target
             .amqp_urls
             .first()
-            .ok_or_else(|| self.target.no_amqp_url())?;
+            .ok_or_else(|| self.handle.target.no_amqp_url())?;
         crate::broker::amqp10::Endpoint10::of(
             url,
-            &self.target.vhost,
-            &self.target.credentials.username,
-            self.target.credentials.password.expose(),
+            &self.handle.target.vhost,
+            &self.handle.target.credentials.username,
+            self.handle.target.credentials.password.expose(),
         )
     }
 }

@@ -42,7 +42,7 @@ impl Session {
         let explained = explain_all(
             into_messages(page),
             &memory,
-            &self.target.settings.conventions,
+            &self.handle.target.settings.conventions,
         );
         let now = jiff::Timestamp::now();
         let mut out = Selected {

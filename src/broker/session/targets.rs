@@ -28,13 +28,13 @@ impl Session {
         let failed =
             |e: SessionError| format!("checking {label} failed: {e}; its messages stay in the DLQ");
         let (exchanges, bindings) = tokio::join!(
-            self.mgmt.exchanges(self.vhost()),
-            self.mgmt.bindings(self.vhost())
+            self.handle.mgmt.exchanges(self.vhost()),
+            self.handle.mgmt.bindings(self.vhost())
         );
         let exchanges: Vec<ExchangeInfo> = exchanges.map_err(|e| failed(e.into()))?;
         let bindings = bindings.map_err(|e| failed(e.into()))?;
         let table = RoutingTable::new(&exchanges, &bindings);
-        let conn = self.amqp().await.map_err(failed)?;
+        let conn = self.handle.amqp().await.map_err(failed)?;
         let mut t = TargetPreview {
             exchange: target.0.clone(),
             routing_key: target.1.clone(),
@@ -81,14 +81,14 @@ impl Session {
         // Where each target routes, per the broker's bindings, and where it comes to rest; and
         // the DLQ's own policy, needed at the end: three reads side by side.
         let (exchanges, bindings, dlq) = tokio::join!(
-            self.mgmt.exchanges(self.vhost()),
-            self.mgmt.bindings(self.vhost()),
+            self.handle.mgmt.exchanges(self.vhost()),
+            self.handle.mgmt.bindings(self.vhost()),
             self.queue_policy(&spec.queue)
         );
         let exchanges: Vec<ExchangeInfo> = exchanges?;
         let bindings = bindings?;
         let table = RoutingTable::new(&exchanges, &bindings);
-        let conn = self.amqp().await?;
+        let conn = self.handle.amqp().await?;
         let mut targets = std::mem::take(&mut p.targets);
         for (label, t) in targets.iter_mut() {
             self.check_target(spec, label, t, &table, conn, &mut p)
@@ -318,7 +318,7 @@ impl Session {
         // The queue's settings and its live count are independent reads: side by side.
         let (reported, depth) = tokio::join!(
             async {
-                let info = self.mgmt.queue(self.vhost(), queue).await?;
+                let info = self.handle.mgmt.queue(self.vhost(), queue).await?;
                 let settings = self.settings_of(&info).await?;
                 Ok::<_, SessionError>((info, settings))
             },
@@ -349,7 +349,7 @@ impl Session {
         let mut key = routing_key.to_string();
         let mut via = Vec::new();
         for _ in 0..destination::MAX_HOPS {
-            let info = match self.mgmt.queue(self.vhost(), &current).await {
+            let info = match self.handle.mgmt.queue(self.vhost(), &current).await {
                 Ok(i) => i,
                 Err(e) if via.is_empty() => return Err(e.into()),
                 Err(_) => {
@@ -407,7 +407,7 @@ pub(crate) enum Rest {
 }
 
 /// Passive declare on a throwaway channel: a missing queue closes the channel it was asked on.
-pub(super) async fn queue_exists(
+pub(crate) async fn queue_exists(
     conn: &lapin::Connection,
     name: &str,
 ) -> Result<bool, SessionError> {

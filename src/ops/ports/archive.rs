@@ -70,11 +70,11 @@ impl ArchivePort for Session {
     type Work = Work;
 
     fn archive_settings(&self) -> &ArchiveSettings {
-        &self.target.archive
+        &self.handle.target.archive
     }
 
     async fn auto_delete(&self, queue: &str) -> Result<bool, SessionError> {
-        let info = self.mgmt.queue(self.vhost(), queue).await?;
+        let info = self.handle.mgmt.queue(self.vhost(), queue).await?;
         Ok(info.auto_delete)
     }
 

@@ -82,11 +82,11 @@ impl Rights for Session {
 impl RedirectPort for Session {
     fn author(&self) -> Author {
         Author {
-            broker_user: self.target.credentials.username.clone(),
-            context: self.target.context.clone(),
+            broker_user: self.handle.target.credentials.username.clone(),
+            context: self.handle.target.context.clone(),
             vhost: self.vhost().to_string(),
-            create_streams: self.target.audit.create,
-            audit_stream: self.target.audit.stream.is_some(),
+            create_streams: self.handle.target.audit.create,
+            audit_stream: self.handle.target.audit.stream.is_some(),
         }
     }
 
@@ -98,7 +98,7 @@ impl RedirectPort for Session {
         use crate::broker::management::ManagementError;
         let broker =
             |e: String| Stop::Broker(format!("looking up '{}': {e}", one_line(queue, 100)));
-        let info = match self.mgmt.queue(self.vhost(), queue).await {
+        let info = match self.handle.mgmt.queue(self.vhost(), queue).await {
             Ok(i) => i,
             Err(ManagementError::NoQueue { .. }) => return Ok(Destination::Missing),
             Err(e) => return Err(broker(e.to_string())),

@@ -182,16 +182,16 @@ impl RecordPort for Session {
 
     fn operator(&self) -> Author {
         Author {
-            broker_user: self.whoami.name.clone(),
-            context: self.target.context.clone(),
+            broker_user: self.handle.whoami.name.clone(),
+            context: self.handle.target.context.clone(),
             vhost: self.vhost().to_string(),
-            create_streams: self.target.audit.create,
-            audit_stream: self.target.audit.stream.is_some(),
+            create_streams: self.handle.target.audit.create,
+            audit_stream: self.handle.target.audit.stream.is_some(),
         }
     }
 
     fn memory_key(&self) -> String {
-        Session::memory_key(self)
+        self.handle.memory_key()
     }
 
     fn memory(&self) -> Result<Store, String> {

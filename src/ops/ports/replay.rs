@@ -203,7 +203,7 @@ impl ReplayPort for Session {
     }
 
     async fn left_in(&self, queue: &str) -> Option<u64> {
-        let conn = self.amqp().await.ok()?;
+        let conn = self.handle.amqp().await.ok()?;
         crate::broker::replay::left_in(conn, queue).await
     }
 
@@ -238,7 +238,7 @@ impl RestorePort for Session {
     }
 
     fn window(&self) -> usize {
-        self.target.settings.replay.window
+        self.handle.target.settings.replay.window
     }
 
     fn read_archive(
@@ -276,7 +276,7 @@ impl RestorePort for Session {
         count: u64,
         bytes: u64,
     ) -> Result<Option<Result<String, String>>, SessionError> {
-        let conn = self.amqp().await?;
+        let conn = self.handle.amqp().await?;
         Session::room_in(self, conn, queue, count, bytes).await
     }
 
