@@ -339,6 +339,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         .await;
     let _ = ch.close(200, "ok".into()).await;
     session
+        .handle
         .create_archive()
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;

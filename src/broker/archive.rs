@@ -847,7 +847,12 @@ fn append_local<'m>(
             m
         })
         .collect();
-    append_snapshot(path, &s.snapshot_header("warren archive (local)"), &stamped).map_err(|e| {
+    append_snapshot(
+        path,
+        &s.handle.snapshot_header("warren archive (local)"),
+        &stamped,
+    )
+    .map_err(|e| {
         format!(
             "cannot write the archive {}: {e}; nothing moved",
             path.display()
@@ -908,7 +913,7 @@ pub fn discard_work(
                 p.display()
             ));
         }
-        write_snapshot_whole(p, &s.snapshot_header(queue), &originals).map_err(|e| {
+        write_snapshot_whole(p, &s.handle.snapshot_header(queue), &originals).map_err(|e| {
             format!(
                 "cannot write the snapshot {}: {e}; nothing deleted",
                 p.display()

@@ -586,7 +586,7 @@ pub async fn came_back(
         // Counting comebacks is not worth a delivery of a quorum message's limit: such a queue
         // is read only when the operator accepted the cost.
         if consent == super::session::ReadConsent::Reuse
-            && let Ok((_, policy, _)) = s.browse_policy(q).await
+            && let Ok((_, policy, _)) = s.handle.browse_policy(q).await
             && policy.cost_per_browse > 0
             && policy.limit.is_some()
         {

@@ -86,7 +86,7 @@ impl Session {
                 Ok(i) => i,
                 Err(e) => return estimate(format!("'{}': {e}", one_line(t, 80))),
             };
-            let settings = match self.settings_of(&info).await {
+            let settings = match self.handle.settings_of(&info).await {
                 Ok(s) => s,
                 Err(e) => return estimate(e.to_string()),
             };

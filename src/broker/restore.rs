@@ -47,6 +47,7 @@ pub async fn read_archive(
     let (messages, expired) = match place {
         Place::Stream(name) => {
             let page = s
+                .handle
                 .browse_archive(name, window)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -283,12 +284,17 @@ pub async fn read_and_choose(
     let take = |st: &Store, out: &mut ChosenRead, page| take_page(s, st, key, ask, cap, out, page);
     match place {
         Place::Stream(name) => {
-            let tail = s.archive_tail(name).await.map_err(|e| e.to_string())?;
+            let tail = s
+                .handle
+                .archive_tail(name)
+                .await
+                .map_err(|e| e.to_string())?;
             let mut from = None;
             // Every message's key, while the read goes through the whole stream.
             let mut held = Some(std::collections::HashSet::new());
             loop {
                 let page = s
+                    .handle
                     .browse_archive_range(name, from, tail, RESTORE_PAGE)
                     .await
                     .map_err(|e| e.to_string())?;

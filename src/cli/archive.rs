@@ -27,11 +27,11 @@ fn local_place(s: &Session, why: &str) -> Result<Place, Failure> {
 /// Where the archive is for reading: the local file when chosen, else the stream (`None`: there
 /// is none yet).
 async fn place_for_reading(s: &Session, local: bool) -> Result<Option<Place>, Failure> {
-    if local || s.handle.target.archive.local || !s.streams_supported() {
+    if local || s.handle.target.archive.local || !s.handle.streams_supported() {
         return local_place(s, "local archive").map(Some);
     }
     let name = s.handle.target.archive.stream.clone();
-    match s.archive_state().await.map_err(broker_failure)? {
+    match s.handle.archive_state().await.map_err(broker_failure)? {
         StreamState::Stream => Ok(Some(Place::Stream(name))),
         StreamState::Missing => Ok(None),
         StreamState::NotAStream(kind) => Err(Failure::failed(format!(

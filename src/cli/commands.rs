@@ -184,7 +184,7 @@ pub(crate) async fn read_explained(
     limit: usize,
 ) -> Result<(Vec<Explained>, bool), Failure> {
     let page = read_with_consent(c, |consent| s.browse(queue, limit, consent)).await?;
-    if let Some(note) = s.cost_note(queue, &page).await {
+    if let Some(note) = s.handle.cost_note(queue, &page).await {
         crate::errln!("warren: {}", one_line(&note, 400));
     }
     // Every message the queue held when the read began: a look that can say a group is gone.

@@ -72,6 +72,7 @@ pub(crate) async fn show(
         // The archive is read to its end, not to the management API's count, which lags behind
         // a stream just written; its messages carry their own headers back (see `archive`).
         let page = s
+            .handle
             .browse_archive(queue, limit)
             .await
             .map_err(broker_failure)?;
@@ -455,7 +456,7 @@ async fn rests(
             continue;
         }
         // A queue that is gone says so in the plan; here it only has no resting place.
-        if let Ok(Rest::Queue { queue, via }) = s.rest_of(&key.0, &key.1, table).await
+        if let Ok(Rest::Queue { queue, via }) = s.handle.rest_of(&key.0, &key.1, table).await
             && !via.is_empty()
         {
             out.0.insert(key, queue);

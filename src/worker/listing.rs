@@ -223,7 +223,7 @@ pub(super) fn archive_question(s: &Session, d: &Discovery) -> Option<String> {
         .dead_letter_queues
         .iter()
         .any(|q| q.kind == crate::domain::discovery::DlqKind::Archive && q.name == a.stream);
-    if present || a.local || a.create || !s.streams_supported() {
+    if present || a.local || a.create || !s.handle.streams_supported() {
         return None;
     }
     Some(format!(

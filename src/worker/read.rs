@@ -73,7 +73,7 @@ pub(super) async fn browse(
             let cost = if page.reused {
                 None
             } else {
-                s.cost_note(&queue, &page).await
+                s.handle.cost_note(&queue, &page).await
             };
             if page.reused {
                 stop = format!(

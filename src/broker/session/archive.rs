@@ -2,20 +2,20 @@
 //! reading it, and the header of snapshots written from here.
 
 use crate::broker::browse::{self, BrowsePage, BrowseRequest};
+use crate::broker::handle::Handle;
 use crate::domain::features::QueueType;
 use crate::domain::quorum::BrowsePolicy;
 
-use super::{Session, SessionError, targets::queue_exists};
+use super::{SessionError, targets::queue_exists};
 
 /// How long the archive's last chunk may take to come when its end is looked for: an empty
 /// archive costs this much.
 const ARCHIVE_TAIL_IDLE: std::time::Duration = std::time::Duration::from_secs(3);
 
-impl Session {
+impl Handle {
     /// Whether the broker can hold the archive in a stream (RabbitMQ 3.9 and later).
     pub fn streams_supported(&self) -> bool {
-        self.handle
-            .overview
+        self.overview
             .features
             .version
             .is_none_or(|v| v.at_least(3, 9))
@@ -24,12 +24,12 @@ impl Session {
     /// What holds the archive stream's name in the vhost.
     pub async fn archive_state(&self) -> Result<crate::broker::archive::StreamState, SessionError> {
         use crate::broker::archive::StreamState;
-        let name = self.handle.target.archive.stream.clone();
-        let conn = self.handle.amqp().await?;
+        let name = self.target.archive.stream.clone();
+        let conn = self.amqp().await?;
         if !queue_exists(conn, &name).await? {
             return Ok(StreamState::Missing);
         }
-        let info = self.handle.mgmt.queue(self.vhost(), &name).await?;
+        let info = self.mgmt.queue(self.vhost(), &name).await?;
         Ok(match info.queue_type {
             QueueType::Stream => StreamState::Stream,
             other => StreamState::NotAStream(other.as_str().to_string()),
@@ -39,21 +39,17 @@ impl Session {
     /// Declares the archive stream (the caller asked first). Refused in read-only mode.
     pub async fn create_archive(&self) -> Result<(), crate::broker::archive::DeclareError> {
         use crate::broker::archive::DeclareError;
-        if let Some(why) = self
-            .handle
-            .configured_refusal(crate::domain::rights::Act::CreateStream)
-        {
+        if let Some(why) = self.configured_refusal(crate::domain::rights::Act::CreateStream) {
             return Err(DeclareError::Other(why));
         }
         let conn = self
-            .handle
             .amqp()
             .await
             .map_err(|e| DeclareError::Other(e.to_string()))?;
         crate::broker::archive::declare_stream(
             conn,
-            &self.handle.target.archive.stream,
-            Some(&self.handle.target.archive.max_age),
+            &self.target.archive.stream,
+            Some(&self.target.archive.max_age),
         )
         .await
     }
@@ -75,7 +71,7 @@ impl Session {
     /// a second's pause of a loaded broker passed for the end (an archive of 20,000 listed 6,505
     /// and said nothing).
     pub async fn archive_tail(&self, name: &str) -> Result<Option<u64>, SessionError> {
-        Ok(browse::stream_tail(self.handle.amqp().await?, name, ARCHIVE_TAIL_IDLE).await?)
+        Ok(browse::stream_tail(self.amqp().await?, name, ARCHIVE_TAIL_IDLE).await?)
     }
 
     /// Up to `limit` messages of the archive stream from offset `from` (its first message when
@@ -88,7 +84,7 @@ impl Session {
         tail: Option<u64>,
         limit: usize,
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
-        let conn = self.handle.amqp().await?;
+        let conn = self.amqp().await?;
         let mut req = BrowseRequest::new(name, QueueType::Stream, BrowsePolicy::unrestricted());
         req.limit = limit;
         req.body_cap = usize::MAX;
@@ -106,7 +102,7 @@ impl Session {
             queue: queue.to_string(),
             vhost: self.vhost().to_string(),
             exported_at: jiff::Timestamp::now().to_string(),
-            source: format!("RabbitMQ {}", self.handle.overview.rabbitmq_version),
+            source: format!("RabbitMQ {}", self.overview.rabbitmq_version),
         }
     }
 }

@@ -21,6 +21,7 @@ mod archive;
 mod cache;
 mod memory;
 mod planning;
+mod policy;
 mod preview;
 mod reads;
 mod run;

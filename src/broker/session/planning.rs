@@ -87,7 +87,7 @@ impl Session {
         spec: &ReplaySpec,
         looked: Looked,
     ) -> Result<Preview, SessionError> {
-        let (mut p, info) = self.check_targets_with_dlq(spec, looked).await?;
+        let (mut p, info) = self.handle.check_targets_with_dlq(spec, looked).await?;
         if info.auto_delete {
             p.refusals
                 .push(crate::domain::refusal::auto_delete(&spec.queue, "replay"));
@@ -116,7 +116,7 @@ impl Session {
             (c, _) => c,
         };
         // Looking at the head costs nothing where handing a message back spends no delivery.
-        let free_look = match self.queue_policy(&spec.queue).await {
+        let free_look = match self.handle.queue_policy(&spec.queue).await {
             Ok((_, q)) => q.cost_per_browse == 0,
             Err(_) => false,
         };
@@ -262,7 +262,7 @@ impl Session {
         let page = self
             .browse_with_cap(&spec.queue, window, identity::HASHED_BODY, spec.consent)
             .await?;
-        let cost = self.cost_note(&spec.queue, &page).await;
+        let cost = self.handle.cost_note(&spec.queue, &page).await;
         let (reused, depth) = (page.reused, page.queue_depth_at_start);
         let mut looked = self.look_at(spec, into_messages(page), depth, redirects, remember);
         looked.p.reused = reused;
@@ -281,7 +281,8 @@ impl Session {
     ) -> Result<Preview, SessionError> {
         let (redirects, unreadable) = self.plan_redirects().await;
         let looked = self.look_at(spec, messages, depth, &redirects, remember);
-        self.check_targets(spec, refused_by(looked, unreadable))
+        self.handle
+            .check_targets(spec, refused_by(looked, unreadable))
             .await
     }
 

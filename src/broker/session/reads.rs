@@ -7,60 +7,10 @@ use crate::domain::features::QueueType;
 use crate::domain::identity;
 use crate::domain::ledger::{self, ReadDecision, ReadOutcome, ReadRecord};
 use crate::domain::message::DeadLetter;
-use crate::domain::quorum::BrowsePolicy;
 
 use super::{KeptRead, ReadConsent, Session, SessionError};
 
 impl Session {
-    /// How browsing `queue` must behave: its type and effective delivery limit decide what one
-    /// browse costs on this broker version.
-    pub async fn browse_policy(
-        &self,
-        queue: &str,
-    ) -> Result<(QueueType, BrowsePolicy, Option<u64>), SessionError> {
-        let (info, policy) = self.queue_policy(queue).await?;
-        Ok((info.queue_type, policy, info.messages))
-    }
-
-    /// [`Session::browse_policy`] with the queue as the management API reports it.
-    pub(super) async fn queue_policy(
-        &self,
-        queue: &str,
-    ) -> Result<(discovery::QueueInfo, BrowsePolicy), SessionError> {
-        let info = self.handle.mgmt.queue(self.vhost(), queue).await?;
-        let settings = self.settings_of(&info).await?;
-        let limit =
-            discovery::effective_delivery_limit(&info, &settings, &self.handle.overview.features);
-        let policy = BrowsePolicy::decide_with_margin(
-            self.handle.version(),
-            &info.queue_type,
-            limit,
-            self.handle.target.settings.browse.quorum_safety_margin,
-        );
-        Ok((info, policy))
-    }
-
-    /// A queue's effective settings. Where the broker did not report the queue's policy (its
-    /// stats lag a few seconds behind a declare or a policy change, measured on 4.3), the
-    /// vhost's policies are matched by pattern, as the broker does: a limit must never be
-    /// missed because a column was late.
-    pub(crate) async fn settings_of(
-        &self,
-        info: &discovery::QueueInfo,
-    ) -> Result<discovery::EffectiveSettings, SessionError> {
-        if info.effective_policy.is_some() {
-            return Ok(discovery::effective_settings(
-                info,
-                info.effective_policy.as_ref(),
-            ));
-        }
-        let policies = self.handle.mgmt.policies(self.vhost()).await?;
-        Ok(discovery::effective_settings(
-            info,
-            discovery::policy_definition(info, &policies),
-        ))
-    }
-
     /// Reads up to `limit` messages from the head of `queue` and leaves every one of them where
     /// it was (see `broker::browse`).
     pub async fn browse(
@@ -127,7 +77,7 @@ impl Session {
     ) -> Result<std::sync::Arc<BrowsePage>, SessionError> {
         let lock = self.cache.read_lock(queue);
         let _reading = wait_for_turn(&lock, queue).await?;
-        let (info, policy) = self.queue_policy(queue).await?;
+        let (info, policy) = self.handle.queue_policy(queue).await?;
         let (qt, depth) = (info.queue_type.clone(), info.messages);
         let costly = policy.cost_per_browse > 0 && policy.limit.is_some();
         // Where returns are free (4.3+) a lost connection's close still counts: the ledger keeps
@@ -233,63 +183,9 @@ impl Session {
         }
     }
 
-    /// The policy that makes `queue` free to read (see `domain::protect`); applied unless
-    /// `apply` is false. Refused in read-only mode.
-    pub async fn protect(
-        &self,
-        queue: &str,
-        apply: bool,
-    ) -> Result<crate::domain::protect::ProtectPlan, SessionError> {
-        let (info, policies) = tokio::join!(
-            self.handle.mgmt.queue(self.vhost(), queue),
-            self.handle.mgmt.policies(self.vhost())
-        );
-        let (info, policies) = (info?, policies?);
-        // By name when the broker reported it, else by pattern (the column lags on 4.3).
-        let in_force = discovery::policy_in_force(&info, &policies);
-        let plan = crate::domain::protect::plan(self.handle.version(), &info, in_force)
-            .map_err(SessionError::refused)?;
-        if apply {
-            if let Some(r) = self
-                .handle
-                .configured_read_only(crate::domain::rights::Act::Protect)
-            {
-                return Err(SessionError::Refused(r));
-            }
-            self.handle
-                .mgmt
-                .put_policy(self.vhost(), &plan.policy)
-                .await?;
-        }
-        Ok(plan)
-    }
-
-    /// What the read that made `page` spent on this broker, in its own terms (`None` where
-    /// nothing counts, or the page was reused rather than read). Decided by the queue's policy,
-    /// not by the counters seen: 3.x adds `x-delivery-count` only on a redelivery, so a first
-    /// read sees none and still spends one delivery of each message.
-    pub async fn cost_note(&self, queue: &str, page: &BrowsePage) -> Option<String> {
-        if page.reused || page.delivered == 0 {
-            return None;
-        }
-        let (queue_type, policy, _) = self.browse_policy(queue).await.ok()?;
-        let cost = ledger::cost_note(
-            &policy,
-            &self.handle.overview.rabbitmq_version,
-            page.delivered,
-            page.max_delivery_count,
-            page.max_acquired_count,
-        );
-        let order = crate::domain::quorum::order_note(&queue_type);
-        match (cost, order) {
-            (Some(c), Some(o)) => Some(format!("{c}; {o}")),
-            (c, o) => c.or(o.map(str::to_string)),
-        }
-    }
-
     /// What reading `queue` would cost now, decided without touching it.
     pub async fn read_decision(&self, queue: &str) -> Result<ReadDecision, SessionError> {
-        let (info, policy) = self.queue_policy(queue).await?;
+        let (info, policy) = self.handle.queue_policy(queue).await?;
         if policy.limit.is_none() {
             return Ok(ledger::decide(&policy, None));
         }

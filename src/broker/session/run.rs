@@ -87,7 +87,7 @@ impl Session {
         steps.done("may take");
         let lock = self.cache.read_lock(&spec.queue);
         let _reading = wait_for_turn(&lock, &spec.queue).await?;
-        let (info, quorum) = self.queue_policy(&spec.queue).await?;
+        let (info, quorum) = self.handle.queue_policy(&spec.queue).await?;
         steps.done("queue policy");
         if info.auto_delete {
             let verb = work.action.verb();
@@ -171,7 +171,7 @@ impl Session {
         // Targets met first during the run are checked here, beside it (see `check_met`).
         let serve = async {
             while let Some(req) = checks_rx.recv().await {
-                let r = self.check_met(spec, &req, limit, bytes).await;
+                let r = self.handle.check_met(spec, &req, limit, bytes).await;
                 // The backlog cap watches where a target that passed comes to rest, before
                 // its first message is published.
                 let r = r.map(|(redirect, rests)| {

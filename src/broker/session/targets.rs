@@ -1,6 +1,7 @@
 //! Checking a plan's targets: they exist, reach one queue, lead (through wait queues) to a queue
 //! with room; and the passive declares the checks use.
 
+use crate::broker::handle::Handle;
 use std::collections::BTreeMap;
 
 use crate::broker::amqp;
@@ -9,9 +10,9 @@ use crate::domain::destination;
 use crate::domain::discovery::{self, ExchangeInfo, RoutingTable};
 use crate::domain::replay as plan;
 
-use super::{Preview, ReplaySpec, Session, SessionError, TargetPreview, planning::Looked};
+use super::{Preview, ReplaySpec, SessionError, TargetPreview, planning::Looked};
 
-impl Session {
+impl Handle {
     /// The check of one target a run met first (see [`Preview::checked_as_met`]): the plan's
     /// checks, as if every message of the run (`count`, `bytes`) went there. `Ok`: where a
     /// wait queue sends them instead, if it is one, and the queues they come to rest in;
@@ -28,13 +29,13 @@ impl Session {
         let failed =
             |e: SessionError| format!("checking {label} failed: {e}; its messages stay in the DLQ");
         let (exchanges, bindings) = tokio::join!(
-            self.handle.mgmt.exchanges(self.vhost()),
-            self.handle.mgmt.bindings(self.vhost())
+            self.mgmt.exchanges(self.vhost()),
+            self.mgmt.bindings(self.vhost())
         );
         let exchanges: Vec<ExchangeInfo> = exchanges.map_err(|e| failed(e.into()))?;
         let bindings = bindings.map_err(|e| failed(e.into()))?;
         let table = RoutingTable::new(&exchanges, &bindings);
-        let conn = self.handle.amqp().await.map_err(failed)?;
+        let conn = self.amqp().await.map_err(failed)?;
         let mut t = TargetPreview {
             exchange: target.0.clone(),
             routing_key: target.1.clone(),
@@ -81,14 +82,14 @@ impl Session {
         // Where each target routes, per the broker's bindings, and where it comes to rest; and
         // the DLQ's own policy, needed at the end: three reads side by side.
         let (exchanges, bindings, dlq) = tokio::join!(
-            self.handle.mgmt.exchanges(self.vhost()),
-            self.handle.mgmt.bindings(self.vhost()),
+            self.mgmt.exchanges(self.vhost()),
+            self.mgmt.bindings(self.vhost()),
             self.queue_policy(&spec.queue)
         );
         let exchanges: Vec<ExchangeInfo> = exchanges?;
         let bindings = bindings?;
         let table = RoutingTable::new(&exchanges, &bindings);
-        let conn = self.handle.amqp().await?;
+        let conn = self.amqp().await?;
         let mut targets = std::mem::take(&mut p.targets);
         for (label, t) in targets.iter_mut() {
             self.check_target(spec, label, t, &table, conn, &mut p)
@@ -318,7 +319,7 @@ impl Session {
         // The queue's settings and its live count are independent reads: side by side.
         let (reported, depth) = tokio::join!(
             async {
-                let info = self.handle.mgmt.queue(self.vhost(), queue).await?;
+                let info = self.mgmt.queue(self.vhost(), queue).await?;
                 let settings = self.settings_of(&info).await?;
                 Ok::<_, SessionError>((info, settings))
             },
@@ -349,7 +350,7 @@ impl Session {
         let mut key = routing_key.to_string();
         let mut via = Vec::new();
         for _ in 0..destination::MAX_HOPS {
-            let info = match self.handle.mgmt.queue(self.vhost(), &current).await {
+            let info = match self.mgmt.queue(self.vhost(), &current).await {
                 Ok(i) => i,
                 Err(e) if via.is_empty() => return Err(e.into()),
                 Err(_) => {

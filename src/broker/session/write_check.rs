@@ -1,6 +1,7 @@
 //! Whether this session may publish a replay's messages: permissions as the management API
 //! shows them, else a trial publish inside a rolled-back transaction.
 
+use crate::broker::handle::Handle;
 use std::collections::BTreeSet;
 
 use regex::Regex;
@@ -9,9 +10,7 @@ use crate::broker::amqp;
 use crate::broker::management::PermissionState;
 use crate::domain::sanitize;
 
-use super::Session;
-
-impl Session {
+impl Handle {
     /// Whether this session may publish a replay's messages, and if not, why — in the words the
     /// user sees. `targets` are the (exchange, routing key) pairs a replay publishes to (`""` is
     /// the default exchange): the broker checks write permission on the exchange of a publish
@@ -23,13 +22,10 @@ impl Session {
     /// channel), while a permitted message waits for a commit that never comes and is dropped
     /// by the rollback. Nothing is delivered either way.
     pub async fn write_refusal(&self, targets: &[(String, String)]) -> WriteCheck {
-        if let Some(why) = self
-            .handle
-            .configured_refusal(crate::domain::rights::Act::Replay)
-        {
+        if let Some(why) = self.configured_refusal(crate::domain::rights::Act::Replay) {
             return WriteCheck::Refused(why);
         }
-        let user = sanitize::one_line(&self.handle.whoami.name, 100);
+        let user = sanitize::one_line(&self.whoami.name, 100);
         let vhost = sanitize::one_line(self.vhost(), 100);
         // The default exchange's resource name is `amq.default`.
         let resource = |x: &str| {
@@ -46,7 +42,7 @@ impl Session {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let why_unreadable = match self.handle.mgmt.permissions(self.vhost()).await {
+        let why_unreadable = match self.mgmt.permissions(self.vhost()).await {
             Ok(PermissionState::NoneGranted) => {
                 return WriteCheck::Refused(format!(
                     "read-only: broker user '{user}' has no permissions on vhost '{vhost}'"
@@ -82,7 +78,7 @@ impl Session {
 
         // Ask the broker itself, target by target, on a connection of its own: lapin may give up
         // a connection on which the broker closed a channel, and the replay needs its own.
-        let conn = match self.handle.connect_amqp("warren-permission-check").await {
+        let conn = match self.connect_amqp("warren-permission-check").await {
             Ok(c) => c,
             Err(e) => {
                 return WriteCheck::Unknown(format!(

@@ -79,7 +79,7 @@ impl ArchivePort for Session {
     }
 
     fn has_streams(&self) -> bool {
-        self.streams_supported()
+        self.handle.streams_supported()
     }
 
     fn local_place(&self, why: &str) -> Result<Place, String> {
@@ -87,11 +87,11 @@ impl ArchivePort for Session {
     }
 
     fn archive_state(&self) -> impl Future<Output = Result<StreamState, SessionError>> + Send {
-        Session::archive_state(self)
+        self.handle.archive_state()
     }
 
     fn create_archive(&self) -> impl Future<Output = Result<(), DeclareError>> + Send {
-        Session::create_archive(self)
+        self.handle.create_archive()
     }
 
     fn retention_refusal(&self, place: &Place) -> impl Future<Output = Result<(), String>> + Send {
@@ -106,7 +106,9 @@ impl ArchivePort for Session {
     }
 
     async fn write_refusal(&self, stream: &str) -> WriteCheck {
-        Session::write_refusal(self, &[(String::new(), stream.to_string())]).await
+        self.handle
+            .write_refusal(&[(String::new(), stream.to_string())])
+            .await
     }
 
     fn archive_work(

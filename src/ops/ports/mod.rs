@@ -104,6 +104,7 @@ impl RedirectPort for Session {
             Err(e) => return Err(broker(e.to_string())),
         };
         let settings = self
+            .handle
             .settings_of(&info)
             .await
             .map_err(|e| broker(e.to_string()))?;
@@ -139,7 +140,8 @@ impl RedirectPort for Session {
 
 impl ProtectPort for Session {
     async fn protect(&self, queue: &str, apply: bool) -> Result<ProtectPlan, Stop> {
-        Session::protect(self, queue, apply)
+        self.handle
+            .protect(queue, apply)
             .await
             .map_err(super::replay::stop_of)
     }

@@ -145,7 +145,7 @@ impl Publishing for Session {
         &self,
         targets: &[(String, String)],
     ) -> impl Future<Output = WriteCheck> + Send {
-        Session::write_refusal(self, targets)
+        self.handle.write_refusal(targets)
     }
 }
 
@@ -277,7 +277,7 @@ impl RestorePort for Session {
         bytes: u64,
     ) -> Result<Option<Result<String, String>>, SessionError> {
         let conn = self.handle.amqp().await?;
-        Session::room_in(self, conn, queue, count, bytes).await
+        self.handle.room_in(conn, queue, count, bytes).await
     }
 
     fn publish(
