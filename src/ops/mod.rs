@@ -109,49 +109,12 @@ pub enum Plan<'a> {
     Restore(&'a restore::Planned),
 }
 
-/// Messages another consumer holds unacknowledged on `queue` right now: only when a consumer
-/// is attached (AMQP's live count) and the management API counts unacknowledged messages, so
-/// a browse that just ended is not taken for one. A run never sees them.
-pub(crate) async fn held_elsewhere(s: &crate::broker::session::Session, queue: &str) -> u64 {
-    use lapin::options::QueueDeclareOptions;
-    let Ok(conn) = s.handle.amqp().await else {
-        return 0;
-    };
-    let Ok(name) = crate::broker::amqp::short("the queue name", queue) else {
-        return 0;
-    };
-    let Ok(ch) = conn.create_channel().await else {
-        return 0;
-    };
-    let declared = ch
-        .queue_declare(
-            name,
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            Default::default(),
-        )
-        .await;
-    let _ = ch.close(200, "counted".into()).await;
-    if !declared.is_ok_and(|d| d.consumer_count() > 0) {
-        return 0;
-    }
-    s.handle
-        .mgmt
-        .queue(s.vhost(), queue)
-        .await
-        .ok()
-        .and_then(|q| q.messages_unacknowledged)
-        .unwrap_or(0)
-}
-
 /// Records first-seen times and reads earlier replays for a look at `queue` (best effort:
 /// without the store, "dead since" is unknown and only Warren's headers say a message was
 /// replayed before). It opens the store itself: a look runs across awaits, and a store is not
 /// shared between threads.
-pub(crate) fn remember(
-    s: &crate::broker::session::Session,
+pub(crate) fn remember<P: ports::RecordPort>(
+    s: &P,
     queue: &str,
     keys: &[String],
 ) -> crate::broker::session::Remembered {
@@ -161,8 +124,8 @@ pub(crate) fn remember(
 
 /// [`remember`] in a store already opened (or why it could not be), as a page read in chunks
 /// does once for all of them.
-pub(crate) fn remember_in(
-    s: &crate::broker::session::Session,
+pub(crate) fn remember_in<P: ports::RecordPort>(
+    s: &P,
     store: Result<&crate::store::Store, &String>,
     queue: &str,
     keys: &[String],

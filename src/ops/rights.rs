@@ -1,8 +1,8 @@
 //! Rights: whether this session may take messages off a queue, decided once per session and
 //! asked by every operation before anything else.
 
+use crate::broker::handle::Handle;
 use crate::broker::rights::Publishing;
-use crate::broker::session::Session;
 use crate::domain::refusal::Refusal;
 
 pub use crate::domain::rights::{Act, ReadOnly, refusal};
@@ -11,22 +11,22 @@ pub use crate::domain::rights::{Act, ReadOnly, refusal};
 /// call), then the broker's own word (asked once per session; see `broker::rights`). A broker
 /// that could not tell leaves the session writable: each run checks its targets and stops at
 /// the first refused publish.
-pub async fn read_only(s: &Session) -> Option<ReadOnly> {
+pub async fn read_only(s: &Handle) -> Option<ReadOnly> {
     if let Some(r) = configured(s) {
         return Some(r);
     }
-    match s.handle.publishing().await {
+    match s.publishing().await {
         Publishing::Refused(why) => Some(ReadOnly::Broker(why.clone())),
         Publishing::Allowed | Publishing::Unknown(_) => None,
     }
 }
 
 /// Read-only by the flag or the context alone (no broker call).
-pub fn configured(s: &Session) -> Option<ReadOnly> {
+pub fn configured(s: &Handle) -> Option<ReadOnly> {
     ReadOnly::configured(
-        s.handle.target.read_only_flag,
-        s.handle.target.read_only,
-        &s.handle.target.context,
+        s.target.read_only_flag,
+        s.target.read_only,
+        &s.target.context,
     )
 }
 

@@ -605,9 +605,9 @@ async fn audit_vhosts(s: &Session, unreached: &mut Vec<String>) -> Vec<String> {
 /// admitted by its own vhost's session.
 async fn read_only_reason(s: &Session, vhost_check: bool) -> Option<String> {
     let r = if vhost_check {
-        crate::ops::rights::read_only(s).await
+        crate::ops::rights::read_only(&s.handle).await
     } else {
-        crate::ops::rights::configured(s)
+        crate::ops::rights::configured(&s.handle)
     };
     r.map(|r| r.reason())
 }

@@ -103,4 +103,40 @@ impl Handle {
             (c, o) => c.or(o.map(str::to_string)),
         }
     }
+
+    /// Messages another consumer holds unacknowledged on `queue` right now: only when a consumer
+    /// is attached (AMQP's live count) and the management API counts unacknowledged messages, so
+    /// a browse that just ended is not taken for one. A run never sees them.
+    pub(crate) async fn held_elsewhere(&self, queue: &str) -> u64 {
+        use lapin::options::QueueDeclareOptions;
+        let Ok(conn) = self.amqp().await else {
+            return 0;
+        };
+        let Ok(name) = crate::broker::amqp::short("the queue name", queue) else {
+            return 0;
+        };
+        let Ok(ch) = conn.create_channel().await else {
+            return 0;
+        };
+        let declared = ch
+            .queue_declare(
+                name,
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+            .await;
+        let _ = ch.close(200, "counted".into()).await;
+        if !declared.is_ok_and(|d| d.consumer_count() > 0) {
+            return 0;
+        }
+        self.mgmt
+            .queue(self.vhost(), queue)
+            .await
+            .ok()
+            .and_then(|q| q.messages_unacknowledged)
+            .unwrap_or(0)
+    }
 }

@@ -137,7 +137,7 @@ impl ArchivePort for Session {
         cancel: watch::Receiver<bool>,
         on_progress: impl FnMut(&Progress) + Send,
     ) -> Result<Summary, SessionError> {
-        let held = crate::ops::held_elsewhere(self, &spec.queue).await;
+        let held = self.handle.held_elsewhere(&spec.queue).await;
         let mut result = self.run_job(spec, work, cancel, on_progress).await;
         if let Ok(sum) = &mut result {
             sum.held_elsewhere = held;

@@ -75,7 +75,7 @@ pub trait ProtectPort: Rights + RecordPort {
 
 impl Rights for Session {
     fn read_only(&self) -> impl Future<Output = Option<ReadOnly>> + Send {
-        super::rights::read_only(self)
+        super::rights::read_only(&self.handle)
     }
 }
 

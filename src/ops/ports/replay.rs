@@ -70,7 +70,7 @@ pub trait ReplayPort: ArchivePort + Publishing {
     ) -> impl Future<Output = (CanaryDecision, Watch)> + Send;
     /// What `queue` holds now (`None`: it could not be counted).
     fn left_in(&self, queue: &str) -> impl Future<Output = Option<u64>> + Send;
-    /// Messages another consumer holds unacknowledged on `queue` (`ops::held_elsewhere`).
+    /// Messages another consumer holds unacknowledged on `queue` (`Handle::held_elsewhere`).
     fn held_elsewhere(&self, queue: &str) -> impl Future<Output = u64> + Send;
     /// The run: the engine, at most `spec.limit` of the plan, stopped by `cancel`.
     fn replay(
@@ -208,7 +208,7 @@ impl ReplayPort for Session {
     }
 
     fn held_elsewhere(&self, queue: &str) -> impl Future<Output = u64> + Send {
-        crate::ops::held_elsewhere(self, queue)
+        self.handle.held_elsewhere(queue)
     }
 
     fn replay(
