@@ -268,7 +268,7 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
 /// one in flight is settled and remembered, as the TUI's cancel does); a second stops at once
 /// (`None`) and leaves the record "interrupted".
 async fn publish_with_signals(
-    ready: &mut ops::restore::Ready<'_>,
+    ready: &mut ops::restore::Ready<'_, Session>,
     json: bool,
 ) -> Option<restore::Outcome> {
     let (stop, cancel) = tokio::sync::watch::channel(false);

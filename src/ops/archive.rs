@@ -14,7 +14,7 @@ use super::{Front, Plan, Refusal, Stop};
 use crate::broker::archive::{DeclareError, Place, StreamState};
 use crate::broker::replay::{Progress, Summary};
 use crate::broker::session::WriteCheck;
-use crate::broker::session::{ReadConsent, ReplaySpec, Selected, Session, SessionError};
+use crate::broker::session::{ReadConsent, ReplaySpec, Selected, SessionError};
 use crate::domain::archive::Stamp;
 use crate::domain::identity;
 use crate::domain::run::RunKind;
@@ -65,7 +65,7 @@ pub struct Planned {
 }
 
 /// A run on the record, ready to take its first message.
-pub struct Ready<'s, B: ArchivePort = Session> {
+pub struct Ready<'s, B: ArchivePort> {
     s: &'s B,
     spec: ReplaySpec,
     work: Option<B::Work>,

@@ -9,7 +9,7 @@ use super::record::{self, Record};
 use super::rights::{self, Act};
 use super::{Front, Plan, Refusal, Stop};
 use crate::broker::replay::{Progress, Summary};
-use crate::broker::session::{Preview, ReplaySpec, Session, SessionError, WriteCheck};
+use crate::broker::session::{Preview, ReplaySpec, SessionError, WriteCheck};
 use crate::domain::canary::{CanaryPlan, CanaryRule, Sight};
 use crate::domain::sanitize::one_line;
 use crate::store::{AuditStart, Operation};
@@ -46,7 +46,7 @@ pub struct EditArchive {
 }
 
 /// A replay on the record, ready to move its first message.
-pub struct Ready<'s, B: ReplayPort = Session> {
+pub struct Ready<'s, B: ReplayPort> {
     s: &'s B,
     spec: ReplaySpec,
     preview: Preview,

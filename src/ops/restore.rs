@@ -13,7 +13,7 @@ use super::rights::{self, Act};
 use super::{Front, Plan, Refusal, Stop};
 use crate::broker::archive::{Place, StreamState};
 use crate::broker::restore::{self, Ask};
-use crate::broker::session::{ReadConsent, Session, WriteCheck};
+use crate::broker::session::{ReadConsent, WriteCheck};
 use crate::domain::run::RunKind;
 use crate::domain::sanitize::one_line;
 use crate::domain::selection::Selection;
@@ -73,7 +73,7 @@ pub struct Planned {
 }
 
 /// A restore on the record, ready to publish its first message.
-pub struct Ready<'s, B: RestorePort = Session> {
+pub struct Ready<'s, B: RestorePort> {
     s: &'s B,
     plan: Option<restore::Plan>,
     key: String,

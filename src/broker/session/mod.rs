@@ -22,6 +22,7 @@ mod cache;
 mod memory;
 mod planning;
 mod policy;
+mod ports;
 mod preview;
 mod reads;
 mod run;

@@ -12,7 +12,6 @@ use serde::Serialize;
 
 use super::Author;
 use crate::broker::audit::{BrokerRecord, Consent};
-use crate::broker::session::Session;
 use crate::domain::grouping::GroupNote;
 use crate::domain::run::RunKind;
 use crate::local::spool::Spool;
@@ -174,31 +173,4 @@ pub trait RecordPort: Sync {
     fn memory(&self) -> Result<Self::Memory, String>;
     /// Opens the broker's audit stream for appending, creating it as `consent` allows.
     fn open_log(&self, consent: Consent<'_>) -> impl Future<Output = Self::Log> + Send;
-}
-
-impl RecordPort for Session {
-    type Log = BrokerRecord;
-    type Memory = Store;
-
-    fn operator(&self) -> Author {
-        Author {
-            broker_user: self.handle.whoami.name.clone(),
-            context: self.handle.target.context.clone(),
-            vhost: self.vhost().to_string(),
-            create_streams: self.handle.target.audit.create,
-            audit_stream: self.handle.target.audit.stream.is_some(),
-        }
-    }
-
-    fn memory_key(&self) -> String {
-        self.handle.memory_key()
-    }
-
-    fn memory(&self) -> Result<Store, String> {
-        Store::open_default().map_err(|e| e.to_string())
-    }
-
-    fn open_log(&self, consent: Consent<'_>) -> impl Future<Output = BrokerRecord> + Send {
-        BrokerRecord::open(self, consent)
-    }
 }
