@@ -88,9 +88,9 @@ fn a_filter_on_every_body_is_made_in_slices_while_the_keys_act_on_the_list_shown
     assert!(shown.contains("updating the list…"), "{shown}");
     // Keys meanwhile act on the list shown: moving, and an order, which the new view keeps.
     update(&mut st, ch('j'));
-    assert_eq!(st.msg_cursor, 1);
+    assert_eq!(st.msgs.cursor, 1);
     update(&mut st, ch('3'));
-    assert_eq!(st.msg_order, MsgOrder::Tries);
+    assert_eq!(st.msgs.order, MsgOrder::Tries);
     assert!(
         st.has_idle_work(),
         "an order does not end the view being made"
@@ -100,9 +100,9 @@ fn a_filter_on_every_body_is_made_in_slices_while_the_keys_act_on_the_list_shown
     // Most tries first: the ladder, then the one that expired once.
     assert_eq!(ids(&st), vec!["order-11042", "order-exp-42"]);
     // The cursor stayed on its message through the order (the first ladder, now first).
-    assert_eq!(st.msg_cursor, 0);
+    assert_eq!(st.msgs.cursor, 0);
     assert!(!status(&st).contains("updating the list"));
-    let b = st.browse.as_ref().unwrap();
+    let b = st.msgs.browse.as_ref().unwrap();
     let grouped: usize = b.groups.iter().map(|g| g.rows.len()).sum();
     assert_eq!(grouped, 2, "the groups are of the rows that pass");
 }
@@ -121,12 +121,12 @@ fn the_view_made_in_slices_is_the_view_made_at_once() {
             update(st, ch('b'));
         }
     }
-    assert_eq!(sliced.group_by, GroupBy::Origin);
+    assert_eq!(sliced.msgs.group_by, GroupBy::Origin);
     idle_until_done(&mut sliced);
     whole.refresh_view_now();
     let (a, b) = (
-        sliced.browse.as_ref().unwrap(),
-        whole.browse.as_ref().unwrap(),
+        sliced.msgs.browse.as_ref().unwrap(),
+        whole.msgs.browse.as_ref().unwrap(),
     );
     assert_eq!(a.visible, b.visible);
     assert!(!a.visible.is_empty() && a.visible.len() < N as usize);
@@ -150,9 +150,9 @@ fn a_new_page_ends_the_view_being_made_and_is_shown_filtered_at_once() {
     let mut st = browsed(false, "orders.dlq", page());
     filter(&mut st, "-reason:rejected");
     update(&mut st, Event::Idle);
-    assert!(st.browse.as_ref().unwrap().updating().is_some());
+    assert!(st.msgs.browse.as_ref().unwrap().updating().is_some());
     update(&mut st, messages_loaded("orders.dlq", page()));
-    let b = st.browse.as_ref().unwrap();
+    let b = st.msgs.browse.as_ref().unwrap();
     assert_eq!(b.updating(), None);
     let expired = N.div_ceil(7) as usize;
     assert_eq!(
@@ -209,8 +209,8 @@ fn a_group_picked_while_a_new_grouping_is_made_is_the_group_on_screen() {
     let shown = st.current_group().unwrap().key.clone();
     // By exception now: made in idle moments; the failure groups stay on screen meanwhile.
     update(&mut st, ch('b'));
-    assert_eq!(st.group_by, GroupBy::Exception);
-    assert!(st.browse.as_ref().unwrap().updating().is_some());
+    assert_eq!(st.msgs.group_by, GroupBy::Exception);
+    assert!(st.msgs.browse.as_ref().unwrap().updating().is_some());
     assert_eq!(st.shown_grouping(), GroupBy::Fingerprint);
     assert!(
         status(&st).contains("Failure groups"),
@@ -218,7 +218,7 @@ fn a_group_picked_while_a_new_grouping_is_made_is_the_group_on_screen() {
     );
     update(&mut st, ch('r'));
     let Overlay::Replay(modal) = &st.overlay else {
-        panic!("no replay modal: {:?}", st.notice);
+        panic!("no replay modal: {:?}", st.banner.notice);
     };
     let Selection::Group(g) = &modal.selection else {
         panic!("{:?}", modal.selection);

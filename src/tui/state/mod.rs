@@ -3,7 +3,7 @@
 //! its inputs change, so `view` only draws.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use jiff::Timestamp;
 use ratatui::text::Line;
@@ -11,11 +11,16 @@ use ratatui_textarea::TextArea;
 
 pub use super::queue_row::QueueRow;
 
+mod groups;
+pub use groups::{
+    Answers, Banner, Filtering, Handover, HelpView, Inputs, MessageView, Pending, QueueList,
+    Settings,
+};
+
 pub use super::modal::{
     ArchiveKind, ArchiveModal, MAX_REASON_CHARS, ModalField, ReplayModal, ReplayRun, RestoreModal,
 };
 
-use super::custom::{self, CustomCommand};
 use super::detail::{self, DetailKey, Rendered};
 use super::event::{ConnectionState, Overview, Ticket};
 use super::oplog::OpLog;
@@ -23,14 +28,14 @@ use super::pager::Pager;
 use super::theme::Theme;
 use crate::domain::brief::{Brief, Interner, Seconds};
 use crate::domain::convention::Conventions;
-use crate::domain::discovery::{Discovery, DlqInfo, QueueRef};
+use crate::domain::discovery::{DlqInfo, QueueRef};
 use crate::domain::explain::{self, Explanation};
 use crate::domain::filter::Filter;
 use crate::domain::grouping::{GroupBy, GroupNote, WaitQueues};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::packed::Packed;
-use crate::domain::urgency::{self, Figures, History, ReadHead, Sample, SortBy};
+use crate::domain::urgency::{self, Figures, History, Sample};
 use crate::local::spill::Letter;
 
 /// Rates offered by `+`/`-` (messages per second).
@@ -52,8 +57,9 @@ pub enum Focus {
 }
 
 /// What the message pane lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ListMode {
+    #[default]
     Messages,
     Groups,
 }
@@ -220,7 +226,7 @@ pub struct Browse {
     pub queue: String,
     pub rows: Vec<Row>,
     pub stop: String,
-    /// Indices into `rows` that pass the filter, in the order shown (`State::msg_order`).
+    /// Indices into `rows` that pass the filter, in the order shown (`MessageView::order`).
     pub visible: Vec<usize>,
     pub groups: Vec<Group>,
     /// The request this page answered: an older page never replaces it.
@@ -232,8 +238,8 @@ pub struct Browse {
     /// `domain::comeback`).
     pub authors: HashMap<String, String>,
     /// What the groups shown were made by, and the filter the rows shown passed: while a new
-    /// view is being made, these (not `State::group_by` and `State::filter`, already the new
-    /// ones) are what a pick of a group or a note on one means.
+    /// view is being made, these (not `MessageView::group_by` and `Filtering::filter`, already
+    /// the new ones) are what a pick of a group or a note on one means.
     pub grouped_by: GroupBy,
     pub filtered_by: Option<Filter>,
     /// The page's other orders (`tui::orders`).
@@ -360,18 +366,19 @@ pub struct Question {
     pub yes: crate::worker::protocol::Command,
 }
 
+/// The UI state, grouped by what each part is for (see `groups`); `update` is the only
+/// writer, `view` the reader.
 #[derive(Clone, Debug)]
 pub struct State {
     /// The clock as of the last event: ages are computed from it, never from the system clock.
     pub now: Timestamp,
+    /// The command line's and the configuration file's settings.
+    pub settings: Settings,
     /// No replay in the place shown: the command line's `--read-only`, or what the worker says
     /// of this place (`Overview::read_only`). Decided again for each place, never carried over.
     pub read_only: bool,
     /// Why replay is off, in words (shown in the banner when a replay key is pressed).
     pub read_only_reason: String,
-    /// `--read-only` (or a snapshot): read-only wherever Warren goes.
-    pub read_only_flag: bool,
-    pub theme: Theme,
     pub overview: Overview,
     /// The session generation shown: a switch's, once it succeeded; answers from an older one
     /// are dropped (see `event::Ticket`).
@@ -381,141 +388,30 @@ pub struct State {
     /// A switch under way (see [`Switching`]).
     pub switching: Option<Switching>,
     pub connection: ConnectionState,
-    pub discovery: Discovery,
-    pub queues_loaded: bool,
-    pub depths_at: Option<Timestamp>,
-    pub show_ordinary: bool,
-    /// Each dead-letter queue's depth over the session (and the store's last hour), by vhost
-    /// and name (FNV: a refresh of 10,000 queues hashes each key twice).
-    pub histories: fnv::FnvHashMap<QueueRef, History>,
-    /// What the last read of each queue found (its oldest and newest dead letter), by vhost
-    /// and name.
-    pub heads: fnv::FnvHashMap<QueueRef, ReadHead>,
-    /// The urgency figures of `discovery.dead_letter_queues`, aligned with it (see
-    /// [`State::refresh_urgency`]).
-    pub figures: Vec<Figures>,
-    /// The queue list's order (number keys), and whether it is reversed.
-    pub sort: SortBy,
-    pub sort_reverse: bool,
-    /// Indices into `discovery.dead_letter_queues` in the order shown.
-    pub queue_order: Vec<usize>,
-    pub queue_cursor: usize,
-    pub focus: Focus,
-    pub list_mode: ListMode,
-    pub browse_limit: usize,
-    /// `[conventions]` from the config file: how a team's own ladder is read.
-    pub conventions: Conventions,
-    /// The rate the replay modal starts at (`replay.rate`, else [`DEFAULT_RATE`]).
-    pub replay_rate: u32,
-    /// The replay modal starts with a canary of `canary_size` above `canary_above` messages
-    /// (0: never), waiting `canary_wait` (`[replay]`).
-    pub canary_above: u64,
-    pub canary_size: u64,
-    pub canary_wait: std::time::Duration,
-    /// Per context, the operator's answer to creating its missing audit stream: asked once.
-    pub audit_answers: std::collections::HashMap<String, bool>,
-    /// The operator's answer, per context, to where an archive goes while the archive stream is
-    /// missing: asked once in the archive modal, never again for that context.
-    pub archive_answers: std::collections::HashMap<String, crate::worker::protocol::ArchivePlace>,
-    /// The queue being browsed right now.
-    pub loading: Option<QueueRef>,
-    /// A quorum queue whose browse would spend deliveries: a second Enter confirms.
-    pub pending_browse: Option<QueueRef>,
-    /// A queue whose read would spend deliveries again: the same key again confirms.
-    pub pending_reread: Option<QueueRef>,
-    /// A queue the operator asked to protect: the same key again confirms.
-    pub pending_protect: Option<QueueRef>,
-    /// A queue opened from every context at once (Enter): once the switch to its context has
-    /// landed, it is opened there (its vhost and name, in that context's terms).
-    pub open_after_switch: Option<QueueRef>,
     /// The place shown was reached from every context at once: `*` goes back, and the footer
     /// says so.
     pub from_every_context: bool,
-    pub browse: Option<Browse>,
-    /// A page still arriving (see [`Arriving`]).
-    pub arriving: Option<Arriving>,
-    pub msg_cursor: usize,
-    /// The message list's order, and whether it is reversed.
-    pub msg_order: MsgOrder,
-    pub msg_order_reverse: bool,
-    pub group_cursor: usize,
-    /// What makes a group in the group view (`b` cycles).
-    pub group_by: GroupBy,
-    /// The notes on the open queue's groups, every grouping, as the worker read them from the
-    /// store (see `Report::GroupNotes`).
-    pub group_notes: Vec<GroupNote>,
     /// The redirects in force, by vhost, as the worker last read them (`Report::Redirects`):
     /// the detail pane's "a replay would" applies them as the replay's plan does.
-    pub redirects: std::collections::HashMap<String, crate::domain::redirect::Redirects>,
-    /// A note being written (`n`).
-    pub note_input: Option<NoteInput>,
-    /// Picked messages, by key.
-    pub selected: HashSet<String>,
-    /// Where `V` extends a range from: the position in view of the last toggle.
-    pub anchor: Option<usize>,
-    pub filter_text: String,
-    pub filter: Option<Filter>,
-    pub filter_error: Option<String>,
-    /// The filter changed but a large list has not been narrowed yet (see `FILTER_SETTLE`).
-    pub filter_pending: bool,
-    /// The queue-list cursor moved: the queue under it is read once it rests
-    /// (`update::GLANCE_SETTLE`, the first screen answering without a key press).
-    pub glance_pending: bool,
-    pub filter_input: Option<FilterInput>,
-    pub command_input: Option<TextArea<'static>>,
-    pub detail_scroll: u16,
-    pub trace_open: bool,
-    /// The detail pane's lines for the message under the cursor, rendered by `update` when the
-    /// message or what its lines depend on changes (see `refresh_detail`), so that neither a
-    /// scroll key nor a frame parses and pretty-prints its body again.
-    pub detail: Option<Rendered>,
-    /// Bumped whenever the rows or the discovery are replaced: the detail cache's notion of
-    /// "the same content".
-    pub(crate) content_serial: u64,
+    pub redirects: HashMap<String, crate::domain::redirect::Redirects>,
+    pub focus: Focus,
+    pub queues: QueueList,
+    pub msgs: MessageView,
+    pub filtering: Filtering,
+    pub pending: Pending,
+    pub answers: Answers,
+    pub inputs: Inputs,
+    pub help: HelpView,
+    pub banner: Banner,
     pub overlay: Overlay,
     /// Every broker operation of this session (the last `oplog::CAP`).
     pub oplog: OpLog,
     /// The Replays view's runs and what could not be reached; `None` while loading.
     pub replay_runs: Option<(Vec<crate::worker::protocol::RunSummary>, Vec<String>)>,
-    /// `[[commands]]` from the config, checked against the key table at startup.
-    pub custom_commands: Vec<CustomCommand>,
-    /// A custom command `update` decided to run: the loop takes it, hands the terminal over,
-    /// runs it and takes the terminal back.
-    pub handover: Option<custom::Run>,
-    /// The document to hand to `$EDITOR` (`Ctrl-E` in Warren's editor): the loop hands the
-    /// terminal over and gives the result back as `Event::Edited`.
-    pub edit_handover: Option<String>,
-    /// A save `update` decided on (`Ctrl-S`, `S`): the loop, which has the frame, performs it.
-    pub save: Option<super::save::Save>,
-    /// Text `y`/`Y` copied: the loop writes it to the terminal as OSC 52, which puts it on the
-    /// clipboard of the terminal the operator sits at, over SSH and tmux too.
-    pub clipboard: Option<String>,
-    /// The queue list's filter (`/` on the list): the rows whose place and name hold every
-    /// word of it, case-insensitively. Empty: every row.
-    pub queue_filter: String,
-    /// The queue filter's input line while it is open; Esc restores `queue_filter`'s text from
-    /// before.
-    pub queue_filter_input: Option<(TextArea<'static>, String)>,
-    /// The contexts of the config file, for the picker and Tab (empty without a config).
-    pub contexts: Vec<super::picker::ContextChoice>,
-    /// The first line of the help overlay in view.
-    pub help_scroll: u16,
-    /// The help's search (`/` in help): only the bindings matching it are listed; `help_typing`
-    /// while its line takes keys.
-    pub help_query: String,
-    pub help_typing: bool,
+    pub handover: Handover,
     /// The terminal's size (columns, rows) as last reported (80×24 until it is): the pager lays
     /// its text out for it, the help scrolls within it.
     pub screen: (u16, u16),
-    /// The banner shows its whole text (`w`), not only its first lines.
-    pub banner_whole: bool,
-    pub error: Option<String>,
-    pub notice: Option<String>,
-    /// The banner shown and since when (`update::banner`): it goes by itself.
-    pub banner_since: Option<(String, Timestamp)>,
-    /// The message filters typed on other queues, by queue: a filter belongs to the queue it
-    /// was typed on, is put away when another queue opens and comes back with its queue.
-    pub filters: HashMap<QueueRef, (String, Filter)>,
     pub quit: bool,
     pub(crate) dirty: bool,
 }
@@ -524,89 +420,34 @@ impl State {
     pub fn new(now: Timestamp, read_only: bool, theme: Theme) -> State {
         State {
             now,
+            settings: Settings::new(read_only, theme),
             read_only,
             read_only_reason: if read_only {
                 FLAG_READ_ONLY_REASON.into()
             } else {
                 String::new()
             },
-            read_only_flag: read_only,
-            theme,
             overview: Overview::default(),
             generation: 0,
             last_generation: 0,
             switching: None,
             connection: ConnectionState::Connecting,
-            discovery: Discovery::default(),
-            queues_loaded: false,
-            depths_at: None,
-            show_ordinary: false,
-            histories: Default::default(),
-            heads: Default::default(),
-            figures: Vec::new(),
-            sort: SortBy::default(),
-            sort_reverse: false,
-            queue_order: Vec::new(),
-            queue_cursor: 0,
-            focus: Focus::Queues,
-            list_mode: ListMode::Messages,
-            browse_limit: DEFAULT_BROWSE_LIMIT,
-            conventions: Conventions::default(),
-            replay_rate: DEFAULT_RATE,
-            canary_above: crate::domain::canary::DEFAULT_ABOVE,
-            canary_size: crate::domain::canary::DEFAULT_SIZE,
-            canary_wait: crate::domain::canary::DEFAULT_WAIT,
-            audit_answers: Default::default(),
-            archive_answers: Default::default(),
-            loading: None,
-            pending_browse: None,
-            pending_reread: None,
-            pending_protect: None,
-            open_after_switch: None,
             from_every_context: false,
-            browse: None,
-            arriving: None,
-            msg_cursor: 0,
-            msg_order: MsgOrder::Queue,
-            msg_order_reverse: false,
-            group_cursor: 0,
-            group_by: GroupBy::default(),
-            group_notes: Vec::new(),
-            redirects: Default::default(),
-            note_input: None,
-            selected: HashSet::new(),
-            anchor: None,
-            filter_text: String::new(),
-            filter: None,
-            filter_error: None,
-            filter_pending: false,
-            glance_pending: false,
-            filter_input: None,
-            command_input: None,
-            detail_scroll: 0,
-            trace_open: false,
-            detail: None,
-            content_serial: 0,
+            redirects: HashMap::new(),
+            focus: Focus::Queues,
+            queues: QueueList::default(),
+            msgs: MessageView::default(),
+            filtering: Filtering::default(),
+            pending: Pending::default(),
+            answers: Answers::default(),
+            inputs: Inputs::default(),
+            help: HelpView::default(),
+            banner: Banner::default(),
             overlay: Overlay::None,
             oplog: OpLog::default(),
             replay_runs: None,
-            custom_commands: Vec::new(),
-            handover: None,
-            edit_handover: None,
-            save: None,
-            clipboard: None,
-            queue_filter: String::new(),
-            queue_filter_input: None,
-            contexts: Vec::new(),
-            help_scroll: 0,
-            help_query: String::new(),
-            help_typing: false,
+            handover: Handover::default(),
             screen: (80, 24),
-            banner_whole: false,
-            error: None,
-            notice: None,
-            banner_since: None,
-            filters: HashMap::new(),
             quit: false,
             dirty: true,
         }
@@ -637,35 +478,40 @@ impl State {
     /// The queue list in its order, each row with its figures, narrowed by the queue filter
     /// (`/` on the list): one place, so rows and figures never disagree.
     fn rows_and_figures(&self) -> Vec<(QueueRow<'_>, Option<&Figures>)> {
-        let dlqs = &self.discovery.dead_letter_queues;
-        let order: Vec<usize> = if self.queue_order.len() == dlqs.len() {
-            self.queue_order.clone()
+        let dlqs = &self.queues.discovery.dead_letter_queues;
+        let order: Vec<usize> = if self.queues.order.len() == dlqs.len() {
+            self.queues.order.clone()
         } else {
             (0..dlqs.len()).collect()
         };
         let mut rows: Vec<(QueueRow<'_>, Option<&Figures>)> = order
             .into_iter()
-            .filter_map(|i| dlqs.get(i).map(|d| (QueueRow::Dlq(d), self.figures.get(i))))
+            .filter_map(|i| {
+                dlqs.get(i)
+                    .map(|d| (QueueRow::Dlq(d), self.queues.figures.get(i)))
+            })
             .collect();
         // Queues holding stuck dead letters after the DLQs, whatever the sort (as `warren
         // queues`); not again among the ordinary queues.
         rows.extend(
-            self.discovery
+            self.queues
+                .discovery
                 .stuck
                 .iter()
                 .map(|q| (QueueRow::Stuck(q), None)),
         );
-        if self.show_ordinary {
+        if self.queues.show_ordinary {
             rows.extend(
-                self.discovery
+                self.queues
+                    .discovery
                     .other_queues
                     .iter()
                     .filter(|q| !super::queue_row::is_stuck(self, &q.vhost, &q.name))
                     .map(|q| (QueueRow::Other(q), None)),
             );
         }
-        if !self.queue_filter.is_empty() {
-            let words = queue_filter_words(&self.queue_filter);
+        if !self.queues.filter.is_empty() {
+            let words = queue_filter_words(&self.queues.filter);
             // What the row shows: its name, after its context or vhost where the list holds
             // several (a vhost named like its queues would otherwise match every row).
             rows.retain(|(r, _)| {
@@ -685,13 +531,13 @@ impl State {
 
     pub fn queue_name_at_cursor(&self) -> Option<String> {
         self.queue_rows()
-            .get(self.queue_cursor)
+            .get(self.queues.cursor)
             .map(|r| r.name().to_string())
     }
 
     /// The queue under the cursor: its vhost and name.
     pub fn queue_at_cursor(&self) -> Option<QueueRef> {
-        self.queue_rows().get(self.queue_cursor).map(QueueRow::id)
+        self.queue_rows().get(self.queues.cursor).map(QueueRow::id)
     }
 
     /// The version of the broker a queue of `context` lives on: with every context listed,
@@ -743,7 +589,7 @@ impl State {
     /// The dead-letter queue `name` of the place shown (with every vhost listed, the first of
     /// that name: use [`State::dlq_of`] where the vhost is known).
     pub fn dlq(&self, name: &str) -> Option<&DlqInfo> {
-        self.discovery.dlq(name)
+        self.queues.discovery.dlq(name)
     }
 
     /// Whether `id` is the archive stream, as the worker marked it in the listing.
@@ -754,36 +600,43 @@ impl State {
 
     /// Whether the open queue is the archive (where `r` restores).
     pub fn archive_open(&self) -> bool {
-        self.browse
+        self.msgs
+            .browse
             .as_ref()
             .is_some_and(|b| self.is_archive(&b.id()))
     }
 
     pub fn dlq_of(&self, id: &QueueRef) -> Option<&DlqInfo> {
-        self.discovery.dlq_of(id)
+        self.queues.discovery.dlq_of(id)
     }
 
     /// The urgency figures of the dead-letter queue `id`.
     pub fn figures_of(&self, id: &QueueRef) -> Option<&Figures> {
         let i = self
+            .queues
             .discovery
             .dead_letter_queues
             .iter()
             .position(|d| d.is(id))?;
-        self.figures.get(i)
+        self.queues.figures.get(i)
     }
 
     /// Adds the depths the discovery reports, as of `now`, to each queue's history.
     pub fn sample_depths(&mut self) {
         let now = self.now;
         let mut key = QueueRef::default();
-        for d in &self.discovery.dead_letter_queues {
+        for d in &self.queues.discovery.dead_letter_queues {
             if let Some(depth) = d.depth {
                 let sample = Sample { at: now, depth };
                 // A key is built only for a queue seen the first time.
-                match self.histories.get_mut(key.set_to(d)) {
+                match self.queues.histories.get_mut(key.set_to(d)) {
                     Some(h) => h.record(sample),
-                    None => self.histories.entry(d.id()).or_default().record(sample),
+                    None => self
+                        .queues
+                        .histories
+                        .entry(d.id())
+                        .or_default()
+                        .record(sample),
                 }
             }
         }
@@ -792,7 +645,7 @@ impl State {
     /// Merges samples kept in the store into the histories.
     pub fn merge_history(&mut self, stored: HashMap<QueueRef, Vec<Sample>>) {
         for (queue, mut samples) in stored {
-            let h = self.histories.entry(queue).or_default();
+            let h = self.queues.histories.entry(queue).or_default();
             samples.extend(h.points());
             *h = History::from_samples(samples);
         }
@@ -801,11 +654,11 @@ impl State {
     /// Recomputes the figures and the order of the queue list, keeping the cursor on the queue
     /// `keep` (the one under it before) when it is still listed. One pass and one sort.
     pub fn refresh_urgency(&mut self, keep: Option<QueueRef>) {
-        let (histories, heads) = (&self.histories, &self.heads);
+        let (histories, heads) = (&self.queues.histories, &self.queues.heads);
         // One key, refilled for each lookup: no allocation per queue.
         let mut key = QueueRef::default();
-        self.figures = urgency::dlq_figures_by(
-            &self.discovery,
+        self.queues.figures = urgency::dlq_figures_by(
+            &self.queues.discovery,
             |q| {
                 let k = key.set_to(q);
                 (histories.get(k), heads.get(k))
@@ -813,16 +666,17 @@ impl State {
             self.now,
         );
         let keyed: Vec<(&str, Figures)> = self
+            .queues
             .discovery
             .dead_letter_queues
             .iter()
-            .zip(self.figures.iter().copied())
+            .zip(self.queues.figures.iter().copied())
             .map(|(d, f)| (d.name.as_str(), f))
             .collect();
-        self.queue_order = urgency::order(&keyed, self.sort, self.sort_reverse);
+        self.queues.order = urgency::order(&keyed, self.queues.sort, self.queues.sort_reverse);
         let found = keep.and_then(|id| self.queue_rows().iter().position(|r| r.is(&id)));
-        self.queue_cursor = found
-            .unwrap_or(self.queue_cursor)
+        self.queues.cursor = found
+            .unwrap_or(self.queues.cursor)
             .min(self.queue_rows().len().saturating_sub(1));
     }
 
@@ -830,16 +684,16 @@ impl State {
     /// queue while that is still listed, else on the first row.
     pub fn set_queue_filter(&mut self, text: String) {
         let keep = self.queue_at_cursor();
-        self.queue_filter = text;
+        self.queues.filter = text;
         let rows = self.queue_rows();
         let found = keep.and_then(|id| rows.iter().position(|r| r.is(&id)));
-        self.queue_cursor = found.unwrap_or(0).min(rows.len().saturating_sub(1));
+        self.queues.cursor = found.unwrap_or(0).min(rows.len().saturating_sub(1));
         self.dirty = true;
     }
 
     /// The rows in view, in order.
     pub fn visible_rows(&self) -> Vec<&Row> {
-        match &self.browse {
+        match &self.msgs.browse {
             Some(b) => b.visible.iter().filter_map(|&i| b.rows.get(i)).collect(),
             None => Vec::new(),
         }
@@ -847,23 +701,24 @@ impl State {
 
     /// The message under the cursor (in group mode: the first message of the group).
     pub fn current_row(&self) -> Option<&Row> {
-        let b = self.browse.as_ref()?;
+        let b = self.msgs.browse.as_ref()?;
         self.current_index().and_then(|i| b.rows.get(i))
     }
 
     /// The message under the cursor, opened (see [`Row::open`]).
     pub fn current_opened(&self) -> Option<Opened> {
-        self.current_row().map(|r| r.open(&self.conventions))
+        self.current_row()
+            .map(|r| r.open(&self.settings.conventions))
     }
 
     /// Where the message under the cursor is in `Browse::rows`.
     fn current_index(&self) -> Option<usize> {
-        let b = self.browse.as_ref()?;
-        match self.list_mode {
-            ListMode::Messages => b.visible.get(self.msg_cursor).copied(),
+        let b = self.msgs.browse.as_ref()?;
+        match self.msgs.list_mode {
+            ListMode::Messages => b.visible.get(self.msgs.cursor).copied(),
             ListMode::Groups => b
                 .groups
-                .get(self.group_cursor)
+                .get(self.msgs.group_cursor)
                 .and_then(|g| g.rows.first())
                 .copied(),
         }
@@ -872,13 +727,13 @@ impl State {
     /// What the detail of the message under the cursor depends on, when there is one.
     fn detail_key(&self) -> Option<DetailKey> {
         let row = self.current_index()?;
-        self.browse.as_ref()?.rows.get(row)?;
+        self.msgs.browse.as_ref()?.rows.get(row)?;
         Some(DetailKey {
-            content: self.content_serial,
+            content: self.msgs.content_serial,
             row,
-            trace_open: self.trace_open,
+            trace_open: self.msgs.trace_open,
             day: self.now.as_second().div_euclid(86_400),
-            theme: self.theme,
+            theme: self.settings.theme,
         })
     }
 
@@ -886,21 +741,21 @@ impl State {
     /// Called by `update` after every event; cheap when nothing it depends on changed.
     pub fn refresh_detail(&mut self) {
         let Some(key) = self.detail_key() else {
-            self.detail = None;
+            self.msgs.detail = None;
             return;
         };
-        if self.detail.as_ref().is_some_and(|d| d.key == key) {
+        if self.msgs.detail.as_ref().is_some_and(|d| d.key == key) {
             return;
         }
         let lines = self.current_opened().map(|r| detail::lines(self, &r));
-        self.detail = lines.map(|lines| Rendered { key, lines });
+        self.msgs.detail = lines.map(|lines| Rendered { key, lines });
     }
 
     /// The detail pane's lines: what `update` rendered, or, for a state changed without it (a
     /// test setting the theme), rendered now so the pane is never out of date.
     pub fn detail_lines(&self) -> Option<Cow<'_, [Line<'static>]>> {
         let key = self.detail_key()?;
-        match &self.detail {
+        match &self.msgs.detail {
             Some(d) if d.key == key => Some(Cow::Borrowed(&d.lines)),
             _ => self
                 .current_opened()
@@ -909,37 +764,45 @@ impl State {
     }
 
     pub fn current_group(&self) -> Option<&Group> {
-        self.browse.as_ref()?.groups.get(self.group_cursor)
+        self.msgs
+            .browse
+            .as_ref()?
+            .groups
+            .get(self.msgs.group_cursor)
     }
 
     /// The note on group `g` of the open queue under the grouping shown (`group_notes` holds
     /// the open queue's only, of its vhost).
     pub fn note_for(&self, g: &Group) -> Option<&GroupNote> {
-        let b = self.browse.as_ref()?;
-        self.group_notes
+        let b = self.msgs.browse.as_ref()?;
+        self.msgs
+            .group_notes
             .iter()
             .find(|n| n.by == b.grouped_by && n.key == g.key && n.queue == b.queue)
     }
 
     /// The grouping of the groups on screen (`Browse::grouped_by`), else the one chosen.
     pub fn shown_grouping(&self) -> GroupBy {
-        self.browse.as_ref().map_or(self.group_by, |b| b.grouped_by)
+        self.msgs
+            .browse
+            .as_ref()
+            .map_or(self.msgs.group_by, |b| b.grouped_by)
     }
 
     /// Where a replay goes on to past a wait queue, from the vhost's retry loops (the endpoint
     /// grouping).
     pub fn wait_queues(&self) -> WaitQueues {
-        match &self.browse {
+        match &self.msgs.browse {
             // The open queue's vhost's loops: with every vhost listed, another vhost's wait
             // queue of the same name is not this one's.
-            Some(b) => WaitQueues::of_vhost(&self.discovery, &b.vhost),
-            None => WaitQueues::from_discovery(&self.discovery),
+            Some(b) => WaitQueues::of_vhost(&self.queues.discovery, &b.vhost),
+            None => WaitQueues::from_discovery(&self.queues.discovery),
         }
     }
 
     /// Length of the list the message pane shows.
     pub fn list_len(&self) -> usize {
-        match (&self.browse, self.list_mode) {
+        match (&self.msgs.browse, self.msgs.list_mode) {
             (None, _) => 0,
             (Some(b), ListMode::Messages) => b.visible.len(),
             (Some(b), ListMode::Groups) => b.groups.len(),
@@ -949,19 +812,19 @@ impl State {
     /// How many messages the selection takes: one per picked key, unless messages share a key
     /// (the same message id), when a replay takes each of them, so each counts.
     pub fn selected_messages(&self) -> usize {
-        match &self.browse {
+        match &self.msgs.browse {
             Some(b) if b.shared_keys => b
                 .rows
                 .iter()
-                .filter(|r| self.selected.contains(r.key.as_str()))
+                .filter(|r| self.msgs.selected.contains(r.key.as_str()))
                 .count(),
-            _ => self.selected.len(),
+            _ => self.msgs.selected.len(),
         }
     }
 
     /// Messages of the page with `key` (more than one when they share a message id).
     pub fn messages_with_key(&self, key: &str) -> usize {
-        match &self.browse {
+        match &self.msgs.browse {
             Some(b) if b.shared_keys => b.rows.iter().filter(|r| r.key == key).count(),
             _ => 1,
         }
