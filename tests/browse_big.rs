@@ -122,7 +122,8 @@ fn spill_of(st: &State) -> std::path::PathBuf {
 
 /// The ids shown, in order.
 fn shown(st: &State) -> Vec<String> {
-    st.visible_rows()
+    st.msgs
+        .visible_rows()
         .iter()
         .map(|r| r.shown_id().unwrap_or_default().to_string())
         .collect()
@@ -200,7 +201,13 @@ async fn a_long_page_arrives_in_chunks_each_message_once_read_back_from_its_spil
 
     // The list sorts by its columns; the same key again reverses.
     st.focus = Focus::Messages;
-    let rows_of = |st: &State| st.visible_rows().into_iter().cloned().collect::<Vec<_>>();
+    let rows_of = |st: &State| {
+        st.msgs
+            .visible_rows()
+            .into_iter()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
     update(&mut st, Event::Key(key('2')));
     assert_eq!(st.msgs.order, MsgOrder::Age);
     let by_age = rows_of(&st);

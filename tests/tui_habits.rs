@@ -146,6 +146,7 @@ fn first_message(mut m: DeadLetter, body: &[u8]) -> State {
 fn y_copies_the_id_and_y_the_body_but_not_binary_or_terminal_controls() {
     let mut st = first_message(masstransit(), b"{\"order\":\"1000\x1b[2J\"}\n");
     let id = st
+        .msgs
         .current_row()
         .and_then(|r| r.shown_id().map(str::to_string))
         .expect("an id");

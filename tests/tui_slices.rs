@@ -41,7 +41,8 @@ fn idle_until_done(st: &mut State) -> usize {
 }
 
 fn ids(st: &State) -> Vec<String> {
-    st.visible_rows()
+    st.msgs
+        .visible_rows()
         .iter()
         .map(|r| r.shown_id().unwrap_or_default().to_string())
         .collect()
@@ -75,14 +76,18 @@ fn filter(st: &mut State, text: &str) {
 fn a_filter_on_every_body_is_made_in_slices_while_the_keys_act_on_the_list_shown() {
     let mut st = browsed(false, "orders.dlq", page());
     // The page is shown whole at once; its orders are made ahead in idle moments.
-    assert_eq!(st.visible_rows().len(), N as usize);
+    assert_eq!(st.msgs.visible_rows().len(), N as usize);
     // Each order: its rows' keys in slices of at most 4,096, then the sort.
     assert!(idle_until_done(&mut st) >= 3 * 4);
 
     // A body filter: orders 1042 and 11042 (messages 42, expired, and 10042, a ladder).
     filter(&mut st, "body:1042,");
     assert!(st.has_idle_work());
-    assert_eq!(st.visible_rows().len(), N as usize, "the old view stays");
+    assert_eq!(
+        st.msgs.visible_rows().len(),
+        N as usize,
+        "the old view stays"
+    );
     update(&mut st, Event::Idle);
     let shown = status(&st);
     assert!(shown.contains("updating the list…"), "{shown}");
@@ -192,7 +197,7 @@ fn the_orders_made_ahead_are_the_orders_asked_for() {
     // backwards, the last of the fewest tries first.
     update(&mut ahead, ch('3'));
     update(&mut ahead, ch('3'));
-    let rows: Vec<&Row> = ahead.visible_rows();
+    let rows: Vec<&Row> = ahead.msgs.visible_rows();
     assert!(rows.windows(2).all(|w| w[0].attempts() <= w[1].attempts()));
     assert_eq!(rows[0].shown_id(), Some("order-exp-11998"));
     let most = rows.iter().map(|r| r.attempts()).max().unwrap();
@@ -206,12 +211,12 @@ fn a_group_picked_while_a_new_grouping_is_made_is_the_group_on_screen() {
     let mut st = browsed(false, "orders.dlq", page());
     idle_until_done(&mut st);
     update(&mut st, ch('f'));
-    let shown = st.current_group().unwrap().key.clone();
+    let shown = st.msgs.current_group().unwrap().key.clone();
     // By exception now: made in idle moments; the failure groups stay on screen meanwhile.
     update(&mut st, ch('b'));
     assert_eq!(st.msgs.group_by, GroupBy::Exception);
     assert!(st.msgs.browse.as_ref().unwrap().updating().is_some());
-    assert_eq!(st.shown_grouping(), GroupBy::Fingerprint);
+    assert_eq!(st.msgs.shown_grouping(), GroupBy::Fingerprint);
     assert!(
         status(&st).contains("Failure groups"),
         "the title says what is shown"
@@ -229,7 +234,7 @@ fn a_group_picked_while_a_new_grouping_is_made_is_the_group_on_screen() {
     );
     update(&mut st, key(KeyCode::Esc));
     idle_until_done(&mut st);
-    assert_eq!(st.shown_grouping(), GroupBy::Exception);
+    assert_eq!(st.msgs.shown_grouping(), GroupBy::Exception);
     assert!(status(&st).contains("Groups by exception"));
 }
 

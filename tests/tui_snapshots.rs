@@ -205,6 +205,7 @@ fn groups_by_reason_with_a_note() {
         update(&mut st, ch('b'));
     }
     let key = st
+        .msgs
         .current_group()
         .map(|g| g.key.clone())
         .unwrap_or_default();

@@ -209,7 +209,7 @@ fn enter_browses_and_tab_moves_between_panes() {
         },
     );
     assert!(st.msgs.loading.is_none());
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
     update(&mut st, key(KeyCode::Enter));
     assert_eq!(st.focus, Focus::Detail);
     update(&mut st, key(KeyCode::Esc));
@@ -302,11 +302,11 @@ fn filter_narrows_as_you_type_and_esc_restores() {
     assert!(st.inputs.filter.is_some());
     type_text(&mut st, "reason:expired");
     // Every ladder message also expired in the wait queue; only the plain expiry lacks a rejection.
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
     type_text(&mut st, " -reason:rejected");
-    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(st.msgs.visible_rows().len(), 1);
     assert_eq!(
-        st.visible_rows()[0]
+        st.msgs.visible_rows()[0]
             .letter
             .unpack()
             .properties
@@ -316,26 +316,26 @@ fn filter_narrows_as_you_type_and_esc_restores() {
     );
     update(&mut st, key(KeyCode::Enter));
     assert!(st.inputs.filter.is_none());
-    assert_eq!(st.visible_rows().len(), 1, "Enter keeps the filter");
+    assert_eq!(st.msgs.visible_rows().len(), 1, "Enter keeps the filter");
 
     // A query that does not parse (yet) keeps the last good filter and says why.
     update(&mut st, ch('/'));
     type_text(&mut st, " age:>");
     assert!(st.filtering.error.is_some());
-    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(st.msgs.visible_rows().len(), 1);
     update(&mut st, key(KeyCode::Esc));
     assert_eq!(
         st.filtering.text, "reason:expired -reason:rejected",
         "Esc restores the filter from before"
     );
-    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(st.msgs.visible_rows().len(), 1);
 
     // Clearing the text shows everything again.
     update(&mut st, ch('/'));
     for _ in 0..st.filtering.text.chars().count() {
         update(&mut st, key(KeyCode::Backspace));
     }
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
 }
 
 #[test]
@@ -343,14 +343,14 @@ fn ctrl_u_clears_the_filter_line() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('/'));
     type_text(&mut st, "reason:expired -reason:rejected");
-    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(st.msgs.visible_rows().len(), 1);
     update(
         &mut st,
         Event::Key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL)),
     );
     assert_eq!(st.filtering.text, "", "Ctrl-U clears, it does not undo");
     assert!(st.filtering.filter.is_none());
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
     let line = st.inputs.filter.as_ref().map(|f| f.input.lines().join(""));
     assert_eq!(line.as_deref(), Some(""), "the input line is empty too");
     // Typing goes on from the empty line.
@@ -403,7 +403,8 @@ fn enter_on_a_group_shows_its_messages() {
     update(&mut st, key(KeyCode::Enter));
     assert_eq!(st.msgs.list_mode, ListMode::Messages);
     assert_eq!(
-        st.current_row()
+        st.msgs
+            .current_row()
             .unwrap()
             .letter
             .unpack()
@@ -871,7 +872,7 @@ fn a_large_list_narrows_when_typing_pauses_not_on_every_keystroke() {
     update(&mut st, ch('/'));
     type_text(&mut st, "reason:expired -reason:rejected");
     assert!(st.filtering.pending, "the keystrokes only echo");
-    assert_eq!(st.visible_rows().len() as u64, big, "not narrowed yet");
+    assert_eq!(st.msgs.visible_rows().len() as u64, big, "not narrowed yet");
     assert!(st.take_dirty(), "the typed text is drawn at once");
     update(&mut st, Event::FilterSettle);
     assert!(!st.filtering.pending);
@@ -879,7 +880,11 @@ fn a_large_list_narrows_when_typing_pauses_not_on_every_keystroke() {
     while st.has_idle_work() {
         update(&mut st, Event::Idle);
     }
-    assert_eq!(st.visible_rows().len(), 1, "narrowed once typing paused");
+    assert_eq!(
+        st.msgs.visible_rows().len(),
+        1,
+        "narrowed once typing paused"
+    );
     // Enter applies a pending filter without waiting for the pause.
     update(&mut st, ch(' '));
     assert!(st.filtering.pending);
@@ -888,7 +893,7 @@ fn a_large_list_narrows_when_typing_pauses_not_on_every_keystroke() {
     while st.has_idle_work() {
         update(&mut st, Event::Idle);
     }
-    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(st.msgs.visible_rows().len(), 1);
 }
 
 #[test]
@@ -1170,7 +1175,7 @@ fn answers_of_the_old_place_are_shown_until_the_switch_succeeds_and_ignored_afte
         page("orders.dlq", vec![masstransit(), broker_ladder(1)], old),
     );
     assert_eq!(
-        st.visible_rows().len(),
+        st.msgs.visible_rows().len(),
         2,
         "the old place's answer is shown"
     );
@@ -1224,7 +1229,7 @@ fn answers_of_the_old_place_are_shown_until_the_switch_succeeds_and_ignored_afte
         &mut st,
         page("orders.dlq", orders_messages(), ticket(1, 10)),
     );
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
     update(
         &mut st,
         Report::Error(Failure::in_generation("browsing failed", 1)),
@@ -1242,14 +1247,14 @@ fn an_older_browse_landing_after_a_newer_one_is_ignored() {
     update(&mut st, key(KeyCode::Enter));
     // Two reads of orders.dlq asked (Enter, Ctrl-R); the later one lands first.
     update(&mut st, page("orders.dlq", orders_messages(), ticket(0, 5)));
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
     update(&mut st, ch(' '));
     st.take_dirty();
     update(
         &mut st,
         page("orders.dlq", orders_messages()[..1].to_vec(), ticket(0, 3)),
     );
-    assert_eq!(st.visible_rows().len(), 6, "the newer page stays");
+    assert_eq!(st.msgs.visible_rows().len(), 6, "the newer page stays");
     assert_eq!(
         st.msgs.browse.as_ref().map(|b| b.ticket),
         Some(ticket(0, 5))
@@ -1270,7 +1275,7 @@ fn an_older_browse_landing_after_a_newer_one_is_ignored() {
         &mut st,
         page("orders.dlq", orders_messages()[..2].to_vec(), ticket(0, 6)),
     );
-    assert_eq!(st.visible_rows().len(), 2);
+    assert_eq!(st.msgs.visible_rows().len(), 2);
 }
 
 #[test]
@@ -2077,7 +2082,7 @@ fn the_progress_window_counts_the_selection_not_the_queue() {
     update(&mut st, ch('/'));
     type_text(&mut st, "reason:expired -reason:rejected");
     update(&mut st, key(KeyCode::Enter));
-    let in_view = st.visible_rows().len();
+    let in_view = st.msgs.visible_rows().len();
     assert!(in_view > 0 && in_view < 6, "{in_view}");
     update(&mut st, ch('a'));
     update(&mut st, ch('r'));
@@ -2142,7 +2147,7 @@ fn messages_sharing_an_id_count_as_the_replay_counts_them() {
     );
     update(&mut st, ch(' '));
     assert_eq!(st.msgs.selected.len(), 1, "one key");
-    assert_eq!(st.selected_messages(), 2, "two messages");
+    assert_eq!(st.msgs.selected_messages(), 2, "two messages");
     let mut term = Terminal::new(TestBackend::new(120, 30)).unwrap();
     term.draw(|f| warren::tui::view(&st, f)).unwrap();
     let buf = term.backend().buffer().clone();
@@ -2193,6 +2198,7 @@ fn a_row_the_audit_says_was_replayed_says_it_failed_again() {
         },
     );
     let rows: Vec<_> = st
+        .msgs
         .visible_rows()
         .iter()
         .map(|r| r.open(&st.settings.conventions).exp)
@@ -2256,6 +2262,7 @@ fn b_cycles_the_grouping_and_r_replays_the_group_under_it() {
     // The cursor on the second group; r plans a replay of that group, by reason.
     update(&mut st, ch('j'));
     let key = st
+        .msgs
         .current_group()
         .map(|g| g.key.clone())
         .unwrap_or_default();
@@ -2314,6 +2321,7 @@ fn n_writes_a_note_on_the_group_and_it_shows_until_the_group_is_gone() {
     assert!(cmds.is_empty(), "{cmds:?}");
     assert!(!st.quit);
     let gkey = st
+        .msgs
         .current_group()
         .map(|g| g.key.clone())
         .unwrap_or_default();
@@ -2330,15 +2338,15 @@ fn n_writes_a_note_on_the_group_and_it_shows_until_the_group_is_gone() {
     assert!(st.inputs.note.is_none());
     // The worker's answer: the queue's notes as the store keeps them.
     update(&mut st, notes(vec![note.clone()], false));
-    let g = st.current_group().cloned().expect("a group");
+    let g = st.msgs.current_group().cloned().expect("a group");
     assert_eq!(
-        st.note_for(&g).map(|n| n.text.as_str()),
+        st.msgs.note_for(&g).map(|n| n.text.as_str()),
         Some(note.text.as_str())
     );
     // Another grouping does not show it.
     update(&mut st, ch('b'));
-    let g = st.current_group().cloned().expect("a group");
-    assert!(st.note_for(&g).is_none());
+    let g = st.msgs.current_group().cloned().expect("a group");
+    assert!(st.msgs.note_for(&g).is_none());
     // n again on a noted group starts from its text; Esc leaves it as it was.
     for _ in 0..5 {
         update(&mut st, ch('b'));
@@ -2421,7 +2429,7 @@ fn a_reordering_refresh_keeps_the_cursor_on_its_queue() {
         on,
         "the cursor stayed on its queue"
     );
-    let figures = st.figures_of(&at(&last)).copied().unwrap();
+    let figures = st.queues.figures_of(&at(&last)).copied().unwrap();
     assert_eq!(figures.growth_per_min, Some(20.0));
     // The same depths again: nothing changed, nothing to draw.
     st.take_dirty();
@@ -3149,6 +3157,7 @@ fn two_queues_of_one_name_in_two_vhosts_stay_two() {
         queue: "orders.dlq".into(),
         by: st.msgs.group_by,
         key: st
+            .msgs
             .current_group()
             .map(|g| g.key.clone())
             .unwrap_or_default(),
@@ -3157,9 +3166,9 @@ fn two_queues_of_one_name_in_two_vhosts_stay_two() {
         at: now(),
     };
     update(&mut st, notes(vec![note], false));
-    let g = st.current_group().cloned().expect("a group");
+    let g = st.msgs.current_group().cloned().expect("a group");
     assert!(
-        st.note_for(&g).is_none(),
+        st.msgs.note_for(&g).is_none(),
         "/orders' note is not on billing's queue"
     );
     // A replay from here plans and runs in billing.
@@ -3218,9 +3227,10 @@ fn a_refresh_of_every_vhost_keeps_each_queue_its_own_depth_and_history() {
     assert_eq!(depth_of(&st, "billing"), Some(900));
     // Urgency across vhosts: the growing one first, whatever its vhost.
     assert_eq!(row_of(&st, VHOST, "orders.dlq"), 0);
-    let grown = st.figures_of(&at("orders.dlq")).copied().unwrap();
+    let grown = st.queues.figures_of(&at("orders.dlq")).copied().unwrap();
     assert_eq!(grown.growth_per_min, Some(20.0));
     let still = st
+        .queues
         .figures_of(&warren::domain::discovery::QueueRef::new(
             "billing",
             "orders.dlq",
@@ -3528,11 +3538,15 @@ fn a_refresh_of_every_context_keeps_two_queues_of_one_vhost_and_name_apart() {
     assert_eq!(st.dlq_of(&q("prod-eu")).and_then(|d| d.depth), Some(422));
     assert_eq!(st.dlq_of(&q("staging")).and_then(|d| d.depth), Some(900));
     assert_eq!(
-        st.figures_of(&q("prod-eu")).and_then(|f| f.growth_per_min),
+        st.queues
+            .figures_of(&q("prod-eu"))
+            .and_then(|f| f.growth_per_min),
         Some(20.0)
     );
     assert_eq!(
-        st.figures_of(&q("staging")).and_then(|f| f.growth_per_min),
+        st.queues
+            .figures_of(&q("staging"))
+            .and_then(|f| f.growth_per_min),
         Some(0.0)
     );
     // Growing first, whichever context.
@@ -3617,7 +3631,7 @@ fn a_mistyped_filter_key_is_named_and_enter_does_not_keep_it() {
         st.filtering.text, "",
         "Esc restores the filter from before: none"
     );
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
 }
 
 /// Snapshot files are not a connection: the header says so (issue 26).
@@ -3924,7 +3938,8 @@ fn the_message_list_sorts_by_age_tries_and_reason_and_the_same_key_again_reverse
     let mut st = browsed(false, "orders.dlq", messages);
     assert_eq!(st.focus, Focus::Messages);
     let ids = |st: &warren::tui::State| -> Vec<String> {
-        st.visible_rows()
+        st.msgs
+            .visible_rows()
             .iter()
             .map(|r| r.shown_id().unwrap_or_default().to_string())
             .collect()
@@ -3947,6 +3962,7 @@ fn the_message_list_sorts_by_age_tries_and_reason_and_the_same_key_again_reverse
 
     // Oldest first (by the time each is dated by: `domain::arrival`), ties in queue order.
     let mut by_age: Vec<(Option<jiff::Timestamp>, String)> = st
+        .msgs
         .visible_rows()
         .iter()
         .map(|r| (r.dead_since(), r.shown_id().unwrap_or_default().to_string()))
@@ -3967,11 +3983,17 @@ fn the_message_list_sorts_by_age_tries_and_reason_and_the_same_key_again_reverse
     assert!(title(&st).contains("oldest first, reversed"));
     // Most tries first, ties in queue order.
     update(&mut st, ch('3'));
-    let tries: Vec<i64> = st.visible_rows().iter().map(|r| r.attempts()).collect();
+    let tries: Vec<i64> = st
+        .msgs
+        .visible_rows()
+        .iter()
+        .map(|r| r.attempts())
+        .collect();
     assert_eq!(tries, [4, 3, 1]);
     // By reason, A to Z.
     update(&mut st, ch('4'));
     let reasons: Vec<String> = st
+        .msgs
         .visible_rows()
         .iter()
         .map(|r| detail::headline(r))

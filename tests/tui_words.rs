@@ -203,7 +203,11 @@ fn a_filter_stays_with_its_queue() {
         update(&mut st, ch(c));
     }
     update(&mut st, key(KeyCode::Enter));
-    assert_eq!(st.visible_rows().len(), 0, "the filter narrows orders.dlq");
+    assert_eq!(
+        st.msgs.visible_rows().len(),
+        0,
+        "the filter narrows orders.dlq"
+    );
     // Another queue.
     update(&mut st, key(KeyCode::Esc));
     assert_eq!(st.focus, Focus::Queues);
@@ -222,7 +226,7 @@ fn a_filter_stays_with_its_queue() {
         "payments.dlq opens unfiltered"
     );
     assert!(st.filtering.text.is_empty());
-    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(st.msgs.visible_rows().len(), 1);
     // Back: orders.dlq's filter is back.
     update(&mut st, key(KeyCode::Esc));
     st.queues.cursor = st
@@ -233,7 +237,7 @@ fn a_filter_stays_with_its_queue() {
     update(&mut st, key(KeyCode::Enter));
     update(&mut st, messages_loaded("orders.dlq", orders_messages()));
     assert_eq!(st.filtering.text, "no-such-order");
-    assert_eq!(st.visible_rows().len(), 0);
+    assert_eq!(st.msgs.visible_rows().len(), 0);
 }
 
 /// Esc goes back in one press even with a banner up (the banner goes with it).
@@ -287,8 +291,8 @@ fn selection_keys_work_in_the_detail_pane() {
     update(&mut st, key(KeyCode::Enter));
     assert_eq!(st.focus, Focus::Detail);
     update(&mut st, ch('a'));
-    let all = st.visible_rows().len();
-    assert_eq!(st.selected_messages(), all);
+    let all = st.msgs.visible_rows().len();
+    assert_eq!(st.msgs.selected_messages(), all);
     update(&mut st, ch('r'));
     match &st.overlay {
         Overlay::Replay(m) => assert!(m.what.contains(&all.to_string()), "{}", m.what),
@@ -299,5 +303,5 @@ fn selection_keys_work_in_the_detail_pane() {
     let cursor = st.msgs.cursor;
     update(&mut st, ch(' '));
     assert_eq!(st.msgs.cursor, cursor);
-    assert_eq!(st.selected_messages(), all - 1);
+    assert_eq!(st.msgs.selected_messages(), all - 1);
 }

@@ -71,16 +71,6 @@ impl QueueRow<'_> {
 }
 
 impl State {
-    /// The ordinary queues the list shows behind `o`: every queue that is neither a DLQ nor
-    /// one holding stuck dead letters (listed as such).
-    pub fn ordinary_count(&self) -> usize {
-        let d = &self.queues.discovery;
-        d.other_queues
-            .iter()
-            .filter(|q| !is_stuck(self, &q.vhost, &q.name))
-            .count()
-    }
-
     /// The queue under the cursor of the queue list when it holds stuck dead letters.
     pub fn stuck_at_cursor(&self) -> Option<&Stuck> {
         match self.queue_rows().get(self.queues.cursor) {
@@ -107,14 +97,4 @@ impl State {
             sanitize::one_line(&s.remedy(), 400)
         ))
     }
-}
-
-/// Whether the listing names `vhost`'s `queue` as holding stuck dead letters.
-pub(crate) fn is_stuck(state: &State, vhost: &str, queue: &str) -> bool {
-    state
-        .queues
-        .discovery
-        .stuck
-        .iter()
-        .any(|s| s.queue == queue && s.vhost == vhost)
 }

@@ -51,6 +51,7 @@ pub fn snapshot(state: &mut State) {
     let rows: Vec<usize> =
         if state.msgs.list_mode == ListMode::Groups && state.focus != Focus::Queues {
             state
+                .msgs
                 .current_group()
                 .map(|g| g.rows.clone())
                 .unwrap_or_default()
@@ -60,6 +61,7 @@ pub fn snapshot(state: &mut State) {
                 .collect()
         } else {
             state
+                .msgs
                 .current_row()
                 .and_then(|r| b.rows.iter().position(|x| x.key == r.key))
                 .into_iter()

@@ -7,14 +7,14 @@ use jiff::Timestamp;
 use ratatui_textarea::TextArea;
 
 use super::{
-    Arriving, Browse, DEFAULT_BROWSE_LIMIT, DEFAULT_RATE, FilterInput, ListMode, MsgOrder,
-    NoteInput,
+    Arriving, Browse, DEFAULT_BROWSE_LIMIT, DEFAULT_RATE, FilterInput, Group, ListMode, MsgOrder,
+    NoteInput, Row,
 };
 use crate::domain::convention::Conventions;
 use crate::domain::discovery::{Discovery, QueueRef};
 use crate::domain::filter::Filter;
 use crate::domain::grouping::{GroupBy, GroupNote};
-use crate::domain::urgency::{Figures, History, ReadHead, SortBy};
+use crate::domain::urgency::{Figures, History, ReadHead, Sample, SortBy};
 use crate::tui::custom::{self, CustomCommand};
 use crate::tui::detail::Rendered;
 use crate::tui::picker::ContextChoice;
@@ -94,6 +94,60 @@ pub struct QueueList {
     pub glance_pending: bool,
 }
 
+impl QueueList {
+    /// The ordinary queues the list shows behind `o`: every queue that is neither a DLQ nor
+    /// one holding stuck dead letters (listed as such).
+    pub fn ordinary_count(&self) -> usize {
+        let d = &self.discovery;
+        d.other_queues
+            .iter()
+            .filter(|q| !self.is_stuck(&q.vhost, &q.name))
+            .count()
+    }
+
+    /// Whether the listing names `vhost`'s `queue` as holding stuck dead letters.
+    pub(crate) fn is_stuck(&self, vhost: &str, queue: &str) -> bool {
+        self.discovery
+            .stuck
+            .iter()
+            .any(|s| s.queue == queue && s.vhost == vhost)
+    }
+
+    /// The urgency figures of the dead-letter queue `id`.
+    pub fn figures_of(&self, id: &QueueRef) -> Option<&Figures> {
+        let i = self
+            .discovery
+            .dead_letter_queues
+            .iter()
+            .position(|d| d.is(id))?;
+        self.figures.get(i)
+    }
+
+    /// Adds the depths the discovery reports, as of `now`, to each queue's history.
+    pub fn sample_depths(&mut self, now: Timestamp) {
+        let mut key = QueueRef::default();
+        for d in &self.discovery.dead_letter_queues {
+            if let Some(depth) = d.depth {
+                let sample = Sample { at: now, depth };
+                // A key is built only for a queue seen the first time.
+                match self.histories.get_mut(key.set_to(d)) {
+                    Some(h) => h.record(sample),
+                    None => self.histories.entry(d.id()).or_default().record(sample),
+                }
+            }
+        }
+    }
+
+    /// Merges samples kept in the store into the histories.
+    pub fn merge_history(&mut self, stored: HashMap<QueueRef, Vec<Sample>>) {
+        for (queue, mut samples) in stored {
+            let h = self.histories.entry(queue).or_default();
+            samples.extend(h.points());
+            *h = History::from_samples(samples);
+        }
+    }
+}
+
 /// The open queue's messages as the message and detail panes show them: the page, where the
 /// cursors are, the order, the groups, the picked messages and the rendered detail.
 #[derive(Clone, Debug, Default)]
@@ -127,6 +181,83 @@ pub struct MessageView {
     /// Bumped whenever the rows or the discovery are replaced: the detail cache's notion of
     /// "the same content".
     pub(crate) content_serial: u64,
+}
+
+impl MessageView {
+    /// The rows in view, in order.
+    pub fn visible_rows(&self) -> Vec<&Row> {
+        match &self.browse {
+            Some(b) => b.visible.iter().filter_map(|&i| b.rows.get(i)).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The message under the cursor (in group mode: the first message of the group).
+    pub fn current_row(&self) -> Option<&Row> {
+        let b = self.browse.as_ref()?;
+        self.current_index().and_then(|i| b.rows.get(i))
+    }
+
+    /// Where the message under the cursor is in `Browse::rows`.
+    pub(super) fn current_index(&self) -> Option<usize> {
+        let b = self.browse.as_ref()?;
+        match self.list_mode {
+            ListMode::Messages => b.visible.get(self.cursor).copied(),
+            ListMode::Groups => b
+                .groups
+                .get(self.group_cursor)
+                .and_then(|g| g.rows.first())
+                .copied(),
+        }
+    }
+
+    pub fn current_group(&self) -> Option<&Group> {
+        self.browse.as_ref()?.groups.get(self.group_cursor)
+    }
+
+    /// The note on group `g` of the open queue under the grouping shown (`group_notes` holds
+    /// the open queue's only, of its vhost).
+    pub fn note_for(&self, g: &Group) -> Option<&GroupNote> {
+        let b = self.browse.as_ref()?;
+        self.group_notes
+            .iter()
+            .find(|n| n.by == b.grouped_by && n.key == g.key && n.queue == b.queue)
+    }
+
+    /// The grouping of the groups on screen (`Browse::grouped_by`), else the one chosen.
+    pub fn shown_grouping(&self) -> GroupBy {
+        self.browse.as_ref().map_or(self.group_by, |b| b.grouped_by)
+    }
+
+    /// Length of the list the message pane shows.
+    pub fn list_len(&self) -> usize {
+        match (&self.browse, self.list_mode) {
+            (None, _) => 0,
+            (Some(b), ListMode::Messages) => b.visible.len(),
+            (Some(b), ListMode::Groups) => b.groups.len(),
+        }
+    }
+
+    /// How many messages the selection takes: one per picked key, unless messages share a key
+    /// (the same message id), when a replay takes each of them, so each counts.
+    pub fn selected_messages(&self) -> usize {
+        match &self.browse {
+            Some(b) if b.shared_keys => b
+                .rows
+                .iter()
+                .filter(|r| self.selected.contains(r.key.as_str()))
+                .count(),
+            _ => self.selected.len(),
+        }
+    }
+
+    /// Messages of the page with `key` (more than one when they share a message id).
+    pub fn messages_with_key(&self, key: &str) -> usize {
+        match &self.browse {
+            Some(b) if b.shared_keys => b.rows.iter().filter(|r| r.key == key).count(),
+            _ => 1,
+        }
+    }
 }
 
 /// The message filter: the one in force on the open queue, and the ones put away with theirs.

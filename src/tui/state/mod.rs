@@ -31,11 +31,11 @@ use crate::domain::convention::Conventions;
 use crate::domain::discovery::{DlqInfo, QueueRef};
 use crate::domain::explain::{self, Explanation};
 use crate::domain::filter::Filter;
-use crate::domain::grouping::{GroupBy, GroupNote, WaitQueues};
+use crate::domain::grouping::{GroupBy, WaitQueues};
 use crate::domain::identity;
 use crate::domain::message::DeadLetter;
 use crate::domain::packed::Packed;
-use crate::domain::urgency::{self, Figures, History, Sample};
+use crate::domain::urgency::{self, Figures};
 use crate::local::spill::Letter;
 
 /// Rates offered by `+`/`-` (messages per second).
@@ -506,7 +506,7 @@ impl State {
                     .discovery
                     .other_queues
                     .iter()
-                    .filter(|q| !super::queue_row::is_stuck(self, &q.vhost, &q.name))
+                    .filter(|q| !self.queues.is_stuck(&q.vhost, &q.name))
                     .map(|q| (QueueRow::Other(q), None)),
             );
         }
@@ -610,47 +610,6 @@ impl State {
         self.queues.discovery.dlq_of(id)
     }
 
-    /// The urgency figures of the dead-letter queue `id`.
-    pub fn figures_of(&self, id: &QueueRef) -> Option<&Figures> {
-        let i = self
-            .queues
-            .discovery
-            .dead_letter_queues
-            .iter()
-            .position(|d| d.is(id))?;
-        self.queues.figures.get(i)
-    }
-
-    /// Adds the depths the discovery reports, as of `now`, to each queue's history.
-    pub fn sample_depths(&mut self) {
-        let now = self.now;
-        let mut key = QueueRef::default();
-        for d in &self.queues.discovery.dead_letter_queues {
-            if let Some(depth) = d.depth {
-                let sample = Sample { at: now, depth };
-                // A key is built only for a queue seen the first time.
-                match self.queues.histories.get_mut(key.set_to(d)) {
-                    Some(h) => h.record(sample),
-                    None => self
-                        .queues
-                        .histories
-                        .entry(d.id())
-                        .or_default()
-                        .record(sample),
-                }
-            }
-        }
-    }
-
-    /// Merges samples kept in the store into the histories.
-    pub fn merge_history(&mut self, stored: HashMap<QueueRef, Vec<Sample>>) {
-        for (queue, mut samples) in stored {
-            let h = self.queues.histories.entry(queue).or_default();
-            samples.extend(h.points());
-            *h = History::from_samples(samples);
-        }
-    }
-
     /// Recomputes the figures and the order of the queue list, keeping the cursor on the queue
     /// `keep` (the one under it before) when it is still listed. One pass and one sort.
     pub fn refresh_urgency(&mut self, keep: Option<QueueRef>) {
@@ -691,42 +650,16 @@ impl State {
         self.dirty = true;
     }
 
-    /// The rows in view, in order.
-    pub fn visible_rows(&self) -> Vec<&Row> {
-        match &self.msgs.browse {
-            Some(b) => b.visible.iter().filter_map(|&i| b.rows.get(i)).collect(),
-            None => Vec::new(),
-        }
-    }
-
-    /// The message under the cursor (in group mode: the first message of the group).
-    pub fn current_row(&self) -> Option<&Row> {
-        let b = self.msgs.browse.as_ref()?;
-        self.current_index().and_then(|i| b.rows.get(i))
-    }
-
     /// The message under the cursor, opened (see [`Row::open`]).
     pub fn current_opened(&self) -> Option<Opened> {
-        self.current_row()
+        self.msgs
+            .current_row()
             .map(|r| r.open(&self.settings.conventions))
-    }
-
-    /// Where the message under the cursor is in `Browse::rows`.
-    fn current_index(&self) -> Option<usize> {
-        let b = self.msgs.browse.as_ref()?;
-        match self.msgs.list_mode {
-            ListMode::Messages => b.visible.get(self.msgs.cursor).copied(),
-            ListMode::Groups => b
-                .groups
-                .get(self.msgs.group_cursor)
-                .and_then(|g| g.rows.first())
-                .copied(),
-        }
     }
 
     /// What the detail of the message under the cursor depends on, when there is one.
     fn detail_key(&self) -> Option<DetailKey> {
-        let row = self.current_index()?;
+        let row = self.msgs.current_index()?;
         self.msgs.browse.as_ref()?.rows.get(row)?;
         Some(DetailKey {
             content: self.msgs.content_serial,
@@ -763,32 +696,6 @@ impl State {
         }
     }
 
-    pub fn current_group(&self) -> Option<&Group> {
-        self.msgs
-            .browse
-            .as_ref()?
-            .groups
-            .get(self.msgs.group_cursor)
-    }
-
-    /// The note on group `g` of the open queue under the grouping shown (`group_notes` holds
-    /// the open queue's only, of its vhost).
-    pub fn note_for(&self, g: &Group) -> Option<&GroupNote> {
-        let b = self.msgs.browse.as_ref()?;
-        self.msgs
-            .group_notes
-            .iter()
-            .find(|n| n.by == b.grouped_by && n.key == g.key && n.queue == b.queue)
-    }
-
-    /// The grouping of the groups on screen (`Browse::grouped_by`), else the one chosen.
-    pub fn shown_grouping(&self) -> GroupBy {
-        self.msgs
-            .browse
-            .as_ref()
-            .map_or(self.msgs.group_by, |b| b.grouped_by)
-    }
-
     /// Where a replay goes on to past a wait queue, from the vhost's retry loops (the endpoint
     /// grouping).
     pub fn wait_queues(&self) -> WaitQueues {
@@ -797,36 +704,6 @@ impl State {
             // queue of the same name is not this one's.
             Some(b) => WaitQueues::of_vhost(&self.queues.discovery, &b.vhost),
             None => WaitQueues::from_discovery(&self.queues.discovery),
-        }
-    }
-
-    /// Length of the list the message pane shows.
-    pub fn list_len(&self) -> usize {
-        match (&self.msgs.browse, self.msgs.list_mode) {
-            (None, _) => 0,
-            (Some(b), ListMode::Messages) => b.visible.len(),
-            (Some(b), ListMode::Groups) => b.groups.len(),
-        }
-    }
-
-    /// How many messages the selection takes: one per picked key, unless messages share a key
-    /// (the same message id), when a replay takes each of them, so each counts.
-    pub fn selected_messages(&self) -> usize {
-        match &self.msgs.browse {
-            Some(b) if b.shared_keys => b
-                .rows
-                .iter()
-                .filter(|r| self.msgs.selected.contains(r.key.as_str()))
-                .count(),
-            _ => self.msgs.selected.len(),
-        }
-    }
-
-    /// Messages of the page with `key` (more than one when they share a message id).
-    pub fn messages_with_key(&self, key: &str) -> usize {
-        match &self.msgs.browse {
-            Some(b) if b.shared_keys => b.rows.iter().filter(|r| r.key == key).count(),
-            _ => 1,
         }
     }
 

@@ -26,10 +26,7 @@ pub(super) fn expire(state: &mut State) {
     let Some((_, since)) = &state.banner.since else {
         return;
     };
-    let asking = state.pending.browse.is_some()
-        || state.pending.reread.is_some()
-        || state.pending.protect.is_some();
-    if asking || state.banner.whole {
+    if state.pending.asking() || state.banner.whole {
         return;
     }
     let limit = if state.banner.error.is_some() {

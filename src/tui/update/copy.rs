@@ -11,7 +11,7 @@ use crate::domain::body;
 pub const COPY_BYTES: usize = 64 * 1024;
 
 pub(super) fn id(state: &mut State) {
-    let Some(row) = state.current_row() else {
+    let Some(row) = state.msgs.current_row() else {
         state.banner.notice = Some("no message under the cursor: open a queue and pick one".into());
         return;
     };

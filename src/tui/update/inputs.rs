@@ -63,7 +63,7 @@ pub(super) fn on_filter_key(state: &mut State, key: KeyEvent) {
 /// `n` on a group: the note input, holding the group's note when it has one (the worker
 /// refuses a note on a snapshot, which has no broker to keep it for).
 pub(super) fn open_note(state: &mut State) {
-    let Some(g) = state.current_group() else {
+    let Some(g) = state.msgs.current_group() else {
         state.banner.notice = Some("no group here to write a note on".into());
         return;
     };
@@ -76,6 +76,7 @@ pub(super) fn open_note(state: &mut State) {
         return;
     };
     let text = state
+        .msgs
         .note_for(g)
         .map(|n| n.text.clone())
         .unwrap_or_default();
@@ -86,7 +87,7 @@ pub(super) fn open_note(state: &mut State) {
         input,
         vhost,
         queue,
-        by: state.shown_grouping(),
+        by: state.msgs.shown_grouping(),
         key,
         summary,
     });

@@ -560,6 +560,7 @@ fn cycle_grouping(state: &mut State) {
 /// Selects every row shown.
 fn select_all(state: &mut State) {
     let keys: Vec<String> = state
+        .msgs
         .visible_rows()
         .iter()
         .map(|r| r.key.to_string())
@@ -570,6 +571,7 @@ fn select_all(state: &mut State) {
 /// Selects the rows shown that were not, and unselects those that were.
 fn invert_selection(state: &mut State) {
     let keys: Vec<String> = state
+        .msgs
         .visible_rows()
         .iter()
         .map(|r| r.key.to_string())
@@ -721,7 +723,7 @@ fn move_cursor(state: &mut State, delta: isize) {
             glance::cursor_moved(state);
         }
         Focus::Messages => {
-            let len = state.list_len();
+            let len = state.msgs.list_len();
             let before = (state.msgs.cursor, state.msgs.group_cursor);
             match state.msgs.list_mode {
                 ListMode::Messages => state.msgs.cursor = step(state.msgs.cursor, len),
@@ -775,7 +777,7 @@ fn open(state: &mut State, pending: Option<QueueRef>) -> Vec<Command> {
                 }
                 // A group opens as the message list narrowed to that group.
                 ListMode::Groups => {
-                    if let Some(g) = state.current_group() {
+                    if let Some(g) = state.msgs.current_group() {
                         let first = g.rows.first().copied();
                         state.msgs.list_mode = ListMode::Messages;
                         if let Some(b) = &state.msgs.browse
@@ -794,7 +796,7 @@ fn open(state: &mut State, pending: Option<QueueRef>) -> Vec<Command> {
 }
 
 fn toggle_select(state: &mut State) {
-    let Some(key) = state.current_row().map(|r| r.key.to_string()) else {
+    let Some(key) = state.msgs.current_row().map(|r| r.key.to_string()) else {
         return;
     };
     if !state.msgs.selected.remove(&key) {
@@ -817,6 +819,7 @@ fn select_range(state: &mut State) {
         (state.msgs.cursor, anchor)
     };
     let keys: Vec<String> = state
+        .msgs
         .visible_rows()
         .iter()
         .skip(lo)

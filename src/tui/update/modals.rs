@@ -47,7 +47,7 @@ pub(super) fn pick(
         // The group as shown, made by the grouping and filter of the view on screen (a new
         // one may be in the making: see `Browse::grouped_by`).
         let b = state.msgs.browse.as_ref()?;
-        let g = state.current_group()?;
+        let g = state.msgs.current_group()?;
         let what = format!("group “{}”", sanitize::one_line(&g.summary, 60));
         let count = g.rows.len() as u64;
         let group = Selection::Group(GroupChoice {
@@ -66,15 +66,15 @@ pub(super) fn pick(
         })
     } else if !state.msgs.selected.is_empty() {
         // Counted as the run counts them: every message with a picked key.
-        let n = state.selected_messages();
+        let n = state.msgs.selected_messages();
         Some((
             queue,
             Selection::Keys(state.msgs.selected.clone()),
             format!("{n} selected message{}", if n == 1 { "" } else { "s" }),
             n as u64,
         ))
-    } else if let Some(row) = state.current_row() {
-        let all = state.messages_with_key(&row.key);
+    } else if let Some(row) = state.msgs.current_row() {
+        let all = state.msgs.messages_with_key(&row.key);
         let what = match all.saturating_sub(1) {
             0 => "the message under the cursor".to_string(),
             n => format!("the message under the cursor and {n} more with its id"),

@@ -157,7 +157,7 @@ fn on_queues_loaded(
     } else {
         ConnectionState::Connected
     };
-    state.sample_depths();
+    state.queues.sample_depths(state.now);
     state.refresh_urgency(keep);
     state.dirty = true;
     match open_now {
@@ -181,7 +181,7 @@ fn on_depth_history(
         return Vec::new();
     }
     let keep = state.queue_at_cursor();
-    state.merge_history(samples);
+    state.queues.merge_history(samples);
     for (queue, head) in heads {
         // A read of this session is newer than the store's.
         let newer = state
@@ -228,7 +228,7 @@ fn on_depths_refreshed(
         }
     }
     let keep = state.queue_at_cursor();
-    state.sample_depths();
+    state.queues.sample_depths(state.now);
     state.refresh_urgency(keep);
     state.dirty |= changed;
     Vec::new()

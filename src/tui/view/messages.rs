@@ -90,7 +90,7 @@ fn arrived(state: &State) -> String {
 fn message_status(state: &State) -> Line<'static> {
     let t = &state.settings.theme;
     let mut spans = vec![Span::styled(
-        format!(" [{} selected]", state.selected_messages()),
+        format!(" [{} selected]", state.msgs.selected_messages()),
         t.marked,
     )];
     if let Some(b) = &state.msgs.browse {
@@ -302,7 +302,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.settings.theme;
     let focused = state.focus == Focus::Messages && matches!(state.overlay, Overlay::None);
     // The grouping is in the title: "Groups by exception type — orders.dlq (3 groups)".
-    let what = match state.shown_grouping() {
+    let what = match state.msgs.shown_grouping() {
         GroupBy::Fingerprint => "Failure groups".to_string(),
         by => format!("Groups by {}", by.label()),
     };
@@ -324,7 +324,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
     };
     // The last-seen column where there is room for it.
     let wide = area.width >= 70;
-    let column = match state.shown_grouping() {
+    let column = match state.msgs.shown_grouping() {
         GroupBy::Fingerprint => "Failure",
         GroupBy::Exception => "Exception",
         GroupBy::Type => "Message type",
@@ -338,7 +338,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
         .map(|g| {
             // A note is shown next to its group, after the summary, as long as the group lasts.
             let mut summary = vec![Span::raw(sanitize::one_line(&g.summary, 300))];
-            if let Some(n) = state.note_for(g) {
+            if let Some(n) = state.msgs.note_for(g) {
                 summary.push(Span::styled(
                     format!("  ✎ {}", sanitize::one_line(&n.text, 300)),
                     t.warn,
@@ -401,7 +401,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
 pub(super) fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
     let t = &state.settings.theme;
     let focused = state.focus == Focus::Detail && matches!(state.overlay, Overlay::None);
-    let Some(row) = state.current_row() else {
+    let Some(row) = state.msgs.current_row() else {
         frame.render_widget(pane_block(state, " Timeline ".into(), focused), area);
         return;
     };
@@ -418,9 +418,10 @@ pub(super) fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
     let mut block = pane_block(state, title, focused);
     // In the group list, the group's note in full above its example (the row may cut it).
     let note: Vec<Line<'_>> = state
+        .msgs
         .current_group()
         .filter(|_| state.msgs.list_mode == ListMode::Groups)
-        .and_then(|g| state.note_for(g))
+        .and_then(|g| state.msgs.note_for(g))
         .map(|n| {
             vec![
                 Line::styled(

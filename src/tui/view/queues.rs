@@ -206,7 +206,7 @@ fn queue_pane_title(state: &State, width: u16) -> String {
     let base = if state.queues.show_ordinary {
         format!(
             " Queues ({n_dlq} DLQ{stuck} + {} other){shown} ",
-            state.ordinary_count()
+            state.queues.ordinary_count()
         )
     } else {
         format!(" Dead-letter queues ({n_dlq}){stuck}{shown} ")
@@ -451,7 +451,7 @@ fn trend_panel(state: &State, frame: &mut Frame, area: Rect) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(name) = name else { return };
-    let Some(f) = state.figures_of(&name) else {
+    let Some(f) = state.queues.figures_of(&name) else {
         frame.render_widget(
             Paragraph::new(Span::styled("not a dead-letter queue", t.muted)),
             inner,
