@@ -307,7 +307,7 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
     let mut term = Terminal::new(TestBackend::new(160, 48))?;
     // The queue list first, as the operator sees it (the TUI asks for it first).
     cmd_tx.send(warren::tui::Command::LoadQueues).await?;
-    while !st.queues_loaded {
+    while !st.queues.loaded {
         let r = tokio::time::timeout(Duration::from_secs(60), ev_rx.recv())
             .await
             .context("no queue list within 60 s")?
@@ -326,15 +326,15 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
         .iter()
         .position(|r| r.name() == QUEUE)
         .context("the queue is not listed")?;
-    st.queue_cursor = at;
+    st.queues.cursor = at;
     // `:limit N`, then Enter.
-    st.browse_limit = limit;
+    st.settings.browse_limit = limit;
     let t = Instant::now();
     for c in update(&mut st, key(KeyCode::Enter)) {
         cmd_tx.send(c).await?;
     }
     let mut frames = 0;
-    while st.loading.is_some() || st.browse.as_ref().is_none_or(|b| b.rows.is_empty()) {
+    while st.msgs.loading.is_some() || st.msgs.browse.as_ref().is_none_or(|b| b.rows.is_empty()) {
         let r = tokio::time::timeout(Duration::from_secs(600), ev_rx.recv())
             .await
             .context("no report for 10 minutes")?
@@ -358,7 +358,7 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
         }
     }
     let read = t.elapsed();
-    let rows = st.browse.as_ref().map_or(0, |b| b.rows.len());
+    let rows = st.msgs.browse.as_ref().map_or(0, |b| b.rows.len());
     let spilled = std::fs::read_dir(warren::local::spill::dir())
         .map(|d| {
             d.flatten()
@@ -445,13 +445,18 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
                 term.draw(|f| view(&st, f))?;
             }
             steps.push(s.elapsed());
-            if st.browse.as_ref().is_none_or(|b| b.updating().is_none()) {
+            if st
+                .msgs
+                .browse
+                .as_ref()
+                .is_none_or(|b| b.updating().is_none())
+            {
                 break;
             }
             ev = Event::Idle;
         }
         steps.sort();
-        let shown = st.browse.as_ref().map_or(0, |b| b.visible.len());
+        let shown = st.msgs.browse.as_ref().map_or(0, |b| b.visible.len());
         filters.push(format!(
             "`{text}` whole in {:.0} ms over {} slices (slice -> frame p99 {:.1} ms, max {:.1} ms; {shown} shown)",
             ms(t.elapsed()),
@@ -477,7 +482,7 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
     // Why the read stopped where it did (the queue's depth when it began, the limit, ...).
     println!(
         "  stopped: {}",
-        st.browse.as_ref().map_or("", |b| b.stop.as_str())
+        st.msgs.browse.as_ref().map_or("", |b| b.stop.as_str())
     );
     println!(
         "  time to read all: {:.1} s ({:.0} msg/s), {frames} frames drawn meanwhile",

@@ -50,6 +50,7 @@ fn before(state: &mut State, depths: &[(String, Option<u64>)]) -> bool {
     let mut changed = false;
     for (name, depth) in depths {
         if let Some(d) = state
+            .queues
             .discovery
             .dead_letter_queues
             .iter_mut()
@@ -58,6 +59,7 @@ fn before(state: &mut State, depths: &[(String, Option<u64>)]) -> bool {
             changed |= d.depth != *depth;
             d.depth = *depth;
         } else if let Some(q) = state
+            .queues
             .discovery
             .other_queues
             .iter_mut()
@@ -148,7 +150,7 @@ fn main() {
             ticket: Default::default(),
         },
     );
-    assert_eq!(every.discovery.dead_letter_queues.len(), PAIRS);
+    assert_eq!(every.queues.discovery.dead_letter_queues.len(), PAIRS);
     let every_depths = |round: usize| -> Vec<(QueueRef, Option<u64>)> {
         vhosts
             .iter()

@@ -141,7 +141,12 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 /// The view a big page makes in the loop's idle moments, made whole, a frame after each slice
 /// (the loop draws after each pass).
 fn made_in_idle(st: &mut State, term: &mut Terminal<TestBackend>) {
-    while st.browse.as_ref().is_some_and(|b| b.updating().is_some()) {
+    while st
+        .msgs
+        .browse
+        .as_ref()
+        .is_some_and(|b| b.updating().is_some())
+    {
         update(st, Event::Idle);
         if st.take_dirty() {
             term.draw(|f| view(st, f)).expect("draw");
@@ -279,12 +284,12 @@ fn main() {
     update(&mut st, Event::FilterSettle);
     made_in_idle(&mut st, &mut term);
     let header_settle = t.elapsed();
-    let header_matches = st.browse.as_ref().map_or(0, |b| b.visible.len());
+    let header_matches = st.msgs.browse.as_ref().map_or(0, |b| b.visible.len());
     update(&mut st, key(KeyCode::Enter));
 
     // The group view over every message: `b` regroups the whole list under the next grouping.
-    st.filter = None;
-    st.filter_text.clear();
+    st.filtering.filter = None;
+    st.filtering.text.clear();
     st.refresh_view_now();
     update(&mut st, key(KeyCode::Char('f')));
     let mut regroup = Vec::new();
@@ -297,7 +302,7 @@ fn main() {
         made_in_idle(&mut st, &mut term);
         regroup.push(format!(
             "{} {:.0} ms",
-            st.group_by,
+            st.msgs.group_by,
             t.elapsed().as_secs_f64() * 1000.0
         ));
     }

@@ -110,7 +110,7 @@ async fn read_page(
 }
 
 fn spill_of(st: &State) -> std::path::PathBuf {
-    let b = st.browse.as_ref().expect("a page");
+    let b = st.msgs.browse.as_ref().expect("a page");
     b.rows
         .iter()
         .find_map(|r| match &r.letter {
@@ -122,7 +122,8 @@ fn spill_of(st: &State) -> std::path::PathBuf {
 
 /// The ids shown, in order.
 fn shown(st: &State) -> Vec<String> {
-    st.visible_rows()
+    st.msgs
+        .visible_rows()
         .iter()
         .map(|r| r.shown_id().unwrap_or_default().to_string())
         .collect()
@@ -164,7 +165,7 @@ async fn a_long_page_arrives_in_chunks_each_message_once_read_back_from_its_spil
     assert!(chunks >= 2, "{label}: {chunks} chunks");
 
     // Every message once, in queue order.
-    let b = st.browse.as_ref().unwrap();
+    let b = st.msgs.browse.as_ref().unwrap();
     assert_eq!(b.rows.len(), N as usize, "{label}: {}", b.stop);
     let ids = shown(&st);
     let want: Vec<String> = (0..N).map(|i| format!("big-{i:05}")).collect();
@@ -182,7 +183,7 @@ async fn a_long_page_arrives_in_chunks_each_message_once_read_back_from_its_spil
         .count();
     assert!(spilled >= 2048, "{label}: {spilled} spilled");
     for (i, r) in b.rows.iter().enumerate().step_by(97) {
-        let opened = r.open(&st.conventions);
+        let opened = r.open(&st.settings.conventions);
         assert_eq!(opened.msg.body, body_of(i as u32), "{label}: message {i}");
         assert_eq!(
             opened.msg.properties.message_id.as_deref(),
@@ -200,9 +201,15 @@ async fn a_long_page_arrives_in_chunks_each_message_once_read_back_from_its_spil
 
     // The list sorts by its columns; the same key again reverses.
     st.focus = Focus::Messages;
-    let rows_of = |st: &State| st.visible_rows().into_iter().cloned().collect::<Vec<_>>();
+    let rows_of = |st: &State| {
+        st.msgs
+            .visible_rows()
+            .into_iter()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
     update(&mut st, Event::Key(key('2')));
-    assert_eq!(st.msg_order, MsgOrder::Age);
+    assert_eq!(st.msgs.order, MsgOrder::Age);
     let by_age = rows_of(&st);
     assert!(
         by_age
@@ -218,7 +225,7 @@ async fn a_long_page_arrives_in_chunks_each_message_once_read_back_from_its_spil
     );
     assert_eq!(by_tries[0].attempts(), 4);
     update(&mut st, Event::Key(key('3')));
-    assert!(st.msg_order_reverse);
+    assert!(st.msgs.order_reverse);
     assert!(
         rows_of(&st)
             .windows(2)
@@ -244,7 +251,7 @@ async fn a_long_page_arrives_in_chunks_each_message_once_read_back_from_its_spil
     );
     assert!(spill_of(&st).exists());
     assert_eq!(
-        st.browse.as_ref().unwrap().rows.len(),
+        st.msgs.browse.as_ref().unwrap().rows.len(),
         N as usize,
         "{label}"
     );

@@ -43,7 +43,7 @@ fn purge() -> CustomCommand {
 
 fn with_commands(read_only: bool) -> State {
     let mut st = browsed(read_only, "shipping-label_error", vec![masstransit()]);
-    st.custom_commands = vec![logs(), purge()];
+    st.settings.custom_commands = vec![logs(), purge()];
     st
 }
 
@@ -109,7 +109,11 @@ fn a_custom_key_on_a_message_hands_the_command_to_the_loop() {
     let mut st = with_commands(false);
     let cmds = update(&mut st, ch('L'));
     assert!(cmds.is_empty(), "nothing for the worker: {cmds:?}");
-    let run = st.handover.take().expect("the loop is asked to run it");
+    let run = st
+        .handover
+        .custom
+        .take()
+        .expect("the loop is asked to run it");
     assert_eq!(run.name, "logs for this message");
     assert_eq!(
         run.command, r#"echo "$MESSAGE_ID""#,
@@ -140,31 +144,34 @@ fn a_custom_key_on_a_message_hands_the_command_to_the_loop() {
     update(&mut st, key(KeyCode::Enter));
     assert_eq!(st.focus, Focus::Detail);
     update(&mut st, ch('L'));
-    assert!(st.handover.take().is_some());
+    assert!(st.handover.custom.take().is_some());
     update(&mut st, key(KeyCode::Esc));
     update(&mut st, key(KeyCode::Esc));
     assert_eq!(st.focus, Focus::Queues);
     update(&mut st, ch('L'));
-    assert!(st.handover.is_none(), "the queue list has no message");
+    assert!(
+        st.handover.custom.is_none(),
+        "the queue list has no message"
+    );
 
     // A key no command has does nothing.
     update(&mut st, key(KeyCode::Tab));
     update(&mut st, ch('Y'));
-    assert!(st.handover.is_none());
+    assert!(st.handover.custom.is_none());
 }
 
 #[test]
 fn broker_reason_and_ids_are_sanitised_in_the_environment() {
     let mut st = browsed(false, "orders.dlq", vec![hostile(), broker_ladder(1)]);
-    st.custom_commands = vec![logs()];
+    st.settings.custom_commands = vec![logs()];
     update(&mut st, ch('L'));
-    let run = st.handover.take().unwrap();
+    let run = st.handover.custom.take().unwrap();
     let id = env_of(&run, "MESSAGE_ID");
     assert!(!id.contains('\x1b') && !id.contains('\u{202e}'), "{id:?}");
     assert!(id.starts_with("evil"), "{id:?}");
     update(&mut st, ch('j'));
     update(&mut st, ch('L'));
-    let run = st.handover.take().unwrap();
+    let run = st.handover.custom.take().unwrap();
     assert_eq!(env_of(&run, "MESSAGE_ID"), "order-1001");
     assert_eq!(
         env_of(&run, "REASON"),
@@ -178,21 +185,21 @@ fn read_only_refuses_dangerous_commands_and_says_why() {
     let mut st = with_commands(true);
     update(&mut st, ch('Z'));
     assert!(
-        st.handover.is_none(),
+        st.handover.custom.is_none(),
         "a dangerous command never runs read-only"
     );
-    let e = st.error.clone().unwrap_or_default();
+    let e = st.banner.error.clone().unwrap_or_default();
     assert!(
         e.contains("delete from the outbox") && e.contains("dangerous") && e.contains("read-only"),
         "{e}"
     );
     // A harmless one still runs.
     update(&mut st, ch('L'));
-    assert!(st.handover.is_some());
+    assert!(st.handover.custom.is_some());
     // Writable: the dangerous one runs.
     let mut st = with_commands(false);
     update(&mut st, ch('Z'));
-    assert!(st.handover.is_some());
+    assert!(st.handover.custom.is_some());
 }
 
 #[test]
@@ -236,7 +243,7 @@ fn sh_sees_the_variables_and_nothing_is_spliced() {
     msg.properties.message_id = Some(format!("x\"; touch {}; echo \"", pwned.display()));
     msg.properties.correlation_id = Some("corr-42".into());
     let mut st = browsed(false, "shipping-label_error", vec![msg]);
-    st.custom_commands = vec![CustomCommand {
+    st.settings.custom_commands = vec![CustomCommand {
         key: 'L',
         name: "dump".into(),
         run: format!(
@@ -246,7 +253,7 @@ fn sh_sees_the_variables_and_nothing_is_spliced() {
         dangerous: false,
     }];
     update(&mut st, ch('L'));
-    let run = st.handover.take().unwrap();
+    let run = st.handover.custom.take().unwrap();
     let status = custom::process(&run).status().expect("sh runs");
     assert!(status.success());
     let text = std::fs::read_to_string(&out).unwrap();

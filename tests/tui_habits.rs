@@ -23,7 +23,7 @@ fn names(st: &State) -> Vec<String> {
 }
 
 fn with_contexts(mut st: State) -> State {
-    st.contexts = ["lab-4.3", "prod-eu", "prod-us", "staging"]
+    st.settings.contexts = ["lab-4.3", "prod-eu", "prod-us", "staging"]
         .iter()
         .map(|n| ContextChoice {
             name: n.to_string(),
@@ -40,10 +40,10 @@ fn slash_on_the_queue_list_narrows_it_by_name_and_esc_gives_it_back() {
     assert!(all.len() > 3, "{all:?}");
     update(&mut st, ch('/'));
     assert!(
-        st.queue_filter_input.is_some(),
+        st.inputs.queue_filter.is_some(),
         "the list's own filter line"
     );
-    assert!(st.filter_input.is_none(), "not the messages' filter");
+    assert!(st.inputs.filter.is_none(), "not the messages' filter");
     type_text(&mut st, "INV");
     let shown = names(&st);
     assert!(!shown.is_empty() && shown.len() < all.len(), "{shown:?}");
@@ -57,19 +57,19 @@ fn slash_on_the_queue_list_narrows_it_by_name_and_esc_gives_it_back() {
     );
     // Enter keeps it; the cursor is on a listed queue.
     update(&mut st, key(KeyCode::Enter));
-    assert!(st.queue_filter_input.is_none());
-    assert_eq!(st.queue_filter, "INV dlq");
-    assert!(st.queue_cursor < names(&st).len());
+    assert!(st.inputs.queue_filter.is_none());
+    assert_eq!(st.queues.filter, "INV dlq");
+    assert!(st.queues.cursor < names(&st).len());
     // `/` again holds the filter in force; Esc there restores it as it was.
     update(&mut st, ch('/'));
     type_text(&mut st, "zzz");
     assert!(names(&st).is_empty(), "nothing holds zzz");
     update(&mut st, key(KeyCode::Esc));
-    assert_eq!(st.queue_filter, "INV dlq");
+    assert_eq!(st.queues.filter, "INV dlq");
     // Esc on the list drops the filter, the cursor staying on its queue.
     let on = st.queue_at_cursor();
     update(&mut st, key(KeyCode::Esc));
-    assert!(st.queue_filter.is_empty());
+    assert!(st.queues.filter.is_empty());
     assert_eq!(names(&st), all);
     assert_eq!(st.queue_at_cursor(), on);
     assert_eq!(st.focus, Focus::Queues);
@@ -99,7 +99,8 @@ fn ctx_with_no_name_opens_a_picker_that_narrows_and_switches() {
     let mut bare = loaded(false, Theme::color());
     assert!(run(&mut bare, "ctx").is_empty());
     assert!(
-        bare.error
+        bare.banner
+            .error
             .as_deref()
             .is_some_and(|e| e.contains(":ctx needs an argument"))
     );
@@ -119,7 +120,8 @@ fn tab_completes_a_context_name_on_the_command_line() {
     update(&mut st, key(KeyCode::Tab));
     // Two fit: as far as is certain, and both named.
     assert!(
-        st.notice
+        st.banner
+            .notice
             .as_deref()
             .is_some_and(|n| n.contains("prod-eu") && n.contains("prod-us"))
     );
@@ -144,21 +146,35 @@ fn first_message(mut m: DeadLetter, body: &[u8]) -> State {
 fn y_copies_the_id_and_y_the_body_but_not_binary_or_terminal_controls() {
     let mut st = first_message(masstransit(), b"{\"order\":\"1000\x1b[2J\"}\n");
     let id = st
+        .msgs
         .current_row()
         .and_then(|r| r.shown_id().map(str::to_string))
         .expect("an id");
     update(&mut st, ch('y'));
-    assert_eq!(st.clipboard.as_deref(), Some(id.as_str()));
-    assert!(st.notice.as_deref().is_some_and(|n| n.contains("OSC 52")));
-    st.clipboard = None;
+    assert_eq!(st.handover.clipboard.as_deref(), Some(id.as_str()));
+    assert!(
+        st.banner
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("OSC 52"))
+    );
+    st.handover.clipboard = None;
     update(&mut st, ch('Y'));
     // The escape goes; the newline stays.
-    assert_eq!(st.clipboard.as_deref(), Some("{\"order\":\"1000[2J\"}\n"));
+    assert_eq!(
+        st.handover.clipboard.as_deref(),
+        Some("{\"order\":\"1000[2J\"}\n")
+    );
     // A binary body is not copied, and says what to do instead.
     let mut st = first_message(masstransit(), &[0xff, 0x00, 0xfe, 0x01]);
     update(&mut st, ch('Y'));
-    assert_eq!(st.clipboard, None);
-    assert!(st.notice.as_deref().is_some_and(|n| n.contains("binary")));
+    assert_eq!(st.handover.clipboard, None);
+    assert!(
+        st.banner
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("binary"))
+    );
 }
 
 /// `S` on a message its page's spill file cannot give back (here: appended, never flushed)
@@ -177,20 +193,21 @@ fn a_snapshot_is_not_saved_from_a_message_that_cannot_be_read_back() {
     let exp = warren::domain::explain::explain(&msg);
     let brief = Brief::new(&msg, &exp, &mut Interner::default());
     let spilled = w.append(&Packed::pack(msg)).expect("appended, not flushed");
-    if let Some(b) = st.browse.as_mut()
+    if let Some(b) = st.msgs.browse.as_mut()
         && let Some(row) = b.rows.first_mut()
     {
         row.letter = Letter::Spilled(spilled);
         row.brief = brief;
     }
     update(&mut st, ch('S'));
-    assert!(st.save.is_none(), "nothing to write");
+    assert!(st.handover.save.is_none(), "nothing to write");
     assert!(
-        st.error
+        st.banner
+            .error
             .as_deref()
             .is_some_and(|e| e.starts_with("nothing saved")),
         "{:?}",
-        st.error
+        st.banner.error
     );
     drop(w);
     let _ = std::fs::remove_dir_all(&dir);

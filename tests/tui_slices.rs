@@ -41,7 +41,8 @@ fn idle_until_done(st: &mut State) -> usize {
 }
 
 fn ids(st: &State) -> Vec<String> {
-    st.visible_rows()
+    st.msgs
+        .visible_rows()
         .iter()
         .map(|r| r.shown_id().unwrap_or_default().to_string())
         .collect()
@@ -75,22 +76,26 @@ fn filter(st: &mut State, text: &str) {
 fn a_filter_on_every_body_is_made_in_slices_while_the_keys_act_on_the_list_shown() {
     let mut st = browsed(false, "orders.dlq", page());
     // The page is shown whole at once; its orders are made ahead in idle moments.
-    assert_eq!(st.visible_rows().len(), N as usize);
+    assert_eq!(st.msgs.visible_rows().len(), N as usize);
     // Each order: its rows' keys in slices of at most 4,096, then the sort.
     assert!(idle_until_done(&mut st) >= 3 * 4);
 
     // A body filter: orders 1042 and 11042 (messages 42, expired, and 10042, a ladder).
     filter(&mut st, "body:1042,");
     assert!(st.has_idle_work());
-    assert_eq!(st.visible_rows().len(), N as usize, "the old view stays");
+    assert_eq!(
+        st.msgs.visible_rows().len(),
+        N as usize,
+        "the old view stays"
+    );
     update(&mut st, Event::Idle);
     let shown = status(&st);
     assert!(shown.contains("updating the list…"), "{shown}");
     // Keys meanwhile act on the list shown: moving, and an order, which the new view keeps.
     update(&mut st, ch('j'));
-    assert_eq!(st.msg_cursor, 1);
+    assert_eq!(st.msgs.cursor, 1);
     update(&mut st, ch('3'));
-    assert_eq!(st.msg_order, MsgOrder::Tries);
+    assert_eq!(st.msgs.order, MsgOrder::Tries);
     assert!(
         st.has_idle_work(),
         "an order does not end the view being made"
@@ -100,9 +105,9 @@ fn a_filter_on_every_body_is_made_in_slices_while_the_keys_act_on_the_list_shown
     // Most tries first: the ladder, then the one that expired once.
     assert_eq!(ids(&st), vec!["order-11042", "order-exp-42"]);
     // The cursor stayed on its message through the order (the first ladder, now first).
-    assert_eq!(st.msg_cursor, 0);
+    assert_eq!(st.msgs.cursor, 0);
     assert!(!status(&st).contains("updating the list"));
-    let b = st.browse.as_ref().unwrap();
+    let b = st.msgs.browse.as_ref().unwrap();
     let grouped: usize = b.groups.iter().map(|g| g.rows.len()).sum();
     assert_eq!(grouped, 2, "the groups are of the rows that pass");
 }
@@ -121,12 +126,12 @@ fn the_view_made_in_slices_is_the_view_made_at_once() {
             update(st, ch('b'));
         }
     }
-    assert_eq!(sliced.group_by, GroupBy::Origin);
+    assert_eq!(sliced.msgs.group_by, GroupBy::Origin);
     idle_until_done(&mut sliced);
     whole.refresh_view_now();
     let (a, b) = (
-        sliced.browse.as_ref().unwrap(),
-        whole.browse.as_ref().unwrap(),
+        sliced.msgs.browse.as_ref().unwrap(),
+        whole.msgs.browse.as_ref().unwrap(),
     );
     assert_eq!(a.visible, b.visible);
     assert!(!a.visible.is_empty() && a.visible.len() < N as usize);
@@ -150,9 +155,9 @@ fn a_new_page_ends_the_view_being_made_and_is_shown_filtered_at_once() {
     let mut st = browsed(false, "orders.dlq", page());
     filter(&mut st, "-reason:rejected");
     update(&mut st, Event::Idle);
-    assert!(st.browse.as_ref().unwrap().updating().is_some());
+    assert!(st.msgs.browse.as_ref().unwrap().updating().is_some());
     update(&mut st, messages_loaded("orders.dlq", page()));
-    let b = st.browse.as_ref().unwrap();
+    let b = st.msgs.browse.as_ref().unwrap();
     assert_eq!(b.updating(), None);
     let expired = N.div_ceil(7) as usize;
     assert_eq!(
@@ -192,7 +197,7 @@ fn the_orders_made_ahead_are_the_orders_asked_for() {
     // backwards, the last of the fewest tries first.
     update(&mut ahead, ch('3'));
     update(&mut ahead, ch('3'));
-    let rows: Vec<&Row> = ahead.visible_rows();
+    let rows: Vec<&Row> = ahead.msgs.visible_rows();
     assert!(rows.windows(2).all(|w| w[0].attempts() <= w[1].attempts()));
     assert_eq!(rows[0].shown_id(), Some("order-exp-11998"));
     let most = rows.iter().map(|r| r.attempts()).max().unwrap();
@@ -206,19 +211,19 @@ fn a_group_picked_while_a_new_grouping_is_made_is_the_group_on_screen() {
     let mut st = browsed(false, "orders.dlq", page());
     idle_until_done(&mut st);
     update(&mut st, ch('f'));
-    let shown = st.current_group().unwrap().key.clone();
+    let shown = st.msgs.current_group().unwrap().key.clone();
     // By exception now: made in idle moments; the failure groups stay on screen meanwhile.
     update(&mut st, ch('b'));
-    assert_eq!(st.group_by, GroupBy::Exception);
-    assert!(st.browse.as_ref().unwrap().updating().is_some());
-    assert_eq!(st.shown_grouping(), GroupBy::Fingerprint);
+    assert_eq!(st.msgs.group_by, GroupBy::Exception);
+    assert!(st.msgs.browse.as_ref().unwrap().updating().is_some());
+    assert_eq!(st.msgs.shown_grouping(), GroupBy::Fingerprint);
     assert!(
         status(&st).contains("Failure groups"),
         "the title says what is shown"
     );
     update(&mut st, ch('r'));
     let Overlay::Replay(modal) = &st.overlay else {
-        panic!("no replay modal: {:?}", st.notice);
+        panic!("no replay modal: {:?}", st.banner.notice);
     };
     let Selection::Group(g) = &modal.selection else {
         panic!("{:?}", modal.selection);
@@ -229,7 +234,7 @@ fn a_group_picked_while_a_new_grouping_is_made_is_the_group_on_screen() {
     );
     update(&mut st, key(KeyCode::Esc));
     idle_until_done(&mut st);
-    assert_eq!(st.shown_grouping(), GroupBy::Exception);
+    assert_eq!(st.msgs.shown_grouping(), GroupBy::Exception);
     assert!(status(&st).contains("Groups by exception"));
 }
 

@@ -205,6 +205,7 @@ fn groups_by_reason_with_a_note() {
         update(&mut st, ch('b'));
     }
     let key = st
+        .msgs
         .current_group()
         .map(|g| g.key.clone())
         .unwrap_or_default();
@@ -275,7 +276,7 @@ fn replay_modal() {
 #[test]
 fn replay_modal_asks_for_the_shared_record_and_shows_the_canary() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
-    st.canary_above = 1;
+    st.settings.canary_above = 1;
     update(&mut st, ch(' '));
     update(&mut st, ch(' '));
     update(&mut st, ch('r'));
@@ -428,7 +429,7 @@ fn read_only() {
 #[test]
 fn read_only_without_colour() {
     let mut st = browsed(true, "orders.dlq", orders_messages());
-    st.theme = Theme::monochrome();
+    st.settings.theme = Theme::monochrome();
     let buf = render(&st, 80, 24);
     let badge = find(&buf, "READ-ONLY");
     assert!(
@@ -495,7 +496,7 @@ fn hostile_strings_are_shown_as_escapes() {
 #[test]
 fn no_color_selection_is_reversed_and_nothing_is_coloured() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
-    st.theme = Theme::monochrome();
+    st.settings.theme = Theme::monochrome();
     let buf = render(&st, 80, 24);
     for y in 0..buf.area.height {
         for x in 0..buf.area.width {
@@ -639,7 +640,7 @@ fn a_coloured_context_is_a_badge_in_the_header_bar() {
 
     // Without a label the context's own name is the badge; without colour it is reversed.
     st.overview.label = None;
-    st.theme = Theme::monochrome();
+    st.settings.theme = Theme::monochrome();
     let buf = render(&st, 80, 24);
     let badge = find(&buf, "prod-eu");
     assert_eq!(badge.len(), 1, "the name once, as the badge");
@@ -650,7 +651,7 @@ fn a_coloured_context_is_a_badge_in_the_header_bar() {
 #[test]
 fn the_quorum_prompt_is_wrapped_so_its_end_is_on_screen() {
     let mut st = loaded(false, Theme::color());
-    st.queue_cursor = st
+    st.queues.cursor = st
         .queue_rows()
         .iter()
         .position(|r| r.name() == "invoices.dlq")
@@ -827,7 +828,8 @@ fn why_a_filter_does_not_parse_is_shown_whole_while_typing() {
         update(&mut st, ch(c));
     }
     let why = st
-        .filter_error
+        .filtering
+        .error
         .clone()
         .expect("a misspelt field does not parse");
     snap("filter_error", &st);
@@ -956,6 +958,7 @@ fn queue_list_by_urgency() {
             Event::Tick(jiff::Timestamp::from_second(now().as_second() + step * 20).unwrap()),
         );
         let depths = st
+            .queues
             .discovery
             .dead_letter_queues
             .iter()
@@ -1161,7 +1164,7 @@ fn queue_list_filtered() {
 #[test]
 fn context_picker() {
     let mut st = loaded(false, Theme::color());
-    st.contexts = ["lab-4.3", "prod-eu", "staging"]
+    st.settings.contexts = ["lab-4.3", "prod-eu", "staging"]
         .iter()
         .map(|n| warren::tui::picker::ContextChoice {
             name: n.to_string(),

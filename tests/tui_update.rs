@@ -71,18 +71,18 @@ fn type_text(st: &mut warren::tui::State, text: &str) -> Vec<Command> {
 #[test]
 fn queue_list_navigation_clamps_and_jumps() {
     let mut st = loaded(false, Theme::color());
-    assert_eq!(st.queue_cursor, 0);
+    assert_eq!(st.queues.cursor, 0);
     update(&mut st, ch('k'));
-    assert_eq!(st.queue_cursor, 0, "k at the top stays");
+    assert_eq!(st.queues.cursor, 0, "k at the top stays");
     update(&mut st, ch('j'));
     update(&mut st, key(KeyCode::Down));
-    assert_eq!(st.queue_cursor, 2);
+    assert_eq!(st.queues.cursor, 2);
     update(&mut st, ch('G'));
-    assert_eq!(st.queue_cursor, 7, "G goes to the last dead-letter queue");
+    assert_eq!(st.queues.cursor, 7, "G goes to the last dead-letter queue");
     update(&mut st, ch('j'));
-    assert_eq!(st.queue_cursor, 7);
+    assert_eq!(st.queues.cursor, 7);
     update(&mut st, ch('g'));
-    assert_eq!(st.queue_cursor, 0);
+    assert_eq!(st.queues.cursor, 0);
     // Ordinary queues appear only behind the toggle.
     assert_eq!(st.queue_rows().len(), 8);
     update(&mut st, ch('o'));
@@ -93,7 +93,7 @@ fn queue_list_navigation_clamps_and_jumps() {
         Some("orders.retry.wait")
     );
     update(&mut st, ch('o'));
-    assert_eq!(st.queue_cursor, 7, "cursor clamped when the list shrinks");
+    assert_eq!(st.queues.cursor, 7, "cursor clamped when the list shrinks");
 }
 
 /// A queue holding stuck dead letters (at-least-once, no route) is listed after the DLQs and
@@ -111,9 +111,9 @@ fn enter_on_a_stuck_queue_says_why_and_does_not_browse() {
     assert!(update(&mut st, Event::GlanceSettle).is_empty());
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(cmds.is_empty(), "{cmds:?}");
-    assert!(st.loading.is_none() && st.browse.is_none());
+    assert!(st.msgs.loading.is_none() && st.msgs.browse.is_none());
     assert_eq!(st.focus, Focus::Queues);
-    let notice = st.notice.clone().unwrap_or_default();
+    let notice = st.banner.notice.clone().unwrap_or_default();
     for words in [
         "payments.work: 3 dead letters stuck inside it (at-least-once), in no DLQ",
         "nothing here can be browsed or moved",
@@ -122,39 +122,43 @@ fn enter_on_a_stuck_queue_says_why_and_does_not_browse() {
     ] {
         assert!(notice.contains(words), "{words:?} in {notice}");
     }
-    assert!(st.error.is_none());
+    assert!(st.banner.error.is_none());
 
     // With a DLQ open, the queue list offers nothing that works on a DLQ from the stuck row:
     // the run keys are the message panes' (not the list's), and P says what Enter says.
     let mut st = loaded_with_stuck(Theme::color());
     update(&mut st, key(KeyCode::Enter));
     update(&mut st, messages_loaded("orders.dlq", orders_messages()));
-    assert!(st.browse.is_some());
+    assert!(st.msgs.browse.is_some());
     update(&mut st, key(KeyCode::Esc));
     assert_eq!(st.focus, Focus::Queues);
-    st.queue_cursor = st
+    st.queues.cursor = st
         .queue_rows()
         .iter()
         .position(|r| r.name() == "payments.work")
         .expect("the stuck row");
     for c in ['r', 'E', 'A', 'X', 'P', 'l'] {
-        st.notice = None;
+        st.banner.notice = None;
         let cmds = update(&mut st, ch(c));
         assert!(cmds.is_empty(), "{c}: {cmds:?}");
         assert!(matches!(st.overlay, Overlay::None), "{c}: {:?}", st.overlay);
         assert_eq!(st.focus, Focus::Queues, "{c}");
         if matches!(c, 'P' | 'l') {
             assert!(
-                st.notice
+                st.banner
+                    .notice
                     .as_deref()
                     .is_some_and(|n| n.contains("stuck inside it")),
                 "{c}: {:?}",
-                st.notice
+                st.banner.notice
             );
         }
     }
     assert!(
-        st.browse.as_ref().is_some_and(|b| b.queue == "orders.dlq"),
+        st.msgs
+            .browse
+            .as_ref()
+            .is_some_and(|b| b.queue == "orders.dlq"),
         "the open queue stays as it was"
     );
     // Ordinary queues behind `o`: the stuck one is not listed twice.
@@ -188,7 +192,7 @@ fn enter_browses_and_tab_moves_between_panes() {
     );
     assert_eq!(st.focus, Focus::Messages);
     assert_eq!(
-        st.loading.as_ref().map(|q| q.name.as_str()),
+        st.msgs.loading.as_ref().map(|q| q.name.as_str()),
         Some("orders.dlq")
     );
     update(
@@ -204,8 +208,8 @@ fn enter_browses_and_tab_moves_between_panes() {
             ticket: Ticket::default(),
         },
     );
-    assert!(st.loading.is_none());
-    assert_eq!(st.visible_rows().len(), 6);
+    assert!(st.msgs.loading.is_none());
+    assert_eq!(st.msgs.visible_rows().len(), 6);
     update(&mut st, key(KeyCode::Enter));
     assert_eq!(st.focus, Focus::Detail);
     update(&mut st, key(KeyCode::Esc));
@@ -222,23 +226,23 @@ fn detail_scroll_is_clamped_to_the_content() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, key(KeyCode::Enter));
     update(&mut st, ch('G'));
-    let bottom = st.detail_scroll;
+    let bottom = st.msgs.detail_scroll;
     assert!(
         bottom > 5,
         "the ladder's detail has more than a few lines: {bottom}"
     );
     update(&mut st, ch('j'));
-    assert_eq!(st.detail_scroll, bottom);
+    assert_eq!(st.msgs.detail_scroll, bottom);
     update(&mut st, ch('k'));
-    assert_eq!(st.detail_scroll, bottom - 1);
+    assert_eq!(st.msgs.detail_scroll, bottom - 1);
     update(&mut st, ch('g'));
-    assert_eq!(st.detail_scroll, 0);
+    assert_eq!(st.msgs.detail_scroll, 0);
 }
 
 #[test]
 fn quorum_queue_with_a_delivery_limit_needs_a_second_enter() {
     let mut st = loaded(false, Theme::color());
-    st.queue_cursor = st
+    st.queues.cursor = st
         .queue_rows()
         .iter()
         .position(|r| r.name() == "invoices.dlq")
@@ -246,7 +250,8 @@ fn quorum_queue_with_a_delivery_limit_needs_a_second_enter() {
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(cmds.is_empty(), "first Enter only warns: {cmds:?}");
     assert!(
-        st.notice
+        st.banner
+            .notice
             .as_deref()
             .unwrap_or("")
             .contains("delivery limit of 20")
@@ -266,42 +271,42 @@ fn quorum_queue_with_a_delivery_limit_needs_a_second_enter() {
 fn selection_keys_toggle_range_all_and_invert() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch(' '));
-    assert_eq!(st.selected.len(), 1);
-    assert_eq!(st.msg_cursor, 1, "space moves on");
+    assert_eq!(st.msgs.selected.len(), 1);
+    assert_eq!(st.msgs.cursor, 1, "space moves on");
     update(&mut st, ch('j'));
     update(&mut st, ch('j'));
     update(&mut st, ch('V'));
     assert_eq!(
-        st.selected.len(),
+        st.msgs.selected.len(),
         4,
         "range from the toggled row to the cursor"
     );
     update(&mut st, ch('*'));
-    assert_eq!(st.selected.len(), 2);
+    assert_eq!(st.msgs.selected.len(), 2);
     update(&mut st, ch('a'));
-    assert_eq!(st.selected.len(), 6);
+    assert_eq!(st.msgs.selected.len(), 6);
     update(&mut st, ch('*'));
-    assert!(st.selected.is_empty());
+    assert!(st.msgs.selected.is_empty());
     // Toggling the same row twice unselects it.
     update(&mut st, ch('g'));
     update(&mut st, ch(' '));
     update(&mut st, ch('k'));
     update(&mut st, ch(' '));
-    assert!(st.selected.is_empty());
+    assert!(st.msgs.selected.is_empty());
 }
 
 #[test]
 fn filter_narrows_as_you_type_and_esc_restores() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('/'));
-    assert!(st.filter_input.is_some());
+    assert!(st.inputs.filter.is_some());
     type_text(&mut st, "reason:expired");
     // Every ladder message also expired in the wait queue; only the plain expiry lacks a rejection.
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
     type_text(&mut st, " -reason:rejected");
-    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(st.msgs.visible_rows().len(), 1);
     assert_eq!(
-        st.visible_rows()[0]
+        st.msgs.visible_rows()[0]
             .letter
             .unpack()
             .properties
@@ -310,27 +315,27 @@ fn filter_narrows_as_you_type_and_esc_restores() {
         Some("order-exp-5")
     );
     update(&mut st, key(KeyCode::Enter));
-    assert!(st.filter_input.is_none());
-    assert_eq!(st.visible_rows().len(), 1, "Enter keeps the filter");
+    assert!(st.inputs.filter.is_none());
+    assert_eq!(st.msgs.visible_rows().len(), 1, "Enter keeps the filter");
 
     // A query that does not parse (yet) keeps the last good filter and says why.
     update(&mut st, ch('/'));
     type_text(&mut st, " age:>");
-    assert!(st.filter_error.is_some());
-    assert_eq!(st.visible_rows().len(), 1);
+    assert!(st.filtering.error.is_some());
+    assert_eq!(st.msgs.visible_rows().len(), 1);
     update(&mut st, key(KeyCode::Esc));
     assert_eq!(
-        st.filter_text, "reason:expired -reason:rejected",
+        st.filtering.text, "reason:expired -reason:rejected",
         "Esc restores the filter from before"
     );
-    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(st.msgs.visible_rows().len(), 1);
 
     // Clearing the text shows everything again.
     update(&mut st, ch('/'));
-    for _ in 0..st.filter_text.chars().count() {
+    for _ in 0..st.filtering.text.chars().count() {
         update(&mut st, key(KeyCode::Backspace));
     }
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
 }
 
 #[test]
@@ -338,19 +343,19 @@ fn ctrl_u_clears_the_filter_line() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('/'));
     type_text(&mut st, "reason:expired -reason:rejected");
-    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(st.msgs.visible_rows().len(), 1);
     update(
         &mut st,
         Event::Key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL)),
     );
-    assert_eq!(st.filter_text, "", "Ctrl-U clears, it does not undo");
-    assert!(st.filter.is_none());
-    assert_eq!(st.visible_rows().len(), 6);
-    let line = st.filter_input.as_ref().map(|f| f.input.lines().join(""));
+    assert_eq!(st.filtering.text, "", "Ctrl-U clears, it does not undo");
+    assert!(st.filtering.filter.is_none());
+    assert_eq!(st.msgs.visible_rows().len(), 6);
+    let line = st.inputs.filter.as_ref().map(|f| f.input.lines().join(""));
     assert_eq!(line.as_deref(), Some(""), "the input line is empty too");
     // Typing goes on from the empty line.
     type_text(&mut st, "reason:expired");
-    assert_eq!(st.filter_text, "reason:expired");
+    assert_eq!(st.filtering.text, "reason:expired");
 }
 
 #[test]
@@ -367,8 +372,8 @@ fn filter_keys_do_not_trigger_pane_actions() {
 fn groups_by_fingerprint_and_replay_a_group() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('f'));
-    assert_eq!(st.list_mode, ListMode::Groups);
-    let groups = &st.browse.as_ref().unwrap().groups;
+    assert_eq!(st.msgs.list_mode, ListMode::Groups);
+    let groups = &st.msgs.browse.as_ref().unwrap().groups;
     assert_eq!(groups.len(), 2);
     assert_eq!(groups[0].rows.len(), 5, "the ladder group first (biggest)");
     let key = groups[0].key.clone();
@@ -396,9 +401,10 @@ fn enter_on_a_group_shows_its_messages() {
     update(&mut st, ch('f'));
     update(&mut st, ch('j'));
     update(&mut st, key(KeyCode::Enter));
-    assert_eq!(st.list_mode, ListMode::Messages);
+    assert_eq!(st.msgs.list_mode, ListMode::Messages);
     assert_eq!(
-        st.current_row()
+        st.msgs
+            .current_row()
             .unwrap()
             .letter
             .unpack()
@@ -416,7 +422,13 @@ fn read_only_blocks_replay_and_says_why() {
     let cmds = update(&mut st, ch('r'));
     assert!(cmds.is_empty());
     assert!(matches!(st.overlay, Overlay::None), "the modal cannot open");
-    assert!(st.error.as_deref().unwrap_or("").contains("read-only"));
+    assert!(
+        st.banner
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("read-only")
+    );
 }
 
 /// Every key in every pane and mode, many times over: read-only never yields a replay.
@@ -456,7 +468,7 @@ fn read_only_never_emits_a_replay_command() {
             st.quit = false;
             // A `:ctx …` typed mid-sweep empties the screen: browse again so replay keys matter
             // (answers of the new session's generation).
-            if st.browse.is_none() {
+            if st.msgs.browse.is_none() {
                 let ticket = Ticket {
                     generation: st.generation,
                     request: 0,
@@ -482,7 +494,7 @@ fn read_only_never_emits_a_replay_command() {
                         ticket,
                     },
                 );
-                assert!(st.browse.is_some(), "the new session's page is shown");
+                assert!(st.msgs.browse.is_some(), "the new session's page is shown");
                 st.focus = Focus::Messages;
             }
         }
@@ -538,12 +550,13 @@ fn read_only_belongs_to_the_place_shown_with_its_own_reason() {
     update(&mut st, page("orders.dlq", orders_messages(), ticket(2, 1)));
     update(&mut st, ch('r'));
     assert!(
-        st.error
+        st.banner
+            .error
             .as_deref()
             .unwrap_or("")
             .contains("no write permission"),
         "{:?}",
-        st.error
+        st.banner.error
     );
 
     // --read-only holds wherever Warren goes.
@@ -773,7 +786,7 @@ fn command_line() {
         "{cmds:?}"
     );
     assert!(
-        st.browse.is_some() && st.queues_loaded,
+        st.msgs.browse.is_some() && st.queues.loaded,
         "nothing changes until the worker reached the new place"
     );
     assert_eq!(st.switching.as_ref().map(|s| s.generation), Some(1));
@@ -790,7 +803,8 @@ fn command_line() {
     type_text(&mut st, "frobnicate");
     assert!(update(&mut st, key(KeyCode::Enter)).is_empty());
     assert!(
-        st.error
+        st.banner
+            .error
             .as_deref()
             .unwrap_or("")
             .contains("unknown command")
@@ -857,25 +871,29 @@ fn a_large_list_narrows_when_typing_pauses_not_on_every_keystroke() {
     let mut st = browsed(false, "orders.dlq", messages);
     update(&mut st, ch('/'));
     type_text(&mut st, "reason:expired -reason:rejected");
-    assert!(st.filter_pending, "the keystrokes only echo");
-    assert_eq!(st.visible_rows().len() as u64, big, "not narrowed yet");
+    assert!(st.filtering.pending, "the keystrokes only echo");
+    assert_eq!(st.msgs.visible_rows().len() as u64, big, "not narrowed yet");
     assert!(st.take_dirty(), "the typed text is drawn at once");
     update(&mut st, Event::FilterSettle);
-    assert!(!st.filter_pending);
+    assert!(!st.filtering.pending);
     // The loop's idle moments make the view, a slice at a time.
     while st.has_idle_work() {
         update(&mut st, Event::Idle);
     }
-    assert_eq!(st.visible_rows().len(), 1, "narrowed once typing paused");
+    assert_eq!(
+        st.msgs.visible_rows().len(),
+        1,
+        "narrowed once typing paused"
+    );
     // Enter applies a pending filter without waiting for the pause.
     update(&mut st, ch(' '));
-    assert!(st.filter_pending);
+    assert!(st.filtering.pending);
     update(&mut st, key(KeyCode::Enter));
-    assert!(!st.filter_pending);
+    assert!(!st.filtering.pending);
     while st.has_idle_work() {
         update(&mut st, Event::Idle);
     }
-    assert_eq!(st.visible_rows().len(), 1);
+    assert_eq!(st.msgs.visible_rows().len(), 1);
 }
 
 #[test]
@@ -952,7 +970,7 @@ fn f_strips_symfonys_failure_stamp_only_where_the_plan_offers_it() {
 /// Opens invoices.dlq (a quorum queue with a limit of 20) and lets the worker answer.
 fn browsing_invoices() -> warren::tui::State {
     let mut st = loaded(false, Theme::color());
-    st.queue_cursor = st
+    st.queues.cursor = st
         .queue_rows()
         .iter()
         .position(|r| r.name() == "invoices.dlq")
@@ -993,7 +1011,7 @@ fn ctrl_r_on_a_quorum_queue_says_what_it_costs_and_reads_only_on_the_second_pres
         matches!(cmds.as_slice(), [Command::LoadQueues]),
         "the list refreshes, the queue is not read: {cmds:?}"
     );
-    let notice = st.notice.clone().unwrap_or_default();
+    let notice = st.banner.notice.clone().unwrap_or_default();
     assert!(
         notice.contains("costs each message a delivery") && notice.contains("Ctrl-R again"),
         "{notice}"
@@ -1014,7 +1032,7 @@ fn ctrl_r_on_a_quorum_queue_says_what_it_costs_and_reads_only_on_the_second_pres
 #[test]
 fn a_read_the_ledger_prices_is_confirmed_with_the_same_key() {
     let mut st = loaded(false, Theme::color());
-    st.queue_cursor = st
+    st.queues.cursor = st
         .queue_rows()
         .iter()
         .position(|r| r.name() == "invoices.dlq")
@@ -1031,9 +1049,10 @@ fn a_read_the_ledger_prices_is_confirmed_with_the_same_key() {
             ticket: Ticket::default(),
         },
     );
-    assert!(st.loading.is_none());
+    assert!(st.msgs.loading.is_none());
     assert!(
-        st.notice
+        st.banner
+            .notice
             .as_deref()
             .unwrap_or("")
             .contains("3 times before")
@@ -1055,22 +1074,28 @@ fn a_read_the_ledger_prices_is_confirmed_with_the_same_key() {
 #[test]
 fn protect_asks_then_sets_and_is_refused_read_only() {
     let mut st = loaded(false, Theme::color());
-    st.queue_cursor = invoices_row(&st);
+    st.queues.cursor = invoices_row(&st);
     assert!(update(&mut st, ch('P')).is_empty());
-    assert!(st.notice.as_deref().unwrap_or("").contains("Press P again"));
+    assert!(
+        st.banner
+            .notice
+            .as_deref()
+            .unwrap_or("")
+            .contains("Press P again")
+    );
     let cmds = update(&mut st, ch('P'));
     assert!(
         matches!(cmds.as_slice(), [Command::Protect { queue: q, .. }] if q == "invoices.dlq"),
         "{cmds:?}"
     );
     // A queue without a limit has nothing to protect.
-    st.queue_cursor = 0;
+    st.queues.cursor = 0;
     assert!(update(&mut st, ch('P')).is_empty());
     assert!(update(&mut st, ch('P')).is_empty());
     let mut ro = loaded(true, Theme::color());
-    ro.queue_cursor = st.queue_cursor;
+    ro.queues.cursor = st.queues.cursor;
     assert!(update(&mut ro, ch('P')).is_empty());
-    assert!(ro.error.is_some(), "read-only refuses with a reason");
+    assert!(ro.banner.error.is_some(), "read-only refuses with a reason");
 }
 
 /// Where invoices.dlq (the fixtures' quorum DLQ with a limit) is in the queue list.
@@ -1091,16 +1116,20 @@ fn protect_refuses_first_where_no_policy_can_lift_the_limit() {
         "{}",
         st.overview.broker_version
     );
-    for d in &mut st.discovery.dead_letter_queues {
+    for d in &mut st.queues.discovery.dead_letter_queues {
         if d.name == "invoices.dlq" {
             d.delivery_limit_arg = Some(20);
         }
     }
-    st.queue_cursor = invoices_row(&st);
+    st.queues.cursor = invoices_row(&st);
     assert!(update(&mut st, ch('P')).is_empty());
-    let error = st.error.clone().unwrap_or_default();
+    let error = st.banner.error.clone().unwrap_or_default();
     assert!(error.contains("x-delivery-limit = 20"), "{error}");
-    assert!(st.notice.is_none(), "nothing offered: {:?}", st.notice);
+    assert!(
+        st.banner.notice.is_none(),
+        "nothing offered: {:?}",
+        st.banner.notice
+    );
     // A second P is a first one again: still refused, nothing set.
     assert!(update(&mut st, ch('P')).is_empty());
 }
@@ -1146,7 +1175,7 @@ fn answers_of_the_old_place_are_shown_until_the_switch_succeeds_and_ignored_afte
         page("orders.dlq", vec![masstransit(), broker_ladder(1)], old),
     );
     assert_eq!(
-        st.visible_rows().len(),
+        st.msgs.visible_rows().len(),
         2,
         "the old place's answer is shown"
     );
@@ -1161,14 +1190,14 @@ fn answers_of_the_old_place_are_shown_until_the_switch_succeeds_and_ignored_afte
             ticket: new,
         },
     );
-    assert!(st.queues_loaded && st.browse.is_none() && st.switching.is_none());
+    assert!(st.queues.loaded && st.msgs.browse.is_none() && st.switching.is_none());
     assert_eq!(st.generation, 1);
     st.take_dirty();
     // Answers of the old place landing late are dropped.
     let late = ticket(0, 8);
     update(&mut st, page("orders.dlq", orders_messages(), late));
     assert!(
-        st.browse.is_none(),
+        st.msgs.browse.is_none(),
         "the late page of the old vhost is not shown"
     );
     update(
@@ -1187,12 +1216,12 @@ fn answers_of_the_old_place_are_shown_until_the_switch_succeeds_and_ignored_afte
             ticket: late,
         },
     );
-    assert!(st.pending_reread.is_none());
+    assert!(st.pending.reread.is_none());
     update(
         &mut st,
         Report::Error(Failure::in_generation("browsing orders.dlq failed", 0)),
     );
-    assert!(st.error.is_none(), "nor an error of the old session");
+    assert!(st.banner.error.is_none(), "nor an error of the old session");
     assert!(!st.take_dirty(), "nothing to redraw");
 
     // The new session's answers are shown.
@@ -1200,16 +1229,16 @@ fn answers_of_the_old_place_are_shown_until_the_switch_succeeds_and_ignored_afte
         &mut st,
         page("orders.dlq", orders_messages(), ticket(1, 10)),
     );
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
     update(
         &mut st,
         Report::Error(Failure::in_generation("browsing failed", 1)),
     );
-    assert!(st.error.is_some());
+    assert!(st.banner.error.is_some());
     // An error tied to no session is always shown.
-    st.error = None;
+    st.banner.error = None;
     update(&mut st, Report::Error("the worker stopped".into()));
-    assert!(st.error.is_some());
+    assert!(st.banner.error.is_some());
 }
 
 #[test]
@@ -1218,16 +1247,19 @@ fn an_older_browse_landing_after_a_newer_one_is_ignored() {
     update(&mut st, key(KeyCode::Enter));
     // Two reads of orders.dlq asked (Enter, Ctrl-R); the later one lands first.
     update(&mut st, page("orders.dlq", orders_messages(), ticket(0, 5)));
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
     update(&mut st, ch(' '));
     st.take_dirty();
     update(
         &mut st,
         page("orders.dlq", orders_messages()[..1].to_vec(), ticket(0, 3)),
     );
-    assert_eq!(st.visible_rows().len(), 6, "the newer page stays");
-    assert_eq!(st.browse.as_ref().map(|b| b.ticket), Some(ticket(0, 5)));
-    assert_eq!(st.selected.len(), 1, "and what was picked on it");
+    assert_eq!(st.msgs.visible_rows().len(), 6, "the newer page stays");
+    assert_eq!(
+        st.msgs.browse.as_ref().map(|b| b.ticket),
+        Some(ticket(0, 5))
+    );
+    assert_eq!(st.msgs.selected.len(), 1, "and what was picked on it");
     assert!(!st.take_dirty());
     // Nor does an older page of another queue replace it.
     update(
@@ -1235,7 +1267,7 @@ fn an_older_browse_landing_after_a_newer_one_is_ignored() {
         page("invoices.dlq", orders_messages(), ticket(0, 4)),
     );
     assert_eq!(
-        st.browse.as_ref().map(|b| b.queue.as_str()),
+        st.msgs.browse.as_ref().map(|b| b.queue.as_str()),
         Some("orders.dlq")
     );
     // A newer page does.
@@ -1243,14 +1275,15 @@ fn an_older_browse_landing_after_a_newer_one_is_ignored() {
         &mut st,
         page("orders.dlq", orders_messages()[..2].to_vec(), ticket(0, 6)),
     );
-    assert_eq!(st.visible_rows().len(), 2);
+    assert_eq!(st.msgs.visible_rows().len(), 2);
 }
 
 #[test]
 fn the_detail_is_rendered_once_per_message_not_per_key_or_frame() {
     let mut st = browsed(false, "orders.dlq", vec![masstransit(), broker_ladder(1)]);
     let rendered = |st: &warren::tui::State| {
-        st.detail
+        st.msgs
+            .detail
             .as_ref()
             .map(|d| d.lines.as_ptr())
             .expect("update renders the detail of the message under the cursor")
@@ -1262,7 +1295,7 @@ fn the_detail_is_rendered_once_per_message_not_per_key_or_frame() {
     for _ in 0..3 {
         update(&mut st, ch('j'));
     }
-    assert_eq!(st.detail_scroll, 3);
+    assert_eq!(st.msgs.detail_scroll, 3);
     update(
         &mut st,
         Event::Tick(jiff::Timestamp::from_second(NOW + 60).unwrap()),
@@ -1282,14 +1315,14 @@ fn the_detail_is_rendered_once_per_message_not_per_key_or_frame() {
     assert_eq!(rendered(&st), unfolded);
     let row = st.current_opened().unwrap();
     assert_eq!(
-        st.detail.as_ref().unwrap().lines,
+        st.msgs.detail.as_ref().unwrap().lines,
         detail::lines(&st, &row),
         "the cache is what rendering now would give"
     );
     // Another message: rendered again.
     update(&mut st, key(KeyCode::Esc));
     update(&mut st, ch('j'));
-    assert_eq!(st.msg_cursor, 1);
+    assert_eq!(st.msgs.cursor, 1);
     assert_ne!(rendered(&st), unfolded);
     // A page read again replaces the rows: the detail follows it.
     let before = rendered(&st);
@@ -1308,7 +1341,7 @@ fn the_detail_is_rendered_once_per_message_not_per_key_or_frame() {
 fn the_replay_modal_starts_at_the_configured_rate() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     // `replay.rate = 200` in the configuration file.
-    st.replay_rate = 200;
+    st.settings.replay_rate = 200;
     update(&mut st, ch(' '));
     update(&mut st, ch('r'));
     update(&mut st, preview("orders.dlq", 1));
@@ -1462,7 +1495,13 @@ fn shift_t_pages_the_stack_trace_and_says_when_there_is_none() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('T'));
     assert!(matches!(st.overlay, Overlay::None));
-    assert!(st.notice.as_deref().unwrap().contains("no stack trace"));
+    assert!(
+        st.banner
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("no stack trace")
+    );
 }
 
 #[test]
@@ -1503,7 +1542,7 @@ fn saving_is_left_for_the_loop_and_works_read_only() {
         update(&mut st, ctrl('s')).is_empty(),
         "nothing for the worker"
     );
-    match st.save.take() {
+    match st.handover.save.take() {
         Some(Save::Screen { path }) => {
             assert_eq!(
                 path.to_str().unwrap(),
@@ -1513,7 +1552,7 @@ fn saving_is_left_for_the_loop_and_works_read_only() {
         other => panic!("{other:?}"),
     }
     // Nothing on screen changed for it (the loop reports back with a notice).
-    assert!(st.notice.is_none() && st.error.is_none());
+    assert!(st.banner.notice.is_none() && st.banner.error.is_none());
 
     // S: the selected messages in queue order, else the one under the cursor.
     update(&mut st, ch('j'));
@@ -1522,7 +1561,7 @@ fn saving_is_left_for_the_loop_and_works_read_only() {
     update(&mut st, ch('k'));
     update(&mut st, ch(' '));
     assert!(update(&mut st, ch('S')).is_empty());
-    match st.save.take() {
+    match st.handover.save.take() {
         Some(Save::Snapshot {
             path,
             header,
@@ -1540,10 +1579,10 @@ fn saving_is_left_for_the_loop_and_works_read_only() {
         }
         other => panic!("{other:?}"),
     }
-    st.selected.clear();
+    st.msgs.selected.clear();
     update(&mut st, ch('G'));
     update(&mut st, ch('S'));
-    let save = st.save.take();
+    let save = st.handover.save.take();
     assert!(
         matches!(&save, Some(Save::Snapshot { messages, .. }) if messages.len() == 1 && messages[0].position == 5),
         "{save:?}"
@@ -1552,7 +1591,7 @@ fn saving_is_left_for_the_loop_and_works_read_only() {
     update(&mut st, ch(' '));
     update(&mut st, ch('f'));
     update(&mut st, ch('S'));
-    let save = st.save.take();
+    let save = st.handover.save.take();
     assert!(
         matches!(&save, Some(Save::Snapshot { messages, .. }) if messages.len() == 5),
         "{save:?}"
@@ -1561,7 +1600,7 @@ fn saving_is_left_for_the_loop_and_works_read_only() {
     // Ctrl-S inside the pager too.
     update(&mut st, ch('v'));
     update(&mut st, ctrl('s'));
-    assert!(matches!(st.save, Some(Save::Screen { .. })));
+    assert!(matches!(st.handover.save, Some(Save::Screen { .. })));
     assert!(
         matches!(st.overlay, Overlay::Pager(_)),
         "saving does not close the pager"
@@ -1584,7 +1623,7 @@ fn the_saved_snapshot_reads_back_as_warren_open_reads_it() {
         path,
         header,
         messages: saved,
-    }) = st.save.take()
+    }) = st.handover.save.take()
     else {
         panic!("a snapshot save");
     };
@@ -1631,26 +1670,26 @@ fn help_scrolls_with_the_detail_keys_and_closes_at_the_top_again() {
     assert!(matches!(st.overlay, Overlay::Help));
     update(&mut st, ch('j'));
     update(&mut st, key(KeyCode::Down));
-    assert_eq!(st.help_scroll, 2);
+    assert_eq!(st.help.scroll, 2);
     update(&mut st, ch('k'));
-    assert_eq!(st.help_scroll, 1);
+    assert_eq!(st.help.scroll, 1);
     update(&mut st, key(KeyCode::PageDown));
-    assert_eq!(st.help_scroll, 11);
+    assert_eq!(st.help.scroll, 11);
     update(&mut st, key(KeyCode::PageUp));
     update(&mut st, key(KeyCode::PageUp));
-    assert_eq!(st.help_scroll, 0, "never above the top");
+    assert_eq!(st.help.scroll, 0, "never above the top");
     // The state starts at 80×24 until the terminal reports its size: the last page is full,
     // so G, then k moves at once.
     let lines: usize = keys::help_sections().iter().map(|(_, b)| b.len() + 1).sum();
     update(&mut st, ch('G'));
     update(&mut st, ch('j'));
     assert_eq!(
-        st.help_scroll,
+        st.help.scroll,
         warren::tui::help::max_scroll((80, 24), 0, ""),
         "never past the last page"
     );
     update(&mut st, ch('g'));
-    assert_eq!(st.help_scroll, 0);
+    assert_eq!(st.help.scroll, 0);
     update(
         &mut st,
         Event::Resize {
@@ -1660,10 +1699,10 @@ fn help_scrolls_with_the_detail_keys_and_closes_at_the_top_again() {
     );
     update(&mut st, ch('G'));
     let last_page = warren::tui::help::max_scroll((80, 24), 0, "");
-    assert_eq!(st.help_scroll, last_page);
+    assert_eq!(st.help.scroll, last_page);
     assert!(usize::from(last_page) < lines - 1);
     update(&mut st, ch('k'));
-    assert_eq!(st.help_scroll, last_page - 1);
+    assert_eq!(st.help.scroll, last_page - 1);
     update(
         &mut st,
         Event::Resize {
@@ -1672,7 +1711,7 @@ fn help_scrolls_with_the_detail_keys_and_closes_at_the_top_again() {
         },
     );
     assert_eq!(
-        st.help_scroll, 0,
+        st.help.scroll, 0,
         "a screen it fits on shows it from the top"
     );
     assert!(
@@ -1682,13 +1721,13 @@ fn help_scrolls_with_the_detail_keys_and_closes_at_the_top_again() {
     update(&mut st, key(KeyCode::Esc));
     assert!(matches!(st.overlay, Overlay::None));
     update(&mut st, ch('?'));
-    assert_eq!(st.help_scroll, 0, "opens at the top");
+    assert_eq!(st.help.scroll, 0, "opens at the top");
 }
 
 #[test]
 fn w_shows_the_whole_banner_and_does_not_answer_a_prompt() {
     let mut st = loaded(false, Theme::color());
-    st.queue_cursor = st
+    st.queues.cursor = st
         .queue_rows()
         .iter()
         .position(|r| r.name() == "invoices.dlq")
@@ -1697,11 +1736,11 @@ fn w_shows_the_whole_banner_and_does_not_answer_a_prompt() {
         update(&mut st, key(KeyCode::Enter)).is_empty(),
         "asks first"
     );
-    assert!(st.pending_browse.is_some());
+    assert!(st.pending.browse.is_some());
     update(&mut st, ch('w'));
-    assert!(st.banner_whole);
+    assert!(st.banner.whole);
     assert!(
-        st.pending_browse.is_some(),
+        st.pending.browse.is_some(),
         "reading the prompt keeps it pending"
     );
     let cmds = update(&mut st, key(KeyCode::Enter));
@@ -1712,7 +1751,7 @@ fn w_shows_the_whole_banner_and_does_not_answer_a_prompt() {
     update(&mut st, Report::Error(Failure::from("boom".to_string())));
     update(&mut st, key(KeyCode::Esc));
     assert!(
-        st.error.is_none() && !st.banner_whole,
+        st.banner.error.is_none() && !st.banner.whole,
         "Esc dismisses and folds it"
     );
 }
@@ -1844,7 +1883,7 @@ fn header(st: &warren::tui::State) -> String {
 fn a_failed_switch_changes_nothing_but_a_message() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch(' '));
-    let selected = st.selected.clone();
+    let selected = st.msgs.selected.clone();
     let cmds = run_command_line(&mut st, "vhost nope");
     let [Command::SwitchVhost { generation, .. }] = cmds[..] else {
         panic!("{cmds:?}")
@@ -1857,7 +1896,13 @@ fn a_failed_switch_changes_nothing_but_a_message() {
         update(&mut st, ch('r')).is_empty(),
         "no replay planned on a place being left"
     );
-    assert!(st.notice.as_deref().unwrap_or("").contains("switching"));
+    assert!(
+        st.banner
+            .notice
+            .as_deref()
+            .unwrap_or("")
+            .contains("switching")
+    );
     update(
         &mut st,
         Report::SwitchFailed {
@@ -1865,7 +1910,7 @@ fn a_failed_switch_changes_nothing_but_a_message() {
             text: "no AMQP for vhost 'nope': access refused".into(),
         },
     );
-    let e = st.error.clone().unwrap_or_default();
+    let e = st.banner.error.clone().unwrap_or_default();
     assert!(
         e.contains("could not switch to vhost nope")
             && e.contains("access refused")
@@ -1874,8 +1919,8 @@ fn a_failed_switch_changes_nothing_but_a_message() {
     );
     assert!(st.switching.is_none());
     assert_eq!(st.generation, 0, "the old session goes on");
-    assert!(st.queues_loaded && st.browse.as_ref().is_some_and(|b| b.rows.len() == 6));
-    assert_eq!(st.selected, selected, "the selection is kept");
+    assert!(st.queues.loaded && st.msgs.browse.as_ref().is_some_and(|b| b.rows.len() == 6));
+    assert_eq!(st.msgs.selected, selected, "the selection is kept");
     let h = header(&st);
     assert!(h.contains("● connected") && h.contains("ops@/orders") && !h.contains("switching"));
     // And the old session's answers still count.
@@ -1902,7 +1947,7 @@ fn a_failed_switch_changes_nothing_but_a_message() {
             ticket: ticket(generation, 0),
         },
     );
-    assert!(st.browse.is_some() && st.generation == 0);
+    assert!(st.msgs.browse.is_some() && st.generation == 0);
 }
 
 #[test]
@@ -1919,8 +1964,17 @@ fn a_refused_switch_in_snapshot_mode_keeps_the_list() {
             text: "a snapshot has no other contexts or vhosts".into(),
         },
     );
-    assert!(st.error.as_deref().unwrap_or("").contains("snapshot"));
-    assert!(st.queues_loaded && st.browse.is_some(), "nothing wiped");
+    assert!(
+        st.banner
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("snapshot")
+    );
+    assert!(
+        st.queues.loaded && st.msgs.browse.is_some(),
+        "nothing wiped"
+    );
 }
 
 #[test]
@@ -1942,7 +1996,7 @@ fn of_two_switches_only_the_later_one_counts() {
             text: "replaced".into(),
         },
     );
-    assert!(st.error.is_none(), "the replaced switch is not news");
+    assert!(st.banner.error.is_none(), "the replaced switch is not news");
     assert!(st.switching.is_some());
     let mut b = overview();
     b.vhost = "/b".into();
@@ -1956,7 +2010,7 @@ fn of_two_switches_only_the_later_one_counts() {
     );
     assert_eq!(st.generation, *g2);
     assert!(header(&st).contains("ops@/b"));
-    assert_eq!(st.notice.as_deref(), Some("switched to vhost /b"));
+    assert_eq!(st.banner.notice.as_deref(), Some("switched to vhost /b"));
 }
 
 #[test]
@@ -1968,7 +2022,8 @@ fn a_switch_is_refused_while_a_replay_runs() {
     assert!(st.replay_running());
     assert!(run_command_line(&mut st, "ctx staging").is_empty());
     assert!(
-        st.error
+        st.banner
+            .error
             .as_deref()
             .unwrap_or("")
             .contains("replay is running")
@@ -1981,7 +2036,7 @@ fn limit_reads_the_open_queue_again_with_the_new_limit() {
     // No queue open: the limit is set for the next browse, nothing is read.
     let mut st = loaded(false, Theme::color());
     assert!(run_command_line(&mut st, "limit 5000").is_empty());
-    assert_eq!(st.browse_limit, 5000);
+    assert_eq!(st.settings.browse_limit, 5000);
 
     // A classic queue is read again at once, with the new limit.
     let mut st = browsed(false, "orders.dlq", orders_messages());
@@ -1991,7 +2046,7 @@ fn limit_reads_the_open_queue_again_with_the_new_limit() {
         "{cmds:?}"
     );
     assert_eq!(
-        st.loading.as_ref().map(|q| q.name.as_str()),
+        st.msgs.loading.as_ref().map(|q| q.name.as_str()),
         Some("orders.dlq")
     );
 
@@ -1999,12 +2054,13 @@ fn limit_reads_the_open_queue_again_with_the_new_limit() {
     let mut st = browsing_invoices();
     assert!(run_command_line(&mut st, "limit 5000").is_empty());
     assert!(
-        st.notice
+        st.banner
+            .notice
             .as_deref()
             .unwrap_or("")
             .contains("costs each message a delivery"),
         "{:?}",
-        st.notice
+        st.banner.notice
     );
     let cmds = update(&mut st, ctrl('r'));
     assert!(
@@ -2015,8 +2071,8 @@ fn limit_reads_the_open_queue_again_with_the_new_limit() {
     // Not a number: nothing changes.
     let mut st = browsed(false, "orders.dlq", orders_messages());
     assert!(run_command_line(&mut st, "limit lots").is_empty());
-    assert_eq!(st.browse_limit, 500);
-    assert!(st.error.is_some());
+    assert_eq!(st.settings.browse_limit, 500);
+    assert!(st.banner.error.is_some());
 }
 
 #[test]
@@ -2026,7 +2082,7 @@ fn the_progress_window_counts_the_selection_not_the_queue() {
     update(&mut st, ch('/'));
     type_text(&mut st, "reason:expired -reason:rejected");
     update(&mut st, key(KeyCode::Enter));
-    let in_view = st.visible_rows().len();
+    let in_view = st.msgs.visible_rows().len();
     assert!(in_view > 0 && in_view < 6, "{in_view}");
     update(&mut st, ch('a'));
     update(&mut st, ch('r'));
@@ -2090,8 +2146,8 @@ fn messages_sharing_an_id_count_as_the_replay_counts_them() {
         vec![broker_ladder(1), broker_ladder(1), broker_ladder(2)],
     );
     update(&mut st, ch(' '));
-    assert_eq!(st.selected.len(), 1, "one key");
-    assert_eq!(st.selected_messages(), 2, "two messages");
+    assert_eq!(st.msgs.selected.len(), 1, "one key");
+    assert_eq!(st.msgs.selected_messages(), 2, "two messages");
     let mut term = Terminal::new(TestBackend::new(120, 30)).unwrap();
     term.draw(|f| warren::tui::view(&st, f)).unwrap();
     let buf = term.backend().buffer().clone();
@@ -2142,9 +2198,10 @@ fn a_row_the_audit_says_was_replayed_says_it_failed_again() {
         },
     );
     let rows: Vec<_> = st
+        .msgs
         .visible_rows()
         .iter()
-        .map(|r| r.open(&st.conventions).exp)
+        .map(|r| r.open(&st.settings.conventions).exp)
         .collect();
     assert_eq!(rows[0].replay_count, 2);
     assert!(
@@ -2157,7 +2214,8 @@ fn a_row_the_audit_says_was_replayed_says_it_failed_again() {
 
 /// The groups in view as (summary, count).
 fn group_shape(st: &warren::tui::State) -> Vec<(String, usize)> {
-    st.browse
+    st.msgs
+        .browse
         .as_ref()
         .map(|b| {
             b.groups
@@ -2172,11 +2230,11 @@ fn group_shape(st: &warren::tui::State) -> Vec<(String, usize)> {
 fn b_cycles_the_grouping_and_r_replays_the_group_under_it() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('f'));
-    assert_eq!(st.group_by, GroupBy::Fingerprint);
+    assert_eq!(st.msgs.group_by, GroupBy::Fingerprint);
     let fingerprints = group_shape(&st).len();
     assert_eq!(fingerprints, 2);
     update(&mut st, ch('b'));
-    assert_eq!(st.group_by, GroupBy::Exception);
+    assert_eq!(st.msgs.group_by, GroupBy::Exception);
     assert_eq!(
         group_shape(&st),
         vec![(
@@ -2185,9 +2243,9 @@ fn b_cycles_the_grouping_and_r_replays_the_group_under_it() {
         )]
     );
     update(&mut st, ch('b'));
-    assert_eq!(st.group_by, GroupBy::Type);
+    assert_eq!(st.msgs.group_by, GroupBy::Type);
     update(&mut st, ch('b'));
-    assert_eq!(st.group_by, GroupBy::Origin);
+    assert_eq!(st.msgs.group_by, GroupBy::Origin);
     assert_eq!(
         group_shape(&st),
         vec![
@@ -2196,7 +2254,7 @@ fn b_cycles_the_grouping_and_r_replays_the_group_under_it() {
         ]
     );
     update(&mut st, ch('b'));
-    assert_eq!(st.group_by, GroupBy::Reason);
+    assert_eq!(st.msgs.group_by, GroupBy::Reason);
     assert_eq!(
         group_shape(&st),
         vec![("rejected".to_string(), 5), ("expired".to_string(), 1)]
@@ -2204,6 +2262,7 @@ fn b_cycles_the_grouping_and_r_replays_the_group_under_it() {
     // The cursor on the second group; r plans a replay of that group, by reason.
     update(&mut st, ch('j'));
     let key = st
+        .msgs
         .current_group()
         .map(|g| g.key.clone())
         .unwrap_or_default();
@@ -2222,10 +2281,10 @@ fn b_cycles_the_grouping_and_r_replays_the_group_under_it() {
     update(&mut st, key_esc());
     // Past the wait queue every message rests in orders.process: one endpoint.
     update(&mut st, ch('b'));
-    assert_eq!(st.group_by, GroupBy::Endpoint);
+    assert_eq!(st.msgs.group_by, GroupBy::Endpoint);
     assert_eq!(group_shape(&st), vec![("orders.process".to_string(), 6)]);
     update(&mut st, ch('b'));
-    assert_eq!(st.group_by, GroupBy::Fingerprint);
+    assert_eq!(st.msgs.group_by, GroupBy::Fingerprint);
     assert_eq!(group_shape(&st).len(), fingerprints);
     // The help lists both keys.
     let help: Vec<&str> = BINDINGS.iter().map(|b| b.label).collect();
@@ -2254,14 +2313,15 @@ fn n_writes_a_note_on_the_group_and_it_shows_until_the_group_is_gone() {
     update(&mut st, ch('b'));
     update(&mut st, ch('b'));
     update(&mut st, ch('b'));
-    assert_eq!(st.group_by, GroupBy::Reason);
+    assert_eq!(st.msgs.group_by, GroupBy::Reason);
     assert!(update(&mut st, ch('n')).is_empty());
-    assert!(st.note_input.is_some());
+    assert!(st.inputs.note.is_some());
     // Keys are text in the input: q does not quit, r does not replay.
     let cmds = type_text(&mut st, "carrier outage, replay after 10:00 q r");
     assert!(cmds.is_empty(), "{cmds:?}");
     assert!(!st.quit);
     let gkey = st
+        .msgs
         .current_group()
         .map(|g| g.key.clone())
         .unwrap_or_default();
@@ -2275,30 +2335,30 @@ fn n_writes_a_note_on_the_group_and_it_shows_until_the_group_is_gone() {
         (note.by, note.key.as_str(), note.queue.as_str()),
         (GroupBy::Reason, gkey.as_str(), "orders.dlq")
     );
-    assert!(st.note_input.is_none());
+    assert!(st.inputs.note.is_none());
     // The worker's answer: the queue's notes as the store keeps them.
     update(&mut st, notes(vec![note.clone()], false));
-    let g = st.current_group().cloned().expect("a group");
+    let g = st.msgs.current_group().cloned().expect("a group");
     assert_eq!(
-        st.note_for(&g).map(|n| n.text.as_str()),
+        st.msgs.note_for(&g).map(|n| n.text.as_str()),
         Some(note.text.as_str())
     );
     // Another grouping does not show it.
     update(&mut st, ch('b'));
-    let g = st.current_group().cloned().expect("a group");
-    assert!(st.note_for(&g).is_none());
+    let g = st.msgs.current_group().cloned().expect("a group");
+    assert!(st.msgs.note_for(&g).is_none());
     // n again on a noted group starts from its text; Esc leaves it as it was.
     for _ in 0..5 {
         update(&mut st, ch('b'));
     }
-    assert_eq!(st.group_by, GroupBy::Reason);
+    assert_eq!(st.msgs.group_by, GroupBy::Reason);
     update(&mut st, ch('n'));
     assert_eq!(
-        st.note_input.as_ref().map(|n| n.input.lines().join("")),
+        st.inputs.note.as_ref().map(|n| n.input.lines().join("")),
         Some(note.text.clone())
     );
     assert!(update(&mut st, key_esc()).is_empty());
-    assert!(st.note_input.is_none());
+    assert!(st.inputs.note.is_none());
 
     // A browse that read the whole queue: a note whose group has no message left is forgotten
     // (here and in the store); the live one stays. A partial read forgets nothing.
@@ -2308,7 +2368,7 @@ fn n_writes_a_note_on_the_group_and_it_shows_until_the_group_is_gone() {
         ..note.clone()
     };
     assert!(update(&mut st, notes(vec![note.clone(), stale.clone()], false)).is_empty());
-    assert_eq!(st.group_notes.len(), 2);
+    assert_eq!(st.msgs.group_notes.len(), 2);
     let cmds = update(&mut st, notes(vec![note.clone(), stale.clone()], true));
     match cmds.as_slice() {
         [Command::ForgetGroupNotes { queue, notes, .. }] => {
@@ -2317,7 +2377,7 @@ fn n_writes_a_note_on_the_group_and_it_shows_until_the_group_is_gone() {
         }
         other => panic!("expected the stale note to be forgotten, got {other:?}"),
     }
-    assert_eq!(st.group_notes, vec![note]);
+    assert_eq!(st.msgs.group_notes, vec![note]);
 }
 
 /// A depth refresh that changes the order keeps the cursor on the queue it was on, and a
@@ -2339,7 +2399,8 @@ fn a_reordering_refresh_keeps_the_cursor_on_its_queue() {
                   grow: &str,
                   by: u64|
      -> Vec<(warren::domain::discovery::QueueRef, Option<u64>)> {
-        st.discovery
+        st.queues
+            .discovery
             .dead_letter_queues
             .iter()
             .map(|d| {
@@ -2368,7 +2429,7 @@ fn a_reordering_refresh_keeps_the_cursor_on_its_queue() {
         on,
         "the cursor stayed on its queue"
     );
-    let figures = st.figures_of(&at(&last)).copied().unwrap();
+    let figures = st.queues.figures_of(&at(&last)).copied().unwrap();
     assert_eq!(figures.growth_per_min, Some(20.0));
     // The same depths again: nothing changed, nothing to draw.
     st.take_dirty();
@@ -2552,7 +2613,7 @@ fn a_message_that_came_back_names_its_run_and_who_ran_it() {
 fn a_archives_a_group_with_its_reason_and_shows_the_progress() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('f'));
-    let key_of_group = st.browse.as_ref().unwrap().groups[0].key.clone();
+    let key_of_group = st.msgs.browse.as_ref().unwrap().groups[0].key.clone();
     assert!(
         update(&mut st, ch('A')).is_empty(),
         "the modal asks nothing of the worker"
@@ -2644,14 +2705,18 @@ fn read_only_refuses_archive_and_discard_and_says_why() {
     let mut st = browsed(true, "orders.dlq", orders_messages());
     update(&mut st, ch('a'));
     for k in ['A', 'X'] {
-        st.error = None;
+        st.banner.error = None;
         assert!(update(&mut st, ch(k)).is_empty());
         assert!(
             matches!(st.overlay, Overlay::None),
             "{k}: the modal cannot open"
         );
         assert!(
-            st.error.as_deref().unwrap_or("").contains("read-only"),
+            st.banner
+                .error
+                .as_deref()
+                .unwrap_or("")
+                .contains("read-only"),
             "{k}"
         );
     }
@@ -2686,14 +2751,14 @@ fn the_archive_is_listed_with_the_dlqs_read_like_one_and_archive_or_discard_refu
     // Opening it browses it (`in_the_archive` checks the Enter asks for a browse of it).
     let mut st = in_the_archive(false);
     assert_eq!(
-        st.browse.as_ref().map(|b| b.queue.as_str()),
+        st.msgs.browse.as_ref().map(|b| b.queue.as_str()),
         Some("warren.archive")
     );
     for k in ['A', 'X'] {
-        st.notice = None;
+        st.banner.notice = None;
         assert!(update(&mut st, ch(k)).is_empty(), "{k}");
         assert!(matches!(st.overlay, Overlay::None), "{k}");
-        let notice = st.notice.as_deref().unwrap_or("");
+        let notice = st.banner.notice.as_deref().unwrap_or("");
         assert!(notice.contains("is the archive"), "{k}: {notice}");
         assert!(notice.contains("r restores"), "{k}: {notice}");
     }
@@ -2713,7 +2778,7 @@ fn the_local_archive_file_is_listed_as_the_archive_and_r_restores_from_it() {
             ticket: Default::default(),
         },
     );
-    st.queue_cursor = st
+    st.queues.cursor = st
         .queue_rows()
         .iter()
         .position(|r| r.name() == LOCAL_QUEUE)
@@ -2739,7 +2804,7 @@ fn the_local_archive_file_is_listed_as_the_archive_and_r_restores_from_it() {
     assert!(st.archive_open());
     // Nothing is worked off it; it is named as a person reads it, not by its internal name.
     assert!(update(&mut st, ch('A')).is_empty());
-    let notice = st.notice.clone().unwrap_or_default();
+    let notice = st.banner.notice.clone().unwrap_or_default();
     assert!(
         notice.starts_with("archive (local file) is the archive"),
         "{notice}"
@@ -2942,13 +3007,17 @@ fn a_restore_refused_or_empty_does_not_run_and_a_large_one_needs_the_count_typed
 #[test]
 fn read_only_refuses_a_restore_and_says_why() {
     let mut st = in_the_archive(true);
-    st.error = None;
+    st.banner.error = None;
     assert!(update(&mut st, ch('r')).is_empty());
     assert!(matches!(st.overlay, Overlay::None), "the modal cannot open");
     assert!(
-        st.error.as_deref().unwrap_or("").contains("read-only"),
+        st.banner
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("read-only"),
         "{:?}",
-        st.error
+        st.banner.error
     );
 }
 
@@ -2981,7 +3050,7 @@ fn vhost_star_switches_to_every_vhost_and_vhost_name_back_to_one() {
         },
     );
     assert!(st.every_vhost() && st.switching.is_none());
-    assert_eq!(st.notice.as_deref(), Some("switched to every vhost"));
+    assert_eq!(st.banner.notice.as_deref(), Some("switched to every vhost"));
     let h = header(&st);
     assert!(h.contains("ops · every vhost"), "{h}");
     assert_eq!(st.queue_rows().len(), 10, "both vhosts' queues");
@@ -3019,14 +3088,14 @@ fn two_queues_of_one_name_in_two_vhosts_stay_two() {
     // Urgency with nothing growing: deepest first, so billing's (900) before /orders' (412).
     assert!(there < here, "{there} {here}");
     // Enter on billing's: the read names billing.
-    st.queue_cursor = there;
+    st.queues.cursor = there;
     let cmds = update(&mut st, key(KeyCode::Enter));
     assert!(
         matches!(cmds.as_slice(), [Command::Browse { vhost, queue, .. }] if vhost == "billing" && queue == "orders.dlq"),
         "{cmds:?}"
     );
     assert_eq!(
-        st.loading,
+        st.msgs.loading,
         Some(warren::domain::discovery::QueueRef::new(
             "billing",
             "orders.dlq"
@@ -3047,7 +3116,10 @@ fn two_queues_of_one_name_in_two_vhosts_stay_two() {
             ticket: ticket(0, 1),
         },
     );
-    assert!(st.loading.is_some(), "billing's read is still under way");
+    assert!(
+        st.msgs.loading.is_some(),
+        "billing's read is still under way"
+    );
     update(
         &mut st,
         Report::MessagesLoaded {
@@ -3061,29 +3133,31 @@ fn two_queues_of_one_name_in_two_vhosts_stay_two() {
             ticket: ticket(0, 2),
         },
     );
-    assert!(st.loading.is_none());
-    let b = st.browse.as_ref().expect("a page");
+    assert!(st.msgs.loading.is_none());
+    let b = st.msgs.browse.as_ref().expect("a page");
     assert_eq!(
         (b.vhost.as_str(), b.queue.as_str()),
         ("billing", "orders.dlq")
     );
     // What each read found dates its own queue: two reads, two heads.
     assert!(
-        st.heads
+        st.queues
+            .heads
             .contains_key(&warren::domain::discovery::QueueRef::new(
                 "billing",
                 "orders.dlq"
             ))
     );
-    assert!(st.heads.contains_key(&at("orders.dlq")));
-    assert_eq!(st.heads.len(), 2);
+    assert!(st.queues.heads.contains_key(&at("orders.dlq")));
+    assert_eq!(st.queues.heads.len(), 2);
     // The notes of /orders' queue of that name are not billing's.
     update(&mut st, ch('f'));
     update(&mut st, notes(vec![], false));
     let note = GroupNote {
         queue: "orders.dlq".into(),
-        by: st.group_by,
+        by: st.msgs.group_by,
         key: st
+            .msgs
             .current_group()
             .map(|g| g.key.clone())
             .unwrap_or_default(),
@@ -3092,15 +3166,15 @@ fn two_queues_of_one_name_in_two_vhosts_stay_two() {
         at: now(),
     };
     update(&mut st, notes(vec![note], false));
-    let g = st.current_group().cloned().expect("a group");
+    let g = st.msgs.current_group().cloned().expect("a group");
     assert!(
-        st.note_for(&g).is_none(),
+        st.msgs.note_for(&g).is_none(),
         "/orders' note is not on billing's queue"
     );
     // A replay from here plans and runs in billing.
     update(&mut st, key_esc());
     st.focus = Focus::Messages;
-    st.list_mode = ListMode::Messages;
+    st.msgs.list_mode = ListMode::Messages;
     let cmds = update(&mut st, ch('r'));
     assert!(
         matches!(cmds.as_slice(), [Command::PreviewReplay { vhost, queue, .. }] if vhost == "billing" && queue == "orders.dlq"),
@@ -3122,13 +3196,14 @@ fn two_queues_of_one_name_in_two_vhosts_stay_two() {
 fn a_refresh_of_every_vhost_keeps_each_queue_its_own_depth_and_history() {
     let mut st = loaded_every_vhost(Theme::color());
     let there = row_of(&st, "billing", "orders.dlq");
-    st.queue_cursor = there;
+    st.queues.cursor = there;
     // Thirty seconds later /orders' orders.dlq has grown by 10, billing's has not.
     update(
         &mut st,
         Event::Tick(jiff::Timestamp::from_second(now().as_second() + 30).unwrap()),
     );
     let depths: Vec<_> = st
+        .queues
         .discovery
         .dead_letter_queues
         .iter()
@@ -3152,9 +3227,10 @@ fn a_refresh_of_every_vhost_keeps_each_queue_its_own_depth_and_history() {
     assert_eq!(depth_of(&st, "billing"), Some(900));
     // Urgency across vhosts: the growing one first, whatever its vhost.
     assert_eq!(row_of(&st, VHOST, "orders.dlq"), 0);
-    let grown = st.figures_of(&at("orders.dlq")).copied().unwrap();
+    let grown = st.queues.figures_of(&at("orders.dlq")).copied().unwrap();
     assert_eq!(grown.growth_per_min, Some(20.0));
     let still = st
+        .queues
         .figures_of(&warren::domain::discovery::QueueRef::new(
             "billing",
             "orders.dlq",
@@ -3172,7 +3248,10 @@ fn a_refresh_of_every_vhost_keeps_each_queue_its_own_depth_and_history() {
     );
     // Each its own samples.
     assert_eq!(
-        st.histories.get(&at("orders.dlq")).map(|h| h.depths()),
+        st.queues
+            .histories
+            .get(&at("orders.dlq"))
+            .map(|h| h.depths()),
         Some(vec![412, 422])
     );
     // By name: the two of one name side by side, each still itself.
@@ -3255,7 +3334,7 @@ fn ctx_star_lists_every_context_in_one_list_by_urgency_and_says_what_is_unreache
     // The sort keys work here as anywhere: by name, then back.
     let mut st = st;
     update(&mut st, ch('2'));
-    assert_ne!(st.sort, warren::domain::urgency::SortBy::Urgency);
+    assert_ne!(st.queues.sort, warren::domain::urgency::SortBy::Urgency);
     update(&mut st, ch('1'));
     assert_eq!(row_in(&st, "staging", VHOST, "orders.dlq"), 0);
 }
@@ -3265,28 +3344,29 @@ fn every_context_refuses_work_and_says_each_context_keeps_its_rights() {
     let mut st = every_context();
     // On the queue list: protect, the Replays view, ordinary queues.
     for c in ['P', 'R', 'o'] {
-        st.error = None;
+        st.banner.error = None;
         let cmds = update(&mut st, ch(c));
         assert!(cmds.is_empty(), "{c}: {cmds:?}");
-        let e = st.error.clone().unwrap_or_default();
+        let e = st.banner.error.clone().unwrap_or_default();
         assert!(
             e.contains("every context at once is for looking") && e.contains("own rights"),
             "{c}: {e}"
         );
     }
-    assert!(!st.show_ordinary);
+    assert!(!st.queues.show_ordinary);
     // The keys of a message pane are refused the same way, whatever reached them.
     st.focus = Focus::Messages;
     for c in ['r', 'A', 'X', 'S'] {
-        st.error = None;
+        st.banner.error = None;
         let cmds = update(&mut st, ch(c));
         assert!(cmds.is_empty(), "{c}: {cmds:?}");
         assert!(
-            st.error
+            st.banner
+                .error
                 .as_deref()
                 .is_some_and(|e| e.contains("is for looking")),
             "{c}: {:?}",
-            st.error
+            st.banner.error
         );
         assert!(matches!(st.overlay, Overlay::None), "{c}");
     }
@@ -3295,26 +3375,27 @@ fn every_context_refuses_work_and_says_each_context_keeps_its_rights() {
     let cmds = run_command_line(&mut st, "vhost billing");
     assert!(cmds.is_empty() && st.switching.is_none(), "{cmds:?}");
     assert!(
-        st.error
+        st.banner
+            .error
             .as_deref()
             .is_some_and(|e| e.contains("open a context"))
     );
     // Looking still works: moving and sorting ask nothing of the worker.
     assert!(update(&mut st, ch('j')).is_empty());
-    assert_eq!(st.queue_cursor, 1);
+    assert_eq!(st.queues.cursor, 1);
 }
 
 #[test]
 fn enter_in_every_context_switches_to_the_queue_s_context_and_vhost_and_opens_it_there() {
     let mut st = every_context();
-    st.queue_cursor = row_in(&st, "staging", "billing", "invoices.dlq");
+    st.queues.cursor = row_in(&st, "staging", "billing", "invoices.dlq");
     let cmds = update(&mut st, key(KeyCode::Enter));
     // No read here: a switch to the queue's context and vhost.
     assert!(
         matches!(cmds.as_slice(), [Command::SwitchContext { name, vhost: Some(v), generation: 2 }] if name == "staging" && v == "billing"),
         "{cmds:?}"
     );
-    assert!(st.loading.is_none());
+    assert!(st.msgs.loading.is_none());
     assert!(
         st.switching
             .as_ref()
@@ -3365,7 +3446,7 @@ fn enter_in_every_context_switches_to_the_queue_s_context_and_vhost_and_opens_it
 #[test]
 fn a_queue_opened_from_every_context_keeps_that_context_s_read_only() {
     let mut st = every_context();
-    st.queue_cursor = row_in(&st, "staging", VHOST, "orders.dlq");
+    st.queues.cursor = row_in(&st, "staging", VHOST, "orders.dlq");
     let cmds = update(&mut st, key(KeyCode::Enter));
     let [Command::SwitchContext { generation, .. }] = cmds[..] else {
         panic!("{cmds:?}")
@@ -3391,7 +3472,7 @@ fn a_queue_opened_from_every_context_keeps_that_context_s_read_only() {
 #[test]
 fn a_failed_switch_from_every_context_opens_nothing_later() {
     let mut st = every_context();
-    st.queue_cursor = row_in(&st, "prod-eu", VHOST, "orders.dlq");
+    st.queues.cursor = row_in(&st, "prod-eu", VHOST, "orders.dlq");
     let cmds = update(&mut st, key(KeyCode::Enter));
     let [Command::SwitchContext { generation, .. }] = cmds[..] else {
         panic!("{cmds:?}")
@@ -3405,11 +3486,12 @@ fn a_failed_switch_from_every_context_opens_nothing_later() {
     );
     assert!(st.every_context(), "still every context");
     assert!(
-        st.error
+        st.banner
+            .error
             .as_deref()
             .is_some_and(|e| e.contains("still on every context"))
     );
-    assert!(st.open_after_switch.is_none());
+    assert!(st.pending.open_after_switch.is_none());
     // A switch typed later lands without opening the queue of the one that failed.
     let cmds = run_command_line(&mut st, "ctx prod-eu");
     let [Command::SwitchContext { generation, .. }] = cmds[..] else {
@@ -3436,6 +3518,7 @@ fn a_refresh_of_every_context_keeps_two_queues_of_one_vhost_and_name_apart() {
     );
     // prod-eu's orders.dlq grew by 10 in 30 s; staging's, of the same vhost and name, did not.
     let depths: Vec<_> = st
+        .queues
         .discovery
         .dead_letter_queues
         .iter()
@@ -3455,11 +3538,15 @@ fn a_refresh_of_every_context_keeps_two_queues_of_one_vhost_and_name_apart() {
     assert_eq!(st.dlq_of(&q("prod-eu")).and_then(|d| d.depth), Some(422));
     assert_eq!(st.dlq_of(&q("staging")).and_then(|d| d.depth), Some(900));
     assert_eq!(
-        st.figures_of(&q("prod-eu")).and_then(|f| f.growth_per_min),
+        st.queues
+            .figures_of(&q("prod-eu"))
+            .and_then(|f| f.growth_per_min),
         Some(20.0)
     );
     assert_eq!(
-        st.figures_of(&q("staging")).and_then(|f| f.growth_per_min),
+        st.queues
+            .figures_of(&q("staging"))
+            .and_then(|f| f.growth_per_min),
         Some(0.0)
     );
     // Growing first, whichever context.
@@ -3476,16 +3563,16 @@ fn the_replay_modal_starts_a_canary_above_its_threshold_and_c_changes_it() {
         other => panic!("{other:?}"),
     };
     let mut st = browsed(false, "orders.dlq", orders_messages());
-    st.canary_above = 1;
-    st.canary_size = 25;
+    st.settings.canary_above = 1;
+    st.settings.canary_size = 25;
     update(&mut st, ch(' '));
     update(&mut st, ch('r'));
     update(&mut st, preview("orders.dlq", 1));
     assert_eq!(accept(&mut st), None, "1 is not above 1");
 
     let mut st = browsed(false, "orders.dlq", orders_messages());
-    st.canary_above = 1;
-    st.canary_size = 25;
+    st.settings.canary_above = 1;
+    st.settings.canary_size = 25;
     update(&mut st, ch(' '));
     update(&mut st, ch(' '));
     update(&mut st, ch('r'));
@@ -3495,13 +3582,13 @@ fn the_replay_modal_starts_a_canary_above_its_threshold_and_c_changes_it() {
     update(&mut st, preview("orders.dlq", 100));
     let c = accept(&mut st).expect("a canary");
     assert_eq!((c.size, c.tolerance), (50, 0), "25 stepped to 50");
-    assert_eq!(c.wait, st.canary_wait);
+    assert_eq!(c.wait, st.settings.canary_wait);
 
     // No more selected than the canary takes: the modal said "no canary" up front, and none
     // is asked of the replay (which would only say afterwards that it was not needed).
     let mut st = browsed(false, "orders.dlq", orders_messages());
-    st.canary_above = 1;
-    st.canary_size = 25;
+    st.settings.canary_above = 1;
+    st.settings.canary_size = 25;
     update(&mut st, ch(' '));
     update(&mut st, ch(' '));
     update(&mut st, ch('r'));
@@ -3509,7 +3596,7 @@ fn the_replay_modal_starts_a_canary_above_its_threshold_and_c_changes_it() {
     assert_eq!(accept(&mut st), None, "2 selected, a canary of 25");
 
     let mut st = browsed(false, "orders.dlq", orders_messages());
-    st.canary_above = 1;
+    st.settings.canary_above = 1;
     update(&mut st, ch(' '));
     update(&mut st, ch(' '));
     update(&mut st, ch('r'));
@@ -3525,22 +3612,26 @@ fn a_mistyped_filter_key_is_named_and_enter_does_not_keep_it() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('/'));
     type_text(&mut st, "exeption:Carrier");
-    let why = st.filter_error.clone().expect("the query does not parse");
+    let why = st
+        .filtering
+        .error
+        .clone()
+        .expect("the query does not parse");
     assert!(
         why.contains("unknown key `exeption:`; known keys are"),
         "{why}"
     );
     assert!(why.contains("exception"), "{why}");
     update(&mut st, key(KeyCode::Enter));
-    assert!(st.filter_input.is_some(), "the line stays open");
-    assert!(st.filter_error.is_some(), "and says why");
+    assert!(st.inputs.filter.is_some(), "the line stays open");
+    assert!(st.filtering.error.is_some(), "and says why");
     update(&mut st, key(KeyCode::Esc));
-    assert!(st.filter_input.is_none());
+    assert!(st.inputs.filter.is_none());
     assert_eq!(
-        st.filter_text, "",
+        st.filtering.text, "",
         "Esc restores the filter from before: none"
     );
-    assert_eq!(st.visible_rows().len(), 6);
+    assert_eq!(st.msgs.visible_rows().len(), 6);
 }
 
 /// Snapshot files are not a connection: the header says so (issue 26).
@@ -3637,7 +3728,13 @@ fn warrens_editor_checks_as_typed_and_ctrl_s_plans_the_edited_copy() {
         update(&mut st, ctrl('s')).is_empty(),
         "a document that does not read"
     );
-    assert!(st.error.as_deref().unwrap_or("").contains("not JSON"));
+    assert!(
+        st.banner
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("not JSON")
+    );
     update(&mut st, key(KeyCode::Backspace));
     update(&mut st, ch('5'));
     assert_eq!(check(&st), Check::Changes(vec!["body.qty: 1 → 5".into()]));
@@ -3678,17 +3775,29 @@ fn the_editor_is_refused_read_only_closes_on_esc_and_hands_over_to_editor() {
     let mut st = browsed(true, "orders.dlq", vec![broker_ladder(0)]);
     assert!(update(&mut st, ch('E')).is_empty());
     assert!(matches!(st.overlay, Overlay::None));
-    assert!(st.error.as_deref().unwrap_or("").contains("read-only"));
+    assert!(
+        st.banner
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("read-only")
+    );
 
     let mut st = browsed(false, "orders.dlq", vec![broker_ladder(0)]);
     update(&mut st, ch('E'));
     assert!(update(&mut st, key(KeyCode::Esc)).is_empty());
     assert!(matches!(st.overlay, Overlay::None));
-    assert!(st.notice.as_deref().unwrap_or("").contains("nothing moved"));
+    assert!(
+        st.banner
+            .notice
+            .as_deref()
+            .unwrap_or("")
+            .contains("nothing moved")
+    );
 
     update(&mut st, ch('E'));
     update(&mut st, ctrl('e'));
-    let doc = st.edit_handover.take().expect("the document for $EDITOR");
+    let doc = st.handover.editor.take().expect("the document for $EDITOR");
     let saved = doc.replace(r#""sku": "A-0""#, r#""sku": "B-1""#);
     update(&mut st, Event::Edited(Ok(Some(saved))));
     let Overlay::Edit(m) = &st.overlay else {
@@ -3699,7 +3808,7 @@ fn the_editor_is_refused_read_only_closes_on_esc_and_hands_over_to_editor() {
         Check::Changes(vec![r#"body.sku: "A-0" → "B-1""#.into()])
     );
     update(&mut st, Event::Edited(Err("set $VISUAL or $EDITOR".into())));
-    assert!(st.error.as_deref().unwrap_or("").contains("$EDITOR"));
+    assert!(st.banner.error.as_deref().unwrap_or("").contains("$EDITOR"));
 }
 
 /// The first screen answers: once the cursor rests on a queue (and when the list first
@@ -3709,17 +3818,26 @@ fn the_editor_is_refused_read_only_closes_on_esc_and_hands_over_to_editor() {
 fn the_queue_under_the_resting_cursor_is_read_and_shown_as_its_groups() {
     use warren::domain::features::BrokerVersion;
     let mut st = loaded(false, Theme::color());
-    assert!(st.glance_pending, "the list arriving asks for a look");
+    assert!(
+        st.queues.glance_pending,
+        "the list arriving asks for a look"
+    );
     let first = st.queue_at_cursor().expect("a queue under the cursor");
     let cmds = update(&mut st, Event::GlanceSettle);
     assert!(
         matches!(&cmds[..], [Command::Browse { queue, read_again: false, .. }] if *queue == first.name),
         "{cmds:?}"
     );
-    assert!(!st.glance_pending);
-    assert_eq!((st.focus, st.list_mode), (Focus::Queues, ListMode::Groups));
+    assert!(!st.queues.glance_pending);
+    assert_eq!(
+        (st.focus, st.msgs.list_mode),
+        (Focus::Queues, ListMode::Groups)
+    );
     update(&mut st, messages_loaded(&first.name, orders_messages()));
-    assert_eq!((st.focus, st.list_mode), (Focus::Queues, ListMode::Groups));
+    assert_eq!(
+        (st.focus, st.msgs.list_mode),
+        (Focus::Queues, ListMode::Groups)
+    );
     assert!(
         update(&mut st, Event::GlanceSettle).is_empty(),
         "shown already"
@@ -3729,7 +3847,7 @@ fn the_queue_under_the_resting_cursor_is_read_and_shown_as_its_groups() {
     let mut quorum_skipped = 0;
     for _ in 1..st.queue_rows().len() {
         update(&mut st, key(KeyCode::Down));
-        assert!(st.glance_pending);
+        assert!(st.queues.glance_pending);
         let q = st.queue_at_cursor().unwrap();
         let cmds = update(&mut st, Event::GlanceSettle);
         let spends = st.dlq_of(&q).is_some_and(|d| d.limit_applies(version));
@@ -3747,7 +3865,7 @@ fn the_queue_under_the_resting_cursor_is_read_and_shown_as_its_groups() {
         "the fixtures hold a quorum queue with a limit"
     );
     // Enter on it opens the message list as before.
-    st.glance_pending = false;
+    st.queues.glance_pending = false;
     update(&mut st, key(KeyCode::Up));
     update(&mut st, Event::GlanceSettle);
     let cmds = update(&mut st, key(KeyCode::Enter));
@@ -3820,7 +3938,8 @@ fn the_message_list_sorts_by_age_tries_and_reason_and_the_same_key_again_reverse
     let mut st = browsed(false, "orders.dlq", messages);
     assert_eq!(st.focus, Focus::Messages);
     let ids = |st: &warren::tui::State| -> Vec<String> {
-        st.visible_rows()
+        st.msgs
+            .visible_rows()
             .iter()
             .map(|r| r.shown_id().unwrap_or_default().to_string())
             .collect()
@@ -3843,6 +3962,7 @@ fn the_message_list_sorts_by_age_tries_and_reason_and_the_same_key_again_reverse
 
     // Oldest first (by the time each is dated by: `domain::arrival`), ties in queue order.
     let mut by_age: Vec<(Option<jiff::Timestamp>, String)> = st
+        .msgs
         .visible_rows()
         .iter()
         .map(|r| (r.dead_since(), r.shown_id().unwrap_or_default().to_string()))
@@ -3863,11 +3983,17 @@ fn the_message_list_sorts_by_age_tries_and_reason_and_the_same_key_again_reverse
     assert!(title(&st).contains("oldest first, reversed"));
     // Most tries first, ties in queue order.
     update(&mut st, ch('3'));
-    let tries: Vec<i64> = st.visible_rows().iter().map(|r| r.attempts()).collect();
+    let tries: Vec<i64> = st
+        .msgs
+        .visible_rows()
+        .iter()
+        .map(|r| r.attempts())
+        .collect();
     assert_eq!(tries, [4, 3, 1]);
     // By reason, A to Z.
     update(&mut st, ch('4'));
     let reasons: Vec<String> = st
+        .msgs
         .visible_rows()
         .iter()
         .map(|r| detail::headline(r))
@@ -3877,11 +4003,11 @@ fn the_message_list_sorts_by_age_tries_and_reason_and_the_same_key_again_reverse
     assert_eq!(reasons, sorted);
     // Back to the queue's order; the cursor stays on the message it was on.
     update(&mut st, ch('3'));
-    st.msg_cursor = 0;
+    st.msgs.cursor = 0;
     let on = ids(&st)[0].clone();
     update(&mut st, ch('1'));
     assert_eq!(ids(&st), queue_order);
-    assert_eq!(ids(&st)[st.msg_cursor], on);
+    assert_eq!(ids(&st)[st.msgs.cursor], on);
     assert!(!title(&st).contains("oldest first") && !title(&st).contains("most tries"));
     // A filter keeps the order.
     update(&mut st, ch('3'));

@@ -108,9 +108,9 @@ fn help_is_searched_with_slash() {
     }
     update(&mut st, key(KeyCode::Enter));
     assert!(matches!(st.overlay, Overlay::Help));
-    assert_eq!(st.help_query, "select", "Enter keeps the search");
+    assert_eq!(st.help.query, "select", "Enter keeps the search");
     update(&mut st, key(KeyCode::Esc));
-    assert!(st.help_query.is_empty() && matches!(st.overlay, Overlay::Help));
+    assert!(st.help.query.is_empty() && matches!(st.overlay, Overlay::Help));
     update(&mut st, key(KeyCode::Esc));
     assert!(matches!(st.overlay, Overlay::None));
 }
@@ -182,7 +182,7 @@ fn an_archive_leaves_its_outcome_not_a_note() {
     }
     update(&mut st, key(KeyCode::Enter));
     assert_eq!(
-        st.notice.as_deref(),
+        st.banner.notice.as_deref(),
         Some("archived 5 to warren.archive · 1 note in @")
     );
     assert!(
@@ -203,11 +203,15 @@ fn a_filter_stays_with_its_queue() {
         update(&mut st, ch(c));
     }
     update(&mut st, key(KeyCode::Enter));
-    assert_eq!(st.visible_rows().len(), 0, "the filter narrows orders.dlq");
+    assert_eq!(
+        st.msgs.visible_rows().len(),
+        0,
+        "the filter narrows orders.dlq"
+    );
     // Another queue.
     update(&mut st, key(KeyCode::Esc));
     assert_eq!(st.focus, Focus::Queues);
-    st.queue_cursor = st
+    st.queues.cursor = st
         .queue_rows()
         .iter()
         .position(|r| r.name() == "payments.dlq")
@@ -217,20 +221,23 @@ fn a_filter_stays_with_its_queue() {
         &mut st,
         messages_loaded("payments.dlq", vec![broker_expired(1)]),
     );
-    assert!(st.filter.is_none(), "payments.dlq opens unfiltered");
-    assert!(st.filter_text.is_empty());
-    assert_eq!(st.visible_rows().len(), 1);
+    assert!(
+        st.filtering.filter.is_none(),
+        "payments.dlq opens unfiltered"
+    );
+    assert!(st.filtering.text.is_empty());
+    assert_eq!(st.msgs.visible_rows().len(), 1);
     // Back: orders.dlq's filter is back.
     update(&mut st, key(KeyCode::Esc));
-    st.queue_cursor = st
+    st.queues.cursor = st
         .queue_rows()
         .iter()
         .position(|r| r.name() == "orders.dlq")
         .unwrap();
     update(&mut st, key(KeyCode::Enter));
     update(&mut st, messages_loaded("orders.dlq", orders_messages()));
-    assert_eq!(st.filter_text, "no-such-order");
-    assert_eq!(st.visible_rows().len(), 0);
+    assert_eq!(st.filtering.text, "no-such-order");
+    assert_eq!(st.msgs.visible_rows().len(), 0);
 }
 
 /// Esc goes back in one press even with a banner up (the banner goes with it).
@@ -239,10 +246,10 @@ fn one_esc_goes_back_even_with_a_banner() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, key(KeyCode::Enter));
     assert_eq!(st.focus, Focus::Detail);
-    st.notice = Some("something happened".into());
+    st.banner.notice = Some("something happened".into());
     update(&mut st, key(KeyCode::Esc));
     assert_eq!(st.focus, Focus::Messages, "one Esc, back to the list");
-    assert!(st.notice.is_none());
+    assert!(st.banner.notice.is_none());
 }
 
 /// Banners go by themselves, on the tick's clock: a notice after 10 s, an error after 30 s; a
@@ -252,9 +259,9 @@ fn banners_go_by_themselves() {
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, Report::Notice("switched to context prod".into()));
     tick(&mut st, 5);
-    assert!(st.notice.is_some(), "5 s: still there");
+    assert!(st.banner.notice.is_some(), "5 s: still there");
     tick(&mut st, 6);
-    assert!(st.notice.is_none(), "gone after 10 s");
+    assert!(st.banner.notice.is_none(), "gone after 10 s");
 
     update(
         &mut st,
@@ -264,16 +271,16 @@ fn banners_go_by_themselves() {
         )),
     );
     tick(&mut st, 11);
-    assert!(st.error.is_some(), "an error stays longer");
+    assert!(st.banner.error.is_some(), "an error stays longer");
     tick(&mut st, 20);
-    assert!(st.error.is_none(), "gone after 30 s");
+    assert!(st.banner.error.is_none(), "gone after 30 s");
 
     // A question waiting for its answer is not taken away.
-    st.notice = Some("Enter again to browse".into());
-    st.pending_browse = Some(at("orders.dlq"));
+    st.banner.notice = Some("Enter again to browse".into());
+    st.pending.browse = Some(at("orders.dlq"));
     update(&mut st, Event::Idle);
     tick(&mut st, 60);
-    assert!(st.notice.is_some());
+    assert!(st.banner.notice.is_some());
 }
 
 /// The selection keys work where the messages are shown, the detail pane too: `a` there
@@ -284,8 +291,8 @@ fn selection_keys_work_in_the_detail_pane() {
     update(&mut st, key(KeyCode::Enter));
     assert_eq!(st.focus, Focus::Detail);
     update(&mut st, ch('a'));
-    let all = st.visible_rows().len();
-    assert_eq!(st.selected_messages(), all);
+    let all = st.msgs.visible_rows().len();
+    assert_eq!(st.msgs.selected_messages(), all);
     update(&mut st, ch('r'));
     match &st.overlay {
         Overlay::Replay(m) => assert!(m.what.contains(&all.to_string()), "{}", m.what),
@@ -293,8 +300,8 @@ fn selection_keys_work_in_the_detail_pane() {
     }
     update(&mut st, key(KeyCode::Esc));
     // Space in the detail pane toggles the message being read and stays on it.
-    let cursor = st.msg_cursor;
+    let cursor = st.msgs.cursor;
     update(&mut st, ch(' '));
-    assert_eq!(st.msg_cursor, cursor);
-    assert_eq!(st.selected_messages(), all - 1);
+    assert_eq!(st.msgs.cursor, cursor);
+    assert_eq!(st.msgs.selected_messages(), all - 1);
 }

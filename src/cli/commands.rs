@@ -505,18 +505,18 @@ async fn run_tui(source: Source, tui: Tui) -> Result<i32, Failure> {
         read_only,
         crate::tui::Theme::from_env(),
     );
-    state.custom_commands = commands;
-    state.contexts = contexts;
+    state.settings.custom_commands = commands;
+    state.settings.contexts = contexts;
     // [browse] and [replay] are the configuration file's, whichever context is open.
     if let Some(settings) = settings {
-        state.browse_limit = settings.browse.page_size;
-        state.conventions = settings.conventions;
+        state.settings.browse_limit = settings.browse.page_size;
+        state.settings.conventions = settings.conventions;
         if let Some(rate) = settings.replay.rate {
-            state.replay_rate = rate;
+            state.settings.replay_rate = rate;
         }
-        state.canary_above = settings.replay.canary_above;
-        state.canary_size = settings.replay.canary_size;
-        state.canary_wait = settings.replay.canary_wait;
+        state.settings.canary_above = settings.replay.canary_above;
+        state.settings.canary_size = settings.replay.canary_size;
+        state.settings.canary_wait = settings.replay.canary_wait;
     }
     let result = crate::tui::run::run(ev_rx, cmd_tx, state, unlock).await;
     // The UI dropped its sender: the worker settles any replay in flight and ends.

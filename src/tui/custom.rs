@@ -132,6 +132,7 @@ pub fn environment(state: &State, row: &Opened) -> Vec<(String, String)> {
             "VHOST",
             Some(
                 state
+                    .msgs
                     .browse
                     .as_ref()
                     .map_or(state.overview.vhost.as_str(), |b| b.vhost.as_str()),
@@ -171,7 +172,7 @@ pub fn process(work: &Run) -> std::process::Command {
 /// Lines the configured commands add to the help overlay (a title and one a command).
 pub fn help_lines(state: &State) -> usize {
     // A search of the help lists the key table's matches only.
-    if !state.help_query.is_empty() {
+    if !state.help.query.is_empty() {
         return 0;
     }
     let n = help_rows(state).len();
@@ -181,6 +182,7 @@ pub fn help_lines(state: &State) -> usize {
 /// The help screen's section for the configured commands: key and what it runs.
 pub fn help_rows(state: &State) -> Vec<(String, String)> {
     state
+        .settings
         .custom_commands
         .iter()
         .map(|c| {

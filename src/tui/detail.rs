@@ -38,7 +38,7 @@ pub struct Rendered {
 /// days carry their date), the theme, and the discovery (retry loops), which is in `content`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DetailKey {
-    /// `State::content_serial`: bumped whenever the rows or the discovery are replaced.
+    /// `MessageView::content_serial`: bumped whenever the rows or the discovery are replaced.
     pub content: u64,
     /// The message's index in `Browse::rows`.
     pub row: usize,
@@ -48,7 +48,7 @@ pub struct DetailKey {
 }
 
 pub fn lines(state: &State, row: &Opened) -> Vec<Line<'static>> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let mut out: Vec<Line<'static>> = Vec::new();
     let exp = &row.exp;
 
@@ -102,7 +102,7 @@ pub fn lines(state: &State, row: &Opened) -> Vec<Line<'static>> {
 
 /// The verdict first, and for a replayed message that died again, the run it came back from.
 fn verdict(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let exp = &row.exp;
     out.push(Line::styled(
         sanitize::multi_line(&exp.verdict, 2000).replace('\n', " "),
@@ -112,6 +112,7 @@ fn verdict(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
     // R by alice (3rd replay)").
     if let Some(f) = comeback::failed_again(&row.msg, exp) {
         let by = state
+            .msgs
             .browse
             .as_ref()
             .and_then(|b| b.authors.get(&f.run_id))
@@ -126,7 +127,7 @@ fn verdict(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
 /// The message's deaths as a timeline, oldest first (the header is newest first, and not
 /// always sorted), from its first publish to the queue it is in now.
 fn timeline(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let exp = &row.exp;
     if exp.deaths.entries.is_empty() {
         return;
@@ -178,7 +179,7 @@ fn timeline(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
 /// One death of the timeline: when, why, where and how often, then the exchange it came
 /// through and, in a retry loop, roughly when it last died.
 fn death(state: &State, d: &Death, out: &mut Vec<Line<'static>>) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let when = d.time.map_or("?".into(), |x| format::time(x, state.now));
     let reason = d.reason.as_ref().map_or("?", |r| r.as_str()).to_string();
     let queue = d
@@ -213,8 +214,8 @@ fn death(state: &State, d: &Death, out: &mut Vec<Line<'static>>) {
     // estimated from the wait queue's TTL.
     if d.times() > 1
         && let (Some(q), Some(time)) = (&d.queue, d.time)
-        && let Some(b) = &state.browse
-        && let Some(lp) = state.discovery.retry_loop_in(&b.vhost, q)
+        && let Some(b) = &state.msgs.browse
+        && let Some(lp) = state.queues.discovery.retry_loop_in(&b.vhost, q)
     {
         let cycle = i64::try_from(lp.ttl_ms / 1000).unwrap_or(0);
         let last = time
@@ -232,7 +233,7 @@ fn death(state: &State, d: &Death, out: &mut Vec<Line<'static>>) {
 /// The framework's fault: the exception, its message, the facts around it and the stack
 /// trace, folded unless opened.
 fn fault(state: &State, exp: &Explanation, f: &Fault, out: &mut Vec<Line<'static>>) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     out.push(heading(
         &format!("fault ({})", exp.convention.label()),
         t.muted,
@@ -271,7 +272,7 @@ fn fault(state: &State, exp: &Explanation, f: &Fault, out: &mut Vec<Line<'static
     if let Some(trace) = &f.stack_trace {
         let text = sanitize::multi_line(trace, TRACE_CHARS);
         let n = text.lines().count();
-        if state.trace_open {
+        if state.msgs.trace_open {
             out.push(Line::styled(
                 format!("  stack trace ({n} lines) — e fold · T pager"),
                 t.muted,
@@ -292,7 +293,7 @@ fn fault(state: &State, exp: &Explanation, f: &Fault, out: &mut Vec<Line<'static
 /// plan (the one `replay --dry-run` prints), with attempts reset as the replay modal starts.
 /// Which queues an exchange's bindings reach is the worker's to find out (the modal shows it).
 fn replay_preview(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let opts = ReplayOptions {
         keep_attempts: false,
         clear_expiry: false,
@@ -303,6 +304,7 @@ fn replay_preview(state: &State, row: &Opened, out: &mut Vec<Line<'static>>) {
     };
     // The redirects in force in the open queue's vhost, as the worker last read them.
     let redirects = state
+        .msgs
         .browse
         .as_ref()
         .and_then(|b| state.redirects.get(&b.vhost))
@@ -375,9 +377,9 @@ fn heading(title: &str, style: Style) -> Line<'static> {
 
 fn reason_style(state: &State, reason: &str) -> Style {
     match reason {
-        "rejected" | "delivery_limit" => state.theme.danger,
-        "expired" | "maxlen" => state.theme.warn,
-        _ => state.theme.base,
+        "rejected" | "delivery_limit" => state.settings.theme.danger,
+        "expired" | "maxlen" => state.settings.theme.warn,
+        _ => state.settings.theme.base,
     }
 }
 
@@ -509,7 +511,7 @@ pub fn body_view(m: &DeadLetter, max_chars: usize) -> BodyView {
 }
 
 fn body(state: &State, m: &DeadLetter, out: &mut Vec<Line<'static>>) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let view = body_view(m, BODY_CHARS);
     out.push(heading(&format!("body ({})", view.label), t.muted));
     if m.body.is_empty() && m.body_size == 0 {

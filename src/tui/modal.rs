@@ -44,7 +44,7 @@ pub struct ReplayModal {
     pub canary: Option<u64>,
     pub canary_touched: bool,
     /// The answer to creating the missing audit stream (the plan's `create_audit`): asked
-    /// once per context, remembered in [`State::audit_answers`].
+    /// once per context, remembered in `Answers::audit`.
     pub create_audit: Option<bool>,
     /// Edit, then replay: the edited copy this modal replays.
     pub edited: Option<super::edit::EditedCopy>,

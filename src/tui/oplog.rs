@@ -61,7 +61,7 @@ const GUTTER: usize = 17;
 /// entry: time, kind, and what was done and what it cost, wrapped under itself so the times stay
 /// a column of their own.
 pub fn lines(state: &State, width: usize, skip: usize) -> Vec<Line<'static>> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let log = &state.oplog;
     if log.is_empty() {
         return vec![Line::styled(
@@ -155,7 +155,7 @@ pub fn draw_list(
     bottom: &str,
     lines: impl FnOnce(usize) -> Vec<Line<'static>>,
 ) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let area = Rect {
         y: area.y + 1,
         height: area.height.saturating_sub(2),

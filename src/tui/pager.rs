@@ -281,7 +281,7 @@ pub fn wrap(lines: &[String], width: u16) -> Vec<RowSpan> {
 /// `v`: the pager on the body of the message under the cursor.
 pub fn open_body(state: &mut State) {
     let Some(row) = state.current_opened() else {
-        state.notice = Some("no message under the cursor: open a queue and pick one".into());
+        state.banner.notice = Some("no message under the cursor: open a queue and pick one".into());
         return;
     };
     let view = detail::body_view(&row.msg, PAGER_CHARS);
@@ -301,11 +301,11 @@ pub fn open_body(state: &mut State) {
 /// `T`: the pager on the stack trace of the message under the cursor.
 pub fn open_trace(state: &mut State) {
     let Some(row) = state.current_opened() else {
-        state.notice = Some("no message under the cursor: open a queue and pick one".into());
+        state.banner.notice = Some("no message under the cursor: open a queue and pick one".into());
         return;
     };
     let Some(fault) = row.exp.fault.as_ref().filter(|f| f.stack_trace.is_some()) else {
-        state.notice = Some(
+        state.banner.notice = Some(
             "this message carries no stack trace (only a framework's error record has one)".into(),
         );
         return;
@@ -385,7 +385,7 @@ pub fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
 
 /// Draws the pager over the whole screen but the footer line.
 pub fn draw(state: &State, p: &Pager, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let [title_area, text_area, status_area] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(1),
@@ -444,7 +444,7 @@ pub fn draw(state: &State, p: &Pager, frame: &mut Frame, area: Rect) {
             parts.extend(p.match_text());
             let mut spans = vec![Span::styled(parts.join(" · "), t.muted)];
             // The pager covers the banner: what the operator must read shows here.
-            let said = match (&p.message, &state.error, &state.notice) {
+            let said = match (&p.message, &state.banner.error, &state.banner.notice) {
                 (Some(m), _, _) => Some((m.as_str(), t.warn)),
                 (None, Some(e), _) => Some((e.as_str(), t.danger)),
                 (None, None, Some(n)) => Some((n.as_str(), t.warn)),

@@ -97,13 +97,16 @@ fn common_prefix(words: &[String]) -> String {
 /// The picker over the screen: the query, then each offered context (its label, the one
 /// open now marked).
 pub fn draw(state: &State, picker: &ContextPicker, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
-    let names = offered(&state.contexts, &picker.query);
+    let t = &state.settings.theme;
+    let names = offered(&state.settings.contexts, &picker.query);
     let listed = names
         .iter()
         .filter(|n| !ContextScope::parse(n).is_every())
         .count();
-    let title = format!(" Open a context: {listed} of {} ", state.contexts.len());
+    let title = format!(
+        " Open a context: {listed} of {} ",
+        state.settings.contexts.len()
+    );
     let lines = |width: usize| {
         let mut out = vec![
             Line::from(vec![
@@ -131,8 +134,9 @@ pub fn draw(state: &State, picker: &ContextPicker, frame: &mut Frame, area: Rect
 }
 
 fn row(state: &State, name: &str, under: bool, width: usize) -> Line<'static> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let label = state
+        .settings
         .contexts
         .iter()
         .find(|c| c.name == name)

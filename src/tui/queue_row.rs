@@ -71,19 +71,9 @@ impl QueueRow<'_> {
 }
 
 impl State {
-    /// The ordinary queues the list shows behind `o`: every queue that is neither a DLQ nor
-    /// one holding stuck dead letters (listed as such).
-    pub fn ordinary_count(&self) -> usize {
-        let d = &self.discovery;
-        d.other_queues
-            .iter()
-            .filter(|q| !is_stuck(self, &q.vhost, &q.name))
-            .count()
-    }
-
     /// The queue under the cursor of the queue list when it holds stuck dead letters.
     pub fn stuck_at_cursor(&self) -> Option<&Stuck> {
-        match self.queue_rows().get(self.queue_cursor) {
+        match self.queue_rows().get(self.queues.cursor) {
             Some(QueueRow::Stuck(s)) => Some(s),
             _ => None,
         }
@@ -97,7 +87,7 @@ impl State {
             return None;
         }
         let s = self.stuck_at_cursor()?;
-        let queue = super::update::shown(self, &self.queue_rows().get(self.queue_cursor)?.id());
+        let queue = super::update::shown(self, &self.queue_rows().get(self.queues.cursor)?.id());
         Some(format!(
             "{queue}: {} dead letter{} stuck inside it (at-least-once), in no DLQ, so nothing \
              here can be browsed or moved: {}. To free them, {}.",
@@ -107,13 +97,4 @@ impl State {
             sanitize::one_line(&s.remedy(), 400)
         ))
     }
-}
-
-/// Whether the listing names `vhost`'s `queue` as holding stuck dead letters.
-pub(crate) fn is_stuck(state: &State, vhost: &str, queue: &str) -> bool {
-    state
-        .discovery
-        .stuck
-        .iter()
-        .any(|s| s.queue == queue && s.vhost == vhost)
 }

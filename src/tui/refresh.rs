@@ -44,7 +44,7 @@ pub(crate) struct ViewJob {
 
 impl ViewJob {
     fn new(state: &State) -> ViewJob {
-        let filter = state.filter.clone();
+        let filter = state.filtering.filter.clone();
         let header_names: Vec<String> = filter
             .as_ref()
             .map(|f| f.header_names().into_iter().map(str::to_owned).collect())
@@ -57,7 +57,7 @@ impl ViewJob {
             filter,
             header_names,
             reads_letter,
-            by: state.group_by,
+            by: state.msgs.group_by,
             next: 0,
             visible: Vec::new(),
             groups: Partition::default(),
@@ -166,6 +166,7 @@ impl State {
     /// small page, in slices (`idle_step`) for a big one.
     pub fn refresh_view(&mut self) {
         let big = self
+            .msgs
             .browse
             .as_ref()
             .is_some_and(|b| b.rows.len() > SLICED_ABOVE);
@@ -182,16 +183,17 @@ impl State {
     }
 
     fn start_view(&mut self) {
-        self.filter_pending = false;
+        self.filtering.pending = false;
         let job = ViewJob::new(self);
-        if let Some(b) = self.browse.as_mut() {
+        if let Some(b) = self.msgs.browse.as_mut() {
             b.job = Some(job);
         }
     }
 
     /// Whether the list has work left for the loop's idle moments.
     pub fn has_idle_work(&self) -> bool {
-        self.browse
+        self.msgs
+            .browse
             .as_ref()
             .is_some_and(|b| b.job.is_some() || (b.rows.len() > SLICED_ABOVE && b.orders.unmade()))
     }
@@ -199,7 +201,7 @@ impl State {
     /// One slice of the list's work: the view being made, else an order of a big page not
     /// made yet.
     pub fn idle_step(&mut self) {
-        let Some(b) = self.browse.as_mut() else {
+        let Some(b) = self.msgs.browse.as_mut() else {
             return;
         };
         if b.job.is_some() {
@@ -211,8 +213,8 @@ impl State {
 
     /// Tests `n` more rows of the view being made; once all are, shows it.
     fn view_slice(&mut self, n: usize, budget: Option<Duration>) {
-        let (order, reverse) = (self.msg_order, self.msg_order_reverse);
-        let Some(b) = self.browse.as_mut() else {
+        let (order, reverse) = (self.msgs.order, self.msgs.order_reverse);
+        let Some(b) = self.msgs.browse.as_mut() else {
             return;
         };
         let Some(job) = b.job.as_mut() else {
@@ -226,8 +228,8 @@ impl State {
         if let Some(job) = b.job.take() {
             install(b, job, order, reverse);
         }
-        self.msg_cursor = self.msg_cursor.min(b.visible.len().saturating_sub(1));
-        self.group_cursor = self.group_cursor.min(b.groups.len().saturating_sub(1));
+        self.msgs.cursor = self.msgs.cursor.min(b.visible.len().saturating_sub(1));
+        self.msgs.group_cursor = self.msgs.group_cursor.min(b.groups.len().saturating_sub(1));
         self.dirty = true;
     }
 }

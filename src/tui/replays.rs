@@ -14,7 +14,7 @@ use crate::domain::sanitize;
 /// The overlay's lines, from the `skip`th run: two lines per run (who, where, how it ended;
 /// then what came back), then what could not be reached.
 pub fn lines(state: &State, skip: usize) -> Vec<Line<'static>> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let Some((runs, unreached)) = &state.replay_runs else {
         return vec![Line::styled(
             "Reading the audit (this machine's and the broker's)…",

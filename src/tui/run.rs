@@ -123,15 +123,15 @@ async fn run_loop(
                 None => {
                     // The worker is gone: nothing more can happen but quitting.
                     state.connection = super::event::ConnectionState::Disconnected("the background worker stopped; see the log file".into());
-                    state.error = Some("the background worker stopped unexpectedly; press q to quit".into());
+                    state.banner.error = Some("the background worker stopped unexpectedly; press q to quit".into());
                     state.dirty = true;
                     None
                 }
             },
             _ = tick.tick() => Some(Event::Tick(jiff::Timestamp::now())),
             // Restarted by every pass of the loop, so it fires only once typing pauses.
-            _ = tokio::time::sleep(super::update::FILTER_SETTLE), if state.filter_pending => Some(Event::FilterSettle),
-            _ = tokio::time::sleep(super::update::GLANCE_SETTLE), if state.glance_pending => Some(Event::GlanceSettle),
+            _ = tokio::time::sleep(super::update::FILTER_SETTLE), if state.filtering.pending => Some(Event::FilterSettle),
+            _ = tokio::time::sleep(super::update::GLANCE_SETTLE), if state.queues.glance_pending => Some(Event::GlanceSettle),
             // Commands the worker had no room for go as soon as it has, while the loop goes on
             // reading its reports (see `Outbox`).
             permit = commands_to_worker.reserve(), if !outbox.is_empty() => {
@@ -156,24 +156,24 @@ async fn run_loop(
         // late). Each key is one pass of the loop; drawing is cheap enough for that.
         for ev in queue {
             let commands = update(&mut state, ev);
-            if let Some(work) = state.handover.take() {
+            if let Some(work) = state.handover.custom.take() {
                 let notice = hand_over(&mut terminal, &mut input, || run_custom(&work))?;
                 update(&mut state, Report::Notice(notice));
             }
-            if let Some(text) = state.edit_handover.take() {
+            if let Some(text) = state.handover.editor.take() {
                 let edited = hand_over(&mut terminal, &mut input, || {
                     crate::editor::edit(&text, None)
                 })?;
                 update(&mut state, super::event::Event::Edited(edited));
             }
-            if let Some(text) = state.clipboard.take() {
+            if let Some(text) = state.handover.clipboard.take() {
                 execute!(
                     terminal.backend_mut(),
                     ratatui::crossterm::clipboard::CopyToClipboard::to_clipboard_from(text)
                 )?;
             }
             // Saves are performed here, where the frame is: the worker has no part in them.
-            if let Some(save) = state.save.take() {
+            if let Some(save) = state.handover.save.take() {
                 let screen = match save {
                     super::save::Save::Screen { .. } => screen_text(&mut terminal, &state)?,
                     super::save::Save::Snapshot { .. } => String::new(),
@@ -190,7 +190,7 @@ async fn run_loop(
                 if let Err(e) = outbox.send(&commands_to_worker, cmd)
                     && !quit
                 {
-                    state.error = Some(format!("{e:#}"));
+                    state.banner.error = Some(format!("{e:#}"));
                     state.dirty = true;
                 }
             }
@@ -218,7 +218,7 @@ pub enum Ending {
 /// A quit, with why nothing was ever shown when the first connect failed.
 fn quit(state: &State) -> Ending {
     let unreached = match &state.connection {
-        super::event::ConnectionState::Disconnected(why) if !state.queues_loaded => {
+        super::event::ConnectionState::Disconnected(why) if !state.queues.loaded => {
             Some(why.clone())
         }
         _ => None,

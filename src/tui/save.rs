@@ -2,7 +2,7 @@
 //! screen dump), `S` writes the picked messages as a snapshot file that `warren open` reads.
 //!
 //! `update` decides what to save and where (pure: [`screen`], [`snapshot`]) and leaves the
-//! request in `State::save`, as a custom command's handover is left; the terminal loop, which
+//! request in `Handover::save`, as a custom command's handover is left; the terminal loop, which
 //! has the frame, performs it ([`perform`]: the only IO here) and reports back. The worker has
 //! no part in it. Files go to the current directory, where an operator who ran
 //! `warren` from a shell looks first, under a timestamped name that never overwrites a file.
@@ -35,7 +35,7 @@ pub enum Save {
 
 /// `Ctrl-S`: the screen, as it is when the key is pressed.
 pub fn screen(state: &mut State) {
-    state.save = Some(Save::Screen {
+    state.handover.save = Some(Save::Screen {
         path: PathBuf::from(format!("warren-screen-{}.txt", stamp(state.now))),
     });
 }
@@ -43,26 +43,30 @@ pub fn screen(state: &mut State) {
 /// `S`: the group under the cursor in the group list, else the selected messages, else the one
 /// under the cursor (what `r` would replay), as a snapshot file.
 pub fn snapshot(state: &mut State) {
-    let Some(b) = &state.browse else {
-        state.notice = Some("open a dead-letter queue first (Enter on the queue list)".into());
+    let Some(b) = &state.msgs.browse else {
+        state.banner.notice =
+            Some("open a dead-letter queue first (Enter on the queue list)".into());
         return;
     };
-    let rows: Vec<usize> = if state.list_mode == ListMode::Groups && state.focus != Focus::Queues {
-        state
-            .current_group()
-            .map(|g| g.rows.clone())
-            .unwrap_or_default()
-    } else if !state.selected.is_empty() {
-        (0..b.rows.len())
-            .filter(|&i| state.selected.contains(b.rows[i].key.as_str()))
-            .collect()
-    } else {
-        state
-            .current_row()
-            .and_then(|r| b.rows.iter().position(|x| x.key == r.key))
-            .into_iter()
-            .collect()
-    };
+    let rows: Vec<usize> =
+        if state.msgs.list_mode == ListMode::Groups && state.focus != Focus::Queues {
+            state
+                .msgs
+                .current_group()
+                .map(|g| g.rows.clone())
+                .unwrap_or_default()
+        } else if !state.msgs.selected.is_empty() {
+            (0..b.rows.len())
+                .filter(|&i| state.msgs.selected.contains(b.rows[i].key.as_str()))
+                .collect()
+        } else {
+            state
+                .msgs
+                .current_row()
+                .and_then(|r| b.rows.iter().position(|x| x.key == r.key))
+                .into_iter()
+                .collect()
+        };
     // Read back from the page's spill file: a message that cannot be read back is not written
     // as a stand-in, so a snapshot only ever holds what the broker held.
     let read: Result<Vec<DeadLetter>, std::io::Error> = rows
@@ -73,14 +77,14 @@ pub fn snapshot(state: &mut State) {
     let messages = match read {
         Ok(m) => m,
         Err(e) => {
-            state.error = Some(format!(
+            state.banner.error = Some(format!(
                 "nothing saved: a message could not be read back from the page's spill file ({e}); read the queue again (Ctrl-R) and save again"
             ));
             return;
         }
     };
     if messages.is_empty() {
-        state.notice = Some("nothing to save: the list is empty".into());
+        state.banner.notice = Some("nothing to save: the list is empty".into());
         return;
     }
     let o = &state.overview;
@@ -98,7 +102,7 @@ pub fn snapshot(state: &mut State) {
         exported_at: state.now.to_string(),
         source,
     };
-    state.save = Some(Save::Snapshot {
+    state.handover.save = Some(Save::Snapshot {
         path: PathBuf::from(format!(
             "warren-{}-{}.jsonl",
             file_word(&b.queue),

@@ -431,7 +431,7 @@ pub fn browsed(read_only: bool, queue: &str, messages: Vec<DeadLetter>) -> State
         .iter()
         .position(|r| r.name() == queue)
         .unwrap_or(0);
-    st.queue_cursor = idx;
+    st.queues.cursor = idx;
     update(&mut st, key(KeyCode::Enter));
     let first_seen = messages
         .iter()
@@ -525,7 +525,7 @@ pub fn in_the_archive(read_only: bool) -> State {
             ticket: Default::default(),
         },
     );
-    st.queue_cursor = st
+    st.queues.cursor = st
         .queue_rows()
         .iter()
         .position(|r| r.name() == "warren.archive")

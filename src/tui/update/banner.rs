@@ -13,34 +13,31 @@ pub const ERROR_SECS: i64 = 30;
 
 /// Notes when the banner shown changed (called after every event): its time starts then.
 pub(super) fn observe(state: &mut State) {
-    let shown = state.error.as_ref().or(state.notice.as_ref());
-    match (shown, &state.banner_since) {
-        (None, _) => state.banner_since = None,
+    let shown = state.banner.error.as_ref().or(state.banner.notice.as_ref());
+    match (shown, &state.banner.since) {
+        (None, _) => state.banner.since = None,
         (Some(text), Some((was, _))) if was == text => {}
-        (Some(text), _) => state.banner_since = Some((text.clone(), state.now)),
+        (Some(text), _) => state.banner.since = Some((text.clone(), state.now)),
     }
 }
 
 /// On the clock: drops the banner once its time is up.
 pub(super) fn expire(state: &mut State) {
-    let Some((_, since)) = &state.banner_since else {
+    let Some((_, since)) = &state.banner.since else {
         return;
     };
-    let asking = state.pending_browse.is_some()
-        || state.pending_reread.is_some()
-        || state.pending_protect.is_some();
-    if asking || state.banner_whole {
+    if state.pending.asking() || state.banner.whole {
         return;
     }
-    let limit = if state.error.is_some() {
+    let limit = if state.banner.error.is_some() {
         ERROR_SECS
     } else {
         NOTICE_SECS
     };
     if state.now.as_second() - since.as_second() >= limit {
-        state.error = None;
-        state.notice = None;
-        state.banner_since = None;
+        state.banner.error = None;
+        state.banner.notice = None;
+        state.banner.since = None;
         state.dirty = true;
     }
 }

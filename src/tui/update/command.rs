@@ -3,26 +3,26 @@
 use super::*;
 
 pub(super) fn on_command_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
-    let Some(input) = &mut state.command_input else {
+    let Some(input) = &mut state.inputs.command else {
         return Vec::new();
     };
     match key.code {
         KeyCode::Esc => {
-            state.command_input = None;
+            state.inputs.command = None;
             Vec::new()
         }
         KeyCode::Enter => {
             let line = input.lines().join(" ");
-            state.command_input = None;
+            state.inputs.command = None;
             run_command_line(state, &line)
         }
         KeyCode::Tab => {
             let (line, fits) =
-                crate::tui::picker::complete(&state.contexts, &input.lines().join(" "));
+                crate::tui::picker::complete(&state.settings.contexts, &input.lines().join(" "));
             let mut done = TextArea::new(vec![line]);
             done.move_cursor(ratatui_textarea::CursorMove::End);
             *input = done;
-            state.notice = (!fits.is_empty()).then(|| {
+            state.banner.notice = (!fits.is_empty()).then(|| {
                 let shown: Vec<String> = fits.iter().map(|f| sanitize::one_line(f, 40)).collect();
                 format!("Tab: {}", shown.join("  "))
             });
@@ -54,7 +54,7 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
         }
         ("vhost" | "vh", false) => {
             if state.every_context() {
-                state.error = Some(
+                state.banner.error = Some(
                     "every context at once lists each context's own vhost: open a context (:ctx NAME, or Enter on a queue) to choose another; `warren --context '*' --vhost '*'` lists every vhost of each".into(),
                 );
                 return Vec::new();
@@ -69,14 +69,14 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
         ("limit", false) => {
             match arg.parse::<usize>() {
                 Ok(n) if n > 0 => {
-                    state.browse_limit = n;
-                    state.notice = Some(format!("browsing reads up to {n} messages"));
+                    state.settings.browse_limit = n;
+                    state.banner.notice = Some(format!("browsing reads up to {n} messages"));
                     // The open queue is read again with the new limit (after the usual
                     // confirmation where reading again costs deliveries).
                     read_open_queue_again(state)
                 }
                 _ => {
-                    state.error = Some(format!(
+                    state.banner.error = Some(format!(
                         "limit needs a positive number, not “{}”",
                         sanitize::one_line(&arg, 20)
                     ));
@@ -89,16 +89,16 @@ pub fn run_command_line(state: &mut State, line: &str) -> Vec<Command> {
             state.overlay = Overlay::Help;
             Vec::new()
         }
-        ("ctx" | "context", true) if !state.contexts.is_empty() => {
+        ("ctx" | "context", true) if !state.settings.contexts.is_empty() => {
             state.overlay = Overlay::Contexts(Default::default());
             Vec::new()
         }
         ("ctx" | "context" | "vhost" | "vh" | "limit", true) => {
-            state.error = Some(format!(":{verb} needs an argument, e.g. :{verb} NAME"));
+            state.banner.error = Some(format!(":{verb} needs an argument, e.g. :{verb} NAME"));
             Vec::new()
         }
         _ => {
-            state.error = Some(format!(
+            state.banner.error = Some(format!(
                 "unknown command :{} — try :ctx NAME, :vhost NAME, :limit N, :redirects, :help, :q",
                 sanitize::one_line(verb, 30)
             ));
@@ -113,7 +113,7 @@ pub(super) fn on_picker_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     let Overlay::Contexts(p) = &mut state.overlay else {
         return Vec::new();
     };
-    let offered = crate::tui::picker::offered(&state.contexts, &p.query);
+    let offered = crate::tui::picker::offered(&state.settings.contexts, &p.query);
     match key.code {
         KeyCode::Esc => state.overlay = Overlay::None,
         KeyCode::Enter => {
@@ -143,7 +143,7 @@ pub(super) fn on_picker_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
 fn redirect_command(state: &mut State, verb: &str, arg: &str) -> Vec<Command> {
     use crate::worker::protocol::RedirectChange;
     if state.every_context() || state.every_vhost() {
-        state.error = Some(
+        state.banner.error = Some(
             "redirects belong to one vhost: open it (:vhost NAME) to list or change its redirects"
                 .into(),
         );
@@ -161,13 +161,13 @@ fn redirect_command(state: &mut State, verb: &str, arg: &str) -> Vec<Command> {
             from: from.to_string(),
         },
         _ => {
-            state.error = Some(
+            state.banner.error = Some(
                 "usage: :redirect add FROM TO [reason…], :redirect remove FROM, :redirects".into(),
             );
             return Vec::new();
         }
     };
-    state.error = None;
+    state.banner.error = None;
     vec![Command::Redirect {
         vhost: state.overview.vhost.clone(),
         change,
@@ -186,7 +186,7 @@ pub(super) fn switch(
     to: String,
 ) -> Vec<Command> {
     if state.replay_running() {
-        state.error =
+        state.banner.error =
             Some("a replay is running: wait for it or cancel it (Esc) before switching".into());
         return Vec::new();
     }
@@ -194,8 +194,8 @@ pub(super) fn switch(
     state.last_generation = generation;
     state.switching = Some(Switching { generation, to });
     // A queue to open belongs to the switch that asked for it.
-    state.open_after_switch = None;
-    state.error = None;
+    state.pending.open_after_switch = None;
+    state.banner.error = None;
     state.dirty = true;
     if context {
         vec![Command::SwitchContext {
@@ -237,35 +237,35 @@ pub fn scope_text(state: &State) -> String {
 /// still on its way (tagged with an older generation, dropped from now on).
 pub(super) fn enter_new_place(state: &mut State, generation: u64) {
     state.generation = generation;
-    state.content_serial += 1;
+    state.msgs.content_serial += 1;
     state.connection = ConnectionState::Connecting;
-    state.discovery = Default::default();
-    state.histories.clear();
-    state.heads.clear();
-    state.figures.clear();
-    state.queue_order.clear();
-    state.queues_loaded = false;
-    state.browse = None;
+    state.queues.discovery = Default::default();
+    state.queues.histories.clear();
+    state.queues.heads.clear();
+    state.queues.figures.clear();
+    state.queues.order.clear();
+    state.queues.loaded = false;
+    state.msgs.browse = None;
     // A page still arriving from the old place (and its spill file) goes with it.
-    state.arriving = None;
-    state.loading = None;
-    state.selected.clear();
-    state.anchor = None;
-    state.queue_cursor = 0;
+    state.msgs.arriving = None;
+    state.msgs.loading = None;
+    state.msgs.selected.clear();
+    state.msgs.anchor = None;
+    state.queues.cursor = 0;
     // The filter was for the old place's names.
-    state.queue_filter.clear();
-    state.queue_filter_input = None;
-    state.msg_cursor = 0;
-    state.group_cursor = 0;
-    state.group_notes.clear();
+    state.queues.filter.clear();
+    state.inputs.queue_filter = None;
+    state.msgs.cursor = 0;
+    state.msgs.group_cursor = 0;
+    state.msgs.group_notes.clear();
     state.redirects.clear();
-    state.note_input = None;
+    state.inputs.note = None;
     state.focus = Focus::Queues;
-    state.error = None;
-    state.notice = None;
-    state.pending_browse = None;
-    state.pending_reread = None;
-    state.pending_protect = None;
+    state.banner.error = None;
+    state.banner.notice = None;
+    state.pending.browse = None;
+    state.pending.reread = None;
+    state.pending.protect = None;
     // A modal planned on the old place would replay there.
     if matches!(state.overlay, Overlay::Replay(_)) {
         state.overlay = Overlay::None;
@@ -281,7 +281,7 @@ mod tests {
         let mut st = State::new(jiff::Timestamp::UNIX_EPOCH, false, Default::default());
         st.overview.vhost = "/orders".into();
         let cmds = run_command_line(&mut st, line);
-        (cmds, st.error)
+        (cmds, st.banner.error)
     }
 
     fn change(line: &str) -> Option<RedirectChange> {

@@ -1,5 +1,5 @@
 //! `y` and `Y`: the message id or its body onto the operator's clipboard. The loop writes it
-//! to the terminal as OSC 52 (`State::clipboard`), which the terminal at the other end of SSH
+//! to the terminal as OSC 52 (`State::handover`), which the terminal at the other end of SSH
 //! and tmux puts on its own clipboard, as lazygit and helix do: no X server or `xclip` needed
 //! on the bastion host.
 
@@ -11,31 +11,31 @@ use crate::domain::body;
 pub const COPY_BYTES: usize = 64 * 1024;
 
 pub(super) fn id(state: &mut State) {
-    let Some(row) = state.current_row() else {
-        state.notice = Some("no message under the cursor: open a queue and pick one".into());
+    let Some(row) = state.msgs.current_row() else {
+        state.banner.notice = Some("no message under the cursor: open a queue and pick one".into());
         return;
     };
     let Some(id) = row.shown_id().map(clean) else {
-        state.notice = Some("this message has no id to copy (Y copies its body)".into());
+        state.banner.notice = Some("this message has no id to copy (Y copies its body)".into());
         return;
     };
-    state.notice = Some(format!(
+    state.banner.notice = Some(format!(
         "copied {} (through the terminal: OSC 52; tmux needs set-clipboard on)",
         sanitize::one_line(&id, 80)
     ));
-    state.clipboard = Some(id);
+    state.handover.clipboard = Some(id);
 }
 
 pub(super) fn body(state: &mut State) {
     let Some(row) = state.current_opened() else {
-        state.notice = Some("no message under the cursor: open a queue and pick one".into());
+        state.banner.notice = Some("no message under the cursor: open a queue and pick one".into());
         return;
     };
     let m = &row.msg;
     let decoded = body::decode_message(m, body::DECODE_CAP);
     let text = match (decoded.format, std::str::from_utf8(&decoded.bytes)) {
         (body::Format::Binary, _) | (_, Err(_)) => {
-            state.notice = Some(
+            state.banner.notice = Some(
                 "the body is binary, which a clipboard does not carry: S saves the message to a snapshot file"
                     .into(),
             );
@@ -45,7 +45,7 @@ pub(super) fn body(state: &mut State) {
     };
     let whole = m.body_complete() && text.len() <= COPY_BYTES;
     let copied = cut(&text, COPY_BYTES);
-    state.notice = Some(if whole {
+    state.banner.notice = Some(if whole {
         format!(
             "copied the body ({} bytes, through the terminal: OSC 52)",
             copied.len()
@@ -57,7 +57,7 @@ pub(super) fn body(state: &mut State) {
             m.body_size.max(text.len() as u64)
         )
     });
-    state.clipboard = Some(copied.to_string());
+    state.handover.clipboard = Some(copied.to_string());
 }
 
 /// What is copied carries no terminal controls (pasted into a terminal, they would act):

@@ -11,11 +11,11 @@ pub(super) fn open_editor(state: &mut State) -> Vec<Command> {
         return Vec::new();
     };
     let Some(row) = state.current_opened() else {
-        state.notice = Some("nothing to edit: move to a message".into());
+        state.banner.notice = Some("nothing to edit: move to a message".into());
         return Vec::new();
     };
     if !row.msg.body_complete() {
-        state.error = Some(format!(
+        state.banner.error = Some(format!(
             "this body was read only in part ({} of {} bytes): `warren replay {} --edit` reads it whole",
             row.msg.body.len(),
             row.msg.body_size,
@@ -36,10 +36,10 @@ pub(super) fn on_edit_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     match key.code {
         KeyCode::Esc => {
             state.overlay = Overlay::None;
-            state.notice = Some("edit closed: nothing moved".into());
+            state.banner.notice = Some("edit closed: nothing moved".into());
         }
         KeyCode::Char('s') if ctrl => return save(state),
-        KeyCode::Char('e') if ctrl => state.edit_handover = Some(modal.text()),
+        KeyCode::Char('e') if ctrl => state.handover.editor = Some(modal.text()),
         _ => {
             modal.area.input(key);
             modal.recheck();
@@ -55,11 +55,12 @@ fn save(state: &mut State) -> Vec<Command> {
     };
     match (&modal.check, modal.copy()) {
         (Check::Problem(p), _) => {
-            state.error = Some(format!("not yet: {p}"));
+            state.banner.error = Some(format!("not yet: {p}"));
             Vec::new()
         }
         (_, None) => {
-            state.notice = Some("nothing changed yet: edit the document, or Esc to close".into());
+            state.banner.notice =
+                Some("nothing changed yet: edit the document, or Esc to close".into());
             Vec::new()
         }
         (_, Some(copy)) => {
@@ -70,7 +71,7 @@ fn save(state: &mut State) -> Vec<Command> {
                 (vhost.clone(), queue.clone()),
                 selection.clone(),
                 "the message under the cursor, edited".into(),
-                state.replay_rate,
+                state.settings.replay_rate,
             );
             replay.edited = Some(copy);
             state.overlay = Overlay::Replay(Box::new(replay));
@@ -91,7 +92,7 @@ pub(super) fn edited(state: &mut State, result: Result<Option<String>, String>) 
     match (result, &mut state.overlay) {
         (Ok(Some(text)), Overlay::Edit(modal)) => modal.set_text(&text),
         (Ok(_), _) => {}
-        (Err(why), _) => state.error = Some(why),
+        (Err(why), _) => state.banner.error = Some(why),
     }
     state.dirty = true;
 }

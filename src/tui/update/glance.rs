@@ -12,12 +12,12 @@ pub const GLANCE_SETTLE: std::time::Duration = std::time::Duration::from_millis(
 /// The cursor moved on the queue list, or the list arrived: read the queue under it once the
 /// cursor rests (`Event::GlanceSettle`).
 pub(super) fn cursor_moved(state: &mut State) {
-    state.glance_pending = state.focus == Focus::Queues;
+    state.queues.glance_pending = state.focus == Focus::Queues;
 }
 
 /// The cursor rested: the queue under it, read and shown as its groups.
 pub(super) fn settle(state: &mut State) -> Vec<Command> {
-    state.glance_pending = false;
+    state.queues.glance_pending = false;
     if state.focus != Focus::Queues || state.every_context() || state.switching.is_some() {
         return Vec::new();
     }
@@ -25,10 +25,11 @@ pub(super) fn settle(state: &mut State) -> Vec<Command> {
         return Vec::new();
     };
     let shown = state
+        .msgs
         .browse
         .as_ref()
         .is_some_and(|b| b.is(&queue.vhost, &queue.name));
-    if shown || state.loading.as_ref() == Some(&queue) {
+    if shown || state.msgs.loading.as_ref() == Some(&queue) {
         return Vec::new();
     }
     let version = crate::domain::features::BrokerVersion::parse(&state.overview.broker_version);
@@ -38,6 +39,6 @@ pub(super) fn settle(state: &mut State) -> Vec<Command> {
     if dlq.limit_applies(version) || dlq.depth == Some(0) {
         return Vec::new();
     }
-    state.list_mode = ListMode::Groups;
+    state.msgs.list_mode = ListMode::Groups;
     browse(state, queue, false, false)
 }

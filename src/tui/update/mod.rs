@@ -77,17 +77,17 @@ fn on_event(state: &mut State, event: Event) -> Vec<Command> {
             if let Overlay::Pager(p) = &mut state.overlay {
                 p.layout(state.screen);
             }
-            state.help_scroll = state.help_scroll.min(help::max_scroll(
+            state.help.scroll = state.help.scroll.min(help::max_scroll(
                 state.screen,
                 custom::help_lines(state),
-                &state.help_query,
+                &state.help.query,
             ));
             state.dirty = true;
             Vec::new()
         }
         Event::Tick(now) => on_tick(state, now),
         Event::FilterSettle => {
-            if state.filter_pending {
+            if state.filtering.pending {
                 state.refresh_view();
                 state.dirty = true;
             }
@@ -116,7 +116,7 @@ fn on_tick(state: &mut State, now: jiff::Timestamp) -> Vec<Command> {
     if now.as_second().div_euclid(60) != minute_before || depths_stale(state) != stale_before {
         state.dirty = true;
     }
-    if state.queues_loaded && state.connection == ConnectionState::Connected {
+    if state.queues.loaded && state.connection == ConnectionState::Connected {
         vec![Command::RefreshDepths]
     } else {
         Vec::new()
@@ -126,7 +126,7 @@ fn on_tick(state: &mut State, now: jiff::Timestamp) -> Vec<Command> {
 fn scope(state: &State) -> Scope {
     match state.focus {
         Focus::Queues => Scope::Queues,
-        Focus::Messages if state.list_mode == ListMode::Groups => Scope::Groups,
+        Focus::Messages if state.msgs.list_mode == ListMode::Groups => Scope::Groups,
         Focus::Messages => Scope::Messages,
         Focus::Detail => Scope::Detail,
     }
@@ -169,34 +169,34 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         Overlay::Question(_) => return on_question_key(state, key),
         Overlay::None => {}
     }
-    if state.command_input.is_some() {
+    if state.inputs.command.is_some() {
         return on_command_key(state, key);
     }
-    if state.filter_input.is_some() {
+    if state.inputs.filter.is_some() {
         on_filter_key(state, key);
         return Vec::new();
     }
-    if state.queue_filter_input.is_some() {
+    if state.inputs.queue_filter.is_some() {
         return on_queue_filter_key(state, key);
     }
-    if state.note_input.is_some() {
+    if state.inputs.note.is_some() {
         return on_note_key(state, key);
     }
     let action = keys::lookup(scope(state), &key);
     // A pending quorum browse is confirmed only by the same Enter, anything else drops it.
-    let pending = state.pending_browse.take();
-    let reread = state.pending_reread.take();
-    let protecting = state.pending_protect.take();
+    let pending = state.pending.browse.take();
+    let reread = state.pending.reread.take();
+    let protecting = state.pending.protect.take();
     // Reading the whole of a prompt does not answer it.
     if action == Some(Action::WholeText) {
-        state.banner_whole = !state.banner_whole;
-        state.pending_browse = pending;
-        state.pending_reread = reread;
-        state.pending_protect = protecting;
+        state.banner.whole = !state.banner.whole;
+        state.pending.browse = pending;
+        state.pending.reread = reread;
+        state.pending.protect = protecting;
         return Vec::new();
     }
     if action == Some(Action::Protect) {
-        state.pending_protect = protecting;
+        state.pending.protect = protecting;
     }
     let Some(action) = action else {
         run_custom(state, &key);
@@ -209,15 +209,16 @@ fn on_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
                 state.focus == Focus::Queues && state.queue_at_cursor().as_ref() == Some(&queue)
             }
             Action::Reload => state
+                .msgs
                 .browse
                 .as_ref()
                 .is_none_or(|b| b.is(&queue.vhost, &queue.name)),
             _ => false,
         };
         if on_it {
-            state.notice = None;
+            state.banner.notice = None;
             state.focus = Focus::Messages;
-            state.list_mode = ListMode::Messages;
+            state.msgs.list_mode = ListMode::Messages;
             // Ctrl-R again reads it again from the start; Enter again opens it.
             return browse(state, queue, true, action == Action::Reload);
         }
@@ -278,21 +279,21 @@ fn run_custom(state: &mut State, key: &KeyEvent) {
     if !custom::SCOPES.contains(&scope(state)) {
         return;
     }
-    let Some(cmd) = custom::find(&state.custom_commands, key).cloned() else {
+    let Some(cmd) = custom::find(&state.settings.custom_commands, key).cloned() else {
         return;
     };
     if let Some(why) = custom::refusal(state, &cmd) {
-        state.error = Some(why);
+        state.banner.error = Some(why);
         return;
     }
     let Some(row) = state.current_opened() else {
-        state.notice = Some(format!(
+        state.banner.notice = Some(format!(
             "{} ({}) runs on a message: open a queue and move to one",
             cmd.key, cmd.name
         ));
         return;
     };
-    state.handover = Some(custom::Run {
+    state.handover.custom = Some(custom::Run {
         name: cmd.name,
         command: cmd.run,
         env: custom::environment(state, &row),
@@ -302,46 +303,46 @@ fn run_custom(state: &mut State, key: &KeyEvent) {
 /// Inside the help overlay: search it (`/`, as k9s and lazygit), scroll it (the keys of the
 /// detail pane), or close it. Esc first drops a search, then closes.
 fn on_help_key(state: &mut State, key: KeyEvent) {
-    if state.help_typing {
+    if state.help.typing {
         match key.code {
-            KeyCode::Enter => state.help_typing = false,
+            KeyCode::Enter => state.help.typing = false,
             KeyCode::Esc => {
-                state.help_typing = false;
-                state.help_query.clear();
+                state.help.typing = false;
+                state.help.query.clear();
             }
             KeyCode::Backspace => {
-                state.help_query.pop();
+                state.help.query.pop();
             }
             KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                state.help_query.clear();
+                state.help.query.clear();
             }
             KeyCode::Char(c)
                 if !key.modifiers.contains(KeyModifiers::CONTROL)
-                    && state.help_query.chars().count() < 40 =>
+                    && state.help.query.chars().count() < 40 =>
             {
-                state.help_query.push(c);
+                state.help.query.push(c);
             }
             _ => {}
         }
-        state.help_scroll = 0;
+        state.help.scroll = 0;
         return;
     }
-    let last = help::max_scroll(state.screen, custom::help_lines(state), &state.help_query);
+    let last = help::max_scroll(state.screen, custom::help_lines(state), &state.help.query);
     let page = PAGE as u16;
-    let s = state.help_scroll;
-    state.help_scroll = match key.code {
+    let s = state.help.scroll;
+    state.help.scroll = match key.code {
         KeyCode::Char('/') => {
-            state.help_typing = true;
-            state.help_query.clear();
+            state.help.typing = true;
+            state.help.query.clear();
             0
         }
-        KeyCode::Esc if !state.help_query.is_empty() => {
-            state.help_query.clear();
+        KeyCode::Esc if !state.help.query.is_empty() => {
+            state.help.query.clear();
             0
         }
         KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter => {
             state.overlay = Overlay::None;
-            state.help_query.clear();
+            state.help.query.clear();
             0
         }
         KeyCode::Char('j') | KeyCode::Down => s.saturating_add(1),
@@ -379,7 +380,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::ReplaysView => return open_replays(state),
         // Handled in `on_key`, which keeps a pending prompt for it.
         Action::WholeText => {}
-        Action::CommandLine => state.command_input = Some(TextArea::default()),
+        Action::CommandLine => state.inputs.command = Some(TextArea::default()),
         Action::Filter => open_filter(state),
         Action::QueueFilter => open_queue_filter(state),
         Action::NextPane => next_pane(state),
@@ -407,7 +408,7 @@ fn on_action(state: &mut State, action: Action, pending: Option<QueueRef>) -> Ve
         Action::SelectRange => select_range(state),
         Action::SelectAll => select_all(state),
         Action::InvertSelection => invert_selection(state),
-        Action::ToggleTrace => state.trace_open = !state.trace_open,
+        Action::ToggleTrace => state.msgs.trace_open = !state.msgs.trace_open,
         Action::PageBody => pager::open_body(state),
         Action::PageTrace => pager::open_trace(state),
         Action::CopyId => copy::id(state),
@@ -446,7 +447,7 @@ fn refused_here(state: &mut State, action: Action) -> bool {
     if state.every_context()
         && let Some(what) = not_in_every_context(action)
     {
-        state.error = Some(format!("{what}: {EVERY_CONTEXT_LOOKS}"));
+        state.banner.error = Some(format!("{what}: {EVERY_CONTEXT_LOOKS}"));
         return true;
     }
     // A queue holding stuck dead letters is no DLQ: nothing can be read from it, so what the
@@ -454,8 +455,8 @@ fn refused_here(state: &mut State, action: Action) -> bool {
     if matches!(action, Action::Open | Action::Protect)
         && let Some(words) = state.stuck_words()
     {
-        state.error = None;
-        state.notice = Some(words);
+        state.banner.error = None;
+        state.banner.notice = Some(words);
         return true;
     }
     false
@@ -471,7 +472,7 @@ fn open_replays(state: &mut State) -> Vec<Command> {
 /// Tab: the queues, the messages (once a queue is open), the detail, round again.
 fn next_pane(state: &mut State) {
     state.focus = match state.focus {
-        Focus::Queues if state.browse.is_some() => Focus::Messages,
+        Focus::Queues if state.msgs.browse.is_some() => Focus::Messages,
         Focus::Queues => Focus::Queues,
         Focus::Messages => Focus::Detail,
         Focus::Detail => Focus::Queues,
@@ -481,7 +482,7 @@ fn next_pane(state: &mut State) {
 /// Shift-Tab: `next_pane` the other way round.
 fn prev_pane(state: &mut State) {
     state.focus = match state.focus {
-        Focus::Queues if state.browse.is_some() => Focus::Detail,
+        Focus::Queues if state.msgs.browse.is_some() => Focus::Detail,
         Focus::Queues => Focus::Queues,
         Focus::Messages => Focus::Queues,
         Focus::Detail => Focus::Messages,
@@ -492,11 +493,11 @@ fn prev_pane(state: &mut State) {
 fn back(state: &mut State) {
     // Esc does one job, going back; a banner it finds goes with it (banners also go
     // by themselves: `banner::expire`), so it never costs a second Esc.
-    state.banner_whole = false;
-    state.error = None;
-    state.notice = None;
+    state.banner.whole = false;
+    state.banner.error = None;
+    state.banner.notice = None;
     // On the list, Esc first drops its filter (as k9s does).
-    if state.focus == Focus::Queues && !state.queue_filter.is_empty() {
+    if state.focus == Focus::Queues && !state.queues.filter.is_empty() {
         state.set_queue_filter(String::new());
         return;
     }
@@ -518,30 +519,31 @@ fn reload(state: &mut State) -> Vec<Command> {
 /// queue.
 fn sort_queues(state: &mut State, by: crate::domain::urgency::SortBy) {
     let keep = state.queue_at_cursor();
-    if state.sort == by {
-        state.sort_reverse = !state.sort_reverse;
+    if state.queues.sort == by {
+        state.queues.sort_reverse = !state.queues.sort_reverse;
     } else {
-        state.sort = by;
-        state.sort_reverse = false;
+        state.queues.sort = by;
+        state.queues.sort_reverse = false;
     }
     state.refresh_urgency(keep);
 }
 
 /// Lists ordinary queues too, or only the dead-letter ones.
 fn toggle_ordinary(state: &mut State) {
-    state.show_ordinary = !state.show_ordinary;
-    state.queue_cursor = state
-        .queue_cursor
+    state.queues.show_ordinary = !state.queues.show_ordinary;
+    state.queues.cursor = state
+        .queues
+        .cursor
         .min(state.queue_rows().len().saturating_sub(1));
 }
 
 /// The messages pane shows messages, or their groups.
 fn toggle_groups(state: &mut State) {
-    state.list_mode = match state.list_mode {
+    state.msgs.list_mode = match state.msgs.list_mode {
         ListMode::Messages => ListMode::Groups,
         ListMode::Groups => ListMode::Messages,
     };
-    state.detail_scroll = 0;
+    state.msgs.detail_scroll = 0;
     if state.focus == Focus::Detail {
         state.focus = Focus::Messages;
     }
@@ -549,8 +551,8 @@ fn toggle_groups(state: &mut State) {
 
 /// Groups by the next grouping.
 fn cycle_grouping(state: &mut State) {
-    state.group_by = state.group_by.next();
-    state.group_cursor = 0;
+    state.msgs.group_by = state.msgs.group_by.next();
+    state.msgs.group_cursor = 0;
     // The pane title says which.
     state.refresh_view();
 }
@@ -558,23 +560,25 @@ fn cycle_grouping(state: &mut State) {
 /// Selects every row shown.
 fn select_all(state: &mut State) {
     let keys: Vec<String> = state
+        .msgs
         .visible_rows()
         .iter()
         .map(|r| r.key.to_string())
         .collect();
-    state.selected.extend(keys);
+    state.msgs.selected.extend(keys);
 }
 
 /// Selects the rows shown that were not, and unselects those that were.
 fn invert_selection(state: &mut State) {
     let keys: Vec<String> = state
+        .msgs
         .visible_rows()
         .iter()
         .map(|r| r.key.to_string())
         .collect();
     for k in keys {
-        if !state.selected.remove(&k) {
-            state.selected.insert(k);
+        if !state.msgs.selected.remove(&k) {
+            state.msgs.selected.insert(k);
         }
     }
 }
@@ -620,7 +624,7 @@ fn open_in_its_context(state: &mut State) -> Vec<Command> {
     );
     let cmds = switch(state, context, Some(vhost.clone()), true, to);
     if !cmds.is_empty() {
-        state.open_after_switch = Some(QueueRef::new(&vhost, &name));
+        state.pending.open_after_switch = Some(QueueRef::new(&vhost, &name));
     }
     cmds
 }
@@ -629,13 +633,13 @@ fn open_in_its_context(state: &mut State) -> Vec<Command> {
 /// read costs deliveries), when the new place lists it.
 fn open_listed(state: &mut State, queue: &QueueRef) -> Vec<Command> {
     let Some(at) = state.queue_rows().iter().position(|r| r.is(queue)) else {
-        state.notice = Some(format!(
+        state.banner.notice = Some(format!(
             "{} is not listed here any more",
             shown(state, queue)
         ));
         return Vec::new();
     };
-    state.queue_cursor = at;
+    state.queues.cursor = at;
     state.focus = Focus::Queues;
     open(state, None)
 }
@@ -643,7 +647,7 @@ fn open_listed(state: &mut State, queue: &QueueRef) -> Vec<Command> {
 /// Reads the open queue again, up to `browse_limit` (Ctrl-R, `:limit`). Reading a quorum queue
 /// with a limit again spends deliveries: that says so and waits for Ctrl-R again.
 fn read_open_queue_again(state: &mut State) -> Vec<Command> {
-    let Some(b) = &state.browse else {
+    let Some(b) = &state.msgs.browse else {
         return Vec::new();
     };
     let queue = b.id();
@@ -652,12 +656,12 @@ fn read_open_queue_again(state: &mut State) -> Vec<Command> {
             &state.overview.broker_version,
         ))
     {
-        state.notice = Some(format!(
+        state.banner.notice = Some(format!(
             "Reading {} again costs each message a delivery of its limit of {} (dropped past it). Press Ctrl-R again to read it; anything else keeps what is on screen.",
             shown(state, &queue),
             dlq.delivery_limit.unwrap_or(0)
         ));
-        state.pending_reread = Some(queue);
+        state.pending.reread = Some(queue);
         return Vec::new();
     }
     browse(state, queue, false, true)
@@ -667,11 +671,11 @@ fn read_open_queue_again(state: &mut State) -> Vec<Command> {
 /// reading it again costs; `restart`: asked to read it again from the start (Ctrl-R, `:limit`),
 /// which replaces a read of it under way (otherwise that read answers: see `worker::plan`).
 fn browse(state: &mut State, queue: QueueRef, read_again: bool, restart: bool) -> Vec<Command> {
-    state.loading = Some(queue.clone());
+    state.msgs.loading = Some(queue.clone());
     vec![Command::Browse {
         vhost: queue.vhost,
         queue: queue.name,
-        limit: state.browse_limit,
+        limit: state.settings.browse_limit,
         read_again,
         restart,
     }]
@@ -715,26 +719,26 @@ fn move_cursor(state: &mut State, delta: isize) {
     };
     match state.focus {
         Focus::Queues => {
-            state.queue_cursor = step(state.queue_cursor, state.queue_rows().len());
+            state.queues.cursor = step(state.queues.cursor, state.queue_rows().len());
             glance::cursor_moved(state);
         }
         Focus::Messages => {
-            let len = state.list_len();
-            let before = (state.msg_cursor, state.group_cursor);
-            match state.list_mode {
-                ListMode::Messages => state.msg_cursor = step(state.msg_cursor, len),
-                ListMode::Groups => state.group_cursor = step(state.group_cursor, len),
+            let len = state.msgs.list_len();
+            let before = (state.msgs.cursor, state.msgs.group_cursor);
+            match state.msgs.list_mode {
+                ListMode::Messages => state.msgs.cursor = step(state.msgs.cursor, len),
+                ListMode::Groups => state.msgs.group_cursor = step(state.msgs.group_cursor, len),
             }
-            if before != (state.msg_cursor, state.group_cursor) {
-                state.detail_scroll = 0;
+            if before != (state.msgs.cursor, state.msgs.group_cursor) {
+                state.msgs.detail_scroll = 0;
             }
         }
         Focus::Detail => {
             // The lines the pane draws, rendered once for this message (not again per key).
             state.refresh_detail();
-            let lines = state.detail.as_ref().map_or(0, |d| d.lines.len());
-            let cur = usize::from(state.detail_scroll);
-            state.detail_scroll = u16::try_from(step(cur, lines)).unwrap_or(u16::MAX);
+            let lines = state.msgs.detail.as_ref().map_or(0, |d| d.lines.len());
+            let cur = usize::from(state.msgs.detail_scroll);
+            state.msgs.detail_scroll = u16::try_from(step(cur, lines)).unwrap_or(u16::MAX);
         }
     }
 }
@@ -752,34 +756,34 @@ fn open(state: &mut State, pending: Option<QueueRef>) -> Vec<Command> {
                 && pending.as_ref() != Some(&name)
             {
                 let limit = dlq.delivery_limit.unwrap_or(0);
-                state.notice = Some(format!(
+                state.banner.notice = Some(format!(
                     "{} is a quorum queue with a delivery limit of {limit}: browsing may count a delivery \
                      against each message, and past the limit the broker drops it. Enter again to browse.",
                     shown(state, &name)
                 ));
-                state.pending_browse = Some(name);
+                state.pending.browse = Some(name);
                 return Vec::new();
             }
-            state.notice = None;
+            state.banner.notice = None;
             state.focus = Focus::Messages;
-            state.list_mode = ListMode::Messages;
+            state.msgs.list_mode = ListMode::Messages;
             browse(state, name, false, false)
         }
         Focus::Messages => {
-            match state.list_mode {
+            match state.msgs.list_mode {
                 ListMode::Messages => {
                     state.focus = Focus::Detail;
-                    state.detail_scroll = 0;
+                    state.msgs.detail_scroll = 0;
                 }
                 // A group opens as the message list narrowed to that group.
                 ListMode::Groups => {
-                    if let Some(g) = state.current_group() {
+                    if let Some(g) = state.msgs.current_group() {
                         let first = g.rows.first().copied();
-                        state.list_mode = ListMode::Messages;
-                        if let Some(b) = &state.browse
+                        state.msgs.list_mode = ListMode::Messages;
+                        if let Some(b) = &state.msgs.browse
                             && let Some(first) = first
                         {
-                            state.msg_cursor =
+                            state.msgs.cursor =
                                 b.visible.iter().position(|&i| i == first).unwrap_or(0);
                         }
                     }
@@ -792,13 +796,13 @@ fn open(state: &mut State, pending: Option<QueueRef>) -> Vec<Command> {
 }
 
 fn toggle_select(state: &mut State) {
-    let Some(key) = state.current_row().map(|r| r.key.to_string()) else {
+    let Some(key) = state.msgs.current_row().map(|r| r.key.to_string()) else {
         return;
     };
-    if !state.selected.remove(&key) {
-        state.selected.insert(key);
+    if !state.msgs.selected.remove(&key) {
+        state.msgs.selected.insert(key);
     }
-    state.anchor = Some(state.msg_cursor);
+    state.msgs.anchor = Some(state.msgs.cursor);
     // Like a file manager: space moves on in the list, so a run of spaces picks a run of
     // messages; in the detail pane it stays on the message being read.
     if state.focus != Focus::Detail {
@@ -808,28 +812,29 @@ fn toggle_select(state: &mut State) {
 
 /// Selects from the anchor (last toggle) to the cursor, both included.
 fn select_range(state: &mut State) {
-    let anchor = state.anchor.unwrap_or(state.msg_cursor);
-    let (lo, hi) = if anchor <= state.msg_cursor {
-        (anchor, state.msg_cursor)
+    let anchor = state.msgs.anchor.unwrap_or(state.msgs.cursor);
+    let (lo, hi) = if anchor <= state.msgs.cursor {
+        (anchor, state.msgs.cursor)
     } else {
-        (state.msg_cursor, anchor)
+        (state.msgs.cursor, anchor)
     };
     let keys: Vec<String> = state
+        .msgs
         .visible_rows()
         .iter()
         .skip(lo)
         .take(hi - lo + 1)
         .map(|r| r.key.to_string())
         .collect();
-    state.selected.extend(keys);
-    state.anchor = Some(state.msg_cursor);
+    state.msgs.selected.extend(keys);
+    state.msgs.anchor = Some(state.msgs.cursor);
 }
 
 /// `P` on a quorum DLQ whose reads cost deliveries: says what it will set, then `P` again sets it.
 fn protect(state: &mut State) -> Vec<Command> {
-    let pending = state.pending_protect.take();
+    let pending = state.pending.protect.take();
     if state.read_only {
-        state.error = Some(state.read_only_reason.clone());
+        state.banner.error = Some(state.read_only_reason.clone());
         return Vec::new();
     }
     let Some(name) = state.queue_at_cursor() else {
@@ -837,7 +842,7 @@ fn protect(state: &mut State) -> Vec<Command> {
     };
     let version = crate::domain::features::BrokerVersion::parse(&state.overview.broker_version);
     let Some(dlq) = state.dlq_of(&name).filter(|d| d.limit_applies(version)) else {
-        state.notice = Some(format!(
+        state.banner.notice = Some(format!(
             "{} has no delivery limit that reads count against: reading it costs nothing",
             shown(state, &name)
         ));
@@ -848,43 +853,43 @@ fn protect(state: &mut State) -> Vec<Command> {
     if let Some(why) = version.and_then(|v| {
         crate::domain::protect::refusal(v, &dlq.name, dlq.delivery_limit, dlq.delivery_limit_arg)
     }) {
-        state.error = Some(sanitize::one_line(&why, 1000));
+        state.banner.error = Some(sanitize::one_line(&why, 1000));
         return Vec::new();
     }
     if pending.as_ref() == Some(&name) {
-        state.notice = Some(format!("protecting {}…", shown(state, &name)));
+        state.banner.notice = Some(format!("protecting {}…", shown(state, &name)));
         return vec![Command::Protect {
             vhost: name.vhost,
             queue: name.name,
         }];
     }
-    state.notice = Some(format!(
+    state.banner.notice = Some(format!(
         "Protect {}: set policy warren-protect-{} (delivery-limit -1, keeping every key of the policy in force; limit now {}). Press P again to set it.",
         shown(state, &name),
         sanitize::one_line(&name.name, 80),
         dlq.delivery_limit.unwrap_or(0)
     ));
-    state.pending_protect = Some(name);
+    state.pending.protect = Some(name);
     Vec::new()
 }
 
 /// Orders the message list by `by` (the same order again: reversed), the cursor staying on
 /// the message it was on.
 fn order_messages(state: &mut State, by: crate::tui::state::MsgOrder) {
-    if state.msg_order == by {
-        state.msg_order_reverse = !state.msg_order_reverse;
+    if state.msgs.order == by {
+        state.msgs.order_reverse = !state.msgs.order_reverse;
     } else {
-        state.msg_order = by;
-        state.msg_order_reverse = false;
+        state.msgs.order = by;
+        state.msgs.order_reverse = false;
     }
-    let (order, reverse) = (state.msg_order, state.msg_order_reverse);
-    let cursor = state.msg_cursor;
-    if let Some(b) = &mut state.browse {
+    let (order, reverse) = (state.msgs.order, state.msgs.order_reverse);
+    let cursor = state.msgs.cursor;
+    if let Some(b) = &mut state.msgs.browse {
         let on = b.visible.get(cursor).copied();
         // The same rows in another order: the filter and the groups stand.
         b.arrange(order, reverse);
         if let Some(on) = on {
-            state.msg_cursor = b.visible.iter().position(|&i| i == on).unwrap_or(0);
+            state.msgs.cursor = b.visible.iter().position(|&i| i == on).unwrap_or(0);
         }
     }
 }

@@ -8,23 +8,24 @@ use crate::worker::protocol::ArchivePlace;
 /// in read-only mode, mid-switch, with no queue open, or on the archive (but for a restore).
 pub(super) fn open_queue(state: &mut State, verb: &str, from_archive: bool) -> Option<QueueRef> {
     if state.read_only {
-        state.error = Some(state.read_only_reason.clone());
+        state.banner.error = Some(state.read_only_reason.clone());
         return None;
     }
     // The plan would be for the place the screen is about to leave.
     if let Some(sw) = &state.switching {
-        state.notice = Some(format!("switching to {}…: {verb} once it is done", sw.to));
+        state.banner.notice = Some(format!("switching to {}…: {verb} once it is done", sw.to));
         return None;
     }
-    let Some(b) = &state.browse else {
-        state.notice = Some("open a dead-letter queue first (Enter on the queue list)".into());
+    let Some(b) = &state.msgs.browse else {
+        state.banner.notice =
+            Some("open a dead-letter queue first (Enter on the queue list)".into());
         return None;
     };
     let queue = b.id();
     // The archive is a stream: nothing is consumed from it, so nothing but a restore (which
     // publishes copies) may be run from it.
     if !from_archive && state.is_archive(&queue) {
-        state.notice = Some(format!(
+        state.banner.notice = Some(format!(
             "{} is the archive: it is read, not worked off; r restores from it (back into the DLQ each came from, or to where it failed)",
             shown(state, &queue)
         ));
@@ -42,11 +43,11 @@ pub(super) fn pick(
     from_archive: bool,
 ) -> Option<(QueueRef, Selection, String, u64)> {
     let queue = open_queue(state, verb, from_archive)?;
-    if state.list_mode == ListMode::Groups && state.focus != Focus::Queues {
+    if state.msgs.list_mode == ListMode::Groups && state.focus != Focus::Queues {
         // The group as shown, made by the grouping and filter of the view on screen (a new
         // one may be in the making: see `Browse::grouped_by`).
-        let b = state.browse.as_ref()?;
-        let g = state.current_group()?;
+        let b = state.msgs.browse.as_ref()?;
+        let g = state.msgs.current_group()?;
         let what = format!("group “{}”", sanitize::one_line(&g.summary, 60));
         let count = g.rows.len() as u64;
         let group = Selection::Group(GroupChoice {
@@ -63,17 +64,17 @@ pub(super) fn pick(
             ),
             None => (queue, group, what, count),
         })
-    } else if !state.selected.is_empty() {
+    } else if !state.msgs.selected.is_empty() {
         // Counted as the run counts them: every message with a picked key.
-        let n = state.selected_messages();
+        let n = state.msgs.selected_messages();
         Some((
             queue,
-            Selection::Keys(state.selected.clone()),
+            Selection::Keys(state.msgs.selected.clone()),
             format!("{n} selected message{}", if n == 1 { "" } else { "s" }),
             n as u64,
         ))
-    } else if let Some(row) = state.current_row() {
-        let all = state.messages_with_key(&row.key);
+    } else if let Some(row) = state.msgs.current_row() {
+        let all = state.msgs.messages_with_key(&row.key);
         let what = match all.saturating_sub(1) {
             0 => "the message under the cursor".to_string(),
             n => format!("the message under the cursor and {n} more with its id"),
@@ -85,7 +86,7 @@ pub(super) fn pick(
             all as u64,
         ))
     } else {
-        state.notice = Some(format!("nothing to {verb}: the list is empty"));
+        state.banner.notice = Some(format!("nothing to {verb}: the list is empty"));
         None
     }
 }
@@ -102,7 +103,7 @@ pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
         (queue.vhost.clone(), queue.name.clone()),
         selection.clone(),
         what,
-        state.replay_rate,
+        state.settings.replay_rate,
     )));
     vec![Command::PreviewReplay {
         vhost: queue.vhost,
@@ -118,7 +119,7 @@ pub(super) fn start_replay(state: &mut State) -> Vec<Command> {
 pub(super) fn start_archive(state: &mut State, kind: ArchiveKind) -> Vec<Command> {
     let verb = kind.run().as_str();
     if let Some((queue, selection, what, count)) = pick(state, verb, false) {
-        let answered = state.archive_answers.get(&state.overview.context).copied();
+        let answered = state.answers.archive.get(&state.overview.context).copied();
         let question = match (kind, answered) {
             (ArchiveKind::Archive, None) => state.overview.archive_question.clone(),
             _ => None,
@@ -156,7 +157,7 @@ pub(super) fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         modal.question = None;
         modal.place = place;
         let context = state.overview.context.clone();
-        state.archive_answers.insert(context, place);
+        state.answers.archive.insert(context, place);
         return Vec::new();
     }
     match key.code {
@@ -165,7 +166,7 @@ pub(super) fn on_archive_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             // Read-only cannot open the modal; checked again so nothing leaves the queue.
             if read_only {
                 state.overlay = Overlay::None;
-                state.error = Some(state.read_only_reason.clone());
+                state.banner.error = Some(state.read_only_reason.clone());
                 return Vec::new();
             }
             if modal.blocked().is_some() {
@@ -291,7 +292,7 @@ pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
             // Read-only cannot open the modal; checked again so nothing is published.
             if read_only {
                 state.overlay = Overlay::None;
-                state.error = Some(state.read_only_reason.clone());
+                state.banner.error = Some(state.read_only_reason.clone());
                 return Vec::new();
             }
             if modal.blocked().is_some() {
@@ -359,7 +360,7 @@ pub(super) fn on_modal_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
         {
             let yes = a == Action::SharedRecord;
             modal.create_audit = Some(yes);
-            state.audit_answers.insert(context, yes);
+            state.answers.audit.insert(context, yes);
         }
         Some(Action::RateUp) => rate_up(modal),
         Some(Action::RateDown) => rate_down(modal),
@@ -454,7 +455,7 @@ fn rate_down(modal: &mut ReplayModal) {
 /// Enter on the count: the run starts, its progress shown in the modal's place (unless
 /// read-only, or the modal says what blocks it).
 fn accept_replay(state: &mut State) -> Vec<Command> {
-    let canary_wait = state.canary_wait;
+    let canary_wait = state.settings.canary_wait;
     let context = state.overview.context.clone();
     let Overlay::Replay(modal) = &mut state.overlay else {
         return Vec::new();
@@ -462,7 +463,7 @@ fn accept_replay(state: &mut State) -> Vec<Command> {
     // Read-only cannot open the modal; checked again so no path publishes.
     if state.read_only {
         state.overlay = Overlay::None;
-        state.error = Some(state.read_only_reason.clone());
+        state.banner.error = Some(state.read_only_reason.clone());
         return Vec::new();
     }
     if modal.blocked().is_some() {
@@ -472,7 +473,7 @@ fn accept_replay(state: &mut State) -> Vec<Command> {
     // answer, remembered for the context, and not asked or said again.
     if modal.audit_question().is_some() && !modal.dry_run {
         modal.create_audit = Some(false);
-        state.audit_answers.insert(context, false);
+        state.answers.audit.insert(context, false);
     }
     let request = replay_request(modal, canary_wait);
     let expected = request.expected;
@@ -521,7 +522,7 @@ pub(super) fn on_question_key(state: &mut State, key: KeyEvent) -> Vec<Command> 
         }
         KeyCode::Esc | KeyCode::Char('n') => {
             state.overlay = Overlay::None;
-            state.notice = Some("nothing created, nothing changed".into());
+            state.banner.notice = Some("nothing created, nothing changed".into());
             Vec::new()
         }
         _ => Vec::new(),
@@ -548,11 +549,11 @@ pub(super) fn on_progress_key(state: &mut State, key: KeyEvent) -> Vec<Command> 
                 return Vec::new();
             }
             // The line the run leaves: what happened, in its own verb (the rest is in `@`).
-            state.error = None;
-            state.notice = Some(left);
+            state.banner.error = None;
+            state.banner.notice = Some(left);
             // What moved is gone from the queue: the worker drops it from what it read (a quorum
             // queue is not read again for this; others are re-read, which is free).
-            state.selected.clear();
+            state.msgs.selected.clear();
             let mut cmds = vec![Command::RefreshDepths];
             cmds.extend(browse(state, queue, false, false));
             cmds

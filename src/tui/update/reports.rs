@@ -44,14 +44,15 @@ pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
         } => {
             // The chunks that came before this last part, if any (see `worker::page`).
             let before = state
+                .msgs
                 .arriving
                 .take_if(|a| a.ticket.request <= ticket.request)
                 .filter(|a| a.ticket == ticket && a.vhost == vhost && a.queue == queue);
             if page_is_stale(state, ticket) {
                 return Vec::new();
             }
-            if is_queue(state.loading.as_ref(), &vhost, &queue) {
-                state.loading = None;
+            if is_queue(state.msgs.loading.as_ref(), &vhost, &queue) {
+                state.msgs.loading = None;
             }
             let mut rows = before.map(|a| a.rows).unwrap_or_default();
             rows.extend(page_rows(state, messages, &first_seen, &replays));
@@ -68,7 +69,7 @@ pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
             ticket,
         } => on_messages_chunk(state, vhost, queue, rows, ticket),
         Report::MessagesDropped { ticket } => {
-            state.arriving.take_if(|a| a.ticket == ticket);
+            state.msgs.arriving.take_if(|a| a.ticket == ticket);
             Vec::new()
         }
         Report::GroupNotes {
@@ -130,14 +131,14 @@ fn on_queues_loaded(
     if switched {
         let to = state.switching.take().map(|s| s.to).unwrap_or_default();
         enter_new_place(state, ticket.generation);
-        state.notice = Some(format!("switched to {to}"));
-        open_now = state.open_after_switch.take();
+        state.banner.notice = Some(format!("switched to {to}"));
+        open_now = state.pending.open_after_switch.take();
         state.from_every_context = open_now.is_some();
     } else if !current(state, ticket.generation) {
         return Vec::new();
     }
     // Read-only is this place's: the flag, or what the worker found here.
-    state.read_only = state.read_only_flag || overview.read_only;
+    state.read_only = state.settings.read_only_flag || overview.read_only;
     state.read_only_reason = if overview.read_only && !overview.read_only_reason.is_empty() {
         sanitize::one_line(&overview.read_only_reason, 300)
     } else if state.read_only {
@@ -147,16 +148,16 @@ fn on_queues_loaded(
     };
     let keep = state.queue_at_cursor();
     state.overview = overview;
-    state.discovery = discovery;
-    state.content_serial += 1;
-    state.queues_loaded = true;
-    state.depths_at = Some(state.now);
+    state.queues.discovery = discovery;
+    state.msgs.content_serial += 1;
+    state.queues.loaded = true;
+    state.queues.depths_at = Some(state.now);
     state.connection = if state.overview.snapshot {
         ConnectionState::Snapshot
     } else {
         ConnectionState::Connected
     };
-    state.sample_depths();
+    state.queues.sample_depths(state.now);
     state.refresh_urgency(keep);
     state.dirty = true;
     match open_now {
@@ -180,12 +181,16 @@ fn on_depth_history(
         return Vec::new();
     }
     let keep = state.queue_at_cursor();
-    state.merge_history(samples);
+    state.queues.merge_history(samples);
     for (queue, head) in heads {
         // A read of this session is newer than the store's.
-        let newer = state.heads.get(&queue).is_some_and(|h| h.at >= head.at);
+        let newer = state
+            .queues
+            .heads
+            .get(&queue)
+            .is_some_and(|h| h.at >= head.at);
         if !newer {
-            state.heads.insert(queue, head);
+            state.queues.heads.insert(queue, head);
         }
     }
     state.refresh_urgency(keep);
@@ -203,27 +208,27 @@ fn on_depths_refreshed(
         return Vec::new();
     }
     let stale_before = depths_stale(state);
-    state.depths_at = Some(state.now);
+    state.queues.depths_at = Some(state.now);
     let mut changed = stale_before;
     // One map and one pass over each list: a refresh of 10,000 queues is linear. Keyed
     // by the reported queues themselves (moved in, not copied), looked up with one key
     // refilled for each queue.
     let mut depths: FnvHashMap<QueueRef, Option<u64>> = depths.into_iter().collect();
     let mut key = QueueRef::default();
-    for d in &mut state.discovery.dead_letter_queues {
+    for d in &mut state.queues.discovery.dead_letter_queues {
         if let Some(depth) = depths.remove(key.set_to(d)) {
             changed |= d.depth != depth;
             d.depth = depth;
         }
     }
-    for q in &mut state.discovery.other_queues {
+    for q in &mut state.queues.discovery.other_queues {
         if let Some(depth) = depths.remove(key.set(&q.vhost, &q.name)) {
             changed |= q.depth != depth;
             q.depth = depth;
         }
     }
     let keep = state.queue_at_cursor();
-    state.sample_depths();
+    state.queues.sample_depths(state.now);
     state.refresh_urgency(keep);
     state.dirty |= changed;
     Vec::new()
@@ -235,6 +240,7 @@ fn page_is_stale(state: &State, ticket: Ticket) -> bool {
     // Of two pages the later request wins, whichever lands last (the worker numbers
     // requests as it receives them).
     let older = state
+        .msgs
         .browse
         .as_ref()
         .is_some_and(|b| b.ticket.request > ticket.request);
@@ -252,6 +258,7 @@ fn on_messages_chunk(
 ) -> Vec<Command> {
     if page_is_stale(state, ticket)
         || state
+            .msgs
             .arriving
             .as_ref()
             .is_some_and(|a| a.ticket.request > ticket.request)
@@ -259,7 +266,7 @@ fn on_messages_chunk(
         return Vec::new();
     }
     let rows = rows.into_iter().map(Row::listed);
-    match &mut state.arriving {
+    match &mut state.msgs.arriving {
         Some(a) if a.ticket == ticket => a.rows.extend(rows),
         _ => {
             // Room for the whole page at once: growing a million rows by doubling would hold
@@ -269,9 +276,9 @@ fn on_messages_chunk(
                 .and_then(|d| d.depth)
                 .and_then(|d| usize::try_from(d).ok())
                 .unwrap_or(0);
-            let mut all = Vec::with_capacity(depth.min(state.browse_limit));
+            let mut all = Vec::with_capacity(depth.min(state.settings.browse_limit));
             all.extend(rows);
-            state.arriving = Some(crate::tui::state::Arriving {
+            state.msgs.arriving = Some(crate::tui::state::Arriving {
                 vhost,
                 queue,
                 ticket,
@@ -301,7 +308,7 @@ fn page_rows(
         .map(|(i, m)| {
             let seen = first_seen.get(i).copied().flatten();
             let n = replays.get(i).copied().unwrap_or(0);
-            Row::with_replays(m, seen, &state.conventions, n, &mut strings)
+            Row::with_replays(m, seen, &state.settings.conventions, n, &mut strings)
         })
         .collect::<Vec<Row>>()
 }
@@ -317,7 +324,11 @@ fn on_messages_loaded(
     authors: HashMap<String, String>,
     ticket: Ticket,
 ) -> Vec<Command> {
-    let same_queue = state.browse.as_ref().is_some_and(|b| b.is(&vhost, &queue));
+    let same_queue = state
+        .msgs
+        .browse
+        .as_ref()
+        .is_some_and(|b| b.is(&vhost, &queue));
     // By the keys' hashes: a set of a million keys' hashes is half a set of the keys, and a
     // collision only makes a selection count message by message, which is right either way.
     let shared_keys = rows
@@ -332,15 +343,15 @@ fn on_messages_loaded(
     if !same_queue {
         // The filter typed on the queue left is put away with it; this one's comes back.
         filter_follows_queue(state, QueueRef::new(&vhost, &queue));
-        state.selected.clear();
-        state.anchor = None;
-        state.msg_cursor = 0;
-        state.group_cursor = 0;
-        state.detail_scroll = 0;
+        state.msgs.selected.clear();
+        state.msgs.anchor = None;
+        state.msgs.cursor = 0;
+        state.msgs.group_cursor = 0;
+        state.msgs.detail_scroll = 0;
         // Another queue's notes (the same name in another vhost is another queue).
-        state.group_notes.clear();
+        state.msgs.group_notes.clear();
     }
-    state.browse = Some(Browse {
+    state.msgs.browse = Some(Browse {
         vhost,
         queue,
         rows,
@@ -350,24 +361,29 @@ fn on_messages_loaded(
         ticket,
         shared_keys,
         authors,
-        grouped_by: state.group_by,
+        grouped_by: state.msgs.group_by,
         filtered_by: None,
         orders: Default::default(),
         job: None,
     });
-    state.content_serial += 1;
+    state.msgs.content_serial += 1;
     state.refresh_view_now();
     // What this read found dates the queue's oldest dead letter.
-    if let Some(b) = &state.browse {
+    if let Some(b) = &state.msgs.browse {
         let head = ReadHead::of(state.now, b.rows.iter().map(|r| r.arrival()));
-        state.heads.insert(b.id(), head);
+        state.queues.heads.insert(b.id(), head);
         let keep = state.queue_at_cursor();
         state.refresh_urgency(keep);
     }
     // Keep only picks that are still in the queue.
-    if let Some(b) = state.browse.as_ref().filter(|_| !state.selected.is_empty()) {
+    if let Some(b) = state
+        .msgs
+        .browse
+        .as_ref()
+        .filter(|_| !state.msgs.selected.is_empty())
+    {
         let present: HashSet<&str> = b.rows.iter().map(|r| r.key.as_str()).collect();
-        state.selected.retain(|k| present.contains(k.as_str()));
+        state.msgs.selected.retain(|k| present.contains(k.as_str()));
     }
     state.dirty = true;
     Vec::new()
@@ -383,11 +399,15 @@ fn on_group_notes(
     ticket: Ticket,
 ) -> Vec<Command> {
     // Only the open queue's notes are kept: another's come again when it is opened.
-    let open = state.browse.as_ref().is_some_and(|b| b.is(vhost, queue));
+    let open = state
+        .msgs
+        .browse
+        .as_ref()
+        .is_some_and(|b| b.is(vhost, queue));
     if !current(state, ticket.generation) || !open {
         return Vec::new();
     }
-    state.group_notes = notes;
+    state.msgs.group_notes = notes;
     state.dirty = true;
     forget_gone_notes(state, whole, ticket)
 }
@@ -404,14 +424,14 @@ fn on_read_cost(
         return Vec::new();
     }
     let queue = QueueRef::new(vhost, queue);
-    if state.loading.as_ref() == Some(&queue) {
-        state.loading = None;
+    if state.msgs.loading.as_ref() == Some(&queue) {
+        state.msgs.loading = None;
     }
-    state.notice = Some(format!(
+    state.banner.notice = Some(format!(
         "{} Press Enter (or Ctrl-R) again to read it anyway; Esc keeps what is on screen.",
         sanitize::one_line(text, 600)
     ));
-    state.pending_reread = Some(queue);
+    state.pending.reread = Some(queue);
     // Nothing was read: back on the queue list, where Enter again confirms.
     state.focus = Focus::Queues;
     state.dirty = true;
@@ -423,8 +443,8 @@ fn on_replay_preview(state: &mut State, preview: ReplayPreview) -> Vec<Command> 
     if !current(state, preview.ticket.generation) {
         return Vec::new();
     }
-    let (above, size) = (state.canary_above, state.canary_size);
-    let answered = state.audit_answers.get(&state.overview.context).copied();
+    let (above, size) = (state.settings.canary_above, state.settings.canary_size);
+    let answered = state.answers.audit.get(&state.overview.context).copied();
     if let Overlay::Replay(modal) = &mut state.overlay
         && modal.queue == preview.queue
         && modal.vhost == preview.vhost
@@ -492,8 +512,8 @@ fn on_switch_failed(state: &mut State, generation: u64, text: &str) -> Vec<Comma
         return Vec::new();
     }
     let to = state.switching.take().map(|s| s.to).unwrap_or_default();
-    state.open_after_switch = None;
-    state.error = Some(format!(
+    state.pending.open_after_switch = None;
+    state.banner.error = Some(format!(
         "could not switch to {to}: {}; still on {}",
         sanitize::one_line(text, 400),
         place(state)
@@ -517,7 +537,7 @@ fn on_notice(state: &mut State, message: String) -> Vec<Command> {
         return Vec::new();
     }
     pager::news(state);
-    state.notice = Some(message);
+    state.banner.notice = Some(message);
     state.dirty = true;
     Vec::new()
 }
@@ -527,11 +547,11 @@ fn on_error(state: &mut State, failure: Failure) -> Vec<Command> {
     if failure.generation.is_some_and(|g| !current(state, g)) {
         return Vec::new();
     }
-    if state.loading.is_some() {
-        state.loading = None;
+    if state.msgs.loading.is_some() {
+        state.msgs.loading = None;
     }
     pager::news(state);
-    state.error = Some(failure.text);
+    state.banner.error = Some(failure.text);
     state.dirty = true;
     Vec::new()
 }
@@ -576,6 +596,7 @@ fn on_connection(state: &mut State, conn: ConnectionState) -> Vec<Command> {
 /// store.
 pub(super) fn forget_gone_notes(state: &mut State, whole: bool, ticket: Ticket) -> Vec<Command> {
     let Some(b) = state
+        .msgs
         .browse
         .as_ref()
         .filter(|b| whole && b.ticket == ticket)
@@ -583,6 +604,7 @@ pub(super) fn forget_gone_notes(state: &mut State, whole: bool, ticket: Ticket) 
         return Vec::new();
     };
     let of_queue: Vec<GroupNote> = state
+        .msgs
         .group_notes
         .iter()
         .filter(|n| n.queue == b.queue)
@@ -600,7 +622,7 @@ pub(super) fn forget_gone_notes(state: &mut State, whole: bool, ticket: Ticket) 
         return Vec::new();
     }
     let (vhost, queue) = (b.vhost.clone(), b.queue.clone());
-    state.group_notes.retain(|n| !gone.contains(n));
+    state.msgs.group_notes.retain(|n| !gone.contains(n));
     vec![Command::ForgetGroupNotes {
         vhost,
         queue,
@@ -614,8 +636,9 @@ pub(super) fn is_queue(at: Option<&QueueRef>, vhost: &str, queue: &str) -> bool 
 }
 
 pub(super) fn depths_stale(state: &State) -> bool {
-    state.queues_loaded
+    state.queues.loaded
         && state
+            .queues
             .depths_at
             .is_some_and(|t| state.now.as_second().saturating_sub(t.as_second()) > STALE_AFTER_SECS)
 }

@@ -11,7 +11,7 @@ use crate::tui::edit::{Check, EditModal};
 use crate::tui::state::State;
 
 pub(super) fn editor(state: &State, modal: &EditModal, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let rect = Rect {
         height: area.height.saturating_sub(1),
         ..area

@@ -16,8 +16,8 @@ use crate::tui::state::{Focus, ListMode, MsgOrder, Overlay, State};
 /// The message pane's title; the queues that feed the DLQ only when they fit in `width`
 /// (they are in the detail's timeline too), so that "reading…" is never the part cut off.
 fn message_title(state: &State, width: u16) -> String {
-    let Some(b) = &state.browse else {
-        return match &state.loading {
+    let Some(b) = &state.msgs.browse else {
+        return match &state.msgs.loading {
             Some(q) => format!(
                 " {} — reading…{} ",
                 queue_title(state, &q.vhost, &q.name, 40),
@@ -48,21 +48,21 @@ fn message_title(state: &State, width: u16) -> String {
             String::new()
         };
         let from = format!(", from {}{more}", feeders.join(", "));
-        let reading = if state.loading.is_some() { 12 } else { 0 };
+        let reading = if state.msgs.loading.is_some() { 12 } else { 0 };
         let room = usize::from(width.saturating_sub(4));
         let cols = |s: &str| unicode_width::UnicodeWidthStr::width(s);
         if cols(&title) + cols(&from) + reading <= room {
             title.push_str(&from);
         }
     }
-    if state.msg_order != MsgOrder::Queue || state.msg_order_reverse {
+    if state.msgs.order != MsgOrder::Queue || state.msgs.order_reverse {
         title.push_str(" — ");
-        title.push_str(state.msg_order.words());
-        if state.msg_order_reverse {
+        title.push_str(state.msgs.order.words());
+        if state.msgs.order_reverse {
             title.push_str(", reversed");
         }
     }
-    if state.loading.is_some() {
+    if state.msgs.loading.is_some() {
         title.push_str(" — reading…");
         title.push_str(&arrived(state));
     }
@@ -73,10 +73,12 @@ fn message_title(state: &State, width: u16) -> String {
 /// How many messages of a page still arriving have come, in words ("" before any).
 fn arrived(state: &State) -> String {
     state
+        .msgs
         .arriving
         .as_ref()
         .filter(|a| {
             state
+                .msgs
                 .loading
                 .as_ref()
                 .is_some_and(|q| a.vhost == q.vhost && a.queue == q.name)
@@ -86,15 +88,15 @@ fn arrived(state: &State) -> String {
 
 /// The bottom line of the message pane: selection count (always), filter, how much is shown.
 fn message_status(state: &State) -> Line<'static> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let mut spans = vec![Span::styled(
-        format!(" [{} selected]", state.selected_messages()),
+        format!(" [{} selected]", state.msgs.selected_messages()),
         t.marked,
     )];
-    if let Some(b) = &state.browse {
-        if !state.filter_text.trim().is_empty() {
+    if let Some(b) = &state.msgs.browse {
+        if !state.filtering.text.trim().is_empty() {
             spans.push(Span::styled(
-                format!(" filter: {}", sanitize::one_line(&state.filter_text, 40)),
+                format!(" filter: {}", sanitize::one_line(&state.filtering.text, 40)),
                 t.accent,
             ));
         }
@@ -119,12 +121,12 @@ fn message_status(state: &State) -> Line<'static> {
 }
 
 pub(super) fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let focused = state.focus == Focus::Messages && matches!(state.overlay, Overlay::None);
     let block = pane_block(state, message_title(state, area.width), focused)
         .title_bottom(message_status(state));
-    let Some(b) = &state.browse else {
-        let hint = if state.loading.is_some() {
+    let Some(b) = &state.msgs.browse else {
+        let hint = if state.msgs.loading.is_some() {
             "reading messages (they stay in the queue)…"
         } else if state.focus == Focus::Queues && state.stuck_at_cursor().is_some() {
             "nothing to browse: these dead letters wait inside the queue they died in, in no DLQ (Enter says what to do)"
@@ -161,7 +163,7 @@ pub(super) fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     // Build only the rows that fit: with 100,000 messages browsed, building every row on every
     // key press cost ~0.5 s a frame. The window keeps the cursor on screen the way ratatui's
     // table does from a fresh state (cursor at the bottom when scrolling down).
-    let (start, end) = window(state.msg_cursor, b.visible.len(), area.height);
+    let (start, end) = window(state.msgs.cursor, b.visible.len(), area.height);
     let shown: Vec<&crate::tui::state::Row> = b
         .visible
         .get(start..end)
@@ -191,7 +193,7 @@ pub(super) fn message_pane(state: &State, frame: &mut Frame, area: Rect) {
     let (widths, header) = message_columns(wide, u16::try_from(id_w).unwrap_or(u16::MAX));
     let header = column_titles(state, header);
     let table = list_table(state, rows, widths, header, block, focused);
-    let mut ts = TableState::default().with_selected(Some(state.msg_cursor - start));
+    let mut ts = TableState::default().with_selected(Some(state.msgs.cursor - start));
     frame.render_stateful_widget(table, area, &mut ts);
 }
 
@@ -202,8 +204,8 @@ fn message_row(
     id: Option<String>,
     wide: bool,
 ) -> TRow<'static> {
-    let t = &state.theme;
-    let picked = state.selected.contains(r.key.as_str());
+    let t = &state.settings.theme;
+    let picked = state.msgs.selected.contains(r.key.as_str());
     let mark = if picked {
         Span::styled("●", t.marked)
     } else {
@@ -297,14 +299,14 @@ const WIDE_LIST: u16 = 100;
 const MESSAGE_ID_TITLE: &str = "Message id";
 
 pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let focused = state.focus == Focus::Messages && matches!(state.overlay, Overlay::None);
     // The grouping is in the title: "Groups by exception type — orders.dlq (3 groups)".
-    let what = match state.shown_grouping() {
+    let what = match state.msgs.shown_grouping() {
         GroupBy::Fingerprint => "Failure groups".to_string(),
         by => format!("Groups by {}", by.label()),
     };
-    let title = match &state.browse {
+    let title = match &state.msgs.browse {
         Some(b) => format!(
             " {what} — {} ({} groups) ",
             queue_title(state, &b.vhost, &b.queue, 40),
@@ -313,7 +315,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
         None => format!(" {what} "),
     };
     let block = pane_block(state, title, focused).title_bottom(message_status(state));
-    let Some(b) = state.browse.as_ref().filter(|b| !b.groups.is_empty()) else {
+    let Some(b) = state.msgs.browse.as_ref().filter(|b| !b.groups.is_empty()) else {
         frame.render_widget(
             Paragraph::new(Span::styled("no messages to group", t.muted)).block(block),
             area,
@@ -322,7 +324,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
     };
     // The last-seen column where there is room for it.
     let wide = area.width >= 70;
-    let column = match state.shown_grouping() {
+    let column = match state.msgs.shown_grouping() {
         GroupBy::Fingerprint => "Failure",
         GroupBy::Exception => "Exception",
         GroupBy::Type => "Message type",
@@ -336,7 +338,7 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
         .map(|g| {
             // A note is shown next to its group, after the summary, as long as the group lasts.
             let mut summary = vec![Span::raw(sanitize::one_line(&g.summary, 300))];
-            if let Some(n) = state.note_for(g) {
+            if let Some(n) = state.msgs.note_for(g) {
                 summary.push(Span::styled(
                     format!("  ✎ {}", sanitize::one_line(&n.text, 300)),
                     t.warn,
@@ -392,14 +394,14 @@ pub(super) fn group_pane(state: &State, frame: &mut Frame, area: Rect) {
     };
     let header = column_titles(state, &header);
     let table = list_table(state, rows, widths, header, block, focused);
-    let mut ts = TableState::default().with_selected(Some(state.group_cursor));
+    let mut ts = TableState::default().with_selected(Some(state.msgs.group_cursor));
     frame.render_stateful_widget(table, area, &mut ts);
 }
 
 pub(super) fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let focused = state.focus == Focus::Detail && matches!(state.overlay, Overlay::None);
-    let Some(row) = state.current_row() else {
+    let Some(row) = state.msgs.current_row() else {
         frame.render_widget(pane_block(state, " Timeline ".into(), focused), area);
         return;
     };
@@ -409,16 +411,17 @@ pub(super) fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
         || format!("#{}", row.brief.position() + 1),
         |id| sanitize::middle_cut(id, room),
     );
-    let title = match state.list_mode {
+    let title = match state.msgs.list_mode {
         ListMode::Groups => format!(" Example — {name} "),
         ListMode::Messages => format!(" Timeline — {name} "),
     };
     let mut block = pane_block(state, title, focused);
     // In the group list, the group's note in full above its example (the row may cut it).
     let note: Vec<Line<'_>> = state
+        .msgs
         .current_group()
-        .filter(|_| state.list_mode == ListMode::Groups)
-        .and_then(|g| state.note_for(g))
+        .filter(|_| state.msgs.list_mode == ListMode::Groups)
+        .and_then(|g| state.msgs.note_for(g))
         .map(|n| {
             vec![
                 Line::styled(
@@ -437,7 +440,7 @@ pub(super) fn detail_pane(state: &State, frame: &mut Frame, area: Rect) {
     // Rendered by `update` when the message changed; the frame borrows it.
     let lines = state.detail_lines().unwrap_or_default();
     let total = lines.len() + note.len();
-    let scroll = usize::from(state.detail_scroll).min(total.saturating_sub(1));
+    let scroll = usize::from(state.msgs.detail_scroll).min(total.saturating_sub(1));
     if total > usize::from(area.height.saturating_sub(2)) {
         block = block.title_bottom(
             Line::styled(format!(" line {}/{} ", scroll + 1, total), t.muted).right_aligned(),

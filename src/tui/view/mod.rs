@@ -34,16 +34,16 @@ pub fn view(state: &State, frame: &mut Frame) {
     let banner_needs = banner.as_ref().map_or(0, |p| {
         u16::try_from(p.line_count(area.width)).unwrap_or(u16::MAX)
     });
-    let banner_cap = if state.banner_whole {
+    let banner_cap = if state.banner.whole {
         (area.height / 2).max(BANNER_LINES)
     } else {
         BANNER_LINES
     };
     let banner_height = banner_needs.min(banner_cap);
-    let input = state.filter_input.is_some()
-        || state.queue_filter_input.is_some()
-        || state.command_input.is_some()
-        || state.note_input.is_some();
+    let input = state.inputs.filter.is_some()
+        || state.inputs.queue_filter.is_some()
+        || state.inputs.command.is_some()
+        || state.inputs.note.is_some();
     let [status, main, banner_area, input_area, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
@@ -70,7 +70,7 @@ pub fn view(state: &State, frame: &mut Frame) {
     let list_height = (right.height * 2 / 5).max(5);
     let [top, bottom] =
         Layout::vertical([Constraint::Length(list_height), Constraint::Min(3)]).areas(right);
-    match state.list_mode {
+    match state.msgs.list_mode {
         ListMode::Messages => message_pane(state, frame, top),
         ListMode::Groups => group_pane(state, frame, top),
     }
@@ -109,7 +109,7 @@ pub fn view(state: &State, frame: &mut Frame) {
 }
 
 fn pane_block(state: &State, title: String, focused: bool) -> Block<'static> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     Block::default()
         .borders(Borders::ALL)
         .border_type(if focused {
@@ -122,7 +122,7 @@ fn pane_block(state: &State, title: String, focused: bool) -> Block<'static> {
 }
 
 fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let o = &state.overview;
     let s = |x: &str, n| sanitize::one_line(x, n);
     let mut spans = vec![Span::styled(" warren ", t.accent)];
@@ -185,12 +185,14 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
         let tags: Vec<String> = o.tags.iter().map(|x| s(x, 20)).collect();
         spans.push(Span::styled(format!("  tags: {}", tags.join(",")), t.muted));
     }
-    if state.queues_loaded
+    if state.queues.loaded
         && state
+            .queues
             .depths_at
             .is_some_and(|d| state.secs_since(d) > super::state::STALE_AFTER_SECS as u64)
     {
         let since = state
+            .queues
             .depths_at
             .map(|d| format::time(d, state.now))
             .unwrap_or_default();
@@ -205,7 +207,7 @@ fn status_bar(state: &State, frame: &mut Frame, area: Rect) {
 /// The scope of every context at once: how many contexts are listed, and each that is not,
 /// with why (cut to fit; the command log and `w` have it whole).
 fn every_context_spans(state: &State, spans: &mut Vec<Span<'static>>) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let o = &state.overview;
     let listed = o.contexts.iter().filter(|r| r.unreached.is_none()).count();
     let scope = if o.vhost_scope().is_every() {
@@ -257,7 +259,7 @@ fn list_table<'a>(
 /// The cursor row: reversed when the pane has focus (visible without colour), bold otherwise.
 fn cursor_style(state: &State, focused: bool) -> Style {
     if focused {
-        state.theme.selected
+        state.settings.theme.selected
     } else {
         Style::default().add_modifier(Modifier::BOLD)
     }
@@ -320,7 +322,7 @@ fn queue_label(state: &State, context: &str, vhost: &str, name: &str) -> String 
 /// A table's header row: column titles in words, right-aligned over numbers.
 fn column_titles(state: &State, titles: &[(&str, bool)]) -> TRow<'static> {
     TRow::new(titles.iter().map(|&(title, right)| {
-        let line = Line::styled(title.to_string(), state.theme.muted);
+        let line = Line::styled(title.to_string(), state.settings.theme.muted);
         Cell::from(if right { line.right_aligned() } else { line })
     }))
 }
@@ -347,12 +349,13 @@ const BANNER_CHARS: usize = 2000;
 /// The error (else, while a filter is typed, why it does not parse yet; else the notice) as a
 /// wrapped paragraph, or none.
 fn banner_paragraph(state: &State) -> Option<Paragraph<'static>> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let typing = state
-        .filter_error
+        .filtering
+        .error
         .as_ref()
-        .filter(|_| state.filter_input.is_some());
-    let (text, style) = match (&state.error, typing, &state.notice) {
+        .filter(|_| state.inputs.filter.is_some());
+    let (text, style) = match (&state.banner.error, typing, &state.banner.notice) {
         (Some(e), _, _) => (
             format!(
                 " ✕ {}  (Esc to dismiss)",
@@ -378,7 +381,7 @@ fn banner_line(state: &State, p: Paragraph<'_>, cut: bool, frame: &mut Frame, ar
     if cut && area.height > 0 {
         // Over the end of the last row: the rest is one key away.
         // Even half the screen can be too little for the longest (2,000 characters).
-        let hint = if state.banner_whole {
+        let hint = if state.banner.whole {
             " … (cut) w: fold "
         } else {
             " … w: whole text "
@@ -393,25 +396,28 @@ fn banner_line(state: &State, p: Paragraph<'_>, cut: bool, frame: &mut Frame, ar
             height: 1,
         };
         frame.render_widget(Clear, at);
-        frame.render_widget(Paragraph::new(Span::styled(hint, state.theme.accent)), at);
+        frame.render_widget(
+            Paragraph::new(Span::styled(hint, state.settings.theme.accent)),
+            at,
+        );
     }
 }
 
 fn input_line(state: &State, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     // Why a filter does not parse yet is in the banner, wrapped, not squeezed in here.
     let [prompt, field] =
         Layout::horizontal([Constraint::Length(2), Constraint::Min(10)]).areas(area);
-    if let Some(fi) = &state.filter_input {
+    if let Some(fi) = &state.inputs.filter {
         frame.render_widget(Paragraph::new(Span::styled(" /", t.accent)), prompt);
         frame.render_widget(&fi.input, field);
-    } else if let Some((input, _)) = &state.queue_filter_input {
+    } else if let Some((input, _)) = &state.inputs.queue_filter {
         frame.render_widget(Paragraph::new(Span::styled(" /", t.accent)), prompt);
         frame.render_widget(input, field);
-    } else if let Some(input) = &state.command_input {
+    } else if let Some(input) = &state.inputs.command {
         frame.render_widget(Paragraph::new(Span::styled(" :", t.accent)), prompt);
         frame.render_widget(input, field);
-    } else if let Some(ni) = &state.note_input {
+    } else if let Some(ni) = &state.inputs.note {
         let [prompt, field] =
             Layout::horizontal([Constraint::Length(7), Constraint::Min(10)]).areas(area);
         frame.render_widget(Paragraph::new(Span::styled(" note: ", t.accent)), prompt);
@@ -429,7 +435,7 @@ fn footer_scope(state: &State) -> Scope {
         Overlay::Replays(_) => Scope::Replays,
         _ => match state.focus {
             Focus::Queues => Scope::Queues,
-            Focus::Messages if state.list_mode == ListMode::Groups => Scope::Groups,
+            Focus::Messages if state.msgs.list_mode == ListMode::Groups => Scope::Groups,
             Focus::Messages => Scope::Messages,
             Focus::Detail => Scope::Detail,
         },
@@ -437,27 +443,27 @@ fn footer_scope(state: &State) -> Scope {
 }
 
 fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let mut spans: Vec<Span> = Vec::new();
     let mut used = 0usize;
     let width = usize::from(area.width);
-    let hints: Vec<(String, String, bool)> = if state.queue_filter_input.is_some() {
+    let hints: Vec<(String, String, bool)> = if state.inputs.queue_filter.is_some() {
         vec![
             ("type".into(), "queue name".into(), false),
             ("Enter".into(), "keep".into(), false),
             ("Esc".into(), "undo".into(), false),
         ]
-    } else if state.filter_input.is_some() {
+    } else if state.inputs.filter.is_some() {
         vec![
             ("Enter".into(), "keep filter".into(), false),
             ("Esc".into(), "undo".into(), false),
         ]
-    } else if state.command_input.is_some() {
+    } else if state.inputs.command.is_some() {
         vec![
             ("Enter".into(), "run".into(), false),
             ("Esc".into(), "cancel".into(), false),
         ]
-    } else if state.note_input.is_some() {
+    } else if state.inputs.note.is_some() {
         vec![
             ("Enter".into(), "keep note (empty: remove)".into(), false),
             ("Esc".into(), "cancel".into(), false),
@@ -520,9 +526,9 @@ fn footer_line(state: &State, frame: &mut Frame, area: Rect) {
     let hints = if state.from_every_context
         && state.focus == Focus::Queues
         && matches!(state.overlay, Overlay::None)
-        && state.command_input.is_none()
-        && state.filter_input.is_none()
-        && state.queue_filter_input.is_none()
+        && state.inputs.command.is_none()
+        && state.inputs.filter.is_none()
+        && state.inputs.queue_filter.is_none()
     {
         let mut back = vec![("*".to_string(), "every context".to_string(), false)];
         back.extend(hints);
@@ -557,16 +563,16 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 }
 
 fn help(state: &State, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let rect = help::rect(area);
     frame.render_widget(Clear, rect);
-    let searched = !state.help_query.is_empty() || state.help_typing;
+    let searched = !state.help.query.is_empty() || state.help.typing;
     let title = if searched {
         format!(
             " Keys matching “{}”{} · {} ",
-            sanitize::one_line(&state.help_query, 40),
-            if state.help_typing { "▏" } else { "" },
-            if state.help_typing {
+            sanitize::one_line(&state.help.query, 40),
+            if state.help.typing { "▏" } else { "" },
+            if state.help.typing {
                 "Enter keeps, Esc drops"
             } else {
                 "Esc shows all"
@@ -599,14 +605,14 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
         }
         lines
     };
-    let (left, right) = help::columns_for(inner.width, &state.help_query);
+    let (left, right) = help::columns_for(inner.width, &state.help.query);
     let two = !right.is_empty();
     let (mut left, mut right) = (column(left), column(right));
     if searched && left.is_empty() {
         left.push(Line::styled(" no key matches: Backspace or Esc", t.muted));
     }
     // The configured commands go last, as `help::tallest` counts them.
-    if let Some(custom) = custom_help(state).filter(|_| state.help_query.is_empty()) {
+    if let Some(custom) = custom_help(state).filter(|_| state.help.query.is_empty()) {
         if two {
             right.extend(custom)
         } else {
@@ -616,7 +622,7 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
     let tallest = left.len().max(right.len());
     let height = usize::from(inner.height);
     // `update` keeps the scroll within the last page; a resize since can leave it past.
-    let scroll = usize::from(state.help_scroll).min(tallest.saturating_sub(height));
+    let scroll = usize::from(state.help.scroll).min(tallest.saturating_sub(height));
     if tallest > height {
         let last = (scroll + height).min(tallest);
         block = block.title_bottom(
@@ -645,7 +651,7 @@ fn help(state: &State, frame: &mut Frame, area: Rect) {
 /// The configured commands as a help section, when there are any (names sanitised: the config
 /// is the operator's, but a section is drawn as any other text).
 fn custom_help(state: &State) -> Option<Vec<Line<'static>>> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let rows = super::custom::help_rows(state);
     if rows.is_empty() {
         return None;

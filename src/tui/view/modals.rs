@@ -21,7 +21,7 @@ use crate::worker::protocol::ArchivePlace;
 /// A dry run moves nothing, so it has no progress to show: its answer is what the replay would
 /// do, in the words `warren replay --dry-run` uses, wrapped rather than cut.
 fn dry_run(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let width = area.width.saturating_sub(4).min(100);
     let inner_w = usize::from(width.saturating_sub(2)).max(1);
     let queue = queue_title(state, &run.vhost, &run.queue, 40);
@@ -87,7 +87,7 @@ fn dry_run(state: &State, run: &ReplayRun, frame: &mut Frame, area: Rect) {
 }
 
 pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let width = area.width.saturating_sub(4).min(90);
     let mut lines: Vec<Line> = Vec::new();
     let title = match &modal.preview {
@@ -117,7 +117,7 @@ pub(super) fn replay_modal(state: &State, modal: &ReplayModal, frame: &mut Frame
         )),
         Some(p) => lines.extend(replay_destination(t, p)),
     }
-    lines.extend(replay_settings(t, modal, state.canary_above));
+    lines.extend(replay_settings(t, modal, state.settings.canary_above));
     if let Some(p) = &modal.preview {
         if p.replayed_before > 0 {
             lines.push(Line::styled(
@@ -370,7 +370,7 @@ fn replay_destination(t: &Theme, p: &ReplayPreview) -> Vec<Line<'static>> {
 /// The archive or discard modal: what goes, how many, where to (or that a snapshot is written
 /// first, and where), the reason, and the typed count a large discard needs.
 pub(super) fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let width = area.width.saturating_sub(4).min(90);
     let plural = if modal.count == 1 { "" } else { "s" };
     let title = match modal.kind {
@@ -470,7 +470,7 @@ pub(super) fn archive_modal(state: &State, modal: &ArchiveModal, frame: &mut Fra
 
 /// A question an operation sent back before changing anything.
 pub(super) fn question_modal(state: &State, q: &Question, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let width = area.width.saturating_sub(4).min(90);
     let lines = vec![Line::raw(sanitize::one_line(&q.text, 600))];
     let accept = Span::styled("Enter (or y)  create it and go on", t.danger);
@@ -497,7 +497,7 @@ fn draw_modal<'a>(
     frame: &mut Frame,
     area: Rect,
 ) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     lines.push(Line::raw(""));
     let esc = Span::styled("Esc  cancel", t.accent);
     // Enter (with why it waits) and Esc on one line where they fit; on a narrow screen each
@@ -571,7 +571,7 @@ fn draw_modal<'a>(
 /// The restore modal (`r` in the archive): how many, where they go, what was restored before
 /// and is left out, the two toggles, and the typed count a large restore needs.
 pub(super) fn restore_modal(state: &State, modal: &RestoreModal, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let width = area.width.saturating_sub(4).min(90);
     let key = |a: keys::Action| {
         Span::styled(
@@ -746,7 +746,7 @@ pub(super) fn progress(state: &State, run: &ReplayRun, frame: &mut Frame, area: 
     if run.dry_run {
         return dry_run(state, run, frame, area);
     }
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let p = &run.progress;
     let width = area.width.saturating_sub(4).min(90);
     // A failure's cause, or the canary's note, wraps (up to six lines) under itself rather than
@@ -841,7 +841,7 @@ fn rate_line(run: &ReplayRun) -> String {
 
 /// The line under a run's figures: how it ended, or what it is doing and what Esc does now.
 fn progress_note(state: &State, run: &ReplayRun) -> Span<'static> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let p = &run.progress;
     match &run.outcome {
         Some(o) => match &o.error {

@@ -108,13 +108,13 @@ fn age_cell(secs: u64) -> String {
 }
 
 pub(super) fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: u16) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let focused = state.focus == Focus::Queues && matches!(state.overlay, Overlay::None);
     let block = pane_block(state, queue_pane_title(state, area.width), focused);
     // The tier the pane's width was chosen for (see `queue_pane_width`).
     let tier = QueueTier::fitting(area.width, longest.clamp(QUEUE_NAME_MIN, 40));
     let name_w = usize::from(area.width.saturating_sub(tier.extra()));
-    if !state.queues_loaded {
+    if !state.queues.loaded {
         let text = match &state.connection {
             ConnectionState::Disconnected(_) => "not connected",
             _ => "discovering queues…",
@@ -154,7 +154,7 @@ pub(super) fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: 
     // Whether a read spends deliveries depends on the broker's version (free on 4.3+).
     let figures = state.row_figures();
     // Only the rows in view are built: a vhost of 10,000 queues draws a screenful.
-    let (first, end) = window(state.queue_cursor, rows.len(), list_area.height);
+    let (first, end) = window(state.queues.cursor, rows.len(), list_area.height);
     let table_rows: Vec<TRow> = rows[first..end]
         .iter()
         .zip(figures.get(first..end).unwrap_or(&[]))
@@ -168,7 +168,7 @@ pub(super) fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: 
         block,
         focused,
     );
-    let mut ts = TableState::default().with_selected(Some(state.queue_cursor - first));
+    let mut ts = TableState::default().with_selected(Some(state.queues.cursor - first));
     frame.render_stateful_widget(table, list_area, &mut ts);
     if let Some(area) = trend_area {
         trend_panel(state, frame, area);
@@ -178,43 +178,47 @@ pub(super) fn queue_pane(state: &State, frame: &mut Frame, area: Rect, longest: 
 /// The queue pane's title: what it lists, and the order in words where it fits (the column
 /// titles carry its arrow anyway).
 fn queue_pane_title(state: &State, width: u16) -> String {
-    let n_dlq = state.discovery.dead_letter_queues.len();
+    let n_dlq = state.queues.discovery.dead_letter_queues.len();
     // Queues holding stuck dead letters, listed after the DLQs.
-    let stuck = match state.discovery.stuck.len() {
+    let stuck = match state.queues.discovery.stuck.len() {
         0 => String::new(),
         n => format!(" + {n} stuck"),
     };
     let order = format!(
         "by {}{} ",
-        state.sort.label(),
-        if state.sort_reverse { " ▲" } else { "" }
+        state.queues.sort.label(),
+        if state.queues.sort_reverse {
+            " ▲"
+        } else {
+            ""
+        }
     );
     // A filtered list says how many it shows, and by what.
-    let shown = if state.queue_filter.is_empty() {
+    let shown = if state.queues.filter.is_empty() {
         String::new()
     } else {
         format!(
             ": {} shown, /{}",
             state.queue_rows().len(),
-            crate::domain::sanitize::one_line(&state.queue_filter, 24)
+            crate::domain::sanitize::one_line(&state.queues.filter, 24)
         )
     };
-    let base = if state.show_ordinary {
+    let base = if state.queues.show_ordinary {
         format!(
             " Queues ({n_dlq} DLQ{stuck} + {} other){shown} ",
-            state.ordinary_count()
+            state.queues.ordinary_count()
         )
     } else {
         format!(" Dead-letter queues ({n_dlq}){stuck}{shown} ")
     };
     // The richest that fits the border: with the order, without it, then short.
-    let short = if state.queue_filter.is_empty() {
+    let short = if state.queues.filter.is_empty() {
         format!(" DLQs ({n_dlq}){stuck} ")
     } else {
         format!(
             " {}/{n_dlq} /{} ",
             state.queue_rows().len(),
-            crate::domain::sanitize::one_line(&state.queue_filter, 24)
+            crate::domain::sanitize::one_line(&state.queues.filter, 24)
         )
     };
     let fits = |t: &str| unicode_width::UnicodeWidthStr::width(t) + 2 <= usize::from(width);
@@ -232,7 +236,7 @@ fn queue_row(
     tier: QueueTier,
     name_w: usize,
 ) -> TRow<'static> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let right = |text: String| Cell::from(Line::from(text).right_aligned());
     let name = queue_title_in(state, r.context(), r.vhost(), r.name(), name_w);
     let (style, kind, framework, marker, depth) = match r {
@@ -312,7 +316,7 @@ fn stuck_row(
     tier: QueueTier,
     name_w: usize,
 ) -> TRow<'static> {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let right = |text: String, style| Cell::from(Line::styled(text, style).right_aligned());
     let name = if tier == QueueTier::Widest {
         Line::styled(
@@ -388,9 +392,13 @@ fn queue_widths(tier: QueueTier) -> Vec<Constraint> {
 /// The queue table's column titles for `tier`; the sorted column's carries the arrow (urgency
 /// sorts by growth, then depth).
 fn queue_header(state: &State, tier: QueueTier) -> TRow<'static> {
-    let arrow = if state.sort_reverse { "▲" } else { "▼" };
+    let arrow = if state.queues.sort_reverse {
+        "▲"
+    } else {
+        "▼"
+    };
     let titled = |name: &str, by: &[crate::domain::urgency::SortBy]| {
-        if by.contains(&state.sort) {
+        if by.contains(&state.queues.sort) {
             format!("{name}{arrow}")
         } else {
             name.to_string()
@@ -431,7 +439,7 @@ fn queue_header(state: &State, tier: QueueTier) -> TRow<'static> {
 /// The queue under the cursor over time: its figures in words and a depth sparkline (the
 /// session's samples, continued from the store's last hour).
 fn trend_panel(state: &State, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let name = state.queue_at_cursor();
     let block = Block::default()
         .borders(Borders::ALL)
@@ -443,7 +451,7 @@ fn trend_panel(state: &State, frame: &mut Frame, area: Rect) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(name) = name else { return };
-    let Some(f) = state.figures_of(&name) else {
+    let Some(f) = state.queues.figures_of(&name) else {
         frame.render_widget(
             Paragraph::new(Span::styled("not a dead-letter queue", t.muted)),
             inner,
@@ -481,6 +489,7 @@ fn trend_panel(state: &State, frame: &mut Frame, area: Rect) {
     ];
     frame.render_widget(Paragraph::new(lines), text_area);
     let depths = state
+        .queues
         .histories
         .get(&name)
         .map(|h| h.depths())

@@ -13,7 +13,7 @@ use crate::tui::state::State;
 /// In the place of the depth panel: the count, then why, wrapped; what a short pane cuts,
 /// Enter's banner says whole.
 pub(super) fn panel(state: &State, s: &Stuck, frame: &mut Frame, area: Rect) {
-    let t = &state.theme;
+    let t = &state.settings.theme;
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(t.muted)
