@@ -28,6 +28,7 @@ use crate::domain::replay as plan;
 use crate::domain::selection::Selection;
 
 mod classify;
+mod confirms;
 mod failover;
 mod finish;
 mod open;
@@ -41,9 +42,9 @@ pub use crate::domain::engine::{AckOp, AckTracker, BacklogWait, StopReason};
 pub use crate::local::spool::Spool;
 pub(crate) use classify::archive_properties;
 pub use classify::{Planned, plan_publish};
+pub(crate) use confirms::content_hash;
 pub use failover::run_failover;
 pub(crate) use failover::{add_progress, merge};
-pub(crate) use shell::content_hash;
 
 use open::Opened;
 use shell::close_quietly;
