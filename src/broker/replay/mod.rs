@@ -35,6 +35,7 @@ mod open;
 pub(crate) mod run10;
 mod shell;
 mod shell10;
+mod shell_mem;
 mod wait;
 mod words;
 
@@ -45,6 +46,7 @@ pub use classify::{Planned, plan_publish};
 pub(crate) use confirms::content_hash;
 pub use failover::run_failover;
 pub(crate) use failover::{add_progress, merge};
+pub(crate) use shell_mem::{Item, MemoryRun, run_memory};
 
 use open::Opened;
 use shell::close_quietly;
