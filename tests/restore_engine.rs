@@ -267,6 +267,13 @@ async fn figures_warren_restore_of_n_archived_messages() {
             if round > 1 {
                 args.push("--again");
             }
+            // The same restore without its publishing (the read, the choice and the plan).
+            let mut dry = args.clone();
+            dry.push("--dry-run");
+            let started = Instant::now();
+            let run = warren(&vhost, &home, &dry).await;
+            let planned = started.elapsed();
+            assert_eq!(run.code, Some(0), "{label} dry run: {run}");
             let started = Instant::now();
             let run = warren(&vhost, &home, &args).await;
             let took = started.elapsed();
@@ -274,14 +281,37 @@ async fn figures_warren_restore_of_n_archived_messages() {
             assert_eq!(run.summary_u64("moved"), u64::from(n), "{label}: {run}");
             assert_eq!(amqp_depth(&conn, "dlq").await, u64::from(n), "{label}");
             eprintln!(
-                "FIGURE warren restore of {n} on {label}, round {round}: {:.2}s ({:.0} msg/s)",
+                "FIGURE warren restore of {n} on {label}, round {round}: {:.2}s ({:.0} msg/s); its --dry-run {:.2}s",
                 took.as_secs_f64(),
-                f64::from(n) / took.as_secs_f64()
+                f64::from(n) / took.as_secs_f64(),
+                planned.as_secs_f64()
             );
             ch.queue_purge("dlq".into(), Default::default())
                 .await
                 .expect("purge");
         }
+        // The publishing alone, in process: the mover with a remember that only counts.
+        let (_stop, cancel) = tokio::sync::watch::channel(false);
+        let mut calls = 0;
+        let started = Instant::now();
+        let out = publish_on(
+            &conn,
+            plan(n, &HashSet::new(), |_| "dlq"),
+            &cancel,
+            |_| {
+                calls += 1;
+                Ok(())
+            },
+            |_, _, _| {},
+        )
+        .await;
+        let took = started.elapsed();
+        assert_eq!(out.audit.outcome, "completed", "{label}: {out:?}");
+        eprintln!(
+            "FIGURE publishing alone, {n} on {label}: {:.2}s ({:.0} msg/s), remembered in {calls} calls",
+            took.as_secs_f64(),
+            f64::from(n) / took.as_secs_f64()
+        );
         let _ = conn.close(200, "done".into()).await;
         vhost.cleanup().await;
     }

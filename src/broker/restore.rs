@@ -831,6 +831,9 @@ fn run_outcome(run: &replay::MemoryRun, total: u64) -> crate::domain::outcome::R
     let why = match (&run.unrecorded, &run.stop) {
         (Some(e), _) => Some(unrecorded_text(t.moved, e)),
         (None, s) if s.is_finished() || *s == StopReason::Cancelled => None,
+        (None, StopReason::Blocked { secs, reason }) => Some(format!(
+            "the broker blocked publishing for {secs}s ({reason}); stopped — clear the alarm and restore again"
+        )),
         (None, s) => Some(s.to_string()),
     };
     if let Some(forced) = &t.forced {
@@ -947,6 +950,20 @@ mod tests {
             out.audit.outcome
         );
         assert_eq!(out.audit.remaining, 6);
+
+        let blocked = run(
+            StopReason::Blocked {
+                secs: 60,
+                reason: "low on memory".into(),
+            },
+            3,
+            0,
+            0,
+        );
+        assert_eq!(
+            outcome_of(&blocked, 5).audit.outcome,
+            "partial: 2 not sent; the broker blocked publishing for 60s (low on memory); stopped — clear the alarm and restore again"
+        );
 
         let mut forced = run(StopReason::Cancelled, 2, 0, 0);
         forced.tally.forced = Some("stopped at once by a second signal".into());
