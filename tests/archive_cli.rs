@@ -656,11 +656,11 @@ async fn kill_9_during_an_archive_on(broker: &TestBroker) {
     vhost.cleanup().await;
 }
 
-/// Ctrl-C during `warren restore`: the batch in flight is confirmed and remembered, nothing more
+/// Ctrl-C during `warren restore`: what is in flight is confirmed and remembered, nothing more
 /// is sent, the run is recorded as cancelled, and a second restore puts back exactly the rest —
 /// every message once in the DLQ, none twice.
 #[tokio::test]
-async fn ctrl_c_stops_a_restore_between_batches_and_the_rest_restores_once() {
+async fn ctrl_c_stops_a_restore_with_what_is_in_flight_remembered_and_the_rest_restores_once() {
     const N: u32 = 20_000;
     let broker = TestBroker::default_broker();
     let label = &broker.label;

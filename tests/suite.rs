@@ -103,6 +103,8 @@ mod replay_real_symfony;
 mod replay_select;
 #[path = "replay_trust.rs"]
 mod replay_trust;
+#[path = "restore_engine.rs"]
+mod restore_engine;
 #[path = "restore_room.rs"]
 mod restore_room;
 #[path = "sanitize_props.rs"]

@@ -3,8 +3,8 @@
 //! snapshot of exactly what goes before anything is deleted, and both are on the record; a
 //! restore of 3 of 5 archived (the restore modal's plan, then the run) puts exactly those back
 //! into their DLQ as they were, and a second restore of the same is refused unless again; a
-//! restore stopped (Esc) publishes nothing after the stop; one the broker does not vouch for is
-//! refused.
+//! restore stopped (Esc) publishes nothing after the stop (and one stopped midway, through the
+//! engine: `restore_engine`); one the broker does not vouch for is refused.
 
 use crate::common;
 use crate::replay_util;
@@ -16,7 +16,6 @@ use common::{TestBroker, TestVhost};
 use lapin::types::FieldTable;
 use replay_util::{Home, fill, message_ids, read_all};
 use tokio::sync::mpsc;
-use warren::broker::archive::{Publish, Published, STOPPED, publish_confirmed};
 use warren::config::Overrides;
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
@@ -688,58 +687,6 @@ async fn restore_session(broker: TestBroker, home: &Home) {
     let _ = ch.close(200, "ok".into()).await;
     let _ = conn.close(200, "done".into()).await;
     vhost.cleanup().await;
-}
-
-/// Restore's publishing stopped after its first batch: that batch is confirmed, the rest is not
-/// sent, and nothing is published after the stop (the cancel a restore's Esc sends).
-#[tokio::test]
-async fn a_restore_stopped_after_a_batch_sends_nothing_more() {
-    for broker in TestBroker::all() {
-        let label = broker.label.clone();
-        let vhost = TestVhost::new(&broker, "restore-stop").await;
-        let conn = h::connect(&vhost).await;
-        let ch = h::confirm_channel(&conn).await;
-        h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
-        let items: Vec<Publish> = (0..600)
-            .map(|i| Publish {
-                reference: format!("r{i}"),
-                exchange: String::new(),
-                routing_key: "dlq".into(),
-                props: lapin::BasicProperties::default(),
-                body: format!("m-{i}").into_bytes(),
-            })
-            .collect();
-        let batches = std::cell::Cell::new(0u32);
-        let out = publish_confirmed(
-            &conn,
-            items,
-            || batches.get() >= 1,
-            |_, _, _| batches.set(batches.get() + 1),
-        )
-        .await
-        .expect("published");
-        let confirmed = out
-            .iter()
-            .filter(|(_, p)| *p == Published::Confirmed)
-            .count();
-        let stopped = out
-            .iter()
-            .filter(|(_, p)| matches!(p, Published::Failed { why, maybe_arrived: false } if why == STOPPED))
-            .count();
-        assert_eq!(
-            (confirmed, stopped),
-            (256, 344),
-            "{label}: one batch, then stopped"
-        );
-        assert_eq!(
-            amqp_depth(&conn, "dlq").await,
-            256,
-            "{label}: nothing after the stop"
-        );
-        let _ = ch.close(200, "ok".into()).await;
-        let _ = conn.close(200, "done".into()).await;
-        vhost.cleanup().await;
-    }
 }
 
 #[tokio::test]

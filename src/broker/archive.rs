@@ -398,7 +398,7 @@ pub struct Publish {
 
 /// How one publish ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Published {
+pub(crate) enum Published {
     /// Confirmed and routed.
     Confirmed,
     /// Refused, returned unroutable, or unanswered: why. An unanswered one may have arrived.
@@ -414,22 +414,15 @@ const BATCH: usize = 256;
 /// How long a batch's confirms may take.
 const CONFIRM_WAIT: Duration = Duration::from_secs(30);
 
-/// Why the messages of a publishing the operator stopped were not sent.
-pub const STOPPED: &str = "not sent: stopped by the operator";
-
 /// Publishes each message with `mandatory` on a confirm-mode channel of its own, a batch at a
-/// time, and says how each ended, in order: to `on_batch` as each batch is settled (with the
-/// counts so far), so the caller can record what arrived before the next batch goes. A
-/// `basic.return` comes with some confirm of its batch, not necessarily its own (see
-/// `replay::Shell::settle_returns`): it is matched to its publish by content. After a failure of
-/// the channel or a missing confirm nothing more is published; the rest are reported as not
-/// sent. `stop` is asked before each batch: once it says so, the rest are not sent
-/// ([`STOPPED`]); what is in flight is settled first.
-pub async fn publish_confirmed(
+/// time, and says how each ended, in order (the copies `keep_copies` keeps; a restore goes
+/// through the replay engine instead). A `basic.return` comes with some confirm of its batch,
+/// not necessarily its own (see `replay::Confirms::settle_returns`): it is matched to its
+/// publish by content. After a failure of the channel or a missing confirm nothing more is
+/// published; the rest are reported as not sent.
+pub(crate) async fn publish_confirmed(
     conn: &lapin::Connection,
     messages: Vec<Publish>,
-    stop: impl Fn() -> bool,
-    mut on_batch: impl FnMut(&[(String, Published)], u64, u64),
 ) -> Result<Vec<(String, Published)>, String> {
     let ch = conn
         .create_channel()
@@ -439,22 +432,13 @@ pub async fn publish_confirmed(
         .await
         .map_err(|e| format!("confirm mode: {e}"))?;
     let mut out = Vec::with_capacity(messages.len());
-    let (mut done, mut failed) = (0u64, 0u64);
     let mut broken: Option<String> = None;
-    let mut stopped = false;
     let mut rest = messages.into_iter().peekable();
     while rest.peek().is_some() {
         let batch: Vec<Publish> = rest.by_ref().take(BATCH).collect();
-        let first = out.len();
-        if broken.is_none() && stop() {
-            stopped = true;
-        }
-        if stopped || broken.is_some() {
+        if let Some(why) = &broken {
             for p in batch {
-                let why = match &broken {
-                    Some(why) if !stopped => format!("not sent: {why}"),
-                    _ => STOPPED.to_string(),
-                };
+                let why = format!("not sent: {why}");
                 out.push((
                     p.reference,
                     Published::Failed {
@@ -550,18 +534,12 @@ pub async fn publish_confirmed(
                     }
                 }
             };
-            if outcome == Published::Confirmed {
-                done += 1;
-            } else {
-                failed += 1;
-            }
             out.push((p.reference, outcome));
         }
-        on_batch(&out[first..], done, failed);
     }
     if ch.status().connected() {
-        let _ = tokio::time::timeout(Duration::from_secs(2), ch.close(200, "restore done".into()))
-            .await;
+        let _ =
+            tokio::time::timeout(Duration::from_secs(2), ch.close(200, "copies kept".into())).await;
     }
     Ok(out)
 }
@@ -887,7 +865,7 @@ pub async fn keep_copies(
         });
     }
     let conn = s.handle.amqp().await.map_err(|e| e.to_string())?;
-    let kept = publish_confirmed(conn, copies, || false, |_, _, _| {}).await?;
+    let kept = publish_confirmed(conn, copies).await?;
     match kept.iter().find(|(_, p)| *p != Published::Confirmed) {
         Some((key, Published::Failed { why, .. })) => Err(format!(
             "the archive did not confirm {}: {why}",

@@ -2,15 +2,15 @@
 //! straight to where they failed. One implementation for `warren restore` and the TUI's worker:
 //! read the archive, choose what was not restored before (`domain::archive::choose_for_restore`),
 //! strip the archive's headers, group by origin and check the targets exist (or go through the
-//! replay's plan and preview), publish with confirms in batches and remember each batch's
-//! confirmed messages before the next goes. The callers put the run on the record (the CLI's
-//! `OnRecord`, the worker's `Recorded`) and say what happened.
+//! replay's plan and preview), publish through the replay engine (confirms, returns, deadlines,
+//! cancel) and remember the confirmed messages as the engine acknowledges them. The callers put
+//! the run on the record (the CLI's `OnRecord`, the worker's `Recorded`) and say what happened.
 
 use std::collections::{BTreeMap, HashMap};
 
 use tokio::sync::watch;
 
-use super::archive::{self as keep, Place, Publish, Published};
+use super::archive::{self as keep, Place, Publish};
 use super::replay::{self, Action, Job};
 use super::session::{self, Explained, Preview, ReadConsent, ReplaySpec, Session};
 use crate::domain::archive;
@@ -423,6 +423,8 @@ pub struct Plan {
     pub kept: BTreeMap<String, u64>,
     /// The message key of each reference (the audit's message ids).
     pub keys_of: HashMap<String, String>,
+    /// The target each reference is counted under (a key of `targets`).
+    pub target_of: HashMap<String, String>,
     /// What the write check looks at: (exchange, routing key) of each target.
     pub publish_targets: Vec<(String, String)>,
     /// The replay's preview (`--replay` only), for the caller to show.
@@ -463,6 +465,7 @@ pub async fn plan_back(s: &Session, chosen: &[(String, Explained)]) -> Result<Pl
             Ok(props) => {
                 *plan.targets.entry(from.clone()).or_insert(0) += 1;
                 plan.keys_of.insert(r.clone(), e.key.clone());
+                plan.target_of.insert(r.clone(), from.clone());
                 plan.items.push(Publish {
                     reference: r.clone(),
                     exchange: String::new(),
@@ -603,8 +606,9 @@ pub async fn plan_replay(
                         p.routing_key.as_str()
                     )
                 };
-                *plan.targets.entry(to).or_insert(0) += 1;
+                *plan.targets.entry(to.clone()).or_insert(0) += 1;
                 plan.keys_of.insert(r.clone(), k);
+                plan.target_of.insert(r.clone(), to);
                 plan.items.push(Publish {
                     reference: r,
                     exchange: p.exchange.as_str().to_string(),
@@ -632,7 +636,7 @@ pub struct Outcome {
     pub problems: BTreeMap<String, u64>,
     /// The store could not remember some restored messages (a second restore would not know).
     pub unrecorded: Option<String>,
-    /// Stopped by the operator between batches: what was confirmed stays restored.
+    /// Stopped by the operator and settled: what was confirmed is remembered as restored.
     pub cancelled: bool,
     /// Publishing could not start or broke off: why.
     pub error: Option<String>,
@@ -643,8 +647,9 @@ impl Outcome {
         self.audit.moved
     }
 
+    /// Not restored for a problem: refused, unanswered, or returned unroutable.
     pub fn failed(&self) -> u64 {
-        self.audit.failed
+        self.audit.failed + self.audit.returned
     }
 
     pub fn completed(&self) -> bool {
@@ -684,23 +689,81 @@ impl Outcome {
     }
 }
 
-/// Publishes the plan's messages with confirms, a batch at a time, and has `remember` keep each
-/// batch's confirmed ones (see `store::remember_restored`) before the next batch goes: a restore stopped or
-/// killed halfway does not forget what it already put back. `cancel` stops it between batches.
-/// `on_batch` is told (restored, failed, total) as each batch is settled.
+/// Publishes the plan's messages through the replay engine (`broker::replay::run_memory`):
+/// each with a confirm, `mandatory`, and `remember` told the confirmed ones (see
+/// `store::remember_restored`) in the engine's ack batches, so a restore stopped or killed
+/// halfway does not forget what it already put back. `cancel` stops it: what is in flight is
+/// settled and remembered, nothing more is sent; a second cancel ends it at once. `on_batch`
+/// is told (restored, failed, total) a few times a second.
 pub async fn publish(
     s: &Session,
     plan: Plan,
     cancel: &watch::Receiver<bool>,
-    mut remember: impl FnMut(&[String]) -> Result<(), String>,
+    remember: impl FnMut(&[String]) -> Result<(), String>,
+    on_batch: impl FnMut(u64, u64, u64),
+) -> Outcome {
+    let conn = match s.handle.connect_amqp("warren-restore").await {
+        Ok(c) => c,
+        Err(e) => return failed_outcome(plan.count(), e.to_string()),
+    };
+    let out = publish_on(&conn, plan, cancel, remember, on_batch).await;
+    let closing = conn.close(200, "restore done".into());
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), closing).await;
+    out
+}
+
+/// [`publish`] on a connection of the caller's.
+pub async fn publish_on(
+    conn: &lapin::Connection,
+    plan: Plan,
+    cancel: &watch::Receiver<bool>,
+    remember: impl FnMut(&[String]) -> Result<(), String>,
     mut on_batch: impl FnMut(u64, u64, u64),
 ) -> Outcome {
     let total = plan.count();
-    // Where the restored messages go (the DLQs they came from, or a replay's targets), for the
-    // record and the summary's line.
-    let targets: Vec<String> = plan.targets.keys().cloned().collect();
-    let keys_of = plan.keys_of;
-    let failed_outcome = |e: String| Outcome {
+    let items = items_of(plan);
+    let ran = replay::run_memory(
+        conn,
+        items,
+        crate::domain::engine::Limits::default(),
+        cancel.clone(),
+        remember,
+        |t| on_batch(t.moved, t.failed + t.returned, total),
+    )
+    .await;
+    match ran {
+        Ok(run) => outcome_of(&run, total),
+        Err(e) => failed_outcome(total, e),
+    }
+}
+
+/// The plan's publishes as the engine's list: each named by its message key in the audit, and
+/// counted under the target the plan counts it under.
+fn items_of(plan: Plan) -> Vec<replay::Item> {
+    let (keys_of, target_of) = (plan.keys_of, plan.target_of);
+    plan.items
+        .into_iter()
+        .map(|p| replay::Item {
+            key: keys_of
+                .get(&p.reference)
+                .cloned()
+                .unwrap_or_else(|| p.reference.clone()),
+            target: target_of
+                .get(&p.reference)
+                .cloned()
+                .unwrap_or_else(|| p.routing_key.clone()),
+            reference: p.reference,
+            exchange: p.exchange,
+            routing_key: p.routing_key,
+            props: p.props,
+            body: p.body,
+        })
+        .collect()
+}
+
+/// Publishing that could not start: nothing restored.
+fn failed_outcome(total: u64, e: String) -> Outcome {
+    Outcome {
         audit: AuditOutcome {
             canary: None,
             edits: Vec::new(),
@@ -719,85 +782,106 @@ pub async fn publish(
         unrecorded: None,
         cancelled: false,
         error: Some(format!("{e}; nothing restored")),
-    };
-    let conn = match s.handle.connect_amqp("warren-restore").await {
-        Ok(c) => c,
-        Err(e) => return failed_outcome(e.to_string()),
-    };
-    let mut unrecorded: Option<String> = None;
-    let result = keep::publish_confirmed(
-        &conn,
-        plan.items,
-        || *cancel.borrow(),
-        |batch, done, failed| {
-            let confirmed: Vec<String> = batch
-                .iter()
-                .filter(|(_, p)| *p == Published::Confirmed)
-                .map(|(r, _)| r.clone())
-                .collect();
-            if let Err(e) = remember(&confirmed) {
-                unrecorded.get_or_insert(e);
-            }
-            on_batch(done, failed, total);
-        },
-    )
-    .await;
-    let _ = conn.close(200, "restore done".into()).await;
-    let results = match result {
-        Ok(r) => r,
-        Err(e) => return failed_outcome(e),
-    };
-    let name = |r: &String| keys_of.get(r).cloned().unwrap_or_else(|| r.clone());
-    let mut confirmed = Vec::new();
-    let mut problems: BTreeMap<String, u64> = BTreeMap::new();
-    let mut maybe: Vec<String> = Vec::new();
-    let mut not_sent = 0u64;
-    for (r, p) in &results {
-        match p {
-            Published::Confirmed => confirmed.push(name(r)),
-            Published::Failed { why, .. } if why == keep::STOPPED => not_sent += 1,
-            Published::Failed { why, maybe_arrived } => {
-                *problems.entry(why.clone()).or_insert(0) += 1;
-                if *maybe_arrived {
-                    maybe.push(name(r));
-                }
-            }
-        }
     }
-    let restored = confirmed.len() as u64;
-    let failed = total - restored - not_sent;
-    let cancelled = not_sent > 0;
-    use crate::domain::outcome::RunOutcome;
-    let outcome = if failed == 0 && !cancelled {
-        RunOutcome::Completed
-    } else if cancelled {
-        RunOutcome::Cancelled(Some(format!("{restored} restored, {not_sent} not sent")))
-    } else if restored == 0 {
-        RunOutcome::Failed(problems.keys().cloned().collect::<Vec<_>>().join("; "))
-    } else {
-        RunOutcome::Partial(format!("{failed} failed"))
-    }
-    .to_string();
+}
+
+/// The outcome of a restore's run of `total` publishes, from the engine's tally and stop.
+fn outcome_of(run: &replay::MemoryRun, total: u64) -> Outcome {
+    let t = &run.tally;
+    let targets = t
+        .targets
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(q, _)| q.clone())
+        .collect();
     Outcome {
         audit: AuditOutcome {
             canary: None,
             edits: Vec::new(),
-            targets: if restored > 0 { targets } else { Vec::new() },
+            targets,
             at: jiff::Timestamp::now(),
-            moved: restored,
-            returned: 0,
-            failed,
-            remaining: not_sent,
-            message_ids: confirmed,
-            duplicated: maybe.len() as u64,
-            duplicate_ids: maybe,
-            outcome,
+            moved: t.moved,
+            returned: t.returned,
+            failed: t.failed,
+            remaining: not_done(t, total),
+            message_ids: t.moved_ids.clone(),
+            duplicated: t.duplicated,
+            duplicate_ids: t.duplicate_ids.clone(),
+            outcome: run_outcome(run, total).to_string(),
         },
-        problems,
-        unrecorded,
-        cancelled,
+        problems: t.problems.clone(),
+        unrecorded: run.unrecorded.clone(),
+        cancelled: run.stop == replay::StopReason::Cancelled && t.forced.is_none(),
         error: None,
     }
+}
+
+/// Publishes the run did not make or that did not arrive for sure: still in the archive, not
+/// remembered, restorable again. Failed ones are counted apart.
+fn not_done(t: &crate::domain::engine::Tally, total: u64) -> u64 {
+    total.saturating_sub(t.moved + t.failed + t.returned)
+}
+
+/// How a restore's run ended, in the audit's words: the engine's tally and stop, said of a
+/// restore ("3 restored, 2 not sent").
+fn run_outcome(run: &replay::MemoryRun, total: u64) -> crate::domain::outcome::RunOutcome {
+    use crate::domain::outcome::RunOutcome;
+    use replay::StopReason;
+    let t = &run.tally;
+    let left = not_done(t, total);
+    let mut done = format!("{} restored, {left} not sent", t.moved);
+    if t.failed + t.returned > 0 {
+        done.push_str(&format!(", {} failed", t.failed + t.returned));
+    }
+    // Why the run stopped, when it was not its own end or the operator's cancel.
+    let why = match (&run.unrecorded, &run.stop) {
+        (Some(e), _) => Some(unrecorded_text(t.moved, e)),
+        (None, s) if s.is_finished() || *s == StopReason::Cancelled => None,
+        (None, StopReason::Blocked { secs, reason }) => Some(format!(
+            "the broker blocked publishing for {secs}s ({reason}); stopped — clear the alarm and restore again"
+        )),
+        (None, s) => Some(s.to_string()),
+    };
+    if let Some(forced) = &t.forced {
+        return RunOutcome::Interrupted(Some(format!("{forced}; {done}")));
+    }
+    if run.stop == StopReason::Cancelled && why.is_none() {
+        return RunOutcome::Cancelled(Some(done));
+    }
+    let refused = t.failed + t.returned;
+    if refused == 0 && left == 0 && t.duplicated == 0 && why.is_none() {
+        return RunOutcome::Completed;
+    }
+    if t.moved == 0 {
+        let mut causes: Vec<String> = t.problems.keys().cloned().collect();
+        causes.extend(why);
+        if causes.is_empty() {
+            causes.push(done);
+        }
+        return RunOutcome::Failed(causes.join("; "));
+    }
+    let mut parts = Vec::new();
+    if t.failed > 0 {
+        parts.push(format!("{} failed", t.failed));
+    }
+    if t.returned > 0 {
+        parts.push(format!("{} returned unroutable", t.returned));
+    }
+    if left > 0 {
+        parts.push(format!("{left} not sent"));
+    }
+    if t.duplicated > 0 {
+        parts.push(format!("{} may have arrived unconfirmed", t.duplicated));
+    }
+    let mut text = parts.join(", ");
+    if let Some(why) = why {
+        text = if text.is_empty() {
+            why
+        } else {
+            format!("{text}; {why}")
+        };
+    }
+    RunOutcome::Partial(text)
 }
 
 /// The message `warren restore` and the TUI give when the store could not remember restored
@@ -806,4 +890,107 @@ pub fn unrecorded_text(restored: u64, why: &str) -> String {
     format!(
         "the {restored} restored message(s) could not be remembered ({why}): a second restore would not know them"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::engine::Tally;
+    use replay::StopReason;
+
+    fn run(stop: StopReason, moved: u64, failed: u64, returned: u64) -> replay::MemoryRun {
+        replay::MemoryRun {
+            tally: Tally {
+                moved,
+                failed,
+                returned,
+                targets: [("orders.dlq".to_string(), moved)].into(),
+                ..Tally::default()
+            },
+            stop,
+            unrecorded: None,
+        }
+    }
+
+    #[test]
+    fn a_restore_says_what_the_engine_counted_in_its_own_words() {
+        let done = outcome_of(&run(StopReason::ReachedStartDepth, 5, 0, 0), 5);
+        assert_eq!(done.audit.outcome, "completed");
+        assert_eq!(done.lines(), vec!["restored 5 to orders.dlq, failed 0"]);
+
+        let cancelled = outcome_of(&run(StopReason::Cancelled, 3, 0, 0), 5);
+        assert!(cancelled.cancelled);
+        assert_eq!(cancelled.audit.outcome, "cancelled: 3 restored, 2 not sent");
+        assert_eq!(cancelled.audit.remaining, 2);
+
+        let returned = outcome_of(&run(StopReason::ReachedStartDepth, 3, 0, 2), 5);
+        assert_eq!(returned.audit.outcome, "partial: 2 returned unroutable");
+        assert_eq!((returned.failed(), returned.audit.returned), (2, 2));
+        assert_eq!(returned.audit.remaining, 0);
+
+        let none = outcome_of(&run(StopReason::ReachedStartDepth, 0, 0, 0), 0);
+        assert!(none.audit.targets.is_empty() && none.completed());
+    }
+
+    #[test]
+    fn a_fault_a_forced_end_and_a_forgetful_store_are_never_completed() {
+        let mut nothing = run(
+            StopReason::NoConfirm {
+                secs: 30,
+                unconfirmed: 4,
+            },
+            0,
+            4,
+            0,
+        );
+        nothing
+            .tally
+            .problems
+            .insert("publish unanswered: not confirmed in time".into(), 4);
+        let out = outcome_of(&nothing, 10);
+        assert!(
+            out.audit
+                .outcome
+                .starts_with("failed: publish unanswered: not confirmed in time; 4 publish(es)"),
+            "{}",
+            out.audit.outcome
+        );
+        assert_eq!(out.audit.remaining, 6);
+
+        let blocked = run(
+            StopReason::Blocked {
+                secs: 60,
+                reason: "low on memory".into(),
+            },
+            3,
+            0,
+            0,
+        );
+        assert_eq!(
+            outcome_of(&blocked, 5).audit.outcome,
+            "partial: 2 not sent; the broker blocked publishing for 60s (low on memory); stopped — clear the alarm and restore again"
+        );
+
+        let mut forced = run(StopReason::Cancelled, 2, 0, 0);
+        forced.tally.forced = Some("stopped at once by a second signal".into());
+        let out = outcome_of(&forced, 5);
+        assert!(!out.cancelled);
+        assert_eq!(
+            out.audit.outcome,
+            "interrupted: stopped at once by a second signal; 2 restored, 3 not sent"
+        );
+
+        let mut forgot = run(
+            StopReason::ConnectionLost("Warren's store could not remember …".into()),
+            4,
+            0,
+            0,
+        );
+        forgot.unrecorded = Some("disk full".into());
+        let out = outcome_of(&forgot, 6);
+        assert_eq!(
+            out.audit.outcome,
+            format!("partial: 2 not sent; {}", unrecorded_text(4, "disk full"))
+        );
+    }
 }

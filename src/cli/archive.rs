@@ -264,9 +264,10 @@ pub async fn restore(c: &ConnArgs, a: &RestoreArgs) -> Result<i32, Failure> {
     say_restored(&out, a.json)
 }
 
-/// The restore's publishing with its progress; the first signal stops it between batches (the
-/// one in flight is settled and remembered, as the TUI's cancel does); a second stops at once
-/// (`None`) and leaves the record "interrupted".
+/// The restore's publishing with its progress. The first signal stops it: what is in flight is
+/// confirmed and remembered, nothing more is sent (as the TUI's cancel does); a second ends the
+/// run at once, and it is recorded "interrupted". Should the run not come back soon after that
+/// (`None`), the record stays "interrupted" too.
 async fn publish_with_signals(
     ready: &mut ops::restore::Ready<'_, Session>,
     json: bool,
@@ -283,18 +284,20 @@ async fn publish_with_signals(
         }
     });
     tokio::pin!(publishing);
+    let mut backstop: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             out = &mut publishing => return Some(out),
             Some(name) = signals.recv() => {
                 if !*stop.borrow() {
-                    crate::errln!("\nstopping ({name}): the batch in flight is confirmed and remembered first; {name} again stops at once");
-                    let _ = stop.send(true);
+                    crate::errln!("\nstopping ({name}): the publishes in flight are confirmed and remembered first; {name} again stops at once");
                 } else {
-                    crate::errln!("\nstopped at once ({name}): what the batch in flight put back is not remembered, so a later restore may put it back again; `warren audit` shows this run as interrupted");
-                    return None;
+                    crate::errln!("\nstopping now ({name}): what is confirmed and not yet remembered is not remembered, so a later restore may put it back again; `warren audit` shows this run as interrupted");
+                    backstop.get_or_insert(tokio::time::Instant::now() + commands::FORCE_GRACE);
                 }
+                let _ = stop.send(true);
             }
+            () = async { match backstop { Some(b) => tokio::time::sleep_until(b).await, None => std::future::pending().await } } => return None,
         }
     }
 }
@@ -312,6 +315,8 @@ fn say_restored(out: &restore::Outcome, json: bool) -> Result<i32, Failure> {
             "event": "summary",
             "moved": out.restored(),
             "failed": out.failed(),
+            "returned": out.audit.returned,
+            "remaining": out.audit.remaining,
             "problems": out.problems,
             "duplicated": out.audit.duplicated,
             "outcome": out.audit.outcome,

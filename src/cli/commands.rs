@@ -895,7 +895,7 @@ fn unreported_run(p: crate::broker::replay::Progress) -> crate::broker::replay::
 }
 
 /// How long after a second signal the run may take to return before the process ends anyway.
-const FORCE_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const FORCE_GRACE: Duration = Duration::from_secs(3);
 
 /// Ctrl-C, SIGTERM and SIGHUP, each as its name, for as long as the receiver lives.
 pub(crate) fn signals() -> tokio::sync::mpsc::UnboundedReceiver<&'static str> {

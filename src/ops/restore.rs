@@ -367,9 +367,9 @@ impl<B: RestorePort> Ready<'_, B> {
         self.plan.as_ref().map_or(0, restore::Plan::count)
     }
 
-    /// Publishes with confirms a batch at a time, remembering each batch's restored messages
-    /// before the next; `cancel` stops it between batches; `on_batch` is told (restored, failed,
-    /// total).
+    /// Publishes through the replay engine, remembering the restored messages as it
+    /// acknowledges them; `cancel` stops it (what is in flight settled; a second cancel ends it
+    /// at once); `on_batch` is told (restored, failed, total).
     pub async fn run(
         &mut self,
         cancel: &watch::Receiver<bool>,

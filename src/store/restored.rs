@@ -55,8 +55,9 @@ impl Store {
 }
 
 /// Remembers restored messages (by their references) in `st` under the archive's `key`, by the
-/// audit record `audit_id`: what a restore's publishing (`broker::restore::publish`) calls after
-/// each batch. `st` is a store or a reference to one (the worker's task owns its store).
+/// audit record `audit_id`: what a restore's publishing (`broker::restore::publish`) calls as
+/// the engine acknowledges them. `st` is a store or a reference to one (the worker's task owns
+/// its store).
 pub fn remember_restored<S: std::borrow::Borrow<Store>>(
     st: S,
     key: String,

@@ -374,8 +374,8 @@ pub(super) async fn restore_preview(
 }
 
 /// A restore the operator accepted: worked out again at its start (never more than the
-/// `expected` the modal showed), then published a batch at a time, which Esc stops between
-/// batches.
+/// `expected` the modal showed), then published through the replay engine, which Esc stops
+/// (what is in flight settled and remembered).
 pub(super) async fn restore(
     s: Arc<Session>,
     req: protocol::ReplayRequest,

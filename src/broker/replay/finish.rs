@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use crate::domain::amqp10::carrier::Carrier;
-use crate::domain::engine::{Config, Limits, Tally};
+use crate::domain::engine::{Config, Limits, Source, Tally};
 
 use super::{Driver, Job, Progress, Spool, StopReason, Summary, fill_progress};
 
@@ -43,6 +43,7 @@ pub(super) fn config(job: &Job, depth_at_start: u64, prefetch: usize, limits: &L
         limits: limits.clone(),
         settle_lag: job.settle_lag,
         backlog: job.backlog.as_ref().map(|b| b.max),
+        source: Source::Queue,
     }
 }
 

@@ -28,12 +28,14 @@ use crate::domain::replay as plan;
 use crate::domain::selection::Selection;
 
 mod classify;
+mod confirms;
 mod failover;
 mod finish;
 mod open;
 pub(crate) mod run10;
 mod shell;
 mod shell10;
+mod shell_mem;
 mod wait;
 mod words;
 
@@ -41,9 +43,10 @@ pub use crate::domain::engine::{AckOp, AckTracker, BacklogWait, StopReason};
 pub use crate::local::spool::Spool;
 pub(crate) use classify::archive_properties;
 pub use classify::{Planned, plan_publish};
+pub(crate) use confirms::content_hash;
 pub use failover::run_failover;
 pub(crate) use failover::{add_progress, merge};
-pub(crate) use shell::content_hash;
+pub(crate) use shell_mem::{Item, MemoryRun, run_memory};
 
 use open::Opened;
 use shell::close_quietly;

@@ -1,11 +1,10 @@
 //! Opening a run: its channels set up, the DLQ's depth and first message read, then the
 //! consumer started.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::time::Duration;
 
-use futures_util::stream::FuturesUnordered;
 use lapin::options::{
     BasicConsumeOptions, BasicGetOptions, BasicQosOptions, ConfirmSelectOptions,
     QueueDeclareOptions,
@@ -14,6 +13,7 @@ use lapin::types::{FieldTable, ShortString};
 
 use crate::broker::amqp;
 
+use super::confirms::Confirms;
 use super::{
     Job, ReplayError, prefetch_for, shell::Shell, wait::CancelWatch, wait::Cut, wait::Pacer,
     wait::bounded,
@@ -159,7 +159,7 @@ impl<'a> Opened<'a> {
             consume_conn: self.consume_conn,
             publish_conn: self.publish_conn,
             consume: self.consume,
-            publish: self.publish,
+            publish: self.publish.clone(),
             consumer,
             events: self.events,
             events_open: true,
@@ -169,14 +169,8 @@ impl<'a> Opened<'a> {
             first: self.first,
             step: self.step,
             pacer: Pacer::new(self.job.rate),
-            inflight: FuturesUnordered::new(),
-            early: VecDeque::new(),
-            early_unstripped: 0,
+            confirms: Confirms::new(self.publish),
             replayed_before: 0,
-            sent: HashMap::new(),
-            exchanges: HashMap::new(),
-            refused_from: None,
-            returned: HashMap::new(),
             outgoing: None,
             check_keys: HashMap::new(),
             checked_redirects: HashMap::new(),

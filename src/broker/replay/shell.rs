@@ -1,26 +1,22 @@
 //! The broker side of a running replay ([`Shell`]): carries out the engine's effects and turns
 //! what the broker says into the engine's events.
 
-use std::collections::{HashMap, VecDeque};
-use std::task::Poll;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt};
-use lapin::Confirmation;
+use futures_util::StreamExt;
 use lapin::options::{
-    BasicAckOptions, BasicCancelOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    QueueDeclareOptions,
+    BasicAckOptions, BasicCancelOptions, BasicNackOptions, BasicQosOptions, QueueDeclareOptions,
 };
 use lapin::types::{FieldTable, ShortString};
 
 use crate::broker::amqp;
-use crate::domain::engine::{ConfirmOutcome, Decision, Effect, Event};
+use crate::domain::engine::{Decision, Effect, Event};
 
+use super::confirms::{Confirms, ToSend};
 use super::{
     AckOp, CheckRequest, Driver, Job, TargetKey, classify::classify, open::Events, open::tag_name,
-    wait::Cut, wait::InFlightFuture, wait::Pacer, wait::next_confirm, wait::sleep_until_opt,
-    wait::timed_out, wait::until,
+    wait::Cut, wait::Pacer, wait::sleep_until_opt, wait::timed_out, wait::until,
 };
 
 /// A message read from the DLQ and waiting for its rate slot, ready to publish.
@@ -34,31 +30,6 @@ pub(super) struct Outgoing {
     pub(super) replayed_before: bool,
     /// For a target not checked yet: the routing key it had when it died there.
     pub(super) death_key: Option<String>,
-}
-
-/// What identifies a publish's content: exchange, routing key, properties (headers included)
-/// and body, as the broker returns them in a `basic.return`. Only compared within the process,
-/// so it is keyed with the process's own random keys (std's SipHash): bodies come from outside,
-/// and two messages made to collide would have a returned one matched to the other's publish
-/// (and acknowledged off the DLQ). An unkeyed FNV, used before, can be collided offline; SipHash
-/// also reads a 1 KiB body in a fifth of FNV's time (0.21–0.25 µs against 1.16–1.19 µs here).
-pub(crate) fn content_hash(
-    exchange: &ShortString,
-    routing_key: &ShortString,
-    props: &lapin::BasicProperties,
-    body: &[u8],
-) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
-    let mut h = KEYS.get_or_init(std::hash::RandomState::new).build_hasher();
-    h.write(exchange.as_str().as_bytes());
-    h.write_u8(0);
-    h.write(routing_key.as_str().as_bytes());
-    h.write_u8(0);
-    amqp::hash_properties(&mut h, props);
-    h.write_u8(0);
-    h.write(body);
-    h.finish()
 }
 
 /// How long the count at the close waits for a quorum DLQ to count what went back, and how
@@ -83,26 +54,10 @@ pub(super) struct Shell<'a> {
     pub(super) first: Option<lapin::message::Delivery>,
     pub(super) step: Duration,
     pub(super) pacer: Pacer,
-    pub(super) inflight: FuturesUnordered<InFlightFuture>,
-    /// Publishes that completed on their first poll (a closed channel fails at once), and
-    /// confirms taken ready with the one being handled (see [`Shell::settle_returns`]).
-    pub(super) early: VecDeque<(u64, lapin::Result<Confirmation>)>,
-    /// How many at the back of `early` [`Shell::settle_returns`] has not looked at yet.
-    pub(super) early_unstripped: usize,
+    /// The publishes in flight on `publish`, and their confirms.
+    pub(super) confirms: Confirms,
     /// Taken for publishing and replayed before (see [`Summary::replayed_before`]).
     pub(super) replayed_before: u64,
-    /// Content hash of each publish not yet confirmed, by DLQ tag: a returned message names
-    /// its publish by content, not by the confirm lapin attached it to.
-    pub(super) sent: HashMap<u64, u64>,
-    /// The exchange of each publish not yet confirmed, by DLQ tag: a publish the broker refused
-    /// (403, which closes the channel) names its exchange.
-    pub(super) exchanges: HashMap<u64, String>,
-    /// The first tag the broker refused to publish, and why: it and every later publish on that
-    /// channel certainly did not arrive.
-    pub(super) refused_from: Option<(u64, String)>,
-    /// Publishes a returned message was matched to, with the broker's reason, until their
-    /// own confirm is handled.
-    pub(super) returned: HashMap<u64, String>,
     /// The message read last, published when the engine says so.
     pub(super) outgoing: Option<Outgoing>,
     /// The targets the engine may ask to check ([`Decision::Unchecked`]), by check name, with
@@ -122,67 +77,6 @@ pub(super) struct Shell<'a> {
 }
 
 impl Shell<'_> {
-    /// Moves every returned message to the publish it belongs to. lapin hands a `basic.return`
-    /// to the next confirm it resolves, and resolves a multiple ack's tags in no set order, so
-    /// the confirm carrying a return is often another publish's: trusted as it came, a routed
-    /// message went back to the DLQ and the unroutable one was acknowledged off it, lost (seen
-    /// with a binding removed mid-run: r-72 gone, r-56 in both queues). A return reaches lapin
-    /// before the ack of its own publish, so by the time that publish's confirm is ready, the one
-    /// carrying its return is ready too: all ready confirms are taken now, and each return is
-    /// matched to its publish by content (routing, properties and body).
-    fn settle_returns(
-        &mut self,
-        tag: u64,
-        result: lapin::Result<Confirmation>,
-    ) -> lapin::Result<Confirmation> {
-        while let Some(Some(done)) = self.inflight.next().now_or_never() {
-            self.early.push_back(done);
-            self.early_unstripped += 1;
-        }
-        let mut claim = |carrier: u64, ret: lapin::message::BasicReturnMessage| {
-            let d = &ret.delivery;
-            let hash = content_hash(&d.exchange, &d.routing_key, &d.properties, &d.data);
-            // The lowest unconfirmed publish with this content; identical messages are
-            // interchangeable. None found (it should not happen): the carrier, as lapin said.
-            let owner = self
-                .sent
-                .iter()
-                .filter(|(t, h)| **h == hash && !self.returned.contains_key(t))
-                .map(|(t, _)| *t)
-                .min()
-                .unwrap_or(carrier);
-            self.returned
-                .insert(owner, format!("{} {}", ret.reply_code, ret.reply_text));
-        };
-        let strip =
-            |r: lapin::Result<Confirmation>,
-             carrier: u64,
-             claim: &mut dyn FnMut(u64, lapin::message::BasicReturnMessage)| {
-                match r {
-                    Ok(Confirmation::Ack(Some(ret))) => {
-                        claim(carrier, ret);
-                        Ok(Confirmation::Ack(None))
-                    }
-                    Ok(Confirmation::Nack(Some(ret))) => {
-                        claim(carrier, ret);
-                        Ok(Confirmation::Nack(None))
-                    }
-                    other => other,
-                }
-            };
-        let result = strip(result, tag, &mut claim);
-        // Only the ready confirms not looked at before: the rest carry no return any more
-        // (going over every one each time cost a seventh of a replay's CPU, measured).
-        let fresh = self.early_unstripped.min(self.early.len());
-        let from = self.early.len() - fresh;
-        for entry in self.early.range_mut(from..) {
-            let r = std::mem::replace(&mut entry.1, Ok(Confirmation::NotRequested));
-            entry.1 = strip(r, entry.0, &mut claim);
-        }
-        self.early_unstripped = 0;
-        result
-    }
-
     /// Carries out one effect; the event it ends in, if any, is for the engine.
     pub(super) async fn perform(&mut self, effect: Effect, drv: &mut Driver) -> Option<Event> {
         let ev = match effect {
@@ -215,54 +109,15 @@ impl Shell<'_> {
         let Some(out) = self.outgoing.take().filter(|o| o.tag == t) else {
             return;
         };
-        self.sent.insert(
-            t,
-            content_hash(&out.target.0, &out.target.1, &out.props, &out.body),
-        );
-        self.exchanges.insert(t, out.target.0.to_string());
-        // Publishes are not awaited one by one: lapin resolves a publish only once
-        // the IO loop has written it, a thread hop per message. The first poll hands
-        // the frames to lapin, so messages still go out in the order they were read;
-        // the rest (the write, then the confirm) completes in `inflight`, bounded by
-        // the engine's confirm deadline. A publish that fails (closed channel)
-        // completes with the error and is handled with the confirms.
-        let ch = self.publish.clone();
-        let mut fut: InFlightFuture = Box::pin(async move {
-            let Outgoing {
-                tag,
-                target,
-                props,
-                body,
-                ..
-            } = out;
-            let published = ch
-                .basic_publish(
-                    target.0,
-                    target.1,
-                    BasicPublishOptions {
-                        mandatory: true,
-                        ..Default::default()
-                    },
-                    &body,
-                    props,
-                )
-                .await;
-            // lapin has its own copy in the frames: the body is not kept while the
-            // confirm is awaited, so memory in flight is one copy per message.
-            drop(body);
-            let r = match published {
-                Ok(confirm) => confirm.await,
-                Err(e) => Err(e),
-            };
-            (tag, r)
-        });
-        match futures_util::poll!(fut.as_mut()) {
-            Poll::Ready(done) => {
-                self.early.push_back(done);
-                self.early_unstripped += 1;
-            }
-            Poll::Pending => self.inflight.push(fut),
-        }
+        self.confirms
+            .send(ToSend {
+                tag: out.tag,
+                exchange: out.target.0,
+                routing_key: out.target.1,
+                props: out.props,
+                body: out.body,
+            })
+            .await;
         self.pacer.published();
     }
 
@@ -515,33 +370,10 @@ impl Shell<'_> {
                     return None;
                 }
             },
-            confirm = next_confirm(&mut self.early, &mut self.inflight), if wants.confirms && (!self.inflight.is_empty() || !self.early.is_empty()) => {
-                let (t, result) = confirm?;
-                let result = self.settle_returns(t, result);
-                self.sent.remove(&t);
-                let refused = result.as_ref().err().and_then(|e| self.refused(t, e));
-                self.exchanges.remove(&t);
-                let returned = self.returned.remove(&t);
-                let outcome = match result {
-                    Ok(Confirmation::Ack(_)) => match returned {
-                        Some(why) => ConfirmOutcome::Returned(why),
-                        None => ConfirmOutcome::Ack,
-                    },
-                    Ok(Confirmation::Nack(_)) => ConfirmOutcome::Nack,
-                    // Cannot happen on a confirm channel; never ack what was not confirmed.
-                    Ok(Confirmation::NotRequested) => ConfirmOutcome::Failed("no publisher confirm".into()),
-                    // No answer, only an error (the channel or the connection closed): the
-                    // broker may have routed it before (confirms come in batches), so it counts
-                    // as a possible duplicate.
-                    // Refused by the broker's permissions: the channel closed over this publish
-                    // or an earlier one, before it was routed — certainly not delivered.
-                    Err(_) if refused.is_some() => {
-                        ConfirmOutcome::Failed(refused.unwrap_or_default())
-                    }
-                    Err(e) => ConfirmOutcome::Unknown(e.to_string()),
-                };
+            confirm = self.confirms.next(), if wants.confirms && self.confirms.waiting() => {
+                let ev = confirm?;
                 drv.engine.compact();
-                Event::Confirm { tag: t, outcome }
+                ev
             }
             () = until(slot), if wants.slot => Event::Slot,
             next = self.consumer.next(), if wants.take => match next {
@@ -559,35 +391,6 @@ impl Shell<'_> {
     }
 
     /// A delivery, classified for the engine; what it would publish waits in `outgoing`.
-    /// Why the publish with DLQ tag `tag` certainly did not arrive, when the channel closed over
-    /// a publish the broker refused (403 ACCESS_REFUSED names the exchange): the first in-flight
-    /// publish to that exchange was refused, and nothing sent after it was processed. A publish
-    /// sent before it may have been routed, and stays a possible duplicate.
-    fn refused(&mut self, tag: u64, e: &lapin::Error) -> Option<String> {
-        if self.refused_from.is_none()
-            && let Some((403, text)) = amqp::soft_error_code(e)
-        {
-            let named = |x: &str| {
-                let resource = if x.is_empty() { "amq.default" } else { x };
-                text.contains(&format!("exchange '{resource}'"))
-            };
-            let first = self
-                .exchanges
-                .iter()
-                .filter(|(_, x)| named(x))
-                .map(|(t, _)| *t)
-                .min();
-            if let Some(first) = first {
-                self.refused_from =
-                    Some((first, format!("the broker refused the publish: {text}")));
-            }
-        }
-        match &self.refused_from {
-            Some((first, why)) if tag >= *first => Some(why.clone()),
-            _ => None,
-        }
-    }
-
     fn delivered(&mut self, d: lapin::message::Delivery, drv: &Driver) -> Event {
         let (ev, mut out) = classify(self.job, drv.engine.tally().seen, d);
         if let Event::Delivery {

@@ -13,10 +13,12 @@
 
 mod ack;
 mod backlog;
+mod source;
 mod stop;
 
 pub use ack::{AckOp, AckTracker};
 pub use backlog::BacklogWait;
+pub use source::Source;
 pub use stop::StopReason;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -87,6 +89,8 @@ pub struct Config {
     /// `--max-backlog`: publishing waits while the queues the targets rest in hold this many
     /// ready messages or more (see `backlog`); `None`: no cap.
     pub backlog: Option<u64>,
+    /// Where deliveries come from: a queue, or a list in memory (see [`Source`]).
+    pub source: Source,
 }
 
 /// What to do with one delivery, decided by the caller from the message (selection, plan,
@@ -432,7 +436,11 @@ impl Engine {
         let running = self.phase == Phase::Running;
         let ready = running && self.waiting.is_some() && self.blocked_since.is_none();
         Wants {
-            take: running && self.taking && self.waiting.is_none() && self.unchecked.is_none(),
+            take: running
+                && self.taking
+                && self.waiting.is_none()
+                && self.unchecked.is_none()
+                && self.room_to_take(),
             slot: ready && self.backlog_allows(),
             confirms: running && !self.inflight.is_empty(),
             backlog: ready && !self.backlog_allows(),
@@ -823,7 +831,7 @@ impl Engine {
     /// Held messages fill the prefetch: the broker sends nothing more, so the run cannot go on
     /// (the window is larger than the prefetch). A stop like a full window, never a wait.
     fn prefetch_full(&mut self, now: Instant) {
-        if self.taking && self.acks.held() >= self.cfg.prefetch {
+        if self.taking && self.held_take_room() && self.acks.held() >= self.cfg.prefetch {
             let held = self.acks.held();
             let refused = self.tally.returned + self.tally.failed;
             let why = if refused > 0 {
@@ -1160,7 +1168,8 @@ impl Engine {
     /// The consumer's silence means something only when it may send: taking, no publish
     /// waiting, publishing not blocked and room in the prefetch.
     fn idle_applies(&self) -> bool {
-        self.phase == Phase::Running
+        self.silence_counts()
+            && self.phase == Phase::Running
             && self.taking
             && self.waiting.is_none()
             && !self.asking_depth
@@ -1181,5 +1190,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_memory;
 #[cfg(test)]
 mod tests_stop;

@@ -10,6 +10,7 @@ pub(super) fn engine(depth: u64, t0: Instant) -> Engine {
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
             backlog: None,
+            source: Source::Queue,
         },
         t0,
     )
@@ -221,6 +222,7 @@ fn a_full_prefetch_is_not_silence() {
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
             backlog: None,
+            source: Source::Queue,
         },
         t0,
     );
@@ -419,6 +421,7 @@ fn a_quorum_ack_is_proven_only_after_the_settle_lag() {
                 limits: Limits::default(),
                 settle_lag: lag,
                 backlog: None,
+                source: Source::Queue,
             },
             t0,
         );
@@ -461,6 +464,7 @@ fn refused_and_unselected_messages_fill_the_window() {
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
             backlog: None,
+            source: Source::Queue,
         },
         t0,
     );
@@ -497,6 +501,7 @@ fn kept_messages_are_held_back_with_why_and_do_not_count_against_the_limit() {
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
             backlog: None,
+            source: Source::Queue,
         },
         t0,
     );
@@ -543,6 +548,7 @@ fn held_messages_filling_the_prefetch_stop_the_run_instead_of_waiting() {
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
             backlog: None,
+            source: Source::Queue,
         },
         t0,
     );
@@ -573,6 +579,7 @@ fn returns_filling_the_prefetch_stop_the_run_and_say_why() {
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
             backlog: None,
+            source: Source::Queue,
         },
         t0,
     );
@@ -607,6 +614,7 @@ fn the_limit_stops_after_the_last_publish_and_it_is_still_confirmed() {
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
             backlog: None,
+            source: Source::Queue,
         },
         t0,
     );
@@ -686,6 +694,7 @@ fn discards_count_against_the_limit() {
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
             backlog: None,
+            source: Source::Queue,
         },
         t0,
     );
@@ -828,6 +837,7 @@ fn capped(depth: u64, max: u64, t0: Instant) -> Engine {
             limits: Limits::default(),
             settle_lag: Duration::ZERO,
             backlog: Some(max),
+            source: Source::Queue,
         },
         t0,
     )

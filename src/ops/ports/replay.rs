@@ -127,8 +127,8 @@ pub trait RestorePort: ArchivePort + Publishing {
         count: u64,
         bytes: u64,
     ) -> impl Future<Output = Result<Option<Result<String, String>>, SessionError>> + Send;
-    /// Publishes the plan with confirms a batch at a time; each batch's restored messages are
-    /// remembered in `memory` under `key` (the run `audit_id`) before the next.
+    /// Publishes the plan through the replay engine; the restored messages are remembered in
+    /// `memory` under `key` (the run `audit_id`) as the engine acknowledges them.
     fn publish(
         &self,
         plan: restore::Plan,

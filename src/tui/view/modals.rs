@@ -886,7 +886,7 @@ fn progress_note(state: &State, run: &ReplayRun) -> Span<'static> {
             )
         }
         None if matches!(run.job, JobKind::Restore(_)) => Span::styled(
-            " each is published with a confirm and remembered as restored; Esc stops after the batch in flight",
+            " each is published with a confirm and remembered as restored; Esc stops after what is in flight",
             t.muted,
         ),
         None if run.job == JobKind::Discard => Span::styled(
