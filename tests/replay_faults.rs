@@ -151,13 +151,9 @@ async fn the_broker_closing_the_connection_loses_nothing_and_fails_the_command()
         // Close one of Warren's connections from the broker side. The management API lists
         // connections a few seconds late; each of Warren's says by its name what it is for.
         let path = format!("/api/vhosts/{}/connections", common::enc(&vhost.name));
-        let mut found: Vec<(String, String)> = Vec::new();
-        let mut conns = serde_json::Value::Null;
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while found.len() < 2 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            conns = vhost.get_json(&path).await;
-            found = conns
+        let listed = common::wait::poll(Duration::from_secs(15), || async {
+            let conns = vhost.get_json(&path).await;
+            let found: Vec<(String, String)> = conns
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -169,7 +165,14 @@ async fn the_broker_closing_the_connection_loses_nothing_and_fails_the_command()
                     Some((role.to_string(), c["name"].as_str()?.to_string()))
                 })
                 .collect();
-        }
+            if found.len() >= 2 {
+                Ok((found, conns))
+            } else {
+                Err((found, conns))
+            }
+        })
+        .await;
+        let (Ok((mut found, conns)) | Err((mut found, conns))) = listed;
         found.sort();
         assert_eq!(found.len(), 2, "{label}: {conns}");
         // Sorted by role: "consume" before "publish".
