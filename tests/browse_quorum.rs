@@ -144,14 +144,10 @@ async fn browse_many(broker: &TestBroker, limit_arg: Option<i64>) {
 
 #[tokio::test]
 async fn quorum_dlq_browsed_100_times_keeps_every_message() {
-    for broker in TestBroker::all() {
-        browse_many(&broker, None).await;
-    }
+    TestBroker::each(|broker| async move { browse_many(&broker, None).await }).await;
 }
 
 #[tokio::test]
 async fn quorum_dlq_with_delivery_limit_argument_is_protected() {
-    for broker in TestBroker::all() {
-        browse_many(&broker, Some(20)).await;
-    }
+    TestBroker::each(|broker| async move { browse_many(&broker, Some(20)).await }).await;
 }
