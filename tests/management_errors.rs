@@ -221,7 +221,7 @@ async fn missing_queue_and_missing_vhost_are_told_apart() {
 
 #[tokio::test]
 async fn connections_are_listed_and_closed() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let vh = TestVhost::new(&broker, "conn").await;
         let mgmt = Management::new(&target_for(&broker.mgmt_url_with_creds(), &vh.name)).unwrap();
         let props =
@@ -251,7 +251,8 @@ async fn connections_are_listed_and_closed() {
         .await;
         assert!(closed, "the broker closed our connection");
         vh.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// A management URL that is not the API: one ending in `/api` (Warren adds it) names the
