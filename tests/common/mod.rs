@@ -75,7 +75,16 @@ impl TestBroker {
         F: Fn(TestBroker) -> Fut,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
-        let runs = TestBroker::all().into_iter().map(|b| {
+        TestBroker::each_of(TestBroker::all(), test).await
+    }
+
+    /// [`TestBroker::each`] over some of the brokers (those a test applies to).
+    pub async fn each_of<F, Fut>(brokers: Vec<TestBroker>, test: F)
+    where
+        F: Fn(TestBroker) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let runs = brokers.into_iter().map(|b| {
             let label = b.label.clone();
             let run = tokio::spawn(test(b));
             async move { (label, run.await) }
