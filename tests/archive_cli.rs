@@ -94,7 +94,7 @@ fn assert_archived(m: &DeadLetter, original: &DeadLetter, reason: &str, label: &
 
 #[tokio::test]
 async fn archive_a_group_of_7_of_12_restore_3_and_refuse_it_twice() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let label = broker.label.clone();
         let vhost = TestVhost::new(&broker, "archive").await;
         let home = Home::new("archive");
@@ -337,12 +337,13 @@ async fn archive_a_group_of_7_of_12_restore_3_and_refuse_it_twice() {
             "{label}: {audit}"
         );
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn discard_writes_its_snapshot_first_and_deletes_exactly_what_it_holds() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let label = broker.label.clone();
         let vhost = TestVhost::new(&broker, "discard").await;
         let home = Home::new("discard");
@@ -417,7 +418,8 @@ async fn discard_writes_its_snapshot_first_and_deletes_exactly_what_it_holds() {
         let run = warren(&vhost, &home, &a).await;
         assert_ne!(run.code, Some(0), "{label}: {run}");
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -551,7 +553,7 @@ async fn a_local_archive_drops_what_outlived_its_max_age_and_says_so() {
 
 #[tokio::test]
 async fn kill_9_during_an_archive_of_10000_loses_nothing() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let started = Instant::now();
         kill_9_during_an_archive_on(&broker).await;
         eprintln!(
@@ -559,7 +561,8 @@ async fn kill_9_during_an_archive_of_10000_loses_nothing() {
             broker.label,
             started.elapsed().as_secs_f64()
         );
-    }
+    })
+    .await;
 }
 
 async fn kill_9_during_an_archive_on(broker: &TestBroker) {

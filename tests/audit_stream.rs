@@ -56,7 +56,7 @@ async fn replayed(
 
 #[tokio::test]
 async fn a_second_warren_sees_the_first_ones_runs_and_a_killed_run_reads_interrupted_in_both() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let label = broker.label.clone();
         let vhost = TestVhost::new(&broker, "audit-stream").await;
         let alice = Home::new("audit-alice");
@@ -234,7 +234,8 @@ async fn a_second_warren_sees_the_first_ones_runs_and_a_killed_run_reads_interru
 
         let _ = conn.close(200, "done".into()).await;
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// A real consumer on `queue`: rejects (without requeue) the first `reject` deliveries, acks
@@ -272,7 +273,7 @@ async fn consume(conn: &lapin::Connection, queue: &str, reject: usize, ack: usiz
 
 #[tokio::test]
 async fn messages_that_fail_again_are_linked_to_their_run_with_the_right_counts() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let label = broker.label.clone();
         let vhost = TestVhost::new(&broker, "came-back").await;
         let alice = Home::new("cameback-alice");
@@ -353,7 +354,8 @@ async fn messages_that_fail_again_are_linked_to_their_run_with_the_right_counts(
 
         let _ = conn.close(200, "done".into()).await;
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]

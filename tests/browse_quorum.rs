@@ -31,14 +31,13 @@ async fn quorum_dlq(vhost: &TestVhost, conn: &lapin::Connection, limit_arg: Opti
 /// message is still there, in order.
 /// The queue's ready count once it is `want`, or what it is after 30 s.
 async fn ready_again(conn: &lapin::Connection, queue: &str, want: u64) -> u64 {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    let ready = common::wait::poll(std::time::Duration::from_secs(30), || async {
         let ready = amqp_h::amqp_depth(conn, queue).await;
-        if ready >= want || std::time::Instant::now() >= deadline {
-            return ready;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+        if ready >= want { Ok(ready) } else { Err(ready) }
+    })
+    .await;
+    let (Ok(ready) | Err(ready)) = ready;
+    ready
 }
 
 async fn browse_many(broker: &TestBroker, limit_arg: Option<i64>) {
@@ -145,14 +144,10 @@ async fn browse_many(broker: &TestBroker, limit_arg: Option<i64>) {
 
 #[tokio::test]
 async fn quorum_dlq_browsed_100_times_keeps_every_message() {
-    for broker in TestBroker::all() {
-        browse_many(&broker, None).await;
-    }
+    TestBroker::each(|broker| async move { browse_many(&broker, None).await }).await;
 }
 
 #[tokio::test]
 async fn quorum_dlq_with_delivery_limit_argument_is_protected() {
-    for broker in TestBroker::all() {
-        browse_many(&broker, Some(20)).await;
-    }
+    TestBroker::each(|broker| async move { browse_many(&broker, Some(20)).await }).await;
 }

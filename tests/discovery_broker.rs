@@ -198,18 +198,18 @@ async fn finds_dead_letter_queues_by_argument_policy_and_name() {
         let mgmt = management(&vh);
 
         // Queue stats arrive with the broker's next tick: wait for the message to be counted.
-        let mut d = discover::discover(&mgmt, &vh.name, &[])
-            .await
-            .expect("discover");
-        for _ in 0..150 {
-            if d.dlq("shipping.held").and_then(|q| q.depth) == Some(1) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            d = discover::discover(&mgmt, &vh.name, &[])
+        let counted = common::wait::poll(Duration::from_secs(15), || async {
+            let d = discover::discover(&mgmt, &vh.name, &[])
                 .await
                 .expect("discover");
-        }
+            if d.dlq("shipping.held").and_then(|q| q.depth) == Some(1) {
+                Ok(d)
+            } else {
+                Err(d)
+            }
+        })
+        .await;
+        let (Ok(d) | Err(d)) = counted;
         let names: Vec<&str> = d
             .dead_letter_queues
             .iter()

@@ -68,7 +68,7 @@ fn consume(ch: lapin::Channel, mut consumer: lapin::Consumer) -> Arc<Mutex<Vec<(
 
 #[tokio::test]
 async fn a_look_takes_no_message_from_an_application_queue() {
-    for b in TestBroker::all() {
+    TestBroker::each(|b| async move {
         let vh = TestVhost::new(&b, "looks").await;
         let home = Home::new("looks");
         let conn = h::connect(&vh).await;
@@ -148,7 +148,8 @@ async fn a_look_takes_no_message_from_an_application_queue() {
         assert!(!head[0].delivery.redelivered, "{}", b.label);
         let _ = conn.close(200, "ok".into()).await;
         vh.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// Symfony's topology as its AMQP transport declares it (tests/fixtures/symfony_worker.php does
@@ -156,7 +157,7 @@ async fn a_look_takes_no_message_from_an_application_queue() {
 /// exchange, and the failure transport's exchange and queue holding failed messages.
 #[tokio::test]
 async fn symfony_s_failure_transport_is_listed_without_a_read() {
-    for b in TestBroker::all() {
+    TestBroker::each(|b| async move {
         let vh = TestVhost::new(&b, "looks-symfony").await;
         let home = Home::new("looks-symfony");
         let conn = h::connect(&vh).await;
@@ -213,14 +214,15 @@ async fn symfony_s_failure_transport_is_listed_without_a_read() {
         assert_eq!(reads(&m), (0, 0, 0), "{}: messages {m}", b.label);
         let _ = conn.close(200, "ok".into()).await;
         vh.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// A work queue declared a moment ago with one consumer: `queues --json` says 1 at once (the
 /// management API has no figure, or 0, for seconds yet).
 #[tokio::test]
 async fn a_fresh_queue_s_consumer_is_counted_at_once() {
-    for b in TestBroker::all() {
+    TestBroker::each(|b| async move {
         let vh = TestVhost::new(&b, "looks-fresh").await;
         let home = Home::new("looks-fresh");
         let conn = h::connect(&vh).await;
@@ -251,5 +253,6 @@ async fn a_fresh_queue_s_consumer_is_counted_at_once() {
         assert_eq!(dlq["consumers"], 0, "{}: {dlq}", b.label);
         let _ = conn.close(200, "ok".into()).await;
         vh.cleanup().await;
-    }
+    })
+    .await;
 }

@@ -221,7 +221,7 @@ async fn missing_queue_and_missing_vhost_are_told_apart() {
 
 #[tokio::test]
 async fn connections_are_listed_and_closed() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let vh = TestVhost::new(&broker, "conn").await;
         let mgmt = Management::new(&target_for(&broker.mgmt_url_with_creds(), &vh.name)).unwrap();
         let props =
@@ -230,33 +230,29 @@ async fn connections_are_listed_and_closed() {
             .await
             .expect("amqp connect");
         // Connections appear in the API after the broker's next stats tick.
-        let mut found = None;
-        for _ in 0..100 {
-            let list = mgmt.connections(Some(&vh.name)).await.expect("connections");
-            found = list
-                .into_iter()
-                .find(|c| c.client_name.as_deref() == Some("warren-conn-test"));
-            if found.is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let found = found.expect("our connection is listed");
+        let found = common::wait::until_ok(
+            "our connection to be listed",
+            Duration::from_secs(10),
+            || async {
+                let list = mgmt.connections(Some(&vh.name)).await.expect("connections");
+                list.into_iter()
+                    .find(|c| c.client_name.as_deref() == Some("warren-conn-test"))
+                    .ok_or("not listed")
+            },
+        )
+        .await;
         assert_eq!(found.vhost.as_deref(), Some(vh.name.as_str()));
         mgmt.close_connection(&found.name, "warren test")
             .await
             .expect("close");
-        let mut closed = false;
-        for _ in 0..50 {
-            if !conn.status().connected() {
-                closed = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let closed = common::wait::holds(Duration::from_secs(5), || async {
+            !conn.status().connected()
+        })
+        .await;
         assert!(closed, "the broker closed our connection");
         vh.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// A management URL that is not the API: one ending in `/api` (Warren adds it) names the

@@ -395,7 +395,7 @@ async fn a_publish_the_broker_refuses_is_a_refusal_not_a_duplicate() {
 async fn messages_another_consumer_holds_are_said_not_passed_over() {
     use futures_util::StreamExt;
     use lapin::options::{BasicConsumeOptions, BasicQosOptions};
-    for b in TestBroker::all() {
+    TestBroker::each(|b| async move {
         let vh = TestVhost::new(&b, "ops-held").await;
         let home = Home::new("ops-held");
         let conn = h::connect(&vh).await;
@@ -463,5 +463,6 @@ async fn messages_another_consumer_holds_are_said_not_passed_over() {
         assert_eq!(amqp_depth(&conn, "work").await, 200, "{}", b.label);
         let _ = conn.close(200, "ok".into()).await;
         vh.cleanup().await;
-    }
+    })
+    .await;
 }

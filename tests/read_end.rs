@@ -104,18 +104,19 @@ async fn a_queue_that_grew_during_the_read_is_not_said_to_be_read_whole() {
 /// Waits until the management API has sampled `unacked` unacknowledged messages in the queue.
 async fn mgmt_unacked(vhost: &TestVhost, queue: &str, unacked: i64, label: &str) {
     let path = format!("/api/queues/{}/{}", enc(&vhost.name), enc(queue));
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        let v = vhost.get_json(&path).await;
-        if v.get("messages_unacknowledged").and_then(|m| m.as_i64()) == Some(unacked) {
-            return;
-        }
-        assert!(
-            Instant::now() < until,
-            "{label}: the management API did not count {unacked} unacknowledged within 30 s: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    common::wait::until_ok(
+        &format!("{label}: the management API to count {unacked} unacknowledged"),
+        Duration::from_secs(30),
+        || async {
+            let v = vhost.get_json(&path).await;
+            if v.get("messages_unacknowledged").and_then(|m| m.as_i64()) == Some(unacked) {
+                Ok(())
+            } else {
+                Err(v)
+            }
+        },
+    )
+    .await
 }
 
 /// The TUI's read (the worker, its status line): another consumer holds one message
@@ -306,6 +307,8 @@ async fn measure_how_a_read_is_handed_back() {
             if seen.last().is_none_or(|(r, _)| *r != ready) {
                 seen.push((ready, watch.elapsed()));
             }
+            // Time, not an event: the ready count sampled every 5 ms, as it rises, is the
+            // series this prints.
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let handed_back = watch.elapsed();

@@ -74,7 +74,7 @@ async fn every_id_once(vh: &TestVhost, prefix: &str, n: u32, label: &str) {
 
 #[tokio::test]
 async fn a_redirect_changes_the_dry_run_show_and_the_run_from_the_command_line() {
-    for b in TestBroker::all() {
+    TestBroker::each(|b| async move {
         let label = b.label.clone();
         let (vh, home) = setup(&b, "redirect-cli", "r", 5).await;
         let add = [
@@ -175,7 +175,8 @@ async fn a_redirect_changes_the_dry_run_show_and_the_run_from_the_command_line()
             .collect();
         assert_eq!(kinds, ["remove", "add"], "{label}: the audit: {r}");
         vh.cleanup().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 #[tokio::test]
 async fn the_target_backlog_stays_at_the_cap_and_every_id_arrives_once() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let label = broker.label.clone();
         let vhost = TestVhost::new(&broker, "replay-backlog").await;
         let home = Home::new("replay-backlog");
@@ -85,7 +85,8 @@ async fn the_target_backlog_stays_at_the_cap_and_every_id_arrives_once() {
         text_progress_says_why_it_waits(&label, &vhost, &home, &conn).await;
         let _ = conn.close(200, "done".into()).await;
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// Without `--json` the progress line on stderr says why the run waits.

@@ -146,7 +146,7 @@ fn o_ids(range: std::ops::Range<u32>) -> Vec<String> {
 
 #[tokio::test]
 async fn a_canary_stops_a_replay_into_a_consumer_that_still_fails_and_goes_ahead_after_the_fix() {
-    for b in TestBroker::all() {
+    TestBroker::each(|b| async move {
         let vh = TestVhost::new(&b, "canary-exact").await;
         let home = Home::new("canary-exact");
         let conn = h::connect(&vh).await;
@@ -245,13 +245,14 @@ async fn a_canary_stops_a_replay_into_a_consumer_that_still_fails_and_goes_ahead
         );
         let _ = conn.close(200, "ok".into()).await;
         vh.cleanup().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn through_the_default_exchange_the_canary_estimates_and_without_a_consumer_it_is_not_consumed()
  {
-    for b in TestBroker::all() {
+    TestBroker::each(|b| async move {
         let vh = TestVhost::new(&b, "canary-estimate").await;
         let home = Home::new("canary-estimate");
         let conn = h::connect(&vh).await;
@@ -317,7 +318,8 @@ async fn through_the_default_exchange_the_canary_estimates_and_without_a_consume
         assert_eq!(handled.lock().unwrap().rejected.len(), 10, "{}", b.label);
         let _ = conn.close(200, "ok".into()).await;
         vh.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// The TUI's replay with a canary, through its worker and the same home: the consumer still

@@ -532,17 +532,19 @@ async fn the_first_messages_size_bounds_the_prefetch_whatever_the_average_says()
         let run = tokio::spawn(replay_util::run(cmd, &["replay"]));
         // The running consumer's prefetch, as the broker reports it.
         let path = format!("/api/consumers/{}", common::enc(&vhost.name));
-        let started = Instant::now();
-        let mut prefetch = None;
-        while prefetch.is_none() && started.elapsed() < Duration::from_secs(30) {
+        let prefetch = common::wait::poll(Duration::from_secs(30), || async {
             let consumers = vhost.get_json(&path).await;
-            prefetch = consumers.as_array().and_then(|all| {
-                all.iter()
-                    .find(|c| c["queue"]["name"] == "dlq")
-                    .and_then(|c| c["prefetch_count"].as_u64())
-            });
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            consumers
+                .as_array()
+                .and_then(|all| {
+                    all.iter()
+                        .find(|c| c["queue"]["name"] == "dlq")
+                        .and_then(|c| c["prefetch_count"].as_u64())
+                })
+                .ok_or(())
+        })
+        .await
+        .ok();
         // 16 MiB / (1 MiB + 512 B of a frame's overhead); by the average it would be 2,000.
         assert_eq!(prefetch, Some(15), "{label}");
 

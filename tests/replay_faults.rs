@@ -118,106 +118,110 @@ async fn kill_9_at_several_points_loses_no_message() {
 async fn the_broker_closing_the_connection_loses_nothing_and_fails_the_command() {
     const N: u32 = 10_000;
     // Warren consumes on one connection and publishes on a second: close each in turn.
-    let cases = TestBroker::all()
-        .into_iter()
-        .flat_map(|b| [(b.clone(), "consuming"), (b, "publishing")]);
-    for (broker, which) in cases {
-        let label = format!("{} ({which} connection closed)", broker.label);
-        let vhost = TestVhost::new(&broker, "replay-close").await;
-        let home = Home::new("replay-close");
-        let conn = h::connect(&vhost).await;
-        let ch = h::confirm_channel(&conn).await;
-        h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
-        h::declare(&ch, "work", QueueType::Classic, FieldTable::default()).await;
-        fill(&conn, "dlq", "c", N).await;
+    // The brokers at once (each case makes its own vhost and Home); a broker's two cases in turn.
+    TestBroker::each(|broker| async move {
+        for which in ["consuming", "publishing"] {
+            let label = format!("{} ({which} connection closed)", broker.label);
+            let vhost = TestVhost::new(&broker, "replay-close").await;
+            let home = Home::new("replay-close");
+            let conn = h::connect(&vhost).await;
+            let ch = h::confirm_channel(&conn).await;
+            h::declare(&ch, "dlq", QueueType::Classic, FieldTable::default()).await;
+            h::declare(&ch, "work", QueueType::Classic, FieldTable::default()).await;
+            fill(&conn, "dlq", "c", N).await;
 
-        let started = Instant::now();
-        let spawned_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let child = start_until(
-            &vhost,
-            &home,
-            &conn,
-            &[
-                "replay", "dlq", "--to", "work", "--yes", "--json", "--rate", "500", "--window",
-                "100",
-            ],
-            "work",
-            100,
-        )
-        .await;
-        // Close one of Warren's connections from the broker side. The management API lists
-        // connections a few seconds late; each of Warren's says by its name what it is for.
-        let path = format!("/api/vhosts/{}/connections", common::enc(&vhost.name));
-        let mut found: Vec<(String, String)> = Vec::new();
-        let mut conns = serde_json::Value::Null;
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while found.len() < 2 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            conns = vhost.get_json(&path).await;
-            found = conns
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| {
-                    let role = c["client_properties"]["connection_name"]
-                        .as_str()?
-                        .strip_prefix("warren-replay-")?;
-                    c["connected_at"].as_u64().filter(|t| *t >= spawned_ms)?;
-                    Some((role.to_string(), c["name"].as_str()?.to_string()))
-                })
-                .collect();
-        }
-        found.sort();
-        assert_eq!(found.len(), 2, "{label}: {conns}");
-        // Sorted by role: "consume" before "publish".
-        let victim = if which == "consuming" {
-            &found[0].1
-        } else {
-            &found[1].1
-        };
-        let r = vhost
-            .api(
-                reqwest::Method::DELETE,
-                &format!("/api/connections/{}", common::enc(victim)),
-                None,
+            let started = Instant::now();
+            let spawned_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0);
+            let child = start_until(
+                &vhost,
+                &home,
+                &conn,
+                &[
+                    "replay", "dlq", "--to", "work", "--yes", "--json", "--rate", "500",
+                    "--window", "100",
+                ],
+                "work",
+                100,
             )
             .await;
-        assert!(r.status().is_success(), "{label}: close: {}", r.status());
-        let run = finish(child, started).await;
-        assert!(
-            run.code.is_some_and(|c| c != 0),
-            "{label}: must fail: {run}"
-        );
-        assert!(
-            run.stdout.contains("connection") || run.stderr.contains("connection"),
-            "{label}: says why: {run}"
-        );
-        assert!(
-            eventually(Duration::from_secs(10), || async {
-                amqp_depth(&conn, "dlq").await + amqp_depth(&conn, "work").await >= u64::from(N)
+            // Close one of Warren's connections from the broker side. The management API lists
+            // connections a few seconds late; each of Warren's says by its name what it is for.
+            let path = format!("/api/vhosts/{}/connections", common::enc(&vhost.name));
+            let listed = common::wait::poll(Duration::from_secs(15), || async {
+                let conns = vhost.get_json(&path).await;
+                let found: Vec<(String, String)> = conns
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| {
+                        let role = c["client_properties"]["connection_name"]
+                            .as_str()?
+                            .strip_prefix("warren-replay-")?;
+                        c["connected_at"].as_u64().filter(|t| *t >= spawned_ms)?;
+                        Some((role.to_string(), c["name"].as_str()?.to_string()))
+                    })
+                    .collect();
+                if found.len() >= 2 {
+                    Ok((found, conns))
+                } else {
+                    Err((found, conns))
+                }
             })
-            .await,
-            "{label}: messages missing"
-        );
-        let copies = assert_all_present(&conn, &["dlq", "work"], "c", N).await;
-        eprintln!(
-            "{label}: connection closed: {copies} copies of {N}; {}",
-            run.stdout.lines().last().unwrap_or_default()
-        );
-        let audit = replay_util::warren(&vhost, &home, &["audit", "--json"]).await;
-        let rec = audit.json().into_iter().next().expect("an audit record");
-        assert!(
-            rec["outcome"]
-                .as_str()
-                .is_some_and(|o| o.starts_with("failed")),
-            "{label}: {rec}"
-        );
-        let _ = conn.close(200, "done".into()).await;
-        vhost.cleanup().await;
-    }
+            .await;
+            let (Ok((mut found, conns)) | Err((mut found, conns))) = listed;
+            found.sort();
+            assert_eq!(found.len(), 2, "{label}: {conns}");
+            // Sorted by role: "consume" before "publish".
+            let victim = if which == "consuming" {
+                &found[0].1
+            } else {
+                &found[1].1
+            };
+            let r = vhost
+                .api(
+                    reqwest::Method::DELETE,
+                    &format!("/api/connections/{}", common::enc(victim)),
+                    None,
+                )
+                .await;
+            assert!(r.status().is_success(), "{label}: close: {}", r.status());
+            let run = finish(child, started).await;
+            assert!(
+                run.code.is_some_and(|c| c != 0),
+                "{label}: must fail: {run}"
+            );
+            assert!(
+                run.stdout.contains("connection") || run.stderr.contains("connection"),
+                "{label}: says why: {run}"
+            );
+            assert!(
+                eventually(Duration::from_secs(10), || async {
+                    amqp_depth(&conn, "dlq").await + amqp_depth(&conn, "work").await >= u64::from(N)
+                })
+                .await,
+                "{label}: messages missing"
+            );
+            let copies = assert_all_present(&conn, &["dlq", "work"], "c", N).await;
+            eprintln!(
+                "{label}: connection closed: {copies} copies of {N}; {}",
+                run.stdout.lines().last().unwrap_or_default()
+            );
+            let audit = replay_util::warren(&vhost, &home, &["audit", "--json"]).await;
+            let rec = audit.json().into_iter().next().expect("an audit record");
+            assert!(
+                rec["outcome"]
+                    .as_str()
+                    .is_some_and(|o| o.starts_with("failed")),
+                "{label}: {rec}"
+            );
+            let _ = conn.close(200, "done".into()).await;
+            vhost.cleanup().await;
+        }
+    })
+    .await;
 }
 
 /// The target's binding disappears mid-run: the broker returns the rest (mandatory), they stay in

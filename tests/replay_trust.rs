@@ -91,36 +91,26 @@ impl Live {
 
     /// Waits (at most `within`) until the progress says `n` were moved; false if it never did.
     async fn wait_moved(&self, n: u64, within: Duration) -> bool {
-        let until = Instant::now() + within;
-        while Instant::now() < until {
+        common::wait::holds(within, || async {
             let moved = self
                 .events("progress")
                 .last()
                 .and_then(|p| p["moved"].as_u64())
                 .unwrap_or(0);
-            if moved >= n {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        false
+            moved >= n
+        })
+        .await
     }
 
     /// Waits (at most `within`) until a line of stderr holds `text`.
     async fn wait_stderr(&self, text: &str, within: Duration) -> bool {
-        let until = Instant::now() + within;
-        while Instant::now() < until {
-            let said = self
-                .errors
+        common::wait::holds(within, || async {
+            self.errors
                 .lock()
                 .map(|v| v.iter().any(|l| l.contains(text)))
-                .unwrap_or(false);
-            if said {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        false
+                .unwrap_or(false)
+        })
+        .await
     }
 
     fn events(&self, name: &str) -> Vec<Value> {
@@ -135,14 +125,7 @@ impl Live {
     }
 
     async fn wait_event(&self, name: &str, within: Duration) -> bool {
-        let until = Instant::now() + within;
-        while Instant::now() < until {
-            if !self.events(name).is_empty() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        false
+        common::wait::holds(within, || async { !self.events(name).is_empty() }).await
     }
 
     fn signal(&self, sig: &str) {
@@ -463,17 +446,8 @@ async fn a_frozen_node_stops_the_run_cleanly_within_the_deadline() {
     // Let the thawed node notice the dead connections and requeue their deliveries.
     let conn = h::connect(&vhost).await;
     let mut copies = 0;
-    for _ in 0..30 {
-        let unacked = vhost
-            .get_json(&format!("/api/queues/{}/dlq", common::enc(&vhost.name)))
-            .await["messages_unacknowledged"]
-            .as_u64()
-            .unwrap_or(1);
-        if unacked == 0 {
-            copies = assert_all_present(&conn, &["dlq", "work"], "f", N).await;
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    if nothing_unacked(&vhost, Duration::from_secs(30)).await {
+        copies = assert_all_present(&conn, &["dlq", "work"], "f", N).await;
     }
     assert!(
         copies >= N as usize,
@@ -648,17 +622,8 @@ async fn a_second_ctrl_c_ends_a_stuck_settle_at_once() {
 
     let conn = h::connect(&vhost).await;
     let mut copies = 0;
-    for _ in 0..30 {
-        let unacked = vhost
-            .get_json(&format!("/api/queues/{}/dlq", common::enc(&vhost.name)))
-            .await["messages_unacknowledged"]
-            .as_u64()
-            .unwrap_or(1);
-        if unacked == 0 {
-            copies = assert_all_present(&conn, &["dlq", "work"], "x", N).await;
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    if nothing_unacked(&vhost, Duration::from_secs(30)).await {
+        copies = assert_all_present(&conn, &["dlq", "work"], "x", N).await;
     }
     assert!(
         copies >= N as usize,
@@ -690,6 +655,18 @@ async fn deliveries_returned(vhost: &TestVhost, conn: &lapin::Connection, dlq: &
         .await;
 }
 
+/// Whether the DLQ holds nothing unacknowledged (as the management API counts) within `within`.
+async fn nothing_unacked(vhost: &TestVhost, within: Duration) -> bool {
+    let path = format!("/api/queues/{}/dlq", common::enc(&vhost.name));
+    common::wait::holds(within, || async {
+        vhost.get_json(&path).await["messages_unacknowledged"]
+            .as_u64()
+            .unwrap_or(1)
+            == 0
+    })
+    .await
+}
+
 /// Waits (at most 90 s) until the DLQ holds nothing unacknowledged and the DLQ and the target
 /// hold at least `n` ready, twice in a row a second apart; returns the ready count. The count
 /// alone does not tell: it includes the duplicates (973 in one CI run), so it passed `n` (3,023)
@@ -712,6 +689,7 @@ async fn settled_after_node_loss(vhost: &TestVhost, conn: &lapin::Connection, n:
         if settled == 2 {
             break;
         }
+        // Time, not an event: settled is the same figures twice, a second apart.
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     ready
@@ -788,13 +766,11 @@ async fn node_loss_reconnects_to_the_next_node_and_carries_on() {
     let moved = Arc::new(Mutex::new(0u64));
     let seen = moved.clone();
     let killer = tokio::spawn(async move {
-        // Kill node 1 once the run is well under way.
-        for _ in 0..300 {
-            if seen.lock().map(|m| *m).unwrap_or(0) >= 500 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        // Kill node 1 once the run is well under way (or after 15 s whatever it moved).
+        let _ = common::wait::holds(Duration::from_secs(15), || async {
+            seen.lock().map(|m| *m).unwrap_or(0) >= 500
+        })
+        .await;
         cluster(&["stop", "1"]).await;
     });
     let sum = tokio::time::timeout(

@@ -24,7 +24,7 @@ async fn ids_everywhere(conn: &lapin::Connection) -> (usize, usize, HashSet<Stri
 
 #[tokio::test]
 async fn a_restore_that_would_push_a_capped_dlq_past_its_limit_is_refused() {
-    for b in TestBroker::all() {
+    TestBroker::each(|b| async move {
         let vh = TestVhost::new(&b, "restore-room").await;
         let home = Home::new("restore-room");
         let conn = h::connect(&vh).await;
@@ -70,5 +70,6 @@ async fn a_restore_that_would_push_a_capped_dlq_past_its_limit_is_refused() {
         assert_eq!(all.len(), 1300, "{}: every id somewhere", b.label);
         let _ = conn.close(200, "ok".into()).await;
         vh.cleanup().await;
-    }
+    })
+    .await;
 }

@@ -54,7 +54,7 @@ fn names_in_order(lines: &[Value]) -> Vec<String> {
 
 #[tokio::test]
 async fn a_steadily_fed_dlq_sorts_first_and_shows_its_growth() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let vhost = TestVhost::new(&broker, "triage-growth").await;
         let home = Home::new("triage-growth");
         let conn = h::connect(&vhost).await;
@@ -125,12 +125,13 @@ async fn a_steadily_fed_dlq_sorts_first_and_shows_its_growth() {
 
         let _ = conn.close(200, "done".into()).await;
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn every_vhost_is_one_listing() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let a = TestVhost::new(&broker, "triage-scope-a").await;
         let b = TestVhost::new(&broker, "triage-scope-b").await;
         let home = Home::new("triage-scope");
@@ -181,12 +182,13 @@ async fn every_vhost_is_one_listing() {
         assert!(r.stderr.contains("every vhost"), "{r}");
         a.cleanup().await;
         b.cleanup().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn watch_once_alerts_on_each_kind_and_is_clear_otherwise() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let (vhost, home, conn) = one_dlq(&broker, "triage-watch", "orders.dlq", 3).await;
         let label = broker.label.clone();
         let once = |extra: &'static [&'static str]| {
@@ -197,6 +199,7 @@ async fn watch_once_alerts_on_each_kind_and_is_clear_otherwise() {
 
         // The first look: every group is new (no message of it seen before).
         let r = warren(&vhost, &home, &once(&["--alert", "new-group"])).await;
+        let first_look = std::time::Instant::now();
         assert_eq!(r.code, Some(1), "{label} {r}");
         assert!(r.stdout.contains("ALERT new-group: orders.dlq"), "{r}");
         // Nothing new since, no threshold: all clear.
@@ -220,8 +223,9 @@ async fn watch_once_alerts_on_each_kind_and_is_clear_otherwise() {
         assert_eq!(r.code, Some(0), "{r}");
 
         // Age: Warren first saw them at the first look, over a second ago. Time, not an event:
-        // an age is what is tested.
-        tokio::time::sleep(Duration::from_millis(2_100)).await;
+        // an age is what is tested (counted from the first look's end; the looks since took
+        // part of it).
+        tokio::time::sleep(Duration::from_millis(2_100).saturating_sub(first_look.elapsed())).await;
         let r = warren(&vhost, &home, &once(&["--alert", "age>1s", "--json"])).await;
         assert_eq!(r.code, Some(1), "{r}");
         let ev = r.event("age");
@@ -286,7 +290,8 @@ async fn watch_once_alerts_on_each_kind_and_is_clear_otherwise() {
 
         let _ = conn.close(200, "done".into()).await;
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -374,7 +379,7 @@ async fn the_tuis_worker_continues_from_the_stores_samples() {
 #[tokio::test]
 async fn watch_does_not_read_a_quorum_dlq_whose_reads_cost_and_says_so() {
     use lapin::types::AMQPValue;
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let vhost = TestVhost::new(&broker, "triage-quorum").await;
         let home = Home::new("triage-quorum");
         let conn = h::connect(&vhost).await;
@@ -431,7 +436,8 @@ async fn watch_does_not_read_a_quorum_dlq_whose_reads_cost_and_says_so() {
         let _ = ch.close(200, "ok".into()).await;
         let _ = conn.close(200, "done".into()).await;
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// `warren watch` without `--once` keeps looking and prints each change as it happens: new
@@ -507,7 +513,7 @@ async fn a_missing_queue_is_named_with_its_vhost_and_exits_2() {
 /// although the cheap listing carries none: 0 with nobody on `work`, 1 with one (issue 26).
 #[tokio::test]
 async fn the_consumers_of_the_work_queue_are_counted() {
-    for b in TestBroker::all() {
+    TestBroker::each(|b| async move {
         let vh = TestVhost::new(&b, "consumers").await;
         let home = Home::new("consumers");
         let conn = h::connect(&vh).await;
@@ -521,15 +527,18 @@ async fn the_consumers_of_the_work_queue_are_counted() {
                 .map(|v| v["origin_consumers"].clone())
         };
         // The broker's statistics of a queue declared a moment ago come within seconds.
-        let mut seen = None;
-        for _ in 0..40 {
-            let r = warren(&vh, &home, &["queues", "--json"]).await;
-            seen = origin(&r);
-            if seen == Some(Value::from(0)) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let counted = |n: u64| {
+            let (vh, home) = (&vh, &home);
+            common::wait::poll(Duration::from_secs(30), move || async move {
+                let seen = origin(&warren(vh, home, &["queues", "--json"]).await);
+                if seen == Some(Value::from(n)) {
+                    Ok(seen)
+                } else {
+                    Err(seen)
+                }
+            })
+        };
+        let seen = counted(0).await.unwrap_or_else(|last| last);
         assert_eq!(
             seen,
             Some(Value::from(0)),
@@ -546,14 +555,7 @@ async fn the_consumers_of_the_work_queue_are_counted() {
             )
             .await
             .unwrap();
-        for _ in 0..40 {
-            let r = warren(&vh, &home, &["queues", "--json"]).await;
-            seen = origin(&r);
-            if seen == Some(Value::from(1)) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let seen = counted(1).await.unwrap_or_else(|last| last);
         assert_eq!(
             seen,
             Some(Value::from(1)),
@@ -562,7 +564,8 @@ async fn the_consumers_of_the_work_queue_are_counted() {
         );
         let _ = conn.close(200, "ok".into()).await;
         vh.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// Waits until the management API reports `messages_dlx` of `queue` as `n` (its stats are
@@ -573,18 +576,19 @@ async fn wait_for_held(vh: &TestVhost, queue: &str, n: u64) {
         common::enc(&vh.name),
         common::enc(queue)
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let v = vh.get_json(&path).await;
-        if v.get("messages_dlx").and_then(Value::as_u64) == Some(n) {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{queue}: messages_dlx never reached {n}: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    common::wait::until_ok(
+        &format!("{queue}: messages_dlx to reach {n}"),
+        Duration::from_secs(30),
+        || async {
+            let v = vh.get_json(&path).await;
+            if v.get("messages_dlx").and_then(Value::as_u64) == Some(n) {
+                Ok(())
+            } else {
+                Err(v)
+            }
+        },
+    )
+    .await
 }
 
 /// An at-least-once quorum queue whose dead-letter exchange routes nowhere keeps its rejected
@@ -594,7 +598,7 @@ async fn wait_for_held(vh: &TestVhost, queue: &str, n: u64) {
 /// At-least-once dead-lettering exists since 3.10, so every broker runs it.
 #[tokio::test]
 async fn watch_once_alerts_on_dead_letters_stuck_in_an_at_least_once_queue() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let vh = TestVhost::new(&broker, "triage-stuck").await;
         let home = Home::new("triage-stuck");
         let label = broker.label.clone();
@@ -660,5 +664,6 @@ async fn watch_once_alerts_on_dead_letters_stuck_in_an_at_least_once_queue() {
 
         let _ = conn.close(200, "done".into()).await;
         vh.cleanup().await;
-    }
+    })
+    .await;
 }

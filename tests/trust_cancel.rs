@@ -40,7 +40,7 @@ async fn audit_of(vhost: &TestVhost, home: &Home, label: &str) -> Value {
 /// the queue held) while it waits for its slot, and the Ctrl-C comes then.
 #[tokio::test(flavor = "multi_thread")]
 async fn ctrl_c_while_the_last_waits_for_its_slot_is_a_cancel() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let label = broker.label.clone();
         let vhost = TestVhost::new(&broker, "cancel-last").await;
         let home = Home::new("cancel-last");
@@ -84,7 +84,8 @@ async fn ctrl_c_while_the_last_waits_for_its_slot_is_a_cancel() {
         assert_eq!(run["outcome"], "cancelled", "{label}: {run}");
         assert_eq!(run["moved"].as_u64(), Some(2), "{label}: {run}");
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// Ctrl-C in the TUI during a replay: the screen goes, the same summary is printed on the way

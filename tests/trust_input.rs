@@ -84,18 +84,11 @@ impl Tmux {
     }
 
     fn wait_for(&self, text: &str, within: Duration) -> String {
-        let start = std::time::Instant::now();
-        loop {
+        common::wait::poll_blocking(within, || {
             let s = self.screen();
-            if s.contains(text) {
-                return s;
-            }
-            assert!(
-                start.elapsed() < within,
-                "waited {within:?} for {text:?}; the screen shows:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+            if s.contains(text) { Ok(s) } else { Err(s) }
+        })
+        .unwrap_or_else(|s| panic!("waited {within:?} for {text:?}; the screen shows:\n{s}"))
     }
 }
 

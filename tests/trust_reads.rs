@@ -358,14 +358,16 @@ async fn frame_quorum(broker: TestBroker) {
         }
     }
     // The broker takes the dead connection's messages back on its own time.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (ids, count) = loop {
+    let got = common::wait::poll(Duration::from_secs(30), || async {
         let got = mgmt_ids(&vhost, "big.qdlq").await;
-        if got.0 == every_id() || Instant::now() > deadline {
-            break got;
+        if got.0 == every_id() {
+            Ok(got)
+        } else {
+            Err(got)
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    })
+    .await;
+    let (Ok((ids, count)) | Err((ids, count))) = got;
     assert_eq!(ids, every_id(), "{}: every id is still there", broker.label);
     assert_eq!((failed, refused), (15, 10), "{}", broker.label);
     assert!(count <= 16, "{}: x-delivery-count {count}", broker.label);
@@ -387,8 +389,8 @@ async fn frame_quorum(broker: TestBroker) {
 /// both), so waiting for `messages` alone was not waiting for what the ledger checks.
 async fn seen_empty(vhost: &TestVhost, conn: &lapin::Connection, queue: &str) {
     let path = format!("/api/queues/{}/{}", enc(&vhost.name), enc(queue));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let what = format!("{}: {queue} seen empty", vhost.broker.label);
+    common::wait::until_ok(&what, Duration::from_secs(30), || async {
         let v = vhost.get_json(&path).await;
         let zero = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) == 0;
         let reported = v.get("messages").and_then(Value::as_u64) == Some(0)
@@ -408,17 +410,16 @@ async fn seen_empty(vhost: &TestVhost, conn: &lapin::Connection, queue: &str) {
             .expect("passive declare");
         let _ = ch.close(200, "looked".into()).await;
         if reported && declared.message_count() == 0 && declared.consumer_count() == 0 {
-            return;
+            Ok(())
+        } else {
+            Err(format!(
+                "management API {v}, declare {} ready, {} consumer(s)",
+                declared.message_count(),
+                declared.consumer_count()
+            ))
         }
-        assert!(
-            Instant::now() < deadline,
-            "{}: {queue} not seen empty in 30 s: management API {v}, declare {} ready, {} consumer(s)",
-            vhost.broker.label,
-            declared.message_count(),
-            declared.consumer_count()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    })
+    .await
 }
 
 /// Purged, the queue is seen empty: the first look still refuses (the failed read is settled

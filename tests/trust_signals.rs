@@ -31,25 +31,21 @@ enum How {
     KillSession,
 }
 
-#[tokio::test(flavor = "multi_thread")]
+// The brokers at once: each waits on its own tmux session, blocking a thread of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sighup_mid_replay_settles_and_records_the_run() {
-    for broker in TestBroker::all() {
-        stopped_mid_replay(&broker, How::Hup).await;
-    }
+    TestBroker::each(|broker| async move { stopped_mid_replay(&broker, How::Hup).await }).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_mid_replay_settles_and_restores_the_terminal() {
-    for broker in TestBroker::all() {
-        stopped_mid_replay(&broker, How::Term).await;
-    }
+    TestBroker::each(|broker| async move { stopped_mid_replay(&broker, How::Term).await }).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_tmux_session_mid_replay_settles_and_records_the_run() {
-    for broker in TestBroker::all() {
-        stopped_mid_replay(&broker, How::KillSession).await;
-    }
+    TestBroker::each(|broker| async move { stopped_mid_replay(&broker, How::KillSession).await })
+        .await;
 }
 
 /// Outside a run a signal just ends the UI: the terminal is back and the exit is 143.
@@ -214,39 +210,21 @@ fn kill(pid: u32, sig: &str) {
 
 /// Whether the process is gone (or a zombie) within `limit`.
 pub(crate) fn gone_within(pid: u32, limit: Duration) -> bool {
-    let start = Instant::now();
     let stat = PathBuf::from(format!("/proc/{pid}/stat"));
-    while start.elapsed() < limit {
-        match std::fs::read_to_string(&stat) {
-            Err(_) => return true,
-            Ok(s)
-                if s.rsplit(')')
-                    .next()
-                    .is_some_and(|r| r.trim_start().starts_with('Z')) =>
-            {
-                return true;
-            }
-            Ok(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
-    false
+    common::wait::holds_blocking(limit, || match std::fs::read_to_string(&stat) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z')),
+    })
 }
 
 /// The exit code the outer shell wrote, waited for (it writes it right after warren ends).
 pub(crate) fn exit_code(home: &Home, t: &Tmux) -> i32 {
     let file = home.dir.join("exit");
-    let start = Instant::now();
-    loop {
-        if let Some(code) = read_code(&file) {
-            return code;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "no exit code; the screen:\n{}",
-            t.screen()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait::poll_blocking(Duration::from_secs(10), || read_code(&file).ok_or(()))
+        .unwrap_or_else(|()| panic!("no exit code; the screen:\n{}", t.screen()))
 }
 
 fn read_code(file: &Path) -> Option<i32> {

@@ -114,7 +114,7 @@ async fn all_moved_once(conn: &lapin::Connection, label: &str) {
 /// A lock that outlasts a first try but not the patience: the record is completed in the run.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_locked_for_seconds_at_the_end_of_a_replay_still_gets_its_outcome() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let label = broker.label.clone();
         let vhost = TestVhost::new(&broker, "store-lock").await;
         let conn = connect(&vhost).await;
@@ -150,14 +150,15 @@ async fn a_store_locked_for_seconds_at_the_end_of_a_replay_still_gets_its_outcom
             held.elapsed()
         );
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 /// A lock that outlasts the patience: said loudly, kept pending, completed by the next open;
 /// without the pending file the broker's copy still says `completed`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_locked_past_the_end_keeps_the_outcome_pending_and_the_next_open_completes_it() {
-    for broker in TestBroker::all() {
+    TestBroker::each(|broker| async move {
         let label = broker.label.clone();
         let vhost = TestVhost::new(&broker, "store-pending").await;
         let conn = connect(&vhost).await;
@@ -208,7 +209,8 @@ async fn a_store_locked_past_the_end_keeps_the_outcome_pending_and_the_next_open
             "{label}: {N} moved; the outcome kept pending and completed by the next open; stderr:\n{stderr}"
         );
         vhost.cleanup().await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -184,8 +184,7 @@ fn open_demo(files: &str, width: u16, height: u16) -> (Tmux, PathBuf) {
 /// The newest tmux paste buffer holding `text`, within a deadline: OSC 52 from the program in
 /// a pane becomes a buffer when the server's `set-clipboard` is on.
 fn buffer_with(text: &str, within: Duration) -> String {
-    let start = std::time::Instant::now();
-    loop {
+    common::wait::poll_blocking(within, || {
         let out = std::process::Command::new("tmux")
             .args(["list-buffers", "-F", "#{buffer_name}"])
             .output()
@@ -197,15 +196,12 @@ fn buffer_with(text: &str, within: Duration) -> String {
                 .expect("tmux show-buffer");
             let b = String::from_utf8_lossy(&b.stdout).into_owned();
             if b.contains(text) {
-                return b;
+                return Ok(b);
             }
         }
-        assert!(
-            start.elapsed() < within,
-            "no tmux buffer holds {text:?} after {within:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        Err(())
+    })
+    .unwrap_or_else(|()| panic!("no tmux buffer holds {text:?} after {within:?}"))
 }
 
 /// `y` and `Y` copy through the terminal (OSC 52), as lazygit and helix do: what reaches the

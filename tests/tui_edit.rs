@@ -128,9 +128,16 @@ async fn edit_in_the_tui(broker: &TestBroker) {
     vhost.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
+// The brokers at once: each waits on its own tmux session, blocking a thread of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn edit_in_warrens_editor_and_in_editor_then_replay() {
-    for broker in TestBroker::all().into_iter().filter(|b| b.label != "4.0") {
-        edit_in_the_tui(&broker).await;
-    }
+    let brokers = TestBroker::all()
+        .into_iter()
+        .filter(|b| b.label != "4.0")
+        .collect();
+    TestBroker::each_of(
+        brokers,
+        |broker| async move { edit_in_the_tui(&broker).await },
+    )
+    .await;
 }

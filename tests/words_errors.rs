@@ -6,7 +6,7 @@ use crate::common;
 use crate::replay_util;
 use crate::tmux_util;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::TestBroker;
 use replay_util::{Home, bare_command, run};
@@ -75,17 +75,13 @@ async fn the_tui_with_a_wrong_password_says_so_and_exits_3() {
     t.wait_for("wrong username or password", Duration::from_secs(30));
     t.keys(&["q"]);
     let file = home.dir.join("exit");
-    let start = Instant::now();
-    let code = loop {
-        if let Some(c) = std::fs::read_to_string(&file)
+    let code = common::wait::poll_blocking(Duration::from_secs(20), || {
+        std::fs::read_to_string(&file)
             .ok()
             .and_then(|s| s.trim().parse::<i32>().ok())
-        {
-            break c;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "{}", t.screen());
-        std::thread::sleep(Duration::from_millis(50));
-    };
+            .ok_or(())
+    })
+    .unwrap_or_else(|()| panic!("{}", t.screen()));
     let stderr = std::fs::read_to_string(home.dir.join("stderr")).unwrap_or_default();
     assert_eq!(code, 3, "{stderr}");
     assert!(

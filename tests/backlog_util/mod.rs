@@ -149,6 +149,7 @@ impl Sampler {
                     .await
                     .expect("passive declare");
                 samples.push(u64::from(q.message_count()));
+                // Time, not an event: a sample every `every` is the series the test reads.
                 tokio::time::sleep(every).await;
             }
             let _ = ch.close(200, "done".into()).await;

@@ -188,18 +188,15 @@ pub async fn amqp_depth(conn: &Connection, queue: &str) -> u64 {
 
 /// Waits until `queue` holds `n` ready messages.
 pub async fn wait_for_depth(conn: &Connection, queue: &str, n: u64, timeout: Duration) {
-    let start = Instant::now();
-    loop {
+    super::wait::until_ok(&format!("{n} messages in {queue}"), timeout, || async {
         let d = amqp_depth(conn, queue).await;
         if d == n {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{queue} holds {d} messages"))
         }
-        assert!(
-            start.elapsed() < timeout,
-            "{queue} holds {d} messages, expected {n} within {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 /// Dead-letters `n` messages into `dlq` for real: declares `work_queue` (classic) dead-lettering
@@ -395,14 +392,14 @@ pub async fn mgmt_depth(vhost: &TestVhost, queue: &str, expected: u64) -> Option
         super::enc(&vhost.name),
         super::enc(queue)
     );
-    let start = Instant::now();
-    loop {
+    let depth = super::wait::poll(Duration::from_secs(30), || async {
         let v = vhost.get_json(&path).await;
         let n = v.get("messages").and_then(serde_json::Value::as_u64);
-        if n == Some(expected) || start.elapsed() > Duration::from_secs(30) {
-            return n;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        if n == Some(expected) { Ok(n) } else { Err(n) }
+    })
+    .await;
+    match depth {
+        Ok(n) | Err(n) => n,
     }
 }
 

@@ -89,7 +89,7 @@ pub async fn until_quiet(
     // Quiet is an event: a loaded broker's statistics lag, and a short bound failed a run whose
     // figures were merely late (seen under CI with 10 s); the wait still ends once quiet.
     let within = within.max(Duration::from_secs(60));
-    let deadline = Instant::now() + within;
+    let mut tries = super::wait::Tries::new(format!("{queues:?} to settle"), within);
     let mut last_handled = handled();
     let mut last_change = Instant::now();
     // The first sample of the current quiet stretch, and when it was taken.
@@ -101,7 +101,7 @@ pub async fn until_quiet(
             last_change = Instant::now();
             first = None;
         }
-        if last_change.elapsed() >= SETTLE {
+        let seen = if last_change.elapsed() >= SETTLE {
             let mut now = Vec::new();
             for q in queues {
                 now.push(figures(vhost, conn, q).await);
@@ -120,17 +120,10 @@ pub async fn until_quiet(
                 }
                 _ => first = Some((Instant::now(), now.clone())),
             }
-            assert!(
-                Instant::now() < deadline,
-                "{queues:?} did not settle within {within:?}: {last_handled} handled, the \
-                 queues now {now:?}"
-            );
+            format!("{last_handled} handled, the queues now {now:?}")
         } else {
-            assert!(
-                Instant::now() < deadline,
-                "{queues:?}: still handling messages after {within:?} ({last_handled} so far)"
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+            format!("still handling messages ({last_handled} so far)")
+        };
+        tries.next(seen).await;
     }
 }

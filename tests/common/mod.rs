@@ -8,6 +8,7 @@
 
 pub mod amqp;
 pub mod drain;
+pub mod wait;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -61,6 +62,49 @@ impl TestBroker {
             }
         }
         out
+    }
+
+    /// Runs `test` on every broker at once, each in a task of its own, and waits for all of
+    /// them. The brokers are independent (each run makes its own vhost, Home and store), so a
+    /// test whose time goes on waiting (patience, locks, rates, deadlines) need not wait for
+    /// them one after another. A broker's failure fails the test once the others have finished
+    /// (and cleaned up), named with its label. A run that blocks its thread (tmux, processes)
+    /// wants a multi-threaded runtime with a thread per broker.
+    pub async fn each<F, Fut>(test: F)
+    where
+        F: Fn(TestBroker) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        TestBroker::each_of(TestBroker::all(), test).await
+    }
+
+    /// [`TestBroker::each`] over some of the brokers (those a test applies to).
+    pub async fn each_of<F, Fut>(brokers: Vec<TestBroker>, test: F)
+    where
+        F: Fn(TestBroker) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let runs = brokers.into_iter().map(|b| {
+            let label = b.label.clone();
+            let run = tokio::spawn(test(b));
+            async move { (label, run.await) }
+        });
+        let mut failed: Option<Box<dyn std::any::Any + Send>> = None;
+        for (label, result) in futures_util::future::join_all(runs).await {
+            if let Err(e) = result {
+                eprintln!("RabbitMQ {label}: failed");
+                if failed.is_none() {
+                    failed = Some(if e.is_panic() {
+                        e.into_panic()
+                    } else {
+                        Box::new(format!("RabbitMQ {label}: {e}"))
+                    });
+                }
+            }
+        }
+        if let Some(panic) = failed {
+            std::panic::resume_unwind(panic);
+        }
     }
 
     pub fn mgmt_base(&self) -> String {
@@ -166,13 +210,12 @@ impl TestVhost {
     ) -> reqwest::Response {
         // A pooled keep-alive connection the broker closed at the same moment fails with no
         // reply (hyper's IncompleteMessage, seen on 4.0): idempotent calls are sent again.
-        let retries = if method == reqwest::Method::POST {
-            0
+        let again_within = if method == reqwest::Method::POST {
+            Duration::ZERO
         } else {
-            3
+            Duration::from_secs(1)
         };
-        let mut attempt = 0;
-        loop {
+        let sent = wait::poll(again_within, || async {
             let mut req = self
                 .http
                 .request(method.clone(), format!("{}{path}", self.broker.mgmt_base()))
@@ -181,14 +224,13 @@ impl TestVhost {
                 req = req.json(b);
             }
             match req.send().await {
-                Ok(r) => return r,
-                Err(e) if attempt < retries && (e.is_request() || e.is_connect()) => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
+                Ok(r) => Ok(r),
+                Err(e) if e.is_request() || e.is_connect() => Err(e),
                 Err(e) => panic!("management API call {method} {path}: {e:?}"),
             }
-        }
+        })
+        .await;
+        sent.unwrap_or_else(|e| panic!("management API call {method} {path}: {e:?}"))
     }
 
     /// `GET` a management API path and parse JSON.
@@ -203,14 +245,15 @@ impl TestVhost {
     /// Queue depth as the management API reports it, polled until stats settle.
     pub async fn queue_depth(&self, queue: &str) -> i64 {
         let path = format!("/api/queues/{}/{}", enc(&self.name), enc(queue));
-        for _ in 0..50 {
-            let v = self.get_json(&path).await;
-            if let Some(n) = v.get("messages").and_then(|m| m.as_i64()) {
-                return n;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("no depth for {queue}")
+        wait::until_ok(
+            &format!("a depth for {queue}"),
+            Duration::from_secs(5),
+            || async {
+                let v = self.get_json(&path).await;
+                v.get("messages").and_then(|m| m.as_i64()).ok_or(v)
+            },
+        )
+        .await
     }
 
     /// The management API's view of `queue` once `done` holds for it (`what` says what is
@@ -223,24 +266,24 @@ impl TestVhost {
         done: impl Fn(&serde_json::Value) -> bool,
     ) -> serde_json::Value {
         let path = format!("/api/queues/{}/{}", enc(&self.name), enc(queue));
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let r = self.api(reqwest::Method::GET, &path, None).await;
-            let v: serde_json::Value = if r.status().is_success() {
-                r.json().await.unwrap_or_default()
-            } else {
-                serde_json::Value::Null
-            };
-            if done(&v) {
-                return v;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "RabbitMQ {}: {queue}: no {what} within 30 s; the management API shows {v}",
-                self.broker.label
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        wait::until_ok(
+            &format!("RabbitMQ {}: {queue}: {what}", self.broker.label),
+            Duration::from_secs(30),
+            || async {
+                let r = self.api(reqwest::Method::GET, &path, None).await;
+                let v: serde_json::Value = if r.status().is_success() {
+                    r.json().await.unwrap_or_default()
+                } else {
+                    serde_json::Value::Null
+                };
+                if done(&v) {
+                    Ok(v)
+                } else {
+                    Err(format!("the management API shows {v}"))
+                }
+            },
+        )
+        .await
     }
 
     /// Waits until the broker applies policy `name` to `queue`: the queue itself reports it
@@ -293,29 +336,27 @@ const DELETE_TIMEOUT: Duration = Duration::from_secs(600);
 pub async fn delete_vhost(broker: &TestBroker, name: &str) {
     let url = format!("{}/api/vhosts/{}", broker.mgmt_base(), enc(name));
     let client = reqwest::Client::new();
-    let deadline = std::time::Instant::now() + DELETE_TIMEOUT;
-    loop {
+    let deleted = wait::poll(DELETE_TIMEOUT, || async {
         let result = client
             .delete(&url)
             .basic_auth("guest", Some("guest"))
             .timeout(DELETE_TIMEOUT)
             .send()
             .await;
-        let failure = match result {
+        match result {
             Ok(r) if r.status().is_success() || r.status() == reqwest::StatusCode::NOT_FOUND => {
-                return;
+                Ok(())
             }
-            Ok(r) => format!("HTTP {}", r.status()),
-            Err(e) => e.to_string(),
-        };
-        if std::time::Instant::now() >= deadline {
-            eprintln!(
-                "could not delete test vhost {name} on RabbitMQ {}: {failure}",
-                broker.label
-            );
-            return;
+            Ok(r) => Err(format!("HTTP {}", r.status())),
+            Err(e) => Err(e.to_string()),
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    })
+    .await;
+    if let Err(failure) = deleted {
+        eprintln!(
+            "could not delete test vhost {name} on RabbitMQ {}: {failure}",
+            broker.label
+        );
     }
 }
 

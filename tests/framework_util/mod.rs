@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Where installed frameworks are kept between runs.
 fn cache_dir() -> PathBuf {
@@ -202,22 +202,18 @@ impl Worker {
     }
 }
 
-/// Polls `f` every 100 ms until it returns `Some` or `timeout` passes.
+/// Polls `f` until it returns `Some` or `timeout` passes (`common::wait::poll`).
 pub async fn wait_for<T, F, Fut>(timeout: Duration, mut f: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return Some(v);
-        }
-        if start.elapsed() >= timeout {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::common::wait::poll(timeout, || {
+        let v = f();
+        async move { v.await.ok_or(()) }
+    })
+    .await
+    .ok()
 }
 
 /// Passive declare: (ready messages, consumers), or `None` when the queue does not exist (yet).

@@ -199,20 +199,13 @@ pub fn message_ids(ms: &[DeadLetter]) -> Vec<String> {
         .collect()
 }
 
-/// Polls until `f` holds or `timeout` passes; returns whether it held.
-pub async fn eventually<F, Fut>(timeout: Duration, mut f: F) -> bool
+/// Polls until `f` holds or `timeout` passes; returns whether it held (`common::wait::holds`).
+pub async fn eventually<F, Fut>(timeout: Duration, f: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    false
+    crate::common::wait::holds(timeout, f).await
 }
 
 /// One message to dead-letter: properties, headers, body.
@@ -248,29 +241,36 @@ pub async fn dead_letter(conn: &lapin::Connection, work: &str, dlq: &str, msgs: 
 /// Takes `n` messages from `queue` one at a time and rejects them without requeue.
 pub async fn reject_all(conn: &lapin::Connection, queue: &str, n: usize) {
     use lapin::options::{BasicGetOptions, BasicRejectOptions};
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let ch = conn.create_channel().await.expect("channel");
-    let mut done = 0;
-    let start = Instant::now();
-    while done < n {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "only {done} of {n} messages reached {queue}"
-        );
-        match ch
-            .basic_get(queue.into(), BasicGetOptions::default())
-            .await
-            .expect("basic.get")
-        {
-            Some(m) => {
-                m.delivery
-                    .reject(BasicRejectOptions { requeue: false })
+    let done = AtomicUsize::new(0);
+    crate::common::wait::until_ok(
+        &format!("{n} messages in {queue} to reject"),
+        Duration::from_secs(30),
+        || async {
+            while done.load(Ordering::Relaxed) < n {
+                match ch
+                    .basic_get(queue.into(), BasicGetOptions::default())
                     .await
-                    .expect("reject");
-                done += 1;
+                    .expect("basic.get")
+                {
+                    Some(m) => {
+                        m.delivery
+                            .reject(BasicRejectOptions { requeue: false })
+                            .await
+                            .expect("reject");
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    None => {
+                        let done = done.load(Ordering::Relaxed);
+                        return Err(format!("only {done} of {n} messages reached {queue}"));
+                    }
+                }
             }
-            None => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
+            Ok(())
+        },
+    )
+    .await;
     let _ = ch.close(200, "ok".into()).await;
 }
 

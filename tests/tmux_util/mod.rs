@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Tmux {
     session: String,
@@ -61,17 +61,11 @@ impl Tmux {
 
     /// The screen once `done` holds for it (`what` says what is awaited), within `within`.
     pub fn wait_until(&self, what: &str, within: Duration, done: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
+        super::common::wait::poll_blocking(within, || {
             let s = self.screen();
-            if done(&s) {
-                return s;
-            }
-            if start.elapsed() > within {
-                panic!("waited {within:?} for {what:?}; the screen shows:\n{s}");
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+            if done(&s) { Ok(s) } else { Err(s) }
+        })
+        .unwrap_or_else(|s| panic!("waited {within:?} for {what:?}; the screen shows:\n{s}"))
     }
 }
 
