@@ -78,7 +78,7 @@ async fn run(amqp: &str, mgmt: &str, vhost: &str, runs: usize) -> Result<()> {
             message_ids: (0..20).map(|i| format!("id:order-{n}-{i}")).collect(),
             duplicated: 0,
             duplicate_ids: Vec::new(),
-            outcome: "completed".into(),
+            outcome: warren::domain::outcome::RunOutcome::Completed,
         };
         let t = Instant::now();
         stream

@@ -61,7 +61,7 @@ fn record_outcome(store: &Store, id: i64, summary: &warren::broker::replay::Summ
         message_ids: Vec::new(),
         duplicated: summary.counts.duplicated,
         duplicate_ids: summary.counts.duplicate_ids.clone(),
-        outcome: "completed".into(),
+        outcome: warren::domain::outcome::RunOutcome::Completed,
     };
     let mut unread = None;
     store.finish_replay_with(id, &out, |put| {

@@ -414,7 +414,7 @@ async fn forged_audit_on(broker: &TestBroker) {
         message_ids: Vec::new(),
         duplicated: 0,
         duplicate_ids: Vec::new(),
-        outcome: "completed".into(),
+        outcome: warren::domain::outcome::RunOutcome::Completed,
     };
     let start = warren::store::AuditEnvelope::new("replay", "start", "forged-run", at, start);
     let outcome = warren::store::AuditEnvelope::new("replay", "outcome", "forged-run", at, outcome);

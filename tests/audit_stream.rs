@@ -501,7 +501,7 @@ fn outcome_record(moved: u64, ids: Vec<String>) -> warren::store::AuditOutcome {
         message_ids: ids,
         duplicated: 0,
         duplicate_ids: Vec::new(),
-        outcome: "completed".into(),
+        outcome: warren::domain::outcome::RunOutcome::Completed,
     }
 }
 

@@ -277,7 +277,8 @@ async fn each_operation_keeps_its_guarantees_at_its_home() {
         let before = st.list_audit(1).expect("audit");
         assert_eq!(before[0].run_id.as_deref(), Some(f.started[0].as_str()));
         assert_eq!(
-            before[0].outcome, "interrupted",
+            before[0].outcome.to_string(),
+            "interrupted",
             "{}: started, not finished",
             b.label
         );
@@ -288,7 +289,7 @@ async fn each_operation_keeps_its_guarantees_at_its_home() {
         let sum = result.expect("the run");
         assert_eq!(sum.progress.moved, 4, "{}: {notes:?}", b.label);
         let after = st.list_audit(1).expect("audit");
-        assert_eq!(after[0].outcome, "completed", "{}", b.label);
+        assert_eq!(after[0].outcome.to_string(), "completed", "{}", b.label);
         assert_eq!(after[0].moved, Some(4));
         assert_eq!(after[0].message_ids.len(), 4);
         assert!(
@@ -305,7 +306,11 @@ async fn each_operation_keeps_its_guarantees_at_its_home() {
 /// The record's newest run: its operation and outcome.
 fn newest(st: &Store) -> (String, String, Option<u64>) {
     let r = st.list_audit(1).expect("audit").remove(0);
-    (r.operation.as_str().to_string(), r.outcome, r.moved)
+    (
+        r.operation.as_str().to_string(),
+        r.outcome.to_string(),
+        r.moved,
+    )
 }
 
 /// Archive (to the local file), restore and discard: each on record before its first move,

@@ -552,7 +552,11 @@ async fn another_active_consumer_is_a_stall_not_an_empty_queue() {
     );
     assert!(sum.stop.to_string().contains("no delivery"), "{}", sum.stop);
     assert!(!sum.completed());
-    assert!(sum.outcome().starts_with("failed"), "{}", sum.outcome());
+    assert!(
+        sum.outcome().to_string().starts_with("failed"),
+        "{}",
+        sum.outcome()
+    );
     assert_eq!(sum.progress.moved, 0);
     let _ = blocker.close(200, "done".into()).await;
     h::wait_for_depth(&conn, "dlq", u64::from(N), Duration::from_secs(10)).await;

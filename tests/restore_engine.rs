@@ -70,7 +70,7 @@ async fn a_restore_cancelled_midway_remembers_exactly_what_arrived_and_the_rest_
         assert!(out.cancelled, "{label}: {out:?}");
         assert!(moved > 0 && moved < u64::from(N), "{label}: {moved}");
         assert_eq!(
-            out.audit.outcome,
+            out.audit.outcome.to_string(),
             format!(
                 "cancelled: {moved} restored, {} not sent",
                 u64::from(N) - moved
@@ -97,7 +97,11 @@ async fn a_restore_cancelled_midway_remembers_exactly_what_arrived_and_the_rest_
             |_, _, _| {},
         )
         .await;
-        assert_eq!(rest.audit.outcome, "completed", "{label}: {rest:?}");
+        assert_eq!(
+            rest.audit.outcome.to_string(),
+            "completed",
+            "{label}: {rest:?}"
+        );
         assert_eq!(rest.restored(), u64::from(N) - moved, "{label}");
         assert!(again.iter().all(|r| !done.contains(r)), "{label}");
         let back = read_all(&conn, "dlq", 2 * N as usize).await;
@@ -145,6 +149,7 @@ async fn a_second_cancel_ends_a_restore_at_once_and_counts_what_may_come_twice()
         assert!(
             out.audit
                 .outcome
+                .to_string()
                 .starts_with("interrupted: stopped at once by a second signal; "),
             "{label}: {}",
             out.audit.outcome
@@ -172,7 +177,11 @@ async fn a_second_cancel_ends_a_restore_at_once_and_counts_what_may_come_twice()
             |_, _, _| {},
         )
         .await;
-        assert_eq!(rest.audit.outcome, "completed", "{label}: {rest:?}");
+        assert_eq!(
+            rest.audit.outcome.to_string(),
+            "completed",
+            "{label}: {rest:?}"
+        );
         let back = read_all(&conn, "dlq", 2 * N as usize).await;
         let ids: HashSet<String> = message_ids(&back).into_iter().collect();
         assert_eq!(ids.len(), N as usize, "{label}: every one");
@@ -216,7 +225,7 @@ async fn a_publish_returned_unroutable_is_counted_returned_and_stays_restorable(
         assert_eq!(out.restored(), u64::from(N) - returned, "{label}");
         assert_eq!(out.audit.remaining, 0, "{label}");
         assert_eq!(
-            out.audit.outcome,
+            out.audit.outcome.to_string(),
             format!("partial: {returned} returned unroutable"),
             "{label}"
         );
@@ -306,7 +315,11 @@ async fn figures_warren_restore_of_n_archived_messages() {
         )
         .await;
         let took = started.elapsed();
-        assert_eq!(out.audit.outcome, "completed", "{label}: {out:?}");
+        assert_eq!(
+            out.audit.outcome.to_string(),
+            "completed",
+            "{label}: {out:?}"
+        );
         eprintln!(
             "FIGURE publishing alone, {n} on {label}: {:.2}s ({:.0} msg/s), remembered in {calls} calls",
             took.as_secs_f64(),

@@ -40,7 +40,7 @@ fn outcome(at: Timestamp) -> AuditOutcome {
         message_ids: vec!["id:a".into(), "hash:00ff".into()],
         duplicated: 0,
         duplicate_ids: Vec::new(),
-        outcome: "completed".into(),
+        outcome: warren::domain::outcome::RunOutcome::Completed,
     }
 }
 
@@ -72,7 +72,7 @@ fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
 
     assert_eq!(newest.id, Some(second));
     assert_eq!(newest.from_queue, "billing.dlq");
-    assert_eq!(newest.outcome, "completed");
+    assert_eq!(newest.outcome.to_string(), "completed");
     assert_eq!(newest.moved, Some(2));
     assert_eq!(newest.returned, Some(1));
     assert_eq!(newest.failed, Some(0));
@@ -81,7 +81,7 @@ fn begin_without_finish_reads_interrupted_and_finish_fills_the_outcome() {
     assert_eq!(newest.finished_at, Some(t + SignedDuration::from_mins(2)));
 
     assert_eq!(oldest.id, Some(first));
-    assert_eq!(oldest.outcome, "interrupted");
+    assert_eq!(oldest.outcome.to_string(), "interrupted");
     assert_eq!(oldest.finished_at, None);
     assert_eq!(oldest.moved, None);
     assert_eq!(oldest.started_at, t);
@@ -111,14 +111,17 @@ fn finish_twice_is_refused_and_the_first_outcome_stays() {
     store.finish_replay(id, &outcome(t)).unwrap();
 
     let mut again = outcome(t);
-    again.outcome = "failed: connection lost".into();
+    again.outcome = warren::domain::outcome::RunOutcome::Failed("connection lost".into());
     let err = store.finish_replay(id, &again).unwrap_err();
     assert!(
         matches!(err, StoreError::AlreadyFinished(i) if i == id),
         "{err}"
     );
     assert!(err.to_string().contains("append-only"), "{err}");
-    assert_eq!(store.list_audit(5).unwrap()[0].outcome, "completed");
+    assert_eq!(
+        store.list_audit(5).unwrap()[0].outcome.to_string(),
+        "completed"
+    );
 
     let err = store.finish_replay(id + 100, &outcome(t)).unwrap_err();
     assert!(matches!(err, StoreError::NoSuchReplay(_)), "{err}");

@@ -153,7 +153,7 @@ mod tui_redirects;
 mod tui_slices;
 #[path = "tui_snapshots.rs"]
 mod tui_snapshots;
-#[path = "tui_update.rs"]
+#[path = "tui_update/mod.rs"]
 mod tui_update;
 #[path = "tui_words.rs"]
 mod tui_words;

@@ -653,7 +653,7 @@ impl Outcome {
     }
 
     pub fn completed(&self) -> bool {
-        crate::domain::outcome::RunOutcome::parse(&self.audit.outcome).is_completed()
+        self.audit.outcome.is_completed()
     }
 
     /// The summary's lines, as `warren restore` prints them (and the TUI on its way out).
@@ -683,7 +683,7 @@ impl Outcome {
             out.push(format!("  ! {n} × {}", one_line(why, 300)));
         }
         if !self.completed() {
-            out.push(one_line(&self.audit.outcome, 600));
+            out.push(one_line(&self.audit.outcome.to_string(), 600));
         }
         out
     }
@@ -776,7 +776,7 @@ fn failed_outcome(total: u64, e: String) -> Outcome {
             message_ids: Vec::new(),
             duplicated: 0,
             duplicate_ids: Vec::new(),
-            outcome: format!("failed: {e}"),
+            outcome: crate::domain::outcome::RunOutcome::Failed(e.clone()),
         },
         problems: BTreeMap::new(),
         unrecorded: None,
@@ -807,7 +807,7 @@ fn outcome_of(run: &replay::MemoryRun, total: u64) -> Outcome {
             message_ids: t.moved_ids.clone(),
             duplicated: t.duplicated,
             duplicate_ids: t.duplicate_ids.clone(),
-            outcome: run_outcome(run, total).to_string(),
+            outcome: run_outcome(run, total),
         },
         problems: t.problems.clone(),
         unrecorded: run.unrecorded.clone(),
@@ -915,16 +915,22 @@ mod tests {
     #[test]
     fn a_restore_says_what_the_engine_counted_in_its_own_words() {
         let done = outcome_of(&run(StopReason::ReachedStartDepth, 5, 0, 0), 5);
-        assert_eq!(done.audit.outcome, "completed");
+        assert_eq!(done.audit.outcome.to_string(), "completed");
         assert_eq!(done.lines(), vec!["restored 5 to orders.dlq, failed 0"]);
 
         let cancelled = outcome_of(&run(StopReason::Cancelled, 3, 0, 0), 5);
         assert!(cancelled.cancelled);
-        assert_eq!(cancelled.audit.outcome, "cancelled: 3 restored, 2 not sent");
+        assert_eq!(
+            cancelled.audit.outcome.to_string(),
+            "cancelled: 3 restored, 2 not sent"
+        );
         assert_eq!(cancelled.audit.remaining, 2);
 
         let returned = outcome_of(&run(StopReason::ReachedStartDepth, 3, 0, 2), 5);
-        assert_eq!(returned.audit.outcome, "partial: 2 returned unroutable");
+        assert_eq!(
+            returned.audit.outcome.to_string(),
+            "partial: 2 returned unroutable"
+        );
         assert_eq!((returned.failed(), returned.audit.returned), (2, 2));
         assert_eq!(returned.audit.remaining, 0);
 
@@ -951,6 +957,7 @@ mod tests {
         assert!(
             out.audit
                 .outcome
+                .to_string()
                 .starts_with("failed: publish unanswered: not confirmed in time; 4 publish(es)"),
             "{}",
             out.audit.outcome
@@ -967,7 +974,7 @@ mod tests {
             0,
         );
         assert_eq!(
-            outcome_of(&blocked, 5).audit.outcome,
+            outcome_of(&blocked, 5).audit.outcome.to_string(),
             "partial: 2 not sent; the broker blocked publishing for 60s (low on memory); stopped — clear the alarm and restore again"
         );
 
@@ -976,7 +983,7 @@ mod tests {
         let out = outcome_of(&forced, 5);
         assert!(!out.cancelled);
         assert_eq!(
-            out.audit.outcome,
+            out.audit.outcome.to_string(),
             "interrupted: stopped at once by a second signal; 2 restored, 3 not sent"
         );
 
@@ -989,7 +996,7 @@ mod tests {
         forgot.unrecorded = Some("disk full".into());
         let out = outcome_of(&forgot, 6);
         assert_eq!(
-            out.audit.outcome,
+            out.audit.outcome.to_string(),
             format!("partial: 2 not sent; {}", unrecorded_text(4, "disk full"))
         );
     }

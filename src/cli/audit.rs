@@ -109,7 +109,7 @@ fn print_run(r: &store::AuditRecord, seen: store::Seen, back: Option<&CameBack>,
             r.moved.map_or("-".into(), |n| n.to_string()),
             r.returned.map_or("-".into(), |n| n.to_string()),
             r.failed.map_or("-".into(), |n| n.to_string()),
-            one_line(&r.outcome, 80),
+            one_line(&r.outcome.to_string(), 80),
             run_flags(r),
             match back {
                 Some(b) if b.came_back > 0 => format!(

@@ -46,14 +46,16 @@ pub(crate) fn report_run(
 /// The audit outcome and the exit code of a finished run: 0 only for "completed" (see
 /// [`Summary::outcome`](crate::broker::replay::Summary::outcome)); every other ending left
 /// selected messages behind and exits 1.
-pub(crate) fn replay_outcome(sum: &crate::broker::replay::Summary) -> (String, i32) {
-    let text = sum.outcome();
+pub(crate) fn replay_outcome(
+    sum: &crate::broker::replay::Summary,
+) -> (crate::domain::outcome::RunOutcome, i32) {
+    let outcome = sum.outcome();
     let code = if sum.completed() {
         exit::OK
     } else {
         exit::FAILED
     };
-    (text, code)
+    (outcome, code)
 }
 
 pub(crate) fn preview_json(p: &Preview, spec: &ReplaySpec) -> Value {
@@ -114,7 +116,7 @@ pub(crate) fn canary_plan_json(c: &crate::domain::canary::CanaryPlan) -> Value {
 fn print_summary(
     sum: &crate::broker::replay::Summary,
     json: bool,
-    outcome: &str,
+    outcome: &crate::domain::outcome::RunOutcome,
     (op, place): (crate::domain::run::RunKind, Option<&str>),
 ) {
     let p = &sum.progress;

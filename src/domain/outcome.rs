@@ -58,6 +58,28 @@ impl fmt::Display for RunOutcome {
     }
 }
 
+/// Kept as its words: the audit's records (local and on the broker's stream) stay as they were,
+/// and a record Warren did not write reads as a failure with its text (see [`RunOutcome::parse`]).
+impl serde::Serialize for RunOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RunOutcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RunOutcome, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(RunOutcome::parse(&text))
+    }
+}
+
+impl Default for RunOutcome {
+    /// A record with no outcome yet ended without settling, as far as anyone can tell.
+    fn default() -> RunOutcome {
+        RunOutcome::Interrupted(None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,5 +99,19 @@ mod tests {
         }
         assert!(!RunOutcome::parse("completed: but not quite").is_completed());
         assert!(!RunOutcome::parse("something else").is_completed());
+    }
+
+    #[test]
+    fn a_record_keeps_the_words_and_reads_back_the_type() {
+        let o = RunOutcome::Cancelled(Some("3 restored, 2 not sent".into()));
+        let json = serde_json::to_string(&o).unwrap();
+        assert_eq!(json, "\"cancelled: 3 restored, 2 not sent\"");
+        assert_eq!(serde_json::from_str::<RunOutcome>(&json).unwrap(), o);
+        // A record Warren did not write is a failure in its own words, never refused.
+        assert_eq!(
+            serde_json::from_str::<RunOutcome>("\"done-ish\"").unwrap(),
+            RunOutcome::Failed("done-ish".into())
+        );
+        assert_eq!(RunOutcome::default(), RunOutcome::Interrupted(None));
     }
 }

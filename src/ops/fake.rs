@@ -433,7 +433,7 @@ impl MemoryPort for FakeMemory {
         };
         match rows.iter_mut().find(|r| r.id == id) {
             Some(row) => {
-                row.outcome = Some(out.outcome.clone());
+                row.outcome = Some(out.outcome.to_string());
                 row.moved = out.moved;
                 row.moved_ids = moved.len();
                 Vec::new()

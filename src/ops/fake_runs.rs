@@ -312,12 +312,12 @@ impl RestorePort for FakeBroker {
         self.call(&format!("publish {total}"));
         let targets: Vec<String> = plan.targets.keys().cloned().collect();
         let (restored, outcome, error) = match self.runs.restored.clone() {
-            None => (total, RunOutcome::Completed.to_string(), None),
+            None => (total, RunOutcome::Completed, None),
             Some(Restored::Cancelled(n)) => {
                 let why = format!("{n} restored, {} not sent", total - n);
-                (n, RunOutcome::Cancelled(Some(why)).to_string(), None)
+                (n, RunOutcome::Cancelled(Some(why)), None)
             }
-            Some(Restored::Failed(why)) => (0, format!("failed: {why}"), Some(why)),
+            Some(Restored::Failed(why)) => (0, RunOutcome::Failed(why.clone()), Some(why)),
         };
         if restored > 0 {
             on_batch(restored, 0, total);

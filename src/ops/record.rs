@@ -258,7 +258,7 @@ pub fn outcome_of(result: &Result<Summary, SessionError>) -> AuditOutcome {
         },
         Err(e) => AuditOutcome {
             at: jiff::Timestamp::now(),
-            outcome: format!("failed: {e}"),
+            outcome: crate::domain::outcome::RunOutcome::Failed(e.to_string()),
             ..AuditOutcome::default()
         },
     }

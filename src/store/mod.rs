@@ -18,9 +18,9 @@ use std::time::Duration;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use audit::{
-    AUDIT_SCHEMA, AuditEnvelope, AuditOutcome, AuditRecord, AuditStart, IDS_EVENT, INTERRUPTED,
-    IdsPart, Merged, NoteEntry, NoteRecord, Operation, OutcomeEntry, ProtectRecord, Seen,
-    current_os_user, merge, unvouched_runs,
+    AUDIT_SCHEMA, AuditEnvelope, AuditOutcome, AuditRecord, AuditStart, IDS_EVENT, IdsPart, Merged,
+    NoteEntry, NoteRecord, Operation, OutcomeEntry, ProtectRecord, Seen, current_os_user, merge,
+    unvouched_runs,
 };
 pub use outcome::record_outcome;
 pub use pending::{keep_pending, pending_dir};

@@ -203,11 +203,14 @@ mod tests {
         })
         .unwrap();
         assert!(kept.exists());
-        assert_eq!(store.list_audit(10).unwrap()[0].outcome, "interrupted");
+        assert_eq!(
+            store.list_audit(10).unwrap()[0].outcome,
+            crate::domain::outcome::RunOutcome::Interrupted(None)
+        );
         drop(store);
         let store = Store::open(&path).unwrap();
         let r = &store.list_audit(10).unwrap()[0];
-        assert_eq!(r.outcome, "completed");
+        assert_eq!(r.outcome, crate::domain::outcome::RunOutcome::Completed);
         assert_eq!(r.message_ids, ["id:a", "id:b", "id:c"]);
         assert!(!kept.exists(), "the file goes once its outcome is in");
         // Another store's file (its record is another run) is left alone and said.

@@ -51,7 +51,7 @@ pub fn lines(state: &State, skip: usize) -> Vec<Line<'static>> {
                 sanitize::one_line(&r.vhost, 30),
                 sanitize::one_line(&r.from_queue, 60),
                 r.moved.map_or("-".into(), |n| n.to_string()),
-                sanitize::one_line(&r.outcome, 60),
+                sanitize::one_line(&r.outcome.to_string(), 60),
             )),
             Span::styled(
                 format!("  [{seen}]"),

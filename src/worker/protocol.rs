@@ -133,7 +133,7 @@ pub struct RunSummary {
     pub broker_user: String,
     pub vhost: String,
     pub from_queue: String,
-    pub outcome: String,
+    pub outcome: crate::domain::outcome::RunOutcome,
     pub moved: Option<u64>,
     pub came_back: Option<crate::domain::comeback::CameBack>,
     /// What the run's canary did, when it had one.

@@ -298,7 +298,7 @@ fn outcome_of(
                     .map(|(w, n)| format!("{n} × {w}"))
                     .collect();
                 if problems.is_empty() {
-                    sum.outcome()
+                    sum.outcome().to_string()
                 } else {
                     format!("{}; {}", sum.outcome(), problems.join("; "))
                 }
@@ -421,7 +421,7 @@ pub(super) async fn restore(
 fn restore_outcome(out: &crate::broker::restore::Outcome, total: u64) -> ReplayOutcome {
     let mut error = out.error.clone().or_else(|| {
         (!out.completed() && !out.cancelled).then(|| {
-            std::iter::once(out.audit.outcome.clone())
+            std::iter::once(out.audit.outcome.to_string())
                 .chain(out.problems.iter().map(|(w, n)| format!("{n} × {w}")))
                 .collect::<Vec<_>>()
                 .join("; ")

@@ -23,6 +23,7 @@ use crate::domain::archive::{ContentSet, Stamp};
 use crate::domain::canary::CanaryDecision;
 use crate::domain::convention::Conventions;
 use crate::domain::engine::{Effect, Engine, Event, Limits, Tally};
+use crate::domain::outcome::RunOutcome;
 use crate::domain::quorum::BrowsePolicy;
 use crate::domain::replay as plan;
 use crate::domain::selection::Selection;
@@ -312,66 +313,71 @@ impl Summary {
         self.counts.kept.values().sum()
     }
 
-    /// The audit's outcome: "completed" (see [`completed`](Self::completed)), "cancelled" (a
-    /// signal, settled), "interrupted: …" (ended without settling), "failed: …" (a broker or
-    /// connection fault, or nothing moved and some failed or came back), else "partial: …".
-    pub fn outcome(&self) -> String {
-        let text = self.outcome_alone();
+    /// The audit's outcome: completed (see [`completed`](Self::completed)), cancelled (a
+    /// signal, settled), interrupted (ended without settling), failed (a broker or connection
+    /// fault, or nothing moved and some failed or came back), else partial.
+    pub fn outcome(&self) -> RunOutcome {
+        let outcome = self.outcome_alone();
         if self.reconnected.is_empty() || self.counts.forced.is_some() {
-            return text;
+            return outcome;
         }
-        let text = if text == "completed" {
-            format!("partial: {}", self.stop)
-        } else {
-            text
-        };
-        format!(
-            "{text}; reconnected {} time(s) after node loss: messages delivered on a lost connection return to the DLQ when the broker notices — replay again for them",
+        let node_loss = format!(
+            "reconnected {} time(s) after node loss: messages delivered on a lost connection return to the DLQ when the broker notices — replay again for them",
             self.reconnected.len()
-        )
+        );
+        match outcome {
+            RunOutcome::Completed => RunOutcome::Partial(format!("{}; {node_loss}", self.stop)),
+            RunOutcome::Cancelled(why) => RunOutcome::Cancelled(Some(match why {
+                Some(w) => format!("{w}; {node_loss}"),
+                None => node_loss,
+            })),
+            RunOutcome::Partial(w) => RunOutcome::Partial(format!("{w}; {node_loss}")),
+            RunOutcome::Failed(w) => RunOutcome::Failed(format!("{w}; {node_loss}")),
+            RunOutcome::Interrupted(why) => RunOutcome::Interrupted(why),
+        }
     }
 
-    fn outcome_alone(&self) -> String {
+    fn outcome_alone(&self) -> RunOutcome {
         let p = &self.progress;
+        let stop = &self.stop;
         if let Some(why) = &self.counts.forced {
-            format!("interrupted: {why}; {}", self.stop)
+            RunOutcome::Interrupted(Some(format!("{why}; {stop}")))
         } else if self.completed() {
-            "completed".to_string()
+            RunOutcome::Completed
         } else if let Some(c) = self.canary.as_ref().filter(|c| !c.decision.went_ahead()) {
             match c.decision {
-                CanaryDecision::Cancelled => format!("cancelled: {}", c.words()),
-                _ => format!("partial: {}", c.words()),
+                CanaryDecision::Cancelled => RunOutcome::Cancelled(Some(c.words())),
+                _ => RunOutcome::Partial(c.words()),
             }
-        } else if self.stop == StopReason::Cancelled {
-            "cancelled".to_string()
-        } else if self.stop.is_fault() {
-            format!("failed: {}", self.stop)
+        } else if *stop == StopReason::Cancelled {
+            RunOutcome::Cancelled(None)
+        } else if stop.is_fault() {
+            RunOutcome::Failed(stop.to_string())
         } else if p.moved == 0 && p.failed + p.returned > 0 {
             // Nothing moved: the real reason is what happened to the messages, not where the
             // run stopped (a limit reached says nothing of a publish the broker refused).
             let top = self.counts.problems.iter().max_by_key(|(_, n)| **n);
-            match top {
-                Some((why, n)) => format!("failed: {n} × {why}; {}", self.stop),
-                None => format!("failed: {}", self.stop),
-            }
+            RunOutcome::Failed(match top {
+                Some((why, n)) => format!("{n} × {why}; {stop}"),
+                None => stop.to_string(),
+            })
         } else if p.failed + p.returned > 0 {
-            format!(
-                "partial: {} failed, {} returned; {}",
-                p.failed, p.returned, self.stop
-            )
+            RunOutcome::Partial(format!(
+                "{} failed, {} returned; {stop}",
+                p.failed, p.returned
+            ))
         } else if self.held_elsewhere > 0 {
-            format!(
-                "partial: {} messages were held unacknowledged by another consumer when the run started and were not reached; {}",
-                self.held_elsewhere, self.stop
-            )
+            RunOutcome::Partial(format!(
+                "{} messages were held unacknowledged by another consumer when the run started and were not reached; {stop}",
+                self.held_elsewhere
+            ))
         } else if self.planned_unread && self.kept() > 0 {
-            format!(
-                "partial: {} of those confirmed stayed in the DLQ by their own plan (see kept); {}",
-                self.kept(),
-                self.stop
-            )
+            RunOutcome::Partial(format!(
+                "{} of those confirmed stayed in the DLQ by their own plan (see kept); {stop}",
+                self.kept()
+            ))
         } else {
-            format!("partial: {}", self.stop)
+            RunOutcome::Partial(stop.to_string())
         }
     }
 }
@@ -759,6 +765,21 @@ mod tests {
     }
 
     #[test]
+    fn a_run_carried_on_after_node_loss_says_so_in_an_outcome_that_reads_back_the_same() {
+        let mut done = summary(StopReason::ReachedStartDepth, 10, 0, 0);
+        done.reconnected = vec!["node rabbit-2 lost".into()];
+        let o = done.outcome();
+        assert!(matches!(&o, RunOutcome::Partial(w) if w.contains("reconnected 1 time(s)")));
+        assert_eq!(RunOutcome::parse(&o.to_string()), o);
+        // Cancelled stays cancelled: its words once read back as a failure.
+        let mut cut = summary(StopReason::Cancelled, 4, 0, 0);
+        cut.reconnected = vec!["node rabbit-2 lost".into()];
+        let o = cut.outcome();
+        assert!(matches!(&o, RunOutcome::Cancelled(Some(w)) if w.starts_with("reconnected 1")));
+        assert_eq!(RunOutcome::parse(&o.to_string()), o);
+    }
+
+    #[test]
     fn a_canary_that_stopped_the_run_is_its_outcome_and_never_completed() {
         use crate::domain::canary::{CanaryDecision, CanaryRecord};
         let record = |decision| CanaryRecord {
@@ -775,7 +796,7 @@ mod tests {
         let mut s = summary(StopReason::LimitReached, 10, 0, 0);
         s.canary = Some(record(CanaryDecision::CameBack));
         assert!(!s.completed());
-        let out = s.outcome();
+        let out = s.outcome().to_string();
         assert!(
             out.starts_with("partial: canary: 9 of 10 came back within 2 s"),
             "{out}"
@@ -783,9 +804,11 @@ mod tests {
         assert!(out.contains("190 left in orders.dlq untouched"), "{out}");
         s.canary = Some(record(CanaryDecision::Cancelled));
         assert!(
-            s.outcome().starts_with("cancelled: canary: cancelled"),
-            "{}",
             s.outcome()
+                .to_string()
+                .starts_with("cancelled: canary: cancelled"),
+            "{}",
+            s.outcome().to_string()
         );
         s.canary = Some(CanaryRecord {
             came_back: 0,
@@ -793,30 +816,41 @@ mod tests {
             left_untouched: 0,
             ..record(CanaryDecision::WentAhead)
         });
-        assert_eq!(s.outcome(), "completed");
+        assert_eq!(s.outcome().to_string(), "completed");
     }
 
     #[test]
     fn the_outcome_is_completed_only_when_everything_selected_moved() {
         let ok = summary(StopReason::ReachedStartDepth, 10, 0, 0);
         assert!(ok.completed());
-        assert_eq!(ok.outcome(), "completed");
+        assert_eq!(ok.outcome().to_string(), "completed");
         assert_eq!(
-            summary(StopReason::QueueEmpty, 3, 0, 0).outcome(),
+            summary(StopReason::QueueEmpty, 3, 0, 0)
+                .outcome()
+                .to_string(),
             "completed"
         );
         assert_eq!(
-            summary(StopReason::LimitReached, 3, 0, 0).outcome(),
+            summary(StopReason::LimitReached, 3, 0, 0)
+                .outcome()
+                .to_string(),
             "completed"
         );
 
         let none_moved = summary(StopReason::ReachedStartDepth, 0, 0, 50);
         assert!(!none_moved.completed());
-        assert!(none_moved.outcome().starts_with("failed"), "0 of 50 moved");
+        assert!(
+            none_moved.outcome().to_string().starts_with("failed"),
+            "0 of 50 moved"
+        );
         let some = summary(StopReason::ReachedStartDepth, 8, 1, 1);
-        assert!(some.outcome().starts_with("partial: 1 failed, 1 returned"));
+        assert!(
+            some.outcome()
+                .to_string()
+                .starts_with("partial: 1 failed, 1 returned")
+        );
         let window = summary(StopReason::WindowFull { window: 5 }, 8, 0, 0);
-        assert!(window.outcome().starts_with("partial"));
+        assert!(window.outcome().to_string().starts_with("partial"));
         let stalled = summary(
             StopReason::Stalled {
                 idle_secs: 10,
@@ -826,9 +860,16 @@ mod tests {
             0,
             0,
         );
-        assert!(stalled.outcome().starts_with("failed: no delivery for 10s"));
+        assert!(
+            stalled
+                .outcome()
+                .to_string()
+                .starts_with("failed: no delivery for 10s")
+        );
         assert_eq!(
-            summary(StopReason::Cancelled, 8, 0, 0).outcome(),
+            summary(StopReason::Cancelled, 8, 0, 0)
+                .outcome()
+                .to_string(),
             "cancelled"
         );
 
@@ -837,7 +878,12 @@ mod tests {
         assert!(!dup.completed(), "possible duplicates are not a clean run");
         let mut forced = summary(StopReason::Cancelled, 3, 0, 0);
         forced.counts.forced = Some("stopped at once by a second signal".into());
-        assert!(forced.outcome().starts_with("interrupted: stopped at once"));
+        assert!(
+            forced
+                .outcome()
+                .to_string()
+                .starts_with("interrupted: stopped at once")
+        );
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! and the TUI prints on its way out when the operator quit during a run.
 
 use super::{StopReason, Summary};
-use crate::domain::outcome::RunOutcome;
 use crate::domain::sanitize::one_line;
 use crate::store::Operation;
 
@@ -130,8 +129,8 @@ impl Summary {
         }
         out.push(one_line(&self.stop.to_string(), 600));
         let outcome = self.outcome();
-        if !RunOutcome::parse(&outcome).is_completed() {
-            out.push(one_line(&outcome, 600));
+        if !outcome.is_completed() {
+            out.push(one_line(&outcome.to_string(), 600));
         }
         out
     }

@@ -350,6 +350,6 @@ pub(super) fn record_of(
             .unwrap_or_default(),
         canary: out.as_ref().and_then(|o| o.canary.clone()),
         edits: out.as_ref().map(|o| o.edits.clone()).unwrap_or_default(),
-        outcome: out.map_or_else(|| INTERRUPTED.to_string(), |o| o.outcome),
+        outcome: out.map_or_else(crate::domain::outcome::RunOutcome::default, |o| o.outcome),
     }
 }

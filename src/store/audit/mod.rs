@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::{Result, Store, StoreError, to_sql_count};
 use crate::domain::canary::CanaryRecord;
 use crate::domain::edit::EditRecord;
+use crate::domain::outcome::RunOutcome;
 
 mod merged;
 
@@ -76,10 +77,9 @@ pub struct AuditOutcome {
     pub duplicated: u64,
     /// Message keys of those.
     pub duplicate_ids: Vec<String>,
-    /// "completed" (every selected message moved, nothing failed or was returned), "partial: …"
-    /// (stopped early by its own rules, or some failed), "failed: …" (a broker or connection
-    /// fault), "cancelled" (a signal; settled) or "interrupted: …" (ended without settling).
-    pub outcome: String,
+    /// How the run ended, kept as its words ("completed", "partial: …", "failed: …",
+    /// "cancelled…", "interrupted…").
+    pub outcome: RunOutcome,
     /// Where the run's messages went, as the run found its targets: a run whose targets are
     /// checked as they are first met starts with none known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -153,8 +153,8 @@ pub struct AuditRecord {
     /// None while running or never finished (and for records written before it was counted).
     pub duplicated: Option<u64>,
     pub duplicate_ids: Vec<String>,
-    /// The recorded outcome, or "interrupted" when there is none.
-    pub outcome: String,
+    /// The recorded outcome, or interrupted when there is none.
+    pub outcome: RunOutcome,
     /// What the run's canary did, when it had one.
     pub canary: Option<CanaryRecord>,
     /// The messages the run edited before replaying them.
@@ -163,9 +163,6 @@ pub struct AuditRecord {
 
 /// How many of the newest replays `replay_counts` looks through.
 const AUDIT_LINK_WINDOW: i64 = 1000;
-
-/// The outcome shown for a replay whose outcome was never recorded.
-pub const INTERRUPTED: &str = "interrupted";
 
 /// The local account name for the audit: `$USER`, `$USERNAME` (Windows) or `$LOGNAME`.
 pub fn current_os_user() -> String {
@@ -342,7 +339,7 @@ impl Store {
                 to_sql_count(out.returned),
                 to_sql_count(out.failed),
                 to_sql_count(out.remaining),
-                out.outcome,
+                out.outcome.to_string(),
                 to_sql_count(out.duplicated),
                 dup_ids,
                 targets,
@@ -572,7 +569,9 @@ impl Store {
                 Some(json) => list(json)?,
                 None => Vec::new(),
             },
-            outcome: raw.outcome.unwrap_or_else(|| INTERRUPTED.to_string()),
+            outcome: raw
+                .outcome
+                .map_or_else(RunOutcome::default, |t| RunOutcome::parse(&t)),
             // A record this Warren cannot read is shown without it, never refused.
             canary: raw
                 .canary_json

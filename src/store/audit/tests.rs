@@ -1,5 +1,6 @@
 use super::merged::{record_of, with_outcome};
 use super::*;
+use crate::domain::outcome::RunOutcome;
 use crate::domain::run::RunKind;
 
 /// A run's start, for tests (also `store::pending`'s).
@@ -36,7 +37,7 @@ pub(crate) fn completed(moved: u64, ids: &[&str]) -> AuditOutcome {
         message_ids: ids.iter().map(|s| s.to_string()).collect(),
         duplicated: 0,
         duplicate_ids: vec![],
-        outcome: "completed".into(),
+        outcome: RunOutcome::Completed,
         targets: Vec::new(),
     }
 }
@@ -162,7 +163,7 @@ fn moved_ids_split_over_entries_are_merged_back_in_order_and_a_lost_part_is_said
     assert_eq!(ids("r1").0, vec!["a", "b", "c", "d", "e"]);
     assert_eq!(ids("r2").0, vec!["c", "d", "e"]);
     assert_eq!(ids("r3").0, vec!["a", "b"]);
-    assert_eq!(ids("r4"), (vec![], INTERRUPTED.to_string()));
+    assert_eq!(ids("r4"), (vec![], RunOutcome::Interrupted(None)));
     assert_eq!(m.skipped.len(), 1, "{:?}", m.skipped);
     assert!(
         m.skipped[0].contains("run r2: 1 of the 2 entries"),
@@ -202,7 +203,7 @@ fn the_same_run_seen_locally_and_on_the_broker_is_one_record() {
         message_ids: vec!["id:a".into()],
         duplicated: 0,
         duplicate_ids: vec![],
-        outcome: "completed".into(),
+        outcome: RunOutcome::Completed,
     };
     let stream = vec![
         entry("replay", "start", "r1", start("r1", 100)),
@@ -232,8 +233,8 @@ fn the_same_run_seen_locally_and_on_the_broker_is_one_record() {
         ]
     );
     // A start without an outcome on the broker reads interrupted; with one, its outcome.
-    assert_eq!(m.replays[0].0.outcome, INTERRUPTED);
-    assert_eq!(m.replays[2].0.outcome, "completed");
+    assert_eq!(m.replays[0].0.outcome, RunOutcome::Interrupted(None));
+    assert_eq!(m.replays[2].0.outcome, RunOutcome::Completed);
     assert_eq!(m.replays[2].0.moved, Some(3));
     assert_eq!(m.skipped.len(), 1);
     assert_eq!(m.other.len(), 1);
@@ -245,7 +246,7 @@ fn a_local_record_without_its_outcome_takes_the_brokers() {
         id: Some(7),
         ..record_of("r1".into(), RunKind::Replay, start("r1", 100), None)
     };
-    assert_eq!(local.outcome, INTERRUPTED);
+    assert_eq!(local.outcome, RunOutcome::Interrupted(None));
     let out = completed(2, &["id:b"]);
     let stream = vec![
         entry("replay", "start", "r1", start("r1", 100)),
@@ -272,14 +273,14 @@ fn a_local_record_without_its_outcome_takes_the_brokers() {
     assert_eq!(m.replays.len(), 1);
     let (r, seen) = &m.replays[0];
     assert_eq!((r.id, seen.local, seen.broker), (Some(7), true, true));
-    assert_eq!(r.outcome, "completed");
+    assert_eq!(r.outcome, RunOutcome::Completed);
     assert_eq!(r.moved, Some(2));
     assert_eq!(r.message_ids, ["id:a", "id:b"]);
     // A local outcome is kept as it is, whatever the broker's says.
     let finished = with_outcome(
         record_of("r2".into(), RunKind::Replay, start("r2", 100), None),
         AuditOutcome {
-            outcome: "cancelled".into(),
+            outcome: RunOutcome::Cancelled(None),
             ..out.clone()
         },
     );
@@ -288,7 +289,7 @@ fn a_local_record_without_its_outcome_takes_the_brokers() {
         entry("replay", "outcome", "r2", out),
     ];
     let m = merge(vec![finished], vec![], &stream);
-    assert_eq!(m.replays[0].0.outcome, "cancelled");
+    assert_eq!(m.replays[0].0.outcome, RunOutcome::Cancelled(None));
 }
 
 #[test]
