@@ -25,6 +25,7 @@ pub mod ledger;
 pub mod message;
 pub mod outcome;
 pub mod packed;
+pub mod preview;
 pub mod protect;
 pub mod quorum;
 pub mod read_end;

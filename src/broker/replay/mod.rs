@@ -54,7 +54,7 @@ use shell::close_quietly;
 use wait::{CancelWatch, Cut, guarded};
 
 /// Where a planned publish goes: exchange and routing key.
-pub type TargetKey = (String, String);
+pub use crate::domain::preview::TargetKey;
 
 /// What a run does with each selected message: one engine and its guarantees for every way out
 /// of a dead-letter queue.

@@ -19,11 +19,9 @@ use crate::domain::discovery::Discovery;
 
 mod archive;
 mod cache;
-mod memory;
 mod planning;
 mod policy;
 mod ports;
-mod preview;
 mod reads;
 mod run;
 mod select;
@@ -31,9 +29,12 @@ mod sessions;
 mod targets;
 mod write_check;
 
-pub use memory::{Explained, Remembered, age_secs, arrival, dead_since, explain_all};
-pub use planning::CHECKED_AS_MET;
-pub use preview::{Preview, ReplaySpec, TargetPreview};
+pub use crate::domain::preview::explained::{
+    Explained, Remembered, age_secs, arrival, dead_since, explain_all,
+};
+pub use crate::domain::preview::look::CHECKED_AS_MET;
+pub use crate::domain::preview::{Preview, ReplaySpec, TargetPreview};
+pub use crate::domain::preview::{ReadConsent, TargetKey};
 pub use reads::into_messages;
 pub use run::Work;
 pub use select::Selected;
@@ -112,16 +113,6 @@ impl SessionError {
             source,
         }
     }
-}
-
-/// Whether a read may spend deliveries that Warren has spent on the queue before.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadConsent {
-    /// Use what this session already read from a queue whose reads cost deliveries; read only
-    /// where reading is free or Warren has never read the queue.
-    Reuse,
-    /// The user was told what reading again costs and said yes.
-    ReadAgain,
 }
 
 /// One connected broker as the operations see it: the connection handle (`broker::handle`:

@@ -10,7 +10,8 @@ use crate::domain::destination;
 use crate::domain::discovery::{self, ExchangeInfo, RoutingTable};
 use crate::domain::replay as plan;
 
-use super::{Preview, ReplaySpec, SessionError, TargetPreview, planning::Looked};
+use super::{Preview, ReplaySpec, SessionError, TargetPreview};
+use crate::domain::preview::look::Looked;
 
 impl Handle {
     /// The check of one target a run met first (see [`Preview::checked_as_met`]): the plan's

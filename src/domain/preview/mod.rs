@@ -1,13 +1,29 @@
-//! What a replay would do, and how the user asked for it: the plan's types and its words.
+//! What a replay would do, decided before anything moves, and how the user asked for it: the
+//! plan's types and its words (`Preview`, `ReplaySpec`), the policy that makes one from the
+//! messages looked at (`look`), and messages explained with what Warren remembers of them
+//! (`explained`). Pure: the session reads and checks, this decides.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use crate::broker::replay::TargetKey;
 use crate::domain::replay::{self as plan, ReplayPlan};
 use crate::domain::sanitize;
 use crate::domain::selection::Selection;
 
-use super::ReadConsent;
+pub mod explained;
+pub mod look;
+
+/// A publish's exchange and routing key.
+pub type TargetKey = (String, String);
+
+/// Whether a read may spend deliveries that Warren has spent on the queue before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadConsent {
+    /// Use what this session already read from a queue whose reads cost deliveries; read only
+    /// where reading is free or Warren has never read the queue.
+    Reuse,
+    /// The user was told what reading again costs and said yes.
+    ReadAgain,
+}
 
 /// What a replay would do, decided before anything moves.
 #[derive(Clone, Debug, Default)]
