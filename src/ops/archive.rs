@@ -19,7 +19,6 @@ use crate::domain::archive::Stamp;
 use crate::domain::identity;
 use crate::domain::run::RunKind;
 use crate::domain::sanitize::one_line;
-use crate::domain::selection::Selection;
 use crate::store::AuditStart;
 
 /// Where the messages go.
@@ -348,11 +347,36 @@ pub(super) async fn select<B: ArchivePort>(
 /// The count a run may move: for "all", what the queue holds (capped by the limit), since the
 /// run stops at the depth it started with; for a selection, what matched here.
 fn confirmed_count(spec: &ReplaySpec, sel: &Selected) -> u64 {
-    if matches!(spec.selection, Selection::All) && sel.examined < sel.depth {
-        spec.limit.map_or(sel.depth, |l| l.min(sel.depth))
-    } else {
-        sel.messages.len() as u64
-    }
+    crate::domain::preview::look::confirmed(
+        spec,
+        sel.examined,
+        sel.depth,
+        sel.messages.len() as u64,
+    )
+}
+
+/// Whether an archive must ask before it creates its stream: the archive is not kept locally
+/// (by the request or the context), the broker has streams, the stream is `missing`, and neither
+/// the request nor the context allows creating it. The one rule: [`place`] asks by it, and the
+/// TUI's worker shows [`stream_question`] in the archive modal by it before a run is asked for.
+pub(crate) fn asks_to_create(
+    settings: &crate::config::ArchiveSettings,
+    local: bool,
+    create: bool,
+    has_streams: bool,
+    missing: bool,
+) -> bool {
+    !(local || settings.local) && has_streams && missing && !(create || settings.create)
+}
+
+/// The question [`asks_to_create`] asks, as the archive modal shows it.
+pub(crate) fn stream_question(settings: &crate::config::ArchiveSettings, vhost: &str) -> String {
+    format!(
+        "the archive stream '{}' does not exist yet in vhost '{}': Warren would create it (durable, x-queue-type = stream, x-max-age = {}) for the whole rota",
+        one_line(&settings.stream, 100),
+        one_line(vhost, 100),
+        one_line(&settings.max_age, 20)
+    )
 }
 
 /// Where an archive goes. The stream is created only with consent (the request's `create`,
@@ -385,6 +409,7 @@ pub(super) async fn place<B: ArchivePort>(
         one_line(&vhost, 100),
         one_line(&settings.max_age, 20)
     );
+    let asks = |missing| asks_to_create(settings, local, create, true, missing);
     match s.archive_state().await.map_err(super::replay::stop_of)? {
         StreamState::Stream => Ok(Place::Stream(name)),
         StreamState::NotAStream(kind) => Err(Stop::Refused(Refusal::Archive(format!(
@@ -399,7 +424,7 @@ pub(super) async fn place<B: ArchivePort>(
             Ok(Place::Stream(name))
         }
         StreamState::Missing => {
-            if !(create || settings.create) {
+            if asks(true) {
                 match front.create_archive(&what) {
                     Ok(true) => {}
                     Ok(false) => {

@@ -524,3 +524,32 @@ async fn an_empty_selection_moves_nothing_and_asks_nothing() {
     assert_eq!(front.asked, ["plan"]);
     untouched(&b);
 }
+
+/// One rule for whether an archive asks before it creates its stream: the CLI's question and
+/// the TUI's modal both follow it.
+#[test]
+fn an_archive_asks_to_create_its_stream_only_where_nothing_else_decides() {
+    use crate::ops::archive::{asks_to_create, stream_question};
+    let mut a = crate::config::ArchiveSettings::default();
+    assert!(asks_to_create(&a, false, false, true, true));
+    assert!(!asks_to_create(&a, false, false, true, false), "present");
+    assert!(!asks_to_create(&a, true, false, true, true), "--local");
+    assert!(!asks_to_create(&a, false, true, true, true), "--create");
+    assert!(!asks_to_create(&a, false, false, false, true), "no streams");
+    a.create = true;
+    assert!(
+        !asks_to_create(&a, false, false, true, true),
+        "the context creates"
+    );
+    a.create = false;
+    a.local = true;
+    assert!(
+        !asks_to_create(&a, false, false, true, true),
+        "the context keeps it locally"
+    );
+    let q = stream_question(&a, "/orders");
+    assert!(
+        q.contains(&format!("'{}'", a.stream)) && q.contains("'/orders'"),
+        "{q}"
+    );
+}

@@ -214,24 +214,16 @@ pub(super) async fn discover(ss: &Sessions, ticket: Ticket, ops: &Ops) -> Report
     }
 }
 
-/// What an archive here would create and must ask about first: the vhost has no archive
-/// stream, the broker has streams, and the context neither allows creating it nor keeps the
-/// archive locally.
+/// What an archive here would create and must ask about first (`ops::archive::asks_to_create`,
+/// the stream's presence read from the discovery).
 pub(super) fn archive_question(s: &Session, d: &Discovery) -> Option<String> {
     let a = &s.handle.target.archive;
     let present = d
         .dead_letter_queues
         .iter()
         .any(|q| q.kind == crate::domain::discovery::DlqKind::Archive && q.name == a.stream);
-    if present || a.local || a.create || !s.handle.streams_supported() {
-        return None;
-    }
-    Some(format!(
-        "the archive stream '{}' does not exist yet in vhost '{}': Warren would create it (durable, x-queue-type = stream, x-max-age = {}) for the whole rota",
-        crate::domain::sanitize::one_line(&a.stream, 100),
-        crate::domain::sanitize::one_line(s.vhost(), 100),
-        crate::domain::sanitize::one_line(&a.max_age, 20)
-    ))
+    crate::ops::archive::asks_to_create(a, false, false, s.handle.streams_supported(), !present)
+        .then(|| crate::ops::archive::stream_question(a, s.vhost()))
 }
 
 /// Lists `vhost`'s local archive file with its DLQs when it holds anything.

@@ -36,6 +36,18 @@ pub(crate) fn refused_by(mut looked: Looked, why: Option<String>) -> Looked {
     looked
 }
 
+/// The count confirmed, which is the count that moves: for all of the queue, what it holds
+/// (capped by the limit) when only its head was looked at — the run stops at the depth it
+/// started with —, else what matched among the `examined` messages of a queue of `depth`. The
+/// one rule for a replay's plan and an archive's or discard's.
+pub(crate) fn confirmed(spec: &ReplaySpec, examined: u64, depth: u64, matched: u64) -> u64 {
+    if matches!(spec.selection, Selection::All) && examined < depth {
+        spec.limit.map_or(depth, |l| l.min(depth))
+    } else {
+        matched
+    }
+}
+
 /// What the plan says when several targets are checked as the run meets them.
 pub const CHECKED_AS_MET: &str = "targets are checked as they are first met";
 
@@ -107,12 +119,7 @@ pub(crate) fn look_at(
     // stops at the depth it started with), a selection is what matched here. Messages whose
     // framework would discard them stay (unless their deadline is cleared).
     let all = matches!(spec.selection, Selection::All);
-    p.selected = if all && p.examined < depth {
-        spec.limit.map_or(depth, |l| l.min(depth))
-    } else {
-        p.matched
-    };
-    p.selected = p.selected.saturating_sub(staying);
+    p.selected = confirmed(spec, p.examined, depth, p.matched).saturating_sub(staying);
     p.notices = p
         .expired
         .iter()
