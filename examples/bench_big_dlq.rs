@@ -279,6 +279,30 @@ async fn publish_and_read(b: &Broker, n: u32, body: usize, limits: &[usize]) -> 
     Ok(())
 }
 
+/// The TUI over the worker, as `warren` runs it: its state, a 160×48 test terminal, and the
+/// channels to and from the worker.
+struct Tui {
+    st: State,
+    term: Terminal<TestBackend>,
+    cmd_tx: tokio::sync::mpsc::Sender<warren::tui::Command>,
+    ev_rx: tokio::sync::mpsc::Receiver<warren::tui::Report>,
+}
+
+/// What one read and the keys after it measured; printed by [`Figures::print`].
+struct Figures {
+    limit: usize,
+    rows: usize,
+    read: Duration,
+    frames: usize,
+    after_read: f64,
+    spilled: u64,
+    times: Vec<Duration>,
+    ahead: Vec<Duration>,
+    sorts: Vec<String>,
+    filters: Vec<String>,
+    pager: Duration,
+}
+
 /// One read of `limit` messages, as the operator does it, then the keys; prints the figures.
 async fn measure(b: Broker, limit: usize) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("warren-bench-bigdlq-{}", std::process::id()));
@@ -297,68 +321,21 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
         ..Default::default()
     };
     let (cmd_tx, cmd_rx) = tokio::sync::mpsc::channel(64);
-    let (ev_tx, mut ev_rx) = tokio::sync::mpsc::channel(256);
+    let (ev_tx, ev_rx) = tokio::sync::mpsc::channel(256);
     let worker = tokio::spawn(warren::worker::run(
         warren::worker::Source::Broker(overrides),
         cmd_rx,
         ev_tx,
     ));
-    let mut st = State::new(jiff::Timestamp::now(), true, Theme::color());
-    let mut term = Terminal::new(TestBackend::new(160, 48))?;
-    // The queue list first, as the operator sees it (the TUI asks for it first).
-    cmd_tx.send(warren::tui::Command::LoadQueues).await?;
-    while !st.queues.loaded {
-        let r = tokio::time::timeout(Duration::from_secs(60), ev_rx.recv())
-            .await
-            .context("no queue list within 60 s")?
-            .context("the worker ended")?;
-        match &r {
-            warren::tui::Report::Error(f) => bail!("{f}"),
-            warren::tui::Report::Connection(c) => eprintln!("connection: {c:?}"),
-            _ => {}
-        }
-        for c in update(&mut st, r) {
-            cmd_tx.send(c).await?;
-        }
-    }
-    let at = st
-        .queue_rows()
-        .iter()
-        .position(|r| r.name() == QUEUE)
-        .context("the queue is not listed")?;
-    st.queues.cursor = at;
-    // `:limit N`, then Enter.
-    st.settings.browse_limit = limit;
-    let t = Instant::now();
-    for c in update(&mut st, key(KeyCode::Enter)) {
-        cmd_tx.send(c).await?;
-    }
-    let mut frames = 0;
-    while st.msgs.loading.is_some() || st.msgs.browse.as_ref().is_none_or(|b| b.rows.is_empty()) {
-        let r = tokio::time::timeout(Duration::from_secs(600), ev_rx.recv())
-            .await
-            .context("no report for 10 minutes")?
-            .context("the worker ended")?;
-        if let warren::tui::Report::Error(f) = &r {
-            bail!("the read failed: {f}");
-        }
-        if matches!(r, warren::tui::Report::MessagesLoaded { .. }) {
-            eprintln!(
-                "  before the last part: peak {:.0} MiB; {}",
-                peak_mib(),
-                heap_now()
-            );
-        }
-        for c in update(&mut st, r) {
-            cmd_tx.send(c).await?;
-        }
-        if st.take_dirty() {
-            term.draw(|f| view(&st, f))?;
-            frames += 1;
-        }
-    }
-    let read = t.elapsed();
-    let rows = st.msgs.browse.as_ref().map_or(0, |b| b.rows.len());
+    let mut tui = Tui {
+        st: State::new(jiff::Timestamp::now(), true, Theme::color()),
+        term: Terminal::new(TestBackend::new(160, 48))?,
+        cmd_tx,
+        ev_rx,
+    };
+    tui.load_queues().await?;
+    let (read, frames) = tui.read_all(limit).await?;
+    let rows = tui.st.msgs.browse.as_ref().map_or(0, |b| b.rows.len());
     let spilled = std::fs::read_dir(warren::local::spill::dir())
         .map(|d| {
             d.flatten()
@@ -368,152 +345,275 @@ async fn measure(b: Broker, limit: usize) -> Result<()> {
         })
         .unwrap_or(0);
     let after_read = peak_mib();
-    // The loop's idle moments after the page is shown: its three orders made ahead.
-    let mut ahead = Vec::new();
-    while st.has_idle_work() {
-        let t = Instant::now();
-        update(&mut st, Event::Idle);
-        if st.take_dirty() {
-            term.draw(|f| view(&st, f))?;
-        }
-        ahead.push(t.elapsed());
-    }
-    ahead.sort();
+    let ahead = tui.orders_ahead()?;
     eprintln!(
         "  after the read: {}; a row is {} B inline (its brief {} B)",
         heap_now(),
         std::mem::size_of::<warren::tui::state::Row>(),
         std::mem::size_of::<warren::domain::brief::Brief>()
     );
-
-    // A session's keys: moving, paging, jumping, selecting, groups, the four orders.
-    let mut script: Vec<Event> = Vec::new();
-    script.extend((0..200).map(|_| key(KeyCode::Char('j'))));
-    script.extend((0..50).map(|_| key(KeyCode::PageDown)));
-    script.extend([key(KeyCode::Char('G')), key(KeyCode::Char('g'))]);
-    script.extend((0..100).map(|_| key(KeyCode::Char(' '))));
-    script.push(key(KeyCode::Char('f')));
-    script.extend((0..20).map(|_| key(KeyCode::Char('j'))));
-    script.push(key(KeyCode::Char('f')));
-    for _ in 0..2 {
-        for c in ['2', '2', '3', '3', '4', '4', '1'] {
-            script.push(key(KeyCode::Char(c)));
-            script.extend((0..10).map(|_| key(KeyCode::Char('j'))));
-        }
-    }
-    script.extend((0..100).map(|_| key(KeyCode::Char('k'))));
-    let mut times = Vec::with_capacity(script.len());
-    let mut sorts = Vec::new();
-    for ev in script {
-        let sort = matches!(&ev, Event::Key(k) if matches!(k.code, KeyCode::Char('1'..='4')));
-        let label = match &ev {
-            Event::Key(k) => format!("{}", k.code),
-            _ => String::new(),
-        };
-        let t = Instant::now();
-        update(&mut st, ev);
-        if st.take_dirty() {
-            term.draw(|f| view(&st, f))?;
-        }
-        times.push(t.elapsed());
-        if sort {
-            sorts.push(format!("{label} {:.1}", ms(t.elapsed())));
-        }
-    }
-    times.sort();
-
-    // A filter once typing pauses: on what the list keeps, then on the body (read back).
-    let mut filters = Vec::new();
-    for text in ["reason:expired", "body:4242,"] {
-        update(&mut st, key(KeyCode::Char('/')));
-        update(
-            &mut st,
-            Event::Key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL)),
-        );
-        for c in text.chars() {
-            update(&mut st, key(KeyCode::Char(c)));
-        }
-        // The settle starts the view; the loop's idle moments make it, a slice each, a frame
-        // drawn after each: the slowest of those is what a key pressed meanwhile waits for.
-        let t = Instant::now();
-        let mut steps = vec![];
-        let mut ev = Event::FilterSettle;
-        loop {
-            let s = Instant::now();
-            update(&mut st, ev);
-            if st.take_dirty() {
-                term.draw(|f| view(&st, f))?;
-            }
-            steps.push(s.elapsed());
-            if st
-                .msgs
-                .browse
-                .as_ref()
-                .is_none_or(|b| b.updating().is_none())
-            {
-                break;
-            }
-            ev = Event::Idle;
-        }
-        steps.sort();
-        let shown = st.msgs.browse.as_ref().map_or(0, |b| b.visible.len());
-        filters.push(format!(
-            "`{text}` whole in {:.0} ms over {} slices (slice -> frame p99 {:.1} ms, max {:.1} ms; {shown} shown)",
-            ms(t.elapsed()),
-            steps.len(),
-            ms(percentile(&steps, 0.99)),
-            ms(steps.last().copied().unwrap_or_default())
-        ));
-        update(&mut st, key(KeyCode::Enter));
-    }
-    // Opening a message reads it back from the spill file: the detail of the one under the
-    // cursor, and the pager on its body.
-    let t = Instant::now();
-    update(&mut st, key(KeyCode::Char('v')));
-    if st.take_dirty() {
-        term.draw(|f| view(&st, f))?;
-    }
-    let pager = t.elapsed();
-    update(&mut st, key(KeyCode::Char('q')));
-
-    println!(
-        "read {rows} of {limit} requested through the worker into the TUI (release build, 160x48 TestBackend)"
-    );
-    // Why the read stopped where it did (the queue's depth when it began, the limit, ...).
-    println!(
-        "  stopped: {}",
-        st.msgs.browse.as_ref().map_or("", |b| b.stop.as_str())
-    );
-    println!(
-        "  time to read all: {:.1} s ({:.0} msg/s), {frames} frames drawn meanwhile",
-        read.as_secs_f64(),
-        rows as f64 / read.as_secs_f64()
-    );
-    println!(
-        "  peak resident memory (getrusage): {after_read:.0} MiB after the read, {:.0} MiB at the end; spill file {:.0} MiB",
-        peak_mib(),
-        spilled as f64 / 1024.0 / 1024.0
-    );
-    println!(
-        "  key press -> frame over {} keys: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (goal p99 < 16 ms)",
-        times.len(),
-        ms(percentile(&times, 0.5)),
-        ms(percentile(&times, 0.99)),
-        ms(times.last().copied().unwrap_or_default())
-    );
-    println!(
-        "  the three orders made ahead in {} idle steps of {:.0} ms in all (step -> frame p99 {:.1} ms, max {:.1} ms)",
-        ahead.len(),
-        ms(ahead.iter().sum()),
-        ms(percentile(&ahead, 0.99)),
-        ms(ahead.last().copied().unwrap_or_default())
-    );
-    println!("  sort keys (ms, key press -> frame): {}", sorts.join(", "));
-    println!("  filter once typing pauses: {}", filters.join("; "));
-    println!("  v (pager on a body read back): {:.1} ms", ms(pager));
+    let (times, sorts) = tui.session_keys()?;
+    let filters = tui.filters()?;
+    let pager = tui.pager()?;
+    let figures = Figures {
+        limit,
+        rows,
+        read,
+        frames,
+        after_read,
+        spilled,
+        times,
+        ahead,
+        sorts,
+        filters,
+        pager,
+    };
+    figures.print(tui.st.msgs.browse.as_ref().map_or("", |b| b.stop.as_str()));
+    let Tui { st, cmd_tx, .. } = tui;
     drop(cmd_tx);
     let _ = tokio::time::timeout(Duration::from_secs(10), worker).await;
     drop(st);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+impl Tui {
+    /// Draws a frame if the last step changed what is shown, as the loop does.
+    fn draw_if_dirty(&mut self) -> Result<bool> {
+        if !self.st.take_dirty() {
+            return Ok(false);
+        }
+        self.term.draw(|f| view(&self.st, f))?;
+        Ok(true)
+    }
+
+    /// The queue list first, as the operator sees it (the TUI asks for it first), and the
+    /// cursor on the benchmark's queue.
+    async fn load_queues(&mut self) -> Result<()> {
+        self.cmd_tx.send(warren::tui::Command::LoadQueues).await?;
+        while !self.st.queues.loaded {
+            let r = tokio::time::timeout(Duration::from_secs(60), self.ev_rx.recv())
+                .await
+                .context("no queue list within 60 s")?
+                .context("the worker ended")?;
+            match &r {
+                warren::tui::Report::Error(f) => bail!("{f}"),
+                warren::tui::Report::Connection(c) => eprintln!("connection: {c:?}"),
+                _ => {}
+            }
+            for c in update(&mut self.st, r) {
+                self.cmd_tx.send(c).await?;
+            }
+        }
+        let at = self
+            .st
+            .queue_rows()
+            .iter()
+            .position(|r| r.name() == QUEUE)
+            .context("the queue is not listed")?;
+        self.st.queues.cursor = at;
+        Ok(())
+    }
+
+    /// `:limit N`, then Enter, and every report until the page is read: how long, and how many
+    /// frames were drawn meanwhile.
+    async fn read_all(&mut self, limit: usize) -> Result<(Duration, usize)> {
+        self.st.settings.browse_limit = limit;
+        let t = Instant::now();
+        for c in update(&mut self.st, key(KeyCode::Enter)) {
+            self.cmd_tx.send(c).await?;
+        }
+        let mut frames = 0;
+        while self.st.msgs.loading.is_some()
+            || self
+                .st
+                .msgs
+                .browse
+                .as_ref()
+                .is_none_or(|b| b.rows.is_empty())
+        {
+            let r = tokio::time::timeout(Duration::from_secs(600), self.ev_rx.recv())
+                .await
+                .context("no report for 10 minutes")?
+                .context("the worker ended")?;
+            if let warren::tui::Report::Error(f) = &r {
+                bail!("the read failed: {f}");
+            }
+            if matches!(r, warren::tui::Report::MessagesLoaded { .. }) {
+                eprintln!(
+                    "  before the last part: peak {:.0} MiB; {}",
+                    peak_mib(),
+                    heap_now()
+                );
+            }
+            for c in update(&mut self.st, r) {
+                self.cmd_tx.send(c).await?;
+            }
+            if self.draw_if_dirty()? {
+                frames += 1;
+            }
+        }
+        Ok((t.elapsed(), frames))
+    }
+
+    /// The loop's idle moments after the page is shown: its three orders made ahead, each
+    /// step's time (sorted).
+    fn orders_ahead(&mut self) -> Result<Vec<Duration>> {
+        let mut ahead = Vec::new();
+        while self.st.has_idle_work() {
+            let t = Instant::now();
+            update(&mut self.st, Event::Idle);
+            self.draw_if_dirty()?;
+            ahead.push(t.elapsed());
+        }
+        ahead.sort();
+        Ok(ahead)
+    }
+
+    /// A session's keys: moving, paging, jumping, selecting, groups, the four orders. Each key
+    /// press -> frame (sorted), and the sort keys' own.
+    fn session_keys(&mut self) -> Result<(Vec<Duration>, Vec<String>)> {
+        let mut script: Vec<Event> = Vec::new();
+        script.extend((0..200).map(|_| key(KeyCode::Char('j'))));
+        script.extend((0..50).map(|_| key(KeyCode::PageDown)));
+        script.extend([key(KeyCode::Char('G')), key(KeyCode::Char('g'))]);
+        script.extend((0..100).map(|_| key(KeyCode::Char(' '))));
+        script.push(key(KeyCode::Char('f')));
+        script.extend((0..20).map(|_| key(KeyCode::Char('j'))));
+        script.push(key(KeyCode::Char('f')));
+        for _ in 0..2 {
+            for c in ['2', '2', '3', '3', '4', '4', '1'] {
+                script.push(key(KeyCode::Char(c)));
+                script.extend((0..10).map(|_| key(KeyCode::Char('j'))));
+            }
+        }
+        script.extend((0..100).map(|_| key(KeyCode::Char('k'))));
+        let mut times = Vec::with_capacity(script.len());
+        let mut sorts = Vec::new();
+        for ev in script {
+            let sort = matches!(&ev, Event::Key(k) if matches!(k.code, KeyCode::Char('1'..='4')));
+            let label = match &ev {
+                Event::Key(k) => format!("{}", k.code),
+                _ => String::new(),
+            };
+            let t = Instant::now();
+            update(&mut self.st, ev);
+            self.draw_if_dirty()?;
+            times.push(t.elapsed());
+            if sort {
+                sorts.push(format!("{label} {:.1}", ms(t.elapsed())));
+            }
+        }
+        times.sort();
+        Ok((times, sorts))
+    }
+
+    /// A filter once typing pauses: on what the list keeps, then on the body (read back).
+    fn filters(&mut self) -> Result<Vec<String>> {
+        let mut filters = Vec::new();
+        for text in ["reason:expired", "body:4242,"] {
+            update(&mut self.st, key(KeyCode::Char('/')));
+            update(
+                &mut self.st,
+                Event::Key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL)),
+            );
+            for c in text.chars() {
+                update(&mut self.st, key(KeyCode::Char(c)));
+            }
+            // The settle starts the view; the loop's idle moments make it, a slice each, a frame
+            // drawn after each: the slowest of those is what a key pressed meanwhile waits for.
+            let t = Instant::now();
+            let mut steps = vec![];
+            let mut ev = Event::FilterSettle;
+            loop {
+                let s = Instant::now();
+                update(&mut self.st, ev);
+                self.draw_if_dirty()?;
+                steps.push(s.elapsed());
+                if self
+                    .st
+                    .msgs
+                    .browse
+                    .as_ref()
+                    .is_none_or(|b| b.updating().is_none())
+                {
+                    break;
+                }
+                ev = Event::Idle;
+            }
+            steps.sort();
+            let shown = self.st.msgs.browse.as_ref().map_or(0, |b| b.visible.len());
+            filters.push(format!(
+                "`{text}` whole in {:.0} ms over {} slices (slice -> frame p99 {:.1} ms, max {:.1} ms; {shown} shown)",
+                ms(t.elapsed()),
+                steps.len(),
+                ms(percentile(&steps, 0.99)),
+                ms(steps.last().copied().unwrap_or_default())
+            ));
+            update(&mut self.st, key(KeyCode::Enter));
+        }
+        Ok(filters)
+    }
+
+    /// Opening a message reads it back from the spill file: the detail of the one under the
+    /// cursor, and the pager on its body.
+    fn pager(&mut self) -> Result<Duration> {
+        let t = Instant::now();
+        update(&mut self.st, key(KeyCode::Char('v')));
+        self.draw_if_dirty()?;
+        let pager = t.elapsed();
+        update(&mut self.st, key(KeyCode::Char('q')));
+        Ok(pager)
+    }
+}
+
+impl Figures {
+    /// The figures of one read; `stop` is why the read stopped where it did (the queue's depth
+    /// when it began, the limit, ...).
+    fn print(&self, stop: &str) {
+        let Figures {
+            limit,
+            rows,
+            read,
+            frames,
+            after_read,
+            spilled,
+            ref times,
+            ref ahead,
+            ref sorts,
+            ref filters,
+            pager,
+        } = *self;
+        println!(
+            "read {rows} of {limit} requested through the worker into the TUI (release build, 160x48 TestBackend)"
+        );
+        println!("  stopped: {stop}");
+        println!(
+            "  time to read all: {:.1} s ({:.0} msg/s), {frames} frames drawn meanwhile",
+            read.as_secs_f64(),
+            rows as f64 / read.as_secs_f64()
+        );
+        println!(
+            "  peak resident memory (getrusage): {after_read:.0} MiB after the read, {:.0} MiB at the end; spill file {:.0} MiB",
+            peak_mib(),
+            spilled as f64 / 1024.0 / 1024.0
+        );
+        println!(
+            "  key press -> frame over {} keys: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (goal p99 < 16 ms)",
+            times.len(),
+            ms(percentile(times, 0.5)),
+            ms(percentile(times, 0.99)),
+            ms(times.last().copied().unwrap_or_default())
+        );
+        println!(
+            "  the three orders made ahead in {} idle steps of {:.0} ms in all (step -> frame p99 {:.1} ms, max {:.1} ms)",
+            ahead.len(),
+            ms(ahead.iter().sum()),
+            ms(percentile(ahead, 0.99)),
+            ms(ahead.last().copied().unwrap_or_default())
+        );
+        println!("  sort keys (ms, key press -> frame): {}", sorts.join(", "));
+        println!("  filter once typing pauses: {}", filters.join("; "));
+        println!("  v (pager on a body read back): {:.1} ms", ms(pager));
+    }
 }

@@ -90,6 +90,18 @@ async fn main() -> anyhow::Result<()> {
     result
 }
 
+/// What the run measured, printed by [`Figures::print`].
+struct Figures {
+    first_ms: Vec<String>,
+    browse_time: Duration,
+    browse_rate: f64,
+    hwm: Option<f64>,
+    mgmt_time: Duration,
+    mgmt_rate: f64,
+    depth: u32,
+    settled: Duration,
+}
+
 async fn run(
     http: &reqwest::Client,
     mgmt: &str,
@@ -112,7 +124,30 @@ async fn run(
     .await?;
 
     println!("RabbitMQ {version}: filling bench.dlq with {MESSAGES} × {BODY} B …");
-    let fill = Instant::now();
+    let fill_time = Instant::now();
+    fill(&ch).await?;
+    println!("  filled in {:.1} s", fill_time.elapsed().as_secs_f64());
+
+    let first_ms = first_pages(&conn).await?;
+    let (browse_time, hwm) = browse_all(&conn).await?;
+    let (mgmt_time, mgmt_rate) = management_gets(http, mgmt, vhost).await?;
+    let (depth, settled) = settled_depth(&conn).await?;
+    Figures {
+        first_ms,
+        browse_time,
+        browse_rate: MESSAGES as f64 / browse_time.as_secs_f64(),
+        hwm,
+        mgmt_time,
+        mgmt_rate,
+        depth,
+        settled,
+    }
+    .print();
+    Ok(())
+}
+
+/// `MESSAGES` persistent messages of `BODY` bytes, in batches of 1,000 each confirmed.
+async fn fill(ch: &lapin::Channel) -> anyhow::Result<()> {
     let body = vec![b'x'; BODY];
     for batch in 0..MESSAGES / 1000 {
         let mut confirms = Vec::with_capacity(1000);
@@ -137,32 +172,40 @@ async fn run(
             }
         }
     }
-    println!("  filled in {:.1} s", fill.elapsed().as_secs_f64());
+    Ok(())
+}
 
-    let req = |limit| BrowseRequest {
+/// A browse of the first `limit` messages of the classic queue, with nothing held back.
+fn req(limit: usize) -> BrowseRequest {
+    BrowseRequest {
         limit,
         ..BrowseRequest::new(
             "bench.dlq",
             QueueType::Classic,
             BrowsePolicy::unrestricted(),
         )
-    };
+    }
+}
 
-    // Time to the first 100, three tries (the first pays for nothing the others do not).
+/// Time to the first 100, three tries (the first pays for nothing the others do not), in ms.
+async fn first_pages(conn: &lapin::Connection) -> anyhow::Result<Vec<String>> {
     let mut firsts = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
-        let page = browse(&conn, &req(100)).await?;
+        let page = browse(conn, &req(100)).await?;
         firsts.push(t.elapsed());
         anyhow::ensure!(page.messages.len() == 100, "first page short");
     }
-    let first_ms: Vec<String> = firsts
+    Ok(firsts
         .iter()
         .map(|d| format!("{:.0}", d.as_secs_f64() * 1000.0))
-        .collect();
+        .collect())
+}
 
+/// A browse of all `MESSAGES`: its time, and the peak memory with them all held.
+async fn browse_all(conn: &lapin::Connection) -> anyhow::Result<(Duration, Option<f64>)> {
     let t = Instant::now();
-    let page = browse(&conn, &req(MESSAGES)).await?;
+    let page = browse(conn, &req(MESSAGES)).await?;
     let browse_time = t.elapsed();
     anyhow::ensure!(
         page.messages.len() == MESSAGES,
@@ -171,9 +214,16 @@ async fn run(
         page.stopped
     );
     let hwm = vm_hwm_mib();
-    let browse_rate = MESSAGES as f64 / browse_time.as_secs_f64();
     drop(page);
+    Ok((browse_time, hwm))
+}
 
+/// The management API's get, `MGMT_ROUNDS` × `MGMT_BATCH` requeued: its time and rate.
+async fn management_gets(
+    http: &reqwest::Client,
+    mgmt: &str,
+    vhost: &str,
+) -> anyhow::Result<(Duration, f64)> {
     let path = format!("{mgmt}/api/queues/{}/bench.dlq/get", enc(vhost));
     let mut mgmt_time = Duration::ZERO;
     for _ in 0..MGMT_ROUNDS {
@@ -194,7 +244,11 @@ async fn run(
         anyhow::ensure!(n == MGMT_BATCH, "management get returned {n}");
     }
     let mgmt_rate = (MGMT_BATCH * MGMT_ROUNDS) as f64 / mgmt_time.as_secs_f64();
+    Ok((mgmt_time, mgmt_rate))
+}
 
+/// The queue's depth once the gets' requeues have landed, and how long that took.
+async fn settled_depth(conn: &lapin::Connection) -> anyhow::Result<(u32, Duration)> {
     // The management API's get hands its messages back asynchronously: a depth read at once
     // counted 96,267 of 100,000 on 4.3. Wait (up to 10 s) for it to settle, and say how long.
     let counter = conn.create_channel().await?;
@@ -216,33 +270,46 @@ async fn run(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let settled = settling.elapsed();
+    Ok((depth, settling.elapsed()))
+}
 
-    println!(
-        "  time to first 100 messages: {} ms (goal < 300)",
-        first_ms.join(", ")
-    );
-    println!(
-        "  browse {MESSAGES}: {:.2} s = {browse_rate:.0} msg/s",
-        browse_time.as_secs_f64()
-    );
-    println!(
-        "  management get {MGMT_ROUNDS} × {MGMT_BATCH} (ack_requeue_true): {:.2} s = {mgmt_rate:.0} msg/s",
-        mgmt_time.as_secs_f64()
-    );
-    println!(
-        "  browse / management: {:.1}× (goal ≥ 2×)",
-        browse_rate / mgmt_rate
-    );
-    match hwm {
-        Some(m) => {
-            println!("  peak memory (VmHWM) with {MESSAGES} browsed: {m:.0} MiB (goal < 300)")
+impl Figures {
+    fn print(&self) {
+        let Figures {
+            ref first_ms,
+            browse_time,
+            browse_rate,
+            hwm,
+            mgmt_time,
+            mgmt_rate,
+            depth,
+            settled,
+        } = *self;
+        println!(
+            "  time to first 100 messages: {} ms (goal < 300)",
+            first_ms.join(", ")
+        );
+        println!(
+            "  browse {MESSAGES}: {:.2} s = {browse_rate:.0} msg/s",
+            browse_time.as_secs_f64()
+        );
+        println!(
+            "  management get {MGMT_ROUNDS} × {MGMT_BATCH} (ack_requeue_true): {:.2} s = {mgmt_rate:.0} msg/s",
+            mgmt_time.as_secs_f64()
+        );
+        println!(
+            "  browse / management: {:.1}× (goal ≥ 2×)",
+            browse_rate / mgmt_rate
+        );
+        match hwm {
+            Some(m) => {
+                println!("  peak memory (VmHWM) with {MESSAGES} browsed: {m:.0} MiB (goal < 300)")
+            }
+            None => println!("  peak memory: /proc/self/status unavailable"),
         }
-        None => println!("  peak memory: /proc/self/status unavailable"),
+        println!(
+            "  queue depth afterwards: {depth} (expected {MESSAGES}), settled {:.2} s after the last get",
+            settled.as_secs_f64()
+        );
     }
-    println!(
-        "  queue depth afterwards: {depth} (expected {MESSAGES}), settled {:.2} s after the last get",
-        settled.as_secs_f64()
-    );
-    Ok(())
 }
