@@ -59,7 +59,7 @@ mod groups_by;
 mod listing_memory;
 #[path = "management_errors.rs"]
 mod management_errors;
-#[path = "model_conventions.rs"]
+#[path = "model_conventions/mod.rs"]
 mod model_conventions;
 #[path = "model_groups.rs"]
 mod model_groups;
