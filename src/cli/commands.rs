@@ -73,8 +73,8 @@ pub(crate) fn consent(c: &ConnArgs) -> ReadConsent {
     }
 }
 
-/// Runs a read; where reading again would cost deliveries, says what it costs and asks on a
-/// terminal (elsewhere it refuses, unless --read-again was given).
+/// Runs a read; where reading again would cost deliveries, the one home asks (`ops::read`): on
+/// a terminal, or by `--read-again`; elsewhere it refuses.
 pub(crate) async fn read_with_consent<T, Fut>(
     c: &ConnArgs,
     read: impl Fn(ReadConsent) -> Fut,
@@ -82,24 +82,10 @@ pub(crate) async fn read_with_consent<T, Fut>(
 where
     Fut: std::future::Future<Output = Result<T, SessionError>>,
 {
-    match read(consent(c)).await {
-        Err(SessionError::NeedsConsent { queue, text })
-            if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() =>
-        {
-            crate::err!("{} Read it again? [y/N] ", one_line(&text, 600));
-            let _ = std::io::stderr().flush();
-            let mut line = String::new();
-            let yes = std::io::stdin().lock().read_line(&mut line).is_ok()
-                && matches!(line.trim(), "y" | "Y" | "yes");
-            if !yes {
-                return Err(Failure::failed(format!(
-                    "nothing was read from '{}'",
-                    one_line(&queue, 80)
-                )));
-            }
-            read(ReadConsent::ReadAgain).await.map_err(broker_failure)
-        }
-        other => other.map_err(broker_failure),
+    let mut front = crate::cli::front::CliFront::new(c, false, false);
+    match ops::read::consented(&mut front, consent(c), read).await {
+        Ok(t) => Ok(t),
+        Err(stop) => stopped_err(stop),
     }
 }
 

@@ -332,16 +332,7 @@ pub(super) async fn select<B: ArchivePort>(
         spec.consent = consent;
         async move { s.select(&spec, cap).await }
     };
-    match read(spec.consent).await {
-        Err(SessionError::NeedsConsent { queue, text }) => match front.read_again(&queue, &text) {
-            Ok(true) => read(ReadConsent::ReadAgain)
-                .await
-                .map_err(super::replay::stop_of),
-            Ok(false) => Err(Stop::Refused(Refusal::NotReadAgain { queue })),
-            Err(why) => Err(Stop::Refused(Refusal::CannotAsk { why, undone: None })),
-        },
-        other => other.map_err(super::replay::stop_of),
-    }
+    super::read::consented(front, spec.consent, read).await
 }
 
 /// The count a run may move: for "all", what the queue holds (capped by the limit), since the

@@ -17,6 +17,7 @@ mod fake_runs;
 pub mod note;
 pub mod ports;
 pub mod protect;
+pub(crate) mod read;
 pub mod record;
 pub mod redirect;
 pub mod replay;
