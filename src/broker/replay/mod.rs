@@ -30,6 +30,7 @@ use crate::domain::selection::Selection;
 
 mod classify;
 mod confirms;
+mod drive;
 mod failover;
 mod finish;
 mod open;
@@ -485,31 +486,10 @@ pub async fn run_with(
     let mut backlog_shown = false;
     let mut backlog_seen: Option<BacklogWait> = None;
 
-    'run: loop {
-        while let Some(effect) = drv.fx.pop_front() {
-            if matches!(effect, Effect::Finish) {
-                break 'run;
-            }
-            let Some(ev) = shell.perform(effect, &mut drv).await else {
-                continue;
-            };
-            if drv.engine.is_done() {
-                // A second cancel came while waiting: the run ends now.
-                break 'run;
-            }
-            let e = drv.engine.on(Instant::now(), ev);
-            drv.fx.extend(e);
-        }
-
-        let Some(ev) = shell.next_event(&mut drv).await else {
-            continue;
-        };
-        let e = drv.engine.on(Instant::now(), ev);
-        drv.fx.extend(e);
+    drive::drive(&mut shell, &mut drv, |drv| {
         if drv.engine.tally().moved_ids.len() >= SPOOL_BATCH {
             summary.moved_ids.append(drv.engine.take_moved());
         }
-
         let blocked = drv.engine.tally().blocked.clone();
         if let Some(w) = drv.engine.backlog_wait() {
             backlog_seen = Some(w);
@@ -532,7 +512,8 @@ pub async fn run_with(
             summary.progress.backlog = backlog;
             on_progress(&summary.progress);
         }
-    }
+    })
+    .await;
 
     shell
         .close_publisher(drv.engine.tally().forced.is_some())

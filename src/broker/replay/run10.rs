@@ -7,7 +7,7 @@ use futures_util::stream::FuturesUnordered;
 
 use crate::broker::amqp10::{self as a10, Endpoint10};
 use crate::domain::amqp10::carrier::Carrier;
-use crate::domain::engine::{Effect, Engine, Limits};
+use crate::domain::engine::{Engine, Limits};
 
 use super::shell10::Shell10;
 use super::wait::{CancelWatch, Pacer};
@@ -135,25 +135,7 @@ async fn drive(
 ) {
     let (depth_at_start, limit) = (summary.depth_at_start, shell.job.limit);
     let mut last_progress = Instant::now();
-    'run: loop {
-        while let Some(effect) = drv.fx.pop_front() {
-            if matches!(effect, Effect::Finish) {
-                break 'run;
-            }
-            let Some(ev) = shell.perform(effect, drv).await else {
-                continue;
-            };
-            if drv.engine.is_done() {
-                break 'run;
-            }
-            let e = drv.engine.on(Instant::now(), ev);
-            drv.fx.extend(e);
-        }
-        let Some(ev) = shell.next_event(drv).await else {
-            continue;
-        };
-        let e = drv.engine.on(Instant::now(), ev);
-        drv.fx.extend(e);
+    super::drive::drive(shell, drv, |drv| {
         if drv.engine.tally().moved_ids.len() >= SPOOL_BATCH {
             summary.moved_ids.append(drv.engine.take_moved());
         }
@@ -163,7 +145,8 @@ async fn drive(
             fill_progress(&mut summary.progress, t, started, depth_at_start, limit);
             on_progress(&summary.progress);
         }
-    }
+    })
+    .await;
 }
 
 /// Whether the DLQ's head message came from an AMQP 1.0 client (`domain::amqp10::carrier::sign`),

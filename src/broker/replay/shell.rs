@@ -76,6 +76,16 @@ pub(super) struct Shell<'a> {
     pub(super) left: Option<Option<u64>>,
 }
 
+impl super::drive::Performer for Shell<'_> {
+    async fn perform(&mut self, effect: Effect, drv: &mut Driver) -> Option<Event> {
+        Shell::perform(self, effect, drv).await
+    }
+
+    async fn next_event(&mut self, drv: &mut Driver) -> Option<Event> {
+        Shell::next_event(self, drv).await
+    }
+}
+
 impl Shell<'_> {
     /// Carries out one effect; the event it ends in, if any, is for the engine.
     pub(super) async fn perform(&mut self, effect: Effect, drv: &mut Driver) -> Option<Event> {

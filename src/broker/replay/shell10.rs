@@ -57,6 +57,16 @@ pub(super) struct Shell10<'a> {
     pub(super) depth_ch: Option<lapin::Channel>,
 }
 
+impl super::drive::Performer for Shell10<'_> {
+    async fn perform(&mut self, effect: Effect, drv: &mut Driver) -> Option<Event> {
+        Shell10::perform(self, effect, drv).await
+    }
+
+    async fn next_event(&mut self, drv: &mut Driver) -> Option<Event> {
+        Shell10::next_event(self, drv).await
+    }
+}
+
 impl Shell10<'_> {
     /// Attaches the run's receiver to the DLQ, taking up to `prefetch` at a time.
     pub(super) async fn receiver(

@@ -164,7 +164,7 @@ struct MemoryShell<R> {
     step: Duration,
 }
 
-impl<R: FnMut(&[String]) -> Result<(), String>> MemoryShell<R> {
+impl<R: FnMut(&[String]) -> Result<(), String>> super::drive::Performer for MemoryShell<R> {
     /// Carries out one effect; the event it ends in, if any, is for the engine.
     async fn perform(&mut self, effect: Effect, drv: &mut Driver) -> Option<Event> {
         let ev = match effect {
@@ -200,19 +200,6 @@ impl<R: FnMut(&[String]) -> Result<(), String>> MemoryShell<R> {
             }
         };
         Some(ev)
-    }
-
-    /// The engine's acks, remembered; a failure stops the run like a lost channel (nothing
-    /// more can be remembered, so nothing more is put back).
-    fn remember_acked(&mut self, ops: &[AckOp]) -> Result<(), String> {
-        let refs = self.ledger.acked(ops);
-        if refs.is_empty() {
-            return Ok(());
-        }
-        (self.remember)(&refs).map_err(|e| {
-            self.unrecorded.get_or_insert(e.clone());
-            format!("Warren's store could not remember restored messages: {e}")
-        })
     }
 
     /// Waits for what happens next: a cancel, the broker blocking or unblocking, a confirm,
@@ -253,6 +240,21 @@ impl<R: FnMut(&[String]) -> Result<(), String>> MemoryShell<R> {
             () = sleep_until_opt(deadline) => Event::Tick,
         };
         Some(ev)
+    }
+}
+
+impl<R: FnMut(&[String]) -> Result<(), String>> MemoryShell<R> {
+    /// The engine's acks, remembered; a failure stops the run like a lost channel (nothing
+    /// more can be remembered, so nothing more is put back).
+    fn remember_acked(&mut self, ops: &[AckOp]) -> Result<(), String> {
+        let refs = self.ledger.acked(ops);
+        if refs.is_empty() {
+            return Ok(());
+        }
+        (self.remember)(&refs).map_err(|e| {
+            self.unrecorded.get_or_insert(e.clone());
+            format!("Warren's store could not remember restored messages: {e}")
+        })
     }
 }
 
@@ -335,36 +337,15 @@ async fn drive<R: FnMut(&[String]) -> Result<(), String>>(
 ) {
     let mut last_progress = Instant::now();
     let mut blocked_shown: Option<String> = None;
-    'run: loop {
-        while let Some(effect) = drv.fx.pop_front() {
-            if matches!(effect, Effect::Finish) {
-                break 'run;
-            }
-            let Some(ev) = shell.perform(effect, drv).await else {
-                continue;
-            };
-            if drv.engine.is_done() {
-                // A second cancel came while waiting: the run ends now.
-                break 'run;
-            }
-            let fx = drv.engine.on(Instant::now(), ev);
-            drv.fx.extend(fx);
-        }
-        if drv.engine.is_done() {
-            break;
-        }
-        let Some(ev) = shell.next_event(drv).await else {
-            continue;
-        };
-        let fx = drv.engine.on(Instant::now(), ev);
-        drv.fx.extend(fx);
+    super::drive::drive(shell, drv, |drv| {
         let blocked = &drv.engine.tally().blocked;
         if *blocked != blocked_shown || last_progress.elapsed() >= Duration::from_millis(200) {
             blocked_shown.clone_from(blocked);
             last_progress = Instant::now();
             on_progress(drv.engine.tally());
         }
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]
