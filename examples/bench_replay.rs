@@ -42,9 +42,8 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Connection};
-use warren::broker::session::{ReadConsent, ReplaySpec, Session};
+use warren::broker::session::{ReplaySpec, Session};
 use warren::config::{self, Config, Overrides};
-use warren::domain::selection::Selection;
 use warren::store::{AuditOutcome, AuditStart, Store};
 
 #[path = "bench_replay/cli_archive.rs"]
@@ -257,23 +256,7 @@ async fn warren_round(
     let target = config::resolve(&Config::default(), &overrides, &|_| None)?;
     let session = Session::open(target).await?;
     let session_time = t0.elapsed();
-    let spec = ReplaySpec {
-        queue: "dlq".into(),
-        selection: Selection::All,
-        limit: None,
-        rate: None,
-        to: None,
-        allow_fan_out: false,
-        keep_attempts: false,
-        clear_expiry: false,
-        strip_failure_stamp: false,
-        window: session.handle.target.settings.replay.window,
-        consent: ReadConsent::Reuse,
-        run_id: None,
-        max_backlog: None,
-        edits: None,
-        protocol: Default::default(),
-    };
+    let spec = ReplaySpec::all_of("dlq", session.handle.target.settings.replay.window);
     let tp = Instant::now();
     let preview = session
         .preview_to_run(&spec, |_| Default::default())

@@ -12,7 +12,7 @@ use common::amqp::{self as h, amqp_depth};
 use common::{TestBroker, TestVhost};
 use replay_util::{Home, dead_letter, simple};
 use warren::broker::audit::Consent;
-use warren::broker::session::{ReadConsent, ReplaySpec, Session};
+use warren::broker::session::{ReplaySpec, Session};
 use warren::domain::features::QueueType;
 use warren::domain::selection::Selection;
 use warren::ops::{self, Front, Plan, Stop};
@@ -73,23 +73,7 @@ async fn viewer(vh: &TestVhost) -> String {
 }
 
 fn spec(queue: &str) -> ReplaySpec {
-    ReplaySpec {
-        queue: queue.into(),
-        selection: Selection::All,
-        limit: None,
-        rate: None,
-        to: None,
-        allow_fan_out: false,
-        keep_attempts: false,
-        clear_expiry: false,
-        strip_failure_stamp: false,
-        window: 1000,
-        consent: ReadConsent::Reuse,
-        run_id: None,
-        max_backlog: None,
-        edits: None,
-        protocol: Default::default(),
-    }
+    ReplaySpec::all_of(queue, 1000)
 }
 
 fn replay_request(queue: &str) -> ops::replay::ReplayRequest {

@@ -846,8 +846,7 @@ fn why_a_filter_does_not_parse_is_shown_whole_while_typing() {
 /// `Preview::describe` (not a gauge stuck at "would move 0").
 #[test]
 fn dry_run_result() {
-    use warren::broker::session::{Preview, ReadConsent, ReplaySpec, TargetPreview};
-    use warren::domain::selection::Selection;
+    use warren::broker::session::{Preview, ReplaySpec, TargetPreview};
     use warren::tui::event::ReplayOutcome;
     let mut st = browsed(false, "orders.dlq", orders_messages());
     update(&mut st, ch('r'));
@@ -881,23 +880,7 @@ fn dry_run_result() {
     }
     p.removed.insert("x-death".into());
     p.added.insert("warren-replayed-from".into());
-    let spec = ReplaySpec {
-        queue: "orders.dlq".into(),
-        selection: Selection::All,
-        limit: None,
-        rate: None,
-        to: None,
-        allow_fan_out: false,
-        keep_attempts: false,
-        clear_expiry: false,
-        strip_failure_stamp: false,
-        window: 500,
-        consent: ReadConsent::Reuse,
-        run_id: None,
-        max_backlog: None,
-        edits: None,
-        protocol: Default::default(),
-    };
+    let spec = ReplaySpec::all_of("orders.dlq", 500);
     let summary = p.describe(&spec, true);
     assert!(summary[0].starts_with("Would replay 412 message(s) from orders.dlq"));
     update(

@@ -5,9 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use lapin::Connection;
-use warren::broker::session::{ReadConsent, ReplaySpec, Session};
+use warren::broker::session::{ReplaySpec, Session};
 use warren::config::{self, Config, Overrides};
-use warren::domain::selection::Selection;
 use warren::store::{AuditStart, Store};
 
 use super::movers::raw_round;
@@ -85,23 +84,7 @@ async fn archive_round(b: &Bench, conn: &Connection, store: &Store, n: u32) -> R
         .create_archive()
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let spec = ReplaySpec {
-        queue: "dlq".into(),
-        selection: Selection::All,
-        limit: None,
-        rate: None,
-        to: None,
-        allow_fan_out: false,
-        keep_attempts: false,
-        clear_expiry: false,
-        strip_failure_stamp: false,
-        window: session.handle.target.settings.replay.window,
-        consent: ReadConsent::Reuse,
-        run_id: None,
-        max_backlog: None,
-        edits: None,
-        protocol: Default::default(),
-    };
+    let spec = ReplaySpec::all_of("dlq", session.handle.target.settings.replay.window);
     let t = Instant::now();
     let id = store.begin_operation(
         warren::store::Operation::Archive,

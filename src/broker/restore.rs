@@ -533,22 +533,12 @@ pub async fn plan_replay(
         })
         .unzip();
     let spec = ReplaySpec {
-        queue: archive_name.clone(),
-        selection: Selection::All,
-        limit: None,
-        rate: None,
         to: way.to.clone(),
         allow_fan_out: way.allow_fan_out,
         keep_attempts: way.keep_attempts,
-        clear_expiry: false,
-        strip_failure_stamp: false,
-        window: messages.len().max(1),
         consent: way.consent,
         // Shown, not published: the id goes into the job's messages.
-        run_id: None,
-        max_backlog: None,
-        edits: None,
-        protocol: Default::default(),
+        ..ReplaySpec::all_of(&archive_name, messages.len().max(1))
     };
     let depth = messages.len() as u64;
     let preview = s

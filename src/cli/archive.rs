@@ -86,24 +86,16 @@ async fn spec_for(
     rate: Option<f64>,
 ) -> Result<ReplaySpec, Failure> {
     Ok(ReplaySpec {
-        queue: queue.to_string(),
         selection: commands::selection_of(s, pick.group.as_deref(), pick.by, filter).await?,
         limit: pick.limit,
         rate,
-        to: None,
-        allow_fan_out: false,
-        keep_attempts: false,
-        clear_expiry: false,
-        strip_failure_stamp: false,
-        window: pick
-            .window
-            .unwrap_or(s.handle.target.settings.replay.window),
         consent: commands::consent(c),
-        // Archive and discard write no replay header.
-        run_id: None,
-        max_backlog: None,
-        edits: None,
-        protocol: Default::default(),
+        // Archive and discard write no replay header: no run id.
+        ..ReplaySpec::all_of(
+            queue,
+            pick.window
+                .unwrap_or(s.handle.target.settings.replay.window),
+        )
     })
 }
 

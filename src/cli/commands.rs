@@ -643,7 +643,6 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
     steps.done("session");
     let selection = selection_of(&s, a.pick.group.as_deref(), a.pick.by, filter.clone()).await?;
     let spec = ReplaySpec {
-        queue: a.queue.clone(),
         selection,
         limit: a.pick.limit,
         rate: a
@@ -654,15 +653,16 @@ pub async fn replay(c: &ConnArgs, a: &ReplayArgs) -> Result<i32, Failure> {
         keep_attempts: a.keep_attempts,
         clear_expiry: a.clear_expiry,
         strip_failure_stamp: a.strip_failure_stamp,
-        window: a
-            .pick
-            .window
-            .unwrap_or(s.handle.target.settings.replay.window),
         consent: consent(c),
-        run_id: None,
         max_backlog: a.max_backlog,
-        edits: None,
         protocol: a.protocol,
+
+        ..ReplaySpec::all_of(
+            &a.queue,
+            a.pick
+                .window
+                .unwrap_or(s.handle.target.settings.replay.window),
+        )
     };
     let req = ops::replay::ReplayRequest {
         spec,

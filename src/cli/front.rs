@@ -10,11 +10,10 @@ use super::args::ConnArgs;
 use super::commands::{self, print_line};
 use super::run_print;
 use crate::broker::audit::Consent;
-use crate::broker::session::{ReadConsent, ReplaySpec};
+use crate::broker::session::ReplaySpec;
 use crate::domain::archive;
 use crate::domain::run::RunKind;
 use crate::domain::sanitize::one_line;
-use crate::domain::selection::Selection;
 use crate::ops::{self, Plan};
 
 pub(crate) struct CliFront {
@@ -247,25 +246,12 @@ fn print_restore_plan(p: &ops::restore::Planned, json: bool) {
         let Some(preview) = &plan.preview else {
             return;
         };
-        let spec = ReplaySpec {
-            queue: preview.queue.clone(),
-            selection: Selection::All,
-            limit: None,
-            rate: None,
-            to: None,
-            allow_fan_out: false,
-            keep_attempts: false,
-            clear_expiry: false,
-            strip_failure_stamp: false,
-            window: usize::try_from(preview.examined)
+        let spec = ReplaySpec::all_of(
+            &preview.queue,
+            usize::try_from(preview.examined)
                 .unwrap_or(usize::MAX)
                 .max(1),
-            consent: ReadConsent::Reuse,
-            run_id: None,
-            max_backlog: None,
-            edits: None,
-            protocol: Default::default(),
-        };
+        );
         run_print::print_preview(preview, &spec, p.dry_run);
         for (why, n) in &plan.kept {
             crate::errln!("  stays in the archive: {n} × {}", one_line(why, 300));

@@ -13,31 +13,14 @@ use super::fake::{AUDIT_STREAM, Answer, FakeBroker, TestFront, summary};
 use super::rights::ReadOnly;
 use super::{Front, Refusal, Stop};
 use crate::broker::replay::StopReason;
-use crate::broker::session::{ReadConsent, ReplaySpec};
+use crate::broker::session::ReplaySpec;
 use crate::domain::confirm::typed_count;
 use crate::domain::run::RunKind;
-use crate::domain::selection::Selection;
 
 const DLQ: &str = "orders.dlq";
 
 fn spec() -> ReplaySpec {
-    ReplaySpec {
-        queue: DLQ.into(),
-        selection: Selection::All,
-        limit: None,
-        rate: None,
-        to: None,
-        allow_fan_out: false,
-        keep_attempts: false,
-        clear_expiry: false,
-        strip_failure_stamp: false,
-        window: 100,
-        consent: ReadConsent::Reuse,
-        run_id: None,
-        max_backlog: None,
-        edits: None,
-        protocol: Default::default(),
-    }
+    ReplaySpec::all_of(DLQ, 100)
 }
 
 fn request(way: Way, dry_run: bool) -> ArchiveRequest {

@@ -15,32 +15,15 @@ use super::replay::{self, EditArchive, Ready, ReplayRequest};
 use super::rights::ReadOnly;
 use super::{Front, Stop};
 use crate::broker::replay::StopReason;
-use crate::broker::session::{ReadConsent, ReplaySpec};
+use crate::broker::session::ReplaySpec;
 use crate::domain::canary::{CanaryDecision, CanaryRule};
 use crate::domain::confirm::typed_count;
 use crate::domain::run::RunKind;
-use crate::domain::selection::Selection;
 
 const DLQ: &str = "orders.dlq";
 
 fn spec() -> ReplaySpec {
-    ReplaySpec {
-        queue: DLQ.into(),
-        selection: Selection::All,
-        limit: None,
-        rate: None,
-        to: None,
-        allow_fan_out: false,
-        keep_attempts: false,
-        clear_expiry: false,
-        strip_failure_stamp: false,
-        window: 100,
-        consent: ReadConsent::Reuse,
-        run_id: None,
-        max_backlog: None,
-        edits: None,
-        protocol: Default::default(),
-    }
+    ReplaySpec::all_of(DLQ, 100)
 }
 
 fn request(dry_run: bool) -> ReplayRequest {

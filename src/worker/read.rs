@@ -203,21 +203,12 @@ pub(super) fn spec_for(
     (keep_attempts, strip_failure_stamp): (bool, bool),
 ) -> ReplaySpec {
     ReplaySpec {
-        queue,
         selection,
-        limit: None,
         rate,
-        to: None,
-        allow_fan_out: false,
         keep_attempts,
-        clear_expiry: false,
         strip_failure_stamp,
-        window: s.handle.target.settings.replay.window,
-        // The TUI plans from what it already read: a quorum queue is not read again for a plan.
-        consent: ReadConsent::Reuse,
-        run_id: None,
-        max_backlog: None,
-        edits: None,
-        protocol: Default::default(),
+        // The TUI plans from what it already read (`ReadConsent::Reuse`): a quorum queue is not
+        // read again for a plan.
+        ..ReplaySpec::all_of(&queue, s.handle.target.settings.replay.window)
     }
 }

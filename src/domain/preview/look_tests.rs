@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use super::*;
 use crate::domain::message::{DeadLetter, Properties};
-use crate::domain::preview::ReadConsent;
 use crate::domain::value::{HeaderValue, Table};
 
 fn rejected_by(queue: &str, id: &str) -> DeadLetter {
@@ -44,21 +43,9 @@ fn rejected_by(queue: &str, id: &str) -> DeadLetter {
 
 fn spec(selection: Selection, limit: Option<u64>) -> ReplaySpec {
     ReplaySpec {
-        queue: "orders.dlq".into(),
         selection,
         limit,
-        rate: None,
-        to: None,
-        allow_fan_out: false,
-        keep_attempts: false,
-        clear_expiry: false,
-        strip_failure_stamp: false,
-        window: 100,
-        consent: ReadConsent::Reuse,
-        run_id: None,
-        max_backlog: None,
-        edits: None,
-        protocol: Default::default(),
+        ..ReplaySpec::all_of("orders.dlq", 100)
     }
 }
 

@@ -305,3 +305,27 @@ pub struct ReplaySpec {
     /// `--protocol`: the protocol the run reads and publishes with, or decided by the messages.
     pub protocol: crate::domain::amqp10::carrier::Choice,
 }
+
+impl ReplaySpec {
+    /// All of `queue`, read `window` at a time, with nothing else asked: each front end's
+    /// request starts here and sets what its operator chose.
+    pub fn all_of(queue: &str, window: usize) -> ReplaySpec {
+        ReplaySpec {
+            queue: queue.to_string(),
+            selection: Selection::All,
+            limit: None,
+            rate: None,
+            to: None,
+            allow_fan_out: false,
+            keep_attempts: false,
+            clear_expiry: false,
+            strip_failure_stamp: false,
+            window,
+            consent: ReadConsent::Reuse,
+            run_id: None,
+            max_backlog: None,
+            edits: None,
+            protocol: Default::default(),
+        }
+    }
+}
