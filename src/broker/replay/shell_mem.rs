@@ -213,15 +213,9 @@ impl<R: FnMut(&[String]) -> Result<(), String>> super::drive::Performer for Memo
         let ev = tokio::select! {
             biased;
             () = drv.cancel.next() => Event::Cancel,
-            e = self.events.next(), if self.events_open => match e {
-                Some(lapin::Event::ConnectionBlocked(why)) => Event::Blocked(why),
-                Some(lapin::Event::ConnectionUnblocked) => Event::Unblocked,
-                Some(_) => return None,
-                None => {
-                    self.events_open = false;
-                    return None;
-                }
-            },
+            e = self.events.next(), if self.events_open => {
+                super::wait::connection_event(e, &mut self.events_open)?
+            }
             confirm = self.confirms.next(), if wants.confirms && self.confirms.waiting() => {
                 let ev = confirm?;
                 drv.engine.compact();

@@ -176,3 +176,21 @@ pub(super) async fn until(slot: Instant) {
         tokio::time::sleep_until(slot.into()).await;
     }
 }
+
+/// What a connection event is to the engine: the broker blocking or unblocking publishing; any
+/// other event is nothing, and the end of the stream closes `open` (it is not polled again).
+pub(super) fn connection_event(
+    e: Option<lapin::Event>,
+    open: &mut bool,
+) -> Option<crate::domain::engine::Event> {
+    use crate::domain::engine::Event;
+    match e {
+        Some(lapin::Event::ConnectionBlocked(why)) => Some(Event::Blocked(why)),
+        Some(lapin::Event::ConnectionUnblocked) => Some(Event::Unblocked),
+        Some(_) => None,
+        None => {
+            *open = false;
+            None
+        }
+    }
+}
