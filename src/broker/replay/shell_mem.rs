@@ -47,12 +47,10 @@ pub struct MemoryRun {
     pub unrecorded: Option<String>,
 }
 
-/// Publishes in flight at most, about. It bounds what a restore killed mid-run (`kill -9`) can
-/// put back twice on the next restore — published, perhaps confirmed, not yet remembered — to
-/// what the old batches allowed (256); 2,000 was not faster (10,000 restored: publishing 0.30–0.35
-/// s either way on 3.10). A body sent is copied into lapin's frames until its confirm, so the
-/// pipeline is also cut to [`PREFETCH_BYTES`] by the largest body.
-const PIPELINE: usize = 256;
+/// Publishes in flight at most, about: the items are in memory already, but a body sent is
+/// copied into lapin's frames until its confirm, so the pipeline is also cut to
+/// [`PREFETCH_BYTES`] by the largest body.
+const PIPELINE: usize = 2000;
 
 fn pipeline_for(items: &[Item]) -> usize {
     let largest = items.iter().map(|i| i.body.len() as u64).max().unwrap_or(0);
