@@ -47,10 +47,11 @@ pub struct MemoryRun {
     pub unrecorded: Option<String>,
 }
 
-/// Publishes in flight at most, about: the items are in memory already, but a body sent is
-/// copied into lapin's frames until its confirm, so the pipeline is also cut to
-/// [`PREFETCH_BYTES`] by the largest body.
-const PIPELINE: usize = 2000;
+/// Publishes in flight at most, about. It bounds what a restore killed mid-run (`kill -9`) can
+/// put back twice on the next restore — published, perhaps confirmed, not yet remembered — to
+/// what the old batches allowed (256). A body sent is copied into lapin's frames until its
+/// confirm, so the pipeline is also cut to [`PREFETCH_BYTES`] by the largest body.
+const PIPELINE: usize = 256;
 
 fn pipeline_for(items: &[Item]) -> usize {
     let largest = items.iter().map(|i| i.body.len() as u64).max().unwrap_or(0);
@@ -62,6 +63,9 @@ fn pipeline_for(items: &[Item]) -> usize {
 /// every written "ack" proven at once (`remember` is durable when it returns).
 fn config(n: u64, pipeline: usize, mut limits: Limits) -> Config {
     limits.sync_every = Duration::ZERO;
+    // Confirmed items are remembered a quarter of the pipeline at a time, so publishing goes on
+    // while a batch is remembered (at the pipeline's size it would drain before each one).
+    limits.ack_batch = limits.ack_batch.min(pipeline.div_ceil(4)).max(1);
     Config {
         depth_at_start: n,
         limit: None,
