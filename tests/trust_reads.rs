@@ -380,46 +380,79 @@ async fn frame_quorum(broker: TestBroker) {
     vhost.cleanup().await;
 }
 
-/// Waits (at most 30 s) until `queue` looks empty the way the read ledger looks before it
+/// Waits (at most 45 s) until `queue` looks empty the way the read ledger looks before it
 /// forgets (`ledger::forget_when_empty`): the management API reports no message, none
 /// unacknowledged and no consumer, and a passive declare no ready message and no consumer. A look
 /// taken earlier is not a look at an empty queue, and the ledger rightly keeps its record: the
 /// second look then still refused. The management API's figures are periodic statistics that
 /// need not move together (`consumers` was absent at one look and 0 at the next, `messages` 0 at
-/// both), so waiting for `messages` alone was not waiting for what the ledger checks.
+/// both), so waiting for `messages` alone was not waiting for what the ledger checks. And one
+/// empty sample is not yet the queue's figures: a look right after it still found the queue not
+/// empty once (a CI run on 4.3, after a purge), so the queue must look empty at every sample
+/// across one statistics interval (5 s by default) before a look is taken.
 async fn seen_empty(vhost: &TestVhost, conn: &lapin::Connection, queue: &str) {
+    const ACROSS: Duration = Duration::from_millis(5_500);
     let path = format!("/api/queues/{}/{}", enc(&vhost.name), enc(queue));
-    let what = format!("{}: {queue} seen empty", vhost.broker.label);
-    common::wait::until_ok(&what, Duration::from_secs(30), || async {
-        let v = vhost.get_json(&path).await;
-        let zero = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) == 0;
-        let reported = v.get("messages").and_then(Value::as_u64) == Some(0)
-            && zero("messages_unacknowledged")
-            && zero("consumers");
-        let ch = conn.create_channel().await.expect("channel");
-        let declared = ch
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..QueueDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("passive declare");
-        let _ = ch.close(200, "looked".into()).await;
-        if reported && declared.message_count() == 0 && declared.consumer_count() == 0 {
-            Ok(())
-        } else {
-            Err(format!(
-                "management API {v}, declare {} ready, {} consumer(s)",
-                declared.message_count(),
-                declared.consumer_count()
-            ))
+    let what = format!(
+        "{}: {queue} seen empty across {ACROSS:?}",
+        vhost.broker.label
+    );
+    let since: std::cell::Cell<Option<Instant>> = std::cell::Cell::new(None);
+    common::wait::until_ok(&what, Duration::from_secs(45), || async {
+        let now = empty_now(vhost, conn, queue, &path).await;
+        match now {
+            Ok(()) => {
+                let first = since.get().unwrap_or_else(Instant::now);
+                since.set(Some(first));
+                if first.elapsed() >= ACROSS {
+                    Ok(())
+                } else {
+                    Err(format!("empty for {:?} only", first.elapsed()))
+                }
+            }
+            Err(e) => {
+                since.set(None);
+                Err(e)
+            }
         }
     })
     .await
+}
+
+/// One sample of what the ledger checks: `Err` says which figure was not empty.
+async fn empty_now(
+    vhost: &TestVhost,
+    conn: &lapin::Connection,
+    queue: &str,
+    path: &str,
+) -> Result<(), String> {
+    let v = vhost.get_json(path).await;
+    let zero = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) == 0;
+    let reported = v.get("messages").and_then(Value::as_u64) == Some(0)
+        && zero("messages_unacknowledged")
+        && zero("consumers");
+    let ch = conn.create_channel().await.expect("channel");
+    let declared = ch
+        .queue_declare(
+            queue.into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .expect("passive declare");
+    let _ = ch.close(200, "looked".into()).await;
+    if reported && declared.message_count() == 0 && declared.consumer_count() == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "management API {v}, declare {} ready, {} consumer(s)",
+            declared.message_count(),
+            declared.consumer_count()
+        ))
+    }
 }
 
 /// Purged, the queue is seen empty: the first look still refuses (the failed read is settled
