@@ -53,6 +53,8 @@ fn preview(count: u64, reaches: &[&str]) -> Report {
         .collect(),
         replayed_before: 1,
         warnings: vec![],
+        typed_count: warren::ops::Questions::before(warren::domain::run::RunKind::Replay, count)
+            .typed_count,
         ticket: Default::default(),
         create_audit: None,
     })
@@ -1045,6 +1047,11 @@ fn restore_modal_back_into_the_dlq_and_to_origin() {
             adds: adds.iter().map(|s| s.to_string()).collect(),
             refusals: Vec::new(),
             warnings: warnings.iter().map(|s| s.to_string()).collect(),
+            typed_count: warren::ops::Questions::before(
+                warren::domain::run::RunKind::Restore,
+                count,
+            )
+            .typed_count,
             ticket: Default::default(),
         })
     };

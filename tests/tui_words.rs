@@ -44,6 +44,8 @@ fn preview(count: u64) -> Report {
         reaches: vec!["orders.process".into()],
         removes: vec!["x-death".into(), "x-first-death-exchange".into()],
         adds: vec!["warren-replayed-from".into(), "warren-replay-count".into()],
+        typed_count: warren::ops::Questions::before(warren::domain::run::RunKind::Replay, count)
+            .typed_count,
         ..Default::default()
     })
 }

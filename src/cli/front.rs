@@ -78,6 +78,7 @@ impl ops::Front for CliFront {
                 spec,
                 dry_run,
                 canary,
+                ..
             } => {
                 run_print::print_preview(preview, spec, dry_run);
                 if let Some(c) = canary {

@@ -1,14 +1,11 @@
-//! When the operator types the count to go ahead: the one rule `ops` asks its front ends by
-//! (`Front::go_ahead`'s `typed`) and the TUI's modals show, so the command line and the
-//! terminal UI never disagree.
+//! When the operator types the count to go ahead: the one rule, which `ops::Questions` carries
+//! with each plan (`Front::go_ahead`'s `typed`, the TUI previews' `typed_count`), so the command
+//! line and the terminal UI never disagree and neither decides it.
 
 /// Above this many messages a replay or a restore needs its count typed.
 pub const TYPED_ABOVE: u64 = 100;
 
 use super::run::RunKind;
-
-/// What would move the messages: the one run kind, under the name older callers use.
-pub use super::run::RunKind as Moving;
 
 /// Whether `count` messages moved by a run of kind `how` need the count typed, not only a yes.
 pub fn typed_count(how: RunKind, count: u64) -> bool {

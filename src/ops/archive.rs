@@ -61,6 +61,8 @@ pub struct Planned {
     /// The snapshot file (a discard that keeps one).
     pub snapshot: Option<PathBuf>,
     pub reason: String,
+    /// What the go-ahead will ask.
+    pub asks: super::Questions,
 }
 
 /// A run on the record, ready to take its first message.
@@ -173,6 +175,7 @@ pub async fn prepare<'s, B: ArchivePort>(
         place,
         snapshot,
         reason,
+        asks: super::Questions::before(op, count),
     };
     front.plan(Plan::Archive(&planned));
     if count == 0 {
@@ -201,6 +204,7 @@ async fn go<'s, B: ArchivePort>(
         place,
         snapshot,
         reason,
+        asks,
         ..
     } = planned;
     if let Some(Place::Stream(name)) = &place
@@ -217,8 +221,7 @@ async fn go<'s, B: ArchivePort>(
             p.display()
         )));
     }
-    let typed = crate::domain::confirm::typed_count(op, count);
-    match front.go_ahead(count, op, typed) {
+    match front.go_ahead(count, op, asks.typed_count) {
         Ok(true) => {}
         Ok(false) => return Err(Stop::Declined),
         Err(why) => return Err(Stop::Usage(why)),

@@ -278,6 +278,8 @@ pub(crate) enum Answer {
 pub(crate) struct TestFront {
     pub(crate) answer: Answer,
     pub(crate) asked: Vec<String>,
+    /// What each plan it was shown said the go-ahead would ask.
+    pub(crate) plan_asks: Vec<super::Questions>,
     /// What it was told (`Front::say`).
     pub(crate) said: Vec<String>,
     /// How the operator edits a document (`None`: no editor can be opened here).
@@ -319,7 +321,8 @@ impl TestFront {
 }
 
 impl Front for TestFront {
-    fn plan(&mut self, _plan: Plan<'_>) {
+    fn plan(&mut self, plan: Plan<'_>) {
+        self.plan_asks.push(plan.asks());
         self.heard("plan");
     }
     fn go_ahead(&mut self, count: u64, kind: RunKind, typed: bool) -> Result<bool, String> {

@@ -97,6 +97,23 @@ pub trait Front: Send {
     }
 }
 
+/// What a front end asks before a run moves anything, decided here with the plan: the CLI asks
+/// it on the terminal, the TUI's modal shows it, and neither decides what to ask.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Questions {
+    /// The operator types the count, not only a yes (`domain::confirm::typed_count`).
+    pub typed_count: bool,
+}
+
+impl Questions {
+    /// What is asked before a run of `kind` moves `count` messages.
+    pub fn before(kind: RunKind, count: u64) -> Questions {
+        Questions {
+            typed_count: crate::domain::confirm::typed_count(kind, count),
+        }
+    }
+}
+
 /// A plan as a front end shows it.
 pub enum Plan<'a> {
     Replay {
@@ -105,9 +122,22 @@ pub enum Plan<'a> {
         dry_run: bool,
         /// The canary, when the replay has one.
         canary: Option<&'a crate::domain::canary::CanaryPlan>,
+        /// What the go-ahead will ask.
+        asks: Questions,
     },
     Archive(&'a archive::Planned),
     Restore(&'a restore::Planned),
+}
+
+impl Plan<'_> {
+    /// What the go-ahead after this plan asks.
+    pub fn asks(&self) -> Questions {
+        match self {
+            Plan::Replay { asks, .. } => *asks,
+            Plan::Archive(p) => p.asks,
+            Plan::Restore(p) => p.asks,
+        }
+    }
 }
 
 /// Records first-seen times and reads earlier replays for a look at `queue` (best effort:

@@ -106,11 +106,13 @@ pub async fn prepare<'s, B: ReplayPort>(
     };
     steps.done("plan");
     let mut canary = canary_plan(s, &req, &preview, front).await;
+    let asks = super::Questions::before(Operation::Replay, preview.selected);
     front.plan(Plan::Replay {
         preview: &preview,
         spec: &req.spec,
         dry_run: req.dry_run,
         canary: canary.as_ref(),
+        asks,
     });
     if !preview.refusals.is_empty() {
         return Err(Stop::Refused(Refusal::Plan {
@@ -137,9 +139,7 @@ pub async fn prepare<'s, B: ReplayPort>(
         )),
     }
     steps.done("write check");
-    let count = preview.selected;
-    let typed = crate::domain::confirm::typed_count(crate::domain::confirm::Moving::Replay, count);
-    match front.go_ahead(count, Operation::Replay, typed) {
+    match front.go_ahead(preview.selected, Operation::Replay, asks.typed_count) {
         Ok(true) => {}
         Ok(false) => return Err(Stop::Declined),
         Err(why) => return Err(Stop::Usage(why)),

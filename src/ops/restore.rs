@@ -70,6 +70,8 @@ pub struct Planned {
     pub again: bool,
     pub replay: bool,
     pub dry_run: bool,
+    /// What the go-ahead will ask.
+    pub asks: super::Questions,
 }
 
 /// A restore on the record, ready to publish its first message.
@@ -111,7 +113,7 @@ pub async fn prepare<'s, B: RestorePort>(
     if req.dry_run {
         return Err(Stop::DryRun);
     }
-    let plan = planned.plan;
+    let (plan, asks) = (planned.plan, planned.asks);
     if plan.count() == 0 {
         return Err(Stop::Refused(Refusal::Plan {
             undone: "nothing restored",
@@ -129,10 +131,7 @@ pub async fn prepare<'s, B: RestorePort>(
     } else {
         RunKind::Restore
     };
-    let count = plan.count();
-    // A restore's rule whichever way it goes: the messages come out of the archive.
-    let typed = crate::domain::confirm::typed_count(RunKind::Restore, count);
-    match front.go_ahead(count, op, typed) {
+    match front.go_ahead(plan.count(), op, asks.typed_count) {
         Ok(true) => {}
         Ok(false) => return Err(Stop::Declined),
         Err(why) => return Err(Stop::Usage(why)),
@@ -291,6 +290,8 @@ async fn plan<B: RestorePort>(
         plan.refused
             .push("no message can be replayed: the replay's plan keeps every one".into());
     }
+    // A restore's rule whichever way it goes: the messages come out of the archive.
+    let asks = super::Questions::before(RunKind::Restore, plan.count());
     Ok(Planned {
         place,
         plan,
@@ -299,6 +300,7 @@ async fn plan<B: RestorePort>(
         again: req.again,
         replay: req.replay.is_some(),
         dry_run: req.dry_run,
+        asks,
     })
 }
 

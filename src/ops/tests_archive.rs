@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use super::archive::{self, ArchiveRequest, Ready, Way};
 use super::fake::{AUDIT_STREAM, Answer, FakeBroker, TestFront, summary};
 use super::rights::ReadOnly;
-use super::{Front, Refusal, Stop};
+use super::{Front, Questions, Refusal, Stop};
 use crate::broker::replay::StopReason;
 use crate::broker::session::ReplaySpec;
 use crate::domain::confirm::typed_count;
@@ -226,6 +226,7 @@ async fn a_discard_asks_for_the_typed_count_and_a_no_moves_and_records_nothing()
         "{:?}",
         front.asked
     );
+    assert_eq!(front.plan_asks, [Questions { typed_count: true }]);
     untouched(&b);
     // An archive is asked with the rule's answer for it (no typing).
     let b = three();
@@ -237,6 +238,7 @@ async fn a_discard_asks_for_the_typed_count_and_a_no_moves_and_records_nothing()
         typed_count(RunKind::Archive, 3)
     );
     assert!(front.asked.contains(&expected), "{:?}", front.asked);
+    assert_eq!(front.plan_asks, [Questions::before(RunKind::Archive, 3)]);
     untouched(&b);
 }
 

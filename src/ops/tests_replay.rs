@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use super::fake::{AUDIT_STREAM, Answer, FakeBroker, TestFront, summary};
 use super::replay::{self, EditArchive, Ready, ReplayRequest};
 use super::rights::ReadOnly;
-use super::{Front, Stop};
+use super::{Front, Questions, Stop};
 use crate::broker::replay::StopReason;
 use crate::broker::session::ReplaySpec;
 use crate::domain::canary::{CanaryDecision, CanaryRule};
@@ -213,6 +213,8 @@ async fn more_than_100_asks_for_the_typed_count_and_a_no_moves_and_records_nothi
                 format!("go ahead: replay {n} typed={typed}")
             ]
         );
+        // The plan carried the question first: the TUI's modal shows it from there.
+        assert_eq!(front.plan_asks, [Questions { typed_count: typed }]);
         untouched(&b);
     }
 }

@@ -10,7 +10,7 @@ use super::fake::{AUDIT_STREAM, Answer, FakeBroker, TestFront};
 use super::fake_runs::Restored;
 use super::restore::{self, ArchiveOf, Ready, Replaying, RestoreRequest};
 use super::rights::ReadOnly;
-use super::{Front, Stop};
+use super::{Front, Questions, Stop};
 use crate::domain::confirm::typed_count;
 use crate::domain::run::RunKind;
 use crate::domain::selection::Selection;
@@ -146,6 +146,7 @@ async fn more_than_100_asks_for_the_typed_count_and_a_no_restores_and_records_no
                 format!("go ahead: restore {n} typed={typed}")
             ]
         );
+        assert_eq!(front.plan_asks, [Questions { typed_count: typed }]);
         untouched(&b);
     }
     // Through the replay's plan: asked as a replay, typed by the restore's rule.
@@ -157,6 +158,7 @@ async fn more_than_100_asks_for_the_typed_count_and_a_no_restores_and_records_no
     assert!(matches!(r, Err(Stop::Declined)), "{:?}", r.err());
     assert!(called(&b, "plan_replay 101"), "{:?}", b.calls());
     assert_eq!(front.asked[1], "go ahead: replay 101 typed=true");
+    assert_eq!(front.plan_asks, [Questions { typed_count: true }]);
     untouched(&b);
 }
 

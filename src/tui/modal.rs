@@ -6,7 +6,6 @@ use ratatui_textarea::TextArea;
 use super::event::{
     JobKind, ReplayOutcome, ReplayPreview, ReplayProgress, RestoreHow, RestorePreview,
 };
-use crate::domain::confirm::typed_count;
 use crate::domain::run::RunKind;
 use crate::domain::selection;
 
@@ -37,7 +36,7 @@ pub struct ReplayModal {
     /// Symfony's `SentToFailureTransportStamp` removed (offered when the plan has it as a header).
     pub strip_failure_stamp: bool,
     pub dry_run: bool,
-    /// The count typed by the operator (where `domain::confirm::typed_count` says).
+    /// The count typed by the operator (where the plan asks for it).
     pub typed: String,
     pub field: ModalField,
     /// The canary's size, or off; set from the plan's count until the operator changes it.
@@ -84,11 +83,9 @@ impl ReplayModal {
         self.preview.as_ref().map(|p| p.count)
     }
 
+    /// The plan asks for the count typed, and this run moves messages.
     pub fn needs_typed_count(&self) -> bool {
-        !self.dry_run
-            && self
-                .count()
-                .is_some_and(|c| typed_count(RunKind::Replay, c))
+        !self.dry_run && self.preview.as_ref().is_some_and(|p| p.typed_count)
     }
 
     /// What Enter does now, in the one word the modal and the footer both show: in the rate
@@ -164,8 +161,11 @@ pub struct ArchiveModal {
     pub count: u64,
     /// Why (an archive's `warren-archive-reason`); one line.
     pub reason: TextArea<'static>,
-    /// The count typed by the operator (a discard: `domain::confirm::typed_count`).
+    /// The count typed by the operator, where `asks` says.
     pub typed: String,
+    /// What the home asks before this run (`ops::Questions::before`): no plan comes for an
+    /// archive, whose count is the selection's as read.
+    pub asks: crate::ops::Questions,
     /// The archive stream is missing and must be asked about first (`Overview::archive_question`,
     /// asked once per context): `s` creates it, `l` keeps the archive in the local file.
     pub question: Option<String>,
@@ -174,7 +174,7 @@ pub struct ArchiveModal {
 
 impl ArchiveModal {
     pub fn needs_typed_count(&self) -> bool {
-        typed_count(self.kind.run(), self.count)
+        self.asks.typed_count
     }
 
     pub fn verb(&self) -> &'static str {
@@ -232,7 +232,7 @@ pub struct RestoreModal {
     pub how: RestoreHow,
     /// The worker's plan for `how`; Enter waits for it.
     pub preview: Option<RestorePreview>,
-    /// The count typed by the operator (where `domain::confirm::typed_count` says).
+    /// The count typed by the operator (where the plan asks for it).
     pub typed: String,
 }
 
@@ -242,8 +242,7 @@ impl RestoreModal {
     }
 
     pub fn needs_typed_count(&self) -> bool {
-        self.count()
-            .is_some_and(|c| typed_count(RunKind::Restore, c))
+        self.preview.as_ref().is_some_and(|p| p.typed_count)
     }
 
     /// Why Enter does nothing yet, if it does nothing.

@@ -61,6 +61,7 @@ impl ops::Front for TuiFront {
                 spec,
                 dry_run,
                 canary,
+                asks,
             } => {
                 if let Some(c) = canary {
                     self.notices.push(c.describe());
@@ -70,7 +71,9 @@ impl ops::Front for TuiFront {
                 if dry_run {
                     self.dry_summary = preview.describe(spec, true);
                 }
-                self.replay_preview = Some(replay_preview(preview, spec, self.ticket));
+                let mut p = replay_preview(preview, spec, self.ticket);
+                p.typed_count = asks.typed_count;
+                self.replay_preview = Some(p);
             }
             Plan::Archive(p) => {
                 let verb = if p.op == RunKind::Discard {
@@ -230,6 +233,7 @@ fn replay_preview(
         strip_failure_stamp: spec.strip_failure_stamp,
         failure_stamp_strippable: failure_stamp_strippable(p),
         warnings,
+        typed_count: false,
         create_audit: None,
         ticket,
     }
@@ -270,6 +274,7 @@ fn restore_preview(
         adds,
         refusals: plan.refused.clone(),
         warnings,
+        typed_count: p.asks.typed_count,
         ticket,
     }
 }

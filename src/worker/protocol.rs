@@ -540,6 +540,9 @@ pub struct ReplayPreview {
     pub failure_stamp_strippable: bool,
     /// Anything the operator must read before accepting (skipped endpoint, unroutable, …).
     pub warnings: Vec<String>,
+    /// The operator types the count to go ahead: the home's question with its plan
+    /// (`ops::Questions`), which the modal shows and never decides.
+    pub typed_count: bool,
     /// The broker's shared record (the audit stream) is missing and the context does not say
     /// whether to create it: what Warren would create, asked in the modal (once per context).
     pub create_audit: Option<String>,
@@ -569,6 +572,8 @@ pub struct RestorePreview {
     pub refusals: Vec<String>,
     /// What the operator should read: messages the replay's plan keeps in the archive, …
     pub warnings: Vec<String>,
+    /// The operator types the count to go ahead (`ops::Questions`, with the plan).
+    pub typed_count: bool,
     pub ticket: Ticket,
 }
 

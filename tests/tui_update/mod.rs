@@ -44,6 +44,8 @@ fn preview(queue: &str, count: u64) -> Report {
         reaches: vec!["orders.process".into()],
         removes: vec!["x-death".into()],
         adds: vec!["warren-replay-count".into()],
+        typed_count: warren::ops::Questions::before(warren::domain::run::RunKind::Replay, count)
+            .typed_count,
         ..Default::default()
     })
 }
@@ -237,6 +239,8 @@ fn restore_preview(how: RestoreHow, count: u64, before: u64) -> Report {
         targets: vec!["orders.dlq × 3".into()],
         restored_before: before,
         removes: vec!["warren-archived-from".into()],
+        typed_count: warren::ops::Questions::before(warren::domain::run::RunKind::Restore, count)
+            .typed_count,
         ..Default::default()
     })
 }

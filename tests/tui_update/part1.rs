@@ -579,6 +579,32 @@ fn above_100_messages_the_count_must_be_typed() {
     );
 }
 
+/// The modal asks what the plan says the home asks (`ops::Questions`), whatever the count: it
+/// never decides by a rule of its own.
+#[test]
+fn the_modal_asks_for_the_typed_count_exactly_when_the_plan_does() {
+    for (count, typed) in [(3, true), (412, false)] {
+        let mut st = browsed(false, "orders.dlq", orders_messages());
+        update(&mut st, ch('f'));
+        update(&mut st, ch('r'));
+        let Report::ReplayPreview(mut p) = preview("orders.dlq", count) else {
+            unreachable!()
+        };
+        p.typed_count = typed;
+        update(&mut st, Report::ReplayPreview(p));
+        let cmds = update(&mut st, key(KeyCode::Enter));
+        assert_eq!(cmds.is_empty(), typed, "{count}: {cmds:?}");
+        if typed {
+            type_text(&mut st, &count.to_string());
+            let cmds = update(&mut st, key(KeyCode::Enter));
+            assert!(
+                matches!(cmds.as_slice(), [Command::Replay(r)] if r.expected == count && r.typed),
+                "{cmds:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn dry_run_needs_no_typed_count_and_rate_can_be_typed() {
     let mut st = browsed(false, "orders.dlq", orders_messages());

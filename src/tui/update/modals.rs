@@ -133,6 +133,7 @@ pub(super) fn start_archive(state: &mut State, kind: ArchiveKind) -> Vec<Command
             count,
             reason: TextArea::default(),
             typed: String::new(),
+            asks: crate::ops::Questions::before(kind.run(), count),
             question,
             place: answered.unwrap_or_default(),
         }));
