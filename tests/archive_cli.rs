@@ -692,8 +692,18 @@ async fn ctrl_c_stops_a_restore_with_what_is_in_flight_remembered_and_the_rest_r
     let args = ["restore", "--yes", "--json", "--window", "25000"];
     let mut cmd = command(&vhost, &home, &args);
     cmd.stdout(std::process::Stdio::piped());
+    let spawned = std::time::Instant::now();
     let mut child = cmd.spawn().expect("spawn");
     let out = child.stdout.take().expect("stdout");
+    // Read, never left to fill its pipe (a writer blocked on a full pipe stops the run), and
+    // shown when the test fails.
+    let mut err = child.stderr.take().expect("stderr");
+    let stderr = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut text = String::new();
+        let _ = err.read_to_string(&mut text).await;
+        text
+    });
     let (tx, mut lines_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
         use tokio::io::AsyncBufReadExt;
@@ -703,6 +713,28 @@ async fn ctrl_c_stops_a_restore_with_what_is_in_flight_remembered_and_the_rest_r
         }
     });
     let mut seen = Vec::new();
+    // Two waits, each with its own bound: the plan reads all 20,000 archived messages (4 s here
+    // alone, 7.5 s beside four other test files; one bound of 60 s for both failed once in CI,
+    // where the whole test took 133 s), then the first ones are put back.
+    let event_of = |l: &str| {
+        serde_json::from_str::<Value>(l)
+            .ok()
+            .and_then(|v| v["event"].as_str().map(str::to_string))
+    };
+    let started = tokio::time::timeout(Duration::from_secs(300), async {
+        while let Some(l) = lines_rx.recv().await {
+            let event = event_of(&l);
+            seen.push(l);
+            if event.as_deref() == Some("started") {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    let planned_in = spawned.elapsed();
+    assert!(started, "{label}: the restore never started: {seen:?}");
     let going = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(l) = lines_rx.recv().await {
             let moved = serde_json::from_str::<Value>(&l)
@@ -718,7 +750,12 @@ async fn ctrl_c_stops_a_restore_with_what_is_in_flight_remembered_and_the_rest_r
     })
     .await
     .unwrap_or(false);
-    assert!(going, "{label}: the restore never got going: {seen:?}");
+    let going_in = spawned.elapsed() - planned_in;
+    if !going {
+        let _ = child.start_kill();
+        let stderr = stderr.await.unwrap_or_default();
+        panic!("{label}: the restore never got going: {seen:?}; stderr: {stderr}");
+    }
     let pid = child.id().expect("running").to_string();
     let sent = std::process::Command::new("kill")
         .args(["-INT", &pid])
@@ -732,7 +769,12 @@ async fn ctrl_c_stops_a_restore_with_what_is_in_flight_remembered_and_the_rest_r
     while let Some(l) = lines_rx.recv().await {
         seen.push(l);
     }
-    assert_eq!(status.code(), Some(1), "{label}: {seen:?}");
+    let stderr = stderr.await.unwrap_or_default();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "{label}: {seen:?}; stderr: {stderr}"
+    );
     let summary: Value = seen
         .iter()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -761,7 +803,7 @@ async fn ctrl_c_stops_a_restore_with_what_is_in_flight_remembered_and_the_rest_r
     assert_eq!(back.len(), N as usize, "{label}: none twice");
     assert_eq!(ids.len(), N as usize, "{label}: every one once");
     eprintln!(
-        "Ctrl-C during a restore of {N} on {label}: {moved} restored before the stop, the rest by the second run"
+        "Ctrl-C during a restore of {N} on {label}: planned in {planned_in:.1?}, the first restored {going_in:.1?} later, {moved} restored before the stop, the rest by the second run"
     );
     let audit = warren(&vhost, &home, &["audit", "--json"]).await;
     let outcomes: Vec<String> = audit
