@@ -853,6 +853,24 @@ async fn a_restore_reaches_past_the_first_window_and_the_next_run_takes_the_rest
     assert_eq!(run.code, Some(0), "{label} second restore: {run}");
     assert_eq!(run.summary_u64("moved"), 500, "{label}: {run}");
     assert_eq!(run.event("plan")["more_match"], false, "{label}: {run}");
+    // The read through the whole archive was told a page (1,000) at a time, before the plan.
+    let events: Vec<String> = run
+        .json()
+        .iter()
+        .filter_map(|e| e["event"].as_str().map(str::to_string))
+        .collect();
+    let reads: Vec<u64> = run
+        .json()
+        .iter()
+        .filter(|e| e["event"] == "reading")
+        .filter_map(|e| e["read"].as_u64())
+        .collect();
+    assert_eq!(reads, [1_000, 2_000, 2_500], "{label}: {run}");
+    assert_eq!(
+        events.iter().position(|e| e == "plan"),
+        Some(3),
+        "{label}: {run}"
+    );
     assert_eq!(
         run.event("plan")["restored_before"],
         2_000,

@@ -269,19 +269,23 @@ const RESTORE_PAGE: usize = 1_000;
 /// Looks through the whole archive at `place`, a page at a time from its oldest message to where
 /// it ends now, and chooses what `ask` takes (as [`choose`] does), at most `cap` in one run: a
 /// busy archive holds more than a window, and what was archived last must be reachable too. Only
-/// the chosen messages and one page are held.
+/// the chosen messages and one page are held. `on_page` hears how many were read so far.
 pub async fn read_and_choose(
     s: &Session,
     // `&mut`: a store is not `Sync`, and this future must be `Send` (the worker spawns it).
     st: &mut Store,
     key: &str,
-    place: &Place,
-    ask: &Ask,
+    (place, ask): (&Place, &Ask),
     cap: usize,
+    on_page: &mut (dyn FnMut(u64) + Send),
 ) -> Result<ChosenRead, String> {
     let cap = cap.max(1) as u64;
     let mut out = ChosenRead::default();
-    let take = |st: &Store, out: &mut ChosenRead, page| take_page(s, st, key, ask, cap, out, page);
+    let mut take = |st: &Store, out: &mut ChosenRead, page| {
+        let done = take_page(s, st, key, ask, cap, out, page);
+        on_page(out.scanned);
+        done
+    };
     match place {
         Place::Stream(name) => {
             let tail = s

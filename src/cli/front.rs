@@ -29,6 +29,8 @@ pub(crate) struct CliFront {
     pub max_age: String,
     /// The audit stream's question, lent to the record as its consent.
     ask: fn(&str) -> bool,
+    /// A read's progress is on the terminal's last line (`\r`, no newline yet).
+    reading_shown: bool,
 }
 
 impl CliFront {
@@ -41,6 +43,7 @@ impl CliFront {
             vhost: String::new(),
             max_age: String::new(),
             ask: ask_to_create,
+            reading_shown: false,
         }
     }
 
@@ -72,6 +75,7 @@ fn ask_to_create(what: &str) -> bool {
 
 impl ops::Front for CliFront {
     fn plan(&mut self, plan: Plan<'_>) {
+        self.end_reading();
         match plan {
             Plan::Replay {
                 preview,
@@ -149,7 +153,19 @@ impl ops::Front for CliFront {
     }
 
     fn say(&mut self, text: &str) {
+        self.end_reading();
         crate::errln!("warren: {}", one_line(text, 600));
+    }
+
+    /// `--json`: a `reading` event a page at a time; on a terminal, one line kept up to date
+    /// (a script reading stderr gets no carriage returns).
+    fn reading(&mut self, what: &str, read: u64) {
+        if self.json {
+            print_line(&json!({"event": "reading", "archive": what, "read": read}));
+        } else if std::io::stderr().is_terminal() {
+            crate::err!("\r  reading {}: {read} messages read ", one_line(what, 200));
+            self.reading_shown = true;
+        }
     }
 
     fn edit(&mut self, document: &str, problem: Option<&str>) -> Result<Option<String>, String> {
@@ -163,6 +179,15 @@ impl ops::Front for CliFront {
             crate::errln!("run {run_id} (recorded here and on the broker)");
         } else {
             crate::errln!("run {run_id}");
+        }
+    }
+}
+
+impl CliFront {
+    /// Ends the line a read's progress is on, before anything else is printed.
+    fn end_reading(&mut self) {
+        if std::mem::take(&mut self.reading_shown) {
+            crate::errln!();
         }
     }
 }

@@ -280,6 +280,9 @@ pub(crate) struct TestFront {
     pub(crate) asked: Vec<String>,
     /// What each plan it was shown said the go-ahead would ask.
     pub(crate) plan_asks: Vec<super::Questions>,
+    /// What a plan's read told as it went (`Front::reading`), and whether the plan had been
+    /// shown by then.
+    pub(crate) reads: Vec<(String, u64, bool)>,
     /// What it was told (`Front::say`).
     pub(crate) said: Vec<String>,
     /// How the operator edits a document (`None`: no editor can be opened here).
@@ -353,6 +356,10 @@ impl Front for TestFront {
     }
     fn say(&mut self, text: &str) {
         self.said.push(text.to_string());
+    }
+    fn reading(&mut self, what: &str, read: u64) {
+        let planned = !self.plan_asks.is_empty();
+        self.reads.push((what.to_string(), read, planned));
     }
     fn started(&mut self, _run_id: &str, on_broker: bool) {
         self.heard(format!("started on_broker={on_broker}"));

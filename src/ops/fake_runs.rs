@@ -257,9 +257,14 @@ impl RestorePort for FakeBroker {
         _place: &Place,
         ask: &Ask,
         cap: usize,
+        on_page: &mut (dyn FnMut(u64) + Send),
     ) -> Result<ChosenRead, String> {
         self.call(&format!("read_archive {key}"));
         let n = self.runs.archived;
+        // Read a page of 1,000 at a time, as the archive's stream is.
+        for page in 1..=n.div_ceil(1_000) {
+            on_page((page * 1_000).min(n));
+        }
         let take = ask.limit.unwrap_or(n).min(n).min(cap as u64);
         Ok(ChosenRead {
             chosen: Chosen {

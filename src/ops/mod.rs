@@ -88,6 +88,11 @@ pub trait Front: Send {
     fn say(&mut self, text: &str);
     /// The run is on the record and about to move its first message.
     fn started(&mut self, run_id: &str, on_broker: bool);
+    /// A plan's long read goes on: `read` messages of `what` so far (a restore looks through
+    /// the whole archive, a page at a time). Told as it goes; nothing is asked.
+    fn reading(&mut self, what: &str, read: u64) {
+        let _ = (what, read);
+    }
     /// Edit, then replay: the operator edits `document` (`problem`: why the last save could
     /// not be read, with its line). `Ok(None)`: they gave up; `Err`: no editor can be opened
     /// here, with what to do instead.

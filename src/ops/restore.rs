@@ -243,8 +243,10 @@ async fn plan<B: RestorePort>(
         limit: req.limit,
         again: req.again,
     };
+    let label = place.label();
+    let mut on_page = |read| front.reading(&label, read);
     let read = s
-        .read_archive(store, key, &place, &ask, window)
+        .read_archive(store, key, &place, &ask, window, &mut on_page)
         .await
         .map_err(Stop::refused)?;
     say_read(s, &place, &read, window, front);

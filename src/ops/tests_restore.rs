@@ -97,6 +97,27 @@ async fn read_only_refuses_a_restore_before_anything_is_read_asked_or_recorded()
     untouched(&b);
 }
 
+/// A restore looks through the whole archive for its plan: the front end hears how far the read
+/// is after each page, before the plan, so a long read is not a silence.
+#[tokio::test]
+async fn the_archive_read_is_told_page_by_page_before_the_plan() {
+    let b = with(2_500);
+    let mut front = TestFront::logging(Answer::No, &b);
+    let r = prepared(&b, request(false), &mut front).await;
+    assert!(matches!(r, Err(Stop::Declined)), "{:?}", r.err());
+    let reads: Vec<u64> = front.reads.iter().map(|(_, n, _)| *n).collect();
+    assert_eq!(reads, [1_000, 2_000, 2_500]);
+    assert!(
+        front
+            .reads
+            .iter()
+            .all(|(what, _, planned)| !planned && !what.is_empty()),
+        "{:?}",
+        front.reads
+    );
+    untouched(&b);
+}
+
 #[tokio::test]
 async fn a_queue_that_is_not_the_archive_is_refused_before_anything_is_read() {
     let b = with(3);

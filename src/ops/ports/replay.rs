@@ -98,7 +98,8 @@ pub trait RestorePort: ArchivePort + Publishing {
     /// The context's window: at most this many in one run.
     fn window(&self) -> usize;
     /// Reads the archive and chooses what `ask` takes (at most `cap`), by what `memory`
-    /// remembers as restored under `key`.
+    /// remembers as restored under `key`; `on_page` hears how many were read after each page.
+    #[allow(clippy::too_many_arguments)]
     fn read_archive(
         &self,
         memory: &mut Self::Memory,
@@ -106,6 +107,7 @@ pub trait RestorePort: ArchivePort + Publishing {
         place: &Place,
         ask: &Ask,
         cap: usize,
+        on_page: &mut (dyn FnMut(u64) + Send),
     ) -> impl Future<Output = Result<ChosenRead, String>> + Send;
     /// The plan back into the queues each came from.
     fn plan_back(

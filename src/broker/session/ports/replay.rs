@@ -120,8 +120,9 @@ impl RestorePort for Session {
         place: &Place,
         ask: &Ask,
         cap: usize,
+        on_page: &mut (dyn FnMut(u64) + Send),
     ) -> impl Future<Output = Result<ChosenRead, String>> + Send {
-        restore::read_and_choose(self, memory, key, place, ask, cap)
+        restore::read_and_choose(self, memory, key, (place, ask), cap, on_page)
     }
 
     fn plan_back(
