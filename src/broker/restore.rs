@@ -275,7 +275,8 @@ pub async fn read_and_choose(
     // `&mut`: a store is not `Sync`, and this future must be `Send` (the worker spawns it).
     st: &mut Store,
     key: &str,
-    (place, ask): (&Place, &Ask),
+    place: &Place,
+    ask: &Ask,
     cap: usize,
     on_page: &mut (dyn FnMut(u64) + Send),
 ) -> Result<ChosenRead, String> {

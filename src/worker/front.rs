@@ -71,9 +71,7 @@ impl ops::Front for TuiFront {
                 if dry_run {
                     self.dry_summary = preview.describe(spec, true);
                 }
-                let mut p = replay_preview(preview, spec, self.ticket);
-                p.typed_count = asks.typed_count;
-                self.replay_preview = Some(p);
+                self.replay_preview = Some(replay_preview(preview, spec, self.ticket, asks));
             }
             Plan::Archive(p) => {
                 let verb = if p.op == RunKind::Discard {
@@ -198,6 +196,7 @@ fn replay_preview(
     p: &crate::broker::session::Preview,
     spec: &crate::broker::session::ReplaySpec,
     ticket: Ticket,
+    asks: ops::Questions,
 ) -> ReplayPreview {
     let mut warnings: Vec<String> = p.refusals.iter().map(|r| format!("refused: {r}")).collect();
     warnings.extend(p.warnings.iter().map(|(w, n)| format!("{n} × {w}")));
@@ -233,7 +232,7 @@ fn replay_preview(
         strip_failure_stamp: spec.strip_failure_stamp,
         failure_stamp_strippable: failure_stamp_strippable(p),
         warnings,
-        typed_count: false,
+        typed_count: asks.typed_count,
         create_audit: None,
         ticket,
     }

@@ -99,7 +99,6 @@ pub trait RestorePort: ArchivePort + Publishing {
     fn window(&self) -> usize;
     /// Reads the archive and chooses what `ask` takes (at most `cap`), by what `memory`
     /// remembers as restored under `key`; `on_page` hears how many were read after each page.
-    #[allow(clippy::too_many_arguments)]
     fn read_archive(
         &self,
         memory: &mut Self::Memory,

@@ -122,7 +122,7 @@ impl RestorePort for Session {
         cap: usize,
         on_page: &mut (dyn FnMut(u64) + Send),
     ) -> impl Future<Output = Result<ChosenRead, String>> + Send {
-        restore::read_and_choose(self, memory, key, (place, ask), cap, on_page)
+        restore::read_and_choose(self, memory, key, place, ask, cap, on_page)
     }
 
     fn plan_back(
