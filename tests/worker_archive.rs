@@ -440,7 +440,20 @@ async fn restore_plan(
     selection: &Selection,
     how: RestoreHow,
 ) -> RestorePreview {
-    plan_of(cmd, rx, label, vhost, ARCHIVE, selection, how).await
+    let (p, reads) = plan_with_reads(cmd, rx, label, vhost, ARCHIVE, selection, how).await;
+    // The modal heard the read of the archive as it went, up to what the plan looked at.
+    assert!(
+        !reads.is_empty(),
+        "{label}: no reading report before the plan"
+    );
+    assert!(reads.is_sorted(), "{label}: {reads:?}");
+    assert!(
+        reads
+            .last()
+            .is_some_and(|&r| r >= p.count && r >= p.restored_before),
+        "{label}: {reads:?} for {p:?}"
+    );
+    p
 }
 
 /// The restore modal's plan for `selection` of `queue` (the archive, or a queue that is not).
@@ -453,6 +466,21 @@ async fn plan_of(
     selection: &Selection,
     how: RestoreHow,
 ) -> RestorePreview {
+    plan_with_reads(cmd, rx, label, vhost, queue, selection, how)
+        .await
+        .0
+}
+
+/// [`plan_of`], with the read counts the worker reported for it on the way.
+async fn plan_with_reads(
+    cmd: &mpsc::Sender<Command>,
+    rx: &mut mpsc::Receiver<Report>,
+    label: &str,
+    vhost: &str,
+    queue: &str,
+    selection: &Selection,
+    how: RestoreHow,
+) -> (RestorePreview, Vec<u64>) {
     cmd.send(Command::PreviewRestore {
         vhost: vhost.into(),
         queue: queue.into(),
@@ -461,17 +489,25 @@ async fn plan_of(
     })
     .await
     .unwrap();
-    match common::worker_until(
+    let mut reads = Vec::new();
+    let p = match common::worker_until(
         rx,
         label,
         |e| matches!(e, Report::RestorePreview(_)),
-        |_| {},
+        |e| {
+            if let Report::RestoreReading { read, how: h, .. } = e
+                && h == how
+            {
+                reads.push(read);
+            }
+        },
     )
     .await
     {
         Report::RestorePreview(p) => p,
         _ => unreachable!(),
-    }
+    };
+    (p, reads)
 }
 
 async fn restore_session(broker: TestBroker, home: &Home) {

@@ -232,6 +232,8 @@ pub struct RestoreModal {
     pub how: RestoreHow,
     /// The worker's plan for `how`; Enter waits for it.
     pub preview: Option<RestorePreview>,
+    /// How many archived messages the plan for `how` has read so far, while it reads.
+    pub read: Option<u64>,
     /// The count typed by the operator (where the plan asks for it).
     pub typed: String,
 }
@@ -248,7 +250,10 @@ impl RestoreModal {
     /// Why Enter does nothing yet, if it does nothing.
     pub fn blocked(&self) -> Option<String> {
         let Some(p) = &self.preview else {
-            return Some("waiting for the restore plan…".into());
+            return Some(match self.read {
+                Some(n) => format!("waiting for the restore plan… {n} archived messages read"),
+                None => "waiting for the restore plan…".into(),
+            });
         };
         if let Some(why) = p.refusals.first() {
             return Some(format!("refused: {why}"));

@@ -3,7 +3,9 @@
 //! operator confirmed; what a step says, and the plans, are kept for the reports the worker
 //! sends.
 
-use super::protocol::{OperationKind, ReplayPreview, RestoreHow, RestorePreview, Ticket};
+use tokio::sync::mpsc;
+
+use super::protocol::{OperationKind, ReplayPreview, Report, RestoreHow, RestorePreview, Ticket};
 use crate::broker::audit::Consent;
 use crate::domain::run::RunKind;
 use crate::domain::sanitize;
@@ -31,6 +33,15 @@ pub(super) struct TuiFront {
     pub(super) create_audit: Option<bool>,
     /// Edit, then replay: the document as the operator saved it in Warren's editor.
     pub(super) edited: Option<String>,
+    /// Where a restore plan's read of the archive is told as it goes.
+    pub(super) reading: Option<ReadingTo>,
+}
+
+/// The UI's channel, and the archive a restore plan reads.
+pub(super) struct ReadingTo {
+    pub(super) events: mpsc::Sender<Report>,
+    pub(super) vhost: String,
+    pub(super) queue: String,
 }
 
 impl TuiFront {
@@ -146,6 +157,20 @@ impl ops::Front for TuiFront {
 
     fn say(&mut self, text: &str) {
         self.notices.push(sanitize::one_line(text, 600));
+    }
+
+    /// Sent as it goes, never awaited: a full channel drops this count, and the next page
+    /// sends a larger one.
+    fn reading(&mut self, _what: &str, read: u64) {
+        if let Some(to) = &self.reading {
+            let _ = to.events.try_send(Report::RestoreReading {
+                vhost: to.vhost.clone(),
+                queue: to.queue.clone(),
+                how: self.how,
+                read,
+                ticket: self.ticket,
+            });
+        }
     }
 
     fn started(&mut self, _run_id: &str, _on_broker: bool) {}

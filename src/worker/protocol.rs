@@ -325,6 +325,15 @@ pub enum Report {
     },
     ReplayPreview(ReplayPreview),
     RestorePreview(RestorePreview),
+    /// The restore plan for `how` is still reading the archive: `read` messages so far (its
+    /// modal says so while it waits; a large archive is a long read).
+    RestoreReading {
+        vhost: String,
+        queue: String,
+        how: RestoreHow,
+        read: u64,
+        ticket: Ticket,
+    },
     ReplayProgress(ReplayProgress),
     /// The Replays view's runs, newest first, and what could not be reached, in words.
     ReplaysLoaded {

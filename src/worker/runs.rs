@@ -353,6 +353,11 @@ pub(super) async fn restore_preview(
     ops: &Ops,
 ) -> Report {
     let mut front = TuiFront::plan(ticket, how);
+    front.reading = Some(super::front::ReadingTo {
+        events: ops.0.clone(),
+        vhost: s.vhost().to_string(),
+        queue: queue.clone(),
+    });
     let req = restore_request(&queue, selection, how, true);
     let stop = match home::restore::prepare(s, req, &mut front).await {
         Ok(_) => Stop::refused("a plan restored nothing"),

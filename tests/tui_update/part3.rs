@@ -732,6 +732,27 @@ fn r_in_the_archive_opens_the_restore_modal_and_asks_for_its_plan() {
         update(&mut st, key(KeyCode::Enter)).is_empty(),
         "Enter waits for the plan"
     );
+    // While it waits, it says how far the plan's read of the archive is (not another toggle's).
+    let reading = |how: RestoreHow, read: u64| Report::RestoreReading {
+        vhost: VHOST.into(),
+        queue: "warren.archive".into(),
+        how,
+        read,
+        ticket: Default::default(),
+    };
+    update(&mut st, reading(how, 1_000));
+    let other = RestoreHow {
+        replay: true,
+        again: false,
+    };
+    update(&mut st, reading(other, 7_000));
+    let Overlay::Restore(m) = &st.overlay else {
+        panic!("expected the restore modal, got {:?}", st.overlay);
+    };
+    assert_eq!(
+        m.blocked().as_deref(),
+        Some("waiting for the restore plan… 1000 archived messages read")
+    );
     // A plan for other toggles is stale; the one for these arrives.
     update(
         &mut st,

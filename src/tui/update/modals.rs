@@ -244,6 +244,7 @@ pub(super) fn start_restore(state: &mut State) -> Vec<Command> {
         what,
         how,
         preview: None,
+        read: None,
         typed: String::new(),
     }));
     vec![Command::PreviewRestore {
@@ -317,6 +318,7 @@ pub(super) fn on_restore_key(state: &mut State, key: KeyEvent) -> Vec<Command> {
     }
     // Another count, other targets: the plan again, and the typed count no longer holds.
     modal.preview = None;
+    modal.read = None;
     modal.typed.clear();
     vec![Command::PreviewRestore {
         vhost: modal.vhost.clone(),

@@ -9,7 +9,7 @@ use crate::domain::packed::Packed;
 use crate::domain::urgency::{ReadHead, Sample};
 use crate::worker::protocol::{
     Failure, Operation, OperationKind, Overview, ReplayOutcome, ReplayPreview, ReplayProgress,
-    RestorePreview, RunSummary, Ticket,
+    RestoreHow, RestorePreview, RunSummary, Ticket,
 };
 
 pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
@@ -98,6 +98,13 @@ pub(super) fn on_report(state: &mut State, report: Report) -> Vec<Command> {
         } => on_read_cost(state, &vhost, &queue, &text, ticket),
         Report::ReplayPreview(preview) => on_replay_preview(state, preview),
         Report::RestorePreview(preview) => on_restore_preview(state, preview),
+        Report::RestoreReading {
+            vhost,
+            queue,
+            how,
+            read,
+            ticket,
+        } => on_restore_reading(state, (vhost, queue, how), read, ticket),
         Report::ReplayProgress(progress) => on_replay_progress(state, progress),
         Report::ReplayFinished(outcome) => on_replay_finished(state, outcome),
         Report::SwitchFailed { generation, text } => on_switch_failed(state, generation, &text),
@@ -477,6 +484,29 @@ fn on_restore_preview(state: &mut State, preview: RestorePreview) -> Vec<Command
         && modal.how == preview.how
     {
         modal.preview = Some(preview);
+        state.dirty = true;
+    }
+    Vec::new()
+}
+
+/// How far the restore plan's read is, while the modal waits for that plan (not for another
+/// toggle's, nor once the plan came).
+fn on_restore_reading(
+    state: &mut State,
+    (vhost, queue, how): (String, String, RestoreHow),
+    read: u64,
+    ticket: Ticket,
+) -> Vec<Command> {
+    if !current(state, ticket.generation) {
+        return Vec::new();
+    }
+    if let Overlay::Restore(modal) = &mut state.overlay
+        && modal.vhost == vhost
+        && modal.queue == queue
+        && modal.how == how
+        && modal.preview.is_none()
+    {
+        modal.read = Some(read);
         state.dirty = true;
     }
     Vec::new()
