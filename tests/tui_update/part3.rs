@@ -767,8 +767,10 @@ fn r_in_the_archive_opens_the_restore_modal_and_asks_for_its_plan() {
     );
     assert!(matches!(&st.overlay, Overlay::Restore(m) if m.preview.is_none()));
     update(&mut st, restore_preview(how, 2, 1));
+    // A read's count after its plan came changes nothing.
+    update(&mut st, reading(how, 9_000));
     assert!(
-        matches!(&st.overlay, Overlay::Restore(m) if m.count() == Some(2) && m.blocked().is_none())
+        matches!(&st.overlay, Overlay::Restore(m) if m.count() == Some(2) && m.blocked().is_none() && m.read == Some(1_000))
     );
     let cmds = update(&mut st, key(KeyCode::Enter));
     match cmds.as_slice() {
