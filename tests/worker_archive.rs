@@ -261,7 +261,8 @@ async fn local_session(broker: TestBroker, home: &Home) {
         &all,
         back,
     )
-    .await;
+    .await
+    .0;
     assert_eq!((p.count, p.restored_before), (4, 0), "{label}: {p:?}");
     assert_eq!(p.targets, vec!["dlq × 4".to_string()], "{label}: {p:?}");
     let (o, _) = run_on(
@@ -293,7 +294,8 @@ async fn local_session(broker: TestBroker, home: &Home) {
         &all,
         back,
     )
-    .await;
+    .await
+    .0;
     assert_eq!((p.count, p.restored_before), (0, 4), "{label}: {p:?}");
 
     cmd_tx.send(Command::Quit).await.unwrap();
@@ -440,7 +442,7 @@ async fn restore_plan(
     selection: &Selection,
     how: RestoreHow,
 ) -> RestorePreview {
-    let (p, reads) = plan_with_reads(cmd, rx, label, vhost, ARCHIVE, selection, how).await;
+    let (p, reads) = plan_of(cmd, rx, label, vhost, ARCHIVE, selection, how).await;
     // The modal heard the read of the archive as it went, up to what the plan looked at.
     assert!(
         !reads.is_empty(),
@@ -456,23 +458,9 @@ async fn restore_plan(
     p
 }
 
-/// The restore modal's plan for `selection` of `queue` (the archive, or a queue that is not).
+/// The restore modal's plan for `selection` of `queue` (the archive, or a queue that is not),
+/// with the read counts the worker reported for it on the way.
 async fn plan_of(
-    cmd: &mpsc::Sender<Command>,
-    rx: &mut mpsc::Receiver<Report>,
-    label: &str,
-    vhost: &str,
-    queue: &str,
-    selection: &Selection,
-    how: RestoreHow,
-) -> RestorePreview {
-    plan_with_reads(cmd, rx, label, vhost, queue, selection, how)
-        .await
-        .0
-}
-
-/// [`plan_of`], with the read counts the worker reported for it on the way.
-async fn plan_with_reads(
     cmd: &mpsc::Sender<Command>,
     rx: &mut mpsc::Receiver<Report>,
     label: &str,
@@ -676,7 +664,8 @@ async fn restore_session(broker: TestBroker, home: &Home) {
         &Selection::All,
         back,
     )
-    .await;
+    .await
+    .0;
     assert_eq!(p.count, 0, "{label}: {p:?}");
     assert!(
         p.refusals.iter().any(|r| r.contains("is not the archive")),
