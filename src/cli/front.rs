@@ -192,6 +192,14 @@ impl CliFront {
     }
 }
 
+/// A plan that stopped during its read (the archive unreadable, a broker error) is said after
+/// the front end is gone: the read's line is ended first, so the error starts a line of its own.
+impl Drop for CliFront {
+    fn drop(&mut self) {
+        self.end_reading();
+    }
+}
+
 /// The archive's or the discard's plan.
 fn print_archive_plan(p: &ops::archive::Planned, json: bool, vhost: &str, max_age: &str) {
     let discard = p.op == RunKind::Discard;
